@@ -1,0 +1,101 @@
+import { z } from 'zod';
+
+/**
+ * The shared message contract. Every layer speaks only this.
+ * Contract: `type` discriminates; `content` holds at least the fields below.
+ */
+
+export const FAILURE_CATEGORIES = [
+  'network',
+  'timeout',
+  'rate_limited',
+  'server_error',
+  'auth',
+  'bad_request',
+  'process_crash',
+  'startup',
+  'invalid_output',
+  'unknown',
+] as const;
+
+export const FailureCategorySchema = z.enum(FAILURE_CATEGORIES);
+export type FailureCategory = z.infer<typeof FailureCategorySchema>;
+
+const SessionContent = z.object({ sessionId: z.string() });
+const TextContent = z.object({ text: z.string() });
+const ToolCallContent = z.object({
+  toolCallId: z.string(),
+  name: z.string(),
+  arguments: z.unknown(),
+});
+const ToolUpdateContent = ToolCallContent.extend({ partialResult: z.unknown().optional() });
+
+export const UsageSchema = z.object({
+  input: z.number().optional(),
+  output: z.number().optional(),
+  cacheRead: z.number().optional(),
+  cacheWrite: z.number().optional(),
+  totalTokens: z.number().optional(),
+  cost: z.number().optional(),
+});
+export type Usage = z.infer<typeof UsageSchema>;
+
+export const TerminalFailedContentSchema = z.object({
+  text: z.string(),
+  category: FailureCategorySchema,
+  retryAfterMs: z.number().int().nonnegative().optional(),
+  exitCode: z.number().int().optional(),
+  signal: z.string().optional(),
+  stderr: z.string(),
+  invalid_output_lines: z.array(z.string()),
+  agentError: z.string().optional(),
+});
+export type TerminalFailedContent = z.infer<typeof TerminalFailedContentSchema>;
+
+export const CliMessageSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('session.started'), content: SessionContent }),
+  z.object({ type: z.literal('session.resumed'), content: SessionContent }),
+  z.object({ type: z.literal('assistant'), content: TextContent }),
+  z.object({ type: z.literal('assistant.thought'), content: TextContent }),
+  z.object({ type: z.literal('tool.call'), content: ToolCallContent }),
+  z.object({ type: z.literal('tool.update'), content: ToolUpdateContent }),
+  z.object({
+    type: z.literal('tool.completed'),
+    content: z.object({ toolCallId: z.string(), name: z.string(), result: z.unknown() }),
+  }),
+  z.object({
+    type: z.literal('tool.failed'),
+    content: z.object({ toolCallId: z.string(), name: z.string(), error: z.unknown() }),
+  }),
+  z.object({
+    type: z.literal('agent.retry'),
+    content: z.object({
+      phase: z.enum(['start', 'end']),
+      attempt: z.number().int().optional(),
+      maxAttempts: z.number().int().optional(),
+      delayMs: z.number().optional(),
+      success: z.boolean().optional(),
+      errorText: z.string().optional(),
+    }),
+  }),
+  z.object({
+    type: z.literal('terminal.completed'),
+    content: z.object({
+      stopReason: z.string(),
+      usage: UsageSchema.optional(),
+      invalid_output_lines: z.array(z.string()).optional(),
+    }),
+  }),
+  z.object({ type: z.literal('terminal.failed'), content: TerminalFailedContentSchema }),
+]);
+
+export type CliMessage = z.infer<typeof CliMessageSchema>;
+export type CliMessageType = CliMessage['type'];
+export type MessageOf<T extends CliMessageType> = Extract<CliMessage, { type: T }>;
+export type TerminalMessage = MessageOf<'terminal.completed'> | MessageOf<'terminal.failed'>;
+
+export const MESSAGE_TYPES = CliMessageSchema.options.map((o) => o.shape.type.value) as readonly CliMessageType[];
+
+export function isTerminal(message: CliMessage): message is TerminalMessage {
+  return message.type === 'terminal.completed' || message.type === 'terminal.failed';
+}
