@@ -1,0 +1,77 @@
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, symlink, writeFile, lstat, readlink, unlink } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+/**
+ * pi reads its retry behaviour from `<agentDir>/settings.json`. sessiond never
+ * edits the user's own agent dir: each run gets a managed agent dir that links
+ * every entry of the user's (models, auth, sessions, themes…) except
+ * settings.json, which is the user's settings with pi's own retries switched off.
+ */
+export const NO_RETRY_SETTINGS = { retry: { enabled: false, provider: { maxRetries: 0 } } } as const;
+
+export function userAgentDir(explicit: string | undefined, env: Record<string, string | undefined>): string {
+  if (explicit !== undefined) return resolve(explicit);
+  const fromEnv = env.PI_CODING_AGENT_DIR;
+  if (fromEnv !== undefined && fromEnv !== '') return resolve(fromEnv);
+  return join(env.HOME ?? homedir(), '.pi', 'agent');
+}
+
+export function sessiondStateDir(env: Record<string, string | undefined>): string {
+  const explicit = env.SESSIOND_STATE_DIR;
+  if (explicit !== undefined && explicit !== '') return resolve(explicit);
+  const xdg = env.XDG_STATE_HOME;
+  return join(xdg !== undefined && xdg !== '' ? xdg : join(env.HOME ?? homedir(), '.local', 'state'), 'sessiond');
+}
+
+/** Creates or refreshes the managed agent dir for `userDir`; returns its path. Throws with a clear message on I/O errors. */
+export async function prepareManagedAgentDir(userDir: string, stateDir: string): Promise<string> {
+  const key = createHash('sha256').update(userDir).digest('hex').slice(0, 16);
+  const managed = join(stateDir, 'pi-agent', key);
+  await mkdir(managed, { recursive: true, mode: 0o700 });
+  const entries = await readdir(userDir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [] as string[];
+    throw error;
+  });
+  for (const entry of entries) {
+    if (entry === 'settings.json') continue;
+    await linkEntry(join(userDir, entry), join(managed, entry));
+  }
+  await writeSettings(join(userDir, 'settings.json'), join(managed, 'settings.json'));
+  return managed;
+}
+
+async function linkEntry(target: string, path: string): Promise<void> {
+  const existing = await lstat(path).catch(() => null);
+  if (existing?.isSymbolicLink() && (await readlink(path)) === target) return;
+  if (existing !== null) await unlink(path).catch(() => undefined);
+  await symlink(target, path).catch((error: NodeJS.ErrnoException) => {
+    // Another attempt linked it at the same moment: same target, nothing to do.
+    if (error.code !== 'EEXIST') throw error;
+  });
+}
+
+async function writeSettings(userSettingsPath: string, path: string): Promise<void> {
+  let userSettings: Record<string, unknown> = {};
+  const raw = await readFile(userSettingsPath, 'utf8').catch(() => null);
+  if (raw !== null) {
+    try {
+      const parsed: unknown = JSON.parse(raw);
+      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) userSettings = parsed as Record<string, unknown>;
+    } catch {
+      throw new Error(`${userSettingsPath}: not valid JSON; fix or remove it`);
+    }
+  }
+  const userRetry = userSettings.retry !== null && typeof userSettings.retry === 'object' ? (userSettings.retry as Record<string, unknown>) : {};
+  const userProvider = userRetry.provider !== null && typeof userRetry.provider === 'object' ? (userRetry.provider as Record<string, unknown>) : {};
+  const settings = {
+    ...userSettings,
+    retry: { ...userRetry, enabled: false, provider: { ...userProvider, maxRetries: 0 } },
+  };
+  const text = `${JSON.stringify(settings, null, 2)}\n`;
+  if ((await readFile(path, 'utf8').catch(() => null)) === text) return;
+  const temp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  await writeFile(temp, text, { mode: 0o600 });
+  await rename(temp, path);
+}

@@ -1,0 +1,302 @@
+import type { CliMessage, Usage } from '../../protocol/index.ts';
+import type { AgentMapper, AttemptExit } from '../shared/agent-mapper.ts';
+import { classifyErrorText } from '../shared/classify-error-text.ts';
+import { InvalidLines, parseEventLine } from '../shared/invalid-lines.ts';
+import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
+import { ToolCalls } from '../shared/tool-calls.ts';
+import { MessageText } from './message-text.ts';
+import { TextDeltas } from './text-deltas.ts';
+
+export interface PiMapperOptions {
+  /** The pi session id the caller asked to resume: its `session` event then means `session.resumed`. */
+  resumeSessionId?: string;
+}
+
+interface AssistantEnd {
+  stopReason: string;
+  errorMessage?: string;
+  usage?: Usage;
+}
+
+type PiEvent = Record<string, unknown> & { type: string };
+
+const FAILED_STOPS = new Set(['error', 'aborted']);
+
+/**
+ * Maps pi 0.73's `--mode json` events to CliMessages.
+ * Contract: see AgentMapper. The terminal message is decided at `complete()`,
+ * because pi may print `agent_end` more than once when it retries on its own.
+ */
+export class PiMapper implements AgentMapper {
+  readonly #options: PiMapperOptions;
+  readonly #invalid = new InvalidLines();
+  readonly #tools = new ToolCalls();
+  readonly #text = new TextDeltas();
+  #lineNumber = 0;
+  #validEvents = 0;
+  #current: MessageText | null = null;
+  #thoughts: string[] = [];
+  #lastAssistant: AssistantEnd | null = null;
+  #agentEnded = false;
+  #completed = false;
+
+  constructor(options: PiMapperOptions = {}) {
+    this.#options = options;
+  }
+
+  /** pi printed its final `agent_end` (and no retry of its own followed yet). */
+  get agentEnded(): boolean {
+    return this.#agentEnded;
+  }
+
+  push(line: string): CliMessage[] {
+    this.#lineNumber += 1;
+    if (this.#completed) return [];
+    const parsed = parseEventLine(line);
+    if (parsed.ok === 'blank') return [];
+    if (!parsed.ok) {
+      this.#invalid.add(this.#lineNumber, line, parsed.why);
+      return [];
+    }
+    this.#validEvents += 1;
+    return this.#onEvent(parsed.event);
+  }
+
+  complete(exit: AttemptExit): CliMessage[] {
+    if (this.#completed) return [];
+    this.#completed = true;
+    const out: CliMessage[] = [];
+    if (this.#current !== null) this.#bufferThinking(this.#current);
+    this.#current = null;
+    this.#drainThoughts(out);
+    out.push(...this.#tools.unresolved('the agent ended before reporting this tool result'));
+    out.push(this.#terminal(exit));
+    return out;
+  }
+
+  #onEvent(event: PiEvent): CliMessage[] {
+    switch (event.type) {
+      case 'session':
+        return this.#onSession(event);
+      case 'message_start':
+        return this.#onMessageStart(event);
+      case 'message_update':
+        return this.#onMessageUpdate(event);
+      case 'message_end':
+        return this.#onMessageEnd(event);
+      case 'turn_end':
+        return this.#onTurnEnd(event);
+      case 'tool_execution_start':
+      case 'tool_execution_update':
+        return this.#onToolProgress(event);
+      case 'tool_execution_end':
+        return this.#tools.result(str(event.toolCallId), str(event.toolName), event.isError === true, event.result);
+      case 'agent_end':
+        this.#agentEnded = true;
+        return [];
+      case 'auto_retry_start':
+        this.#agentEnded = false;
+        return [retryMessage('start', event)];
+      case 'auto_retry_end':
+        return [retryMessage('end', event)];
+      default:
+        return [];
+    }
+  }
+
+  #onSession(event: PiEvent): CliMessage[] {
+    const sessionId = str(event.id);
+    if (sessionId === '') return [];
+    const resume = this.#options.resumeSessionId;
+    const resumed = resume !== undefined && resume !== '' && sessionId.startsWith(resume);
+    return [{ type: resumed ? 'session.resumed' : 'session.started', content: { sessionId } }];
+  }
+
+  #onMessageStart(event: PiEvent): CliMessage[] {
+    const message = obj(event.message);
+    if (message?.role !== 'assistant') return [];
+    if (this.#current !== null) this.#bufferThinking(this.#current);
+    this.#current = new MessageText();
+    this.#text.startMessage();
+    return this.#applySnapshot(message);
+  }
+
+  #onMessageUpdate(event: PiEvent): CliMessage[] {
+    const update = obj(event.assistantMessageEvent);
+    const snapshot = obj(event.message) ?? obj(update?.partial);
+    if (this.#current === null) {
+      this.#current = new MessageText();
+      this.#text.startMessage();
+    }
+    if (snapshot !== undefined) return this.#applySnapshot(snapshot);
+    // No snapshot on this event: fall back to its delta.
+    const kind = str(update?.type);
+    const index = typeof update?.contentIndex === 'number' ? update.contentIndex : 0;
+    if (typeof update?.delta !== 'string') return [];
+    if (kind === 'text_delta') this.#current.appendDelta(index, 'text', update.delta);
+    else if (kind === 'thinking_delta') this.#current.appendDelta(index, 'thinking', update.delta);
+    else return [];
+    return this.#textDelta(this.#text.update(this.#current.text()));
+  }
+
+  #onMessageEnd(event: PiEvent): CliMessage[] {
+    const message = obj(event.message);
+    if (message === undefined) return [];
+    if (message.role === 'toolResult') {
+      return this.#tools.result(str(message.toolCallId), str(message.toolName), message.isError === true, { content: message.content, details: message.details });
+    }
+    if (message.role !== 'assistant') return [];
+    return this.#endAssistant(message);
+  }
+
+  #onTurnEnd(event: PiEvent): CliMessage[] {
+    const out: CliMessage[] = [];
+    const message = obj(event.message);
+    if (message?.role === 'assistant' && this.#current !== null) out.push(...this.#endAssistant(message));
+    if (Array.isArray(event.toolResults)) {
+      for (const raw of event.toolResults as unknown[]) {
+        const result = obj(raw);
+        if (result === undefined) continue;
+        out.push(...this.#tools.result(str(result.toolCallId), str(result.toolName), result.isError === true, { content: result.content, details: result.details }));
+      }
+    }
+    if (message !== undefined && str(message.stopReason) !== 'toolUse') this.#drainThoughts(out);
+    return out;
+  }
+
+  #onToolProgress(event: PiEvent): CliMessage[] {
+    const id = str(event.toolCallId);
+    if (id === '') return [];
+    if (event.type === 'tool_execution_start') return this.#tools.seen(id, str(event.toolName), event.args);
+    return this.#tools.progress(id, str(event.toolName), event.args, event.partialResult);
+  }
+
+  #endAssistant(message: Record<string, unknown>): CliMessage[] {
+    const current = this.#current ?? new MessageText();
+    this.#current = null;
+    const out = this.#toolCallsOf(message);
+    current.setSnapshot(message.content);
+    const stopReason = str(message.stopReason) || 'stop';
+    out.push(...this.#textDelta(this.#text.endMessage(current.text(), stopReason)));
+    this.#bufferThinking(current);
+    this.#lastAssistant = {
+      stopReason,
+      ...(typeof message.errorMessage === 'string' ? { errorMessage: message.errorMessage } : {}),
+      ...usageOf(message.usage),
+    };
+    if (stopReason !== 'toolUse') this.#drainThoughts(out);
+    return out;
+  }
+
+  #applySnapshot(snapshot: Record<string, unknown>): CliMessage[] {
+    const current = this.#current;
+    if (current === null) return [];
+    const out = this.#toolCallsOf(snapshot);
+    current.setSnapshot(snapshot.content);
+    out.push(...this.#textDelta(this.#text.update(current.text())));
+    return out;
+  }
+
+  #toolCallsOf(message: Record<string, unknown>): CliMessage[] {
+    if (!Array.isArray(message.content)) return [];
+    const out: CliMessage[] = [];
+    for (const raw of message.content as unknown[]) {
+      const block = obj(raw);
+      if (block?.type !== 'toolCall' || typeof block.id !== 'string' || block.id === '') continue;
+      out.push(...this.#tools.seen(block.id, str(block.name), block.arguments));
+    }
+    return out;
+  }
+
+  #textDelta(delta: string): CliMessage[] {
+    return delta === '' ? [] : [{ type: 'assistant', content: { text: delta } }];
+  }
+
+  #bufferThinking(message: MessageText): void {
+    const thinking = message.thinking();
+    if (thinking !== '') this.#thoughts.push(thinking);
+  }
+
+  #drainThoughts(out: CliMessage[]): void {
+    for (const text of this.#thoughts) out.push({ type: 'assistant.thought', content: { text } });
+    this.#thoughts = [];
+  }
+
+  #terminal(exit: AttemptExit): CliMessage {
+    const last = this.#lastAssistant;
+    const byExit = exit.stopReason === 'exit_grace' && this.#agentEnded ? null : exitFailure(exit);
+    const agentFailed = last !== null && FAILED_STOPS.has(last.stopReason);
+    // A process that sessiond could not start, stopped, or timed out: that is what happened.
+    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#invalid);
+    if (agentFailed && this.#agentEnded) return failedMessage(this.#agentFailure(last), exit, this.#invalid);
+    if (byExit !== null) return failedMessage(byExit, exit, this.#invalid);
+    if (this.#validEvents === 0) {
+      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#invalid);
+    }
+    if (!this.#agentEnded) {
+      const facts: FailureFacts = agentFailed
+        ? this.#agentFailure(last)
+        : { text: 'the agent exited before its closing events (no agent_end)', category: 'process_crash' };
+      return failedMessage(facts, exit, this.#invalid);
+    }
+    if (last === null) {
+      return failedMessage({ text: 'the agent ended without an assistant message', category: 'invalid_output' }, exit, this.#invalid);
+    }
+    const invalid = this.#invalid.list();
+    return {
+      type: 'terminal.completed',
+      content: {
+        stopReason: last.stopReason,
+        ...(last.usage === undefined ? {} : { usage: last.usage }),
+        ...(invalid.length === 0 ? {} : { invalid_output_lines: invalid }),
+      },
+    };
+  }
+
+  #agentFailure(last: AssistantEnd): FailureFacts {
+    const agentError = last.errorMessage ?? `the model call ended with stop reason "${last.stopReason}"`;
+    const classified = classifyErrorText(agentError);
+    return {
+      text: agentError,
+      category: classified.category,
+      agentError,
+      ...(classified.retryAfterMs === undefined ? {} : { retryAfterMs: classified.retryAfterMs }),
+    };
+  }
+}
+
+function retryMessage(phase: 'start' | 'end', event: PiEvent): CliMessage {
+  const errorText = typeof event.errorMessage === 'string' ? event.errorMessage : typeof event.finalError === 'string' ? event.finalError : undefined;
+  return {
+    type: 'agent.retry',
+    content: {
+      phase,
+      ...(typeof event.attempt === 'number' ? { attempt: Math.trunc(event.attempt) } : {}),
+      ...(typeof event.maxAttempts === 'number' ? { maxAttempts: Math.trunc(event.maxAttempts) } : {}),
+      ...(typeof event.delayMs === 'number' ? { delayMs: event.delayMs } : {}),
+      ...(typeof event.success === 'boolean' ? { success: event.success } : {}),
+      ...(errorText === undefined ? {} : { errorText }),
+    },
+  };
+}
+
+function usageOf(raw: unknown): { usage?: Usage } {
+  const usage = obj(raw);
+  if (usage === undefined) return {};
+  const out: Usage = {};
+  for (const key of ['input', 'output', 'cacheRead', 'cacheWrite', 'totalTokens'] as const) {
+    const value = usage[key];
+    if (typeof value === 'number' && Number.isFinite(value)) out[key] = value;
+  }
+  const cost = obj(usage.cost)?.total;
+  if (typeof cost === 'number' && Number.isFinite(cost)) out.cost = cost;
+  return { usage: out };
+}
+
+function obj(value: unknown): Record<string, unknown> | undefined {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+function str(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}

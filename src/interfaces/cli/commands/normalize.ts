@@ -1,0 +1,35 @@
+import { createReadStream } from 'node:fs';
+import type { Command } from 'commander';
+import { PiMapper } from '../../../agents/pi/mapper.ts';
+import { splitLines } from '../../../process/split-lines.ts';
+import type { CliMessage } from '../../../protocol/index.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { parseIntegerOption } from '../parse-options.ts';
+
+export function registerNormalize(program: Command): void {
+  program
+    .command('normalize')
+    .description("Read pi's JSON lines from FILE (or stdin) and print one normalized message per line")
+    .argument('[file]', 'a file of pi --mode json output; stdin when omitted or "-"')
+    .option('--exit-code <n>', "treat end of input as pi exiting with this code", parseIntegerOption('--exit-code', -255, 255), 0)
+    .option('--resume <sessionId>', 'the pi session id the run was asked to resume (session.resumed instead of session.started)')
+    .action(async (file: string | undefined, opts: { exitCode: number; resume?: string }) => {
+      process.exitCode = await normalize(file, opts);
+    });
+}
+
+async function normalize(file: string | undefined, opts: { exitCode: number; resume?: string }): Promise<number> {
+  const source = file === undefined || file === '-' ? process.stdin : createReadStream(file);
+  const mapper = new PiMapper(opts.resume === undefined ? {} : { resumeSessionId: opts.resume });
+  const write = (messages: CliMessage[]): void => {
+    for (const message of messages) process.stdout.write(`${JSON.stringify(message)}\n`);
+  };
+  try {
+    for await (const line of splitLines(source)) write(mapper.push(line));
+  } catch (error) {
+    process.stderr.write(`sessiond normalize: cannot read ${file ?? 'stdin'}: ${(error as Error).message}\n`);
+    return ExitCode.usage;
+  }
+  write(mapper.complete({ exitCode: opts.exitCode, signal: null, stopReason: null, stderrTail: '' }));
+  return ExitCode.ok;
+}

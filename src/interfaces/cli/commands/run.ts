@@ -1,0 +1,91 @@
+import type { Command } from 'commander';
+import { runPi } from '../../../agents/pi/provider.ts';
+import { THINKING_LEVELS, type PiOptionsInput } from '../../../agents/pi/options.ts';
+import type { CliMessage } from '../../../protocol/index.ts';
+import { parseDurationOption } from '../parse-options.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { Option } from 'commander';
+
+interface RunFlags {
+  cwd?: string;
+  provider?: string;
+  model?: string;
+  thinking?: (typeof THINKING_LEVELS)[number];
+  agentDir?: string;
+  session?: string | boolean;
+  sessionDir?: string;
+  idleTimeout?: number;
+  json?: boolean;
+}
+
+export function registerRun(program: Command): void {
+  program
+    .command('run')
+    .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
+    .argument('<prompt>', 'the prompt')
+    .option('--cwd <dir>', "the agent's working directory")
+    .option('--provider <name>', 'model provider (pi --provider)')
+    .option('--model <id>', 'model id (pi --model)')
+    .addOption(new Option('--thinking <level>', 'thinking level').choices(THINKING_LEVELS))
+    .option('--agent-dir <dir>', "the pi agent dir to take models and auth from (default $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    .option('--session <id>', 'resume this pi session')
+    .option('--no-session', 'do not save a pi session')
+    .option('--session-dir <dir>', 'where pi keeps session files')
+    .option('--idle-timeout <duration>', 'fail as timeout after this long without output (e.g. 90s, 10m)', parseDurationOption('--idle-timeout'))
+    .option('--json', 'print the normalized messages as JSON lines')
+    .action(async (prompt: string, flags: RunFlags) => {
+      process.exitCode = await run(prompt, flags);
+    });
+}
+
+async function run(prompt: string, flags: RunFlags): Promise<number> {
+  const options: PiOptionsInput = {
+    prompt,
+    ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
+    ...(flags.provider === undefined ? {} : { provider: flags.provider }),
+    ...(flags.model === undefined ? {} : { model: flags.model }),
+    ...(flags.thinking === undefined ? {} : { thinking: flags.thinking }),
+    ...(flags.agentDir === undefined ? {} : { agentDir: flags.agentDir }),
+    ...(flags.sessionDir === undefined ? {} : { sessionDir: flags.sessionDir }),
+    ...(flags.idleTimeout === undefined ? {} : { idleTimeoutMs: flags.idleTimeout }),
+    session: flags.session === false ? { mode: 'none' } : typeof flags.session === 'string' ? { mode: 'resume', id: flags.session } : { mode: 'new' },
+  };
+  const controller = new AbortController();
+  const onSignal = (): void => {
+    if (!controller.signal.aborted) process.stderr.write('\nsessiond: stopping the agent…\n');
+    controller.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  let terminal: CliMessage | undefined;
+  let sessionId: string | undefined;
+  let endsWithNewline = true;
+  try {
+    for await (const message of runPi(options, { signal: controller.signal })) {
+      if (flags.json === true) process.stdout.write(`${JSON.stringify(message)}\n`);
+      else if (message.type === 'assistant') {
+        process.stdout.write(message.content.text);
+        endsWithNewline = message.content.text.endsWith('\n');
+      }
+      if (message.type === 'session.started' || message.type === 'session.resumed') sessionId = message.content.sessionId;
+      if (message.type === 'terminal.completed' || message.type === 'terminal.failed') terminal = message;
+    }
+  } catch (error) {
+    if (controller.signal.aborted) {
+      if (flags.json !== true && !endsWithNewline) process.stdout.write('\n');
+      process.stderr.write('sessiond: cancelled; the agent and its processes are gone\n');
+      return ExitCode.interrupted;
+    }
+    throw error;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  if (flags.json !== true && !endsWithNewline) process.stdout.write('\n');
+  if (sessionId !== undefined && flags.json !== true && flags.session !== false) process.stderr.write(`session: ${sessionId}\n`);
+  if (terminal?.type === 'terminal.failed') {
+    process.stderr.write(`sessiond: failed (${terminal.content.category}): ${terminal.content.text}\n`);
+    return ExitCode.failed;
+  }
+  return ExitCode.ok;
+}

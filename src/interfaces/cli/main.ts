@@ -1,0 +1,33 @@
+import { Command, CommanderError } from 'commander';
+import { registerNormalize } from './commands/normalize.ts';
+import { registerRun } from './commands/run.ts';
+import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
+
+export function buildProgram(): Command {
+  const program = new Command('sessiond')
+    .description('Chat sessions with CLI coding agents as durable actors')
+    .version('0.1.0')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+  registerNormalize(program);
+  registerRun(program);
+  for (const command of program.commands) command.exitOverride();
+  return program;
+}
+
+/** Runs the CLI; returns the process exit code. Never throws. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync([...argv]);
+    return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return ExitCode.ok;
+      return ExitCode.usage;
+    }
+    process.stderr.write(`sessiond: ${(error as Error).message}\n`);
+    return ExitCode.failed;
+  }
+}

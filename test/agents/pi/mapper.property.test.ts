@@ -1,0 +1,55 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { isTerminal } from '../../../src/protocol/index.ts';
+import { assistantText, expectedAssistantText, mapLines, readTranscript, thoughtText, expectedThinking, withoutSnapshots } from './transcripts.ts';
+
+const garbageLine = fc.oneof(
+  fc.string(),
+  fc.constantFrom('{"type":', '{}', '[]', 'null', '42', '"text"', '{"type":17}', '{"noType":"x"}', 'Error: something\u2028odd', '\u0000\u0001'),
+  fc.json().filter((j) => {
+    try {
+      const v = JSON.parse(j) as unknown;
+      return v === null || typeof v !== 'object' || Array.isArray(v) || typeof (v as { type?: unknown }).type !== 'string';
+    } catch {
+      return true;
+    }
+  }),
+);
+
+/** Inserts each garbage line at its position (positions are taken modulo the growing length). */
+function interleave(lines: readonly string[], inserts: ReadonlyArray<[number, string]>): string[] {
+  const out = [...lines];
+  for (const [at, garbage] of inserts) out.splice(at % (out.length + 1), 0, garbage);
+  return out;
+}
+
+describe('pi mapper properties', () => {
+  for (const name of ['text', 'text-burst', 'thinking', 'tool', 'two-tools', 'midclose']) {
+    it(`${name}: garbage lines interleaved anywhere never throw and never change the assistant text or thinking`, () => {
+      const lines = readTranscript(name);
+      const text = expectedAssistantText(lines);
+      const thinking = expectedThinking(lines);
+      fc.assert(
+        fc.property(fc.array(fc.tuple(fc.nat(), garbageLine), { maxLength: 20 }), fc.boolean(), (inserts, deltasOnly) => {
+          const source = deltasOnly ? withoutSnapshots(lines) : lines;
+          const messages = mapLines(interleave(source, inserts));
+          expect(assistantText(messages)).toBe(text);
+          expect(thoughtText(messages)).toBe(thinking);
+          expect(messages.filter(isTerminal)).toHaveLength(1);
+        }),
+        { numRuns: 150 },
+      );
+    });
+  }
+
+  it('any sequence of arbitrary lines gives exactly one terminal message and never throws', () => {
+    fc.assert(
+      fc.property(fc.array(fc.oneof(garbageLine, fc.constantFrom(...readTranscript('tool'))), { maxLength: 60 }), (lines) => {
+        const messages = mapLines(lines);
+        expect(messages.filter(isTerminal)).toHaveLength(1);
+        expect(isTerminal(messages.at(-1)!)).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});

@@ -1,0 +1,107 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { PiMapper, type PiMapperOptions } from '../../../src/agents/pi/mapper.ts';
+import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
+import type { CliMessage } from '../../../src/protocol/index.ts';
+
+export const PI_FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'pi');
+
+export const CLEAN_EXIT: AttemptExit = { exitCode: 0, signal: null, stopReason: null, stderrTail: '' };
+
+export function transcriptNames(): string[] {
+  return readdirSync(PI_FIXTURES)
+    .filter((f) => f.endsWith('.stdout.jsonl'))
+    .map((f) => f.replace('.stdout.jsonl', ''))
+    .sort();
+}
+
+export function readTranscript(name: string): string[] {
+  const text = readFileSync(join(PI_FIXTURES, `${name}.stdout.jsonl`), 'utf8');
+  const lines = text.split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  return lines;
+}
+
+/** How the recorded process ended, from `<name>.exit` (a number, or a signal name). */
+export function recordedExit(name: string): AttemptExit {
+  let raw = '0';
+  try {
+    raw = readFileSync(join(PI_FIXTURES, `${name}.exit`), 'utf8').trim();
+  } catch {
+    // no exit file: a clean exit
+  }
+  if (/^SIG[A-Z]+$/.test(raw)) return { exitCode: null, signal: raw, stopReason: null, stderrTail: '' };
+  const code = Number(raw);
+  if (code > 128 && code < 160) return { exitCode: null, signal: code === 130 ? 'SIGINT' : code === 143 ? 'SIGTERM' : `SIG${code - 128}`, stopReason: null, stderrTail: '' };
+  return { exitCode: code, signal: null, stopReason: null, stderrTail: '' };
+}
+
+export function mapLines(lines: readonly string[], exit: AttemptExit = CLEAN_EXIT, options: PiMapperOptions = {}): CliMessage[] {
+  const mapper = new PiMapper(options);
+  const out: CliMessage[] = [];
+  for (const line of lines) out.push(...mapper.push(line));
+  out.push(...mapper.complete(exit));
+  return out;
+}
+
+export function assistantText(messages: readonly CliMessage[]): string {
+  return messages.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('');
+}
+
+export function thoughtText(messages: readonly CliMessage[]): string {
+  return messages.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('');
+}
+
+interface PiBlock {
+  type: string;
+  text?: string;
+  thinking?: string;
+}
+
+function finalAssistantMessages(lines: readonly string[]): PiBlock[][] {
+  const out: PiBlock[][] = [];
+  for (const line of lines) {
+    let event: { type?: string; message?: { role?: string; content?: PiBlock[] } };
+    try {
+      event = JSON.parse(line) as typeof event;
+    } catch {
+      continue;
+    }
+    if (event.type === 'message_end' && event.message?.role === 'assistant') out.push(event.message.content ?? []);
+  }
+  return out;
+}
+
+/** The text of the assistant messages pi ended with, in order (what `assistant` deltas must add up to). */
+export function expectedAssistantText(lines: readonly string[]): string {
+  return finalAssistantMessages(lines)
+    .map((blocks) => blocks.filter((b) => b.type === 'text').map((b) => b.text ?? '').join(''))
+    .join('');
+}
+
+export function expectedThinking(lines: readonly string[]): string {
+  return finalAssistantMessages(lines)
+    .map((blocks) => blocks.filter((b) => b.type === 'thinking').map((b) => b.thinking ?? '').join(''))
+    .join('');
+}
+
+/** The same stream with the cumulative snapshots removed: only deltas are left to read. */
+export function withoutSnapshots(lines: readonly string[]): string[] {
+  return lines.map((line) => {
+    const event = JSON.parse(line) as { type?: string; message?: unknown; assistantMessageEvent?: { partial?: unknown } };
+    if (event.type !== 'message_update') return line;
+    delete event.message;
+    if (event.assistantMessageEvent) delete event.assistantMessageEvent.partial;
+    return JSON.stringify(event);
+  });
+}
+
+/** The same stream with the deltas removed: only the cumulative snapshots are left to read. */
+export function withoutDeltas(lines: readonly string[]): string[] {
+  return lines.map((line) => {
+    const event = JSON.parse(line) as { type?: string; assistantMessageEvent?: { delta?: unknown } };
+    if (event.type !== 'message_update' || !event.assistantMessageEvent) return line;
+    delete event.assistantMessageEvent.delta;
+    return JSON.stringify(event);
+  });
+}
