@@ -1,0 +1,98 @@
+import { createActor, type Actor, type InspectionEvent, type Snapshot } from 'xstate';
+import type { SessionMachine } from './session.machine.ts';
+import type { SessionContext, SessionEvent } from './types.ts';
+
+/** Bump when the persisted shape changes, and add a step to `migrate`. */
+export const SESSION_SNAPSHOT_VERSION = 1;
+
+export interface PersistedSession {
+  version: number;
+  /** XState's persisted snapshot of the session actor. */
+  snapshot: PersistedMachineSnapshot;
+}
+
+interface PersistedMachineSnapshot {
+  status: string;
+  value: unknown;
+  context: SessionContext;
+  children?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+export interface Transition {
+  at: number;
+  from: string;
+  to: string;
+  event: string;
+}
+
+export type SessionActor = Actor<SessionMachine>;
+
+export function persistSession(actor: SessionActor): PersistedSession {
+  return { version: SESSION_SNAPSHOT_VERSION, snapshot: actor.getPersistedSnapshot() as unknown as PersistedMachineSnapshot };
+}
+
+/** The state's name as operators see it (`running`, `backoff`, …). */
+export function stateName(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+/**
+ * A snapshot as it may be handed to XState: never one that would re-invoke an
+ * attempt. A snapshot taken while an attempt ran means that attempt was
+ * interrupted; one taken while a cancel waited for the agent means the cancel
+ * ends now (the runtime reaps any process left behind).
+ */
+export function restorableSnapshot(persisted: PersistedSession): PersistedMachineSnapshot {
+  const migrated = migrate(persisted);
+  const snapshot = migrated.snapshot;
+  const value = stateName(snapshot.value);
+  const rewritten = value === 'running' ? 'interrupted' : value === 'cancelling' ? 'cancelInterrupted' : value;
+  return { ...snapshot, value: rewritten, children: {} };
+}
+
+function migrate(persisted: PersistedSession): PersistedSession {
+  if (persisted === null || typeof persisted !== 'object' || typeof persisted.snapshot !== 'object' || persisted.snapshot === null) {
+    throw new Error('persisted session: not a session snapshot');
+  }
+  if (persisted.version !== SESSION_SNAPSHOT_VERSION) {
+    throw new Error(`persisted session: version ${String(persisted.version)} is not supported (this build reads version ${SESSION_SNAPSHOT_VERSION})`);
+  }
+  return persisted;
+}
+
+export interface SessionActorOptions {
+  /** Called after every transition, with its timestamp. */
+  onTransition?: (transition: Transition, snapshot: Snapshot<unknown> & { value: unknown; context: SessionContext }) => void;
+}
+
+/**
+ * Starts a session actor, new (`input`) or restored (`persisted`). A restored
+ * actor gets `session.restored` at once: in backoff it re-arms only the rest of
+ * the delay (at once if `nextRetryAt` has passed); an interrupted attempt goes
+ * through the retry decision. Nothing is re-invoked blindly.
+ */
+export function startSessionActor(
+  machine: SessionMachine,
+  from: { input: { sessionId: string; policy?: SessionContext['policy'] } } | { persisted: PersistedSession },
+  options: SessionActorOptions = {},
+): SessionActor {
+  let previous: string | null = null;
+  const inspect = options.onTransition === undefined ? undefined : (event: InspectionEvent): void => {
+    if (event.type !== '@xstate.snapshot' || event.actorRef !== actor) return;
+    const snapshot = event.snapshot as Snapshot<unknown> & { value: unknown; context: SessionContext };
+    const to = stateName(snapshot.value);
+    if (to === previous && event.event.type !== 'session.restored') return;
+    const transition = { at: Date.now(), from: previous ?? 'none', to, event: event.event.type };
+    previous = to;
+    options.onTransition?.(transition, snapshot);
+  };
+  const actor: SessionActor =
+    'persisted' in from
+      ? createActor(machine, { snapshot: restorableSnapshot(from.persisted) as never, input: { sessionId: from.persisted.snapshot.context.sessionId }, ...(inspect ? { inspect } : {}) })
+      : createActor(machine, { input: from.input, ...(inspect ? { inspect } : {}) });
+  if ('persisted' in from) previous = stateName(restorableSnapshot(from.persisted).value);
+  actor.start();
+  if ('persisted' in from) actor.send({ type: 'session.restored' } satisfies SessionEvent);
+  return actor;
+}

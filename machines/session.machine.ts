@@ -1,0 +1,250 @@
+import { assign, setup } from 'xstate';
+import type { TerminalMessage } from '../src/protocol/index.ts';
+import { decideRetry, DEFAULT_RETRY_POLICY, type RetryDecision } from '../src/retry/index.ts';
+import { createAttemptActors } from './attempt-actor.ts';
+import { retryRequest } from './retry-request.ts';
+import type { AttemptRecord, AttemptRequest, PromptInput, SessionContext, SessionEvent, SessionInput, TurnState, TurnStatus } from './types.ts';
+
+/** How many ended prompt ids the context remembers (to refuse a prompt id that already ran). */
+const FINISHED_PROMPTS_KEPT = 200;
+
+const unconfigured = createAttemptActors(
+  () => {
+    throw new Error('no attempt runner configured: provide one with createSessionMachine() or .provide()');
+  },
+  () => undefined,
+);
+
+type Failure = Extract<TerminalMessage, { type: 'terminal.failed' }>['content'];
+
+function now(): number {
+  return Date.now();
+}
+
+function newTurn(index: number, prompt: PromptInput): TurnState {
+  return {
+    index,
+    promptId: prompt.id,
+    text: prompt.text,
+    options: prompt.options ?? {},
+    status: 'running',
+    failureReason: null,
+    cancelReason: null,
+    startedAt: now(),
+    endedAt: null,
+    attempts: [],
+  };
+}
+
+function withTurn(context: SessionContext, patch: Partial<TurnState>): TurnState | null {
+  return context.turn === null ? null : { ...context.turn, ...patch };
+}
+
+function patchLastAttempt(turn: TurnState, patch: Partial<AttemptRecord>): AttemptRecord[] {
+  const attempts = turn.attempts.slice();
+  const last = attempts.at(-1);
+  if (last !== undefined) attempts[attempts.length - 1] = { ...last, ...patch };
+  return attempts;
+}
+
+function endTurn(context: SessionContext, status: TurnStatus, patch: Partial<TurnState> = {}): Partial<SessionContext> {
+  const turn = context.turn;
+  if (turn === null) return {};
+  const finished = [...context.finishedPromptIds, turn.promptId].slice(-FINISHED_PROMPTS_KEPT);
+  return { turn: { ...turn, ...patch, status, endedAt: now() }, nextRetryAt: null, finishedPromptIds: finished };
+}
+
+/** The failure of the attempt that just ended, from its terminal message or from an interruption. */
+function failureOf(event: SessionEvent): Failure | null {
+  if (event.type === 'attempt.ended') return event.terminal.type === 'terminal.failed' ? event.terminal.content : null;
+  if (event.type === 'session.restored') {
+    return { text: 'the attempt was interrupted (its worker stopped or crashed)', category: 'process_crash', stderr: '', invalid_output_lines: [] };
+  }
+  return null;
+}
+
+function decisionFor(context: SessionContext, event: SessionEvent): RetryDecision | null {
+  const failure = failureOf(event);
+  if (failure === null) return null;
+  return decideRetry(context.policy, failure, Math.max(1, context.attempt));
+}
+
+export const sessionMachine = setup({
+  types: {
+    context: {} as SessionContext,
+    events: {} as SessionEvent,
+    input: {} as SessionInput,
+  },
+  actors: {
+    attempt: unconfigured.attempt,
+    attemptStopped: unconfigured.attemptStopped,
+  },
+  guards: {
+    hasMail: ({ context }) => context.mailbox.length > 0,
+    attemptCompleted: ({ event }) => event.type === 'attempt.ended' && event.terminal.type === 'terminal.completed',
+    willRetry: ({ context, event }) => decisionFor(context, event)?.retry === true,
+  },
+  delays: {
+    retryDelay: ({ context }) => Math.max(0, (context.nextRetryAt ?? 0) - now()),
+  },
+  actions: {
+    enqueuePrompt: assign(({ context, event }) => {
+      if (event.type !== 'session.prompt') return {};
+      const id = event.prompt.id;
+      const known = context.mailbox.some((p) => p.id === id) || context.turn?.promptId === id || context.finishedPromptIds.includes(id);
+      // The same prompt delivered twice (at-least-once delivery upstream) runs once.
+      return known ? {} : { mailbox: [...context.mailbox, event.prompt] };
+    }),
+    startNextTurn: assign(({ context }) => {
+      const [next, ...rest] = context.mailbox;
+      if (next === undefined) return {};
+      return { mailbox: rest, turnIndex: context.turnIndex + 1, attempt: 0, turn: newTurn(context.turnIndex + 1, next), nextRetryAt: null, lastFailure: null };
+    }),
+    startAttempt: assign(({ context }) => {
+      if (context.turn === null) return {};
+      const attempt = context.attempt + 1;
+      const record: AttemptRecord = { attempt, startedAt: now(), endedAt: null, outcome: null, category: null, errorText: null, delayMs: null, promptRecorded: false };
+      return { attempt, nextRetryAt: null, turn: { ...context.turn, status: 'running', attempts: [...context.turn.attempts, record] } };
+    }),
+    recordAgentSession: assign(({ event }) => (event.type === 'attempt.session' ? { agentSessionId: event.agentSessionId } : {})),
+    recordPromptRecorded: assign(({ context }) =>
+      context.turn === null ? {} : { agentSessionResumable: true, turn: { ...context.turn, attempts: patchLastAttempt(context.turn, { promptRecorded: true }) } },
+    ),
+    completeTurn: assign(({ context }) => {
+      if (context.turn === null) return {};
+      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome: 'completed' });
+      return endTurn(context, 'completed', { attempts });
+    }),
+    recordFailure: assign(({ context, event }) => {
+      const failure = failureOf(event);
+      if (context.turn === null || failure === null) return {};
+      const decision = decisionFor(context, event);
+      const outcome = event.type === 'session.restored' ? 'interrupted' : 'failed';
+      const delayMs = decision?.retry === true ? decision.delayMs : null;
+      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome, category: failure.category, errorText: failure.text, delayMs });
+      const lastFailure = { category: failure.category, errorText: failure.text, retryAfterMs: failure.retryAfterMs ?? null, at: now() };
+      if (decision?.retry === true) {
+        return { lastFailure, nextRetryAt: now() + decision.delayMs, turn: { ...context.turn, status: 'backoff', attempts } };
+      }
+      const reason = decision?.retry === false ? decision.reason : 'not_retryable';
+      return { lastFailure, ...endTurn({ ...context, turn: { ...context.turn, attempts } }, 'failed', { failureReason: reason }) };
+    }),
+    markCancelling: assign(({ context, event }) => {
+      const reason = event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : 'cancelled';
+      if (context.turn === null) return {};
+      return { turn: { ...context.turn, status: 'cancelling', cancelReason: reason, attempts: patchLastAttempt(context.turn, { endedAt: now(), outcome: 'cancelled' }) } };
+    }),
+    cancelTurn: assign(({ context, event }) => {
+      const reason = event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : (context.turn?.cancelReason ?? 'cancelled');
+      return endTurn(context, 'cancelled', { cancelReason: reason });
+    }),
+    setPolicy: assign(({ event }) => (event.type === 'session.policy' ? { policy: event.policy } : {})),
+  },
+}).createMachine({
+  id: 'session',
+  context: ({ input }) => ({
+    sessionId: input.sessionId,
+    agentSessionId: null,
+    agentSessionResumable: false,
+    policy: input.policy ?? DEFAULT_RETRY_POLICY,
+    turnIndex: 0,
+    attempt: 0,
+    turn: null,
+    nextRetryAt: null,
+    lastFailure: null,
+    mailbox: [],
+    finishedPromptIds: [],
+  }),
+  initial: 'idle',
+  on: {
+    'session.prompt': { actions: 'enqueuePrompt' },
+    'session.policy': { actions: 'setPolicy' },
+  },
+  states: {
+    idle: {
+      always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+    },
+    running: {
+      entry: 'startAttempt',
+      invoke: {
+        id: 'attempt',
+        src: 'attempt',
+        input: ({ context }): AttemptRequest => attemptRequest(context),
+      },
+      on: {
+        'attempt.session': { actions: 'recordAgentSession' },
+        'attempt.prompt_recorded': { actions: 'recordPromptRecorded' },
+        'attempt.ended': [
+          { guard: 'attemptCompleted', target: 'completed', actions: 'completeTurn' },
+          { guard: 'willRetry', target: 'backoff', actions: 'recordFailure' },
+          { target: 'failed', actions: 'recordFailure' },
+        ],
+        'session.cancel': { target: 'cancelling', actions: 'markCancelling' },
+      },
+    },
+    backoff: {
+      after: { retryDelay: { target: 'running' } },
+      on: {
+        'session.cancel': { target: 'cancelled', actions: 'cancelTurn' },
+        // After a restore: XState keeps no timers in a snapshot, so re-arm what remains of the delay.
+        'session.restored': { target: 'backoff', reenter: true },
+      },
+    },
+    cancelling: {
+      invoke: {
+        src: 'attemptStopped',
+        input: ({ context }) => ({ sessionId: context.sessionId, turn: context.turnIndex, attempt: context.attempt }),
+        onDone: { target: 'cancelled', actions: 'cancelTurn' },
+        onError: { target: 'cancelled', actions: 'cancelTurn' },
+      },
+    },
+    /** Only entered by restoring a snapshot taken while an attempt ran: that attempt was interrupted. */
+    interrupted: {
+      on: {
+        'session.restored': [
+          { guard: 'willRetry', target: 'backoff', actions: 'recordFailure' },
+          { target: 'failed', actions: 'recordFailure' },
+        ],
+      },
+    },
+    /** Only entered by restoring a snapshot taken while a cancel waited for the agent to stop. */
+    cancelInterrupted: {
+      on: { 'session.restored': { target: 'cancelled', actions: 'cancelTurn' } },
+    },
+    completed: {
+      always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+    },
+    failed: {
+      always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+    },
+    cancelled: {
+      always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+    },
+  },
+});
+
+function attemptRequest(context: SessionContext): AttemptRequest {
+  const turn = context.turn;
+  if (turn === null) throw new Error('running without a turn');
+  const previous = turn.attempts.at(-2);
+  const resumable = context.agentSessionResumable ? context.agentSessionId : null;
+  const { text, continuation } = retryRequest(turn.text, previous ?? null, resumable);
+  return {
+    sessionId: context.sessionId,
+    turn: turn.index,
+    attempt: context.attempt,
+    promptId: turn.promptId,
+    text,
+    continuation,
+    agentSessionId: resumable,
+    options: turn.options,
+  };
+}
+
+export type SessionMachine = typeof sessionMachine;
+
+/** The session machine with a real attempt runner and message sink. */
+export function createSessionMachine(runner: Parameters<typeof createAttemptActors>[0], sink: Parameters<typeof createAttemptActors>[1]): SessionMachine {
+  const actors = createAttemptActors(runner, sink);
+  return sessionMachine.provide({ actors });
+}

@@ -1,0 +1,115 @@
+import type { CliMessage, FailureCategory, TerminalMessage } from '../src/protocol/index.ts';
+import type { NoRetryReason, RetryPolicy } from '../src/retry/index.ts';
+
+/** Agent options of one turn (model, thinking level, cwd, …): opaque to the machine, passed to the provider. */
+export type TurnOptions = Readonly<Record<string, unknown>>;
+
+export interface PromptInput {
+  /** Caller's id for the prompt (e.g. the inbox entry), to prove none is lost or run twice. */
+  id: string;
+  text: string;
+  options?: TurnOptions;
+}
+
+/**
+ * What one attempt is asked to do. On a retry, `continuation` says the agent's
+ * session already holds the user's prompt: the provider resumes that session
+ * with `text` (a short continuation) instead of sending the prompt again.
+ */
+export interface AttemptRequest {
+  sessionId: string;
+  turn: number;
+  attempt: number;
+  promptId: string;
+  text: string;
+  continuation: boolean;
+  /** The agent's own session to resume, when there is one. */
+  agentSessionId: string | null;
+  options: TurnOptions;
+}
+
+export interface AttemptMeta {
+  sessionId: string;
+  turn: number;
+  attempt: number;
+}
+
+/** One attempt of the agent. Contract: the provider's — ends with exactly one terminal message, or rejects with the abort reason after the process tree is gone. */
+export type AttemptRunner = (request: AttemptRequest, context: { signal: AbortSignal }) => AsyncIterable<CliMessage>;
+
+/** Where every streamed message goes (the message log); the machine's context never holds them. */
+export type MessageSink = (message: CliMessage, meta: AttemptMeta) => void | Promise<void>;
+
+export type AttemptOutcome = 'completed' | 'failed' | 'interrupted' | 'cancelled';
+
+export interface AttemptRecord {
+  attempt: number;
+  startedAt: number;
+  endedAt: number | null;
+  outcome: AttemptOutcome | null;
+  category: FailureCategory | null;
+  errorText: string | null;
+  /** The backoff that followed this attempt, when a retry was scheduled. */
+  delayMs: number | null;
+  /** The agent's session had recorded the user's prompt when the attempt ended. */
+  promptRecorded: boolean;
+}
+
+export type TurnStatus = 'running' | 'backoff' | 'cancelling' | 'completed' | 'failed' | 'cancelled';
+export type TurnFailureReason = NoRetryReason;
+
+export interface TurnState {
+  index: number;
+  promptId: string;
+  text: string;
+  options: TurnOptions;
+  status: TurnStatus;
+  failureReason: TurnFailureReason | null;
+  cancelReason: string | null;
+  startedAt: number;
+  endedAt: number | null;
+  attempts: AttemptRecord[];
+}
+
+export interface LastFailure {
+  category: FailureCategory;
+  errorText: string;
+  retryAfterMs: number | null;
+  at: number;
+}
+
+export interface SessionContext {
+  sessionId: string;
+  agentSessionId: string | null;
+  /** The agent's session holds at least one prompt, so it can be resumed. */
+  agentSessionResumable: boolean;
+  policy: RetryPolicy;
+  /** Turns started so far; the current turn's index. */
+  turnIndex: number;
+  /** The current attempt of the current turn (0 before the first). */
+  attempt: number;
+  turn: TurnState | null;
+  nextRetryAt: number | null;
+  lastFailure: LastFailure | null;
+  mailbox: PromptInput[];
+  /** Ids of prompts whose turn has ended, most recent last (bounded). */
+  finishedPromptIds: string[];
+}
+
+export interface SessionInput {
+  sessionId: string;
+  policy?: RetryPolicy;
+}
+
+/** What the attempt actor reports to the machine: only what changes the machine's course. */
+export type AttemptEvent =
+  | { type: 'attempt.session'; agentSessionId: string }
+  | { type: 'attempt.prompt_recorded' }
+  | { type: 'attempt.ended'; terminal: TerminalMessage };
+
+export type SessionEvent =
+  | { type: 'session.prompt'; prompt: PromptInput }
+  | { type: 'session.cancel'; reason?: string }
+  | { type: 'session.policy'; policy: RetryPolicy }
+  | { type: 'session.restored' }
+  | AttemptEvent;
