@@ -1,11 +1,11 @@
 import { fromCallback, fromPromise } from 'xstate';
-import { isTerminal, type CliMessage, type TerminalMessage } from '../src/protocol/index.ts';
+import { isTerminal, type TerminalMessage } from '../src/protocol/index.ts';
 import type { AttemptEvent, AttemptRequest, AttemptRunner, MessageSink } from './types.ts';
 
 /**
  * The provider as XState actors: `attempt` runs one attempt and reports to the
- * machine only what changes its course (the agent's session id, that the
- * prompt reached the agent, the terminal message); every message goes to the
+ * machine only what changes its course (the agent's session id and the
+ * terminal message); every message goes to the
  * sink, never into the machine's context. Leaving the invoking state aborts the
  * attempt's signal; `attemptStopped` resolves once that attempt has fully ended
  * (its process tree gone), so a cancel can wait for it.
@@ -19,16 +19,12 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     const meta = { sessionId: input.sessionId, turn: input.turn, attempt: input.attempt };
     const run = async (): Promise<void> => {
       let terminal: TerminalMessage | null = null;
-      let promptRecorded = false;
       try {
         for await (const message of runner(input, { signal: controller.signal })) {
           await sink(message, meta);
           if (controller.signal.aborted) continue;
           if (message.type === 'session.started' || message.type === 'session.resumed') {
             sendBack({ type: 'attempt.session', agentSessionId: message.content.sessionId });
-          } else if (!promptRecorded && showsPromptRecorded(message)) {
-            promptRecorded = true;
-            sendBack({ type: 'attempt.prompt_recorded' });
           }
           if (isTerminal(message)) terminal = message;
         }
@@ -55,21 +51,6 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
 
 function attemptKey(meta: { sessionId: string; turn: number; attempt: number }): string {
   return `${meta.sessionId}\u0000${meta.turn}\u0000${meta.attempt}`;
-}
-
-/** The agent got as far as working on the prompt: its session holds the user's message. */
-function showsPromptRecorded(message: CliMessage): boolean {
-  switch (message.type) {
-    case 'assistant':
-    case 'assistant.thought':
-    case 'tool.call':
-    case 'terminal.completed':
-      return true;
-    case 'terminal.failed':
-      return message.content.agentError !== undefined;
-    default:
-      return false;
-  }
 }
 
 function crashed(text: string): TerminalMessage {

@@ -36,10 +36,6 @@ function newTurn(index: number, prompt: PromptInput): TurnState {
   };
 }
 
-function withTurn(context: SessionContext, patch: Partial<TurnState>): TurnState | null {
-  return context.turn === null ? null : { ...context.turn, ...patch };
-}
-
 function patchLastAttempt(turn: TurnState, patch: Partial<AttemptRecord>): AttemptRecord[] {
   const attempts = turn.attempts.slice();
   const last = attempts.at(-1);
@@ -107,13 +103,10 @@ export const sessionMachine = setup({
       return { attempt, nextRetryAt: null, turn: { ...context.turn, status: 'running', attempts: [...context.turn.attempts, record] } };
     }),
     recordAgentSession: assign(({ event }) => (event.type === 'attempt.session' ? { agentSessionId: event.agentSessionId } : {})),
-    recordPromptRecorded: assign(({ context }) =>
-      context.turn === null ? {} : { agentSessionResumable: true, turn: { ...context.turn, attempts: patchLastAttempt(context.turn, { promptRecorded: true }) } },
-    ),
     completeTurn: assign(({ context }) => {
       if (context.turn === null) return {};
-      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome: 'completed' });
-      return endTurn(context, 'completed', { attempts });
+      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome: 'completed', promptRecorded: true });
+      return { agentSessionResumable: true, ...endTurn(context, 'completed', { attempts }) };
     }),
     recordFailure: assign(({ context, event }) => {
       const failure = failureOf(event);
@@ -121,13 +114,15 @@ export const sessionMachine = setup({
       const decision = decisionFor(context, event);
       const outcome = event.type === 'session.restored' ? 'interrupted' : 'failed';
       const delayMs = decision?.retry === true ? decision.delayMs : null;
-      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome, category: failure.category, errorText: failure.text, delayMs });
+      const promptRecorded = failure.promptRecorded === true;
+      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome, category: failure.category, errorText: failure.text, delayMs, promptRecorded });
+      const agentSessionResumable = context.agentSessionResumable || promptRecorded;
       const lastFailure = { category: failure.category, errorText: failure.text, retryAfterMs: failure.retryAfterMs ?? null, at: now() };
       if (decision?.retry === true) {
-        return { lastFailure, nextRetryAt: now() + decision.delayMs, turn: { ...context.turn, status: 'backoff', attempts } };
+        return { lastFailure, agentSessionResumable, nextRetryAt: now() + decision.delayMs, turn: { ...context.turn, status: 'backoff', attempts } };
       }
       const reason = decision?.retry === false ? decision.reason : 'not_retryable';
-      return { lastFailure, ...endTurn({ ...context, turn: { ...context.turn, attempts } }, 'failed', { failureReason: reason }) };
+      return { lastFailure, agentSessionResumable, ...endTurn({ ...context, turn: { ...context.turn, attempts } }, 'failed', { failureReason: reason }) };
     }),
     markCancelling: assign(({ context, event }) => {
       const reason = event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : 'cancelled';
@@ -173,7 +168,6 @@ export const sessionMachine = setup({
       },
       on: {
         'attempt.session': { actions: 'recordAgentSession' },
-        'attempt.prompt_recorded': { actions: 'recordPromptRecorded' },
         'attempt.ended': [
           { guard: 'attemptCompleted', target: 'completed', actions: 'completeTurn' },
           { guard: 'willRetry', target: 'backoff', actions: 'recordFailure' },

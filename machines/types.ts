@@ -104,7 +104,6 @@ export interface SessionInput {
 /** What the attempt actor reports to the machine: only what changes the machine's course. */
 export type AttemptEvent =
   | { type: 'attempt.session'; agentSessionId: string }
-  | { type: 'attempt.prompt_recorded' }
   | { type: 'attempt.ended'; terminal: TerminalMessage };
 
 export type SessionEvent =

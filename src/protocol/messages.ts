@@ -49,6 +49,8 @@ export const TerminalFailedContentSchema = z.object({
   stderr: z.string(),
   invalid_output_lines: z.array(z.string()),
   agentError: z.string().optional(),
+  /** The agent's own session holds this attempt's prompt: a retry must not send it again. */
+  promptRecorded: z.boolean().optional(),
 });
 export type TerminalFailedContent = z.infer<typeof TerminalFailedContentSchema>;
 

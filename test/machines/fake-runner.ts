@@ -3,7 +3,7 @@ import type { AttemptMeta, AttemptRequest, AttemptRunner } from '../../machines/
 
 export type Step =
   | { kind: 'complete'; text?: string }
-  | { kind: 'fail'; category: FailureCategory; retryAfterMs?: number; afterText?: string; agentError?: boolean }
+  | { kind: 'fail'; category: FailureCategory; retryAfterMs?: number; afterText?: string; promptRecorded?: boolean }
   /** Runs until aborted; then takes `stopMs` (timer time) to stop, like a process tree going down. */
   | { kind: 'hang'; stopMs?: number };
 
@@ -57,7 +57,7 @@ export class FakeRunner {
             stderr: '',
             invalid_output_lines: [],
             ...(step.retryAfterMs === undefined ? {} : { retryAfterMs: step.retryAfterMs }),
-            ...(step.agentError === false ? {} : { agentError: `fake ${step.category}` }),
+            promptRecorded: step.promptRecorded ?? true,
           },
         };
         return;

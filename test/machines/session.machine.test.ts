@@ -206,7 +206,7 @@ describe('session machine: what a retry sends', () => {
   });
 
   it('when the failed attempt never reached the model, the retry sends the prompt again', async () => {
-    const { actor, runner } = start([{ kind: 'fail', category: 'process_crash', agentError: false }, { kind: 'complete' }]);
+    const { actor, runner } = start([{ kind: 'fail', category: 'process_crash', promptRecorded: false }, { kind: 'complete' }]);
     prompt(actor, 'p1', 'Explain X');
     await settle();
     await vi.advanceTimersByTimeAsync(1000);

@@ -80,7 +80,7 @@ describe('session machine, model-based', () => {
     for (const path of paths) {
       const actor = createActor(machine, { input: { sessionId: 's', policy } }).start();
       const sent = new Set<string>();
-      const events = path.steps.map((step) => step.event).filter((e) => e.type !== 'xstate.init');
+      const events = path.steps.map((step) => step.event).filter((e) => (e.type as string) !== 'xstate.init');
       events.forEach((event, i) => {
         actor.send(event);
         if (event.type === 'session.prompt') sent.add(event.prompt.id);

@@ -10,6 +10,8 @@ import { TextDeltas } from './text-deltas.ts';
 export interface PiMapperOptions {
   /** The pi session id the caller asked to resume: its `session` event then means `session.resumed`. */
   resumeSessionId?: string;
+  /** pi saves a session file for this run (not `--no-session`); default true. */
+  persistsSession?: boolean;
 }
 
 interface AssistantEnd {
@@ -39,6 +41,8 @@ export class PiMapper implements AgentMapper {
   #lastAssistant: AssistantEnd | null = null;
   #agentEnded = false;
   #completed = false;
+  #userMessageEnded = false;
+  #assistantMessageEnded = false;
 
   constructor(options: PiMapperOptions = {}) {
     this.#options = options;
@@ -145,7 +149,9 @@ export class PiMapper implements AgentMapper {
     if (message.role === 'toolResult') {
       return this.#tools.result(str(message.toolCallId), str(message.toolName), message.isError === true, { content: message.content, details: message.details });
     }
+    if (message.role === 'user') this.#userMessageEnded = true;
     if (message.role !== 'assistant') return [];
+    this.#assistantMessageEnded = true;
     return this.#endAssistant(message);
   }
 
@@ -222,7 +228,24 @@ export class PiMapper implements AgentMapper {
     this.#thoughts = [];
   }
 
+  /**
+   * pi writes a new session's file at its first assistant `message_end` (with
+   * the user's message), and appends to a resumed session's file message by
+   * message: so the prompt is on disk once its user `message_end` was printed
+   * and, for a new session, an assistant message ended too.
+   */
+  #promptRecorded(): boolean {
+    if (this.#options.persistsSession === false || !this.#userMessageEnded) return false;
+    return this.#options.resumeSessionId !== undefined || this.#assistantMessageEnded;
+  }
+
   #terminal(exit: AttemptExit): CliMessage {
+    const terminal = this.#decideTerminal(exit);
+    if (terminal.type === 'terminal.failed') terminal.content.promptRecorded = this.#promptRecorded();
+    return terminal;
+  }
+
+  #decideTerminal(exit: AttemptExit): CliMessage {
     const last = this.#lastAssistant;
     const byExit = exit.stopReason === 'exit_grace' && this.#agentEnded ? null : exitFailure(exit);
     const agentFailed = last !== null && FAILED_STOPS.has(last.stopReason);

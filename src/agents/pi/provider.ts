@@ -36,7 +36,8 @@ export async function* runPi(input: PiOptionsInput, context: RunContext = {}): A
   signal?.throwIfAborted();
   const parsed = PiOptionsSchema.safeParse(input);
   const resumeSessionId = parsed.success && parsed.data.session.mode === 'resume' ? parsed.data.session.id : undefined;
-  const mapper = new PiMapper(resumeSessionId === undefined ? {} : { resumeSessionId });
+  const persistsSession = !parsed.success || parsed.data.session.mode !== 'none';
+  const mapper = new PiMapper({ persistsSession, ...(resumeSessionId === undefined ? {} : { resumeSessionId }) });
   const startupFailure = (message: string): CliMessage[] =>
     mapper.complete({ exitCode: null, signal: null, stopReason: null, stderrTail: '', spawnError: message });
 

@@ -246,7 +246,7 @@ describe('terminal failures and their category', () => {
   });
 
   it('pi\'s own retries are surfaced as agent.retry, and the final error still decides', () => {
-    const messages = mapRecorded('auto-retry');
+    const messages = mapRecorded('auto-retry-fail');
     expect(messages.filter((m) => m.type === 'agent.retry').length).toBeGreaterThanOrEqual(2);
     expect(terminalOf(messages).type).toBe('terminal.failed');
   });

@@ -58,17 +58,28 @@ interface PiBlock {
   thinking?: string;
 }
 
+/**
+ * The content of every assistant message as pi ended it: its `message_end`, or for a
+ * message cut off by a kill, its last streamed snapshot.
+ */
 function finalAssistantMessages(lines: readonly string[]): PiBlock[][] {
   const out: PiBlock[][] = [];
+  let open: PiBlock[] | null = null;
   for (const line of lines) {
-    let event: { type?: string; message?: { role?: string; content?: PiBlock[] } };
+    let event: { type?: string; message?: { role?: string; content?: PiBlock[] }; assistantMessageEvent?: { partial?: { content?: PiBlock[] } } };
     try {
       event = JSON.parse(line) as typeof event;
     } catch {
       continue;
     }
-    if (event.type === 'message_end' && event.message?.role === 'assistant') out.push(event.message.content ?? []);
+    if (event.type === 'message_start' && event.message?.role === 'assistant') open = event.message.content ?? [];
+    if (event.type === 'message_update') open = event.message?.content ?? event.assistantMessageEvent?.partial?.content ?? open;
+    if (event.type === 'message_end' && event.message?.role === 'assistant') {
+      out.push(event.message.content ?? []);
+      open = null;
+    }
   }
+  if (open !== null) out.push(open);
   return out;
 }
 

@@ -1,0 +1,15 @@
+export type { AgentProcess, ExitInfo, SpawnResult, SpawnSpec, StopReason } from './types.ts';
+export { spawnAgent } from './spawn-agent.ts';
+export { GRACEFUL_STOP_TIMEOUT_MS, KILL_WAIT_TIMEOUT_MS } from './stop-process.ts';
+export {
+  AGENT_MARKER_ENV,
+  findProcessesByMarker,
+  isAlive,
+  killProcessTree,
+  processStartTime,
+  type KillTreeOptions,
+  type KillTreeResult,
+  type TrackedProcess,
+} from './process-tree.ts';
+export { LineSplitter, splitLines } from './split-lines.ts';
+export { DEFAULT_STDERR_TAIL_BYTES, StderrTail } from './stderr-tail.ts';

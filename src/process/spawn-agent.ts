@@ -1,0 +1,164 @@
+import { randomUUID } from 'node:crypto';
+import { stat } from 'node:fs/promises';
+import { execa } from 'execa';
+import { IdleTimer } from './idle-timer.ts';
+import { AGENT_MARKER_ENV, processStartTime } from './process-tree.ts';
+import { describeCwdError, describeSpawnError, errorCode, errorText } from './spawn-error.ts';
+import { StderrTail } from './stderr-tail.ts';
+import { readStdoutLines } from './stdout-lines.ts';
+import { stopProcessTree } from './stop-process.ts';
+import type { AgentProcess, ExitInfo, SpawnResult, SpawnSpec, StopReason } from './types.ts';
+
+const DEFAULT_INTERRUPT_SIGNAL: NodeJS.Signals = 'SIGINT';
+/** Unique enough to tag one tree, and safe inside an env entry. */
+const VALID_MARKER = /^[A-Za-z0-9_.:-]{8,128}$/;
+
+/**
+ * Starts an agent: argv only (no shell), an explicit env plus the tree marker, its own process group.
+ * Contract: never throws; a command that cannot start is `{ ok: false }` with a message naming it.
+ */
+export async function spawnAgent(spec: SpawnSpec): Promise<SpawnResult> {
+  try {
+    if (spec.cwd !== undefined) {
+      const cwdError = await checkCwd(spec.command, spec.cwd);
+      if (cwdError !== null) return cwdError;
+    }
+    const marker = spec.marker ?? randomUUID();
+    if (!VALID_MARKER.test(marker)) {
+      return { ok: false, error: `command ${JSON.stringify(spec.command)} was not started: invalid marker ${JSON.stringify(marker)}`, code: 'EINVAL' };
+    }
+    const subprocess = startSubprocess(spec, marker);
+    if (subprocess.pid === undefined) {
+      // Node reports a failed exec by leaving pid unset; execa's result (reject: false) says why.
+      const result = await subprocess;
+      const code = typeof result.code === 'string' ? result.code : undefined;
+      const error = describeSpawnError(spec.command, code, result.originalMessage ?? result.shortMessage ?? 'unknown error');
+      return code === undefined ? { ok: false, error } : { ok: false, error, code };
+    }
+    const agent = createAgentProcess(subprocess, subprocess.pid, spec, marker);
+    agent.startTime = await processStartTime(agent.pid);
+    return { ok: true, agent };
+  } catch (error) {
+    const code = errorCode(error);
+    const message = describeSpawnError(spec.command, code, errorText(error));
+    return code === undefined ? { ok: false, error: message } : { ok: false, error: message, code };
+  }
+}
+
+async function checkCwd(command: string, cwd: string): Promise<SpawnResult | null> {
+  try {
+    if ((await stat(cwd)).isDirectory()) return null;
+    return { ok: false, error: describeCwdError(command, cwd, 'ENOTDIR'), code: 'ENOTDIR' };
+  } catch (error) {
+    const code = errorCode(error);
+    const message = describeCwdError(command, cwd, code);
+    return code === undefined ? { ok: false, error: message } : { ok: false, error: message, code };
+  }
+}
+
+/** Not async: the subprocess is a thenable that an `await` would run to completion. */
+function startSubprocess(spec: SpawnSpec, marker: string) {
+  return execa(spec.command, [...spec.args], {
+    cwd: spec.cwd,
+    env: { ...spec.env, [AGENT_MARKER_ENV]: marker },
+    extendEnv: false,
+    shell: false,
+    // Its own process group, so stage 3 can kill the group (execa's exit cleanup is off with it).
+    detached: true,
+    stdin: spec.stdinMode === 'pipe' || spec.input !== undefined ? 'pipe' : 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+    buffer: false,
+    encoding: 'buffer',
+    reject: false,
+    forceKillAfterDelay: false,
+    stripFinalNewline: false,
+    windowsHide: true,
+  });
+}
+
+type Subprocess = ReturnType<typeof startSubprocess>;
+
+type MutableAgentProcess = AgentProcess & { startTime: string | null };
+
+function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec, marker: string): MutableAgentProcess {
+  const noop = (): void => undefined;
+  // A 'readable' listener keeps stdout in pull mode until lines() reads it: otherwise execa
+  // (buffer: false) and Node (when the child exits) resume it and drop what nobody read yet.
+  subprocess.stdout.on('readable', noop);
+  // execa's own result settles only once stdio is closed; the exit itself is read from the 'exit' event.
+  subprocess.then(noop, noop);
+  subprocess.on('error', noop);
+  subprocess.stdout.on('error', noop);
+  subprocess.stderr.on('error', noop);
+  subprocess.stdin?.on('error', noop);
+  const keepsStdin = spec.stdinMode === 'pipe';
+  if (!keepsStdin && subprocess.stdin) subprocess.stdin.end(spec.input ?? '');
+
+  const tail = new StderrTail(spec.stderrTailBytes);
+  subprocess.stderr.on('data', (chunk: Buffer) => tail.push(chunk));
+
+  let exitInfo: ExitInfo | null = null;
+  let stopReason: StopReason | null = null;
+  let stopRun: Promise<void> | null = null;
+  let graceTimer: NodeJS.Timeout | undefined;
+  let graceDeadline = Infinity;
+  let linesTaken = false;
+
+  const idle = spec.idleTimeoutMs !== undefined && spec.idleTimeoutMs > 0 ? new IdleTimer(spec.idleTimeoutMs, () => void agent.stop('idle_timeout')) : null;
+  idle?.resume();
+
+  const exited = new Promise<ExitInfo>((resolve) => {
+    subprocess.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => {
+      exitInfo = { exitCode, signal, stopReason };
+      idle?.cancel();
+      clearTimeout(graceTimer);
+      resolve(exitInfo);
+    });
+  });
+
+  const agent: MutableAgentProcess = {
+    pid,
+    marker,
+    startTime: null,
+    stdin: keepsStdin ? (subprocess.stdin ?? null) : null,
+    exited,
+    lines() {
+      if (linesTaken) throw new Error('AgentProcess.lines() can be iterated only once');
+      linesTaken = true;
+      return readStdoutLines(subprocess.stdout, {
+        exited,
+        onWait: () => idle?.resume(),
+        onWake: () => idle?.pause(),
+      });
+    },
+    stderrTail: () => tail.text(),
+    stop(reason: StopReason = 'requested') {
+      if (stopRun !== null) return stopRun;
+      stopReason = reason;
+      idle?.cancel();
+      clearTimeout(graceTimer);
+      stopRun = stopProcessTree({
+        pid,
+        marker,
+        startTime: agent.startTime,
+        interruptSignal: spec.interruptSignal ?? DEFAULT_INTERRUPT_SIGNAL,
+        stdin: subprocess.stdin ?? null,
+        hasExited: () => exitInfo !== null,
+        exited,
+      });
+      return stopRun;
+    },
+    armExitGrace(ms: number) {
+      if (exitInfo !== null || stopRun !== null) return;
+      const deadline = Date.now() + ms;
+      if (deadline >= graceDeadline) return;
+      graceDeadline = deadline;
+      clearTimeout(graceTimer);
+      graceTimer = setTimeout(() => {
+        if (exitInfo === null) void agent.stop('exit_grace');
+      }, ms);
+    },
+  };
+  return agent;
+}

@@ -1,0 +1,66 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { findProcessesByMarker, isAlive, spawnAgent, type AgentProcess, type SpawnSpec } from '../../src/process/index.ts';
+
+const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'agents');
+
+/** Absolute path of a fake agent in test/fixtures/agents. */
+export function fixture(name: string): string {
+  return path.join(FIXTURES, name);
+}
+
+/** The minimal env a fake agent needs (PATH, to find `sleep`). */
+export function baseEnv(): Record<string, string> {
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+}
+
+const started = new Set<AgentProcess>();
+
+/** Spawns `node <fixture> ...args`; fails the test if it does not start. Stopped by `stopAllAgents()`. */
+export async function spawnFixture(name: string, args: readonly string[] = [], spec: Partial<SpawnSpec> = {}): Promise<AgentProcess> {
+  const result = await spawnAgent({ command: process.execPath, args: [fixture(name), ...args], env: baseEnv(), ...spec });
+  if (!result.ok) throw new Error(`fixture ${name} did not start: ${result.error}`);
+  started.add(result.agent);
+  return result.agent;
+}
+
+/** Stops every agent a test started (and its whole tree); for `afterEach`. */
+export async function stopAllAgents(): Promise<void> {
+  const agents = [...started];
+  started.clear();
+  await Promise.all(agents.map((agent) => agent.stop()));
+}
+
+/** The next line of an iterator, or fails if stdout ends first. */
+export async function nextLine(lines: AsyncIterator<string>): Promise<string> {
+  const next = await lines.next();
+  if (next.done === true) throw new Error('stdout ended before the expected line');
+  return next.value;
+}
+
+/** Reads lines until one parses as JSON with a `pids` array; returns the pids. */
+export async function readPids(lines: AsyncIterator<string>): Promise<number[]> {
+  for (;;) {
+    const line = await nextLine(lines);
+    if (!line.startsWith('{')) continue;
+    const parsed = JSON.parse(line) as { pids?: unknown };
+    if (Array.isArray(parsed.pids)) return parsed.pids.map(Number);
+  }
+}
+
+export async function collect(lines: AsyncIterable<string>): Promise<string[]> {
+  const all: string[] = [];
+  for await (const line of lines) all.push(line);
+  return all;
+}
+
+/** Pids among `pids` that are still live processes (zombies count as dead). */
+export async function livePids(pids: readonly number[]): Promise<number[]> {
+  const alive = await Promise.all(pids.map(async (pid) => ((await isAlive(pid)) ? pid : null)));
+  return alive.filter((pid): pid is number => pid !== null);
+}
+
+/** Pids of live processes that still carry the agent's marker. */
+export async function markedPids(agent: AgentProcess): Promise<number[]> {
+  return (await findProcessesByMarker(agent.marker)).map((p) => p.pid);
+}
