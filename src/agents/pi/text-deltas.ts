@@ -10,14 +10,22 @@
  * text with replayed prefixes removed; no character twice, none lost.
  */
 export class TextDeltas {
+  /** What the run's earlier messages released. */
   #runText = '';
   #previousText = '';
   #previousStop: string | null = null;
+  /** The current message's text as far as released: one snapshot string, never a rope of slices of many. */
   #emitted = '';
+  /** Where the current message's released text starts in `#emitted` (past a replayed prefix). */
+  #releasedFrom = 0;
   #replayCandidates: string[] | null = null;
 
   startMessage(): void {
+    // Fold the previous message into the run as one slice of its last snapshot: `runText += delta` on
+    // every update would keep every line's snapshot alive (a delta is a slice of it) until the run ends.
+    if (this.#emitted.length > this.#releasedFrom) this.#runText += this.#emitted.slice(this.#releasedFrom);
     this.#emitted = '';
+    this.#releasedFrom = 0;
     this.#replayCandidates = null;
     if (this.#previousStop !== 'toolUse') return;
     const candidates = [this.#previousText, this.#runText].filter((c, i, all) => c.length > 0 && all.indexOf(c) === i);
@@ -34,12 +42,12 @@ export class TextDeltas {
       }
       this.#replayCandidates = null;
       this.#emitted = replayed;
+      this.#releasedFrom = replayed.length;
     }
     if (text.length <= this.#emitted.length) return '';
     // A snapshot that rewrote earlier text cannot be taken back: release only what lies beyond it.
     const delta = text.slice(this.#emitted.length);
     this.#emitted = text;
-    this.#runText += delta;
     return delta;
   }
 
