@@ -46,7 +46,12 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     await inFlight.get(attemptKey(input));
   });
 
-  return { attempt, attemptStopped };
+  /** Resolves once every attempt started so far has fully ended (aborted ones included). */
+  const settled = async (): Promise<void> => {
+    await Promise.all([...inFlight.values()]);
+  };
+
+  return { attempt, attemptStopped, settled };
 }
 
 function attemptKey(meta: { sessionId: string; turn: number; attempt: number }): string {

@@ -3,7 +3,7 @@ import type { TerminalMessage } from '../src/protocol/index.ts';
 import { decideRetry, DEFAULT_RETRY_POLICY, type RetryDecision } from '../src/retry/index.ts';
 import { createAttemptActors } from './attempt-actor.ts';
 import { retryRequest } from './retry-request.ts';
-import type { AttemptRecord, AttemptRequest, PromptInput, SessionContext, SessionEvent, SessionInput, TurnState, TurnStatus } from './types.ts';
+import type { AttemptRecord, AttemptRequest, AttemptRunner, MessageSink, PromptInput, SessionContext, SessionEvent, SessionInput, TurnState, TurnStatus } from './types.ts';
 
 /** How many ended prompt ids the context remembers (to refuse a prompt id that already ran). */
 const FINISHED_PROMPTS_KEPT = 200;
@@ -238,7 +238,11 @@ function attemptRequest(context: SessionContext): AttemptRequest {
 export type SessionMachine = typeof sessionMachine;
 
 /** The session machine with a real attempt runner and message sink. */
-export function createSessionMachine(runner: Parameters<typeof createAttemptActors>[0], sink: Parameters<typeof createAttemptActors>[1]): SessionMachine {
-  const actors = createAttemptActors(runner, sink);
-  return sessionMachine.provide({ actors });
+export function createSessionMachine(runner: AttemptRunner, sink: MessageSink): SessionMachine {
+  return withAttemptActors(createAttemptActors(runner, sink));
+}
+
+/** The session machine with attempt actors the caller keeps (to await `settled()` after a stop). */
+export function withAttemptActors(actors: ReturnType<typeof createAttemptActors>): SessionMachine {
+  return sessionMachine.provide({ actors: { attempt: actors.attempt, attemptStopped: actors.attemptStopped } });
 }

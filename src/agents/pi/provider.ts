@@ -18,8 +18,10 @@ export const PI_INTERRUPT_SIGNAL: NodeJS.Signals = 'SIGTERM';
 
 export interface RunContext {
   signal?: AbortSignal;
-  /** Sees the process once it is started (pid, marker): the durable runtime records it for orphan reaping. */
-  onSpawn?: (agent: Pick<AgentProcess, 'pid' | 'marker'>) => void;
+  /** The tree marker to use (the durable runtime records it before the spawn, for orphan reaping). */
+  marker?: string;
+  /** Sees the process once it is started: the durable runtime records it for orphan reaping. */
+  onSpawn?: (agent: Pick<AgentProcess, 'pid' | 'marker' | 'startTime'>) => void;
 }
 
 /**
@@ -65,13 +67,14 @@ export async function* runPi(input: PiOptionsInput, context: RunContext = {}): A
     input: options.prompt,
     interruptSignal: PI_INTERRUPT_SIGNAL,
     idleTimeoutMs: options.idleTimeoutMs,
+    ...(context.marker === undefined ? {} : { marker: context.marker }),
   });
   if (!spawned.ok) {
     yield* startupFailure(spawned.error);
     return;
   }
   const agent = spawned.agent;
-  context.onSpawn?.({ pid: agent.pid, marker: agent.marker });
+  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
   const onAbort = (): void => void agent.stop('requested');
   signal?.addEventListener('abort', onAbort, { once: true });
   let graceTimer: NodeJS.Timeout | undefined;

@@ -1,0 +1,69 @@
+import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+
+/**
+ * pi keeps a conversation in one append-only file per session:
+ * `<sessionDir>/<timestamp>_<sessionId>.jsonl`, whose first line is a header
+ * `{type:"session", id, cwd, …}`. To let the next attempt of a session run on
+ * another host, the file travels with the session (the runtime stores it in
+ * Redis after each attempt and puts it back before the next one).
+ */
+export interface PiSessionState {
+  fileName: string;
+  content: string;
+}
+
+const FILE_NAME = /^[\w.:-]+_([0-9a-f-]{8,64})\.jsonl$/;
+
+async function findFile(sessionDir: string, sessionId: string): Promise<string | null> {
+  let names: string[];
+  try {
+    names = await readdir(sessionDir);
+  } catch {
+    return null;
+  }
+  return names.find((name) => FILE_NAME.exec(name)?.[1] === sessionId) ?? null;
+}
+
+export async function exportPiSession(sessionDir: string, sessionId: string): Promise<PiSessionState | null> {
+  const fileName = await findFile(resolve(sessionDir), sessionId);
+  if (fileName === null) return null;
+  const content = await readFile(join(resolve(sessionDir), fileName), 'utf8');
+  return { fileName, content };
+}
+
+/**
+ * Puts a session file back in `sessionDir`, unless the local copy already is
+ * the same or further along (a same-host run). The header's `cwd` is set to
+ * `cwd` when given: pi refuses to resume a session whose stored cwd does not
+ * exist on this host, and runs its tools there.
+ */
+export async function importPiSession(sessionDir: string, state: PiSessionState, cwd?: string): Promise<void> {
+  if (!FILE_NAME.test(state.fileName)) throw new Error(`pi session file name "${state.fileName}" is not one pi writes`);
+  const dir = resolve(sessionDir);
+  await mkdir(dir, { recursive: true });
+  const content = cwd === undefined ? state.content : withCwd(state.content, resolve(cwd));
+  const path = join(dir, state.fileName);
+  const local = await readFile(path, 'utf8').catch(() => null);
+  if (local !== null && local.length >= content.length && bodyOf(local).startsWith(bodyOf(content))) return;
+  const temp = `${path}.${process.pid}.tmp`;
+  await writeFile(temp, content, { mode: 0o600 });
+  await rename(temp, path);
+}
+
+function withCwd(content: string, cwd: string): string {
+  const newline = content.indexOf('\n');
+  const headerLine = newline === -1 ? content : content.slice(0, newline);
+  try {
+    const header = JSON.parse(headerLine) as Record<string, unknown>;
+    if (header.type !== 'session' || header.cwd === cwd) return content;
+    return JSON.stringify({ ...header, cwd }) + (newline === -1 ? '' : content.slice(newline));
+  } catch {
+    return content;
+  }
+}
+
+function bodyOf(content: string): string {
+  const newline = content.indexOf('\n');
+  return newline === -1 ? '' : content.slice(newline);
+}

@@ -1,0 +1,65 @@
+import type { Redis } from 'ioredis';
+import type { Keys } from './keys.ts';
+
+export type SessionEventKind = 'prompt' | 'cancel' | 'policy';
+
+export interface BusEvent {
+  sessionId: string;
+  kind: SessionEventKind;
+}
+
+/**
+ * Redis pub/sub of session events, so that a prompt, a cancel or a policy
+ * change made in any process reaches the worker that holds the session at
+ * once. Contract: best effort only — what must not be lost is persisted first
+ * (inbox, cancel flag, policy), and holders also look for it periodically.
+ */
+export class EventBus {
+  readonly #subscriber: Redis;
+  readonly #publisher: Redis;
+  readonly #channel: string;
+  readonly #listeners = new Map<string, Set<(event: BusEvent) => void>>();
+  readonly #all = new Set<(event: BusEvent) => void>();
+  #started: Promise<void> | null = null;
+
+  constructor(subscriber: Redis, publisher: Redis, keys: Keys) {
+    this.#subscriber = subscriber;
+    this.#publisher = publisher;
+    this.#channel = keys.events;
+  }
+
+  start(): Promise<void> {
+    if (this.#started !== null) return this.#started;
+    this.#subscriber.on('message', (channel: string, raw: string) => {
+      if (channel !== this.#channel) return;
+      let event: BusEvent;
+      try {
+        event = JSON.parse(raw) as BusEvent;
+      } catch {
+        return;
+      }
+      for (const listener of this.#all) listener(event);
+      for (const listener of this.#listeners.get(event.sessionId) ?? []) listener(event);
+    });
+    this.#started = this.#subscriber.subscribe(this.#channel).then(() => undefined);
+    return this.#started;
+  }
+
+  on(sessionId: string | '*', listener: (event: BusEvent) => void): () => void {
+    if (sessionId === '*') {
+      this.#all.add(listener);
+      return () => this.#all.delete(listener);
+    }
+    const set = this.#listeners.get(sessionId) ?? new Set();
+    set.add(listener);
+    this.#listeners.set(sessionId, set);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.#listeners.delete(sessionId);
+    };
+  }
+
+  async publish(event: BusEvent): Promise<void> {
+    await this.#publisher.publish(this.#channel, JSON.stringify(event));
+  }
+}

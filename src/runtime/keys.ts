@@ -1,0 +1,45 @@
+/**
+ * Every Redis key sessiond uses, under one configurable prefix. One session's
+ * keys share the hash tag `{s:<id>}` so they live in one Redis Cluster slot and
+ * a Lua script may touch them together; BullMQ's keys share the tag `{<prefix>:q}`.
+ */
+export const SESSION_ID_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/;
+
+export type SessionPart = 'meta' | 'snapshot' | 'inbox' | 'log' | 'seq' | 'lease' | 'fence' | 'cancel' | 'history' | 'agent' | 'active';
+
+export interface Keys {
+  readonly prefix: string;
+  session(sessionId: string, part: SessionPart): string;
+  /** zset: sessionId → creation time. */
+  readonly sessions: string;
+  /** hash: sessionId → machine state, for listing by state. */
+  readonly states: string;
+  /** zset: sessionId → time its activation job was created (for the reconciler). */
+  readonly activations: string;
+  /** string: the global default retry policy (JSON). */
+  readonly policy: string;
+  /** hash: workerId → heartbeat JSON. */
+  readonly workers: string;
+  /** hash per host: agent marker → the agent process record. */
+  procs(host: string): string;
+  /** pub/sub channel of session events (prompt, cancel, policy). */
+  readonly events: string;
+  /** BullMQ's prefix. */
+  readonly queuePrefix: string;
+}
+
+export function createKeys(prefix: string): Keys {
+  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) throw new Error(`key prefix: must be 1-64 letters, digits or _.:- (got "${prefix}")`);
+  return {
+    prefix,
+    session: (sessionId, part) => `${prefix}:{s:${sessionId}}:${part}`,
+    sessions: `${prefix}:sessions`,
+    states: `${prefix}:states`,
+    activations: `${prefix}:activations`,
+    policy: `${prefix}:policy`,
+    workers: `${prefix}:workers`,
+    procs: (host) => `${prefix}:procs:${host}`,
+    events: `${prefix}:events`,
+    queuePrefix: `{${prefix}:q}`,
+  };
+}

@@ -1,0 +1,271 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import type { PersistedSession } from '../../machines/restore.ts';
+import type { SessionContext } from '../../machines/types.ts';
+import { mergeRetryPolicy, DEFAULT_RETRY_POLICY, type RetryPolicy, type RetryPolicyResult } from '../retry/index.ts';
+import { EventBus } from './event-bus.ts';
+import { createKeys, SESSION_ID_PATTERN, type Keys } from './keys.ts';
+import { PolicyStore } from './policy-store.ts';
+import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
+import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
+import { TurnOptionsSchema } from './turn-options.ts';
+
+/** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
+export class InputError extends Error {
+  override readonly name = 'InputError';
+  readonly issues: Array<{ field: string; message: string }>;
+  constructor(issues: Array<{ field: string; message: string }>) {
+    super(issues.map((i) => `${i.field}: ${i.message}`).join('; '));
+    this.issues = issues;
+  }
+}
+
+export class NotFoundError extends Error {
+  override readonly name = 'NotFoundError';
+}
+
+export const MAX_PROMPT_CHARS = 200_000;
+
+export const EnqueueRequestSchema = z.strictObject({
+  sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-').optional(),
+  prompt: z.string().max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`).refine((p) => p.trim() !== '', 'must not be empty'),
+  options: TurnOptionsSchema.optional(),
+  retryPolicy: z.record(z.string(), z.unknown()).optional(),
+});
+export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
+
+export interface SessionView {
+  sessionId: string;
+  state: string;
+  createdAt: number;
+  updatedAt: number;
+  agent: string;
+  options: Record<string, unknown>;
+  policyOverride: RetryPolicy | null;
+  context: SessionContext | null;
+  /** Prompts enqueued but not yet taken by the session's actor. */
+  queued: Array<{ id: string; text: string; enqueuedAt: number }>;
+  history: Array<{ at: number; from: string; to: string; event: string }>;
+  lastSeq: number;
+  heldBy: string | null;
+  cancelRequested: boolean;
+}
+
+export interface RuntimeOptions {
+  connect: (role: string) => Redis;
+  prefix?: string;
+}
+
+/**
+ * What the interfaces (CLI, HTTP, dashboard) call: enqueue, cancel, inspect,
+ * read messages, configure the retry policy. Contract: input is validated first
+ * and refused with an InputError naming the field, with nothing written.
+ */
+export class Runtime {
+  readonly keys: Keys;
+  readonly redis: Redis;
+  readonly store: SessionStore;
+  readonly queue: SessionQueue;
+  readonly policies: PolicyStore;
+  readonly #bus: EventBus;
+  readonly #connect: (role: string) => Redis;
+  readonly #extra: Redis[] = [];
+
+  constructor(options: RuntimeOptions) {
+    this.keys = createKeys(options.prefix ?? 'sessiond');
+    this.#connect = options.connect;
+    this.redis = options.connect('runtime');
+    this.store = new SessionStore(this.redis, this.keys);
+    this.queue = createSessionQueue(options.connect('runtime-queue'), this.keys);
+    this.policies = new PolicyStore(this.redis, this.keys);
+    // Publishing only: the subscriber connection is made lazily by those who listen.
+    this.#bus = new EventBus(this.redis, this.redis, this.keys);
+  }
+
+  async enqueue(input: unknown): Promise<{ sessionId: string; turn: number; created: boolean }> {
+    const parsed = EnqueueRequestSchema.safeParse(input);
+    if (!parsed.success) throw new InputError(zodIssues(parsed.error));
+    const request = parsed.data;
+    let policyJson: string | null = null;
+    if (request.retryPolicy !== undefined) {
+      const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
+      if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
+      policyJson = JSON.stringify(policy.policy);
+    }
+    const sessionId = request.sessionId ?? randomUUID();
+    const options = request.options ?? {};
+    const create = { agent: options.agent ?? 'pi', options: JSON.stringify(options) };
+    const jobId = newJobId(sessionId);
+    const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
+    const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId);
+    if (result.created) {
+      await this.redis.multi().zadd(this.keys.sessions, Date.now(), sessionId).hsetnx(this.keys.states, sessionId, 'queued').exec();
+    }
+    if (result.jobId !== null) {
+      await this.redis.zadd(this.keys.activations, Date.now(), sessionId);
+      await this.queue.addActivation(sessionId, result.jobId);
+    }
+    await this.#bus.publish({ sessionId, kind: 'prompt' });
+    return { sessionId, turn: result.turn, created: result.created };
+  }
+
+  /** Cancels the session's current turn, wherever it runs. Throws NotFoundError for an unknown session. */
+  async cancel(sessionId: string, reason = 'cancelled by operator'): Promise<{ delivered: 'worker' | 'activation' }> {
+    checkSessionId(sessionId);
+    const { code, jobId } = await this.store.requestCancel(sessionId, reason, newJobId(sessionId));
+    if (code === -1) throw new NotFoundError(`unknown session "${sessionId}"`);
+    await this.#bus.publish({ sessionId, kind: 'cancel' });
+    if (code === 2) {
+      // Parked in a long backoff: run its activation now, so the cancel does not wait for nextRetryAt.
+      const job = await this.queue.queue.getJob(jobId);
+      if (job !== undefined && (await job.isDelayed())) await job.promote().catch(() => undefined);
+    }
+    if (code === 3) {
+      await this.redis.zadd(this.keys.activations, Date.now(), sessionId);
+      await this.queue.addActivation(sessionId, jobId);
+    }
+    return { delivered: code === 1 ? 'worker' : 'activation' };
+  }
+
+  async getSession(sessionId: string): Promise<SessionView | null> {
+    if (!SESSION_ID_PATTERN.test(sessionId)) return null;
+    const meta = await this.store.meta(sessionId);
+    if (meta === null) return null;
+    const [snapshotRaw, inbox, history, lastSeq, heldBy, cancel] = await Promise.all([
+      this.store.snapshot(sessionId),
+      this.store.inbox(sessionId),
+      this.store.history(sessionId),
+      this.store.lastSeq(sessionId),
+      this.store.leaseHolder(sessionId),
+      this.store.cancelRequest(sessionId),
+    ]);
+    const persisted = snapshotRaw === null ? null : (JSON.parse(snapshotRaw) as PersistedSession);
+    return {
+      sessionId,
+      state: meta.state ?? 'queued',
+      createdAt: Number(meta.createdAt),
+      updatedAt: Number(meta.updatedAt ?? meta.createdAt),
+      agent: meta.agent ?? 'pi',
+      options: safeJson(meta.options) as Record<string, unknown>,
+      policyOverride: meta.policy ? (safeJson(meta.policy) as RetryPolicy) : null,
+      context: persisted?.snapshot.context ?? null,
+      queued: inbox.map((p) => ({ id: p.id, text: p.text, enqueuedAt: p.enqueuedAt })),
+      history: history as SessionView['history'],
+      lastSeq,
+      heldBy,
+      cancelRequested: cancel !== null,
+    };
+  }
+
+  async listSessions(filter: { state?: string; limit?: number } = {}): Promise<Array<{ sessionId: string; state: string }>> {
+    const states = await this.redis.hgetall(this.keys.states);
+    const ids = await this.redis.zrevrange(this.keys.sessions, 0, Math.max(0, (filter.limit ?? 1000) - 1));
+    return ids.map((sessionId) => ({ sessionId, state: states[sessionId] ?? 'queued' })).filter((s) => filter.state === undefined || s.state === filter.state);
+  }
+
+  async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
+    checkSessionId(sessionId);
+    return this.store.readMessages(sessionId, fromSeq, count);
+  }
+
+  /**
+   * Every message from `fromSeq` on, then new ones as they are written, until
+   * the signal aborts. Uses its own blocking connection.
+   */
+  async *followMessages(sessionId: string, fromSeq: number, signal: AbortSignal): AsyncGenerator<StoredMessage> {
+    checkSessionId(sessionId);
+    const reader = this.#connect('follow');
+    const stop = (): void => reader.disconnect();
+    signal.addEventListener('abort', stop, { once: true });
+    let next = Math.max(1, fromSeq);
+    try {
+      while (!signal.aborted) {
+        const batch = await reader.xread('COUNT', 500, 'BLOCK', 1000, 'STREAMS', this.store.key(sessionId, 'log'), `${next - 1}-0`).catch((error: Error) => {
+          if (signal.aborted) return null;
+          throw error;
+        });
+        if (batch === null) continue;
+        for (const [, entries] of batch) {
+          for (const [, fields] of entries) {
+            const message = parseEntry(fields);
+            next = message.seq + 1;
+            yield message;
+          }
+        }
+      }
+    } finally {
+      signal.removeEventListener('abort', stop);
+      reader.disconnect();
+    }
+  }
+
+  async getPolicy(sessionId?: string): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }> {
+    if (sessionId !== undefined) {
+      checkSessionId(sessionId);
+      const meta = await this.store.meta(sessionId);
+      if (meta === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+      if (meta.policy) return { policy: safeJson(meta.policy) as RetryPolicy, source: 'session' };
+    }
+    const stored = await this.redis.exists(this.keys.policy);
+    return { policy: await this.policies.get(), source: stored ? 'global' : 'default' };
+  }
+
+  /** Validates `patch` over the policy in force; on error nothing is changed. */
+  async setPolicy(patch: unknown, sessionId?: string): Promise<RetryPolicyResult> {
+    if (sessionId === undefined) {
+      this.policies.invalidate();
+      const result = await this.policies.update(patch);
+      if (result.ok) await this.#bus.publish({ sessionId: '*', kind: 'policy' });
+      return result;
+    }
+    const { policy } = await this.getPolicy(sessionId);
+    const result = mergeRetryPolicy(policy, patch);
+    if (result.ok) {
+      await this.redis.hset(this.store.key(sessionId, 'meta'), 'policy', JSON.stringify(result.policy));
+      await this.#bus.publish({ sessionId, kind: 'policy' });
+    }
+    return result;
+  }
+
+  async resetPolicy(sessionId?: string): Promise<RetryPolicy> {
+    if (sessionId === undefined) {
+      const policy = await this.policies.reset();
+      await this.#bus.publish({ sessionId: '*', kind: 'policy' });
+      return policy;
+    }
+    checkSessionId(sessionId);
+    if ((await this.store.meta(sessionId)) === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    await this.redis.hdel(this.store.key(sessionId, 'meta'), 'policy');
+    await this.#bus.publish({ sessionId, kind: 'policy' });
+    return (await this.getPolicy(sessionId)).policy;
+  }
+
+  async workers(): Promise<Array<{ id: string; host: string; pid: number; lastSeen: number; active: number }>> {
+    const raw = await this.redis.hgetall(this.keys.workers);
+    return Object.values(raw).map((v) => JSON.parse(v) as { id: string; host: string; pid: number; lastSeen: number; active: number });
+  }
+
+  async close(): Promise<void> {
+    await this.queue.close();
+    for (const r of this.#extra) r.disconnect();
+    await this.redis.quit().catch(() => undefined);
+  }
+}
+
+function checkSessionId(sessionId: string): void {
+  if (!SESSION_ID_PATTERN.test(sessionId)) throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.- (got ${JSON.stringify(sessionId)})` }]);
+}
+
+export function zodIssues(error: z.ZodError): Array<{ field: string; message: string }> {
+  return error.issues.map((issue) => ({ field: issue.path.join('.') || '(body)', message: issue.message }));
+}
+
+function safeJson(raw: string | undefined): unknown {
+  if (raw === undefined) return {};
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    return {};
+  }
+}

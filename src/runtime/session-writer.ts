@@ -1,0 +1,123 @@
+import type { SessionStore, WriteBatch } from './store/session-store.ts';
+
+/** Messages are written at most this long after they were emitted… */
+export const FLUSH_DELAY_MS = 5;
+/** …or as soon as this many are waiting. */
+export const FLUSH_AT_MESSAGES = 256;
+
+/**
+ * Batches everything the driving worker writes for one session — messages,
+ * snapshot, transition history, inbox consumption, agent state — into single
+ * fenced writes, one at a time and in order. Contract: a message is never
+ * dropped by the writer; once the lease is lost every call rejects with
+ * StaleLeaseError and nothing more is written.
+ */
+export class SessionWriter {
+  readonly #store: SessionStore;
+  readonly #sessionId: string;
+  readonly #token: string;
+  #pending: Required<WriteBatch> = emptyBatch();
+  #chain: Promise<void> = Promise.resolve();
+  #timer: NodeJS.Timeout | undefined;
+  #failure: Error | null = null;
+
+  constructor(store: SessionStore, sessionId: string, token: string) {
+    this.#store = store;
+    this.#sessionId = sessionId;
+    this.#token = token;
+  }
+
+  get failure(): Error | null {
+    return this.#failure;
+  }
+
+  message(turn: number, attempt: number, type: string, content: unknown): Promise<void> | undefined {
+    this.#pending.messages.push({ turn, attempt, type, content: JSON.stringify(content ?? null) });
+    if (this.#pending.messages.length >= FLUSH_AT_MESSAGES) return this.flush();
+    this.#soon();
+    return undefined;
+  }
+
+  snapshot(json: string, state: string): void {
+    this.#pending.snapshot = json;
+    this.#pending.state = state;
+  }
+
+  history(entry: unknown): void {
+    this.#pending.history.push(JSON.stringify(entry));
+  }
+
+  inboxConsumed(count: number): void {
+    this.#pending.inboxTrim += count;
+  }
+
+  cancelHandled(): void {
+    this.#pending.clearCancel = true;
+  }
+
+  agentState(field: string, value: string): void {
+    this.#pending.agentState.push([field, value]);
+  }
+
+  /** Writes everything pending; resolves once it is in Redis. */
+  flush(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const run = this.#chain.then(() => this.#writeOnce());
+    this.#chain = run.catch(() => undefined);
+    return run;
+  }
+
+  #soon(): void {
+    if (this.#timer !== undefined) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.flush().catch(() => undefined);
+    }, FLUSH_DELAY_MS);
+  }
+
+  async #writeOnce(): Promise<void> {
+    if (this.#failure !== null) throw this.#failure;
+    const batch = this.#pending;
+    if (isEmpty(batch)) return;
+    this.#pending = emptyBatch();
+    try {
+      await this.#store.write(this.#sessionId, this.#token, {
+        ...(batch.snapshot === '' ? {} : { snapshot: batch.snapshot, state: batch.state }),
+        inboxTrim: batch.inboxTrim,
+        clearCancel: batch.clearCancel,
+        history: batch.history,
+        agentState: batch.agentState,
+        messages: batch.messages,
+      });
+    } catch (error) {
+      if ((error as Error).name === 'StaleLeaseError') {
+        this.#failure = error as Error;
+        throw error;
+      }
+      // Redis unreachable for a moment: put the batch back in front, to be written by the next flush.
+      this.#pending = merge(batch, this.#pending);
+      throw error;
+    }
+  }
+}
+
+function emptyBatch(): Required<WriteBatch> {
+  return { snapshot: '', state: '', inboxTrim: 0, clearCancel: false, history: [], agentState: [], messages: [] };
+}
+
+function isEmpty(b: Required<WriteBatch>): boolean {
+  return b.snapshot === '' && b.inboxTrim === 0 && !b.clearCancel && b.history.length === 0 && b.agentState.length === 0 && b.messages.length === 0;
+}
+
+function merge(first: Required<WriteBatch>, later: Required<WriteBatch>): Required<WriteBatch> {
+  return {
+    snapshot: later.snapshot === '' ? first.snapshot : later.snapshot,
+    state: later.snapshot === '' ? first.state : later.state,
+    inboxTrim: first.inboxTrim + later.inboxTrim,
+    clearCancel: first.clearCancel || later.clearCancel,
+    history: [...first.history, ...later.history],
+    agentState: [...first.agentState, ...later.agentState],
+    messages: [...first.messages, ...later.messages],
+  };
+}

@@ -1,0 +1,111 @@
+/**
+ * The Lua scripts behind every write to a session. Each touches only one
+ * session's keys (one hash tag, so one Cluster slot) and runs atomically; every
+ * write made while a session is driven checks the lease token first, so a holder
+ * whose lease was taken over (a stale token) writes nothing.
+ */
+
+/** KEYS: meta, inbox, active. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId. → {turn, created, jobId|''} */
+export const ENQUEUE = `
+local created = 0
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local fields = cjson.decode(ARGV[3])
+  redis.call('HSET', KEYS[1], 'sessionId', ARGV[1], 'createdAt', ARGV[2], 'updatedAt', ARGV[2], 'state', 'queued', 'prompts', 0)
+  for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, v) end
+  created = 1
+end
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'policy', ARGV[5]) end
+local turn = redis.call('HINCRBY', KEYS[1], 'prompts', 1)
+redis.call('RPUSH', KEYS[2], ARGV[4])
+local jobId = ''
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('SET', KEYS[3], ARGV[6])
+  jobId = ARGV[6]
+end
+return {turn, created, jobId}
+`;
+
+/** KEYS: lease, fence, meta. ARGV: workerId, ttlMs. → {1, fence, token} | {0, pttl, holder} | {-1} (no such session) */
+export const ACQUIRE = `
+if redis.call('EXISTS', KEYS[3]) == 0 then return {-1} end
+local holder = redis.call('GET', KEYS[1])
+if holder then return {0, redis.call('PTTL', KEYS[1]), holder} end
+local fence = redis.call('INCR', KEYS[2])
+local token = ARGV[1] .. '#' .. fence
+redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
+return {1, fence, token}
+`;
+
+/** KEYS: lease. ARGV: token, ttlMs. → 1 renewed | 0 lost */
+export const RENEW = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`;
+
+/**
+ * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent.
+ * ARGV: token, snapshotJson|'', inboxTrim, clearCancel '0'|'1', state|'', now,
+ *       historyCount, agentCount, messageCount, then history JSONs, then agent (field, value) pairs,
+ *       then messages as (turn, attempt, type, contentJson) quadruples.
+ * → {1, lastSeq} | {-1} (stale token: nothing written)
+ */
+export const WRITE = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
+local h = tonumber(ARGV[7])
+local a = tonumber(ARGV[8])
+local m = tonumber(ARGV[9])
+local i = 10
+local lastSeq = tonumber(redis.call('GET', KEYS[4]) or '0')
+for _ = 1, h do
+  redis.call('RPUSH', KEYS[5], ARGV[i])
+  i = i + 1
+end
+if h > 0 then redis.call('LTRIM', KEYS[5], -1000, -1) end
+for _ = 1, a do
+  redis.call('HSET', KEYS[9], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+for _ = 1, m do
+  lastSeq = lastSeq + 1
+  redis.call('XADD', KEYS[3], lastSeq .. '-0', 'seq', lastSeq, 'turn', ARGV[i], 'attempt', ARGV[i + 1], 'type', ARGV[i + 2], 'content', ARGV[i + 3])
+  i = i + 4
+end
+if m > 0 then redis.call('SET', KEYS[4], lastSeq) end
+if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end
+local trim = tonumber(ARGV[3])
+if trim > 0 then redis.call('LTRIM', KEYS[6], trim, -1) end
+if ARGV[4] == '1' then redis.call('DEL', KEYS[8]) end
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[7], 'state', ARGV[5], 'updatedAt', ARGV[6]) end
+return {1, lastSeq}
+`;
+
+/**
+ * KEYS: lease, inbox, active. ARGV: token, mode ('idle': the session is done, end its activation
+ * unless prompts arrived; 'keep': give the lease up but keep the activation, e.g. a long backoff).
+ * → 1 released | 0 prompts are waiting (nothing released) | -1 stale token
+ */
+export const RELEASE = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if ARGV[2] == 'idle' then
+  if redis.call('LLEN', KEYS[2]) > 0 then return 0 end
+  redis.call('DEL', KEYS[3])
+end
+redis.call('DEL', KEYS[1])
+return 1
+`;
+
+/**
+ * KEYS: meta, cancel, lease, active. ARGV: cancelJson, newJobId.
+ * → {-1} no such session | {1, ''} a worker holds it (tell it over pub/sub) | {2, jobId} an activation
+ *   exists (promote it) | {3, newJobId} none exists: one was created
+ */
+export const CANCEL = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, ''} end
+redis.call('SET', KEYS[2], ARGV[1])
+if redis.call('EXISTS', KEYS[3]) == 1 then return {1, ''} end
+local active = redis.call('GET', KEYS[4])
+if active then return {2, active} end
+redis.call('SET', KEYS[4], ARGV[2])
+return {3, ARGV[2]}
+`;

@@ -1,0 +1,202 @@
+import type { Redis } from 'ioredis';
+import type { Keys } from '../keys.ts';
+import { ACQUIRE, CANCEL, ENQUEUE, RELEASE, RENEW, WRITE } from './scripts.ts';
+
+export interface InboxPrompt {
+  id: string;
+  text: string;
+  options: Record<string, unknown>;
+  enqueuedAt: number;
+}
+
+export interface StoredMessage {
+  seq: number;
+  turn: number;
+  attempt: number;
+  type: string;
+  content: unknown;
+}
+
+export interface WriteBatch {
+  snapshot?: string;
+  state?: string;
+  inboxTrim?: number;
+  clearCancel?: boolean;
+  history?: string[];
+  agentState?: Array<[string, string]>;
+  messages?: Array<{ turn: number; attempt: number; type: string; content: string }>;
+}
+
+export type AcquireResult = { ok: true; token: string; fence: number } | { ok: false; reason: 'busy'; retryInMs: number; holder: string } | { ok: false; reason: 'unknown_session' };
+
+export class StaleLeaseError extends Error {
+  override readonly name = 'StaleLeaseError';
+  constructor(sessionId: string) {
+    super(`session ${sessionId}: the lease was taken over by another worker; this holder writes nothing more`);
+  }
+}
+
+type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
+
+/**
+ * Redis access for sessions. Contract: every write made while driving a session
+ * goes through `write()` with the lease token, atomically, in one round trip.
+ */
+export class SessionStore {
+  readonly redis: Redis;
+  readonly keys: Keys;
+
+  constructor(redis: Redis, keys: Keys) {
+    this.redis = redis;
+    this.keys = keys;
+    const define = (name: string, numberOfKeys: number, lua: string): void => {
+      if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
+    };
+    define('sessiondEnqueue', 3, ENQUEUE);
+    define('sessiondAcquire', 3, ACQUIRE);
+    define('sessiondRenew', 1, RENEW);
+    define('sessiondWrite', 9, WRITE);
+    define('sessiondRelease', 3, RELEASE);
+    define('sessiondCancel', 4, CANCEL);
+  }
+
+  #script(name: string): ScriptFn {
+    const fn = (this.redis as unknown as Record<string, ScriptFn>)[name];
+    if (fn === undefined) throw new Error(`script ${name} not defined`);
+    return fn.bind(this.redis);
+  }
+
+  key(sessionId: string, part: Parameters<Keys['session']>[1]): string {
+    return this.keys.session(sessionId, part);
+  }
+
+  async enqueue(sessionId: string, create: Record<string, string>, prompt: InboxPrompt, policyJson: string | null, newJobId: string) {
+    const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
+    const promptJson = JSON.stringify(prompt);
+    const [turn, created, jobId] = (await this.#script('sessiondEnqueue')(
+      k('meta'),
+      k('inbox'),
+      k('active'),
+      sessionId,
+      String(prompt.enqueuedAt),
+      JSON.stringify(create),
+      promptJson,
+      policyJson ?? '',
+      newJobId,
+    )) as [number, number, string];
+    return { turn, created: created === 1, jobId: jobId === '' ? null : jobId };
+  }
+
+  async acquire(sessionId: string, workerId: string, ttlMs: number): Promise<AcquireResult> {
+    const r = (await this.#script('sessiondAcquire')(this.key(sessionId, 'lease'), this.key(sessionId, 'fence'), this.key(sessionId, 'meta'), workerId, ttlMs)) as Array<number | string>;
+    if (r[0] === -1) return { ok: false, reason: 'unknown_session' };
+    if (r[0] === 0) return { ok: false, reason: 'busy', retryInMs: Math.max(0, Number(r[1])), holder: String(r[2]) };
+    return { ok: true, fence: Number(r[1]), token: String(r[2]) };
+  }
+
+  async renew(sessionId: string, token: string, ttlMs: number): Promise<boolean> {
+    return (await this.#script('sessiondRenew')(this.key(sessionId, 'lease'), token, ttlMs)) === 1;
+  }
+
+  /** One atomic, fenced write. Throws StaleLeaseError (having written nothing) when the token is not the lease's. */
+  async write(sessionId: string, token: string, batch: WriteBatch): Promise<number> {
+    const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
+    const history = batch.history ?? [];
+    const agent = batch.agentState ?? [];
+    const messages = batch.messages ?? [];
+    const args: Array<string | number> = [
+      k('lease'), k('snapshot'), k('log'), k('seq'), k('history'), k('inbox'), k('meta'), k('cancel'), k('agent'),
+      token,
+      batch.snapshot ?? '',
+      batch.inboxTrim ?? 0,
+      batch.clearCancel === true ? '1' : '0',
+      batch.state ?? '',
+      Date.now(),
+      history.length,
+      agent.length,
+      messages.length,
+      ...history,
+      ...agent.flat(),
+      ...messages.flatMap((m) => [m.turn, m.attempt, m.type, m.content]),
+    ];
+    const r = (await this.#script('sessiondWrite')(...args)) as number[];
+    if (r[0] === -1) throw new StaleLeaseError(sessionId);
+    if (batch.state !== undefined) await this.redis.hset(this.keys.states, sessionId, batch.state);
+    return Number(r[1]);
+  }
+
+  /** 1 released, 0 prompts are waiting (still held), -1 stale. */
+  async release(sessionId: string, token: string, mode: 'idle' | 'keep'): Promise<1 | 0 | -1> {
+    const r = Number(await this.#script('sessiondRelease')(this.key(sessionId, 'lease'), this.key(sessionId, 'inbox'), this.key(sessionId, 'active'), token, mode));
+    if (r === 1 && mode === 'idle') await this.redis.zrem(this.keys.activations, sessionId);
+    return r as 1 | 0 | -1;
+  }
+
+  async requestCancel(sessionId: string, reason: string, newJobId: string) {
+    const r = (await this.#script('sessiondCancel')(
+      this.key(sessionId, 'meta'),
+      this.key(sessionId, 'cancel'),
+      this.key(sessionId, 'lease'),
+      this.key(sessionId, 'active'),
+      JSON.stringify({ reason, at: Date.now() }),
+      newJobId,
+    )) as [number, string];
+    return { code: r[0], jobId: r[1] };
+  }
+
+  async cancelRequest(sessionId: string): Promise<{ reason: string; at: number } | null> {
+    const raw = await this.redis.get(this.key(sessionId, 'cancel'));
+    return raw === null ? null : (JSON.parse(raw) as { reason: string; at: number });
+  }
+
+  async inbox(sessionId: string): Promise<InboxPrompt[]> {
+    return (await this.redis.lrange(this.key(sessionId, 'inbox'), 0, -1)).map((raw) => JSON.parse(raw) as InboxPrompt);
+  }
+
+  async meta(sessionId: string): Promise<Record<string, string> | null> {
+    const meta = await this.redis.hgetall(this.key(sessionId, 'meta'));
+    return Object.keys(meta).length === 0 ? null : meta;
+  }
+
+  async snapshot(sessionId: string): Promise<string | null> {
+    return this.redis.get(this.key(sessionId, 'snapshot'));
+  }
+
+  async history(sessionId: string): Promise<unknown[]> {
+    return (await this.redis.lrange(this.key(sessionId, 'history'), 0, -1)).map((raw) => JSON.parse(raw) as unknown);
+  }
+
+  async agentState(sessionId: string, field: string): Promise<string | null> {
+    return this.redis.hget(this.key(sessionId, 'agent'), field);
+  }
+
+  async activeJobId(sessionId: string): Promise<string | null> {
+    return this.redis.get(this.key(sessionId, 'active'));
+  }
+
+  async leaseHolder(sessionId: string): Promise<string | null> {
+    return this.redis.get(this.key(sessionId, 'lease'));
+  }
+
+  /** Messages with seq ≥ fromSeq, in order. */
+  async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
+    const entries = await this.redis.xrange(this.key(sessionId, 'log'), `${Math.max(1, fromSeq)}-0`, '+', 'COUNT', count);
+    return entries.map(([, fields]) => parseEntry(fields));
+  }
+
+  async lastSeq(sessionId: string): Promise<number> {
+    return Number((await this.redis.get(this.key(sessionId, 'seq'))) ?? 0);
+  }
+}
+
+export function parseEntry(fields: string[]): StoredMessage {
+  const record: Record<string, string> = {};
+  for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
+  let content: unknown = null;
+  try {
+    content = JSON.parse(record.content ?? 'null');
+  } catch {
+    content = record.content ?? null;
+  }
+  return { seq: Number(record.seq), turn: Number(record.turn), attempt: Number(record.attempt), type: record.type ?? '', content };
+}

@@ -1,0 +1,192 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { DelayedError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
+import { EventBus } from './event-bus.ts';
+import type { Keys } from './keys.ts';
+import { ProcessRegistry, reapOrphans } from './orphans.ts';
+import { PolicyStore } from './policy-store.ts';
+import { ACTIVATION_JOB, parseJobData, reconcileActivations, type SessionQueue } from './queue.ts';
+import { SessionStore } from './store/session-store.ts';
+
+export interface WorkerOptions {
+  /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
+  connect: (role: string) => Redis;
+  keys: Keys;
+  queue: SessionQueue;
+  concurrency: number;
+  leaseTtlMs: number;
+  /** BullMQ's stalled-job check; a dead worker's sessions are taken over within about leaseTtlMs + this. */
+  stalledIntervalMs: number;
+  holdBackoffMs: number;
+  pollMs: number;
+  heartbeatMs: number;
+  agentOptions: ActiveSessionConfig['agentOptions'];
+  log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
+}
+
+export const WORKER_DEFAULTS = {
+  concurrency: 4,
+  leaseTtlMs: 30_000,
+  stalledIntervalMs: 15_000,
+  holdBackoffMs: 2_000,
+  pollMs: 1_000,
+  heartbeatMs: 5_000,
+} as const;
+
+/**
+ * A sessiond worker: takes activation jobs from the queue and drives each
+ * session it gets the lease of. Contract: `close(graceMs)` stops taking jobs,
+ * lets running attempts go on up to the deadline, then stops them (their
+ * process trees are gone when it resolves) and leaves them recorded as
+ * interrupted, to be retried by whichever worker takes the session next.
+ */
+export class SessionWorker {
+  readonly id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  readonly #options: WorkerOptions;
+  readonly #redis: Redis;
+  readonly #subscriber: Redis;
+  readonly #store: SessionStore;
+  readonly #bus: EventBus;
+  readonly #procs: ProcessRegistry;
+  readonly #policies: PolicyStore;
+  readonly #active = new Map<string, ActiveSession>();
+  #worker: Worker | null = null;
+  #timers: NodeJS.Timeout[] = [];
+  #closing: Promise<void> | null = null;
+
+  constructor(options: WorkerOptions) {
+    this.#options = options;
+    this.#redis = options.connect('worker');
+    this.#subscriber = options.connect('worker-events');
+    this.#store = new SessionStore(this.#redis, options.keys);
+    this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
+    this.#procs = new ProcessRegistry(this.#redis, options.keys, this.id);
+    this.#policies = new PolicyStore(this.#redis, options.keys);
+  }
+
+  get activeSessions(): string[] {
+    return [...this.#active.keys()];
+  }
+
+  async start(): Promise<void> {
+    const log = this.#options.log ?? (() => undefined);
+    const reaped = await reapOrphans(this.#redis, this.#options.keys);
+    if (reaped.reaped > 0) log('warn', 'killed agent processes left by a dead worker', reaped);
+    await this.#bus.start();
+    this.#bus.on('*', (event) => {
+      if (event.kind !== 'policy') return;
+      this.#policies.invalidate();
+      for (const session of this.#active.values()) session.refreshPolicy();
+    });
+    await this.#heartbeat();
+    this.#timers.push(setInterval(() => void this.#heartbeat().catch(() => undefined), this.#options.heartbeatMs));
+    this.#timers.push(
+      setInterval(() => void reconcileActivations(this.#store, this.#options.queue).catch(() => undefined), Math.max(5_000, this.#options.leaseTtlMs)),
+    );
+    this.#worker = new Worker(this.#options.queue.name, (job: Job, token?: string, signal?: AbortSignal) => this.#process(job, token, signal), {
+      connection: this.#options.connect('worker-bullmq'),
+      prefix: this.#options.keys.queuePrefix,
+      concurrency: this.#options.concurrency,
+      lockDuration: this.#options.leaseTtlMs,
+      stalledInterval: this.#options.stalledIntervalMs,
+      // The session machine is the only retry owner: a job that stalls is simply taken again.
+      maxStalledCount: Number.MAX_SAFE_INTEGER,
+      autorun: true,
+    });
+    this.#worker.on('error', (error) => log('error', 'queue error', { error: error.message }));
+    await this.#worker.waitUntilReady();
+  }
+
+  async #heartbeat(): Promise<void> {
+    await this.#redis.hset(
+      this.#options.keys.workers,
+      this.id,
+      JSON.stringify({ id: this.id, host: hostname(), pid: process.pid, lastSeen: Date.now(), active: this.#active.size, concurrency: this.#options.concurrency }),
+    );
+  }
+
+  async #process(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<string> {
+    const log = this.#options.log ?? (() => undefined);
+    if (job.name !== ACTIVATION_JOB) return 'ignored: unknown job name';
+    const data = parseJobData(job.data);
+    if (!data.ok) {
+      log('warn', 'malformed job data: nothing done', { jobId: job.id, error: data.message });
+      return `ignored: ${data.message}`;
+    }
+    const { sessionId } = data;
+    if (this.#closing !== null) return this.#requeue(job, token, Date.now() + 500);
+    const lease = await this.#store.acquire(sessionId, this.id, this.#options.leaseTtlMs);
+    if (!lease.ok) {
+      if (lease.reason === 'unknown_session') {
+        log('warn', 'job for an unknown session: nothing done', { jobId: job.id, sessionId });
+        return 'ignored: unknown session';
+      }
+      // Another worker drives it (or its lease has not run out after a crash): look again later.
+      return this.#requeue(job, token, Date.now() + Math.min(lease.retryInMs, this.#options.leaseTtlMs) + 50);
+    }
+    const session = new ActiveSession({
+      store: this.#store,
+      bus: this.#bus,
+      procs: this.#procs,
+      sessionId,
+      token: lease.token,
+      config: {
+        agentOptions: this.#options.agentOptions,
+        holdBackoffMs: this.#options.holdBackoffMs,
+        leaseTtlMs: this.#options.leaseTtlMs,
+        pollMs: this.#options.pollMs,
+      },
+      globalPolicy: () => this.#policies.get(),
+    });
+    this.#active.set(sessionId, session);
+    const renew = setInterval(() => {
+      this.#store.renew(sessionId, lease.token, this.#options.leaseTtlMs).then(
+        (ok) => {
+          if (!ok) session.markStale();
+        },
+        () => undefined,
+      );
+    }, Math.max(100, Math.floor(this.#options.leaseTtlMs / 3)));
+    const onAbort = (): void => session.interrupt();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const outcome = await session.drive();
+      log('info', 'session released', { sessionId, outcome: outcome.kind });
+      if (outcome.kind === 'parked') return this.#requeue(job, token, outcome.until);
+      if (outcome.kind === 'interrupted') return this.#requeue(job, token, Date.now());
+      return outcome.kind;
+    } finally {
+      clearInterval(renew);
+      signal?.removeEventListener('abort', onAbort);
+      this.#active.delete(sessionId);
+    }
+  }
+
+  /** Puts the job back as delayed until `at` (BullMQ's manual delay: the job keeps its id). */
+  async #requeue(job: Job, token: string | undefined, at: number): Promise<never> {
+    await job.moveToDelayed(at, token);
+    throw new DelayedError();
+  }
+
+  close(graceMs = 10_000): Promise<void> {
+    if (this.#closing !== null) return this.#closing;
+    this.#closing = (async () => {
+      for (const timer of this.#timers) clearInterval(timer);
+      for (const session of this.#active.values()) session.drain();
+      const deadline = setTimeout(() => {
+        for (const session of this.#active.values()) session.interrupt();
+      }, graceMs);
+      try {
+        await this.#worker?.close();
+      } finally {
+        clearTimeout(deadline);
+      }
+      await this.#redis.hdel(this.#options.keys.workers, this.id).catch(() => undefined);
+      this.#subscriber.disconnect();
+      await this.#redis.quit().catch(() => undefined);
+    })();
+    return this.#closing;
+  }
+}

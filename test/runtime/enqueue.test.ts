@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
+import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+import { harness, until, type Harness } from '../support/runtime.ts';
+
+let redis: RedisServer;
+let server: FakeModelServer;
+let env: PiEnv;
+let h: Harness;
+
+beforeAll(async () => {
+  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
+  env = createPiEnv({ serverUrl: server.url });
+  h = harness(redis.url, env, 'enqueue');
+  await h.startWorker();
+});
+
+afterAll(async () => {
+  await h.close();
+  await server.close();
+  await redis.stop();
+  env.cleanup();
+});
+
+const ended = (sessionId: string, turn = 1) =>
+  until(async () => {
+    const s = await h.runtime.getSession(sessionId);
+    return s?.context?.turnIndex === turn && ['completed', 'failed', 'cancelled'].includes(s.state) ? s : null;
+  });
+
+describe('durable sessions: enqueue through a real worker', () => {
+  it('enqueue → the worker runs real pi → completed, with every message in the log', async () => {
+    const { sessionId, turn } = await h.runtime.enqueue({ prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    expect(turn).toBe(1);
+    const session = await ended(sessionId);
+    expect(session.state).toBe('completed');
+    const messages = await h.runtime.readMessages(sessionId);
+    expect(messages.map((m) => m.seq)).toEqual(messages.map((_, i) => i + 1));
+    expect(messages[0]).toMatchObject({ seq: 1, turn: 1, attempt: 1, type: 'session.started' });
+    expect(messages.at(-1)).toMatchObject({ type: 'terminal.completed' });
+    expect(messages.filter((m) => m.type === 'assistant').map((m) => (m.content as { text: string }).text).join('')).toBe('Hello from the fake LLM.');
+    expect(session.history.map((t) => t.to)).toEqual(expect.arrayContaining(['running', 'completed']));
+    expect(await h.runtime.listSessions({ state: 'completed' })).toContainEqual({ sessionId, state: 'completed' });
+  });
+
+  it('a second prompt to the same session runs as turn 2 in the same pi session', async () => {
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'first', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    await ended(sessionId, 1);
+    const second = await h.runtime.enqueue({ sessionId, prompt: 'second' });
+    expect(second.turn).toBe(2);
+    const session = await ended(sessionId, 2);
+    expect(session.state).toBe('completed');
+    const messages = await h.runtime.readMessages(sessionId);
+    expect(messages.filter((m) => m.turn === 2)[0]?.type).toBe('session.resumed');
+  });
+
+  it('prompts enqueued concurrently to one session are all kept and run in order', async () => {
+    const sessionId = `concurrent-${Date.now()}`;
+    const results = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => h.runtime.enqueue({ sessionId, prompt: `prompt ${i}`, options: { provider: 'fake', model: 'text-burst', cwd: env.cwd } })),
+    );
+    expect(results.map((r) => r.turn).sort()).toEqual([1, 2, 3, 4, 5]);
+    const session = await ended(sessionId, 5);
+    expect(session.context?.finishedPromptIds).toHaveLength(5);
+  });
+});
