@@ -1,4 +1,5 @@
 import { arch, cpus, platform, release, totalmem } from 'node:os';
+import * as machineBench from './machine.ts';
 import * as mapper from './mapper.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
 
@@ -12,7 +13,7 @@ import { BenchFailure, type Benchmark } from './support/benchmark.ts';
  */
 
 /** Every benchmark, in the order they run. A new one is a module in bench/ exporting `name` and `run`, added here. */
-const BENCHMARKS: readonly Benchmark[] = [mapper];
+const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench];
 
 const USAGE = `usage: npm run bench -- [--json] [name ...]\nbenchmarks: ${BENCHMARKS.map((b) => b.name).join(', ')}`;
 

@@ -284,7 +284,7 @@ export class ActiveSession {
       if (!isAgentName(agentName)) throw new Error(`unknown agent "${agentName}"`);
       const agent = agentDefinition(agentName as AgentName);
       const { agent: _agent, ...turnOptions } = request.options;
-      const options = { ...turnOptions, ...(config.agentOptions[agentName] ?? {}) };
+      const options = { ...(config.agentOptions[agentName] ?? {}), ...turnOptions };
       const stateField = (id: string) => `${agentName}:${id}`;
       if (request.agentSessionId !== null && agent.importState !== undefined) {
         const state = await store.agentState(sessionId, stateField(request.agentSessionId));

@@ -1,6 +1,8 @@
 import { Command, CommanderError } from 'commander';
 import { registerNormalize } from './commands/normalize.ts';
 import { registerRun } from './commands/run.ts';
+import { registerWorker } from './commands/worker.ts';
+import { CliError } from './context.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
 export function buildProgram(): Command {
@@ -12,6 +14,7 @@ export function buildProgram(): Command {
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
   registerNormalize(program);
   registerRun(program);
+  registerWorker(program);
   for (const command of program.commands) command.exitOverride();
   return program;
 }
@@ -26,6 +29,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return ExitCode.ok;
       return ExitCode.usage;
+    }
+    if (error instanceof CliError) {
+      process.stderr.write(`sessiond: ${error.message}\n`);
+      return error.exitCode;
     }
     process.stderr.write(`sessiond: ${(error as Error).message}\n`);
     return ExitCode.failed;

@@ -1,0 +1,238 @@
+import net from 'node:net';
+import { Redis, type RedisOptions } from 'ioredis';
+
+/**
+ * Production Redis connections: URL parsing and validation, redaction for logs, and ioredis clients
+ * with the options sessiond relies on. A password never reaches a log line or an error message.
+ */
+
+export const DEFAULT_REDIS_PORT = 6379;
+/** Largest logical database index accepted in a URL (Redis' `databases` is 16 by default). */
+export const MAX_REDIS_DB = 2_147_483_647;
+
+export type ParsedRedisUrl = { ok: true; options: RedisOptions; display: string } | { ok: false; message: string };
+
+const FORMAT = 'expected redis://[user:password@]host[:port][/db] or rediss://… for TLS';
+
+function fail(message: string): ParsedRedisUrl {
+  return { ok: false, message: `invalid Redis URL: ${message}` };
+}
+
+/**
+ * Parses `redis://[user:pass@]host[:port][/db]` and `rediss://…` (TLS) into ioredis options.
+ * `display` is the URL with the password replaced by `***`. Error messages never quote the
+ * credentials part of the input.
+ */
+export function parseRedisUrl(url: string): ParsedRedisUrl {
+  if (typeof url !== 'string' || url.trim() === '') return fail(`empty (${FORMAT})`);
+  const input = url.trim();
+  const schemeMatch = /^([A-Za-z][A-Za-z0-9+.-]{0,15}):\/\//.exec(input);
+  if (schemeMatch === null) return fail(`missing scheme: ${FORMAT}`);
+  const scheme = (schemeMatch[1] ?? '').toLowerCase();
+  if (scheme !== 'redis' && scheme !== 'rediss') return fail(`unsupported scheme "${scheme}://" (use redis:// or rediss:// for TLS)`);
+
+  // The authority ends at the first '/', '?' or '#'. An '@' after that means the credentials hold
+  // one of those characters unencoded: the URL would split in the middle of the password.
+  const afterScheme = input.slice(schemeMatch[0].length);
+  const authorityEnd = afterScheme.search(/[/?#]/);
+  const authority = authorityEnd === -1 ? afterScheme : afterScheme.slice(0, authorityEnd);
+  const rest = authorityEnd === -1 ? '' : afterScheme.slice(authorityEnd);
+  if (rest.includes('@')) {
+    return fail('the user name or password contains a reserved character (/ ? # @): percent-encode it (encodeURIComponent)');
+  }
+  const hostPort = authority.slice(authority.lastIndexOf('@') + 1);
+  let portText: string | undefined;
+  if (hostPort.startsWith('[')) {
+    const close = hostPort.indexOf(']');
+    if (close === -1) return fail('unterminated IPv6 address (expected [addr]:port)');
+    const tail = hostPort.slice(close + 1);
+    if (tail !== '' && !tail.startsWith(':')) return fail('unexpected characters after the IPv6 address');
+    portText = tail === '' ? undefined : tail.slice(1);
+  } else {
+    const colon = hostPort.lastIndexOf(':');
+    portText = colon === -1 ? undefined : hostPort.slice(colon + 1);
+  }
+  if (portText !== undefined && portText !== '') {
+    const port = /^\d{1,5}$/.test(portText) ? Number(portText) : NaN;
+    if (!(port >= 1 && port <= 65535)) return fail(`port must be an integer from 1 to 65535 (got "${portText.slice(0, 12)}")`);
+  }
+
+  let parsed: URL;
+  try {
+    parsed = new URL(input);
+  } catch {
+    return fail('not a valid URL (check the host, and percent-encode special characters of the password)');
+  }
+  const rawHost = parsed.hostname;
+  if (rawHost === '') return fail(`missing host (${FORMAT})`);
+  const ipv6 = rawHost.startsWith('[') && rawHost.endsWith(']');
+  const host = ipv6 ? rawHost.slice(1, -1) : rawHost;
+  const port = parsed.port === '' ? DEFAULT_REDIS_PORT : Number(parsed.port);
+
+  let username: string;
+  let password: string;
+  try {
+    username = decodeURIComponent(parsed.username);
+    password = decodeURIComponent(parsed.password);
+  } catch {
+    return fail('the user name or password has an invalid percent-encoding');
+  }
+
+  let db = 0;
+  if (parsed.pathname !== '' && parsed.pathname !== '/') {
+    const dbMatch = /^\/(\d{1,10})\/?$/.exec(parsed.pathname);
+    const value = dbMatch === null ? NaN : Number(dbMatch[1]);
+    if (!(Number.isInteger(value) && value >= 0 && value <= MAX_REDIS_DB)) {
+      return fail(`the path must be a database number like /0 (got "${parsed.pathname.slice(0, 24)}")`);
+    }
+    db = value;
+  }
+  if (parsed.search !== '' || parsed.hash !== '') {
+    return fail('query parameters and fragments are not supported (only redis://[user:password@]host[:port][/db])');
+  }
+
+  const options: RedisOptions = { host, port, db };
+  if (username !== '') options.username = username;
+  if (password !== '') options.password = password;
+  if (scheme === 'rediss') {
+    // SNI takes a host name, never an IP address (RFC 6066).
+    options.tls = net.isIP(host) === 0 ? { servername: host } : {};
+  }
+  const credentials = username !== '' || password !== '' ? `${encodeURIComponent(username)}${password !== '' ? ':***' : ''}@` : '';
+  const display = `${scheme}://${credentials}${ipv6 ? `[${host}]` : host}:${port}/${db}`;
+  return { ok: true, options, display };
+}
+
+/**
+ * The URL with its password masked, for logs. Works on anything: an unparseable string has
+ * everything between `://` and its last `@` masked (or is replaced entirely when it has no scheme).
+ */
+export function redactUrl(url: string): string {
+  const parsed = parseRedisUrl(url);
+  if (parsed.ok) return parsed.display;
+  if (typeof url !== 'string') return '<invalid url>';
+  const schemeEnd = url.indexOf('://');
+  if (schemeEnd === -1) return url.includes('@') || url.includes(':') ? '<invalid url>' : url;
+  const at = url.lastIndexOf('@');
+  if (at < schemeEnd) return url;
+  return `${url.slice(0, schemeEnd + 3)}***${url.slice(at)}`;
+}
+
+export type RedisLogger = (line: string) => void;
+
+export interface CreateRedisOptions {
+  /** What the connection is for (`api`, `worker`, `events`…): shown as CLIENT SETNAME `sessiond:<role>`. */
+  role: string;
+  /** Do not connect until the first command (or `connect()`). */
+  lazyConnect?: boolean;
+  /**
+   * How many reconnect attempts a pending command waits through before it fails (default 20: about
+   * 30 s of outage with the backoff below). `null` = wait forever: required by BullMQ for blocking
+   * connections (see `forBullMQ`).
+   */
+  maxRetriesPerRequest?: number | null;
+  /** Where connection errors go (default: stderr). Lines are rate-limited and never hold the password. */
+  log?: RedisLogger;
+}
+
+export const DEFAULT_MAX_RETRIES_PER_REQUEST = 20;
+export const RECONNECT_BASE_DELAY_MS = 50;
+export const RECONNECT_MAX_DELAY_MS = 2000;
+/** An identical error is logged at most once per window; the next line says how many were skipped. */
+export const ERROR_LOG_WINDOW_MS = 30_000;
+
+/** Delay before reconnect attempt `times` (1, 2, …): exponential from 50 ms, capped at 2 s, ±10 % jitter. */
+export function reconnectDelay(times: number, random: () => number = Math.random): number {
+  const exponent = Math.min(Math.max(times, 1) - 1, 16);
+  const base = Math.min(RECONNECT_MAX_DELAY_MS, RECONNECT_BASE_DELAY_MS * 2 ** exponent);
+  return Math.round(base * (0.9 + 0.2 * random()));
+}
+
+function defaultLog(line: string): void {
+  console.error(line);
+}
+
+/** Replaces every occurrence of the secret (raw and percent-encoded) with `***`. */
+function scrub(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const secret of secrets) {
+    if (secret === '') continue;
+    out = out.split(secret).join('***');
+  }
+  return out;
+}
+
+/**
+ * An ioredis client for `url` with sessiond's production options: ready check, reconnect forever
+ * with capped backoff, `connectionName: sessiond:<role>`, resend on READONLY (failover), and an
+ * `error` listener that never crashes the process and logs each distinct error at most once per
+ * 30 s, without the password. Throws (with a message free of secrets) when the URL is invalid.
+ */
+export function createRedis(url: string, options: CreateRedisOptions): Redis {
+  const parsed = parseRedisUrl(url);
+  if (!parsed.ok) throw new Error(parsed.message);
+  if (!/^[A-Za-z0-9._:-]{1,64}$/.test(options.role)) {
+    throw new Error(`invalid Redis connection role "${options.role.slice(0, 64)}": use letters, digits, '.', '_', ':' or '-'`);
+  }
+  const name = `sessiond:${options.role}`;
+  const password = parsed.options.password ?? '';
+  const secrets = password === '' ? [] : [password, encodeURIComponent(password)];
+  const log = options.log ?? defaultLog;
+
+  const client = new Redis({
+    ...parsed.options,
+    connectionName: name,
+    lazyConnect: options.lazyConnect ?? false,
+    maxRetriesPerRequest: options.maxRetriesPerRequest === undefined ? DEFAULT_MAX_RETRIES_PER_REQUEST : options.maxRetriesPerRequest,
+    enableReadyCheck: true,
+    connectTimeout: 10_000,
+    keepAlive: 30_000,
+    retryStrategy: (times) => reconnectDelay(times),
+    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
+  });
+
+  let lastMessage = '';
+  let lastLoggedAt = 0;
+  let suppressed = 0;
+  let failing = false;
+  client.on('error', (err: unknown) => {
+    try {
+      const raw = err instanceof Error ? `${(err as NodeJS.ErrnoException).code ?? err.name}: ${err.message}` : String(err);
+      const message = scrub(raw, secrets);
+      const now = Date.now();
+      failing = true;
+      if (message === lastMessage && now - lastLoggedAt < ERROR_LOG_WINDOW_MS) {
+        suppressed += 1;
+        return;
+      }
+      const skipped = suppressed > 0 ? ` (${suppressed} similar errors not shown)` : '';
+      lastMessage = message;
+      lastLoggedAt = now;
+      suppressed = 0;
+      log(`[${name}] redis ${parsed.display}: ${message}${skipped}`);
+    } catch {
+      // A logger that throws must not turn a connection error into a crash.
+    }
+  });
+  client.on('ready', () => {
+    if (!failing) return;
+    failing = false;
+    const skipped = suppressed > 0 ? ` (${suppressed} similar errors not shown)` : '';
+    lastMessage = '';
+    suppressed = 0;
+    try {
+      log(`[${name}] redis ${parsed.display}: connected again${skipped}`);
+    } catch {
+      // ignore
+    }
+  });
+  return client;
+}
+
+/**
+ * A client for BullMQ (Queue, Worker, QueueEvents): `maxRetriesPerRequest: null`, which BullMQ
+ * requires for its blocking commands, so that a command waits through an outage instead of failing.
+ */
+export function forBullMQ(url: string, options: Omit<CreateRedisOptions, 'maxRetriesPerRequest'>): Redis {
+  return createRedis(url, { ...options, maxRetriesPerRequest: null });
+}
