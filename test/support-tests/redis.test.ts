@@ -183,7 +183,7 @@ describe('no redis-server outlives its test process', () => {
   });
 
   it('SIGKILL of the test process: the reaper kills it', async () => {
-    const { pid, dir } = await run("process.kill(process.pid, 'SIGKILL');");
+    const { pid, dir } = await run("setTimeout(() => process.kill(process.pid, 'SIGKILL'), 50);");
     expect(await waitUntil(() => !isRedisServerProcess(pid) && !existsSync(dir))).toBe(true);
   });
 });

@@ -5,7 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { findRedisServer } from '../../src/runtime/redis/local-server.ts';
+import { findRedisServer, isRedisServerProcess } from '../../src/runtime/redis/local-server.ts';
 import { pingRedis } from '../../src/runtime/redis/probe.ts';
 
 /**
@@ -48,6 +48,7 @@ const PORT_ATTEMPTS = 3;
 
 const live = new Map<number, ChildProcess>();
 const dirs = new Set<string>();
+const external = new Set<number>();
 let exitHookInstalled = false;
 let reaper: ChildProcess | null = null;
 
@@ -112,6 +113,13 @@ function installExitHook(): void {
         // already gone
       }
     }
+    for (const pid of external) {
+      try {
+        if (isRedisServerProcess(pid)) process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 }
@@ -137,6 +145,16 @@ function trackDir(dir: string): void {
 async function removeDir(dir: string): Promise<void> {
   await rm(dir, { recursive: true, force: true });
   if (dirs.delete(dir)) tellReaper(`-d ${dir}`);
+}
+
+/**
+ * Makes a redis-server this helper did not start (e.g. one `ensureLocalRedis` left detached) die
+ * with the test process too, however it ends. Harmless once the server is already stopped.
+ */
+export function killWithTestProcess(pid: number): void {
+  installExitHook();
+  external.add(pid);
+  tellReaper(`+p ${pid}`);
 }
 
 /** A port that was free a moment ago on 127.0.0.1 (bind to 0, read, close). */

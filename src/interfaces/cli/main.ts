@@ -2,6 +2,12 @@ import { Command, CommanderError } from 'commander';
 import { registerNormalize } from './commands/normalize.ts';
 import { registerRun } from './commands/run.ts';
 import { registerWorker } from './commands/worker.ts';
+import { registerEnqueue } from './commands/enqueue.ts';
+import { registerWatch } from './commands/watch.ts';
+import { registerInspect } from './commands/inspect.ts';
+import { registerList } from './commands/list.ts';
+import { registerCancel } from './commands/cancel.ts';
+import { registerRetryPolicy } from './commands/retry-policy.ts';
 import { CliError } from './context.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -15,7 +21,17 @@ export function buildProgram(): Command {
   registerNormalize(program);
   registerRun(program);
   registerWorker(program);
-  for (const command of program.commands) command.exitOverride();
+  registerEnqueue(program);
+  registerWatch(program);
+  registerInspect(program);
+  registerList(program);
+  registerCancel(program);
+  registerRetryPolicy(program);
+  const override = (command: Command): void => {
+    command.exitOverride();
+    command.commands.forEach(override);
+  };
+  program.commands.forEach(override);
   return program;
 }
 

@@ -52,6 +52,8 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
     const colon = hostPort.lastIndexOf(':');
     portText = colon === -1 ? undefined : hostPort.slice(colon + 1);
   }
+  const hostText = portText === undefined ? hostPort : hostPort.slice(0, hostPort.length - portText.length - 1);
+  if (hostText === '' || hostText === '[]') return fail(`missing host (${FORMAT})`);
   if (portText !== undefined && portText !== '') {
     const port = /^\d{1,5}$/.test(portText) ? Number(portText) : NaN;
     if (!(port >= 1 && port <= 65535)) return fail(`port must be an integer from 1 to 65535 (got "${portText.slice(0, 12)}")`);

@@ -7,12 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedis } from '../../../src/runtime/redis/connection.ts';
 import { ensureLocalRedis, isRedisServerProcess, type LocalRedis } from '../../../src/runtime/redis/local-server.ts';
 import { pingRedis } from '../../../src/runtime/redis/probe.ts';
-import { freePort, startRedis } from '../../support/redis.ts';
+import { freePort, killWithTestProcess, startRedis } from '../../support/redis.ts';
 
 type Running = Extract<LocalRedis, { url: string }>;
 
+/** The server, which dies with this test process even if the test never reaches stop(). */
 function running(result: LocalRedis): Running {
   if ('error' in result) throw new Error(result.error);
+  if (result.pid !== undefined) killWithTestProcess(result.pid);
   return result;
 }
 
@@ -109,7 +111,10 @@ describe('ensureLocalRedis', () => {
   });
 
   it('something that is not Redis on the port: an error, nothing started', async () => {
-    const impostor = net.createServer((socket) => socket.end('HTTP/1.1 400 Bad Request\r\n\r\n'));
+    const impostor = net.createServer((socket) => {
+      socket.resume(); // read (and drop) the request, so the client's FIN is seen and close() can finish
+      socket.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+    });
     await new Promise<void>((resolve) => impostor.listen(0, '127.0.0.1', resolve));
     const port = (impostor.address() as net.AddressInfo).port;
     try {

@@ -1,0 +1,495 @@
+/**
+ * A fake OpenAI-compatible `POST /v1/chat/completions` server that streams SSE the way the
+ * OpenAI SDK (and therefore pi's `openai-completions` provider) expects.
+ *
+ * Behaviour is chosen by the `model` id of each request. Built-in model ids are listed in
+ * `BUILTIN_MODEL_IDS`; any model id can be (re)scripted with `setScript(model, script)`.
+ *
+ * A script is either
+ *   - an array of steps: request n (per model id) gets step n, the last step repeats, or
+ *   - a function `(ctx) => step` that decides from the request (e.g. "is there a tool result yet?").
+ *
+ * Steps (see `ScriptStep`):
+ *   - stream:  `{ text: 'Hello there' }`, `{ reasoning: [...], text: [...] }`,
+ *              `{ toolCalls: [{ name: 'bash', arguments: { command: 'echo hi' } }] }`,
+ *              optionally ending with `then: 'drop'` (socket destroyed) or `then: 'hang'` (silence).
+ *   - error:   `{ status: 500 }`, `{ status: 429, headers: { 'retry-after': '7' } }`, custom `body`.
+ *   - hang:    `{ hang: true }` (never sends headers).
+ *
+ * Plain TypeScript + node:http only, no test-framework imports (it may be reused by a demo mode).
+ */
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+// ---------------------------------------------------------------------------------------------
+// Request types
+// ---------------------------------------------------------------------------------------------
+
+export interface ChatToolCall {
+  id?: string;
+  type?: string;
+  function?: { name?: string; arguments?: string };
+  [key: string]: unknown;
+}
+
+export interface ChatMessage {
+  role: string;
+  content?: unknown;
+  tool_calls?: ChatToolCall[];
+  tool_call_id?: string;
+  [key: string]: unknown;
+}
+
+export interface ChatCompletionRequestBody {
+  model?: string;
+  messages?: ChatMessage[];
+  tools?: unknown[];
+  stream?: boolean;
+  [key: string]: unknown;
+}
+
+export interface RecordedRequest {
+  /** 0-based order over all chat-completion requests this server received. */
+  index: number;
+  /** 0-based order among the requests for this model id. */
+  modelIndex: number;
+  model: string;
+  body: ChatCompletionRequestBody;
+  headers: IncomingHttpHeaders;
+  /** Date.now() when the request body was fully received. */
+  at: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Script types
+// ---------------------------------------------------------------------------------------------
+
+export interface ToolCallSpec {
+  /** Default `call_fake_<turn>_<i>`: turn = assistant messages in the request + 1, i = index in this message. */
+  id?: string;
+  name: string;
+  /** An object is JSON-encoded. A string is sent verbatim (may be invalid JSON on purpose). */
+  arguments: string | Record<string, unknown>;
+  /** Number of fragments the arguments string is split into. Default 3. */
+  fragments?: number;
+}
+
+export interface UsageSpec {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens?: number;
+}
+
+export interface StreamStep {
+  /** `delta.reasoning_content` chunks, sent first. A string is split at word boundaries. */
+  reasoning?: string | string[];
+  /** `delta.content` chunks, sent after reasoning. A string is split at word boundaries. */
+  text?: string | string[];
+  /** Streamed `delta.tool_calls`, sent after text. */
+  toolCalls?: ToolCallSpec[];
+  /** Default: `tool_calls` when toolCalls is non-empty, else `stop`. */
+  finishReason?: string;
+  /** Usage chunk (`choices: []`) after the finish chunk. `false` = none. Default 42/7. */
+  usage?: UsageSpec | false;
+  /** Delay between chunks in ms. Default 30. 0 = every chunk (and [DONE]) in one socket write. */
+  chunkDelayMs?: number;
+  /** Delay before the response headers are sent. Default 0. */
+  headersDelayMs?: number;
+  /**
+   * How the stream ends. `done` (default): finish chunk, usage chunk, `[DONE]`.
+   * `drop`: after `afterChunks` content chunks the socket is destroyed.
+   * `hang`: after `afterChunks` content chunks nothing more is sent (until the client goes away).
+   */
+  then?: 'done' | 'drop' | 'hang';
+  /** For `drop`/`hang`: how many content chunks (reasoning, text, tool fragments) are sent first. Default: all. */
+  afterChunks?: number;
+}
+
+export interface HttpErrorStep {
+  status: number;
+  /** JSON-encoded unless it is a string. Default `{ error: { message: 'fake ...', type, code } }`. */
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Delay before responding. Default 0. */
+  delayMs?: number;
+}
+
+export interface HangStep {
+  /** Never send response headers; the request stays open until the client or the server closes it. */
+  hang: true;
+}
+
+export type ScriptStep = StreamStep | HttpErrorStep | HangStep;
+
+export interface ScriptContext {
+  request: RecordedRequest;
+  body: ChatCompletionRequestBody;
+  /** Same as request.modelIndex. */
+  index: number;
+}
+
+export type ScriptFn = (ctx: ScriptContext) => ScriptStep;
+export type Script = ScriptStep | ScriptStep[] | ScriptFn;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/** True when the request already contains a tool result (`role: "tool"`) message. */
+export function hasToolResult(body: ChatCompletionRequestBody): boolean {
+  return (body.messages ?? []).some((m) => m.role === 'tool');
+}
+
+/** Number of `role: "tool"` messages after the last user message. */
+export function toolResultsSinceLastUser(body: ChatCompletionRequestBody): number {
+  const messages = body.messages ?? [];
+  let n = 0;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (!m || m.role === 'user') break;
+    if (m.role === 'tool') n++;
+  }
+  return n;
+}
+
+/** "Hello from the fake LLM." -> ["Hello", " from", " the", " fake", " LLM."] */
+export function splitWords(text: string): string[] {
+  const parts = text.match(/\s*\S+\s*$|\s*\S+/g);
+  return parts && parts.length > 0 ? parts : [text];
+}
+
+function splitInto(s: string, n: number): string[] {
+  if (n <= 1 || s.length <= 1) return [s];
+  const size = Math.ceil(s.length / n);
+  const out: string[] = [];
+  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
+  return out;
+}
+
+function toChunks(v: string | string[] | undefined): string[] {
+  if (v === undefined) return [];
+  return typeof v === 'string' ? splitWords(v) : v;
+}
+
+export function isHttpErrorStep(step: ScriptStep): step is HttpErrorStep {
+  return typeof (step as HttpErrorStep).status === 'number';
+}
+
+export function isHangStep(step: ScriptStep): step is HangStep {
+  return (step as HangStep).hang === true;
+}
+
+const DEFAULT_ERROR_MESSAGES: Record<number, [string, string]> = {
+  400: ['fake bad request', 'invalid_request_error'],
+  401: ['fake invalid api key', 'authentication_error'],
+  403: ['fake forbidden', 'permission_error'],
+  404: ['fake model not found', 'not_found_error'],
+  429: ['fake rate limit exceeded', 'rate_limit_error'],
+  500: ['fake internal server error', 'server_error'],
+  502: ['fake bad gateway', 'server_error'],
+  503: ['fake service unavailable', 'server_error'],
+  529: ['fake overloaded', 'overloaded_error'],
+};
+
+/** The default JSON error body for a status (the SDK turns it into `"<status> <message>"`). */
+export function defaultErrorBody(status: number): { error: { message: string; type: string; code: string | null } } {
+  const [message, type] = DEFAULT_ERROR_MESSAGES[status] ?? [`fake http ${status}`, 'server_error'];
+  return { error: { message, type, code: null } };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------------------------
+// Built-in models
+// ---------------------------------------------------------------------------------------------
+
+export const DEFAULT_TEXT = 'Hello from the fake LLM.';
+
+const afterTool = (first: ScriptStep, then: ScriptStep): ScriptFn => ({ body }) => (hasToolResult(body) ? then : first);
+
+/** Built-in scripts, keyed by model id. Returned fresh for each server. */
+export function builtinScripts(): Record<string, Script> {
+  const bash = (command: string): ToolCallSpec => ({ name: 'bash', arguments: { command } });
+  return {
+    text: { text: DEFAULT_TEXT },
+    'text-burst': { text: DEFAULT_TEXT, chunkDelayMs: 0 },
+    thinking: { reasoning: ['Let me', ' think', ' about it.'], text: ['Hello', ' there.'] },
+    tool: afterTool({ toolCalls: [bash('echo hi')] }, { text: 'The command printed: hi' }),
+    'tool-fail': afterTool(
+      { toolCalls: [bash('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] },
+      { text: 'The command failed.' },
+    ),
+    'two-tools': afterTool(
+      { toolCalls: [bash('echo one'), bash('echo two')] },
+      { text: 'Both commands ran.' },
+    ),
+    /** Text, then a tool call in the SAME assistant message; after the tool result, more text. */
+    'text-tool-text': afterTool(
+      { text: 'Let me run a command.', toolCalls: [bash('echo hi')] },
+      { text: 'The command printed hi. Done.' },
+    ),
+    /** bash `sleep 1000` (bash execs sleep directly: it is pi's direct child). */
+    'long-tool': afterTool({ toolCalls: [bash('sleep 1000')] }, { text: 'Slept.' }),
+    /** bash that starts two background sleeps (grandchildren of pi) and waits. */
+    'long-tool-grandchild': afterTool(
+      { toolCalls: [bash('sleep 1001 & sleep 1002 & wait')] },
+      { text: 'Slept.' },
+    ),
+    /** bash that starts a grandchild in a NEW session (escapes pi's process-group kill). */
+    'long-tool-setsid': afterTool(
+      { toolCalls: [bash('setsid sleep 1003 & sleep 1004')] },
+      { text: 'Slept.' },
+    ),
+    http400: { status: 400 },
+    http401: { status: 401 },
+    http403: { status: 403 },
+    http429: { status: 429, headers: { 'retry-after': '7' } },
+    http500: { status: 500 },
+    http502: { status: 502 },
+    http503: { status: 503, headers: { 'retry-after': '3' } },
+    midclose: { text: ['Partial', ' answer', ' never', ' finished'], then: 'drop', afterChunks: 2 },
+    hang: { hang: true },
+    'hang-midstream': { text: ['Partial', ' answer'], then: 'hang', afterChunks: 1 },
+    'flaky-500-then-text': [{ status: 500 }, { text: DEFAULT_TEXT }],
+    'flaky-midclose-then-text': [
+      { text: ['Partial', ' answer', ' never'], then: 'drop', afterChunks: 2 },
+      { text: DEFAULT_TEXT },
+    ],
+  };
+}
+
+export const BUILTIN_MODEL_IDS: readonly string[] = Object.freeze(Object.keys(builtinScripts()));
+
+// ---------------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------------
+
+export interface FakeModelServerOptions {
+  /** Port to bind on 127.0.0.1. Default 0 (a free port). */
+  port?: number;
+  /** Extra/overriding scripts by model id (applied on top of the built-ins). */
+  scripts?: Record<string, Script>;
+  /** Script used for model ids that have no script. Default: a 404 error. */
+  fallback?: Script;
+  /** Default chunk delay (ms) for stream steps that do not set chunkDelayMs. Default 30. */
+  chunkDelayMs?: number;
+  /** Called for every recorded request (after it is recorded, before it is answered). */
+  onRequest?: (req: RecordedRequest) => void;
+}
+
+export interface FakeModelServer {
+  /** Base URL for the OpenAI SDK, e.g. `http://127.0.0.1:41691/v1`. */
+  url: string;
+  port: number;
+  /** Every `POST /v1/chat/completions`, in arrival order. */
+  requests: RecordedRequest[];
+  requestsFor(model: string): RecordedRequest[];
+  /** Replace the script of a model id. Resets its queue position. */
+  setScript(model: string, script: Script): void;
+  /** Forget recorded requests, reset every queue position and the response-id counter. */
+  reset(): void;
+  /** Closes the listener and destroys every open connection (hanging ones included). */
+  close(): Promise<void>;
+}
+
+interface ModelState {
+  script: Script;
+  count: number;
+}
+
+export async function startFakeModelServer(options: FakeModelServerOptions = {}): Promise<FakeModelServer> {
+  const defaultDelay = options.chunkDelayMs ?? 30;
+  const models = new Map<string, ModelState>();
+  for (const [id, script] of Object.entries({ ...builtinScripts(), ...(options.scripts ?? {}) })) {
+    models.set(id, { script, count: 0 });
+  }
+  const requests: RecordedRequest[] = [];
+  const sockets = new Set<Socket>();
+  let created = Math.floor(Date.now() / 1000);
+  let responseCounter = 0;
+
+  const pickStep = (model: string, ctx: ScriptContext): ScriptStep => {
+    const state = models.get(model);
+    const script: Script = state?.script ?? options.fallback ?? {
+      status: 404,
+      body: { error: { message: `fake model not found: ${model}`, type: 'not_found_error', code: 'model_not_found' } },
+    };
+    if (typeof script === 'function') return script(ctx);
+    if (Array.isArray(script)) {
+      if (script.length === 0) throw new Error(`empty script for model ${model}`);
+      const step = script[Math.min(ctx.index, script.length - 1)];
+      if (!step) throw new Error(`no step for model ${model}`);
+      return step;
+    }
+    return script;
+  };
+
+  const server = createServer((req, res) => {
+    void handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: `fake server bug: ${String(err)}`, type: 'server_error' } }));
+      } else {
+        res.destroy();
+      }
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+
+  async function readBody(req: IncomingMessage): Promise<string> {
+    const parts: Buffer[] = [];
+    for await (const chunk of req) parts.push(chunk as Buffer);
+    return Buffer.concat(parts).toString('utf8');
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '').split('?')[0] ?? '';
+    if (req.method === 'GET' && /\/models$/.test(path)) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [...models.keys()].map((id) => ({ id, object: 'model', owned_by: 'fake' })) }));
+      return;
+    }
+    if (req.method !== 'POST' || !/\/chat\/completions$/.test(path)) {
+      writeError(res, { status: 404, body: { error: { message: `fake: no route ${req.method} ${path}`, type: 'not_found_error' } } });
+      return;
+    }
+    const raw = await readBody(req);
+    let body: ChatCompletionRequestBody;
+    try {
+      body = JSON.parse(raw) as ChatCompletionRequestBody;
+    } catch {
+      writeError(res, { status: 400, body: { error: { message: 'fake: invalid JSON body', type: 'invalid_request_error' } } });
+      return;
+    }
+    const model = typeof body.model === 'string' ? body.model : '';
+    const state = models.get(model);
+    const modelIndex = state ? state.count++ : requests.filter((r) => r.model === model).length;
+    const request: RecordedRequest = { index: requests.length, modelIndex, model, body, headers: req.headers, at: Date.now() };
+    requests.push(request);
+    options.onRequest?.(request);
+    const step = pickStep(model, { request, body, index: modelIndex });
+
+    if (isHangStep(step)) return; // never answer; close() destroys the socket
+    if (isHttpErrorStep(step)) {
+      if (step.delayMs) await sleep(step.delayMs);
+      writeError(res, step);
+      return;
+    }
+    await writeStream(res, model, step, body);
+  }
+
+  function writeError(res: ServerResponse, step: HttpErrorStep): void {
+    if (res.destroyed) return;
+    const payload = step.body === undefined ? defaultErrorBody(step.status) : step.body;
+    const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
+    res.writeHead(step.status, { 'content-type': typeof payload === 'string' ? 'text/plain' : 'application/json', ...(step.headers ?? {}) });
+    res.end(text);
+  }
+
+  async function writeStream(res: ServerResponse, model: string, step: StreamStep, body: ChatCompletionRequestBody): Promise<void> {
+    let gone = false;
+    res.on('close', () => {
+      gone = true;
+    });
+    if (step.headersDelayMs) await sleep(step.headersDelayMs);
+    if (gone) return;
+    const id = `chatcmpl-fake-${++responseCounter}`;
+    created = Math.max(created, Math.floor(Date.now() / 1000));
+    const chunk = (delta: Record<string, unknown>, finishReason: string | null = null): string =>
+      `data: ${JSON.stringify({
+        id,
+        object: 'chat.completion.chunk',
+        created,
+        model,
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+      })}\n\n`;
+
+    const content: string[] = [];
+    let first = true;
+    const withRole = (delta: Record<string, unknown>): Record<string, unknown> => {
+      if (!first) return delta;
+      first = false;
+      return { role: 'assistant', ...delta };
+    };
+    for (const r of toChunks(step.reasoning)) content.push(chunk(withRole({ reasoning_content: r })));
+    for (const t of toChunks(step.text)) content.push(chunk(withRole({ content: t })));
+    const toolCalls = step.toolCalls ?? [];
+    const turn = (body.messages ?? []).filter((m) => m.role === 'assistant').length + 1;
+    toolCalls.forEach((tc, i) => {
+      const callId = tc.id ?? `call_fake_${turn}_${i}`;
+      const args = typeof tc.arguments === 'string' ? tc.arguments : JSON.stringify(tc.arguments);
+      content.push(chunk(withRole({ tool_calls: [{ index: i, id: callId, type: 'function', function: { name: tc.name, arguments: '' } }] })));
+      for (const frag of splitInto(args, tc.fragments ?? 3)) {
+        content.push(chunk({ tool_calls: [{ index: i, function: { arguments: frag } }] }));
+      }
+    });
+    if (content.length === 0) content.push(chunk(withRole({ content: '' })));
+
+    const then = step.then ?? 'done';
+    const tail: string[] = [];
+    if (then === 'done') {
+      tail.push(chunk({}, step.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')));
+      if (step.usage !== false) {
+        const u = step.usage ?? { prompt_tokens: 42, completion_tokens: 7 };
+        const usage = { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens ?? u.prompt_tokens + u.completion_tokens };
+        tail.push(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`);
+      }
+      tail.push('data: [DONE]\n\n');
+    }
+    const sent = then === 'done' ? content : content.slice(0, step.afterChunks ?? content.length);
+
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.flushHeaders();
+    const delay = step.chunkDelayMs ?? defaultDelay;
+    if (delay <= 0) {
+      res.write([...sent, ...tail].join(''));
+    } else {
+      for (const [i, c] of [...sent, ...tail].entries()) {
+        if (i > 0) await sleep(delay);
+        if (gone) return;
+        res.write(c);
+      }
+    }
+    if (then === 'done') {
+      res.end();
+    } else if (then === 'drop') {
+      await sleep(Math.max(delay, 10)); // let the written chunks reach the client first
+      res.socket?.destroy();
+      res.destroy();
+    }
+    // 'hang': leave the response open
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    port,
+    requests,
+    requestsFor: (model) => requests.filter((r) => r.model === model),
+    setScript(model, script) {
+      models.set(model, { script, count: 0 });
+    },
+    reset() {
+      requests.length = 0;
+      responseCounter = 0;
+      for (const state of models.values()) state.count = 0;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+        server.closeAllConnections();
+      }),
+  };
+}

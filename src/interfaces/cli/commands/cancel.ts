@@ -1,0 +1,27 @@
+import type { Command } from 'commander';
+import { NotFoundError } from '../../../runtime/runtime.ts';
+import { CliError, openRuntime } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { printJson } from '../present.ts';
+
+export function registerCancel(program: Command): void {
+  program
+    .command('cancel')
+    .description("Cancel a session's current turn, wherever it runs (exit 3 for an unknown id)")
+    .argument('<sessionId>')
+    .option('--reason <text>', 'recorded with the cancelled turn', 'cancelled by operator')
+    .option('--json', 'print {"sessionId","delivered"}')
+    .action(async (sessionId: string, flags: { reason: string; json?: boolean }) => {
+      const ctx = await openRuntime();
+      try {
+        const result = await ctx.runtime.cancel(sessionId, flags.reason);
+        if (flags.json === true) printJson({ sessionId, ...result });
+        else process.stdout.write(`cancel requested for ${sessionId} (${result.delivered === 'worker' ? 'sent to the worker that runs it' : 'applied at its next activation'})\n`);
+      } catch (error) {
+        if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
+        throw error;
+      } finally {
+        await ctx.close();
+      }
+    });
+}

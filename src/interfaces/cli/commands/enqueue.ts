@@ -1,0 +1,103 @@
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { THINKING_LEVELS } from '../../../agents/pi/options.ts';
+import { AGENT_NAMES } from '../../../agents/registry.ts';
+import { InputError } from '../../../runtime/runtime.ts';
+import { CliError, openRuntime } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { followSession } from '../follow.ts';
+import { printJson } from '../present.ts';
+import { parseDurationOption } from '../parse-options.ts';
+import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
+
+interface EnqueueFlags extends RetryFlags {
+  session?: string;
+  agent?: string;
+  cwd?: string;
+  provider?: string;
+  model?: string;
+  thinking?: string;
+  agentDir?: string;
+  idleTimeout?: number;
+  json?: boolean;
+  follow?: boolean;
+}
+
+export function registerEnqueue(program: Command): void {
+  const command = program
+    .command('enqueue')
+    .description('Add a prompt to a session (created if new) and make sure a worker runs it; prints the session id')
+    .argument('<prompt>', 'the prompt')
+    .option('--session <id>', 'the session to add the prompt to (default: a new session)')
+    .addOption(new Option('--agent <name>', 'the agent (for a new session)').choices(AGENT_NAMES))
+    .option('--cwd <dir>', "the agent's working directory on the worker's host")
+    .option('--provider <name>', 'model provider (pi --provider)')
+    .option('--model <id>', 'model id (pi --model)')
+    .addOption(new Option('--thinking <level>', 'thinking level').choices(THINKING_LEVELS))
+    .option('--agent-dir <dir>', "the pi agent dir on the worker's host to take models and auth from")
+    .option('--idle-timeout <duration>', 'fail an attempt as timeout after this long without output', parseDurationOption('--idle-timeout'));
+  addRetryPolicyOptions(command, 'retry policy of this session (overrides the global one)');
+  command
+    .option('--json', 'print {"sessionId","turn"}')
+    .option('--follow', 'stream the turn until it ends; exit 0 completed, 1 failed, 130 cancelled or Ctrl+C')
+    .action(async (prompt: string, flags: EnqueueFlags) => {
+      process.exitCode = await enqueue(prompt, flags);
+    });
+}
+
+async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
+  const options = {
+    ...(flags.agent === undefined ? {} : { agent: flags.agent }),
+    ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
+    ...(flags.provider === undefined ? {} : { provider: flags.provider }),
+    ...(flags.model === undefined ? {} : { model: flags.model }),
+    ...(flags.thinking === undefined ? {} : { thinking: flags.thinking }),
+    ...(flags.agentDir === undefined ? {} : { agentDir: flags.agentDir }),
+    ...(flags.idleTimeout === undefined ? {} : { idleTimeoutMs: flags.idleTimeout }),
+  };
+  const retryPolicy = retryPatchFromFlags(flags);
+  const ctx = await openRuntime();
+  try {
+    const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.store.lastSeq(flags.session).catch(() => 0)) + 1;
+    let result;
+    try {
+      result = await ctx.runtime.enqueue({
+        prompt,
+        ...(flags.session === undefined ? {} : { sessionId: flags.session }),
+        ...(Object.keys(options).length === 0 ? {} : { options }),
+        ...(retryPolicy === undefined ? {} : { retryPolicy }),
+      });
+    } catch (error) {
+      if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
+      throw error;
+    }
+    if (flags.json === true && flags.follow !== true) printJson({ sessionId: result.sessionId, turn: result.turn });
+    else if (flags.follow !== true) process.stdout.write(`${result.sessionId}\n`);
+    if (flags.follow !== true) return ExitCode.ok;
+
+    if (flags.json !== true) process.stderr.write(`session ${result.sessionId}, turn ${result.turn}\n`);
+    const controller = new AbortController();
+    let interrupted = false;
+    const onSignal = (): void => {
+      if (interrupted) return;
+      interrupted = true;
+      process.stderr.write('\nsessiond: cancelling the turn…\n');
+      void ctx.runtime.cancel(result.sessionId, 'Ctrl+C from enqueue --follow').catch(() => undefined);
+    };
+    process.on('SIGINT', onSignal);
+    try {
+      const summary = await followSession(ctx.runtime, result.sessionId, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
+      const turn = summary?.turn;
+      if (interrupted || turn?.status === 'cancelled') return ExitCode.interrupted;
+      if (turn?.status === 'failed') {
+        process.stderr.write(`sessiond: turn ${turn.index} failed (${turn.failureReason ?? 'unknown'}): ${summary?.lastFailure?.category ?? ''} ${summary?.lastFailure?.errorText.split('\n')[0] ?? ''}\n`);
+        return ExitCode.failed;
+      }
+      return ExitCode.ok;
+    } finally {
+      process.off('SIGINT', onSignal);
+    }
+  } finally {
+    await ctx.close();
+  }
+}

@@ -1,0 +1,45 @@
+import type { Command } from 'commander';
+import { summarize, type SessionSummary } from '../../../runtime/inspect.ts';
+import { CliError, openRuntime } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { colors, formatMs, printJson } from '../present.ts';
+
+export function registerInspect(program: Command): void {
+  program
+    .command('inspect')
+    .description('Show a session: machine state, latest turn, attempts, next retry, last failure, transition history (exit 3 for an unknown id)')
+    .argument('<sessionId>')
+    .option('--json', 'one JSON object')
+    .action(async (sessionId: string, flags: { json?: boolean }) => {
+      const ctx = await openRuntime();
+      try {
+        const view = await ctx.runtime.getSession(sessionId);
+        if (view === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
+        const summary = summarize(view);
+        if (flags.json === true) printJson(summary);
+        else process.stdout.write(render(summary));
+      } finally {
+        await ctx.close();
+      }
+    });
+}
+
+function render(s: SessionSummary): string {
+  const c = colors();
+  const lines = [`${c.bold(s.sessionId)}  state ${c.bold(s.state)}  agent ${s.agent}${s.agentSessionId ? ` (session ${s.agentSessionId})` : ''}`];
+  if (s.turn !== null) {
+    const reason = s.turn.failureReason ? ` (${s.turn.failureReason})` : s.turn.cancelReason ? ` (${s.turn.cancelReason})` : '';
+    lines.push(`turn ${s.turn.index}: ${c.bold(s.turn.status)}${reason}`);
+    for (const a of s.turn.attempts) {
+      const outcome = a.outcome ?? 'running';
+      const paint = outcome === 'completed' ? c.green : outcome === null || outcome === 'running' ? c.cyan : c.red;
+      lines.push(`  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`);
+    }
+  }
+  if (s.nextRetryAt !== undefined) lines.push(`next retry at ${new Date(s.nextRetryAt).toISOString()} (in ${formatMs(Math.max(0, s.nextRetryAt - Date.now()))})`);
+  if (s.lastFailure !== undefined) lines.push(`last failure: ${s.lastFailure.category} — ${s.lastFailure.errorText.split('\n')[0]}`);
+  if (s.queuedPrompts > 0) lines.push(`${s.queuedPrompts} prompt(s) waiting`);
+  lines.push('history:');
+  for (const t of s.history) lines.push(`  ${new Date(t.at).toISOString()}  ${t.from} → ${t.to}  ${c.dim(t.event)}`);
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,73 @@
+import type { Command } from 'commander';
+import { NotFoundError } from '../../../runtime/runtime.ts';
+import type { RetryPolicy } from '../../../retry/index.ts';
+import { CliError, openRuntime } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { formatMs, printJson } from '../present.ts';
+import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
+
+export function registerRetryPolicy(program: Command): void {
+  const policy = program.command('retry-policy').description('Show or change the retry policy: the global default, or one session\'s (--session)');
+
+  policy
+    .command('get')
+    .option('--session <id>', "this session's policy")
+    .option('--json', 'one JSON object')
+    .action(async (flags: { session?: string; json?: boolean }) =>
+      withRuntime(async (runtime) => {
+        const { policy: p, source } = await runtime.getPolicy(flags.session);
+        if (flags.json === true) printJson({ ...p, source });
+        else process.stdout.write(render(p, source));
+      }),
+    );
+
+  const set = policy.command('set').description('Change fields of the policy; a bad value is refused with its field and range, and nothing is changed').option('--session <id>', "change this session's policy");
+  addRetryPolicyOptions(set, 'policy');
+  set.option('--json', 'print the new policy as JSON').action(async (flags: RetryFlags & { session?: string; json?: boolean }) =>
+    withRuntime(async (runtime) => {
+      const patch = retryPatchFromFlags(flags);
+      if (patch === undefined) throw new CliError('retry-policy set: give at least one field, e.g. --retry-max-attempts 5 (see --help)', ExitCode.usage);
+      const result = await runtime.setPolicy(patch, flags.session);
+      if (!result.ok) throw new CliError(`retry policy not changed: ${result.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`, ExitCode.usage);
+      if (flags.json === true) printJson(result.policy);
+      else process.stdout.write(render(result.policy, flags.session === undefined ? 'global' : 'session'));
+    }),
+  );
+
+  policy
+    .command('reset')
+    .option('--session <id>', "drop this session's own policy (it follows the global one again)")
+    .action(async (flags: { session?: string }) =>
+      withRuntime(async (runtime) => {
+        const p = await runtime.resetPolicy(flags.session);
+        process.stdout.write(render(p, flags.session === undefined ? 'default' : 'global'));
+      }),
+    );
+}
+
+async function withRuntime(fn: (runtime: Awaited<ReturnType<typeof openRuntime>>['runtime']) => Promise<void>): Promise<void> {
+  const ctx = await openRuntime();
+  try {
+    await fn(ctx.runtime);
+  } catch (error) {
+    if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
+    throw error;
+  } finally {
+    await ctx.close();
+  }
+}
+
+function render(p: RetryPolicy, source: string): string {
+  return [
+    `retry policy (${source})`,
+    `  enabled          ${p.enabled}`,
+    `  maxAttempts      ${p.maxAttempts}`,
+    `  initialDelay     ${formatMs(p.initialDelayMs)}`,
+    `  multiplier       ${p.multiplier}`,
+    `  maxDelay         ${formatMs(p.maxDelayMs)}`,
+    `  jitter           ${p.jitter}`,
+    `  retryOn          ${p.retryOn.join(', ')}`,
+    `  honorRetryAfter  ${p.honorRetryAfter} (cap ${formatMs(p.maxRetryAfterMs)})`,
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,128 @@
+import { isSettled, summarize, type SessionSummary } from '../../runtime/inspect.ts';
+import type { Runtime } from '../../runtime/runtime.ts';
+import type { StoredMessage } from '../../runtime/store/session-store.ts';
+import { colors, formatMs, Spinner } from './present.ts';
+
+export interface FollowOptions {
+  fromSeq: number;
+  json: boolean;
+  /** Stop once this turn has ended; `'latest'`: once the latest turn has ended and nothing waits; `'never'`: follow until aborted. */
+  until: number | 'latest' | 'never';
+  signal: AbortSignal;
+}
+
+/**
+ * Prints a session's messages from `fromSeq` on, live, and returns the summary
+ * at the end. JSON mode prints each stored message as one line; otherwise a
+ * transcript: assistant text as it streams, thoughts set apart, tool calls with
+ * their status, attempt boundaries with the failure category and the backoff.
+ */
+export async function followSession(runtime: Runtime, sessionId: string, options: FollowOptions): Promise<SessionSummary | null> {
+  const c = colors();
+  const spinner = new Spinner();
+  const reader = new AbortController();
+  const stop = (): void => reader.abort();
+  options.signal.addEventListener('abort', stop, { once: true });
+  let printed = options.fromSeq - 1;
+  let last: SessionSummary | null = null;
+  let atLineStart = true;
+  const out = (text: string): void => {
+    if (text === '') return;
+    spinner.clear();
+    process.stdout.write(text);
+    atLineStart = text.endsWith('\n');
+  };
+  const line = (text: string): void => out(`${atLineStart ? '' : '\n'}${text}\n`);
+
+  const render = async (m: StoredMessage): Promise<void> => {
+    if (options.json) {
+      out(`${JSON.stringify({ seq: m.seq, turn: m.turn, attempt: m.attempt, type: m.type, content: m.content })}\n`);
+      return;
+    }
+    const content = (m.content ?? {}) as Record<string, unknown>;
+    switch (m.type) {
+      case 'session.started':
+      case 'session.resumed':
+        if (m.attempt === 1) line(c.dim(`── turn ${m.turn}`));
+        else line(c.dim(`── turn ${m.turn}, attempt ${m.attempt}`));
+        break;
+      case 'assistant':
+        out(String(content.text ?? ''));
+        break;
+      case 'assistant.thought':
+        line(c.dim(`[thinking] ${String(content.text ?? '')}`));
+        break;
+      case 'tool.call':
+        line(c.cyan(`⚙ ${String(content.name)} ${JSON.stringify(content.arguments ?? {})}`));
+        break;
+      case 'tool.completed':
+        line(c.green(`✓ ${String(content.name)}`));
+        break;
+      case 'tool.failed':
+        line(c.red(`✗ ${String(content.name)} failed`));
+        break;
+      case 'agent.retry':
+        line(c.yellow(`(the agent retried on its own: ${String(content.errorText ?? '')})`));
+        break;
+      case 'terminal.failed': {
+        const view = await runtime.getSession(sessionId);
+        const attempt = view === null ? undefined : summarize(view).turn?.attempts.find((a) => a.attempt === m.attempt);
+        const retry = attempt?.delayMs != null ? `; retrying in ${formatMs(attempt.delayMs)}` : '';
+        line(c.red(`── attempt ${m.attempt} failed (${String(content.category)}): ${String(content.text ?? '').split('\n')[0]}${retry}`));
+        break;
+      }
+      case 'terminal.completed':
+        line(c.dim(`── attempt ${m.attempt} completed`));
+        break;
+      default:
+        break;
+    }
+  };
+
+  const watcher = (async () => {
+    while (!reader.signal.aborted) {
+      const view = await runtime.getSession(sessionId);
+      if (view !== null) {
+        last = summarize(view);
+        if (!options.json && last.turn !== null) {
+          const t = last.turn;
+          if (t.status === 'backoff' && last.nextRetryAt !== undefined) spinner.set(`turn ${t.index}: waiting ${formatMs(Math.max(0, last.nextRetryAt - Date.now()))} before attempt ${t.attempts.length + 1}`);
+          else if (t.status === 'running' || t.status === 'queued') spinner.set(`turn ${t.index}: ${t.status}…`);
+        }
+        if (printed >= last.lastSeq && ended(last, options.until)) {
+          reader.abort();
+          break;
+        }
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  })();
+
+  try {
+    for await (const message of runtime.followMessages(sessionId, options.fromSeq, reader.signal)) {
+      await render(message);
+      printed = message.seq;
+    }
+  } finally {
+    reader.abort();
+    await watcher.catch(() => undefined);
+    spinner.clear();
+    options.signal.removeEventListener('abort', stop);
+  }
+  if (!options.json && !atLineStart) out('\n');
+  if (!options.json && last !== null && (last as SessionSummary).turn !== null) {
+    const t = (last as SessionSummary).turn!;
+    const reason = t.failureReason ?? t.cancelReason;
+    const paint = t.status === 'completed' ? c.green : t.status === 'failed' ? c.red : c.yellow;
+    if (ended(last, options.until)) out(`${paint(`turn ${t.index}: ${t.status}`)}${reason ? ` (${reason})` : ''}\n`);
+  }
+  return last;
+}
+
+function ended(summary: SessionSummary, until: FollowOptions['until']): boolean {
+  if (until === 'never') return false;
+  if (until === 'latest') return isSettled(summary);
+  const t = summary.turn;
+  if (t === null) return false;
+  return t.index > until || (t.index === until && ['completed', 'failed', 'cancelled'].includes(t.status));
+}

@@ -1,0 +1,84 @@
+import type { SessionView } from './runtime.ts';
+
+export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'completed' | 'failed' | 'cancelled';
+
+export interface SessionSummary {
+  sessionId: string;
+  state: string;
+  agent: string;
+  createdAt: number;
+  updatedAt: number;
+  agentSessionId: string | null;
+  turn: {
+    index: number;
+    status: TurnStatusView;
+    prompt: string | null;
+    failureReason?: string;
+    cancelReason?: string;
+    attempts: Array<{ attempt: number; outcome: string | null; category?: string; errorText?: string; delayMs?: number; startedAt: number; endedAt: number | null }>;
+  } | null;
+  nextRetryAt?: number;
+  lastFailure?: { category: string; errorText: string; at: number };
+  policy: unknown;
+  policySource: 'session' | 'global';
+  queuedPrompts: number;
+  history: Array<{ at: number; from: string; to: string; event: string }>;
+  lastSeq: number;
+  heldBy: string | null;
+}
+
+/**
+ * The operator's view of a session (`inspect`, the HTTP API, the dashboard):
+ * the latest turn — `queued` when its prompt has not been taken yet — with its
+ * attempts, and the transition history.
+ */
+export function summarize(view: SessionView): SessionSummary {
+  const context = view.context;
+  const taken = context?.turnIndex ?? 0;
+  const turn = context?.turn ?? null;
+  let turnView: SessionSummary['turn'] = null;
+  if (view.queued.length > 0 && (turn === null || ['completed', 'failed', 'cancelled'].includes(turn.status))) {
+    const next = view.queued.at(-1);
+    turnView = { index: taken + (context?.mailbox.length ?? 0) + view.queued.length, status: 'queued', prompt: next?.text ?? null, attempts: [] };
+  } else if (turn !== null) {
+    const status: TurnStatusView = turn.status === 'cancelling' ? 'running' : turn.status;
+    turnView = {
+      index: turn.index,
+      status,
+      prompt: turn.text,
+      ...(turn.failureReason === null ? {} : { failureReason: turn.failureReason }),
+      ...(turn.cancelReason === null || status !== 'cancelled' ? {} : { cancelReason: turn.cancelReason }),
+      attempts: turn.attempts.map((a) => ({
+        attempt: a.attempt,
+        outcome: a.outcome,
+        ...(a.category === null ? {} : { category: a.category }),
+        ...(a.errorText === null ? {} : { errorText: a.errorText }),
+        ...(a.delayMs === null ? {} : { delayMs: a.delayMs }),
+        startedAt: a.startedAt,
+        endedAt: a.endedAt,
+      })),
+    };
+  }
+  return {
+    sessionId: view.sessionId,
+    state: view.state,
+    agent: view.agent,
+    createdAt: view.createdAt,
+    updatedAt: view.updatedAt,
+    agentSessionId: context?.agentSessionId ?? null,
+    turn: turnView,
+    ...(context?.nextRetryAt == null ? {} : { nextRetryAt: context.nextRetryAt }),
+    ...(context?.lastFailure == null ? {} : { lastFailure: { category: context.lastFailure.category, errorText: context.lastFailure.errorText, at: context.lastFailure.at } }),
+    policy: view.policyOverride ?? context?.policy ?? null,
+    policySource: view.policyOverride === null ? 'global' : 'session',
+    queuedPrompts: view.queued.length + (context?.mailbox.length ?? 0),
+    history: view.history,
+    lastSeq: view.lastSeq,
+    heldBy: view.heldBy,
+  };
+}
+
+/** The latest turn has reached its final state and no prompt waits: nothing more will be written until a new prompt. */
+export function isSettled(summary: SessionSummary): boolean {
+  return summary.queuedPrompts === 0 && summary.turn !== null && ['completed', 'failed', 'cancelled'].includes(summary.turn.status);
+}
