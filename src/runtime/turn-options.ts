@@ -10,6 +10,8 @@ import { AGENT_NAMES } from '../agents/registry.ts';
 export const TurnOptionsSchema = z.strictObject({
   agent: z.enum(AGENT_NAMES as [string, ...string[]]).optional(),
   cwd: z.string().min(1).max(4096).optional(),
+  /** The pi agent dir on the worker's host to take models and auth from. */
+  agentDir: z.string().min(1).max(4096).optional(),
   provider: z.string().min(1).max(200).optional(),
   model: z.string().min(1).max(200).optional(),
   thinking: z.enum(THINKING_LEVELS).optional(),

@@ -26,6 +26,7 @@ export async function followSession(runtime: Runtime, sessionId: string, options
   let printed = options.fromSeq - 1;
   let last: SessionSummary | null = null;
   let atLineStart = true;
+  const toolArgs = new Map<string, unknown>();
   const out = (text: string): void => {
     if (text === '') return;
     spinner.clear();
@@ -53,13 +54,16 @@ export async function followSession(runtime: Runtime, sessionId: string, options
         line(c.dim(`[thinking] ${String(content.text ?? '')}`));
         break;
       case 'tool.call':
-        line(c.cyan(`⚙ ${String(content.name)} ${JSON.stringify(content.arguments ?? {})}`));
+        line(c.cyan(`⚙ ${String(content.name)} …`));
+        break;
+      case 'tool.update':
+        if (!('partialResult' in content)) toolArgs.set(String(content.toolCallId), content.arguments);
         break;
       case 'tool.completed':
-        line(c.green(`✓ ${String(content.name)}`));
+        line(c.green(`✓ ${String(content.name)} ${JSON.stringify(toolArgs.get(String(content.toolCallId)) ?? {})}${resultLine(content.result)}`));
         break;
       case 'tool.failed':
-        line(c.red(`✗ ${String(content.name)} failed`));
+        line(c.red(`✗ ${String(content.name)} ${JSON.stringify(toolArgs.get(String(content.toolCallId)) ?? {})}${resultLine(content.error)}`));
         break;
       case 'agent.retry':
         line(c.yellow(`(the agent retried on its own: ${String(content.errorText ?? '')})`));
@@ -117,6 +121,14 @@ export async function followSession(runtime: Runtime, sessionId: string, options
     if (ended(last, options.until)) out(`${paint(`turn ${t.index}: ${t.status}`)}${reason ? ` (${reason})` : ''}\n`);
   }
   return last;
+}
+
+/** The first line of a tool's text output, if any. */
+function resultLine(result: unknown): string {
+  const parts = (result as { content?: Array<{ type?: string; text?: string }> } | null)?.content;
+  const text = Array.isArray(parts) ? parts.map((p) => p.text ?? '').join('') : typeof result === 'string' ? result : '';
+  const first = text.trim().split('\n')[0] ?? '';
+  return first === '' ? '' : ` → ${first.length > 100 ? `${first.slice(0, 100)}…` : first}`;
 }
 
 function ended(summary: SessionSummary, until: FollowOptions['until']): boolean {

@@ -8,6 +8,7 @@ import { registerInspect } from './commands/inspect.ts';
 import { registerList } from './commands/list.ts';
 import { registerCancel } from './commands/cancel.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
+import { registerDemo } from './commands/demo.ts';
 import { CliError } from './context.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerList(program);
   registerCancel(program);
   registerRetryPolicy(program);
+  registerDemo(program);
   const override = (command: Command): void => {
     command.exitOverride();
     command.commands.forEach(override);
