@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findProcessesByMarker, isAlive, spawnAgent, type AgentProcess, type SpawnSpec } from '../../src/process/index.ts';
@@ -63,4 +64,20 @@ export async function livePids(pids: readonly number[]): Promise<number[]> {
 /** Pids of live processes that still carry the agent's marker. */
 export async function markedPids(agent: AgentProcess): Promise<number[]> {
   return (await findProcessesByMarker(agent.marker)).map((p) => p.pid);
+}
+
+/** Pids of live, non-zombie processes on this machine whose command line matches `pattern`. */
+export function livePidsMatching(pattern: RegExp): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (pattern.test(cmdline) && stat[stat.lastIndexOf(')') + 2] !== 'Z') out.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
 }

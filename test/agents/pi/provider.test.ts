@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +7,7 @@ import type { PiOptionsInput } from '../../../src/agents/pi/options.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
 import { isTerminal, type CliMessage, type MessageOf } from '../../../src/protocol/index.ts';
 import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { livePidsMatching } from '../../support/processes.ts';
 import { createPiEnv, piBin, type PiEnv } from '../../support/pi-env.ts';
 import { assistantText } from './transcripts.ts';
 
@@ -173,7 +174,7 @@ describe('runPi with the real pi CLI against the fake model server', () => {
       expect(seen.some((m) => m.type === 'tool.call')).toBe(true);
       expect(seen.some(isTerminal)).toBe(false);
       expect(await findProcessesByMarker(marker)).toEqual([]);
-      expect(livePidsRunning(/sleep 100[1-4]/)).toEqual([]);
+      expect(livePidsMatching(/sleep 100[1-4]/)).toEqual([]);
     },
   );
 
@@ -194,28 +195,3 @@ describe('runPi with the real pi CLI against the fake model server', () => {
     expect((body.messages ?? []).filter((m) => m.role === 'user')).toHaveLength(2);
   });
 });
-
-/** Pids of live, non-zombie processes whose command line matches (across the whole machine). */
-function livePidsRunning(pattern: RegExp): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSafe('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-      if (pattern.test(cmdline) && state !== 'Z') out.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
-
-function readdirSafe(dir: string): string[] {
-  try {
-    return readdirSync(dir);
-  } catch {
-    return [];
-  }
-}

@@ -1,9 +1,10 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jsonLines, runCli, sessiond } from '../../support/cli.ts';
 import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { livePidsMatching } from '../../support/processes.ts';
 import { createPiEnv, type PiEnv } from '../../support/pi-env.ts';
 
 let server: FakeModelServer;
@@ -73,21 +74,6 @@ describe('sessiond run', () => {
     const result = await child;
     expect(result.exitCode).toBe(130);
     expect(String(result.stderr)).toContain('cancelled');
-    expect(livePids(/sleep 100[12]/)).toEqual([]);
+    expect(livePidsMatching(/sleep 100[12]/)).toEqual([]);
   });
 });
-
-function livePids(pattern: RegExp): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (pattern.test(cmdline) && stat[stat.lastIndexOf(')') + 2] !== 'Z') out.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}

@@ -75,7 +75,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
     else if (flags.follow !== true) process.stdout.write(`${result.sessionId}\n`);
     if (flags.follow !== true) return ExitCode.ok;
 
-    if (flags.json !== true) process.stderr.write(`session ${result.sessionId}, turn ${result.turn}\n`);
+    process.stderr.write(`session ${result.sessionId}, turn ${result.turn}\n`);
     const controller = new AbortController();
     let interrupted = false;
     const onSignal = (): void => {

@@ -1,0 +1,160 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ResultPromise } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jsonLines, runCli, sessiond } from '../../support/cli.ts';
+import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { createPiEnv, piBin, type PiEnv } from '../../support/pi-env.ts';
+import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
+import { NO_DISCOVERY } from '../../support/runtime.ts';
+
+let redis: RedisServer;
+let server: FakeModelServer;
+let env: PiEnv;
+let stateDir: string;
+let worker: ResultPromise;
+let cliEnv: Record<string, string>;
+
+beforeAll(async () => {
+  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
+  env = createPiEnv({ serverUrl: server.url });
+  stateDir = mkdtempSync(join(tmpdir(), 'sessiond-cli-'));
+  cliEnv = {
+    ...env.env,
+    PATH: process.env.PATH ?? '',
+    REDIS_URL: redis.url,
+    SESSIOND_PREFIX: uniquePrefix('cli'),
+    SESSIOND_STATE_DIR: stateDir,
+    SESSIOND_PI_COMMAND: piBin,
+    SESSIOND_PI_AGENT_DIR: env.agentDir,
+    SESSIOND_PI_SESSION_DIR: env.sessionDir,
+    SESSIOND_PI_ARGS: JSON.stringify(NO_DISCOVERY),
+    SESSIOND_LEASE_TTL: '3s',
+    SESSIOND_STALLED_INTERVAL: '1s',
+    SESSIOND_POLL: '250ms',
+    SESSIOND_HEARTBEAT: '1s',
+    SESSIOND_LOG_LEVEL: 'warn',
+  };
+  worker = sessiond(['worker', '--concurrency', '2'], { env: cliEnv });
+  worker.catch(() => undefined);
+});
+
+afterAll(async () => {
+  worker.kill('SIGTERM');
+  await worker.catch(() => undefined);
+  await server.close();
+  await redis.stop();
+  env.cleanup();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+const cli = (args: string[]) => runCli(args, { env: cliEnv });
+const model = (m: string) => ['--provider', 'fake', '--model', m, '--cwd', env.cwd];
+
+describe('sessiond CLI against a real Redis and a worker process', () => {
+  it('enqueue --follow streams the turn and exits 0 when it completes; inspect, watch and list show it', async () => {
+    const follow = await cli(['enqueue', ...model('text'), '--follow', 'Say hello']);
+    expect(follow.exitCode).toBe(0);
+    expect(follow.stdout).toContain('Hello from the fake LLM.');
+    expect(follow.stdout).toContain('turn 1: completed');
+    const sessionId = /session (\S+), turn 1/.exec(follow.stderr)?.[1];
+    expect(sessionId).toBeTruthy();
+
+    const inspect = await cli(['inspect', sessionId!, '--json']);
+    expect(inspect.exitCode).toBe(0);
+    const summary = JSON.parse(inspect.stdout) as Record<string, unknown>;
+    expect(summary).toMatchObject({ sessionId, state: 'completed', turn: { index: 1, status: 'completed', attempts: [{ attempt: 1, outcome: 'completed' }] } });
+    expect((summary.history as Array<{ at: number; from: string; to: string; event: string }>).map((t) => t.to)).toContain('running');
+
+    const watch = await cli(['watch', sessionId!, '--json']);
+    expect(watch.exitCode).toBe(0);
+    const lines = jsonLines(watch.stdout) as unknown as Array<{ seq: number; turn: number; attempt: number; type: string }>;
+    expect(lines.map((l) => l.seq)).toEqual(lines.map((_, i) => i + 1));
+    expect(lines[0]).toMatchObject({ seq: 1, turn: 1, attempt: 1, type: 'session.started' });
+    expect(lines.at(-1)?.type).toBe('terminal.completed');
+
+    const fromThree = await cli(['watch', sessionId!, '--json', '--from', '3']);
+    expect(jsonLines(fromThree.stdout)[0]).toMatchObject({ seq: 3 });
+
+    const list = await cli(['list', '--state', 'completed', '--json']);
+    expect(JSON.parse(list.stdout)).toContainEqual({ sessionId, state: 'completed' });
+  });
+
+  it('enqueue --json prints {sessionId, turn}; a retried failure shows its attempts; --follow exits 1 when the turn fails', async () => {
+    server.setScript('cli-flaky', [{ status: 500 }, { text: 'second time lucky' }]);
+    const queued = await cli(['enqueue', ...model('cli-flaky'), '--retry-initial-delay', '200ms', '--retry-jitter', 'none', '--json', 'try']);
+    expect(queued.exitCode).toBe(0);
+    const { sessionId, turn } = JSON.parse(queued.stdout) as { sessionId: string; turn: number };
+    expect(turn).toBe(1);
+    const watch = await cli(['watch', sessionId]);
+    expect(watch.stdout).toContain('attempt 1 failed (server_error)');
+    expect(watch.stdout).toContain('retrying in 200ms');
+    expect(watch.stdout).toContain('second time lucky');
+    const failed = await cli(['enqueue', ...model('http401'), '--follow', 'denied']);
+    expect(failed.exitCode).toBe(1);
+    expect(failed.stderr).toContain('not_retryable');
+  });
+
+  it('cancel from another command ends a followed turn: enqueue --follow exits 130', async () => {
+    const follow = sessiond(['enqueue', ...model('long-tool'), '--follow', '--json', 'Run a long command'], { env: cliEnv });
+    let out = '';
+    let err = '';
+    follow.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+    await new Promise<void>((resolve, reject) => {
+      follow.stdout?.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('"tool.call"')) resolve();
+      });
+      follow.on('exit', () => reject(new Error(`exited early: ${out} ${err}`)));
+    });
+    const id = /session (\S+), turn/.exec(err)?.[1];
+    expect(id).toBeTruthy();
+    const cancel = await cli(['cancel', id!]);
+    expect(cancel.exitCode).toBe(0);
+    const result = await follow;
+    expect(result.exitCode).toBe(130);
+    const inspect = JSON.parse((await cli(['inspect', id!, '--json'])).stdout) as { turn: { status: string } };
+    expect(inspect.turn.status).toBe('cancelled');
+  });
+
+  it('unknown session ids exit 3 with a clear message', async () => {
+    for (const args of [['inspect', 'no-such-session'], ['watch', 'no-such-session'], ['cancel', 'no-such-session']]) {
+      const result = await cli(args);
+      expect(result.exitCode).toBe(3);
+      expect(result.stderr).toContain('unknown session "no-such-session"');
+    }
+  });
+
+  it('retry-policy get/set/reset; a bad value is refused naming the field and the range, and nothing changes', async () => {
+    const set = await cli(['retry-policy', 'set', '--retry-max-attempts', '7', '--retry-initial-delay', '2s', '--json']);
+    expect(set.exitCode).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({ maxAttempts: 7, initialDelayMs: 2000 });
+    const bad = await cli(['retry-policy', 'set', '--retry-max-delay', '500ms']);
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toContain('maxDelayMs');
+    const badDuration = await cli(['retry-policy', 'set', '--retry-initial-delay', 'soon']);
+    expect(badDuration.exitCode).toBe(2);
+    expect(badDuration.stderr).toContain('--retry-initial-delay');
+    const get = JSON.parse((await cli(['retry-policy', 'get', '--json'])).stdout) as Record<string, unknown>;
+    expect(get).toMatchObject({ maxAttempts: 7, initialDelayMs: 2000, source: 'global' });
+    await cli(['retry-policy', 'reset']);
+    expect(JSON.parse((await cli(['retry-policy', 'get', '--json'])).stdout)).toMatchObject({ maxAttempts: 4, source: 'default' });
+  });
+
+  it('bad arguments and bad options are refused with exit 2, naming them, and nothing is enqueued', async () => {
+    const before = JSON.parse((await cli(['list', '--json'])).stdout) as unknown[];
+    const thinking = await cli(['enqueue', '--thinking', 'extreme', 'x']);
+    expect(thinking.exitCode).toBe(2);
+    expect(thinking.stderr).toContain('--thinking');
+    const empty = await cli(['enqueue', '   ']);
+    expect(empty.exitCode).toBe(2);
+    expect(empty.stderr).toContain('prompt');
+    const badSession = await cli(['enqueue', '--session', 'has spaces', 'x']);
+    expect(badSession.exitCode).toBe(2);
+    expect(badSession.stderr).toContain('sessionId');
+    const badState = await cli(['list', '--state', 'sleeping']);
+    expect(badState.exitCode).toBe(2);
+    expect(JSON.parse((await cli(['list', '--json'])).stdout)).toHaveLength(before.length);
+  });
+});
