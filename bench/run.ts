@@ -1,6 +1,7 @@
 import { arch, cpus, platform, release, totalmem } from 'node:os';
 import * as machineBench from './machine.ts';
 import * as mapper from './mapper.ts';
+import * as queueBench from './queue.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
 
 /**
@@ -13,7 +14,7 @@ import { BenchFailure, type Benchmark } from './support/benchmark.ts';
  */
 
 /** Every benchmark, in the order they run. A new one is a module in bench/ exporting `name` and `run`, added here. */
-const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench];
+const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench, queueBench];
 
 const USAGE = `usage: npm run bench -- [--json] [name ...]\nbenchmarks: ${BENCHMARKS.map((b) => b.name).join(', ')}`;
 

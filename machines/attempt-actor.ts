@@ -17,13 +17,16 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     const controller = new AbortController();
     const key = attemptKey(input);
     const meta = { sessionId: input.sessionId, turn: input.turn, attempt: input.attempt };
+    // Set before the last sendBack: the machine leaves `running` (and calls the cleanup below) inside it.
+    let ended = false;
     const run = async (): Promise<void> => {
       let terminal: TerminalMessage | null = null;
       try {
         for await (const message of runner(input, { signal: controller.signal })) {
           await sink(message, meta);
           if (controller.signal.aborted) continue;
-          if (message.type === 'session.started' || message.type === 'session.resumed') {
+          // The machine only needs a session id it does not hold yet (a resumed session keeps its id).
+          if ((message.type === 'session.started' || message.type === 'session.resumed') && message.content.sessionId !== input.agentSessionId) {
             sendBack({ type: 'attempt.session', agentSessionId: message.content.sessionId });
           }
           if (isTerminal(message)) terminal = message;
@@ -33,13 +36,17 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
         terminal = crashed(`the provider threw: ${(error as Error).message ?? String(error)}`);
       }
       if (controller.signal.aborted) return;
+      ended = true;
       sendBack({ type: 'attempt.ended', terminal: terminal ?? crashed('the provider ended without a terminal message') });
     };
     const done = run().finally(() => {
       if (inFlight.get(key) === done) inFlight.delete(key);
     });
     inFlight.set(key, done);
-    return () => controller.abort();
+    // Aborting an attempt that has ended would only build an AbortError per attempt.
+    return () => {
+      if (!ended) controller.abort();
+    };
   });
 
   const attemptStopped = fromPromise<void, { sessionId: string; turn: number; attempt: number }>(async ({ input }) => {

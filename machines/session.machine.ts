@@ -46,7 +46,8 @@ function patchLastAttempt(turn: TurnState, patch: Partial<AttemptRecord>): Attem
 function endTurn(context: SessionContext, status: TurnStatus, patch: Partial<TurnState> = {}): Partial<SessionContext> {
   const turn = context.turn;
   if (turn === null) return {};
-  const finished = [...context.finishedPromptIds, turn.promptId].slice(-FINISHED_PROMPTS_KEPT);
+  const kept = context.finishedPromptIds;
+  const finished = kept.length < FINISHED_PROMPTS_KEPT ? [...kept, turn.promptId] : [...kept.slice(kept.length - FINISHED_PROMPTS_KEPT + 1), turn.promptId];
   return { turn: { ...turn, ...patch, status, endedAt: now() }, nextRetryAt: null, finishedPromptIds: finished };
 }
 
@@ -92,9 +93,9 @@ export const sessionMachine = setup({
       return known ? {} : { mailbox: [...context.mailbox, event.prompt] };
     }),
     startNextTurn: assign(({ context }) => {
-      const [next, ...rest] = context.mailbox;
+      const next = context.mailbox[0];
       if (next === undefined) return {};
-      return { mailbox: rest, turnIndex: context.turnIndex + 1, attempt: 0, turn: newTurn(context.turnIndex + 1, next), nextRetryAt: null, lastFailure: null };
+      return { mailbox: context.mailbox.slice(1), turnIndex: context.turnIndex + 1, attempt: 0, turn: newTurn(context.turnIndex + 1, next), nextRetryAt: null, lastFailure: null };
     }),
     startAttempt: assign(({ context }) => {
       if (context.turn === null) return {};
