@@ -1,0 +1,31 @@
+import type { CliMessage } from '../protocol/index.ts';
+import type { AgentMapper } from './shared/agent-mapper.ts';
+import type { RunContext } from './shared/run-attempt.ts';
+
+/**
+ * One attempt of an agent as the layers above ask for it, whatever the agent:
+ * the text to send, the agent's own session to resume (if any), and the
+ * agent's options for this turn (validated by the agent; invalid ones end the
+ * attempt as a `startup` failure).
+ */
+export interface AgentRequest {
+  text: string;
+  resumeSessionId: string | null;
+  options: Readonly<Record<string, unknown>>;
+}
+
+export type AgentRun = (request: AgentRequest, context: RunContext) => AsyncIterable<CliMessage>;
+
+/**
+ * An agent behind the shared contract: a folder under src/agents/ with
+ * options, mapper, provider and this definition. `exportState` / `importState`
+ * carry the agent's own conversation state (e.g. pi's session file) between
+ * hosts as an opaque string; both are absent for an agent that keeps none locally.
+ */
+export interface AgentDefinition {
+  run: AgentRun;
+  /** Reads the agent's raw stream (for `sessiond normalize --agent`). */
+  createMapper(options: { resumeSessionId?: string }): AgentMapper;
+  exportState?(options: Readonly<Record<string, unknown>>, agentSessionId: string): Promise<string | null>;
+  importState?(options: Readonly<Record<string, unknown>>, agentSessionId: string, state: string): Promise<void>;
+}

@@ -1,0 +1,33 @@
+import type { AgentDefinition } from '../agent-definition.ts';
+import { PiMapper } from './mapper.ts';
+import type { PiOptionsInput } from './options.ts';
+import { runPi } from './provider.ts';
+import { exportPiSession, importPiSession, type PiSessionState } from './session-file.ts';
+
+function sessionDir(options: Readonly<Record<string, unknown>>): string | null {
+  return typeof options.sessionDir === 'string' ? options.sessionDir : null;
+}
+
+export const pi: AgentDefinition = {
+  run: (request, context) =>
+    runPi(
+      {
+        ...(request.options as Partial<PiOptionsInput>),
+        prompt: request.text,
+        session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
+      },
+      context,
+    ),
+  createMapper: (options) => new PiMapper(options),
+  async exportState(options, agentSessionId) {
+    const dir = sessionDir(options);
+    if (dir === null) return null;
+    const state = await exportPiSession(dir, agentSessionId);
+    return state === null ? null : JSON.stringify(state);
+  },
+  async importState(options, _agentSessionId, state) {
+    const dir = sessionDir(options);
+    if (dir === null) return;
+    await importPiSession(dir, JSON.parse(state) as PiSessionState, typeof options.cwd === 'string' ? options.cwd : undefined);
+  },
+};

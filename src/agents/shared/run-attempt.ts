@@ -1,0 +1,73 @@
+import type { CliMessage } from '../../protocol/index.ts';
+import { spawnAgent, type AgentProcess, type SpawnSpec } from '../../process/index.ts';
+import type { AgentMapper } from './agent-mapper.ts';
+
+/** What every agent's provider accepts besides its own options. */
+export interface RunContext {
+  signal?: AbortSignal;
+  /** The tree marker to use (the durable runtime records it before the spawn, for orphan reaping). */
+  marker?: string;
+  /** Sees the process once it is started: the durable runtime records it for orphan reaping. */
+  onSpawn?: (agent: Pick<AgentProcess, 'pid' | 'marker' | 'startTime'>) => void;
+}
+
+/** A mapper that can tell when the agent printed its final event (then it should exit soon). */
+export interface FinishingMapper extends AgentMapper {
+  readonly agentEnded: boolean;
+}
+
+/** After the agent's final event, how long it may take to exit before it is stopped. */
+export const EXIT_GRACE_MS = 5000;
+
+export function startupFailure(mapper: AgentMapper, message: string): CliMessage[] {
+  return mapper.complete({ exitCode: null, signal: null, stopReason: null, stderrTail: '', spawnError: message });
+}
+
+/**
+ * One attempt of an agent process: spawn it (never through a shell), map its
+ * stdout line by line, end with the mapper's terminal message. Shared by every
+ * agent's provider.
+ *
+ * Contract: yields the attempt's messages and ends with exactly one terminal
+ * message; a failure to start is a `startup` terminal, never a throw. When the
+ * caller's signal aborts, the process tree is stopped on its own deadline (the
+ * aborted signal never drives the stop) and then the iterator rejects with the
+ * caller's abort reason; messages already yielded stay delivered. If the
+ * consumer stops early, the tree is stopped too.
+ */
+export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
+  const { signal } = context;
+  const spawned = await spawnAgent({ ...spec, ...(context.marker === undefined ? {} : { marker: context.marker }) });
+  if (!spawned.ok) {
+    yield* startupFailure(mapper, spawned.error);
+    return;
+  }
+  const agent = spawned.agent;
+  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
+  const onAbort = (): void => void agent.stop('requested');
+  signal?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted === true) onAbort();
+  let graceTimer: NodeJS.Timeout | undefined;
+  let finished = false;
+  try {
+    for await (const line of agent.lines()) {
+      const messages = mapper.push(line);
+      clearTimeout(graceTimer);
+      if (mapper.agentEnded) graceTimer = setTimeout(() => void agent.stop('exit_grace'), EXIT_GRACE_MS);
+      if (signal?.aborted) break;
+      yield* messages;
+    }
+    const exit = await agent.exited;
+    clearTimeout(graceTimer);
+    if (signal?.aborted) {
+      await agent.stop('requested');
+      throw signal.reason;
+    }
+    finished = true;
+    yield* mapper.complete({ ...exit, stderrTail: agent.stderrTail() });
+  } finally {
+    clearTimeout(graceTimer);
+    signal?.removeEventListener('abort', onAbort);
+    if (!finished) await agent.stop('requested');
+  }
+}
