@@ -14,7 +14,7 @@ export const pi: AgentDefinition = {
       {
         ...(request.options as Partial<PiOptionsInput>),
         prompt: request.text,
-        session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
+        session: request.resumeSessionId === null ? ((request.options as Partial<PiOptionsInput>).session ?? { mode: 'new' }) : { mode: 'resume', id: request.resumeSessionId },
       },
       context,
     ),

@@ -1,6 +1,7 @@
 import { createReadStream } from 'node:fs';
 import type { Command } from 'commander';
-import { PiMapper } from '../../../agents/pi/mapper.ts';
+import { Option } from 'commander';
+import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
 import { splitLines } from '../../../process/split-lines.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
 import { ExitCode } from '../exit-codes.ts';
@@ -9,18 +10,19 @@ import { parseIntegerOption } from '../parse-options.ts';
 export function registerNormalize(program: Command): void {
   program
     .command('normalize')
-    .description("Read pi's JSON lines from FILE (or stdin) and print one normalized message per line")
-    .argument('[file]', 'a file of pi --mode json output; stdin when omitted or "-"')
+    .description("Read an agent's raw JSON lines (pi's --mode json by default) from FILE or stdin and print one normalized message per line")
+    .argument('[file]', 'a file of the agent\'s raw output; stdin when omitted or "-"')
+    .addOption(new Option('--agent <name>', 'whose stream it is').choices(AGENT_NAMES).default('pi'))
     .option('--exit-code <n>', "treat end of input as pi exiting with this code", parseIntegerOption('--exit-code', -255, 255), 0)
-    .option('--resume <sessionId>', 'the pi session id the run was asked to resume (session.resumed instead of session.started)')
-    .action(async (file: string | undefined, opts: { exitCode: number; resume?: string }) => {
+    .option('--resume <sessionId>', 'the agent session id the run was asked to resume (session.resumed instead of session.started)')
+    .action(async (file: string | undefined, opts: { exitCode: number; resume?: string; agent: AgentName }) => {
       process.exitCode = await normalize(file, opts);
     });
 }
 
-async function normalize(file: string | undefined, opts: { exitCode: number; resume?: string }): Promise<number> {
+async function normalize(file: string | undefined, opts: { exitCode: number; resume?: string; agent: AgentName }): Promise<number> {
   const source = file === undefined || file === '-' ? process.stdin : createReadStream(file);
-  const mapper = new PiMapper(opts.resume === undefined ? {} : { resumeSessionId: opts.resume });
+  const mapper = agentDefinition(opts.agent).createMapper(opts.resume === undefined ? {} : { resumeSessionId: opts.resume });
   const write = (messages: CliMessage[]): void => {
     for (const message of messages) process.stdout.write(`${JSON.stringify(message)}\n`);
   };

@@ -1,12 +1,13 @@
 import type { Command } from 'commander';
-import { runPi } from '../../../agents/pi/provider.ts';
-import { THINKING_LEVELS, type PiOptionsInput } from '../../../agents/pi/options.ts';
+import { THINKING_LEVELS } from '../../../agents/pi/options.ts';
+import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
 import { parseDurationOption } from '../parse-options.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { Option } from 'commander';
 
 interface RunFlags {
+  agent: AgentName;
   cwd?: string;
   provider?: string;
   model?: string;
@@ -23,6 +24,7 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
     .argument('<prompt>', 'the prompt')
+    .addOption(new Option('--agent <name>', 'the agent CLI').choices(AGENT_NAMES).default('pi'))
     .option('--cwd <dir>', "the agent's working directory")
     .option('--provider <name>', 'model provider (pi --provider)')
     .option('--model <id>', 'model id (pi --model)')
@@ -39,8 +41,7 @@ export function registerRun(program: Command): void {
 }
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
-  const options: PiOptionsInput = {
-    prompt,
+  const options: Record<string, unknown> = {
     ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
     ...(flags.provider === undefined ? {} : { provider: flags.provider }),
     ...(flags.model === undefined ? {} : { model: flags.model }),
@@ -48,8 +49,9 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
     ...(flags.agentDir === undefined ? {} : { agentDir: flags.agentDir }),
     ...(flags.sessionDir === undefined ? {} : { sessionDir: flags.sessionDir }),
     ...(flags.idleTimeout === undefined ? {} : { idleTimeoutMs: flags.idleTimeout }),
-    session: flags.session === false ? { mode: 'none' } : typeof flags.session === 'string' ? { mode: 'resume', id: flags.session } : { mode: 'new' },
+    ...(flags.session === false ? { session: { mode: 'none' } } : {}),
   };
+  const resumeSessionId = typeof flags.session === 'string' ? flags.session : null;
   const controller = new AbortController();
   const onSignal = (): void => {
     if (!controller.signal.aborted) process.stderr.write('\nsessiond: stopping the agent…\n');
@@ -61,7 +63,7 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
   let sessionId: string | undefined;
   let endsWithNewline = true;
   try {
-    for await (const message of runPi(options, { signal: controller.signal })) {
+    for await (const message of agentDefinition(flags.agent).run({ text: prompt, resumeSessionId, options }, { signal: controller.signal })) {
       if (flags.json === true) process.stdout.write(`${JSON.stringify(message)}\n`);
       else if (message.type === 'assistant') {
         process.stdout.write(message.content.text);
