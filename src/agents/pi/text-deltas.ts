@@ -51,10 +51,22 @@ export class TextDeltas {
     return delta;
   }
 
-  /** Ends the current message with its final text; returns what of it was not yet released. */
+  /**
+   * Ends the current message with its final text; returns what of it was not yet released.
+   * A message that ends while still inside a replay candidate is a replay only if it is the
+   * whole candidate; a shorter one was new text that merely began the same way.
+   */
   endMessage(text: string, stopReason: string | null): string {
     const held = this.#replayCandidates;
-    const delta = held !== null && held.some((c) => c.startsWith(text)) ? '' : this.update(text);
+    let delta: string;
+    if (held !== null && held.includes(text)) {
+      this.#emitted = text;
+      this.#releasedFrom = text.length;
+      delta = '';
+    } else {
+      if (held !== null && held.some((c) => c.startsWith(text))) this.#replayCandidates = null;
+      delta = this.update(text);
+    }
     this.#replayCandidates = null;
     this.#previousText = text;
     this.#previousStop = stopReason;

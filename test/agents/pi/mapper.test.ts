@@ -148,6 +148,16 @@ describe('assistant text and thinking', () => {
     ];
     expect(assistantText(mapLines(lines))).toBe('Let me check.Let me say: all good.');
   });
+  it('a short message after a tool turn that merely begins like the earlier one is new text, not a replay', () => {
+    const lines = [
+      ev({ type: 'session', id: 's1' }),
+      ...assistantMessage([{ type: 'text', text: 'Done!' }, { type: 'toolCall', id: 't1', name: 'bash', arguments: {} }], 'toolUse'),
+      ev({ type: 'tool_execution_end', toolCallId: 't1', toolName: 'bash', result: { content: [] }, isError: false }),
+      ...assistantMessage([{ type: 'text', text: 'Do' }], 'stop'),
+      ev({ type: 'agent_end', messages: [] }),
+    ];
+    expect(assistantText(mapLines(lines))).toBe('Done!Do');
+  });
 });
 
 describe('tools', () => {
