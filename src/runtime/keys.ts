@@ -1,7 +1,8 @@
 /**
  * Every Redis key sessiond uses, under one configurable prefix. One session's
  * keys share the hash tag `{s:<id>}` so they live in one Redis Cluster slot and
- * a Lua script may touch them together; BullMQ's keys share the tag `{<prefix>:q}`.
+ * a Lua script may touch them together; the fleet-wide keys share `{<prefix>}`;
+ * BullMQ's keys share the tag `{<prefix>:q}`.
  */
 export const SESSION_ID_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/;
 
@@ -33,12 +34,13 @@ export function createKeys(prefix: string): Keys {
   return {
     prefix,
     session: (sessionId, part) => `${prefix}:{s:${sessionId}}:${part}`,
-    sessions: `${prefix}:sessions`,
-    states: `${prefix}:states`,
-    activations: `${prefix}:activations`,
-    policy: `${prefix}:policy`,
-    workers: `${prefix}:workers`,
-    procs: (host) => `${prefix}:procs:${host}`,
+    // The fleet-wide keys share the tag `{<prefix>}`: one slot, so they may go in one MULTI.
+    sessions: `{${prefix}}:sessions`,
+    states: `{${prefix}}:states`,
+    activations: `{${prefix}}:activations`,
+    policy: `{${prefix}}:policy`,
+    workers: `{${prefix}}:workers`,
+    procs: (host) => `{${prefix}}:procs:${host}`,
     events: `${prefix}:events`,
     queuePrefix: `{${prefix}:q}`,
   };

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, symlink, writeFile, lstat, readlink, unlink } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -71,7 +71,7 @@ async function writeSettings(userSettingsPath: string, path: string): Promise<vo
   };
   const text = `${JSON.stringify(settings, null, 2)}\n`;
   if ((await readFile(path, 'utf8').catch(() => null)) === text) return;
-  const temp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  const temp = `${path}.${process.pid}.${randomUUID()}.tmp`;
   await writeFile(temp, text, { mode: 0o600 });
   await rename(temp, path);
 }
