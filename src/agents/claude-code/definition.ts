@@ -1,0 +1,26 @@
+import type { AgentDefinition } from '../agent-definition.ts';
+import { ClaudeCodeMapper } from './mapper.ts';
+import type { ClaudeCodeOptionsInput } from './options.ts';
+import { runClaudeCode } from './provider.ts';
+import { claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeSessionState } from './session-file.ts';
+
+export const claudeCode: AgentDefinition = {
+  run: (request, context) =>
+    runClaudeCode(
+      {
+        ...(request.options as Partial<ClaudeCodeOptionsInput>),
+        prompt: request.text,
+        session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
+      },
+      context,
+    ),
+  createMapper: (options) => new ClaudeCodeMapper(options),
+  async exportState(options, agentSessionId) {
+    const state = await exportClaudeSession(claudeConfigDir(options), agentSessionId);
+    return state === null ? null : JSON.stringify(state);
+  },
+  async importState(options, agentSessionId, state) {
+    const cwd = typeof options.cwd === 'string' ? options.cwd : undefined;
+    await importClaudeSession(claudeConfigDir(options), agentSessionId, parseClaudeSessionState(state), cwd);
+  },
+};

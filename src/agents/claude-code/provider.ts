@@ -1,0 +1,62 @@
+import { resolve } from 'node:path';
+import type { CliMessage } from '../../protocol/index.ts';
+import { resolveCommand } from '../shared/agent-env.ts';
+import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { ClaudeCodeMapper } from './mapper.ts';
+import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptionsInput } from './options.ts';
+
+/**
+ * Claude Code 2.1.332 on SIGINT stops cleanly: while streaming it prints its `result`
+ * (`error_during_execution`, `aborted_streaming`) and exits 0; during a tool it stops the tool
+ * and ends the same way (`aborted_tools`). On SIGTERM during a tool it kills the tool and goes
+ * on to the next model request (2.1.197 even finished the turn). Tools run in their own sessions
+ * (setsid), out of reach of any signal to Claude Code's group: the tree kill that follows the
+ * interrupt, by marker, is what guarantees that nothing survives.
+ */
+export const CLAUDE_CODE_INTERRUPT_SIGNAL: NodeJS.Signals = 'SIGINT';
+
+export type { RunContext } from '../shared/run-attempt.ts';
+
+/**
+ * Exactly one attempt of Claude Code.
+ * Contract: yields the attempt's messages and ends with exactly one terminal message; never
+ * throws for anything the agent or its environment does (a failure to start is a
+ * `terminal.failed` of category `startup`). When the caller's signal aborts, the process tree
+ * is stopped on its own deadline and then the iterator rejects with the caller's abort reason;
+ * messages already yielded stay delivered. No retry here, ever (Claude Code's own are off).
+ */
+export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: RunContext = {}): AsyncGenerator<CliMessage, void, undefined> {
+  context.signal?.throwIfAborted();
+  const parsed = ClaudeCodeOptionsSchema.safeParse(input);
+  const resumeSessionId = parsed.success && parsed.data.session.mode === 'resume' ? parsed.data.session.id : undefined;
+  const persistsSession = !parsed.success || parsed.data.session.mode !== 'none';
+  const mapper = new ClaudeCodeMapper({ persistsSession, ...(resumeSessionId === undefined ? {} : { resumeSessionId }) });
+
+  if (!parsed.success) {
+    yield* startupFailure(mapper, `invalid claude-code options: ${formatOptionErrors(parsed.error)}`);
+    return;
+  }
+  const options = parsed.data;
+  const env = claudeCodeEnv(options);
+  const problem = startupProblem(options, env);
+  if (problem !== null) {
+    yield* startupFailure(mapper, problem);
+    return;
+  }
+
+  yield* runAgentAttempt(
+    {
+      command: await resolveCommand(options.command, env),
+      args: claudeCodeArgs(options),
+      ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
+      env,
+      // The prompt travels on stdin, then stdin is closed: Claude Code reads it at EOF, and no
+      // prompt text can be taken for one of its flags (FIXED_ENV also turns off `@file` expansion).
+      input: options.prompt,
+      interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL,
+      idleTimeoutMs: options.idleTimeoutMs,
+    },
+    mapper,
+    context,
+  );
+}
