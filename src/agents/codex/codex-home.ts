@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto';
+import { lstat, mkdir, readFile, readlink, rename, symlink, unlink, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+/**
+ * Codex keeps everything in CODEX_HOME: config.toml, auth.json, the thread rollouts
+ * (`sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`), sqlite state, logs. sessiond never
+ * writes to the user's CODEX_HOME: each run gets a managed one that holds
+ * - config.toml: a copy of the user's, refreshed before every run (Codex may write to its own copy);
+ *   the retry overrides travel as `-c` flags, so the user's TOML is never parsed or rewritten;
+ * - links to the user's auth.json and global instructions (`LINKED_ENTRIES`), so a login carries over;
+ * - its own threads, state and logs, which stay sessiond's (a thread travels between hosts as its
+ *   rollout file, see rollout-file.ts).
+ */
+export const LINKED_ENTRIES = ['auth.json', 'AGENTS.md', 'AGENTS.override.md', 'prompts', 'rules'] as const;
+
+export function userCodexHome(explicit: string | undefined, env: Record<string, string | undefined>): string {
+  if (explicit !== undefined) return resolve(explicit);
+  const fromEnv = env.CODEX_HOME;
+  if (fromEnv !== undefined && fromEnv !== '') return resolve(fromEnv);
+  return join(env.HOME ?? homedir(), '.codex');
+}
+
+/** sessiond's own state dir (same rule as pi's agent dir: $SESSIOND_STATE_DIR, else $XDG_STATE_HOME/sessiond, else ~/.local/state/sessiond). */
+export function sessiondStateDir(env: Record<string, string | undefined>): string {
+  const explicit = env.SESSIOND_STATE_DIR;
+  if (explicit !== undefined && explicit !== '') return resolve(explicit);
+  const xdg = env.XDG_STATE_HOME;
+  return join(xdg !== undefined && xdg !== '' ? xdg : join(env.HOME ?? homedir(), '.local', 'state'), 'sessiond');
+}
+
+/** Where the managed CODEX_HOME for `userHome` lives (one per user CODEX_HOME, shared by the runs of this host). */
+export function managedCodexHomePath(userHome: string, stateDir: string): string {
+  const key = createHash('sha256').update(userHome).digest('hex').slice(0, 16);
+  return join(stateDir, 'codex-home', key);
+}
+
+export interface ManagedCodexHome {
+  path: string;
+  /** The user's config.toml, or null when there is none. */
+  userConfig: string | null;
+}
+
+/** Creates or refreshes the managed CODEX_HOME for `userHome`. Throws with a clear message on I/O errors. */
+export async function prepareManagedCodexHome(userHome: string, stateDir: string): Promise<ManagedCodexHome> {
+  const managed = managedCodexHomePath(userHome, stateDir);
+  await mkdir(managed, { recursive: true, mode: 0o700 });
+  const userConfig = await readFile(join(userHome, 'config.toml'), 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return null;
+    throw new Error(`cannot read ${join(userHome, 'config.toml')}: ${error.message}`);
+  });
+  await writeIfChanged(join(managed, 'config.toml'), userConfig ?? '');
+  for (const entry of LINKED_ENTRIES) {
+    const target = join(userHome, entry);
+    const present = await lstat(target).then(() => true, () => false);
+    if (present) await linkEntry(target, join(managed, entry));
+    else await unlinkStaleLink(join(managed, entry));
+  }
+  return { path: managed, userConfig };
+}
+
+async function writeIfChanged(path: string, text: string): Promise<void> {
+  if ((await readFile(path, 'utf8').catch(() => null)) === text) return;
+  const temp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  await writeFile(temp, text, { mode: 0o600 });
+  await rename(temp, path);
+}
+
+async function linkEntry(target: string, path: string): Promise<void> {
+  const existing = await lstat(path).catch(() => null);
+  if (existing?.isSymbolicLink() && (await readlink(path)) === target) return;
+  if (existing !== null) await unlink(path).catch(() => undefined);
+  await symlink(target, path).catch((error: NodeJS.ErrnoException) => {
+    // Another attempt linked it at the same moment: same target, nothing to do.
+    if (error.code !== 'EEXIST') throw error;
+  });
+}
+
+async function unlinkStaleLink(path: string): Promise<void> {
+  const existing = await lstat(path).catch(() => null);
+  if (existing?.isSymbolicLink()) await unlink(path).catch(() => undefined);
+}

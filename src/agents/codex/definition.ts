@@ -1,0 +1,38 @@
+import type { AgentDefinition } from '../agent-definition.ts';
+import { agentEnv } from '../shared/agent-env.ts';
+import { managedCodexHomePath, sessiondStateDir, userCodexHome } from './codex-home.ts';
+import { CodexMapper } from './mapper.ts';
+import type { CodexOptionsInput } from './options.ts';
+import { runCodex } from './provider.ts';
+import { exportCodexRollout, importCodexRollout, type CodexRolloutState } from './rollout-file.ts';
+
+/** The managed CODEX_HOME these options run in (where the thread rollouts are). */
+function managedHome(options: Readonly<Record<string, unknown>>): string {
+  const extra = options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
+  const env = agentEnv(extra);
+  return managedCodexHomePath(userCodexHome(typeof options.codexHome === 'string' ? options.codexHome : undefined, env), sessiondStateDir(env));
+}
+
+/**
+ * Codex behind the shared contract. A session resumes its Codex thread with `codex exec resume <thread
+ * id>`; the thread's rollout file is the state that travels with the session between hosts.
+ */
+export const codex: AgentDefinition = {
+  run: (request, context) =>
+    runCodex(
+      {
+        ...(request.options as Partial<CodexOptionsInput>),
+        prompt: request.text,
+        session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
+      },
+      context,
+    ),
+  createMapper: (options) => new CodexMapper(options),
+  async exportState(options, agentSessionId) {
+    const state = await exportCodexRollout(managedHome(options), agentSessionId);
+    return state === null ? null : JSON.stringify(state);
+  },
+  async importState(options, agentSessionId, state) {
+    await importCodexRollout(managedHome(options), agentSessionId, JSON.parse(state) as CodexRolloutState);
+  },
+};

@@ -1,0 +1,63 @@
+import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
+
+/**
+ * Codex keeps a thread in one append-only rollout file,
+ * `<CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<local time>-<thread id>.jsonl`. `codex exec resume <id>`
+ * needs nothing else: measured with 0.171, a fresh CODEX_HOME holding only that file (in any date
+ * folder) resumes the thread with its whole history, from another cwd too. So the file travels with
+ * the session (the runtime stores it after each attempt and puts it back before the next one).
+ */
+export interface CodexRolloutState {
+  version: 1;
+  /** Path under `sessions/`, e.g. `2026/11/29/rollout-2026-11-29T21-54-02-<id>.jsonl`. */
+  path: string;
+  content: string;
+}
+
+const ROLLOUT_PATH = /^\d{4}\/\d{2}\/\d{2}\/rollout-[\w.:-]+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$/i;
+
+/** The rollout path (relative to `sessions/`) of `threadId`, or null. */
+async function findRollout(sessionsDir: string, threadId: string): Promise<string | null> {
+  let names: string[];
+  try {
+    names = await readdir(sessionsDir, { recursive: true });
+  } catch {
+    return null;
+  }
+  const wanted = threadId.toLowerCase();
+  for (const name of names) {
+    const path = name.split(sep).join('/');
+    if (ROLLOUT_PATH.exec(path)?.[1]?.toLowerCase() === wanted) return path;
+  }
+  return null;
+}
+
+export async function exportCodexRollout(codexHome: string, threadId: string): Promise<CodexRolloutState | null> {
+  const sessionsDir = join(codexHome, 'sessions');
+  const path = await findRollout(sessionsDir, threadId);
+  if (path === null) return null;
+  return { version: 1, path, content: await readFile(join(sessionsDir, path), 'utf8') };
+}
+
+/**
+ * Puts a thread's rollout back under `<codexHome>/sessions`, unless the local copy already is the same
+ * or further along (a same-host run). A local copy in another date folder is replaced in place, so
+ * Codex never sees two files for one thread.
+ */
+export async function importCodexRollout(codexHome: string, threadId: string, state: CodexRolloutState): Promise<void> {
+  const id = ROLLOUT_PATH.exec(state.path)?.[1];
+  if (state.version !== 1 || id === undefined || id.toLowerCase() !== threadId.toLowerCase()) {
+    throw new Error(`"${state.path}" is not a Codex rollout of thread ${threadId}`);
+  }
+  const sessionsDir = join(codexHome, 'sessions');
+  const local = await findRollout(sessionsDir, threadId);
+  const path = join(sessionsDir, local ?? state.path);
+  if (relative(sessionsDir, path).startsWith('..')) throw new Error(`"${state.path}" leaves the sessions folder`);
+  const localContent = await readFile(path, 'utf8').catch(() => null);
+  if (localContent !== null && localContent.length >= state.content.length && localContent.startsWith(state.content)) return;
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const temp = `${path}.${process.pid}.tmp`;
+  await writeFile(temp, state.content, { mode: 0o600 });
+  await rename(temp, path);
+}
