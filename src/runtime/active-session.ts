@@ -160,8 +160,10 @@ export class ActiveSession {
       if (this.#stale || this.#writer.failure !== null) return this.#stopStale();
       if (this.#interruptRequested) return this.#stopInterrupted();
       if (this.#checkPolicy) await this.#applyPolicy();
-      if (this.#checkCancel) await this.#applyCancel();
+      // Prompts first: a cancel requested while nobody held the session is meant for the turn its
+      // queued prompt starts (applied the other way round, it would hit an idle actor and be lost).
       if (this.#checkInbox) await this.#pullInbox();
+      if (this.#checkCancel) await this.#applyCancel();
       const snapshot = actor.getSnapshot();
       const state = stateName(snapshot.value);
       if (this.#draining && state !== 'running' && state !== 'cancelling') return this.#stopInterrupted();
@@ -172,7 +174,9 @@ export class ActiveSession {
       if (QUIESCENT.has(state) && snapshot.context.mailbox.length === 0) {
         const released = await this.#release('idle');
         if (released !== null) return released;
+        // Prompts or a cancel arrived meanwhile: take them in before trying again.
         this.#checkInbox = true;
+        this.#checkCancel = true;
         continue;
       }
       await this.#nextWake();
@@ -231,7 +235,7 @@ export class ActiveSession {
     this.#persist();
   }
 
-  /** Gives the lease back; `null` when prompts arrived meanwhile (still held). */
+  /** Gives the lease back; `null` when prompts or a cancel arrived meanwhile (still held). */
   async #release(mode: 'idle' | 'keep'): Promise<DriveOutcome | null> {
     try {
       await this.#writer.flush();

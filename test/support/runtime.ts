@@ -5,7 +5,10 @@ import { Redis } from 'ioredis';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/runtime/worker.ts';
 import { createSessionQueue } from '../../src/runtime/queue.ts';
-import { createKeys } from '../../src/runtime/keys.ts';
+import { createKeys, type Keys } from '../../src/runtime/keys.ts';
+import { hostKey, type ProcessRecord } from '../../src/runtime/orphans.ts';
+import type { SessionView } from '../../src/runtime/runtime.ts';
+import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import type { PiEnv } from './pi-env.ts';
 import { piBin } from './pi-env.ts';
 import { uniquePrefix } from './redis.ts';
@@ -84,4 +87,59 @@ export async function until<T>(probe: () => Promise<T | null | undefined | false
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** The session once its turn `turn` has ended (completed, failed or cancelled). */
+export function turnEnded(runtime: Runtime, sessionId: string, turn = 1, timeoutMs = 60_000): Promise<SessionView> {
+  return until(
+    async () => {
+      const s = await runtime.getSession(sessionId);
+      return s?.context?.turnIndex === turn && ['completed', 'failed', 'cancelled'].includes(s.state) ? s : null;
+    },
+    timeoutMs,
+    `turn ${turn} of ${sessionId} to end`,
+  );
+}
+
+/** The agent process records of this host (`procs:<host>`), optionally of one session. */
+export async function procRecords(redis: Redis, keys: Keys, sessionId?: string): Promise<ProcessRecord[]> {
+  const raw = await redis.hgetall(keys.procs(hostKey()));
+  return Object.values(raw)
+    .map((v) => JSON.parse(v) as ProcessRecord)
+    .filter((r) => sessionId === undefined || r.sessionId === sessionId);
+}
+
+/** The message log is whole: seqs are exactly 1..n, in order, none twice. */
+export function expectWholeLog(messages: readonly StoredMessage[]): void {
+  const seqs = messages.map((m) => m.seq);
+  const expected = seqs.map((_, i) => i + 1);
+  if (JSON.stringify(seqs) !== JSON.stringify(expected)) throw new Error(`message log has a gap or a duplicate seq: ${JSON.stringify(seqs)}`);
+}
+
+/** The assistant text of these messages, deltas joined. */
+export function assistantText(messages: readonly StoredMessage[]): string {
+  return messages
+    .filter((m) => m.type === 'assistant')
+    .map((m) => (m.content as { text?: string }).text ?? '')
+    .join('');
+}
+
+/** Everything Redis holds for one session, for before/after comparisons ("nothing was written"). */
+export async function sessionDump(redis: Redis, keys: Keys, sessionId: string): Promise<Record<string, unknown>> {
+  const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
+  const [meta, snapshot, inbox, log, seq, lease, fence, cancel, history, agent, active, state] = await Promise.all([
+    redis.hgetall(k('meta')),
+    redis.get(k('snapshot')),
+    redis.lrange(k('inbox'), 0, -1),
+    redis.xrange(k('log'), '-', '+'),
+    redis.get(k('seq')),
+    redis.get(k('lease')),
+    redis.get(k('fence')),
+    redis.get(k('cancel')),
+    redis.lrange(k('history'), 0, -1),
+    redis.hgetall(k('agent')),
+    redis.get(k('active')),
+    redis.hget(keys.states, sessionId),
+  ]);
+  return { meta, snapshot, inbox, log, seq, lease, fence, cancel, history, agent, active, state };
 }

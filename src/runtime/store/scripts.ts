@@ -81,14 +81,19 @@ return {1, lastSeq}
 `;
 
 /**
- * KEYS: lease, inbox, active. ARGV: token, mode ('idle': the session is done, end its activation
- * unless prompts arrived; 'keep': give the lease up but keep the activation, e.g. a long backoff).
- * → 1 released | 0 prompts are waiting (nothing released) | -1 stale token
+ * KEYS: lease, inbox, active, cancel. ARGV: token, mode ('idle': the session is done, end its
+ * activation unless prompts or a cancel arrived; 'keep': give the lease up but keep the
+ * activation, e.g. a long backoff).
+ * → 1 released | 0 prompts or a cancel are waiting (nothing released) | -1 stale token
+ *
+ * A cancel that arrived while the lease was held was told to the holder only (CANCEL made no
+ * activation for it): the holder must handle it before letting go, or it would stay behind and
+ * cancel whatever prompt comes next.
  */
 export const RELEASE = `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 if ARGV[2] == 'idle' then
-  if redis.call('LLEN', KEYS[2]) > 0 then return 0 end
+  if redis.call('LLEN', KEYS[2]) > 0 or redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
   redis.call('DEL', KEYS[3])
 end
 redis.call('DEL', KEYS[1])

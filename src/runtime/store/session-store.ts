@@ -56,7 +56,7 @@ export class SessionStore {
     define('sessiondAcquire', 3, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
     define('sessiondWrite', 9, WRITE);
-    define('sessiondRelease', 3, RELEASE);
+    define('sessiondRelease', 4, RELEASE);
     define('sessiondCancel', 4, CANCEL);
   }
 
@@ -125,9 +125,11 @@ export class SessionStore {
     return Number(r[1]);
   }
 
-  /** 1 released, 0 prompts are waiting (still held), -1 stale. */
+  /** 1 released, 0 prompts or a cancel are waiting (still held; idle mode only), -1 stale. */
   async release(sessionId: string, token: string, mode: 'idle' | 'keep'): Promise<1 | 0 | -1> {
-    const r = Number(await this.#script('sessiondRelease')(this.key(sessionId, 'lease'), this.key(sessionId, 'inbox'), this.key(sessionId, 'active'), token, mode));
+    const r = Number(
+      await this.#script('sessiondRelease')(this.key(sessionId, 'lease'), this.key(sessionId, 'inbox'), this.key(sessionId, 'active'), this.key(sessionId, 'cancel'), token, mode),
+    );
     if (r === 1 && mode === 'idle') await this.redis.zrem(this.keys.activations, sessionId);
     return r as 1 | 0 | -1;
   }

@@ -1,0 +1,191 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findProcessesByMarker } from '../../src/process/index.ts';
+import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
+import { ActiveSession } from '../../src/runtime/active-session.ts';
+import { EventBus } from '../../src/runtime/event-bus.ts';
+import type { Keys } from '../../src/runtime/keys.ts';
+import { ProcessRegistry } from '../../src/runtime/orphans.ts';
+import { SessionStore } from '../../src/runtime/store/session-store.ts';
+import type { SessionWorker } from '../../src/runtime/worker.ts';
+import { runCli } from '../support/cli.ts';
+import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
+import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+import { expectWholeLog, FAST_WORKER, harness, piHostOptions, procRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
+
+/**
+ * Cancel from anywhere: from another process while a worker holds the session (pub/sub), for a
+ * session nobody holds (the persisted flag, applied at its next activation), and while the
+ * session is parked in a long backoff (its activation is run at once, not at nextRetryAt).
+ */
+
+const NEVER = 'cancel-never-asked';
+const FAILS = 'cancel-500';
+
+let redis: RedisServer;
+let server: FakeModelServer;
+let env: PiEnv;
+let h: Harness;
+let worker: SessionWorker | null = null;
+/** A second prefix on the same Redis, where the test itself plays the worker. */
+let raceH: Harness;
+
+beforeAll(async () => {
+  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
+  server.setScript(NEVER, { text: 'This turn should never have run.' });
+  server.setScript(FAILS, { status: 500 });
+  env = createPiEnv({ serverUrl: server.url, extraModels: [NEVER, FAILS] });
+  h = harness(redis.url, env, 'cancel');
+  raceH = harness(redis.url, env, 'cancel-race');
+});
+
+afterAll(async () => {
+  await raceH?.close();
+  await h?.close();
+  await server?.close();
+  await redis?.stop();
+  env?.cleanup();
+});
+
+/** `sessiond cancel ID --json` in its own process, configured by env like any operator's shell. */
+async function cancelFromAnotherProcess(sessionId: string, reason: string): Promise<{ sessionId: string; delivered: string }> {
+  const result = await runCli(['cancel', sessionId, '--json', '--reason', reason], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: h.prefix, SESSIOND_STATE_DIR: h.stateDir },
+  });
+  expect(result.stderr).toBe('');
+  expect(result.exitCode).toBe(0);
+  return JSON.parse(result.stdout) as { sessionId: string; delivered: string };
+}
+
+/** A store whose first release is preceded by `before()`: a cancel landing in that window, deterministically. */
+class RacingStore extends SessionStore {
+  #before: (() => Promise<void>) | null;
+  constructor(redis: Redis, keys: Keys, before: () => Promise<void>) {
+    super(redis, keys);
+    this.#before = before;
+  }
+  override async release(sessionId: string, token: string, mode: 'idle' | 'keep'): Promise<1 | 0 | -1> {
+    const before = this.#before;
+    this.#before = null;
+    if (before !== null) await before();
+    return super.release(sessionId, token, mode);
+  }
+}
+
+describe('cancel from anywhere', () => {
+  it('a session nobody holds: the cancel waits in Redis and ends the turn at its next activation, the agent never asked', async () => {
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'Do not run', options: { provider: 'fake', model: NEVER, cwd: env.cwd } });
+    expect(await h.runtime.cancel(sessionId, 'changed my mind')).toEqual({ delivered: 'activation' });
+    const parked = await h.runtime.getSession(sessionId);
+    expect(parked).toMatchObject({ state: 'queued', cancelRequested: true, heldBy: null });
+
+    worker = await h.startWorker();
+    const session = await turnEnded(h.runtime, sessionId);
+    expect(session.state).toBe('cancelled');
+    expect(session.context?.turn).toMatchObject({ index: 1, status: 'cancelled', cancelReason: 'changed my mind' });
+    expect(session.cancelRequested).toBe(false);
+    expect(server.requestsFor(NEVER)).toEqual([]);
+    expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expectWholeLog(await h.runtime.readMessages(sessionId));
+
+    // The cancel was spent on that turn: the next prompt runs.
+    server.setScript(NEVER, { text: 'Now it runs.' });
+    await h.runtime.enqueue({ sessionId, prompt: 'Now run' });
+    expect((await turnEnded(h.runtime, sessionId, 2)).state).toBe('completed');
+  });
+
+  it('from a separate process during a long bash tool: the turn ends cancelled, partial output stays, no process of the tree is left', async () => {
+    if (worker === null) worker = await h.startWorker();
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'Sleep a long time', options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd } });
+    await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
+    const [record] = await until(async () => {
+      const records = await procRecords(h.runtime.redis, h.runtime.keys, sessionId);
+      return records[0]?.pid != null ? records : null;
+    });
+    if (record === undefined) throw new Error('no agent process recorded');
+    // pi, bash and its two background sleeps (grandchildren of pi).
+    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 10_000, 'the tool’s process tree');
+    const before = await h.runtime.readMessages(sessionId);
+
+    expect(await cancelFromAnotherProcess(sessionId, 'operator says stop')).toEqual({ sessionId, delivered: 'worker' });
+
+    const session = await turnEnded(h.runtime, sessionId);
+    expect(session.state).toBe('cancelled');
+    expect(session.context?.turn).toMatchObject({ status: 'cancelled', cancelReason: 'operator says stop' });
+    expect(session.context?.turn?.attempts.map((a) => a.outcome)).toEqual(['cancelled']);
+    expect(session.cancelRequested).toBe(false);
+    expect(await findProcessesByMarker(record.marker)).toEqual([]);
+    expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+
+    // What was emitted before the cancel is still there, in order, and the log is whole.
+    const after = await h.runtime.readMessages(sessionId);
+    expectWholeLog(after);
+    expect(after.slice(0, before.length)).toEqual(before);
+    expect(after.map((m) => m.type)).toEqual(expect.arrayContaining(['session.started', 'tool.call']));
+    expect(after.some((m) => m.type === 'terminal.completed')).toBe(false);
+  });
+
+  it('during a long backoff: the parked session is cancelled at once, with no second model request', async () => {
+    if (worker === null) worker = await h.startWorker();
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Fail once',
+      options: { provider: 'fake', model: FAILS, cwd: env.cwd },
+      retryPolicy: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 'none', maxAttempts: 3 },
+    });
+    // The first attempt fails (500): the session parks until nextRetryAt, holding no worker slot.
+    const parked = await until(async () => {
+      const s = await h.runtime.getSession(sessionId);
+      return s?.state === 'backoff' && s.heldBy === null ? s : null;
+    }, 30_000, 'the session to park in backoff');
+    expect(parked.context?.nextRetryAt).toBeGreaterThan(Date.now() + 30_000);
+    expect(worker.activeSessions).not.toContain(sessionId);
+    const jobId = await h.runtime.store.activeJobId(sessionId);
+    expect(await (await h.runtime.queue.queue.getJob(jobId ?? ''))?.isDelayed()).toBe(true);
+
+    expect(await cancelFromAnotherProcess(sessionId, 'no more retries')).toEqual({ sessionId, delivered: 'activation' });
+
+    // Far sooner than the 60 s backoff: the cancel promotes the parked activation.
+    const session = await turnEnded(h.runtime, sessionId, 1, 20_000);
+    expect(session.state).toBe('cancelled');
+    expect(session.context?.turn).toMatchObject({ status: 'cancelled', cancelReason: 'no more retries' });
+    expect(session.context?.turn?.attempts.map((a) => [a.outcome, a.category])).toEqual([['failed', 'server_error']]);
+    expect(session.context?.nextRetryAt).toBeNull();
+    expect(server.requestsFor(FAILS)).toHaveLength(1);
+    expectWholeLog(await h.runtime.readMessages(sessionId));
+  });
+
+  it('a cancel that lands just as the holder lets go of a finished turn is handled there, not left to cancel the next prompt', async () => {
+    const { runtime, connect } = raceH;
+    const { sessionId } = await runtime.enqueue({ prompt: 'Quick one', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    // The test drives the session as a worker would, with a store that lets a cancel in right
+    // before its release: the lease is still held, so the cancel is told to this holder only.
+    let delivered: string | null = null;
+    const store = new RacingStore(connect('race-holder'), runtime.keys, async () => {
+      delivered = (await runtime.cancel(sessionId, 'too late')).delivered;
+    });
+    const bus = new EventBus(connect('race-events'), store.redis, runtime.keys);
+    await bus.start();
+    const lease = await store.acquire(sessionId, 'race-holder', 60_000);
+    if (!lease.ok) throw new Error('no lease');
+    const session = new ActiveSession({
+      store,
+      bus,
+      procs: new ProcessRegistry(store.redis, runtime.keys, 'race-holder'),
+      sessionId,
+      token: lease.token,
+      config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, leaseTtlMs: 60_000, pollMs: FAST_WORKER.pollMs },
+      globalPolicy: () => Promise.resolve(DEFAULT_RETRY_POLICY),
+    });
+    expect(await session.drive()).toEqual({ kind: 'released' });
+    expect(delivered).toBe('worker');
+    // The turn had completed; the cancel had nothing to stop, and it is spent, not left behind.
+    const after = await runtime.getSession(sessionId);
+    expect(after).toMatchObject({ state: 'completed', cancelRequested: false, heldBy: null });
+
+    // So the next prompt runs (a leftover cancel would end it cancelled at once).
+    await raceH.startWorker();
+    await runtime.enqueue({ sessionId, prompt: 'Next one' });
+    expect((await turnEnded(runtime, sessionId, 2)).state).toBe('completed');
+  });
+});

@@ -1,0 +1,104 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findProcessesByMarker, isAlive } from '../../src/process/index.ts';
+import { reapOrphans } from '../../src/runtime/orphans.ts';
+import { DEFAULT_TEXT, startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
+import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+import { assistantText, expectWholeLog, harness, procRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
+
+/**
+ * kill -9 of a `sessiond worker` process in the middle of an attempt: a second worker process,
+ * started after the kill, reaps the agent process the dead one left on this host, takes the
+ * session once the lease runs out, records the attempt as interrupted and retries it.
+ */
+
+const MODEL = 'crash-hang-then-text';
+
+let redis: RedisServer;
+let server: FakeModelServer;
+let env: PiEnv;
+let h: Harness;
+let workerOptions: WorkerProcessOptions;
+
+beforeAll(async () => {
+  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
+  // First request: two chunks of text, then silence (pi waits mid-stream); later requests answer.
+  server.setScript(MODEL, [{ text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 }, { text: DEFAULT_TEXT }]);
+  env = createPiEnv({ serverUrl: server.url, extraModels: [MODEL] });
+  h = harness(redis.url, env, 'crash');
+  workerOptions = { redisUrl: redis.url, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' };
+});
+
+afterAll(async () => {
+  await killAllWorkerProcesses();
+  // Whatever a killed worker left on this host (nothing, if the test passed).
+  if (h !== undefined) await reapOrphans(h.runtime.redis, h.runtime.keys);
+  await h?.close();
+  await server?.close();
+  await redis?.stop();
+  env?.cleanup();
+});
+
+describe('crash recovery: kill -9 of a worker process mid-attempt', () => {
+  it('another worker reaps the dead worker’s pi, takes the session, records the attempt interrupted and completes the turn by a retry', async () => {
+    const first = await startWorkerProcess(workerOptions);
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Tell me something',
+      options: { provider: 'fake', model: MODEL, cwd: env.cwd },
+      retryPolicy: { initialDelayMs: 200, jitter: 'none' },
+    });
+
+    // Mid-attempt: the model has streamed part of its answer (then hangs), and it is in the log.
+    await until(async () => assistantText(await h.runtime.readMessages(sessionId)) === 'Partial answer', 30_000, 'the partial answer in the log');
+    const [record] = await until(async () => {
+      const records = await procRecords(h.runtime.redis, h.runtime.keys, sessionId);
+      return records.length === 1 && records[0]?.pid !== null ? records : null;
+    });
+    if (record?.pid == null || record.startTime === null) throw new Error('no agent process recorded');
+    expect(record.workerPid).toBe(first.pid);
+    expect(await isAlive(record.pid, record.startTime)).toBe(true);
+    const heldBy = (await h.runtime.getSession(sessionId))?.heldBy;
+    expect(heldBy?.startsWith(first.workerId)).toBe(true);
+
+    first.kill('SIGKILL');
+    expect(await first.exited).toEqual({ code: null, signal: 'SIGKILL' });
+    // pi runs in its own process group: the dead worker's agent is still there, waiting on the model.
+    expect((await findProcessesByMarker(record.marker)).length).toBeGreaterThan(0);
+
+    // Started after the kill: its start reaps the dead worker's agent process tree.
+    const second = await startWorkerProcess(workerOptions);
+    expect(await findProcessesByMarker(record.marker)).toEqual([]);
+    expect(await isAlive(record.pid, record.startTime)).toBe(false);
+    expect((await procRecords(h.runtime.redis, h.runtime.keys)).map((r) => r.marker)).not.toContain(record.marker);
+    expect(second.output()).toContain('killed agent processes left by a dead worker');
+
+    const session = await turnEnded(h.runtime, sessionId, 1, 60_000);
+    expect(session.state).toBe('completed');
+    const attempts = session.context?.turn?.attempts ?? [];
+    expect(attempts.map((a) => [a.attempt, a.outcome, a.category])).toEqual([
+      [1, 'interrupted', 'process_crash'],
+      [2, 'completed', null],
+    ]);
+    expect(server.requestsFor(MODEL)).toHaveLength(2);
+    // The second worker restored a snapshot taken while the attempt ran: interrupted → retry policy.
+    expect(session.history.map((t) => `${t.from}→${t.to}`)).toEqual(['none→idle', 'idle→running', 'interrupted→backoff', 'backoff→running', 'running→completed']);
+
+    const messages = await h.runtime.readMessages(sessionId);
+    expectWholeLog(messages);
+    // The interrupted attempt's partial output stays, told apart from the retry's.
+    const firstAttempt = messages.filter((m) => m.attempt === 1);
+    expect(firstAttempt[0]?.type).toBe('session.started');
+    expect(assistantText(firstAttempt)).toBe('Partial answer');
+    const retry = messages.filter((m) => m.attempt === 2);
+    expect(assistantText(retry)).toBe(DEFAULT_TEXT);
+    expect(retry.at(-1)?.type).toBe('terminal.completed');
+    expect(messages.every((m) => m.turn === 1)).toBe(true);
+
+    // Nothing of this session is left running, and the second worker still stops cleanly.
+    expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    await until(async () => (await h.runtime.getSession(sessionId))?.heldBy === null, 10_000, 'the lease to be released');
+    second.kill('SIGTERM');
+    expect(await second.exited).toEqual({ code: 0, signal: null });
+  });
+});
