@@ -1,10 +1,16 @@
 import type { AgentDefinition, AgentRun } from './agent-definition.ts';
+import { claudeCode } from './claude-code/definition.ts';
+import { gemini } from './gemini/definition.ts';
+import { codex } from './codex/definition.ts';
 import { pi } from './pi/definition.ts';
 
 export type { AgentDefinition, AgentRequest, AgentRun } from './agent-definition.ts';
 
 /** Every agent by name: adding one is a folder under src/agents/ and one line here. */
 export const AGENTS = {
+  'claude-code': claudeCode,
+  gemini,
+  codex,
   pi,
 } as const satisfies Record<string, AgentDefinition>;
 

@@ -1,0 +1,41 @@
+import type { AgentDefinition } from '../agent-definition.ts';
+import { agentEnv } from '../shared/agent-env.ts';
+import { managedHomeForOptions } from './gemini-home.ts';
+import { GeminiMapper } from './mapper.ts';
+import type { GeminiOptionsInput } from './options.ts';
+import { runGemini } from './provider.ts';
+import { exportGeminiSession, importGeminiSession, type GeminiSessionState } from './session-file.ts';
+
+function envOf(options: Readonly<Record<string, unknown>>): Record<string, string> {
+  const raw = options.env;
+  const extra: Record<string, string> = {};
+  if (raw !== null && typeof raw === 'object' && !Array.isArray(raw)) {
+    for (const [key, value] of Object.entries(raw)) if (typeof value === 'string') extra[key] = value;
+  }
+  return agentEnv(extra);
+}
+
+/**
+ * The Gemini CLI (0.61) behind the shared contract. Its conversation state is the chat file
+ * that `--resume <session id>` reads from the managed gemini home; it travels with the session.
+ */
+export const gemini: AgentDefinition = {
+  run: (request, context) =>
+    runGemini(
+      {
+        ...(request.options as Partial<GeminiOptionsInput>),
+        prompt: request.text,
+        session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
+      } as GeminiOptionsInput,
+      context,
+    ),
+  createMapper: (options) => new GeminiMapper(options),
+  async exportState(options, agentSessionId) {
+    const state = await exportGeminiSession(managedHomeForOptions(options, envOf(options)), agentSessionId);
+    return state === null ? null : JSON.stringify(state);
+  },
+  async importState(options, _agentSessionId, state) {
+    const cwd = typeof options.cwd === 'string' ? options.cwd : process.cwd();
+    await importGeminiSession(managedHomeForOptions(options, envOf(options)), JSON.parse(state) as GeminiSessionState, cwd);
+  },
+};

@@ -1,0 +1,98 @@
+import { access, constants } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CliMessage } from '../../protocol/index.ts';
+import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
+import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { sessiondStateDir } from '../pi/agent-dir.ts';
+import { prepareManagedGeminiHome, userGeminiDir } from './gemini-home.ts';
+import { GeminiMapper } from './mapper.ts';
+import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptionsInput } from './options.ts';
+
+/**
+ * With GEMINI_CLI_NO_RELAUNCH=true, gemini 0.61 exits 0 at once on SIGINT or SIGTERM, without a
+ * `result` and without stopping its tools (they run in their own session, `setsid`). The tree
+ * kill that follows finds them by the marker in their environment.
+ */
+export const GEMINI_INTERRUPT_SIGNAL: NodeJS.Signals = 'SIGTERM';
+
+/** gemini's stderr carries a stack trace per error: keep only its tail. */
+export const GEMINI_STDERR_TAIL_BYTES = 16 * 1024;
+
+const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+export type { RunContext } from '../shared/run-attempt.ts';
+
+/**
+ * gemini's environment, built explicitly on top of `agentEnv` (sessiond's own environment minus
+ * its secrets, plus `options.env`, where GEMINI_API_KEY and GOOGLE_GEMINI_BASE_URL come from).
+ */
+export function geminiEnv(env: Record<string, string>, managedHome: string, explicitEnv: Readonly<Record<string, string>> = {}): Record<string, string> {
+  return {
+    ...env,
+    // gemini's dir is the managed one; HOME stays the user's, for the tools.
+    GEMINI_CLI_HOME: managedHome,
+    // The default launcher relaunches gemini as a child and ignores INT/TERM/HUP without forwarding them.
+    GEMINI_CLI_NO_RELAUNCH: 'true',
+    // gemini writes error reports (gemini-client-error-*.json) and shell scratch files there.
+    TMPDIR: explicitEnv.TMPDIR !== undefined && explicitEnv.TMPDIR !== '' ? explicitEnv.TMPDIR : join(managedHome, 'tmp'),
+  };
+}
+
+/**
+ * Exactly one attempt of the Gemini CLI.
+ * Contract: yields the attempt's messages and ends with exactly one terminal message; never
+ * throws for anything the agent or its environment does (a failure to start is a
+ * `terminal.failed` of category `startup`). When the caller's signal aborts, the process tree
+ * is stopped on its own deadline and then the iterator rejects with the caller's abort reason;
+ * messages already yielded stay delivered. No retry here, ever.
+ */
+export async function* runGemini(input: GeminiOptionsInput, context: RunContext = {}): AsyncGenerator<CliMessage, void, undefined> {
+  context.signal?.throwIfAborted();
+  const parsed = GeminiOptionsSchema.safeParse(input);
+  const resumeSessionId = parsed.success && parsed.data.session.mode === 'resume' ? parsed.data.session.id : undefined;
+  const mapper = new GeminiMapper(resumeSessionId === undefined ? {} : { resumeSessionId });
+  if (!parsed.success) {
+    yield* startupFailure(mapper, `invalid gemini options: ${formatOptionErrors(parsed.error)}`);
+    return;
+  }
+  const options = parsed.data;
+  const env = agentEnv(options.env);
+  let home: string;
+  try {
+    home = await prepareManagedGeminiHome(userGeminiDir(options.configDir, env), sessiondStateDir(env));
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot prepare gemini's home: ${(error as Error).message}`);
+    return;
+  }
+
+  yield* runAgentAttempt(
+    {
+      command: await resolveGemini(options.command, env),
+      args: geminiArgs(options),
+      ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
+      env: geminiEnv(env, home, options.env),
+      // The prompt travels on stdin, then stdin is closed: gemini runs headless on exactly that
+      // text (no `-p`), with no argv length limit and nothing in it taken for a flag.
+      input: options.prompt,
+      interruptSignal: GEMINI_INTERRUPT_SIGNAL,
+      idleTimeoutMs: options.idleTimeoutMs,
+      stderrTailBytes: GEMINI_STDERR_TAIL_BYTES,
+    },
+    mapper,
+    context,
+  );
+}
+
+/** Like `resolveCommand`, and then sessiond's agent-clis/node_modules/.bin, where the pinned CLIs are installed. */
+async function resolveGemini(command: string, env: Record<string, string>): Promise<string> {
+  const resolved = await resolveCommand(command, env);
+  if (resolved !== command || command.includes('/')) return resolved;
+  const candidate = join(PACKAGE_ROOT, 'agent-clis', 'node_modules', '.bin', command);
+  try {
+    await access(candidate, constants.X_OK);
+    return candidate;
+  } catch {
+    return command;
+  }
+}

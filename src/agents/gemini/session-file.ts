@@ -1,0 +1,109 @@
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, realpath, rename, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+
+/**
+ * gemini 0.61 keeps a conversation in one append-only JSONL file per session:
+ * `<GEMINI_CLI_HOME>/.gemini/tmp/<project>/chats/session-<YYYY-MM-DDTHH-MM>-<first 8 of id>.jsonl`,
+ * whose first line is `{sessionId, projectHash, startTime, lastUpdated, kind}`. `<project>` is a
+ * short slug for the cwd, recorded in `.gemini/projects.json` and in `tmp/<project>/.project_root`.
+ * `--resume <id>` looks the id up among the chats of the cwd's project.
+ *
+ * To let the next attempt of a session run on another host, the file travels with the session
+ * (the runtime stores it after each attempt and puts it back before the next one).
+ */
+export interface GeminiSessionState {
+  version: 1;
+  fileName: string;
+  content: string;
+}
+
+const FILE_NAME = /^session-[\w.:-]+-([0-9a-f]{8})\.jsonl$/;
+const SLUG = /^[a-z0-9-]+$/;
+
+/** Finds the chat file of `sessionId` in any project of the managed gemini dir. */
+async function findChatFile(geminiDir: string, sessionId: string): Promise<string | null> {
+  const tmp = join(geminiDir, 'tmp');
+  const projects = await readdir(tmp).catch(() => [] as string[]);
+  for (const project of projects) {
+    const chats = join(tmp, project, 'chats');
+    const names = await readdir(chats).catch(() => [] as string[]);
+    for (const name of names) {
+      if (FILE_NAME.exec(name)?.[1] !== sessionId.slice(0, 8)) continue;
+      const path = join(chats, name);
+      if ((await headerOf(path))?.sessionId === sessionId) return path;
+    }
+  }
+  return null;
+}
+
+async function headerOf(path: string): Promise<Record<string, unknown> | null> {
+  const text = await readFile(path, 'utf8').catch(() => null);
+  if (text === null) return null;
+  const newline = text.indexOf('\n');
+  try {
+    const header: unknown = JSON.parse(newline === -1 ? text : text.slice(0, newline));
+    return header !== null && typeof header === 'object' && !Array.isArray(header) ? (header as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+export async function exportGeminiSession(geminiHome: string, sessionId: string): Promise<GeminiSessionState | null> {
+  const path = await findChatFile(join(geminiHome, '.gemini'), sessionId);
+  if (path === null) return null;
+  const content = await readFile(path, 'utf8');
+  return { version: 1, fileName: path.slice(path.lastIndexOf('/') + 1), content };
+}
+
+/**
+ * Puts a chat file back among the chats of `cwd`'s project in the managed gemini dir, unless
+ * the local copy already is the same or further along (a same-host run).
+ */
+export async function importGeminiSession(geminiHome: string, state: GeminiSessionState, cwd: string): Promise<void> {
+  if (state.version !== 1) throw new Error(`gemini session state version ${String(state.version)} is not supported`);
+  if (!FILE_NAME.test(state.fileName)) throw new Error(`gemini chat file name "${state.fileName}" is not one gemini writes`);
+  const geminiDir = join(geminiHome, '.gemini');
+  // gemini names the project by process.cwd(), which has symlinks resolved.
+  const root = await realpath(resolve(cwd)).catch(() => resolve(cwd));
+  const slug = await projectSlug(geminiDir, root);
+  const chats = join(geminiDir, 'tmp', slug, 'chats');
+  await mkdir(chats, { recursive: true, mode: 0o700 });
+  const path = join(chats, state.fileName);
+  const local = await readFile(path, 'utf8').catch(() => null);
+  if (local !== null && local.length >= state.content.length && local.startsWith(state.content)) return;
+  const temp = `${path}.${process.pid}.tmp`;
+  await writeFile(temp, state.content, { mode: 0o600 });
+  await rename(temp, path);
+}
+
+/**
+ * The project slug gemini will use for `root`: the one projects.json maps it to, else the
+ * directory whose `.project_root` names it (gemini adopts such a directory), else a new one
+ * claimed here with its `.project_root`.
+ */
+async function projectSlug(geminiDir: string, root: string): Promise<string> {
+  const tmp = join(geminiDir, 'tmp');
+  const registry = await readFile(join(geminiDir, 'projects.json'), 'utf8').catch(() => null);
+  if (registry !== null) {
+    try {
+      const slug = (JSON.parse(registry) as { projects?: Record<string, unknown> }).projects?.[root];
+      if (typeof slug === 'string' && SLUG.test(slug) && (await ownerOf(join(tmp, slug))) !== 'other') return slug;
+    } catch {
+      // gemini resets a corrupt registry; so do we
+    }
+  }
+  for (const candidate of await readdir(tmp).catch(() => [] as string[])) {
+    if ((await readFile(join(tmp, candidate, '.project_root'), 'utf8').catch(() => null))?.trim() === root) return candidate;
+  }
+  const slug = `sessiond-${createHash('sha256').update(root).digest('hex').slice(0, 12)}`;
+  await mkdir(join(tmp, slug), { recursive: true, mode: 0o700 });
+  await writeFile(join(tmp, slug, '.project_root'), root);
+  return slug;
+
+  async function ownerOf(dir: string): Promise<'self' | 'none' | 'other'> {
+    const owner = await readFile(join(dir, '.project_root'), 'utf8').catch(() => null);
+    if (owner === null) return 'none';
+    return owner.trim() === root ? 'self' : 'other';
+  }
+}

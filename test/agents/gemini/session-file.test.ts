@@ -1,0 +1,81 @@
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { exportGeminiSession, importGeminiSession, type GeminiSessionState } from '../../../src/agents/gemini/session-file.ts';
+
+const ID = '9c79b212-49e7-48db-ad15-9ada8ce1be06';
+const FILE = 'session-2026-11-29T22-03-9c79b212.jsonl';
+const HEADER = JSON.stringify({ sessionId: ID, projectHash: 'h', startTime: 't', lastUpdated: 't', kind: 'main' });
+const CONTENT = `${HEADER}\n{"id":"1","type":"user","content":[{"text":"hi"}]}\n`;
+
+let root: string;
+let home: string;
+let cwd: string;
+
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), 'gemini-session-'));
+  home = join(root, 'home');
+  cwd = join(root, 'work');
+  mkdirSync(cwd, { recursive: true });
+});
+
+afterEach(() => {
+  rmSync(root, { recursive: true, force: true });
+});
+
+function chatsOf(slug: string): string[] {
+  return readdirSync(join(home, '.gemini', 'tmp', slug, 'chats'));
+}
+
+describe('gemini chat files travelling with the session', () => {
+  it('exports the chat file of the session, from whatever project holds it', async () => {
+    const chats = join(home, '.gemini', 'tmp', 'some-project', 'chats');
+    mkdirSync(chats, { recursive: true });
+    writeFileSync(join(chats, FILE), CONTENT);
+    writeFileSync(join(chats, 'session-2026-11-29T22-03-9c79b212x.jsonl'), 'not a chat name');
+    expect(await exportGeminiSession(home, ID)).toEqual({ version: 1, fileName: FILE, content: CONTENT });
+    expect(await exportGeminiSession(home, '9c79b212-0000-4000-8000-000000000000')).toBeNull();
+    expect(await exportGeminiSession(join(root, 'nowhere'), ID)).toBeNull();
+  });
+
+  it("imports into a new project slug for the cwd, with the marker gemini adopts", async () => {
+    await importGeminiSession(home, { version: 1, fileName: FILE, content: CONTENT }, cwd);
+    const [slug] = readdirSync(join(home, '.gemini', 'tmp'));
+    expect(slug).toMatch(/^sessiond-[0-9a-f]{12}$/);
+    expect(readFileSync(join(home, '.gemini', 'tmp', slug!, '.project_root'), 'utf8')).toBe(cwd);
+    expect(chatsOf(slug!)).toEqual([FILE]);
+  });
+
+  it('imports into the slug projects.json maps the cwd to, or the one whose .project_root names it (symlinks resolved)', async () => {
+    mkdirSync(join(home, '.gemini', 'tmp', 'work'), { recursive: true });
+    writeFileSync(join(home, '.gemini', 'projects.json'), JSON.stringify({ projects: { [cwd]: 'work' } }));
+    await importGeminiSession(home, { version: 1, fileName: FILE, content: CONTENT }, cwd);
+    expect(chatsOf('work')).toEqual([FILE]);
+
+    rmSync(join(home, '.gemini'), { recursive: true });
+    mkdirSync(join(home, '.gemini', 'tmp', 'work-1'), { recursive: true });
+    writeFileSync(join(home, '.gemini', 'tmp', 'work-1', '.project_root'), `${cwd}\n`);
+    symlinkSync(cwd, join(root, 'link'));
+    await importGeminiSession(home, { version: 1, fileName: FILE, content: CONTENT }, join(root, 'link'));
+    expect(chatsOf('work-1')).toEqual([FILE]);
+  });
+
+  it('keeps a local copy that is the same or further along; replaces an older one', async () => {
+    const state: GeminiSessionState = { version: 1, fileName: FILE, content: CONTENT };
+    await importGeminiSession(home, state, cwd);
+    const [slug] = readdirSync(join(home, '.gemini', 'tmp'));
+    const path = join(home, '.gemini', 'tmp', slug!, 'chats', FILE);
+    const longer = `${CONTENT}{"id":"2","type":"gemini","content":"hello"}\n`;
+    writeFileSync(path, longer);
+    await importGeminiSession(home, state, cwd);
+    expect(readFileSync(path, 'utf8')).toBe(longer);
+    await importGeminiSession(home, { ...state, content: `${longer}{"id":"3"}\n` }, cwd);
+    expect(readFileSync(path, 'utf8')).toBe(`${longer}{"id":"3"}\n`);
+  });
+
+  it('refuses a file name gemini would not write and an unknown state version', async () => {
+    await expect(importGeminiSession(home, { version: 1, fileName: '../../evil.jsonl', content: '' }, cwd)).rejects.toThrow(/not one gemini writes/);
+    await expect(importGeminiSession(home, { version: 2 as 1, fileName: FILE, content: '' }, cwd)).rejects.toThrow(/version 2/);
+  });
+});
