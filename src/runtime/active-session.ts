@@ -1,13 +1,13 @@
 import { createAttemptActors } from '../../machines/attempt-actor.ts';
 import { persistSession, startSessionActor, stateName, type PersistedSession, type SessionActor, type Transition } from '../../machines/restore.ts';
-import { withAttemptActors } from '../../machines/session.machine.ts';
+import { withAttemptActors, type SessionMachine } from '../../machines/session.machine.ts';
 import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
 import { agentDefinition, isAgentName, type AgentName } from '../agents/registry.ts';
 import type { RetryPolicy } from '../retry/index.ts';
 import type { EventBus } from './event-bus.ts';
 import { newMarker, type ProcessRegistry } from './orphans.ts';
 import { SessionWriter } from './session-writer.ts';
-import type { SessionStore } from './store/session-store.ts';
+import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
 
 /** States in which the session needs nothing more from this worker. */
 const QUIESCENT = new Set(['idle', 'completed', 'failed', 'cancelled']);
@@ -52,6 +52,17 @@ export class ActiveSession {
   #checkCancel = true;
   #checkPolicy = true;
   #meta: Record<string, string> = {};
+  /** Read with the lease: the meta and snapshot to start from… */
+  #loaded: LoadedSession | null;
+  /** …and, used once instead of reading them again, the cancel flag and the inbox (undefined: read Redis). */
+  #loadedCancel: LoadedSession['cancel'] | undefined;
+  #loadedInbox: InboxPrompt[] | undefined;
+  /** The state name of the last snapshot handed to the writer. */
+  #lastState: string | null = null;
+  readonly #shared: { machine: SessionMachine; attach(sessionId: string, runner: AttemptRunner, sink: MessageSink): () => void } | null;
+  /** The runner generators of this session still running (aborted ones included). */
+  readonly #running = new Set<Promise<void>>();
+  #detach: () => void = () => undefined;
 
   constructor(init: {
     store: SessionStore;
@@ -61,6 +72,9 @@ export class ActiveSession {
     token: string;
     config: ActiveSessionConfig;
     globalPolicy: () => Promise<RetryPolicy>;
+    loaded?: LoadedSession;
+    /** A machine shared by the worker's sessions, whose attempt actors call `attach`'s runner and sink by session id. */
+    shared?: { machine: SessionMachine; attach(sessionId: string, runner: AttemptRunner, sink: MessageSink): () => void };
   }) {
     this.#store = init.store;
     this.#bus = init.bus;
@@ -70,6 +84,10 @@ export class ActiveSession {
     this.#config = init.config;
     this.#globalPolicy = init.globalPolicy;
     this.#writer = new SessionWriter(init.store, init.sessionId, init.token);
+    this.#loaded = init.loaded ?? null;
+    this.#loadedCancel = init.loaded?.cancel;
+    this.#loadedInbox = init.loaded?.inbox;
+    this.#shared = init.shared ?? null;
   }
 
   get sessionId(): string {
@@ -118,21 +136,38 @@ export class ActiveSession {
     } finally {
       clearInterval(poll);
       unsubscribe();
+      await this.#settled().catch(() => undefined);
+      this.#detach();
     }
   }
 
   async #start(): Promise<void> {
-    this.#meta = (await this.#store.meta(this.#sessionId)) ?? {};
-    const raw = await this.#store.snapshot(this.#sessionId);
-    const actors = createAttemptActors(this.#runner(), this.#sink());
-    this.#settled = actors.settled;
-    const machine = withAttemptActors(actors);
+    const loaded = this.#loaded;
+    this.#meta = loaded !== null ? loaded.meta : ((await this.#store.meta(this.#sessionId)) ?? {});
+    const raw = loaded !== null ? loaded.snapshot : await this.#store.snapshot(this.#sessionId);
+    let machine: SessionMachine;
+    if (this.#shared !== null) {
+      this.#detach = this.#shared.attach(this.#sessionId, this.#runner(), this.#sink());
+      this.#settled = async () => {
+        await Promise.all([...this.#running]);
+      };
+      machine = this.#shared.machine;
+    } else {
+      const actors = createAttemptActors(this.#runner(), this.#sink());
+      this.#settled = actors.settled;
+      machine = withAttemptActors(actors);
+    }
     const onTransition = (transition: Transition): void => this.#writer.history(transition);
     const policy = await this.#policy();
     this.#actor =
       raw === null
         ? startSessionActor(machine, { input: { sessionId: this.#sessionId, policy } }, { onTransition })
         : startSessionActor(machine, { persisted: JSON.parse(raw) as PersistedSession }, { onTransition });
+    if (loaded !== null) {
+      // The meta was read with the lease just now: the first policy check needs no second read.
+      this.#checkPolicy = false;
+      this.#syncPolicy(policy);
+    }
     this.#actor.subscribe({
       next: () => {
         this.#persist();
@@ -140,14 +175,37 @@ export class ActiveSession {
       },
       error: () => this.#poke(),
     });
-    this.#persist();
+    if (raw === null) {
+      // A new session: nothing to write yet; its first snapshot goes with the first prompt's write.
+      this.#stage();
+    } else {
+      this.#lastState = stateName((JSON.parse(raw) as PersistedSession).snapshot.value);
+      this.#persist();
+    }
   }
 
-  #persist(): void {
+  /** Hands the current snapshot to the writer; returns its state name. */
+  #stage(): string | null {
     const actor = this.#actor;
-    if (actor === null || this.#stale) return;
-    const snapshot = actor.getSnapshot();
-    this.#writer.snapshot(JSON.stringify(persistSession(actor)), stateName(snapshot.value));
+    if (actor === null || this.#stale) return null;
+    const state = stateName(actor.getSnapshot().value);
+    this.#writer.snapshot(JSON.stringify(persistSession(actor)), state);
+    this.#lastState = state;
+    return state;
+  }
+
+  /**
+   * A state change is written at once; a change within the same state (e.g. the agent's session
+   * id recorded) goes with the next batch, within the writer's FLUSH_DELAY_MS, like the messages.
+   */
+  #persist(): void {
+    const previous = this.#lastState;
+    const state = this.#stage();
+    if (state === null) return;
+    if (state === previous) {
+      this.#writer.soon();
+      return;
+    }
     this.#writer.flush().catch((error: Error) => {
       if (error.name === 'StaleLeaseError') this.markStale();
     });
@@ -204,7 +262,10 @@ export class ActiveSession {
   async #applyPolicy(): Promise<void> {
     this.#checkPolicy = false;
     this.#meta = (await this.#store.meta(this.#sessionId)) ?? this.#meta;
-    const policy = await this.#policy();
+    this.#syncPolicy(await this.#policy());
+  }
+
+  #syncPolicy(policy: RetryPolicy): void {
     const actor = this.#actor;
     if (actor !== null && JSON.stringify(actor.getSnapshot().context.policy) !== JSON.stringify(policy)) {
       actor.send({ type: 'session.policy', policy });
@@ -213,7 +274,9 @@ export class ActiveSession {
 
   async #applyCancel(): Promise<void> {
     this.#checkCancel = false;
-    const request = await this.#store.cancelRequest(this.#sessionId);
+    const loaded = this.#loadedCancel;
+    this.#loadedCancel = undefined;
+    const request = loaded !== undefined ? loaded : await this.#store.cancelRequest(this.#sessionId);
     const actor = this.#actor;
     if (request === null || actor === null) return;
     actor.send({ type: 'session.cancel', reason: request.reason });
@@ -224,7 +287,9 @@ export class ActiveSession {
   async #pullInbox(): Promise<void> {
     this.#checkInbox = false;
     if (this.#interruptRequested || this.#draining) return;
-    const prompts = await this.#store.inbox(this.#sessionId);
+    const loaded = this.#loadedInbox;
+    this.#loadedInbox = undefined;
+    const prompts = loaded ?? (await this.#store.inbox(this.#sessionId));
     const actor = this.#actor;
     if (prompts.length === 0 || actor === null) return;
     const sessionOptions = parseObject(this.#meta.options);
@@ -281,7 +346,19 @@ export class ActiveSession {
     const writer = this.#writer;
     const config = this.#config;
     const sessionId = this.#sessionId;
+    const running = this.#running;
     return async function* runAttempt(request, { signal }) {
+      let ended: () => void = () => undefined;
+      const done = new Promise<void>((resolve) => (ended = resolve));
+      running.add(done);
+      try {
+        yield* attempt(request, signal);
+      } finally {
+        running.delete(done);
+        ended();
+      }
+    };
+    async function* attempt(request: Parameters<AttemptRunner>[0], signal: AbortSignal) {
       // The snapshot saying this attempt runs is in Redis before the agent starts.
       await writer.flush();
       const agentName = (typeof request.options.agent === 'string' ? request.options.agent : 'pi') as string;

@@ -99,14 +99,15 @@ export class Runtime {
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
     const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId);
-    if (result.created) {
-      await this.redis.multi().zadd(this.keys.sessions, Date.now(), sessionId).hsetnx(this.keys.states, sessionId, 'queued').exec();
-    }
+    const writes: Array<Promise<unknown>> = [];
+    if (result.created) writes.push(this.redis.multi().zadd(this.keys.sessions, Date.now(), sessionId).hsetnx(this.keys.states, sessionId, 'queued').exec());
     if (result.jobId !== null) {
-      await this.redis.zadd(this.keys.activations, Date.now(), sessionId);
-      await this.queue.addActivation(sessionId, result.jobId);
+      const newJob = result.jobId;
+      writes.push(this.redis.zadd(this.keys.activations, Date.now(), sessionId), this.queue.addActivation(sessionId, newJob));
     }
-    await this.#bus.publish({ sessionId, kind: 'prompt' });
+    await Promise.all(writes);
+    // A new activation means nobody holds the session: there is no one to tell.
+    if (result.jobId === null) await this.#bus.publish({ sessionId, kind: 'prompt' });
     return { sessionId, turn: result.turn, created: result.created };
   }
 

@@ -1,5 +1,7 @@
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 
+type Batch = Required<Omit<WriteBatch, 'indexState'>>;
+
 /** Messages are written at most this long after they were emitted… */
 export const FLUSH_DELAY_MS = 5;
 /** …or as soon as this many are waiting. */
@@ -16,10 +18,12 @@ export class SessionWriter {
   readonly #store: SessionStore;
   readonly #sessionId: string;
   readonly #token: string;
-  #pending: Required<WriteBatch> = emptyBatch();
+  #pending: Batch = emptyBatch();
   #chain: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
   #failure: Error | null = null;
+  /** The state last written to the global by-state index. */
+  #indexed = '';
 
   constructor(store: SessionStore, sessionId: string, token: string) {
     this.#store = store;
@@ -68,6 +72,11 @@ export class SessionWriter {
     return run;
   }
 
+  /** Writes what is pending within FLUSH_DELAY_MS (batched with what comes meanwhile). */
+  soon(): void {
+    this.#soon();
+  }
+
   #soon(): void {
     if (this.#timer !== undefined) return;
     this.#timer = setTimeout(() => {
@@ -83,13 +92,14 @@ export class SessionWriter {
     this.#pending = emptyBatch();
     try {
       await this.#store.write(this.#sessionId, this.#token, {
-        ...(batch.snapshot === '' ? {} : { snapshot: batch.snapshot, state: batch.state }),
+        ...(batch.snapshot === '' ? {} : { snapshot: batch.snapshot, state: batch.state, indexState: batch.state !== this.#indexed }),
         inboxTrim: batch.inboxTrim,
         clearCancel: batch.clearCancel,
         history: batch.history,
         agentState: batch.agentState,
         messages: batch.messages,
       });
+      if (batch.snapshot !== '') this.#indexed = batch.state;
     } catch (error) {
       if ((error as Error).name === 'StaleLeaseError') {
         this.#failure = error as Error;
@@ -102,15 +112,15 @@ export class SessionWriter {
   }
 }
 
-function emptyBatch(): Required<WriteBatch> {
+function emptyBatch(): Batch {
   return { snapshot: '', state: '', inboxTrim: 0, clearCancel: false, history: [], agentState: [], messages: [] };
 }
 
-function isEmpty(b: Required<WriteBatch>): boolean {
+function isEmpty(b: Batch): boolean {
   return b.snapshot === '' && b.inboxTrim === 0 && !b.clearCancel && b.history.length === 0 && b.agentState.length === 0 && b.messages.length === 0;
 }
 
-function merge(first: Required<WriteBatch>, later: Required<WriteBatch>): Required<WriteBatch> {
+function merge(first: Batch, later: Batch): Batch {
   return {
     snapshot: later.snapshot === '' ? first.snapshot : later.snapshot,
     state: later.snapshot === '' ? first.state : later.state,

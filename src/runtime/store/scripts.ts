@@ -25,7 +25,11 @@ end
 return {turn, created, jobId}
 `;
 
-/** KEYS: lease, fence, meta. ARGV: workerId, ttlMs. → {1, fence, token} | {0, pttl, holder} | {-1} (no such session) */
+/**
+ * KEYS: lease, fence, meta, snapshot, inbox, cancel. ARGV: workerId, ttlMs.
+ * → {1, fence, token, metaFlat, snapshot|false, inbox, cancel|false} (the lease, and what the holder
+ *   needs to start, in the same round trip) | {0, pttl, holder} | {-1} (no such session)
+ */
 export const ACQUIRE = `
 if redis.call('EXISTS', KEYS[3]) == 0 then return {-1} end
 local holder = redis.call('GET', KEYS[1])
@@ -33,7 +37,7 @@ if holder then return {0, redis.call('PTTL', KEYS[1]), holder} end
 local fence = redis.call('INCR', KEYS[2])
 local token = ARGV[1] .. '#' .. fence
 redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
-return {1, fence, token}
+return {1, fence, token, redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4]), redis.call('LRANGE', KEYS[5], 0, -1), redis.call('GET', KEYS[6])}
 `;
 
 /** KEYS: lease. ARGV: token, ttlMs. → 1 renewed | 0 lost */

@@ -25,9 +25,19 @@ export interface WriteBatch {
   history?: string[];
   agentState?: Array<[string, string]>;
   messages?: Array<{ turn: number; attempt: number; type: string; content: string }>;
+  /** Also update the global by-state index with `state` (default true; the writer skips it when the state did not change). */
+  indexState?: boolean;
 }
 
-export type AcquireResult = { ok: true; token: string; fence: number } | { ok: false; reason: 'busy'; retryInMs: number; holder: string } | { ok: false; reason: 'unknown_session' };
+/** What a new holder reads to start, fetched with the lease. */
+export interface LoadedSession {
+  meta: Record<string, string>;
+  snapshot: string | null;
+  inbox: InboxPrompt[];
+  cancel: { reason: string; at: number } | null;
+}
+
+export type AcquireResult = { ok: true; token: string; fence: number; loaded: LoadedSession } | { ok: false; reason: 'busy'; retryInMs: number; holder: string } | { ok: false; reason: 'unknown_session' };
 
 export class StaleLeaseError extends Error {
   override readonly name = 'StaleLeaseError';
@@ -53,7 +63,7 @@ export class SessionStore {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
     define('sessiondEnqueue', 3, ENQUEUE);
-    define('sessiondAcquire', 3, ACQUIRE);
+    define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
     define('sessiondWrite', 9, WRITE);
     define('sessiondRelease', 4, RELEASE);
@@ -88,10 +98,21 @@ export class SessionStore {
   }
 
   async acquire(sessionId: string, workerId: string, ttlMs: number): Promise<AcquireResult> {
-    const r = (await this.#script('sessiondAcquire')(this.key(sessionId, 'lease'), this.key(sessionId, 'fence'), this.key(sessionId, 'meta'), workerId, ttlMs)) as Array<number | string>;
+    const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
+    const r = (await this.#script('sessiondAcquire')(k('lease'), k('fence'), k('meta'), k('snapshot'), k('inbox'), k('cancel'), workerId, ttlMs)) as unknown[];
     if (r[0] === -1) return { ok: false, reason: 'unknown_session' };
     if (r[0] === 0) return { ok: false, reason: 'busy', retryInMs: Math.max(0, Number(r[1])), holder: String(r[2]) };
-    return { ok: true, fence: Number(r[1]), token: String(r[2]) };
+    const flat = (r[3] ?? []) as string[];
+    const meta: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) meta[flat[i] as string] = flat[i + 1] as string;
+    const cancel = typeof r[6] === 'string' ? (JSON.parse(r[6]) as { reason: string; at: number }) : null;
+    const loaded: LoadedSession = {
+      meta,
+      snapshot: typeof r[4] === 'string' ? r[4] : null,
+      inbox: ((r[5] ?? []) as string[]).map((raw) => JSON.parse(raw) as InboxPrompt),
+      cancel,
+    };
+    return { ok: true, fence: Number(r[1]), token: String(r[2]), loaded };
   }
 
   async renew(sessionId: string, token: string, ttlMs: number): Promise<boolean> {
@@ -121,7 +142,7 @@ export class SessionStore {
     ];
     const r = (await this.#script('sessiondWrite')(...args)) as number[];
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
-    if (batch.state !== undefined) await this.redis.hset(this.keys.states, sessionId, batch.state);
+    if (batch.state !== undefined && batch.state !== '' && batch.indexState !== false) await this.redis.hset(this.keys.states, sessionId, batch.state);
     return Number(r[1]);
   }
 
