@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import type { CliMessage } from '../protocol/index.ts';
 import type { AgentMapper } from './shared/agent-mapper.ts';
 import type { RunContext } from './shared/run-attempt.ts';
@@ -24,6 +25,8 @@ export type AgentRun = (request: AgentRequest, context: RunContext) => AsyncIter
  */
 export interface AgentDefinition {
   run: AgentRun;
+  /** What a caller may choose per session or turn (see shared/caller-options.ts); strict. */
+  callerOptions: z.ZodType<Record<string, unknown>>;
   /** Reads the agent's raw stream (for `sessiond normalize --agent`). */
   createMapper(options: { resumeSessionId?: string }): AgentMapper;
   exportState?(options: Readonly<Record<string, unknown>>, agentSessionId: string): Promise<string | null>;

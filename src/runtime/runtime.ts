@@ -95,7 +95,7 @@ export class Runtime {
     }
     const sessionId = request.sessionId ?? randomUUID();
     const options = request.options ?? {};
-    const create = { agent: options.agent ?? 'pi', options: JSON.stringify(options) };
+    const create = { agent: typeof options.agent === 'string' ? options.agent : 'pi', options: JSON.stringify(options) };
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
     const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId);

@@ -1,3 +1,6 @@
+import { z } from 'zod';
+import { callerOptions } from '../shared/caller-options.ts';
+import { PERMISSION_MODES } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
 import type { ClaudeCodeOptionsInput } from './options.ts';
@@ -5,6 +8,7 @@ import { runClaudeCode } from './provider.ts';
 import { claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeSessionState } from './session-file.ts';
 
 export const claudeCode: AgentDefinition = {
+  callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), permissionMode: z.enum(PERMISSION_MODES).optional(), allowedTools: z.array(z.string().min(1).max(500)).max(100).optional(), disallowedTools: z.array(z.string().min(1).max(500)).max(100).optional() }),
   run: (request, context) =>
     runClaudeCode(
       {

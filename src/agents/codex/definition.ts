@@ -1,3 +1,6 @@
+import { z } from 'zod';
+import { callerOptions } from '../shared/caller-options.ts';
+import { CODEX_SANDBOX_MODES } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
 import { agentEnv } from '../shared/agent-env.ts';
 import { managedCodexHomePath, sessiondStateDir, userCodexHome } from './codex-home.ts';
@@ -18,6 +21,7 @@ function managedHome(options: Readonly<Record<string, unknown>>): string {
  * id>`; the thread's rollout file is the state that travels with the session between hosts.
  */
 export const codex: AgentDefinition = {
+  callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), provider: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a provider id').optional(), sandbox: z.enum(CODEX_SANDBOX_MODES).optional() }),
   run: (request, context) =>
     runCodex(
       {

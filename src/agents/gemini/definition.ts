@@ -1,3 +1,6 @@
+import { z } from 'zod';
+import { callerOptions } from '../shared/caller-options.ts';
+import { APPROVAL_MODES } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
 import { agentEnv } from '../shared/agent-env.ts';
 import { managedHomeForOptions } from './gemini-home.ts';
@@ -20,6 +23,7 @@ function envOf(options: Readonly<Record<string, unknown>>): Record<string, strin
  * that `--resume <session id>` reads from the managed gemini home; it travels with the session.
  */
 export const gemini: AgentDefinition = {
+  callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), approvalMode: z.enum(APPROVAL_MODES).optional() }),
   run: (request, context) =>
     runGemini(
       {

@@ -1,3 +1,6 @@
+import { z } from 'zod';
+import { callerOptions } from '../shared/caller-options.ts';
+import { THINKING_LEVELS } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
 import { PiMapper } from './mapper.ts';
 import type { PiOptionsInput } from './options.ts';
@@ -9,6 +12,7 @@ function sessionDir(options: Readonly<Record<string, unknown>>): string | null {
 }
 
 export const pi: AgentDefinition = {
+  callerOptions: callerOptions({ provider: z.string().min(1).max(200).optional(), model: z.string().min(1).max(200).optional(), thinking: z.enum(THINKING_LEVELS).optional(), tools: z.array(z.string().regex(/^[\w.-]+$/, 'must be a tool name')).max(100).optional(), agentDir: z.string().min(1).max(4096).optional() }),
   run: (request, context) =>
     runPi(
       {

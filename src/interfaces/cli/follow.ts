@@ -69,8 +69,14 @@ export async function followSession(runtime: Runtime, sessionId: string, options
         line(c.yellow(`(the agent retried on its own: ${String(content.errorText ?? '')})`));
         break;
       case 'terminal.failed': {
-        const view = await runtime.getSession(sessionId);
-        const attempt = view === null ? undefined : summarize(view).turn?.attempts.find((a) => a.attempt === m.attempt);
+        // The message may be read before the snapshot recording the attempt's outcome: wait for it briefly.
+        let attempt: { outcome: string | null; delayMs?: number } | undefined;
+        for (let i = 0; i < 20; i++) {
+          const view = await runtime.getSession(sessionId);
+          attempt = view === null ? undefined : summarize(view).turn?.attempts.find((a) => a.attempt === m.attempt);
+          if (attempt === undefined || attempt.outcome !== null) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
         const retry = attempt?.delayMs != null ? `; retrying in ${formatMs(attempt.delayMs)}` : '';
         line(c.red(`── attempt ${m.attempt} failed (${String(content.category)}): ${String(content.text ?? '').split('\n')[0]}${retry}`));
         break;
