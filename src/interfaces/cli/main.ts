@@ -9,6 +9,7 @@ import { registerList } from './commands/list.ts';
 import { registerCancel } from './commands/cancel.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
 import { registerDemo } from './commands/demo.ts';
+import { registerServe } from './commands/serve.ts';
 import { CliError } from './context.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerCancel(program);
   registerRetryPolicy(program);
   registerDemo(program);
+  registerServe(program);
   const override = (command: Command): void => {
     command.exitOverride();
     command.commands.forEach(override);

@@ -1,0 +1,265 @@
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { streamSSE } from 'hono/streaming';
+import { exportChart } from '../../../machines/definition.ts';
+import { sessionMachine } from '../../../machines/session.machine.ts';
+import type { Config } from '../../config/config.ts';
+import { summarize } from '../../runtime/inspect.ts';
+import { SESSION_ID_PATTERN } from '../../runtime/keys.ts';
+import { RuntimeMetrics } from '../../runtime/metrics.ts';
+import { InputError, NotFoundError, type Runtime, type SessionView } from '../../runtime/runtime.ts';
+import type { Logger } from '../log.ts';
+import { registerDashboard } from '../web/routes.ts';
+import { mountBullBoard } from '../web/bull-board.ts';
+import { guard, isLoopbackHost } from './auth.ts';
+import { HttpError, readJson, validate } from './body.ts';
+import { openApiDocument } from './openapi.ts';
+import { CancelBody, CreateSessionBody, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
+
+export interface AppOptions {
+  runtime: Runtime;
+  config: Config;
+  logger: Logger;
+  /** Aborting it ends every live event stream (server shutdown). */
+  signal?: AbortSignal;
+  /** Defaults to metrics of `runtime` with a 3 s cache. */
+  metrics?: RuntimeMetrics;
+  /** SSE keep-alive comment interval. Default 15 s. */
+  keepAliveMs?: number;
+  /** `/readyz` wants a worker heartbeat at most this old. Default 3 × config.worker.heartbeat (at least 5 s). */
+  workerStaleMs?: number;
+  /** Serve the dashboard at `/` (default true). */
+  dashboard?: boolean;
+  /** Mount Bull Board at `/queues` (default true). */
+  bullBoard?: boolean;
+}
+
+/**
+ * The HTTP API (and, unless disabled, the dashboard and Bull Board). Handlers
+ * only translate HTTP to runtime calls and back: no business logic here.
+ *
+ * Auth: with `config.http.token` set, every mutating request (POST/PUT/DELETE)
+ * needs `Authorization: Bearer <token>`; reads stay open. Bound to anything but
+ * loopback, a token is required (createApp throws without one).
+ */
+export function createApp(options: AppOptions): Hono {
+  const { runtime, config, logger } = options;
+  const token = config.http.token;
+  if (!isLoopbackHost(config.http.host) && token === undefined) {
+    throw new Error(`refusing to serve on ${config.http.host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters) or bind to 127.0.0.1`);
+  }
+  const metrics = options.metrics ?? new RuntimeMetrics(runtime, { workerStaleMs: staleMs(options) });
+  const keepAliveMs = options.keepAliveMs ?? 15_000;
+  const app = new Hono();
+
+  app.use('*', async (c, next) => {
+    const started = performance.now();
+    await next();
+    // One line per request; never bodies, query strings or headers (tokens).
+    logger.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
+  });
+  app.use('*', guard({ host: config.http.host, token }));
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: config.http.bodyLimitBytes,
+      onError: (c) => c.json({ error: `request body too large: at most ${config.http.bodyLimitBytes} bytes` }, 413),
+    }),
+  );
+
+  app.onError((error, c) => {
+    if (error instanceof HttpError) return c.json({ error: error.message, ...(error.issues === undefined ? {} : { issues: error.issues }) }, error.status);
+    if (error instanceof InputError) return c.json({ error: 'invalid request', issues: error.issues }, 400);
+    if (error instanceof NotFoundError) return c.json({ error: error.message }, 404);
+    logger.error({ method: c.req.method, path: c.req.path, error: error.message }, 'request failed');
+    return c.json({ error: 'internal error' }, 500);
+  });
+  app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
+
+  // ---- operations -------------------------------------------------------------------------
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/readyz', async (c) => {
+    const ping = await withTimeout(runtime.redis.ping(), 1000).then(
+      (r) => (r === null ? 'Redis did not answer PING within 1 s' : null),
+      (error: Error) => `Redis PING failed: ${error.message}`,
+    );
+    if (ping !== null) return c.json({ status: 'unready', reason: ping }, 503);
+    const now = Date.now();
+    const workers = await runtime.workers();
+    const live = workers.filter((w) => now - w.lastSeen <= staleMs(options));
+    if (live.length === 0) {
+      const last = Math.max(0, ...workers.map((w) => w.lastSeen));
+      const reason = workers.length === 0 ? 'no worker has ever sent a heartbeat' : `no worker heartbeat in the last ${staleMs(options)} ms (last ${now - last} ms ago)`;
+      return c.json({ status: 'unready', reason, workers: 0 }, 503);
+    }
+    return c.json({ status: 'ready', workers: live.length });
+  });
+  app.get('/metrics', async (c) => {
+    const text = await metrics.render();
+    return c.body(text, 200, { 'Content-Type': metrics.contentType });
+  });
+  app.get('/openapi.json', (c) => c.json(openApiDocument()));
+  app.get('/api/chart', (c) => c.json(exportChart(sessionMachine)));
+
+  // ---- sessions ---------------------------------------------------------------------------
+  app.get('/api/sessions', async (c) => {
+    const query = validate(ListQuery, c.req.query());
+    const list = await runtime.listSessions({ ...(query.state === undefined ? {} : { state: query.state }), limit: query.limit ?? 100 });
+    const views = await Promise.all(list.map((s) => runtime.getSession(s.sessionId)));
+    return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem) });
+  });
+  app.post('/api/sessions', async (c) => {
+    const body = validate(CreateSessionBody, await readJson(c));
+    const { sessionId, turn, created } = await runtime.enqueue(body);
+    return c.json({ sessionId, turn, created }, created ? 201 : 202);
+  });
+  app.get('/api/sessions/:id', async (c) => {
+    const view = await sessionOr404(runtime, c.req.param('id'));
+    return c.json(detail(view));
+  });
+  app.post('/api/sessions/:id/prompts', async (c) => {
+    const id = c.req.param('id');
+    const body = validate(PromptBody, await readJson(c));
+    await sessionOr404(runtime, id);
+    const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id });
+    return c.json({ sessionId, turn }, 202);
+  });
+  app.post('/api/sessions/:id/cancel', async (c) => {
+    const id = c.req.param('id');
+    const body = validate(CancelBody, (await readJson(c)) ?? {});
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const { delivered } = await runtime.cancel(id, body.reason);
+    return c.json({ sessionId: id, delivered }, 202);
+  });
+
+  // ---- messages ---------------------------------------------------------------------------
+  app.get('/api/sessions/:id/messages', async (c) => {
+    const id = c.req.param('id');
+    const query = validate(MessagesQuery, c.req.query());
+    const view = await sessionOr404(runtime, id);
+    const from = query.from ?? 1;
+    const messages = await runtime.readMessages(id, from, query.limit ?? 500);
+    const last = messages.at(-1);
+    return c.json({ sessionId: id, from, messages, nextFrom: last === undefined ? from : last.seq + 1, lastSeq: view.lastSeq });
+  });
+  app.get('/api/sessions/:id/events', async (c) => {
+    const id = c.req.param('id');
+    const query = validate(EventsQuery, c.req.query());
+    await sessionOr404(runtime, id);
+    const lastEventId = c.req.header('last-event-id');
+    let from = query.from ?? 1;
+    if (lastEventId !== undefined && lastEventId.trim() !== '') {
+      if (!/^\d+$/.test(lastEventId.trim())) throw new HttpError(400, 'invalid Last-Event-ID', [{ field: 'Last-Event-ID', message: 'must be a message seq (an integer)' }]);
+      from = Number(lastEventId.trim()) + 1;
+    }
+    return streamSSE(c, async (stream) => {
+      const controller = new AbortController();
+      const abort = (): void => controller.abort();
+      stream.onAbort(abort);
+      c.req.raw.signal.addEventListener('abort', abort, { once: true });
+      options.signal?.addEventListener('abort', abort, { once: true });
+      if (options.signal?.aborted === true) abort();
+      const keepAlive = setInterval(() => {
+        stream.write(': keep-alive\n\n').catch(abort);
+      }, keepAliveMs);
+      try {
+        await stream.write('retry: 2000\n\n');
+        for await (const m of runtime.followMessages(id, from, controller.signal)) {
+          await stream.writeSSE({ id: String(m.seq), event: m.type, data: JSON.stringify({ seq: m.seq, turn: m.turn, attempt: m.attempt, type: m.type, content: m.content }) });
+          if (stream.aborted || stream.closed) break;
+        }
+      } finally {
+        clearInterval(keepAlive);
+        abort();
+        options.signal?.removeEventListener('abort', abort);
+        c.req.raw.signal.removeEventListener('abort', abort);
+      }
+    }, async (error) => {
+      logger.warn({ path: c.req.path, error: error.message }, 'event stream failed');
+    });
+  });
+
+  // ---- retry policy -----------------------------------------------------------------------
+  app.get('/api/retry-policy', async (c) => c.json(await runtime.getPolicy()));
+  app.put('/api/retry-policy', async (c) => {
+    const result = await runtime.setPolicy(await readJson(c));
+    if (!result.ok) throw policyError(result.errors);
+    return c.json({ policy: result.policy, source: 'global' });
+  });
+  app.delete('/api/retry-policy', async (c) => c.json({ policy: await runtime.resetPolicy(), source: 'default' }));
+  app.get('/api/sessions/:id/retry-policy', async (c) => {
+    const id = c.req.param('id');
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    return c.json(await runtime.getPolicy(id));
+  });
+  app.put('/api/sessions/:id/retry-policy', async (c) => {
+    const id = c.req.param('id');
+    const patch = await readJson(c);
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const result = await runtime.setPolicy(patch, id);
+    if (!result.ok) throw policyError(result.errors);
+    return c.json({ policy: result.policy, source: 'session' });
+  });
+  app.delete('/api/sessions/:id/retry-policy', async (c) => {
+    const id = c.req.param('id');
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const policy = await runtime.resetPolicy(id);
+    return c.json({ policy, source: (await runtime.getPolicy(id)).source });
+  });
+
+  // ---- dashboard and Bull Board -----------------------------------------------------------
+  if (options.dashboard !== false) registerDashboard(app, { tokenRequired: token !== undefined });
+  if (options.bullBoard !== false) mountBullBoard(app, runtime.queue.queue, { basePath: '/queues', readOnly: token !== undefined });
+
+  return app;
+}
+
+function staleMs(options: AppOptions): number {
+  return options.workerStaleMs ?? Math.max(5000, 3 * options.config.worker.heartbeat);
+}
+
+function unknown(id: string): HttpError {
+  return new HttpError(404, `unknown session "${id}"`);
+}
+
+async function sessionOr404(runtime: Runtime, id: string): Promise<SessionView> {
+  const view = SESSION_ID_PATTERN.test(id) ? await runtime.getSession(id) : null;
+  if (view === null) throw unknown(id);
+  return view;
+}
+
+function policyError(errors: Array<{ field: string; message: string }>): HttpError {
+  return new HttpError(400, 'retry policy not changed', errors.map((e) => ({ field: e.field, message: e.message })));
+}
+
+/** `GET /api/sessions/:id`: the operator's summary plus the raw machine context. */
+function detail(view: SessionView) {
+  return {
+    ...summarize(view),
+    options: view.options,
+    queued: view.queued,
+    cancelRequested: view.cancelRequested,
+    context: view.context,
+  };
+}
+
+/** One row of `GET /api/sessions`. */
+function listItem(view: SessionView) {
+  const s = summarize(view);
+  return {
+    sessionId: s.sessionId,
+    state: s.state,
+    agent: s.agent,
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
+    turn: s.turn === null ? null : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
+    ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
+    ...(s.lastFailure === undefined ? {} : { lastFailure: { category: s.lastFailure.category, at: s.lastFailure.at } }),
+    queuedPrompts: s.queuedPrompts,
+  };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([promise, new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)))]).finally(() => clearTimeout(timer));
+}

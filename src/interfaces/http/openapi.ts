@@ -1,0 +1,380 @@
+import { z } from 'zod';
+import { RetryPolicySchema } from '../../retry/policy.ts';
+import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
+import { SESSION_STATES } from '../../runtime/metrics.ts';
+import { CancelBody, CreateSessionBody, PromptBody } from './schemas.ts';
+
+/**
+ * The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`. Request
+ * bodies are generated from the very zod schemas the handlers validate with;
+ * `test/interfaces/http/api.test.ts` checks that every route the app serves is
+ * here and every path here is served, and that the examples are accepted.
+ */
+
+type Json = Record<string, unknown>;
+
+function schemaOf(schema: z.ZodType, io: 'input' | 'output' = 'input'): Json {
+  const json = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Json;
+  return strip(json) as Json;
+}
+
+/** Drops `$schema` and zod's `readOnly` markers (readonly arrays), which mean something else in OpenAPI. */
+function strip(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(strip);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).filter(([k]) => k !== '$schema' && k !== 'readOnly').map(([k, v]) => [k, strip(v)]));
+}
+
+const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: Json, description: string, extra: Json = {}): Json => ({ description, content: { 'application/json': { schema, ...extra } } });
+const error = (description: string): Json => json(ref('Error'), description);
+const invalid = (description = 'a field is invalid: `issues` name each one'): Json => json(ref('ValidationError'), description);
+
+const idParam = { name: 'id', in: 'path', required: true, description: 'Session id (1-100 letters, digits or _.-)', schema: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,100}$' } };
+const MUTATING = { security: [{ bearerAuth: [] }] };
+const OPEN = { security: [] };
+const mutatingErrors = {
+  '401': error('a token is configured and the request has no valid `Authorization: Bearer <token>`'),
+  '403': error('a cross-origin request (`Origin` of another site)'),
+  '413': error('the body is larger than `http.bodyLimitBytes`'),
+  '415': error('a body not sent as `application/json`'),
+};
+
+/** Request examples by operationId, each a body the API accepts (tested). */
+export const REQUEST_EXAMPLES: Record<string, Record<string, { summary: string; value: unknown }>> = {
+  createSession: {
+    minimal: { summary: 'a prompt, default agent options', value: { prompt: 'List the files in this directory' } },
+    full: {
+      summary: 'own id, agent options and a retry policy of its own',
+      value: { sessionId: 'build-42', prompt: 'Fix the failing test', options: { cwd: '/tmp', provider: 'fake', model: 'text', thinking: 'low' }, retryPolicy: { maxAttempts: 3, initialDelayMs: 500 } },
+    },
+  },
+  addPrompt: { next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } } },
+  cancelSession: { reason: { summary: 'with a reason', value: { reason: 'taking too long' } }, empty: { summary: 'no reason', value: {} } },
+  putRetryPolicy: { patch: { summary: 'change some fields; the rest keep their value', value: { maxAttempts: 5, initialDelayMs: 2000, jitter: 'full' } } },
+  putSessionRetryPolicy: { patch: { summary: "this session's own policy", value: { maxAttempts: 2, retryOn: ['server_error', 'network'] } } },
+};
+
+const body = (operationId: string, schema: Json, required = true): Json => ({
+  required,
+  content: { 'application/json': { schema, examples: REQUEST_EXAMPLES[operationId] } },
+});
+
+let cached: Json | null = null;
+
+export function openApiDocument(): Json {
+  cached ??= build();
+  return cached;
+}
+
+function build(): Json {
+  const policyPatch = schemaOf(RetryPolicySchema, 'input');
+  const policy = schemaOf(RetryPolicySchema, 'output');
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'sessiond',
+      version: '0.1.0',
+      description: [
+        'Chat sessions with CLI coding agents as durable actors: enqueue prompts, watch sessions stream, cancel, configure the retry policy.',
+        'Auth: when the server has a token (`SESSIOND_API_TOKEN`; required when bound to anything but loopback), every POST/PUT/DELETE needs `Authorization: Bearer <token>`; reads stay open.',
+        'Errors are JSON `{error, issues?}`; a 400 lists `issues: [{field, message}]` naming each bad field. The dashboard is served at `/`, Bull Board (the raw BullMQ queue) at `/queues`.',
+      ].join('\n\n'),
+    },
+    servers: [{ url: '/' }],
+    tags: [
+      { name: 'sessions' },
+      { name: 'messages' },
+      { name: 'retry-policy' },
+      { name: 'operations' },
+      { name: 'dashboard', description: 'HTML pages and their static files' },
+    ],
+    paths: {
+      '/api/sessions': {
+        get: {
+          operationId: 'listSessions',
+          tags: ['sessions'],
+          summary: 'List sessions, newest first, optionally of one state',
+          ...OPEN,
+          parameters: [
+            { name: 'state', in: 'query', schema: { type: 'string', enum: SESSION_STATES } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+          ],
+          responses: { '200': json(ref('SessionList'), 'the sessions'), '400': invalid() },
+        },
+        post: {
+          operationId: 'createSession',
+          tags: ['sessions'],
+          summary: 'Create a session with a prompt (or add the prompt to the session `sessionId` if it exists)',
+          ...MUTATING,
+          requestBody: body('createSession', schemaOf(CreateSessionBody)),
+          responses: {
+            '201': json(ref('Enqueued'), 'created; the prompt is turn 1'),
+            '202': json(ref('Enqueued'), 'the session existed: the prompt was added to it'),
+            '400': invalid('malformed JSON, or a field is invalid (`issues` name each one)'),
+            ...mutatingErrors,
+          },
+        },
+      },
+      '/api/sessions/{id}': {
+        get: {
+          operationId: 'getSession',
+          tags: ['sessions'],
+          summary: 'A session: state, latest turn with its attempts, transition history, machine context',
+          ...OPEN,
+          parameters: [idParam],
+          responses: { '200': json(ref('SessionDetail'), 'the session'), '404': error('unknown session') },
+        },
+      },
+      '/api/sessions/{id}/prompts': {
+        post: {
+          operationId: 'addPrompt',
+          tags: ['sessions'],
+          summary: 'Add a prompt to a session (it waits for the current turn to end)',
+          ...MUTATING,
+          parameters: [idParam],
+          requestBody: body('addPrompt', schemaOf(PromptBody)),
+          responses: { '202': json(ref('Enqueued'), 'queued as the next turn'), '400': invalid(), '404': error('unknown session'), ...mutatingErrors },
+        },
+      },
+      '/api/sessions/{id}/cancel': {
+        post: {
+          operationId: 'cancelSession',
+          tags: ['sessions'],
+          summary: "Cancel the session's current turn, wherever it runs",
+          ...MUTATING,
+          parameters: [idParam],
+          requestBody: body('cancelSession', schemaOf(CancelBody), false),
+          responses: {
+            '202': json({ type: 'object', required: ['sessionId', 'delivered'], properties: { sessionId: { type: 'string' }, delivered: { enum: ['worker', 'activation'] } } }, 'the cancel was recorded and delivered'),
+            '400': invalid(),
+            '404': error('unknown session'),
+            ...mutatingErrors,
+          },
+        },
+      },
+      '/api/sessions/{id}/messages': {
+        get: {
+          operationId: 'listMessages',
+          tags: ['messages'],
+          summary: 'A page of the message log, from a seq on',
+          ...OPEN,
+          parameters: [
+            idParam,
+            { name: 'from', in: 'query', description: 'first seq (default 1)', schema: { type: 'integer', minimum: 1 } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 } },
+          ],
+          responses: { '200': json(ref('MessagePage'), 'the page; ask again from `nextFrom`'), '400': invalid(), '404': error('unknown session') },
+        },
+      },
+      '/api/sessions/{id}/events': {
+        get: {
+          operationId: 'streamEvents',
+          tags: ['messages'],
+          summary: 'Live message stream (Server-Sent Events): every stored message from `from` (or after `Last-Event-ID`), then new ones as they are written',
+          description: 'Each event: `id:` the seq, `event:` the message type, `data:` `{seq, turn, attempt, type, content}`. A reconnecting EventSource sends `Last-Event-ID` and resumes with the next seq: no gap, no duplicate. Comments (`: keep-alive`) are sent every 15 s.',
+          ...OPEN,
+          parameters: [
+            idParam,
+            { name: 'from', in: 'query', description: 'first seq (default 1); `Last-Event-ID` wins', schema: { type: 'integer', minimum: 1 } },
+            { name: 'Last-Event-ID', in: 'header', description: 'the last seq received: the stream resumes after it', schema: { type: 'string', pattern: '^\\d+$' } },
+          ],
+          responses: {
+            '200': { description: 'the event stream', content: { 'text/event-stream': { schema: { type: 'string', description: 'SSE events whose `data` is a `Message` (see components)' } } } },
+            '400': invalid(),
+            '404': error('unknown session'),
+          },
+        },
+      },
+      '/api/retry-policy': {
+        get: { operationId: 'getRetryPolicy', tags: ['retry-policy'], summary: 'The global retry policy', ...OPEN, responses: { '200': json(ref('PolicyResponse'), 'the policy and where it comes from') } },
+        put: {
+          operationId: 'putRetryPolicy',
+          tags: ['retry-policy'],
+          summary: 'Change fields of the global policy; on any invalid field nothing is changed',
+          ...MUTATING,
+          requestBody: body('putRetryPolicy', policyPatch),
+          responses: { '200': json(ref('PolicyResponse'), 'the new policy'), '400': invalid('a field is out of range (`issues` name it and the allowed range); nothing changed'), ...mutatingErrors },
+        },
+        delete: { operationId: 'resetRetryPolicy', tags: ['retry-policy'], summary: 'Back to the defaults', ...MUTATING, responses: { '200': json(ref('PolicyResponse'), 'the default policy'), ...mutatingErrors } },
+      },
+      '/api/sessions/{id}/retry-policy': {
+        get: {
+          operationId: 'getSessionRetryPolicy',
+          tags: ['retry-policy'],
+          summary: "The policy in force for a session: its own, else the global one",
+          ...OPEN,
+          parameters: [idParam],
+          responses: { '200': json(ref('PolicyResponse'), 'the policy and its source'), '404': error('unknown session') },
+        },
+        put: {
+          operationId: 'putSessionRetryPolicy',
+          tags: ['retry-policy'],
+          summary: "Give a session a policy of its own (fields over the one in force); the running turn takes it at its next retry decision",
+          ...MUTATING,
+          parameters: [idParam],
+          requestBody: body('putSessionRetryPolicy', policyPatch),
+          responses: { '200': json(ref('PolicyResponse'), 'the new policy'), '400': invalid('a field is out of range; nothing changed'), '404': error('unknown session'), ...mutatingErrors },
+        },
+        delete: {
+          operationId: 'resetSessionRetryPolicy',
+          tags: ['retry-policy'],
+          summary: "Drop a session's own policy: it follows the global one again",
+          ...MUTATING,
+          parameters: [idParam],
+          responses: { '200': json(ref('PolicyResponse'), 'the policy now in force'), '404': error('unknown session'), ...mutatingErrors },
+        },
+      },
+      '/api/chart': {
+        get: { operationId: 'getChart', tags: ['sessions'], summary: "The session machine's states and transitions", ...OPEN, responses: { '200': json(ref('Chart'), 'the statechart') } },
+      },
+      '/healthz': {
+        get: { operationId: 'health', tags: ['operations'], summary: 'The process is up', ...OPEN, responses: { '200': json({ type: 'object', properties: { status: { const: 'ok' } } }, 'up') } },
+      },
+      '/readyz': {
+        get: {
+          operationId: 'ready',
+          tags: ['operations'],
+          summary: 'Redis answers PING and a worker heartbeat was seen recently',
+          ...OPEN,
+          responses: {
+            '200': json({ type: 'object', required: ['status', 'workers'], properties: { status: { const: 'ready' }, workers: { type: 'integer' } } }, 'ready'),
+            '503': json({ type: 'object', required: ['status', 'reason'], properties: { status: { const: 'unready' }, reason: { type: 'string' } } }, 'not ready, with the reason'),
+          },
+        },
+      },
+      '/metrics': {
+        get: { operationId: 'metrics', tags: ['operations'], summary: 'Prometheus metrics (text format)', ...OPEN, responses: { '200': { description: 'the metrics', content: { 'text/plain': { schema: { type: 'string' } } } } } },
+      },
+      '/openapi.json': {
+        get: { operationId: 'openapi', tags: ['operations'], summary: 'This document', ...OPEN, responses: { '200': json({ type: 'object' }, 'the OpenAPI document') } },
+      },
+      '/': { get: { operationId: 'dashboard', tags: ['dashboard'], summary: 'The dashboard: sessions by state', ...OPEN, responses: { '200': html('the page') } } },
+      '/sessions/{id}': { get: { operationId: 'dashboardSession', tags: ['dashboard'], summary: 'The dashboard page of a session', ...OPEN, parameters: [idParam], responses: { '200': html('the page') } } },
+      '/web/app.js': { get: { operationId: 'dashboardScript', tags: ['dashboard'], summary: "The dashboard's script", ...OPEN, responses: { '200': { description: 'JavaScript module', content: { 'text/javascript': { schema: { type: 'string' } } } } } } },
+      '/web/style.css': { get: { operationId: 'dashboardStyle', tags: ['dashboard'], summary: "The dashboard's style sheet", ...OPEN, responses: { '200': { description: 'CSS', content: { 'text/css': { schema: { type: 'string' } } } } } } },
+    },
+    components: {
+      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: '`SESSIOND_API_TOKEN`; needed by mutating requests when the server has a token' } },
+      schemas: {
+        Error: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
+        ValidationError: {
+          type: 'object',
+          required: ['error', 'issues'],
+          properties: { error: { type: 'string' }, issues: { type: 'array', items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string', description: 'dotted path, e.g. `options.model`, `retryPolicy.maxAttempts`, or `(body)`' }, message: { type: 'string' } } } } },
+        },
+        Enqueued: { type: 'object', required: ['sessionId', 'turn'], properties: { sessionId: { type: 'string' }, turn: { type: 'integer', description: 'the turn this prompt will run as' }, created: { type: 'boolean' } } },
+        Attempt: {
+          type: 'object',
+          required: ['attempt', 'outcome', 'startedAt', 'endedAt'],
+          properties: {
+            attempt: { type: 'integer' },
+            outcome: { enum: ['completed', 'failed', 'interrupted', 'cancelled', null] },
+            category: { enum: [...FAILURE_CATEGORIES] },
+            errorText: { type: 'string' },
+            delayMs: { type: 'integer', description: 'the backoff that followed, when a retry was scheduled' },
+            startedAt: { type: 'integer' },
+            endedAt: { type: ['integer', 'null'] },
+          },
+        },
+        Transition: { type: 'object', required: ['at', 'from', 'to', 'event'], properties: { at: { type: 'integer' }, from: { type: 'string' }, to: { type: 'string' }, event: { type: 'string' } } },
+        TurnSummary: {
+          type: ['object', 'null'],
+          required: ['index', 'status', 'attempts'],
+          properties: {
+            index: { type: 'integer' },
+            status: { enum: ['queued', 'running', 'backoff', 'completed', 'failed', 'cancelled'] },
+            prompt: { type: ['string', 'null'] },
+            failureReason: { type: 'string' },
+            cancelReason: { type: 'string' },
+            attempts: { type: 'array', items: ref('Attempt') },
+          },
+        },
+        SessionList: {
+          type: 'object',
+          required: ['sessions'],
+          properties: {
+            sessions: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['sessionId', 'state', 'agent', 'createdAt', 'updatedAt', 'turn', 'queuedPrompts'],
+                properties: {
+                  sessionId: { type: 'string' },
+                  state: { type: 'string', enum: SESSION_STATES },
+                  agent: { type: 'string' },
+                  createdAt: { type: 'integer' },
+                  updatedAt: { type: 'integer' },
+                  turn: { type: ['object', 'null'], properties: { index: { type: 'integer' }, status: { type: 'string' }, attempts: { type: 'integer' }, prompt: { type: ['string', 'null'] } } },
+                  nextRetryAt: { type: 'integer' },
+                  lastFailure: { type: 'object', properties: { category: { type: 'string' }, at: { type: 'integer' } } },
+                  queuedPrompts: { type: 'integer' },
+                },
+              },
+            },
+          },
+        },
+        SessionDetail: {
+          type: 'object',
+          required: ['sessionId', 'state', 'agent', 'turn', 'history', 'policy', 'policySource', 'lastSeq', 'context'],
+          properties: {
+            sessionId: { type: 'string' },
+            state: { type: 'string', enum: SESSION_STATES },
+            agent: { type: 'string' },
+            createdAt: { type: 'integer' },
+            updatedAt: { type: 'integer' },
+            agentSessionId: { type: ['string', 'null'] },
+            turn: ref('TurnSummary'),
+            nextRetryAt: { type: 'integer' },
+            lastFailure: { type: 'object', properties: { category: { type: 'string' }, errorText: { type: 'string' }, at: { type: 'integer' } } },
+            policy: {},
+            policySource: { enum: ['session', 'global'] },
+            queuedPrompts: { type: 'integer' },
+            history: { type: 'array', items: ref('Transition') },
+            lastSeq: { type: 'integer' },
+            heldBy: { type: ['string', 'null'], description: 'the worker holding the session, if any' },
+            options: { type: 'object' },
+            queued: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, text: { type: 'string' }, enqueuedAt: { type: 'integer' } } } },
+            cancelRequested: { type: 'boolean' },
+            context: { type: ['object', 'null'], description: "the session machine's context (turn, attempt, attempts history, nextRetryAt, mailbox, policy…)" },
+          },
+        },
+        Message: {
+          type: 'object',
+          required: ['seq', 'turn', 'attempt', 'type', 'content'],
+          properties: { seq: { type: 'integer' }, turn: { type: 'integer' }, attempt: { type: 'integer' }, type: { type: 'string' }, content: {} },
+        },
+        MessagePage: {
+          type: 'object',
+          required: ['sessionId', 'from', 'messages', 'nextFrom', 'lastSeq'],
+          properties: { sessionId: { type: 'string' }, from: { type: 'integer' }, messages: { type: 'array', items: ref('Message') }, nextFrom: { type: 'integer' }, lastSeq: { type: 'integer' } },
+        },
+        RetryPolicy: policy,
+        PolicyResponse: { type: 'object', required: ['policy', 'source'], properties: { policy: ref('RetryPolicy'), source: { enum: ['session', 'global', 'default'] } } },
+        Chart: {
+          type: 'object',
+          required: ['id', 'initial', 'states'],
+          properties: {
+            id: { type: 'string' },
+            initial: { type: ['string', 'null'] },
+            states: {
+              type: 'array',
+              items: {
+                type: 'object',
+                properties: {
+                  name: { type: 'string' },
+                  invokes: { type: 'array', items: { type: 'string' } },
+                  transitions: { type: 'array', items: { type: 'object', properties: { event: { type: 'string' }, target: { type: ['string', 'null'] }, guard: { type: ['string', 'null'] } } } },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+  };
+}
+
+function html(description: string): Json {
+  return { description, content: { 'text/html': { schema: { type: 'string' } } } };
+}

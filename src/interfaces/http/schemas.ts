@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import { EnqueueRequestSchema } from '../../runtime/runtime.ts';
+import { SESSION_STATES } from '../../runtime/metrics.ts';
+
+/**
+ * The request schemas of the HTTP API. The runtime's own schemas are reused
+ * (enqueue); the OpenAPI document is generated from these, so it cannot drift.
+ */
+
+/** `POST /api/sessions`: the runtime's enqueue request. */
+export const CreateSessionBody = EnqueueRequestSchema;
+
+/** `POST /api/sessions/:id/prompts`. */
+export const PromptBody = EnqueueRequestSchema.pick({ prompt: true, options: true });
+
+/** `POST /api/sessions/:id/cancel` (the body may be empty). */
+export const CancelBody = z.strictObject({
+  reason: z.string().trim().min(1, 'must not be empty').max(1000, 'must be at most 1000 characters').optional(),
+});
+
+const queryInt = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, `must be an integer from ${min} to ${max}`)
+    .transform(Number)
+    .pipe(z.number().int().min(min, `must be an integer from ${min} to ${max}`).max(max, `must be an integer from ${min} to ${max}`));
+
+export const ListQuery = z.object({
+  state: z.enum(SESSION_STATES as [string, ...string[]], { error: `must be one of ${SESSION_STATES.join(', ')}` }).optional(),
+  limit: queryInt(1, 1000).optional(),
+});
+
+export const MessagesQuery = z.object({
+  from: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
+  limit: queryInt(1, 1000).optional(),
+});
+
+export const EventsQuery = z.object({
+  from: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
+});

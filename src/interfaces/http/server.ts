@@ -1,0 +1,72 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import { createApp, type AppOptions } from './app.ts';
+import { isLoopbackHost } from './auth.ts';
+
+export interface StartServerOptions extends Omit<AppOptions, 'signal'> {
+  /** Overrides config.http.host / config.http.port. */
+  host?: string;
+  port?: number;
+}
+
+export interface RunningServer {
+  /** e.g. `http://127.0.0.1:7420` */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  /**
+   * Stops accepting connections, ends every live event stream, lets requests
+   * in flight finish for up to `graceMs`, then closes what is left. Idempotent.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Binds the API (and dashboard) on host:port — 127.0.0.1:7420 by default.
+ * Refuses to bind to anything but loopback without an API token.
+ */
+export async function startServer(options: StartServerOptions): Promise<RunningServer> {
+  const host = options.host ?? options.config.http.host;
+  const port = options.port ?? options.config.http.port;
+  if (!isLoopbackHost(host) && options.config.http.token === undefined) {
+    throw new Error(`refusing to listen on ${host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters), or bind to 127.0.0.1`);
+  }
+  const config = { ...options.config, http: { ...options.config.http, host, port } };
+  const shutdown = new AbortController();
+  const app = createApp({ ...options, config, signal: shutdown.signal });
+  const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+  await new Promise<void>((resolve, reject) => {
+    const onError = (error: Error): void => reject(new Error(`cannot listen on ${host}:${port}: ${error.message}`));
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  let closing: Promise<void> | null = null;
+  return {
+    url: `http://${shown}:${address.port}`,
+    host: address.address,
+    port: address.port,
+    close(graceMs = 5000) {
+      closing ??= new Promise<void>((resolve) => {
+        shutdown.abort();
+        const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+        // Connections turn idle as their requests (event streams included) end: close them as they do.
+        const sweep = setInterval(() => server.closeIdleConnections(), 50);
+        timer.unref();
+        sweep.unref();
+        server.close(() => {
+          clearTimeout(timer);
+          clearInterval(sweep);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      return closing;
+    },
+  };
+}

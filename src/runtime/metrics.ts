@@ -1,0 +1,200 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { exportChart } from '../../machines/definition.ts';
+import { sessionMachine } from '../../machines/session.machine.ts';
+import type { Runtime, SessionView } from './runtime.ts';
+
+/**
+ * Prometheus metrics of a sessiond deployment, derived from what the runtime
+ * stores in Redis (sessions' snapshots and transition histories, the BullMQ
+ * queue, worker heartbeats) when scraped — at most once per `cacheMs`.
+ *
+ * Counters and histograms count what this process has observed: every ended
+ * attempt and turn of a session's latest turn, each once (the first refresh
+ * after start counts what the snapshots hold then). A turn is replaced in its
+ * session's snapshot by the next one, so an earlier turn that started and
+ * ended entirely between two refreshes is not counted; `start(everyMs)`
+ * refreshes in the background too, which keeps that window short. Cancel latency comes from the transition history (kept
+ * for the last 1000 transitions of a session), so none is missed.
+ */
+
+/** Machine states plus `queued` (a session whose first prompt has not been taken yet). */
+export const SESSION_STATES: readonly string[] = ['queued', ...exportChart(sessionMachine).states.map((s) => s.name)];
+
+const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
+const ENDED_TURN = new Set(['completed', 'failed', 'cancelled']);
+
+export interface MetricsOptions {
+  /** A scrape within this long of the last refresh is answered from it. Default 3000 ms. */
+  cacheMs?: number;
+  /** A worker is live when its heartbeat is at most this old. Default 15 000 ms. */
+  workerStaleMs?: number;
+  /** Sessions refreshed concurrently. Default 32. */
+  concurrency?: number;
+}
+
+interface Seen {
+  /** meta `updatedAt|state` when last processed: unchanged means nothing to do. */
+  version: string;
+  turn: number;
+  attempts: Set<number>;
+  turnCounted: boolean;
+  /** `at` of the last history entry processed for cancel latency. */
+  historyAt: number;
+}
+
+export class RuntimeMetrics {
+  readonly registry = new Registry();
+  readonly #runtime: Runtime;
+  readonly #cacheMs: number;
+  readonly #workerStaleMs: number;
+  readonly #concurrency: number;
+  readonly #seen = new Map<string, Seen>();
+  #refreshedAt = 0;
+  #refreshing: Promise<void> | null = null;
+  #timer: NodeJS.Timeout | null = null;
+
+  readonly #sessions: Gauge<'state'>;
+  readonly #attempts: Counter<'outcome' | 'category'>;
+  readonly #retries: Counter<'category'>;
+  readonly #turnDuration: Histogram<'status'>;
+  readonly #cancelLatency: Histogram;
+  readonly #queueJobs: Gauge<'state'>;
+  readonly #workers: Gauge;
+  readonly #refreshErrors: Counter;
+
+  constructor(runtime: Runtime, options: MetricsOptions = {}) {
+    this.#runtime = runtime;
+    this.#cacheMs = options.cacheMs ?? 3000;
+    this.#workerStaleMs = options.workerStaleMs ?? 15_000;
+    this.#concurrency = options.concurrency ?? 32;
+    const registers = [this.registry];
+    this.#sessions = new Gauge({ name: 'sessiond_sessions', help: 'Sessions by machine state (queued: first prompt not yet taken)', labelNames: ['state'], registers });
+    this.#attempts = new Counter({
+      name: 'sessiond_attempts_total',
+      help: 'Ended agent attempts by outcome (completed, failed, interrupted, cancelled) and failure category (none when not failed)',
+      labelNames: ['outcome', 'category'],
+      registers,
+    });
+    this.#retries = new Counter({ name: 'sessiond_retries_total', help: 'Retries scheduled (a failed attempt followed by a backoff), by the failure category', labelNames: ['category'], registers });
+    this.#turnDuration = new Histogram({
+      name: 'sessiond_turn_duration_seconds',
+      help: 'Duration of ended turns, from the first attempt start to the final state, by final status',
+      labelNames: ['status'],
+      buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600],
+      registers,
+    });
+    this.#cancelLatency = new Histogram({
+      name: 'sessiond_cancel_latency_seconds',
+      help: 'From the session machine receiving a cancel to the turn being cancelled (the agent process tree gone)',
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 30],
+      registers,
+    });
+    this.#queueJobs = new Gauge({ name: 'sessiond_queue_jobs', help: 'BullMQ activation jobs by queue state', labelNames: ['state'], registers });
+    this.#workers = new Gauge({ name: 'sessiond_workers', help: 'Workers whose heartbeat was seen recently', registers });
+    this.#refreshErrors = new Counter({ name: 'sessiond_metrics_refresh_errors_total', help: 'Metric refreshes that failed (Redis unreachable…)', registers });
+  }
+
+  /** Refreshes every `everyMs` in the background (besides scrapes) until `stop()`. */
+  start(everyMs = 5000): void {
+    if (this.#timer !== null) return;
+    this.#timer = setInterval(() => void this.refresh(), everyMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer !== null) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** The metrics in Prometheus text format, refreshed when older than `cacheMs`. */
+  async render(): Promise<string> {
+    await this.refresh();
+    return this.registry.metrics();
+  }
+
+  /** Refreshes unless the last refresh is recent; concurrent callers share one refresh. */
+  async refresh(force = false): Promise<void> {
+    if (!force && Date.now() - this.#refreshedAt < this.#cacheMs) return;
+    if (this.#refreshing === null) {
+      this.#refreshing = this.#refresh()
+        .then(() => {
+          this.#refreshedAt = Date.now();
+        })
+        .catch(() => {
+          this.#refreshErrors.inc();
+        })
+        .finally(() => {
+          this.#refreshing = null;
+        });
+    }
+    await this.#refreshing;
+  }
+
+  async #refresh(): Promise<void> {
+    const runtime = this.#runtime;
+    const [sessions, counts, workers] = await Promise.all([
+      runtime.listSessions({ limit: 1_000_000 }),
+      runtime.queue.queue.getJobCounts(...QUEUE_STATES),
+      runtime.workers(),
+    ]);
+    const byState = new Map<string, number>(SESSION_STATES.map((s) => [s, 0]));
+    for (const s of sessions) byState.set(s.state, (byState.get(s.state) ?? 0) + 1);
+    this.#sessions.reset();
+    for (const [state, n] of byState) this.#sessions.set({ state }, n);
+    for (const state of QUEUE_STATES) this.#queueJobs.set({ state }, counts[state] ?? 0);
+    const now = Date.now();
+    this.#workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
+
+    const ids = sessions.map((s) => s.sessionId);
+    for (let i = 0; i < ids.length; i += this.#concurrency) {
+      await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
+    }
+  }
+
+  async #observe(sessionId: string): Promise<void> {
+    const meta = await this.#runtime.store.meta(sessionId);
+    if (meta === null) return;
+    const version = `${meta.updatedAt ?? meta.createdAt ?? ''}|${meta.state ?? ''}`;
+    const seen = this.#seen.get(sessionId);
+    if (seen !== undefined && seen.version === version) return;
+    const view = await this.#runtime.getSession(sessionId);
+    if (view === null) return;
+    this.#seen.set(sessionId, this.#count(view, version, seen));
+  }
+
+  #count(view: SessionView, version: string, previous: Seen | undefined): Seen {
+    const turn = view.context?.turn ?? null;
+    const seen: Seen =
+      previous !== undefined && turn !== null && previous.turn === turn.index
+        ? { ...previous, version }
+        : { version, turn: turn?.index ?? 0, attempts: new Set(), turnCounted: false, historyAt: previous?.historyAt ?? 0 };
+    if (turn !== null) {
+      for (const a of turn.attempts) {
+        if (a.outcome === null || seen.attempts.has(a.attempt)) continue;
+        seen.attempts.add(a.attempt);
+        this.#attempts.inc({ outcome: a.outcome, category: a.outcome === 'failed' || a.outcome === 'interrupted' ? (a.category ?? 'unknown') : 'none' });
+        if (a.delayMs !== null) this.#retries.inc({ category: a.category ?? 'unknown' });
+      }
+      if (!seen.turnCounted && ENDED_TURN.has(turn.status) && turn.endedAt !== null) {
+        seen.turnCounted = true;
+        this.#turnDuration.observe({ status: turn.status }, Math.max(0, turn.endedAt - turn.startedAt) / 1000);
+      }
+    }
+    // Cancel latency: a `session.cancel` transition, then the next transition into `cancelled`.
+    let cancelAt: number | null = null;
+    for (const t of view.history) {
+      if (t.event === 'session.cancel' && t.to !== 'cancelled') cancelAt = t.at;
+      if (t.to !== 'cancelled' || t.at <= seen.historyAt) continue;
+      const from = t.event === 'session.cancel' ? t.at : cancelAt;
+      if (from !== null) this.#cancelLatency.observe(Math.max(0, t.at - from) / 1000);
+      cancelAt = null;
+    }
+    const last = view.history.at(-1);
+    if (last !== undefined) seen.historyAt = Math.max(seen.historyAt, last.at);
+    return seen;
+  }
+}

@@ -1,0 +1,621 @@
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig, type Config } from '../../../src/config/config.ts';
+import { createApp } from '../../../src/interfaces/http/app.ts';
+import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
+import { CancelBody, CreateSessionBody, PromptBody } from '../../../src/interfaces/http/schemas.ts';
+import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
+import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../../src/retry/index.ts';
+import { Runtime } from '../../../src/runtime/runtime.ts';
+import { DEFAULT_TEXT, startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { createPiEnv, type PiEnv } from '../../support/pi-env.ts';
+import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
+import { connector, harness, until, type Harness } from '../../support/runtime.ts';
+import { asMessage, readSse, type StreamedMessage } from './sse-client.ts';
+
+const TOKEN = 'test-token-0123456789abcdef';
+const SLOW_WORDS = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'word0' : ` word${i}`));
+
+let redis: RedisServer;
+let model: FakeModelServer;
+let env: PiEnv;
+let h: Harness;
+let config: Config;
+let server: RunningServer;
+const logLines: string[] = [];
+
+function captureLogger() {
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      logLines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+      callback();
+    },
+  });
+  return pino({ level: 'info', redact: { paths: ['token', 'authorization', '*.token', '*.authorization'], censor: '***' } }, stream);
+}
+
+beforeAll(async () => {
+  [redis, model] = await Promise.all([
+    startRedis(),
+    startFakeModelServer({
+      scripts: {
+        'slow-text': { text: SLOW_WORDS, chunkDelayMs: 60 },
+        flaky: [{ status: 500 }, { text: DEFAULT_TEXT }],
+      },
+    }),
+  ]);
+  env = createPiEnv({ serverUrl: model.url, extraModels: ['slow-text', 'flaky'] });
+  h = harness(redis.url, env, 'http-api');
+  await h.startWorker();
+  config = loadConfig({ prefix: h.prefix, 'http.bodyLimitBytes': 4096 }, {});
+  server = await startServer({ runtime: h.runtime, config, logger: captureLogger(), port: 0, keepAliveMs: 200 });
+});
+
+afterAll(async () => {
+  await server?.close(1000);
+  await h?.close();
+  await model?.close();
+  await redis?.stop();
+  env?.cleanup();
+});
+
+/**
+ * The session once its turn `turn` has ended, judged from the snapshot's own turn status
+ * (getSession reads meta.state and the snapshot in two commands: they can disagree for a moment).
+ */
+function turnEnded(runtime: Runtime, sessionId: string, turn = 1, timeoutMs = 60_000) {
+  return until(
+    async () => {
+      const s = await runtime.getSession(sessionId);
+      const t = s?.context?.turn;
+      return t !== undefined && t !== null && t.index === turn && ['completed', 'failed', 'cancelled'].includes(t.status) ? s : null;
+    },
+    timeoutMs,
+    `turn ${turn} of ${sessionId} to end`,
+  );
+}
+
+const opts = (modelId: string) => ({ provider: 'fake', model: modelId, cwd: env.cwd });
+
+// Response bodies are checked field by field with toMatchObject/toEqual.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Body = any;
+
+async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Body; headers: Headers }> {
+  const init: RequestInit = { method, headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers } };
+  if (body !== undefined) init.body = typeof body === 'string' ? body : JSON.stringify(body);
+  const response = await fetch(`${server.url}${path}`, init);
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON (metrics, html)
+  }
+  return { status: response.status, body: parsed, headers: response.headers };
+}
+
+async function createSession(modelId: string, extra: Record<string, unknown> = {}): Promise<string> {
+  const r = await call('POST', '/api/sessions', { prompt: `run ${modelId}`, options: opts(modelId), ...extra });
+  expect(r.status).toBe(201);
+  return r.body.sessionId as string;
+}
+
+describe('sessions', () => {
+  it('POST /api/sessions → 201, the worker runs it, GET shows state, attempts, history and context; the list filters by state', async () => {
+    const created = await call('POST', '/api/sessions', { prompt: 'Say hello', options: opts('text') });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ turn: 1, created: true });
+    const id = created.body.sessionId as string;
+    await turnEnded(h.runtime, id);
+
+    const got = await call('GET', `/api/sessions/${id}`);
+    expect(got.status).toBe(200);
+    expect(got.body).toMatchObject({ sessionId: id, state: 'completed', agent: 'pi', turn: { index: 1, status: 'completed', attempts: [{ attempt: 1, outcome: 'completed' }] } });
+    expect(got.body.history.map((t: { to: string }) => t.to)).toEqual(expect.arrayContaining(['running', 'completed']));
+    expect(got.body.context).toMatchObject({ sessionId: id, turnIndex: 1 });
+    expect(got.body.options).toMatchObject({ model: 'text' });
+
+    const completed = await call('GET', '/api/sessions?state=completed');
+    expect(completed.status).toBe(200);
+    expect(completed.body.sessions).toContainEqual(expect.objectContaining({ sessionId: id, state: 'completed', agent: 'pi', turn: expect.objectContaining({ index: 1, status: 'completed', attempts: 1 }) }));
+    const running = await call('GET', '/api/sessions?state=running');
+    expect(running.body.sessions.map((s: { sessionId: string }) => s.sessionId)).not.toContain(id);
+    const all = await call('GET', '/api/sessions?limit=1000');
+    expect(all.body.sessions.map((s: { sessionId: string }) => s.sessionId)).toContain(id);
+
+    const again = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'And again' });
+    expect(again.status).toBe(202);
+    expect(again.body).toEqual({ sessionId: id, turn: 2 });
+    await turnEnded(h.runtime, id, 2);
+    expect((await call('GET', `/api/sessions/${id}`)).body.turn).toMatchObject({ index: 2, status: 'completed' });
+
+    // POST with the id of an existing session adds the prompt to it: 202, not 201.
+    const existing = await call('POST', '/api/sessions', { sessionId: id, prompt: 'third' });
+    expect(existing.status).toBe(202);
+    expect(existing.body).toMatchObject({ sessionId: id, turn: 3, created: false });
+    await turnEnded(h.runtime, id, 3);
+  });
+
+  it('cancel: POST /api/sessions/:id/cancel stops a long tool call → 202 and the turn ends cancelled', async () => {
+    const id = await createSession('long-tool');
+    await until(async () => (await h.runtime.readMessages(id)).some((m) => m.type === 'tool.call'), 60_000, 'the tool call');
+    const r = await call('POST', `/api/sessions/${id}/cancel`, { reason: 'test says stop' });
+    expect(r.status).toBe(202);
+    expect(r.body).toMatchObject({ sessionId: id, delivered: expect.stringMatching(/^(worker|activation)$/) });
+    const ended = await turnEnded(h.runtime, id);
+    expect(ended?.context?.turn?.status).toBe('cancelled');
+    const got = await call('GET', `/api/sessions/${id}`);
+    expect(got.body.turn).toMatchObject({ status: 'cancelled', cancelReason: 'test says stop' });
+    // An empty body is fine too.
+    const empty = await fetch(`${server.url}/api/sessions/${id}/cancel`, { method: 'POST' });
+    expect(empty.status).toBe(202);
+  });
+
+  it('unknown ids are 404 on every session endpoint, as JSON', async () => {
+    const ghost = 'no-such-session';
+    const cases: Array<[string, string, unknown?]> = [
+      ['GET', `/api/sessions/${ghost}`],
+      ['POST', `/api/sessions/${ghost}/prompts`, { prompt: 'hi' }],
+      ['POST', `/api/sessions/${ghost}/cancel`, {}],
+      ['GET', `/api/sessions/${ghost}/messages`],
+      ['GET', `/api/sessions/${ghost}/events`],
+      ['GET', `/api/sessions/${ghost}/retry-policy`],
+      ['PUT', `/api/sessions/${ghost}/retry-policy`, { maxAttempts: 2 }],
+      ['DELETE', `/api/sessions/${ghost}/retry-policy`],
+      ['GET', '/api/sessions/bad%20id!'],
+    ];
+    for (const [method, path, body] of cases) {
+      const r = await call(method, path, body);
+      expect(r.status, `${method} ${path}`).toBe(404);
+      expect(r.body.error, `${method} ${path}`).toMatch(/unknown session/);
+    }
+    // No session was created by any of these.
+    expect(await h.runtime.getSession(ghost)).toBeNull();
+  });
+
+  it('unknown routes are 404 JSON', async () => {
+    const r = await call('GET', '/api/nope');
+    expect(r.status).toBe(404);
+    expect(r.body).toEqual({ error: 'no route for GET /api/nope' });
+    expect((await call('DELETE', '/api/chart')).status).toBe(404);
+  });
+});
+
+describe('bad requests: 400 naming the field, nothing written', () => {
+  it('POST /api/sessions: each field', async () => {
+    const before = (await h.runtime.listSessions()).length;
+    const cases: Array<[unknown, string]> = [
+      [{}, 'prompt'],
+      [{ prompt: '' }, 'prompt'],
+      [{ prompt: '   ' }, 'prompt'],
+      [{ prompt: 42 }, 'prompt'],
+      [{ prompt: 'x'.repeat(200_001) }, 'prompt'],
+      [{ prompt: 'hi', sessionId: 'bad id!' }, 'sessionId'],
+      [{ prompt: 'hi', options: { model: '' } }, 'options.model'],
+      [{ prompt: 'hi', options: { thinking: 'maximal' } }, 'options.thinking'],
+      [{ prompt: 'hi', options: { agent: 'nope' } }, 'options.agent'],
+      [{ prompt: 'hi', options: { idleTimeoutMs: 5 } }, 'options.idleTimeoutMs'],
+      [{ prompt: 'hi', options: { tools: ['rm -rf'] } }, 'options.tools.0'],
+      [{ prompt: 'hi', options: { command: '/bin/sh' } }, 'options'],
+      [{ prompt: 'hi', retryPolicy: { maxAttempts: 0 } }, 'retryPolicy.maxAttempts'],
+      [{ prompt: 'hi', retryPolicy: { jitter: 'lots' } }, 'retryPolicy.jitter'],
+      [{ prompt: 'hi', extra: 1 }, '(body)'],
+      [[1, 2], '(body)'],
+    ];
+    for (const [body, field] of cases) {
+      // The 200 000-character prompt is over this server's 4 KiB body limit: 413, checked below.
+      if (JSON.stringify(body).length > config.http.bodyLimitBytes) continue;
+      const r = await call('POST', '/api/sessions', body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.error).toBeTypeOf('string');
+      expect(r.body.issues.map((i: { field: string }) => i.field), JSON.stringify(body)).toContain(field);
+      for (const issue of r.body.issues) expect(issue.message).toBeTypeOf('string');
+    }
+    expect((await h.runtime.listSessions()).length).toBe(before);
+  });
+
+  it('POST prompts / cancel, and query parameters', async () => {
+    const id = await createSession('text');
+    await turnEnded(h.runtime, id);
+    const bad: Array<[string, string, unknown, string]> = [
+      ['POST', `/api/sessions/${id}/prompts`, {}, 'prompt'],
+      ['POST', `/api/sessions/${id}/prompts`, { prompt: '' }, 'prompt'],
+      ['POST', `/api/sessions/${id}/prompts`, { prompt: 'x', sessionId: 'other' }, '(body)'],
+      ['POST', `/api/sessions/${id}/prompts`, { prompt: 'x', options: { thinking: 'x' } }, 'options.thinking'],
+      ['POST', `/api/sessions/${id}/cancel`, { reason: '' }, 'reason'],
+      ['POST', `/api/sessions/${id}/cancel`, { reason: 5 }, 'reason'],
+      ['POST', `/api/sessions/${id}/cancel`, { why: 'x' }, '(body)'],
+      ['GET', '/api/sessions?state=bogus', undefined, 'state'],
+      ['GET', '/api/sessions?limit=0', undefined, 'limit'],
+      ['GET', '/api/sessions?limit=abc', undefined, 'limit'],
+      ['GET', `/api/sessions/${id}/messages?from=0`, undefined, 'from'],
+      ['GET', `/api/sessions/${id}/messages?limit=5000`, undefined, 'limit'],
+      ['GET', `/api/sessions/${id}/events?from=-1`, undefined, 'from'],
+    ];
+    for (const [method, path, body, field] of bad) {
+      const r = await call(method, path, body);
+      expect(r.status, `${method} ${path} ${JSON.stringify(body)}`).toBe(400);
+      expect(r.body.issues.map((i: { field: string }) => i.field), `${method} ${path}`).toContain(field);
+    }
+    const events = await fetch(`${server.url}/api/sessions/${id}/events`, { headers: { 'Last-Event-ID': 'abc' } });
+    expect(events.status).toBe(400);
+    expect(((await events.json()) as { issues: Array<{ field: string }> }).issues[0]?.field).toBe('Last-Event-ID');
+    expect((await h.runtime.getSession(id))?.context?.turnIndex).toBe(1);
+  });
+
+  it('malformed JSON → 400; a body not sent as JSON → 415; over the body limit → 413', async () => {
+    const malformed = await call('POST', '/api/sessions', '{"prompt": ');
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.error).toMatch(/malformed JSON/);
+    expect(malformed.body.issues).toEqual([{ field: '(body)', message: 'must be valid JSON' }]);
+
+    const form = await fetch(`${server.url}/api/sessions`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify({ prompt: 'hi' }) });
+    expect(form.status).toBe(415);
+
+    const big = await call('POST', '/api/sessions', { prompt: 'x'.repeat(5000) });
+    expect(big.status).toBe(413);
+    expect(big.body.error).toMatch(/at most 4096 bytes/);
+    const bigPolicy = await call('PUT', '/api/retry-policy', { retryOn: Array.from({ length: 600 }, () => 'network') });
+    expect(bigPolicy.status).toBe(413);
+  });
+});
+
+describe('messages', () => {
+  it('GET /messages pages from a seq', async () => {
+    const id = await createSession('text');
+    await turnEnded(h.runtime, id);
+    const all = await h.runtime.readMessages(id);
+    expect(all.length).toBeGreaterThan(3);
+    const first = await call('GET', `/api/sessions/${id}/messages?limit=2`);
+    expect(first.status).toBe(200);
+    expect(first.body.messages.map((m: { seq: number }) => m.seq)).toEqual([1, 2]);
+    expect(first.body).toMatchObject({ sessionId: id, from: 1, nextFrom: 3, lastSeq: all.length });
+    const rest = await call('GET', `/api/sessions/${id}/messages?from=${first.body.nextFrom}&limit=1000`);
+    expect([...first.body.messages, ...rest.body.messages]).toEqual(all);
+    const past = await call('GET', `/api/sessions/${id}/messages?from=${all.length + 1}`);
+    expect(past.body).toMatchObject({ messages: [], nextFrom: all.length + 1 });
+  });
+
+  it('SSE: streams live, resumes from Last-Event-ID with no gap and no duplicate, sends keep-alives, and lets go of Redis when the client leaves', async () => {
+    const id = await createSession('slow-text');
+    const first = new AbortController();
+    const r1 = await fetch(`${server.url}/api/sessions/${id}/events`, { signal: first.signal });
+    expect(r1.status).toBe(200);
+    expect(r1.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const got: StreamedMessage[] = [];
+    for await (const frame of readSse(r1)) {
+      const m = asMessage(frame);
+      if (m !== null) got.push(m);
+      if (got.filter((x) => x.event === 'assistant').length >= 3) break;
+    }
+    first.abort();
+    const last = got.at(-1);
+    expect(last).toBeDefined();
+    // The writer is still streaming: the rest arrives on the resumed stream.
+    expect((await h.runtime.getSession(id))?.state).toBe('running');
+
+    const second = new AbortController();
+    const r2 = await fetch(`${server.url}/api/sessions/${id}/events`, { signal: second.signal, headers: { 'Last-Event-ID': last?.id ?? '' } });
+    let keepAlives = 0;
+    for await (const frame of readSse(r2)) {
+      if (frame.comment === 'keep-alive') keepAlives += 1;
+      const m = asMessage(frame);
+      if (m !== null) got.push(m);
+      if (m?.event === 'terminal.completed' && keepAlives > 0) break;
+      if (m?.event === 'terminal.failed') break;
+    }
+    second.abort();
+    expect(keepAlives).toBeGreaterThan(0);
+
+    const stored = await h.runtime.readMessages(id);
+    const seqs = got.map((m) => m.message.seq);
+    expect(seqs).toEqual(stored.map((m) => m.seq)); // 1..n: no gap, no duplicate
+    for (const m of got) {
+      expect(m.id).toBe(String(m.message.seq));
+      expect(m.event).toBe(m.message.type);
+    }
+    expect(got.map((m) => m.message)).toEqual(stored);
+    expect(got.filter((m) => m.event === 'assistant').map((m) => (m.message.content as { text: string }).text).join('')).toBe(SLOW_WORDS.join(''));
+
+    // ?from= starts at that seq.
+    const third = new AbortController();
+    const r3 = await fetch(`${server.url}/api/sessions/${id}/events?from=3`, { signal: third.signal });
+    for await (const frame of readSse(r3)) {
+      const m = asMessage(frame);
+      if (m === null) continue;
+      expect(m.message.seq).toBe(3);
+      break;
+    }
+    third.abort();
+
+    // Every follower's Redis connection is closed once its client went away.
+    await until(async () => !(await h.runtime.redis.client('LIST') as string).includes('name=test:follow'), 5000, 'the followers to disconnect');
+  });
+
+  it('closing the server ends live streams', async () => {
+    const other = await startServer({ runtime: h.runtime, config, logger: captureLogger(), port: 0 });
+    const id = await createSession('text');
+    await turnEnded(h.runtime, id);
+    const response = await fetch(`${other.url}/api/sessions/${id}/events`);
+    const frames = readSse(response);
+    await frames.next();
+    const started = Date.now();
+    await other.close(5000);
+    expect(Date.now() - started).toBeLessThan(1500);
+    // The stream ends (the rest of the buffered frames, then done).
+    for await (const _ of frames) {
+      // drain
+    }
+  });
+});
+
+describe('retry policy', () => {
+  it('global: GET, PUT (partial), 400 naming the field and range with nothing changed, DELETE back to defaults', async () => {
+    const initial = await call('GET', '/api/retry-policy');
+    expect(initial.status).toBe(200);
+    expect(initial.body.policy).toEqual(DEFAULT_RETRY_POLICY);
+
+    const put = await call('PUT', '/api/retry-policy', { maxAttempts: 6, initialDelayMs: 250 });
+    expect(put.status).toBe(200);
+    expect(put.body).toEqual({ policy: { ...DEFAULT_RETRY_POLICY, maxAttempts: 6, initialDelayMs: 250 }, source: 'global' });
+    expect((await call('GET', '/api/retry-policy')).body).toEqual({ policy: put.body.policy, source: 'global' });
+
+    const bad: Array<[unknown, string, RegExp]> = [
+      [{ maxAttempts: 0 }, 'maxAttempts', /1 to 100/],
+      [{ maxAttempts: 2.5 }, 'maxAttempts', /integer/],
+      [{ initialDelayMs: -1 }, 'initialDelayMs', /0 to 3600000/],
+      [{ multiplier: 11 }, 'multiplier', /1 to 10/],
+      [{ maxDelayMs: 100 }, 'maxDelayMs', /at least initialDelayMs/],
+      [{ jitter: 'lots' }, 'jitter', /none/],
+      [{ retryOn: ['nope'] }, 'retryOn', /must be one of/],
+      [{ enabled: 'yes' }, 'enabled', /true or false/],
+      [{ bogus: 1 }, 'bogus', /unknown field/],
+      [[1], 'policy', /object/],
+      [{ maxAttempts: 3, multiplier: 0 }, 'multiplier', /1 to 10/],
+    ];
+    for (const [body, field, message] of bad) {
+      const r = await call('PUT', '/api/retry-policy', body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      const issue = r.body.issues.find((i: { field: string }) => i.field === field);
+      expect(issue, JSON.stringify(r.body)).toBeDefined();
+      expect(issue.message).toMatch(message);
+    }
+    expect((await call('GET', '/api/retry-policy')).body.policy).toEqual(put.body.policy);
+
+    const reset = await call('DELETE', '/api/retry-policy');
+    expect(reset.status).toBe(200);
+    expect(reset.body).toEqual({ policy: DEFAULT_RETRY_POLICY, source: 'default' });
+  });
+
+  it("per session: GET (the global one until set), PUT, DELETE (follows the global one again)", async () => {
+    const id = await createSession('text');
+    await turnEnded(h.runtime, id);
+    expect(['global', 'default']).toContain((await call('GET', `/api/sessions/${id}/retry-policy`)).body.source);
+    const put = await call('PUT', `/api/sessions/${id}/retry-policy`, { maxAttempts: 2, retryOn: ['server_error'] });
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({ source: 'session', policy: { maxAttempts: 2, retryOn: ['server_error'] } });
+    expect((await call('GET', `/api/sessions/${id}/retry-policy`)).body).toEqual(put.body);
+    const bad = await call('PUT', `/api/sessions/${id}/retry-policy`, { maxAttempts: 101 });
+    expect(bad.status).toBe(400);
+    expect(bad.body.issues[0]).toMatchObject({ field: 'maxAttempts' });
+    expect((await call('GET', `/api/sessions/${id}/retry-policy`)).body).toEqual(put.body);
+    const reset = await call('DELETE', `/api/sessions/${id}/retry-policy`);
+    expect(reset.status).toBe(200);
+    expect(reset.body.source).not.toBe('session');
+    expect((await call('GET', `/api/sessions/${id}`)).body.policySource).toBe('global');
+  });
+
+  it('a retry shows in the attempts with its category and backoff delay', async () => {
+    model.setScript('flaky', [{ status: 500 }, { text: DEFAULT_TEXT }]);
+    const id = await createSession('flaky', { retryPolicy: { initialDelayMs: 200, maxDelayMs: 1000, jitter: 'none' } });
+    await turnEnded(h.runtime, id);
+    const got = await call('GET', `/api/sessions/${id}`);
+    expect(got.body.state).toBe('completed');
+    expect(got.body.turn.attempts).toEqual([
+      expect.objectContaining({ attempt: 1, outcome: 'failed', category: 'server_error', delayMs: 200 }),
+      expect.objectContaining({ attempt: 2, outcome: 'completed' }),
+    ]);
+  });
+});
+
+describe('operations', () => {
+  it('/healthz, /readyz with a worker, and /api/chart', async () => {
+    expect(await call('GET', '/healthz')).toMatchObject({ status: 200, body: { status: 'ok' } });
+    const ready = await call('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toMatchObject({ status: 'ready', workers: 1 });
+    const chart = await call('GET', '/api/chart');
+    expect(chart.body.initial).toBe('idle');
+    expect(chart.body.states.map((s: { name: string }) => s.name)).toEqual(expect.arrayContaining(['idle', 'running', 'backoff', 'cancelling', 'completed', 'failed', 'cancelled']));
+  });
+
+  it('/readyz is 503 with the reason: no worker seen; Redis unreachable', async () => {
+    const { connect, closeAll } = connector(redis.url);
+    const lonely = new Runtime({ connect, prefix: uniquePrefix('no-workers') });
+    const app = createApp({ runtime: lonely, config, logger: captureLogger(), dashboard: false, bullBoard: false });
+    const r = await app.request('/readyz');
+    expect(r.status).toBe(503);
+    expect(await r.json()).toMatchObject({ status: 'unready', reason: 'no worker has ever sent a heartbeat' });
+    await lonely.close();
+    closeAll();
+
+    const doomed = await startRedis();
+    const down = connector(doomed.url);
+    const gone = new Runtime({ connect: down.connect, prefix: uniquePrefix('down') });
+    const app2 = createApp({ runtime: gone, config, logger: captureLogger(), dashboard: false, bullBoard: false });
+    await doomed.stop();
+    const r2 = await app2.request('/readyz');
+    expect(r2.status).toBe(503);
+    expect(((await r2.json()) as { reason: string }).reason).toMatch(/Redis/);
+    down.closeAll();
+  });
+
+  it('/metrics: Prometheus text with every metric after turns ran (completed, retried, cancelled)', async () => {
+    // The sessions of the tests above: completed turns, a retried one, a cancelled one.
+    const r = await fetch(`${server.url}/metrics`);
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch(/^text\/plain/);
+    const text = await r.text();
+    for (const name of ['sessiond_sessions', 'sessiond_attempts_total', 'sessiond_retries_total', 'sessiond_turn_duration_seconds', 'sessiond_cancel_latency_seconds', 'sessiond_queue_jobs', 'sessiond_workers']) {
+      expect(text).toContain(`# TYPE ${name} `);
+    }
+    const value = (pattern: RegExp): number => Number(pattern.exec(text)?.[1] ?? NaN);
+    expect(value(/^sessiond_sessions\{state="completed"\} (\d+)/m)).toBeGreaterThanOrEqual(3);
+    expect(value(/^sessiond_sessions\{state="cancelled"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(value(/^sessiond_attempts_total\{outcome="completed",category="none"\} (\d+)/m)).toBeGreaterThanOrEqual(3);
+    expect(value(/^sessiond_attempts_total\{outcome="failed",category="server_error"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(value(/^sessiond_retries_total\{category="server_error"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(value(/^sessiond_turn_duration_seconds_count\{status="completed"\} (\d+)/m)).toBeGreaterThanOrEqual(3);
+    expect(value(/^sessiond_turn_duration_seconds_count\{status="cancelled"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(value(/^sessiond_cancel_latency_seconds_count (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(value(/^sessiond_queue_jobs\{state="waiting"\} (\d+)/m)).toBeGreaterThanOrEqual(0);
+    expect(value(/^sessiond_workers (\d+)/m)).toBe(1);
+  });
+});
+
+describe('OpenAPI', () => {
+  const doc = openApiDocument() as { openapi: string; paths: Record<string, Record<string, { operationId: string; requestBody?: { content: Record<string, { examples?: Record<string, { value: unknown }> }> } }>>; components: { schemas: Record<string, unknown> } };
+
+  it('every route the app serves is in the document, and every documented operation is served', () => {
+    const app = createApp({ runtime: h.runtime, config, logger: captureLogger() });
+    const served = new Set(
+      app.routes
+        .filter((r) => r.method !== 'ALL' && !r.path.startsWith('/queues'))
+        .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)/g, '{$1}')}`),
+    );
+    const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)));
+    expect([...served].sort()).toEqual([...documented].sort());
+    // Bull Board is mounted (its own UI and API, outside this document).
+    expect(app.routes.some((r) => r.path.startsWith('/queues'))).toBe(true);
+  });
+
+  it('is OpenAPI 3.1, every $ref resolves, and it is served at /openapi.json', async () => {
+    expect(doc.openapi).toBe('3.1.0');
+    const refs = JSON.stringify(doc).match(/"#\/components\/schemas\/[^"]+"/g) ?? [];
+    for (const ref of refs) expect(doc.components.schemas, ref).toHaveProperty(ref.slice(22, -1));
+    expect((await call('GET', '/openapi.json')).body).toEqual(JSON.parse(JSON.stringify(doc)));
+  });
+
+  it('the example requests validate, and the API accepts them', async () => {
+    const schemas: Record<string, (value: unknown) => boolean> = {
+      createSession: (v) => CreateSessionBody.safeParse(v).success,
+      addPrompt: (v) => PromptBody.safeParse(v).success,
+      cancelSession: (v) => CancelBody.safeParse(v).success,
+      putRetryPolicy: (v) => mergeRetryPolicy(DEFAULT_RETRY_POLICY, v).ok,
+      putSessionRetryPolicy: (v) => mergeRetryPolicy(DEFAULT_RETRY_POLICY, v).ok,
+    };
+    const withBodies = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).filter(([, op]) => op.requestBody !== undefined).map(([method, op]) => ({ path, method, op })));
+    expect(withBodies.map((x) => x.op.operationId).sort()).toEqual(Object.keys(REQUEST_EXAMPLES).sort());
+
+    const id = await createSession('text');
+    await turnEnded(h.runtime, id);
+    for (const { path, method, op } of withBodies) {
+      const examples = op.requestBody?.content['application/json']?.examples ?? {};
+      expect(Object.keys(examples).length, op.operationId).toBeGreaterThan(0);
+      for (const [name, example] of Object.entries(examples)) {
+        expect(schemas[op.operationId]?.(example.value), `${op.operationId}/${name}`).toBe(true);
+        const r = await call(method.toUpperCase(), path.replace('{id}', id), example.value);
+        expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeGreaterThanOrEqual(200);
+        expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeLessThan(300);
+        if (op.operationId === 'createSession') {
+          // Example bodies name no model the fake server knows of: stop them rather than wait on their retries.
+          await h.runtime.cancel(r.body.sessionId as string);
+          await turnEnded(h.runtime, r.body.sessionId as string, r.body.turn as number);
+        }
+        if (op.operationId === 'addPrompt') await turnEnded(h.runtime, id, r.body.turn as number);
+      }
+    }
+    await call('DELETE', '/api/retry-policy');
+  });
+});
+
+describe('auth and request guards', () => {
+  it('refuses to bind anywhere but loopback without a token', async () => {
+    await expect(startServer({ runtime: h.runtime, config, logger: captureLogger(), host: '0.0.0.0', port: 0 })).rejects.toThrow(/without an API token/);
+    expect(() => createApp({ runtime: h.runtime, config: { ...config, http: { ...config.http, host: '0.0.0.0' } }, logger: captureLogger() })).toThrow(/SESSIOND_API_TOKEN/);
+  });
+
+  it('bound elsewhere with a token: every POST/PUT/DELETE needs the bearer token, reads stay open, the token is never logged', async () => {
+    logLines.length = 0;
+    const app = createApp({ runtime: h.runtime, config: { ...config, http: { ...config.http, host: '0.0.0.0', token: TOKEN } }, logger: captureLogger(), bullBoard: false });
+    const req = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+      app.request(path, { method, headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const id = await createSession('text');
+    await turnEnded(h.runtime, id);
+
+    const mutating: Array<[string, string, unknown?]> = [
+      ['POST', '/api/sessions', { prompt: 'hi', options: opts('text') }],
+      ['POST', `/api/sessions/${id}/prompts`, { prompt: 'hi' }],
+      ['POST', `/api/sessions/${id}/cancel`, {}],
+      ['PUT', '/api/retry-policy', { maxAttempts: 9 }],
+      ['DELETE', '/api/retry-policy'],
+      ['PUT', `/api/sessions/${id}/retry-policy`, { maxAttempts: 9 }],
+      ['DELETE', `/api/sessions/${id}/retry-policy`],
+    ];
+    for (const [method, path, body] of mutating) {
+      for (const headers of [{}, { authorization: 'Bearer wrong-token-wrong-token' }, { authorization: TOKEN }, { authorization: `Basic ${TOKEN}` }] as Array<Record<string, string>>) {
+        const r = await req(method, path, body, headers);
+        expect(r.status, `${method} ${path} ${JSON.stringify(headers)}`).toBe(401);
+        expect(r.headers.get('www-authenticate')).toMatch(/^Bearer/);
+      }
+    }
+    // Nothing changed.
+    expect((await h.runtime.getPolicy()).policy.maxAttempts).toBe(DEFAULT_RETRY_POLICY.maxAttempts);
+    expect((await h.runtime.getSession(id))?.context?.turnIndex).toBe(1);
+
+    for (const path of ['/api/sessions', `/api/sessions/${id}`, `/api/sessions/${id}/messages`, '/api/retry-policy', '/api/chart', '/openapi.json', '/healthz', '/metrics', '/']) {
+      expect((await req('GET', path)).status, path).toBe(200);
+    }
+    const put = await req('PUT', '/api/retry-policy', { maxAttempts: 9 }, auth);
+    expect(put.status).toBe(200);
+    const created = await req('POST', '/api/sessions', { prompt: 'with token', options: opts('text') }, auth);
+    expect(created.status).toBe(201);
+    const createdId = ((await created.json()) as { sessionId: string }).sessionId;
+    await turnEnded(h.runtime, createdId);
+    expect((await req('DELETE', '/api/retry-policy', undefined, auth)).status).toBe(200);
+
+    const logged = logLines.join('\n');
+    expect(logged).not.toContain(TOKEN);
+    expect(logged).not.toContain('with token');
+    expect(logged).not.toContain('wrong-token');
+  });
+
+  it('a token configured on loopback is enforced too', async () => {
+    const app = createApp({ runtime: h.runtime, config: { ...config, http: { ...config.http, token: TOKEN } }, logger: captureLogger(), bullBoard: false });
+    expect((await app.request('/api/retry-policy', { method: 'DELETE' })).status).toBe(401);
+    expect((await app.request('/api/retry-policy', { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+  });
+
+  it('cross-origin writes are refused (403); on loopback, a foreign Host (DNS rebinding) is refused (421)', async () => {
+    const cross = await call('PUT', '/api/retry-policy', { maxAttempts: 9 }, { origin: 'http://evil.example' });
+    expect(cross.status).toBe(403);
+    const nullOrigin = await call('PUT', '/api/retry-policy', { maxAttempts: 9 }, { origin: 'null' });
+    expect(nullOrigin.status).toBe(403);
+    expect((await h.runtime.getPolicy()).policy.maxAttempts).toBe(DEFAULT_RETRY_POLICY.maxAttempts);
+    const same = await call('PUT', '/api/retry-policy', { maxAttempts: 4 }, { origin: server.url });
+    expect(same.status).toBe(200);
+    await call('DELETE', '/api/retry-policy');
+
+    const app = createApp({ runtime: h.runtime, config, logger: captureLogger(), bullBoard: false });
+    const rebound = await app.request('http://evil.example/api/sessions', { headers: { host: 'evil.example' } });
+    expect(rebound.status).toBe(421);
+    const local = await app.request('http://localhost:7420/healthz', { headers: { host: 'localhost:7420' } });
+    expect(local.status).toBe(200);
+  });
+
+  it('logs one line per request: method, path, status, ms — no bodies, no query strings', async () => {
+    logLines.length = 0;
+    await call('POST', '/api/sessions', { prompt: 'secret prompt text', sessionId: 'bad id!' });
+    await call('GET', '/api/sessions?state=completed');
+    const lines = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+    expect(lines).toEqual([
+      expect.objectContaining({ method: 'POST', path: '/api/sessions', status: 400, ms: expect.any(Number) }),
+      expect.objectContaining({ method: 'GET', path: '/api/sessions', status: 200, ms: expect.any(Number) }),
+    ]);
+    expect(logLines.join('\n')).not.toContain('secret prompt text');
+    expect(logLines.join('\n')).not.toContain('state=completed');
+  });
+});

@@ -1,0 +1,180 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/config/config.ts';
+import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
+import { DEFAULT_RETRY_POLICY } from '../../../src/retry/index.ts';
+import { DEFAULT_TEXT, startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { createPiEnv, type PiEnv } from '../../support/pi-env.ts';
+import { startRedis, type RedisServer } from '../../support/redis.ts';
+import { harness, type Harness } from '../../support/runtime.ts';
+
+/**
+ * The dashboard end to end: a real server, Runtime, worker running real pi
+ * against the fake model, and Debian's chromium driven by playwright-core.
+ */
+
+const CHROMIUM = process.env.SESSIOND_CHROMIUM ?? '/usr/bin/chromium';
+const SLOW_WORDS = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'word0' : ` word${i}`));
+
+let redis: RedisServer;
+let model: FakeModelServer;
+let env: PiEnv;
+let h: Harness;
+let server: RunningServer;
+let context: BrowserContext;
+let page: Page;
+let userDataDir: string;
+const pageErrors: string[] = [];
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: the dashboard test needs Debian's chromium (apt-get install -y chromium) or SESSIOND_CHROMIUM`);
+  [redis, model] = await Promise.all([
+    startRedis(),
+    startFakeModelServer({ scripts: { 'slow-text': { text: SLOW_WORDS, chunkDelayMs: 60 }, flaky: [{ status: 500 }, { text: DEFAULT_TEXT }] } }),
+  ]);
+  env = createPiEnv({ serverUrl: model.url, extraModels: ['slow-text', 'flaky'] });
+  h = harness(redis.url, env, 'dashboard');
+  await h.startWorker();
+  const config = loadConfig({ prefix: h.prefix }, {});
+  server = await startServer({ runtime: h.runtime, config, logger: pino({ level: 'silent' }), port: 0 });
+  userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+    viewport: { width: 1440, height: 1000 },
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(30_000);
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+});
+
+afterAll(async () => {
+  await context?.close();
+  if (userDataDir !== undefined) rmSync(userDataDir, { recursive: true, force: true });
+  await server?.close(1000);
+  await h?.close();
+  await model?.close();
+  await redis?.stop();
+  env?.cleanup();
+});
+
+async function startSession(modelId: string, prompt: string): Promise<string> {
+  await page.goto(`${server.url}/`);
+  const form = page.getByTestId('new-session-form');
+  await form.locator('textarea[name="prompt"]').fill(prompt);
+  await form.locator('input[name="provider"]').fill('fake');
+  await form.locator('input[name="model"]').fill(modelId);
+  await form.locator('input[name="cwd"]').fill(env.cwd);
+  await page.getByTestId('create-session').click();
+  await page.waitForURL(/\/sessions\/[^/]+$/);
+  return decodeURIComponent(new URL(page.url()).pathname.split('/').at(-1) ?? '');
+}
+
+/** expect.poll with room for a worker to run pi and the page to poll the API (vitest's default is 1 s). */
+const eventually = <T>(probe: () => T | Promise<T>, timeout = 15_000) => expect.poll(probe, { timeout, interval: 100 });
+
+const stateOf = (p: Page) => p.getByTestId('session-state').locator('[data-state]').getAttribute('data-state');
+
+describe('dashboard', () => {
+  it('changes the global retry policy; an invalid value is shown at its field and nothing is changed', async () => {
+    await page.goto(`${server.url}/`);
+    const form = page.getByTestId('policy-panel').getByTestId('policy-form');
+    await eventually(() => form.locator('input[name="maxAttempts"]').inputValue()).toBe(String(DEFAULT_RETRY_POLICY.maxAttempts));
+
+    await form.locator('input[name="maxAttempts"]').fill('0');
+    await form.locator('input[name="initialDelayMs"]').fill('abc');
+    await page.getByTestId('policy-save').click();
+    const maxError = form.locator('[data-error-for="maxAttempts"]');
+    await eventually(() => maxError.textContent()).toMatch(/1 to 100/);
+    await eventually(() => form.locator('[data-error-for="initialDelayMs"]').textContent()).toMatch(/0 to 3600000/);
+    expect(await form.locator('.field.invalid input[name="maxAttempts"]').count()).toBe(1);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-policy-error.png', fullPage: true });
+    expect((await h.runtime.getPolicy()).policy).toEqual(DEFAULT_RETRY_POLICY);
+
+    await form.locator('input[name="maxAttempts"]').fill('3');
+    await form.locator('input[name="initialDelayMs"]').fill('300');
+    await form.locator('input[name="jitter"]').fill('none');
+    await page.getByTestId('policy-save').click();
+    await eventually(() => page.getByTestId('policy-ok').textContent()).toBe('saved');
+    expect(await maxError.textContent()).toBe('');
+    const { policy, source } = await h.runtime.getPolicy();
+    expect(source).toBe('global');
+    expect(policy).toMatchObject({ maxAttempts: 3, initialDelayMs: 300, jitter: 'none' });
+  });
+
+  it('creates a session from the form and watches it stream; the chart highlights the state; the list shows it with its agent', async () => {
+    const id = await startSession('slow-text', 'Count slowly');
+    const text = page.getByTestId('transcript').getByTestId('assistant-text');
+    await eventually(() => text.first().textContent(), 30_000).toMatch(/word2/);
+    // Text arrived while the turn was still running: it streams.
+    const whileStreaming = await text.first().textContent();
+    expect(whileStreaming).not.toContain('word39');
+    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe('running');
+    await eventually(() => stateOf(page), 30_000).toBe('completed');
+    await eventually(() => text.first().textContent()).toBe(SLOW_WORDS.join(''));
+    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe('completed');
+    expect(await page.getByTestId('session-agent').textContent()).toBe('pi');
+    expect(await page.getByTestId('timeline').getByTestId('attempt').getAttribute('data-outcome')).toBe('completed');
+
+    await page.goto(`${server.url}/`);
+    const row = page.locator(`tr[data-session-id="${id}"]`);
+    await eventually(() => row.getByTestId('state-badge').getAttribute('data-state')).toBe('completed');
+    expect(await row.getByTestId('agent').textContent()).toBe('pi');
+  });
+
+  it('shows a retry on the attempt timeline: the failure category and the backoff delay', async () => {
+    model.setScript('flaky', [{ status: 500 }, { text: DEFAULT_TEXT }]);
+    await startSession('flaky', 'Hello, flaky model');
+    const timeline = page.getByTestId('timeline');
+    await eventually(() => timeline.getByTestId('attempt').count(), 30_000).toBe(2);
+    const first = timeline.locator('[data-testid="attempt"][data-attempt="1"]');
+    expect(await first.getAttribute('data-outcome')).toBe('failed');
+    expect(await first.getAttribute('data-category')).toBe('server_error');
+    expect(await timeline.getByTestId('backoff').getAttribute('data-delay-ms')).toBe('300');
+    expect(await timeline.getByTestId('backoff').textContent()).toContain('300 ms');
+    await eventually(() => stateOf(page), 30_000).toBe('completed');
+    await eventually(() => timeline.locator('[data-testid="attempt"][data-attempt="2"]').getAttribute('data-outcome')).toBe('completed');
+    await eventually(() => page.getByTestId('transcript').textContent()).toContain(DEFAULT_TEXT);
+    expect(await page.getByTestId('transcript').textContent()).toMatch(/attempt 1 failed · server_error/);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-session.png', fullPage: true });
+  });
+
+  it('cancels a long tool call with the cancel button', async () => {
+    const id = await startSession('long-tool', 'Sleep for a long time');
+    const tool = page.getByTestId('transcript').getByTestId('tool');
+    await eventually(() => tool.count(), 30_000).toBe(1);
+    expect(await stateOf(page)).toBe('running');
+    await page.getByTestId('cancel').click();
+    await eventually(() => stateOf(page), 30_000).toBe('cancelled');
+    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe('cancelled');
+    expect(await page.getByTestId('cancel').isDisabled()).toBe(true);
+    // The tool call that was stopped is no longer shown as running.
+    await eventually(() => tool.locator('.status').textContent()).toBe('cancelled');
+    expect((await h.runtime.getSession(id))?.context?.turn?.cancelReason).toBe('cancelled from the dashboard');
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-cancelled.png', fullPage: true });
+  });
+
+  it('the sessions table groups by state and updates live; Bull Board is mounted at /queues', async () => {
+    await page.goto(`${server.url}/`);
+    await eventually(() => page.getByTestId('sessions-body').locator('tr[data-session-id]').count()).toBe(3);
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'from elsewhere', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    // Appears without a reload.
+    await eventually(() => page.locator(`tr[data-session-id="${sessionId}"]`).count()).toBe(1);
+    await eventually(() => page.locator(`tr[data-session-id="${sessionId}"] [data-testid="state-badge"]`).getAttribute('data-state'), 30_000).toBe('completed');
+    await page.getByTestId('state-filter').locator('button[data-state="cancelled"]').click();
+    await eventually(() => page.getByTestId('sessions-body').locator('tr[data-session-id]').count()).toBe(1);
+    await page.getByTestId('state-filter').locator('button', { hasText: 'all' }).click();
+    await eventually(() => page.getByTestId('sessions-body').locator('tr[data-session-id]').count()).toBe(4);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-home.png', fullPage: true });
+
+    const queues = await page.goto(`${server.url}/queues`);
+    expect(queues?.status()).toBe(200);
+    await eventually(() => page.locator('body').textContent(), 15_000).toContain('sessions');
+    expect(pageErrors).toEqual([]);
+  });
+});
