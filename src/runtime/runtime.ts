@@ -131,16 +131,9 @@ export class Runtime {
 
   async getSession(sessionId: string): Promise<SessionView | null> {
     if (!SESSION_ID_PATTERN.test(sessionId)) return null;
-    const meta = await this.store.meta(sessionId);
-    if (meta === null) return null;
-    const [snapshotRaw, inbox, history, lastSeq, heldBy, cancel] = await Promise.all([
-      this.store.snapshot(sessionId),
-      this.store.inbox(sessionId),
-      this.store.history(sessionId),
-      this.store.lastSeq(sessionId),
-      this.store.leaseHolder(sessionId),
-      this.store.cancelRequest(sessionId),
-    ]);
+    const view = await this.store.view(sessionId);
+    if (view === null) return null;
+    const { meta, snapshot: snapshotRaw, inbox, history, lastSeq, heldBy, cancel } = view;
     const persisted = snapshotRaw === null ? null : (JSON.parse(snapshotRaw) as PersistedSession);
     return {
       sessionId,

@@ -201,6 +201,39 @@ export class SessionStore {
     return this.redis.get(this.key(sessionId, 'lease'));
   }
 
+  /** Everything an operator's view needs, read in one MULTI (one session's keys share a slot): a consistent picture. */
+  async view(sessionId: string) {
+    const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
+    const replies = await this.redis
+      .multi()
+      .hgetall(k('meta'))
+      .get(k('snapshot'))
+      .lrange(k('inbox'), 0, -1)
+      .lrange(k('history'), 0, -1)
+      .get(k('seq'))
+      .get(k('lease'))
+      .get(k('cancel'))
+      .exec();
+    if (replies === null) throw new Error(`session ${sessionId}: the read was aborted`);
+    const value = (i: number): unknown => {
+      const [error, result] = replies[i] ?? [null, null];
+      if (error !== null) throw error;
+      return result;
+    };
+    const meta = value(0) as Record<string, string>;
+    if (Object.keys(meta).length === 0) return null;
+    const cancel = value(6) as string | null;
+    return {
+      meta,
+      snapshot: value(1) as string | null,
+      inbox: (value(2) as string[]).map((raw) => JSON.parse(raw) as InboxPrompt),
+      history: (value(3) as string[]).map((raw) => JSON.parse(raw) as unknown),
+      lastSeq: Number((value(4) as string | null) ?? 0),
+      heldBy: value(5) as string | null,
+      cancel: cancel === null ? null : (JSON.parse(cancel) as { reason: string; at: number }),
+    };
+  }
+
   /** Messages with seq ≥ fromSeq, in order. */
   async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
     const entries = await this.redis.xrange(this.key(sessionId, 'log'), `${Math.max(1, fromSeq)}-0`, '+', 'COUNT', count);
