@@ -3,6 +3,7 @@ import { PiMapper } from '../src/agents/pi/mapper.ts';
 import type { AttemptExit } from '../src/agents/shared/agent-mapper.ts';
 import { LineSplitter } from '../src/process/split-lines.ts';
 import type { CliMessage } from '../src/protocol/index.ts';
+import { measureAgentMappers } from './agent-mappers.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { generatePiTranscript, type PiTranscript } from './support/pi-transcript.ts';
 import { mb, median, round, time, type Timing } from './support/timing.ts';
@@ -91,6 +92,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
   log(`  linearity, ms/MB at ${last.size.toFixed(1)} MB ÷ ms/MB at ${first.size.toFixed(1)} MB (1.00 = linear): PiMapper ${linearity.toFixed(3)}, baseline ${baselineLinearity.toFixed(3)}`);
   log(`  cross-check on process CPU time (best of ${REPETITIONS}), ratio: ${rows.map((r) => `${r.cpuRatio.toFixed(3)} at ${r.size.toFixed(1)} MB`).join(', ')}`);
   log(`  ratio at ${last.size.toFixed(1)} MB: ${ratio.toFixed(3)} (target ≥ ${TARGET_RATIO}): ${ratio >= TARGET_RATIO ? 'ok' : 'BELOW TARGET'}`);
+  const agents = measureAgentMappers(log);
 
   return {
     bench: name,
@@ -99,6 +101,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     ratio: round(ratio, 3),
     sizesMb: rows.map((r) => round(r.size, 1)),
     linearity: round(linearity, 3),
+    agents,
   };
 }
 
