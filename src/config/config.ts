@@ -43,6 +43,11 @@ export const ConfigSchema = z.strictObject({
       idleTimeout: duration(1000, 86_400_000).default(600_000),
     })
     .prefault({}),
+  /**
+   * Host options of each agent for the worker (command, env, extra argv, its dirs…), by agent name,
+   * merged over the defaults (for pi: the `pi` section above). Env SESSIOND_AGENT_OPTIONS, JSON.
+   */
+  agents: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
   http: z
     .strictObject({
       host: z.string().min(1).default('127.0.0.1'),
@@ -123,6 +128,13 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
       throw new ConfigError('SESSIOND_PI_ARGS: must be a JSON array of strings, e.g. ["--no-context-files"]');
     }
   }
+  if (env.SESSIOND_AGENT_OPTIONS !== undefined && env.SESSIOND_AGENT_OPTIONS !== '') {
+    try {
+      setPath(raw, 'agents', JSON.parse(env.SESSIOND_AGENT_OPTIONS) as unknown);
+    } catch {
+      throw new ConfigError('SESSIOND_AGENT_OPTIONS: must be a JSON object by agent name, e.g. {"claude-code":{"command":"/usr/local/bin/claude"}}');
+    }
+  }
   for (const [path, value] of Object.entries(flags)) if (value !== undefined) setPath(raw, path, value);
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
@@ -138,6 +150,13 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
     );
   }
   return parsed.data;
+}
+
+/** The host options a worker passes to every attempt, by agent. */
+export function agentHostOptions(config: Config): Record<string, Record<string, unknown>> {
+  const out: Record<string, Record<string, unknown>> = { pi: piHostOptions(config) };
+  for (const [agent, options] of Object.entries(config.agents)) out[agent] = { env: { SESSIOND_STATE_DIR: config.stateDir }, ...(out[agent] ?? {}), ...options };
+  return out;
 }
 
 /** The pi options a worker of this host passes to every attempt. */

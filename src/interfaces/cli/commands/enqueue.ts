@@ -7,10 +7,11 @@ import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { followSession } from '../follow.ts';
 import { printJson } from '../present.ts';
-import { parseDurationOption } from '../parse-options.ts';
+import { collectAgentOption, parseDurationOption } from '../parse-options.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 
 interface EnqueueFlags extends RetryFlags {
+  agentOption?: Record<string, unknown>;
   session?: string;
   agent?: string;
   cwd?: string;
@@ -30,6 +31,7 @@ export function registerEnqueue(program: Command): void {
     .argument('<prompt>', 'the prompt')
     .option('--session <id>', 'the session to add the prompt to (default: a new session)')
     .addOption(new Option('--agent <name>', 'the agent (for a new session)').choices(AGENT_NAMES))
+    .option('--agent-option <key=value>', "an option of the chosen agent without a flag of its own (e.g. permissionMode=acceptEdits, sandbox=workspace-write, approvalMode=yolo); repeatable", collectAgentOption)
     .option('--cwd <dir>', "the agent's working directory on the worker's host")
     .option('--provider <name>', 'model provider (pi --provider)')
     .option('--model <id>', 'model id (pi --model)')
@@ -48,6 +50,7 @@ export function registerEnqueue(program: Command): void {
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const options = {
     ...(flags.agent === undefined ? {} : { agent: flags.agent }),
+    ...(flags.agentOption ?? {}),
     ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
     ...(flags.provider === undefined ? {} : { provider: flags.provider }),
     ...(flags.model === undefined ? {} : { model: flags.model }),

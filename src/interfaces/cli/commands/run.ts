@@ -2,11 +2,12 @@ import type { Command } from 'commander';
 import { THINKING_LEVELS } from '../../../agents/pi/options.ts';
 import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
-import { parseDurationOption } from '../parse-options.ts';
+import { collectAgentOption, parseDurationOption } from '../parse-options.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { Option } from 'commander';
 
 interface RunFlags {
+  agentOption?: Record<string, unknown>;
   agent: AgentName;
   cwd?: string;
   provider?: string;
@@ -25,6 +26,7 @@ export function registerRun(program: Command): void {
     .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
     .argument('<prompt>', 'the prompt')
     .addOption(new Option('--agent <name>', 'the agent CLI').choices(AGENT_NAMES).default('pi'))
+    .option('--agent-option <key=value>', "an option of the chosen agent without a flag of its own (e.g. permissionMode=acceptEdits, sandbox=workspace-write, approvalMode=yolo); repeatable", collectAgentOption)
     .option('--cwd <dir>', "the agent's working directory")
     .option('--provider <name>', 'model provider (pi --provider)')
     .option('--model <id>', 'model id (pi --model)')
@@ -42,6 +44,7 @@ export function registerRun(program: Command): void {
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
   const options: Record<string, unknown> = {
+    ...(flags.agentOption ?? {}),
     ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
     ...(flags.provider === undefined ? {} : { provider: flags.provider }),
     ...(flags.model === undefined ? {} : { model: flags.model }),

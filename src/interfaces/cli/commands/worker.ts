@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { piHostOptions } from '../../../config/config.ts';
+import { agentHostOptions } from '../../../config/config.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
@@ -32,7 +32,7 @@ async function runWorker(flags: { concurrency?: number }): Promise<number> {
     holdBackoffMs: config.worker.holdBackoff,
     pollMs: config.worker.poll,
     heartbeatMs: config.worker.heartbeat,
-    agentOptions: { pi: piHostOptions(config) },
+    agentOptions: agentHostOptions(config),
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });
   await worker.start();
