@@ -1,7 +1,7 @@
 import type { CliMessage, FailureCategory, Usage } from '../../protocol/index.ts';
 import type { AgentMapper, AttemptExit } from '../shared/agent-mapper.ts';
 import { categoryForStatus, classifyErrorText } from '../shared/classify-error-text.ts';
-import { InvalidLines, parseEventLine } from '../shared/invalid-lines.ts';
+import { EventLines } from '../shared/invalid-lines.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { ContentBlocks, type BlockOutput } from './content-blocks.ts';
@@ -40,11 +40,9 @@ const ABORTED = /^aborted/;
  */
 export class ClaudeCodeMapper implements AgentMapper {
   readonly #options: ClaudeCodeMapperOptions;
-  readonly #invalid = new InvalidLines();
+  readonly #lines = new EventLines();
   readonly #tools = new ToolCalls();
   readonly #blocks = new ContentBlocks();
-  #lineNumber = 0;
-  #validEvents = 0;
   #sessionId: string | null = null;
   #eventsAfterInit = 0;
   #thoughts: string[] = [];
@@ -63,17 +61,11 @@ export class ClaudeCodeMapper implements AgentMapper {
   }
 
   push(line: string): CliMessage[] {
-    this.#lineNumber += 1;
     if (this.#completed) return [];
-    const parsed = parseEventLine(line);
-    if (parsed.ok === 'blank') return [];
-    if (!parsed.ok) {
-      this.#invalid.add(this.#lineNumber, line, parsed.why);
-      return [];
-    }
-    this.#validEvents += 1;
-    if (this.#sessionId !== null && !isSetupEvent(parsed.event)) this.#eventsAfterInit += 1;
-    return this.#onEvent(parsed.event);
+    const event = this.#lines.read(line);
+    if (event === null) return [];
+    if (this.#sessionId !== null && !isSetupEvent(event)) this.#eventsAfterInit += 1;
+    return this.#onEvent(event);
   }
 
   complete(exit: AttemptExit): CliMessage[] {
@@ -221,20 +213,20 @@ export class ClaudeCodeMapper implements AgentMapper {
     const result = this.#result;
     const byExit = exit.stopReason === 'exit_grace' && result !== null ? null : exitFailure(exit);
     // A process that sessiond could not start, stopped, or timed out: that is what happened.
-    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#invalid);
-    if (result?.isError === true) return failedMessage(this.#agentFailure(result), exit, this.#invalid);
+    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#lines.invalid);
+    if (result?.isError === true) return failedMessage(this.#agentFailure(result), exit, this.#lines.invalid);
     if (byExit !== null) {
       // Bad flags, a refused option, an unreadable config: Claude Code says why on stderr and prints no event.
-      const atStartup = this.#validEvents === 0 && exit.signal === null;
-      return failedMessage(atStartup ? { ...byExit, text: `${byExit.text} before printing any event`, category: 'startup' } : byExit, exit, this.#invalid);
+      const atStartup = this.#lines.validEvents === 0 && exit.signal === null;
+      return failedMessage(atStartup ? { ...byExit, text: `${byExit.text} before printing any event`, category: 'startup' } : byExit, exit, this.#lines.invalid);
     }
-    if (this.#validEvents === 0) {
-      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#invalid);
+    if (this.#lines.validEvents === 0) {
+      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
     }
     if (result === null) {
-      return failedMessage({ text: 'the agent exited before its closing event (no result)', category: 'process_crash' }, exit, this.#invalid);
+      return failedMessage({ text: 'the agent exited before its closing event (no result)', category: 'process_crash' }, exit, this.#lines.invalid);
     }
-    const invalid = this.#invalid.list();
+    const invalid = this.#lines.invalid.list();
     return {
       type: 'terminal.completed',
       content: {

@@ -1,6 +1,6 @@
 import type { CliMessage, Usage } from '../../protocol/index.ts';
 import type { AgentMapper, AttemptExit } from '../shared/agent-mapper.ts';
-import { InvalidLines, parseEventLine } from '../shared/invalid-lines.ts';
+import { EventLines } from '../shared/invalid-lines.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { classifyCodexError } from './codex-errors.ts';
@@ -29,11 +29,9 @@ const RECONNECTING = /^Reconnecting\.\.\.\s*(?:(\d+)\s*\/\s*(\d+))?\s*(?:\(([\s\
  */
 export class CodexMapper implements AgentMapper {
   readonly #options: CodexMapperOptions;
-  readonly #invalid = new InvalidLines();
+  readonly #lines = new EventLines();
   readonly #tools = new ToolCalls();
   readonly #seenItems = new Set<string>();
-  #lineNumber = 0;
-  #validEvents = 0;
   #threadStarted = false;
   #turnStarted = false;
   #turnEnded = false;
@@ -56,16 +54,9 @@ export class CodexMapper implements AgentMapper {
   }
 
   push(line: string): CliMessage[] {
-    this.#lineNumber += 1;
     if (this.#completed) return [];
-    const parsed = parseEventLine(line);
-    if (parsed.ok === 'blank') return [];
-    if (!parsed.ok) {
-      this.#invalid.add(this.#lineNumber, line, parsed.why);
-      return [];
-    }
-    this.#validEvents += 1;
-    return this.#onEvent(parsed.event);
+    const event = this.#lines.read(line);
+    return event === null ? [] : this.#onEvent(event);
   }
 
   complete(exit: AttemptExit): CliMessage[] {
@@ -186,27 +177,27 @@ export class CodexMapper implements AgentMapper {
   #decideTerminal(exit: AttemptExit): CliMessage {
     const byExit = exit.stopReason === 'exit_grace' && this.#turnEnded ? null : exitFailure(exit);
     // A process that sessiond could not start, stopped, or timed out: that is what happened.
-    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#invalid);
-    if (this.#failure !== null) return failedMessage(agentFailure(this.#failure), exit, this.#invalid);
+    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#lines.invalid);
+    if (this.#failure !== null) return failedMessage(agentFailure(this.#failure), exit, this.#lines.invalid);
     if (byExit !== null) {
       // Exit code 2: Codex rejected its command line. Any other exit before a thread started (a config
       // error, an unknown or busy thread to resume): Codex never began, and the same run fails again.
       const why = errorLine(exit.stderrTail);
-      if (exit.exitCode === 2) return failedMessage({ text: `codex rejected its command line (exit code 2)${why}`, category: 'startup' }, exit, this.#invalid);
+      if (exit.exitCode === 2) return failedMessage({ text: `codex rejected its command line (exit code 2)${why}`, category: 'startup' }, exit, this.#lines.invalid);
       if (!this.#threadStarted && exit.exitCode !== null) {
-        return failedMessage({ text: `codex exited with code ${exit.exitCode} before it started a thread${why}`, category: 'startup' }, exit, this.#invalid);
+        return failedMessage({ text: `codex exited with code ${exit.exitCode} before it started a thread${why}`, category: 'startup' }, exit, this.#lines.invalid);
       }
-      return failedMessage(byExit, exit, this.#invalid);
+      return failedMessage(byExit, exit, this.#lines.invalid);
     }
-    if (this.#validEvents === 0) {
-      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#invalid);
+    if (this.#lines.validEvents === 0) {
+      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
     }
     if (!this.#completedTurn) {
       const warning = this.#lastError ?? this.#lastWarning;
       const text = `the agent exited before its closing events (no turn.completed)${warning === null ? '' : `; its last error: ${warning}`}`;
-      return failedMessage({ text, category: 'process_crash' }, exit, this.#invalid);
+      return failedMessage({ text, category: 'process_crash' }, exit, this.#lines.invalid);
     }
-    const invalid = this.#invalid.list();
+    const invalid = this.#lines.invalid.list();
     return {
       type: 'terminal.completed',
       content: {

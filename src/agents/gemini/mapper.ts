@@ -1,6 +1,6 @@
 import type { CliMessage, Usage } from '../../protocol/index.ts';
 import type { AttemptExit } from '../shared/agent-mapper.ts';
-import { InvalidLines, parseEventLine } from '../shared/invalid-lines.ts';
+import { EventLines } from '../shared/invalid-lines.ts';
 import type { FinishingMapper } from '../shared/run-attempt.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { ToolCalls } from '../shared/tool-calls.ts';
@@ -36,10 +36,8 @@ type GeminiEvent = Record<string, unknown> & { type: string };
  */
 export class GeminiMapper implements FinishingMapper {
   readonly #options: GeminiMapperOptions;
-  readonly #invalid = new InvalidLines();
+  readonly #lines = new EventLines();
   readonly #tools = new ToolCalls();
-  #lineNumber = 0;
-  #validEvents = 0;
   #sessionSeen = false;
   #userMessageSeen = false;
   #modelAnswered = false;
@@ -58,16 +56,9 @@ export class GeminiMapper implements FinishingMapper {
   }
 
   push(line: string): CliMessage[] {
-    this.#lineNumber += 1;
     if (this.#completed) return [];
-    const parsed = parseEventLine(line);
-    if (parsed.ok === 'blank') return [];
-    if (!parsed.ok) {
-      this.#invalid.add(this.#lineNumber, line, parsed.why);
-      return [];
-    }
-    this.#validEvents += 1;
-    return this.#onEvent(parsed.event);
+    const event = this.#lines.read(line);
+    return event === null ? [] : this.#onEvent(event);
   }
 
   complete(exit: AttemptExit): CliMessage[] {
@@ -160,19 +151,19 @@ export class GeminiMapper implements FinishingMapper {
     const result = this.#result;
     // Stopped after its result because it did not exit in time: the result is what happened.
     const byExit = exit.stopReason === 'exit_grace' && result !== null ? null : processEnd(exit);
-    if (byExit !== null) return failedMessage(byExit, exit, this.#invalid);
+    if (byExit !== null) return failedMessage(byExit, exit, this.#lines.invalid);
     const exitCode = exit.stopReason === 'exit_grace' ? 0 : exit.exitCode;
     if (result === null) {
-      if (exitCode !== null && exitCode !== 0) return failedMessage(exitCodeFailure(exitCode), exit, this.#invalid);
-      if (this.#validEvents === 0) return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#invalid);
-      return failedMessage({ text: 'the agent exited before its result event', category: 'process_crash' }, exit, this.#invalid);
+      if (exitCode !== null && exitCode !== 0) return failedMessage(exitCodeFailure(exitCode), exit, this.#lines.invalid);
+      if (this.#lines.validEvents === 0) return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
+      return failedMessage({ text: 'the agent exited before its result event', category: 'process_crash' }, exit, this.#lines.invalid);
     }
     if (result.status !== 'success') {
       const message = result.errorMessage ?? this.#lastError ?? `the agent reported status "${result.status}" without an error message`;
-      return failedMessage(resultFailure(message, exitCode), exit, this.#invalid);
+      return failedMessage(resultFailure(message, exitCode), exit, this.#lines.invalid);
     }
-    if (exitCode !== 0) return failedMessage({ text: `the agent reported success but exited with code ${String(exitCode)}`, category: 'process_crash' }, exit, this.#invalid);
-    const invalid = this.#invalid.list();
+    if (exitCode !== 0) return failedMessage({ text: `the agent reported success but exited with code ${String(exitCode)}`, category: 'process_crash' }, exit, this.#lines.invalid);
+    const invalid = this.#lines.invalid.list();
     return {
       type: 'terminal.completed',
       content: {

@@ -1,7 +1,7 @@
 import type { CliMessage, Usage } from '../../protocol/index.ts';
 import type { AgentMapper, AttemptExit } from '../shared/agent-mapper.ts';
 import { classifyErrorText } from '../shared/classify-error-text.ts';
-import { InvalidLines, parseEventLine } from '../shared/invalid-lines.ts';
+import { EventLines } from '../shared/invalid-lines.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { MessageText } from './message-text.ts';
@@ -31,11 +31,9 @@ const FAILED_STOPS = new Set(['error', 'aborted']);
  */
 export class PiMapper implements AgentMapper {
   readonly #options: PiMapperOptions;
-  readonly #invalid = new InvalidLines();
+  readonly #lines = new EventLines();
   readonly #tools = new ToolCalls();
   readonly #text = new TextDeltas();
-  #lineNumber = 0;
-  #validEvents = 0;
   #current: MessageText | null = null;
   #thoughts: string[] = [];
   #lastAssistant: AssistantEnd | null = null;
@@ -54,16 +52,9 @@ export class PiMapper implements AgentMapper {
   }
 
   push(line: string): CliMessage[] {
-    this.#lineNumber += 1;
     if (this.#completed) return [];
-    const parsed = parseEventLine(line);
-    if (parsed.ok === 'blank') return [];
-    if (!parsed.ok) {
-      this.#invalid.add(this.#lineNumber, line, parsed.why);
-      return [];
-    }
-    this.#validEvents += 1;
-    return this.#onEvent(parsed.event);
+    const event = this.#lines.read(line);
+    return event === null ? [] : this.#onEvent(event);
   }
 
   complete(exit: AttemptExit): CliMessage[] {
@@ -250,22 +241,22 @@ export class PiMapper implements AgentMapper {
     const byExit = exit.stopReason === 'exit_grace' && this.#agentEnded ? null : exitFailure(exit);
     const agentFailed = last !== null && FAILED_STOPS.has(last.stopReason);
     // A process that sessiond could not start, stopped, or timed out: that is what happened.
-    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#invalid);
-    if (agentFailed && this.#agentEnded) return failedMessage(this.#agentFailure(last), exit, this.#invalid);
-    if (byExit !== null) return failedMessage(byExit, exit, this.#invalid);
-    if (this.#validEvents === 0) {
-      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#invalid);
+    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#lines.invalid);
+    if (agentFailed && this.#agentEnded) return failedMessage(this.#agentFailure(last), exit, this.#lines.invalid);
+    if (byExit !== null) return failedMessage(byExit, exit, this.#lines.invalid);
+    if (this.#lines.validEvents === 0) {
+      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
     }
     if (!this.#agentEnded) {
       const facts: FailureFacts = agentFailed
         ? this.#agentFailure(last)
         : { text: 'the agent exited before its closing events (no agent_end)', category: 'process_crash' };
-      return failedMessage(facts, exit, this.#invalid);
+      return failedMessage(facts, exit, this.#lines.invalid);
     }
     if (last === null) {
-      return failedMessage({ text: 'the agent ended without an assistant message', category: 'invalid_output' }, exit, this.#invalid);
+      return failedMessage({ text: 'the agent ended without an assistant message', category: 'invalid_output' }, exit, this.#lines.invalid);
     }
-    const invalid = this.#invalid.list();
+    const invalid = this.#lines.invalid.list();
     return {
       type: 'terminal.completed',
       content: {

@@ -40,3 +40,27 @@ export function parseEventLine(line: string): ParsedLine {
   if (typeof type !== 'string') return { ok: false, why: 'JSON without a string "type"' };
   return { ok: true, event: value as Record<string, unknown> & { type: string } };
 }
+
+/** The agent's stdout, line by line: each line's event, or null for a blank or bad one (bad ones are kept). */
+export class EventLines {
+  readonly invalid = new InvalidLines();
+  #lineNumber = 0;
+  #validEvents = 0;
+
+  /** How many lines held an event. */
+  get validEvents(): number {
+    return this.#validEvents;
+  }
+
+  read(line: string): (Record<string, unknown> & { type: string }) | null {
+    this.#lineNumber += 1;
+    const parsed = parseEventLine(line);
+    if (parsed.ok === 'blank') return null;
+    if (!parsed.ok) {
+      this.invalid.add(this.#lineNumber, line, parsed.why);
+      return null;
+    }
+    this.#validEvents += 1;
+    return parsed.event;
+  }
+}
