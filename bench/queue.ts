@@ -623,7 +623,7 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
 
   }
 
-  const results: Record<string, { p50: number; p99: number }> = {};
+  const results: Record<string, { p50: number; p99: number; samples: number[] }> = {};
   if (PARTS.has('3')) {
     // ---- 3. cancel latency
     log(`3. cancel() from another process → the turn's "cancelled" transition, fake pi as a real child process (${COOPERATIVE_SAMPLES} + ${STUBBORN_SAMPLES} samples)`);
@@ -643,7 +643,7 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
       const t = samples.map((s) => s.transitionMs);
       const o = samples.map((s) => s.observedMs);
       const c = samples.map((s) => s.callMs);
-      results[mode] = { p50: percentile(t, 50), p99: percentile(t, 99) };
+      results[mode] = { p50: percentile(t, 50), p99: percentile(t, 99), samples: t };
       const describe = mode === 'cooperative' ? 'exits on SIGTERM' : 'ignores SIGINT/SIGTERM, SIGKILL stage';
       log(
         `  ${mode.padEnd(11)} (${describe}, ${samples.length} samples${mode === 'stubborn' ? `, ${STUBBORN_BATCH} at a time ${STUBBORN_STAGGER_MS} ms apart` : ', one at a time'}): ` +
@@ -663,5 +663,8 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
     messagesPerSec: orNull(round(messagesPerSec, 0)),
     cancelP99Ms: results.cooperative?.p99 ?? null,
     cancelStubbornP99Ms: results.stubborn?.p99 ?? null,
+    // Every sample (cancel() → the "cancelled" transition, ms), for plots (scripts/plot-bench.ts).
+    cancelSamplesMs: results.cooperative?.samples ?? null,
+    cancelStubbornSamplesMs: results.stubborn?.samples ?? null,
   };
 }

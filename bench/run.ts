@@ -1,7 +1,9 @@
-import { arch, cpus, platform, release, totalmem } from 'node:os';
+import { arch, cpus, loadavg, platform, release, totalmem } from 'node:os';
+import * as e2e from './e2e.ts';
 import * as machineBench from './machine.ts';
 import * as mapper from './mapper.ts';
 import * as queueBench from './queue.ts';
+import * as scaling from './scaling.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
 
 /**
@@ -9,12 +11,25 @@ import { BenchFailure, type Benchmark } from './support/benchmark.ts';
  * none is named), in registry order. Each prints its human lines, then one
  * JSON object as its last line. With --json the human lines go to stderr and
  * stdout gets a single JSON document at the end:
- * `{"benchmarks":[<each final object>], "machine":{…}}`.
- * Exit 0; 1 when a benchmark failed (its own check, or it threw); 2 on bad arguments.
+ * `{"benchmarks":[<each final object>], "machine":{…}}` (use `npm run --silent`
+ * to keep npm's banner out of stdout).
+ * Exit 0; 1 when a benchmark failed (its own check, or it threw) or the whole
+ * run went past TOTAL_LIMIT_MS; 2 on bad arguments.
  */
 
 /** Every benchmark, in the order they run. A new one is a module in bench/ exporting `name` and `run`, added here. */
-const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench, queueBench];
+const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench, queueBench, e2e, scaling];
+
+/**
+ * The whole run's bound (BENCH_TOTAL_LIMIT_MS, default 15 min; a full run takes about 5-7 min on
+ * 2 cores). Each benchmark that starts processes has a limit of its own and cleans up after it;
+ * this is the backstop: past it, the running benchmark is abandoned and marked failed, the others
+ * are not started, the JSON document is printed and the process exits. What the abandoned one
+ * started dies with this process: redis-servers by test/support/redis.ts's exit hook and reaper,
+ * worker processes by their tie to this process (support/worker-probe.mjs), and they stop their agents.
+ */
+const TOTAL_LIMIT_MS = Number(process.env.BENCH_TOTAL_LIMIT_MS ?? 15 * 60_000);
+const LIMIT_TEXT = `${Number((TOTAL_LIMIT_MS / 60_000).toFixed(2))} min`;
 
 const USAGE = `usage: npm run bench -- [--json] [name ...]\nbenchmarks: ${BENCHMARKS.map((b) => b.name).join(', ')}`;
 
@@ -45,6 +60,8 @@ function machine(): Record<string, unknown> {
     os: `${platform()} ${release()}`,
     arch: arch(),
     memoryGb: Math.round(totalmem() / 2 ** 30),
+    /** 1, 5 and 15 min, when the run ended: the machine may be shared. */
+    loadAverageAtEnd: loadavg().map((l) => Math.round(l * 100) / 100),
   };
 }
 
@@ -57,11 +74,36 @@ async function main(): Promise<number> {
   const human = args.json ? (line: string) => console.error(line) : (line: string) => console.log(line);
   const finals: Record<string, unknown>[] = [];
   let failed = false;
+  let abandoned = false;
+  const startedAt = Date.now();
   for (const benchmark of args.selected) {
-    human(`# ${benchmark.name}`);
+    const left = TOTAL_LIMIT_MS - (Date.now() - startedAt);
+    if (abandoned || left <= 0) {
+      failed = true;
+      const final = { bench: benchmark.name, failed: true, error: `not run: the whole run went past ${LIMIT_TEXT}` };
+      human(JSON.stringify(final));
+      finals.push(final);
+      continue;
+    }
+    // The machine may be shared: what else ran is part of the figures.
+    human(`# ${benchmark.name} (load average ${loadavg().map((l) => l.toFixed(2)).join(' ')} on ${cpus().length} cores)`);
     let final: Record<string, unknown>;
     try {
-      final = await benchmark.run(human);
+      let timer: NodeJS.Timeout | undefined;
+      const overLimit = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          abandoned = true;
+          reject(new BenchFailure(`abandoned: the whole run went past ${LIMIT_TEXT}`));
+        }, left);
+      });
+      try {
+        const running = benchmark.run(human);
+        // Once abandoned, its failure (as its processes go) is nobody's concern.
+        running.catch(() => undefined);
+        final = await Promise.race([running, overLimit]);
+      } finally {
+        clearTimeout(timer);
+      }
     } catch (error) {
       failed = true;
       const why = error instanceof BenchFailure ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
@@ -72,6 +114,8 @@ async function main(): Promise<number> {
     finals.push(final);
   }
   if (args.json) console.log(JSON.stringify({ benchmarks: finals, machine: machine() }));
+  // An abandoned benchmark may still hold timers and connections: end here rather than wait for them.
+  if (abandoned) process.exit(1);
   return failed ? 1 : 0;
 }
 

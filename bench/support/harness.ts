@@ -1,0 +1,158 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BenchFailure } from './benchmark.ts';
+
+/**
+ * Plumbing shared by the process-level benchmarks (e2e, scaling): cleanup in
+ * reverse order whatever happens, one deadline for a whole benchmark, timeouts,
+ * a bounded-concurrency pool, percentiles and /proc readings.
+ */
+
+/** Everything started here, stopped in reverse order whatever happens. */
+export class Cleanup {
+  readonly #steps: Array<{ what: string; fn: () => Promise<void> | void }> = [];
+
+  /** Registers a step; the returned function runs it now (once) and unregisters it. */
+  add(what: string, fn: () => Promise<void> | void): () => Promise<void> {
+    const step = { what, fn };
+    this.#steps.push(step);
+    return async () => {
+      const i = this.#steps.indexOf(step);
+      if (i < 0) return;
+      this.#steps.splice(i, 1);
+      await step.fn();
+    };
+  }
+
+  async run(log: (line: string) => void): Promise<void> {
+    for (let step = this.#steps.pop(); step !== undefined; step = this.#steps.pop()) {
+      try {
+        await withTimeout(Promise.resolve(step.fn()), 20_000, `cleanup: ${step.what}`);
+      } catch (error) {
+        log(`  cleanup: ${step.what}: ${(error as Error).message}`);
+      }
+    }
+  }
+}
+
+export class Deadline {
+  readonly #at: number;
+  constructor(ms: number) {
+    this.#at = Date.now() + ms;
+  }
+  /** `ms`, cut to what is left of the whole run. */
+  cap(ms: number): number {
+    return Math.max(0, Math.min(ms, this.#at - Date.now()));
+  }
+  get leftMs(): number {
+    return Math.max(0, this.#at - Date.now());
+  }
+}
+
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string | (() => string)): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new BenchFailure(`timed out after ${(ms / 1000).toFixed(1)} s: ${typeof what === 'string' ? what : what()}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Runs `measure` under a watchdog of `limitMs`, then the cleanup, whatever
+ * happened. After a timeout, what is still running fails as cleanup stops the
+ * processes it talks to: nobody waits for it.
+ */
+export async function bounded<T>(what: string, limitMs: number, log: (line: string) => void, measure: (cleanup: Cleanup, deadline: Deadline) => Promise<T>): Promise<T> {
+  const cleanup = new Cleanup();
+  const deadline = new Deadline(limitMs);
+  let watchdog: NodeJS.Timeout | undefined;
+  const overall = new Promise<never>((_, reject) => {
+    watchdog = setTimeout(() => reject(new BenchFailure(`the ${what} benchmark did not finish within ${(limitMs / 60_000).toFixed(1)} min`)), limitMs);
+  });
+  const work = measure(cleanup, deadline);
+  work.catch(() => undefined);
+  try {
+    return await Promise.race([work, overall]);
+  } finally {
+    clearTimeout(watchdog);
+    await cleanup.run(log);
+  }
+}
+
+/** A fresh temp dir, removed by `cleanup`, or when this process exits if cleanup never ran (an abandoned run). */
+export function tempDir(prefix: string, cleanup: Cleanup): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const remove = (): void => rmSync(dir, { recursive: true, force: true });
+  process.once('exit', remove);
+  cleanup.add(`temp dir ${dir}`, () => {
+    process.removeListener('exit', remove);
+    remove();
+  });
+  return dir;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Runs `fn` over `items` with at most `limit` calls in flight. */
+export async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    for (let i = next++; i < items.length; i = next++) await fn(items[i] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+}
+
+/** Nearest-rank percentile. */
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
+}
+
+export function orNull(value: number): number | null {
+  return Number.isFinite(value) ? value : null;
+}
+
+/** CPU of a process from /proc/<pid>/stat, in ms: its own (utime + stime) and that of its children it waited for (cutime + cstime). NaN off Linux. */
+export function procCpuMs(pid: number | 'self'): { ownMs: number; childrenMs: number } {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14-17 of proc(5), counted from 3 here; in USER_HZ (100) ticks.
+    return { ownMs: (Number(fields[11]) + Number(fields[12])) * 10, childrenMs: (Number(fields[13]) + Number(fields[14])) * 10 };
+  } catch {
+    return { ownMs: Number.NaN, childrenMs: Number.NaN };
+  }
+}
+
+/** VmRSS of a process in bytes, from /proc/<pid>/status (NaN off Linux or when it is gone). */
+export function procRssBytes(pid: number): number {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match === null ? Number.NaN : Number(match[1]) * 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Processes whose command line mentions `needle` (Linux /proc; [] elsewhere). */
+export function processesMentioning(needle: string): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const found: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(needle)) found.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return found;
+}
+
