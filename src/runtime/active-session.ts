@@ -57,6 +57,14 @@ export class ActiveSession {
   /** …and, used once instead of reading them again, the cancel flag and the inbox (undefined: read Redis). */
   #loadedCancel: LoadedSession['cancel'] | undefined;
   #loadedInbox: InboxPrompt[] | undefined;
+  /**
+   * Ids of the inbox prompts this holder has handed to the actor. The inbox is trimmed by a later
+   * (batched) write, so a read made before that write lands still holds them: they must be neither
+   * fed nor counted for the trim again (counted twice, the trim would drop prompts that came after).
+   */
+  readonly #fed = new Set<string>();
+  /** `turn/attempt` of the last attempt whose agent reported its turn completed (its terminal.completed went to the log). */
+  #answered: string | null = null;
   /** The state name of the last snapshot handed to the writer. */
   #lastState: string | null = null;
   readonly #shared: { machine: SessionMachine; attach(sessionId: string, runner: AttemptRunner, sink: MessageSink): () => void } | null;
@@ -279,7 +287,12 @@ export class ActiveSession {
     const request = loaded !== undefined ? loaded : await this.#store.cancelRequest(this.#sessionId);
     const actor = this.#actor;
     if (request === null || actor === null) return;
-    actor.send({ type: 'session.cancel', reason: request.reason });
+    const snapshot = actor.getSnapshot();
+    // The agent has already answered (its terminal.completed is in the log) and its attempt is only
+    // cleaning up: there is nothing left to cancel. Cancelled now, the turn would end `cancelled`
+    // with a completed answer in its log.
+    const answered = stateName(snapshot.value) === 'running' && this.#answered === `${snapshot.context.turnIndex}/${snapshot.context.attempt}`;
+    if (!answered) actor.send({ type: 'session.cancel', reason: request.reason });
     this.#writer.cancelHandled();
     this.#persist();
   }
@@ -289,11 +302,13 @@ export class ActiveSession {
     if (this.#interruptRequested || this.#draining) return;
     const loaded = this.#loadedInbox;
     this.#loadedInbox = undefined;
-    const prompts = loaded ?? (await this.#store.inbox(this.#sessionId));
+    const read = loaded ?? (await this.#store.inbox(this.#sessionId));
+    const prompts = read.filter((prompt) => !this.#fed.has(prompt.id));
     const actor = this.#actor;
     if (prompts.length === 0 || actor === null) return;
     const sessionOptions = parseObject(this.#meta.options);
     for (const prompt of prompts) {
+      this.#fed.add(prompt.id);
       actor.send({ type: 'session.prompt', prompt: { id: prompt.id, text: prompt.text, options: { ...sessionOptions, ...prompt.options } } });
     }
     this.#writer.inboxConsumed(prompts.length);
@@ -337,7 +352,10 @@ export class ActiveSession {
   }
 
   #sink(): MessageSink {
-    return (message, meta) => this.#writer.message(meta.turn, meta.attempt, message.type, message.content);
+    return (message, meta) => {
+      if (message.type === 'terminal.completed') this.#answered = `${meta.turn}/${meta.attempt}`;
+      return this.#writer.message(meta.turn, meta.attempt, message.type, message.content);
+    };
   }
 
   #runner(): AttemptRunner {

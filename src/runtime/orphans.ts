@@ -4,6 +4,9 @@ import type { Redis } from 'ioredis';
 import { findProcessesByMarker, isAlive, killProcessTree, processStartTime } from '../process/index.ts';
 import type { Keys } from './keys.ts';
 
+/** HSET only when the field is still there. KEYS: hash. ARGV: field, value. */
+const SET_IF_PRESENT = `if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end return 0`;
+
 /** What a worker records about each agent process it runs, per host, before and after spawning it. */
 export interface ProcessRecord {
   marker: string;
@@ -35,6 +38,8 @@ export class ProcessRegistry {
   readonly #key: string;
   readonly #workerId: string;
   #workerStartTime: string | null | undefined;
+  /** The records of this worker's agents that are not done yet. */
+  readonly #records = new Map<string, ProcessRecord>();
 
   constructor(redis: Redis, keys: Keys, workerId: string) {
     this.#redis = redis;
@@ -49,16 +54,22 @@ export class ProcessRegistry {
 
   async record(marker: string, sessionId: string): Promise<void> {
     const record: ProcessRecord = { marker, sessionId, workerId: this.#workerId, workerPid: process.pid, workerStartTime: await this.#selfStartTime(), pid: null, startTime: null, at: Date.now() };
+    this.#records.set(marker, record);
     await this.#redis.hset(this.#key, marker, JSON.stringify(record));
   }
 
+  /**
+   * Adds the pid to the record, unless `done` removed it meanwhile (an agent that ended at once):
+   * a read-then-write here would put the record back after `done`, for good.
+   */
   async spawned(marker: string, pid: number, startTime: string | null): Promise<void> {
-    const raw = await this.#redis.hget(this.#key, marker);
-    if (raw === null) return;
-    await this.#redis.hset(this.#key, marker, JSON.stringify({ ...(JSON.parse(raw) as ProcessRecord), pid, startTime }));
+    const record = this.#records.get(marker);
+    if (record === undefined) return;
+    await this.#redis.eval(SET_IF_PRESENT, 1, this.#key, marker, JSON.stringify({ ...record, pid, startTime }));
   }
 
   async done(marker: string): Promise<void> {
+    this.#records.delete(marker);
     await this.#redis.hdel(this.#key, marker);
   }
 }

@@ -1,0 +1,318 @@
+/**
+ * The world a chaos run drives: one real redis-server (AOF on), the fake model server, a pi
+ * environment, a fleet of real `sessiond worker` processes (configured by env, the way they run in
+ * production) whose agent command is chaos/agent.sh (the fake agent for `--model chaos`, the real
+ * pi CLI otherwise), and a Runtime to enqueue, cancel and read through.
+ *
+ * Every process started here carries CHAOS_RUN_ID=<run id> in its environment (the agents and
+ * their tools inherit it), so the run can find, check and finally kill everything it started,
+ * whatever happened: `close()` stops it all, and a process 'exit' hook SIGKILLs what is left.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Redis } from 'ioredis';
+import { prepareManagedAgentDir } from '../src/agents/pi/agent-dir.ts';
+import { AGENT_MARKER_ENV } from '../src/process/index.ts';
+import { hostKey, reapOrphans, type ProcessRecord } from '../src/runtime/orphans.ts';
+import { Runtime } from '../src/runtime/runtime.ts';
+import { startFakeModelServer, type FakeModelServer } from '../test/support/fake-model-server.ts';
+import { createPiEnv, piBin, type PiEnv } from '../test/support/pi-env.ts';
+import { startRedis, uniquePrefix, type RedisServer } from '../test/support/redis.ts';
+import { connector } from '../test/support/runtime.ts';
+import { startWorkerProcess, type WorkerProcess } from '../test/support/worker-process.ts';
+
+export const CHAOS_DIR = dirname(fileURLToPath(import.meta.url));
+export const AGENT_COMMAND = join(CHAOS_DIR, 'agent.sh');
+
+/** The model id that selects the fake agent (chaos/agent.sh). */
+export const FAKE_MODEL = 'chaos';
+/** A fake-model-server model that pi streams for about 2 s. */
+export const PI_SLOW_MODEL = 'chaos-pi-slow';
+export const PI_SLOW_TEXT = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen';
+
+/** Worker timings of the run: short, so that leases run out and stalled jobs are taken again within seconds. */
+export const WORKER_TIMINGS = { leaseTtlMs: 2000, leaseTtl: '2s', stalledInterval: '1s', holdBackoff: '1500ms', poll: '250ms', heartbeat: '1s', shutdownGrace: '2s' } as const;
+
+export type WorkerState = 'running' | 'stopped' | 'dead';
+
+export interface ManagedWorker {
+  readonly slot: number;
+  readonly proc: WorkerProcess;
+  readonly pid: number;
+  /** `host:pid:xxxx` (a lease token is `<workerId>#<fence>`). */
+  readonly workerId: string;
+  state: WorkerState;
+  /** When it was last SIGCONTed (for the stale-holder grace). */
+  resumedAt: number | null;
+}
+
+export interface ScannedProcess {
+  pid: number;
+  ppid: number;
+  /** /proc state letter: R, S, D, T (stopped), Z… */
+  state: string;
+  cmdline: string;
+  marker: string | null;
+  kind: 'worker' | 'agent' | 'tool' | 'other';
+}
+
+const exitHooked = { done: false };
+const runIds = new Set<string>();
+const roots = new Set<string>();
+
+/** SIGKILLs, synchronously, every live process whose environment carries CHAOS_RUN_ID=<id>. */
+export function killRunProcessesSync(runId: string): number {
+  let killed = 0;
+  for (const p of scanRunProcessesSync(runId)) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+      killed += 1;
+    } catch {
+      // gone
+    }
+  }
+  return killed;
+}
+
+function installExitHook(runId: string): void {
+  runIds.add(runId);
+  if (exitHooked.done) return;
+  exitHooked.done = true;
+  process.on('exit', () => {
+    // Twice: a worker killed in the first sweep may have spawned an agent just before.
+    for (const id of runIds) killRunProcessesSync(id);
+    for (const id of runIds) killRunProcessesSync(id);
+    for (const root of roots) rmSync(root, { recursive: true, force: true });
+  });
+}
+
+/** Every live (non-zombie) process of this run, read from /proc (Linux). */
+export function scanRunProcessesSync(runId: string, workerPids: ReadonlySet<number> = new Set()): ScannedProcess[] {
+  const needle = `\0CHAOS_RUN_ID=${runId}\0`;
+  const out: ScannedProcess[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
+    try {
+      const environ = `\0${readFileSync(`/proc/${pid}/environ`, 'latin1')}\0`;
+      if (!environ.includes(needle)) continue;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const state = fields[0] ?? '?';
+      if (state === 'Z' || state === 'X') continue;
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+      const markerAt = environ.indexOf(`\0${AGENT_MARKER_ENV}=`);
+      const marker = markerAt === -1 ? null : environ.slice(markerAt + AGENT_MARKER_ENV.length + 2, environ.indexOf('\0', markerAt + 1));
+      const kind: ScannedProcess['kind'] = workerPids.has(pid) || /sessiond\.mjs worker/.test(cmdline) ? 'worker' : marker === null ? 'other' : /^sleep\b|\/sleep\b/.test(cmdline) ? 'tool' : 'agent';
+      out.push({ pid, ppid: Number(fields[1]), state, cmdline, marker, kind });
+    } catch {
+      // gone meanwhile, or not ours
+    }
+  }
+  return out;
+}
+
+export interface ClusterOptions {
+  log: (line: string) => void;
+  /** Worker processes (slots) kept running. */
+  workers: number;
+  concurrency: number;
+}
+
+export class Cluster {
+  readonly runId = randomBytes(6).toString('hex');
+  readonly prefix = uniquePrefix('chaos');
+  readonly root = mkdtempSync(join(tmpdir(), 'sessiond-chaos-'));
+  readonly stateDir = join(this.root, 'attempts');
+  readonly options: ClusterOptions;
+  redis!: RedisServer;
+  model!: FakeModelServer;
+  pi!: PiEnv;
+  runtime!: Runtime;
+  connect!: (role: string) => Redis;
+  #closeConnections: () => void = () => undefined;
+  readonly workers: ManagedWorker[] = [];
+  /** Every worker process ever started (dead ones too), by pid. */
+  readonly allWorkers = new Map<number, ManagedWorker>();
+  readonly log: (line: string) => void;
+  #closed = false;
+
+  private constructor(options: ClusterOptions) {
+    this.options = options;
+    this.log = options.log;
+    installExitHook(this.runId);
+    roots.add(this.root);
+  }
+
+  static async start(options: ClusterOptions): Promise<Cluster> {
+    const cluster = new Cluster(options);
+    try {
+      await cluster.#start();
+    } catch (error) {
+      await cluster.close();
+      throw error;
+    }
+    return cluster;
+  }
+
+  async #start(): Promise<void> {
+    mkdirSync(this.stateDir, { recursive: true });
+    [this.redis, this.model] = await Promise.all([
+      startRedis({ aof: true }),
+      startFakeModelServer({ scripts: { [PI_SLOW_MODEL]: { text: PI_SLOW_TEXT, chunkDelayMs: 110 } } }),
+    ]);
+    this.pi = createPiEnv({ serverUrl: this.model.url, extraModels: [PI_SLOW_MODEL], root: join(this.root, 'pi') });
+    const { connect, closeAll } = connector(this.redis.url);
+    this.connect = connect;
+    this.#closeConnections = closeAll;
+    this.runtime = new Runtime({ connect, prefix: this.prefix });
+    this.log(`run ${this.runId}: redis-server ${this.redis.url} (AOF, fsync always), fake model server ${this.model.url}, prefix ${this.prefix}, dir ${this.root}`);
+    for (let slot = 0; slot < this.options.workers; slot++) mkdirSync(this.#hostDir(slot), { recursive: true });
+    // pi's managed agent dir, prepared once per "host" before any attempt runs.
+    await Promise.all(
+      Array.from({ length: this.options.workers }, (_, slot) => prepareManagedAgentDir(resolve(this.pi.agentDir), join(this.#hostDir(slot), 'state'))),
+    );
+    await Promise.all(Array.from({ length: this.options.workers }, (_, slot) => this.startWorker(slot)));
+  }
+
+  #hostDir(slot: number): string {
+    return join(this.root, `host-${slot}`);
+  }
+
+  /** Starts a worker process in `slot` (replacing whatever ran there) and waits until it says it started. */
+  async startWorker(slot: number): Promise<ManagedWorker> {
+    const host = this.#hostDir(slot);
+    const proc = await startWorkerProcess(
+      {
+        redisUrl: this.redis.url,
+        prefix: this.prefix,
+        env: this.pi,
+        stateDir: join(host, 'state'),
+        sessionDir: join(host, 'sessions'),
+        concurrency: this.options.concurrency,
+        leaseTtl: WORKER_TIMINGS.leaseTtl,
+        stalledInterval: WORKER_TIMINGS.stalledInterval,
+        holdBackoff: WORKER_TIMINGS.holdBackoff,
+        poll: WORKER_TIMINGS.poll,
+        heartbeat: WORKER_TIMINGS.heartbeat,
+        shutdownGrace: WORKER_TIMINGS.shutdownGrace,
+        extraEnv: {
+          SESSIOND_PI_COMMAND: AGENT_COMMAND,
+          CHAOS_REAL_PI: piBin,
+          CHAOS_NODE: process.execPath,
+          CHAOS_RUN_ID: this.runId,
+          CHAOS_STATE_DIR: this.stateDir,
+          SESSIOND_LOG_LEVEL: 'info',
+        },
+      },
+      60_000,
+    );
+    const worker: ManagedWorker = { slot, proc, pid: proc.pid, workerId: proc.workerId, state: 'running', resumedAt: null };
+    void proc.exited.then(() => {
+      worker.state = 'dead';
+    });
+    this.workers[slot] = worker;
+    this.allWorkers.set(worker.pid, worker);
+    return worker;
+  }
+
+  liveWorkers(): ManagedWorker[] {
+    return this.workers.filter((w) => w.state !== 'dead');
+  }
+
+  workerById(workerId: string): ManagedWorker | undefined {
+    for (const w of this.allWorkers.values()) if (w.workerId === workerId) return w;
+    return undefined;
+  }
+
+  /** kill -9; resolves once the process is gone. */
+  async kill9(worker: ManagedWorker): Promise<void> {
+    if (worker.state === 'stopped') worker.proc.kill('SIGCONT');
+    worker.proc.kill('SIGKILL');
+    await worker.proc.exited;
+    worker.state = 'dead';
+  }
+
+  /** SIGTERM (graceful shutdown: running attempts get the shutdown grace, then are stopped and re-queued); SIGKILL after `graceMs`. */
+  async terminate(worker: ManagedWorker, graceMs = 15_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    worker.proc.kill('SIGTERM');
+    const timer = setTimeout(() => worker.proc.kill('SIGKILL'), graceMs);
+    const exit = await worker.proc.exited;
+    clearTimeout(timer);
+    worker.state = 'dead';
+    return exit;
+  }
+
+  sigstop(worker: ManagedWorker): void {
+    worker.proc.kill('SIGSTOP');
+    worker.state = 'stopped';
+  }
+
+  sigcont(worker: ManagedWorker): void {
+    worker.proc.kill('SIGCONT');
+    worker.state = 'running';
+    worker.resumedAt = Date.now();
+  }
+
+  /** The processes of this run now. */
+  processes(): ScannedProcess[] {
+    return scanRunProcessesSync(this.runId, new Set(this.allWorkers.keys()));
+  }
+
+  /** The agent process records of this host (`procs:<host>`). */
+  async procRecords(): Promise<Map<string, ProcessRecord>> {
+    const raw = await this.runtime.redis.hgetall(this.runtime.keys.procs(hostKey()));
+    const out = new Map<string, ProcessRecord>();
+    for (const [marker, value] of Object.entries(raw)) {
+      try {
+        out.set(marker, JSON.parse(value) as ProcessRecord);
+      } catch {
+        // not ours to judge here
+      }
+    }
+    return out;
+  }
+
+  /** SIGTERM every live worker (graceful: they give their sessions back), SIGKILL after `graceMs`. */
+  async stopWorkers(graceMs = 8000): Promise<void> {
+    const live = [...this.allWorkers.values()].filter((w) => w.state !== 'dead');
+    for (const w of live) {
+      if (w.state === 'stopped') w.proc.kill('SIGCONT');
+      w.proc.kill('SIGTERM');
+    }
+    await Promise.all(
+      live.map(async (w) => {
+        const timer = setTimeout(() => w.proc.kill('SIGKILL'), graceMs);
+        await w.proc.exited;
+        clearTimeout(timer);
+        w.state = 'dead';
+      }),
+    );
+  }
+
+  /** Stops everything this run started, whatever state it is in. Idempotent; never throws. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.stopWorkers().catch(() => undefined);
+    // What the workers left (agents of killed workers, tool grandchildren): reaped, then killed by run id.
+    if (this.runtime !== undefined) await reapOrphans(this.runtime.redis, this.runtime.keys).catch(() => undefined);
+    killRunProcessesSync(this.runId);
+    await this.runtime?.close().catch(() => undefined);
+    this.#closeConnections();
+    await this.model?.close().catch(() => undefined);
+    await this.redis?.stop().catch(() => undefined);
+    rmSync(this.root, { recursive: true, force: true });
+    roots.delete(this.root);
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * What every chaos scenario shares: a ledger of what it asked for, a witness sampling leases and
+ * agent processes while it runs, and the checks run after it (checks.ts), plus its own findings.
+ */
+import { checkLogs, checkNoStrayProcesses, checkSettled, checkSingleDriver, checkTurns, type CheckResult } from './checks.ts';
+import type { Cluster } from './cluster.ts';
+import { Ledger } from './ledger.ts';
+import { Witness } from './witness.ts';
+
+/** A small seeded PRNG (mulberry32): the same seed gives the same choices. */
+export class Random {
+  #state: number;
+  constructor(seed: number) {
+    this.#state = seed >>> 0;
+  }
+  next(): number {
+    this.#state = (this.#state + 0x6d2b79f5) >>> 0;
+    let t = this.#state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+  int(min: number, max: number): number {
+    return min + Math.floor(this.next() * (max - min + 1));
+  }
+  chance(p: number): boolean {
+    return this.next() < p;
+  }
+  pick<T>(items: readonly T[]): T {
+    const item = items[Math.floor(this.next() * items.length)];
+    if (item === undefined) throw new Error('Random.pick: empty list');
+    return item;
+  }
+}
+
+export interface ScenarioContext {
+  cluster: Cluster;
+  quick: boolean;
+  random: Random;
+  log: (line: string) => void;
+}
+
+/** What a scenario body reports besides the ledger: what it did, what it found, its own checks. */
+export interface ScenarioNotes {
+  did: string[];
+  found: string[];
+  checks: CheckResult[];
+}
+
+export interface ScenarioDefinition {
+  name: string;
+  title: string;
+  /** How long the sessions may take to settle once the body is done. */
+  settleMs: number;
+  run(ctx: ScenarioContext, ledger: Ledger, notes: ScenarioNotes): Promise<void>;
+}
+
+export interface ScenarioResult {
+  name: string;
+  title: string;
+  durationMs: number;
+  did: string[];
+  found: string[];
+  checks: CheckResult[];
+  ok: boolean;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Waits for `probe` to return something truthy; null after `timeoutMs`. */
+export async function waitFor<T>(probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs: number, everyMs = 100): Promise<T | null> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== null && value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) return null;
+    await sleep(everyMs);
+  }
+}
+
+export function check(name: string, violations: string[], summary: string): CheckResult {
+  return { name, ok: violations.length === 0, summary, violations };
+}
+
+/** Runs one scenario, then every check; never throws (an error of the body is a failed check). */
+export async function runScenario(def: ScenarioDefinition, ctx: ScenarioContext): Promise<ScenarioResult> {
+  const started = Date.now();
+  const ledger = new Ledger(def.name);
+  const notes: ScenarioNotes = { did: [], found: [], checks: [] };
+  const witness = new Witness(ctx.cluster, () => ledger.ids());
+  witness.start();
+  const checks: CheckResult[] = [];
+  try {
+    await def.run(ctx, ledger, notes);
+  } catch (error) {
+    checks.push(check('scenario ran to its end', [`the scenario failed: ${(error as Error).stack ?? String(error)}`], 'it threw'));
+  }
+  try {
+    const settled = await checkSettled(ctx.cluster.runtime, ledger, def.settleMs);
+    checks.push(settled);
+    // Agents stopping and orphans being reaped: give them their grace before judging.
+    await sleep(1500);
+    const stray = await checkNoStrayProcesses(ctx.cluster, witness.report, 15_000);
+    const report = await witness.stop();
+    checks.push(await checkTurns(ctx.cluster.runtime, ledger), await checkLogs(ctx.cluster.runtime, ledger), await checkSingleDriver(ctx.cluster.runtime, ledger, report), stray);
+  } catch (error) {
+    await witness.stop();
+    checks.push(check('checks ran', [`a check failed to run: ${(error as Error).stack ?? String(error)}`], 'it threw'));
+  }
+  checks.push(...notes.checks);
+  return { name: def.name, title: def.title, durationMs: Date.now() - started, did: notes.did, found: notes.found, checks, ok: checks.every((c) => c.ok) };
+}

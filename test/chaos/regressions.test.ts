@@ -1,0 +1,126 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKeys } from '../../src/runtime/keys.ts';
+import { hostKey, ProcessRegistry } from '../../src/runtime/orphans.ts';
+import { Runtime } from '../../src/runtime/runtime.ts';
+import { AGENT_COMMAND, FAKE_MODEL } from '../../chaos/cluster.ts';
+import { readLog } from '../../chaos/checks.ts';
+import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
+import { connector, harness, turnEnded, until, type Harness } from '../support/runtime.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+
+/**
+ * Bugs `npm run chaos` found, each pinned by a small deterministic test.
+ */
+
+let redis: RedisServer;
+
+beforeAll(async () => {
+  // AOF with fsync always, as in `npm run chaos`: every fenced write takes a little longer.
+  redis = await startRedis({ aof: true });
+});
+
+afterAll(async () => {
+  await redis?.stop();
+});
+
+describe('found by chaos: the agent process registry', () => {
+  it('an agent that ends before its pid is recorded leaves no record behind (spawned vs done)', async () => {
+    const { connect, closeAll } = connector(redis.url);
+    try {
+      const redisClient = connect('registry');
+      const keys = createKeys(uniquePrefix('registry'));
+      const registry = new ProcessRegistry(redisClient, keys, 'worker-1');
+      const marker = 'sessiond-regression-marker';
+      await registry.record(marker, 's1');
+      // The pid is recorded fire-and-forget after the spawn; a fast agent is done before that lands.
+      const spawned = registry.spawned(marker, 4242, '123');
+      await registry.done(marker);
+      await spawned;
+      expect(await redisClient.hget(keys.procs(hostKey()), marker)).toBeNull();
+    } finally {
+      closeAll();
+    }
+  });
+});
+
+describe('found by chaos: prompts arriving in bursts while a session is driven', () => {
+  let h: Harness;
+  let stateDir: string;
+
+  beforeAll(async () => {
+    stateDir = mkdtempSync(join(tmpdir(), 'sessiond-chaos-regression-'));
+    // The fake agent needs no pi environment: only a session dir, and where to count attempts.
+    const env = { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, sessionDir: join(stateDir, 'sessions') } as unknown as PiEnv;
+    h = harness(redis.url, env, 'burst');
+    await h.startWorker({
+      concurrency: 1,
+      agentOptions: { pi: { command: AGENT_COMMAND, sessionDir: join(stateDir, 'sessions'), env: { CHAOS_STATE_DIR: join(stateDir, 'attempts'), CHAOS_NODE: process.execPath } } },
+    });
+  });
+
+  afterAll(async () => {
+    await h?.close();
+    if (stateDir !== undefined) rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('prompts sent by several clients one right after the other while a turn runs: each runs as its own turn, in order (the inbox is never trimmed past what was taken)', async () => {
+    const sessionId = 'burst-1';
+    const first = await h.runtime.enqueue({ sessionId, prompt: 'ok:1500 #p0', options: { model: FAKE_MODEL } });
+    expect(first.turn).toBe(1);
+    await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'assistant'), 20_000, 'the first turn to stream');
+    // Several clients sending prompts one right after the other while turn 1 runs: the holder takes
+    // each in as it is told of it, reading the inbox again before its batched trim has landed.
+    const tags: string[] = ['p0'];
+    const clients = [h.runtime, ...[1, 2, 3].map(() => new Runtime({ connect: h.connect, prefix: h.prefix }))];
+    await Promise.all(
+      clients.map(async (client, c) => {
+        for (let i = 1; i <= 12; i++) {
+          const { turn } = await client.enqueue({ sessionId, prompt: `ok:20 #c${c}-${i}`, options: { model: FAKE_MODEL } });
+          tags[turn - 1] = `c${c}-${i}`;
+        }
+      }),
+    );
+    await Promise.all(clients.slice(1).map((client) => client.close()));
+    const turns = tags.length;
+    const session = await turnEnded(h.runtime, sessionId, turns, 40_000);
+    expect(session.state).toBe('completed');
+    expect(session.queued).toEqual([]);
+    expect(session.context?.finishedPromptIds).toHaveLength(turns);
+    const log = await readLog(h.runtime, sessionId);
+    for (let turn = 1; turn <= turns; turn++) {
+      const text = log.filter((m) => m.turn === turn && m.type === 'assistant').map((m) => (m.content as { text: string }).text).join('');
+      expect(text.startsWith(`[${tags[turn - 1]}]`), `turn ${turn}: ${text.slice(0, 40)}`).toBe(true);
+    }
+  });
+
+  it('a cancel that lands after the agent answered, while its attempt cleans up, does not turn a completed answer into a cancelled turn', { timeout: 120_000 }, async () => {
+    // The agent prints its last text, ends its message ~40 ms later and exits: cancels sent 30-70 ms
+    // after the last text land before, during and after the end of the attempt.
+    const mismatches: string[] = [];
+    const outcomes = { completed: 0, cancelled: 0 };
+    for (let i = 0; i < 40; i++) {
+      const sessionId = `late-cancel-${i}`;
+      await h.runtime.enqueue({ sessionId, prompt: `ok:100 #late${i}`, options: { model: FAKE_MODEL } });
+      const controller = new AbortController();
+      for await (const m of h.runtime.followMessages(sessionId, 1, controller.signal)) {
+        if (m.type === 'assistant' && (m.content as { text: string }).text.includes('w2')) {
+          await new Promise((r) => setTimeout(r, 30 + i));
+          await h.runtime.cancel(sessionId);
+          controller.abort();
+          break;
+        }
+      }
+      const session = await turnEnded(h.runtime, sessionId, 1, 20_000);
+      const completedInLog = (await readLog(h.runtime, sessionId)).some((m) => m.type === 'terminal.completed');
+      if (session.state === 'completed' || session.state === 'cancelled') outcomes[session.state] += 1;
+      if (completedInLog !== (session.state === 'completed')) mismatches.push(`${sessionId}: ended ${session.state}, terminal.completed in the log: ${completedInLog}`);
+    }
+    expect(mismatches).toEqual([]);
+    // Both sides of the race were exercised.
+    expect(outcomes.completed).toBeGreaterThan(0);
+    expect(outcomes.cancelled).toBeGreaterThan(0);
+  });
+});
