@@ -117,7 +117,11 @@ export function mergeRetryPolicy(base: RetryPolicy, patch: unknown): RetryPolicy
 function toPolicyErrors(issue: z.core.$ZodIssue): RetryPolicyError[] {
   if (issue.code === 'unrecognized_keys') {
     const known = RETRY_POLICY_FIELDS.join(', ');
-    return issue.keys.map((key) => ({ field: key, message: `${key}: unknown field (known fields: ${known})` }));
+    // A key that is empty or not a plain name is shown quoted, so the message still names it.
+    return issue.keys.map((key) => {
+      const name = /^[A-Za-z_$][\w$]*$/.test(key) ? key : JSON.stringify(key);
+      return { field: name, message: `${name}: unknown field (known fields: ${known})` };
+    });
   }
   const [head, ...rest] = issue.path;
   if (head === undefined) {
