@@ -34,7 +34,7 @@ export const PI_SLOW_MODEL = 'chaos-pi-slow';
 export const PI_SLOW_TEXT = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen';
 
 /** Worker timings of the run: short, so that leases run out and stalled jobs are taken again within seconds. */
-export const WORKER_TIMINGS = { leaseTtlMs: 2000, leaseTtl: '2s', stalledInterval: '1s', holdBackoff: '1500ms', poll: '250ms', heartbeat: '1s', shutdownGrace: '2s' } as const;
+export const WORKER_TIMINGS = { leaseTtl: '2s', stalledInterval: '1s', holdBackoff: '1500ms', poll: '250ms', heartbeat: '1s', shutdownGrace: '2s' } as const;
 
 export type WorkerState = 'running' | 'stopped' | 'dead';
 
@@ -45,8 +45,6 @@ export interface ManagedWorker {
   /** `host:pid:xxxx` (a lease token is `<workerId>#<fence>`). */
   readonly workerId: string;
   state: WorkerState;
-  /** When it was last SIGCONTed (for the stale-holder grace). */
-  resumedAt: number | null;
 }
 
 export interface ScannedProcess {
@@ -217,7 +215,7 @@ export class Cluster {
       },
       60_000,
     );
-    const worker: ManagedWorker = { slot, proc, pid: proc.pid, workerId: proc.workerId, state: 'running', resumedAt: null };
+    const worker: ManagedWorker = { slot, proc, pid: proc.pid, workerId: proc.workerId, state: 'running' };
     void proc.exited.then(() => {
       worker.state = 'dead';
     });
@@ -261,7 +259,6 @@ export class Cluster {
   sigcont(worker: ManagedWorker): void {
     worker.proc.kill('SIGCONT');
     worker.state = 'running';
-    worker.resumedAt = Date.now();
   }
 
   /** The processes of this run now. */

@@ -35,12 +35,10 @@ export interface WitnessReport {
 }
 
 interface Tracked {
-  firstSeen: number;
   /** When it was first seen in its current suspicious condition (stale / orphan / stray), else null. */
   suspectSince: number | null;
   condition: 'ok' | 'stale' | 'orphan' | 'stray' | 'frozen';
   sessionId: string | null;
-  ownerPid: number | null;
   reported: boolean;
 }
 
@@ -85,7 +83,6 @@ export class Witness {
   }
 
   async sample(): Promise<void> {
-    const now = Date.now();
     const cluster = this.#cluster;
     const sessions = [...this.#sessions()];
     const redis = cluster.runtime.redis;
@@ -93,7 +90,9 @@ export class Witness {
       sessions.length === 0 ? Promise.resolve([] as Array<string | null>) : redis.mget(...sessions.map((id) => cluster.runtime.keys.session(id, 'lease'))),
       cluster.procRecords(),
     ]);
-    // Read after Redis answered: a process list older than the leases could see a finished agent as stale.
+    // Read after Redis answered (which may take long: Redis paused): a process list older than the
+    // leases could take an agent that just finished for a stale one.
+    const now = Date.now();
     const processes = cluster.processes();
     this.report.samples += 1;
     const holders = new Map<string, string>();
@@ -140,14 +139,14 @@ export class Witness {
       else if (owner.state === 'stopped' || procs.some((p) => p.pid === owner.pid && p.state === 'T')) condition = 'frozen';
       else if (sessionId !== null && holders.get(sessionId) === owner.workerId) condition = 'ok';
       else condition = 'stale';
-      const tracked = this.#agents.get(marker) ?? { firstSeen: now, suspectSince: null, condition, sessionId, ownerPid: owner?.pid ?? null, reported: false };
+      const tracked = this.#agents.get(marker) ?? { suspectSince: null, condition, sessionId, reported: false };
       if (tracked.condition !== condition) {
         tracked.condition = condition;
         tracked.suspectSince = null;
       }
       if (condition === 'stale' || condition === 'orphan' || condition === 'stray') {
         if (tracked.suspectSince === null) {
-          tracked.suspectSince = condition === 'stale' && owner?.resumedAt != null ? Math.max(owner.resumedAt, now) : now;
+          tracked.suspectSince = now;
           if (condition === 'orphan') this.report.orphansSeen += 1;
           if (condition === 'stale') this.report.staleAgentsSeen += 1;
         }

@@ -303,6 +303,9 @@ export class ActiveSession {
     const loaded = this.#loadedInbox;
     this.#loadedInbox = undefined;
     const read = loaded ?? (await this.#store.inbox(this.#sessionId));
+    // An id no longer in the inbox was trimmed for good: no need to remember it.
+    const present = new Set(read.map((prompt) => prompt.id));
+    for (const id of this.#fed) if (!present.has(id)) this.#fed.delete(id);
     const prompts = read.filter((prompt) => !this.#fed.has(prompt.id));
     const actor = this.#actor;
     if (prompts.length === 0 || actor === null) return;
