@@ -169,7 +169,8 @@ describe('parseRetryPolicy', () => {
           return;
         }
         expect(result.errors.length).toBeGreaterThan(0);
-        const ownKeys = typeof input === 'object' && input !== null ? Object.keys(input) : [];
+        // An unknown key that is empty or not a plain name is named quoted.
+        const ownKeys = typeof input === 'object' && input !== null ? Object.keys(input).flatMap((k) => [k, JSON.stringify(k)]) : [];
         for (const { field, message } of result.errors) {
           expect([...RETRY_POLICY_FIELDS, 'policy', ...ownKeys]).toContain(field);
           expect(message.startsWith(field)).toBe(true);
