@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -15,6 +15,7 @@ import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
+import { Cleanup, Deadline, orNull, percentile, pool, processesMentioning, sleep, withTimeout } from './support/harness.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { collectGarbage, median, round } from './support/timing.ts';
 
@@ -74,51 +75,6 @@ const ROOT = join(HERE, '..');
 
 // ---------------------------------------------------------------- plumbing
 
-/** Everything started here, stopped in reverse order whatever happens. */
-class Cleanup {
-  readonly #steps: Array<{ what: string; fn: () => Promise<void> | void }> = [];
-  add(what: string, fn: () => Promise<void> | void): () => Promise<void> {
-    const step = { what, fn };
-    this.#steps.push(step);
-    return async () => {
-      const i = this.#steps.indexOf(step);
-      if (i < 0) return;
-      this.#steps.splice(i, 1);
-      await step.fn();
-    };
-  }
-  async run(log: (line: string) => void): Promise<void> {
-    for (let step = this.#steps.pop(); step !== undefined; step = this.#steps.pop()) {
-      try {
-        await withTimeout(Promise.resolve(step.fn()), 15_000, `cleanup: ${step.what}`);
-      } catch (error) {
-        log(`  cleanup: ${step.what}: ${(error as Error).message}`);
-      }
-    }
-  }
-}
-
-class Deadline {
-  readonly #at: number;
-  constructor(ms: number) {
-    this.#at = Date.now() + ms;
-  }
-  /** `ms`, cut to what is left of the whole run. */
-  cap(ms: number): number {
-    return Math.max(0, Math.min(ms, this.#at - Date.now()));
-  }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new BenchFailure(`timed out after ${(ms / 1000).toFixed(1)} s: ${what}`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Connections as the sessiond CLI makes them (src/runtime/redis: createRedis), each closed by `closeAll`. */
 function connector(url: string) {
   const made: Redis[] = [];
@@ -128,22 +84,6 @@ function connector(url: string) {
     return redis;
   };
   return { connect, closeAll: () => made.forEach((r) => r.disconnect()) };
-}
-
-/** Runs `fn` over `items` with at most `limit` calls in flight. */
-async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    for (let i = next++; i < items.length; i = next++) await fn(items[i] as T);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
-}
-
-/** Nearest-rank percentile. */
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
 }
 
 let prefixCounter = 0;
@@ -438,25 +378,6 @@ interface CancelSample {
 }
 
 /** Processes whose command line mentions `needle` (Linux /proc; [] elsewhere). */
-function processesMentioning(needle: string): number[] {
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return [];
-  }
-  const found: number[] = [];
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(needle)) found.push(Number(entry));
-    } catch {
-      // gone
-    }
-  }
-  return found;
-}
-
 async function pollSession(runtime: Runtime, sessionId: string, until: (view: SessionView) => boolean, timeoutMs: number, what: string): Promise<SessionView> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -536,10 +457,6 @@ async function cancelRun(ctx: Ctx, client: CancelClient, mode: 'cooperative' | '
   if (side.problems.length > 0) throw new BenchFailure(`${mode} worker reported problems:\n  ${side.problems.slice(0, 5).join('\n  ')}`);
   await side.close();
   return samples;
-}
-
-function orNull(value: number): number | null {
-  return Number.isFinite(value) ? value : null;
 }
 
 // ---------------------------------------------------------------- the run
