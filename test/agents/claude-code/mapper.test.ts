@@ -15,19 +15,7 @@ import {
   withoutCompletedBlocks,
   withoutStreamEvents,
 } from './transcripts.ts';
-
-function terminalOf(messages: CliMessage[]): CliMessage {
-  const terminals = messages.filter(isTerminal);
-  expect(terminals).toHaveLength(1);
-  expect(messages.at(-1)).toBe(terminals[0]);
-  return terminals[0]!;
-}
-
-function failure(messages: CliMessage[]) {
-  const terminal = terminalOf(messages);
-  if (terminal.type !== 'terminal.failed') throw new Error(`expected terminal.failed, got ${JSON.stringify(terminal)}`);
-  return terminal.content;
-}
+import { failure, terminalOf } from '../contract.ts';
 
 function mapRecorded(name: string): CliMessage[] {
   return mapLines(readTranscript(name), recordedExit(name));

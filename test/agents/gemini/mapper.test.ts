@@ -13,6 +13,7 @@ import {
   terminalOf,
   transcriptNames,
 } from './transcripts.ts';
+import { expectOneResultPerToolCall } from '../contract.ts';
 
 function initSessionId(name: string): string {
   const line = readTranscript(name).find((l) => l.includes('"type":"init"'));
@@ -44,22 +45,7 @@ describe('every recorded gemini transcript', () => {
 
   it.each(names)('%s: one tool.call and exactly one result per tool id, the call first', (name) => {
     const messages = mapRecorded(name);
-    const calls = new Map<string, number>();
-    const results = new Map<string, number>();
-    for (const m of messages) {
-      if (m.type === 'tool.call') {
-        expect(results.has(m.content.toolCallId)).toBe(false);
-        calls.set(m.content.toolCallId, (calls.get(m.content.toolCallId) ?? 0) + 1);
-      }
-      if (m.type === 'tool.completed' || m.type === 'tool.failed') {
-        expect(calls.has(m.content.toolCallId)).toBe(true);
-        results.set(m.content.toolCallId, (results.get(m.content.toolCallId) ?? 0) + 1);
-      }
-    }
-    for (const id of calls.keys()) {
-      expect(calls.get(id)).toBe(1);
-      expect(results.get(id)).toBe(1);
-    }
+    expectOneResultPerToolCall(messages);
   });
 
   it.each(names)('%s: the failure text and stderr carry none of the startup noise or stack frames', (name) => {

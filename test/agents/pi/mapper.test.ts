@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CliMessageSchema, isTerminal, type CliMessage } from '../../../src/protocol/index.ts';
+import { CliMessageSchema, type CliMessage } from '../../../src/protocol/index.ts';
 import {
   assistantText,
   CLEAN_EXIT,
@@ -13,19 +13,7 @@ import {
   withoutDeltas,
   withoutSnapshots,
 } from './transcripts.ts';
-
-function terminalOf(messages: CliMessage[]): CliMessage {
-  const terminals = messages.filter(isTerminal);
-  expect(terminals).toHaveLength(1);
-  expect(messages.at(-1)).toBe(terminals[0]);
-  return terminals[0]!;
-}
-
-function failure(messages: CliMessage[]) {
-  const terminal = terminalOf(messages);
-  if (terminal.type !== 'terminal.failed') throw new Error(`expected terminal.failed, got ${JSON.stringify(terminal)}`);
-  return terminal.content;
-}
+import { expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
 
 function mapRecorded(name: string): CliMessage[] {
   return mapLines(readTranscript(name), recordedExit(name));
@@ -59,22 +47,7 @@ describe('every recorded pi transcript', () => {
 
   it.each(names)('%s: one tool.call and exactly one result per toolCallId, the call first', (name) => {
     const messages = mapRecorded(name);
-    const calls = new Map<string, number>();
-    const results = new Map<string, number>();
-    for (const m of messages) {
-      if (m.type === 'tool.call') {
-        expect(results.has(m.content.toolCallId)).toBe(false);
-        calls.set(m.content.toolCallId, (calls.get(m.content.toolCallId) ?? 0) + 1);
-      }
-      if (m.type === 'tool.completed' || m.type === 'tool.failed') {
-        expect(calls.has(m.content.toolCallId)).toBe(true);
-        results.set(m.content.toolCallId, (results.get(m.content.toolCallId) ?? 0) + 1);
-      }
-    }
-    for (const id of calls.keys()) {
-      expect(calls.get(id)).toBe(1);
-      expect(results.get(id)).toBe(1);
-    }
+    expectOneResultPerToolCall(messages);
   });
 });
 
