@@ -1,6 +1,6 @@
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 
-type Batch = Required<Omit<WriteBatch, 'indexState'>>;
+type Batch = Required<Omit<WriteBatch, 'indexState' | 'expectedSeq'>>;
 
 /** Messages are written at most this long after they were emitted… */
 export const FLUSH_DELAY_MS = 5;
@@ -22,6 +22,8 @@ export class SessionWriter {
   #chain: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
   #failure: Error | null = null;
+  /** The log's last seq after this writer's last write (null before the first). */
+  #lastSeq: number | null = null;
   /** The state last written to the global by-state index. */
   #indexed = '';
 
@@ -91,7 +93,8 @@ export class SessionWriter {
     if (isEmpty(batch)) return;
     this.#pending = emptyBatch();
     try {
-      await this.#store.write(this.#sessionId, this.#token, {
+      this.#lastSeq = await this.#store.write(this.#sessionId, this.#token, {
+        ...(this.#lastSeq === null ? {} : { expectedSeq: this.#lastSeq }),
         ...(batch.snapshot === '' ? {} : { snapshot: batch.snapshot, state: batch.state, indexState: batch.state !== this.#indexed }),
         inboxTrim: batch.inboxTrim,
         clearCancel: batch.clearCancel,

@@ -50,7 +50,7 @@ return 1
 /**
  * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent.
  * ARGV: token, snapshotJson|'', inboxTrim, clearCancel '0'|'1', state|'', now,
- *       historyCount, agentCount, messageCount, then history JSONs, then agent (field, value) pairs,
+ *       historyCount, agentCount, messageCount, expectedSeq|'' (the log's last seq the writer knows), then history JSONs, then agent (field, value) pairs,
  *       then messages as (turn, attempt, type, contentJson) quadruples.
  * → {1, lastSeq} | {-1} (stale token: nothing written)
  */
@@ -59,7 +59,11 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
 local h = tonumber(ARGV[7])
 local a = tonumber(ARGV[8])
 local m = tonumber(ARGV[9])
-local i = 10
+-- A batch re-sent after its reply was lost (a dropped connection) already landed: do not write it twice.
+if ARGV[10] ~= '' and m > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') == tonumber(ARGV[10]) + m then
+  return {1, tonumber(ARGV[10]) + m}
+end
+local i = 11
 local lastSeq = tonumber(redis.call('GET', KEYS[4]) or '0')
 for _ = 1, h do
   redis.call('RPUSH', KEYS[5], ARGV[i])

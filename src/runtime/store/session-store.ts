@@ -18,6 +18,8 @@ export interface StoredMessage {
 }
 
 export interface WriteBatch {
+  /** The log's last seq as the writer knows it: a re-sent batch that already landed is not written twice. */
+  expectedSeq?: number;
   snapshot?: string;
   state?: string;
   inboxTrim?: number;
@@ -136,6 +138,7 @@ export class SessionStore {
       history.length,
       agent.length,
       messages.length,
+      batch.expectedSeq === undefined ? '' : batch.expectedSeq,
       ...history,
       ...agent.flat(),
       ...messages.flatMap((m) => [m.turn, m.attempt, m.type, m.content]),
