@@ -205,12 +205,14 @@ export class ActiveSession {
   /**
    * A state change is written at once; a change within the same state (e.g. the agent's session
    * id recorded) goes with the next batch, within the writer's FLUSH_DELAY_MS, like the messages.
+   * So does a change to a quiescent state: the loop is about to give the session back, and that
+   * release writes the batch in the same call (or the timer does, if the loop goes on).
    */
   #persist(): void {
     const previous = this.#lastState;
     const state = this.#stage();
     if (state === null) return;
-    if (state === previous) {
+    if (state === previous || QUIESCENT.has(state)) {
       this.#writer.soon();
       return;
     }
@@ -320,13 +322,12 @@ export class ActiveSession {
 
   /** Gives the lease back; `null` when prompts or a cancel arrived meanwhile (still held). */
   async #release(mode: 'idle' | 'keep'): Promise<DriveOutcome | null> {
+    let result: 1 | 0;
     try {
-      await this.#writer.flush();
+      result = await this.#writer.release(mode);
     } catch {
       return this.#stopStale();
     }
-    const result = await this.#store.release(this.#sessionId, this.#token, mode);
-    if (result === -1) return this.#stopStale();
     if (result === 0) return null;
     this.#actor?.stop();
     return { kind: 'released' };
@@ -342,8 +343,7 @@ export class ActiveSession {
     // The snapshot in Redis still says which attempt ran: the next activation records it as interrupted.
     this.#actor?.stop();
     await this.#settled();
-    await this.#writer.flush().catch(() => undefined);
-    await this.#store.release(this.#sessionId, this.#token, 'keep');
+    await this.#writer.release('keep').catch(() => undefined);
     return { kind: 'interrupted' };
   }
 

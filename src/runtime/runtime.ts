@@ -100,11 +100,8 @@ export class Runtime {
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
     const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId);
     const writes: Array<Promise<unknown>> = [];
-    if (result.created) writes.push(this.redis.multi().zadd(this.keys.sessions, Date.now(), sessionId).hsetnx(this.keys.states, sessionId, 'queued').exec());
-    if (result.jobId !== null) {
-      const newJob = result.jobId;
-      writes.push(this.redis.zadd(this.keys.activations, Date.now(), sessionId), this.queue.addActivation(sessionId, newJob));
-    }
+    if (result.created || result.jobId !== null) writes.push(this.store.index(sessionId, { created: result.created, activation: result.jobId !== null ? 'created' : undefined }));
+    if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId));
     await Promise.all(writes);
     // A new activation means nobody holds the session: there is no one to tell.
     if (result.jobId === null) await this.#bus.publish({ sessionId, kind: 'prompt' });
@@ -123,7 +120,7 @@ export class Runtime {
       if (job !== undefined && (await job.isDelayed())) await job.promote().catch(() => undefined);
     }
     if (code === 3) {
-      await this.redis.zadd(this.keys.activations, Date.now(), sessionId);
+      await this.store.index(sessionId, { activation: 'created' });
       await this.queue.addActivation(sessionId, jobId);
     }
     return { delivered: code === 1 ? 'worker' : 'activation' };

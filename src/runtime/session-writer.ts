@@ -1,6 +1,6 @@
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 
-type Batch = Required<Omit<WriteBatch, 'indexState' | 'expectedSeq'>>;
+type Batch = Required<Omit<WriteBatch, 'indexState' | 'expectedSeq' | 'release'>>;
 
 /** Messages are written at most this long after they were emitted… */
 export const FLUSH_DELAY_MS = 5;
@@ -67,10 +67,27 @@ export class SessionWriter {
 
   /** Writes everything pending; resolves once it is in Redis. */
   flush(): Promise<void> {
+    return this.#enqueue(async () => {
+      await this.#writeOnce();
+    });
+  }
+
+  /**
+   * Writes everything pending and gives the lease back in the same call (see WRITE in
+   * store/scripts.ts): 1 released, 0 not (idle mode: prompts or a cancel are waiting; still held).
+   */
+  release(mode: 'idle' | 'keep'): Promise<1 | 0> {
+    return this.#enqueue(async () => (await this.#writeOnce(mode)) ?? 1);
+  }
+
+  #enqueue<T>(write: () => Promise<T>): Promise<T> {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    const run = this.#chain.then(() => this.#writeOnce());
-    this.#chain = run.catch(() => undefined);
+    const run = this.#chain.then(write);
+    this.#chain = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 
@@ -87,13 +104,15 @@ export class SessionWriter {
     }, FLUSH_DELAY_MS);
   }
 
-  async #writeOnce(): Promise<void> {
+  /** Writes the pending batch (with a release: even an empty one); the release's outcome, null without one. */
+  async #writeOnce(release?: 'idle' | 'keep'): Promise<1 | 0 | null> {
     if (this.#failure !== null) throw this.#failure;
     const batch = this.#pending;
-    if (isEmpty(batch)) return;
+    if (isEmpty(batch) && release === undefined) return null;
     this.#pending = emptyBatch();
     try {
-      this.#lastSeq = await this.#store.write(this.#sessionId, this.#token, {
+      const result = await this.#store.write(this.#sessionId, this.#token, {
+        ...(release === undefined ? {} : { release }),
         ...(this.#lastSeq === null ? {} : { expectedSeq: this.#lastSeq }),
         ...(batch.snapshot === '' ? {} : { snapshot: batch.snapshot, state: batch.state, indexState: batch.state !== this.#indexed }),
         inboxTrim: batch.inboxTrim,
@@ -102,7 +121,9 @@ export class SessionWriter {
         agentState: batch.agentState,
         messages: batch.messages,
       });
+      this.#lastSeq = result.lastSeq;
       if (batch.snapshot !== '') this.#indexed = batch.state;
+      return result.released;
     } catch (error) {
       if ((error as Error).name === 'StaleLeaseError') {
         this.#failure = error as Error;

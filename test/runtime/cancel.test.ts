@@ -6,7 +6,7 @@ import { ActiveSession } from '../../src/runtime/active-session.ts';
 import { EventBus } from '../../src/runtime/event-bus.ts';
 import type { Keys } from '../../src/runtime/keys.ts';
 import { ProcessRegistry } from '../../src/runtime/orphans.ts';
-import { SessionStore } from '../../src/runtime/store/session-store.ts';
+import { SessionStore, type WriteBatch, type WriteResult } from '../../src/runtime/store/session-store.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import { runCli } from '../support/cli.ts';
 import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
@@ -58,18 +58,20 @@ async function cancelFromAnotherProcess(sessionId: string, reason: string): Prom
   return JSON.parse(result.stdout) as { sessionId: string; delivered: string };
 }
 
-/** A store whose first release is preceded by `before()`: a cancel landing in that window, deterministically. */
+/** A store whose first release (a write that gives the lease back) is preceded by `before()`: a cancel landing in that window, deterministically. */
 class RacingStore extends SessionStore {
   #before: (() => Promise<void>) | null;
   constructor(redis: Redis, keys: Keys, before: () => Promise<void>) {
     super(redis, keys);
     this.#before = before;
   }
-  override async release(sessionId: string, token: string, mode: 'idle' | 'keep'): Promise<1 | 0 | -1> {
-    const before = this.#before;
-    this.#before = null;
-    if (before !== null) await before();
-    return super.release(sessionId, token, mode);
+  override async write(sessionId: string, token: string, batch: WriteBatch): Promise<WriteResult> {
+    const before = batch.release === undefined ? null : this.#before;
+    if (before !== null) {
+      this.#before = null;
+      await before();
+    }
+    return super.write(sessionId, token, batch);
   }
 }
 

@@ -48,64 +48,64 @@ return 1
 `;
 
 /**
- * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent.
+ * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent, active.
  * ARGV: token, snapshotJson|'', inboxTrim, clearCancel '0'|'1', state|'', now,
- *       historyCount, agentCount, messageCount, expectedSeq|'' (the log's last seq the writer knows), then history JSONs, then agent (field, value) pairs,
+ *       historyCount, agentCount, messageCount, expectedSeq|'' (the log's last seq the writer knows),
+ *       release ''|'idle'|'keep', then history JSONs, then agent (field, value) pairs,
  *       then messages as (turn, attempt, type, contentJson) quadruples.
- * → {1, lastSeq} | {-1} (stale token: nothing written)
+ * → {1, lastSeq, released} | {-1} (stale token: nothing written)
+ *
+ * With a release mode the lease is given back in the same call, after the batch is written:
+ * 'idle' (the session is done: end its activation too, unless prompts or a cancel arrived
+ * meanwhile) or 'keep' (give the lease up but keep the activation, e.g. a long backoff).
+ * released: 1 released | 0 prompts or a cancel are waiting (batch written, still held) | -1 not asked.
+ * A cancel that arrived while the lease was held was told to the holder only (CANCEL made no
+ * activation for it): the holder must handle it before letting go, or it would stay behind and
+ * cancel whatever prompt comes next.
  */
 export const WRITE = `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {-1} end
 local h = tonumber(ARGV[7])
 local a = tonumber(ARGV[8])
 local m = tonumber(ARGV[9])
--- A batch re-sent after its reply was lost (a dropped connection) already landed: do not write it twice.
-if ARGV[10] ~= '' and m > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') == tonumber(ARGV[10]) + m then
-  return {1, tonumber(ARGV[10]) + m}
-end
-local i = 11
 local lastSeq = tonumber(redis.call('GET', KEYS[4]) or '0')
-for _ = 1, h do
-  redis.call('RPUSH', KEYS[5], ARGV[i])
-  i = i + 1
+-- A batch re-sent after its reply was lost (a dropped connection) already landed: do not write it twice.
+if not (ARGV[10] ~= '' and m > 0 and lastSeq == tonumber(ARGV[10]) + m) then
+  local i = 12
+  for _ = 1, h do
+    redis.call('RPUSH', KEYS[5], ARGV[i])
+    i = i + 1
+  end
+  if h > 0 then redis.call('LTRIM', KEYS[5], -1000, -1) end
+  for _ = 1, a do
+    redis.call('HSET', KEYS[9], ARGV[i], ARGV[i + 1])
+    i = i + 2
+  end
+  for _ = 1, m do
+    lastSeq = lastSeq + 1
+    redis.call('XADD', KEYS[3], lastSeq .. '-0', 'seq', lastSeq, 'turn', ARGV[i], 'attempt', ARGV[i + 1], 'type', ARGV[i + 2], 'content', ARGV[i + 3])
+    i = i + 4
+  end
+  if m > 0 then redis.call('SET', KEYS[4], lastSeq) end
+  if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end
+  local trim = tonumber(ARGV[3])
+  if trim > 0 then redis.call('LTRIM', KEYS[6], trim, -1) end
+  if ARGV[4] == '1' then redis.call('DEL', KEYS[8]) end
+  if ARGV[5] ~= '' then redis.call('HSET', KEYS[7], 'state', ARGV[5], 'updatedAt', ARGV[6]) end
 end
-if h > 0 then redis.call('LTRIM', KEYS[5], -1000, -1) end
-for _ = 1, a do
-  redis.call('HSET', KEYS[9], ARGV[i], ARGV[i + 1])
-  i = i + 2
+local released = -1
+if ARGV[11] ~= '' then
+  released = 1
+  if ARGV[11] == 'idle' then
+    if redis.call('LLEN', KEYS[6]) > 0 or redis.call('EXISTS', KEYS[8]) == 1 then
+      released = 0
+    else
+      redis.call('DEL', KEYS[10])
+    end
+  end
+  if released == 1 then redis.call('DEL', KEYS[1]) end
 end
-for _ = 1, m do
-  lastSeq = lastSeq + 1
-  redis.call('XADD', KEYS[3], lastSeq .. '-0', 'seq', lastSeq, 'turn', ARGV[i], 'attempt', ARGV[i + 1], 'type', ARGV[i + 2], 'content', ARGV[i + 3])
-  i = i + 4
-end
-if m > 0 then redis.call('SET', KEYS[4], lastSeq) end
-if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end
-local trim = tonumber(ARGV[3])
-if trim > 0 then redis.call('LTRIM', KEYS[6], trim, -1) end
-if ARGV[4] == '1' then redis.call('DEL', KEYS[8]) end
-if ARGV[5] ~= '' then redis.call('HSET', KEYS[7], 'state', ARGV[5], 'updatedAt', ARGV[6]) end
-return {1, lastSeq}
-`;
-
-/**
- * KEYS: lease, inbox, active, cancel. ARGV: token, mode ('idle': the session is done, end its
- * activation unless prompts or a cancel arrived; 'keep': give the lease up but keep the
- * activation, e.g. a long backoff).
- * → 1 released | 0 prompts or a cancel are waiting (nothing released) | -1 stale token
- *
- * A cancel that arrived while the lease was held was told to the holder only (CANCEL made no
- * activation for it): the holder must handle it before letting go, or it would stay behind and
- * cancel whatever prompt comes next.
- */
-export const RELEASE = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-if ARGV[2] == 'idle' then
-  if redis.call('LLEN', KEYS[2]) > 0 or redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
-  redis.call('DEL', KEYS[3])
-end
-redis.call('DEL', KEYS[1])
-return 1
+return {1, lastSeq, released}
 `;
 
 /**
@@ -121,4 +121,24 @@ local active = redis.call('GET', KEYS[4])
 if active then return {2, active} end
 redis.call('SET', KEYS[4], ARGV[2])
 return {3, ARGV[2]}
+`;
+
+/**
+ * The fleet-wide indexes (one slot, `{<prefix>}`), kept up to date after the session's own write.
+ * KEYS: sessions, states, activations. ARGV: sessionId, now, created '0'|'1' (list it, `queued`),
+ * state|'' (its machine state now), activated '1' (a new activation job) | '-1' (its activation
+ * ended) | '0'.
+ */
+export const INDEX = `
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+  redis.call('HSETNX', KEYS[2], ARGV[1], 'queued')
+end
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[4]) end
+if ARGV[5] == '1' then
+  redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+elseif ARGV[5] == '-1' then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
+return 1
 `;

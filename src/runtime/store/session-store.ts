@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../keys.ts';
-import { ACQUIRE, CANCEL, ENQUEUE, RELEASE, RENEW, WRITE } from './scripts.ts';
+import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
 
 export interface InboxPrompt {
   id: string;
@@ -29,6 +29,14 @@ export interface WriteBatch {
   messages?: Array<{ turn: number; attempt: number; type: string; content: string }>;
   /** Also update the global by-state index with `state` (default true; the writer skips it when the state did not change). */
   indexState?: boolean;
+  /** Give the lease back once the batch is written (see WRITE in scripts.ts). */
+  release?: 'idle' | 'keep';
+}
+
+/** released: 1 the lease was given back, 0 not (idle: prompts or a cancel are waiting), null: not asked. */
+export interface WriteResult {
+  lastSeq: number;
+  released: 1 | 0 | null;
 }
 
 /** What a new holder reads to start, fetched with the lease. */
@@ -67,9 +75,9 @@ export class SessionStore {
     define('sessiondEnqueue', 3, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
-    define('sessiondWrite', 9, WRITE);
-    define('sessiondRelease', 4, RELEASE);
+    define('sessiondWrite', 10, WRITE);
     define('sessiondCancel', 4, CANCEL);
+    define('sessiondIndex', 3, INDEX);
   }
 
   #script(name: string): ScriptFn {
@@ -121,14 +129,17 @@ export class SessionStore {
     return (await this.#script('sessiondRenew')(this.key(sessionId, 'lease'), token, ttlMs)) === 1;
   }
 
-  /** One atomic, fenced write. Throws StaleLeaseError (having written nothing) when the token is not the lease's. */
-  async write(sessionId: string, token: string, batch: WriteBatch): Promise<number> {
+  /**
+   * One atomic, fenced write (and, with `batch.release`, the lease given back in the same call).
+   * Throws StaleLeaseError (having written nothing) when the token is not the lease's.
+   */
+  async write(sessionId: string, token: string, batch: WriteBatch): Promise<WriteResult> {
     const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
     const history = batch.history ?? [];
     const agent = batch.agentState ?? [];
     const messages = batch.messages ?? [];
     const args: Array<string | number> = [
-      k('lease'), k('snapshot'), k('log'), k('seq'), k('history'), k('inbox'), k('meta'), k('cancel'), k('agent'),
+      k('lease'), k('snapshot'), k('log'), k('seq'), k('history'), k('inbox'), k('meta'), k('cancel'), k('agent'), k('active'),
       token,
       batch.snapshot ?? '',
       batch.inboxTrim ?? 0,
@@ -139,23 +150,38 @@ export class SessionStore {
       agent.length,
       messages.length,
       batch.expectedSeq === undefined ? '' : batch.expectedSeq,
+      batch.release ?? '',
       ...history,
       ...agent.flat(),
       ...messages.flatMap((m) => [m.turn, m.attempt, m.type, m.content]),
     ];
     const r = (await this.#script('sessiondWrite')(...args)) as number[];
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
-    if (batch.state !== undefined && batch.state !== '' && batch.indexState !== false) await this.redis.hset(this.keys.states, sessionId, batch.state);
-    return Number(r[1]);
+    const released = r[2] === 1 ? 1 : r[2] === 0 ? 0 : null;
+    const state = batch.state !== undefined && batch.state !== '' && batch.indexState !== false ? batch.state : '';
+    const ended = released === 1 && batch.release === 'idle';
+    if (state !== '' || ended) await this.index(sessionId, { state, activation: ended ? 'ended' : undefined });
+    return { lastSeq: Number(r[1]), released };
   }
 
-  /** 1 released, 0 prompts or a cancel are waiting (still held; idle mode only), -1 stale. */
+  /** Gives the lease back without writing anything: 1 released, 0 prompts or a cancel are waiting (still held; idle mode only), -1 stale. */
   async release(sessionId: string, token: string, mode: 'idle' | 'keep'): Promise<1 | 0 | -1> {
-    const r = Number(
-      await this.#script('sessiondRelease')(this.key(sessionId, 'lease'), this.key(sessionId, 'inbox'), this.key(sessionId, 'active'), this.key(sessionId, 'cancel'), token, mode),
-    );
-    if (r === 1 && mode === 'idle') await this.redis.zrem(this.keys.activations, sessionId);
-    return r as 1 | 0 | -1;
+    try {
+      return (await this.write(sessionId, token, { release: mode })).released ?? 1;
+    } catch (error) {
+      if (error instanceof StaleLeaseError) return -1;
+      throw error;
+    }
+  }
+
+  /**
+   * Updates the fleet-wide indexes in one call: `created` lists a new session (as `queued`),
+   * `state` records its machine state, `activation` adds it to / removes it from the reconciler's set.
+   */
+  async index(sessionId: string, change: { created?: boolean; state?: string; activation?: 'created' | 'ended' | undefined }): Promise<void> {
+    const { sessions, states, activations } = this.keys;
+    const activation = change.activation === 'created' ? '1' : change.activation === 'ended' ? '-1' : '0';
+    await this.#script('sessiondIndex')(sessions, states, activations, sessionId, Date.now(), change.created === true ? '1' : '0', change.state ?? '', activation);
   }
 
   async requestCancel(sessionId: string, reason: string, newJobId: string) {
