@@ -212,6 +212,42 @@ describe('createRedis against a real server', () => {
     for (const line of lines) expect(line).not.toContain(PASSWORD);
   });
 
+  it('commands issued in one tick leave in one socket write, replies in order; so after a reconnect too', async () => {
+    const redis = track(createRedis(server.url, { role: 'coalesce' }));
+    const key = `${uniquePrefix('coalesce')}:n`;
+    await redis.ping();
+    const countWrites = async (): Promise<{ writes: number; replies: number[] }> => {
+      const stream = redis.stream as unknown as { _writev: unknown; _write: unknown };
+      let writes = 0;
+      const writev = stream._writev as (...args: unknown[]) => unknown;
+      const write = stream._write as (...args: unknown[]) => unknown;
+      stream._writev = function (this: unknown, ...args: unknown[]) {
+        writes += 1;
+        return writev.apply(this, args);
+      };
+      stream._write = function (this: unknown, ...args: unknown[]) {
+        writes += 1;
+        return write.apply(this, args);
+      };
+      try {
+        const replies = await Promise.all(Array.from({ length: 50 }, () => redis.incr(key)));
+        return { writes, replies };
+      } finally {
+        stream._writev = writev;
+        stream._write = write;
+      }
+    };
+    const first = await countWrites();
+    expect(first.writes).toBe(1);
+    expect(first.replies).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+
+    await server.restart();
+    await redis.ping();
+    const second = await countWrites();
+    expect(second.writes).toBe(1);
+    expect(second.replies).toEqual(Array.from({ length: 50 }, (_, i) => i + 51));
+  });
+
   it('forBullMQ: maxRetriesPerRequest null, and a BullMQ worker processes a job through it', async () => {
     const prefix = uniquePrefix('bullmq');
     const queueConnection = track(forBullMQ(server.url, { role: 'queue' }));
