@@ -6,7 +6,7 @@ import { agentDefinition, isAgentName, type AgentName } from '../agents/registry
 import type { RetryPolicy } from '../retry/index.ts';
 import type { EventBus } from './event-bus.ts';
 import { newMarker, type ProcessRegistry } from './orphans.ts';
-import { SessionWriter } from './session-writer.ts';
+import { SessionWriter, type SnapshotValue } from './session-writer.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
 
 /** States in which the session needs nothing more from this worker. */
@@ -38,7 +38,6 @@ export class ActiveSession {
   readonly #bus: EventBus;
   readonly #procs: ProcessRegistry;
   readonly #sessionId: string;
-  readonly #token: string;
   readonly #config: ActiveSessionConfig;
   readonly #globalPolicy: () => Promise<RetryPolicy>;
   readonly #writer: SessionWriter;
@@ -88,7 +87,6 @@ export class ActiveSession {
     this.#bus = init.bus;
     this.#procs = init.procs;
     this.#sessionId = init.sessionId;
-    this.#token = init.token;
     this.#config = init.config;
     this.#globalPolicy = init.globalPolicy;
     this.#writer = new SessionWriter(init.store, init.sessionId, init.token);
@@ -192,14 +190,26 @@ export class ActiveSession {
     }
   }
 
-  /** Hands the current snapshot to the writer; returns its state name. */
+  /** Tells the writer the snapshot changed (it serialises it when it writes); returns the state's name. */
   #stage(): string | null {
     const actor = this.#actor;
     if (actor === null || this.#stale) return null;
     const state = stateName(actor.getSnapshot().value);
-    this.#writer.snapshot(JSON.stringify(persistSession(actor)), state);
+    this.#writer.snapshot(this.#take);
     this.#lastState = state;
     return state;
+  }
+
+  readonly #take = (): SnapshotValue => {
+    const actor = this.#actor;
+    if (actor === null) throw new Error('no actor to serialise');
+    return { json: JSON.stringify(persistSession(actor)), state: stateName(actor.getSnapshot().value) };
+  };
+
+  /** Stops the actor; its pending snapshot is serialised first (a stopped actor's is not a session's). */
+  #stopActor(): void {
+    if (!this.#stale) this.#writer.materialize();
+    this.#actor?.stop();
   }
 
   /**
@@ -329,7 +339,7 @@ export class ActiveSession {
       return this.#stopStale();
     }
     if (result === 0) return null;
-    this.#actor?.stop();
+    this.#stopActor();
     return { kind: 'released' };
   }
 
@@ -341,7 +351,7 @@ export class ActiveSession {
 
   async #stopInterrupted(): Promise<DriveOutcome> {
     // The snapshot in Redis still says which attempt ran: the next activation records it as interrupted.
-    this.#actor?.stop();
+    this.#stopActor();
     await this.#settled();
     await this.#writer.release('keep').catch(() => undefined);
     return { kind: 'interrupted' };
@@ -349,7 +359,7 @@ export class ActiveSession {
 
   async #stopStale(): Promise<DriveOutcome> {
     this.#stale = true;
-    this.#actor?.stop();
+    this.#stopActor();
     await this.#settled();
     return { kind: 'stale' };
   }

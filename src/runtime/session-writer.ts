@@ -2,6 +2,12 @@ import type { SessionStore, WriteBatch } from './store/session-store.ts';
 
 type Batch = Required<Omit<WriteBatch, 'indexState' | 'expectedSeq' | 'release'>>;
 
+/** A serialised session snapshot and its state's name. */
+export interface SnapshotValue {
+  json: string;
+  state: string;
+}
+
 /** Messages are written at most this long after they were emitted… */
 export const FLUSH_DELAY_MS = 5;
 /** …or as soon as this many are waiting. */
@@ -26,6 +32,8 @@ export class SessionWriter {
   #lastSeq: number | null = null;
   /** The state last written to the global by-state index. */
   #indexed = '';
+  /** Serialises the session's latest snapshot, when it changed since the last write. */
+  #take: (() => SnapshotValue) | null = null;
 
   constructor(store: SessionStore, sessionId: string, token: string) {
     this.#store = store;
@@ -44,7 +52,21 @@ export class SessionWriter {
     return undefined;
   }
 
-  snapshot(json: string, state: string): void {
+  /**
+   * The session's snapshot changed: `take()` serialises its latest version, called once per write
+   * (not per change: a turn changes it several times between two writes). The holder calls
+   * `materialize()` before it stops its actor.
+   */
+  snapshot(take: () => SnapshotValue): void {
+    this.#take = take;
+  }
+
+  /** Serialises the pending snapshot now (its actor is about to stop). */
+  materialize(): void {
+    const take = this.#take;
+    this.#take = null;
+    if (take === null) return;
+    const { json, state } = take();
     this.#pending.snapshot = json;
     this.#pending.state = state;
   }
@@ -107,6 +129,7 @@ export class SessionWriter {
   /** Writes the pending batch (with a release: even an empty one); the release's outcome, null without one. */
   async #writeOnce(release?: 'idle' | 'keep'): Promise<1 | 0 | null> {
     if (this.#failure !== null) throw this.#failure;
+    this.materialize();
     const batch = this.#pending;
     if (isEmpty(batch) && release === undefined) return null;
     this.#pending = emptyBatch();
