@@ -15,7 +15,7 @@ import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
-import { Cleanup, Deadline, orNull, percentile, pool, processesMentioning, sleep, withTimeout } from './support/harness.ts';
+import { Cleanup, Deadline, orNull, percentile, pool, processesMentioning, sessionStates, sleep, withTimeout } from './support/harness.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { collectGarbage, median, round } from './support/timing.ts';
 
@@ -238,7 +238,7 @@ async function runSessions(ctx: Ctx, n: number, messages: number, preload = fals
 
 /** Every session completed, with exactly `messages` messages, seq 1..messages, one turn, one attempt. */
 async function verifySessions(runtime: Runtime, ids: readonly string[], messages: number): Promise<void> {
-  const states = await runtime.redis.hgetall(runtime.keys.states);
+  const states = await sessionStates(runtime, ids);
   const notCompleted = ids.filter((id) => states[id] !== 'completed');
   if (notCompleted.length > 0) throw new BenchFailure(`${notCompleted.length} sessions not completed, e.g. ${notCompleted[0]}: ${states[notCompleted[0] ?? ''] ?? 'no state'}`);
   const pipeline = runtime.redis.pipeline();

@@ -5,7 +5,7 @@ import { startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { HANG_CMDLINE, writeFakeAgents, type FakeAgents } from './support/fake-agents.ts';
 import { Fleet, sessionIds, type FleetRun } from './support/fleet.ts';
-import { bounded, orNull, pool, processesMentioning, procRssBytes, sleep, withTimeout, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
+import { bounded, orNull, pool, processesMentioning, procRssBytes, sessionStates, sleep, withTimeout, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 
 /**
@@ -145,12 +145,12 @@ async function workerMemory(fleet: Fleet): Promise<MemorySample> {
 
 /** Waits until every session of `ids` is running and its agent printed its first lines (session.started + 2 deltas in the log). */
 async function waitAllRunning(fleet: Fleet, ids: readonly string[], timeoutMs: number): Promise<void> {
-  const { redis, keys, store } = fleet.runtime;
+  const { redis, store } = fleet.runtime;
   let ready = 0;
   await withTimeout(
     (async () => {
       for (;;) {
-        const states = await redis.hmget(keys.states, ...ids);
+        const states = Object.values(await sessionStates(fleet.runtime, ids));
         const pipeline = redis.pipeline();
         for (const id of ids) pipeline.xlen(store.key(id, 'log'));
         const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : 0));
@@ -170,7 +170,7 @@ async function cancelAll(fleet: Fleet, ids: readonly string[], timeoutMs: number
     if (delivered !== 'worker') throw new BenchFailure(`cancel ${id}: delivered "${delivered}", expected "worker"`);
   });
   await fleet.waitReleased(ids, timeoutMs);
-  const states = await fleet.runtime.redis.hmget(fleet.runtime.keys.states, ...ids);
+  const states = Object.values(await sessionStates(fleet.runtime, ids));
   const notCancelled = states.filter((s) => s !== 'cancelled').length;
   if (notCancelled > 0) throw new BenchFailure(`${notCancelled} long-running sessions did not end cancelled`);
 }
@@ -236,7 +236,7 @@ async function idleRedisBytes(ctx: Ctx): Promise<{ keysPerSession: number; index
   const keysPerSession = usages.reduce((a, b) => a + b, 0) / ids.length;
   const total = await redis.zcard(keys.sessions);
   let indexes = 0;
-  for (const key of [keys.sessions, keys.states, keys.activations]) indexes += Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+  for (const key of [keys.sessions, keys.activations]) indexes += Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
   const indexesPerSession = indexes / total;
   const usedMemoryPerSession = (after - before) / ids.length;
   await fleet.close();

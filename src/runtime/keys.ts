@@ -13,8 +13,6 @@ export interface Keys {
   session(sessionId: string, part: SessionPart): string;
   /** zset: sessionId → creation time. */
   readonly sessions: string;
-  /** hash: sessionId → machine state, for listing by state. */
-  readonly states: string;
   /** zset: sessionId → time its activation job was created (for the reconciler). */
   readonly activations: string;
   /** string: the global default retry policy (JSON). */
@@ -36,7 +34,6 @@ export function createKeys(prefix: string): Keys {
     session: (sessionId, part) => `${prefix}:{s:${sessionId}}:${part}`,
     // The fleet-wide keys share the tag `{<prefix>}`: one slot, so they may go in one MULTI.
     sessions: `{${prefix}}:sessions`,
-    states: `{${prefix}}:states`,
     activations: `{${prefix}}:activations`,
     policy: `{${prefix}}:policy`,
     workers: `{${prefix}}:workers`,

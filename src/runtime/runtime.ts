@@ -100,7 +100,7 @@ export class Runtime {
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
     const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId);
     const writes: Array<Promise<unknown>> = [];
-    if (result.created || result.jobId !== null) writes.push(this.store.index(sessionId, { created: result.created, activation: result.jobId !== null ? 'created' : undefined }));
+    if (result.created || result.jobId !== null) writes.push(this.store.index(sessionId, { created: result.created, ...(result.jobId !== null ? { activation: 'add' as const } : {}) }));
     if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId));
     await Promise.all(writes);
     // A new activation means nobody holds the session: there is no one to tell.
@@ -120,7 +120,7 @@ export class Runtime {
       if (job !== undefined && (await job.isDelayed())) await job.promote().catch(() => undefined);
     }
     if (code === 3) {
-      await this.store.index(sessionId, { activation: 'created' });
+      await this.store.index(sessionId, { activation: 'add' });
       await this.queue.addActivation(sessionId, jobId);
     }
     return { delivered: code === 1 ? 'worker' : 'activation' };
@@ -149,10 +149,15 @@ export class Runtime {
     };
   }
 
+  /** The newest `limit` sessions (default 1000), with their state as each one's own record says it; optionally only those in `state`. */
   async listSessions(filter: { state?: string; limit?: number } = {}): Promise<Array<{ sessionId: string; state: string }>> {
-    const states = await this.redis.hgetall(this.keys.states);
     const ids = await this.redis.zrevrange(this.keys.sessions, 0, Math.max(0, (filter.limit ?? 1000) - 1));
-    return ids.map((sessionId) => ({ sessionId, state: states[sessionId] ?? 'queued' })).filter((s) => filter.state === undefined || s.state === filter.state);
+    const pipeline = this.redis.pipeline();
+    for (const id of ids) pipeline.hget(this.store.key(id, 'meta'), 'state');
+    const replies = ids.length === 0 ? [] : ((await pipeline.exec()) ?? []);
+    return ids
+      .map((sessionId, i) => ({ sessionId, state: (replies[i]?.[1] as string | null | undefined) ?? 'queued' }))
+      .filter((s) => filter.state === undefined || s.state === filter.state);
   }
 
   async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {

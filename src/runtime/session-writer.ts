@@ -1,6 +1,6 @@
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 
-type Batch = Required<Omit<WriteBatch, 'indexState' | 'expectedSeq' | 'release'>>;
+type Batch = Required<Omit<WriteBatch, 'expectedSeq' | 'release'>>;
 
 /** A serialised session snapshot and its state's name. */
 export interface SnapshotValue {
@@ -30,8 +30,6 @@ export class SessionWriter {
   #failure: Error | null = null;
   /** The log's last seq after this writer's last write (null before the first). */
   #lastSeq: number | null = null;
-  /** The state last written to the global by-state index. */
-  #indexed = '';
   /** Serialises the session's latest snapshot, when it changed since the last write. */
   #take: (() => SnapshotValue) | null = null;
 
@@ -137,7 +135,7 @@ export class SessionWriter {
       const result = await this.#store.write(this.#sessionId, this.#token, {
         ...(release === undefined ? {} : { release }),
         ...(this.#lastSeq === null ? {} : { expectedSeq: this.#lastSeq }),
-        ...(batch.snapshot === '' ? {} : { snapshot: batch.snapshot, state: batch.state, indexState: batch.state !== this.#indexed }),
+        ...(batch.snapshot === '' ? {} : { snapshot: batch.snapshot, state: batch.state }),
         inboxTrim: batch.inboxTrim,
         clearCancel: batch.clearCancel,
         history: batch.history,
@@ -145,7 +143,6 @@ export class SessionWriter {
         messages: batch.messages,
       });
       this.#lastSeq = result.lastSeq;
-      if (batch.snapshot !== '') this.#indexed = batch.state;
       return result.released;
     } catch (error) {
       if ((error as Error).name === 'StaleLeaseError') {

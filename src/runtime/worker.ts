@@ -214,6 +214,7 @@ export class SessionWorker {
       } finally {
         clearTimeout(deadline);
       }
+      await this.#store.flushIndex().catch(() => undefined);
       await this.#redis.hdel(this.#options.keys.workers, this.id).catch(() => undefined);
       this.#subscriber.disconnect();
       await this.#redis.quit().catch(() => undefined);

@@ -127,7 +127,7 @@ export function assistantText(messages: readonly StoredMessage[]): string {
 /** Everything Redis holds for one session, for before/after comparisons ("nothing was written"). */
 export async function sessionDump(redis: Redis, keys: Keys, sessionId: string): Promise<Record<string, unknown>> {
   const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
-  const [meta, snapshot, inbox, log, seq, lease, fence, cancel, history, agent, active, state] = await Promise.all([
+  const [meta, snapshot, inbox, log, seq, lease, fence, cancel, history, agent, active] = await Promise.all([
     redis.hgetall(k('meta')),
     redis.get(k('snapshot')),
     redis.lrange(k('inbox'), 0, -1),
@@ -139,7 +139,6 @@ export async function sessionDump(redis: Redis, keys: Keys, sessionId: string): 
     redis.lrange(k('history'), 0, -1),
     redis.hgetall(k('agent')),
     redis.get(k('active')),
-    redis.hget(keys.states, sessionId),
   ]);
-  return { meta, snapshot, inbox, log, seq, lease, fence, cancel, history, agent, active, state };
+  return { meta, snapshot, inbox, log, seq, lease, fence, cancel, history, agent, active };
 }

@@ -124,21 +124,23 @@ return {3, ARGV[2]}
 `;
 
 /**
- * The fleet-wide indexes (one slot, `{<prefix>}`), kept up to date after the session's own write.
- * KEYS: sessions, states, activations. ARGV: sessionId, now, created '0'|'1' (list it, `queued`),
- * state|'' (its machine state now), activated '1' (a new activation job) | '-1' (its activation
- * ended) | '0'.
+ * The fleet-wide indexes (one slot, `{<prefix>}`), kept up to date after the sessions' own writes,
+ * for any number of sessions in one call. KEYS: sessions, activations.
+ * ARGV: groups of four: sessionId, created ('1': list it), activation ('add' | 'end': its
+ * activation ended at `at`, removed unless a newer one was added since | ''), at (ms).
  */
 export const INDEX = `
-if ARGV[3] == '1' then
-  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-  redis.call('HSETNX', KEYS[2], ARGV[1], 'queued')
-end
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[4]) end
-if ARGV[5] == '1' then
-  redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
-elseif ARGV[5] == '-1' then
-  redis.call('ZREM', KEYS[3], ARGV[1])
+for i = 1, #ARGV, 4 do
+  local id = ARGV[i]
+  local at = ARGV[i + 3]
+  if ARGV[i + 1] == '1' then redis.call('ZADD', KEYS[1], at, id) end
+  local activation = ARGV[i + 2]
+  if activation == 'add' then
+    redis.call('ZADD', KEYS[2], at, id)
+  elseif activation == 'end' then
+    local score = redis.call('ZSCORE', KEYS[2], id)
+    if score and tonumber(score) <= tonumber(at) then redis.call('ZREM', KEYS[2], id) end
+  end
 end
 return 1
 `;

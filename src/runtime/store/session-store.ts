@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../keys.ts';
+import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
 import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
 
 export interface InboxPrompt {
@@ -27,8 +28,6 @@ export interface WriteBatch {
   history?: string[];
   agentState?: Array<[string, string]>;
   messages?: Array<{ turn: number; attempt: number; type: string; content: string }>;
-  /** Also update the global by-state index with `state` (default true; the writer skips it when the state did not change). */
-  indexState?: boolean;
   /** Give the lease back once the batch is written (see WRITE in scripts.ts). */
   release?: 'idle' | 'keep';
 }
@@ -65,10 +64,13 @@ type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
 export class SessionStore {
   readonly redis: Redis;
   readonly keys: Keys;
+  /** The fleet-index updates of this store's writes, one script call per tick. */
+  readonly #index: IndexBatcher;
 
   constructor(redis: Redis, keys: Keys) {
     this.redis = redis;
     this.keys = keys;
+    this.#index = new IndexBatcher((args) => this.#sendIndex(args));
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
@@ -77,7 +79,7 @@ export class SessionStore {
     define('sessiondRenew', 1, RENEW);
     define('sessiondWrite', 10, WRITE);
     define('sessiondCancel', 4, CANCEL);
-    define('sessiondIndex', 3, INDEX);
+    define('sessiondIndex', 2, INDEX);
   }
 
   #script(name: string): ScriptFn {
@@ -158,10 +160,14 @@ export class SessionStore {
     const r = (await this.#script('sessiondWrite')(...args)) as number[];
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
     const released = r[2] === 1 ? 1 : r[2] === 0 ? 0 : null;
-    const state = batch.state !== undefined && batch.state !== '' && batch.indexState !== false ? batch.state : '';
-    const ended = released === 1 && batch.release === 'idle';
-    if (state !== '' || ended) await this.index(sessionId, { state, activation: ended ? 'ended' : undefined });
+    // The session's activation ended: the reconciler need not watch it any more.
+    if (released === 1 && batch.release === 'idle') this.#index.add(sessionId, { activation: 'end', at: Date.now() });
     return { lastSeq: Number(r[1]), released };
+  }
+
+  /** Sends the fleet-index updates queued by `write` (they go within a tick anyway). */
+  flushIndex(): Promise<void> {
+    return this.#index.flush();
   }
 
   /** Gives the lease back without writing anything: 1 released, 0 prompts or a cancel are waiting (still held; idle mode only), -1 stale. */
@@ -174,14 +180,13 @@ export class SessionStore {
     }
   }
 
-  /**
-   * Updates the fleet-wide indexes in one call: `created` lists a new session (as `queued`),
-   * `state` records its machine state, `activation` adds it to / removes it from the reconciler's set.
-   */
-  async index(sessionId: string, change: { created?: boolean; state?: string; activation?: 'created' | 'ended' | undefined }): Promise<void> {
-    const { sessions, states, activations } = this.keys;
-    const activation = change.activation === 'created' ? '1' : change.activation === 'ended' ? '-1' : '0';
-    await this.#script('sessiondIndex')(sessions, states, activations, sessionId, Date.now(), change.created === true ? '1' : '0', change.state ?? '', activation);
+  /** Updates the fleet-wide indexes for one session now (see INDEX in scripts.ts). */
+  async index(sessionId: string, update: Omit<IndexUpdate, 'at'> & { at?: number }): Promise<void> {
+    await this.#sendIndex(indexArgs(sessionId, { ...update, at: update.at ?? Date.now() }));
+  }
+
+  #sendIndex(args: string[]): Promise<unknown> {
+    return this.#script('sessiondIndex')(this.keys.sessions, this.keys.activations, ...args);
   }
 
   async requestCancel(sessionId: string, reason: string, newJobId: string) {

@@ -1,0 +1,86 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKeys } from '../../src/runtime/keys.ts';
+import { createRedis } from '../../src/runtime/redis/index.ts';
+import { Runtime } from '../../src/runtime/runtime.ts';
+import { IndexBatcher, mergeUpdates } from '../../src/runtime/store/fleet-index.ts';
+import { INDEX } from '../../src/runtime/store/scripts.ts';
+import { SessionStore } from '../../src/runtime/store/session-store.ts';
+import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
+
+describe('the fleet index (list by state, the reconciler’s activations) on a real Redis', () => {
+  let server: RedisServer;
+  let redis: Redis;
+  let runtime: Runtime;
+  let store: SessionStore;
+
+  beforeAll(async () => {
+    server = await startRedis();
+    redis = createRedis(server.url, { role: 'test-index', log: () => undefined });
+    const prefix = uniquePrefix('fleet-index');
+    runtime = new Runtime({ connect: (role) => createRedis(server.url, { role, log: () => undefined }), prefix });
+    store = new SessionStore(redis, createKeys(prefix));
+  });
+  afterAll(async () => {
+    await runtime.close();
+    redis.disconnect();
+    await server.stop();
+  });
+
+  it('an ended activation removes the reconciler’s entry, but not one added after it ended', async () => {
+    const { activations } = store.keys;
+    await store.index('s-act', { created: true, activation: 'add', at: 1_000 });
+    await store.index('s-act', { activation: 'end', at: 2_000 });
+    expect(await redis.zscore(activations, 's-act')).toBeNull();
+
+    await store.index('s-act', { activation: 'add', at: 3_000 });
+    // An end that happened before that activation was added (e.g. queued in a worker's batch).
+    await store.index('s-act', { activation: 'end', at: 2_500 });
+    expect(await redis.zscore(activations, 's-act')).toBe('3000');
+  });
+
+  it('many sessions’ updates in one tick go in one script call, and all land', async () => {
+    const sent: string[][] = [];
+    const { sessions, activations } = store.keys;
+    const batcher = new IndexBatcher(async (args) => {
+      sent.push(args);
+      await redis.eval(INDEX, 2, sessions, activations, ...args);
+    });
+    const ids = Array.from({ length: 20 }, (_, i) => `s-batch-${i}`);
+    for (const id of ids) batcher.add(id, { created: true, activation: 'add', at: 5_000 });
+    for (const id of ids) batcher.add(id, { activation: 'end', at: 6_000 });
+    await batcher.flush();
+    expect(sent).toHaveLength(1);
+    const listed = (await runtime.listSessions()).map((s) => s.sessionId);
+    for (const id of ids) {
+      expect(listed).toContain(id);
+      expect(await redis.zscore(activations, id)).toBeNull();
+    }
+  });
+});
+
+describe('IndexBatcher', () => {
+  const at = 1_000;
+
+  it('keeps a batch that failed and sends it again, merged with what came after, once Redis answers', async () => {
+    let fail = true;
+    const sent: string[][] = [];
+    const batcher = new IndexBatcher(async (args) => {
+      if (fail) throw new Error('connection refused');
+      sent.push(args);
+    });
+    batcher.add('a', { created: true, activation: 'add', at });
+    await batcher.flush();
+    expect(sent).toEqual([]);
+    fail = false;
+    batcher.add('a', { activation: 'end', at: at + 5 });
+    batcher.add('b', { activation: 'end', at });
+    await batcher.flush();
+    expect(sent).toEqual([['a', '1', 'end', String(at + 5), 'b', '', 'end', String(at)]]);
+  });
+
+  it('merging keeps the latest activation change with its own time', () => {
+    expect(mergeUpdates({ activation: 'end', at }, { created: true, at: at + 9 })).toEqual({ created: true, activation: 'end', at });
+    expect(mergeUpdates({ activation: 'add', at }, { activation: 'end', at: at + 2 })).toEqual({ activation: 'end', at: at + 2 });
+  });
+});
