@@ -17,7 +17,7 @@ import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { Cleanup, Deadline, orNull, percentile, pool, processesMentioning, sessionStates, sleep, withTimeout } from './support/harness.ts';
 import * as fakeAgent from './support/fake-agent.ts';
-import { collectGarbage, median, round } from './support/timing.ts';
+import { median, round } from './support/timing.ts';
 
 /**
  * The durable runtime on one real Redis (started here, AOF off), in one run:
@@ -55,6 +55,9 @@ const PARTS = new Set((process.env.BENCH_QUEUE_PARTS ?? '1,2,3').split(',').map(
  * about 3,000 sessions (1,300 → 600 µs), the bare job's after a few hundred jobs.
  */
 const WARMUP_SESSIONS = 4000;
+// No forced GC before a timed run (unlike the CPU-bound micro-benchmarks): a full `gc()` makes V8
+// drop optimised code, and each run then re-measured the warm-up of the session path (~2× its
+// steady-state CPU per session; the bare job's much smaller path recovers within a few hundred jobs).
 const REPETITIONS = 5;
 const MESSAGES_PER_TURN = 20;
 const PRODUCER_IN_FLIGHT = 16;
@@ -205,7 +208,6 @@ async function runSessions(ctx: Ctx, n: number, messages: number, preload = fals
   let start = 0;
   let meter = cpuMeter(ctx.redisPid);
   let side: Side;
-  collectGarbage();
   if (preload) {
     // Everything is enqueued before the worker exists: nothing takes the jobs yet.
     const prefix = newPrefix(ctx.runId, 'sessions-pre');
@@ -297,7 +299,6 @@ async function runBaseline(ctx: Ctx, n: number, preload = false): Promise<Throug
   await queue.waitUntilReady();
   const add = (sessionId: string) => queue.add(ACTIVATION_JOB, { sessionId }, { jobId: `${sessionId}.${randomUUID()}` });
   const ids = sessionIds(n);
-  collectGarbage();
   let start: number;
   let meter: ReturnType<typeof cpuMeter>;
   if (preload) {
