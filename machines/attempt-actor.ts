@@ -53,12 +53,7 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     await inFlight.get(attemptKey(input));
   });
 
-  /** Resolves once every attempt started so far has fully ended (aborted ones included). */
-  const settled = async (): Promise<void> => {
-    await Promise.all([...inFlight.values()]);
-  };
-
-  return { attempt, attemptStopped, settled };
+  return { attempt, attemptStopped };
 }
 
 function attemptKey(meta: { sessionId: string; turn: number; attempt: number }): string {

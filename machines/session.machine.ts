@@ -243,7 +243,7 @@ export function createSessionMachine(runner: AttemptRunner, sink: MessageSink): 
   return withAttemptActors(createAttemptActors(runner, sink));
 }
 
-/** The session machine with attempt actors the caller keeps (to await `settled()` after a stop). */
+/** The session machine with attempt actors the caller built (e.g. one set shared by many sessions). */
 export function withAttemptActors(actors: ReturnType<typeof createAttemptActors>): SessionMachine {
   return sessionMachine.provide({ actors: { attempt: actors.attempt, attemptStopped: actors.attemptStopped } });
 }

@@ -1,10 +1,9 @@
-import { createAttemptActors } from '../../machines/attempt-actor.ts';
 import { persistSession, startSessionActor, stateName, type PersistedSession, type SessionActor, type Transition } from '../../machines/restore.ts';
-import { withAttemptActors, type SessionMachine } from '../../machines/session.machine.ts';
 import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
 import { agentDefinition, isAgentName, type AgentName } from '../agents/registry.ts';
 import type { RetryPolicy } from '../retry/index.ts';
 import type { EventBus } from './event-bus.ts';
+import type { SharedSessionMachine } from './shared-machine.ts';
 import { newMarker, type ProcessRegistry } from './orphans.ts';
 import { SessionWriter, type SnapshotValue } from './session-writer.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
@@ -42,7 +41,6 @@ export class ActiveSession {
   readonly #globalPolicy: () => Promise<RetryPolicy>;
   readonly #writer: SessionWriter;
   #actor: SessionActor | null = null;
-  #settled: () => Promise<void> = async () => undefined;
   #wake: (() => void) | null = null;
   #stale = false;
   #interruptRequested = false;
@@ -66,7 +64,7 @@ export class ActiveSession {
   #answered: string | null = null;
   /** The state name of the last snapshot handed to the writer. */
   #lastState: string | null = null;
-  readonly #shared: { machine: SessionMachine; attach(sessionId: string, runner: AttemptRunner, sink: MessageSink): () => void } | null;
+  readonly #machine: SharedSessionMachine;
   /** The runner generators of this session still running (aborted ones included). */
   readonly #running = new Set<Promise<void>>();
   #detach: () => void = () => undefined;
@@ -80,8 +78,8 @@ export class ActiveSession {
     config: ActiveSessionConfig;
     globalPolicy: () => Promise<RetryPolicy>;
     loaded?: LoadedSession;
-    /** A machine shared by the worker's sessions, whose attempt actors call `attach`'s runner and sink by session id. */
-    shared?: { machine: SessionMachine; attach(sessionId: string, runner: AttemptRunner, sink: MessageSink): () => void };
+    /** The worker's session machine, shared by the sessions it drives. */
+    machine: SharedSessionMachine;
   }) {
     this.#store = init.store;
     this.#bus = init.bus;
@@ -93,7 +91,7 @@ export class ActiveSession {
     this.#loaded = init.loaded ?? null;
     this.#loadedCancel = init.loaded?.cancel;
     this.#loadedInbox = init.loaded?.inbox;
-    this.#shared = init.shared ?? null;
+    this.#machine = init.machine;
   }
 
   get sessionId(): string {
@@ -151,18 +149,8 @@ export class ActiveSession {
     const loaded = this.#loaded;
     this.#meta = loaded !== null ? loaded.meta : ((await this.#store.meta(this.#sessionId)) ?? {});
     const raw = loaded !== null ? loaded.snapshot : await this.#store.snapshot(this.#sessionId);
-    let machine: SessionMachine;
-    if (this.#shared !== null) {
-      this.#detach = this.#shared.attach(this.#sessionId, this.#runner(), this.#sink());
-      this.#settled = async () => {
-        await Promise.all([...this.#running]);
-      };
-      machine = this.#shared.machine;
-    } else {
-      const actors = createAttemptActors(this.#runner(), this.#sink());
-      this.#settled = actors.settled;
-      machine = withAttemptActors(actors);
-    }
+    this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink());
+    const machine = this.#machine.machine;
     const onTransition = (transition: Transition): void => this.#writer.history(transition);
     const policy = await this.#policy();
     this.#actor =
@@ -259,6 +247,11 @@ export class ActiveSession {
       }
       await this.#nextWake();
     }
+  }
+
+  /** Resolves once every attempt of this session started so far has fully ended (aborted ones included). */
+  async #settled(): Promise<void> {
+    await Promise.all([...this.#running]);
   }
 
   #nextWake(): Promise<void> {

@@ -2,15 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { createAttemptActors } from '../../machines/attempt-actor.ts';
-import { withAttemptActors } from '../../machines/session.machine.ts';
-import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
 import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
 import { EventBus } from './event-bus.ts';
 import type { Keys } from './keys.ts';
 import { ProcessRegistry, reapOrphans } from './orphans.ts';
 import { PolicyStore } from './policy-store.ts';
 import { ACTIVATION_JOB, parseJobData, reconcileActivations, type SessionQueue } from './queue.ts';
+import { SharedSessionMachine } from './shared-machine.ts';
 import { SessionStore } from './store/session-store.ts';
 
 export interface WorkerOptions {
@@ -58,22 +56,7 @@ export class SessionWorker {
   #worker: Worker | null = null;
   #timers: NodeJS.Timeout[] = [];
   #closing: Promise<void> | null = null;
-  /** One session machine for all the sessions this worker drives (building one per session is costly). */
-  readonly #drivers = new Map<string, { runner: AttemptRunner; sink: MessageSink }>();
-  readonly #machine = withAttemptActors(
-    createAttemptActors(
-      (request, context) => {
-        const driver = this.#drivers.get(request.sessionId);
-        if (driver === undefined) throw new Error(`session ${request.sessionId} is not driven here`);
-        return driver.runner(request, context);
-      },
-      (message, meta) => {
-        const driver = this.#drivers.get(meta.sessionId);
-        if (driver === undefined) throw new Error(`session ${meta.sessionId} is not driven here`);
-        return driver.sink(message, meta);
-      },
-    ),
-  );
+  readonly #machine = new SharedSessionMachine();
 
   constructor(options: WorkerOptions) {
     this.#options = options;
@@ -159,17 +142,7 @@ export class SessionWorker {
       },
       globalPolicy: () => this.#policies.get(),
       loaded: lease.loaded,
-      shared: {
-        machine: this.#machine,
-        attach: (id, runner, sink) => {
-          const driver = { runner, sink };
-          this.#drivers.set(id, driver);
-          return () => {
-            // A stale holder that ends late must not detach the session's next holder.
-            if (this.#drivers.get(id) === driver) this.#drivers.delete(id);
-          };
-        },
-      },
+      machine: this.#machine,
     });
     this.#active.set(sessionId, session);
     const renew = setInterval(() => {

@@ -6,6 +6,7 @@ import { ActiveSession } from '../../src/runtime/active-session.ts';
 import { EventBus } from '../../src/runtime/event-bus.ts';
 import type { Keys } from '../../src/runtime/keys.ts';
 import { ProcessRegistry } from '../../src/runtime/orphans.ts';
+import { SharedSessionMachine } from '../../src/runtime/shared-machine.ts';
 import { SessionStore, type WriteBatch, type WriteResult } from '../../src/runtime/store/session-store.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import { runCli } from '../support/cli.ts';
@@ -178,6 +179,7 @@ describe('cancel from anywhere', () => {
       token: lease.token,
       config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, leaseTtlMs: 60_000, pollMs: FAST_WORKER.pollMs },
       globalPolicy: () => Promise.resolve(DEFAULT_RETRY_POLICY),
+      machine: new SharedSessionMachine(),
     });
     expect(await session.drive()).toEqual({ kind: 'released' });
     expect(delivered).toBe('worker');
