@@ -232,18 +232,22 @@ export class ActiveSession {
       if (this.#checkCancel) await this.#applyCancel();
       const snapshot = actor.getSnapshot();
       const state = stateName(snapshot.value);
+      // A session with nothing left to do is given back as done, also while the worker shuts down
+      // (handed back as interrupted, it would cost another activation that finds nothing to do).
+      if (QUIESCENT.has(state) && snapshot.context.mailbox.length === 0) {
+        const released = await this.#release('idle');
+        if (released !== null) return released;
+        // Prompts or a cancel arrived meanwhile: take them in before trying again (not while draining).
+        if (!this.#draining) {
+          this.#checkInbox = true;
+          this.#checkCancel = true;
+          continue;
+        }
+      }
       if (this.#draining && state !== 'running' && state !== 'cancelling') return this.#stopInterrupted();
       if (state === 'backoff') {
         const until = snapshot.context.nextRetryAt ?? Date.now();
         if (until - Date.now() > this.#config.holdBackoffMs) return this.#park(until);
-      }
-      if (QUIESCENT.has(state) && snapshot.context.mailbox.length === 0) {
-        const released = await this.#release('idle');
-        if (released !== null) return released;
-        // Prompts or a cancel arrived meanwhile: take them in before trying again.
-        this.#checkInbox = true;
-        this.#checkCancel = true;
-        continue;
       }
       await this.#nextWake();
     }

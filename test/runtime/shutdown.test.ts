@@ -90,7 +90,7 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
     await other.close(2000);
   });
 
-  it('an attempt that ends within the grace completes and is not interrupted', async () => {
+  it('an attempt that ends within the grace completes, is not interrupted, and its activation ends', async () => {
     const worker = await startWorkerProcess({ ...base, shutdownGrace: '30s' });
     server.reset();
     const { sessionId } = await h.runtime.enqueue({ prompt: 'Count', options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
@@ -109,5 +109,8 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
     expect(assistantText(messages)).toBe(SLOW_TEXT);
     expect(messages.at(-1)?.type).toBe('terminal.completed');
     expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    // Given back as done, not as interrupted: no activation is left to run again for nothing.
+    expect(session?.heldBy).toBeNull();
+    expect(await h.runtime.store.activeJobId(sessionId)).toBeNull();
   });
 });
