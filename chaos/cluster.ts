@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 import { prepareManagedAgentDir } from '../src/agents/pi/agent-dir.ts';
 import { AGENT_MARKER_ENV } from '../src/process/index.ts';
-import { hostKey, reapOrphans, type ProcessRecord } from '../src/runtime/orphans.ts';
+import { markerScope, parseMarker, reapOrphans } from '../src/runtime/orphans.ts';
 import { Runtime } from '../src/runtime/runtime.ts';
 import { startFakeModelServer, type FakeModelServer } from '../test/support/fake-model-server.ts';
 import { createPiEnv, piBin, type PiEnv } from '../test/support/pi-env.ts';
@@ -118,6 +118,14 @@ export function scanRunProcessesSync(runId: string, workerPids: ReadonlySet<numb
     }
   }
   return out;
+}
+
+/** An agent of the run, as its marker and the live processes carrying it say. */
+export interface AgentRecord {
+  marker: string;
+  sessionId: string;
+  workerPid: number;
+  pid: number | null;
 }
 
 export interface ClusterOptions {
@@ -266,16 +274,21 @@ export class Cluster {
     return scanRunProcessesSync(this.runId, new Set(this.allWorkers.keys()));
   }
 
-  /** The agent process records of this host (`procs:<host>`). */
-  async procRecords(): Promise<Map<string, ProcessRecord>> {
-    const raw = await this.runtime.redis.hgetall(this.runtime.keys.procs(hostKey()));
-    const out = new Map<string, ProcessRecord>();
-    for (const [marker, value] of Object.entries(raw)) {
-      try {
-        out.set(marker, JSON.parse(value) as ProcessRecord);
-      } catch {
-        // not ours to judge here
-      }
+  /**
+   * The agents of this run with a live process, by marker: the marker names the worker that started
+   * the agent and its session (nothing about processes is kept in Redis). `pid`: the agent itself
+   * (the marked process whose parent is not of its marker), null once only its tools are left.
+   */
+  async procRecords(processes: readonly ScannedProcess[] = this.processes()): Promise<Map<string, AgentRecord>> {
+    const byMarker = new Map<string, ScannedProcess[]>();
+    for (const p of processes) if (p.marker !== null) byMarker.set(p.marker, [...(byMarker.get(p.marker) ?? []), p]);
+    const out = new Map<string, AgentRecord>();
+    for (const [marker, group] of byMarker) {
+      const parsed = parseMarker(marker);
+      if (parsed === null) continue;
+      const pids = new Set(group.map((p) => p.pid));
+      const agent = group.find((p) => p.kind === 'agent' && !pids.has(p.ppid));
+      out.set(marker, { marker, sessionId: parsed.sessionId, workerPid: parsed.workerPid, pid: agent?.pid ?? null });
     }
     return out;
   }
@@ -303,7 +316,7 @@ export class Cluster {
     this.#closed = true;
     await this.stopWorkers().catch(() => undefined);
     // What the workers left (agents of killed workers, tool grandchildren): reaped, then killed by run id.
-    if (this.runtime !== undefined) await reapOrphans(this.runtime.redis, this.runtime.keys).catch(() => undefined);
+    if (this.runtime !== undefined) await reapOrphans(markerScope(this.runtime.keys.prefix)).catch(() => undefined);
     killRunProcessesSync(this.runId);
     await this.runtime?.close().catch(() => undefined);
     this.#closeConnections();

@@ -3,16 +3,17 @@
  * - the lease of every session of the scenario (`<workerId>#<fence>`): a session's fence must
  *   never go backwards (a lease handed back to an older holder would mean two drivers);
  * - the agent processes of the run (found in /proc by CHAOS_RUN_ID, grouped by their
- *   SESSIOND_AGENT_MARKER), with the worker that recorded them (`procs:<host>`).
+ *   SESSIOND_AGENT_MARKER), with the worker that started them and their session, which the
+ *   marker names (`sessiond.<worker pid>.<start time>.<uuid>.<session id>`).
  *
  * An agent whose worker is alive and running but no longer holds the session's lease (a stale
  * holder, or one that just finished) must be gone within STALE_GRACE_MS: that is how long the
  * holder has to notice (a renewal every ttl/3) and stop its agent (interrupt, 2 s, SIGKILL, 5 s).
  * Two agents of one session under two different running workers, past that grace, are two
  * workers driving one session. An agent whose worker is dead (kill -9) is an orphan: the next
- * worker that starts on the host must reap it, within ORPHAN_GRACE_MS. A marked process with no
- * record (e.g. a tool grandchild left behind by an agent that ended) is a stray, allowed for
- * STRAY_GRACE_MS. A frozen worker (SIGSTOP) drives nothing: its agents are not judged until it runs.
+ * worker that starts on the host must reap it, within ORPHAN_GRACE_MS. Marked processes whose
+ * agent itself is gone (e.g. a tool grandchild left behind by an agent that ended), or whose
+ * marker names no worker of the run, are strays, allowed for STRAY_GRACE_MS. A frozen worker (SIGSTOP) drives nothing: its agents are not judged until it runs.
  */
 import type { Cluster, ScannedProcess } from './cluster.ts';
 
@@ -86,14 +87,12 @@ export class Witness {
     const cluster = this.#cluster;
     const sessions = [...this.#sessions()];
     const redis = cluster.runtime.redis;
-    const [leases, records] = await Promise.all([
-      sessions.length === 0 ? Promise.resolve([] as Array<string | null>) : redis.mget(...sessions.map((id) => cluster.runtime.keys.session(id, 'lease'))),
-      cluster.procRecords(),
-    ]);
+    const leases = sessions.length === 0 ? [] : await redis.mget(...sessions.map((id) => cluster.runtime.keys.session(id, 'lease')));
     // Read after Redis answered (which may take long: Redis paused): a process list older than the
     // leases could take an agent that just finished for a stale one.
     const now = Date.now();
     const processes = cluster.processes();
+    const records = await cluster.procRecords(processes);
     this.report.samples += 1;
     const holders = new Map<string, string>();
     sessions.forEach((id, i) => {
@@ -134,7 +133,7 @@ export class Witness {
       const owner = record !== undefined ? cluster.allWorkers.get(record.workerPid) : undefined;
       const sessionId = record?.sessionId ?? null;
       let condition: Tracked['condition'];
-      if (record === undefined || owner === undefined) condition = 'stray';
+      if (record === undefined || record.pid === null || owner === undefined) condition = 'stray';
       else if (owner.state === 'dead') condition = 'orphan';
       else if (owner.state === 'stopped' || procs.some((p) => p.pid === owner.pid && p.state === 'T')) condition = 'frozen';
       else if (sessionId !== null && holders.get(sessionId) === owner.workerId) condition = 'ok';
@@ -154,7 +153,7 @@ export class Witness {
         if (!tracked.reported && now - tracked.suspectSince > grace) {
           tracked.reported = true;
           const what = procs.map((p) => `${p.pid} ${p.kind} "${p.cmdline.slice(0, 80)}"`).join(', ');
-          const who = condition === 'stale' ? `its worker ${owner?.workerId} no longer holds the lease (holder: ${sessionId === null ? '?' : (holders.get(sessionId) ?? 'none')})` : condition === 'orphan' ? `its worker ${owner?.workerId} is dead and no worker reaped it` : 'no worker has a record of it';
+          const who = condition === 'stale' ? `its worker ${owner?.workerId} no longer holds the lease (holder: ${sessionId === null ? '?' : (holders.get(sessionId) ?? 'none')})` : condition === 'orphan' ? `its worker ${owner?.workerId} is dead and no worker reaped it` : 'no live agent or worker of the run owns it';
           this.#violation(`session ${sessionId ?? '?'}: agent ${marker} alive ${Math.round((now - tracked.suspectSince) / 1000)} s after ${who}: ${what}`);
         }
       }

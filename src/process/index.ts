@@ -3,12 +3,14 @@ export { spawnAgent } from './spawn-agent.ts';
 export { GRACEFUL_STOP_TIMEOUT_MS, KILL_WAIT_TIMEOUT_MS } from './stop-process.ts';
 export {
   AGENT_MARKER_ENV,
+  findMarkedProcesses,
   findProcessesByMarker,
   isAlive,
   killProcessTree,
   processStartTime,
   type KillTreeOptions,
   type KillTreeResult,
+  type MarkedProcess,
   type TrackedProcess,
 } from './process-tree.ts';
 export { LineSplitter, splitLines } from './split-lines.ts';

@@ -67,21 +67,30 @@ export async function isAlive(pid: number, startTime?: string): Promise<boolean>
   return startTime === undefined || stat.startTime === startTime;
 }
 
-async function carriesMarker(pid: number, marker: string): Promise<boolean> {
+const MARKER_ENTRY = Buffer.from(`\0${AGENT_MARKER_ENV}=`);
+
+/** The value of SESSIOND_AGENT_MARKER in the process's environment, or null (none, gone, or another user's). */
+async function markerOf(pid: number): Promise<string | null> {
+  let environ: Buffer;
   try {
-    const environ = await readFile(`/proc/${pid}/environ`);
-    return Buffer.concat([Buffer.from([0]), environ, Buffer.from([0])]).includes(`\0${AGENT_MARKER_ENV}=${marker}\0`);
+    environ = Buffer.concat([Buffer.from([0]), await readFile(`/proc/${pid}/environ`), Buffer.from([0])]);
   } catch {
-    return false; // gone, or another user's process
+    return null;
   }
+  const at = environ.indexOf(MARKER_ENTRY);
+  if (at === -1) return null;
+  const start = at + MARKER_ENTRY.length;
+  return environ.subarray(start, environ.indexOf(0, start)).toString('utf8');
 }
 
 interface ScannedProcess extends ProcStat {
+  /** Its SESSIOND_AGENT_MARKER, or null. */
+  marker: string | null;
   marked: boolean;
 }
 
-/** Every live process but this one, with whether it carries `marker`. Empty without /proc. */
-async function scanProcesses(marker: string): Promise<ScannedProcess[]> {
+/** Every live process but this one, with its marker and whether it is `marker`. Empty without /proc. */
+async function scanProcesses(marker: string | null): Promise<ScannedProcess[]> {
   if (!HAS_PROC) return [];
   let entries: string[];
   try {
@@ -94,7 +103,8 @@ async function scanProcesses(marker: string): Promise<ScannedProcess[]> {
     pids.map(async (pid): Promise<ScannedProcess | null> => {
       const stat = await readStat(pid);
       if (stat === null || isDead(stat)) return null;
-      return { ...stat, marked: await carriesMarker(pid, marker) };
+      const value = await markerOf(pid);
+      return { ...stat, marker: value, marked: marker !== null && value === marker };
     }),
   );
   return scanned.filter((p): p is ScannedProcess => p !== null);
@@ -107,6 +117,18 @@ async function scanProcesses(marker: string): Promise<ScannedProcess[]> {
 export async function findProcessesByMarker(marker: string): Promise<TrackedProcess[]> {
   const scanned = await scanProcesses(marker);
   return scanned.filter((p) => p.marked).map(({ pid, startTime }) => ({ pid, startTime }));
+}
+
+/** A live process carrying an agent marker. */
+export interface MarkedProcess extends TrackedProcess {
+  ppid: number;
+  marker: string;
+}
+
+/** Every live process (but this one) that carries SESSIOND_AGENT_MARKER, with its value (Linux; [] elsewhere). */
+export async function findMarkedProcesses(): Promise<MarkedProcess[]> {
+  const scanned = await scanProcesses(null);
+  return scanned.flatMap(({ pid, ppid, startTime, marker }) => (marker === null ? [] : [{ pid, ppid, startTime, marker }]));
 }
 
 export interface KillTreeOptions {

@@ -4,7 +4,7 @@ import { agentDefinition, isAgentName, type AgentName } from '../agents/registry
 import type { RetryPolicy } from '../retry/index.ts';
 import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
-import { newMarker, type ProcessRegistry } from './orphans.ts';
+import { markerOwner, markerScope, newMarker } from './orphans.ts';
 import { SessionWriter, type SnapshotValue } from './session-writer.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
 
@@ -35,7 +35,6 @@ export type DriveOutcome =
 export class ActiveSession {
   readonly #store: SessionStore;
   readonly #bus: EventBus;
-  readonly #procs: ProcessRegistry;
   readonly #sessionId: string;
   readonly #config: ActiveSessionConfig;
   readonly #globalPolicy: () => Promise<RetryPolicy>;
@@ -72,7 +71,6 @@ export class ActiveSession {
   constructor(init: {
     store: SessionStore;
     bus: EventBus;
-    procs: ProcessRegistry;
     sessionId: string;
     token: string;
     config: ActiveSessionConfig;
@@ -83,7 +81,6 @@ export class ActiveSession {
   }) {
     this.#store = init.store;
     this.#bus = init.bus;
-    this.#procs = init.procs;
     this.#sessionId = init.sessionId;
     this.#config = init.config;
     this.#globalPolicy = init.globalPolicy;
@@ -370,7 +367,6 @@ export class ActiveSession {
 
   #runner(): AttemptRunner {
     const store = this.#store;
-    const procs = this.#procs;
     const writer = this.#writer;
     const config = this.#config;
     const sessionId = this.#sessionId;
@@ -399,19 +395,15 @@ export class ActiveSession {
         const state = await store.agentState(sessionId, stateField(request.agentSessionId));
         if (state !== null) await agent.importState(options, request.agentSessionId, state);
       }
-      const marker = newMarker();
-      await procs.record(marker, sessionId);
+      // The marker names this worker and the session: found in /proc, it says whose the processes are.
+      const marker = newMarker(await markerOwner(), markerScope(store.keys.prefix), sessionId);
       let agentSessionId = request.agentSessionId;
       try {
-        for await (const message of agent.run(
-          { text: request.text, resumeSessionId: request.agentSessionId, options },
-          { signal, marker, onSpawn: (p) => void procs.spawned(marker, p.pid, p.startTime).catch(() => undefined) },
-        )) {
+        for await (const message of agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options }, { signal, marker })) {
           if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
           yield message;
         }
       } finally {
-        await procs.done(marker).catch(() => undefined);
         if (agentSessionId !== null && agent.exportState !== undefined) {
           const state = await agent.exportState(options, agentSessionId).catch(() => null);
           if (state !== null) writer.agentState(stateField(agentSessionId), state);

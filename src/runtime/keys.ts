@@ -19,8 +19,6 @@ export interface Keys {
   readonly policy: string;
   /** hash: workerId → heartbeat JSON. */
   readonly workers: string;
-  /** hash per host: agent marker → the agent process record. */
-  procs(host: string): string;
   /** pub/sub channel of session events (prompt, cancel, policy). */
   readonly events: string;
   /** BullMQ's prefix. */
@@ -37,7 +35,6 @@ export function createKeys(prefix: string): Keys {
     activations: `{${prefix}}:activations`,
     policy: `{${prefix}}:policy`,
     workers: `{${prefix}}:workers`,
-    procs: (host) => `{${prefix}}:procs:${host}`,
     events: `${prefix}:events`,
     queuePrefix: `{${prefix}:q}`,
   };

@@ -1,108 +1,103 @@
-import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
-import type { Redis } from 'ioredis';
-import { findProcessesByMarker, isAlive, killProcessTree, processStartTime } from '../process/index.ts';
-import type { Keys } from './keys.ts';
+import { createHash, randomUUID } from 'node:crypto';
+import { findMarkedProcesses, isAlive, killProcessTree, processStartTime, type TrackedProcess } from '../process/index.ts';
 
-/** HSET only when the field is still there. KEYS: hash. ARGV: field, value. */
-const SET_IF_PRESENT = `if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end return 0`;
+/**
+ * Agent processes are found on their host by the marker in their environment
+ * (SESSIOND_AGENT_MARKER, inherited by everything they start), and the marker
+ * names who started them:
+ * `sessiond.<scope>.<worker pid>.<worker start time>.<uuid>.<session id>`, the scope
+ * standing for the deployment (its key prefix). So a worker that starts after
+ * another one of its deployment died finds what the dead one left behind by
+ * reading /proc alone: nothing about processes is kept in Redis.
+ */
+const MARKER = /^sessiond\.([0-9a-f]{8})\.(\d+)\.(\d+)\.([0-9a-f-]{36})\.([A-Za-z0-9_.-]{1,100})$/;
 
-/** What a worker records about each agent process it runs, per host, before and after spawning it. */
-export interface ProcessRecord {
-  marker: string;
-  sessionId: string;
-  workerId: string;
+/** The deployment part of a marker: 8 hex digits of a hash of the key prefix. */
+export function markerScope(prefix: string): string {
+  return createHash('sha256').update(prefix).digest('hex').slice(0, 8);
+}
+
+/** The worker process that starts an agent: its pid and start time (`/proc/<pid>/stat` field 22; '0' where unknown). */
+export interface MarkerOwner {
+  pid: number;
+  startTime: string;
+}
+
+let self: Promise<MarkerOwner> | undefined;
+
+/** This process, as the markers of the agents it starts name it. */
+export function markerOwner(): Promise<MarkerOwner> {
+  self ??= processStartTime(process.pid).then((startTime) => ({ pid: process.pid, startTime: startTime ?? '0' }));
+  return self;
+}
+
+export function newMarker(owner: MarkerOwner, scope: string, sessionId: string): string {
+  return `sessiond.${scope}.${owner.pid}.${owner.startTime}.${randomUUID()}.${sessionId}`;
+}
+
+export interface ParsedMarker {
+  scope: string;
   workerPid: number;
-  workerStartTime: string | null;
-  pid: number | null;
-  startTime: string | null;
-  at: number;
+  workerStartTime: string;
+  sessionId: string;
 }
 
-export function hostKey(): string {
-  return hostname().replace(/[^A-Za-z0-9_.-]/g, '_') || 'localhost';
+/** What a marker says about its agent; null for a marker sessiond did not make this way. */
+export function parseMarker(marker: string): ParsedMarker | null {
+  const m = MARKER.exec(marker);
+  if (m === null) return null;
+  return { scope: m[1] ?? '', workerPid: Number(m[2]), workerStartTime: m[3] ?? '0', sessionId: m[5] ?? '' };
 }
 
-export function newMarker(): string {
-  return `sessiond-${randomUUID()}`;
+/** One agent's live processes on this host, by marker. */
+export interface AgentProcesses extends ParsedMarker {
+  marker: string;
+  /** The agent itself (the marked process whose parent is not of the same marker), if it is alive. */
+  agent: TrackedProcess | null;
+  processes: TrackedProcess[];
 }
 
-/**
- * The agent processes of this host, recorded in Redis so that a worker that
- * starts after another one died can find and kill what it left behind. A
- * marker is recorded before the spawn (the process inherits it in its
- * environment), the pid and its start time right after.
- */
-export class ProcessRegistry {
-  readonly #redis: Redis;
-  readonly #key: string;
-  readonly #workerId: string;
-  #workerStartTime: string | null | undefined;
-  /** The records of this worker's agents that are not done yet. */
-  readonly #records = new Map<string, ProcessRecord>();
-
-  constructor(redis: Redis, keys: Keys, workerId: string) {
-    this.#redis = redis;
-    this.#key = keys.procs(hostKey());
-    this.#workerId = workerId;
+/** Every agent of this host that has a live process, grouped by marker (Linux: /proc; [] elsewhere). */
+export async function findAgentProcesses(): Promise<AgentProcesses[]> {
+  const byMarker = new Map<string, AgentProcesses>();
+  const marked = await findMarkedProcesses();
+  const pidsOf = new Map<string, Set<number>>();
+  for (const p of marked) {
+    const parsed = parseMarker(p.marker);
+    if (parsed === null) continue;
+    let group = byMarker.get(p.marker);
+    if (group === undefined) {
+      group = { ...parsed, marker: p.marker, agent: null, processes: [] };
+      byMarker.set(p.marker, group);
+      pidsOf.set(p.marker, new Set());
+    }
+    group.processes.push({ pid: p.pid, startTime: p.startTime });
+    pidsOf.get(p.marker)?.add(p.pid);
   }
-
-  async #selfStartTime(): Promise<string | null> {
-    if (this.#workerStartTime === undefined) this.#workerStartTime = await processStartTime(process.pid);
-    return this.#workerStartTime;
+  for (const p of marked) {
+    const group = byMarker.get(p.marker);
+    if (group !== undefined && group.agent === null && !(pidsOf.get(p.marker)?.has(p.ppid) ?? false)) group.agent = { pid: p.pid, startTime: p.startTime };
   }
-
-  async record(marker: string, sessionId: string): Promise<void> {
-    const record: ProcessRecord = { marker, sessionId, workerId: this.#workerId, workerPid: process.pid, workerStartTime: await this.#selfStartTime(), pid: null, startTime: null, at: Date.now() };
-    this.#records.set(marker, record);
-    await this.#redis.hset(this.#key, marker, JSON.stringify(record));
-  }
-
-  /**
-   * Adds the pid to the record, unless `done` removed it meanwhile (an agent that ended at once):
-   * a read-then-write here would put the record back after `done`, for good.
-   */
-  async spawned(marker: string, pid: number, startTime: string | null): Promise<void> {
-    const record = this.#records.get(marker);
-    if (record === undefined) return;
-    await this.#redis.eval(SET_IF_PRESENT, 1, this.#key, marker, JSON.stringify({ ...record, pid, startTime }));
-  }
-
-  async done(marker: string): Promise<void> {
-    this.#records.delete(marker);
-    await this.#redis.hdel(this.#key, marker);
-  }
+  return [...byMarker.values()];
 }
 
 /**
- * Kills the agent processes that workers of this host left behind when they
- * died: records whose worker process is gone. A pid is killed only if its start
- * time is the recorded one (never a recycled pid); processes carrying the
- * marker are found and killed too. Returns how many records were reaped.
+ * Kills the agent processes that workers of this host and deployment (`scope`)
+ * left behind when they died: agents whose worker (pid and start time, from the
+ * marker) is gone, with their whole trees. Returns how many agents were reaped
+ * and how many processes they had.
  */
-export async function reapOrphans(redis: Redis, keys: Keys): Promise<{ reaped: number; killed: number }> {
-  const key = keys.procs(hostKey());
-  const records = await redis.hgetall(key);
+export async function reapOrphans(scope: string): Promise<{ reaped: number; killed: number }> {
   let reaped = 0;
   let killed = 0;
-  for (const [marker, raw] of Object.entries(records)) {
-    let record: ProcessRecord;
-    try {
-      record = JSON.parse(raw) as ProcessRecord;
-    } catch {
-      await redis.hdel(key, marker);
-      continue;
-    }
-    const workerAlive = record.workerStartTime === null ? await isAlive(record.workerPid) : await isAlive(record.workerPid, record.workerStartTime);
-    if (workerAlive) continue;
-    const before = await findProcessesByMarker(marker);
-    if (record.pid !== null && record.startTime !== null && (await isAlive(record.pid, record.startTime))) {
-      await killProcessTree(record.pid, marker, { startTime: record.startTime });
-    } else if (before.length > 0 && before[0] !== undefined) {
-      await killProcessTree(before[0].pid, marker, { startTime: before[0].startTime });
-    }
-    killed += before.length;
-    await redis.hdel(key, marker);
+  for (const group of await findAgentProcesses()) {
+    if (group.scope !== scope) continue;
+    const owner = group.workerStartTime === '0' ? isAlive(group.workerPid) : isAlive(group.workerPid, group.workerStartTime);
+    if (await owner) continue;
+    const root = group.agent ?? group.processes[0];
+    if (root === undefined) continue;
+    await killProcessTree(root.pid, group.marker, { startTime: root.startTime });
+    killed += group.processes.length;
     reaped += 1;
   }
   return { reaped, killed };

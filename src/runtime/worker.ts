@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
 import { EventBus } from './event-bus.ts';
 import type { Keys } from './keys.ts';
-import { ProcessRegistry, reapOrphans } from './orphans.ts';
+import { markerScope, reapOrphans } from './orphans.ts';
 import { PolicyStore } from './policy-store.ts';
 import { ACTIVATION_JOB, parseJobData, reconcileActivations, type SessionQueue } from './queue.ts';
 import { SharedSessionMachine } from './shared-machine.ts';
@@ -50,7 +50,6 @@ export class SessionWorker {
   readonly #subscriber: Redis;
   readonly #store: SessionStore;
   readonly #bus: EventBus;
-  readonly #procs: ProcessRegistry;
   readonly #policies: PolicyStore;
   readonly #active = new Map<string, ActiveSession>();
   #worker: Worker | null = null;
@@ -64,7 +63,6 @@ export class SessionWorker {
     this.#subscriber = options.connect('worker-events');
     this.#store = new SessionStore(this.#redis, options.keys);
     this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
-    this.#procs = new ProcessRegistry(this.#redis, options.keys, this.id);
     this.#policies = new PolicyStore(this.#redis, options.keys);
   }
 
@@ -74,7 +72,7 @@ export class SessionWorker {
 
   async start(): Promise<void> {
     const log = this.#options.log ?? (() => undefined);
-    const reaped = await reapOrphans(this.#redis, this.#options.keys);
+    const reaped = await reapOrphans(markerScope(this.#options.keys.prefix));
     if (reaped.reaped > 0) log('warn', 'killed agent processes left by a dead worker', reaped);
     await this.#bus.start();
     this.#bus.on('*', (event) => {
@@ -131,7 +129,6 @@ export class SessionWorker {
     const session = new ActiveSession({
       store: this.#store,
       bus: this.#bus,
-      procs: this.#procs,
       sessionId,
       token: lease.token,
       config: {

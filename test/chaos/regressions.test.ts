@@ -2,13 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKeys } from '../../src/runtime/keys.ts';
-import { hostKey, ProcessRegistry } from '../../src/runtime/orphans.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { AGENT_COMMAND, FAKE_MODEL } from '../../chaos/cluster.ts';
 import { readLog } from '../../chaos/checks.ts';
-import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
-import { connector, harness, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+import { harness, turnEnded, until, type Harness } from '../support/runtime.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 
 /**
@@ -24,26 +22,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await redis?.stop();
-});
-
-describe('found by chaos: the agent process registry', () => {
-  it('an agent that ends before its pid is recorded leaves no record behind (spawned vs done)', async () => {
-    const { connect, closeAll } = connector(redis.url);
-    try {
-      const redisClient = connect('registry');
-      const keys = createKeys(uniquePrefix('registry'));
-      const registry = new ProcessRegistry(redisClient, keys, 'worker-1');
-      const marker = 'sessiond-regression-marker';
-      await registry.record(marker, 's1');
-      // The pid is recorded fire-and-forget after the spawn; a fast agent is done before that lands.
-      const spawned = registry.spawned(marker, 4242, '123');
-      await registry.done(marker);
-      await spawned;
-      expect(await redisClient.hget(keys.procs(hostKey()), marker)).toBeNull();
-    } finally {
-      closeAll();
-    }
-  });
 });
 
 describe('found by chaos: prompts arriving in bursts while a session is driven', () => {

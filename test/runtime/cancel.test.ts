@@ -5,7 +5,6 @@ import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
 import { ActiveSession } from '../../src/runtime/active-session.ts';
 import { EventBus } from '../../src/runtime/event-bus.ts';
 import type { Keys } from '../../src/runtime/keys.ts';
-import { ProcessRegistry } from '../../src/runtime/orphans.ts';
 import { SharedSessionMachine } from '../../src/runtime/shared-machine.ts';
 import { SessionStore, type WriteBatch, type WriteResult } from '../../src/runtime/store/session-store.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
@@ -13,7 +12,7 @@ import { runCli } from '../support/cli.ts';
 import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
 import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { expectWholeLog, FAST_WORKER, harness, piHostOptions, procRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
 
 /**
  * Cancel from anywhere: from another process while a worker holds the session (pub/sub), for a
@@ -89,7 +88,7 @@ describe('cancel from anywhere', () => {
     expect(session.context?.turn).toMatchObject({ index: 1, status: 'cancelled', cancelReason: 'changed my mind' });
     expect(session.cancelRequested).toBe(false);
     expect(server.requestsFor(NEVER)).toEqual([]);
-    expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await agentRecords(sessionId)).toEqual([]);
     expectWholeLog(await h.runtime.readMessages(sessionId));
 
     // The cancel was spent on that turn: the next prompt runs.
@@ -103,7 +102,7 @@ describe('cancel from anywhere', () => {
     const { sessionId } = await h.runtime.enqueue({ prompt: 'Sleep a long time', options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd } });
     await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
     const [record] = await until(async () => {
-      const records = await procRecords(h.runtime.redis, h.runtime.keys, sessionId);
+      const records = await agentRecords(sessionId);
       return records[0]?.pid != null ? records : null;
     });
     if (record === undefined) throw new Error('no agent process recorded');
@@ -119,7 +118,7 @@ describe('cancel from anywhere', () => {
     expect(session.context?.turn?.attempts.map((a) => a.outcome)).toEqual(['cancelled']);
     expect(session.cancelRequested).toBe(false);
     expect(await findProcessesByMarker(record.marker)).toEqual([]);
-    expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await agentRecords(sessionId)).toEqual([]);
 
     // What was emitted before the cancel is still there, in order, and the log is whole.
     const after = await h.runtime.readMessages(sessionId);
@@ -174,7 +173,6 @@ describe('cancel from anywhere', () => {
     const session = new ActiveSession({
       store,
       bus,
-      procs: new ProcessRegistry(store.redis, runtime.keys, 'race-holder'),
       sessionId,
       token: lease.token,
       config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, leaseTtlMs: 60_000, pollMs: FAST_WORKER.pollMs },

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findProcessesByMarker, isAlive } from '../../src/process/index.ts';
-import { reapOrphans } from '../../src/runtime/orphans.ts';
+import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
 import { DEFAULT_TEXT, startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
 import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, harness, procRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { assistantText, expectWholeLog, harness, agentRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 
 /**
@@ -33,7 +33,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await killAllWorkerProcesses();
   // Whatever a killed worker left on this host (nothing, if the test passed).
-  if (h !== undefined) await reapOrphans(h.runtime.redis, h.runtime.keys);
+  if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
   await h?.close();
   await server?.close();
   await redis?.stop();
@@ -52,7 +52,7 @@ describe('crash recovery: kill -9 of a worker process mid-attempt', () => {
     // Mid-attempt: the model has streamed part of its answer (then hangs), and it is in the log.
     await until(async () => assistantText(await h.runtime.readMessages(sessionId)) === 'Partial answer', 30_000, 'the partial answer in the log');
     const [record] = await until(async () => {
-      const records = await procRecords(h.runtime.redis, h.runtime.keys, sessionId);
+      const records = await agentRecords(sessionId);
       return records.length === 1 && records[0]?.pid !== null ? records : null;
     });
     if (record?.pid == null || record.startTime === null) throw new Error('no agent process recorded');
@@ -70,7 +70,7 @@ describe('crash recovery: kill -9 of a worker process mid-attempt', () => {
     const second = await startWorkerProcess(workerOptions);
     expect(await findProcessesByMarker(record.marker)).toEqual([]);
     expect(await isAlive(record.pid, record.startTime)).toBe(false);
-    expect((await procRecords(h.runtime.redis, h.runtime.keys)).map((r) => r.marker)).not.toContain(record.marker);
+    expect((await agentRecords()).map((r) => r.marker)).not.toContain(record.marker);
     expect(second.output()).toContain('killed agent processes left by a dead worker');
 
     const session = await turnEnded(h.runtime, sessionId, 1, 60_000);
@@ -96,7 +96,7 @@ describe('crash recovery: kill -9 of a worker process mid-attempt', () => {
     expect(messages.every((m) => m.turn === 1)).toBe(true);
 
     // Nothing of this session is left running, and the second worker still stops cleanly.
-    expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await agentRecords(sessionId)).toEqual([]);
     await until(async () => (await h.runtime.getSession(sessionId))?.heldBy === null, 10_000, 'the lease to be released');
     second.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });

@@ -6,7 +6,7 @@ import type { SessionWorker } from '../../src/runtime/worker.ts';
 import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
 import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, harness, procRecords, sessionDump, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { assistantText, expectWholeLog, harness, agentRecords, sessionDump, turnEnded, until, type Harness } from '../support/runtime.ts';
 
 /**
  * Single activation: a session is driven by at most one worker, even when a lease runs out under
@@ -102,7 +102,7 @@ describe('single activation: the lease and its fencing token', () => {
     });
     await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
     const [record] = await until(async () => {
-      const records = await procRecords(h.runtime.redis, h.runtime.keys, sessionId);
+      const records = await agentRecords(sessionId);
       return records[0]?.pid != null ? records : null;
     });
     if (record === undefined) throw new Error('no agent process recorded');

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
-import { reapOrphans } from '../../src/runtime/orphans.ts';
+import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
 import { hasToolResult, startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
 import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, harness, procRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { assistantText, expectWholeLog, harness, agentRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 
 /**
@@ -37,7 +37,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await killAllWorkerProcesses();
-  if (h !== undefined) await reapOrphans(h.runtime.redis, h.runtime.keys);
+  if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
   await h?.close();
   await server?.close();
   await redis?.stop();
@@ -54,7 +54,7 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
     });
     await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
     const [record] = await until(async () => {
-      const records = await procRecords(h.runtime.redis, h.runtime.keys, sessionId);
+      const records = await agentRecords(sessionId);
       return records[0]?.pid != null ? records : null;
     });
     if (record === undefined) throw new Error('no agent process recorded');
@@ -67,7 +67,7 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
 
     // Nothing of the attempt is left running, the session is free, and Redis still says the attempt ran.
     expect(await findProcessesByMarker(record.marker)).toEqual([]);
-    expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await agentRecords(sessionId)).toEqual([]);
     const left = await h.runtime.getSession(sessionId);
     expect(left).toMatchObject({ state: 'running', heldBy: null });
     expect(left?.context?.turn?.attempts.map((a) => a.outcome)).toEqual([null]);
@@ -108,7 +108,7 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
     expectWholeLog(messages);
     expect(assistantText(messages)).toBe(SLOW_TEXT);
     expect(messages.at(-1)?.type).toBe('terminal.completed');
-    expect(await procRecords(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await agentRecords(sessionId)).toEqual([]);
     // Given back as done, not as interrupted: no activation is left to run again for nothing.
     expect(session?.heldBy).toBeNull();
     expect(await h.runtime.store.activeJobId(sessionId)).toBeNull();

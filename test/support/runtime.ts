@@ -6,7 +6,7 @@ import { Runtime } from '../../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/runtime/worker.ts';
 import { createSessionQueue } from '../../src/runtime/queue.ts';
 import { createKeys, type Keys } from '../../src/runtime/keys.ts';
-import { hostKey, type ProcessRecord } from '../../src/runtime/orphans.ts';
+import { findAgentProcesses } from '../../src/runtime/orphans.ts';
 import type { SessionView } from '../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import type { PiEnv } from './pi-env.ts';
@@ -101,12 +101,21 @@ export function turnEnded(runtime: Runtime, sessionId: string, turn = 1, timeout
   );
 }
 
-/** The agent process records of this host (`procs:<host>`), optionally of one session. */
-export async function procRecords(redis: Redis, keys: Keys, sessionId?: string): Promise<ProcessRecord[]> {
-  const raw = await redis.hgetall(keys.procs(hostKey()));
-  return Object.values(raw)
-    .map((v) => JSON.parse(v) as ProcessRecord)
-    .filter((r) => sessionId === undefined || r.sessionId === sessionId);
+/** An agent of this host with a live process, as its marker names it (found in /proc). */
+export interface AgentRecord {
+  marker: string;
+  sessionId: string;
+  workerPid: number;
+  /** The agent process itself, when it is alive (its tools may outlive it). */
+  pid: number | null;
+  startTime: string | null;
+}
+
+/** The agents of this host that have a live process, optionally of one session. */
+export async function agentRecords(sessionId?: string): Promise<AgentRecord[]> {
+  return (await findAgentProcesses())
+    .filter((a) => sessionId === undefined || a.sessionId === sessionId)
+    .map((a) => ({ marker: a.marker, sessionId: a.sessionId, workerPid: a.workerPid, pid: a.agent?.pid ?? null, startTime: a.agent?.startTime ?? null }));
 }
 
 /** The message log is whole: seqs are exactly 1..n, in order, none twice. */
