@@ -4,7 +4,7 @@
  *   never go backwards (a lease handed back to an older holder would mean two drivers);
  * - the agent processes of the run (found in /proc by CHAOS_RUN_ID, grouped by their
  *   SESSIOND_AGENT_MARKER), with the worker that started them and their session, which the
- *   marker names (`sessiond.<worker pid>.<start time>.<uuid>.<session id>`).
+ *   marker names (`sessiond.<scope>.<worker pid>.<start time>.<uuid>.<session id>`).
  *
  * An agent whose worker is alive and running but no longer holds the session's lease (a stale
  * holder, or one that just finished) must be gone within STALE_GRACE_MS: that is how long the
@@ -13,7 +13,8 @@
  * workers driving one session. An agent whose worker is dead (kill -9) is an orphan: the next
  * worker that starts on the host must reap it, within ORPHAN_GRACE_MS. Marked processes whose
  * agent itself is gone (e.g. a tool grandchild left behind by an agent that ended), or whose
- * marker names no worker of the run, are strays, allowed for STRAY_GRACE_MS. A frozen worker (SIGSTOP) drives nothing: its agents are not judged until it runs.
+ * marker names no worker of the run, are strays, allowed for STRAY_GRACE_MS. A frozen worker
+ * (SIGSTOP) drives nothing: its agents are not judged until it runs.
  */
 import type { Cluster, ScannedProcess } from './cluster.ts';
 
