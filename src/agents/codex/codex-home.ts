@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, readFile, readlink, rename, symlink, unlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { linkEntry, unlinkIfLink, writeFileIfChanged } from '../shared/managed-files.ts';
 
 /**
  * Codex keeps everything in CODEX_HOME: config.toml, auth.json, the thread rollouts
@@ -50,34 +51,12 @@ export async function prepareManagedCodexHome(userHome: string, stateDir: string
     if (error.code === 'ENOENT') return null;
     throw new Error(`cannot read ${join(userHome, 'config.toml')}: ${error.message}`);
   });
-  await writeIfChanged(join(managed, 'config.toml'), userConfig ?? '');
+  await writeFileIfChanged(join(managed, 'config.toml'), userConfig ?? '');
   for (const entry of LINKED_ENTRIES) {
     const target = join(userHome, entry);
     const present = await lstat(target).then(() => true, () => false);
     if (present) await linkEntry(target, join(managed, entry));
-    else await unlinkStaleLink(join(managed, entry));
+    else await unlinkIfLink(join(managed, entry));
   }
   return { path: managed, userConfig };
-}
-
-async function writeIfChanged(path: string, text: string): Promise<void> {
-  if ((await readFile(path, 'utf8').catch(() => null)) === text) return;
-  const temp = `${path}.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(temp, text, { mode: 0o600 });
-  await rename(temp, path);
-}
-
-async function linkEntry(target: string, path: string): Promise<void> {
-  const existing = await lstat(path).catch(() => null);
-  if (existing?.isSymbolicLink() && (await readlink(path)) === target) return;
-  if (existing !== null) await unlink(path).catch(() => undefined);
-  await symlink(target, path).catch((error: NodeJS.ErrnoException) => {
-    // Another attempt linked it at the same moment: same target, nothing to do.
-    if (error.code !== 'EEXIST') throw error;
-  });
-}
-
-async function unlinkStaleLink(path: string): Promise<void> {
-  const existing = await lstat(path).catch(() => null);
-  if (existing?.isSymbolicLink()) await unlink(path).catch(() => undefined);
 }

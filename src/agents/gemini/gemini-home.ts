@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, readFile, readlink, rename, symlink, unlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { AGENT_MARKER_ENV } from '../../process/index.ts';
 import { sessiondStateDir } from '../pi/agent-dir.ts';
+import { linkEntry, unlinkIfLink, writeFileIfChanged } from '../shared/managed-files.ts';
 
 /**
  * gemini reads its settings, and keeps its chats, under `$GEMINI_CLI_HOME/.gemini` (default
@@ -97,26 +98,7 @@ async function writeSettings(userSettingsPath: string, path: string): Promise<vo
       throw new Error(`${userSettingsPath}: not valid JSON; fix or remove it`);
     }
   }
-  const text = `${JSON.stringify(managedSettings(userSettings), null, 2)}\n`;
-  if ((await readFile(path, 'utf8').catch(() => null)) === text) return;
-  const temp = `${path}.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(temp, text, { mode: 0o600 });
-  await rename(temp, path);
-}
-
-async function linkEntry(target: string, path: string): Promise<void> {
-  const existing = await lstat(path).catch(() => null);
-  if (existing?.isSymbolicLink() && (await readlink(path)) === target) return;
-  if (existing !== null) await unlink(path).catch(() => undefined);
-  await symlink(target, path).catch((error: NodeJS.ErrnoException) => {
-    // Another attempt linked it at the same moment: same target, nothing to do.
-    if (error.code !== 'EEXIST') throw error;
-  });
-}
-
-async function unlinkIfLink(path: string): Promise<void> {
-  const existing = await lstat(path).catch(() => null);
-  if (existing?.isSymbolicLink()) await unlink(path).catch(() => undefined);
+  await writeFileIfChanged(path, `${JSON.stringify(managedSettings(userSettings), null, 2)}\n`);
 }
 
 function objectAt(source: Record<string, unknown>, key: string): Record<string, unknown> {

@@ -1,7 +1,8 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, symlink, writeFile, lstat, readlink, unlink } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { linkEntry, writeFileIfChanged } from '../shared/managed-files.ts';
 
 /**
  * pi reads its retry behaviour from `<agentDir>/settings.json`. sessiond never
@@ -42,16 +43,6 @@ export async function prepareManagedAgentDir(userDir: string, stateDir: string):
   return managed;
 }
 
-async function linkEntry(target: string, path: string): Promise<void> {
-  const existing = await lstat(path).catch(() => null);
-  if (existing?.isSymbolicLink() && (await readlink(path)) === target) return;
-  if (existing !== null) await unlink(path).catch(() => undefined);
-  await symlink(target, path).catch((error: NodeJS.ErrnoException) => {
-    // Another attempt linked it at the same moment: same target, nothing to do.
-    if (error.code !== 'EEXIST') throw error;
-  });
-}
-
 async function writeSettings(userSettingsPath: string, path: string): Promise<void> {
   let userSettings: Record<string, unknown> = {};
   const raw = await readFile(userSettingsPath, 'utf8').catch(() => null);
@@ -69,9 +60,5 @@ async function writeSettings(userSettingsPath: string, path: string): Promise<vo
     ...userSettings,
     retry: { ...userRetry, enabled: false, provider: { ...userProvider, maxRetries: 0 } },
   };
-  const text = `${JSON.stringify(settings, null, 2)}\n`;
-  if ((await readFile(path, 'utf8').catch(() => null)) === text) return;
-  const temp = `${path}.${process.pid}.${randomUUID()}.tmp`;
-  await writeFile(temp, text, { mode: 0o600 });
-  await rename(temp, path);
+  await writeFileIfChanged(path, `${JSON.stringify(settings, null, 2)}\n`);
 }
