@@ -6,32 +6,10 @@ import { checkLogs, checkNoStrayProcesses, checkSettled, checkSingleDriver, chec
 import type { Cluster } from './cluster.ts';
 import { Ledger } from './ledger.ts';
 import { Witness } from './witness.ts';
+import { Random } from '../bench/support/random.ts';
 
-/** A small seeded PRNG (mulberry32): the same seed gives the same choices. */
-export class Random {
-  #state: number;
-  constructor(seed: number) {
-    this.#state = seed >>> 0;
-  }
-  next(): number {
-    this.#state = (this.#state + 0x6d2b79f5) >>> 0;
-    let t = this.#state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-  int(min: number, max: number): number {
-    return min + Math.floor(this.next() * (max - min + 1));
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-  pick<T>(items: readonly T[]): T {
-    const item = items[Math.floor(this.next() * items.length)];
-    if (item === undefined) throw new Error('Random.pick: empty list');
-    return item;
-  }
-}
+/** The benchmarks' seeded PRNG (mulberry32): the same seed gives the same choices. */
+export { Random };
 
 export interface ScenarioContext {
   cluster: Cluster;
