@@ -7,19 +7,13 @@ import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { followSession } from '../follow.ts';
 import { printJson } from '../present.ts';
+import { agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { collectAgentOption, parseDurationOption } from '../parse-options.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 
-interface EnqueueFlags extends RetryFlags {
-  agentOption?: Record<string, unknown>;
+interface EnqueueFlags extends RetryFlags, AgentFlags {
   session?: string;
   agent?: string;
-  cwd?: string;
-  provider?: string;
-  model?: string;
-  thinking?: string;
-  agentDir?: string;
-  idleTimeout?: number;
   json?: boolean;
   follow?: boolean;
 }
@@ -48,16 +42,7 @@ export function registerEnqueue(program: Command): void {
 }
 
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
-  const options = {
-    ...(flags.agent === undefined ? {} : { agent: flags.agent }),
-    ...(flags.agentOption ?? {}),
-    ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
-    ...(flags.provider === undefined ? {} : { provider: flags.provider }),
-    ...(flags.model === undefined ? {} : { model: flags.model }),
-    ...(flags.thinking === undefined ? {} : { thinking: flags.thinking }),
-    ...(flags.agentDir === undefined ? {} : { agentDir: flags.agentDir }),
-    ...(flags.idleTimeout === undefined ? {} : { idleTimeoutMs: flags.idleTimeout }),
-  };
+  const options = { ...(flags.agent === undefined ? {} : { agent: flags.agent }), ...agentOptionsFromFlags(flags) };
   const retryPolicy = retryPatchFromFlags(flags);
   const ctx = await openRuntime();
   try {

@@ -2,18 +2,13 @@ import type { Command } from 'commander';
 import { THINKING_LEVELS } from '../../../agents/pi/options.ts';
 import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
+import { agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { collectAgentOption, parseDurationOption } from '../parse-options.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { Option } from 'commander';
 
-interface RunFlags {
-  agentOption?: Record<string, unknown>;
+interface RunFlags extends AgentFlags {
   agent: AgentName;
-  cwd?: string;
-  provider?: string;
-  model?: string;
-  thinking?: (typeof THINKING_LEVELS)[number];
-  agentDir?: string;
   session?: string | boolean;
   sessionDir?: string;
   idleTimeout?: number;
@@ -44,14 +39,8 @@ export function registerRun(program: Command): void {
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
   const options: Record<string, unknown> = {
-    ...(flags.agentOption ?? {}),
-    ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }),
-    ...(flags.provider === undefined ? {} : { provider: flags.provider }),
-    ...(flags.model === undefined ? {} : { model: flags.model }),
-    ...(flags.thinking === undefined ? {} : { thinking: flags.thinking }),
-    ...(flags.agentDir === undefined ? {} : { agentDir: flags.agentDir }),
+    ...agentOptionsFromFlags(flags),
     ...(flags.sessionDir === undefined ? {} : { sessionDir: flags.sessionDir }),
-    ...(flags.idleTimeout === undefined ? {} : { idleTimeoutMs: flags.idleTimeout }),
     ...(flags.session === false ? { session: { mode: 'none' } } : {}),
   };
   const resumeSessionId = typeof flags.session === 'string' ? flags.session : null;
