@@ -5,6 +5,7 @@ import { EventLines } from '../shared/invalid-lines.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { ContentBlocks, type BlockOutput } from './content-blocks.ts';
+import { HeldThoughts } from '../shared/held-thoughts.ts';
 
 export interface ClaudeCodeMapperOptions {
   /** The Claude Code session id the caller asked to resume: its `system/init` then means `session.resumed`. */
@@ -45,7 +46,7 @@ export class ClaudeCodeMapper implements AgentMapper {
   readonly #blocks = new ContentBlocks();
   #sessionId: string | null = null;
   #eventsAfterInit = 0;
-  #thoughts: string[] = [];
+  readonly #thoughts = new HeldThoughts();
   /** Claude Code's own error text (a `<synthetic>` assistant message), verbatim. */
   #agentError: string | null = null;
   #result: ResultFacts | null = null;
@@ -72,7 +73,7 @@ export class ClaudeCodeMapper implements AgentMapper {
     if (this.#completed) return [];
     this.#completed = true;
     const out = this.#release(this.#blocks.finishMessage());
-    this.#drainThoughts(out);
+    this.#thoughts.drainInto(out);
     out.push(...this.#tools.unresolved('the agent ended before reporting this tool result'));
     out.push(this.#terminal(exit));
     return out;
@@ -127,7 +128,7 @@ export class ClaudeCodeMapper implements AgentMapper {
         const stop = str(obj(event.delta)?.stop_reason);
         if (stop === '' || CONTINUING_STOPS.has(stop)) return [];
         const out = this.#release(this.#blocks.finishMessage());
-        this.#drainThoughts(out);
+        this.#thoughts.drainInto(out);
         return out;
       }
       default:
@@ -175,7 +176,7 @@ export class ClaudeCodeMapper implements AgentMapper {
       ...usageOf(event),
     };
     const out = this.#release(this.#blocks.finishMessage());
-    this.#drainThoughts(out);
+    this.#thoughts.drainInto(out);
     return out;
   }
 
@@ -189,10 +190,6 @@ export class ClaudeCodeMapper implements AgentMapper {
     return out;
   }
 
-  #drainThoughts(out: CliMessage[]): void {
-    for (const text of this.#thoughts) out.push({ type: 'assistant.thought', content: { text } });
-    this.#thoughts = [];
-  }
 
   /**
    * Claude Code writes the prompt to its session file before its first model request, and

@@ -5,6 +5,7 @@ import { exitFailure, failedMessage, type FailureFacts } from '../shared/termina
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { classifyCodexError } from './codex-errors.ts';
 import { toolItem } from './tool-items.ts';
+import { HeldThoughts } from '../shared/held-thoughts.ts';
 
 export interface CodexMapperOptions {
   /** The thread the caller asked to resume: its `thread.started` then means `session.resumed`. */
@@ -41,7 +42,7 @@ export class CodexMapper implements AgentMapper {
   #lastError: string | null = null;
   #lastWarning: string | null = null;
   #retries = 0;
-  #thoughts: string[] = [];
+  readonly #thoughts = new HeldThoughts();
   #completed = false;
 
   constructor(options: CodexMapperOptions = {}) {
@@ -63,7 +64,7 @@ export class CodexMapper implements AgentMapper {
     if (this.#completed) return [];
     this.#completed = true;
     const out: CliMessage[] = [];
-    this.#drainThoughts(out);
+    this.#thoughts.drainInto(out);
     out.push(...this.#tools.unresolved('the agent ended before reporting this tool result'));
     out.push(this.#terminal(exit));
     return out;
@@ -154,14 +155,10 @@ export class CodexMapper implements AgentMapper {
       out.push({ type: 'agent.retry', content: { phase: 'end', success: failure === null, ...(failure === null ? {} : { errorText: failure }) } });
       this.#retries = 0;
     }
-    this.#drainThoughts(out);
+    this.#thoughts.drainInto(out);
     return out;
   }
 
-  #drainThoughts(out: CliMessage[]): void {
-    for (const text of this.#thoughts) out.push({ type: 'assistant.thought', content: { text } });
-    this.#thoughts = [];
-  }
 
   /** Measured: once `turn.started` was printed, the thread's rollout holds the prompt (after a failure, SIGINT, SIGTERM or SIGKILL alike). */
   #promptRecorded(): boolean {

@@ -6,6 +6,7 @@ import { exitFailure, failedMessage, type FailureFacts } from '../shared/termina
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { MessageText } from './message-text.ts';
 import { TextDeltas } from './text-deltas.ts';
+import { HeldThoughts } from '../shared/held-thoughts.ts';
 
 export interface PiMapperOptions {
   /** The pi session id the caller asked to resume: its `session` event then means `session.resumed`. */
@@ -35,7 +36,7 @@ export class PiMapper implements AgentMapper {
   readonly #tools = new ToolCalls();
   readonly #text = new TextDeltas();
   #current: MessageText | null = null;
-  #thoughts: string[] = [];
+  readonly #thoughts = new HeldThoughts();
   #lastAssistant: AssistantEnd | null = null;
   #agentEnded = false;
   #completed = false;
@@ -63,7 +64,7 @@ export class PiMapper implements AgentMapper {
     const out: CliMessage[] = [];
     if (this.#current !== null) this.#bufferThinking(this.#current);
     this.#current = null;
-    this.#drainThoughts(out);
+    this.#thoughts.drainInto(out);
     out.push(...this.#tools.unresolved('the agent ended before reporting this tool result'));
     out.push(this.#terminal(exit));
     return out;
@@ -157,7 +158,7 @@ export class PiMapper implements AgentMapper {
         out.push(...this.#tools.result(str(result.toolCallId), str(result.toolName), result.isError === true, { content: result.content, details: result.details }));
       }
     }
-    if (message !== undefined && str(message.stopReason) !== 'toolUse') this.#drainThoughts(out);
+    if (message !== undefined && str(message.stopReason) !== 'toolUse') this.#thoughts.drainInto(out);
     return out;
   }
 
@@ -181,7 +182,7 @@ export class PiMapper implements AgentMapper {
       ...(typeof message.errorMessage === 'string' ? { errorMessage: message.errorMessage } : {}),
       ...usageOf(message.usage),
     };
-    if (stopReason !== 'toolUse') this.#drainThoughts(out);
+    if (stopReason !== 'toolUse') this.#thoughts.drainInto(out);
     return out;
   }
 
@@ -214,10 +215,6 @@ export class PiMapper implements AgentMapper {
     if (thinking !== '') this.#thoughts.push(thinking);
   }
 
-  #drainThoughts(out: CliMessage[]): void {
-    for (const text of this.#thoughts) out.push({ type: 'assistant.thought', content: { text } });
-    this.#thoughts = [];
-  }
 
   /**
    * pi writes a new session's file at its first assistant `message_end` (with
