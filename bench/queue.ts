@@ -15,7 +15,7 @@ import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
-import { Cleanup, Deadline, orNull, percentile, pool, processesMentioning, sessionStates, sleep, withTimeout } from './support/harness.ts';
+import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, sessionStates, sleep, withTimeout } from './support/harness.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { median, round } from './support/timing.ts';
 
@@ -468,21 +468,7 @@ async function cancelRun(ctx: Ctx, client: CancelClient, mode: 'cooperative' | '
 // ---------------------------------------------------------------- the run
 
 export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
-  const cleanup = new Cleanup();
-  const deadline = new Deadline(TIME_LIMIT_MS);
-  let watchdog: NodeJS.Timeout | undefined;
-  const overall = new Promise<never>((_, reject) => {
-    watchdog = setTimeout(() => reject(new BenchFailure(`the queue benchmark did not finish within ${TIME_LIMIT_MS / 60_000} min`)), TIME_LIMIT_MS);
-  });
-  const work = measureAll(log, cleanup, deadline);
-  // After a timeout, what is still running fails as cleanup closes its connections: nobody waits for it.
-  work.catch(() => undefined);
-  try {
-    return await Promise.race([work, overall]);
-  } finally {
-    clearTimeout(watchdog);
-    await cleanup.run(log);
-  }
+  return bounded('queue', TIME_LIMIT_MS, log, (cleanup, deadline) => measureAll(log, cleanup, deadline));
 }
 
 async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadline: Deadline): Promise<Record<string, unknown>> {
