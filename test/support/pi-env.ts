@@ -60,15 +60,20 @@ export function modelsJson(serverUrl: string, models: readonly string[], reasoni
   };
 }
 
+/**
+ * The root dir of a test environment: `explicit` emptied (deleted and recreated), or a fresh temp
+ * dir named after `prefix`. Shared by the agents' env factories.
+ */
+export function envRoot(explicit: string | undefined, prefix: string): string {
+  if (explicit === undefined) return mkdtempSync(join(tmpdir(), prefix));
+  const root = resolve(explicit);
+  rmSync(root, { recursive: true, force: true });
+  mkdirSync(root, { recursive: true });
+  return root;
+}
+
 export function createPiEnv(options: PiEnvOptions): PiEnv {
-  let root: string;
-  if (options.root !== undefined) {
-    root = resolve(options.root);
-    rmSync(root, { recursive: true, force: true });
-    mkdirSync(root, { recursive: true });
-  } else {
-    root = mkdtempSync(join(tmpdir(), 'pi-env-'));
-  }
+  const root = envRoot(options.root, 'pi-env-');
   const home = join(root, 'home');
   const agentDir = join(root, 'agent');
   const sessionDir = join(root, 'sessions');

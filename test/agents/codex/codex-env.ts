@@ -2,10 +2,11 @@
  * An isolated environment for running the real `codex` CLI against the fake Responses server: a
  * temp HOME, the "user's" CODEX_HOME (config.toml), sessiond's state dir and a cwd.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { envRoot } from '../../support/pi-env.ts';
 import type { CodexOptionsInput } from '../../../src/agents/codex/options.ts';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -36,14 +37,7 @@ export interface CodexEnvOptions {
 }
 
 export function createCodexEnv(options: CodexEnvOptions = {}): CodexEnv {
-  let root: string;
-  if (options.root !== undefined) {
-    root = resolve(options.root);
-    rmSync(root, { recursive: true, force: true });
-    mkdirSync(root, { recursive: true });
-  } else {
-    root = mkdtempSync(join(tmpdir(), 'codex-env-'));
-  }
+  const root = envRoot(options.root, 'codex-env-');
   const home = join(root, 'home');
   const userCodexHome = join(home, '.codex');
   const stateDir = join(root, 'state');

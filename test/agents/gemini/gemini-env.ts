@@ -3,10 +3,10 @@
  * against the fake Gemini API: a temp root with the user's gemini config dir, a cwd, a TMPDIR
  * and a sessiond state dir.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { envRoot } from '../../support/pi-env.ts';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 /** The pinned CLI, installed by scripts/install-agent-clis.sh. */
@@ -47,14 +47,7 @@ export interface GeminiEnvOptions {
 }
 
 export function createGeminiEnv(options: GeminiEnvOptions): GeminiEnv {
-  let root: string;
-  if (options.root !== undefined) {
-    root = resolve(options.root);
-    rmSync(root, { recursive: true, force: true });
-    mkdirSync(root, { recursive: true });
-  } else {
-    root = mkdtempSync(join(tmpdir(), 'gemini-env-'));
-  }
+  const root = envRoot(options.root, 'gemini-env-');
   const home = join(root, 'home');
   const configDir = join(home, '.gemini');
   const cwd = join(root, 'work');
