@@ -18,8 +18,26 @@
  *
  * Plain TypeScript + node:http only, no test-framework imports (it may be reused by a demo mode).
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import {
+  isHangStep,
+  isHttpErrorStep,
+  listenLocal,
+  pickStep,
+  readBody,
+  sleep,
+  splitInto,
+  streamEvents,
+  words,
+  writeHttpError,
+  type HangStep,
+  type HttpErrorStep as BaseHttpErrorStep,
+  type ScriptOf,
+  type StreamPacing,
+} from './scripted-http.ts';
+
+export { isHangStep, isHttpErrorStep, splitWords } from './scripted-http.ts';
+export type { HangStep } from './scripted-http.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Request types
@@ -80,7 +98,12 @@ export interface UsageSpec {
   total_tokens?: number;
 }
 
-export interface StreamStep {
+/**
+ * A streamed answer. `chunkDelayMs` defaults to 30; 0 = every chunk (and [DONE]) in one socket write.
+ * `then: 'done'` (default) sends the finish chunk, the usage chunk and `[DONE]`; `drop` / `hang` stop
+ * after `afterChunks` content chunks.
+ */
+export interface StreamStep extends StreamPacing {
   /** `delta.reasoning_content` chunks, sent first. A string is split at word boundaries. */
   reasoning?: string | string[];
   /** `delta.content` chunks, sent after reasoning. A string is split at word boundaries. */
@@ -91,32 +114,16 @@ export interface StreamStep {
   finishReason?: string;
   /** Usage chunk (`choices: []`) after the finish chunk. `false` = none. Default 42/7. */
   usage?: UsageSpec | false;
-  /** Delay between chunks in ms. Default 30. 0 = every chunk (and [DONE]) in one socket write. */
-  chunkDelayMs?: number;
   /** Delay before the response headers are sent. Default 0. */
   headersDelayMs?: number;
-  /**
-   * How the stream ends. `done` (default): finish chunk, usage chunk, `[DONE]`.
-   * `drop`: after `afterChunks` content chunks the socket is destroyed.
-   * `hang`: after `afterChunks` content chunks nothing more is sent (until the client goes away).
-   */
-  then?: 'done' | 'drop' | 'hang';
   /** For `drop`/`hang`: how many content chunks (reasoning, text, tool fragments) are sent first. Default: all. */
   afterChunks?: number;
 }
 
-export interface HttpErrorStep {
-  status: number;
-  /** JSON-encoded unless it is a string. Default `{ error: { message: 'fake ...', type, code } }`. */
-  body?: unknown;
-  headers?: Record<string, string>;
+/** An HTTP error; the default body is `defaultErrorBody(status)` (`{ error: { message: 'fake ...', type, code } }`). */
+export interface HttpErrorStep extends BaseHttpErrorStep {
   /** Delay before responding. Default 0. */
   delayMs?: number;
-}
-
-export interface HangStep {
-  /** Never send response headers; the request stays open until the client or the server closes it. */
-  hang: true;
 }
 
 export type ScriptStep = StreamStep | HttpErrorStep | HangStep;
@@ -129,7 +136,7 @@ export interface ScriptContext {
 }
 
 export type ScriptFn = (ctx: ScriptContext) => ScriptStep;
-export type Script = ScriptStep | ScriptStep[] | ScriptFn;
+export type Script = ScriptOf<ScriptStep, ScriptContext>;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -152,33 +159,6 @@ export function toolResultsSinceLastUser(body: ChatCompletionRequestBody): numbe
   return n;
 }
 
-/** "Hello from the fake LLM." -> ["Hello", " from", " the", " fake", " LLM."] */
-export function splitWords(text: string): string[] {
-  const parts = text.match(/\s*\S+\s*$|\s*\S+/g);
-  return parts && parts.length > 0 ? parts : [text];
-}
-
-function splitInto(s: string, n: number): string[] {
-  if (n <= 1 || s.length <= 1) return [s];
-  const size = Math.ceil(s.length / n);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
-}
-
-function toChunks(v: string | string[] | undefined): string[] {
-  if (v === undefined) return [];
-  return typeof v === 'string' ? splitWords(v) : v;
-}
-
-export function isHttpErrorStep(step: ScriptStep): step is HttpErrorStep {
-  return typeof (step as HttpErrorStep).status === 'number';
-}
-
-export function isHangStep(step: ScriptStep): step is HangStep {
-  return (step as HangStep).hang === true;
-}
-
 const DEFAULT_ERROR_MESSAGES: Record<number, [string, string]> = {
   400: ['fake bad request', 'invalid_request_error'],
   401: ['fake invalid api key', 'authentication_error'],
@@ -196,8 +176,6 @@ export function defaultErrorBody(status: number): { error: { message: string; ty
   const [message, type] = DEFAULT_ERROR_MESSAGES[status] ?? [`fake http ${status}`, 'server_error'];
   return { error: { message, type, code: null } };
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
 // Built-in models
@@ -304,46 +282,17 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     models.set(id, { script, count: 0 });
   }
   const requests: RecordedRequest[] = [];
-  const sockets = new Set<Socket>();
   let created = Math.floor(Date.now() / 1000);
   let responseCounter = 0;
 
-  const pickStep = (model: string, ctx: ScriptContext): ScriptStep => {
+  const stepFor = (model: string, ctx: ScriptContext): ScriptStep => {
     const state = models.get(model);
     const script: Script = state?.script ?? options.fallback ?? {
       status: 404,
       body: { error: { message: `fake model not found: ${model}`, type: 'not_found_error', code: 'model_not_found' } },
     };
-    if (typeof script === 'function') return script(ctx);
-    if (Array.isArray(script)) {
-      if (script.length === 0) throw new Error(`empty script for model ${model}`);
-      const step = script[Math.min(ctx.index, script.length - 1)];
-      if (!step) throw new Error(`no step for model ${model}`);
-      return step;
-    }
-    return script;
+    return pickStep(script, ctx, `model ${model}`);
   };
-
-  const server = createServer((req, res) => {
-    void handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent) {
-        res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: `fake server bug: ${String(err)}`, type: 'server_error' } }));
-      } else {
-        res.destroy();
-      }
-    });
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-
-  async function readBody(req: IncomingMessage): Promise<string> {
-    const parts: Buffer[] = [];
-    for await (const chunk of req) parts.push(chunk as Buffer);
-    return Buffer.concat(parts).toString('utf8');
-  }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '').split('?')[0] ?? '';
@@ -370,7 +319,7 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     const request: RecordedRequest = { index: requests.length, modelIndex, model, body, headers: req.headers, at: Date.now() };
     requests.push(request);
     options.onRequest?.(request);
-    const step = pickStep(model, { request, body, index: modelIndex });
+    const step = stepFor(model, { request, body, index: modelIndex });
 
     if (isHangStep(step)) return; // never answer; close() destroys the socket
     if (isHttpErrorStep(step)) {
@@ -382,11 +331,7 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
   }
 
   function writeError(res: ServerResponse, step: HttpErrorStep): void {
-    if (res.destroyed) return;
-    const payload = step.body === undefined ? defaultErrorBody(step.status) : step.body;
-    const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
-    res.writeHead(step.status, { 'content-type': typeof payload === 'string' ? 'text/plain' : 'application/json', ...(step.headers ?? {}) });
-    res.end(text);
+    writeHttpError(res, step, step.body === undefined ? defaultErrorBody(step.status) : step.body);
   }
 
   async function writeStream(res: ServerResponse, model: string, step: StreamStep, body: ChatCompletionRequestBody): Promise<void> {
@@ -414,8 +359,8 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
       first = false;
       return { role: 'assistant', ...delta };
     };
-    for (const r of toChunks(step.reasoning)) content.push(chunk(withRole({ reasoning_content: r })));
-    for (const t of toChunks(step.text)) content.push(chunk(withRole({ content: t })));
+    for (const r of words(step.reasoning)) content.push(chunk(withRole({ reasoning_content: r })));
+    for (const t of words(step.text)) content.push(chunk(withRole({ content: t })));
     const toolCalls = step.toolCalls ?? [];
     const turn = (body.messages ?? []).filter((m) => m.role === 'assistant').length + 1;
     toolCalls.forEach((tc, i) => {
@@ -441,36 +386,24 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     }
     const sent = then === 'done' ? content : content.slice(0, step.afterChunks ?? content.length);
 
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    res.flushHeaders();
-    const delay = step.chunkDelayMs ?? defaultDelay;
-    if (delay <= 0) {
-      res.write([...sent, ...tail].join(''));
-    } else {
-      for (const [i, c] of [...sent, ...tail].entries()) {
-        if (i > 0) await sleep(delay);
-        if (gone) return;
-        res.write(c);
-      }
-    }
-    if (then === 'done') {
-      res.end();
-    } else if (then === 'drop') {
-      await sleep(Math.max(delay, 10)); // let the written chunks reach the client first
-      res.socket?.destroy();
-      res.destroy();
-    }
-    // 'hang': leave the response open
+    const events = [...sent, ...tail];
+    const delayMs = step.chunkDelayMs ?? defaultDelay;
+    await streamEvents(res, delayMs <= 0 ? [events.join('')] : events, {
+      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' },
+      delayMs,
+      then,
+    });
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const http = await listenLocal(
+    handle,
+    (res, err) => {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: `fake server bug: ${String(err)}`, type: 'server_error' } }));
+    },
+    options.port ?? 0,
+  );
+  const port = http.port;
 
   return {
     url: `http://127.0.0.1:${port}/v1`,
@@ -485,11 +418,6 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
       responseCounter = 0;
       for (const state of models.values()) state.count = 0;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-        server.closeAllConnections();
-      }),
+    close: http.close,
   };
 }

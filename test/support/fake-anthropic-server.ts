@@ -14,8 +14,24 @@
  *
  * `HEAD /` (Claude Code's connectivity probe) is answered 200. Plain node:http, no test-framework imports.
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import {
+  isHangStep,
+  isHttpErrorStep,
+  listenLocal,
+  pickStep,
+  readBody,
+  splitInto,
+  streamEvents,
+  words,
+  type HangStep,
+  type HttpErrorStep,
+  type ScriptOf,
+  type StreamPacing,
+} from '../../src/demo/scripted-http.ts';
+
+// An error step's default body is `anthropicErrorBody(status)`.
+export type { HangStep, HttpErrorStep } from '../../src/demo/scripted-http.ts';
 
 export interface AnthropicRequestBody {
   model?: string;
@@ -45,28 +61,15 @@ export interface ToolUseSpec {
   fragments?: number;
 }
 
-export interface StreamStep {
+/** A streamed message; `chunkDelayMs` (between SSE events) defaults to 20. */
+export interface StreamStep extends StreamPacing {
   thinking?: string | string[];
   text?: string | string[];
   toolUses?: ToolUseSpec[];
   /** Default `tool_use` when toolUses is non-empty, else `end_turn`. */
   stopReason?: string;
-  /** Delay between SSE events in ms. Default 20. */
-  chunkDelayMs?: number;
-  then?: 'done' | 'hang' | 'drop';
   /** For `hang` / `drop`: how many events after message_start are sent first. Default: all block events. */
   afterEvents?: number;
-}
-
-export interface HttpErrorStep {
-  status: number;
-  /** Default: Anthropic's error shape with a message naming the status. */
-  body?: unknown;
-  headers?: Record<string, string>;
-}
-
-export interface HangStep {
-  hang: true;
 }
 
 export type ScriptStep = StreamStep | HttpErrorStep | HangStep;
@@ -75,27 +78,13 @@ export interface ScriptContext {
   body: AnthropicRequestBody;
   index: number;
 }
-export type Script = ScriptStep | ScriptStep[] | ((ctx: ScriptContext) => ScriptStep);
+export type Script = ScriptOf<ScriptStep, ScriptContext>;
 
 /** True when a user message of the request carries a `tool_result` block. */
 export function hasToolResult(body: AnthropicRequestBody): boolean {
   return (body.messages ?? []).some(
     (m) => m.role === 'user' && Array.isArray(m.content) && (m.content as { type?: unknown }[]).some((b) => b.type === 'tool_result'),
   );
-}
-
-function words(v: string | string[] | undefined): string[] {
-  if (v === undefined) return [];
-  if (Array.isArray(v)) return v;
-  return v.match(/\s*\S+\s*$|\s*\S+/g) ?? [v];
-}
-
-function splitInto(s: string, n: number): string[] {
-  if (n <= 1 || s.length <= 1) return [s];
-  const size = Math.ceil(s.length / n);
-  const out: string[] = [];
-  for (let i = 0; i < s.length; i += size) out.push(s.slice(i, i + size));
-  return out;
 }
 
 const ERROR_TYPES: Record<number, [string, string]> = {
@@ -162,27 +151,13 @@ export interface FakeAnthropicServer {
   close(): Promise<void>;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 export async function startFakeAnthropicServer(options: { scripts?: Record<string, Script>; chunkDelayMs?: number } = {}): Promise<FakeAnthropicServer> {
   const defaultDelay = options.chunkDelayMs ?? 20;
   const models = new Map<string, { script: Script; count: number }>();
   for (const [id, script] of Object.entries({ ...builtinScripts(), ...(options.scripts ?? {}) })) models.set(id, { script, count: 0 });
   const requests: RecordedRequest[] = [];
   const hits: string[] = [];
-  const sockets = new Set<Socket>();
   let messageCounter = 0;
-
-  const server = createServer((req, res) => {
-    void handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent) writeError(res, { status: 500, body: { type: 'error', error: { type: 'api_error', message: `fake server bug: ${String(err)}` } } });
-      else res.destroy();
-    });
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '').split('?')[0] ?? '';
@@ -196,11 +171,10 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
       writeError(res, { status: 404, body: { type: 'error', error: { type: 'not_found_error', message: `fake: no route ${req.method} ${path}` } } });
       return;
     }
-    const parts: Buffer[] = [];
-    for await (const chunk of req) parts.push(chunk as Buffer);
+    const raw = await readBody(req);
     let body: AnthropicRequestBody;
     try {
-      body = JSON.parse(Buffer.concat(parts).toString('utf8')) as AnthropicRequestBody;
+      body = JSON.parse(raw) as AnthropicRequestBody;
     } catch {
       writeError(res, { status: 400 });
       return;
@@ -211,10 +185,9 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
     const request: RecordedRequest = { index: requests.length, modelIndex, model, path: req.url ?? '', body, headers: req.headers, at: Date.now() };
     requests.push(request);
     const script: Script = state?.script ?? { status: 404, body: { type: 'error', error: { type: 'not_found_error', message: `model: ${model}` } } };
-    const step = typeof script === 'function' ? script({ request, body, index: modelIndex }) : Array.isArray(script) ? script[Math.min(modelIndex, script.length - 1)] : script;
-    if (step === undefined) throw new Error(`empty script for ${model}`);
-    if ('hang' in step) return;
-    if ('status' in step) {
+    const step = pickStep(script, { request, body, index: modelIndex }, model);
+    if (isHangStep(step)) return;
+    if (isHttpErrorStep(step)) {
       writeError(res, step);
       return;
     }
@@ -229,8 +202,6 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
   }
 
   async function writeStream(res: ServerResponse, model: string, step: StreamStep, body: AnthropicRequestBody): Promise<void> {
-    let gone = false;
-    res.on('close', () => (gone = true));
     const id = `msg_fake_${++messageCounter}`;
     const sse = (type: string, data: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
     const turn = (body.messages ?? []).filter((m) => m.role === 'assistant').length + 1;
@@ -273,31 +244,17 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
           ]
         : [];
     const events = [start, ...(then === 'done' ? blocks : blocks.slice(0, step.afterEvents ?? blocks.length)), ...tail];
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'request-id': `req_fake_${requests.length}` });
-    res.flushHeaders();
-    const delay = step.chunkDelayMs ?? defaultDelay;
-    for (const [i, event] of events.entries()) {
-      if (i > 0 && delay > 0) await sleep(delay);
-      if (gone) return;
-      res.write(event);
-    }
-    if (then === 'done') res.end();
-    else if (then === 'drop') {
-      await sleep(Math.max(delay, 10));
-      res.socket?.destroy();
-      res.destroy();
-    }
-    // 'hang': leave the response open until the client goes away or close()
+    await streamEvents(res, events, {
+      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'request-id': `req_fake_${requests.length}` },
+      delayMs: step.chunkDelayMs ?? defaultDelay,
+      then,
+    });
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const http = await listenLocal(handle, (res, err) =>
+    writeError(res, { status: 500, body: { type: 'error', error: { type: 'api_error', message: `fake server bug: ${String(err)}` } } }),
+  );
+  const port = http.port;
   return {
     url: `http://127.0.0.1:${port}`,
     port,
@@ -313,11 +270,6 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
       messageCounter = 0;
       for (const state of models.values()) state.count = 0;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-        server.closeAllConnections();
-      }),
+    close: http.close,
   };
 }

@@ -11,8 +11,23 @@
  *
  * Plain TypeScript + node:http, no test-framework imports.
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import {
+  isHangStep,
+  isHttpErrorStep,
+  listenLocal,
+  pickStep,
+  readBody,
+  streamEvents,
+  words,
+  writeHttpError,
+  type HangStep,
+  type HttpErrorStep,
+  type ScriptOf,
+  type StreamPacing,
+} from '../../src/demo/scripted-http.ts';
+
+export { splitWords } from '../../src/demo/scripted-http.ts';
 
 export interface GeminiPart {
   text?: string;
@@ -54,7 +69,8 @@ export interface FunctionCallSpec {
   id?: string;
 }
 
-export interface GeminiStreamStep {
+/** `chunkDelayMs` defaults to 30; `then: 'drop'` destroys the socket after `afterChunks` chunks, `hang` sends nothing more. */
+export interface GeminiStreamStep extends StreamPacing {
   /** Thought chunks (`{text, thought: true}` parts), sent first. */
   thoughts?: string[];
   /** Text chunks; a string is split at word boundaries. */
@@ -65,27 +81,17 @@ export interface GeminiStreamStep {
   finishReason?: string;
   /** Default prompt 42 / candidates 12. `false`: none. */
   usage?: { promptTokenCount: number; candidatesTokenCount: number } | false;
-  /** Delay between chunks in ms; default 30. */
-  chunkDelayMs?: number;
-  /** `done` (default); `drop`: the socket is destroyed after `afterChunks` chunks; `hang`: nothing more is sent. */
-  then?: 'done' | 'drop' | 'hang';
   afterChunks?: number;
 }
 
-export interface GeminiErrorStep {
-  status: number;
-  /** Default: Google's error JSON for the status. A string is sent as it is. */
-  body?: unknown;
-  headers?: Record<string, string>;
-}
-
-export interface GeminiHangStep {
-  hang: true;
-}
+/** The default body is `googleErrorBody(status)`. */
+export type GeminiErrorStep = HttpErrorStep;
+export type GeminiHangStep = HangStep;
 
 export type GeminiStep = GeminiStreamStep | GeminiErrorStep | GeminiHangStep;
-export type GeminiScriptFn = (ctx: { request: GeminiRecordedRequest; body: GeminiRequestBody; index: number }) => GeminiStep;
-export type GeminiScript = GeminiStep | GeminiStep[] | GeminiScriptFn;
+type GeminiScriptContext = { request: GeminiRecordedRequest; body: GeminiRequestBody; index: number };
+export type GeminiScriptFn = (ctx: GeminiScriptContext) => GeminiStep;
+export type GeminiScript = ScriptOf<GeminiStep, GeminiScriptContext>;
 
 const GOOGLE_STATUS: Record<number, [string, string]> = {
   400: ['INVALID_ARGUMENT', 'Invalid request (fake)'],
@@ -121,11 +127,6 @@ export function userTexts(body: GeminiRequestBody): string[] {
 /** Names of the function declarations the CLI offered the model. */
 export function declaredTools(body: GeminiRequestBody): string[] {
   return (body.tools ?? []).flatMap((t) => (t.functionDeclarations ?? []).map((d) => d.name ?? ''));
-}
-
-export function splitWords(text: string): string[] {
-  const parts = text.match(/\s*\S+\s*$|\s*\S+/g);
-  return parts && parts.length > 0 ? parts : [text];
 }
 
 export const GEMINI_TEXT = 'Hello from the fake model.';
@@ -175,7 +176,6 @@ export interface FakeGeminiServer {
   close(): Promise<void>;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const ROUTE = /^\/v1(?:beta|alpha)?\/models\/([^/:]+):([A-Za-z]+)$/;
 
 export async function startFakeGeminiServer(options: { scripts?: Record<string, GeminiScript>; chunkDelayMs?: number } = {}): Promise<FakeGeminiServer> {
@@ -183,24 +183,10 @@ export async function startFakeGeminiServer(options: { scripts?: Record<string, 
   const scripts = new Map<string, { script: GeminiScript; count: number }>();
   for (const [id, script] of Object.entries({ ...geminiBuiltinScripts(), ...(options.scripts ?? {}) })) scripts.set(id, { script, count: 0 });
   const requests: GeminiRecordedRequest[] = [];
-  const sockets = new Set<Socket>();
-
-  const server = createServer((req, res) => {
-    void handle(req, res).catch((error: unknown) => {
-      if (!res.headersSent) writeError(res, { status: 500, body: { error: { code: 500, message: `fake server bug: ${String(error)}`, status: 'INTERNAL' } } });
-      else res.destroy();
-    });
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = decodeURIComponent((req.url ?? '').split('?')[0] ?? '');
-    const parts: Buffer[] = [];
-    for await (const chunk of req) parts.push(chunk as Buffer);
-    const raw = Buffer.concat(parts).toString('utf8');
+    const raw = await readBody(req);
     let body: GeminiRequestBody = {};
     try {
       body = raw === '' ? {} : (JSON.parse(raw) as GeminiRequestBody);
@@ -223,9 +209,9 @@ export async function startFakeGeminiServer(options: { scripts?: Record<string, 
       writeError(res, { status: 404, body: { error: { code: 404, message: `models/${model} is not found (fake)`, status: 'NOT_FOUND' } } });
       return;
     }
-    const step = pick(state.script, { request, body, index: modelIndex });
-    if ('hang' in step) return;
-    if ('status' in step) {
+    const step = pickStep(state.script, { request, body, index: modelIndex }, model);
+    if (isHangStep(step)) return;
+    if (isHttpErrorStep(step)) {
       writeError(res, step);
       return;
     }
@@ -233,22 +219,13 @@ export async function startFakeGeminiServer(options: { scripts?: Record<string, 
   }
 
   function writeError(res: ServerResponse, step: GeminiErrorStep): void {
-    if (res.destroyed) return;
-    const payload = step.body ?? googleErrorBody(step.status);
-    const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
-    res.writeHead(step.status, { 'content-type': typeof payload === 'string' ? 'text/plain' : 'application/json; charset=UTF-8', ...(step.headers ?? {}) });
-    res.end(text);
+    writeHttpError(res, step, step.body ?? googleErrorBody(step.status), 'application/json; charset=UTF-8');
   }
 
   async function writeStream(res: ServerResponse, model: string, step: GeminiStreamStep, sse: boolean): Promise<void> {
-    let gone = false;
-    res.on('close', () => {
-      gone = true;
-    });
     const chunks: GeminiPart[][] = [];
     for (const thought of step.thoughts ?? []) chunks.push([{ text: thought, thought: true }]);
-    const texts = step.text === undefined ? [] : typeof step.text === 'string' ? splitWords(step.text) : step.text;
-    for (const text of texts) chunks.push([{ text }]);
+    for (const text of words(step.text)) chunks.push([{ text }]);
     for (const call of step.functionCalls ?? []) chunks.push([{ functionCall: { ...(call.id === undefined ? {} : { id: call.id }), name: call.name, args: call.args } }]);
     if (chunks.length === 0) chunks.push([{ text: '' }]);
     const then = step.then ?? 'done';
@@ -265,40 +242,14 @@ export async function startFakeGeminiServer(options: { scripts?: Record<string, 
       res.end(JSON.stringify(response(sent.flat(), true)));
       return;
     }
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    res.flushHeaders();
-    const delay = step.chunkDelayMs ?? defaultDelay;
-    for (const [i, parts] of sent.entries()) {
-      if (i > 0 && delay > 0) await sleep(delay);
-      if (gone) return;
-      res.write(`data: ${JSON.stringify(response(parts, then === 'done' && i === sent.length - 1))}\r\n\r\n`);
-    }
-    if (then === 'done') res.end();
-    else if (then === 'drop') {
-      await sleep(Math.max(delay, 10));
-      res.socket?.destroy();
-      res.destroy();
-    }
+    const events = sent.map((parts, i) => `data: ${JSON.stringify(response(parts, then === 'done' && i === sent.length - 1))}\r\n\r\n`);
+    await streamEvents(res, events, { headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, delayMs: step.chunkDelayMs ?? defaultDelay, then });
   }
 
-  function pick(script: GeminiScript, ctx: { request: GeminiRecordedRequest; body: GeminiRequestBody; index: number }): GeminiStep {
-    if (typeof script === 'function') return script(ctx);
-    if (Array.isArray(script)) {
-      const step = script[Math.min(ctx.index, script.length - 1)];
-      if (step === undefined) throw new Error('empty script');
-      return step;
-    }
-    return script;
-  }
-
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const http = await listenLocal(handle, (res, error) =>
+    writeError(res, { status: 500, body: { error: { code: 500, message: `fake server bug: ${String(error)}`, status: 'INTERNAL' } } }),
+  );
+  const port = http.port;
   return {
     url: `http://127.0.0.1:${port}`,
     port,
@@ -311,11 +262,6 @@ export async function startFakeGeminiServer(options: { scripts?: Record<string, 
       requests.length = 0;
       for (const state of scripts.values()) state.count = 0;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const socket of sockets) socket.destroy();
-        server.closeAllConnections();
-      }),
+    close: http.close,
   };
 }

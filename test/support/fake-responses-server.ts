@@ -11,8 +11,19 @@
  *
  * Plain TypeScript + node:http only, no test-framework imports.
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import {
+  isHangStep,
+  isHttpErrorStep,
+  listenLocal,
+  pickStep,
+  readBody,
+  streamEvents,
+  writeHttpError,
+  type HangStep,
+  type HttpErrorStep,
+  type ScriptOf,
+} from '../../src/demo/scripted-http.ts';
 
 export interface ResponsesRequestBody {
   model?: string;
@@ -62,21 +73,14 @@ export interface ResponsesStreamStep {
   afterEvents?: number;
 }
 
-export interface ResponsesHttpErrorStep {
-  status: number;
-  /** JSON-encoded unless a string. Default `{ error: { message: 'fake …', type } }`. */
-  body?: unknown;
-  headers?: Record<string, string>;
-}
-
-export interface ResponsesHangStep {
-  /** Never send response headers. */
-  hang: true;
-}
+/** The default body is `defaultErrorBody(status)` (`{ error: { message: 'fake …', type } }`). */
+export type ResponsesHttpErrorStep = HttpErrorStep;
+export type ResponsesHangStep = HangStep;
 
 export type ResponsesStep = ResponsesStreamStep | ResponsesHttpErrorStep | ResponsesHangStep;
-export type ResponsesScriptFn = (ctx: { body: ResponsesRequestBody; index: number }) => ResponsesStep;
-export type ResponsesScript = ResponsesStep | ResponsesStep[] | ResponsesScriptFn;
+type ResponsesScriptContext = { body: ResponsesRequestBody; index: number };
+export type ResponsesScriptFn = (ctx: ResponsesScriptContext) => ResponsesStep;
+export type ResponsesScript = ScriptOf<ResponsesStep, ResponsesScriptContext>;
 
 /** `function_call_output` items in the request's input (tool results the client sends back). */
 export function functionCallOutputs(body: ResponsesRequestBody): Array<Record<string, unknown>> {
@@ -140,16 +144,6 @@ export function defaultErrorBody(status: number): { error: { message: string; ty
   return { error: { message, type, code: null, param: null } };
 }
 
-function isHttpError(step: ResponsesStep): step is ResponsesHttpErrorStep {
-  return typeof (step as ResponsesHttpErrorStep).status === 'number';
-}
-
-function isHang(step: ResponsesStep): step is ResponsesHangStep {
-  return (step as ResponsesHangStep).hang === true;
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 export interface FakeResponsesServerOptions {
   scripts?: Record<string, ResponsesScript>;
   /** Default delay between SSE events in ms. Default 20. */
@@ -174,21 +168,7 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
   const scripts = new Map<string, { script: ResponsesScript; count: number }>();
   for (const [name, script] of Object.entries({ ...builtinResponsesScripts(), ...(options.scripts ?? {}) })) scripts.set(name, { script, count: 0 });
   const requests: RecordedResponsesRequest[] = [];
-  const sockets = new Set<Socket>();
   let responseCounter = 0;
-
-  const server = createServer((req, res) => {
-    void handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent) {
-        res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: `fake server bug: ${String(err)}`, type: 'server_error' } }));
-      } else res.destroy();
-    });
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '').split('?')[0] ?? '';
@@ -198,11 +178,10 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
       return;
     }
     const name = match[1];
-    const parts: Buffer[] = [];
-    for await (const chunk of req) parts.push(chunk as Buffer);
+    const raw = await readBody(req);
     let body: ResponsesRequestBody;
     try {
-      body = JSON.parse(Buffer.concat(parts).toString('utf8')) as ResponsesRequestBody;
+      body = JSON.parse(raw) as ResponsesRequestBody;
     } catch {
       writeError(res, { status: 400, body: { error: { message: 'fake: invalid JSON body', type: 'invalid_request_error' } } });
       return;
@@ -211,8 +190,8 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
     const scriptIndex = state === undefined ? 0 : state.count++;
     requests.push({ index: requests.length, scriptIndex, script: name, body, headers: req.headers, at: Date.now() });
     const step = pick(name, state?.script, body, scriptIndex);
-    if (isHang(step)) return;
-    if (isHttpError(step)) {
+    if (isHangStep(step)) return;
+    if (isHttpErrorStep(step)) {
       writeError(res, step);
       return;
     }
@@ -221,28 +200,14 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
 
   function pick(name: string, script: ResponsesScript | undefined, body: ResponsesRequestBody, index: number): ResponsesStep {
     if (script === undefined) return { status: 404, body: { error: { message: `fake: no script ${name}`, type: 'not_found_error' } } };
-    if (typeof script === 'function') return script({ body, index });
-    if (Array.isArray(script)) {
-      const step = script[Math.min(index, script.length - 1)];
-      if (step === undefined) throw new Error(`empty script ${name}`);
-      return step;
-    }
-    return script;
+    return pickStep(script, { body, index }, name);
   }
 
   function writeError(res: ServerResponse, step: ResponsesHttpErrorStep): void {
-    if (res.destroyed) return;
-    const payload = step.body === undefined ? defaultErrorBody(step.status) : step.body;
-    const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
-    res.writeHead(step.status, { 'content-type': typeof payload === 'string' ? 'text/plain' : 'application/json', ...(step.headers ?? {}) });
-    res.end(text);
+    writeHttpError(res, step, step.body === undefined ? defaultErrorBody(step.status) : step.body);
   }
 
   async function writeStream(res: ServerResponse, step: ResponsesStreamStep, body: ResponsesRequestBody): Promise<void> {
-    let gone = false;
-    res.on('close', () => {
-      gone = true;
-    });
     const responseId = `resp_fake_${++responseCounter}`;
     const model = typeof body.model === 'string' ? body.model : 'fake';
     const turn = functionCallOutputs(body).length + 1;
@@ -323,30 +288,22 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
           ]
         : events.slice(0, step.afterEvents ?? events.length);
 
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    res.flushHeaders();
-    const delay = step.eventDelayMs ?? defaultDelay;
-    for (const [i, event] of sent.entries()) {
-      if (i > 0 && delay > 0) await sleep(delay);
-      if (gone) return;
-      res.write(`event: ${String(event.type)}\ndata: ${JSON.stringify(event)}\n\n`);
-    }
-    if (then === 'done' || then === 'failed') res.end();
-    else if (then === 'drop') {
-      await sleep(Math.max(delay, 10));
-      res.socket?.destroy();
-      res.destroy();
-    }
+    await streamEvents(
+      res,
+      sent.map((event) => `event: ${String(event.type)}\ndata: ${JSON.stringify(event)}\n\n`),
+      {
+        headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' },
+        delayMs: step.eventDelayMs ?? defaultDelay,
+        then: then === 'failed' ? 'done' : then,
+      },
+    );
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
+  const http = await listenLocal(handle, (res, err) => {
+    res.writeHead(500, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: { message: `fake server bug: ${String(err)}`, type: 'server_error' } }));
   });
-  const port = (server.address() as AddressInfo).port;
+  const port = http.port;
   const origin = `http://127.0.0.1:${port}`;
   return {
     origin,
@@ -362,11 +319,6 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
       responseCounter = 0;
       for (const state of scripts.values()) state.count = 0;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-        server.closeAllConnections();
-      }),
+    close: http.close,
   };
 }
