@@ -10,12 +10,13 @@
  * or the signal name) and `<name>.meta.json` (options, requests the server got, signal and the
  * processes of the tree still alive after the exit). See test/fixtures/claude-code/README.md.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, type ClaudeCodeOptionsInput } from '../../src/agents/claude-code/options.ts';
 import { createClaudeEnv, REPO_ROOT, type ClaudeEnv } from './claude-code-env.ts';
 import { startFakeAnthropicServer, type FakeAnthropicServer } from './fake-anthropic-server.ts';
+import { psAll, treeOf, type Proc } from './ps.ts';
 
 const OUT_DIR = join(REPO_ROOT, 'test', 'fixtures', 'claude-code');
 /** Fixed root so that the cwd and paths Claude Code prints are the same on every recording. */
@@ -48,36 +49,9 @@ interface Run {
   survivors: string[];
 }
 
-interface Proc {
-  pid: number;
-  ppid: number;
-  args: string;
-}
-
-function psAll(): Proc[] {
-  const out = execFileSync('ps', ['-eo', 'pid=,ppid=,stat=,args='], { encoding: 'utf8' });
-  const procs: Proc[] = [];
-  for (const line of out.split('\n')) {
-    const m = /^\s*(\d+)\s+(\d+)\s+(\S+)\s+(.*)$/.exec(line);
-    if (m && !(m[3] ?? '').startsWith('Z')) procs.push({ pid: Number(m[1]), ppid: Number(m[2]), args: m[4] ?? '' });
-  }
-  return procs;
-}
-
+/** The live descendants of `root` (zombies left out). */
 function descendants(root: number): Proc[] {
-  const all = psAll();
-  const out: Proc[] = [];
-  const queue = [root];
-  while (queue.length > 0) {
-    const parent = queue.shift();
-    for (const p of all) {
-      if (p.ppid === parent) {
-        out.push(p);
-        queue.push(p.pid);
-      }
-    }
-  }
-  return out;
+  return treeOf(psAll().filter((p) => !p.stat.startsWith('Z')), root).filter((p) => p.pid !== root);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -10,7 +10,6 @@
  * file after the run) and `<name>.meta.json` (timeline, signals, process tree, notes).
  * See test/fixtures/pi/README.md.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import {
@@ -32,6 +31,7 @@ import {
   type PiRun,
   type RunPiOptions,
 } from './pi-env.ts';
+import { alive, psAll, treeOf, type Proc } from './ps.ts';
 
 const OUT_DIR = join(REPO_ROOT, 'test', 'fixtures', 'pi');
 /** Fixed root so that the cwd / paths printed by pi are the same on every recording. */
@@ -106,47 +106,6 @@ function save(name: string, run: PiRun, startedAt: number, extra: SaveExtra = {}
 // ---------------------------------------------------------------------------------------------
 // Process tree helpers (for the signal scenarios)
 // ---------------------------------------------------------------------------------------------
-
-interface Proc {
-  pid: number;
-  ppid: number;
-  pgid: number;
-  sid: number;
-  stat: string;
-  args: string;
-}
-
-function psAll(): Proc[] {
-  const out = execFileSync('ps', ['-eo', 'pid=,ppid=,pgid=,sid=,stat=,args='], { encoding: 'utf8' });
-  const procs: Proc[] = [];
-  for (const line of out.split('\n')) {
-    const m = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(.*)$/.exec(line);
-    if (m) procs.push({ pid: Number(m[1]), ppid: Number(m[2]), pgid: Number(m[3]), sid: Number(m[4]), stat: m[5] ?? '', args: m[6] ?? '' });
-  }
-  return procs;
-}
-
-function treeOf(all: Proc[], root: number): Proc[] {
-  const out: Proc[] = [];
-  const self = all.find((p) => p.pid === root);
-  if (self) out.push(self);
-  const queue = [root];
-  while (queue.length > 0) {
-    const parent = queue.shift();
-    for (const p of all) {
-      if (p.ppid === parent) {
-        out.push(p);
-        queue.push(p.pid);
-      }
-    }
-  }
-  return out;
-}
-
-function alive(before: Proc[]): Proc[] {
-  const now = psAll();
-  return before.filter((b) => now.some((n) => n.pid === b.pid && n.args === b.args && !n.stat.startsWith('Z')));
-}
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios

@@ -11,7 +11,7 @@
  * `<name>.requests.json` (what the fake server received, instructions and tool schemas elided) and
  * `<name>.meta.json` (argv, timeline, signals, process tree). See test/fixtures/codex/README.md.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { prepareManagedCodexHome } from '../../../src/agents/codex/codex-home.ts';
@@ -24,6 +24,10 @@ import {
   type ResponsesScript,
 } from '../../support/fake-responses-server.ts';
 import { codexBin, codexOptions, createCodexEnv, FAKE_MODEL, REPO_ROOT, userProviderConfig, type CodexEnv } from './codex-env.ts';
+import { alive, psAll, treeOf, type Proc } from '../../support/ps.ts';
+
+/** How much of a process's command line the recordings keep. */
+const ARGS_SHOWN = 120;
 
 const OUT_DIR = join(REPO_ROOT, 'test', 'fixtures', 'codex');
 /** Fixed root so that the paths Codex prints are the same on every recording. */
@@ -157,43 +161,6 @@ function shownArgs(args: string[], server: FakeResponsesServer): string[] {
 // Process tree (signal scenarios)
 // ---------------------------------------------------------------------------------------------
 
-interface Proc {
-  pid: number;
-  ppid: number;
-  pgid: number;
-  sid: number;
-  stat: string;
-  args: string;
-}
-
-function psAll(): Proc[] {
-  const out = execFileSync('ps', ['-eo', 'pid=,ppid=,pgid=,sid=,stat=,args='], { encoding: 'utf8' });
-  const procs: Proc[] = [];
-  for (const line of out.split('\n')) {
-    const m = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(.*)$/.exec(line);
-    if (m) procs.push({ pid: Number(m[1]), ppid: Number(m[2]), pgid: Number(m[3]), sid: Number(m[4]), stat: m[5] ?? '', args: (m[6] ?? '').slice(0, 120) });
-  }
-  return procs;
-}
-
-function treeOf(all: Proc[], root: number): Proc[] {
-  const out = all.filter((p) => p.pid === root);
-  const queue = [root];
-  for (let parent = queue.shift(); parent !== undefined; parent = queue.shift()) {
-    for (const p of all) {
-      if (p.ppid !== parent) continue;
-      out.push(p);
-      queue.push(p.pid);
-    }
-  }
-  return out;
-}
-
-function alive(before: Proc[]): Proc[] {
-  const now = psAll();
-  return before.filter((b) => now.some((n) => n.pid === b.pid && n.args === b.args && !n.stat.startsWith('Z')));
-}
-
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 // ---------------------------------------------------------------------------------------------
@@ -217,11 +184,11 @@ async function record(ctx: Ctx, name: string, env: CodexEnv, run: { args: string
     ...run,
     ...more,
     beforeSignal: (pid) => {
-      treeBefore = treeOf(psAll(), pid);
+      treeBefore = treeOf(psAll(ARGS_SHOWN), pid);
     },
   });
   await sleep(500);
-  const survivors = alive(treeBefore.slice(1));
+  const survivors = alive(treeBefore.slice(1), ARGS_SHOWN);
   for (const p of survivors) {
     try {
       process.kill(p.pid, 'SIGKILL'); // what Codex left behind (processes this script started)
