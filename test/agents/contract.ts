@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { isTerminal, type CliMessage } from '../../src/protocol/index.ts';
+import { CliMessageSchema, isTerminal, type CliMessage } from '../../src/protocol/index.ts';
 
 /** Assertions of the CliMessage contract that every agent's mapper tests share. */
 
@@ -9,6 +9,12 @@ export function terminalOf(messages: CliMessage[]): CliMessage {
   expect(terminals).toHaveLength(1);
   expect(messages.at(-1)).toBe(terminals[0]);
   return terminals[0]!;
+}
+
+/** Every message matches the contract's schema, and exactly one terminal comes last. */
+export function expectContract(messages: CliMessage[]): void {
+  for (const message of messages) expect(CliMessageSchema.safeParse(message).success).toBe(true);
+  terminalOf(messages);
 }
 
 /** The content of the terminal message, which must be a failure. */

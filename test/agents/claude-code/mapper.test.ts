@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ClaudeCodeMapper } from '../../../src/agents/claude-code/mapper.ts';
-import { CliMessageSchema, FAILURE_CATEGORIES, isTerminal, type CliMessage } from '../../../src/protocol/index.ts';
+import { FAILURE_CATEGORIES, isTerminal, type CliMessage } from '../../../src/protocol/index.ts';
 import {
   assistantText,
   CLEAN_EXIT,
@@ -15,7 +15,7 @@ import {
   withoutCompletedBlocks,
   withoutStreamEvents,
 } from './transcripts.ts';
-import { failure, terminalOf } from '../contract.ts';
+import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
 
 function mapRecorded(name: string): CliMessage[] {
   return mapLines(readTranscript(name), recordedExit(name));
@@ -36,9 +36,7 @@ describe('every recorded Claude Code transcript', () => {
   });
 
   it.each(names)('%s: every message matches the contract schema and there is exactly one terminal, last', (name) => {
-    const messages = mapRecorded(name);
-    for (const message of messages) expect(CliMessageSchema.safeParse(message).success).toBe(true);
-    terminalOf(messages);
+    expectContract(mapRecorded(name));
   });
 
   it.each(names)('%s: the assistant text adds up exactly to the completed blocks, from deltas, from whole blocks, or both', (name) => {
@@ -58,24 +56,7 @@ describe('every recorded Claude Code transcript', () => {
 
   it.each(names)('%s: one tool.call and exactly one result per tool_use id, the call first', (name) => {
     const lines = readTranscript(name);
-    for (const variant of [lines, withoutStreamEvents(lines), withoutCompletedBlocks(lines)]) {
-      const calls = new Map<string, number>();
-      const results = new Map<string, number>();
-      for (const m of mapLines(variant, recordedExit(name))) {
-        if (m.type === 'tool.call') {
-          expect(results.has(m.content.toolCallId)).toBe(false);
-          calls.set(m.content.toolCallId, (calls.get(m.content.toolCallId) ?? 0) + 1);
-        }
-        if (m.type === 'tool.completed' || m.type === 'tool.failed') {
-          expect(calls.has(m.content.toolCallId)).toBe(true);
-          results.set(m.content.toolCallId, (results.get(m.content.toolCallId) ?? 0) + 1);
-        }
-      }
-      for (const id of calls.keys()) {
-        expect(calls.get(id)).toBe(1);
-        expect(results.get(id)).toBe(1);
-      }
-    }
+    for (const variant of [lines, withoutStreamEvents(lines), withoutCompletedBlocks(lines)]) expectOneResultPerToolCall(mapLines(variant, recordedExit(name)));
   });
 
   it.each(names)('%s: the failure category is one of the closed set', (name) => {

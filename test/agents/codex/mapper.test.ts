@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CodexMapper } from '../../../src/agents/codex/mapper.ts';
-import { CliMessageSchema, isTerminal } from '../../../src/protocol/index.ts';
+import { isTerminal } from '../../../src/protocol/index.ts';
 import {
   assistantText,
   CLEAN_EXIT,
@@ -14,7 +14,7 @@ import {
   thoughtText,
   transcriptNames,
 } from './transcripts.ts';
-import { expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
+import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
 
 const THREAD = '01a22958-c3ff-74e2-a8e3-aae33327962b';
 const started = [ev({ type: 'thread.started', thread_id: THREAD }), ev({ type: 'turn.started' })];
@@ -30,9 +30,7 @@ describe('every recorded codex transcript', () => {
   });
 
   it.each(names)('%s: every message matches the contract schema and there is exactly one terminal, last', (name) => {
-    const messages = mapRecorded(name);
-    for (const message of messages) expect(CliMessageSchema.safeParse(message).success).toBe(true);
-    terminalOf(messages);
+    expectContract(mapRecorded(name));
   });
 
   it.each(names)('%s: the assistant text is exactly the agent_message items, each once; the thinking is the reasoning items', (name) => {

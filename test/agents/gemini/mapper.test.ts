@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GeminiMapper } from '../../../src/agents/gemini/mapper.ts';
-import { CliMessageSchema, type CliMessage } from '../../../src/protocol/index.ts';
+import { type CliMessage } from '../../../src/protocol/index.ts';
 import {
   assistantText,
   CLEAN_EXIT,
@@ -13,7 +13,7 @@ import {
   terminalOf,
   transcriptNames,
 } from './transcripts.ts';
-import { expectOneResultPerToolCall } from '../contract.ts';
+import { expectContract, expectOneResultPerToolCall } from '../contract.ts';
 
 function initSessionId(name: string): string {
   const line = readTranscript(name).find((l) => l.includes('"type":"init"'));
@@ -32,9 +32,7 @@ describe('every recorded gemini transcript', () => {
   });
 
   it.each(names)('%s: every message matches the contract schema and there is exactly one terminal, last', (name) => {
-    const messages = mapRecorded(name);
-    for (const message of messages) expect(CliMessageSchema.safeParse(message).success).toBe(true);
-    terminalOf(messages);
+    expectContract(mapRecorded(name));
   });
 
   it.each(names)('%s: the assistant deltas are exactly the text gemini streamed, and there is no thinking', (name) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CliMessageSchema, type CliMessage } from '../../../src/protocol/index.ts';
+import { type CliMessage } from '../../../src/protocol/index.ts';
 import {
   assistantText,
   CLEAN_EXIT,
@@ -13,7 +13,7 @@ import {
   withoutDeltas,
   withoutSnapshots,
 } from './transcripts.ts';
-import { expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
+import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
 
 function mapRecorded(name: string): CliMessage[] {
   return mapLines(readTranscript(name), recordedExit(name));
@@ -27,9 +27,7 @@ describe('every recorded pi transcript', () => {
   });
 
   it.each(names)('%s: every message matches the contract schema and there is exactly one terminal, last', (name) => {
-    const messages = mapRecorded(name);
-    for (const message of messages) expect(CliMessageSchema.safeParse(message).success).toBe(true);
-    terminalOf(messages);
+    expectContract(mapRecorded(name));
   });
 
   it.each(names)('%s: the assistant deltas add up to exactly the text pi ended with (snapshots and deltas)', (name) => {
