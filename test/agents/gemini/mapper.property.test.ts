@@ -2,19 +2,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isTerminal } from '../../../src/protocol/index.ts';
 import { assistantText, expectedAssistantText, mapLines, readTranscript, recordedExit } from './transcripts.ts';
+import { arbitraryGarbageLine } from '../garbage.ts';
 
-const garbageLine = fc.oneof(
-  fc.string(),
-  fc.constantFrom('{"type":', '{}', '[]', 'null', '42', '"text"', '{"type":17}', '{"noType":"x"}', 'Error: something\u2028odd', '\u0000\u0001', '    at Turn.run (file:///x.js:1:1)'),
-  fc.json().filter((j) => {
-    try {
-      const v = JSON.parse(j) as unknown;
-      return v === null || typeof v !== 'object' || Array.isArray(v) || typeof (v as { type?: unknown }).type !== 'string';
-    } catch {
-      return true;
-    }
-  }),
-);
+const garbageLine = arbitraryGarbageLine(['    at Turn.run (file:///x.js:1:1)']);
 
 /** Events of unknown types and malformed known ones: valid JSON with a string type, which must not disturb the text either. */
 const strayEvent = fc.oneof(

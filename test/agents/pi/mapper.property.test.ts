@@ -2,26 +2,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isTerminal } from '../../../src/protocol/index.ts';
 import { assistantText, expectedAssistantText, mapLines, readTranscript, thoughtText, expectedThinking, withoutSnapshots } from './transcripts.ts';
+import { arbitraryGarbageLine, interleave } from '../garbage.ts';
 
-const garbageLine = fc.oneof(
-  fc.string(),
-  fc.constantFrom('{"type":', '{}', '[]', 'null', '42', '"text"', '{"type":17}', '{"noType":"x"}', 'Error: something\u2028odd', '\u0000\u0001'),
-  fc.json().filter((j) => {
-    try {
-      const v = JSON.parse(j) as unknown;
-      return v === null || typeof v !== 'object' || Array.isArray(v) || typeof (v as { type?: unknown }).type !== 'string';
-    } catch {
-      return true;
-    }
-  }),
-);
-
-/** Inserts each garbage line at its position (positions are taken modulo the growing length). */
-function interleave(lines: readonly string[], inserts: ReadonlyArray<[number, string]>): string[] {
-  const out = [...lines];
-  for (const [at, garbage] of inserts) out.splice(at % (out.length + 1), 0, garbage);
-  return out;
-}
+const garbageLine = arbitraryGarbageLine();
 
 describe('pi mapper properties', () => {
   for (const name of ['text', 'text-burst', 'thinking', 'tool', 'two-tools', 'midclose']) {
