@@ -1,48 +1,27 @@
-import { readFileSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { ClaudeCodeMapper, type ClaudeCodeMapperOptions } from '../../../src/agents/claude-code/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
 import type { CliMessage } from '../../../src/protocol/index.ts';
+import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, recordedExitOf, thoughtText } from '../fixtures.ts';
 
-export const CLAUDE_FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'claude-code');
+export const CLAUDE_FIXTURES = fixtureDir('claude-code');
 
-export const CLEAN_EXIT: AttemptExit = { exitCode: 0, signal: null, stopReason: null, stderrTail: '' };
+export { assistantText, CLEAN_EXIT, thoughtText };
 
 export function transcriptNames(): string[] {
-  return readdirSync(CLAUDE_FIXTURES)
-    .filter((f) => f.endsWith('.stdout.jsonl'))
-    .map((f) => f.replace('.stdout.jsonl', ''))
-    .sort();
+  return fixtureNames(CLAUDE_FIXTURES);
 }
 
 export function readTranscript(name: string): string[] {
-  const lines = readFileSync(join(CLAUDE_FIXTURES, `${name}.stdout.jsonl`), 'utf8').split('\n');
-  if (lines.at(-1) === '') lines.pop();
-  return lines;
+  return fixtureLines(CLAUDE_FIXTURES, name);
 }
 
 /** How the recorded process ended, from `<name>.exit` (an exit code, or a signal name). */
 export function recordedExit(name: string): AttemptExit {
-  const raw = readFileSync(join(CLAUDE_FIXTURES, `${name}.exit`), 'utf8').trim();
-  const stderrTail = readFileSync(join(CLAUDE_FIXTURES, `${name}.stderr.txt`), 'utf8');
-  if (/^SIG[A-Z]+$/.test(raw)) return { exitCode: null, signal: raw, stopReason: null, stderrTail };
-  return { exitCode: Number(raw), signal: null, stopReason: null, stderrTail };
+  return recordedExitOf(CLAUDE_FIXTURES, name);
 }
 
 export function mapLines(lines: readonly string[], exit: AttemptExit = CLEAN_EXIT, options: ClaudeCodeMapperOptions = {}): CliMessage[] {
-  const mapper = new ClaudeCodeMapper(options);
-  const out: CliMessage[] = [];
-  for (const line of lines) out.push(...mapper.push(line));
-  out.push(...mapper.complete(exit));
-  return out;
-}
-
-export function assistantText(messages: readonly CliMessage[]): string {
-  return messages.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('');
-}
-
-export function thoughtText(messages: readonly CliMessage[]): string {
-  return messages.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('');
+  return mapAll(new ClaudeCodeMapper(options), lines, exit);
 }
 
 interface RawBlock {

@@ -1,49 +1,31 @@
-import { readFileSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { GeminiMapper, type GeminiMapperOptions } from '../../../src/agents/gemini/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
 import type { CliMessage, MessageOf } from '../../../src/protocol/index.ts';
+import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, recordedExitOf, thoughtText } from '../fixtures.ts';
 
-export const GEMINI_FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'gemini');
+export const GEMINI_FIXTURES = fixtureDir('gemini');
 
-export const CLEAN_EXIT: AttemptExit = { exitCode: 0, signal: null, stopReason: null, stderrTail: '' };
+export { assistantText, CLEAN_EXIT, thoughtText };
 
 export function transcriptNames(): string[] {
-  return readdirSync(GEMINI_FIXTURES)
-    .filter((f) => f.endsWith('.stdout.jsonl'))
-    .map((f) => f.replace('.stdout.jsonl', ''))
-    .sort();
+  return fixtureNames(GEMINI_FIXTURES);
 }
 
 export function readTranscript(name: string): string[] {
-  const text = readFileSync(join(GEMINI_FIXTURES, `${name}.stdout.jsonl`), 'utf8');
-  const lines = text.split('\n');
-  if (lines.at(-1) === '') lines.pop();
-  return lines;
+  return fixtureLines(GEMINI_FIXTURES, name);
 }
 
 /** How the recorded process ended: `<name>.exit`, with `<name>.stderr.txt` as its stderr tail. */
 export function recordedExit(name: string): AttemptExit {
-  const raw = readFileSync(join(GEMINI_FIXTURES, `${name}.exit`), 'utf8').trim();
-  const stderrTail = readFileSync(join(GEMINI_FIXTURES, `${name}.stderr.txt`), 'utf8');
-  if (/^SIG[A-Z]+$/.test(raw)) return { exitCode: null, signal: raw, stopReason: null, stderrTail };
-  return { exitCode: Number(raw), signal: null, stopReason: null, stderrTail };
+  return recordedExitOf(GEMINI_FIXTURES, name);
 }
 
 export function mapLines(lines: readonly string[], exit: AttemptExit = CLEAN_EXIT, options: GeminiMapperOptions = {}): CliMessage[] {
-  const mapper = new GeminiMapper(options);
-  const out: CliMessage[] = [];
-  for (const line of lines) out.push(...mapper.push(line));
-  out.push(...mapper.complete(exit));
-  return out;
+  return mapAll(new GeminiMapper(options), lines, exit);
 }
 
 export function mapRecorded(name: string, options: GeminiMapperOptions = {}, exit: Partial<AttemptExit> = {}): CliMessage[] {
   return mapLines(readTranscript(name), { ...recordedExit(name), ...exit }, options);
-}
-
-export function assistantText(messages: readonly CliMessage[]): string {
-  return messages.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('');
 }
 
 /** What the assistant deltas must add up to: every assistant `message` content, in order. */

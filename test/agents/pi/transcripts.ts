@@ -1,25 +1,20 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PiMapper, type PiMapperOptions } from '../../../src/agents/pi/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
 import type { CliMessage } from '../../../src/protocol/index.ts';
+import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, thoughtText } from '../fixtures.ts';
 
-export const PI_FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'pi');
+export const PI_FIXTURES = fixtureDir('pi');
 
-export const CLEAN_EXIT: AttemptExit = { exitCode: 0, signal: null, stopReason: null, stderrTail: '' };
+export { assistantText, CLEAN_EXIT, thoughtText };
 
 export function transcriptNames(): string[] {
-  return readdirSync(PI_FIXTURES)
-    .filter((f) => f.endsWith('.stdout.jsonl'))
-    .map((f) => f.replace('.stdout.jsonl', ''))
-    .sort();
+  return fixtureNames(PI_FIXTURES);
 }
 
 export function readTranscript(name: string): string[] {
-  const text = readFileSync(join(PI_FIXTURES, `${name}.stdout.jsonl`), 'utf8');
-  const lines = text.split('\n');
-  if (lines.at(-1) === '') lines.pop();
-  return lines;
+  return fixtureLines(PI_FIXTURES, name);
 }
 
 /** How the recorded process ended, from `<name>.exit` (a number, or a signal name). */
@@ -37,19 +32,7 @@ export function recordedExit(name: string): AttemptExit {
 }
 
 export function mapLines(lines: readonly string[], exit: AttemptExit = CLEAN_EXIT, options: PiMapperOptions = {}): CliMessage[] {
-  const mapper = new PiMapper(options);
-  const out: CliMessage[] = [];
-  for (const line of lines) out.push(...mapper.push(line));
-  out.push(...mapper.complete(exit));
-  return out;
-}
-
-export function assistantText(messages: readonly CliMessage[]): string {
-  return messages.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('');
-}
-
-export function thoughtText(messages: readonly CliMessage[]): string {
-  return messages.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('');
+  return mapAll(new PiMapper(options), lines, exit);
 }
 
 interface PiBlock {
