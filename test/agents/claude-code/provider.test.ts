@@ -9,6 +9,7 @@ import { claudeBin, createClaudeEnv, type ClaudeEnv } from '../../support/claude
 import { DEFAULT_TEXT, startFakeAnthropicServer, type FakeAnthropicServer } from '../../support/fake-anthropic-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { assistantText } from './transcripts.ts';
+import { failure, terminalOf } from '../contract.ts';
 
 let server: FakeAnthropicServer;
 let env: ClaudeEnv;
@@ -35,19 +36,6 @@ async function collect(run: AsyncIterable<CliMessage>): Promise<CliMessage[]> {
 
 const attempt = (model: string, extra: Partial<ClaudeCodeOptionsInput> = {}): Promise<CliMessage[]> => collect(runClaudeCode(options(model, extra)));
 
-function terminal(messages: CliMessage[]) {
-  const terminals = messages.filter(isTerminal);
-  expect(terminals).toHaveLength(1);
-  expect(messages.at(-1)).toBe(terminals[0]);
-  return terminals[0]!;
-}
-
-function failed(messages: CliMessage[]): MessageOf<'terminal.failed'>['content'] {
-  const t = terminal(messages);
-  if (t.type !== 'terminal.failed') throw new Error(`expected a failure, got ${JSON.stringify(t)}`);
-  return t.content;
-}
-
 function sessionIdOf(messages: CliMessage[]): string {
   const started = messages.find((m) => m.type === 'session.started' || m.type === 'session.resumed');
   if (started === undefined) throw new Error('no session event');
@@ -69,7 +57,7 @@ describe.skipIf(!existsSync(claudeBin))('runClaudeCode with the real Claude Code
     const thought = messages.find((m) => m.type === 'assistant.thought');
     expect(thought?.content).toEqual({ text: 'The user wants a greeting. I will answer briefly.' });
     expect(messages.indexOf(thought!)).toBeGreaterThan(messages.findLastIndex((m) => m.type === 'assistant'));
-    expect(terminal(messages)).toMatchObject({ type: 'terminal.completed', content: { stopReason: 'end_turn' } });
+    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed', content: { stopReason: 'end_turn' } });
     expect(server.requestsFor('text').length - before).toBe(1);
   });
 
@@ -88,13 +76,13 @@ describe.skipIf(!existsSync(claudeBin))('runClaudeCode with the real Claude Code
     expect(done).toHaveLength(1);
     expect(done[0]!.content).toMatchObject({ result: { content: 'hi' } });
     expect(assistantText(messages)).toBe('I will run a command.The command printed: hi');
-    expect(terminal(messages).type).toBe('terminal.completed');
+    expect(terminalOf(messages).type).toBe('terminal.completed');
     expect(server.requestsFor('tool').length - before).toBe(2);
   });
 
   it('HTTP 500 is terminal.failed server_error after exactly one model request (retries off), with the prompt recorded', async () => {
     const before = server.requestsFor('http500').length;
-    const content = failed(await attempt('http500'));
+    const content = failure(await attempt('http500'));
     expect(content).toMatchObject({ category: 'server_error', exitCode: 1, promptRecorded: true });
     expect(content.agentError).toContain('500');
     expect(server.requestsFor('http500').length - before).toBe(1);
@@ -138,7 +126,7 @@ describe.skipIf(!existsSync(claudeBin))('runClaudeCode with the real Claude Code
   it('a model that never answers hits the idle timeout: category timeout, nothing left running', async () => {
     let marker = '';
     const messages = await collect(runClaudeCode(options('hang', { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) }));
-    expect(failed(messages).category).toBe('timeout');
+    expect(failure(messages).category).toBe('timeout');
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
 
@@ -161,7 +149,7 @@ describe.skipIf(!existsSync(claudeBin))('runClaudeCode with the real Claude Code
       await claudeCode.importState!({ ...other.options }, id, state!);
       const second = await collect(claudeCode.run(request('prompt on host two', id, other), {}));
       expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
-      expect(terminal(second).type).toBe('terminal.completed');
+      expect(terminalOf(second).type).toBe('terminal.completed');
       const users = userTexts('text-plain');
       expect(users).toContain('prompt on host one');
       expect(users).toContain('prompt on host two');
@@ -171,22 +159,22 @@ describe.skipIf(!existsSync(claudeBin))('runClaudeCode with the real Claude Code
   });
 
   it('resuming a session this host does not have is a startup failure', async () => {
-    const content = failed(await attempt('text', { session: { mode: 'resume', id: '11111111-2222-4333-8444-555555555555' } }));
+    const content = failure(await attempt('text', { session: { mode: 'resume', id: '11111111-2222-4333-8444-555555555555' } }));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('No conversation found');
   });
 
   it.skipIf(process.getuid?.() !== 0)('bypassPermissions as root without IS_SANDBOX=1 fails at once as startup, before any spawn', async () => {
     const before = server.requests.length;
-    const content = failed(await attempt('text', { permissionMode: 'bypassPermissions' }));
+    const content = failure(await attempt('text', { permissionMode: 'bypassPermissions' }));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('IS_SANDBOX=1');
     expect(server.requests.length).toBe(before);
   });
 
   it('a command that cannot start and invalid options are startup failures, not throws', async () => {
-    expect(failed(await attempt('text', { command: '/nonexistent/claude' })).category).toBe('startup');
-    const content = failed(await attempt('text', { prompt: '   ' }));
+    expect(failure(await attempt('text', { command: '/nonexistent/claude' })).category).toBe('startup');
+    const content = failure(await attempt('text', { prompt: '   ' }));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('prompt');
   });

@@ -5,11 +5,12 @@ import { codex } from '../../../src/agents/codex/definition.ts';
 import type { CodexOptionsInput } from '../../../src/agents/codex/options.ts';
 import { runCodex } from '../../../src/agents/codex/provider.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
-import { isTerminal, type CliMessage, type MessageOf } from '../../../src/protocol/index.ts';
+import { isTerminal, type CliMessage } from '../../../src/protocol/index.ts';
 import { hasFunctionCallOutput, startFakeResponsesServer, userTexts, type FakeResponsesServer } from '../../support/fake-responses-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { codexBin, codexOptions, createCodexEnv, FAKE_KEY_ENV, FAKE_MODEL, userProviderConfig, type CodexEnv } from './codex-env.ts';
 import { assistantText } from './transcripts.ts';
+import { failure, terminalOf } from '../contract.ts';
 
 let server: FakeResponsesServer;
 let env: CodexEnv;
@@ -34,19 +35,6 @@ function attempt(script: string, extra: Partial<CodexOptionsInput> = {}, on: Cod
   return collect(runCodex(codexOptions(on, server.urlFor(script), extra)));
 }
 
-function terminal(messages: CliMessage[]) {
-  const terminals = messages.filter(isTerminal);
-  expect(terminals).toHaveLength(1);
-  expect(messages.at(-1)).toBe(terminals[0]);
-  return terminals[0]!;
-}
-
-function failed(messages: CliMessage[]): MessageOf<'terminal.failed'>['content'] {
-  const t = terminal(messages);
-  if (t.type !== 'terminal.failed') throw new Error(`expected a failure, got ${JSON.stringify(t)}`);
-  return t.content;
-}
-
 function threadOf(messages: CliMessage[]): string {
   const first = messages[0];
   if (first?.type !== 'session.started' && first?.type !== 'session.resumed') throw new Error(`no session message first: ${JSON.stringify(first)}`);
@@ -58,7 +46,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
     const messages = await attempt('text');
     expect(messages.map((m) => m.type)).toEqual(['session.started', 'assistant', 'assistant.thought', 'terminal.completed']);
     expect(assistantText(messages)).toBe('Hello from the fake model.');
-    expect(terminal(messages)).toMatchObject({ type: 'terminal.completed', content: { stopReason: 'stop', usage: { input: 42, output: 12 } } });
+    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed', content: { stopReason: 'stop', usage: { input: 42, output: 12 } } });
     expect(server.requestsFor('text')).toHaveLength(1);
   });
 
@@ -77,7 +65,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
   });
 
   it('HTTP 500 is terminal.failed (server_error, Codex\'s canned text) after exactly one model request', async () => {
-    const content = failed(await attempt('http500'));
+    const content = failure(await attempt('http500'));
     expect(content).toMatchObject({ category: 'server_error', exitCode: 1, promptRecorded: true });
     expect(content.agentError).toContain('high demand');
     expect(server.requestsFor('http500')).toHaveLength(1);
@@ -88,7 +76,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
     try {
       const before = readFileSync(join(own.userCodexHome, 'config.toml'), 'utf8');
       const { baseUrl: _baseUrl, envKey: _envKey, ...options } = codexOptions(own, server.urlFor('http503'));
-      const content = failed(await collect(runCodex(options)));
+      const content = failure(await collect(runCodex(options)));
       expect(content.category).toBe('server_error');
       expect(server.requestsFor('http503')).toHaveLength(1);
       expect(readFileSync(join(own.userCodexHome, 'config.toml'), 'utf8')).toBe(before);
@@ -100,7 +88,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
   it("Codex's built-in provider (no provider configured) is refused at startup: nothing runs", async () => {
     const before = server.requests.length;
     const { baseUrl: _baseUrl, envKey: _envKey, ...options } = codexOptions(env, server.urlFor('text'));
-    const content = failed(await collect(runCodex(options)));
+    const content = failure(await collect(runCodex(options)));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('built-in');
     expect(server.requests.length).toBe(before);
@@ -109,7 +97,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
   it('read-only (the default) denies a write in the cwd; workspace-write allows it', async () => {
     const file = join(env.cwd, 'written.txt');
     const denied = await attempt('tool-write');
-    expect(terminal(denied).type).toBe('terminal.completed');
+    expect(terminalOf(denied).type).toBe('terminal.completed');
     expect(existsSync(file)).toBe(false);
     const allowed = await attempt('tool-write', { sandbox: 'workspace-write' });
     expect(allowed.filter((m) => m.type === 'tool.completed')).toHaveLength(1);
@@ -149,19 +137,19 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
 
   it('a model that never answers hits the idle timeout: category timeout, nothing left running', async () => {
     let marker = '';
-    const content = failed(await collect(runCodex(codexOptions(env, server.urlFor('hang'), { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) })));
+    const content = failure(await collect(runCodex(codexOptions(env, server.urlFor('hang'), { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) })));
     expect(content.category).toBe('timeout');
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
 
   it('a command that cannot start is a startup failure, not a throw', async () => {
-    const content = failed(await attempt('text', { command: '/nonexistent/codex-binary' }));
+    const content = failure(await attempt('text', { command: '/nonexistent/codex-binary' }));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('/nonexistent/codex-binary');
   });
 
   it('invalid options are a startup failure naming the field', async () => {
-    const content = failed(await attempt('text', { sandbox: 'everything' as never }));
+    const content = failure(await attempt('text', { sandbox: 'everything' as never }));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('sandbox');
   });
@@ -184,7 +172,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
   });
 
   it('resuming a thread this host has no rollout for is a startup failure', async () => {
-    const content = failed(await attempt('text-plain', { session: { mode: 'resume', id: '01a2294d-0000-7000-8000-000000000000' } }));
+    const content = failure(await attempt('text-plain', { session: { mode: 'resume', id: '01a2294d-0000-7000-8000-000000000000' } }));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('no rollout found');
   });
@@ -201,7 +189,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
       await codex.importState!(optionsB, id, state!);
       const second = await collect(codex.run({ text: 'prompt on host B', resumeSessionId: id, options: optionsB }, {}));
       expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
-      expect(terminal(second).type).toBe('terminal.completed');
+      expect(terminalOf(second).type).toBe('terminal.completed');
       const users = userTexts(server.requestsFor('text-plain').at(-1)!.body);
       expect(users.filter((t) => t.startsWith('prompt on host'))).toEqual(['prompt on host A', 'prompt on host B']);
     } finally {
@@ -211,7 +199,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
 
   it('a failed attempt leaves the prompt in the thread: resuming it with a continuation sends the prompt once', async () => {
     const failedRun = await attempt('http500', { prompt: 'the original prompt' });
-    expect(failed(failedRun).promptRecorded).toBe(true);
+    expect(failure(failedRun).promptRecorded).toBe(true);
     await attempt('text-plain', { prompt: 'please carry on', session: { mode: 'resume', id: threadOf(failedRun) } });
     const users = userTexts(server.requestsFor('text-plain').at(-1)!.body);
     expect(users.filter((t) => t === 'the original prompt')).toHaveLength(1);

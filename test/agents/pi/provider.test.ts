@@ -10,6 +10,7 @@ import { startFakeModelServer, type FakeModelServer } from '../../support/fake-m
 import { livePidsMatching } from '../../support/processes.ts';
 import { createPiEnv, piBin, type PiEnv } from '../../support/pi-env.ts';
 import { assistantText } from './transcripts.ts';
+import { failure, terminalOf } from '../contract.ts';
 
 const USER_SETTINGS = { retry: { enabled: true, maxRetries: 3, provider: { maxRetries: 2 } }, defaultThinkingLevel: 'low' };
 const NO_DISCOVERY = ['--no-extensions', '--no-skills', '--no-prompt-templates', '--no-context-files'];
@@ -52,25 +53,12 @@ async function attempt(model: string, extra: Partial<PiOptionsInput> = {}): Prom
   return out;
 }
 
-function terminal(messages: CliMessage[]) {
-  const terminals = messages.filter(isTerminal);
-  expect(terminals).toHaveLength(1);
-  expect(messages.at(-1)).toBe(terminals[0]);
-  return terminals[0]!;
-}
-
-function failed(messages: CliMessage[]): MessageOf<'terminal.failed'>['content'] {
-  const t = terminal(messages);
-  if (t.type !== 'terminal.failed') throw new Error(`expected a failure, got ${JSON.stringify(t)}`);
-  return t.content;
-}
-
 describe('runPi with the real pi CLI against the fake model server', () => {
   it('a text answer streams as assistant deltas and completes, after exactly one model request', async () => {
     const messages = await attempt('text');
     expect(messages[0]?.type).toBe('session.started');
     expect(assistantText(messages)).toBe('Hello from the fake LLM.');
-    expect(terminal(messages)).toMatchObject({ type: 'terminal.completed', content: { stopReason: 'stop' } });
+    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed', content: { stopReason: 'stop' } });
     expect(server.requestsFor('text')).toHaveLength(1);
   });
 
@@ -101,7 +89,7 @@ describe('runPi with the real pi CLI against the fake model server', () => {
   it('a tool that fails gives tool.failed and the turn still completes', async () => {
     const messages = await attempt('tool-fail');
     expect(messages.filter((m) => m.type === 'tool.failed')).toHaveLength(1);
-    expect(terminal(messages).type).toBe('terminal.completed');
+    expect(terminalOf(messages).type).toBe('terminal.completed');
   });
 
   it('two tool calls in one message each get a call and one result', async () => {
@@ -118,7 +106,7 @@ describe('runPi with the real pi CLI against the fake model server', () => {
     ['midclose', 'network'],
   ] as const)('%s is terminal.failed (%s) after exactly one model request: pi does not retry on its own', async (model, category) => {
     const before = server.requestsFor(model).length;
-    const content = failed(await attempt(model));
+    const content = failure(await attempt(model));
     expect(content.category).toBe(category);
     expect(content.agentError).toBeTruthy();
     expect(server.requestsFor(model).length - before).toBe(1);
@@ -134,25 +122,25 @@ describe('runPi with the real pi CLI against the fake model server', () => {
     writeFileSync(join(cwd, '.pi', 'settings.json'), JSON.stringify({ retry: { enabled: true, maxRetries: 1, baseDelayMs: 10 } }));
     const messages = await attempt('http502', { cwd });
     expect(messages.filter((m) => m.type === 'agent.retry').length).toBeGreaterThanOrEqual(1);
-    expect(failed(messages).category).toBe('server_error');
+    expect(failure(messages).category).toBe('server_error');
   });
 
   it('a model that never answers hits the idle timeout: category timeout, nothing left running', async () => {
     let marker = '';
     const out: CliMessage[] = [];
     for await (const m of runPi(options('hang', { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) })) out.push(m);
-    expect(failed(out).category).toBe('timeout');
+    expect(failure(out).category).toBe('timeout');
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
 
   it('a command that cannot start is terminal.failed of category startup, not a throw', async () => {
-    const content = failed(await attempt('text', { command: '/nonexistent/pi-binary' }));
+    const content = failure(await attempt('text', { command: '/nonexistent/pi-binary' }));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('/nonexistent/pi-binary');
   });
 
   it('invalid options are a startup failure naming the field', async () => {
-    const content = failed(await attempt('text', { prompt: '   ' }));
+    const content = failure(await attempt('text', { prompt: '   ' }));
     expect(content.category).toBe('startup');
     expect(content.text).toContain('prompt');
   });
