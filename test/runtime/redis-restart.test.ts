@@ -1,6 +1,4 @@
-import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prepareManagedAgentDir } from '../../src/agents/pi/agent-dir.ts';
 import type { SessionView } from '../../src/runtime/runtime.ts';
 import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
 import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
@@ -27,10 +25,6 @@ beforeAll(async () => {
   server.setScript(SLOW, { text: SLOW_TEXT, chunkDelayMs: 200 });
   env = createPiEnv({ serverUrl: server.url, extraModels: [SLOW] });
   h = harness(redis.url, env, 'redis-restart');
-  // Work around a bug outside the runtime (src/agents/pi/agent-dir.ts): attempts that prepare
-  // pi's managed agent dir for the first time in the same process and millisecond share a temp
-  // file name, and all but one fail to start. Prepared once here, later attempts find it ready.
-  await prepareManagedAgentDir(resolve(env.agentDir), h.stateDir);
   await h.startWorker({ concurrency: 3 });
 });
 
