@@ -1,0 +1,60 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKeys } from '../../src/runtime/keys.ts';
+import { createRedis } from '../../src/runtime/redis/index.ts';
+import { SessionStore } from '../../src/runtime/store/session-store.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+import type { Redis } from 'ioredis';
+
+/**
+ * A write sends its messages packed into one argument (length-prefixed records in bytes, see
+ * WRITE): whatever a message holds, it is read back as it was written, one log entry per message.
+ */
+
+let server: RedisServer;
+let redis: Redis;
+let store: SessionStore;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = createRedis(server.url, { role: 'message-log-test', maxRetriesPerRequest: null, log: () => undefined });
+  store = new SessionStore(redis, createKeys('msglog'));
+});
+
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.stop();
+});
+
+async function held(sessionId: string): Promise<string> {
+  await store.enqueue(sessionId, { agent: 'pi', options: '{}' }, { id: 'p1', text: 'hi', options: {}, enqueuedAt: Date.now() }, null, `${sessionId}.job`);
+  const lease = await store.acquire(sessionId, 'test-worker', 30_000);
+  if (!lease.ok) throw new Error(`no lease: ${lease.reason}`);
+  return lease.token;
+}
+
+describe('the message log: messages written in one batch', () => {
+  it('multi-byte text, newlines, separators and digits in contents and types are read back unchanged, with seq, turn and attempt', async () => {
+    const token = await held('unicode');
+    const contents = [
+      { text: 'héllo wörld — ✓ 日本語 🎉' },
+      { text: 'line one\nline two\r\n3 4 5 6\n' },
+      { text: '' },
+      { text: '12 1 9 40\nassistant{"text":"not a header"}' },
+      { tool: 'bash', args: { command: 'printf "%s\\n" "$HOME"' } },
+    ];
+    const messages = contents.map((content, i) => ({ turn: 3, attempt: i < 2 ? 1 : 2, type: i === 4 ? 'tool call with spaces\n' : 'assistant', content: JSON.stringify(content) }));
+    const { lastSeq } = await store.write('unicode', token, { messages });
+    expect(lastSeq).toBe(contents.length);
+    const read = await store.readMessages('unicode', 1, 100);
+    expect(read).toEqual(messages.map((m, i) => ({ seq: i + 1, turn: 3, attempt: m.attempt, type: m.type, content: contents[i] })));
+  });
+
+  it('a large batch (a thousand messages of 2 KB) lands whole and in order', async () => {
+    const token = await held('large');
+    const messages = Array.from({ length: 1000 }, (_, i) => ({ turn: 1, attempt: 1, type: 'assistant', content: JSON.stringify({ text: `${i}:${'ü'.repeat(1000)}` }) }));
+    await store.write('large', token, { messages });
+    const read = await store.readMessages('large', 1, 2000);
+    expect(read).toHaveLength(1000);
+    expect(read.every((m, i) => m.seq === i + 1 && (m.content as { text: string }).text === `${i}:${'ü'.repeat(1000)}`)).toBe(true);
+  });
+});
