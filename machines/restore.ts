@@ -1,4 +1,4 @@
-import { createActor, type Actor, type InspectionEvent, type Snapshot } from 'xstate';
+import { createActor, type Actor, type Snapshot } from 'xstate';
 import type { SessionMachine } from './session.machine.ts';
 import type { SessionContext, SessionEvent } from './types.ts';
 
@@ -61,9 +61,11 @@ function migrate(persisted: PersistedSession): PersistedSession {
   return persisted;
 }
 
+type MachineSnapshotOf = Snapshot<unknown> & { value: unknown; context: SessionContext };
+
 export interface SessionActorOptions {
   /** Called after every transition, with its timestamp. */
-  onTransition?: (transition: Transition, snapshot: Snapshot<unknown> & { value: unknown; context: SessionContext }) => void;
+  onTransition?: (transition: Transition, snapshot: MachineSnapshotOf) => void;
 }
 
 /**
@@ -78,19 +80,38 @@ export function startSessionActor(
   options: SessionActorOptions = {},
 ): SessionActor {
   let previous: string | null = null;
-  const inspect = options.onTransition === undefined ? undefined : (event: InspectionEvent): void => {
-    if (event.type !== '@xstate.snapshot' || event.actorRef !== actor) return;
-    const snapshot = event.snapshot as Snapshot<unknown> & { value: unknown; context: SessionContext };
-    const to = stateName(snapshot.value);
-    if (to === previous && event.event.type !== 'session.restored') return;
-    const transition = { at: Date.now(), from: previous ?? 'none', to, event: event.event.type };
-    previous = to;
-    options.onTransition?.(transition, snapshot);
-  };
+  let logic = machine;
+  const onTransition = options.onTransition;
+  if (onTransition !== undefined) {
+    // The transitions are seen by wrapping the machine's logic (its `transition` is what the actor
+    // calls for every event, its own and its children's): XState's inspection would build an event
+    // object for every event, microstep and actor of the system, which cost more than the rest.
+    const record = (snapshot: MachineSnapshotOf, event: string): void => {
+      const to = stateName(snapshot.value);
+      if (to === previous && event !== 'session.restored') return;
+      const transition = { at: Date.now(), from: previous ?? 'none', to, event };
+      previous = to;
+      onTransition(transition, snapshot);
+    };
+    const wrapped = Object.create(machine) as SessionMachine;
+    wrapped.transition = (snapshot, event, scope) => {
+      const next = machine.transition(snapshot, event, scope);
+      record(next as MachineSnapshotOf, event.type);
+      return next;
+    };
+    if (!('persisted' in from)) {
+      wrapped.getInitialSnapshot = (scope, input) => {
+        const initial = machine.getInitialSnapshot(scope, input);
+        record(initial as MachineSnapshotOf, 'xstate.init');
+        return initial;
+      };
+    }
+    logic = wrapped;
+  }
   const actor: SessionActor =
     'persisted' in from
-      ? createActor(machine, { snapshot: restorableSnapshot(from.persisted) as never, input: { sessionId: from.persisted.snapshot.context.sessionId }, ...(inspect ? { inspect } : {}) })
-      : createActor(machine, { input: from.input, ...(inspect ? { inspect } : {}) });
+      ? createActor(logic, { snapshot: restorableSnapshot(from.persisted) as never, input: { sessionId: from.persisted.snapshot.context.sessionId } })
+      : createActor(logic, { input: from.input });
   if ('persisted' in from) previous = stateName(restorableSnapshot(from.persisted).value);
   actor.start();
   if ('persisted' in from) actor.send({ type: 'session.restored' } satisfies SessionEvent);
