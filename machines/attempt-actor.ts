@@ -23,7 +23,9 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
       let terminal: TerminalMessage | null = null;
       try {
         for await (const message of runner(input, { signal: controller.signal })) {
-          await sink(message, meta);
+          // A sink that has nothing to wait for returns undefined: no microtask per message then.
+          const sunk = sink(message, meta);
+          if (sunk !== undefined) await sunk;
           if (controller.signal.aborted) continue;
           // The machine only needs a session id it does not hold yet (a resumed session keeps its id).
           if ((message.type === 'session.started' || message.type === 'session.resumed') && message.content.sessionId !== input.agentSessionId) {

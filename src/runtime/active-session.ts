@@ -376,38 +376,35 @@ export class ActiveSession {
       const done = new Promise<void>((resolve) => (ended = resolve));
       running.add(done);
       try {
-        yield* attempt(request, signal);
+        // The snapshot saying this attempt runs is in Redis before the agent starts.
+        await writer.flush();
+        const agentName = (typeof request.options.agent === 'string' ? request.options.agent : 'pi') as string;
+        if (!isAgentName(agentName)) throw new Error(`unknown agent "${agentName}"`);
+        const agent = agentDefinition(agentName as AgentName);
+        const { agent: _agent, ...turnOptions } = request.options;
+        const options = { ...(config.agentOptions[agentName] ?? {}), ...turnOptions };
+        const stateField = (id: string) => `${agentName}:${id}`;
+        if (request.agentSessionId !== null && agent.importState !== undefined) {
+          const state = await store.agentState(sessionId, stateField(request.agentSessionId));
+          if (state !== null) await agent.importState(options, request.agentSessionId, state);
+        }
+        // The marker names this worker and the session: found in /proc, it says whose the processes are.
+        const marker = newMarker(await markerOwner(), markerScope(store.keys.prefix), sessionId);
+        let agentSessionId = request.agentSessionId;
+        try {
+          for await (const message of agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options }, { signal, marker })) {
+            if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
+            yield message;
+          }
+        } finally {
+          if (agentSessionId !== null && agent.exportState !== undefined) {
+            const state = await agent.exportState(options, agentSessionId).catch(() => null);
+            if (state !== null) writer.agentState(stateField(agentSessionId), state);
+          }
+        }
       } finally {
         running.delete(done);
         ended();
-      }
-    };
-    async function* attempt(request: Parameters<AttemptRunner>[0], signal: AbortSignal) {
-      // The snapshot saying this attempt runs is in Redis before the agent starts.
-      await writer.flush();
-      const agentName = (typeof request.options.agent === 'string' ? request.options.agent : 'pi') as string;
-      if (!isAgentName(agentName)) throw new Error(`unknown agent "${agentName}"`);
-      const agent = agentDefinition(agentName as AgentName);
-      const { agent: _agent, ...turnOptions } = request.options;
-      const options = { ...(config.agentOptions[agentName] ?? {}), ...turnOptions };
-      const stateField = (id: string) => `${agentName}:${id}`;
-      if (request.agentSessionId !== null && agent.importState !== undefined) {
-        const state = await store.agentState(sessionId, stateField(request.agentSessionId));
-        if (state !== null) await agent.importState(options, request.agentSessionId, state);
-      }
-      // The marker names this worker and the session: found in /proc, it says whose the processes are.
-      const marker = newMarker(await markerOwner(), markerScope(store.keys.prefix), sessionId);
-      let agentSessionId = request.agentSessionId;
-      try {
-        for await (const message of agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options }, { signal, marker })) {
-          if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
-          yield message;
-        }
-      } finally {
-        if (agentSessionId !== null && agent.exportState !== undefined) {
-          const state = await agent.exportState(options, agentSessionId).catch(() => null);
-          if (state !== null) writer.agentState(stateField(agentSessionId), state);
-        }
       }
     };
   }
