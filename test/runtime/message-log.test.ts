@@ -6,8 +6,8 @@ import { startRedis, type RedisServer } from '../support/redis.ts';
 import type { Redis } from 'ioredis';
 
 /**
- * A write sends its messages packed into one argument (length-prefixed records in bytes, see
- * WRITE): whatever a message holds, it is read back as it was written, one log entry per message.
+ * The messages of one fenced write (see WRITE): whatever a message holds, it is read back as it
+ * was written, one log entry per message, in order.
  */
 
 let server: RedisServer;

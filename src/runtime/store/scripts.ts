@@ -52,10 +52,7 @@ return 1
  * ARGV: token, snapshotJson|'', inboxTrim, clearCancel '0'|'1', state|'', now,
  *       historyCount, agentCount, messageCount, expectedSeq|'' (the log's last seq the writer knows),
  *       release ''|'idle'|'keep', then history JSONs, then agent (field, value) pairs,
- *       then the messages packed into one argument (see packMessages in session-store.ts): per
- *       message a header "<turn> <attempt> <typeBytes> <contentBytes>\n", then the type, then the
- *       content JSON. One argument instead of four per message: the client's cost per argument
- *       was most of a write's CPU.
+ *       then messages as (turn, attempt, type, contentJson) quadruples.
  * → {1, lastSeq, released} | {-1} (stale token: nothing written)
  *
  * With a release mode the lease is given back in the same call, after the batch is written:
@@ -84,16 +81,10 @@ if not (ARGV[10] ~= '' and m > 0 and lastSeq == tonumber(ARGV[10]) + m) then
     redis.call('HSET', KEYS[9], ARGV[i], ARGV[i + 1])
     i = i + 2
   end
-  local packed = ARGV[i]
-  local pos = 1
   for _ = 1, m do
-    local _s, e, turn, attempt, tl, cl = string.find(packed, '^(%d+) (%d+) (%d+) (%d+)\\n', pos)
-    if not e then return redis.error_reply('WRITE: malformed packed message at byte ' .. pos) end
-    tl = tonumber(tl)
-    cl = tonumber(cl)
     lastSeq = lastSeq + 1
-    redis.call('XADD', KEYS[3], lastSeq .. '-0', 'seq', lastSeq, 'turn', turn, 'attempt', attempt, 'type', string.sub(packed, e + 1, e + tl), 'content', string.sub(packed, e + tl + 1, e + tl + cl))
-    pos = e + tl + cl + 1
+    redis.call('XADD', KEYS[3], lastSeq .. '-0', 'seq', lastSeq, 'turn', ARGV[i], 'attempt', ARGV[i + 1], 'type', ARGV[i + 2], 'content', ARGV[i + 3])
+    i = i + 4
   end
   if m > 0 then redis.call('SET', KEYS[4], lastSeq) end
   if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end

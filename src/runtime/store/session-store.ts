@@ -155,7 +155,7 @@ export class SessionStore {
       batch.release ?? '',
       ...history,
       ...agent.flat(),
-      packMessages(messages),
+      ...messages.flatMap((m) => [m.turn, m.attempt, m.type, m.content]),
     ];
     const r = (await this.#script('sessiondWrite')(...args)) as number[];
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
@@ -277,13 +277,6 @@ export class SessionStore {
   async lastSeq(sessionId: string): Promise<number> {
     return Number((await this.redis.get(this.key(sessionId, 'seq'))) ?? 0);
   }
-}
-
-/** The messages of a write as WRITE reads them: one string, each message a length-prefixed record (byte lengths: Lua strings are bytes). */
-export function packMessages(messages: ReadonlyArray<{ turn: number; attempt: number; type: string; content: string }>): string {
-  let packed = '';
-  for (const m of messages) packed += `${m.turn} ${m.attempt} ${Buffer.byteLength(m.type)} ${Buffer.byteLength(m.content)}\n${m.type}${m.content}`;
-  return packed;
 }
 
 export function parseEntry(fields: string[]): StoredMessage {
