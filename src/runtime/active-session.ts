@@ -155,9 +155,10 @@ export class ActiveSession {
         ? startSessionActor(machine, { input: { sessionId: this.#sessionId, policy } }, { onTransition })
         : startSessionActor(machine, { persisted: JSON.parse(raw) as PersistedSession }, { onTransition });
     if (loaded !== null) {
-      // The meta was read with the lease just now: the first policy check needs no second read.
+      // The meta was read with the lease just now: the first policy check needs no second read
+      // (and a new actor was just given this very policy).
       this.#checkPolicy = false;
-      this.#syncPolicy(policy);
+      if (raw !== null) this.#syncPolicy(policy);
     }
     this.#actor.subscribe({
       next: () => {
@@ -281,7 +282,9 @@ export class ActiveSession {
 
   #syncPolicy(policy: RetryPolicy): void {
     const actor = this.#actor;
-    if (actor !== null && JSON.stringify(actor.getSnapshot().context.policy) !== JSON.stringify(policy)) {
+    if (actor === null) return;
+    const current = actor.getSnapshot().context.policy;
+    if (current !== policy && JSON.stringify(current) !== JSON.stringify(policy)) {
       actor.send({ type: 'session.policy', policy });
     }
   }
