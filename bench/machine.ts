@@ -270,8 +270,12 @@ function check(side: string, result: { sink: CountingSink; tally: TurnTally }, p
   if (problems.length > 0) throw new BenchFailure(`${side}:\n  ${problems.join('\n  ')}`);
 }
 
+/**
+ * No forced GC before a timed run (unlike the synchronous micro-benchmarks): a full `gc()` makes
+ * V8 flush the code of what did not run since the previous one, so each run of one side would
+ * re-measure its warm-up after a run of the other (found in the queue benchmark).
+ */
 async function timeAsync(fn: () => Promise<void>): Promise<Timing> {
-  collectGarbage();
   const cpu = process.cpuUsage();
   const start = performance.now();
   await fn();
