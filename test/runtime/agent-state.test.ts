@@ -1,11 +1,10 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { harness, piHostOptions, turnEnded, type Harness } from '../support/runtime.ts';
+import { describe, expect, it } from 'vitest';
+import type { FakeModelServer } from '../support/fake-model-server.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import { piHostOptions, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * pi keeps its conversation in a local session file. Turn 2 may run on another host than turn 1:
@@ -14,7 +13,6 @@ import { harness, piHostOptions, turnEnded, type Harness } from '../support/runt
  * different local session (and state) directories stand for two hosts.
  */
 
-let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
@@ -26,18 +24,8 @@ function tempDir(name: string): string {
   return dir;
 }
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  env = createPiEnv({ serverUrl: server.url });
-  h = harness(redis.url, env, 'agent-state');
-});
-
-afterAll(async () => {
-  await h?.close();
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+useRuntimeSuite('agent-state', { cleanup: () => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })) }, (s) => {
+  ({ server, env, h } = s);
 });
 
 const TURN_1 = 'Remember the word PELICAN-42 for me.';

@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
-import { DEFAULT_TEXT, startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, harness, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import { assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Durable backoff and the retry policy's configuration: a session waiting out a long backoff
@@ -16,25 +15,12 @@ const FLAKY = 'backoff-500-then-text';
 const FLAKY_2 = 'backoff-500-then-text-2';
 const ALWAYS_500 = 'backoff-always-500';
 
-let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  server.setScript(FLAKY, [{ status: 500 }, { text: DEFAULT_TEXT }]);
-  server.setScript(FLAKY_2, [{ status: 500 }, { text: DEFAULT_TEXT }]);
-  server.setScript(ALWAYS_500, { status: 500 });
-  env = createPiEnv({ serverUrl: server.url, extraModels: [FLAKY, FLAKY_2, ALWAYS_500] });
-  h = harness(redis.url, env, 'backoff');
-});
-
-afterAll(async () => {
-  await h?.close();
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
+useRuntimeSuite('backoff', { scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }], [ALWAYS_500]: { status: 500 } } }, (s) => {
+  ({ server, env, h } = s);
 });
 
 describe('durable backoff', () => {

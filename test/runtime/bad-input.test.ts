@@ -1,34 +1,21 @@
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InputError, NotFoundError } from '../../src/runtime/runtime.ts';
-import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { harness, turnEnded, until, type Harness } from '../support/runtime.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Bad input gets a clear error naming what is wrong, and writes nothing: refused requests
  * (enqueue, cancel, policy), malformed activation jobs, jobs for sessions that do not exist.
  */
 
-let redis: RedisServer;
-let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 let existing: string;
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  env = createPiEnv({ serverUrl: server.url });
-  h = harness(redis.url, env, 'bad-input');
-});
-
-afterAll(async () => {
-  await h?.close();
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
+useRuntimeSuite('bad-input', {}, (s) => {
+  ({ env, h } = s);
 });
 
 /** Every key under the prefix with its value, except the worker heartbeats (they tick). */

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
 import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
 import { ActiveSession } from '../../src/runtime/active-session.ts';
@@ -9,10 +9,10 @@ import { SharedSessionMachine } from '../../src/runtime/shared-machine.ts';
 import { SessionStore, type WriteBatch, type WriteResult } from '../../src/runtime/store/session-store.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import { runCli } from '../support/cli.ts';
-import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
+import type { FakeModelServer } from '../support/fake-model-server.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import type { RedisServer } from '../support/redis.ts';
+import { expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Cancel from anywhere: from another process while a worker holds the session (pub/sub), for a
@@ -31,21 +31,9 @@ let worker: SessionWorker | null = null;
 /** A second prefix on the same Redis, where the test itself plays the worker. */
 let raceH: Harness;
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  server.setScript(NEVER, { text: 'This turn should never have run.' });
-  server.setScript(FAILS, { status: 500 });
-  env = createPiEnv({ serverUrl: server.url, extraModels: [NEVER, FAILS] });
-  h = harness(redis.url, env, 'cancel');
+useRuntimeSuite('cancel', { scripts: { [NEVER]: { text: 'This turn should never have run.' }, [FAILS]: { status: 500 } }, cleanup: () => raceH?.close() }, (s) => {
+  ({ redis, server, env, h } = s);
   raceH = harness(redis.url, env, 'cancel-race');
-});
-
-afterAll(async () => {
-  await raceH?.close();
-  await h?.close();
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
 });
 
 /** `sessiond cancel ID --json` in its own process, configured by env like any operator's shell. */

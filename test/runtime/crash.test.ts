@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { findProcessesByMarker, isAlive } from '../../src/process/index.ts';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
-import { DEFAULT_TEXT, startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, harness, agentRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import { assistantText, expectWholeLog, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 
 /**
@@ -15,30 +14,27 @@ import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions }
 
 const MODEL = 'crash-hang-then-text';
 
-let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 let workerOptions: WorkerProcessOptions;
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  // First request: two chunks of text, then silence (pi waits mid-stream); later requests answer.
-  server.setScript(MODEL, [{ text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 }, { text: DEFAULT_TEXT }]);
-  env = createPiEnv({ serverUrl: server.url, extraModels: [MODEL] });
-  h = harness(redis.url, env, 'crash');
-  workerOptions = { redisUrl: redis.url, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' };
-});
-
-afterAll(async () => {
-  await killAllWorkerProcesses();
-  // Whatever a killed worker left on this host (nothing, if the test passed).
-  if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
-  await h?.close();
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
-});
+useRuntimeSuite(
+  'crash',
+  {
+    // First request: two chunks of text, then silence (pi waits mid-stream); later requests answer.
+    scripts: { [MODEL]: [{ text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 }, { text: DEFAULT_TEXT }] },
+    cleanup: async () => {
+      await killAllWorkerProcesses();
+      // Whatever a killed worker left on this host (nothing, if the test passed).
+      if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+    },
+  },
+  (s) => {
+    ({ server, env, h } = s);
+    workerOptions = { redisUrl: s.redis.url, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' };
+  },
+);
 
 describe('crash recovery: kill -9 of a worker process mid-attempt', () => {
   it('another worker reaps the dead worker’s pi, takes the session, records the attempt interrupted and completes the turn by a retry', async () => {

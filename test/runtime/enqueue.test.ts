@@ -1,26 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { harness, until, type Harness } from '../support/runtime.ts';
+import { describe, expect, it } from 'vitest';
+import type { PiEnv } from '../support/pi-env.ts';
+import { until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
-let redis: RedisServer;
-let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  env = createPiEnv({ serverUrl: server.url });
-  h = harness(redis.url, env, 'enqueue');
+useRuntimeSuite('enqueue', {}, async (s) => {
+  ({ env, h } = s);
   await h.startWorker();
-});
-
-afterAll(async () => {
-  await h.close();
-  await server.close();
-  await redis.stop();
-  env.cleanup();
 });
 
 const ended = (sessionId: string, turn = 1) =>

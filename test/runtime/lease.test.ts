@@ -1,12 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
 import { newJobId } from '../../src/runtime/queue.ts';
 import { StaleLeaseError } from '../../src/runtime/store/session-store.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
-import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, harness, agentRecords, sessionDump, turnEnded, until, type Harness } from '../support/runtime.ts';
+import type { FakeModelServer } from '../support/fake-model-server.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import { assistantText, expectWholeLog, agentRecords, sessionDump, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Single activation: a session is driven by at most one worker, even when a lease runs out under
@@ -19,26 +18,23 @@ const SLOW = 'lease-slow-text';
 const TOOL_ONCE = 'lease-long-tool-once';
 const SLOW_TEXT = 'one two three four five six seven eight nine ten eleven twelve';
 
-let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  // About 2 s of streaming: long enough to act while a worker drives the session.
-  server.setScript(SLOW, { text: SLOW_TEXT, chunkDelayMs: 150 });
-  server.setScript(TOOL_ONCE, ({ index }) => (index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done.' }));
-  env = createPiEnv({ serverUrl: server.url, extraModels: [SLOW, TOOL_ONCE] });
-  h = harness(redis.url, env, 'lease');
-});
-
-afterAll(async () => {
-  await h?.close();
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
-});
+useRuntimeSuite(
+  'lease',
+  {
+    scripts: {
+      // About 2 s of streaming: long enough to act while a worker drives the session.
+      [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 150 },
+      [TOOL_ONCE]: ({ index }) => (index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done.' }),
+    },
+  },
+  (s) => {
+    ({ server, env, h } = s);
+  },
+);
 
 const staleBatch = {
   snapshot: '{"stale":true}',

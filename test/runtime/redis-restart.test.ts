@@ -1,9 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SessionView } from '../../src/runtime/runtime.ts';
-import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, harness, turnEnded, until, type Harness } from '../support/runtime.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import type { RedisServer } from '../support/redis.ts';
+import { assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Redis (AOF, fsync always) restarted while workers drive sessions: the workers reconnect, the
@@ -15,24 +14,13 @@ const SLOW = 'restart-slow-text';
 const SLOW_TEXT = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi';
 
 let redis: RedisServer;
-let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis({ aof: true }), startFakeModelServer()]);
-  // About 3 s of streaming per request: the restart lands in the middle.
-  server.setScript(SLOW, { text: SLOW_TEXT, chunkDelayMs: 200 });
-  env = createPiEnv({ serverUrl: server.url, extraModels: [SLOW] });
-  h = harness(redis.url, env, 'redis-restart');
+// About 3 s of streaming per request: the restart lands in the middle.
+useRuntimeSuite('redis-restart', { aof: true, scripts: { [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 200 } } }, async (s) => {
+  ({ redis, env, h } = s);
   await h.startWorker({ concurrency: 3 });
-});
-
-afterAll(async () => {
-  await h?.close();
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
 });
 
 const options = () => ({ provider: 'fake', model: SLOW, cwd: env.cwd });

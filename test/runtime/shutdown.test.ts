@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
-import { hasToolResult, startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, harness, agentRecords, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { hasToolResult, type FakeModelServer } from '../support/fake-model-server.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import { assistantText, expectWholeLog, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 
 /**
@@ -18,31 +17,29 @@ const TOOL_ONCE = 'shutdown-long-tool-once';
 const SLOW = 'shutdown-slow-text';
 const SLOW_TEXT = 'a b c d e f g h i j';
 
-let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 let base: WorkerProcessOptions;
 
-beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  server.setScript(TOOL_ONCE, ({ body, index }) =>
-    hasToolResult(body) ? { text: 'Slept.' } : index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done on retry.' },
-  );
-  server.setScript(SLOW, { text: SLOW_TEXT, chunkDelayMs: 150 });
-  env = createPiEnv({ serverUrl: server.url, extraModels: [TOOL_ONCE, SLOW] });
-  h = harness(redis.url, env, 'shutdown');
-  base = { redisUrl: redis.url, prefix: h.prefix, env, stateDir: h.stateDir };
-});
-
-afterAll(async () => {
-  await killAllWorkerProcesses();
-  if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
-  await h?.close();
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
-});
+useRuntimeSuite(
+  'shutdown',
+  {
+    scripts: {
+      [TOOL_ONCE]: ({ body, index }) =>
+        hasToolResult(body) ? { text: 'Slept.' } : index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done on retry.' },
+      [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 150 },
+    },
+    cleanup: async () => {
+      await killAllWorkerProcesses();
+      if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+    },
+  },
+  (s) => {
+    ({ server, env, h } = s);
+    base = { redisUrl: s.redis.url, prefix: h.prefix, env, stateDir: h.stateDir };
+  },
+);
 
 describe('graceful shutdown (SIGTERM) of a worker process', () => {
   it('an attempt longer than the grace is stopped, left interrupted, and retried by another worker', async () => {

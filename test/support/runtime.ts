@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { afterAll, beforeAll } from 'vitest';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/runtime/worker.ts';
 import { createSessionQueue } from '../../src/runtime/queue.ts';
@@ -9,9 +10,10 @@ import { createKeys, type Keys } from '../../src/runtime/keys.ts';
 import { findAgentProcesses } from '../../src/runtime/orphans.ts';
 import type { SessionView } from '../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
+import { startFakeModelServer, type FakeModelServer, type Script } from './fake-model-server.ts';
 import type { PiEnv } from './pi-env.ts';
-import { piBin } from './pi-env.ts';
-import { uniquePrefix } from './redis.ts';
+import { createPiEnv, piBin } from './pi-env.ts';
+import { startRedis, uniquePrefix, type RedisServer } from './redis.ts';
 
 export const NO_DISCOVERY = ['--no-extensions', '--no-skills', '--no-prompt-templates', '--no-context-files'];
 
@@ -39,6 +41,45 @@ export interface Harness {
   startWorker(overrides?: Partial<WorkerOptions>): Promise<SessionWorker>;
   stateDir: string;
   close(): Promise<void>;
+}
+
+/** What a runtime test file runs against: its own redis-server, the fake model server, a pi environment and a harness. */
+export interface RuntimeSuite {
+  redis: RedisServer;
+  server: FakeModelServer;
+  env: PiEnv;
+  h: Harness;
+}
+
+/**
+ * The setup the runtime test files share, as their beforeAll/afterAll: a fresh redis-server (with
+ * AOF when asked), the fake model server with `scripts` set (their model ids known to pi), and a
+ * harness on a prefix of its own. `bind` gets them once started (and may start more: a worker…);
+ * after the file's tests `cleanup` runs first, then everything here is stopped.
+ */
+export function useRuntimeSuite(
+  name: string,
+  options: { scripts?: Record<string, Script>; aof?: boolean; cleanup?: () => Promise<void> | void },
+  bind: (suite: RuntimeSuite) => Promise<void> | void,
+): void {
+  let suite: Partial<RuntimeSuite> = {};
+  beforeAll(async () => {
+    const [redis, server] = await Promise.all([startRedis(options.aof === true ? { aof: true } : {}), startFakeModelServer()]);
+    suite = { redis, server };
+    const scripts = options.scripts ?? {};
+    for (const [model, script] of Object.entries(scripts)) server.setScript(model, script);
+    const env = createPiEnv({ serverUrl: server.url, extraModels: Object.keys(scripts) });
+    suite.env = env;
+    suite.h = harness(redis.url, env, name);
+    await bind(suite as RuntimeSuite);
+  });
+  afterAll(async () => {
+    await options.cleanup?.();
+    await suite.h?.close();
+    await suite.server?.close();
+    await suite.redis?.stop();
+    suite.env?.cleanup();
+  });
 }
 
 export const FAST_WORKER = { leaseTtlMs: 3000, stalledIntervalMs: 1000, holdBackoffMs: 1500, pollMs: 250, heartbeatMs: 1000 } as const;
