@@ -12,7 +12,7 @@ import { median, round } from './support/timing.ts';
  * End to end, with a fake agent PROCESS: one real worker process
  * (`node bin/sessiond.mjs worker`, concurrency CONCURRENCY, configured by
  * environment variables) whose pi `command` is a fake pi
- * (support/fake-pi-turn.mjs: a Node process that reads the prompt, prints one
+ * (support/fake-pi.mjs: a Node process that reads the prompt, prints one
  * whole pi turn as JSON lines and exits), so sessiond's process manager
  * (spawn, own process group, stdout lines, exit), the pi mapper, the session
  * machine, the lease and every message persisted in Redis all run; sessions
@@ -167,7 +167,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       const sessions = median(r.sessions.map((s) => s.perSec));
       const spawns = median(r.spawns.map((s) => s.perSec));
       log(
-        `  ${agent === 'node' ? 'fake pi = a Node process (support/fake-pi-turn.mjs)' : '(informational) fake pi = a /bin/sh script, builtins only'}: ${n} sessions per run`,
+        `  ${agent === 'node' ? 'fake pi = a Node process (support/fake-pi.mjs)' : '(informational) fake pi = a /bin/sh script, builtins only'}: ${n} sessions per run`,
       );
       log(`    direct spawns ${fmt(r.spawns)}; sessions ${fmt(r.sessions)}`);
       log(`    median ${sessions.toFixed(1)} sessions/s vs ${spawns.toFixed(1)} spawns/s: ratio ${(sessions / spawns).toFixed(3)}`);

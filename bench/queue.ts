@@ -400,7 +400,7 @@ async function pollSession(runtime: Runtime, sessionId: string, until: (view: Se
 
 async function cancelRun(ctx: Ctx, client: CancelClient, mode: 'cooperative' | 'stubborn', fakePi: string, dirs: { agentDir: string; stateDir: string }): Promise<CancelSample[]> {
   const side = await sessionSide(ctx, `cancel-${mode}`, {
-    pi: { command: fakePi, agentDir: dirs.agentDir, env: { SESSIOND_STATE_DIR: dirs.stateDir }, extraArgs: mode === 'stubborn' ? ['--stubborn'] : [] },
+    pi: { command: fakePi, agentDir: dirs.agentDir, env: { SESSIOND_STATE_DIR: dirs.stateDir }, extraArgs: mode === 'stubborn' ? ['--hang', '--stubborn'] : ['--hang'] },
   });
   await client.request(side.prefix, 'warm-up', true);
   const total = mode === 'cooperative' ? COOPERATIVE_SAMPLES : STUBBORN_SAMPLES;

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
  * Fake pi executables for the process-level benchmarks, written into a temp
  * dir (executable, outside the repo, so a checkout's file modes do not matter):
  *
- * - `nodeTurn`: support/fake-pi-turn.mjs, a Node process that reads the prompt
+ * - `nodeTurn`: support/fake-pi.mjs, a Node process that reads the prompt
  *   and prints one whole pi turn of `--messages N` messages, then exits. What
  *   a real pi costs to start (a Node runtime) without the model.
  * - `shTurn`: the same lines from a /bin/sh script (builtins only: no fork
@@ -86,8 +86,8 @@ function shScript(lines: readonly string[], then: string): string {
 export function writeFakeAgents(dir: string, messages: number): FakeAgents {
   if (!Number.isInteger(messages) || messages < 2) throw new Error(`messages must be an integer ≥ 2 (got ${messages})`);
   mkdirSync(dir, { recursive: true });
-  const nodeTurn = join(dir, 'fake-pi-turn.mjs');
-  copyFileSync(join(HERE, 'fake-pi-turn.mjs'), nodeTurn);
+  const nodeTurn = join(dir, 'fake-pi.mjs');
+  copyFileSync(join(HERE, 'fake-pi.mjs'), nodeTurn);
   const shTurn = join(dir, 'fake-pi-turn.sh');
   writeFileSync(shTurn, shScript(piTurnLines(messages - 2, true), 'exit 0'));
   const shHang = join(dir, 'fake-pi-hang.sh');

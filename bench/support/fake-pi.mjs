@@ -1,22 +1,38 @@
 #!/usr/bin/env node
-// A stand-in for `pi --mode json --print` in the queue benchmark's cancel runs:
-// reads the prompt from stdin, prints pi 0.73-like JSON lines (session header,
-// agent_start, the user message, the start of a streamed assistant message),
-// then waits forever, as pi does while the model is thinking.
-//   default:     SIGTERM/SIGINT end it at once (pi's own behaviour: cooperative).
-//   --stubborn:  it ignores SIGINT and SIGTERM; only the SIGKILL stage stops it.
+// A stand-in for `pi --mode json --print` in the benchmarks: reads the prompt
+// from stdin to its end, then prints pi 0.73-like JSON lines (session header,
+// agent_start, the user message, an assistant message streamed as text deltas).
+//   default (e2e, scaling): the whole turn in `--messages N` − 2 deltas (20 by
+//     default), then message_end, turn_end, agent_end, and exit 0; sessiond's
+//     PiMapper turns that into exactly N messages: session.started, N − 2
+//     `assistant` deltas, terminal.completed.
+//   --hang (queue benchmark's cancel runs): three deltas, then it waits
+//     forever, as pi does while the model is thinking; SIGTERM/SIGINT end it at
+//     once (pi's own behaviour: cooperative)…
+//   --hang --stubborn: …or are ignored; only the SIGKILL stage stops it.
 // Other arguments (pi's --mode json --print …) are ignored.
 import { randomUUID } from 'node:crypto';
 
-const stubborn = process.argv.includes('--stubborn');
-if (stubborn) {
-  process.on('SIGINT', () => {});
-  process.on('SIGTERM', () => {});
+const hang = process.argv.includes('--hang');
+const at = process.argv.indexOf('--messages');
+const messages = at >= 0 ? Number(process.argv[at + 1]) : 20;
+if (!Number.isInteger(messages) || messages < 2) {
+  process.stderr.write('fake-pi: --messages must be an integer ≥ 2\n');
+  process.exit(2);
 }
-setInterval(() => {}, 1 << 30);
+if (hang) {
+  if (process.argv.includes('--stubborn')) {
+    process.on('SIGINT', () => {});
+    process.on('SIGTERM', () => {});
+  }
+  setInterval(() => {}, 1 << 30);
+}
 
-const emit = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
-const usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+const TURN_DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];
+const deltas = hang ? ['Reading the session ', 'store first, ', 'then the writer…'] : Array.from({ length: messages - 2 }, (_, i) => TURN_DELTAS[i % TURN_DELTAS.length]);
+
+const lines = [];
+const emit = (event) => lines.push(JSON.stringify(event));
 
 let prompt = '';
 process.stdin.setEncoding('utf8');
@@ -25,6 +41,8 @@ process.stdin.on('data', (chunk) => {
 });
 process.stdin.on('end', () => {
   const now = Date.now();
+  const output = hang ? 0 : 20 * deltas.length;
+  const usage = { input: hang ? 0 : 1200, output, cacheRead: 0, cacheWrite: 0, totalTokens: (hang ? 0 : 1200) + output, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
   emit({ type: 'session', version: 3, id: randomUUID(), timestamp: new Date(now).toISOString(), cwd: process.cwd() });
   emit({ type: 'agent_start' });
   emit({ type: 'turn_start' });
@@ -35,9 +53,15 @@ process.stdin.on('end', () => {
   emit({ type: 'message_start', message: assistant });
   const block = { type: 'text', text: '' };
   assistant.content.push(block);
-  for (const delta of ['Reading the session ', 'store first, ', 'then the writer…']) {
+  for (const delta of deltas) {
     block.text += delta;
     emit({ type: 'message_update', assistantMessageEvent: { type: 'text_delta', contentIndex: 0, delta, partial: assistant }, message: assistant });
   }
-  // …and nothing more: the model "thinks" until the process is stopped.
+  if (!hang) {
+    emit({ type: 'message_end', message: assistant });
+    emit({ type: 'turn_end', message: assistant, toolResults: [] });
+    emit({ type: 'agent_end', messages: [user, assistant] });
+  }
+  // With --hang, nothing more: the model "thinks" until the process is stopped.
+  process.stdout.write(`${lines.join('\n')}\n`);
 });
