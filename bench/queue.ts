@@ -10,7 +10,7 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createKeys } from '../src/runtime/keys.ts';
 import { createRedis } from '../src/runtime/redis/index.ts';
-import { ACTIVATION_JOB, createSessionQueue, JOB_OPTIONS, QUEUE_NAME } from '../src/runtime/queue.ts';
+import { ACTIVATION_JOB, JOB_OPTIONS, QUEUE_NAME } from '../src/runtime/queue.ts';
 import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
@@ -18,6 +18,7 @@ import { BenchFailure } from './support/benchmark.ts';
 import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, sessionStates, sleep, withTimeout } from './support/harness.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { median, round } from './support/timing.ts';
+import { benchWorker } from './support/worker.ts';
 
 /**
  * The durable runtime on one real Redis (started here, AOF off), in one run:
@@ -131,11 +132,7 @@ async function sessionSide(
   const keys = createKeys(prefix);
   const runtime = new Runtime({ connect, prefix });
   const problems: string[] = [];
-  const worker = new SessionWorker({
-    connect,
-    keys,
-    queue: createSessionQueue(connect('worker-queue'), keys),
-    ...WORKER_DEFAULTS,
+  const worker = benchWorker(connect, keys, {
     concurrency: CONCURRENCY,
     agentOptions,
     log: (level, message, fields) => {

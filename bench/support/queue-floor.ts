@@ -3,15 +3,16 @@ import { performance } from 'node:perf_hooks';
 import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createKeys } from '../../src/runtime/keys.ts';
-import { createSessionQueue, QUEUE_NAME } from '../../src/runtime/queue.ts';
+import { QUEUE_NAME } from '../../src/runtime/queue.ts';
 import { createRedis } from '../../src/runtime/redis/index.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { SessionStore } from '../../src/runtime/store/session-store.ts';
-import { SessionWorker, WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
+import { WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
 import { startRedis } from '../../test/support/redis.ts';
 import * as fakeAgent from './fake-agent.ts';
 import { pool, withTimeout } from './harness.ts';
 import { median } from './timing.ts';
+import { benchWorker } from './worker.ts';
 
 /**
  * `node --import tsx bench/support/queue-floor.ts [sessions]` — not part of
@@ -116,11 +117,7 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
   const start = performance.now();
   let close: () => Promise<void>;
   if (mode === 'session') {
-    const worker = new SessionWorker({
-      connect,
-      keys,
-      queue: createSessionQueue(connect('floor-worker-queue'), keys),
-      ...WORKER_DEFAULTS,
+    const worker = benchWorker(connect, keys, {
       concurrency: CONCURRENCY,
       agentOptions: { pi: fakeAgent.fakeHostOptions({ messages: MESSAGES }) },
       log: (_level, message) => {

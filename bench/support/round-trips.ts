@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createKeys } from '../../src/runtime/keys.ts';
-import { ACTIVATION_JOB, createSessionQueue, JOB_OPTIONS, QUEUE_NAME } from '../../src/runtime/queue.ts';
+import { ACTIVATION_JOB, JOB_OPTIONS, QUEUE_NAME } from '../../src/runtime/queue.ts';
 import { createRedis } from '../../src/runtime/redis/index.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
-import { SessionWorker, WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
+import { WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
 import { startRedis } from '../../test/support/redis.ts';
 import * as fakeAgent from './fake-agent.ts';
 import { pool, withTimeout } from './harness.ts';
+import { benchWorker } from './worker.ts';
 
 /**
  * `node --import tsx bench/support/round-trips.ts [sessions]` — not part of
@@ -91,11 +92,7 @@ async function main(): Promise<void> {
     const released = new Set<string>();
     let allReleased: () => void = () => undefined;
     const done = new Promise<void>((resolve) => (allReleased = resolve));
-    const worker = new SessionWorker({
-      connect,
-      keys,
-      queue: createSessionQueue(connect('worker-queue'), keys),
-      ...WORKER_DEFAULTS,
+    const worker = benchWorker(connect, keys, {
       concurrency: CONCURRENCY,
       agentOptions: { pi: fakeAgent.fakeHostOptions({ messages: MESSAGES }) },
       log: (_level, message, fields) => {
