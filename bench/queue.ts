@@ -1,24 +1,22 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Queue, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { createKeys } from '../src/runtime/keys.ts';
-import { createRedis } from '../src/runtime/redis/index.ts';
 import { ACTIVATION_JOB, JOB_OPTIONS, QUEUE_NAME } from '../src/runtime/queue.ts';
 import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
-import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, sessionStates, sleep, withTimeout } from './support/harness.ts';
+import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, procCpuMs, sessionStates, sleep, withTimeout } from './support/harness.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { median, round } from './support/timing.ts';
-import { benchWorker } from './support/worker.ts';
+import { benchWorker, connector } from './support/worker.ts';
 
 /**
  * The durable runtime on one real Redis (started here, AOF off), in one run:
@@ -83,17 +81,6 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..');
 
 // ---------------------------------------------------------------- plumbing
-
-/** Connections as the sessiond CLI makes them (src/runtime/redis: createRedis), each closed by `closeAll`. */
-function connector(url: string) {
-  const made: Redis[] = [];
-  const connect = (role: string): Redis => {
-    const redis = createRedis(url, { role: `bench-${role}`, maxRetriesPerRequest: null, log: () => undefined });
-    made.push(redis);
-    return redis;
-  };
-  return { connect, closeAll: () => made.forEach((r) => r.disconnect()) };
-}
 
 let prefixCounter = 0;
 function newPrefix(runId: string, what: string): string {
@@ -166,21 +153,11 @@ interface Throughput {
 /** CPU time of this process and of redis-server from now on; redis-server's from /proc (Linux; NaN elsewhere). */
 function cpuMeter(redisPid: number): () => { nodeMs: number; redisMs: number } {
   const node = process.cpuUsage();
-  const redis = procCpuMs(redisPid);
+  const redis = procCpuMs(redisPid).ownMs;
   return () => {
     const used = process.cpuUsage(node);
-    return { nodeMs: (used.user + used.system) / 1000, redisMs: procCpuMs(redisPid) - redis };
+    return { nodeMs: (used.user + used.system) / 1000, redisMs: procCpuMs(redisPid).ownMs - redis };
   };
-}
-
-function procCpuMs(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10; // utime + stime, in USER_HZ (100) ticks
-  } catch {
-    return Number.NaN;
-  }
 }
 
 function throughput(n: number, wallMs: number, cpu: { nodeMs: number; redisMs: number }): Throughput {

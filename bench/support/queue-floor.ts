@@ -1,18 +1,15 @@
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { createKeys } from '../../src/runtime/keys.ts';
 import { QUEUE_NAME } from '../../src/runtime/queue.ts';
-import { createRedis } from '../../src/runtime/redis/index.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { SessionStore } from '../../src/runtime/store/session-store.ts';
 import { WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
 import { startRedis } from '../../test/support/redis.ts';
 import * as fakeAgent from './fake-agent.ts';
-import { pool, withTimeout } from './harness.ts';
+import { pool, procCpuMs, withTimeout } from './harness.ts';
 import { median } from './timing.ts';
-import { benchWorker } from './worker.ts';
+import { benchWorker, connector } from './worker.ts';
 
 /**
  * `node --import tsx bench/support/queue-floor.ts [sessions]` — not part of
@@ -50,18 +47,9 @@ const MODES = ['bare job', '+ lease', '+ 1 write', '+ writes', 'session'] as con
 type Mode = (typeof MODES)[number];
 
 const server = await startRedis();
-const made: Redis[] = [];
-const connect = (role: string): Redis => {
-  const redis = createRedis(server.url, { role, maxRetriesPerRequest: null, log: () => undefined });
-  made.push(redis);
-  return redis;
-};
+const { connect, closeAll } = connector(server.url);
 
-function redisCpuMs(): number {
-  const stat = readFileSync(`/proc/${server.pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+const redisCpuMs = (): number => procCpuMs(server.pid).ownMs;
 
 const messages = Array.from({ length: MESSAGES }, (_, i) => ({ turn: 1, attempt: 1, type: 'assistant', content: JSON.stringify({ text: `the writer batches every message ${i}` }) }));
 /** The sizes of a real turn's snapshots and transitions (~1 KB each snapshot). */
@@ -171,7 +159,7 @@ try {
   console.log(JSON.stringify({ diagnostic: 'queue-floor', sessions: N, concurrency: CONCURRENCY, ...summary }));
 } finally {
   fakeAgent.uninstall();
-  for (const redis of made) redis.disconnect();
+  closeAll();
   await server.stop();
 }
 process.exit(0);

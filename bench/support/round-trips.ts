@@ -1,15 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Queue, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { createKeys } from '../../src/runtime/keys.ts';
 import { ACTIVATION_JOB, JOB_OPTIONS, QUEUE_NAME } from '../../src/runtime/queue.ts';
-import { createRedis } from '../../src/runtime/redis/index.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
 import { startRedis } from '../../test/support/redis.ts';
 import * as fakeAgent from './fake-agent.ts';
 import { pool, withTimeout } from './harness.ts';
-import { benchWorker } from './worker.ts';
+import { benchWorker, connector } from './worker.ts';
 
 /**
  * `node --import tsx bench/support/round-trips.ts [sessions]` — not part of
@@ -37,12 +35,7 @@ interface Counts {
 
 async function main(): Promise<void> {
   const server = await startRedis();
-  const made: Redis[] = [];
-  const connect = (role: string): Redis => {
-    const redis = createRedis(server.url, { role, maxRetriesPerRequest: null, log: () => undefined });
-    made.push(redis);
-    return redis;
-  };
+  const { connect, closeAll } = connector(server.url);
   fakeAgent.install();
   const admin = connect('bench-admin');
   // monitor() opens a connection of its own, closed below.
@@ -154,7 +147,7 @@ async function main(): Promise<void> {
   } finally {
     fakeAgent.uninstall();
     monitor.disconnect();
-    for (const r of made) r.disconnect();
+    closeAll();
     await server.stop();
   }
 }
