@@ -1,3 +1,5 @@
+import { obj, str } from '../shared/event-fields.ts';
+
 /**
  * The content blocks of Claude Code's assistant messages, seen two ways: streamed
  * (`stream_event` deltas, with `--include-partial-messages`) and completed (one
@@ -160,12 +162,4 @@ function kindOf(type: unknown): BlockKind {
 
 function validIndex(index: number): boolean {
   return Number.isInteger(index) && index >= 0 && index <= MAX_INDEX;
-}
-
-function obj(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-}
-
-function str(value: unknown): string {
-  return typeof value === 'string' ? value : '';
 }

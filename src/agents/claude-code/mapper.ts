@@ -6,6 +6,7 @@ import { exitFailure, failedMessage, type FailureFacts } from '../shared/termina
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { ContentBlocks, type BlockOutput } from './content-blocks.ts';
 import { HeldThoughts } from '../shared/held-thoughts.ts';
+import { obj, str, usageFields } from '../shared/event-fields.ts';
 
 export interface ClaudeCodeMapperOptions {
   /** The Claude Code session id the caller asked to resume: its `system/init` then means `session.resumed`. */
@@ -286,15 +287,13 @@ function usageOf(event: ClaudeEvent): { usage?: Usage } {
   const usage = obj(event.usage);
   const cost = event.total_cost_usd;
   if (usage === undefined && typeof cost !== 'number') return {};
-  const out: Usage = {};
-  const take = (key: keyof Usage, value: unknown): void => {
-    if (typeof value === 'number' && Number.isFinite(value)) out[key] = value;
-  };
-  take('input', usage?.input_tokens);
-  take('output', usage?.output_tokens);
-  take('cacheRead', usage?.cache_read_input_tokens);
-  take('cacheWrite', usage?.cache_creation_input_tokens);
-  take('cost', cost);
+  const out = usageFields(usage, [
+    ['input_tokens', 'input'],
+    ['output_tokens', 'output'],
+    ['cache_read_input_tokens', 'cacheRead'],
+    ['cache_creation_input_tokens', 'cacheWrite'],
+  ]);
+  if (typeof cost === 'number' && Number.isFinite(cost)) out.cost = cost;
   return { usage: out };
 }
 
@@ -307,12 +306,4 @@ function textOf(content: unknown): string {
       return block?.type === 'text' ? str(block.text) : '';
     })
     .join('');
-}
-
-function obj(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-}
-
-function str(value: unknown): string {
-  return typeof value === 'string' ? value : '';
 }

@@ -6,6 +6,7 @@ import { ToolCalls } from '../shared/tool-calls.ts';
 import { classifyCodexError } from './codex-errors.ts';
 import { toolItem } from './tool-items.ts';
 import { HeldThoughts } from '../shared/held-thoughts.ts';
+import { obj, str, usageFields } from '../shared/event-fields.ts';
 
 export interface CodexMapperOptions {
   /** The thread the caller asked to resume: its `thread.started` then means `session.resumed`. */
@@ -225,25 +226,12 @@ function agentFailure(agentError: string): FailureFacts {
 function usageOf(raw: unknown): Usage | undefined {
   const usage = obj(raw);
   if (usage === undefined) return undefined;
-  const out: Usage = {};
-  const fields = [
+  const out = usageFields(usage, [
     ['input_tokens', 'input'],
     ['output_tokens', 'output'],
     ['cached_input_tokens', 'cacheRead'],
     ['cache_write_input_tokens', 'cacheWrite'],
-  ] as const;
-  for (const [from, to] of fields) {
-    const value = usage[from];
-    if (typeof value === 'number' && Number.isFinite(value)) out[to] = value;
-  }
+  ]);
   if (out.input !== undefined && out.output !== undefined) out.totalTokens = out.input + out.output;
   return out;
-}
-
-function obj(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-}
-
-function str(value: unknown): string {
-  return typeof value === 'string' ? value : '';
 }

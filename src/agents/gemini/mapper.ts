@@ -6,6 +6,7 @@ import { exitFailure, failedMessage, type FailureFacts } from '../shared/termina
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { exitCodeFailure, resultFailure } from './failure.ts';
 import { meaningfulStderr, retriesInStderr } from './stderr.ts';
+import { obj, str, usageFields } from '../shared/event-fields.ts';
 
 export interface GeminiMapperOptions {
   /** The gemini session id the caller asked to resume: its `init` event then means `session.resumed`. */
@@ -194,24 +195,12 @@ function resultOf(event: GeminiEvent): ResultEvent {
 function usageOf(raw: unknown): { usage?: Usage } {
   const stats = obj(raw);
   if (stats === undefined) return {};
-  const usage: Usage = {};
-  const fields = [
-    ['input_tokens', 'input'],
-    ['output_tokens', 'output'],
-    ['cached', 'cacheRead'],
-    ['total_tokens', 'totalTokens'],
-  ] as const;
-  for (const [from, to] of fields) {
-    const value = stats[from];
-    if (typeof value === 'number' && Number.isFinite(value)) usage[to] = value;
-  }
-  return { usage };
-}
-
-function obj(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-}
-
-function str(value: unknown): string {
-  return typeof value === 'string' ? value : '';
+  return {
+    usage: usageFields(stats, [
+      ['input_tokens', 'input'],
+      ['output_tokens', 'output'],
+      ['cached', 'cacheRead'],
+      ['total_tokens', 'totalTokens'],
+    ]),
+  };
 }

@@ -7,6 +7,7 @@ import { ToolCalls } from '../shared/tool-calls.ts';
 import { MessageText } from './message-text.ts';
 import { TextDeltas } from './text-deltas.ts';
 import { HeldThoughts } from '../shared/held-thoughts.ts';
+import { obj, str, usageFields } from '../shared/event-fields.ts';
 
 export interface PiMapperOptions {
   /** The pi session id the caller asked to resume: its `session` event then means `session.resumed`. */
@@ -291,23 +292,14 @@ function retryMessage(phase: 'start' | 'end', event: PiEvent): CliMessage {
   };
 }
 
+/** pi names its usage fields as the contract does. */
+const PI_USAGE = (['input', 'output', 'cacheRead', 'cacheWrite', 'totalTokens'] as const).map((key) => [key, key] as const);
+
 function usageOf(raw: unknown): { usage?: Usage } {
   const usage = obj(raw);
   if (usage === undefined) return {};
-  const out: Usage = {};
-  for (const key of ['input', 'output', 'cacheRead', 'cacheWrite', 'totalTokens'] as const) {
-    const value = usage[key];
-    if (typeof value === 'number' && Number.isFinite(value)) out[key] = value;
-  }
+  const out = usageFields(usage, PI_USAGE);
   const cost = obj(usage.cost)?.total;
   if (typeof cost === 'number' && Number.isFinite(cost)) out.cost = cost;
   return { usage: out };
-}
-
-function obj(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-}
-
-function str(value: unknown): string {
-  return typeof value === 'string' ? value : '';
 }
