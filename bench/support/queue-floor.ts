@@ -69,11 +69,11 @@ function processor(mode: Mode, store: SessionStore): (job: Job) => Promise<strin
     }
     const last = { snapshot: snapshot('completed'), state: 'completed', history: [transition('running', 'completed', 'attempt.ended')], messages, release: 'idle' as const };
     if (mode === '+ 1 write') {
-      await store.write(sessionId, lease.token, { ...last, inboxTrim: 1, history: [transition('idle', 'running', 'session.prompt'), ...last.history] });
+      await store.write(sessionId, lease.token, { ...last, writeId: 1, inboxTrim: 1, history: [transition('idle', 'running', 'session.prompt'), ...last.history] });
       return 'done';
     }
-    const running = await store.write(sessionId, lease.token, { snapshot: snapshot('running'), state: 'running', inboxTrim: 1, history: [transition('idle', 'running', 'session.prompt')] });
-    await store.write(sessionId, lease.token, { ...last, expectedSeq: running.lastSeq });
+    await store.write(sessionId, lease.token, { writeId: 1, snapshot: snapshot('running'), state: 'running', inboxTrim: 1, history: [transition('idle', 'running', 'session.prompt')] });
+    await store.write(sessionId, lease.token, { ...last, writeId: 2 });
     return 'done';
   };
 }

@@ -1,6 +1,6 @@
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 
-type Batch = Required<Omit<WriteBatch, 'expectedSeq' | 'release'>>;
+type Batch = Required<Omit<WriteBatch, 'writeId' | 'release'>>;
 
 /** A serialised session snapshot and its state's name. */
 export interface SnapshotValue {
@@ -28,8 +28,10 @@ export class SessionWriter {
   #chain: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
   #failure: Error | null = null;
-  /** The log's last seq after this writer's last write (null before the first). */
-  #lastSeq: number | null = null;
+  /** The number of this writer's next batch (see WRITE: a batch sent again after it landed writes nothing). */
+  #nextWriteId = 1;
+  /** A batch whose call failed (it may have landed or not): sent again, alone and with its number, before anything else. */
+  #unsent: { id: number; batch: Batch } | null = null;
   /** Serialises the session's latest snapshot, when it changed since the last write. */
   #take: (() => SnapshotValue) | null = null;
 
@@ -127,14 +129,26 @@ export class SessionWriter {
   /** Writes the pending batch (with a release: even an empty one); the release's outcome, null without one. */
   async #writeOnce(release?: 'idle' | 'keep'): Promise<1 | 0 | null> {
     if (this.#failure !== null) throw this.#failure;
+    const unsent = this.#unsent;
+    if (unsent !== null) {
+      this.#unsent = null;
+      await this.#send(unsent.id, unsent.batch);
+    }
     this.materialize();
     const batch = this.#pending;
     if (isEmpty(batch) && release === undefined) return null;
     this.#pending = emptyBatch();
+    const id = this.#nextWriteId;
+    this.#nextWriteId += 1;
+    return this.#send(id, batch, release);
+  }
+
+  /** One fenced write; a batch whose call failed for another reason than a stale lease is kept to be sent again. */
+  async #send(id: number, batch: Batch, release?: 'idle' | 'keep'): Promise<1 | 0 | null> {
     try {
       const result = await this.#store.write(this.#sessionId, this.#token, {
         ...(release === undefined ? {} : { release }),
-        ...(this.#lastSeq === null ? {} : { expectedSeq: this.#lastSeq }),
+        writeId: id,
         ...(batch.snapshot === '' ? {} : { snapshot: batch.snapshot, state: batch.state }),
         inboxTrim: batch.inboxTrim,
         clearCancel: batch.clearCancel,
@@ -142,15 +156,15 @@ export class SessionWriter {
         agentState: batch.agentState,
         messages: batch.messages,
       });
-      this.#lastSeq = result.lastSeq;
       return result.released;
     } catch (error) {
       if ((error as Error).name === 'StaleLeaseError') {
         this.#failure = error as Error;
         throw error;
       }
-      // Redis unreachable for a moment: put the batch back in front, to be written by the next flush.
-      this.#pending = merge(batch, this.#pending);
+      // Redis unreachable for a moment: the call may have landed or not. The batch goes again, with
+      // the same number (written once either way), before anything written after it.
+      this.#unsent = { id, batch };
       throw error;
     }
   }
@@ -162,16 +176,4 @@ function emptyBatch(): Batch {
 
 function isEmpty(b: Batch): boolean {
   return b.snapshot === '' && b.inboxTrim === 0 && !b.clearCancel && b.history.length === 0 && b.agentState.length === 0 && b.messages.length === 0;
-}
-
-function merge(first: Batch, later: Batch): Batch {
-  return {
-    snapshot: later.snapshot === '' ? first.snapshot : later.snapshot,
-    state: later.snapshot === '' ? first.state : later.state,
-    inboxTrim: first.inboxTrim + later.inboxTrim,
-    clearCancel: first.clearCancel || later.clearCancel,
-    history: [...first.history, ...later.history],
-    agentState: [...first.agentState, ...later.agentState],
-    messages: [...first.messages, ...later.messages],
-  };
 }

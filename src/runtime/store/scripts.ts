@@ -50,10 +50,14 @@ return 1
 /**
  * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent, active.
  * ARGV: token, snapshotJson|'', inboxTrim, clearCancel '0'|'1', state|'', now,
- *       historyCount, agentCount, messageCount, expectedSeq|'' (the log's last seq the writer knows),
+ *       historyCount, agentCount, messageCount, writeId|'' (the holder's number for this batch),
  *       release ''|'idle'|'keep', then history JSONs, then agent (field, value) pairs,
  *       then messages as (turn, attempt, type, contentJson) quadruples.
  * → {1, lastSeq, released} | {-1} (stale token: nothing written)
+ *
+ * A batch whose reply was lost may be sent again (ioredis re-sends unanswered commands after a
+ * reconnect; the writer re-sends a batch whose call failed): the meta's `write` field holds the
+ * token and number of the last batch applied, and a batch carrying them again writes nothing.
  *
  * With a release mode the lease is given back in the same call, after the batch is written:
  * 'idle' (the session is done: end its activation too, unless prompts or a cancel arrived
@@ -69,8 +73,10 @@ local h = tonumber(ARGV[7])
 local a = tonumber(ARGV[8])
 local m = tonumber(ARGV[9])
 local lastSeq = tonumber(redis.call('GET', KEYS[4]) or '0')
--- A batch re-sent after its reply was lost (a dropped connection) already landed: do not write it twice.
-if not (ARGV[10] ~= '' and m > 0 and lastSeq == tonumber(ARGV[10]) + m) then
+local writeId = ARGV[10] ~= '' and (ARGV[1] .. '/' .. ARGV[10]) or false
+-- A batch sent again after its reply was lost already landed: do not write it twice.
+if not (writeId and redis.call('HGET', KEYS[7], 'write') == writeId) then
+  if writeId then redis.call('HSET', KEYS[7], 'write', writeId) end
   local i = 12
   for _ = 1, h do
     redis.call('RPUSH', KEYS[5], ARGV[i])

@@ -19,8 +19,8 @@ export interface StoredMessage {
 }
 
 export interface WriteBatch {
-  /** The log's last seq as the writer knows it: a re-sent batch that already landed is not written twice. */
-  expectedSeq?: number;
+  /** The holder's number for this batch (increasing): a batch sent again after it landed writes nothing (see WRITE). */
+  writeId?: number;
   snapshot?: string;
   state?: string;
   inboxTrim?: number;
@@ -151,7 +151,7 @@ export class SessionStore {
       history.length,
       agent.length,
       messages.length,
-      batch.expectedSeq === undefined ? '' : batch.expectedSeq,
+      batch.writeId === undefined ? '' : batch.writeId,
       batch.release ?? '',
       ...history,
       ...agent.flat(),
