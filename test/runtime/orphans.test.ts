@@ -8,7 +8,14 @@ import { until } from '../support/runtime.ts';
 const started: ChildProcess[] = [];
 
 afterEach(() => {
-  for (const child of started.splice(0)) child.kill('SIGKILL');
+  // The whole group (each agent is detached: its own group), so its background sleeps go too.
+  for (const child of started.splice(0)) {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
 });
 
 /** An "agent": a shell with its marker, which starts a background sleep (a tool's grandchild) and waits. */

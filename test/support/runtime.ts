@@ -74,11 +74,14 @@ export function useRuntimeSuite(
     await bind(suite as RuntimeSuite);
   });
   afterAll(async () => {
-    await options.cleanup?.();
-    await suite.h?.close();
-    await suite.server?.close();
-    await suite.redis?.stop();
-    suite.env?.cleanup();
+    try {
+      await options.cleanup?.();
+    } finally {
+      await suite.h?.close();
+      await suite.server?.close();
+      await suite.redis?.stop();
+      suite.env?.cleanup();
+    }
   });
 }
 

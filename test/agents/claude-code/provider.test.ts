@@ -15,6 +15,8 @@ let server: FakeAnthropicServer;
 let env: ClaudeEnv;
 
 beforeAll(async () => {
+  // Not skipped when missing: CI installs the pinned CLIs (scripts/install-agent-clis.sh), as for Codex and Gemini.
+  if (!existsSync(claudeBin)) throw new Error(`${claudeBin} not found: run scripts/install-agent-clis.sh (npm test does)`);
   server = await startFakeAnthropicServer();
   env = createClaudeEnv(server.url);
 });
@@ -47,7 +49,7 @@ function userTexts(model: string): string {
   return JSON.stringify((server.requestsFor(model).at(-1)?.body.messages ?? []).filter((m) => m.role === 'user'));
 }
 
-describe.skipIf(!existsSync(claudeBin))('runClaudeCode with the real Claude Code CLI against the fake Anthropic server', () => {
+describe('runClaudeCode with the real Claude Code CLI against the fake Anthropic server', () => {
   it('a text answer streams as assistant deltas, thinking comes after it, and it completes after exactly one model request', async () => {
     const before = server.requestsFor('text').length;
     const messages = await attempt('text');
