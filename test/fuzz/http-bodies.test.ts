@@ -35,8 +35,9 @@ const field = fc.constantFrom('prompt', 'sessionId', 'options', 'retryPolicy', '
 const value = fc.oneof(fc.string({ maxLength: 20 }), fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(fc.string({ maxLength: 5 }), { maxLength: 3 }), fc.dictionary(field, fc.oneof(fc.string({ maxLength: 8 }), fc.integer(), fc.boolean()), { maxKeys: 3 }));
 const body = fc.oneof(fc.dictionary(field, value, { maxKeys: 5 }), fc.jsonValue(), fc.string({ maxLength: 30 }).map((s) => ({ __raw: s })));
 
-async function keyCount(): Promise<number> {
-  return (await runtime.redis.keys(`*${prefix}*`)).length;
+/** The keys of the prefix (sessions, indexes, queue) and the global policy's value: what a refused request must leave as it was. */
+async function written(): Promise<{ keys: string[]; policy: string | null }> {
+  return { keys: (await runtime.redis.keys(`*${prefix}*`)).sort(), policy: await runtime.redis.get(runtime.keys.policy) };
 }
 
 function send(method: string, path: string, payload: unknown) {
@@ -48,14 +49,14 @@ describe('HTTP request bodies, fuzzed', () => {
   it('any body to a mutating endpoint is accepted or refused with a 4xx naming the field — never a 5xx — and a refusal writes nothing', async () => {
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(['POST', '/api/sessions'], ['PUT', '/api/retry-policy']), body, async ([method, path], payload) => {
-        const before = await keyCount();
+        const before = await written();
         const response = await send(method, path, payload);
         expect(response.status, JSON.stringify(payload)).toBeLessThan(500);
         if (response.status >= 400) {
           const json = (await response.json()) as { error?: string; issues?: Array<{ field: string; message: string }> };
           expect(typeof json.error).toBe('string');
           if (response.status === 400 && json.issues !== undefined) for (const issue of json.issues) expect(issue.field.length).toBeGreaterThan(0);
-          expect(await keyCount()).toBe(before);
+          expect(await written()).toEqual(before);
         }
       }),
       { numRuns: 150 },

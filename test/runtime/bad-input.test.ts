@@ -18,9 +18,13 @@ useRuntimeSuite('bad-input', {}, (s) => {
   ({ env, h } = s);
 });
 
-/** Every key under the prefix with its value, except the worker heartbeats (they tick). */
+/**
+ * Every key of the prefix with its value: the sessions' own keys (`<prefix>:{s:…}:…`) and the
+ * fleet-wide ones (`{<prefix>}:…`: sessions and activations indexes, policy), except the worker
+ * heartbeats (they tick). BullMQ's keys are left to the job counts.
+ */
 async function prefixState(r: Redis, prefix: string): Promise<Record<string, unknown>> {
-  const keys = (await r.keys(`${prefix}*`)).filter((k) => k !== `${prefix}:workers`).sort();
+  const keys = [...(await r.keys(`${prefix}*`)), ...(await r.keys(`{${prefix}}*`))].filter((k) => k !== `{${prefix}}:workers`).sort();
   const state: Record<string, unknown> = {};
   for (const key of keys) {
     const type = await r.type(key);
@@ -91,6 +95,8 @@ describe('bad input: clear errors, nothing written', () => {
     await h.startWorker();
     existing = (await h.runtime.enqueue({ prompt: 'A real one', options: { provider: 'fake', model: 'text', cwd: env.cwd } })).sessionId;
     await turnEnded(h.runtime, existing);
+    // The end of its activation reaches the fleet index a moment after the turn (batched per tick).
+    await until(async () => (await h.runtime.redis.zscore(h.runtime.keys.activations, existing)) === null);
     const before = await prefixState(h.runtime.redis, h.prefix);
 
     expect(await h.runtime.getSession('no-such-session')).toBeNull();
