@@ -1,6 +1,7 @@
 import { homedir } from 'node:os';
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { writeFileAtomic } from '../shared/managed-files.ts';
 
 /**
  * Claude Code keeps a conversation in one append-only file per session:
@@ -87,7 +88,5 @@ export async function importClaudeSession(configDir: string, sessionId: string, 
   const existing = local === null ? null : await readFile(path, 'utf8').catch(() => null);
   if (existing !== null && existing.startsWith(state.content)) return;
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, state.content, { mode: 0o600 });
-  await rename(temp, path);
+  await writeFileAtomic(path, state.content);
 }

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { linkEntry, unlinkIfLink, writeFileIfChanged } from '../shared/managed-files.ts';
+import { linkEntry, managedDirFor, unlinkIfLink, writeFileIfChanged } from '../shared/managed-files.ts';
 
 /**
  * Codex keeps everything in CODEX_HOME: config.toml, auth.json, the thread rollouts
@@ -23,18 +22,9 @@ export function userCodexHome(explicit: string | undefined, env: Record<string, 
   return join(env.HOME ?? homedir(), '.codex');
 }
 
-/** sessiond's own state dir (same rule as pi's agent dir: $SESSIOND_STATE_DIR, else $XDG_STATE_HOME/sessiond, else ~/.local/state/sessiond). */
-export function sessiondStateDir(env: Record<string, string | undefined>): string {
-  const explicit = env.SESSIOND_STATE_DIR;
-  if (explicit !== undefined && explicit !== '') return resolve(explicit);
-  const xdg = env.XDG_STATE_HOME;
-  return join(xdg !== undefined && xdg !== '' ? xdg : join(env.HOME ?? homedir(), '.local', 'state'), 'sessiond');
-}
-
 /** Where the managed CODEX_HOME for `userHome` lives (one per user CODEX_HOME, shared by the runs of this host). */
 export function managedCodexHomePath(userHome: string, stateDir: string): string {
-  const key = createHash('sha256').update(userHome).digest('hex').slice(0, 16);
-  return join(stateDir, 'codex-home', key);
+  return managedDirFor(stateDir, 'codex-home', userHome);
 }
 
 export interface ManagedCodexHome {

@@ -1,5 +1,6 @@
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
+import { writeFileAtomic } from '../shared/managed-files.ts';
 
 /**
  * Codex keeps a thread in one append-only rollout file,
@@ -57,7 +58,5 @@ export async function importCodexRollout(codexHome: string, threadId: string, st
   const localContent = await readFile(path, 'utf8').catch(() => null);
   if (localContent !== null && localContent.length >= state.content.length && localContent.startsWith(state.content)) return;
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, state.content, { mode: 0o600 });
-  await rename(temp, path);
+  await writeFileAtomic(path, state.content);
 }

@@ -1,10 +1,8 @@
-import { createHash } from 'node:crypto';
 import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { AGENT_MARKER_ENV } from '../../process/index.ts';
-import { sessiondStateDir } from '../pi/agent-dir.ts';
-import { linkEntry, unlinkIfLink, writeFileIfChanged } from '../shared/managed-files.ts';
+import { linkEntry, managedDirFor, sessiondStateDir, unlinkIfLink, writeFileIfChanged } from '../shared/managed-files.ts';
 
 /**
  * gemini reads its settings, and keeps its chats, under `$GEMINI_CLI_HOME/.gemini` (default
@@ -40,8 +38,7 @@ export function userGeminiDir(explicit: string | undefined, env: Record<string, 
 
 /** The managed GEMINI_CLI_HOME for a user config dir (nothing is created). */
 export function managedGeminiHome(userDir: string, stateDir: string): string {
-  const key = createHash('sha256').update(userDir).digest('hex').slice(0, 16);
-  return join(stateDir, 'gemini-home', key);
+  return managedDirFor(stateDir, 'gemini-home', userDir);
 }
 
 /** The managed home for raw (unvalidated) agent options, as the definition's export/import see them. */

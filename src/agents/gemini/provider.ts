@@ -4,10 +4,10 @@ import { fileURLToPath } from 'node:url';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { sessiondStateDir } from '../pi/agent-dir.ts';
 import { prepareManagedGeminiHome, userGeminiDir } from './gemini-home.ts';
 import { GeminiMapper } from './mapper.ts';
 import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptionsInput } from './options.ts';
+import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /**
  * With GEMINI_CLI_NO_RELAUNCH=true, gemini 0.61 exits 0 at once on SIGINT or SIGTERM, without a

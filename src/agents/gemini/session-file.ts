@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readdir, readFile, realpath, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { writeFileAtomic } from '../shared/managed-files.ts';
 
 /**
  * gemini 0.61 keeps a conversation in one append-only JSONL file per session:
@@ -72,9 +73,7 @@ export async function importGeminiSession(geminiHome: string, state: GeminiSessi
   const path = join(chats, state.fileName);
   const local = await readFile(path, 'utf8').catch(() => null);
   if (local !== null && local.length >= state.content.length && local.startsWith(state.content)) return;
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, state.content, { mode: 0o600 });
-  await rename(temp, path);
+  await writeFileAtomic(path, state.content);
 }
 
 /**

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { linkEntry, writeFileIfChanged } from '../shared/managed-files.ts';
+import { linkEntry, managedDirFor, writeFileIfChanged } from '../shared/managed-files.ts';
 
 /**
  * pi reads its retry behaviour from `<agentDir>/settings.json`. sessiond never
@@ -19,17 +18,9 @@ export function userAgentDir(explicit: string | undefined, env: Record<string, s
   return join(env.HOME ?? homedir(), '.pi', 'agent');
 }
 
-export function sessiondStateDir(env: Record<string, string | undefined>): string {
-  const explicit = env.SESSIOND_STATE_DIR;
-  if (explicit !== undefined && explicit !== '') return resolve(explicit);
-  const xdg = env.XDG_STATE_HOME;
-  return join(xdg !== undefined && xdg !== '' ? xdg : join(env.HOME ?? homedir(), '.local', 'state'), 'sessiond');
-}
-
 /** Creates or refreshes the managed agent dir for `userDir`; returns its path. Throws with a clear message on I/O errors. */
 export async function prepareManagedAgentDir(userDir: string, stateDir: string): Promise<string> {
-  const key = createHash('sha256').update(userDir).digest('hex').slice(0, 16);
-  const managed = join(stateDir, 'pi-agent', key);
+  const managed = managedDirFor(stateDir, 'pi-agent', userDir);
   await mkdir(managed, { recursive: true, mode: 0o700 });
   const entries = await readdir(userDir).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return [] as string[];

@@ -1,5 +1,6 @@
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { writeFileAtomic } from '../shared/managed-files.ts';
 
 /**
  * pi keeps a conversation in one append-only file per session:
@@ -46,9 +47,7 @@ export async function importPiSession(sessionDir: string, state: PiSessionState,
   const path = join(dir, state.fileName);
   const local = await readFile(path, 'utf8').catch(() => null);
   if (local !== null && local.length >= content.length && bodyOf(local).startsWith(bodyOf(content))) return;
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, content, { mode: 0o600 });
-  await rename(temp, path);
+  await writeFileAtomic(path, content);
 }
 
 function withCwd(content: string, cwd: string): string {
