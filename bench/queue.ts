@@ -13,7 +13,7 @@ import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
-import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, procCpuMs, sessionStates, sleep, withTimeout } from './support/harness.ts';
+import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, procCpuMs, sleep, withTimeout } from './support/harness.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { median, round } from './support/timing.ts';
 import { benchWorker, connector } from './support/worker.ts';
@@ -214,7 +214,7 @@ async function runSessions(ctx: Ctx, n: number, messages: number, preload = fals
 
 /** Every session completed, with exactly `messages` messages, seq 1..messages, one turn, one attempt. */
 async function verifySessions(runtime: Runtime, ids: readonly string[], messages: number): Promise<void> {
-  const states = await sessionStates(runtime, ids);
+  const states = await runtime.sessionStates(ids);
   const notCompleted = ids.filter((id) => states[id] !== 'completed');
   if (notCompleted.length > 0) throw new BenchFailure(`${notCompleted.length} sessions not completed, e.g. ${notCompleted[0]}: ${states[notCompleted[0] ?? ''] ?? 'no state'}`);
   const pipeline = runtime.redis.pipeline();

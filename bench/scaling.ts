@@ -5,7 +5,7 @@ import { startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { HANG_CMDLINE, writeFakeAgents, type FakeAgents } from './support/fake-agents.ts';
 import { Fleet, sessionIds, type FleetRun } from './support/fleet.ts';
-import { bounded, orNull, pool, processesMentioning, procRssBytes, sessionStates, sleep, withTimeout, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
+import { bounded, orNull, pool, processesMentioning, procRssBytes, sleep, withTimeout, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 
 /**
@@ -150,7 +150,7 @@ async function waitAllRunning(fleet: Fleet, ids: readonly string[], timeoutMs: n
   await withTimeout(
     (async () => {
       for (;;) {
-        const states = Object.values(await sessionStates(fleet.runtime, ids));
+        const states = await fleet.runtime.sessionStates(ids).then((byId) => ids.map((id) => byId[id] ?? null));
         const pipeline = redis.pipeline();
         for (const id of ids) pipeline.xlen(store.key(id, 'log'));
         const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : 0));
@@ -170,7 +170,7 @@ async function cancelAll(fleet: Fleet, ids: readonly string[], timeoutMs: number
     if (delivered !== 'worker') throw new BenchFailure(`cancel ${id}: delivered "${delivered}", expected "worker"`);
   });
   await fleet.waitReleased(ids, timeoutMs);
-  const states = Object.values(await sessionStates(fleet.runtime, ids));
+  const states = await fleet.runtime.sessionStates(ids).then((byId) => ids.map((id) => byId[id] ?? null));
   const notCancelled = states.filter((s) => s !== 'cancelled').length;
   if (notCancelled > 0) throw new BenchFailure(`${notCancelled} long-running sessions did not end cancelled`);
 }

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { createRedis } from '../../src/runtime/redis/index.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { BenchFailure } from './benchmark.ts';
-import { pool, procCpuMs, sessionStates, withTimeout, type Cleanup, type Deadline } from './harness.ts';
+import { pool, procCpuMs, withTimeout, type Cleanup, type Deadline } from './harness.ts';
 import { WorkerProcess, type WorkerProcessOptions } from './worker-process.ts';
 
 /**
@@ -152,7 +152,7 @@ export class Fleet {
    */
   async verify(ids: readonly string[], messages: number): Promise<void> {
     const { redis, store } = this.runtime;
-    const states = await sessionStates(this.runtime, ids);
+    const states = await this.runtime.sessionStates(ids);
     const notCompleted = ids.filter((id) => states[id] !== 'completed');
     if (notCompleted.length > 0) {
       const id = notCompleted[0] ?? '';

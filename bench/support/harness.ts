@@ -2,7 +2,6 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BenchFailure } from './benchmark.ts';
-import type { Runtime } from '../../src/runtime/runtime.ts';
 
 /**
  * Plumbing shared by the process-level benchmarks (e2e, scaling): cleanup in
@@ -155,17 +154,4 @@ export function processesMentioning(needle: string): number[] {
     }
   }
   return found;
-}
-
-
-/**
- * Each session's machine state as its own meta records it (written with the session, in the same
- * fenced script): the fleet-wide `states` index trails it by a tick, so checks right after the
- * sessions were released read this.
- */
-export async function sessionStates(runtime: Runtime, ids: readonly string[]): Promise<Record<string, string | null>> {
-  const pipeline = runtime.redis.pipeline();
-  for (const id of ids) pipeline.hget(runtime.store.key(id, 'meta'), 'state');
-  const replies = (await pipeline.exec()) ?? [];
-  return Object.fromEntries(ids.map((id, i) => [id, (replies[i]?.[1] as string | null | undefined) ?? null]));
 }

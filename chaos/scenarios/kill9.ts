@@ -7,7 +7,6 @@
 import { PI_SLOW_MODEL } from '../cluster.ts';
 import type { Ledger, PromptSpec } from '../ledger.ts';
 import { check, sleep, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
-import { sessionStates } from '../../bench/support/harness.ts';
 
 /** Enough attempts that a turn hit by many kills still completes: the check expects every turn to complete. */
 const POLICY = { maxAttempts: 100, initialDelayMs: 150, multiplier: 1.5, maxDelayMs: 1000, jitter: 'none' };
@@ -46,7 +45,7 @@ async function feed(ctx: ScenarioContext, ledger: Ledger, sessionId: string, kin
 async function stateClasses(ctx: ScenarioContext, ids: readonly string[], precise = false): Promise<Map<string, string>> {
   const runtime = ctx.cluster.runtime;
   const out = new Map<string, string>();
-  const states = await sessionStates(runtime, ids);
+  const states = await runtime.sessionStates(ids);
   const inboxes = await Promise.all(ids.map((id) => runtime.redis.llen(runtime.keys.session(id, 'inbox'))));
   const mailboxes = precise ? await Promise.all(ids.map(async (id) => (await runtime.getSession(id))?.context?.mailbox.length ?? 0)) : [];
   ids.forEach((id, i) => {

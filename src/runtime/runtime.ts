@@ -152,12 +152,17 @@ export class Runtime {
   /** The newest `limit` sessions (default 1000), with their state as each one's own record says it; optionally only those in `state`. */
   async listSessions(filter: { state?: string; limit?: number } = {}): Promise<Array<{ sessionId: string; state: string }>> {
     const ids = await this.redis.zrevrange(this.keys.sessions, 0, Math.max(0, (filter.limit ?? 1000) - 1));
+    const states = await this.sessionStates(ids);
+    return ids.map((sessionId) => ({ sessionId, state: states[sessionId] ?? 'queued' })).filter((s) => filter.state === undefined || s.state === filter.state);
+  }
+
+  /** Each session's state as its own record says it (written in the same fenced script as its snapshot), in one pipeline; null for an unknown id. */
+  async sessionStates(ids: readonly string[]): Promise<Record<string, string | null>> {
+    if (ids.length === 0) return {};
     const pipeline = this.redis.pipeline();
     for (const id of ids) pipeline.hget(this.store.key(id, 'meta'), 'state');
-    const replies = ids.length === 0 ? [] : ((await pipeline.exec()) ?? []);
-    return ids
-      .map((sessionId, i) => ({ sessionId, state: (replies[i]?.[1] as string | null | undefined) ?? 'queued' }))
-      .filter((s) => filter.state === undefined || s.state === filter.state);
+    const replies = (await pipeline.exec()) ?? [];
+    return Object.fromEntries(ids.map((id, i) => [id, (replies[i]?.[1] as string | null | undefined) ?? null]));
   }
 
   async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
