@@ -108,11 +108,14 @@ export function startSessionActor(
     }
     logic = wrapped;
   }
-  const actor: SessionActor =
-    'persisted' in from
-      ? createActor(logic, { snapshot: restorableSnapshot(from.persisted) as never, input: { sessionId: from.persisted.snapshot.context.sessionId } })
-      : createActor(logic, { input: from.input });
-  if ('persisted' in from) previous = stateName(restorableSnapshot(from.persisted).value);
+  let actor: SessionActor;
+  if ('persisted' in from) {
+    const restored = restorableSnapshot(from.persisted);
+    actor = createActor(logic, { snapshot: restored as never, input: { sessionId: from.persisted.snapshot.context.sessionId } });
+    previous = stateName(restored.value);
+  } else {
+    actor = createActor(logic, { input: from.input });
+  }
   actor.start();
   if ('persisted' in from) actor.send({ type: 'session.restored' } satisfies SessionEvent);
   return actor;

@@ -150,7 +150,7 @@ export interface KillTreeResult {
  *
  * Contract: never throws; never kills a process that merely reuses a pid (start times are compared; the
  * root is trusted only when its start time matches `options.startTime` or it carries the marker).
- * Usable on a tree whose owner died (orphan reaping): pass the recorded pid, marker and start time.
+ * Usable on a tree whose owner died (orphan reaping): pass the pid, marker and start time found in /proc (see runtime/orphans.ts).
  */
 export async function killProcessTree(pid: number, marker: string, options: KillTreeOptions = {}): Promise<KillTreeResult> {
   const deadline = Date.now() + (options.timeoutMs ?? DEFAULT_TREE_KILL_WAIT_MS);

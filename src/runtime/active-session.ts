@@ -146,19 +146,20 @@ export class ActiveSession {
     const loaded = this.#loaded;
     this.#meta = loaded !== null ? loaded.meta : ((await this.#store.meta(this.#sessionId)) ?? {});
     const raw = loaded !== null ? loaded.snapshot : await this.#store.snapshot(this.#sessionId);
+    const persisted = raw === null ? null : (JSON.parse(raw) as PersistedSession);
     this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink());
     const machine = this.#machine.machine;
     const onTransition = (transition: Transition): void => this.#writer.history(transition);
     const policy = await this.#policy();
     this.#actor =
-      raw === null
+      persisted === null
         ? startSessionActor(machine, { input: { sessionId: this.#sessionId, policy } }, { onTransition })
-        : startSessionActor(machine, { persisted: JSON.parse(raw) as PersistedSession }, { onTransition });
+        : startSessionActor(machine, { persisted }, { onTransition });
     if (loaded !== null) {
       // The meta was read with the lease just now: the first policy check needs no second read
       // (and a new actor was just given this very policy).
       this.#checkPolicy = false;
-      if (raw !== null) this.#syncPolicy(policy);
+      if (persisted !== null) this.#syncPolicy(policy);
     }
     this.#actor.subscribe({
       next: () => {
@@ -167,11 +168,11 @@ export class ActiveSession {
       },
       error: () => this.#poke(),
     });
-    if (raw === null) {
+    if (persisted === null) {
       // A new session: nothing to write yet; its first snapshot goes with the first prompt's write.
       this.#stage();
     } else {
-      this.#lastState = stateName((JSON.parse(raw) as PersistedSession).snapshot.value);
+      this.#lastState = stateName(persisted.snapshot.value);
       this.#persist();
     }
   }
@@ -374,6 +375,7 @@ export class ActiveSession {
     const config = this.#config;
     const sessionId = this.#sessionId;
     const running = this.#running;
+    const scope = markerScope(store.keys.prefix);
     return async function* runAttempt(request, { signal }) {
       let ended: () => void = () => undefined;
       const done = new Promise<void>((resolve) => (ended = resolve));
@@ -392,7 +394,7 @@ export class ActiveSession {
           if (state !== null) await agent.importState(options, request.agentSessionId, state);
         }
         // The marker names this worker and the session: found in /proc, it says whose the processes are.
-        const marker = newMarker(await markerOwner(), markerScope(store.keys.prefix), sessionId);
+        const marker = newMarker(await markerOwner(), scope, sessionId);
         let agentSessionId = request.agentSessionId;
         try {
           for await (const message of agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options }, { signal, marker })) {

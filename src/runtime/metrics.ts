@@ -136,34 +136,36 @@ export class RuntimeMetrics {
 
   async #refresh(): Promise<void> {
     const runtime = this.#runtime;
-    const [sessions, counts, workers] = await Promise.all([
-      runtime.listSessions({ limit: 1_000_000 }),
+    const [ids, counts, workers] = await Promise.all([
+      runtime.redis.zrange(runtime.keys.sessions, 0, -1),
       runtime.queue.queue.getJobCounts(...QUEUE_STATES),
       runtime.workers(),
     ]);
-    const byState = new Map<string, number>(SESSION_STATES.map((s) => [s, 0]));
-    for (const s of sessions) byState.set(s.state, (byState.get(s.state) ?? 0) + 1);
-    this.#sessions.reset();
-    for (const [state, n] of byState) this.#sessions.set({ state }, n);
     for (const state of QUEUE_STATES) this.#queueJobs.set({ state }, counts[state] ?? 0);
     const now = Date.now();
     this.#workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
 
-    const ids = sessions.map((s) => s.sessionId);
+    // One read of each session's meta gives both its state (for the gauge) and whether it changed.
+    const byState = new Map<string, number>(SESSION_STATES.map((s) => [s, 0]));
     for (let i = 0; i < ids.length; i += this.#concurrency) {
-      await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
+      const states = await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
+      for (const state of states) if (state !== null) byState.set(state, (byState.get(state) ?? 0) + 1);
     }
+    this.#sessions.reset();
+    for (const [state, n] of byState) this.#sessions.set({ state }, n);
   }
 
-  async #observe(sessionId: string): Promise<void> {
+  /** Counts what changed in the session since the last refresh; returns its state (null: gone). */
+  async #observe(sessionId: string): Promise<string | null> {
     const meta = await this.#runtime.store.meta(sessionId);
-    if (meta === null) return;
+    if (meta === null) return null;
+    const state = meta.state ?? 'queued';
     const version = `${meta.updatedAt ?? meta.createdAt ?? ''}|${meta.state ?? ''}`;
     const seen = this.#seen.get(sessionId);
-    if (seen !== undefined && seen.version === version) return;
+    if (seen !== undefined && seen.version === version) return state;
     const view = await this.#runtime.getSession(sessionId);
-    if (view === null) return;
-    this.#seen.set(sessionId, this.#count(view, version, seen));
+    if (view !== null) this.#seen.set(sessionId, this.#count(view, version, seen));
+    return state;
   }
 
   #count(view: SessionView, version: string, previous: Seen | undefined): Seen {

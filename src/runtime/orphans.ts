@@ -14,15 +14,8 @@ const MARKER = /^sessiond\.([0-9a-f]{8})\.(\d+)\.(\d+)\.([0-9a-f-]{36})\.([A-Za-
 
 /** The deployment part of a marker: 8 hex digits of a hash of the key prefix. */
 export function markerScope(prefix: string): string {
-  let scope = scopes.get(prefix);
-  if (scope === undefined) {
-    scope = createHash('sha256').update(prefix).digest('hex').slice(0, 8);
-    scopes.set(prefix, scope);
-  }
-  return scope;
+  return createHash('sha256').update(prefix).digest('hex').slice(0, 8);
 }
-/** A process uses a handful of prefixes; every attempt asks. */
-const scopes = new Map<string, string>();
 
 /** The worker process that starts an agent: its pid and start time (`/proc/<pid>/stat` field 22; '0' where unknown). */
 export interface MarkerOwner {

@@ -48,7 +48,7 @@ export class SessionWriter {
   message(turn: number, attempt: number, type: string, content: unknown): Promise<void> | undefined {
     this.#pending.messages.push({ turn, attempt, type, content: JSON.stringify(content ?? null) });
     if (this.#pending.messages.length >= FLUSH_AT_MESSAGES) return this.flush();
-    this.#soon();
+    this.soon();
     return undefined;
   }
 
@@ -115,10 +115,6 @@ export class SessionWriter {
 
   /** Writes what is pending within FLUSH_DELAY_MS (batched with what comes meanwhile). */
   soon(): void {
-    this.#soon();
-  }
-
-  #soon(): void {
     if (this.#timer !== undefined) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;

@@ -240,7 +240,7 @@ export function createRedis(url: string, options: CreateRedisOptions): Redis {
  * meanwhile (by all the sessions a worker drives) leave in one writev(2). Order is unchanged and
  * nothing waits longer than the current tick.
  */
-export function coalesceWrites(stream: { cork(): void; uncork(): void; write(...args: never[]): boolean }): void {
+function coalesceWrites(stream: { cork(): void; uncork(): void; write(...args: never[]): boolean }): void {
   if ((stream as { sessiondCoalesced?: boolean }).sessiondCoalesced === true) return;
   (stream as { sessiondCoalesced?: boolean }).sessiondCoalesced = true;
   const write = (stream.write as (...args: unknown[]) => boolean).bind(stream);

@@ -23,7 +23,7 @@ export function mergeUpdates(first: IndexUpdate, later: IndexUpdate): IndexUpdat
 }
 
 /** How long a batch that failed (Redis unreachable) waits before it is sent again. */
-export const INDEX_RETRY_MS = 1_000;
+const INDEX_RETRY_MS = 1_000;
 
 /**
  * The fleet-index updates of every session a worker drives, sent as one script call per tick
