@@ -36,9 +36,6 @@ import {
   type StreamPacing,
 } from './scripted-http.ts';
 
-export { isHangStep, isHttpErrorStep, splitWords } from './scripted-http.ts';
-export type { HangStep } from './scripted-http.ts';
-
 // ---------------------------------------------------------------------------------------------
 // Request types
 // ---------------------------------------------------------------------------------------------
@@ -145,18 +142,6 @@ export type Script = ScriptOf<ScriptStep, ScriptContext>;
 /** True when the request already contains a tool result (`role: "tool"`) message. */
 export function hasToolResult(body: ChatCompletionRequestBody): boolean {
   return (body.messages ?? []).some((m) => m.role === 'tool');
-}
-
-/** Number of `role: "tool"` messages after the last user message. */
-export function toolResultsSinceLastUser(body: ChatCompletionRequestBody): number {
-  const messages = body.messages ?? [];
-  let n = 0;
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const m = messages[i];
-    if (!m || m.role === 'user') break;
-    if (m.role === 'tool') n++;
-  }
-  return n;
 }
 
 const DEFAULT_ERROR_MESSAGES: Record<number, [string, string]> = {

@@ -70,7 +70,7 @@ export function pickStep<Step extends object, Ctx extends { index: number }>(scr
 // ---------------------------------------------------------------------------------------------
 
 /** "Hello from the fake LLM." -> ["Hello", " from", " the", " fake", " LLM."] */
-export function splitWords(text: string): string[] {
+function splitWords(text: string): string[] {
   const parts = text.match(/\s*\S+\s*$|\s*\S+/g);
   return parts && parts.length > 0 ? parts : [text];
 }

@@ -31,7 +31,6 @@ import {
 } from '../../src/demo/scripted-http.ts';
 
 // An error step's default body is `anthropicErrorBody(status)`.
-export type { HangStep, HttpErrorStep } from '../../src/demo/scripted-http.ts';
 
 export interface AnthropicRequestBody {
   model?: string;

@@ -27,7 +27,6 @@ import {
   type StreamPacing,
 } from '../../src/demo/scripted-http.ts';
 
-export { splitWords } from '../../src/demo/scripted-http.ts';
 
 export interface GeminiPart {
   text?: string;
@@ -128,8 +127,6 @@ export function userTexts(body: GeminiRequestBody): string[] {
 export function declaredTools(body: GeminiRequestBody): string[] {
   return (body.tools ?? []).flatMap((t) => (t.functionDeclarations ?? []).map((d) => d.name ?? ''));
 }
-
-export const GEMINI_TEXT = 'Hello from the fake model.';
 
 const shell = (command: string): FunctionCallSpec => ({ name: 'run_shell_command', args: { command, description: 'Run a command' } });
 const afterTool = (first: GeminiStep, then: GeminiStep): GeminiScriptFn => ({ body }) => (hasFunctionResponse(body) ? then : first);
