@@ -1,14 +1,12 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { THINKING_LEVELS } from '../../../agents/pi/options.ts';
 import { AGENT_NAMES } from '../../../agents/registry.ts';
 import { InputError } from '../../../runtime/runtime.ts';
 import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { followSession } from '../follow.ts';
 import { printJson } from '../present.ts';
-import { agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
-import { collectAgentOption, parseDurationOption } from '../parse-options.ts';
+import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 
 interface EnqueueFlags extends RetryFlags, AgentFlags {
@@ -24,14 +22,8 @@ export function registerEnqueue(program: Command): void {
     .description('Add a prompt to a session (created if new) and make sure a worker runs it; prints the session id')
     .argument('<prompt>', 'the prompt')
     .option('--session <id>', 'the session to add the prompt to (default: a new session)')
-    .addOption(new Option('--agent <name>', 'the agent (for a new session)').choices(AGENT_NAMES))
-    .option('--agent-option <key=value>', "an option of the chosen agent without a flag of its own (e.g. permissionMode=acceptEdits, sandbox=workspace-write, approvalMode=yolo); repeatable", collectAgentOption)
-    .option('--cwd <dir>', "the agent's working directory on the worker's host")
-    .option('--provider <name>', 'model provider (pi --provider)')
-    .option('--model <id>', 'model id (pi --model)')
-    .addOption(new Option('--thinking <level>', 'thinking level').choices(THINKING_LEVELS))
-    .option('--agent-dir <dir>', "the pi agent dir on the worker's host to take models and auth from")
-    .option('--idle-timeout <duration>', 'fail an attempt as timeout after this long without output', parseDurationOption('--idle-timeout'));
+    .addOption(new Option('--agent <name>', 'the agent (for a new session)').choices(AGENT_NAMES));
+  addAgentFlagOptions(command, { onWorker: true });
   addRetryPolicyOptions(command, 'retry policy of this session (overrides the global one)');
   command
     .option('--json', 'print {"sessionId","turn"}')

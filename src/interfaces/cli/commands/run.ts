@@ -1,9 +1,7 @@
 import type { Command } from 'commander';
-import { THINKING_LEVELS } from '../../../agents/pi/options.ts';
 import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
-import { agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
-import { collectAgentOption, parseDurationOption } from '../parse-options.ts';
+import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { Option } from 'commander';
 
@@ -11,26 +9,19 @@ interface RunFlags extends AgentFlags {
   agent: AgentName;
   session?: string | boolean;
   sessionDir?: string;
-  idleTimeout?: number;
   json?: boolean;
 }
 
 export function registerRun(program: Command): void {
-  program
+  const command = program
     .command('run')
     .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
     .argument('<prompt>', 'the prompt')
-    .addOption(new Option('--agent <name>', 'the agent CLI').choices(AGENT_NAMES).default('pi'))
-    .option('--agent-option <key=value>', "an option of the chosen agent without a flag of its own (e.g. permissionMode=acceptEdits, sandbox=workspace-write, approvalMode=yolo); repeatable", collectAgentOption)
-    .option('--cwd <dir>', "the agent's working directory")
-    .option('--provider <name>', 'model provider (pi --provider)')
-    .option('--model <id>', 'model id (pi --model)')
-    .addOption(new Option('--thinking <level>', 'thinking level').choices(THINKING_LEVELS))
-    .option('--agent-dir <dir>', "the pi agent dir to take models and auth from (default $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    .addOption(new Option('--agent <name>', 'the agent CLI').choices(AGENT_NAMES).default('pi'));
+  addAgentFlagOptions(command, { onWorker: false })
     .option('--session <id>', 'resume this pi session')
     .option('--no-session', 'do not save a pi session')
     .option('--session-dir <dir>', 'where pi keeps session files')
-    .option('--idle-timeout <duration>', 'fail as timeout after this long without output (e.g. 90s, 10m)', parseDurationOption('--idle-timeout'))
     .option('--json', 'print the normalized messages as JSON lines')
     .action(async (prompt: string, flags: RunFlags) => {
       process.exitCode = await run(prompt, flags);
