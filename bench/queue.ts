@@ -1,7 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
@@ -10,13 +8,15 @@ import { Queue, Worker } from 'bullmq';
 import { createKeys } from '../src/runtime/keys.ts';
 import { ACTIVATION_JOB, JOB_OPTIONS, QUEUE_NAME } from '../src/runtime/queue.ts';
 import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
-import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../src/runtime/worker.ts';
+import { SessionWorker, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
-import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, procCpuMs, sleep, withTimeout } from './support/harness.ts';
+import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, procCpuMs, sleep, tempDir, verifySessions, withTimeout } from './support/harness.ts';
+import { writeFakeAgents } from './support/fake-agents.ts';
+import { PRODUCER_IN_FLIGHT, PROMPT } from './support/fleet.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { median, round } from './support/timing.ts';
-import { benchWorker, connector } from './support/worker.ts';
+import { bareWorker, benchWorker, connector } from './support/worker.ts';
 
 /**
  * The durable runtime on one real Redis (started here, AOF off), in one run:
@@ -59,7 +59,6 @@ const WARMUP_SESSIONS = 4000;
 // steady-state CPU per session; the bare job's much smaller path recovers within a few hundred jobs).
 const REPETITIONS = 5;
 const MESSAGES_PER_TURN = 20;
-const PRODUCER_IN_FLIGHT = 16;
 const LONG_SESSIONS = 50;
 const LONG_MESSAGES = 1000;
 const COOPERATIVE_SAMPLES = 30;
@@ -75,7 +74,6 @@ const POLL_MS = 5;
 const TARGET_RATIO = 0.4;
 /** Everything, setup and teardown included, must end within this. */
 const TIME_LIMIT_MS = 10 * 60_000;
-const PROMPT = 'Summarize the session store in one paragraph.';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..');
@@ -212,28 +210,6 @@ async function runSessions(ctx: Ctx, n: number, messages: number, preload = fals
   return throughput(n, wallMs, cpu);
 }
 
-/** Every session completed, with exactly `messages` messages, seq 1..messages, one turn, one attempt. */
-async function verifySessions(runtime: Runtime, ids: readonly string[], messages: number): Promise<void> {
-  const states = await runtime.sessionStates(ids);
-  const notCompleted = ids.filter((id) => states[id] !== 'completed');
-  if (notCompleted.length > 0) throw new BenchFailure(`${notCompleted.length} sessions not completed, e.g. ${notCompleted[0]}: ${states[notCompleted[0] ?? ''] ?? 'no state'}`);
-  const pipeline = runtime.redis.pipeline();
-  for (const id of ids) pipeline.xlen(runtime.store.key(id, 'log'));
-  const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : -1));
-  const wrong = ids.map((id, i) => [id, lengths[i]] as const).filter(([, len]) => len !== messages);
-  if (wrong.length > 0) throw new BenchFailure(`${wrong.length} sessions have a log of the wrong length, e.g. ${wrong[0]?.[0]}: ${wrong[0]?.[1]} (expected ${messages})`);
-  // The full check (readMessages: seq, turn, attempt, types) on a few sessions.
-  for (const id of [ids[0], ids[Math.floor(ids.length / 2)], ids[ids.length - 1]]) {
-    if (id === undefined) continue;
-    const read = await runtime.readMessages(id, 1, messages + 10);
-    const bad = read.findIndex((m, i) => m.seq !== i + 1 || m.turn !== 1 || m.attempt !== 1);
-    const types = read.map((m) => m.type);
-    if (read.length !== messages || bad >= 0 || types[0] !== 'session.started' || types.at(-1) !== 'terminal.completed' || types.slice(1, -1).some((t) => t !== 'assistant')) {
-      throw new BenchFailure(`session ${id}: messages read back do not match (${read.length} read, first bad index ${bad}, types ${types.slice(0, 3).join(',')}…${types.at(-1)})`);
-    }
-  }
-}
-
 // ---------------------------------------------------------------- 1: the bare BullMQ baseline
 
 async function runBaseline(ctx: Ctx, n: number, preload = false): Promise<Throughput> {
@@ -247,15 +223,7 @@ async function runBaseline(ctx: Ctx, n: number, preload = false): Promise<Throug
   const done = new Promise<void>((resolve) => (allDone = resolve));
   let worker: Worker | null = null;
   const startWorker = async (): Promise<void> => {
-    const w = new Worker(QUEUE_NAME, async () => 'done', {
-      connection: connect('base-worker'),
-      prefix: queuePrefix,
-      concurrency: CONCURRENCY,
-      lockDuration: WORKER_DEFAULTS.leaseTtlMs,
-      stalledInterval: WORKER_DEFAULTS.stalledIntervalMs,
-      maxStalledCount: Number.MAX_SAFE_INTEGER,
-      autorun: true,
-    });
+    const w = bareWorker(connect, queuePrefix, CONCURRENCY, async () => 'done');
     worker = w;
     w.on('completed', () => {
       completed += 1;
@@ -357,7 +325,6 @@ interface CancelSample {
   callMs: number;
 }
 
-/** Processes whose command line mentions `needle` (Linux /proc; [] elsewhere). */
 async function pollSession(runtime: Runtime, sessionId: string, until: (view: SessionView) => boolean, timeoutMs: number, what: string): Promise<SessionView> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -510,14 +477,9 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
   if (PARTS.has('3')) {
     // ---- 3. cancel latency
     log(`3. cancel() from another process → the turn's "cancelled" transition, fake pi as a real child process (${COOPERATIVE_SAMPLES} + ${STUBBORN_SAMPLES} samples)`);
-    const tmp = mkdtempSync(join(tmpdir(), 'sessiond-bench-'));
-    cleanup.add('temp dir', () => rmSync(tmp, { recursive: true, force: true }));
-    const fakePi = join(tmp, 'fake-pi.mjs');
-    copyFileSync(join(HERE, 'support', 'fake-pi.mjs'), fakePi);
-    chmodSync(fakePi, 0o755);
-    const dirs = { agentDir: join(tmp, 'agent'), stateDir: join(tmp, 'state') };
-    mkdirSync(dirs.agentDir);
-    mkdirSync(dirs.stateDir);
+    const fakes = writeFakeAgents(tempDir('sessiond-bench-', cleanup), MESSAGES_PER_TURN);
+    const fakePi = fakes.nodeTurn;
+    const dirs = { agentDir: fakes.agentDir, stateDir: fakes.stateDir };
     const client = new CancelClient(ctx.url);
     cleanup.add('cancel client', () => client.stop());
     await withTimeout(client.ready, deadline.cap(60_000), 'the cancel client to start');

@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { percentile } from '../bench/support/harness.ts';
 
 /**
  * `node --import tsx scripts/plot-bench.ts <bench-results.json> <out-dir>`
@@ -82,9 +83,9 @@ function numbers(value: unknown): number[] | null {
   return Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isFinite(v)) ? (value as number[]) : null;
 }
 
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
+/** A picture of `width` × `height` and the plot area inside these margins. */
+function frame(width: number, height: number, margin: { left: number; right: number; top: number; bottom: number }) {
+  return { width, height, left: margin.left, top: margin.top, plotW: width - margin.left - margin.right, plotH: height - margin.top - margin.bottom };
 }
 
 function machineLine(machine: Json | undefined): string {
@@ -101,7 +102,7 @@ function machineLine(machine: Json | undefined): string {
 
 // ---------------------------------------------------------------- throughput against workers
 
-export function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Json | undefined): string {
+function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Json | undefined): string {
   const perSec = scaling.sessionsPerSec as Record<string, unknown> | undefined;
   const workers = ['1', '2', '4'];
   const values = workers.map((w) => num(perSec?.[w]));
@@ -115,14 +116,7 @@ export function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Jso
   const concurrency = num(scaling.concurrencyPerWorker);
   const cores = num(scaling.cores) ?? num(machine?.cpus);
 
-  const width = 760;
-  const height = 470;
-  const left = 80;
-  const right = 250;
-  const top = 78;
-  const bottom = 70;
-  const plotW = width - left - right;
-  const plotH = height - top - bottom;
+  const { width, height, left, top, plotW, plotH } = frame(760, 470, { left: 80, right: 250, top: 78, bottom: 70 });
   const yMax = Math.max(...rates, spawnRate ?? 0, one * 2) * 1.12;
   const step = niceStep(yMax, 6);
   const top_ = Math.ceil(yMax / step) * step;
@@ -185,7 +179,7 @@ export function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Jso
 
 // ---------------------------------------------------------------- cancel latency
 
-export function cancelSvg(queue: Json, machine: Json | undefined): string {
+function cancelSvg(queue: Json, machine: Json | undefined): string {
   const cooperative = numbers(queue.cancelSamplesMs);
   const stubborn = numbers(queue.cancelStubbornSamplesMs);
   if (cooperative === null || stubborn === null || cooperative.length === 0 || stubborn.length === 0) {
@@ -195,14 +189,7 @@ export function cancelSvg(queue: Json, machine: Json | undefined): string {
     { label: 'cooperative', detail: 'exits on SIGTERM', samples: cooperative, color: BLUE },
     { label: 'stubborn', detail: 'ignores SIGINT/SIGTERM', samples: stubborn, color: ORANGE },
   ];
-  const width = 800;
-  const height = 400;
-  const left = 170;
-  const right = 40;
-  const top = 80;
-  const bottom = 80;
-  const plotW = width - left - right;
-  const plotH = height - top - bottom;
+  const { width, height, left, top, plotW, plotH } = frame(800, 400, { left: 170, right: 40, top: 80, bottom: 80 });
   const all = [...cooperative, ...stubborn].map((v) => Math.max(v, 1));
   const lo = 10 ** Math.floor(Math.log10(Math.min(...all)));
   const hi = 10 ** Math.ceil(Math.log10(Math.max(...all)));
@@ -254,7 +241,7 @@ export function cancelSvg(queue: Json, machine: Json | undefined): string {
 // ---------------------------------------------------------------- main
 
 /** The JSON document in `raw`: the whole of it, or its last line that is one (npm prints a banner before it). */
-export function parseResults(raw: string): { benchmarks: Json[]; machine?: Json } {
+function parseResults(raw: string): { benchmarks: Json[]; machine?: Json } {
   const candidates = [raw, ...raw.split('\n').reverse()];
   for (const candidate of candidates) {
     const trimmed = candidate.trim();

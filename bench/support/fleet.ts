@@ -1,10 +1,9 @@
 import { performance } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
-import { createRedis } from '../../src/runtime/redis/index.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { BenchFailure } from './benchmark.ts';
-import { pool, procCpuMs, withTimeout, type Cleanup, type Deadline } from './harness.ts';
+import { pool, procCpuMs, verifySessions, withTimeout, type Cleanup, type Deadline } from './harness.ts';
 import { WorkerProcess, type WorkerProcessOptions } from './worker-process.ts';
+import { connector } from './worker.ts';
 
 /**
  * K real worker processes on one prefix of one Redis, and a Runtime in this
@@ -32,7 +31,6 @@ export interface FleetRun {
 export class Fleet {
   readonly runtime: Runtime;
   readonly workers: WorkerProcess[] = [];
-  readonly #connections: Redis[] = [];
   readonly #released = new Set<string>();
   readonly #waiters = new Set<() => void>();
   readonly #options: FleetOptions;
@@ -44,16 +42,12 @@ export class Fleet {
     this.#options = options;
     this.#redisPid = redisPid;
     this.#deadline = deadline;
-    const connect = (role: string): Redis => {
-      const redis = createRedis(options.url, { role: `bench-${role}`, maxRetriesPerRequest: null, log: () => undefined });
-      this.#connections.push(redis);
-      return redis;
-    };
+    const { connect, closeAll } = connector(options.url);
     this.runtime = new Runtime({ connect, prefix: options.prefix });
     this.close = cleanup.add(`fleet ${options.prefix}`, async () => {
       await Promise.all(this.workers.map((w) => w.stop()));
       await this.runtime.close().catch(() => undefined);
-      for (const c of this.#connections) c.disconnect();
+      closeAll();
     });
   }
 
@@ -151,28 +145,7 @@ export class Fleet {
    * session.started, assistant deltas, terminal.completed.
    */
   async verify(ids: readonly string[], messages: number): Promise<void> {
-    const { redis, store } = this.runtime;
-    const states = await this.runtime.sessionStates(ids);
-    const notCompleted = ids.filter((id) => states[id] !== 'completed');
-    if (notCompleted.length > 0) {
-      const id = notCompleted[0] ?? '';
-      const last = (await this.runtime.readMessages(id, 1, 1000)).at(-1);
-      throw new BenchFailure(`${notCompleted.length} sessions not completed, e.g. ${id}: ${states[id] ?? 'no state'} (last message: ${JSON.stringify(last ?? null).slice(0, 400)})`);
-    }
-    const pipeline = redis.pipeline();
-    for (const id of ids) pipeline.xlen(store.key(id, 'log'));
-    const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : -1));
-    const wrong = ids.map((id, i) => [id, lengths[i]] as const).filter(([, len]) => len !== messages);
-    if (wrong.length > 0) throw new BenchFailure(`${wrong.length} sessions have a log of the wrong length, e.g. ${wrong[0]?.[0]}: ${wrong[0]?.[1]} (expected ${messages})`);
-    for (const id of [ids[0], ids[Math.floor(ids.length / 2)], ids[ids.length - 1]]) {
-      if (id === undefined) continue;
-      const read = await this.runtime.readMessages(id, 1, messages + 10);
-      const bad = read.findIndex((m, i) => m.seq !== i + 1 || m.turn !== 1 || m.attempt !== 1);
-      const types = read.map((m) => m.type);
-      if (read.length !== messages || bad >= 0 || types[0] !== 'session.started' || types.at(-1) !== 'terminal.completed' || types.slice(1, -1).some((t) => t !== 'assistant')) {
-        throw new BenchFailure(`session ${id}: messages read back do not match (${read.length} read, first bad index ${bad}, types ${types.slice(0, 3).join(',')}…${types.at(-1)})`);
-      }
-    }
+    await verifySessions(this.runtime, ids, messages);
   }
 }
 

@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BenchFailure } from './benchmark.ts';
+import type { Runtime } from '../../src/runtime/runtime.ts';
 
 /**
  * Plumbing shared by the process-level benchmarks (e2e, scaling): cleanup in
@@ -44,9 +45,6 @@ export class Deadline {
   /** `ms`, cut to what is left of the whole run. */
   cap(ms: number): number {
     return Math.max(0, Math.min(ms, this.#at - Date.now()));
-  }
-  get leftMs(): number {
-    return Math.max(0, this.#at - Date.now());
   }
 }
 
@@ -154,4 +152,34 @@ export function processesMentioning(needle: string): number[] {
     }
   }
   return found;
+}
+
+/**
+ * Every session of `ids` completed, its log exactly `messages` long (XLEN);
+ * a few read back in full: seq 1..messages, one turn, one attempt,
+ * session.started, assistant deltas, terminal.completed.
+ */
+export async function verifySessions(runtime: Runtime, ids: readonly string[], messages: number): Promise<void> {
+  const { redis, store } = runtime;
+  const states = await runtime.sessionStates(ids);
+  const notCompleted = ids.filter((id) => states[id] !== 'completed');
+  if (notCompleted.length > 0) {
+    const id = notCompleted[0] ?? '';
+    const last = (await runtime.readMessages(id, 1, 1000)).at(-1);
+    throw new BenchFailure(`${notCompleted.length} sessions not completed, e.g. ${id}: ${states[id] ?? 'no state'} (last message: ${JSON.stringify(last ?? null).slice(0, 400)})`);
+  }
+  const pipeline = redis.pipeline();
+  for (const id of ids) pipeline.xlen(store.key(id, 'log'));
+  const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : -1));
+  const wrong = ids.map((id, i) => [id, lengths[i]] as const).filter(([, len]) => len !== messages);
+  if (wrong.length > 0) throw new BenchFailure(`${wrong.length} sessions have a log of the wrong length, e.g. ${wrong[0]?.[0]}: ${wrong[0]?.[1]} (expected ${messages})`);
+  for (const id of [ids[0], ids[Math.floor(ids.length / 2)], ids[ids.length - 1]]) {
+    if (id === undefined) continue;
+    const read = await runtime.readMessages(id, 1, messages + 10);
+    const bad = read.findIndex((m, i) => m.seq !== i + 1 || m.turn !== 1 || m.attempt !== 1);
+    const types = read.map((m) => m.type);
+    if (read.length !== messages || bad >= 0 || types[0] !== 'session.started' || types.at(-1) !== 'terminal.completed' || types.slice(1, -1).some((t) => t !== 'assistant')) {
+      throw new BenchFailure(`session ${id}: messages read back do not match (${read.length} read, first bad index ${bad}, types ${types.slice(0, 3).join(',')}…${types.at(-1)})`);
+    }
+  }
 }

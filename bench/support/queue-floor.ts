@@ -1,15 +1,14 @@
 import { performance } from 'node:perf_hooks';
-import { Worker, type Job } from 'bullmq';
+import { type Job } from 'bullmq';
 import { createKeys } from '../../src/runtime/keys.ts';
-import { QUEUE_NAME } from '../../src/runtime/queue.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { SessionStore } from '../../src/runtime/store/session-store.ts';
-import { WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
 import { startRedis } from '../../test/support/redis.ts';
 import * as fakeAgent from './fake-agent.ts';
+import { PROMPT } from './fleet.ts';
 import { pool, procCpuMs, withTimeout } from './harness.ts';
 import { median } from './timing.ts';
-import { benchWorker, connector } from './worker.ts';
+import { bareWorker, benchWorker, connector } from './worker.ts';
 
 /**
  * `node --import tsx bench/support/queue-floor.ts [sessions]` — not part of
@@ -42,7 +41,6 @@ const N = Number(process.argv[2] ?? 3000);
 const ROUNDS = 5;
 const CONCURRENCY = 8;
 const MESSAGES = 20;
-const PROMPT = 'Summarize the session store in one paragraph.';
 const MODES = ['bare job', '+ lease', '+ 1 write', '+ writes', 'session'] as const;
 type Mode = (typeof MODES)[number];
 
@@ -115,14 +113,7 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
     await worker.start();
     close = () => worker.close(2000);
   } else {
-    const worker = new Worker(QUEUE_NAME, processor(mode, new SessionStore(connect('floor-store'), keys)), {
-      connection: connect('floor-worker'),
-      prefix: keys.queuePrefix,
-      concurrency: CONCURRENCY,
-      lockDuration: WORKER_DEFAULTS.leaseTtlMs,
-      stalledInterval: WORKER_DEFAULTS.stalledIntervalMs,
-      maxStalledCount: Number.MAX_SAFE_INTEGER,
-    });
+    const worker = bareWorker(connect, keys.queuePrefix, CONCURRENCY, processor(mode, new SessionStore(connect('floor-store'), keys)));
     worker.on('completed', one);
     worker.on('failed', (job, error) => fail(new Error(`${mode}: job ${job?.id ?? '?'} failed: ${error.message}`)));
     await worker.waitUntilReady();

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { Queue, Worker } from 'bullmq';
+import { Queue } from 'bullmq';
 import { createKeys } from '../../src/runtime/keys.ts';
 import { ACTIVATION_JOB, JOB_OPTIONS, QUEUE_NAME } from '../../src/runtime/queue.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
-import { WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
 import { startRedis } from '../../test/support/redis.ts';
 import * as fakeAgent from './fake-agent.ts';
+import { PROMPT } from './fleet.ts';
 import { pool, withTimeout } from './harness.ts';
-import { benchWorker, connector } from './worker.ts';
+import { bareWorker, benchWorker, connector } from './worker.ts';
 
 /**
  * `node --import tsx bench/support/round-trips.ts [sessions]` — not part of
@@ -25,7 +25,6 @@ import { benchWorker, connector } from './worker.ts';
 const N = Number(process.argv[2] ?? 200);
 const CONCURRENCY = 8;
 const MESSAGES = 20;
-const PROMPT = 'Summarize the session store in one paragraph.';
 
 interface Counts {
   client: Map<string, number>;
@@ -117,14 +116,7 @@ async function main(): Promise<void> {
     let completed = 0;
     let allDone: () => void = () => undefined;
     const finished = new Promise<void>((resolve) => (allDone = resolve));
-    const bare = new Worker(QUEUE_NAME, async () => 'done', {
-      connection: connect('base-worker'),
-      prefix: barePrefix,
-      concurrency: CONCURRENCY,
-      lockDuration: WORKER_DEFAULTS.leaseTtlMs,
-      stalledInterval: WORKER_DEFAULTS.stalledIntervalMs,
-      maxStalledCount: Number.MAX_SAFE_INTEGER,
-    });
+    const bare = bareWorker(connect, barePrefix, CONCURRENCY, async () => 'done');
     bare.on('completed', (job) => {
       if (!String(job.id).startsWith('s')) return;
       completed += 1;

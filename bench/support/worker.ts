@@ -1,6 +1,7 @@
+import { Worker, type Processor } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Keys } from '../../src/runtime/keys.ts';
-import { createSessionQueue } from '../../src/runtime/queue.ts';
+import { createSessionQueue, QUEUE_NAME } from '../../src/runtime/queue.ts';
 import { createRedis } from '../../src/runtime/redis/index.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/runtime/worker.ts';
 
@@ -22,4 +23,16 @@ export function connector(url: string) {
     return redis;
   };
   return { connect, closeAll: () => made.forEach((r) => r.disconnect()) };
+}
+
+/** A plain BullMQ worker on the activation queue, with the SessionWorker's lock and stall settings: the baseline's side, or a layer of queue-floor. */
+export function bareWorker(connect: (role: string) => Redis, queuePrefix: string, concurrency: number, processor: Processor): Worker {
+  return new Worker(QUEUE_NAME, processor, {
+    connection: connect('base-worker'),
+    prefix: queuePrefix,
+    concurrency,
+    lockDuration: WORKER_DEFAULTS.leaseTtlMs,
+    stalledInterval: WORKER_DEFAULTS.stalledIntervalMs,
+    maxStalledCount: Number.MAX_SAFE_INTEGER,
+  });
 }
