@@ -3,7 +3,9 @@
  * SessionStore: the same reads `inspect` and `watch` use) and returns a CheckResult: its name, ok,
  * a one-line summary and the violations it found. None throws for a failed check.
  */
-import type { Runtime, SessionView } from '../src/runtime/runtime.ts';
+import { FINISHED_PROMPTS_KEPT } from '../machines/session.machine.ts';
+import type { Runtime } from '../src/runtime/runtime.ts';
+import { assistantText } from '../test/support/runtime.ts';
 import type { StoredMessage } from '../src/runtime/store/session-store.ts';
 import type { Cluster, ScannedProcess } from './cluster.ts';
 import type { Ledger, LedgerSession } from './ledger.ts';
@@ -19,11 +21,11 @@ export interface CheckResult {
 const FINAL = new Set(['completed', 'failed', 'cancelled']);
 const MAX_LISTED = 12;
 
-function result(name: string, violations: string[], summary: string): CheckResult {
+export function check(name: string, violations: string[], summary: string): CheckResult {
   return { name, ok: violations.length === 0, summary, violations };
 }
 
-function sleep(ms: number): Promise<void> {
+export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
@@ -81,7 +83,7 @@ export async function checkSettled(runtime: Runtime, ledger: Ledger, deadlineMs:
   const violations = pending.slice(0, MAX_LISTED).map((p) => `${p.id}: ${p.why} (after ${Math.round(deadlineMs / 1000)} s)`);
   if (pending.length > MAX_LISTED) violations.push(`…and ${pending.length - MAX_LISTED} more`);
   return {
-    ...result('no session lost or stuck', violations, `${sessions.length} sessions, ${ledger.promptCount()} prompts; settled after ${(waitedMs / 1000).toFixed(1)} s`),
+    ...check('no session lost or stuck', violations, `${sessions.length} sessions, ${ledger.promptCount()} prompts; settled after ${(waitedMs / 1000).toFixed(1)} s`),
     waitedMs,
   };
 }
@@ -125,7 +127,7 @@ export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<Chec
     if (ctx.turnIndex !== expected) violations.push(`${id}: ${ctx.turnIndex} turns started for ${expected} prompts`);
     const finished = ctx.finishedPromptIds;
     if (new Set(finished).size !== finished.length) violations.push(`${id}: a prompt ended twice (finishedPromptIds has duplicates)`);
-    if (finished.length !== Math.min(ctx.turnIndex, 200)) violations.push(`${id}: ${finished.length} prompts ended, ${ctx.turnIndex} turns started`);
+    if (finished.length !== Math.min(ctx.turnIndex, FINISHED_PROMPTS_KEPT)) violations.push(`${id}: ${finished.length} prompts ended, ${ctx.turnIndex} turns started`);
     const turn = ctx.turn;
     if (turn === null) {
       if (expected > 0) violations.push(`${id}: no current turn after ${expected} prompts`);
@@ -164,7 +166,7 @@ export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<Chec
   }
   const listed = violations.slice(0, MAX_LISTED * 2);
   if (violations.length > listed.length) listed.push(`…and ${violations.length - listed.length} more`);
-  return result('every turn ended in exactly one of completed / failed / cancelled', listed, `last turns: ${outcomes.completed} completed, ${outcomes.failed} failed, ${outcomes.cancelled} cancelled`);
+  return check('every turn ended in exactly one of completed / failed / cancelled', listed, `last turns: ${outcomes.completed} completed, ${outcomes.failed} failed, ${outcomes.cancelled} cancelled`);
 }
 
 /**
@@ -216,7 +218,7 @@ export async function checkLogs(runtime: Runtime, ledger: Ledger): Promise<Check
     if (session.pi) continue;
     for (const p of session.prompts) {
       if (p.tag === null) continue;
-      const text = log.filter((m) => m.turn === p.turn && m.type === 'assistant').map((m) => (m.content as { text?: string } | null)?.text ?? '').join('');
+      const text = assistantText(log.filter((m) => m.turn === p.turn));
       const tags = new Set([...text.matchAll(/\[([A-Za-z0-9_.:-]+)\]/g)].map((m) => m[1]));
       const foreign = [...tags].filter((t) => t !== p.tag);
       if (foreign.length > 0) violations.push(`${id}: turn ${p.turn} answered prompt(s) ${foreign.join(', ')}, but the prompt enqueued as turn ${p.turn} was ${p.tag}`);
@@ -224,7 +226,7 @@ export async function checkLogs(runtime: Runtime, ledger: Ledger): Promise<Check
   }
   const listed = violations.slice(0, MAX_LISTED * 2);
   if (violations.length > listed.length) listed.push(`…and ${violations.length - listed.length} more`);
-  return result('message logs: seq 1..n, (turn, attempt) never backwards, one terminal per attempt', listed, `${messages} messages in ${attempts} attempts`);
+  return check('message logs: seq 1..n, (turn, attempt) never backwards, one terminal per attempt', listed, `${messages} messages in ${attempts} attempts`);
 }
 
 /**
@@ -234,7 +236,7 @@ export async function checkLogs(runtime: Runtime, ledger: Ledger): Promise<Check
  * higher fence than the one before.
  */
 export async function checkSingleDriver(runtime: Runtime, ledger: Ledger, witness: WitnessReport): Promise<CheckResult> {
-  const violations = [...witness.violations.filter((v) => !/ alive \d+ s after (its worker .* is dead|no live agent or worker)/.test(v))];
+  const violations = [...witness.driverViolations];
   let acquisitions = 0;
   for (const id of ledger.ids()) {
     const fence = Number((await runtime.redis.get(runtime.keys.session(id, 'fence'))) ?? 0);
@@ -242,7 +244,7 @@ export async function checkSingleDriver(runtime: Runtime, ledger: Ledger, witnes
     const lease = await runtime.store.leaseHolder(id);
     if (lease !== null && Number(lease.slice(lease.lastIndexOf('#') + 1)) !== fence) violations.push(`${id}: lease ${lease} is not the last fence granted (${fence})`);
   }
-  return result(
+  return check(
     'never two workers driving one session',
     violations,
     `${witness.samples} samples; ${acquisitions} leases granted, ${witness.takeovers} takeovers seen, ${witness.staleAgentsSeen} stale-holder agents (stopped within ${(witness.maxStaleStopMs / 1000).toFixed(1)} s)`,
@@ -268,20 +270,10 @@ export async function checkNoStrayProcesses(cluster: Cluster, witness: WitnessRe
     await sleep(250);
   }
   const violations = left.slice(0, MAX_LISTED).map((p) => `still alive ${Math.round((Date.now() - started) / 1000)} s after every session settled: ${describe(p)}`);
-  violations.push(...witness.violations.filter((v) => / alive \d+ s after (its worker .* is dead|no live agent or worker)/.test(v)));
-  return result(
+  violations.push(...witness.processViolations);
+  return check(
     'no agent process alive that should not be',
     violations,
     `${witness.orphansSeen} orphaned agents of killed workers seen, each reaped within ${(witness.maxOrphanLifeMs / 1000).toFixed(1)} s; at most ${witness.maxAgents} agents at once`,
   );
-}
-
-/** The session views of a ledger (for scenario-specific assertions). */
-export async function views(runtime: Runtime, ledger: Ledger): Promise<Map<string, SessionView>> {
-  const out = new Map<string, SessionView>();
-  for (const id of ledger.ids()) {
-    const view = await runtime.getSession(id);
-    if (view !== null) out.set(id, view);
-  }
-  return out;
 }

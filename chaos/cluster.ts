@@ -236,11 +236,6 @@ export class Cluster {
     return this.workers.filter((w) => w.state !== 'dead');
   }
 
-  workerById(workerId: string): ManagedWorker | undefined {
-    for (const w of this.allWorkers.values()) if (w.workerId === workerId) return w;
-    return undefined;
-  }
-
   /** kill -9; resolves once the process is gone. */
   async kill9(worker: ManagedWorker): Promise<void> {
     if (worker.state === 'stopped') worker.proc.kill('SIGCONT');

@@ -20,13 +20,11 @@ export interface LedgerPrompt {
   category?: FailureCategory;
   /** Exact number of attempts the turn must have taken (checked when it is the session's last turn). */
   attempts?: number;
-  enqueuedAt: number;
 }
 
 export interface LedgerSession {
   sessionId: string;
   prompts: LedgerPrompt[];
-  cancels: number;
   /** Real pi (no tags in its answers). */
   pi: boolean;
 }
@@ -72,7 +70,7 @@ export class Ledger {
     const text = tag === null ? spec.behaviour : `${spec.behaviour} #${tag}`;
     const options = pi ? { ...piOptions, ...(spec.options ?? {}) } : { model: FAKE_MODEL, ...(spec.options ?? {}) };
     // Registered before the call: a check running meanwhile must know the session exists.
-    const session = this.sessions.get(sessionId) ?? { sessionId, prompts: [], cancels: 0, pi };
+    const session = this.sessions.get(sessionId) ?? { sessionId, prompts: [], pi };
     this.sessions.set(sessionId, session);
     const result = await runtime.enqueue({ sessionId, prompt: text, options, ...(spec.retryPolicy === undefined ? {} : { retryPolicy: spec.retryPolicy }) });
     session.prompts.push({
@@ -82,15 +80,12 @@ export class Ledger {
       expect: spec.expect ?? 'ended',
       ...(spec.category === undefined ? {} : { category: spec.category }),
       ...(spec.attempts === undefined ? {} : { attempts: spec.attempts }),
-      enqueuedAt: Date.now(),
     });
     session.prompts.sort((a, b) => a.turn - b.turn);
     return { sessionId, turn: result.turn };
   }
 
   async cancel(runtime: Runtime, sessionId: string, reason = 'chaos cancel'): Promise<void> {
-    const session = this.sessions.get(sessionId);
-    if (session !== undefined) session.cancels += 1;
     await runtime.cancel(sessionId, reason);
   }
 

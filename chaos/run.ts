@@ -8,7 +8,7 @@ import { cpus, totalmem } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { findRedisServer } from '../src/runtime/redis/local-server.ts';
-import { Cluster, killRunProcessesSync } from './cluster.ts';
+import { Cluster } from './cluster.ts';
 import { Random, runScenario, type ScenarioDefinition, type ScenarioResult } from './scenario.ts';
 import { agents } from './scenarios/agents.ts';
 import { kill9 } from './scenarios/kill9.ts';
@@ -173,4 +173,3 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     });
 }
 
-export { killRunProcessesSync };

@@ -2,7 +2,9 @@
  * What every chaos scenario shares: a ledger of what it asked for, a witness sampling leases and
  * agent processes while it runs, and the checks run after it (checks.ts), plus its own findings.
  */
-import { checkLogs, checkNoStrayProcesses, checkSettled, checkSingleDriver, checkTurns, type CheckResult } from './checks.ts';
+import { check, checkLogs, checkNoStrayProcesses, checkSettled, checkSingleDriver, checkTurns, sleep, type CheckResult } from './checks.ts';
+
+export { check, sleep } from './checks.ts';
 import type { Cluster } from './cluster.ts';
 import { Ledger } from './ledger.ts';
 import { Witness } from './witness.ts';
@@ -43,10 +45,6 @@ export interface ScenarioResult {
   ok: boolean;
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 /** Waits for `probe` to return something truthy; null after `timeoutMs`. */
 export async function waitFor<T>(probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs: number, everyMs = 100): Promise<T | null> {
   const deadline = Date.now() + timeoutMs;
@@ -56,10 +54,6 @@ export async function waitFor<T>(probe: () => Promise<T | null | undefined | fal
     if (Date.now() > deadline) return null;
     await sleep(everyMs);
   }
-}
-
-export function check(name: string, violations: string[], summary: string): CheckResult {
-  return { name, ok: violations.length === 0, summary, violations };
 }
 
 /** Runs one scenario, then every check; never throws (an error of the body is a failed check). */

@@ -33,7 +33,10 @@ export interface WitnessReport {
   /** How long stale agents lived after their worker could run again (ms), max. */
   maxStaleStopMs: number;
   maxOrphanLifeMs: number;
-  violations: string[];
+  /** Evidence of two drivers: fences going backwards, a stale holder's agents past their grace, two workers' agents for one session. */
+  driverViolations: string[];
+  /** Agents nobody should be running: a dead worker's left unreaped, or owned by nothing of the run. */
+  processViolations: string[];
 }
 
 interface Tracked {
@@ -49,7 +52,7 @@ export class Witness {
   readonly #sessions: () => readonly string[];
   readonly #fences = new Map<string, { fence: number; holder: string }>();
   readonly #agents = new Map<string, Tracked>();
-  readonly report: WitnessReport = { samples: 0, takeovers: 0, maxAgents: 0, orphansSeen: 0, staleAgentsSeen: 0, maxStaleStopMs: 0, maxOrphanLifeMs: 0, violations: [] };
+  readonly report: WitnessReport = { samples: 0, takeovers: 0, maxAgents: 0, orphansSeen: 0, staleAgentsSeen: 0, maxStaleStopMs: 0, maxOrphanLifeMs: 0, driverViolations: [], processViolations: [] };
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<void> | null = null;
   #stopped = false;
@@ -64,7 +67,7 @@ export class Witness {
       if (this.#stopped) return;
       this.#running = this.sample()
         .catch((error: Error) => {
-          this.#violation(`witness: sampling failed: ${error.message}`);
+          this.#violation('driver', `witness: sampling failed: ${error.message}`);
         })
         .finally(() => {
           if (!this.#stopped) this.#timer = setTimeout(tick, SAMPLE_EVERY_MS);
@@ -80,8 +83,9 @@ export class Witness {
     return this.report;
   }
 
-  #violation(text: string): void {
-    if (!this.report.violations.includes(text)) this.report.violations.push(text);
+  #violation(kind: 'driver' | 'process', text: string): void {
+    const list = kind === 'driver' ? this.report.driverViolations : this.report.processViolations;
+    if (!list.includes(text)) list.push(text);
   }
 
   async sample(): Promise<void> {
@@ -105,7 +109,7 @@ export class Witness {
       holders.set(id, holder);
       const seen = this.#fences.get(id);
       if (seen !== undefined) {
-        if (fence < seen.fence) this.#violation(`${id}: the lease went back from fence ${seen.fence} (${seen.holder}) to fence ${fence} (${holder})`);
+        if (fence < seen.fence) this.#violation('driver', `${id}: the lease went back from fence ${seen.fence} (${seen.holder}) to fence ${fence} (${holder})`);
         if (fence > seen.fence && holder !== seen.holder) this.report.takeovers += 1;
       }
       if (seen === undefined || fence >= seen.fence) this.#fences.set(id, { fence, holder });
@@ -136,7 +140,7 @@ export class Witness {
       let condition: Tracked['condition'];
       if (record === undefined || record.pid === null || owner === undefined) condition = 'stray';
       else if (owner.state === 'dead') condition = 'orphan';
-      else if (owner.state === 'stopped' || procs.some((p) => p.pid === owner.pid && p.state === 'T')) condition = 'frozen';
+      else if (owner.state === 'stopped') condition = 'frozen';
       else if (sessionId !== null && holders.get(sessionId) === owner.workerId) condition = 'ok';
       else condition = 'stale';
       const tracked = this.#agents.get(marker) ?? { suspectSince: null, condition, sessionId, reported: false };
@@ -155,7 +159,7 @@ export class Witness {
           tracked.reported = true;
           const what = procs.map((p) => `${p.pid} ${p.kind} "${p.cmdline.slice(0, 80)}"`).join(', ');
           const who = condition === 'stale' ? `its worker ${owner?.workerId} no longer holds the lease (holder: ${sessionId === null ? '?' : (holders.get(sessionId) ?? 'none')})` : condition === 'orphan' ? `its worker ${owner?.workerId} is dead and no worker reaped it` : 'no live agent or worker of the run owns it';
-          this.#violation(`session ${sessionId ?? '?'}: agent ${marker} alive ${Math.round((now - tracked.suspectSince) / 1000)} s after ${who}: ${what}`);
+          this.#violation(condition === 'stale' ? 'driver' : 'process', `session ${sessionId ?? '?'}: agent ${marker} alive ${Math.round((now - tracked.suspectSince) / 1000)} s after ${who}: ${what}`);
         }
       }
       if (condition === 'ok' || condition === 'stale') {
@@ -171,7 +175,7 @@ export class Witness {
       if (owners.size < 2) continue;
       // Within the stale grace this is a holder that has not noticed yet; past it, reported above.
       const staleLong = [...this.#agents.values()].some((t) => t.sessionId === sessionId && t.condition === 'stale' && t.suspectSince !== null && now - t.suspectSince > STALE_GRACE_MS);
-      if (staleLong) this.#violation(`session ${sessionId}: agents of ${owners.size} running workers (pids ${[...owners].sort().join(', ')}) at once, past the stale-holder grace`);
+      if (staleLong) this.#violation('driver', `session ${sessionId}: agents of ${owners.size} running workers (pids ${[...owners].sort().join(', ')}) at once, past the stale-holder grace`);
     }
   }
 }

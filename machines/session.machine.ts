@@ -6,7 +6,7 @@ import { retryRequest } from './retry-request.ts';
 import type { AttemptRecord, AttemptRequest, AttemptRunner, MessageSink, PromptInput, SessionContext, SessionEvent, SessionInput, TurnState, TurnStatus } from './types.ts';
 
 /** How many ended prompt ids the context remembers (to refuse a prompt id that already ran). */
-const FINISHED_PROMPTS_KEPT = 200;
+export const FINISHED_PROMPTS_KEPT = 200;
 
 const unconfigured = createAttemptActors(
   () => {

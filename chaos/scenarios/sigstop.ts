@@ -18,7 +18,6 @@ interface Held {
   turn: number;
   attempt: number;
   markers: string[];
-  agentPids: number[];
 }
 
 function holderOf(token: string | null): string | null {
@@ -52,7 +51,7 @@ export const sigstop: ScenarioDefinition = {
             const recs = [...records.values()].filter((r) => r.sessionId === id && r.workerPid === worker.pid && r.pid !== null);
             if (recs.length === 0) continue;
             const view = await runtime.getSession(id);
-            held.push({ sessionId: id, turn: view?.context?.turnIndex ?? 0, attempt: view?.context?.attempt ?? 0, markers: recs.map((r) => r.marker), agentPids: recs.map((r) => r.pid ?? 0) });
+            held.push({ sessionId: id, turn: view?.context?.turnIndex ?? 0, attempt: view?.context?.attempt ?? 0, markers: recs.map((r) => r.marker) });
           }
           if (held.length > 0) candidates.push({ worker, held });
         }
