@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PiMapper } from '../../src/agents/pi/mapper.ts';
-import { isTerminal, type CliMessage } from '../../src/protocol/index.ts';
+import { isTerminal } from '../../src/protocol/index.ts';
+import { interleave } from '../agents/garbage.ts';
+import { mapLines } from '../agents/pi/transcripts.ts';
 
 interface PlannedMessage {
   thinking: string[];
@@ -99,21 +100,12 @@ function expectedText(plan: PlannedMessage[]): string {
 
 const garbage = fc.oneof(fc.string({ maxLength: 40 }), fc.constantFrom('{"type":', '[]', 'null', '{"x":1}', '{"type":42}', 'Error: boom'));
 
-function run(lines: string[]): CliMessage[] {
-  const mapper = new PiMapper();
-  const out: CliMessage[] = [];
-  for (const line of lines) out.push(...mapper.push(line));
-  out.push(...mapper.complete({ exitCode: 0, signal: null, stopReason: null, stderrTail: '' }));
-  return out;
-}
-
 describe('pi mapper, fuzzed with random valid event sequences and garbage', () => {
   it('text, thinking and tool results come out exactly once, with one terminal last, whatever garbage is interleaved', () => {
     fc.assert(
       fc.property(fc.array(message, { minLength: 1, maxLength: 5 }), fc.boolean(), fc.array(fc.tuple(fc.nat(), garbage), { maxLength: 10 }), (plan, snapshots, inserts) => {
         const { lines, text, thinking, toolIds } = stream(plan, snapshots);
-        for (const [at, line] of inserts) lines.splice(at % (lines.length + 1), 0, line);
-        const out = run(lines);
+        const out = mapLines(interleave(lines, inserts));
         expect(out.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('')).toBe(text);
         expect(out.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('')).toBe(thinking);
         for (const id of toolIds) {

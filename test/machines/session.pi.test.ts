@@ -12,7 +12,8 @@ import { findProcessesByMarker } from '../../src/process/index.ts';
 import type { CliMessage } from '../../src/protocol/index.ts';
 import { parseRetryPolicy } from '../../src/retry/index.ts';
 import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { createPiEnv, piBin, type PiEnv } from '../support/pi-env.ts';
+import { createPiEnv, type PiEnv } from '../support/pi-env.ts';
+import { piHostOptions } from '../support/runtime.ts';
 
 let server: FakeModelServer;
 let env: PiEnv;
@@ -45,16 +46,7 @@ function session(model: string) {
       {
         text: request.text,
         resumeSessionId: request.agentSessionId,
-        options: {
-          provider: 'fake',
-          model,
-          cwd: env.cwd,
-          agentDir: env.agentDir,
-          sessionDir: env.sessionDir,
-          command: piBin,
-          extraArgs: ['--no-extensions', '--no-skills', '--no-prompt-templates', '--no-context-files'],
-          env: { ...env.env, SESSIOND_STATE_DIR: stateDir },
-        },
+        options: { provider: 'fake', model, cwd: env.cwd, ...piHostOptions(env, stateDir) },
       },
       { signal, onSpawn: (agent) => markers.push(agent.marker) },
     );

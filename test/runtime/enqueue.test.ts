@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { PiEnv } from '../support/pi-env.ts';
-import { until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { assistantText, expectWholeLog, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 let env: PiEnv;
 let h: Harness;
@@ -10,11 +10,7 @@ useRuntimeSuite('enqueue', {}, async (s) => {
   await h.startWorker();
 });
 
-const ended = (sessionId: string, turn = 1) =>
-  until(async () => {
-    const s = await h.runtime.getSession(sessionId);
-    return s?.context?.turnIndex === turn && ['completed', 'failed', 'cancelled'].includes(s.state) ? s : null;
-  });
+const ended = (sessionId: string, turn = 1) => turnEnded(h.runtime, sessionId, turn);
 
 describe('durable sessions: enqueue through a real worker', () => {
   it('enqueue → the worker runs real pi → completed, with every message in the log', async () => {
@@ -23,10 +19,10 @@ describe('durable sessions: enqueue through a real worker', () => {
     const session = await ended(sessionId);
     expect(session.state).toBe('completed');
     const messages = await h.runtime.readMessages(sessionId);
-    expect(messages.map((m) => m.seq)).toEqual(messages.map((_, i) => i + 1));
+    expectWholeLog(messages);
     expect(messages[0]).toMatchObject({ seq: 1, turn: 1, attempt: 1, type: 'session.started' });
     expect(messages.at(-1)).toMatchObject({ type: 'terminal.completed' });
-    expect(messages.filter((m) => m.type === 'assistant').map((m) => (m.content as { text: string }).text).join('')).toBe('Hello from the fake LLM.');
+    expect(assistantText(messages)).toBe('Hello from the fake LLM.');
     expect(session.history.map((t) => t.to)).toEqual(expect.arrayContaining(['running', 'completed']));
     expect(await h.runtime.listSessions({ state: 'completed' })).toContainEqual({ sessionId, state: 'completed' });
   });

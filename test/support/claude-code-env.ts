@@ -3,11 +3,11 @@
  * against the fake Anthropic server: a temp root with `home/` (HOME), `config/`
  * (CLAUDE_CONFIG_DIR: settings and session files), `tmp/` (TMPDIR) and `work/` (the cwd).
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ClaudeCodeOptionsInput } from '../../src/agents/claude-code/options.ts';
+import { envRoot } from './pi-env.ts';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** Installed by scripts/install-agent-clis.sh. */
@@ -26,14 +26,7 @@ export interface ClaudeEnv {
 }
 
 export function createClaudeEnv(serverUrl: string, root?: string): ClaudeEnv {
-  let dir: string;
-  if (root !== undefined) {
-    dir = resolve(root);
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
-  } else {
-    dir = mkdtempSync(join(tmpdir(), 'claude-env-'));
-  }
+  const dir = envRoot(root, 'claude-env-');
   const home = join(dir, 'home');
   const configDir = join(dir, 'config');
   const tmpDir = join(dir, 'tmp');

@@ -64,6 +64,9 @@ export function modelsJson(serverUrl: string, models: readonly string[], reasoni
  * The root dir of a test environment: `explicit` emptied (deleted and recreated), or a fresh temp
  * dir named after `prefix`. Shared by the agents' env factories.
  */
+/** pi flags that keep a test run from loading the host's extensions, skills, prompt templates and context files. */
+export const NO_DISCOVERY = ['--no-extensions', '--no-skills', '--no-prompt-templates', '--no-context-files'];
+
 export function envRoot(explicit: string | undefined, prefix: string): string {
   if (explicit === undefined) return mkdtempSync(join(tmpdir(), prefix));
   const root = resolve(explicit);
@@ -129,7 +132,7 @@ export function piArgs(o: PiArgsOptions): string[] {
     args.push('--session-dir', o.session.dir);
     if (o.session.id !== undefined) args.push('--session', o.session.id);
   }
-  args.push('--no-extensions', '--no-skills', '--no-prompt-templates', '--no-context-files');
+  args.push(...NO_DISCOVERY);
   args.push('--provider', FAKE_PROVIDER, '--model', o.model);
   args.push(...(o.extra ?? []));
   args.push(o.prompt);

@@ -12,10 +12,9 @@ import type { SessionView } from '../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import { startFakeModelServer, type FakeModelServer, type Script } from './fake-model-server.ts';
 import type { PiEnv } from './pi-env.ts';
-import { createPiEnv, piBin } from './pi-env.ts';
+import { createPiEnv, NO_DISCOVERY, piBin } from './pi-env.ts';
 import { startRedis, uniquePrefix, type RedisServer } from './redis.ts';
 
-export const NO_DISCOVERY = ['--no-extensions', '--no-skills', '--no-prompt-templates', '--no-context-files'];
 
 /** A Redis connection factory for a test: every connection is closed by `closeAll`. */
 export function connector(url: string) {

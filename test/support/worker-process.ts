@@ -8,8 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { SESSIOND_BIN } from './cli.ts';
 import type { PiEnv } from './pi-env.ts';
-import { piBin, REPO_ROOT } from './pi-env.ts';
-import { NO_DISCOVERY } from './runtime.ts';
+import { NO_DISCOVERY, piBin, REPO_ROOT } from './pi-env.ts';
 
 export interface WorkerProcessOptions {
   redisUrl: string;

@@ -11,7 +11,8 @@ import type { CliMessage, MessageOf } from '../../../src/protocol/index.ts';
 import { declaredTools, startFakeGeminiServer, userTexts, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { createGeminiEnv, geminiBin, type GeminiEnv } from './gemini-env.ts';
-import { assistantText, failure, terminalOf } from './transcripts.ts';
+import { assistantText } from './transcripts.ts';
+import { failure, terminalOf } from '../contract.ts';
 
 /** The user's own settings turn gemini's retries up: sessiond must switch them off without touching the file. */
 const USER_SETTINGS = { general: { maxAttempts: 5, vimMode: true }, ui: { theme: 'GitHub' } };

@@ -1,6 +1,6 @@
 import { GeminiMapper, type GeminiMapperOptions } from '../../../src/agents/gemini/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
-import type { CliMessage, MessageOf } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/protocol/index.ts';
 import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, recordedExitOf, thoughtText } from '../fixtures.ts';
 
 export const GEMINI_FIXTURES = fixtureDir('gemini');
@@ -40,17 +40,4 @@ export function expectedAssistantText(lines: readonly string[]): string {
     }
   }
   return text;
-}
-
-export function terminalOf(messages: readonly CliMessage[]): MessageOf<'terminal.completed'> | MessageOf<'terminal.failed'> {
-  const terminals = messages.filter((m) => m.type === 'terminal.completed' || m.type === 'terminal.failed');
-  if (terminals.length !== 1) throw new Error(`expected exactly one terminal message, got ${terminals.length}`);
-  if (messages.at(-1) !== terminals[0]) throw new Error('the terminal message is not the last one');
-  return terminals[0] as MessageOf<'terminal.completed'> | MessageOf<'terminal.failed'>;
-}
-
-export function failure(messages: readonly CliMessage[]): MessageOf<'terminal.failed'>['content'] {
-  const terminal = terminalOf(messages);
-  if (terminal.type !== 'terminal.failed') throw new Error(`expected terminal.failed, got ${JSON.stringify(terminal)}`);
-  return terminal.content;
 }

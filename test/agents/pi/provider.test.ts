@@ -8,12 +8,12 @@ import { findProcessesByMarker } from '../../../src/process/index.ts';
 import { isTerminal, type CliMessage, type MessageOf } from '../../../src/protocol/index.ts';
 import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
-import { createPiEnv, piBin, type PiEnv } from '../../support/pi-env.ts';
+import { createPiEnv, type PiEnv } from '../../support/pi-env.ts';
 import { assistantText } from './transcripts.ts';
 import { failure, terminalOf } from '../contract.ts';
+import { piHostOptions } from '../../support/runtime.ts';
 
 const USER_SETTINGS = { retry: { enabled: true, maxRetries: 3, provider: { maxRetries: 2 } }, defaultThinkingLevel: 'low' };
-const NO_DISCOVERY = ['--no-extensions', '--no-skills', '--no-prompt-templates', '--no-context-files'];
 
 let server: FakeModelServer;
 let env: PiEnv;
@@ -38,11 +38,7 @@ function options(model: string, extra: Partial<PiOptionsInput> = {}): PiOptionsI
     provider: 'fake',
     model,
     cwd: env.cwd,
-    agentDir: env.agentDir,
-    sessionDir: env.sessionDir,
-    command: piBin,
-    extraArgs: NO_DISCOVERY,
-    env: { ...env.env, SESSIOND_STATE_DIR: stateDir },
+    ...piHostOptions(env, stateDir),
     ...extra,
   };
 }

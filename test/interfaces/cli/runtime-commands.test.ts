@@ -5,9 +5,8 @@ import type { ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jsonLines, runCli, sessiond } from '../../support/cli.ts';
 import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
-import { createPiEnv, piBin, type PiEnv } from '../../support/pi-env.ts';
+import { createPiEnv, NO_DISCOVERY, piBin, type PiEnv } from '../../support/pi-env.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
-import { NO_DISCOVERY } from '../../support/runtime.ts';
 
 let redis: RedisServer;
 let server: FakeModelServer;
