@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
 import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
@@ -8,10 +8,10 @@ import { CancelBody, CreateSessionBody, PromptBody } from '../../../src/interfac
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../../src/retry/index.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import { DEFAULT_TEXT, startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../../support/pi-env.ts';
+import { DEFAULT_TEXT, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { type PiEnv } from '../../support/pi-env.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
-import { connector, harness, until, type Harness } from '../../support/runtime.ts';
+import { connector, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { asMessage, readSse, type StreamedMessage } from './sse-client.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
@@ -35,30 +35,16 @@ function captureLogger() {
   return pino({ level: 'info', redact: { paths: ['token', 'authorization', '*.token', '*.authorization'], censor: '***' } }, stream);
 }
 
-beforeAll(async () => {
-  [redis, model] = await Promise.all([
-    startRedis(),
-    startFakeModelServer({
-      scripts: {
-        'slow-text': { text: SLOW_WORDS, chunkDelayMs: 60 },
-        flaky: [{ status: 500 }, { text: DEFAULT_TEXT }],
-      },
-    }),
-  ]);
-  env = createPiEnv({ serverUrl: model.url, extraModels: ['slow-text', 'flaky'] });
-  h = harness(redis.url, env, 'http-api');
-  await h.startWorker();
-  config = loadConfig({ prefix: h.prefix, 'http.bodyLimitBytes': 4096 }, {});
-  server = await startServer({ runtime: h.runtime, config, logger: captureLogger(), port: 0, keepAliveMs: 200 });
-});
-
-afterAll(async () => {
-  await server?.close(1000);
-  await h?.close();
-  await model?.close();
-  await redis?.stop();
-  env?.cleanup();
-});
+useRuntimeSuite(
+  'http-api',
+  { scripts: { 'slow-text': { text: SLOW_WORDS, chunkDelayMs: 60 }, flaky: [{ status: 500 }, { text: DEFAULT_TEXT }] }, cleanup: () => server?.close(1000) },
+  async (s) => {
+    ({ redis, server: model, env, h } = s);
+    await h.startWorker();
+    config = loadConfig({ prefix: h.prefix, 'http.bodyLimitBytes': 4096 }, {});
+    server = await startServer({ runtime: h.runtime, config, logger: captureLogger(), port: 0, keepAliveMs: 200 });
+  },
+);
 
 /**
  * The session once its turn `turn` has ended, judged from the snapshot's own turn status

@@ -3,14 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY } from '../../../src/retry/index.ts';
-import { DEFAULT_TEXT, startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
-import { createPiEnv, type PiEnv } from '../../support/pi-env.ts';
-import { startRedis, type RedisServer } from '../../support/redis.ts';
-import { harness, type Harness } from '../../support/runtime.ts';
+import { DEFAULT_TEXT, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { type PiEnv } from '../../support/pi-env.ts';
+import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 
 /**
  * The dashboard end to end: a real server, Runtime, worker running real pi
@@ -20,7 +19,6 @@ import { harness, type Harness } from '../../support/runtime.ts';
 const CHROMIUM = process.env.SESSIOND_CHROMIUM ?? '/usr/bin/chromium';
 const SLOW_WORDS = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'word0' : ` word${i}`));
 
-let redis: RedisServer;
 let model: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
@@ -30,14 +28,24 @@ let page: Page;
 let userDataDir: string;
 const pageErrors: string[] = [];
 
-beforeAll(async () => {
+useRuntimeSuite(
+  'dashboard',
+  {
+    scripts: { 'slow-text': { text: SLOW_WORDS, chunkDelayMs: 60 }, flaky: [{ status: 500 }, { text: DEFAULT_TEXT }] },
+    cleanup: async () => {
+      await context?.close();
+      if (userDataDir !== undefined) rmSync(userDataDir, { recursive: true, force: true });
+      await server?.close(1000);
+    },
+  },
+  async (s) => {
+    ({ server: model, env, h } = s);
+    await startBrowserAndServer();
+  },
+);
+
+async function startBrowserAndServer(): Promise<void> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: the dashboard test needs Debian's chromium (apt-get install -y chromium) or SESSIOND_CHROMIUM`);
-  [redis, model] = await Promise.all([
-    startRedis(),
-    startFakeModelServer({ scripts: { 'slow-text': { text: SLOW_WORDS, chunkDelayMs: 60 }, flaky: [{ status: 500 }, { text: DEFAULT_TEXT }] } }),
-  ]);
-  env = createPiEnv({ serverUrl: model.url, extraModels: ['slow-text', 'flaky'] });
-  h = harness(redis.url, env, 'dashboard');
   await h.startWorker();
   const config = loadConfig({ prefix: h.prefix }, {});
   server = await startServer({ runtime: h.runtime, config, logger: pino({ level: 'silent' }), port: 0 });
@@ -51,17 +59,7 @@ beforeAll(async () => {
   page = context.pages()[0] ?? (await context.newPage());
   page.setDefaultTimeout(30_000);
   page.on('pageerror', (error) => pageErrors.push(error.message));
-});
-
-afterAll(async () => {
-  await context?.close();
-  if (userDataDir !== undefined) rmSync(userDataDir, { recursive: true, force: true });
-  await server?.close(1000);
-  await h?.close();
-  await model?.close();
-  await redis?.stop();
-  env?.cleanup();
-});
+}
 
 async function startSession(modelId: string, prompt: string): Promise<string> {
   await page.goto(`${server.url}/`);
