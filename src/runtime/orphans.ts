@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { findMarkedProcesses, isAlive, killProcessTree, processStartTime, type TrackedProcess } from '../process/index.ts';
+import { SESSION_ID_PATTERN } from './keys.ts';
 
 /**
  * Agent processes are found on their host by the marker in their environment
@@ -10,7 +11,7 @@ import { findMarkedProcesses, isAlive, killProcessTree, processStartTime, type T
  * another one of its deployment died finds what the dead one left behind by
  * reading /proc alone: nothing about processes is kept in Redis.
  */
-const MARKER = /^sessiond\.([0-9a-f]{8})\.(\d+)\.(\d+)\.([0-9a-f-]{36})\.([A-Za-z0-9_.-]{1,100})$/;
+const MARKER = /^sessiond\.([0-9a-f]{8})\.(\d+)\.(\d+)\.([0-9a-f-]{36})\.(.+)$/;
 
 /** The deployment part of a marker: 8 hex digits of a hash of the key prefix. */
 export function markerScope(prefix: string): string {
@@ -45,7 +46,8 @@ export interface ParsedMarker {
 /** What a marker says about its agent; null for a marker sessiond did not make this way. */
 export function parseMarker(marker: string): ParsedMarker | null {
   const m = MARKER.exec(marker);
-  if (m === null) return null;
+  // The session id is checked as keys.ts checks it, so that both always agree on what an id is.
+  if (m === null || !SESSION_ID_PATTERN.test(m[5] ?? '')) return null;
   return { scope: m[1] ?? '', workerPid: Number(m[2]), workerStartTime: m[3] ?? '0', sessionId: m[5] ?? '' };
 }
 
