@@ -6,7 +6,7 @@ import { exitFailure, failedMessage, type FailureFacts } from '../shared/termina
 import { ToolCalls } from '../shared/tool-calls.ts';
 import { ContentBlocks, type BlockOutput } from './content-blocks.ts';
 import { HeldThoughts } from '../shared/held-thoughts.ts';
-import { obj, str, usageFields } from '../shared/event-fields.ts';
+import { num, obj, str, usageFields } from '../shared/event-fields.ts';
 
 export interface ClaudeCodeMapperOptions {
   /** The Claude Code session id the caller asked to resume: its `system/init` then means `session.resumed`. */
@@ -271,13 +271,16 @@ function isSetupEvent(event: ClaudeEvent): boolean {
 function retryMessage(event: ClaudeEvent): CliMessage {
   const status = typeof event.error_status === 'number' ? String(event.error_status) : '';
   const errorText = [status, str(event.error)].filter((s) => s !== '').join(' ');
+  const attempt = num(event.attempt);
+  const maxAttempts = num(event.max_retries);
+  const delayMs = num(event.retry_delay_ms);
   return {
     type: 'agent.retry',
     content: {
       phase: 'start',
-      ...(typeof event.attempt === 'number' && Number.isFinite(event.attempt) ? { attempt: Math.trunc(event.attempt) } : {}),
-      ...(typeof event.max_retries === 'number' && Number.isFinite(event.max_retries) ? { maxAttempts: Math.trunc(event.max_retries) } : {}),
-      ...(typeof event.retry_delay_ms === 'number' && Number.isFinite(event.retry_delay_ms) ? { delayMs: event.retry_delay_ms } : {}),
+      ...(attempt === undefined ? {} : { attempt: Math.trunc(attempt) }),
+      ...(maxAttempts === undefined ? {} : { maxAttempts: Math.trunc(maxAttempts) }),
+      ...(delayMs === undefined ? {} : { delayMs }),
       ...(errorText === '' ? {} : { errorText }),
     },
   };
@@ -293,7 +296,8 @@ function usageOf(event: ClaudeEvent): { usage?: Usage } {
     ['cache_read_input_tokens', 'cacheRead'],
     ['cache_creation_input_tokens', 'cacheWrite'],
   ]);
-  if (typeof cost === 'number' && Number.isFinite(cost)) out.cost = cost;
+  const finiteCost = num(cost);
+  if (finiteCost !== undefined) out.cost = finiteCost;
   return { usage: out };
 }
 

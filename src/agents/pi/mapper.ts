@@ -7,7 +7,7 @@ import { ToolCalls } from '../shared/tool-calls.ts';
 import { MessageText } from './message-text.ts';
 import { TextDeltas } from './text-deltas.ts';
 import { HeldThoughts } from '../shared/held-thoughts.ts';
-import { obj, str, usageFields } from '../shared/event-fields.ts';
+import { num, obj, str, usageFields } from '../shared/event-fields.ts';
 
 export interface PiMapperOptions {
   /** The pi session id the caller asked to resume: its `session` event then means `session.resumed`. */
@@ -279,13 +279,16 @@ export class PiMapper implements AgentMapper {
 
 function retryMessage(phase: 'start' | 'end', event: PiEvent): CliMessage {
   const errorText = typeof event.errorMessage === 'string' ? event.errorMessage : typeof event.finalError === 'string' ? event.finalError : undefined;
+  const attempt = num(event.attempt);
+  const maxAttempts = num(event.maxAttempts);
+  const delayMs = num(event.delayMs);
   return {
     type: 'agent.retry',
     content: {
       phase,
-      ...(typeof event.attempt === 'number' ? { attempt: Math.trunc(event.attempt) } : {}),
-      ...(typeof event.maxAttempts === 'number' ? { maxAttempts: Math.trunc(event.maxAttempts) } : {}),
-      ...(typeof event.delayMs === 'number' ? { delayMs: event.delayMs } : {}),
+      ...(attempt === undefined ? {} : { attempt: Math.trunc(attempt) }),
+      ...(maxAttempts === undefined ? {} : { maxAttempts: Math.trunc(maxAttempts) }),
+      ...(delayMs === undefined ? {} : { delayMs }),
       ...(typeof event.success === 'boolean' ? { success: event.success } : {}),
       ...(errorText === undefined ? {} : { errorText }),
     },
@@ -299,7 +302,7 @@ function usageOf(raw: unknown): { usage?: Usage } {
   const usage = obj(raw);
   if (usage === undefined) return {};
   const out = usageFields(usage, PI_USAGE);
-  const cost = obj(usage.cost)?.total;
-  if (typeof cost === 'number' && Number.isFinite(cost)) out.cost = cost;
+  const cost = num(obj(usage.cost)?.total);
+  if (cost !== undefined) out.cost = cost;
   return { usage: out };
 }

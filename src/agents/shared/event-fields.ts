@@ -10,13 +10,18 @@ export function str(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
 
+/** An agent event's field as a finite number; undefined when it is anything else (NaN, ±Infinity from a huge literal, a string). */
+export function num(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+}
+
 /** The finite numbers among `source`'s fields, renamed from the agent's names to the contract's (`[agentName, usageField]` pairs). */
 export function usageFields(source: Record<string, unknown> | undefined, names: ReadonlyArray<readonly [string, keyof Usage]>): Usage {
   const usage: Usage = {};
   if (source === undefined) return usage;
   for (const [from, to] of names) {
-    const value = source[from];
-    if (typeof value === 'number' && Number.isFinite(value)) usage[to] = value;
+    const value = num(source[from]);
+    if (value !== undefined) usage[to] = value;
   }
   return usage;
 }

@@ -231,6 +231,13 @@ describe('terminal failures and their category', () => {
     expect(messages.filter((m) => m.type === 'agent.retry').length).toBeGreaterThanOrEqual(2);
     expect(terminalOf(messages).type).toBe('terminal.failed');
   });
+
+  it('a retry event whose numbers do not fit (1e999 parses as Infinity) keeps the message and drops those fields', () => {
+    const line = '{"type":"auto_retry_start","attempt":1e999,"maxAttempts":3,"delayMs":-1e999,"errorMessage":"overloaded"}';
+    const lines = readTranscript('text');
+    const retry = mapLines([...lines.slice(0, 2), line, ...lines.slice(2)]).find((m) => m.type === 'agent.retry');
+    expect(retry?.content).toEqual({ phase: 'start', maxAttempts: 3, errorText: 'overloaded' });
+  });
 });
 
 describe('bad lines', () => {
