@@ -5,7 +5,7 @@ import { startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { HANG_CMDLINE, writeFakeAgents, type FakeAgents } from './support/fake-agents.ts';
 import { Fleet, sessionIds, type FleetRun } from './support/fleet.ts';
-import { bounded, orNull, pool, processesMentioning, procRssBytes, sleep, withTimeout, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
+import { bounded, orNull, pool, processesMentioning, procRssBytes, sleep, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 
 /**
@@ -146,22 +146,18 @@ async function workerMemory(fleet: Fleet): Promise<MemorySample> {
 /** Waits until every session of `ids` is running and its agent printed its first lines (session.started + 2 deltas in the log). */
 async function waitAllRunning(fleet: Fleet, ids: readonly string[], timeoutMs: number): Promise<void> {
   const { redis, store } = fleet.runtime;
-  let ready = 0;
-  await withTimeout(
-    (async () => {
-      for (;;) {
-        const states = await fleet.runtime.sessionStates(ids).then((byId) => ids.map((id) => byId[id] ?? null));
-        const pipeline = redis.pipeline();
-        for (const id of ids) pipeline.xlen(store.key(id, 'log'));
-        const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : 0));
-        ready = ids.filter((_, i) => states[i] === 'running' && (lengths[i] ?? 0) >= 3).length;
-        if (ready === ids.length) return;
-        await sleep(100);
-      }
-    })(),
-    timeoutMs,
-    () => `${ids.length} long-running sessions running (${ready} so far)`,
-  );
+  // A deadline of its own (not withTimeout around the loop): a loop left behind would go on polling.
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const states = await fleet.runtime.sessionStates(ids).then((byId) => ids.map((id) => byId[id] ?? null));
+    const pipeline = redis.pipeline();
+    for (const id of ids) pipeline.xlen(store.key(id, 'log'));
+    const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : 0));
+    const ready = ids.filter((_, i) => states[i] === 'running' && (lengths[i] ?? 0) >= 3).length;
+    if (ready === ids.length) return;
+    if (Date.now() > deadline) throw new BenchFailure(`timed out after ${(timeoutMs / 1000).toFixed(1)} s: ${ids.length} long-running sessions running (${ready} so far)`);
+    await sleep(100);
+  }
 }
 
 async function cancelAll(fleet: Fleet, ids: readonly string[], timeoutMs: number): Promise<void> {
