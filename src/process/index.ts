@@ -15,3 +15,5 @@ export {
 } from './process-tree.ts';
 export { LineSplitter, splitLines } from './split-lines.ts';
 export { DEFAULT_STDERR_TAIL_BYTES, StderrTail } from './stderr-tail.ts';
+export { baseEnv, isBaseEnvName, pickEnv, withoutSessiondEnv, SESSIOND_ENV } from './sealed-env.ts';
+export { createAttemptCgroup, detectContainment, killAttemptCgroup, listAttemptCgroups, type AttemptCgroup, type AttemptLimits, type ContainmentInfo } from './cgroup.ts';

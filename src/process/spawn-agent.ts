@@ -1,20 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { execa } from 'execa';
+import { createAttemptCgroup, type AttemptCgroup } from './cgroup.ts';
 import { IdleTimer } from './idle-timer.ts';
 import { AGENT_MARKER_ENV, processStartTime } from './process-tree.ts';
 import { describeCwdError, describeSpawnError, errorCode, errorText } from './spawn-error.ts';
 import { StderrTail } from './stderr-tail.ts';
+import { withoutSessiondEnv } from './sealed-env.ts';
 import { readStdoutLines } from './stdout-lines.ts';
 import { stopProcessTree } from './stop-process.ts';
 import type { AgentProcess, ExitInfo, SpawnResult, SpawnSpec, StopReason } from './types.ts';
 
 const DEFAULT_INTERRUPT_SIGNAL: NodeJS.Signals = 'SIGINT';
-/** Unique enough to tag one tree, and safe inside an env entry. */
-const VALID_MARKER = /^[A-Za-z0-9_.:-]{8,128}$/;
+/**
+ * Unique enough to tag one tree, and safe inside an env entry and as a cgroup's name (at most 255
+ * bytes): room for sessiond's markers with the longest session id (runtime/orphans.ts).
+ */
+const VALID_MARKER = /^[A-Za-z0-9_.:-]{8,255}$/;
 
 /**
- * Starts an agent: argv only (no shell), an explicit env plus the tree marker, its own process group.
+ * Starts an agent: argv only (no shell), an explicit env (no `SESSIOND_*` entry) plus the tree
+ * marker, its own process group, and its own cgroup where the host has cgroup containment.
  * Contract: never throws; a command that cannot start is `{ ok: false }` with a message naming it.
  */
 export async function spawnAgent(spec: SpawnSpec): Promise<SpawnResult> {
@@ -27,15 +33,18 @@ export async function spawnAgent(spec: SpawnSpec): Promise<SpawnResult> {
     if (!VALID_MARKER.test(marker)) {
       return { ok: false, error: `command ${JSON.stringify(spec.command)} was not started: invalid marker ${JSON.stringify(marker)}`, code: 'EINVAL' };
     }
-    const subprocess = startSubprocess(spec, marker);
+    const cgroup = createAttemptCgroup(marker, spec.limits);
+    // execa spawns synchronously: inside enter(), the child starts in the attempt's cgroup.
+    const subprocess = cgroup === null ? startSubprocess(spec, marker) : cgroup.enter(() => startSubprocess(spec, marker));
     if (subprocess.pid === undefined) {
+      await cgroup?.kill();
       // Node reports a failed exec by leaving pid unset; execa's result (reject: false) says why.
       const result = await subprocess;
       const code = typeof result.code === 'string' ? result.code : undefined;
       const error = describeSpawnError(spec.command, code, result.originalMessage ?? result.shortMessage ?? 'unknown error');
       return code === undefined ? { ok: false, error } : { ok: false, error, code };
     }
-    const agent = createAgentProcess(subprocess, subprocess.pid, spec, marker);
+    const agent = createAgentProcess(subprocess, subprocess.pid, spec, marker, cgroup);
     agent.startTime = await processStartTime(agent.pid);
     return { ok: true, agent };
   } catch (error) {
@@ -60,7 +69,7 @@ async function checkCwd(command: string, cwd: string): Promise<SpawnResult | nul
 function startSubprocess(spec: SpawnSpec, marker: string) {
   return execa(spec.command, [...spec.args], {
     cwd: spec.cwd,
-    env: { ...spec.env, [AGENT_MARKER_ENV]: marker },
+    env: { ...withoutSessiondEnv(spec.env), [AGENT_MARKER_ENV]: marker },
     extendEnv: false,
     shell: false,
     // Its own process group, so stage 3 can kill the group (execa's exit cleanup is off with it).
@@ -81,7 +90,7 @@ type Subprocess = ReturnType<typeof startSubprocess>;
 
 type MutableAgentProcess = AgentProcess & { startTime: string | null };
 
-function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec, marker: string): MutableAgentProcess {
+function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec, marker: string, cgroup: AttemptCgroup | null): MutableAgentProcess {
   const noop = (): void => undefined;
   // A 'readable' listener keeps stdout in pull mode until lines() reads it: otherwise execa
   // (buffer: false) and Node (when the child exits) resume it and drop what nobody read yet.
@@ -135,7 +144,7 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
     stderrTail: () => tail.text(),
     stop(reason: StopReason = 'requested') {
       if (stopRun !== null) return stopRun;
-      stopReason = reason;
+      if (exitInfo === null) stopReason = reason;
       idle?.cancel();
       clearTimeout(graceTimer);
       stopRun = stopProcessTree({
@@ -146,6 +155,7 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
         stdin: subprocess.stdin ?? null,
         hasExited: () => exitInfo !== null,
         exited,
+        cgroup,
       });
       return stopRun;
     },

@@ -1,4 +1,5 @@
 import type { Writable } from 'node:stream';
+import type { AttemptCgroup } from './cgroup.ts';
 import { killProcessTree } from './process-tree.ts';
 
 /** Stage 2: how long the agent gets to exit after the interrupt. */
@@ -18,11 +19,14 @@ export interface StopTarget {
   /** Synchronous: true once the agent was reaped (its pid may then belong to another process). */
   hasExited(): boolean;
   exited: Promise<unknown>;
+  /** The attempt's cgroup, killed whole in stage 3 (null on a host without cgroup containment). */
+  cgroup?: AttemptCgroup | null;
 }
 
 /**
  * Three stages: (1) interrupt the agent, (2) wait up to GRACEFUL_STOP_TIMEOUT_MS for it to exit,
- * (3) SIGKILL the whole tree, the agent's survivors included, and wait up to KILL_WAIT_TIMEOUT_MS.
+ * (3) SIGKILL the whole tree, the agent's survivors included (its cgroup whole first, then what the
+ * marker, the group and parent links find), and wait up to KILL_WAIT_TIMEOUT_MS.
  * Stages 1-2 are skipped when the agent has already exited; stage 3 always runs.
  * Contract: never throws; runs on its own timers.
  */
@@ -33,6 +37,7 @@ export async function stopProcessTree(target: StopTarget): Promise<void> {
       await within(target.exited, GRACEFUL_STOP_TIMEOUT_MS);
     }
     const deadline = Date.now() + KILL_WAIT_TIMEOUT_MS;
+    await target.cgroup?.kill();
     await killProcessTree(target.pid, target.marker, {
       startTime: target.startTime,
       timeoutMs: KILL_WAIT_TIMEOUT_MS,

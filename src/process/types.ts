@@ -1,3 +1,5 @@
+import type { AttemptLimits } from './cgroup.ts';
+
 /** Why sessiond stopped an agent process. */
 export type StopReason = 'requested' | 'idle_timeout' | 'exit_grace';
 
@@ -30,6 +32,8 @@ export interface SpawnSpec {
   stderrTailBytes?: number;
   /** No stdout output for this long while a reader waits for it -> `stop('idle_timeout')`. */
   idleTimeoutMs?: number;
+  /** Ceilings of the attempt's cgroup (where the host has cgroup containment, see cgroup.ts). */
+  limits?: AttemptLimits;
 }
 
 export interface ExitInfo {
@@ -51,8 +55,10 @@ export type SpawnResult = { ok: true; agent: AgentProcess } | { ok: false; error
  *   reader waits (a descendant may still hold the pipe open). Never throws while iterating.
  * - `exited` never rejects; it resolves when the agent process itself exits (descendants may live on).
  * - `stop()` never throws; is idempotent (every call returns the same promise); kills the whole tree
- *   even when the agent exited before or during the stop; resolves when the tree is gone or the final
- *   wait ran out.
+ *   even when the agent exited before or during the stop (its cgroup whole, where the host has one,
+ *   then every process found by marker, group and parent links); resolves when the tree is gone or
+ *   the final wait ran out. Called after an agent that exited by itself, it is the sweep of what its
+ *   tools left running.
  */
 export interface AgentProcess {
   readonly pid: number;
