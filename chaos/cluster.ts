@@ -21,8 +21,8 @@ import { Runtime } from '../src/runtime/runtime.ts';
 import { startFakeModelServer, type FakeModelServer } from '../test/support/fake-model-server.ts';
 import { createPiEnv, piBin, type PiEnv } from '../test/support/pi-env.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../test/support/redis.ts';
-import { connector } from '../test/support/runtime.ts';
-import { startWorkerProcess, type WorkerProcess } from '../test/support/worker-process.ts';
+import { connector, TEST_POLICY } from '../test/support/runtime.ts';
+import { AGENT_ENV_NAMES, startWorkerProcess, type WorkerProcess } from '../test/support/worker-process.ts';
 
 export const CHAOS_DIR = dirname(fileURLToPath(import.meta.url));
 export const AGENT_COMMAND = join(CHAOS_DIR, 'agent.sh');
@@ -181,7 +181,7 @@ export class Cluster {
     const { connect, closeAll } = connector(this.redis.url);
     this.connect = connect;
     this.#closeConnections = closeAll;
-    this.runtime = new Runtime({ connect, prefix: this.prefix });
+    this.runtime = new Runtime({ connect, prefix: this.prefix, policy: TEST_POLICY });
     this.log(`run ${this.runId}: redis-server ${this.redis.url} (AOF, fsync always), fake model server ${this.model.url}, prefix ${this.prefix}, dir ${this.root}`);
     for (let slot = 0; slot < this.options.workers; slot++) mkdirSync(this.#hostDir(slot), { recursive: true });
     // pi's managed agent dir, prepared once per "host" before any attempt runs.
@@ -218,6 +218,8 @@ export class Cluster {
           CHAOS_NODE: process.execPath,
           CHAOS_RUN_ID: this.runId,
           CHAOS_STATE_DIR: this.stateDir,
+          // The fake agent reads these: named, since an agent's env holds nothing else of the worker's.
+          SESSIOND_AGENT_ENV: [...AGENT_ENV_NAMES, 'CHAOS_REAL_PI', 'CHAOS_NODE', 'CHAOS_RUN_ID', 'CHAOS_STATE_DIR'].join(','),
           SESSIOND_LOG_LEVEL: 'info',
         },
       },

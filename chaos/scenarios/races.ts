@@ -6,6 +6,7 @@
  * order `enqueue` numbered it; no cancel may stay pending; and once the dust settles, a new prompt
  * on every session must complete (no stale cancel waiting for it).
  */
+import { TEST_POLICY } from '../../test/support/runtime.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { checkSettled } from '../checks.ts';
 import type { Ledger } from '../ledger.ts';
@@ -17,7 +18,7 @@ export const races: ScenarioDefinition = {
   settleMs: 60_000,
   async run(ctx: ScenarioContext, ledger: Ledger, notes: ScenarioNotes) {
     const { cluster, random } = ctx;
-    const clients = [cluster.runtime, ...[1, 2].map(() => new Runtime({ connect: cluster.connect, prefix: cluster.prefix }))];
+    const clients = [cluster.runtime, ...[1, 2].map(() => new Runtime({ connect: cluster.connect, prefix: cluster.prefix, policy: TEST_POLICY }))];
     const durationMs = ctx.quick ? 6_000 : 15_000;
     const sessionIds = Array.from({ length: ctx.quick ? 3 : 6 }, () => ledger.newSessionId());
     let prompts = 0;

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { PermissionKnobs } from '../policy/knobs.ts';
 import type { CliMessage } from '../protocol/index.ts';
 import type { AgentMapper } from './shared/agent-mapper.ts';
 import type { RunContext } from './shared/run-attempt.ts';
@@ -27,6 +28,8 @@ export interface AgentDefinition {
   run: AgentRun;
   /** What a caller may choose per session or turn (see shared/caller-options.ts); strict. */
   callerOptions: z.ZodType<Record<string, unknown>>;
+  /** Its privileges, as a deployment policy bounds them (src/policy). */
+  permissions: PermissionKnobs;
   /** Reads the agent's raw stream (for `sessiond normalize --agent`). */
   createMapper(options: { resumeSessionId?: string }): AgentMapper;
   exportState?(options: Readonly<Record<string, unknown>>, agentSessionId: string): Promise<string | null>;

@@ -1,3 +1,4 @@
+import type { PermissionKnobs } from '../policy/knobs.ts';
 import type { AgentDefinition, AgentRun } from './agent-definition.ts';
 import { claudeCode } from './claude-code/definition.ts';
 import { gemini } from './gemini/definition.ts';
@@ -16,6 +17,9 @@ export const AGENTS = {
 
 export type AgentName = keyof typeof AGENTS;
 export const AGENT_NAMES = Object.keys(AGENTS) as AgentName[];
+
+/** What each agent declares about its privileges, for the deployment policy. */
+export const AGENT_PERMISSIONS: Readonly<Record<string, PermissionKnobs>> = Object.fromEntries(AGENT_NAMES.map((name) => [name, AGENTS[name].permissions]));
 
 export function isAgentName(name: string): name is AgentName {
   return Object.hasOwn(AGENTS, name);

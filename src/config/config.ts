@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
+import { pickEnv } from '../process/sealed-env.ts';
+import { PolicySchema } from '../policy/schema.ts';
 import { parseDuration } from './duration.ts';
 
 /**
@@ -23,6 +25,12 @@ export const ConfigSchema = z.strictObject({
   redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
   prefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-').default('sessiond'),
   stateDir: z.string().min(1).default(join(process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'sessiond')),
+  /** Where a session runs when its caller names no cwd, and the default allowed root of `policy.workspaceRoots`. */
+  workspace: z.string().min(1).default(process.cwd()),
+  /** What callers may choose (src/policy): agents, cwd roots, permission ceilings, limits. Env SESSIOND_POLICY, JSON. */
+  policy: PolicySchema.prefault({}),
+  /** Variables of the worker's environment passed to every agent by name (besides the base: PATH, HOME, LANG…). */
+  agentEnv: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')).max(200).default([]),
   worker: z
     .strictObject({
       concurrency: integer(1, 256).default(4),
@@ -32,6 +40,10 @@ export const ConfigSchema = z.strictObject({
       poll: duration(50, 60_000).default(1_000),
       heartbeat: duration(100, 60_000).default(5_000),
       shutdownGrace: duration(0, 3_600_000).default(10_000),
+      /** pids.max of each attempt's cgroup (0: none), where the host can apply it. */
+      attemptPidsMax: integer(0, 4_194_304).default(4096),
+      /** Memory ceiling of each attempt's cgroup in MiB (0: none), where the host can apply it. */
+      attemptMemoryMaxMb: integer(0, 1_048_576).default(0),
     })
     .prefault({}),
   pi: z
@@ -76,6 +88,9 @@ const ENV_MAP: Record<string, string> = {
   SESSIOND_POLL: 'worker.poll',
   SESSIOND_HEARTBEAT: 'worker.heartbeat',
   SESSIOND_SHUTDOWN_GRACE: 'worker.shutdownGrace',
+  SESSIOND_ATTEMPT_PIDS_MAX: 'worker.attemptPidsMax',
+  SESSIOND_ATTEMPT_MEMORY_MAX_MB: 'worker.attemptMemoryMaxMb',
+  SESSIOND_WORKSPACE: 'workspace',
   SESSIOND_PI_COMMAND: 'pi.command',
   SESSIOND_PI_AGENT_DIR: 'pi.agentDir',
   SESSIOND_PI_SESSION_DIR: 'pi.sessionDir',
@@ -135,6 +150,14 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
       throw new ConfigError('SESSIOND_AGENT_OPTIONS: must be a JSON object by agent name, e.g. {"claude-code":{"command":"/usr/local/bin/claude"}}');
     }
   }
+  if (env.SESSIOND_POLICY !== undefined && env.SESSIOND_POLICY !== '') {
+    try {
+      setPath(raw, 'policy', JSON.parse(env.SESSIOND_POLICY) as unknown);
+    } catch {
+      throw new ConfigError('SESSIOND_POLICY: must be a JSON object, e.g. {"agents":["pi"],"workspaceRoots":["/srv/work"]}');
+    }
+  }
+  if (env.SESSIOND_AGENT_ENV !== undefined && env.SESSIOND_AGENT_ENV !== '') setPath(raw, 'agentEnv', env.SESSIOND_AGENT_ENV.split(',').map((name) => name.trim()).filter((name) => name !== ''));
   for (const [path, value] of Object.entries(flags)) if (value !== undefined) setPath(raw, path, value);
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
@@ -143,7 +166,7 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
       parsed.error.issues
         .map((issue) => {
           const path = issue.path.join('.');
-          const from = envName(path);
+          const from = envName(path) ?? (path.startsWith('policy') ? 'SESSIOND_POLICY' : path.startsWith('agentEnv') ? 'SESSIOND_AGENT_ENV' : undefined);
           return `${path}: ${issue.message}${from === undefined ? '' : ` (env ${from})`}`;
         })
         .join('\n'),
@@ -152,10 +175,20 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
   return parsed.data;
 }
 
-/** The host options a worker passes to every attempt, by agent. */
-export function agentHostOptions(config: Config): Record<string, Record<string, unknown>> {
+/**
+ * The host options a worker passes to every attempt, by agent. An agent's env is what the operator
+ * configured for it, over the variables named in `agentEnv` (taken from the worker's environment);
+ * the provider adds the base (PATH, HOME…) and nothing else.
+ */
+export function agentHostOptions(config: Config, agentNames: readonly string[], env: NodeJS.ProcessEnv = process.env): Record<string, Record<string, unknown>> {
+  const named = pickEnv(config.agentEnv, env);
   const out: Record<string, Record<string, unknown>> = { pi: piHostOptions(config) };
-  for (const [agent, options] of Object.entries(config.agents)) out[agent] = { env: { SESSIOND_STATE_DIR: config.stateDir }, ...(out[agent] ?? {}), ...options };
+  for (const [agent, options] of Object.entries(config.agents)) out[agent] = { ...(out[agent] ?? {}), ...options };
+  for (const agent of new Set([...agentNames, ...Object.keys(out)])) {
+    const options = out[agent] ?? {};
+    const own = options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
+    out[agent] = { ...options, env: { ...named, SESSIOND_STATE_DIR: config.stateDir, ...own } };
+  }
   return out;
 }
 
@@ -169,4 +202,9 @@ export function piHostOptions(config: Config): Record<string, unknown> {
     idleTimeoutMs: config.pi.idleTimeout,
     env: { SESSIOND_STATE_DIR: config.stateDir },
   };
+}
+
+/** The ceilings of each attempt's cgroup that this configuration asks for. */
+export function attemptLimits(config: Config): { pidsMax: number; memoryMaxBytes: number } {
+  return { pidsMax: config.worker.attemptPidsMax, memoryMaxBytes: config.worker.attemptMemoryMaxMb * 1024 * 1024 };
 }

@@ -1,7 +1,10 @@
 import { persistSession, startSessionActor, stateName, type PersistedSession, type SessionActor, type Transition } from '../../machines/restore.ts';
 import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
 import { agentDefinition, isAgentName, type AgentName } from '../agents/registry.ts';
+import type { DeploymentPolicy } from '../policy/index.ts';
+import type { AttemptLimits } from '../process/index.ts';
 import type { RetryPolicy } from '../retry/index.ts';
+import { admitTurn, attemptOptions, refusedAttempt } from './deployment-policy.ts';
 import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerOwner, markerScope, newMarker } from './orphans.ts';
@@ -19,6 +22,10 @@ export interface ActiveSessionConfig {
   leaseTtlMs: number;
   /** How often the holder looks at the inbox and the cancel flag even without a pub/sub event. */
   pollMs: number;
+  /** The deployment policy every stored request is checked against again, at the start of each attempt. */
+  policy: DeploymentPolicy;
+  /** Ceilings of each attempt's cgroup. */
+  limits?: AttemptLimits;
 }
 
 export type DriveOutcome =
@@ -383,11 +390,16 @@ export class ActiveSession {
       try {
         // The snapshot saying this attempt runs is in Redis before the agent starts.
         await writer.flush();
-        const agentName = (typeof request.options.agent === 'string' ? request.options.agent : 'pi') as string;
+        // Options read back from Redis are a caller's: checked again, as at enqueue, before anything runs.
+        const admitted = await admitTurn(config.policy, request.options, request.text);
+        if (!admitted.ok) {
+          yield refusedAttempt(admitted.issues);
+          return;
+        }
+        const agentName = admitted.agent;
         if (!isAgentName(agentName)) throw new Error(`unknown agent "${agentName}"`);
         const agent = agentDefinition(agentName as AgentName);
-        const { agent: _agent, ...turnOptions } = request.options;
-        const options = { ...(config.agentOptions[agentName] ?? {}), ...turnOptions };
+        const options = attemptOptions(config.agentOptions[agentName] ?? {}, admitted.options);
         const stateField = (id: string) => `${agentName}:${id}`;
         if (request.agentSessionId !== null && agent.importState !== undefined) {
           const state = await store.agentState(sessionId, stateField(request.agentSessionId));
@@ -397,7 +409,7 @@ export class ActiveSession {
         const marker = newMarker(await markerOwner(), scope, sessionId);
         let agentSessionId = request.agentSessionId;
         try {
-          for await (const message of agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options }, { signal, marker })) {
+          for await (const message of agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options }, { signal, marker, ...(config.limits === undefined ? {} : { limits: config.limits }) })) {
             if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
             yield message;
           }

@@ -4,7 +4,8 @@
  * a Lua script may touch them together; the fleet-wide keys share `{<prefix>}`;
  * BullMQ's keys share the tag `{<prefix>:q}`.
  */
-export const SESSION_ID_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/;
+/** 1-100 letters, digits or `_.-`, but not `.` or `..` (a path segment of the HTTP API). */
+export const SESSION_ID_PATTERN = /^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,100}$/;
 
 export type SessionPart = 'meta' | 'snapshot' | 'inbox' | 'log' | 'seq' | 'lease' | 'fence' | 'cancel' | 'history' | 'agent' | 'active';
 

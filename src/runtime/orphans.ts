@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { findMarkedProcesses, isAlive, killProcessTree, processStartTime, type TrackedProcess } from '../process/index.ts';
+import { findMarkedProcesses, isAlive, killAttemptCgroup, killProcessTree, listAttemptCgroups, processStartTime, type TrackedProcess } from '../process/index.ts';
 import { SESSION_ID_PATTERN } from './keys.ts';
 
 /**
@@ -86,21 +86,28 @@ export async function findAgentProcesses(): Promise<AgentProcesses[]> {
 /**
  * Kills the agent processes that workers of this host and deployment (`scope`)
  * left behind when they died: agents whose worker (pid and start time, from the
- * marker) is gone, with their whole trees. Returns how many agents were reaped
- * and how many processes they had.
+ * marker) is gone, with their whole trees, and the attempt cgroups (named by
+ * marker) of those workers, with every process in them, those that left the
+ * marker included. Returns how many agents were reaped and how many processes
+ * they had (as found by marker).
  */
 export async function reapOrphans(scope: string): Promise<{ reaped: number; killed: number }> {
   let reaped = 0;
   let killed = 0;
+  const ownerIsDead = async (marker: ParsedMarker): Promise<boolean> =>
+    !(await (marker.workerStartTime === '0' ? isAlive(marker.workerPid) : isAlive(marker.workerPid, marker.workerStartTime)));
   for (const group of await findAgentProcesses()) {
-    if (group.scope !== scope) continue;
-    const owner = group.workerStartTime === '0' ? isAlive(group.workerPid) : isAlive(group.workerPid, group.workerStartTime);
-    if (await owner) continue;
+    if (group.scope !== scope || !(await ownerIsDead(group))) continue;
     const root = group.agent ?? group.processes[0];
     if (root === undefined) continue;
     await killProcessTree(root.pid, group.marker, { startTime: root.startTime });
     killed += group.processes.length;
     reaped += 1;
+  }
+  for (const name of listAttemptCgroups()) {
+    const parsed = parseMarker(name);
+    if (parsed === null || parsed.scope !== scope || !(await ownerIsDead(parsed))) continue;
+    await killAttemptCgroup(name);
   }
   return { reaped, killed };
 }

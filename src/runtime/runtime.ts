@@ -9,7 +9,9 @@ import { createKeys, SESSION_ID_PATTERN, type Keys } from './keys.ts';
 import { PolicyStore } from './policy-store.ts';
 import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
-import { TurnOptionsSchema } from './turn-options.ts';
+import type { DeploymentPolicy } from '../policy/index.ts';
+import { admitTurn, deploymentPolicy } from './deployment-policy.ts';
+import { DEFAULT_AGENT, TurnOptionsSchema } from './turn-options.ts';
 
 /** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
 export class InputError extends Error {
@@ -25,11 +27,10 @@ export class NotFoundError extends Error {
   override readonly name = 'NotFoundError';
 }
 
-export const MAX_PROMPT_CHARS = 200_000;
-
 export const EnqueueRequestSchema = z.strictObject({
-  sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-').optional(),
-  prompt: z.string().max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`).refine((p) => p.trim() !== '', 'must not be empty'),
+  sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-, and not . or ..').optional(),
+  // Its maximum length is the deployment policy's (maxPromptChars).
+  prompt: z.string().refine((p) => p.trim() !== '', 'must not be empty'),
   options: TurnOptionsSchema.optional(),
   retryPolicy: z.record(z.string(), z.unknown()).optional(),
 });
@@ -55,6 +56,8 @@ export interface SessionView {
 export interface RuntimeOptions {
   connect: (role: string) => Redis;
   prefix?: string;
+  /** What callers may choose (src/policy); default: the default policy with this process's cwd as the workspace. */
+  policy?: DeploymentPolicy;
 }
 
 /**
@@ -69,12 +72,14 @@ export class Runtime {
   readonly queue: SessionQueue;
   readonly policies: PolicyStore;
   readonly #bus: EventBus;
+  readonly #policy: DeploymentPolicy;
   readonly #connect: (role: string) => Redis;
   readonly #extra: Redis[] = [];
 
   constructor(options: RuntimeOptions) {
     this.keys = createKeys(options.prefix ?? 'sessiond');
     this.#connect = options.connect;
+    this.#policy = options.policy ?? deploymentPolicy();
     this.redis = options.connect('runtime');
     this.store = new SessionStore(this.redis, this.keys);
     this.queue = createSessionQueue(options.connect('runtime-queue'), this.keys);
@@ -93,9 +98,12 @@ export class Runtime {
       if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
       policyJson = JSON.stringify(policy.policy);
     }
-    const sessionId = request.sessionId ?? randomUUID();
     const options = request.options ?? {};
-    const create = { agent: typeof options.agent === 'string' ? options.agent : 'pi', options: JSON.stringify(options) };
+    // The deployment's policy before anything is written; the worker checks the stored request again.
+    const admitted = await admitTurn(this.#policy, options, request.prompt);
+    if (!admitted.ok) throw new InputError(admitted.issues);
+    const sessionId = request.sessionId ?? randomUUID();
+    const create = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
     const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId);
@@ -106,6 +114,11 @@ export class Runtime {
     // A new activation means nobody holds the session: there is no one to tell.
     if (result.jobId === null) await this.#bus.publish({ sessionId, kind: 'prompt' });
     return { sessionId, turn: result.turn, created: result.created };
+  }
+
+  /** What callers of this deployment may choose. */
+  get deploymentPolicy(): DeploymentPolicy {
+    return this.#policy;
   }
 
   /** Cancels the session's current turn, wherever it runs. Throws NotFoundError for an unknown session. */
@@ -255,7 +268,7 @@ export class Runtime {
 }
 
 function checkSessionId(sessionId: string): void {
-  if (!SESSION_ID_PATTERN.test(sessionId)) throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.- (got ${JSON.stringify(sessionId)})` }]);
+  if (!SESSION_ID_PATTERN.test(sessionId)) throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.-, and not . or .. (got ${JSON.stringify(sessionId)})` }]);
 }
 
 export function zodIssues(error: z.ZodError): Array<{ field: string; message: string }> {

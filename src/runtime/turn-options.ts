@@ -8,10 +8,13 @@ import { AGENT_NAMES, agentDefinition, isAgentName } from '../agents/registry.ts
  * executable, its environment, extra argv) is the worker's configuration,
  * never a caller's.
  */
+/** The agent of a session whose caller names none. */
+export const DEFAULT_AGENT = 'pi';
+
 export const TurnOptionsSchema = z
   .record(z.string(), z.unknown())
   .superRefine((value, ctx) => {
-    const { agent = 'pi', ...rest } = value;
+    const { agent = DEFAULT_AGENT, ...rest } = value;
     if (typeof agent !== 'string' || !isAgentName(agent)) {
       ctx.addIssue({ code: 'custom', path: ['agent'], message: `must be one of ${AGENT_NAMES.join(', ')} (got ${JSON.stringify(agent)})` });
       return;

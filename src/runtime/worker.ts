@@ -2,7 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
+import type { DeploymentPolicy } from '../policy/index.ts';
+import { detectContainment, type AttemptLimits } from '../process/index.ts';
 import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
+import { deploymentPolicy } from './deployment-policy.ts';
 import { EventBus } from './event-bus.ts';
 import type { Keys } from './keys.ts';
 import { markerScope, reapOrphans } from './orphans.ts';
@@ -24,6 +27,10 @@ export interface WorkerOptions {
   pollMs: number;
   heartbeatMs: number;
   agentOptions: ActiveSessionConfig['agentOptions'];
+  /** What callers may choose; every stored request is checked against it again at each attempt. Default: the default policy, this process's cwd as the workspace. */
+  policy?: DeploymentPolicy;
+  /** Ceilings of each attempt's cgroup, where the host has cgroup containment. */
+  limits?: AttemptLimits;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -56,9 +63,12 @@ export class SessionWorker {
   #timers: NodeJS.Timeout[] = [];
   #closing: Promise<void> | null = null;
   readonly #machine = new SharedSessionMachine();
+  readonly #policy: DeploymentPolicy;
+  readonly #containment = detectContainment();
 
   constructor(options: WorkerOptions) {
     this.#options = options;
+    this.#policy = options.policy ?? deploymentPolicy();
     this.#redis = options.connect('worker');
     this.#subscriber = options.connect('worker-events');
     this.#store = new SessionStore(this.#redis, options.keys);
@@ -72,6 +82,9 @@ export class SessionWorker {
 
   async start(): Promise<void> {
     const log = this.#options.log ?? (() => undefined);
+    // Said once: how this worker keeps the processes of an attempt from outliving it.
+    if (this.#containment.mode === 'sweep') log('warn', 'attempts are not contained by cgroups on this host', { containment: this.#containment.detail });
+    else log('info', 'attempts contained by cgroups', { containment: this.#containment.detail });
     const reaped = await reapOrphans(markerScope(this.#options.keys.prefix));
     if (reaped.reaped > 0) log('warn', 'killed agent processes left by a dead worker', reaped);
     await this.#bus.start();
@@ -103,7 +116,15 @@ export class SessionWorker {
     await this.#redis.hset(
       this.#options.keys.workers,
       this.id,
-      JSON.stringify({ id: this.id, host: hostname(), pid: process.pid, lastSeen: Date.now(), active: this.#active.size, concurrency: this.#options.concurrency }),
+      JSON.stringify({
+        id: this.id,
+        host: hostname(),
+        pid: process.pid,
+        lastSeen: Date.now(),
+        active: this.#active.size,
+        concurrency: this.#options.concurrency,
+        containment: { mode: this.#containment.mode, detail: this.#containment.detail },
+      }),
     );
   }
 
@@ -136,6 +157,8 @@ export class SessionWorker {
         holdBackoffMs: this.#options.holdBackoffMs,
         leaseTtlMs: this.#options.leaseTtlMs,
         pollMs: this.#options.pollMs,
+        policy: this.#policy,
+        ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
       },
       globalPolicy: () => this.#policies.get(),
       loaded: lease.loaded,

@@ -6,7 +6,7 @@ import { Runtime } from '../../src/runtime/runtime.ts';
 import { AGENT_COMMAND, FAKE_MODEL } from '../../chaos/cluster.ts';
 import { readLog } from '../../chaos/checks.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
-import { harness, turnEnded, until, type Harness } from '../support/runtime.ts';
+import { harness, TEST_POLICY, turnEnded, until, type Harness } from '../support/runtime.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 
 /**
@@ -52,7 +52,7 @@ describe('found by chaos: prompts arriving in bursts while a session is driven',
     // Several clients sending prompts one right after the other while turn 1 runs: the holder takes
     // each in as it is told of it, reading the inbox again before its batched trim has landed.
     const tags: string[] = ['p0'];
-    const clients = [h.runtime, ...[1, 2, 3].map(() => new Runtime({ connect: h.connect, prefix: h.prefix }))];
+    const clients = [h.runtime, ...[1, 2, 3].map(() => new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY }))];
     await Promise.all(
       clients.map(async (client, c) => {
         for (let i = 1; i <= 12; i++) {

@@ -12,7 +12,7 @@ import { runCli } from '../support/cli.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisServer } from '../support/redis.ts';
-import { expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Cancel from anywhere: from another process while a worker holds the session (pub/sub), for a
@@ -163,7 +163,7 @@ describe('cancel from anywhere', () => {
       bus,
       sessionId,
       token: lease.token,
-      config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, leaseTtlMs: 60_000, pollMs: FAST_WORKER.pollMs },
+      config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, leaseTtlMs: 60_000, pollMs: FAST_WORKER.pollMs, policy: TEST_POLICY },
       globalPolicy: () => Promise.resolve(DEFAULT_RETRY_POLICY),
       machine: new SharedSessionMachine(),
     });

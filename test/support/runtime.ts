@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
+import { deploymentPolicy } from '../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/runtime/worker.ts';
 import { createSessionQueue } from '../../src/runtime/queue.ts';
@@ -84,12 +85,15 @@ export function useRuntimeSuite(
   });
 }
 
+/** The tests' sessions run in temp dirs: the workspace of their deployment policy. */
+export const TEST_POLICY = deploymentPolicy({ workspace: tmpdir() });
+
 export const FAST_WORKER = { leaseTtlMs: 3000, stalledIntervalMs: 1000, holdBackoffMs: 1500, pollMs: 250, heartbeatMs: 1000 } as const;
 
 export function harness(url: string, env: PiEnv, name: string): Harness {
   const prefix = uniquePrefix(name);
   const { connect, closeAll } = connector(url);
-  const runtime = new Runtime({ connect, prefix });
+  const runtime = new Runtime({ connect, prefix, policy: TEST_POLICY });
   const stateDir = mkdtempSync(join(tmpdir(), 'sessiond-state-'));
   const workers: SessionWorker[] = [];
   return {
@@ -107,6 +111,7 @@ export function harness(url: string, env: PiEnv, name: string): Harness {
         ...FAST_WORKER,
         concurrency: 2,
         agentOptions: { pi: piHostOptions(env, stateDir) },
+        policy: TEST_POLICY,
         ...overrides,
       });
       await worker.start();

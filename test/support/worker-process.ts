@@ -6,9 +6,13 @@
  * (`reapOrphans` does it once the workers are dead).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { SESSIOND_BIN } from './cli.ts';
 import type { PiEnv } from './pi-env.ts';
 import { NO_DISCOVERY, piBin, REPO_ROOT } from './pi-env.ts';
+
+/** Variables of a test worker's environment that its agents get by name (SESSIOND_AGENT_ENV). */
+export const AGENT_ENV_NAMES = ['PI_OFFLINE', 'PI_TELEMETRY'];
 
 export interface WorkerProcessOptions {
   redisUrl: string;
@@ -78,6 +82,9 @@ export function workerEnv(o: WorkerProcessOptions): Record<string, string> {
     SESSIOND_PI_AGENT_DIR: o.env.agentDir,
     SESSIOND_PI_SESSION_DIR: o.sessionDir ?? o.env.sessionDir,
     SESSIOND_PI_ARGS: JSON.stringify(NO_DISCOVERY),
+    // Sessions run in temp dirs; pi's offline switches are passed to it by name (its env is sealed).
+    SESSIOND_WORKSPACE: tmpdir(),
+    SESSIOND_AGENT_ENV: AGENT_ENV_NAMES.join(','),
     SESSIOND_LOG_LEVEL: 'info',
     ...(o.extraEnv ?? {}),
   };

@@ -9,6 +9,11 @@ import { claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeS
 
 export const claudeCode: AgentDefinition = {
   callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), permissionMode: z.enum(PERMISSION_MODES).optional(), allowedTools: z.array(z.string().min(1).max(500)).max(100).optional(), disallowedTools: z.array(z.string().min(1).max(500)).max(100).optional() }),
+  permissions: {
+    ladder: { option: 'permissionMode', steps: ['plan', 'dontAsk', 'default', 'acceptEdits', 'bypassPermissions'], defaultStep: 'default', defaultCeiling: 'acceptEdits' },
+    // Each allowed tool rule is a pre-approval: none for callers unless the deployment lists them.
+    lists: [{ option: 'allowedTools', defaultAllowed: [], absentMeansAll: false }],
+  },
   run: (request, context) =>
     runClaudeCode(
       {

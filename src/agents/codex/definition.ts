@@ -23,6 +23,7 @@ function managedHome(options: Readonly<Record<string, unknown>>): string {
  */
 export const codex: AgentDefinition = {
   callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), provider: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a provider id').optional(), sandbox: z.enum(CODEX_SANDBOX_MODES).optional() }),
+  permissions: { ladder: { option: 'sandbox', steps: CODEX_SANDBOX_MODES, defaultStep: 'read-only', defaultCeiling: 'workspace-write' } },
   run: (request, context) =>
     runCodex(
       {

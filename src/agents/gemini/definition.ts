@@ -24,6 +24,7 @@ function envOf(options: Readonly<Record<string, unknown>>): Record<string, strin
  */
 export const gemini: AgentDefinition = {
   callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), approvalMode: z.enum(APPROVAL_MODES).optional() }),
+  permissions: { ladder: { option: 'approvalMode', steps: APPROVAL_MODES, defaultStep: 'default', defaultCeiling: 'auto_edit' } },
   run: (request, context) =>
     runGemini(
       {

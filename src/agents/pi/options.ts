@@ -25,6 +25,8 @@ export const PiOptionsSchema = z.strictObject({
   agentDir: z.string().min(1).optional(),
   /** Allowlist of pi tools (`--tools`). */
   tools: z.array(z.string().regex(/^[\w.-]+$/, 'must be a tool name')).optional(),
+  /** Extension discovery (`<cwd>/.pi/extensions`, `<agentDir>/extensions`): code of the working directory. false: `--no-extensions`. */
+  extensions: z.boolean().default(true),
   extraArgs: z.array(z.string()).default([]),
   env: z.record(z.string(), z.string()).default({}),
   /** No output line for this long stops the attempt as a `timeout` failure. */
@@ -46,6 +48,7 @@ export function piArgs(options: PiOptions): string[] {
   if (options.session.mode === 'none') args.push('--no-session');
   if (options.session.mode === 'resume') args.push('--session', options.session.id);
   if (options.session.mode !== 'none' && options.sessionDir !== undefined) args.push('--session-dir', options.sessionDir);
+  if (!options.extensions) args.push('--no-extensions');
   args.push(...options.extraArgs);
   return args;
 }

@@ -1,20 +1,16 @@
 import { access, constants } from 'node:fs/promises';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { baseEnv } from '../../process/index.ts';
 
 /**
- * Variables of sessiond itself that an agent (and the tools it runs) must never
- * see: the Redis URL and password, the API token.
+ * The agent's environment, built from an allow-list: the base of the worker's environment
+ * (`PATH`, `HOME`, `LANG`…, see process/sealed-env.ts) plus `extra`, what the operator configured
+ * for this agent. Nothing else of the worker's environment. (`SESSIOND_*` entries of `extra`, such as
+ * the state dir, are read by the provider and removed before the spawn.)
  */
-const PRIVATE_ENV = /^(REDIS_URL|REDIS_PASSWORD|SESSIOND_API_TOKEN|SESSIOND_TOKEN|SESSIOND_REDIS_.*)$/;
-
-/** The agent's environment, built explicitly: sessiond's own environment minus its secrets, plus `extra`. */
 export function agentEnv(extra: Record<string, string>, base: NodeJS.ProcessEnv = process.env): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(base)) {
-    if (value !== undefined && !PRIVATE_ENV.test(key)) env[key] = value;
-  }
-  return { ...env, ...extra };
+  return { ...baseEnv(base), ...extra };
 }
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');

@@ -1,5 +1,5 @@
 import type { CliMessage } from '../../protocol/index.ts';
-import { spawnAgent, type AgentProcess, type SpawnSpec } from '../../process/index.ts';
+import { spawnAgent, type AgentProcess, type AttemptLimits, type SpawnSpec } from '../../process/index.ts';
 import type { AgentMapper } from './agent-mapper.ts';
 
 /** What every agent's provider accepts besides its own options. */
@@ -9,6 +9,8 @@ export interface RunContext {
   marker?: string;
   /** Sees the process once it is started: the durable runtime records it for orphan reaping. */
   onSpawn?: (agent: Pick<AgentProcess, 'pid' | 'marker' | 'startTime'>) => void;
+  /** Ceilings of the attempt's cgroup (the worker's configuration). */
+  limits?: AttemptLimits;
 }
 
 /** A mapper that can tell when the agent printed its final event (then it should exit soon). */
@@ -29,7 +31,10 @@ export function startupFailure(mapper: AgentMapper, message: string): CliMessage
  * agent's provider.
  *
  * Contract: yields the attempt's messages and ends with exactly one terminal
- * message; a failure to start is a `startup` terminal, never a throw. When the
+ * message; a failure to start is a `startup` terminal, never a throw. However the attempt ends, no
+ * process of its tree is left once its terminal message is yielded (or the iterator rejects): a
+ * tool's background job or a process that escaped the marker is killed with the attempt's cgroup,
+ * or found by the marker/group/parent sweep where the host has no cgroups. When the
  * caller's signal aborts, the process tree is stopped on its own deadline (the
  * aborted signal never drives the stop) and then the iterator rejects with the
  * caller's abort reason; messages already yielded stay delivered. If the
@@ -37,7 +42,7 @@ export function startupFailure(mapper: AgentMapper, message: string): CliMessage
  */
 export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
   const { signal } = context;
-  const spawned = await spawnAgent({ ...spec, ...(context.marker === undefined ? {} : { marker: context.marker }) });
+  const spawned = await spawnAgent({ ...spec, ...(context.marker === undefined ? {} : { marker: context.marker }), ...(context.limits === undefined ? {} : { limits: context.limits }) });
   if (!spawned.ok) {
     yield* startupFailure(mapper, spawned.error);
     return;
@@ -59,10 +64,9 @@ export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper,
     }
     const exit = await agent.exited;
     clearTimeout(graceTimer);
-    if (signal?.aborted) {
-      await agent.stop('requested');
-      throw signal.reason;
-    }
+    // The agent exited (by itself or stopped): what its tools left running goes before the terminal.
+    await agent.stop('requested');
+    if (signal?.aborted) throw signal.reason;
     finished = true;
     yield* mapper.complete({ ...exit, stderrTail: agent.stderrTail() });
   } finally {

@@ -2,6 +2,8 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../config/config.ts';
 import { createRedis, ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
+import type { DeploymentPolicy } from '../../policy/index.ts';
+import { deploymentPolicy } from '../../runtime/deployment-policy.ts';
 import { Runtime } from '../../runtime/runtime.ts';
 
 /** An error the CLI reports as one line on stderr, with its exit code. */
@@ -16,6 +18,8 @@ export class CliError extends Error {
 
 export interface RuntimeContext {
   config: Config;
+  /** The deployment policy of this configuration (checked when the configuration was loaded). */
+  policy: DeploymentPolicy;
   url: string;
   runtime: Runtime;
   connect: (role: string) => Redis;
@@ -36,8 +40,10 @@ export async function resolveRedisUrl(config: Config): Promise<string> {
 
 export async function openRuntime(flags: Record<string, unknown> = {}): Promise<RuntimeContext> {
   let config: Config;
+  let policy: DeploymentPolicy;
   try {
     config = loadConfig(flags);
+    policy = deploymentPolicy(config);
   } catch (error) {
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
@@ -48,7 +54,7 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
     made.push(redis);
     return redis;
   };
-  const runtime = new Runtime({ connect, prefix: config.prefix });
+  const runtime = new Runtime({ connect, prefix: config.prefix, policy });
   try {
     await runtime.redis.ping();
   } catch (error) {
@@ -57,6 +63,7 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
   }
   return {
     config,
+    policy,
     url,
     runtime,
     connect,

@@ -30,7 +30,7 @@ const json = (schema: Json, description: string, extra: Json = {}): Json => ({ d
 const error = (description: string): Json => json(ref('Error'), description);
 const invalid = (description = 'a field is invalid: `issues` name each one'): Json => json(ref('ValidationError'), description);
 
-const idParam = { name: 'id', in: 'path', required: true, description: 'Session id (1-100 letters, digits or _.-)', schema: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,100}$' } };
+const idParam = { name: 'id', in: 'path', required: true, description: 'Session id (1-100 letters, digits or _.-, not . or ..)', schema: { type: 'string', pattern: '^(?!\\.{1,2}$)[A-Za-z0-9_.-]{1,100}$' } };
 const MUTATING = { security: [{ bearerAuth: [] }] };
 const OPEN = { security: [] };
 const mutatingErrors = {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jsonLines, runCli, sessiond } from '../../support/cli.ts';
 import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
 import { createPiEnv, NO_DISCOVERY, piBin, type PiEnv } from '../../support/pi-env.ts';
+import { AGENT_ENV_NAMES } from '../../support/worker-process.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 
 let redis: RedisServer;
@@ -34,6 +35,8 @@ beforeAll(async () => {
     SESSIOND_POLL: '250ms',
     SESSIOND_HEARTBEAT: '1s',
     SESSIOND_LOG_LEVEL: 'warn',
+    SESSIOND_WORKSPACE: tmpdir(),
+    SESSIOND_AGENT_ENV: AGENT_ENV_NAMES.join(','),
   };
   worker = sessiond(['worker', '--concurrency', '2'], { env: cliEnv });
   worker.catch(() => undefined);

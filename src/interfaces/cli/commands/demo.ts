@@ -1,14 +1,14 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { piHostOptions } from '../../../config/config.ts';
+import { loadConfig, piHostOptions } from '../../../config/config.ts';
 import { DEMO_MODELS, DEMO_PROVIDER, DEMO_SCRIPTS, writeDemoAgentDir } from '../../../demo/demo.ts';
 import { startFakeModelServer } from '../../../demo/model-server.ts';
 import { summarize } from '../../../runtime/inspect.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
-import { openRuntime, type RuntimeContext } from '../context.ts';
+import { CliError, openRuntime, type RuntimeContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { followSession } from '../follow.ts';
 import { parseIntegerOption } from '../parse-options.ts';
@@ -62,13 +62,22 @@ async function serveModel(port: number): Promise<number> {
   return ExitCode.ok;
 }
 
+function demoStateDir(): string {
+  try {
+    return loadConfig().stateDir;
+  } catch (error) {
+    throw new CliError(`configuration: ${(error as Error).message}`);
+  }
+}
+
 async function runDemo(): Promise<number> {
   const c = colors();
-  const ctx = await openRuntime();
-  const server = await startFakeModelServer({ scripts: DEMO_SCRIPTS });
-  const demoDir = join(ctx.config.stateDir, 'demo');
-  const agentDir = join(demoDir, 'agent');
+  const demoDir = join(demoStateDir(), 'demo');
   const cwd = join(demoDir, 'work');
+  // The demo's sessions run in its own work dir: the workspace of its deployment policy.
+  const ctx = await openRuntime({ workspace: cwd });
+  const server = await startFakeModelServer({ scripts: DEMO_SCRIPTS });
+  const agentDir = join(demoDir, 'agent');
   mkdirSync(cwd, { recursive: true });
   writeDemoAgentDir(agentDir, server.url);
   const worker = new SessionWorker({
@@ -82,6 +91,7 @@ async function runDemo(): Promise<number> {
     pollMs: 250,
     heartbeatMs: 2_000,
     agentOptions: { pi: { ...piHostOptions(ctx.config), agentDir, sessionDir: join(demoDir, 'sessions'), extraArgs: NO_DISCOVERY } },
+    policy: ctx.policy,
   });
   await worker.start();
   process.stdout.write(`${c.bold('sessiond demo')}: Redis ${redactUrl(ctx.url)}, a worker in this process, real pi (${DEMO_PROVIDER} scripted model on ${server.url})\n`);

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { agentHostOptions } from '../../../config/config.ts';
+import { AGENT_NAMES } from '../../../agents/registry.ts';
+import { agentHostOptions, attemptLimits } from '../../../config/config.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
@@ -32,7 +33,9 @@ async function runWorker(flags: { concurrency?: number }): Promise<number> {
     holdBackoffMs: config.worker.holdBackoff,
     pollMs: config.worker.poll,
     heartbeatMs: config.worker.heartbeat,
-    agentOptions: agentHostOptions(config),
+    agentOptions: agentHostOptions(config, AGENT_NAMES),
+    policy: ctx.policy,
+    limits: attemptLimits(config),
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });
   await worker.start();

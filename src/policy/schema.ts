@@ -1,0 +1,105 @@
+import { isAbsolute, resolve } from 'node:path';
+import { z } from 'zod';
+import type { PermissionKnobs } from './knobs.ts';
+
+/**
+ * The deployment policy: what callers of this deployment (enqueue, the HTTP API) may choose.
+ * The operator's word, read with the rest of the configuration (`policy` in the config file,
+ * SESSIOND_POLICY as JSON, SESSIOND_WORKSPACE for the default root); a caller never overrides it.
+ */
+const PERMISSION = z.strictObject({
+  /** The highest step of the agent's permission ladder a caller may ask for. */
+  ceiling: z.string().min(1).optional(),
+  /** Per list option (pi `tools`, Claude Code `allowedTools`): what a caller may list, or '*'. */
+  allow: z.record(z.string(), z.union([z.literal('*'), z.array(z.string().min(1).max(500)).max(500)])).optional(),
+  /** Switches of the agent turned on (e.g. pi `extensions`): off unless named here. */
+  enable: z.array(z.string().min(1)).max(50).optional(),
+});
+
+const absolutePath = z.string().min(1).refine((p) => isAbsolute(p), 'must be an absolute path');
+
+export const PolicySchema = z.strictObject({
+  /** The agents callers may choose; '*' every agent of the registry. */
+  agents: z.union([z.literal('*'), z.array(z.string().min(1)).min(1)]).default('*'),
+  /** A requested cwd (symlinks resolved) must lie inside one of these; default: the workspace. */
+  workspaceRoots: z.array(absolutePath).max(100).optional(),
+  /** Where callers may point pi's `agentDir`; none by default (callers may not set it). */
+  agentDirRoots: z.array(absolutePath).max(100).default([]),
+  /** The longest idle timeout a caller may ask for, in ms. */
+  maxIdleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(3_600_000),
+  /** The longest prompt a caller may send, in characters. */
+  maxPromptChars: z.number().int().min(1).max(10_000_000).default(200_000),
+  /** Per agent: the ceiling of its permission knobs. */
+  permissions: z.record(z.string(), PERMISSION).default({}),
+});
+
+export type PolicyInput = z.input<typeof PolicySchema>;
+
+/** A policy checked against the agents it names, with every default filled in. */
+export interface DeploymentPolicy {
+  agents: string[];
+  /** Where a session runs when its caller names no cwd. */
+  workspace: string;
+  workspaceRoots: string[];
+  agentDirRoots: string[];
+  maxIdleTimeoutMs: number;
+  maxPromptChars: number;
+  /** Per allowed agent: its ladder and ceiling, what its lists may hold, its switches turned on. */
+  permissions: Record<string, AgentPermissions>;
+}
+
+export interface AgentPermissions {
+  ladder?: { option: string; steps: string[]; defaultStep: string; ceiling: string };
+  lists: Array<{ option: string; allowed: string[] | '*'; absentMeansAll: boolean }>;
+  switches: Array<{ option: string; description: string; enabled: boolean }>;
+}
+
+export class PolicyError extends Error {
+  override readonly name = 'PolicyError';
+}
+
+/**
+ * Checks `input` (already parsed by PolicySchema) against the agents' declared knobs and fills in
+ * the defaults. Throws PolicyError naming the field (`policy.permissions.codex.ceiling: …`).
+ */
+export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Readonly<Record<string, PermissionKnobs>>, workspace: string): DeploymentPolicy {
+  const errors: string[] = [];
+  const known = Object.keys(knobs);
+  const agents = input.agents === '*' ? known : input.agents;
+  for (const [i, name] of agents.entries()) if (!known.includes(name)) errors.push(`policy.agents.${i}: unknown agent "${name}" (known: ${known.join(', ')})`);
+  const permissions: Record<string, AgentPermissions> = {};
+  for (const name of Object.keys(input.permissions)) if (!known.includes(name)) errors.push(`policy.permissions.${name}: unknown agent (known: ${known.join(', ')})`);
+  for (const name of agents.filter((a) => known.includes(a))) {
+    const declared = knobs[name] ?? {};
+    const given = input.permissions[name] ?? {};
+    const at = `policy.permissions.${name}`;
+    const out: AgentPermissions = { lists: [], switches: [] };
+    if (declared.ladder !== undefined) {
+      const { option, steps, defaultStep, defaultCeiling } = declared.ladder;
+      const ceiling = given.ceiling ?? defaultCeiling;
+      if (!steps.includes(ceiling)) errors.push(`${at}.ceiling: must be one of ${steps.join(' < ')} (got "${ceiling}")`);
+      out.ladder = { option, steps: [...steps], defaultStep, ceiling };
+    } else if (given.ceiling !== undefined) errors.push(`${at}.ceiling: ${name} has no permission ladder`);
+    const listOptions = (declared.lists ?? []).map((l) => l.option);
+    for (const option of Object.keys(given.allow ?? {})) if (!listOptions.includes(option)) errors.push(`${at}.allow.${option}: ${name} has no such list option (has: ${listOptions.join(', ') || 'none'})`);
+    for (const list of declared.lists ?? []) {
+      const allowed = given.allow?.[list.option] ?? list.defaultAllowed;
+      out.lists.push({ option: list.option, allowed: allowed === '*' ? '*' : [...allowed], absentMeansAll: list.absentMeansAll });
+    }
+    const switchOptions = (declared.switches ?? []).map((s) => s.option);
+    for (const option of given.enable ?? []) if (!switchOptions.includes(option)) errors.push(`${at}.enable: ${name} has no switch "${option}" (has: ${switchOptions.join(', ') || 'none'})`);
+    for (const sw of declared.switches ?? []) out.switches.push({ ...sw, enabled: (given.enable ?? []).includes(sw.option) });
+    permissions[name] = out;
+  }
+  if (errors.length > 0) throw new PolicyError(errors.join('\n'));
+  const root = resolve(workspace);
+  return {
+    agents,
+    workspace: root,
+    workspaceRoots: (input.workspaceRoots ?? [root]).map((p) => resolve(p)),
+    agentDirRoots: input.agentDirRoots.map((p) => resolve(p)),
+    maxIdleTimeoutMs: input.maxIdleTimeoutMs,
+    maxPromptChars: input.maxPromptChars,
+    permissions,
+  };
+}
