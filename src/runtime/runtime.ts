@@ -53,6 +53,16 @@ export interface SessionView {
   cancelRequested: boolean;
 }
 
+export interface WorkerHeartbeat {
+  id: string;
+  host: string;
+  pid: number;
+  lastSeen: number;
+  active: number;
+  /** How the worker contains its attempts' processes (absent from workers older than this field). */
+  containment?: { mode: 'cgroup' | 'sweep'; detail: string };
+}
+
 export interface RuntimeOptions {
   connect: (role: string) => Redis;
   prefix?: string;
@@ -255,9 +265,9 @@ export class Runtime {
     return (await this.getPolicy(sessionId)).policy;
   }
 
-  async workers(): Promise<Array<{ id: string; host: string; pid: number; lastSeen: number; active: number }>> {
+  async workers(): Promise<WorkerHeartbeat[]> {
     const raw = await this.redis.hgetall(this.keys.workers);
-    return Object.values(raw).map((v) => JSON.parse(v) as { id: string; host: string; pid: number; lastSeen: number; active: number });
+    return Object.values(raw).map((v) => JSON.parse(v) as WorkerHeartbeat);
   }
 
   async close(): Promise<void> {

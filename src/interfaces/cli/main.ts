@@ -10,6 +10,7 @@ import { registerCancel } from './commands/cancel.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
 import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
+import { registerPolicy } from './commands/policy.ts';
 import { CliError } from './context.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerList(program);
   registerCancel(program);
   registerRetryPolicy(program);
+  registerPolicy(program);
   registerDemo(program);
   registerServe(program);
   const override = (command: Command): void => {

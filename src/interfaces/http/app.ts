@@ -92,7 +92,9 @@ export function createApp(options: AppOptions): Hono {
       const reason = workers.length === 0 ? 'no worker has ever sent a heartbeat' : `no worker heartbeat in the last ${staleMs(options)} ms (last ${now - last} ms ago)`;
       return c.json({ status: 'unready', reason, workers: 0 }, 503);
     }
-    return c.json({ status: 'ready', workers: live.length });
+    // Each live worker's containment: a host without cgroups is said here, not only in its log.
+    const containment = live.map((w) => ({ worker: w.id, mode: w.containment?.mode ?? 'sweep', detail: w.containment?.detail ?? 'worker predates containment reports' }));
+    return c.json({ status: 'ready', workers: live.length, containment });
   });
   app.get('/metrics', async (c) => {
     const text = await metrics.render();
@@ -100,6 +102,7 @@ export function createApp(options: AppOptions): Hono {
   });
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.get('/api/chart', (c) => c.json(exportChart(sessionMachine)));
+  app.get('/api/deployment-policy', (c) => c.json(runtime.deploymentPolicy));
 
   // ---- sessions ---------------------------------------------------------------------------
   app.get('/api/sessions', async (c) => {

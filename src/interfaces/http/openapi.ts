@@ -225,6 +225,15 @@ function build(): Json {
           responses: { '200': json(ref('PolicyResponse'), 'the policy now in force'), '404': error('unknown session'), ...mutatingErrors },
         },
       },
+      '/api/deployment-policy': {
+        get: {
+          operationId: 'getDeploymentPolicy',
+          tags: ['sessions'],
+          summary: 'What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent\'s permission ceiling, allowed lists and switches',
+          ...OPEN,
+          responses: { '200': json({ type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions'] }, 'the deployment policy') },
+        },
+      },
       '/api/chart': {
         get: { operationId: 'getChart', tags: ['sessions'], summary: "The session machine's states and transitions", ...OPEN, responses: { '200': json(ref('Chart'), 'the statechart') } },
       },
@@ -238,7 +247,18 @@ function build(): Json {
           summary: 'Redis answers PING and a worker heartbeat was seen recently',
           ...OPEN,
           responses: {
-            '200': json({ type: 'object', required: ['status', 'workers'], properties: { status: { const: 'ready' }, workers: { type: 'integer' } } }, 'ready'),
+            '200': json(
+              {
+                type: 'object',
+                required: ['status', 'workers', 'containment'],
+                properties: {
+                  status: { const: 'ready' },
+                  workers: { type: 'integer' },
+                  containment: { type: 'array', description: 'per live worker: `cgroup` (a cgroup per attempt, killed whole) or `sweep` (marker, group and parent links only), with the detail', items: { type: 'object' } },
+                },
+              },
+              'ready',
+            ),
             '503': json({ type: 'object', required: ['status', 'reason'], properties: { status: { const: 'unready' }, reason: { type: 'string' } } }, 'not ready, with the reason'),
           },
         },

@@ -1,0 +1,43 @@
+import type { Command } from 'commander';
+import { loadConfig } from '../../../config/config.ts';
+import type { DeploymentPolicy } from '../../../policy/index.ts';
+import { deploymentPolicy } from '../../../runtime/deployment-policy.ts';
+import { CliError } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+
+export function registerPolicy(program: Command): void {
+  const policy = program.command('policy').description("The deployment policy: what callers may choose (from the config file's `policy`, SESSIOND_POLICY, SESSIOND_WORKSPACE)");
+  policy
+    .command('show')
+    .description('Print the policy in force, every default filled in; exit 2 when it is invalid (the error names the field)')
+    .option('--json', 'print it as JSON')
+    .action((flags: { json?: boolean }) => {
+      let resolved: DeploymentPolicy;
+      try {
+        resolved = deploymentPolicy(loadConfig());
+      } catch (error) {
+        throw new CliError(`configuration: ${(error as Error).message}`);
+      }
+      process.stdout.write(flags.json === true ? `${JSON.stringify(resolved, null, 2)}\n` : describePolicy(resolved));
+      process.exitCode = ExitCode.ok;
+    });
+}
+
+function describePolicy(policy: DeploymentPolicy): string {
+  const lines = [
+    `agents callers may choose: ${policy.agents.join(', ')}`,
+    `workspace (cwd when none is given): ${policy.workspace}`,
+    `cwd must lie inside: ${policy.workspaceRoots.join(', ')}`,
+    `agentDir: ${policy.agentDirRoots.length === 0 ? 'not settable by callers' : `inside ${policy.agentDirRoots.join(', ')}`}`,
+    `idle timeout at most: ${policy.maxIdleTimeoutMs} ms`,
+    `prompt at most: ${policy.maxPromptChars} characters`,
+  ];
+  for (const [agent, p] of Object.entries(policy.permissions)) {
+    const parts: string[] = [];
+    if (p.ladder !== undefined) parts.push(`${p.ladder.option} up to "${p.ladder.ceiling}" (${p.ladder.steps.join(' < ')})`);
+    for (const list of p.lists) parts.push(`${list.option}: ${list.allowed === '*' ? 'any' : list.allowed.length === 0 ? 'none' : list.allowed.join(', ')}`);
+    for (const sw of p.switches) parts.push(`${sw.option} ${sw.enabled ? 'on' : 'off'}`);
+    lines.push(`${agent}: ${parts.length === 0 ? 'no permission knobs' : parts.join('; ')}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
