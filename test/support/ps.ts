@@ -40,3 +40,9 @@ export function alive(before: readonly Proc[], maxArgs = Number.POSITIVE_INFINIT
   const now = psAll(maxArgs);
   return before.filter((b) => now.some((n) => n.pid === b.pid && n.args === b.args && !n.stat.startsWith('Z')));
 }
+
+/** Live (not zombie) processes whose command line is exactly `sleep N` for one of `durations`: the tools' processes a test planted. */
+export function liveSleeps(durations: readonly number[]): Proc[] {
+  const wanted = new Set(durations.map((d) => `sleep ${d}`));
+  return psAll().filter((p) => !p.stat.startsWith('Z') && wanted.has(p.args.replace(/^\S*\/(sleep)/, '$1')));
+}

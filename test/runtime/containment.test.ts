@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
+import { hasToolResult, type FakeModelServer, type Script, type ScriptStep } from '../support/fake-model-server.ts';
+import type { PiEnv } from '../support/pi-env.ts';
+import { liveSleeps } from '../support/ps.ts';
+import type { SessionWorker } from '../../src/runtime/worker.ts';
+import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { killAllWorkerProcesses, startWorkerProcess } from '../support/worker-process.ts';
+
+/**
+ * No process of an attempt outlives it, however the attempt ends: a tool's `sleep &`, a `setsid`
+ * child and an `env -i setsid` child (no marker, its own session and group, reparented to init)
+ * are all gone once the turn is recorded as ended — completed, cancelled, timed out — and after a
+ * kill -9 of the worker, once the next worker has started.
+ */
+
+/** A tool that leaves three escapes running (unique durations to find them), then `then`. */
+const escapes = (n: number, then: string) => `sleep ${n} & setsid sleep ${n + 1} & env -i /usr/bin/setsid /bin/sleep ${n + 2} & ${then}`;
+const sleeps = (n: number) => [n, n + 1, n + 2];
+const toolThen = (command: string, after: ScriptStep): Script => ({ body }) => (hasToolResult(body) ? after : { toolCalls: [{ name: 'bash', arguments: { command } }] });
+
+const SCRIPTS: Record<string, Script> = {
+  'escape-complete': toolThen(escapes(4101, 'echo started'), { text: 'Started them.' }),
+  'escape-cancel': toolThen(escapes(4111, 'sleep 4119'), { text: 'never' }),
+  'escape-idle': toolThen(escapes(4121, 'echo started'), { hang: true }),
+  'escape-crash': toolThen(escapes(4131, 'sleep 4139'), { text: 'never' }),
+};
+
+let server: FakeModelServer;
+let env: PiEnv;
+let h: Harness;
+let redisUrl = '';
+let inProcess: SessionWorker | null = null;
+
+useRuntimeSuite(
+  'containment',
+  {
+    scripts: SCRIPTS,
+    cleanup: async () => {
+      await killAllWorkerProcesses();
+      if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+    },
+  },
+  (s) => {
+    ({ server, env, h } = s);
+    redisUrl = s.redis.url;
+  },
+);
+
+const options = (model: string, extra: Record<string, unknown> = {}) => ({ provider: 'fake', model, cwd: env.cwd, ...extra });
+
+describe('containment: no process of an attempt outlives it', () => {
+  it('a turn that completes normally leaves none of the tool’s background, setsid and env -i setsid processes', async () => {
+    inProcess = await h.startWorker();
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'Start some sleeps', options: options('escape-complete') });
+    const view = await turnEnded(h.runtime, sessionId);
+    expect(view.state).toBe('completed');
+    expect(server.requestsFor('escape-complete')).toHaveLength(2);
+    expect(liveSleeps(sleeps(4101))).toEqual([]);
+  });
+
+  it('a cancel during the tool leaves none of them', async () => {
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'Start and wait', options: options('escape-cancel') });
+    await until(async () => liveSleeps([...sleeps(4111), 4119]).length === 4 || null, 60_000, 'the tool’s processes');
+    await h.runtime.cancel(sessionId, 'test');
+    const view = await turnEnded(h.runtime, sessionId);
+    expect(view.state).toBe('cancelled');
+    expect(liveSleeps([...sleeps(4111), 4119])).toEqual([]);
+  });
+
+  it('an idle timeout leaves none of them', async () => {
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'Start then go quiet', options: options('escape-idle', { idleTimeoutMs: 2000 }), retryPolicy: { enabled: false } });
+    const view = await turnEnded(h.runtime, sessionId);
+    expect(view.state).toBe('failed');
+    expect(view.context?.lastFailure?.category).toBe('timeout');
+    expect(liveSleeps(sleeps(4121))).toEqual([]);
+  });
+
+  it('after kill -9 of the worker, the next worker to start on the host kills them', async () => {
+    // Only worker processes from here on: the one to kill must be the one that drives the session.
+    await inProcess?.close(2000);
+    const first = await startWorkerProcess({ redisUrl, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' });
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'Start and wait', options: options('escape-crash'), retryPolicy: { enabled: false } });
+    await until(async () => liveSleeps([...sleeps(4131), 4139]).length === 4 || null, 60_000, 'the tool’s processes');
+    first.kill('SIGKILL');
+    await first.exited;
+    // The escapes outlive their worker: nothing but their cgroup ties them to it.
+    expect(liveSleeps(sleeps(4131)).length).toBe(3);
+    const second = await startWorkerProcess({ redisUrl, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' });
+    expect(liveSleeps([...sleeps(4131), 4139])).toEqual([]);
+    expect((await turnEnded(h.runtime, sessionId)).state).toBe('failed');
+    second.kill('SIGTERM');
+    await second.exited;
+  });
+});
