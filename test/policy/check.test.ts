@@ -1,0 +1,70 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkTurn, PolicyError, PolicySchema, resolvePolicy, type PermissionKnobs } from '../../src/policy/index.ts';
+
+const KNOBS: Record<string, PermissionKnobs> = {
+  ladderly: { ladder: { option: 'mode', steps: ['low', 'mid', 'high'], defaultStep: 'mid', defaultCeiling: 'mid' } },
+  lister: { lists: [{ option: 'tools', defaultAllowed: '*', absentMeansAll: true }, { option: 'grants', defaultAllowed: [], absentMeansAll: false }], switches: [{ option: 'plugins', description: 'loads code' }] },
+};
+const root = mkdtempSync(join(tmpdir(), 'sessiond-policy-'));
+mkdirSync(join(root, 'ws', 'a'), { recursive: true });
+symlinkSync(join(root, 'ws', 'a'), join(root, 'inside-link'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const policy = (input: Record<string, unknown> = {}) => resolvePolicy(PolicySchema.parse(input), KNOBS, join(root, 'ws'));
+
+describe('resolvePolicy', () => {
+  it('fills in the defaults: every agent, the workspace as the only root, no agentDir roots, each ladder at its default ceiling', () => {
+    const p = policy();
+    expect(p).toMatchObject({ agents: ['ladderly', 'lister'], workspace: join(root, 'ws'), workspaceRoots: [join(root, 'ws')], agentDirRoots: [], maxIdleTimeoutMs: 3_600_000, maxPromptChars: 200_000 });
+    expect(p.permissions.ladderly?.ladder?.ceiling).toBe('mid');
+    expect(p.permissions.lister?.switches).toEqual([{ option: 'plugins', description: 'loads code', enabled: false }]);
+  });
+
+  it('names every bad field: an unknown agent, a ceiling not on the ladder, a list or switch the agent does not have', () => {
+    const bad = () => policy({ agents: ['ladderly', 'lister', 'nobody'], permissions: { ladderly: { ceiling: 'top', allow: { tools: ['x'] } }, lister: { enable: ['nope'] }, ghost: {} } });
+    expect(bad).toThrow(PolicyError);
+    expect(bad).toThrow(/policy.agents.2: unknown agent "nobody"/);
+    expect(bad).toThrow(/policy.permissions.ghost: unknown agent/);
+    expect(bad).toThrow(/policy.permissions.ladderly.ceiling: must be one of low < mid < high \(got "top"\)/);
+    expect(bad).toThrow(/policy.permissions.ladderly.allow.tools: ladderly has no such list option/);
+    expect(bad).toThrow(/policy.permissions.lister.enable: lister has no switch "nope"/);
+  });
+});
+
+describe('checkTurn', () => {
+  it('a session without a cwd runs in the workspace', async () => {
+    expect(await checkTurn(policy(), 'ladderly', {})).toEqual({ ok: true, options: { cwd: join(root, 'ws') } });
+  });
+
+  it('a cwd through a symlink that stays inside a root is accepted; one that does not exist yet is judged by its existing parent', async () => {
+    const p = policy({ workspaceRoots: [join(root, 'ws'), join(root, 'inside-link')] });
+    expect((await checkTurn(p, 'ladderly', { cwd: join(root, 'inside-link') })).ok).toBe(true);
+    expect((await checkTurn(p, 'ladderly', { cwd: join(root, 'ws', 'a', 'not-yet', 'deeper') })).ok).toBe(true);
+    expect((await checkTurn(p, 'ladderly', { cwd: join(root, 'ws', '..', 'elsewhere') })).ok).toBe(false);
+  });
+
+  it('an agent default above a lowered ceiling is brought down to the ceiling', async () => {
+    const result = await checkTurn(policy({ permissions: { ladderly: { ceiling: 'low' } } }), 'ladderly', {});
+    expect(result).toMatchObject({ ok: true, options: { mode: 'low' } });
+  });
+
+  it('a restricted list applies itself when the caller names none (the agent would enable everything), not for a list of grants', async () => {
+    const result = await checkTurn(policy({ permissions: { lister: { allow: { tools: ['read'] } } } }), 'lister', {});
+    expect(result).toEqual({ ok: true, options: { cwd: join(root, 'ws'), tools: ['read'], plugins: false } });
+  });
+
+  it('a switch is off unless the policy enables it, and a caller can never set it', async () => {
+    const enabled = await checkTurn(policy({ permissions: { lister: { enable: ['plugins'] } } }), 'lister', {});
+    expect(enabled.ok && 'plugins' in enabled.options).toBe(false);
+    expect(await checkTurn(policy(), 'lister', { plugins: true })).toEqual({ ok: false, issues: [{ field: 'options.plugins', message: "is the deployment's to set, not a caller's" }] });
+  });
+
+  it('reports every refusal at once', async () => {
+    const result = await checkTurn(policy({ maxPromptChars: 3 }), 'lister', { cwd: '/', grants: ['all'] }, 'long');
+    expect(result.ok).toBe(false);
+    expect(!result.ok && result.issues.map((i) => i.field)).toEqual(['prompt', 'options.cwd', 'options.grants.0']);
+  });
+});
