@@ -9,7 +9,7 @@
  * that environment the way the worker builds them (agentHostOptions(loadConfig())), and each
  * attempt runs through the agent definition's `run` with attemptOptions, as the worker does.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -36,7 +36,7 @@ const OWN_KEYS: Record<AgentName, { name: string; value: string }> = {
   gemini: { name: 'GEMINI_API_KEY', value: 'sk-own-gemini-0004' },
 };
 
-/** Secrets in the worker's own environment that no agent may see (besides SESSIOND_AGENT_OPTIONS, built per run). */
+/** Secrets in the worker's own environment that no agent may see (besides SESSIOND_AGENT_OPTIONS and SESSIOND_CONFIG, see workerEnv). */
 const PLANTED: Record<string, string> = {
   ANTHROPIC_API_KEY: 'sk-planted-anthropic',
   OPENAI_API_KEY: 'sk-planted-openai',
@@ -63,6 +63,7 @@ let claudeEnv: ClaudeEnv;
 let codexEnv: CodexEnv;
 let geminiEnv: GeminiEnv;
 let stateDir: string;
+let configFile: string;
 
 beforeAll(async () => {
   // Not skipped when missing: CI installs the pinned CLIs (scripts/install-agent-clis.sh).
@@ -92,6 +93,8 @@ beforeAll(async () => {
   codexEnv = createCodexEnv();
   geminiEnv = createGeminiEnv({ serverUrl: geminiServer.url });
   stateDir = mkdtempSync(join(tmpdir(), 'sessiond-sealed-env-'));
+  configFile = join(stateDir, 'sessiond.json');
+  writeFileSync(configFile, `${JSON.stringify({ prefix: 'sealed-env' })}\n`);
 });
 
 afterAll(async () => {
@@ -102,7 +105,8 @@ afterAll(async () => {
 
 /**
  * What the operator configures for each agent (SESSIOND_AGENT_OPTIONS): its command, its dirs, the
- * fake API it talks to, and its own key. The env of the test helpers holds only PATH, HOME, LANG…
+ * fake API it talks to, its own key, and (Claude Code, Gemini) the permission that lets its shell
+ * tool run headless, pinned by the host. The env of the test helpers holds only PATH, HOME, LANG…
  */
 function operatorAgentOptions(): Record<AgentName, Record<string, unknown>> {
   const own = (agent: AgentName): Record<string, string> => ({ [OWN_KEYS[agent].name]: OWN_KEYS[agent].value });
@@ -111,23 +115,28 @@ function operatorAgentOptions(): Record<AgentName, Record<string, unknown>> {
   const { ANTHROPIC_API_KEY: _claudeKey, ...claudeBase } = claudeEnv.options.env ?? {};
   return {
     pi: { command: piBin, agentDir: piEnv.agentDir, sessionDir: piEnv.sessionDir, extraArgs: NO_DISCOVERY, env: { ...piEnv.env, ...own('pi') } },
-    'claude-code': { command: claudeBin, configDir: claudeEnv.configDir, tmpDir: claudeEnv.tmpDir, env: { ...claudeBase, ...own('claude-code') } },
+    'claude-code': { command: claudeBin, configDir: claudeEnv.configDir, tmpDir: claudeEnv.tmpDir, allowedTools: ['Bash'], env: { ...claudeBase, ...own('claude-code') } },
     codex: { command: codexBin, codexHome: codexEnv.userCodexHome, baseUrl: responses.urlFor('env-tool'), envKey: FAKE_KEY_ENV, env: { ...codexBase, ...own('codex') } },
-    gemini: { command: geminiBin, configDir: geminiEnv.configDir, env: { ...geminiBase, ...own('gemini') } },
+    gemini: { command: geminiBin, configDir: geminiEnv.configDir, approvalMode: 'yolo', env: { ...geminiBase, ...own('gemini') } },
   };
 }
 
-/** What a caller chooses for the turn (admitted by the policy in a real deployment). */
+/** The worker's environment of a test: the planted secrets, the operator's agent options and config file. */
+function workerEnv(operator: Record<AgentName, Record<string, unknown>>): Record<string, string> {
+  return { ...PLANTED, SESSIOND_AGENT_OPTIONS: JSON.stringify(operator), SESSIOND_CONFIG: configFile };
+}
+
+/** What a caller chooses for the turn (within any deployment policy's defaults). */
 function callerOptions(agent: AgentName): Record<string, unknown> {
   switch (agent) {
     case 'pi':
       return { provider: 'fake', model: 'env-tool', cwd: piEnv.cwd };
     case 'claude-code':
-      return { model: 'env-tool', cwd: claudeEnv.cwd, allowedTools: ['Bash'] };
+      return { model: 'env-tool', cwd: claudeEnv.cwd };
     case 'codex':
       return { model: FAKE_MODEL, cwd: codexEnv.cwd };
     case 'gemini':
-      return { model: 'fake-env-tool', cwd: geminiEnv.cwd, approvalMode: 'yolo' };
+      return { model: 'fake-env-tool', cwd: geminiEnv.cwd };
   }
 }
 
@@ -153,12 +162,13 @@ afterEach(() => {
 });
 
 /** One attempt of `agent` as the worker runs it: host options from the worker's config and env, the caller's under them. */
-async function workerAttempt(agent: AgentName, env: NodeJS.ProcessEnv = process.env): Promise<CliMessage[]> {
-  const host = agentHostOptions(loadConfig({ stateDir }, env), AGENT_NAMES, env);
+async function workerAttempt(agent: AgentName): Promise<{ messages: CliMessage[]; marker: string }> {
+  const host = agentHostOptions(loadConfig({ stateDir }, process.env), AGENT_NAMES, process.env);
   const options = attemptOptions(host[agent] ?? {}, callerOptions(agent));
-  const out: CliMessage[] = [];
-  for await (const message of AGENTS[agent].run({ text: 'Print your environment with env.', resumeSessionId: null, options }, {})) out.push(message);
-  return out;
+  const messages: CliMessage[] = [];
+  let marker = '';
+  for await (const message of AGENTS[agent].run({ text: 'Print your environment with env.', resumeSessionId: null, options }, { onSpawn: (spawned) => (marker = spawned.marker) })) messages.push(message);
+  return { messages, marker };
 }
 
 /** Every string in a value, depth first. */
@@ -187,21 +197,22 @@ function envVars(output: string): Map<string, string> {
 }
 
 describe('the sealed agent environment, seen by a shell tool of each real agent CLI', () => {
-  it.each(AGENT_NAMES.map((agent) => [agent]))('%s: a tool running `env` sees its own key, the tree marker and the base, and no secret of the worker nor any other SESSIOND_ variable', async (agent) => {
+  it.each(AGENT_NAMES.map((agent) => [agent]))("%s: a shell tool's `env` shows the agent's own key and the tree marker, and no other agent's key, no secret of the worker, no other SESSIOND_ variable", async (agent) => {
     const operator = operatorAgentOptions();
-    plant({ ...PLANTED, SESSIOND_AGENT_OPTIONS: JSON.stringify(operator) });
-    const messages = await workerAttempt(agent);
+    plant(workerEnv(operator));
+    const { messages, marker } = await workerAttempt(agent);
     expect(terminalOf(messages).type).toBe('terminal.completed');
     const output = envOutput(messages);
     const vars = envVars(output);
 
     // It is env's output, and the tools of the attempt carry the marker (how sessiond finds them).
-    expect(vars.get('SESSIOND_AGENT_MARKER')).toMatch(/\S/);
+    expect(vars.get('SESSIOND_AGENT_MARKER')).toBe(marker);
     expect(vars.get('HOME')).toBe((operator[agent].env as Record<string, string>).HOME);
     expect([...vars.keys()].filter((name) => name.startsWith('SESSIOND_'))).toEqual(['SESSIOND_AGENT_MARKER']);
 
     for (const [name, value] of Object.entries(PLANTED)) expect(output, `${name} of the worker`).not.toContain(value);
     expect(output).not.toContain('SESSIOND_AGENT_OPTIONS');
+    expect(output).not.toContain(configFile);
     for (const other of AGENT_NAMES.filter((a) => a !== agent)) expect(output, `the key of ${other}`).not.toContain(OWN_KEYS[other].value);
     expect(vars.get(OWN_KEYS[agent].name)).toBe(OWN_KEYS[agent].value);
 
@@ -215,15 +226,14 @@ describe('the sealed agent environment, seen by a shell tool of each real agent 
 
   it("a variable the operator names in the config's agentEnv reaches the agent's tools by name; unnamed ones and SESSIOND_ ones do not", async () => {
     plant({
-      ...PLANTED,
-      SESSIOND_AGENT_OPTIONS: JSON.stringify(operatorAgentOptions()),
+      ...workerEnv(operatorAgentOptions()),
       // The operator's list names one variable of the worker, and (in vain) one of sessiond's own.
       SESSIOND_AGENT_ENV: 'OPERATOR_NAMED_VAR, SESSIOND_API_TOKEN',
       OPERATOR_NAMED_VAR: 'named-by-the-operator',
       OPERATOR_UNNAMED_VAR: 'not-named-by-the-operator',
     });
     expect(loadConfig({ stateDir }).agentEnv).toEqual(['OPERATOR_NAMED_VAR', 'SESSIOND_API_TOKEN']);
-    const messages = await workerAttempt('pi');
+    const { messages } = await workerAttempt('pi');
     expect(terminalOf(messages).type).toBe('terminal.completed');
     const output = envOutput(messages);
     const vars = envVars(output);
