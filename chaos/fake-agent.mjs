@@ -15,6 +15,10 @@
 //   fail:<category>      the model call fails: an assistant message with stopReason "error" and an
 //                        errorMessage for that category (server_error: "500 …", rate_limited: "429 …",
 //                        auth: "401 …", network: "ECONNRESET …", timeout: "… timed out")
+//   escape:<ms>          runs a tool that leaves three processes running on purpose — a background
+//                        job, a `setsid` child and an `env -i setsid` child (no marker, no env,
+//                        its own session and group) — named `chaos-escape-<tag>` (argv[0]), waits
+//                        <ms>, then completes: the worker must kill them at the attempt's end
 //   tool:<ms>            runs a bash-like tool: a `sleep` child in its own session and process group
 //                        (detached: setsid) for <ms>, then completes; interrupted, it leaves the
 //                        sleep behind
@@ -246,6 +250,29 @@ async function main(stdinText) {
       emit({ type: 'message_start', message });
       endMessage(message);
       finish(0);
+      break;
+    }
+    case 'escape': {
+      const ms = Number(spec.arg ?? '300');
+      const name = `chaos-escape-${spec.tag}`;
+      const sleeper = `exec -a ${name} /bin/sleep 600`;
+      const command = `/bin/bash -c '${sleeper}' & setsid /bin/bash -c '${sleeper}' & env -i /usr/bin/setsid /bin/bash -c '${sleeper}' & sleep ${ms / 1000}`;
+      const toolCallId = `call_chaos_${randomUUID().slice(0, 8)}`;
+      const call = { ...assistant(), stopReason: 'toolUse', content: [{ type: 'toolCall', id: toolCallId, name: 'bash', arguments: { command } }] };
+      emit({ type: 'message_start', message: call });
+      endMessage(call);
+      emit({ type: 'tool_execution_start', toolCallId, toolName: 'bash', args: { command } });
+      const child = spawn('/bin/bash', ['-c', command], { stdio: 'ignore' });
+      await new Promise((resolve) => child.on('exit', resolve).on('error', resolve));
+      const result = { content: [{ type: 'text', text: `started three escapes, waited ${ms} ms\n` }] };
+      emit({ type: 'tool_execution_end', toolCallId, toolName: 'bash', result, isError: false });
+      const toolResult = { role: 'toolResult', toolCallId, toolName: 'bash', content: result.content, isError: false, timestamp: Date.now() };
+      emit({ type: 'message_start', message: toolResult });
+      emit({ type: 'message_end', message: toolResult });
+      emit({ type: 'turn_start' });
+      const message = await streamText(200);
+      endMessage(message);
+      finish();
       break;
     }
     case 'tool': {

@@ -11,12 +11,13 @@ import { findRedisServer } from '../src/runtime/redis/local-server.ts';
 import { Cluster } from './cluster.ts';
 import { Random, runScenario, type ScenarioDefinition, type ScenarioResult } from './scenario.ts';
 import { agents } from './scenarios/agents.ts';
+import { escape } from './scenarios/escape.ts';
 import { kill9 } from './scenarios/kill9.ts';
 import { races } from './scenarios/races.ts';
 import { redisFaults } from './scenarios/redis.ts';
 import { sigstop } from './scenarios/sigstop.ts';
 
-export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop];
+export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop, escape];
 
 export interface ChaosOptions {
   quick: boolean;

@@ -147,6 +147,12 @@ export class SessionWorker {
       // Another worker drives it (or its lease has not run out after a crash): look again later.
       return this.#requeue(job, token, Date.now() + Math.min(lease.retryInMs, this.#options.leaseTtlMs) + 50);
     }
+    const state = lease.loaded.meta.state;
+    if (state === 'running' || state === 'cancelling') {
+      // Taken over while an attempt ran: if its holder died on this host, what that attempt left
+      // running goes now, before the attempt is recorded as interrupted (or its cancel as done).
+      await reapOrphans(markerScope(this.#options.keys.prefix)).catch(() => undefined);
+    }
     const session = new ActiveSession({
       store: this.#store,
       bus: this.#bus,
