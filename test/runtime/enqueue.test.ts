@@ -27,6 +27,14 @@ describe('durable sessions: enqueue through a real worker', () => {
     expect(await h.runtime.listSessions({ state: 'completed' })).toContainEqual({ sessionId, state: 'completed' });
   });
 
+  it('the longest session id the API accepts (100 characters) runs its turn; . and .. are refused', async () => {
+    const sessionId = `${'a'.repeat(60)}.${'b'.repeat(39)}`;
+    expect(sessionId).toHaveLength(100);
+    await h.runtime.enqueue({ sessionId, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    expect((await ended(sessionId)).state).toBe('completed');
+    for (const bad of ['.', '..']) await expect(h.runtime.enqueue({ sessionId: bad, prompt: 'hi' })).rejects.toThrow(/sessionId: must be 1-100 letters, digits or _.-, and not . or ../);
+  });
+
   it('a second prompt to the same session runs as turn 2 in the same pi session', async () => {
     const { sessionId } = await h.runtime.enqueue({ prompt: 'first', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
     await ended(sessionId, 1);
