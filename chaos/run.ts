@@ -84,7 +84,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   log(`chaos: ${options.quick ? 'quick' : 'full'} run of ${chosen.map((s) => s.name).join(', ')}; seed ${options.seed}; ${machine}`);
   const results: ScenarioResult[] = [];
   const cluster = await Cluster.start({ log, workers: 3, concurrency: options.quick ? 3 : 4 });
-  const budget = options.budgetMs ?? (options.quick ? 150_000 : 720_000);
+  const budget = options.budgetMs ?? (options.quick ? 200_000 : 720_000);
   let timer: NodeJS.Timeout | undefined;
   try {
     const all = (async () => {
