@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import type { StoredMessage } from '../src/runtime/store/session-store.ts';
@@ -56,11 +57,11 @@ import { dirBytes, freePort, RestateClient, RestateService, restateServerBinary,
 export const name = 'peers';
 
 const CONCURRENCY = 8;
-const INPROC_SESSIONS = Number(process.env.BENCH_PEERS_INPROC_SESSIONS ?? 400);
+const INPROC_SESSIONS = Number(process.env.BENCH_PEERS_INPROC_SESSIONS ?? 300);
 const PROCESS_SESSIONS = Number(process.env.BENCH_PEERS_PROCESS_SESSIONS ?? 60);
 const REPETITIONS = 3;
 const MESSAGES = 20;
-const LONG_SESSIONS = 10;
+const LONG_SESSIONS = 6;
 const LONG_MESSAGES = 1000;
 const RESTATE_COOPERATIVE_SAMPLES = 30;
 const RESTATE_STUBBORN_SAMPLES = 30;
@@ -71,7 +72,11 @@ const KILL_SESSIONS = 6;
 const KILL_MESSAGES = 30;
 const KILL_EVERY_MS = 200;
 const ORPHAN_CHECK_MS = 3000;
-const ACTIVE = 50;
+const SILENT_SESSIONS = 4;
+const SILENT_LATER_MS = 10_000;
+const ACTIVE = 100;
+/** Before the idle reading of the active-memory run: this many cycles of CONCURRENCY sessions started and cancelled. */
+const MEMORY_WARMUPS = 2;
 const IDLE = 300;
 const POLL_MS = 5;
 /** Everything, setup and teardown included, must end within this. */
@@ -261,7 +266,20 @@ const alive = (pids: readonly number[]): number => pids.filter((pid) => {
   }
 }).length;
 
-const slowAgents = (fakes: FakeAgents): number[] => processesMentioning('--every').filter((pid) => processesMentioning(fakes.nodeTurn).includes(pid));
+/** The processes whose parent is `pid` (Linux /proc): the agents a worker or service process started. */
+function childrenOf(pid: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) found.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return found;
+}
 
 async function sessiondKill(env: Env): Promise<KillResult> {
   const prefix = `bench-${env.runId}-kill`;
@@ -286,9 +304,9 @@ async function sessiondKill(env: Env): Promise<KillResult> {
     }
   }
   for (const id of ids) before.set(id, (await fleet.runtime.readMessages(id, 1, 1000)).map(entry));
-  const killed = slowAgents(env.fakes);
   const worker = fleet.workers[0];
   if (worker === undefined) throw new BenchFailure('no worker');
+  const killed = childrenOf(worker.pid);
   const killedAt = performance.now();
   process.kill(worker.pid, 'SIGKILL');
   await WorkerProcess.start({ ...workerOptions, startTimeoutMs: env.deadline.cap(60_000) }, env.cleanup);
@@ -325,7 +343,7 @@ async function restateKill(env: Env): Promise<KillResult> {
   const before = new Map<string, Entry[]>();
   for (const id of ids) await untilMessages(client, id, 4, env.deadline.cap(30_000));
   for (const id of ids) before.set(id, (await client.messages(id)).map(entry));
-  const killed = slowAgents(env.fakes);
+  const killed = childrenOf(env.restate.service.pid);
   const killedAt = performance.now();
   await env.restate.service.kill9();
   env.restate.service = await RestateService.start(env.restate.port, env.restate.profiles, env.cleanup);
@@ -339,6 +357,85 @@ async function restateKill(env: Env): Promise<KillResult> {
   const after = new Map<string, Entry[]>();
   for (const id of ids) after.set(id, (await client.messages(id)).map(entry));
   return { recoveryMs, ...compareLogs(before, after), orphansAtCheck, orphansAtEnd, killedAgents: killed.length };
+}
+
+interface SilentKill {
+  killedAgents: number;
+  aliveAtCheck: number;
+  aliveLater: number;
+}
+
+/**
+ * kill -9 while SILENT_SESSIONS agents are silent (a /bin/sh fake that prints the start of a turn,
+ * then sleeps, as pi does while the model thinks): such an agent does not notice its parent is gone
+ * (no write to fail). Its processes are counted ORPHAN_CHECK_MS and SILENT_LATER_MS after the kill,
+ * with a replacement worker / service started at once; what is left then is killed here.
+ */
+async function silentKill(
+  env: Env,
+  start: (ids: readonly string[]) => Promise<{ parent: number; kill: () => Promise<void>; end: () => Promise<void> }>,
+): Promise<SilentKill> {
+  const ids = Array.from({ length: SILENT_SESSIONS }, (_, i) => `silent-${i}-${env.runId}`);
+  const side = await start(ids);
+  const killed = childrenOf(side.parent);
+  const killedAt = performance.now();
+  await side.kill();
+  await sleep(ORPHAN_CHECK_MS - (performance.now() - killedAt));
+  const aliveAtCheck = alive(killed);
+  await sleep(SILENT_LATER_MS - (performance.now() - killedAt));
+  const aliveLater = alive(killed);
+  for (const pid of killed) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  await side.end();
+  return { killedAgents: killed.length, aliveAtCheck, aliveLater };
+}
+
+async function sessiondSilentKill(env: Env): Promise<SilentKill> {
+  const options = { url: env.ctx.url, prefix: `bench-${env.runId}-silent`, concurrency: CONCURRENCY, piCommand: env.fakes.shHang, stateDir: env.fakes.stateDir, agentDir: env.fakes.agentDir };
+  const fleet = await Fleet.start({ workers: 1, ...options }, 0, env.cleanup, env.deadline);
+  return silentKill(env, async (ids) => {
+    for (const sessionId of ids) await fleet.runtime.enqueue({ sessionId, prompt: PROMPT });
+    await untilRunning(fleet, ids, env.deadline);
+    const worker = fleet.workers[0];
+    if (worker === undefined) throw new BenchFailure('no worker');
+    let replacement: WorkerProcess | null = null;
+    return {
+      parent: worker.pid,
+      kill: async () => {
+        process.kill(worker.pid, 'SIGKILL');
+        replacement = await WorkerProcess.start({ ...options, startTimeoutMs: env.deadline.cap(60_000) }, env.cleanup);
+      },
+      end: async () => {
+        for (const id of ids) await fleet.runtime.cancel(id);
+        await (replacement as WorkerProcess | null)?.stop();
+        await fleet.close();
+      },
+    };
+  });
+}
+
+async function restateSilentKill(env: Env): Promise<SilentKill> {
+  const { client } = env.restate;
+  return silentKill(env, async (ids) => {
+    const invocations = await Promise.all(ids.map((id) => client.send(id, 'idle', PROMPT)));
+    for (const id of ids) await untilMessages(client, id, 2, env.deadline.cap(30_000));
+    return {
+      parent: env.restate.service.pid,
+      kill: async () => {
+        await env.restate.service.kill9();
+        env.restate.service = await RestateService.start(env.restate.port, env.restate.profiles, env.cleanup);
+      },
+      end: async () => {
+        await Promise.all(invocations.map((inv) => client.cancel(inv)));
+        await withTimeout(Promise.all(invocations.map((inv) => client.attach(inv))), env.deadline.cap(60_000), 'Restate silent sessions cancelled');
+      },
+    };
+  });
 }
 
 // ---------------------------------------------------------------- memory
@@ -382,10 +479,12 @@ async function sessiondMemory(env: Env): Promise<Memory> {
       }
     })(), env.deadline.cap(60_000), 'sessiond memory sessions cancelled');
   };
-  const warm = sessionIds(CONCURRENCY, 'mem-warm');
-  await startAndCancel(warm);
-  await cancelAll(warm);
-  await sleep(500);
+  for (let w = 0; w < MEMORY_WARMUPS; w += 1) {
+    const warm = sessionIds(CONCURRENCY, `mem-warm${w}`);
+    await startAndCancel(warm);
+    await cancelAll(warm);
+  }
+  await sleep(1000);
   const idleProbe = await worker.probeMemory();
   const rss0 = procRssBytes(worker.pid) + procRssBytes(env.ctx.redisPid);
   const ids = sessionIds(ACTIVE, 'mem');
@@ -431,9 +530,8 @@ async function restateMemory(env: Env): Promise<Memory> {
     await Promise.all(invocations.map((inv) => client.cancel(inv)));
     await withTimeout(Promise.all(invocations.map((inv) => client.attach(inv))), env.deadline.cap(60_000), 'Restate memory sessions cancelled');
   };
-  const warm = await startAll(Array.from({ length: CONCURRENCY }, (_, i) => `mem-warm-${i}-${env.runId}`));
-  await cancelAll(warm);
-  await sleep(500);
+  for (let w = 0; w < MEMORY_WARMUPS; w += 1) await cancelAll(await startAll(Array.from({ length: CONCURRENCY }, (_, i) => `mem-warm${w}-${i}-${env.runId}`)));
+  await sleep(1000);
   const rss0 = rss();
   const active = await startAll(Array.from({ length: ACTIVE }, (_, i) => `mem-${i}-${env.runId}`));
   await sleep(500);
@@ -563,6 +661,12 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       `of the ${k.killedAgents} agents of the killed process, ${k.orphansAtCheck} alive ${ORPHAN_CHECK_MS / 1000} s after the kill, ${k.orphansAtEnd} when all had recovered`;
     log(`  sessiond: ${killLine(killS)}`);
     log(`  Restate:  ${killLine(killR)}`);
+    log(`4b. the same kill -9 with ${SILENT_SESSIONS} silent agents (a /bin/sh fake that sleeps after the start of its turn, as pi while the model thinks)`);
+    const silentR = await restateSilentKill(env);
+    const silentS = await sessiondSilentKill(env);
+    const silentLine = (k: SilentKill): string => `of the ${k.killedAgents} agents of the killed process, ${k.aliveAtCheck} alive ${ORPHAN_CHECK_MS / 1000} s after the kill, ${k.aliveLater} after ${SILENT_LATER_MS / 1000} s`;
+    log(`  sessiond: ${silentLine(silentS)}`);
+    log(`  Restate:  ${silentLine(silentR)}`);
 
     // ---- 5. memory
     log(`5. memory: ${ACTIVE} active sessions (a /bin/sh fake that sleeps), ${IDLE} idle sessions (one completed turn of ${MESSAGES} messages)`);
@@ -581,7 +685,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const restateProc = med(proc.restate);
     const coop = cancel.cooperative ?? { sessiond: [], restate: [] };
     const stub = cancel.stubborn ?? { sessiond: [], restate: [] };
-    const side = (who: 'sessiond' | 'restate', k: KillResult, m: Memory) => ({
+    const side = (who: 'sessiond' | 'restate', k: KillResult, silent: SilentKill, m: Memory) => ({
       inprocSessionsPerSec: orNull(round(med(inproc[who]), 1)),
       inprocCpuUsPerSession: orNull(round(median(inproc[who].map((r) => r.cpuUs)), 0)),
       processSessionsPerSec: orNull(round(med(proc[who]), 1)),
@@ -589,7 +693,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       messagesPerSec: orNull(round(median(long[who]), 0)),
       cancelMs: { cooperative: { p50: percentile(coop[who], 50), p99: percentile(coop[who], 99) }, stubborn: { p50: percentile(stub[who], 50), p99: percentile(stub[who], 99) } },
       cancelSamplesMs: { cooperative: coop[who], stubborn: stub[who] },
-      kill: { recoveryMs: Math.round(k.recoveryMs), lost: k.lost, duplicated: k.duplicated, keptFromInterrupted: k.extra, orphansAtCheck: k.orphansAtCheck, orphansAtEnd: k.orphansAtEnd, killedAgents: k.killedAgents },
+      kill: { recoveryMs: Math.round(k.recoveryMs), lost: k.lost, duplicated: k.duplicated, keptFromInterrupted: k.extra, orphansAtCheck: k.orphansAtCheck, orphansAtEnd: k.orphansAtEnd, killedAgents: k.killedAgents, silent },
       memory: {
         activeRssBytes: orNull(Math.round(m.activeRssBytes)),
         activeHeapBytes: m.activeHeapBytes === null ? null : orNull(Math.round(m.activeHeapBytes)),
@@ -597,7 +701,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
         idleDiskBytes: m.idleDiskBytes === null ? null : orNull(Math.round(m.idleDiskBytes)),
       },
     });
-    const details = { concurrency: CONCURRENCY, sessiond: side('sessiond', killS, memS), restate: side('restate', killR, memR), handwritten: hand };
+    const details = { concurrency: CONCURRENCY, sessiond: side('sessiond', killS, silentS, memS), restate: side('restate', killR, silentR, memR), handwritten: hand };
     log(`details ${JSON.stringify(details)}`);
     return {
       bench: name,
@@ -607,7 +711,8 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       sessiondMessagesPerSec: orNull(round(median(long.sessiond), 0)),
       restateMessagesPerSec: orNull(round(median(long.restate), 0)),
       cancelP99Ms: { sessiond: percentile(coop.sessiond, 99), restate: percentile(coop.restate, 99) },
-      orphansAfterKill: { sessiond: killS.orphansAtCheck, restate: killR.orphansAtCheck },
+      // The silent agents' processes still alive ORPHAN_CHECK_MS after the kill (the writing agents of part 4 die on their next write on both sides).
+      orphansAfterKill: { sessiond: silentS.aliveAtCheck, restate: silentR.aliveAtCheck },
     };
   });
 }

@@ -13,8 +13,9 @@ if (url === undefined || prefix === undefined) {
   process.exit(2);
 }
 const redis = new Redis(url, { maxRetriesPerRequest: null });
+const connection = new Redis(url, { maxRetriesPerRequest: null });
 const worker = new Worker(HANDWRITTEN_QUEUE, handwrittenProcessor(redis, prefix, Number(messages), Number(every), `pid${process.pid}`), {
-  connection: new Redis(url, { maxRetriesPerRequest: null }),
+  connection,
   prefix,
   concurrency: 8,
   // Short, so that the stall below the benchmark's SIGSTOP is noticed within seconds (BullMQ's defaults: 30 s, 30 s).
@@ -27,6 +28,7 @@ process.stdout.write('ready\n');
 const stop = (): void => {
   void worker.close(true).finally(() => {
     redis.disconnect();
+    connection.disconnect();
     process.exit(0);
   });
 };

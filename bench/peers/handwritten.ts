@@ -116,9 +116,10 @@ export interface HandwrittenOptions {
 
 async function throughput(o: HandwrittenOptions, prefix: string, n: number): Promise<number> {
   const connection = new Redis(o.url, { maxRetriesPerRequest: null });
+  const workerConnection = new Redis(o.url, { maxRetriesPerRequest: null });
   const queue = new Queue(HANDWRITTEN_QUEUE, { connection, prefix });
   const worker = new Worker(HANDWRITTEN_QUEUE, handwrittenProcessor(o.redis, prefix, o.messages, 0, 'inproc'), {
-    connection: new Redis(o.url, { maxRetriesPerRequest: null }),
+    connection: workerConnection,
     prefix,
     concurrency: o.concurrency,
   });
@@ -140,6 +141,7 @@ async function throughput(o: HandwrittenOptions, prefix: string, n: number): Pro
   await worker.close();
   await queue.close();
   connection.disconnect();
+  workerConnection.disconnect();
   if (failed > 0) throw new BenchFailure(`hand-written: ${failed} jobs failed`);
   const len = await o.redis.llen(`${prefix}:log:hw-0`);
   if (len !== o.messages) throw new BenchFailure(`hand-written: hw-0 has ${len} messages, expected ${o.messages}`);
@@ -204,7 +206,8 @@ async function settle(lengths: () => Promise<number[]>, quietMs: number, deadlin
 async function handStall(o: HandwrittenOptions, prefix: string): Promise<StallCount> {
   const ids = sessionIds(STALL_SESSIONS, 'stall');
   const a = await startHandWorker(o, prefix);
-  const queue = new Queue(HANDWRITTEN_QUEUE, { connection: new Redis(o.url, { maxRetriesPerRequest: null }), prefix });
+  const connection = new Redis(o.url, { maxRetriesPerRequest: null });
+  const queue = new Queue(HANDWRITTEN_QUEUE, { connection, prefix });
   for (const sessionId of ids) await queue.add('turn', { sessionId, prompt: PROMPT });
   const lists = ids.map((id) => `${prefix}:log:${id}`);
   while ((await Promise.all(lists.map((l) => o.redis.llen(l)))).some((n) => n < 3)) await sleep(20);
@@ -215,6 +218,7 @@ async function handStall(o: HandwrittenOptions, prefix: string): Promise<StallCo
   await settle(() => Promise.all(lists.map((l) => o.redis.llen(l))), 2000, o.deadline);
   const logs = await Promise.all(lists.map(async (l) => (await o.redis.lrange(l, 0, -1)).map((s) => JSON.parse(s) as ListEntry).map((m) => ({ type: m.type, by: m.run }))));
   await queue.close();
+  connection.disconnect();
   for (const w of [a, b]) w.stdin?.end();
   return count(logs, STALL_MESSAGES);
 }
