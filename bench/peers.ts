@@ -46,9 +46,15 @@ import { dirBytes, freePort, RestateClient, RestateService, restateServerBinary,
  *    one line every KILL_EVERY_MS), a replacement started at once: time from the kill until every
  *    session completed, messages durable before the kill missing afterwards (lost), log entries
  *    written twice (duplicated: same attempt and position), the killed process's agents still
- *    alive ORPHAN_CHECK_MS after the kill and once all sessions recovered.
- * 5. Memory: per active session (ACTIVE long-running turns of a /bin/sh fake that sleeps) and per
- *    idle session (IDLE completed sessions at rest).
+ *    alive ORPHAN_CHECK_MS after the kill and once all sessions recovered. Those agents write every
+ *    KILL_EVERY_MS and die of EPIPE on their next write once their parent is gone, on both sides; so
+ *    4b repeats the kill with SILENT_SESSIONS silent agents (waiting, as pi does while the model
+ *    thinks) and counts theirs ORPHAN_CHECK_MS and SILENT_LATER_MS after the kill: the last line's
+ *    orphansAfterKill is the latter.
+ * 5. Memory, RSS of the orchestrating processes (sessiond: worker + redis-server; Restate: service +
+ *    server): per active session (ACTIVE long-running turns of a /bin/sh fake that sleeps, after
+ *    MEMORY_WARMUPS cycles of a few started and cancelled) and per idle session (IDLE completed
+ *    sessions at rest: sessiond's Redis used_memory; Restate's server RSS and data dir growth).
  * 6. For reference, what a user writes by hand (peers/handwritten.ts): a BullMQ job per prompt
  *    running an XState actor, appending messages to a Redis list, no lease, no fencing; its
  *    sessions/s with the in-process fake, and its double delivery under a stalled (SIGSTOPped)
@@ -57,7 +63,7 @@ import { dirBytes, freePort, RestateClient, RestateService, restateServerBinary,
 export const name = 'peers';
 
 const CONCURRENCY = 8;
-const INPROC_SESSIONS = Number(process.env.BENCH_PEERS_INPROC_SESSIONS ?? 300);
+const INPROC_SESSIONS = Number(process.env.BENCH_PEERS_INPROC_SESSIONS ?? 200);
 const PROCESS_SESSIONS = Number(process.env.BENCH_PEERS_PROCESS_SESSIONS ?? 60);
 const REPETITIONS = 3;
 const MESSAGES = 20;
@@ -77,7 +83,7 @@ const SILENT_LATER_MS = 10_000;
 const ACTIVE = 100;
 /** Before the idle reading of the active-memory run: this many cycles of CONCURRENCY sessions started and cancelled. */
 const MEMORY_WARMUPS = 2;
-const IDLE = 300;
+const IDLE = 200;
 const POLL_MS = 5;
 /** Everything, setup and teardown included, must end within this. */
 const TIME_LIMIT_MS = 12 * 60_000;
@@ -443,8 +449,6 @@ async function restateSilentKill(env: Env): Promise<SilentKill> {
 interface Memory {
   /** Per active session, bytes: RSS growth of the orchestrating processes (sessiond: worker + redis-server; Restate: service + server). */
   activeRssBytes: number;
-  /** sessiond only: the worker's V8 heap + external after a GC, per active session. */
-  activeHeapBytes: number | null;
   /** Per idle session, bytes held in memory (sessiond: redis used_memory; Restate: server RSS growth). */
   idleMemoryBytes: number;
   /** Restate only: data dir growth per idle session (RocksDB on disk, journal retained 1 day by default). */
@@ -485,12 +489,10 @@ async function sessiondMemory(env: Env): Promise<Memory> {
     await cancelAll(warm);
   }
   await sleep(1000);
-  const idleProbe = await worker.probeMemory();
   const rss0 = procRssBytes(worker.pid) + procRssBytes(env.ctx.redisPid);
   const ids = sessionIds(ACTIVE, 'mem');
   await startAndCancel(ids);
   await sleep(500);
-  const activeProbe = await worker.probeMemory();
   const rss1 = procRssBytes(worker.pid) + procRssBytes(env.ctx.redisPid);
   await cancelAll(ids);
   await fleet.close();
@@ -500,7 +502,6 @@ async function sessiondMemory(env: Env): Promise<Memory> {
   const used1 = await redisUsedMemory(env.redis);
   return {
     activeRssBytes: (rss1 - rss0) / ACTIVE,
-    activeHeapBytes: (activeProbe.heapUsed + activeProbe.external - idleProbe.heapUsed - idleProbe.external) / ACTIVE,
     idleMemoryBytes: (used1 - used0) / IDLE,
     idleDiskBytes: null,
   };
@@ -544,7 +545,7 @@ async function restateMemory(env: Env): Promise<Memory> {
   await sleep(1000);
   const idle1 = procRssBytes(env.restate.server.pid);
   const disk1 = dirBytes(env.restate.server.dataDir);
-  return { activeRssBytes: (rss1 - rss0) / ACTIVE, activeHeapBytes: null, idleMemoryBytes: (idle1 - idle0) / IDLE, idleDiskBytes: (disk1 - disk0) / IDLE };
+  return { activeRssBytes: (rss1 - rss0) / ACTIVE, idleMemoryBytes: (idle1 - idle0) / IDLE, idleDiskBytes: (disk1 - disk0) / IDLE };
 }
 
 // ---------------------------------------------------------------- the run
@@ -673,7 +674,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const memS = await sessiondMemory(env);
     const memR = await restateMemory(env);
     const kb = (b: number | null): string => (b === null ? '-' : `${(b / 1024).toFixed(1)} KiB`);
-    log(`  sessiond: active ${kb(memS.activeRssBytes)} RSS (worker + redis), ${kb(memS.activeHeapBytes)} heap+external; idle ${kb(memS.idleMemoryBytes)} in Redis`);
+    log(`  sessiond: active ${kb(memS.activeRssBytes)} RSS (worker + redis-server); idle ${kb(memS.idleMemoryBytes)} in Redis (used_memory)`);
     log(`  Restate:  active ${kb(memR.activeRssBytes)} RSS (service + server); idle ${kb(memR.idleMemoryBytes)} server RSS, ${kb(memR.idleDiskBytes)} on disk`);
 
     // ---- 6. by hand
@@ -696,7 +697,6 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       kill: { recoveryMs: Math.round(k.recoveryMs), lost: k.lost, duplicated: k.duplicated, keptFromInterrupted: k.extra, orphansAtCheck: k.orphansAtCheck, orphansAtEnd: k.orphansAtEnd, killedAgents: k.killedAgents, silent },
       memory: {
         activeRssBytes: orNull(Math.round(m.activeRssBytes)),
-        activeHeapBytes: m.activeHeapBytes === null ? null : orNull(Math.round(m.activeHeapBytes)),
         idleMemoryBytes: orNull(Math.round(m.idleMemoryBytes)),
         idleDiskBytes: m.idleDiskBytes === null ? null : orNull(Math.round(m.idleDiskBytes)),
       },
@@ -711,8 +711,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       sessiondMessagesPerSec: orNull(round(median(long.sessiond), 0)),
       restateMessagesPerSec: orNull(round(median(long.restate), 0)),
       cancelP99Ms: { sessiond: percentile(coop.sessiond, 99), restate: percentile(coop.restate, 99) },
-      // The silent agents' processes still alive ORPHAN_CHECK_MS after the kill (the writing agents of part 4 die on their next write on both sides).
-      orphansAfterKill: { sessiond: silentS.aliveAtCheck, restate: silentR.aliveAtCheck },
+      // The silent agents' processes still alive SILENT_LATER_MS after the kill, a replacement running since
+      // (the writing agents of part 4 die on their next write, EPIPE, on both sides).
+      orphansAfterKill: { sessiond: silentS.aliveLater, restate: silentR.aliveLater },
     };
   });
 }
