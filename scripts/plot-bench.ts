@@ -276,7 +276,7 @@ function peersSvg(peers: Json, machine: Json | undefined): string {
       const h = (v / max) * (plotH - 20);
       const bx = x0 + panelW / 2 + (j === 0 ? -barW - 6 : 6);
       body.push(`<rect x="${bx.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${barW.toFixed(1)}" height="${h.toFixed(1)}" fill="${j === 0 ? BLUE : ORANGE}"/>`);
-      body.push(text(bx + barW / 2, baseY - h - 6, `${fmt(v, v < 100 ? 1 : 0)}${panel.unit}`, { size: 12, anchor: 'middle', weight: 'bold' }));
+      body.push(text(bx + barW / 2, baseY - h - 6, `${fmt(v, panel.unit === '/s' && v < 100 ? 1 : 0)}${panel.unit}`, { size: 12, anchor: 'middle', weight: 'bold' }));
     });
     body.push(text(x0 + panelW / 2, baseY + 20, panel.title, { size: 12, anchor: 'middle' }));
     body.push(text(x0 + panelW / 2, baseY + 36, panel.lowerIsBetter ? '(lower is better)' : '(higher is better)', { size: 11, anchor: 'middle', fill: MUTED }));
