@@ -7,12 +7,13 @@ import { startRedis } from '../test/support/redis.ts';
 import { CancelClient, cancelRun, runSessions, type Ctx, type Throughput } from './queue.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import * as fakeAgent from './support/fake-agent.ts';
-import { writeFakeAgents, type FakeAgents } from './support/fake-agents.ts';
+import { FAKE_DELTAS, writeFakeAgents, type FakeAgents } from './support/fake-agents.ts';
 import { Fleet, PROMPT, sessionIds } from './support/fleet.ts';
 import { bounded, orNull, percentile, pool, processesMentioning, procCpuMs, procRssBytes, sleep, tempDir, withTimeout, type Cleanup, type Deadline } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 import { WorkerProcess } from './support/worker-process.ts';
 import { runHandwritten, type HandwrittenResult } from './peers/handwritten.ts';
+import { compareLogs, type Entry } from './peers/log-checks.ts';
 import { dirBytes, freePort, RestateClient, RestateService, restateServerBinary, restateVersion, startRestateServer, type AgentProfile, type PeerMessage, type RestateServer } from './peers/restate/harness.ts';
 
 /**
@@ -232,37 +233,6 @@ interface KillResult {
   killedAgents: number;
 }
 
-type Entry = { seq: number; attempt: number; type: string; content: unknown };
-
-/** Compares each session's log before the kill (a prefix) with the log after recovery. */
-function compareLogs(before: Map<string, Entry[]>, after: Map<string, Entry[]>): { lost: number; duplicated: number; extra: number; attempts: number[] } {
-  let lost = 0;
-  let duplicated = 0;
-  let extra = 0;
-  const attempts: number[] = [];
-  for (const [id, pre] of before) {
-    const post = after.get(id) ?? [];
-    const key = (m: Entry): string => `${m.seq}|${m.attempt}|${m.type}|${JSON.stringify(m.content)}`;
-    const postKeys = new Set(post.map(key));
-    lost += pre.filter((m) => !postKeys.has(key(m))).length;
-    // The same attempt's message at the same place in that attempt, written twice.
-    const seen = new Set<string>();
-    const position = new Map<number, number>();
-    for (const m of post) {
-      const i = (position.get(m.attempt) ?? 0) + 1;
-      position.set(m.attempt, i);
-      const k = `${m.attempt}|${m.type}|${JSON.stringify(m.content)}|${i}`;
-      if (seen.has(k)) duplicated += 1;
-      seen.add(k);
-    }
-    const seqs = post.map((m) => m.seq);
-    if (seqs.some((s, i) => s !== i + 1)) lost += 1; // a gap in the log
-    extra += Math.max(0, post.length - KILL_MESSAGES);
-    attempts.push(Math.max(0, ...post.map((m) => m.attempt)));
-  }
-  return { lost, duplicated, extra, attempts };
-}
-
 const alive = (pids: readonly number[]): number => pids.filter((pid) => {
   try {
     process.kill(pid, 0);
@@ -335,7 +305,7 @@ async function sessiondKill(env: Env): Promise<KillResult> {
   const after = new Map<string, Entry[]>();
   for (const id of ids) after.set(id, (await fleet.runtime.readMessages(id, 1, 1000)).map(entry));
   await fleet.close();
-  return { recoveryMs, ...compareLogs(before, after), orphansAtCheck, orphansAtEnd, killedAgents: killed.length };
+  return { recoveryMs, ...compareLogs(before, after, KILL_MESSAGES, FAKE_DELTAS), orphansAtCheck, orphansAtEnd, killedAgents: killed.length };
 }
 
 function entry(m: StoredMessage | PeerMessage): Entry {
@@ -362,7 +332,7 @@ async function restateKill(env: Env): Promise<KillResult> {
   if (failed.length > 0) throw new BenchFailure(`Restate: ${failed.length} sessions did not complete after the kill, e.g. ${failed[0]?.status} ${failed[0]?.body.slice(0, 200)}`);
   const after = new Map<string, Entry[]>();
   for (const id of ids) after.set(id, (await client.messages(id)).map(entry));
-  return { recoveryMs, ...compareLogs(before, after), orphansAtCheck, orphansAtEnd, killedAgents: killed.length };
+  return { recoveryMs, ...compareLogs(before, after, KILL_MESSAGES, FAKE_DELTAS), orphansAtCheck, orphansAtEnd, killedAgents: killed.length };
 }
 
 interface SilentKill {

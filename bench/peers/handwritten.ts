@@ -10,6 +10,7 @@ import { createActor, createMachine } from 'xstate';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import { BenchFailure } from '../support/benchmark.ts';
 import type { FakeAgents } from '../support/fake-agents.ts';
+import { countStall, type StallCount } from './log-checks.ts';
 import { Fleet, PRODUCER_IN_FLIGHT, PROMPT, sessionIds } from '../support/fleet.ts';
 import { pool, sleep, withTimeout, type Cleanup, type Deadline } from '../support/harness.ts';
 import { median, round } from '../support/timing.ts';
@@ -82,18 +83,6 @@ export function handwrittenProcessor(redis: Redis, prefix: string, messages: num
     actor.stop();
     return 'done';
   };
-}
-
-export interface StallCount {
-  turns: number;
-  /** Turns whose agent ran on two workers. */
-  ranTwice: number;
-  /** Turns with more than one `terminal.completed` in their log. */
-  completedTwice: number;
-  /** Messages a worker wrote for a turn after another worker had started it again. */
-  staleWrites: number;
-  /** Messages in the logs beyond one turn each. */
-  extraMessages: number;
 }
 
 export interface HandwrittenResult {
@@ -169,24 +158,6 @@ function startHandWorker(o: HandwrittenOptions, prefix: string): Promise<ChildPr
   );
 }
 
-/** Counts the stall's effects from each turn's log: entries in the order they were written, each with the run/attempt that wrote it. */
-function count(logs: ReadonlyArray<ReadonlyArray<{ type: string; by: string }>>, perTurn: number): StallCount {
-  const c: StallCount = { turns: logs.length, ranTwice: 0, completedTwice: 0, staleWrites: 0, extraMessages: 0 };
-  for (const log of logs) {
-    const runs = [...new Set(log.map((m) => m.by))];
-    if (runs.length > 1) c.ranTwice += 1;
-    if (log.filter((m) => m.type === 'terminal.completed').length > 1) c.completedTwice += 1;
-    // A write by an earlier run after a later run's first write.
-    const firstAt = new Map(runs.map((r) => [r, log.findIndex((m) => m.by === r)]));
-    log.forEach((m, i) => {
-      const mine = runs.indexOf(m.by);
-      if (runs.slice(mine + 1).some((later) => (firstAt.get(later) ?? Infinity) < i)) c.staleWrites += 1;
-    });
-    c.extraMessages += Math.max(0, log.length - perTurn);
-  }
-  return c;
-}
-
 /** Waits until none of `lengths()` changed for `quietMs`. */
 async function settle(lengths: () => Promise<number[]>, quietMs: number, deadline: Deadline): Promise<void> {
   let last = '';
@@ -220,7 +191,7 @@ async function handStall(o: HandwrittenOptions, prefix: string): Promise<StallCo
   await queue.close();
   connection.disconnect();
   for (const w of [a, b]) w.stdin?.end();
-  return count(logs, STALL_MESSAGES);
+  return countStall(logs, STALL_MESSAGES);
 }
 
 async function sessiondStall(o: HandwrittenOptions, prefix: string, cleanup: Cleanup): Promise<StallCount> {
@@ -261,7 +232,7 @@ async function sessiondStall(o: HandwrittenOptions, prefix: string, cleanup: Cle
   await settle(async () => (await Promise.all(ids.map(read))).map((l) => l.length), 2000, o.deadline);
   const logs = await Promise.all(ids.map(async (id) => (await read(id)).map((m) => ({ type: m.type, by: `attempt ${m.attempt}` }))));
   await fleet.close();
-  return count(logs, STALL_MESSAGES);
+  return countStall(logs, STALL_MESSAGES);
 }
 
 export async function runHandwritten(o: HandwrittenOptions): Promise<HandwrittenResult> {
