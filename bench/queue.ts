@@ -90,7 +90,7 @@ function sessionIds(n: number): string[] {
   return Array.from({ length: n }, (_, i) => `s${i}`);
 }
 
-interface Ctx {
+export interface Ctx {
   url: string;
   redisPid: number;
   runId: string;
@@ -139,7 +139,7 @@ async function sessionSide(
 
 // ---------------------------------------------------------------- 1 + 2: sessions through the runtime
 
-interface Throughput {
+export interface Throughput {
   n: number;
   wallMs: number;
   perSec: number;
@@ -167,7 +167,7 @@ function throughput(n: number, wallMs: number, cpu: { nodeMs: number; redisMs: n
  * Timed from the first enqueue to the last session released (all persisted).
  * `preload`: everything is enqueued before the worker starts (the worker alone is timed).
  */
-async function runSessions(ctx: Ctx, n: number, messages: number, preload = false): Promise<Throughput> {
+export async function runSessions(ctx: Ctx, n: number, messages: number, preload = false): Promise<Throughput> {
   const released = new Set<string>();
   let allReleased: () => void = () => undefined;
   const done = new Promise<void>((resolve) => (allReleased = resolve));
@@ -265,7 +265,7 @@ async function runBaseline(ctx: Ctx, n: number, preload = false): Promise<Throug
 // ---------------------------------------------------------------- 3: cancel from another process
 
 /** The cancel client process: one JSON request per line in, one reply per line out. */
-class CancelClient {
+export class CancelClient {
   readonly #child: ChildProcess;
   readonly #waiting = new Map<string, (reply: Record<string, unknown>) => void>();
   readonly ready: Promise<void>;
@@ -316,7 +316,7 @@ class CancelClient {
   }
 }
 
-interface CancelSample {
+export interface CancelSample {
   /** cancel() called (client's clock) → the `cancelled` transition (worker's clock; same host). */
   transitionMs: number;
   /** cancel() called → this process's getSession poll first saw `cancelled` (± POLL_MS). */
@@ -339,7 +339,7 @@ async function pollSession(runtime: Runtime, sessionId: string, until: (view: Se
   }
 }
 
-async function cancelRun(ctx: Ctx, client: CancelClient, mode: 'cooperative' | 'stubborn', fakePi: string, dirs: { agentDir: string; stateDir: string }): Promise<CancelSample[]> {
+export async function cancelRun(ctx: Ctx, client: CancelClient, mode: 'cooperative' | 'stubborn', fakePi: string, dirs: { agentDir: string; stateDir: string }): Promise<CancelSample[]> {
   const side = await sessionSide(ctx, `cancel-${mode}`, {
     pi: { command: fakePi, agentDir: dirs.agentDir, env: { SESSIOND_STATE_DIR: dirs.stateDir }, extraArgs: mode === 'stubborn' ? ['--hang', '--stubborn'] : ['--hang'] },
   });

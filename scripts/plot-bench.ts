@@ -7,14 +7,17 @@ import { percentile } from '../bench/support/harness.ts';
  *
  * Reads the document `npm run bench -- --json` prints
  * (`{"benchmarks":[…],"machine":{…}}`; npm's own banner lines before it are
- * skipped) and writes two plain SVG files, drawn here by hand (no plotting
+ * skipped) and writes three plain SVG files, drawn here by hand (no plotting
  * library):
  * - throughput-vs-workers.svg: sessions/s with 1, 2 and 4 worker processes
  *   (the scaling benchmark), with the rate at which this machine spawns the
  *   same fake agent directly (the e2e benchmark's baseline) and linear scaling
  *   from one worker for reference;
  * - cancel-latency.svg: every cancel latency sample of the queue benchmark,
- *   cooperative and SIGINT-ignoring agents, on a log scale, with p50 and p99.
+ *   cooperative and SIGINT-ignoring agents, on a log scale, with p50 and p99;
+ * - peers.svg: sessiond next to Restate (the peers benchmark's last line):
+ *   sessions/s with the fake agent process, messages made durable per second,
+ *   cancel → final state p99, one panel each with its own scale.
  * Exit 1 when a plot cannot be drawn (its benchmark failed or did not run; the
  * other plot is still written), 2 on bad arguments.
  */
@@ -238,6 +241,50 @@ function cancelSvg(queue: Json, machine: Json | undefined): string {
   return svg(width, height, body);
 }
 
+// ---------------------------------------------------------------- peers
+
+function peersSvg(peers: Json, machine: Json | undefined): string {
+  const pair = (a: unknown, b: unknown, what: string): [number, number] => {
+    const x = num(a);
+    const y = num(b);
+    if (x === null || y === null) throw new Error(`peers: ${what} must be two numbers`);
+    return [x, y];
+  };
+  const cancel = peers.cancelP99Ms as Json | undefined;
+  const panels: Array<{ title: string; unit: string; values: [number, number]; lowerIsBetter: boolean }> = [
+    { title: 'sessions/s, fake agent process', unit: '/s', values: pair(peers.sessiondSessionsPerSec, peers.restateSessionsPerSec, 'sessions/s'), lowerIsBetter: false },
+    { title: 'messages made durable/s', unit: '/s', values: pair(peers.sessiondMessagesPerSec, peers.restateMessagesPerSec, 'messages/s'), lowerIsBetter: false },
+    { title: 'cancel → final state, p99', unit: ' ms', values: pair(cancel?.sessiond, cancel?.restate, 'cancelP99Ms'), lowerIsBetter: true },
+  ];
+  const { width, height, top, plotH } = frame(780, 420, { left: 30, right: 30, top: 92, bottom: 70 });
+  const body: string[] = [];
+  body.push(text(width / 2, 28, 'sessiond and Restate, the same durable sessions', { size: 18, anchor: 'middle', weight: 'bold' }));
+  body.push(text(width / 2, 50, 'one run, the two sides alternating; each panel on its own scale from 0', { size: 12, anchor: 'middle', fill: MUTED }));
+  const legendY = 70;
+  body.push(`<rect x="${width / 2 - 120}" y="${legendY - 10}" width="12" height="12" fill="${BLUE}"/>`);
+  body.push(text(width / 2 - 102, legendY, 'sessiond', { size: 12 }));
+  body.push(`<rect x="${width / 2 + 20}" y="${legendY - 10}" width="12" height="12" fill="${ORANGE}"/>`);
+  body.push(text(width / 2 + 38, legendY, 'Restate', { size: 12 }));
+  const panelW = (width - 60) / panels.length;
+  panels.forEach((panel, i) => {
+    const x0 = 30 + i * panelW;
+    const max = Math.max(...panel.values) * 1.15 || 1;
+    const baseY = top + plotH;
+    body.push(line(x0 + 20, baseY, x0 + panelW - 20, baseY, INK));
+    const barW = panelW * 0.26;
+    panel.values.forEach((v, j) => {
+      const h = (v / max) * (plotH - 20);
+      const bx = x0 + panelW / 2 + (j === 0 ? -barW - 6 : 6);
+      body.push(`<rect x="${bx.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${barW.toFixed(1)}" height="${h.toFixed(1)}" fill="${j === 0 ? BLUE : ORANGE}"/>`);
+      body.push(text(bx + barW / 2, baseY - h - 6, `${fmt(v, panel.unit === '/s' && v < 100 ? 1 : 0)}${panel.unit}`, { size: 12, anchor: 'middle', weight: 'bold' }));
+    });
+    body.push(text(x0 + panelW / 2, baseY + 20, panel.title, { size: 12, anchor: 'middle' }));
+    body.push(text(x0 + panelW / 2, baseY + 36, panel.lowerIsBetter ? '(lower is better)' : '(higher is better)', { size: 11, anchor: 'middle', fill: MUTED }));
+  });
+  body.push(text(width / 2, height - 12, machineLine(machine), { size: 11, anchor: 'middle', fill: MUTED }));
+  return svg(width, height, body);
+}
+
 // ---------------------------------------------------------------- main
 
 /** The JSON document in `raw`: the whole of it, or its last line that is one (npm prints a banner before it). */
@@ -287,6 +334,14 @@ function main(argv: readonly string[]): number {
         const queue = bench('queue');
         if (queue === undefined) throw new Error('no (successful) queue benchmark in the results');
         return cancelSvg(queue, doc.machine);
+      },
+    ],
+    [
+      'peers.svg',
+      () => {
+        const peers = bench('peers');
+        if (peers === undefined) throw new Error('no (successful) peers benchmark in the results');
+        return peersSvg(peers, doc.machine);
       },
     ],
   ];

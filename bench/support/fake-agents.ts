@@ -39,7 +39,8 @@ export interface FakeAgents {
 }
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];
+/** The assistant deltas of a fake turn, in order, cycling (as support/fake-pi.mjs and support/fake-agent.ts print them). */
+export const FAKE_DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];
 
 /** pi 0.73 `--mode json` lines of one turn whose assistant text comes in `deltas` updates; `complete` adds message_end, turn_end, agent_end. */
 export function piTurnLines(deltas: number, complete: boolean): string[] {
@@ -57,7 +58,7 @@ export function piTurnLines(deltas: number, complete: boolean): string[] {
   const assistant = { role: 'assistant', content: [block], api: 'openai-completions', provider: 'fake', model: 'bench', usage, stopReason: 'stop', timestamp: now };
   emit({ type: 'message_start', message: { ...assistant, content: [] } });
   for (let i = 0; i < deltas; i += 1) {
-    const delta = DELTAS[i % DELTAS.length] ?? '';
+    const delta = FAKE_DELTAS[i % FAKE_DELTAS.length] ?? '';
     block.text += delta;
     emit({ type: 'message_update', assistantMessageEvent: { type: 'text_delta', contentIndex: 0, delta, partial: assistant }, message: assistant });
   }

@@ -10,12 +10,17 @@
 //     forever, as pi does while the model is thinking; SIGTERM/SIGINT end it at
 //     once (pi's own behaviour: cooperative)…
 //   --hang --stubborn: …or are ignored; only the SIGKILL stage stops it.
+//   --every MS (peers benchmark's kill -9 runs): the default turn, one line
+//     every MS milliseconds instead of all at once: an attempt that is still
+//     running when its worker dies.
 // Other arguments (pi's --mode json --print …) are ignored.
 import { randomUUID } from 'node:crypto';
 
 const hang = process.argv.includes('--hang');
 const at = process.argv.indexOf('--messages');
 const messages = at >= 0 ? Number(process.argv[at + 1]) : 20;
+const everyAt = process.argv.indexOf('--every');
+const every = everyAt >= 0 ? Number(process.argv[everyAt + 1]) : 0;
 if (!Number.isInteger(messages) || messages < 2) {
   process.stderr.write('fake-pi: --messages must be an integer ≥ 2\n');
   process.exit(2);
@@ -63,5 +68,12 @@ process.stdin.on('end', () => {
     emit({ type: 'agent_end', messages: [user, assistant] });
   }
   // With --hang, nothing more: the model "thinks" until the process is stopped.
-  process.stdout.write(`${lines.join('\n')}\n`);
+  if (every > 0) {
+    let i = 0;
+    const timer = setInterval(() => {
+      process.stdout.write(`${lines[i]}\n`);
+      i += 1;
+      if (i === lines.length) clearInterval(timer);
+    }, every);
+  } else process.stdout.write(`${lines.join('\n')}\n`);
 });

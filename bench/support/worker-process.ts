@@ -25,6 +25,8 @@ export interface WorkerProcessOptions {
   /** Called for each "session released" line, with its outcome (released, parked, interrupted…). */
   onReleased?: (sessionId: string, outcome: string) => void;
   startTimeoutMs?: number;
+  /** More environment variables for the worker (e.g. SESSIOND_LEASE_TTL), set last. */
+  env?: Record<string, string>;
 }
 
 export interface MemoryProbe {
@@ -79,6 +81,7 @@ export class WorkerProcess {
       SESSIOND_SHUTDOWN_GRACE: '2s',
       SESSIOND_LOG_LEVEL: 'info',
       SESSIOND_CONFIG: '',
+      ...options.env,
     };
     const child = spawn(process.execPath, ['--import', PROBE, BIN, 'worker'], { cwd: ROOT, env, stdio: ['pipe', 'ignore', 'pipe'] });
     const worker = new WorkerProcess(child);
