@@ -6,6 +6,8 @@ import * as peers from './peers.ts';
 import * as queueBench from './queue.ts';
 import * as scaling from './scaling.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
+import { bringUpLoopback, inIsolatedNetwork, isolationProblem, rerunIsolated } from './support/isolated-network.ts';
+import { restateServerBinary } from './peers/restate/harness.ts';
 
 /**
  * `npm run bench [-- [--json] [name ...]]`: runs the named benchmarks (all when
@@ -73,6 +75,18 @@ async function main(): Promise<number> {
     return args.exit;
   }
   const human = args.json ? (line: string) => console.error(line) : (line: string) => console.log(line);
+  if (args.selected.includes(peers) && !inIsolatedNetwork()) {
+    // Restate's server calls out at start-up: the whole run goes into a network namespace of its
+    // own (installing Restate first, while the registry can still be reached).
+    const problem = isolationProblem();
+    if (problem !== null) {
+      console.error(`bench: peers needs a network namespace with only loopback (restate-server contacts api.github.com at start-up): ${problem}`);
+      return 1;
+    }
+    restateServerBinary(human);
+    return rerunIsolated();
+  }
+  if (inIsolatedNetwork()) bringUpLoopback();
   const finals: Record<string, unknown>[] = [];
   let failed = false;
   let abandoned = false;
