@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
+import { agentHostOptions, loadConfig, type Config } from '../../../config/config.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
+import { CliError } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { Option } from 'commander';
 
@@ -29,7 +31,16 @@ export function registerRun(program: Command): void {
 }
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    throw new CliError(`configuration: ${(error as Error).message}`);
+  }
   const options: Record<string, unknown> = {
+    // The agent's env as a worker would build it (sealed: the variables named in SESSIOND_AGENT_ENV,
+    // the agent's configured env, the state dir for its managed home), and the flags.
+    env: agentHostOptions(config, AGENT_NAMES)[flags.agent]?.env ?? {},
     ...agentOptionsFromFlags(flags),
     ...(flags.sessionDir === undefined ? {} : { sessionDir: flags.sessionDir }),
     ...(flags.session === false ? { session: { mode: 'none' } } : {}),
