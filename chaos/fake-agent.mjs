@@ -196,6 +196,24 @@ async function main(stdinText) {
     setTimeout(() => process.exit(code), 10);
   }
 
+  /** A bash tool call: `command` announced, `work` run as the tool, its result `text`, then an answer. */
+  async function toolTurn(command, work) {
+    const toolCallId = `call_chaos_${randomUUID().slice(0, 8)}`;
+    const call = { ...assistant(), stopReason: 'toolUse', content: [{ type: 'toolCall', id: toolCallId, name: 'bash', arguments: { command } }] };
+    emit({ type: 'message_start', message: call });
+    endMessage(call);
+    emit({ type: 'tool_execution_start', toolCallId, toolName: 'bash', args: { command } });
+    const result = { content: [{ type: 'text', text: await work() }] };
+    emit({ type: 'tool_execution_end', toolCallId, toolName: 'bash', result, isError: false });
+    const toolResult = { role: 'toolResult', toolCallId, toolName: 'bash', content: result.content, isError: false, timestamp: Date.now() };
+    emit({ type: 'message_start', message: toolResult });
+    emit({ type: 'message_end', message: toolResult });
+    emit({ type: 'turn_start' });
+    const message = await streamText(200);
+    endMessage(message);
+    finish();
+  }
+
   switch (spec.kind) {
     case 'crash': {
       await streamText(400, { stopAfter: 5 });
@@ -254,56 +272,32 @@ async function main(stdinText) {
     }
     case 'escape': {
       const ms = Number(spec.arg ?? '300');
-      const name = `chaos-escape-${spec.tag}`;
-      const sleeper = `exec -a ${name} /bin/sleep 600`;
+      const sleeper = `exec -a chaos-escape-${spec.tag} /bin/sleep 600`;
       const command = `/bin/bash -c '${sleeper}' & setsid /bin/bash -c '${sleeper}' & env -i /usr/bin/setsid /bin/bash -c '${sleeper}' & sleep ${ms / 1000}`;
-      const toolCallId = `call_chaos_${randomUUID().slice(0, 8)}`;
-      const call = { ...assistant(), stopReason: 'toolUse', content: [{ type: 'toolCall', id: toolCallId, name: 'bash', arguments: { command } }] };
-      emit({ type: 'message_start', message: call });
-      endMessage(call);
-      emit({ type: 'tool_execution_start', toolCallId, toolName: 'bash', args: { command } });
-      const child = spawn('/bin/bash', ['-c', command], { stdio: 'ignore' });
-      await new Promise((resolve) => child.on('exit', resolve).on('error', resolve));
-      const result = { content: [{ type: 'text', text: `started three escapes, waited ${ms} ms\n` }] };
-      emit({ type: 'tool_execution_end', toolCallId, toolName: 'bash', result, isError: false });
-      const toolResult = { role: 'toolResult', toolCallId, toolName: 'bash', content: result.content, isError: false, timestamp: Date.now() };
-      emit({ type: 'message_start', message: toolResult });
-      emit({ type: 'message_end', message: toolResult });
-      emit({ type: 'turn_start' });
-      const message = await streamText(200);
-      endMessage(message);
-      finish();
+      await toolTurn(command, async () => {
+        const child = spawn('/bin/bash', ['-c', command], { stdio: 'ignore' });
+        await new Promise((resolve) => child.on('exit', resolve).on('error', resolve));
+        return `started three escapes, waited ${ms} ms\n`;
+      });
       break;
     }
     case 'tool': {
       const ms = Number(spec.arg ?? '1000');
-      const toolCallId = `call_chaos_${randomUUID().slice(0, 8)}`;
       // A distinctive duration (9xx.7 s): no other test's process scan takes it for its own.
       const seconds = `${900 + Math.ceil(ms / 1000)}.7`;
-      const command = `sleep ${seconds}`;
-      const call = { ...assistant(), stopReason: 'toolUse', content: [{ type: 'toolCall', id: toolCallId, name: 'bash', arguments: { command } }] };
-      emit({ type: 'message_start', message: call });
-      endMessage(call);
-      emit({ type: 'tool_execution_start', toolCallId, toolName: 'bash', args: { command } });
-      // Like a bash tool: its own session and process group; it survives this agent unless killed.
-      const child = spawn('sleep', [seconds], { detached: true, stdio: 'ignore' });
-      child.on('error', () => undefined);
-      child.unref();
-      await sleep(ms);
-      try {
-        if (child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-      const result = { content: [{ type: 'text', text: `slept ${ms} ms\n` }] };
-      emit({ type: 'tool_execution_end', toolCallId, toolName: 'bash', result, isError: false });
-      const toolResult = { role: 'toolResult', toolCallId, toolName: 'bash', content: result.content, isError: false, timestamp: Date.now() };
-      emit({ type: 'message_start', message: toolResult });
-      emit({ type: 'message_end', message: toolResult });
-      emit({ type: 'turn_start' });
-      const message = await streamText(200);
-      endMessage(message);
-      finish();
+      await toolTurn(`sleep ${seconds}`, async () => {
+        // Like a bash tool: its own session and process group; it survives this agent unless killed.
+        const child = spawn('sleep', [seconds], { detached: true, stdio: 'ignore' });
+        child.on('error', () => undefined);
+        child.unref();
+        await sleep(ms);
+        try {
+          if (child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
+        } catch {
+          // gone
+        }
+        return `slept ${ms} ms\n`;
+      });
       break;
     }
     default: {
