@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { createApp, type AppOptions } from './app.ts';
-import { isLoopbackHost } from './auth.ts';
+import { isLoopbackHost } from './auth/hosts.ts';
 
 export interface StartServerOptions extends Omit<AppOptions, 'signal'> {
   /** Overrides config.http.host / config.http.port. */
@@ -29,8 +29,8 @@ export interface RunningServer {
 export async function startServer(options: StartServerOptions): Promise<RunningServer> {
   const host = options.host ?? options.config.http.host;
   const port = options.port ?? options.config.http.port;
-  if (!isLoopbackHost(host) && options.config.http.token === undefined) {
-    throw new Error(`refusing to listen on ${host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters), or bind to 127.0.0.1`);
+  if (!isLoopbackHost(host) && options.config.http.token === undefined && options.config.http.tokens.length === 0) {
+    throw new Error(`refusing to listen on ${host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters) or http.tokens / SESSIOND_API_TOKENS_FILE, or bind to 127.0.0.1`);
   }
   const config = { ...options.config, http: { ...options.config.http, host, port } };
   const shutdown = new AbortController();
