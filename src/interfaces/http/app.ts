@@ -1,6 +1,5 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { streamSSE } from 'hono/streaming';
 import { exportChart } from '../../../machines/definition.ts';
 import { sessionMachine } from '../../../machines/session.machine.ts';
 import type { Config } from '../../config/config.ts';
@@ -14,6 +13,7 @@ import { mountBullBoard } from '../web/bull-board.ts';
 import { Auth } from './auth/guard.ts';
 import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError, readJson, validate } from './body.ts';
+import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
 import { CancelBody, CreateSessionBody, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
 
@@ -50,7 +50,7 @@ export function createApp(options: AppOptions): Hono {
   const { runtime, config, logger } = options;
   const auth = new Auth({ http: config.http, logger, document: openApiDocument() });
   const metrics = options.metrics ?? new RuntimeMetrics(runtime, { workerStaleMs: staleMs(options) });
-  const keepAliveMs = options.keepAliveMs ?? 15_000;
+  const streams = new EventStreams({ runtime, logger, signal: options.signal, keepAliveMs: options.keepAliveMs ?? 15_000, maxStreams: config.http.maxStreams, idleMs: config.http.streamIdleTimeout });
   const app = new Hono();
 
   app.use('*', async (c, next) => {
@@ -159,34 +159,10 @@ export function createApp(options: AppOptions): Hono {
     const lastEventId = c.req.header('last-event-id');
     let from = query.from ?? 1;
     if (lastEventId !== undefined && lastEventId.trim() !== '') {
-      if (!/^\d+$/.test(lastEventId.trim())) throw new HttpError(400, 'invalid Last-Event-ID', [{ field: 'Last-Event-ID', message: 'must be a message seq (an integer)' }]);
+      if (!/^\d{1,16}$/.test(lastEventId.trim()) || !Number.isSafeInteger(Number(lastEventId.trim()))) throw new HttpError(400, 'invalid Last-Event-ID', [{ field: 'Last-Event-ID', message: 'must be a message seq (an integer)' }]);
       from = Number(lastEventId.trim()) + 1;
     }
-    return streamSSE(c, async (stream) => {
-      const controller = new AbortController();
-      const abort = (): void => controller.abort();
-      stream.onAbort(abort);
-      c.req.raw.signal.addEventListener('abort', abort, { once: true });
-      options.signal?.addEventListener('abort', abort, { once: true });
-      if (options.signal?.aborted === true) abort();
-      const keepAlive = setInterval(() => {
-        stream.write(': keep-alive\n\n').catch(abort);
-      }, keepAliveMs);
-      try {
-        await stream.write('retry: 2000\n\n');
-        for await (const m of runtime.followMessages(id, from, controller.signal)) {
-          await stream.writeSSE({ id: String(m.seq), event: m.type, data: JSON.stringify({ seq: m.seq, turn: m.turn, attempt: m.attempt, type: m.type, content: m.content }) });
-          if (stream.aborted || stream.closed) break;
-        }
-      } finally {
-        clearInterval(keepAlive);
-        abort();
-        options.signal?.removeEventListener('abort', abort);
-        c.req.raw.signal.removeEventListener('abort', abort);
-      }
-    }, async (error) => {
-      logger.warn({ path: c.req.path, error: error.message }, 'event stream failed');
-    });
+    return streams.open(c, id, from, auth.principalOf(c));
   });
 
   // ---- retry policy -----------------------------------------------------------------------

@@ -264,7 +264,7 @@ describe('messages', () => {
     expect(past.body).toMatchObject({ messages: [], nextFrom: all.length + 1 });
   });
 
-  it('SSE: streams live, resumes from Last-Event-ID with no gap and no duplicate, sends keep-alives, and lets go of Redis when the client leaves', async () => {
+  it('SSE: streams live, resumes from Last-Event-ID with no gap and no duplicate, sends keep-alives, and shares one Redis reader', async () => {
     const id = await createSession('slow-text');
     const first = new AbortController();
     const r1 = await fetch(`${server.url}/api/sessions/${id}/events`, { signal: first.signal });
@@ -316,8 +316,11 @@ describe('messages', () => {
     }
     third.abort();
 
-    // Every follower's Redis connection is closed once its client went away.
-    await until(async () => !(await h.runtime.redis.client('LIST') as string).includes('name=test:follow'), 5000, 'the followers to disconnect');
+    // Streams share the hub's one blocking reader: no connection of their own.
+    const list = (await h.runtime.redis.client('LIST')) as string;
+    expect(list).not.toContain('name=test:follow');
+    expect(list.split('\n').filter((l) => l.includes('name=test:stream-hub'))).toHaveLength(1);
+    await until(async () => h.runtime.messageHub.followers === 0, 5000, 'the followers to leave the hub');
   });
 
   it('closing the server ends live streams', async () => {
