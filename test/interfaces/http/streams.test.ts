@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -18,6 +19,8 @@ import { asMessage, readSse } from './sse-client.ts';
  * concurrent clients against one `sessiond serve` process.
  */
 
+const SLOW = Array.from({ length: 40 }, (_, i) => (i === 0 ? 's0' : ` s${i}`));
+const READ_TOKEN = 'read-token-0123456789abcdef';
 const LIVE = Array.from({ length: 30 }, (_, i) => (i === 0 ? 'w0' : ` w${i}`));
 
 let redis: RedisServer;
@@ -26,7 +29,7 @@ let h: Harness;
 const servers: RunningServer[] = [];
 useRuntimeSuite(
   'http-streams',
-  { scripts: { 'live-text': { text: LIVE, chunkDelayMs: 50 } }, cleanup: () => Promise.all(servers.map((s) => s.close(500))).then(() => undefined) },
+  { scripts: { 'live-text': { text: LIVE, chunkDelayMs: 50 }, 'slow-live': { text: SLOW, chunkDelayMs: 100 } }, cleanup: () => Promise.all(servers.map((s) => s.close(500))).then(() => undefined) },
   async (s) => {
     ({ redis, env, h } = s);
     await h.startWorker();
@@ -178,5 +181,79 @@ describe('MessageHub', () => {
       await hub.close();
       writer.disconnect();
     }
+  });
+});
+
+describe('stream tickets (EventSource cannot send headers)', () => {
+  const tokens = [{ name: 'viewer', scope: 'read', sha256: createHash('sha256').update(READ_TOKEN).digest('hex') }];
+
+  async function ticketFor(server: RunningServer, id: string): Promise<{ ticket: string; expiresAt: number; url: string }> {
+    const r = await fetch(`${server.url}/api/sessions/${id}/stream-ticket`, { method: 'POST', headers: { authorization: `Bearer ${READ_TOKEN}` } });
+    expect(r.status).toBe(200);
+    return (await r.json()) as { ticket: string; expiresAt: number; url: string };
+  }
+
+  it('a ticket from a read token opens the stream; reconnects with Last-Event-ID work until it expires; then a new ticket resumes with no message lost', async () => {
+    const server = await serve({ tokens, streamTicketTtl: 1000 });
+    const { sessionId: id } = await h.runtime.enqueue({ prompt: 'long', options: opts('slow-live') });
+    const got: number[] = [];
+    let tickets = 0;
+    let cutByExpiry = 0;
+    let finished = false;
+    const deadline = Date.now() + 60_000;
+    while (!finished && Date.now() < deadline) {
+      const { url, expiresAt } = await ticketFor(server, id);
+      tickets += 1;
+      // Within one ticket: a reconnect with Last-Event-ID (as EventSource does) resumes after it.
+      for (let attempt = 0; attempt < 2 && !finished; attempt += 1) {
+        const controller = new AbortController();
+        const headers: Record<string, string> = got.length === 0 ? {} : { 'Last-Event-ID': String(got.at(-1)) };
+        const r = await fetch(`${server.url}${url}`, { headers, signal: controller.signal });
+        if (r.status === 401) {
+          expect(Date.now()).toBeGreaterThanOrEqual(expiresAt);
+          expect(await r.json()).toMatchObject({ error: expect.stringMatching(/expired/) });
+          break;
+        }
+        expect(r.status).toBe(200);
+        let taken = 0;
+        for await (const frame of readSse(r)) {
+          const m = asMessage(frame);
+          if (m === null) continue;
+          got.push(m.message.seq);
+          taken += 1;
+          if (m.event.startsWith('terminal.')) finished = true;
+          // The first connection of a ticket leaves after two messages (a dropped connection).
+          if (finished || (attempt === 0 && taken === 2)) break;
+        }
+        controller.abort();
+        if (!finished && attempt === 1) cutByExpiry += 1; // the server ended it: the ticket expired
+      }
+    }
+    expect(finished).toBe(true);
+    expect(got).toEqual((await h.runtime.readMessages(id)).map((m) => m.seq));
+    expect(tickets).toBeGreaterThan(1);
+    expect(cutByExpiry).toBeGreaterThan(0);
+  }, 90_000);
+
+  it("a ticket opens only its own session's stream and nothing else; without one (or a token) the stream is 401", async () => {
+    const server = await serve({ tokens });
+    const one = await finishedSession();
+    const other = await finishedSession();
+    const { ticket } = await ticketFor(server, one);
+    const own = await fetch(`${server.url}/api/sessions/${one}/events?ticket=${encodeURIComponent(ticket)}`);
+    expect(own.status).toBe(200);
+    await own.body?.cancel();
+    expect((await fetch(`${server.url}/api/sessions/${other}/events?ticket=${encodeURIComponent(ticket)}`)).status).toBe(401);
+    expect((await fetch(`${server.url}/api/sessions/${one}?ticket=${encodeURIComponent(ticket)}`)).status).toBe(401);
+    expect((await fetch(`${server.url}/api/sessions/${one}/events?ticket=${encodeURIComponent(`${ticket.slice(0, -2)}xx`)}`)).status).toBe(401);
+    expect((await fetch(`${server.url}/api/sessions/${one}/events`)).status).toBe(401);
+    // Tickets are signed with http.secret when set: another server with the same secret accepts them.
+    const a = await serve({ tokens, secret: 'shared-secret-shared-secret-0123456789' });
+    const b = await serve({ tokens, secret: 'shared-secret-shared-secret-0123456789' });
+    const fromA = await ticketFor(a, one);
+    const onB = await fetch(`${b.url}${fromA.url}`);
+    expect(onB.status).toBe(200);
+    await onB.body?.cancel();
+    expect((await fetch(`${server.url}${fromA.url}`)).status).toBe(401);
   });
 });
