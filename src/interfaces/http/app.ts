@@ -10,7 +10,7 @@ import { InputError, NotFoundError, type Runtime, type SessionView } from '../..
 import type { Logger } from '../log.ts';
 import { registerDashboard } from '../web/routes.ts';
 import { mountBullBoard } from '../web/bull-board.ts';
-import { Auth } from './auth/guard.ts';
+import { Auth, BULL_BOARD_ADMIN_PATH, BULL_BOARD_PATH } from './auth/guard.ts';
 import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError, readJson, validate } from './body.ts';
 import { EventStreams } from './event-stream.ts';
@@ -198,8 +198,11 @@ export function createApp(options: AppOptions): Hono {
 
   // ---- dashboard and Bull Board -----------------------------------------------------------
   if (options.dashboard !== false) registerDashboard(app, { tokenRequired: auth.required });
-  // Bull Board's writes need admin (the guard); below admin its UI is mounted read-only.
-  if (options.bullBoard !== false) mountBullBoard(app, runtime.queue.queue, { basePath: '/queues', readOnly: false });
+  // With tokens, Bull Board is read-only at /queues (read) and has its actions at /queues-admin (admin only).
+  if (options.bullBoard !== false) {
+    mountBullBoard(app, runtime.queue.queue, { basePath: BULL_BOARD_PATH, readOnly: auth.required });
+    if (auth.required) mountBullBoard(app, runtime.queue.queue, { basePath: BULL_BOARD_ADMIN_PATH, readOnly: false });
+  }
 
   return app;
 }

@@ -223,16 +223,25 @@ describe('scopes beyond the route', () => {
     expect((await send(app, 'GET', '/healthz')).status).toBe(200);
   });
 
-  it('Bull Board: reads need read, its actions need admin', async () => {
+  it('Bull Board: reads need read; its actions (at /queues-admin) need admin', async () => {
     const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger() });
     expect((await send(app, 'GET', '/queues/api/queues')).status).toBe(401);
     expect((await send(app, 'GET', '/queues/api/queues', { authorization: `Bearer ${TOKENS.read}` })).status).toBe(200);
     const queue = h.runtime.queue.name;
     const before = await fingerprint(h.runtime.redis);
     for (const token of [TOKENS.read, TOKENS.write]) {
-      expect((await send(app, 'PUT', `/queues/api/queues/${encodeURIComponent(queue)}/pause`, { authorization: `Bearer ${token}` })).status).toBe(403);
+      for (const base of ['/queues', '/queues-admin']) {
+        expect((await send(app, 'PUT', `${base}/api/queues/${encodeURIComponent(queue)}/pause`, { authorization: `Bearer ${token}` })).status).toBe(403);
+      }
+      expect((await send(app, 'GET', '/queues-admin/api/queues', { authorization: `Bearer ${token}` })).status).toBe(403);
     }
     expect(await fingerprint(h.runtime.redis)).toBe(before);
+    // Admin: the actions work at /queues-admin.
+    const admin = { authorization: `Bearer ${TOKENS.admin}` };
+    expect((await send(app, 'PUT', `/queues-admin/api/queues/${encodeURIComponent(queue)}/pause`, admin)).status).toBe(200);
+    expect(await h.runtime.queue.queue.isPaused()).toBe(true);
+    expect((await send(app, 'PUT', `/queues-admin/api/queues/${encodeURIComponent(queue)}/resume`, admin)).status).toBe(200);
+    expect(await h.runtime.queue.queue.isPaused()).toBe(false);
   });
 
   it('a token removed from the configuration no longer opens its cookie or tickets', async () => {

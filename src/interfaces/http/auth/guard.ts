@@ -22,6 +22,8 @@ export const LOGIN_COOKIE = 'sessiond_login';
 export const STREAM_OPERATION = 'streamEvents';
 /** Bull Board (its own UI and API, outside the OpenAPI document): GET needs read, anything else admin. */
 export const BULL_BOARD_PATH = '/queues';
+/** Bull Board with its actions (retry, clean, pause…): admin only. */
+export const BULL_BOARD_ADMIN_PATH = '/queues-admin';
 
 export interface AuthOptions {
   http: Config['http'];
@@ -89,7 +91,7 @@ export class Auth {
       const path = c.req.path;
       const match = matchRoute(this.routes, method, path);
       const mutating = MUTATING.has(method);
-      const route = match?.rule.path ?? (isBullBoard(path) ? `${BULL_BOARD_PATH}/*` : path);
+      const route = match?.rule.path ?? (isBullBoard(path) ? `${under(path, BULL_BOARD_ADMIN_PATH) ? BULL_BOARD_ADMIN_PATH : BULL_BOARD_PATH}/*` : path);
       const sessionId = match?.params.id ?? null;
       const client = clientAddress(c);
       let principal: Principal | null = null;
@@ -164,15 +166,19 @@ export class Auth {
   }
 }
 
-function isBullBoard(path: string): boolean {
-  return path === BULL_BOARD_PATH || path.startsWith(`${BULL_BOARD_PATH}/`);
+function under(path: string, base: string): boolean {
+  return path === base || path.startsWith(`${base}/`);
 }
 
-/** The route's declared scope; Bull Board: GET read, else admin; any other unknown route: read for GET, admin otherwise. */
+function isBullBoard(path: string): boolean {
+  return under(path, BULL_BOARD_PATH) || under(path, BULL_BOARD_ADMIN_PATH);
+}
+
+/** The route's declared scope; Bull Board's admin mount: admin; any other unknown route (Bull Board's read-only one included): read for GET, admin otherwise. */
 export function requiredScope(match: RouteMatch | null, method: string, path: string): RouteScope {
   if (match !== null) return match.rule.scope;
   const read = method === 'GET' || method === 'HEAD';
-  if (isBullBoard(path)) return read ? 'read' : 'admin';
+  if (under(path, BULL_BOARD_ADMIN_PATH)) return 'admin';
   return read ? 'read' : 'admin';
 }
 
