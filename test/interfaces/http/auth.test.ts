@@ -244,12 +244,27 @@ describe('scopes beyond the route', () => {
     expect(await h.runtime.queue.queue.isPaused()).toBe(false);
   });
 
-  it('a token removed from the configuration no longer opens its cookie or tickets', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList, secret: 'a-shared-secret-of-at-least-32-chars!' }), logger: logger(), bullBoard: false });
+  it('a token removed from the configuration no longer opens its cookie or tickets; a narrowed one narrows them', async () => {
+    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList, secret: 'a-shared-secret-of-at-least-32-chars!', streamTicketTtl: 60_000 }), logger: logger(), bullBoard: false });
     const cookie = (await send(app, 'POST', '/api/login', {}, { token: TOKENS.write })).headers.get('set-cookie')?.split(';')[0] ?? '';
     expect((await send(app, 'GET', '/api/whoami', { cookie })).status).toBe(200);
-    const narrower = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList.filter((t) => t.scope !== 'write'), secret: 'a-shared-secret-of-at-least-32-chars!' }), logger: logger(), bullBoard: false });
-    expect((await send(narrower, 'GET', '/api/whoami', { cookie })).status).toBe(401);
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'ticketed' });
+    const { ticket } = (await (await send(app, 'POST', `/api/sessions/${sessionId}/stream-ticket`, { cookie, origin: `http://${HOST}` })).json()) as { ticket: string };
+    const stream = await send(app, 'GET', `/api/sessions/${sessionId}/events?ticket=${encodeURIComponent(ticket)}`);
+    expect(stream.status).toBe(200);
+    await stream.body?.cancel();
+    const secret = 'a-shared-secret-of-at-least-32-chars!';
+    const removed = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList.filter((t) => t.scope !== 'write'), secret, streamTicketTtl: 60_000 }), logger: logger(), bullBoard: false });
+    const kept = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList, secret, streamTicketTtl: 60_000 }), logger: logger(), bullBoard: false });
+    const still = await send(kept, 'GET', `/api/sessions/${sessionId}/events?ticket=${encodeURIComponent(ticket)}`);
+    expect(still.status).toBe(200); // the same secret, the token still there: the ticket holds on another server
+    await still.body?.cancel();
+    expect((await send(removed, 'GET', '/api/whoami', { cookie })).status).toBe(401);
+    expect((await send(removed, 'GET', `/api/sessions/${sessionId}/events?ticket=${encodeURIComponent(ticket)}`)).status).toBe(401);
+    // Its token narrowed to read: the cookie is read now, whatever it was signed with.
+    const narrowed = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList.map((t) => (t.scope === 'write' ? { ...t, scope: 'read' } : t)), secret }), logger: logger(), bullBoard: false });
+    expect(await (await send(narrowed, 'GET', '/api/whoami', { cookie })).json()).toMatchObject({ name: 'write-bot', scope: 'read', via: 'cookie' });
+    expect((await send(narrowed, 'POST', `/api/sessions/${sessionId}/cancel`, { cookie, origin: `http://${HOST}` })).status).toBe(403);
   });
 });
 
