@@ -4,9 +4,9 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * Variables of sessiond itself that an agent (and the tools it runs) must never
- * see: the Redis URL and password, the API token.
+ * see: the Redis URL and password, the API tokens, the HTTP signing secret.
  */
-const PRIVATE_ENV = /^(REDIS_URL|REDIS_PASSWORD|SESSIOND_API_TOKEN|SESSIOND_TOKEN|SESSIOND_REDIS_.*)$/;
+const PRIVATE_ENV = /^(REDIS_URL|REDIS_PASSWORD|SESSIOND_API_TOKEN|SESSIOND_API_TOKENS|SESSIOND_HTTP_SECRET|SESSIOND_TOKEN|SESSIOND_REDIS_.*)$/;
 
 /** The agent's environment, built explicitly: sessiond's own environment minus its secrets, plus `extra`. */
 export function agentEnv(extra: Record<string, string>, base: NodeJS.ProcessEnv = process.env): Record<string, string> {
