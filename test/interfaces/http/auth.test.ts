@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
+import { startServer } from '../../../src/interfaces/http/server.ts';
 import { ROUTE_SCOPES, SCOPE_KEY, type RouteScope } from '../../../src/interfaces/http/auth/route-scopes.ts';
 import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
 import type { Redis } from 'ioredis';
@@ -299,6 +300,26 @@ describe('audit log', () => {
       expect.objectContaining({ tokenName: null, method: 'GET', route: '/api/sessions', status: 421, outcome: 'refused', reason: 'host' }),
     ]);
     for (const line of audit) expect(line).toHaveProperty('client');
+    for (const token of Object.values(TOKENS)) expect(logLines.join('\n')).not.toContain(token);
+    expect(logLines.join('\n')).not.toContain('audit me');
+
+    // Over a real socket: the client's address; a login's token (in its body) is never logged either.
+    logLines.length = 0;
+    const server = await startServer({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger(), port: 0, bullBoard: false });
+    try {
+      await fetch(`${server.url}/api/sessions`);
+      await fetch(`${server.url}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: TOKENS.admin }) });
+      await fetch(`${server.url}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: 'a-wrong-token-0123456789' }) });
+    } finally {
+      await server.close(500);
+    }
+    const real = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'audit');
+    expect(real).toEqual([
+      expect.objectContaining({ route: '/api/sessions', status: 401, client: expect.stringMatching(/127\.0\.0\.1/) }),
+      expect.objectContaining({ route: '/api/login', status: 200, outcome: 'ok', client: expect.stringMatching(/127\.0\.0\.1/) }),
+      expect.objectContaining({ route: '/api/login', status: 401, outcome: 'refused', client: expect.stringMatching(/127\.0\.0\.1/) }),
+    ]);
+    expect(logLines.join('\n')).not.toContain('a-wrong-token');
     const all = logLines.join('\n');
     for (const token of Object.values(TOKENS)) expect(all).not.toContain(token);
     expect(all).not.toContain('audit me');
