@@ -165,9 +165,12 @@ export class MessageHub {
       const sessions = [...this.#bySession.keys()];
       const keys = sessions.map(this.#options.logKey);
       const sessionOf = new Map(keys.map((k, i) => [k, sessions[i] as string]));
+      // Each log is read from the lowest seq its followers want; `from` remembers it for the fan-out.
+      const from = new Map<string, number>();
       const ids = sessions.map((s) => {
         let lowest = Number.POSITIVE_INFINITY;
         for (const f of this.#bySession.get(s) ?? []) if (!f.ended && f.next < lowest) lowest = f.next;
+        from.set(s, lowest);
         return Number.isFinite(lowest) ? `${lowest - 1}-0` : '$';
       });
       let reply: Array<[string, Array<[string, string[]]>]> | null;
@@ -186,14 +189,17 @@ export class MessageHub {
       if (reply === null) continue;
       // Redis answers only for the logs that had entries, each under its key.
       for (const [key, entries] of reply) {
-        const set = this.#bySession.get(sessionOf.get(key) ?? '');
+        const session = sessionOf.get(key) ?? '';
+        const set = this.#bySession.get(session);
         if (set === undefined) continue;
+        const readFrom = from.get(session) ?? Number.POSITIVE_INFINITY;
         // Still maxQueued behind since the last read: it is not keeping up (its queue holds at most maxQueued + one page).
         for (const follower of set) if (follower.queue.length >= this.#options.maxQueued) this.#end(follower);
         for (const [, fields] of entries) {
           const message = parseEntry(fields);
           for (const follower of set) {
-            if (follower.ended || message.seq < follower.next) continue;
+            // A follower that joined during this read wanting earlier seqs than it covers waits for the next read (no gap).
+            if (follower.ended || message.seq < follower.next || follower.next < readFrom) continue;
             follower.next = message.seq + 1;
             follower.queue.push(message);
             follower.wake?.();

@@ -182,6 +182,36 @@ describe('MessageHub', () => {
       writer.disconnect();
     }
   });
+
+  it('a follower that joins while the reader is blocked past the seq it wants still gets every message (none skipped)', async () => {
+    const writer = h.connect('hub-writer-2');
+    const hub = new MessageHub({ connect: () => h.connect('hub-reader-2'), redis: h.runtime.redis, logKey: key });
+    try {
+      for (let seq = 1; seq <= 48; seq += 1) await add(writer, 'c', seq);
+      const stop = new AbortController();
+      const x = hub.follow('c', 1, stop.signal);
+      for (let n = 0; n < 48; n += 1) await x.next();
+      // y reads its history (1..48) in one page and stops after the first message, before joining.
+      const y = hub.follow('c', 1, stop.signal);
+      expect((await y.next()).value?.seq).toBe(1);
+      const xGot49 = x.next();
+      await add(writer, 'c', 49);
+      expect((await xGot49).value?.seq).toBe(49);
+      await new Promise((resolve) => setTimeout(resolve, 200)); // the reader is blocked again, from 49 on, for x
+      const ySeqs: number[] = [];
+      for (let n = 0; n < 47; n += 1) ySeqs.push((await y.next()).value?.seq ?? -1); // 2..48 from its page; then it joins wanting 49
+      const yNext = y.next();
+      await add(writer, 'c', 50);
+      ySeqs.push((await yNext).value?.seq ?? -1);
+      ySeqs.push((await y.next()).value?.seq ?? -1);
+      expect(ySeqs).toEqual(Array.from({ length: 49 }, (_, i) => i + 2));
+      expect((await x.next()).value?.seq).toBe(50);
+      stop.abort();
+    } finally {
+      await hub.close();
+      writer.disconnect();
+    }
+  });
 });
 
 describe('stream tickets (EventSource cannot send headers)', () => {
