@@ -73,8 +73,22 @@ const body = (operationId: string, schema: Json, required = true): Json => ({
 let cached: Json | null = null;
 
 export function openApiDocument(): Json {
-  cached ??= build();
+  cached ??= withAuthErrors(build());
   return cached;
+}
+
+/** Every operation that needs a scope can answer 401 (no valid credential) and 403 (scope too low, or Host/Origin refused). */
+function withAuthErrors(doc: Json): Json {
+  for (const ops of Object.values(doc.paths as Record<string, Record<string, Json>>)) {
+    for (const op of Object.values(ops)) {
+      if (op[SCOPE_KEY] === 'public') continue;
+      const responses = (op.responses ?? {}) as Json;
+      responses['401'] ??= error('a token is configured and the request has no valid credential');
+      responses['403'] ??= error("the credential's scope does not cover this route");
+      op.responses = responses;
+    }
+  }
+  return doc;
 }
 
 function build(): Json {
