@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -270,6 +273,26 @@ describe('scopes beyond the route', () => {
 });
 
 describe('tokens configuration', () => {
+  it('SESSIOND_API_TOKENS_FILE: a JSON file of {name, scope, sha256}, merged with http.tokens; a bad one names the file and the entry', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sessiond-tokens-'));
+    try {
+      const file = join(dir, 'tokens.json');
+      writeFileSync(file, JSON.stringify([{ name: 'ci', scope: 'write', sha256: sha(TOKENS.write).toUpperCase() }]));
+      const config = loadConfig({}, { SESSIOND_API_TOKENS_FILE: file, SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ops', scope: 'admin', sha256: sha(TOKENS.admin) }]) });
+      expect(config.http.tokens).toEqual([
+        { name: 'ops', scope: 'admin', sha256: sha(TOKENS.admin) },
+        { name: 'ci', scope: 'write', sha256: sha(TOKENS.write) },
+      ]);
+      writeFileSync(file, JSON.stringify([{ name: 'ci', scope: 'write', sha256: sha(TOKENS.write), extra: 1 }]));
+      expect(() => loadConfig({}, { SESSIOND_API_TOKENS_FILE: file })).toThrow(/http\.tokensFile: \[0\]: .*extra.*SESSIOND_API_TOKENS_FILE/);
+      expect(() => loadConfig({}, { SESSIOND_API_TOKENS_FILE: join(dir, 'missing.json') })).toThrow(/http\.tokensFile: cannot read .*missing\.json/);
+      writeFileSync(file, JSON.stringify([{ name: 'ops', scope: 'read', sha256: sha('other-token') }]));
+      expect(() => loadConfig({}, { SESSIOND_API_TOKENS_FILE: file, SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ops', scope: 'admin', sha256: sha(TOKENS.admin) }]) })).toThrow(/duplicate token name "ops"/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('a tokens list names the field of a bad entry, and no token is ever in the message', () => {
     expect(() => loadConfig({}, { SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ci', scope: 'root', sha256: sha('x') }]) })).toThrow(/http\.tokens\.0\.scope: must be one of read, write, admin/);
     expect(() => loadConfig({}, { SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ci', scope: 'read', sha256: 'plaintext-token-here' }]) })).toThrow(/http\.tokens\.0\.sha256: must be the SHA-256/);
