@@ -272,6 +272,22 @@ describe('scopes beyond the route', () => {
   });
 });
 
+describe('logout', () => {
+  it('clears the cookie, and this server refuses a copy of the old one from then on', async () => {
+    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
+    const login = await send(app, 'POST', '/api/login', {}, { token: TOKENS.read });
+    expect(login.headers.get('set-cookie')).toMatch(/^sessiond_login=[^;]+; Max-Age=43200; Path=\/; HttpOnly; SameSite=Strict$/);
+    const cookie = login.headers.get('set-cookie')?.split(';')[0] ?? '';
+    expect((await send(app, 'GET', '/api/sessions', { cookie })).status).toBe(200);
+    const out = await send(app, 'POST', '/api/logout', { cookie });
+    expect(out.status).toBe(204);
+    expect(out.headers.get('set-cookie')).toMatch(/^sessiond_login=; Max-Age=0/);
+    const replay = await send(app, 'GET', '/api/sessions', { cookie });
+    expect(replay.status).toBe(401);
+    expect(await replay.json()).toEqual({ error: 'logged out: log in again' });
+  });
+});
+
 describe('tokens configuration', () => {
   it('SESSIOND_API_TOKENS_FILE: a JSON file of {name, scope, sha256}, merged with http.tokens; a bad one names the file and the entry', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sessiond-tokens-'));

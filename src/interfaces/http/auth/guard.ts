@@ -18,6 +18,8 @@ declare module 'hono' {
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 export const LOGIN_COOKIE = 'sessiond_login';
+/** Logged-out cookies remembered per server. */
+export const MAX_REVOKED = 10_000;
 /** The operation a stream ticket opens (and nothing else). */
 export const STREAM_OPERATION = 'streamEvents';
 /** Bull Board (its own UI and API, outside the OpenAPI document): GET needs read, anything else admin. */
@@ -52,6 +54,8 @@ export class Auth {
   readonly required: boolean;
   readonly #http: Config['http'];
   readonly #logger: Logger;
+  /** Logged-out cookies → their expiry. */
+  readonly #revoked = new Map<string, number>();
 
   constructor(options: AuthOptions) {
     this.#http = options.http;
@@ -75,6 +79,19 @@ export class Auth {
   issueTicket(principal: Principal, sessionId: string, now = Date.now()): { ticket: string; expiresAt: number } {
     const exp = Math.min(now + this.#http.streamTicketTtl, principal.expiresAt ?? Number.POSITIVE_INFINITY);
     return { ticket: this.signer.sign({ p: 'stream', n: principal.name, sc: principal.scope, exp, s: sessionId }), expiresAt: exp };
+  }
+
+  /**
+   * Logout: this server refuses the cookie from now on (until it would have expired anyway), so a
+   * copy of it is no longer good here. Held in memory, at most MAX_REVOKED (the oldest go first).
+   */
+  revoke(cookie: string | undefined, now = Date.now()): void {
+    if (cookie === undefined || cookie === '') return;
+    const checked = this.signer.verify(cookie, 'login', now);
+    if (!checked.ok) return;
+    for (const [value, exp] of this.#revoked) if (exp <= now) this.#revoked.delete(value);
+    this.#revoked.set(cookie, checked.claims.exp);
+    while (this.#revoked.size > MAX_REVOKED) this.#revoked.delete(this.#revoked.keys().next().value as string);
   }
 
   /** A login cookie's value for a valid token, or null. */
@@ -153,6 +170,7 @@ export class Auth {
     if (cookie !== undefined && cookie !== '') {
       const checked = this.signer.verify(cookie, 'login');
       if (!checked.ok) return { error: checked.reason === 'expired' ? 'login expired: log in again' : 'invalid login cookie' };
+      if (this.#revoked.has(cookie)) return { error: 'logged out: log in again' };
       return this.#still(checked.claims, 'cookie');
     }
     return null;

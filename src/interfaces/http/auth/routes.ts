@@ -1,5 +1,5 @@
 import type { Hono } from 'hono';
-import { deleteCookie, setCookie } from 'hono/cookie';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { readJson, validate, HttpError } from '../body.ts';
 import { LoginBody } from '../schemas.ts';
 import { LOGIN_COOKIE, type Auth } from './guard.ts';
@@ -26,6 +26,7 @@ export function registerAuthRoutes(app: Hono, auth: Auth, options: AuthRoutesOpt
     return c.json(login.principal);
   });
   app.post('/api/logout', (c) => {
+    auth.revoke(getCookie(c, LOGIN_COOKIE));
     deleteCookie(c, LOGIN_COOKIE, { path: '/', httpOnly: true, sameSite: 'Strict' });
     return c.body(null, 204);
   });
