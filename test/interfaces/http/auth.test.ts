@@ -146,7 +146,9 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       if (cred === 'wrong') headers.authorization = 'Bearer wrong-token-0123456789abcdef';
       if (cred === 'read' || cred === 'write' || cred === 'admin') headers.authorization = `Bearer ${TOKENS[cred]}`;
       if (cred === 'cookie-write') {
-        headers.cookie = cookie;
+        // A login of its own per cell: the logout cell revokes the cookie it is sent with.
+        const fresh = binding === 'tokens' ? await send(app, 'POST', '/api/login', {}, { token: TOKENS.write }) : null;
+        headers.cookie = fresh === null ? cookie : ((fresh.headers.get('set-cookie') ?? '').split(';')[0] ?? '');
         headers.origin = `http://${HOST}`;
       }
       if (cred === 'expiredTicket') path += `?ticket=${encodeURIComponent(staleTicket)}`;
