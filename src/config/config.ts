@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { pickEnv } from '../process/sealed-env.ts';
 import { PolicySchema } from '../policy/schema.ts';
 import { parseDuration } from './duration.ts';
+import { readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
 
 /**
  * sessiond's configuration: one schema, read from defaults ← file
@@ -66,11 +67,37 @@ export const ConfigSchema = z.strictObject({
       port: integer(0, 65535).default(7420),
       token: z.string().min(16, 'must be at least 16 characters').optional(),
       bodyLimitBytes: integer(1024, 50_000_000).default(1_000_000),
+      // Auth, hosts and streams (README "Auth"): src/interfaces/http/auth/.
+      tokenScope: z.enum(SCOPES, { error: `must be one of ${SCOPES.join(', ')}` }).default('admin'),
+      tokens: z.preprocess(jsonText, TokenListSchema).default([]),
+      tokensFile: z.string().min(1).optional(),
+      secret: z.string().min(32, 'must be at least 32 characters').optional(),
+      allowedHosts: z.preprocess(commaList, z.array(z.string().regex(/^[A-Za-z0-9.:[\]-]{1,255}$/, 'must be a host name or address (no scheme, no path)').transform((h) => h.toLowerCase()))).default([]),
+      allowedOrigins: z.preprocess(commaList, z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be an origin: scheme://host[:port], no path').transform((o) => o.toLowerCase()))).default([]),
+      maxStreams: integer(1, 100_000).default(1000),
+      streamIdleTimeout: duration(1000, 86_400_000).default(1_800_000),
+      streamTicketTtl: duration(1000, 3_600_000).default(300_000),
+      loginTtl: duration(60_000, 30 * 86_400_000).default(43_200_000),
+      tlsCert: z.string().min(1).optional(),
+      tlsKey: z.string().min(1).optional(),
     })
     .prefault({}),
 });
 
 export type Config = z.output<typeof ConfigSchema>;
+
+function commaList(value: unknown): unknown {
+  return typeof value === 'string' ? value.split(',').map((v) => v.trim()).filter((v) => v !== '') : value;
+}
+
+function jsonText(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  try {
+    return JSON.parse(value) as unknown;
+  } catch {
+    return value;
+  }
+}
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -98,6 +125,18 @@ const ENV_MAP: Record<string, string> = {
   SESSIOND_HTTP_HOST: 'http.host',
   SESSIOND_HTTP_PORT: 'http.port',
   SESSIOND_API_TOKEN: 'http.token',
+  SESSIOND_API_TOKEN_SCOPE: 'http.tokenScope',
+  SESSIOND_API_TOKENS: 'http.tokens',
+  SESSIOND_API_TOKENS_FILE: 'http.tokensFile',
+  SESSIOND_HTTP_SECRET: 'http.secret',
+  SESSIOND_ALLOWED_HOSTS: 'http.allowedHosts',
+  SESSIOND_ALLOWED_ORIGINS: 'http.allowedOrigins',
+  SESSIOND_MAX_STREAMS: 'http.maxStreams',
+  SESSIOND_STREAM_IDLE_TIMEOUT: 'http.streamIdleTimeout',
+  SESSIOND_STREAM_TICKET_TTL: 'http.streamTicketTtl',
+  SESSIOND_LOGIN_TTL: 'http.loginTtl',
+  SESSIOND_TLS_CERT: 'http.tlsCert',
+  SESSIOND_TLS_KEY: 'http.tlsKey',
 };
 
 function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
@@ -161,7 +200,7 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
   for (const [path, value] of Object.entries(flags)) if (value !== undefined) setPath(raw, path, value);
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
-    const envName = (path: string) => Object.entries(ENV_MAP).find(([, p]) => p === path)?.[0];
+    const envName = (path: string) => Object.entries(ENV_MAP).find(([, p]) => p === path || path.startsWith(`${p}.`))?.[0];
     throw new ConfigError(
       parsed.error.issues
         .map((issue) => {
@@ -172,7 +211,18 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
         .join('\n'),
     );
   }
-  return parsed.data;
+  const config = parsed.data;
+  if (config.http.tokensFile !== undefined) {
+    const read = readTokensFile(config.http.tokensFile);
+    if (!read.ok) throw new ConfigError(`http.tokensFile: ${read.message} (env SESSIOND_API_TOKENS_FILE)`);
+    const merged = TokenListSchema.safeParse([...config.http.tokens, ...read.tokens]);
+    if (!merged.success) throw new ConfigError(`http.tokensFile: ${merged.error.issues.map((i) => `[${i.path.join('.')}]: ${i.message}`).join('; ')}`);
+    config.http.tokens = merged.data;
+  }
+  if ((config.http.tlsCert === undefined) !== (config.http.tlsKey === undefined)) {
+    throw new ConfigError(`http.${config.http.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}: --tls-cert and --tls-key go together (env SESSIOND_TLS_CERT, SESSIOND_TLS_KEY)`);
+  }
+  return config;
 }
 
 /**

@@ -5,6 +5,7 @@ import type { PersistedSession } from '../../machines/restore.ts';
 import type { SessionContext } from '../../machines/types.ts';
 import { mergeRetryPolicy, DEFAULT_RETRY_POLICY, type RetryPolicy, type RetryPolicyResult } from '../retry/index.ts';
 import { EventBus } from './event-bus.ts';
+import { MessageHub } from './message-hub.ts';
 import { createKeys, SESSION_ID_PATTERN, type Keys } from './keys.ts';
 import { PolicyStore } from './policy-store.ts';
 import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
@@ -85,6 +86,7 @@ export class Runtime {
   readonly #policy: DeploymentPolicy;
   readonly #connect: (role: string) => Redis;
   readonly #extra: Redis[] = [];
+  #hub: MessageHub | null = null;
 
   constructor(options: RuntimeOptions) {
     this.keys = createKeys(options.prefix ?? 'sessiond');
@@ -270,7 +272,17 @@ export class Runtime {
     return Object.values(raw).map((v) => JSON.parse(v) as WorkerHeartbeat);
   }
 
+  /**
+   * Live message logs for many followers on one blocking connection (the HTTP
+   * event streams): see MessageHub. Made on first use, closed with the runtime.
+   */
+  get messageHub(): MessageHub {
+    this.#hub ??= new MessageHub({ connect: () => this.#connect('stream-hub'), redis: this.redis, logKey: (id) => this.store.key(id, 'log') });
+    return this.#hub;
+  }
+
   async close(): Promise<void> {
+    await this.#hub?.close();
     await this.queue.close();
     for (const r of this.#extra) r.disconnect();
     await this.redis.quit().catch(() => undefined);

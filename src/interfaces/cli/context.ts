@@ -48,10 +48,12 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
   const url = await resolveRedisUrl(config);
-  const made: Redis[] = [];
+  // Connections made here are closed with the context; one closed earlier (a follower that ended) leaves the set.
+  const made = new Set<Redis>();
   const connect = (role: string): Redis => {
     const redis = createRedis(url, { role, maxRetriesPerRequest: null });
-    made.push(redis);
+    made.add(redis);
+    redis.once('end', () => made.delete(redis));
     return redis;
   };
   const runtime = new Runtime({ connect, prefix: config.prefix, policy });

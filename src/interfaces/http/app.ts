@@ -1,6 +1,5 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { streamSSE } from 'hono/streaming';
 import { exportChart } from '../../../machines/definition.ts';
 import { sessionMachine } from '../../../machines/session.machine.ts';
 import type { Config } from '../../config/config.ts';
@@ -11,8 +10,10 @@ import { InputError, NotFoundError, type Runtime, type SessionView } from '../..
 import type { Logger } from '../log.ts';
 import { registerDashboard } from '../web/routes.ts';
 import { mountBullBoard } from '../web/bull-board.ts';
-import { guard, isLoopbackHost } from './auth.ts';
+import { Auth, BULL_BOARD_ADMIN_PATH, BULL_BOARD_PATH } from './auth/guard.ts';
+import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError, readJson, validate } from './body.ts';
+import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
 import { CancelBody, CreateSessionBody, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
 
@@ -32,24 +33,24 @@ export interface AppOptions {
   dashboard?: boolean;
   /** Mount Bull Board at `/queues` (default true). */
   bullBoard?: boolean;
+  /** Mark the login cookie Secure (the server speaks HTTPS). */
+  secureCookies?: boolean;
 }
 
 /**
  * The HTTP API (and, unless disabled, the dashboard and Bull Board). Handlers
  * only translate HTTP to runtime calls and back: no business logic here.
  *
- * Auth: with `config.http.token` set, every mutating request (POST/PUT/DELETE)
- * needs `Authorization: Bearer <token>`; reads stay open. Bound to anything but
- * loopback, a token is required (createApp throws without one).
+ * Auth (auth/guard.ts): with a token configured, every route but the public
+ * ones needs a credential whose scope covers it (declared per operation in the
+ * OpenAPI document). Bound to anything but loopback, a token is required
+ * (createApp throws without one).
  */
 export function createApp(options: AppOptions): Hono {
   const { runtime, config, logger } = options;
-  const token = config.http.token;
-  if (!isLoopbackHost(config.http.host) && token === undefined) {
-    throw new Error(`refusing to serve on ${config.http.host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters) or bind to 127.0.0.1`);
-  }
+  const auth = new Auth({ http: config.http, logger, document: openApiDocument() });
   const metrics = options.metrics ?? new RuntimeMetrics(runtime, { workerStaleMs: staleMs(options) });
-  const keepAliveMs = options.keepAliveMs ?? 15_000;
+  const streams = new EventStreams({ runtime, logger, signal: options.signal, keepAliveMs: options.keepAliveMs ?? 15_000, maxStreams: config.http.maxStreams, idleMs: config.http.streamIdleTimeout });
   const app = new Hono();
 
   app.use('*', async (c, next) => {
@@ -58,7 +59,7 @@ export function createApp(options: AppOptions): Hono {
     // One line per request; never bodies, query strings or headers (tokens).
     logger.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
   });
-  app.use('*', guard({ host: config.http.host, token }));
+  app.use('*', auth.middleware());
   app.use(
     '*',
     bodyLimit({
@@ -83,6 +84,11 @@ export function createApp(options: AppOptions): Hono {
       (r) => (r === null ? 'Redis did not answer PING within 1 s' : null),
       (error: Error) => `Redis PING failed: ${error.message}`,
     );
+    // Without a credential (when one is configured): ready or not, no details.
+    if (auth.principalOf(c) === null) {
+      const ready = ping === null && (await runtime.workers()).some((w) => Date.now() - w.lastSeen <= staleMs(options));
+      return c.json({ status: ready ? 'ready' : 'unready' }, ready ? 200 : 503);
+    }
     if (ping !== null) return c.json({ status: 'unready', reason: ping }, 503);
     const now = Date.now();
     const workers = await runtime.workers();
@@ -113,6 +119,10 @@ export function createApp(options: AppOptions): Hono {
   });
   app.post('/api/sessions', async (c) => {
     const body = validate(CreateSessionBody, await readJson(c));
+    // A retry policy is the admin's to set, also when it comes with a new session.
+    if (body.retryPolicy !== undefined && auth.principalOf(c)?.scope !== 'admin') {
+      throw new HttpError(403, 'setting a retry policy needs an admin token', [{ field: 'retryPolicy', message: 'needs scope admin' }]);
+    }
     const { sessionId, turn, created } = await runtime.enqueue(body);
     return c.json({ sessionId, turn, created }, created ? 201 : 202);
   });
@@ -152,34 +162,10 @@ export function createApp(options: AppOptions): Hono {
     const lastEventId = c.req.header('last-event-id');
     let from = query.from ?? 1;
     if (lastEventId !== undefined && lastEventId.trim() !== '') {
-      if (!/^\d+$/.test(lastEventId.trim())) throw new HttpError(400, 'invalid Last-Event-ID', [{ field: 'Last-Event-ID', message: 'must be a message seq (an integer)' }]);
+      if (!/^\d{1,16}$/.test(lastEventId.trim()) || !Number.isSafeInteger(Number(lastEventId.trim()))) throw new HttpError(400, 'invalid Last-Event-ID', [{ field: 'Last-Event-ID', message: 'must be a message seq (an integer)' }]);
       from = Number(lastEventId.trim()) + 1;
     }
-    return streamSSE(c, async (stream) => {
-      const controller = new AbortController();
-      const abort = (): void => controller.abort();
-      stream.onAbort(abort);
-      c.req.raw.signal.addEventListener('abort', abort, { once: true });
-      options.signal?.addEventListener('abort', abort, { once: true });
-      if (options.signal?.aborted === true) abort();
-      const keepAlive = setInterval(() => {
-        stream.write(': keep-alive\n\n').catch(abort);
-      }, keepAliveMs);
-      try {
-        await stream.write('retry: 2000\n\n');
-        for await (const m of runtime.followMessages(id, from, controller.signal)) {
-          await stream.writeSSE({ id: String(m.seq), event: m.type, data: JSON.stringify({ seq: m.seq, turn: m.turn, attempt: m.attempt, type: m.type, content: m.content }) });
-          if (stream.aborted || stream.closed) break;
-        }
-      } finally {
-        clearInterval(keepAlive);
-        abort();
-        options.signal?.removeEventListener('abort', abort);
-        c.req.raw.signal.removeEventListener('abort', abort);
-      }
-    }, async (error) => {
-      logger.warn({ path: c.req.path, error: error.message }, 'event stream failed');
-    });
+    return streams.open(c, id, from, auth.principalOf(c));
   });
 
   // ---- retry policy -----------------------------------------------------------------------
@@ -210,9 +196,16 @@ export function createApp(options: AppOptions): Hono {
     return c.json({ policy, source: (await runtime.getPolicy(id)).source });
   });
 
+  // ---- auth: login cookie, stream tickets -------------------------------------------------
+  registerAuthRoutes(app, auth, { secure: options.secureCookies === true, sessionExists: async (id) => SESSION_ID_PATTERN.test(id) && (await runtime.getSession(id)) !== null });
+
   // ---- dashboard and Bull Board -----------------------------------------------------------
-  if (options.dashboard !== false) registerDashboard(app, { tokenRequired: token !== undefined });
-  if (options.bullBoard !== false) mountBullBoard(app, runtime.queue.queue, { basePath: '/queues', readOnly: token !== undefined });
+  if (options.dashboard !== false) registerDashboard(app, { tokenRequired: auth.required });
+  // With tokens, Bull Board is read-only at /queues (read) and has its actions at /queues-admin (admin only).
+  if (options.bullBoard !== false) {
+    mountBullBoard(app, runtime.queue.queue, { basePath: BULL_BOARD_PATH, readOnly: auth.required });
+    if (auth.required) mountBullBoard(app, runtime.queue.queue, { basePath: BULL_BOARD_ADMIN_PATH, readOnly: false });
+  }
 
   return app;
 }

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { RetryPolicySchema } from '../../retry/policy.ts';
 import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
 import { SESSION_STATES } from '../../runtime/metrics.ts';
-import { CancelBody, CreateSessionBody, PromptBody } from './schemas.ts';
+import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
+import { CancelBody, CreateSessionBody, LoginBody, PromptBody } from './schemas.ts';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`. Request
@@ -31,11 +32,19 @@ const error = (description: string): Json => json(ref('Error'), description);
 const invalid = (description = 'a field is invalid: `issues` name each one'): Json => json(ref('ValidationError'), description);
 
 const idParam = { name: 'id', in: 'path', required: true, description: 'Session id (1-100 letters, digits or _.-, not . or ..)', schema: { type: 'string', pattern: '^(?!\\.{1,2}$)[A-Za-z0-9_.-]{1,100}$' } };
-const MUTATING = { security: [{ bearerAuth: [] }] };
-const OPEN = { security: [] };
+/**
+ * Each operation's scope, in `x-sessiond-scope`: the one place it is declared. The guard
+ * (auth/guard.ts) enforces it and the route × scope test checks every operation has one.
+ */
+const scope = (s: RouteScope, security: Json[] = [{ bearerAuth: [] }, { loginCookie: [] }]): Json => ({ [SCOPE_KEY]: s, security: s === 'public' ? [] : security });
+const PUBLIC = scope('public');
+const READ = scope('read');
+const WRITE = scope('write');
+const ADMIN = scope('admin');
+const STREAM = scope('read', [{ bearerAuth: [] }, { loginCookie: [] }, { streamTicket: [] }]);
 const mutatingErrors = {
-  '401': error('a token is configured and the request has no valid `Authorization: Bearer <token>`'),
-  '403': error('a cross-origin request (`Origin` of another site)'),
+  '401': error('a token is configured and the request has no valid credential (`Authorization: Bearer <token>` or the login cookie)'),
+  '403': error("the token's scope does not cover this route, or a cross-origin request (`Origin` not allowed)"),
   '413': error('the body is larger than `http.bodyLimitBytes`'),
   '415': error('a body not sent as `application/json`'),
 };
@@ -52,6 +61,7 @@ export const REQUEST_EXAMPLES: Record<string, Record<string, { summary: string; 
   addPrompt: { next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } } },
   cancelSession: { reason: { summary: 'with a reason', value: { reason: 'taking too long' } }, empty: { summary: 'no reason', value: {} } },
   putRetryPolicy: { patch: { summary: 'change some fields; the rest keep their value', value: { maxAttempts: 5, initialDelayMs: 2000, jitter: 'full' } } },
+  login: { token: { summary: 'a configured token', value: { token: 'the-token-you-were-given' } } },
   putSessionRetryPolicy: { patch: { summary: "this session's own policy", value: { maxAttempts: 2, retryOn: ['server_error', 'network'] } } },
 };
 
@@ -63,8 +73,22 @@ const body = (operationId: string, schema: Json, required = true): Json => ({
 let cached: Json | null = null;
 
 export function openApiDocument(): Json {
-  cached ??= build();
+  cached ??= withAuthErrors(build());
   return cached;
+}
+
+/** Every operation that needs a scope can answer 401 (no valid credential) and 403 (scope too low, or Host/Origin refused). */
+function withAuthErrors(doc: Json): Json {
+  for (const ops of Object.values(doc.paths as Record<string, Record<string, Json>>)) {
+    for (const op of Object.values(ops)) {
+      if (op[SCOPE_KEY] === 'public') continue;
+      const responses = (op.responses ?? {}) as Json;
+      responses['401'] ??= error('a token is configured and the request has no valid credential');
+      responses['403'] ??= error("the credential's scope does not cover this route");
+      op.responses = responses;
+    }
+  }
+  return doc;
 }
 
 function build(): Json {
@@ -77,7 +101,7 @@ function build(): Json {
       version: '0.1.0',
       description: [
         'Chat sessions with CLI coding agents as durable actors: enqueue prompts, watch sessions stream, cancel, configure the retry policy.',
-        'Auth: when the server has a token (`SESSIOND_API_TOKEN`; required when bound to anything but loopback), every POST/PUT/DELETE needs `Authorization: Bearer <token>`; reads stay open.',
+        'Auth: when the server has a token (`SESSIOND_API_TOKEN`, `http.tokens`; required when bound to anything but loopback), every route but the public ones needs a credential whose scope covers it (`x-sessiond-scope`: read ⊂ write ⊂ admin): `Authorization: Bearer <token>`, the dashboard login cookie, or, for the event stream, a stream ticket (`?ticket=`).',
         'Errors are JSON `{error, issues?}`; a 400 lists `issues: [{field, message}]` naming each bad field. The dashboard is served at `/`, Bull Board (the raw BullMQ queue) at `/queues`.',
       ].join('\n\n'),
     },
@@ -87,6 +111,7 @@ function build(): Json {
       { name: 'messages' },
       { name: 'retry-policy' },
       { name: 'operations' },
+      { name: 'auth', description: 'login cookie and stream tickets' },
       { name: 'dashboard', description: 'HTML pages and their static files' },
     ],
     paths: {
@@ -95,7 +120,7 @@ function build(): Json {
           operationId: 'listSessions',
           tags: ['sessions'],
           summary: 'List sessions, newest first, optionally of one state',
-          ...OPEN,
+          ...READ,
           parameters: [
             { name: 'state', in: 'query', schema: { type: 'string', enum: SESSION_STATES } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
@@ -106,7 +131,7 @@ function build(): Json {
           operationId: 'createSession',
           tags: ['sessions'],
           summary: 'Create a session with a prompt (or add the prompt to the session `sessionId` if it exists)',
-          ...MUTATING,
+          ...WRITE,
           requestBody: body('createSession', schemaOf(CreateSessionBody)),
           responses: {
             '201': json(ref('Enqueued'), 'created; the prompt is turn 1'),
@@ -121,7 +146,7 @@ function build(): Json {
           operationId: 'getSession',
           tags: ['sessions'],
           summary: 'A session: state, latest turn with its attempts, transition history, machine context',
-          ...OPEN,
+          ...READ,
           parameters: [idParam],
           responses: { '200': json(ref('SessionDetail'), 'the session'), '404': error('unknown session') },
         },
@@ -131,7 +156,7 @@ function build(): Json {
           operationId: 'addPrompt',
           tags: ['sessions'],
           summary: 'Add a prompt to a session (it waits for the current turn to end)',
-          ...MUTATING,
+          ...WRITE,
           parameters: [idParam],
           requestBody: body('addPrompt', schemaOf(PromptBody)),
           responses: { '202': json(ref('Enqueued'), 'queued as the next turn'), '400': invalid(), '404': error('unknown session'), ...mutatingErrors },
@@ -142,7 +167,7 @@ function build(): Json {
           operationId: 'cancelSession',
           tags: ['sessions'],
           summary: "Cancel the session's current turn, wherever it runs",
-          ...MUTATING,
+          ...WRITE,
           parameters: [idParam],
           requestBody: body('cancelSession', schemaOf(CancelBody), false),
           responses: {
@@ -158,7 +183,7 @@ function build(): Json {
           operationId: 'listMessages',
           tags: ['messages'],
           summary: 'A page of the message log, from a seq on',
-          ...OPEN,
+          ...READ,
           parameters: [
             idParam,
             { name: 'from', in: 'query', description: 'first seq (default 1)', schema: { type: 'integer', minimum: 1 } },
@@ -172,38 +197,41 @@ function build(): Json {
           operationId: 'streamEvents',
           tags: ['messages'],
           summary: 'Live message stream (Server-Sent Events): every stored message from `from` (or after `Last-Event-ID`), then new ones as they are written',
-          description: 'Each event: `id:` the seq, `event:` the message type, `data:` `{seq, turn, attempt, type, content}`. A reconnecting EventSource sends `Last-Event-ID` and resumes with the next seq: no gap, no duplicate. Comments (`: keep-alive`) are sent every 15 s.',
-          ...OPEN,
+          description: 'Each event: `id:` the seq, `event:` the message type, `data:` `{seq, turn, attempt, type, content}`. A reconnecting EventSource sends `Last-Event-ID` and resumes with the next seq: no gap, no duplicate. Comments (`: keep-alive`) are sent every 15 s. Bounded: at most `http.maxStreams` streams per server (503 with Retry-After beyond), closed after `http.streamIdleTimeout` without a message, and when the stream ticket (or login) it was opened with expires.',
+          ...STREAM,
           parameters: [
             idParam,
             { name: 'from', in: 'query', description: 'first seq (default 1); `Last-Event-ID` wins', schema: { type: 'integer', minimum: 1 } },
             { name: 'Last-Event-ID', in: 'header', description: 'the last seq received: the stream resumes after it', schema: { type: 'string', pattern: '^\\d+$' } },
+            { name: 'ticket', in: 'query', description: 'a stream ticket (`POST /api/sessions/{id}/stream-ticket`), for clients that cannot send headers', schema: { type: 'string' } },
           ],
           responses: {
             '200': { description: 'the event stream', content: { 'text/event-stream': { schema: { type: 'string', description: 'SSE events whose `data` is a `Message` (see components)' } } } },
-            '400': invalid(),
+            '400': invalid('a bad `from` or `Last-Event-ID`'),
+            '401': error('no valid credential, or an expired stream ticket'),
             '404': error('unknown session'),
+            '503': error('`http.maxStreams` streams are live; `Retry-After` says when to try again'),
           },
         },
       },
       '/api/retry-policy': {
-        get: { operationId: 'getRetryPolicy', tags: ['retry-policy'], summary: 'The global retry policy', ...OPEN, responses: { '200': json(ref('PolicyResponse'), 'the policy and where it comes from') } },
+        get: { operationId: 'getRetryPolicy', tags: ['retry-policy'], summary: 'The global retry policy', ...READ, responses: { '200': json(ref('PolicyResponse'), 'the policy and where it comes from') } },
         put: {
           operationId: 'putRetryPolicy',
           tags: ['retry-policy'],
           summary: 'Change fields of the global policy; on any invalid field nothing is changed',
-          ...MUTATING,
+          ...ADMIN,
           requestBody: body('putRetryPolicy', policyPatch),
           responses: { '200': json(ref('PolicyResponse'), 'the new policy'), '400': invalid('a field is out of range (`issues` name it and the allowed range); nothing changed'), ...mutatingErrors },
         },
-        delete: { operationId: 'resetRetryPolicy', tags: ['retry-policy'], summary: 'Back to the defaults', ...MUTATING, responses: { '200': json(ref('PolicyResponse'), 'the default policy'), ...mutatingErrors } },
+        delete: { operationId: 'resetRetryPolicy', tags: ['retry-policy'], summary: 'Back to the defaults', ...ADMIN, responses: { '200': json(ref('PolicyResponse'), 'the default policy'), ...mutatingErrors } },
       },
       '/api/sessions/{id}/retry-policy': {
         get: {
           operationId: 'getSessionRetryPolicy',
           tags: ['retry-policy'],
           summary: "The policy in force for a session: its own, else the global one",
-          ...OPEN,
+          ...READ,
           parameters: [idParam],
           responses: { '200': json(ref('PolicyResponse'), 'the policy and its source'), '404': error('unknown session') },
         },
@@ -211,7 +239,7 @@ function build(): Json {
           operationId: 'putSessionRetryPolicy',
           tags: ['retry-policy'],
           summary: "Give a session a policy of its own (fields over the one in force); the running turn takes it at its next retry decision",
-          ...MUTATING,
+          ...ADMIN,
           parameters: [idParam],
           requestBody: body('putSessionRetryPolicy', policyPatch),
           responses: { '200': json(ref('PolicyResponse'), 'the new policy'), '400': invalid('a field is out of range; nothing changed'), '404': error('unknown session'), ...mutatingErrors },
@@ -220,7 +248,7 @@ function build(): Json {
           operationId: 'resetSessionRetryPolicy',
           tags: ['retry-policy'],
           summary: "Drop a session's own policy: it follows the global one again",
-          ...MUTATING,
+          ...ADMIN,
           parameters: [idParam],
           responses: { '200': json(ref('PolicyResponse'), 'the policy now in force'), '404': error('unknown session'), ...mutatingErrors },
         },
@@ -230,27 +258,59 @@ function build(): Json {
           operationId: 'getDeploymentPolicy',
           tags: ['sessions'],
           summary: 'What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent\'s permission ceiling, allowed lists and switches',
-          ...OPEN,
+          ...READ,
           responses: { '200': json({ type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions'] }, 'the deployment policy') },
         },
       },
+      '/api/login': {
+        post: {
+          operationId: 'login',
+          tags: ['auth'],
+          summary: 'Exchange a token for the dashboard login cookie (HttpOnly, SameSite=Strict, Secure over HTTPS)',
+          ...PUBLIC,
+          requestBody: body('login', schemaOf(LoginBody)),
+          responses: { '200': json(ref('Principal'), 'logged in; `Set-Cookie: sessiond_login=…`'), '400': invalid(), ...mutatingErrors },
+        },
+      },
+      '/api/logout': {
+        post: { operationId: 'logout', tags: ['auth'], summary: 'Clear the login cookie', ...PUBLIC, responses: { '204': { description: 'logged out (`Set-Cookie` clears it)' }, ...mutatingErrors } },
+      },
+      '/api/whoami': {
+        get: { operationId: 'whoami', tags: ['auth'], summary: "The caller's token name and scope", ...READ, responses: { '200': json(ref('Principal'), 'who you are'), '401': error('no valid credential') } },
+      },
+      '/api/sessions/{id}/stream-ticket': {
+        post: {
+          operationId: 'streamTicket',
+          tags: ['auth'],
+          summary: "A short-lived signed ticket that opens this session's event stream (`EventSource` cannot send headers)",
+          description: 'HMAC over the session id, scope and expiry (`http.streamTicketTtl`, default 5 min, never past the login). The stream ends when the ticket expires; reconnects with `Last-Event-ID` work until then, then get a new ticket and resume.',
+          ...READ,
+          parameters: [idParam],
+          responses: {
+            '200': json({ type: 'object', required: ['ticket', 'expiresAt', 'url'], properties: { ticket: { type: 'string' }, expiresAt: { type: 'integer' }, url: { type: 'string' } } }, 'the ticket'),
+            '404': error('unknown session'),
+            ...mutatingErrors,
+          },
+        },
+      },
       '/api/chart': {
-        get: { operationId: 'getChart', tags: ['sessions'], summary: "The session machine's states and transitions", ...OPEN, responses: { '200': json(ref('Chart'), 'the statechart') } },
+        get: { operationId: 'getChart', tags: ['sessions'], summary: "The session machine's states and transitions", ...READ, responses: { '200': json(ref('Chart'), 'the statechart') } },
       },
       '/healthz': {
-        get: { operationId: 'health', tags: ['operations'], summary: 'The process is up', ...OPEN, responses: { '200': json({ type: 'object', properties: { status: { const: 'ok' } } }, 'up') } },
+        get: { operationId: 'health', tags: ['operations'], summary: 'The process is up', ...PUBLIC, responses: { '200': json({ type: 'object', properties: { status: { const: 'ok' } } }, 'up') } },
       },
       '/readyz': {
         get: {
           operationId: 'ready',
           tags: ['operations'],
           summary: 'Redis answers PING and a worker heartbeat was seen recently',
-          ...OPEN,
+          ...PUBLIC,
           responses: {
             '200': json(
               {
                 type: 'object',
-                required: ['status', 'workers', 'containment'],
+                required: ['status'],
+                description: '`workers` and `containment` only with a credential, when a token is configured',
                 properties: {
                   status: { const: 'ready' },
                   workers: { type: 'integer' },
@@ -264,20 +324,25 @@ function build(): Json {
         },
       },
       '/metrics': {
-        get: { operationId: 'metrics', tags: ['operations'], summary: 'Prometheus metrics (text format)', ...OPEN, responses: { '200': { description: 'the metrics', content: { 'text/plain': { schema: { type: 'string' } } } } } },
+        get: { operationId: 'metrics', tags: ['operations'], summary: 'Prometheus metrics (text format)', ...READ, responses: { '200': { description: 'the metrics', content: { 'text/plain': { schema: { type: 'string' } } } } } },
       },
       '/openapi.json': {
-        get: { operationId: 'openapi', tags: ['operations'], summary: 'This document', ...OPEN, responses: { '200': json({ type: 'object' }, 'the OpenAPI document') } },
+        get: { operationId: 'openapi', tags: ['operations'], summary: 'This document', ...READ, responses: { '200': json({ type: 'object' }, 'the OpenAPI document') } },
       },
-      '/': { get: { operationId: 'dashboard', tags: ['dashboard'], summary: 'The dashboard: sessions by state', ...OPEN, responses: { '200': html('the page') } } },
-      '/sessions/{id}': { get: { operationId: 'dashboardSession', tags: ['dashboard'], summary: 'The dashboard page of a session', ...OPEN, parameters: [idParam], responses: { '200': html('the page') } } },
-      '/web/app.js': { get: { operationId: 'dashboardScript', tags: ['dashboard'], summary: "The dashboard's script", ...OPEN, responses: { '200': { description: 'JavaScript module', content: { 'text/javascript': { schema: { type: 'string' } } } } } } },
-      '/web/style.css': { get: { operationId: 'dashboardStyle', tags: ['dashboard'], summary: "The dashboard's style sheet", ...OPEN, responses: { '200': { description: 'CSS', content: { 'text/css': { schema: { type: 'string' } } } } } } },
+      '/': { get: { operationId: 'dashboard', tags: ['dashboard'], summary: 'The dashboard: sessions by state', ...PUBLIC, responses: { '200': html('the page') } } },
+      '/sessions/{id}': { get: { operationId: 'dashboardSession', tags: ['dashboard'], summary: 'The dashboard page of a session', ...PUBLIC, parameters: [idParam], responses: { '200': html('the page') } } },
+      '/web/app.js': { get: { operationId: 'dashboardScript', tags: ['dashboard'], summary: "The dashboard's script", ...PUBLIC, responses: { '200': { description: 'JavaScript module', content: { 'text/javascript': { schema: { type: 'string' } } } } } } },
+      '/web/style.css': { get: { operationId: 'dashboardStyle', tags: ['dashboard'], summary: "The dashboard's style sheet", ...PUBLIC, responses: { '200': { description: 'CSS', content: { 'text/css': { schema: { type: 'string' } } } } } } },
     },
     components: {
-      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: '`SESSIOND_API_TOKEN`; needed by mutating requests when the server has a token' } },
+      securitySchemes: {
+        bearerAuth: { type: 'http', scheme: 'bearer', description: 'a configured token (`SESSIOND_API_TOKEN`, `http.tokens`); its scope must cover the route' },
+        loginCookie: { type: 'apiKey', in: 'cookie', name: 'sessiond_login', description: 'set by `POST /api/login` (HttpOnly, SameSite=Strict); a mutation with it must carry an allowed `Origin`' },
+        streamTicket: { type: 'apiKey', in: 'query', name: 'ticket', description: 'from `POST /api/sessions/{id}/stream-ticket`: opens that session\'s event stream until it expires' },
+      },
       schemas: {
         Error: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
+        Principal: { type: 'object', required: ['name', 'scope', 'via'], properties: { name: { type: ['string', 'null'] }, scope: { enum: ['read', 'write', 'admin'] }, via: { enum: ['bearer', 'cookie', 'ticket', 'open'] }, expiresAt: { type: 'integer' } } },
         ValidationError: {
           type: 'object',
           required: ['error', 'issues'],

@@ -38,3 +38,6 @@ export const MessagesQuery = z.object({
 export const EventsQuery = z.object({
   from: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
 });
+
+/** `POST /api/login`. */
+export const LoginBody = z.strictObject({ token: z.string().min(1, 'must not be empty').max(4096, 'must be at most 4096 characters') });

@@ -1,9 +1,8 @@
-/* global document, window, location, history, EventSource, sessionStorage, CSS */
+/* global document, window, location, history, EventSource, CSS */
 // The sessiond dashboard: plain DOM, no framework, no build step. Everything it
 // shows comes from the HTTP API (/api/…); it holds no business logic.
 
 const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.getAttribute('content') ?? '';
-const TOKEN_REQUIRED = meta('sessiond-token-required') === 'true';
 const MESSAGE_TYPES = meta('sessiond-message-types').split(/\s+/).filter(Boolean);
 const CATEGORIES = meta('sessiond-failure-categories').split(/\s+/).filter(Boolean);
 const SETTLED = new Set(['completed', 'failed', 'cancelled']);
@@ -82,11 +81,16 @@ function preview(value, max = 300) {
 // API
 // ---------------------------------------------------------------------------------------------
 
+// Auth: the page never holds a token. It logs in once (POST /api/login → an HttpOnly cookie the
+// browser sends by itself), learns its scope from /api/whoami, and shows only what that scope allows.
+const RANK = { read: 1, write: 2, admin: 3 };
+/** `{name, scope, via}` once known; null when logged out. */
+let me = null;
+const can = (scope) => me !== null && RANK[me.scope] >= RANK[scope];
+
 async function api(method, path, body) {
   const headers = { Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const token = sessionStorage.getItem('sessiond-token');
-  if (token && method !== 'GET') headers.Authorization = `Bearer ${token}`;
   let response;
   try {
     response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -94,6 +98,11 @@ async function api(method, path, body) {
     return { ok: false, status: 0, data: { error: `cannot reach the server: ${error.message}` } };
   }
   const data = await response.json().catch(() => null);
+  // Logged out (or the login expired) while on a page: back to the login form.
+  if (response.status === 401 && me !== null && path !== '/api/login') {
+    me = null;
+    route();
+  }
   return { ok: response.ok, status: response.status, data };
 }
 
@@ -184,6 +193,12 @@ function policyEditor({ path, title, allowReset }) {
       h('span', { class: 'form-ok', 'data-testid': 'policy-ok' }),
     ),
   );
+  if (!can('admin')) {
+    // Below admin the policy is shown, not edited.
+    for (const el of form.querySelectorAll('input, button')) el.disabled = true;
+    form.querySelector('[data-testid="policy-save"]')?.remove();
+    form.querySelector('[data-testid="policy-reset"]')?.remove();
+  }
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     void save();
@@ -286,7 +301,7 @@ function homePage(main) {
         h('section', { class: 'panel' }, h('h2', {}, 'Sessions ', h('span', { class: 'muted', 'data-testid': 'sessions-count' })), chips, h('div', { class: 'table-scroll' }, table)),
       ),
       h('div', {},
-        h('section', { class: 'panel' }, h('h2', {}, 'New session'), form),
+        can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'New session'), form) : null,
         policy.panel,
       ),
     ),
@@ -369,7 +384,7 @@ function sessionPage(main, sessionId) {
   const policy = policyEditor({ path: `/api/sessions/${enc}/retry-policy`, title: 'Retry policy of this session', allowReset: 'Follow the global policy' });
 
   fill(main, 
-    h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, cancelButton)),
+    h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, can('write') ? cancelButton : null)),
     h('section', { class: 'panel' }, h('h2', {}, 'Statechart ', h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)')), chartBox),
     h('div', { class: 'grid' },
       h('div', {},
@@ -378,7 +393,7 @@ function sessionPage(main, sessionId) {
       ),
       h('div', {},
         h('section', { class: 'panel' }, h('h2', {}, liveDot, 'Transcript'), transcript),
-        h('section', { class: 'panel' }, h('h2', {}, 'Add a prompt'), promptForm),
+        can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'Add a prompt'), promptForm) : null,
         policy.panel,
       ),
     ),
@@ -474,16 +489,48 @@ function sessionPage(main, sessionId) {
   };
 }
 
-/** The live transcript: SSE from /api/sessions/:id/events (EventSource resumes with Last-Event-ID). */
+/**
+ * The live transcript: SSE from /api/sessions/:id/events. With a login, the stream is opened with a
+ * short-lived stream ticket (EventSource sends no headers); EventSource resumes with Last-Event-ID
+ * while the ticket holds; once the server refuses it (expired), a new ticket resumes after lastSeq.
+ */
 function streamTranscript(sessionId, box, liveDot) {
   let lastSeq = 0;
   let turn = null;
   let attempt = null;
   let assistantEl = null;
+  let stopped = false;
+  let source = null;
+  let retryTimer = null;
   const tools = new Map();
-  const source = new EventSource(`/api/sessions/${encodeURIComponent(sessionId)}/events`);
-  source.addEventListener('open', () => liveDot.classList.add('on'));
-  source.addEventListener('error', () => liveDot.classList.remove('on'));
+  const enc = encodeURIComponent(sessionId);
+
+  async function open() {
+    if (stopped) return;
+    let url = `/api/sessions/${enc}/events?from=${lastSeq + 1}`;
+    if (me !== null && me.via !== 'open') {
+      const ticket = await api('POST', `/api/sessions/${enc}/stream-ticket`);
+      if (!ticket.ok) {
+        if (ticket.status !== 401) retryTimer = setTimeout(open, 2000);
+        return;
+      }
+      url = `${ticket.data.url}&from=${lastSeq + 1}`;
+    }
+    if (stopped) return;
+    source = new EventSource(url);
+    box.dataset.streams = String(Number(box.dataset.streams ?? 0) + 1);
+    source.addEventListener('open', () => liveDot.classList.add('on'));
+    source.addEventListener('error', () => {
+      liveDot.classList.remove('on');
+      // CONNECTING: EventSource reconnects by itself (Last-Event-ID). CLOSED: refused (the ticket expired): a new one.
+      if (source.readyState === EventSource.CLOSED && !stopped) {
+        source.close();
+        retryTimer = setTimeout(open, 200);
+      }
+    });
+    for (const type of MESSAGE_TYPES) source.addEventListener(type, onMessage);
+    source.addEventListener('message', onMessage);
+  }
 
   const add = (el) => {
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
@@ -579,9 +626,15 @@ function streamTranscript(sessionId, box, liveDot) {
       tool.status.textContent = why;
     }
   }
-  for (const type of MESSAGE_TYPES) source.addEventListener(type, onMessage);
-  source.addEventListener('message', onMessage);
-  return { stop: () => source.close(), closeTools };
+  void open();
+  return {
+    stop: () => {
+      stopped = true;
+      clearTimeout(retryTimer);
+      source?.close();
+    },
+    closeTools,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -788,7 +841,10 @@ let stopPage = () => {};
 
 function route() {
   stopPage();
+  stopPage = () => {};
   const main = document.getElementById('main');
+  renderWho();
+  if (me === null) return loginPage(main);
   const match = /^\/sessions\/([^/]+)\/?$/.exec(location.pathname);
   stopPage = match ? sessionPage(main, decodeURIComponent(match[1])) : homePage(main);
   document.title = match ? `${decodeURIComponent(match[1])} · sessiond` : 'sessiond';
@@ -805,16 +861,46 @@ function link(event) {
   navigate(event.currentTarget.getAttribute('href'));
 }
 
-function setupToken() {
-  const form = document.getElementById('token-form');
-  if (!TOKEN_REQUIRED || !form) return;
-  form.hidden = false;
-  const input = form.querySelector('input');
-  input.value = sessionStorage.getItem('sessiond-token') ?? '';
-  input.addEventListener('change', () => sessionStorage.setItem('sessiond-token', input.value.trim()));
-  form.addEventListener('submit', (event) => event.preventDefault());
+/** The header's "who am I" and logout. */
+function renderWho() {
+  const queue = document.querySelector('[data-testid="queue-link"]');
+  if (queue) queue.setAttribute('href', me !== null && me.via !== 'open' && can('admin') ? '/queues-admin' : '/queues');
+  const box = document.getElementById('who');
+  if (!box) return;
+  if (me === null || me.via === 'open') return fill(box);
+  fill(box, h('span', { 'data-testid': 'who' }, `${me.name} · ${me.scope}`), ' ', h('button', { type: 'button', class: 'secondary', 'data-testid': 'logout', onclick: logout }, 'Log out'));
+}
+
+async function logout() {
+  await api('POST', '/api/logout');
+  me = null;
+  route();
+}
+
+function loginPage(main) {
+  const input = h('input', { type: 'password', name: 'token', autocomplete: 'off', 'data-testid': 'login-token' });
+  const form = h(
+    'form',
+    { class: 'stack', 'data-testid': 'login-form', novalidate: true },
+    field('API token', 'token', input, 'exchanged once for a login cookie; the page never keeps it'),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', 'data-testid': 'login' }, 'Log in'), h('span', { class: 'form-error' })),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const result = await api('POST', '/api/login', { token: input.value.trim() });
+    input.value = '';
+    if (!result.ok) return showIssues(form, result);
+    me = result.data;
+    route();
+  });
+  fill(main, h('section', { class: 'panel login' }, h('h1', {}, 'Log in'), h('p', { class: 'muted' }, 'This sessiond needs a token to read or change anything.'), form));
+}
+
+async function start() {
+  const who = await api('GET', '/api/whoami');
+  me = who.ok ? who.data : null;
+  route();
 }
 
 window.addEventListener('popstate', route);
-setupToken();
-route();
+void start();

@@ -1,0 +1,98 @@
+import type { Context } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import type { Runtime } from '../../runtime/runtime.ts';
+import type { Logger } from '../log.ts';
+import type { Principal } from './auth/credentials.ts';
+import { HttpError } from './body.ts';
+
+export interface EventStreamOptions {
+  runtime: Runtime;
+  logger: Logger;
+  /** Aborting it ends every live stream (server shutdown). */
+  signal?: AbortSignal | undefined;
+  keepAliveMs: number;
+  /** Concurrent streams of this server; one more is a 503 with Retry-After. */
+  maxStreams: number;
+  /** A stream that sent no message for this long is closed. */
+  idleMs: number;
+}
+
+/** setTimeout's limit: a credential valid for longer is ended by the idle limit instead. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * `GET /api/sessions/:id/events`: SSE from the runtime's shared message hub
+ * (one Redis reader for every stream), bounded: at most `maxStreams` at once,
+ * closed after `idleMs` without a message, and when the credential it was
+ * opened with (a stream ticket, the login cookie) expires — a client resumes
+ * with `Last-Event-ID` and a fresh ticket, losing nothing.
+ */
+export class EventStreams {
+  readonly #o: EventStreamOptions;
+  #live = 0;
+
+  constructor(options: EventStreamOptions) {
+    this.#o = options;
+  }
+
+  get live(): number {
+    return this.#live;
+  }
+
+  open(c: Context, sessionId: string, from: number, principal: Principal | null): Response {
+    if (this.#live >= this.#o.maxStreams) {
+      c.header('Retry-After', '5');
+      throw new HttpError(503, `too many live event streams (http.maxStreams = ${this.#o.maxStreams}); try again shortly`);
+    }
+    this.#live += 1;
+    const { runtime, logger, keepAliveMs, idleMs } = this.#o;
+    const shutdown = this.#o.signal;
+    let released = false;
+    const release = (): void => {
+      if (!released) this.#live -= 1;
+      released = true;
+    };
+    try {
+      return streamSSE(
+        c,
+        async (stream) => {
+          const controller = new AbortController();
+          const abort = (): void => controller.abort();
+          stream.onAbort(abort);
+          c.req.raw.signal.addEventListener('abort', abort, { once: true });
+          shutdown?.addEventListener('abort', abort, { once: true });
+          if (shutdown?.aborted === true) abort();
+          let lastMessageAt = Date.now();
+          const keepAlive = setInterval(() => {
+            if (Date.now() - lastMessageAt >= idleMs) abort();
+            else stream.write(': keep-alive\n\n').catch(abort);
+          }, Math.min(keepAliveMs, idleMs));
+          const left = principal?.expiresAt === undefined ? null : principal.expiresAt - Date.now();
+          const expiry = left === null || left > MAX_TIMER_MS ? null : setTimeout(abort, Math.max(0, left));
+          try {
+            await stream.write('retry: 2000\n\n');
+            for await (const m of runtime.messageHub.follow(sessionId, from, controller.signal)) {
+              await stream.writeSSE({ id: String(m.seq), event: m.type, data: JSON.stringify({ seq: m.seq, turn: m.turn, attempt: m.attempt, type: m.type, content: m.content }) });
+              lastMessageAt = Date.now();
+              if (stream.aborted || stream.closed) break;
+            }
+          } finally {
+            clearInterval(keepAlive);
+            if (expiry !== null) clearTimeout(expiry);
+            abort();
+            shutdown?.removeEventListener('abort', abort);
+            c.req.raw.signal.removeEventListener('abort', abort);
+            release();
+          }
+        },
+        async (error) => {
+          release();
+          logger.warn({ path: c.req.path, error: error.message }, 'event stream failed');
+        },
+      );
+    } catch (error) {
+      release();
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,211 @@
+import type { Redis } from 'ioredis';
+import { parseEntry, type StoredMessage } from './store/session-store.ts';
+
+export interface MessageHubOptions {
+  /** Opens the hub's one blocking connection (made on the first follower). */
+  connect: () => Redis;
+  /** A non-blocking connection: history reads and CLIENT UNBLOCK. */
+  redis: Redis;
+  /** The message log (stream) key of a session. */
+  logKey: (sessionId: string) => string;
+  /** A follower still this many messages behind when the next ones arrive is dropped (a client resumes from its last seq). Default 2000. */
+  maxQueued?: number;
+  /** XREAD BLOCK timeout (ms). Default 1000. */
+  blockMs?: number;
+}
+
+interface Follower {
+  sessionId: string;
+  /** The next seq it wants. */
+  next: number;
+  queue: StoredMessage[];
+  /** Set when the hub drops it (too slow) or closes. */
+  ended: boolean;
+  wake: (() => void) | null;
+}
+
+const PAGE = 500;
+
+/**
+ * Live message logs for many followers over one blocking Redis connection:
+ * one `XREAD BLOCK … STREAMS <every followed log>` loop fans each new entry out
+ * to the followers of its session. A follower first reads its history on the
+ * shared non-blocking connection, then joins; the loop reads each log from the
+ * lowest seq its followers want, so nothing written in between is missed, and
+ * each follower skips what it already has (no gap, no duplicate).
+ *
+ * Contract: Redis connections stay at one blocking reader whatever the number
+ * of followers; a follower still `maxQueued` messages behind at the next read is ended
+ * (its stream ends; a client resumes with its last seq); close() ends all.
+ * Keys of different sessions live in different cluster slots: on Redis Cluster
+ * this needs one hub per node (not done: sessiond connects to one Redis).
+ */
+export class MessageHub {
+  readonly #options: Required<Omit<MessageHubOptions, 'connect' | 'redis' | 'logKey'>> & MessageHubOptions;
+  readonly #bySession = new Map<string, Set<Follower>>();
+  #reader: Redis | null = null;
+  #readerId: number | null = null;
+  #loop: Promise<void> | null = null;
+  #blockingOn: Set<string> | null = null;
+  #idle: (() => void) | null = null;
+  #closed = false;
+
+  constructor(options: MessageHubOptions) {
+    this.#options = { maxQueued: 2000, blockMs: 1000, ...options };
+  }
+
+  /** Followers now (each live event stream is one). */
+  get followers(): number {
+    let n = 0;
+    for (const set of this.#bySession.values()) n += set.size;
+    return n;
+  }
+
+  /** Every message of `sessionId` from `fromSeq` on, then new ones as they are written, until `signal` aborts (or the hub drops or closes it). */
+  async *follow(sessionId: string, fromSeq: number, signal: AbortSignal): AsyncGenerator<StoredMessage> {
+    let next = Math.max(1, fromSeq);
+    // History on the shared connection, page by page.
+    for (;;) {
+      if (signal.aborted || this.#closed) return;
+      const entries = await this.#options.redis.xrange(this.#options.logKey(sessionId), `${next}-0`, '+', 'COUNT', PAGE);
+      for (const [, fields] of entries) {
+        const message = parseEntry(fields);
+        if (message.seq < next) continue;
+        next = message.seq + 1;
+        yield message;
+        if (signal.aborted) return;
+      }
+      if (entries.length < PAGE) break;
+    }
+    const follower: Follower = { sessionId, next, queue: [], ended: false, wake: null };
+    const wake = (): void => follower.wake?.();
+    signal.addEventListener('abort', wake, { once: true });
+    this.#join(follower);
+    try {
+      while (!signal.aborted && !follower.ended) {
+        const message = follower.queue.shift();
+        if (message !== undefined) {
+          yield message;
+          continue;
+        }
+        await new Promise<void>((resolve) => {
+          follower.wake = resolve;
+        });
+        follower.wake = null;
+      }
+    } finally {
+      signal.removeEventListener('abort', wake);
+      this.#leave(follower);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const set of this.#bySession.values()) for (const f of set) this.#end(f);
+    this.#bySession.clear();
+    this.#idle?.();
+    this.#reader?.disconnect();
+    await this.#loop?.catch(() => undefined);
+    this.#reader = null;
+  }
+
+  #join(follower: Follower): void {
+    let set = this.#bySession.get(follower.sessionId);
+    const fresh = set === undefined;
+    if (set === undefined) {
+      set = new Set();
+      this.#bySession.set(follower.sessionId, set);
+    }
+    set.add(follower);
+    this.#loop ??= this.#run().finally(() => {
+      this.#loop = null;
+    });
+    this.#idle?.();
+    // A blocking XREAD that does not name this session's log: have it return now (as a timeout) so the next one does.
+    if (fresh && this.#blockingOn !== null && !this.#blockingOn.has(follower.sessionId) && this.#readerId !== null) {
+      this.#options.redis.client('UNBLOCK', this.#readerId, 'TIMEOUT').catch(() => undefined);
+    }
+  }
+
+  #leave(follower: Follower): void {
+    const set = this.#bySession.get(follower.sessionId);
+    set?.delete(follower);
+    if (set !== undefined && set.size === 0) this.#bySession.delete(follower.sessionId);
+    follower.queue.length = 0;
+  }
+
+  #end(follower: Follower): void {
+    follower.ended = true;
+    follower.queue.length = 0;
+    follower.wake?.();
+  }
+
+  async #readerReady(): Promise<Redis> {
+    if (this.#reader === null) {
+      const reader = this.#options.connect();
+      this.#reader = reader;
+      // The id changes with each reconnect: CLIENT UNBLOCK needs the current one.
+      reader.on('ready', () => {
+        reader.client('ID').then((id) => (this.#readerId = Number(id)), () => (this.#readerId = null));
+      });
+      this.#readerId = Number(await reader.client('ID'));
+    }
+    return this.#reader;
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#closed) {
+      if (this.#bySession.size === 0) {
+        await new Promise<void>((resolve) => {
+          this.#idle = resolve;
+        });
+        this.#idle = null;
+        continue;
+      }
+      const sessions = [...this.#bySession.keys()];
+      const keys = sessions.map(this.#options.logKey);
+      const sessionOf = new Map(keys.map((k, i) => [k, sessions[i] as string]));
+      // Each log is read from the lowest seq its followers want; `from` remembers it for the fan-out.
+      const from = new Map<string, number>();
+      const ids = sessions.map((s) => {
+        let lowest = Number.POSITIVE_INFINITY;
+        for (const f of this.#bySession.get(s) ?? []) if (!f.ended && f.next < lowest) lowest = f.next;
+        from.set(s, lowest);
+        return Number.isFinite(lowest) ? `${lowest - 1}-0` : '$';
+      });
+      let reply: Array<[string, Array<[string, string[]]>]> | null;
+      try {
+        const reader = await this.#readerReady();
+        this.#blockingOn = new Set(sessions);
+        reply = (await reader.xread('COUNT', PAGE, 'BLOCK', this.#options.blockMs, 'STREAMS', ...keys, ...ids)) as typeof reply;
+      } catch {
+        if (this.#closed) return;
+        // Redis away: ioredis reconnects; try again shortly.
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        continue;
+      } finally {
+        this.#blockingOn = null;
+      }
+      if (reply === null) continue;
+      // Redis answers only for the logs that had entries, each under its key.
+      for (const [key, entries] of reply) {
+        const session = sessionOf.get(key) ?? '';
+        const set = this.#bySession.get(session);
+        if (set === undefined) continue;
+        const readFrom = from.get(session) ?? Number.POSITIVE_INFINITY;
+        // Still maxQueued behind since the last read: it is not keeping up (its queue holds at most maxQueued + one page).
+        for (const follower of set) if (follower.queue.length >= this.#options.maxQueued) this.#end(follower);
+        for (const [, fields] of entries) {
+          const message = parseEntry(fields);
+          for (const follower of set) {
+            // A follower that joined during this read wanting earlier seqs than it covers waits for the next read (no gap).
+            if (follower.ended || message.seq < follower.next || follower.next < readFrom) continue;
+            follower.next = message.seq + 1;
+            follower.queue.push(message);
+            follower.wake?.();
+          }
+        }
+      }
+    }
+  }
+}
