@@ -147,41 +147,48 @@ export class SessionWorker {
       // Another worker drives it (or its lease has not run out after a crash): look again later.
       return this.#requeue(job, token, Date.now() + Math.min(lease.retryInMs, this.#options.leaseTtlMs) + 50);
     }
-    const state = lease.loaded.meta.state;
-    if (state === 'running' || state === 'cancelling') {
-      // Taken over while an attempt ran: if its holder died on this host, what that attempt left
-      // running goes now, before the attempt is recorded as interrupted (or its cancel as done).
-      await reapOrphans(markerScope(this.#options.keys.prefix)).catch(() => undefined);
-    }
-    const session = new ActiveSession({
-      store: this.#store,
-      bus: this.#bus,
-      sessionId,
-      token: lease.token,
-      config: {
-        agentOptions: this.#options.agentOptions,
-        holdBackoffMs: this.#options.holdBackoffMs,
-        leaseTtlMs: this.#options.leaseTtlMs,
-        pollMs: this.#options.pollMs,
-        policy: this.#policy,
-        ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
-      },
-      globalPolicy: () => this.#policies.get(),
-      loaded: lease.loaded,
-      machine: this.#machine,
-    });
-    this.#active.set(sessionId, session);
+    // Renewed from the moment it is held: the reap below may take seconds on a busy host.
+    let session: ActiveSession | null = null;
+    let lost = false;
     const renew = setInterval(() => {
       this.#store.renew(sessionId, lease.token, this.#options.leaseTtlMs).then(
         (ok) => {
-          if (!ok) session.markStale();
+          if (ok) return;
+          lost = true;
+          session?.markStale();
         },
         () => undefined,
       );
     }, Math.max(100, Math.floor(this.#options.leaseTtlMs / 3)));
-    const onAbort = (): void => session.interrupt();
+    const onAbort = (): void => session?.interrupt();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
+      const state = lease.loaded.meta.state;
+      if (state === 'running' || state === 'cancelling') {
+        // Taken over while an attempt ran: if its holder died on this host, what that attempt left
+        // running goes now, before the attempt is recorded as interrupted (or its cancel as done).
+        await reapOrphans(markerScope(this.#options.keys.prefix)).catch(() => undefined);
+      }
+      session = new ActiveSession({
+        store: this.#store,
+        bus: this.#bus,
+        sessionId,
+        token: lease.token,
+        config: {
+          agentOptions: this.#options.agentOptions,
+          holdBackoffMs: this.#options.holdBackoffMs,
+          leaseTtlMs: this.#options.leaseTtlMs,
+          pollMs: this.#options.pollMs,
+          policy: this.#policy,
+          ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
+        },
+        globalPolicy: () => this.#policies.get(),
+        loaded: lease.loaded,
+        machine: this.#machine,
+      });
+      if (lost) session.markStale();
+      if (signal?.aborted === true) session.interrupt();
+      this.#active.set(sessionId, session);
       const outcome = await session.drive();
       log('info', 'session released', { sessionId, outcome: outcome.kind });
       if (outcome.kind === 'parked') return this.#requeue(job, token, outcome.until);
