@@ -89,8 +89,8 @@ export function contentText(content: readonly ToolCallContent[]): string {
 }
 
 /** ACP's stop reason as `terminal.completed` says it; `cancelled` never gets here (see provider.ts). */
-export function completedMessage(response: PromptResponse): CliMessage {
-  return { type: 'terminal.completed', content: { stopReason: response.stopReason } };
+export function completedMessage(response: PromptResponse, invalidLines: readonly string[] = []): CliMessage {
+  return { type: 'terminal.completed', content: { stopReason: response.stopReason, ...(invalidLines.length === 0 ? {} : { invalid_output_lines: [...invalidLines] }) } };
 }
 
 /**
@@ -138,7 +138,7 @@ export class AcpLineMapper implements AgentMapper {
       return [{ type: sessionId === this.#resume ? 'session.resumed' : 'session.started', content: { sessionId } }];
     }
     if (result !== undefined && typeof result.stopReason === 'string') {
-      this.#terminal = result.stopReason === 'cancelled' ? null : completedMessage(result as PromptResponse);
+      this.#terminal = result.stopReason === 'cancelled' ? null : completedMessage(result as PromptResponse, this.#lines.list());
       return [];
     }
     const error = obj(message.error);

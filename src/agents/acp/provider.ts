@@ -143,7 +143,7 @@ class AcpTurn {
     connection.close();
     yield* this.#updates.unresolved('the turn ended before the tool finished');
     if (ended.ok && ended.response.stopReason !== 'cancelled') {
-      yield completedMessage(ended.response);
+      yield completedMessage(ended.response, this.#invalid.list());
       return;
     }
     const facts = ended.ok
