@@ -197,7 +197,7 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
   it.each([
     ['long', 'honours session/cancel'],
     ['stubborn', 'ignores session/cancel (its tool in its own session)'],
-  ] as const)('cancel during a long tool, an agent that %s: rejects with the AbortError, no process left', async (prompt) => {
+  ] as const)('cancel during a long tool, an agent that %s: rejects with the AbortError, no process left', async (prompt, _how) => {
     const pidFile = join(state, 'pids');
     const controller = new AbortController();
     let marker = '';
