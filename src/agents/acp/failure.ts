@@ -1,5 +1,5 @@
 import type { FailureCategory } from '../../protocol/index.ts';
-import { classifyErrorText } from '../shared/classify-error-text.ts';
+import { categoryForStatus, classifyErrorText } from '../shared/classify-error-text.ts';
 import type { FailureFacts } from '../shared/terminal.ts';
 
 /**
@@ -10,9 +10,11 @@ import type { FailureFacts } from '../shared/terminal.ts';
  *   (sessiond asked for something this agent does not do);
  * - `-32002` resource not found (e.g. `session/load` of a session the agent does not have) →
  *   `bad_request`;
+ * - a code from 400 to 599 is the model API's HTTP status, relayed (gemini 0.61 answers a 401
+ *   from its API with error code 401 and Google's error JSON as the message);
  * - anything else (`-32603` internal error, agent-specific codes): the message and data are
- *   read as the agent's relay of its model API's error (HTTP status, rate limit, network…), and
- *   `unknown` when they say nothing recognisable.
+ *   read as the agent's relay of its model API's error (an embedded `"code": 500`, an HTTP status,
+ *   rate limit, network…), and `unknown` when they say nothing recognisable.
  * Contract: pure, never throws.
  */
 const CODE_CATEGORIES: Record<number, FailureCategory> = {
@@ -26,14 +28,23 @@ const CODE_CATEGORIES: Record<number, FailureCategory> = {
 export function rpcFailure(code: number | undefined, message: string, data: unknown, during = 'session/prompt'): FailureFacts {
   const detail = data === undefined || data === null ? '' : typeof data === 'string' ? data : safeJson(data);
   const agentError = detail === '' ? message : `${message} ${detail}`;
-  const classified = classifyErrorText(agentError);
-  const category = (code === undefined ? undefined : CODE_CATEGORIES[code]) ?? classified.category;
+  // -32603's standard message says nothing about the cause (and reads as "internal error" = 5xx): only its data does.
+  const classified = classifyErrorText(code === -32603 && /^internal error$/i.test(message.trim()) ? detail : agentError);
+  const status = code !== undefined && code >= 400 && code <= 599 ? code : embeddedStatus(agentError);
+  const category = (code === undefined ? undefined : CODE_CATEGORIES[code]) ?? (status === undefined ? classified.category : categoryForStatus(status));
   return {
     text: `the agent answered ${during} with error ${code ?? '?'}: ${agentError}`,
     category,
     agentError,
     ...(classified.retryAfterMs === undefined ? {} : { retryAfterMs: classified.retryAfterMs }),
   };
+}
+
+/** `"code":500` in an error JSON the agent embeds in its message. */
+function embeddedStatus(text: string): number | undefined {
+  const match = /"code"\s*:\s*(\d{3})\b/.exec(text);
+  const status = match?.[1] === undefined ? undefined : Number(match[1]);
+  return status !== undefined && status >= 400 && status <= 599 ? status : undefined;
 }
 
 function safeJson(value: unknown): string {

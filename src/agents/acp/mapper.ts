@@ -1,4 +1,4 @@
-import type { PromptResponse, SessionUpdate, ToolCallContent } from '@agentclientprotocol/sdk';
+import type { PromptResponse, SessionUpdate, ToolCallContent, ToolCallUpdate } from '@agentclientprotocol/sdk';
 import type { CliMessage } from '../../protocol/index.ts';
 import type { AgentMapper, AttemptExit } from '../shared/agent-mapper.ts';
 import { obj, str } from '../shared/event-fields.ts';
@@ -32,7 +32,7 @@ export class AcpUpdates {
         return update.content.type === 'text' && update.content.text !== '' ? [{ type: 'assistant.thought', content: { text: update.content.text } }] : [];
       case 'tool_call': {
         const name = toolName(update.name, update.title);
-        const out = this.#tools.seen(update.toolCallId, name, update.rawInput ?? {});
+        const out = this.#tools.seen(update.toolCallId, name, update.rawInput ?? describedInput(update));
         out.push(...this.#status(update.toolCallId, name, update.status, update.rawOutput, update.content));
         return out;
       }
@@ -58,6 +58,17 @@ export class AcpUpdates {
     }
   }
 
+  /**
+   * A permission request names the tool call it is for: it is a `tool.call` if the agent did not
+   * report it before (gemini 0.61 does not), and a `tool.failed` when sessiond rejected it.
+   */
+  permission(toolCall: ToolCallUpdate, rejected: string | null): CliMessage[] {
+    const name = toolName(toolCall.name, toolCall.title);
+    const out = this.#tools.seen(toolCall.toolCallId, name, toolCall.rawInput ?? describedInput(toolCall));
+    if (rejected !== null) out.push(...this.#tools.result(toolCall.toolCallId, name, true, rejected));
+    return out;
+  }
+
   /** Every tool call still open gets a `tool.failed`: the turn ended first. */
   unresolved(reason: string): CliMessage[] {
     return this.#tools.unresolved(reason);
@@ -68,6 +79,11 @@ export class AcpUpdates {
     const result = rawOutput ?? (content === undefined || content === null ? '' : contentText(content));
     return this.#tools.result(toolCallId, name, status === 'failed', result);
   }
+}
+
+/** A tool call without `rawInput` (gemini 0.61 sends none) is described by its kind and title. */
+function describedInput(call: { kind?: string | null; title?: string | null }): Record<string, string> {
+  return { ...(call.kind === undefined || call.kind === null ? {} : { kind: call.kind }), ...(call.title === undefined || call.title === null ? {} : { title: call.title }) };
 }
 
 function toolName(name: string | null | undefined, title: string | null | undefined): string {

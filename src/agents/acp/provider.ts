@@ -21,8 +21,8 @@ type Outcome = { ok: true; response: acp.PromptResponse } | { ok: false; facts: 
  * Exactly one attempt of an ACP agent over stdio (JSON-RPC lines, the official SDK's client side):
  * spawn it with stdin a pipe, `initialize`, then `session/new`, or to resume `session/resume`
  * when the agent offers it, else `session/load` (its replay of the history is not this
- * attempt's output and is dropped), else a new session (`session.started` with the new id says
- * so); then one `session/prompt` with the text. Its updates are mapped by AcpUpdates; its stop
+ * attempt's output and is dropped), else — no such capability, or the load answered an error —
+ * a new session (`session.started` with the new id says so); then one `session/prompt` with the text. Its updates are mapped by AcpUpdates; its stop
  * reason ends the attempt as `terminal.completed`, an error answer as `terminal.failed` (category
  * decided once in failure.ts). After the answer stdin is closed and the process gets
  * EXIT_GRACE_MS to exit, then its tree is stopped (what its tools left running included).
@@ -212,7 +212,13 @@ class AcpTurn {
         if (this.#replaying || params.sessionId !== this.#sessionId) return;
         this.#queue.push(this.#updates.update(params.update));
       })
-      .onRequest('session/request_permission', ({ params }) => answerPermission(params, permissionMode))
+      .onRequest('session/request_permission', ({ params }) => {
+        const answer = answerPermission(params, permissionMode);
+        const chosen = answer.outcome.outcome === 'selected' ? params.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId) : undefined;
+        const allowed = chosen?.kind === 'allow_once' || chosen?.kind === 'allow_always';
+        if (params.sessionId === this.#sessionId) this.#queue.push(this.#updates.permission(params.toolCall, allowed ? null : `rejected by sessiond (permissionMode ${permissionMode})`));
+        return answer;
+      })
       .connect({ readable, writable });
   }
 
@@ -237,9 +243,23 @@ class AcpTurn {
           stage = 'session/load';
           this.#replaying = true;
           this.#sessionId = session.id;
-          await agent.request('session/load', { sessionId: session.id, cwd, mcpServers: [] });
+          const loaded = await agent.request('session/load', { sessionId: session.id, cwd, mcpServers: [] }).then(
+            () => true,
+            (error: unknown) => {
+              if (!(error instanceof acp.RequestError)) throw error;
+              return false;
+            },
+          );
           this.#replaying = false;
-          this.#begin('session.resumed', session.id);
+          if (loaded) this.#begin('session.resumed', session.id);
+          else {
+            // The agent has the capability but could not load this session (gemini 0.61 cannot load
+            // any, see the README): the turn runs in a new session, which session.started says.
+            this.#sessionId = null;
+            stage = 'session/new';
+            const created = await agent.request('session/new', { cwd, mcpServers: [] });
+            this.#begin('session.started', created.sessionId);
+          }
         } else {
           // The agent can neither resume nor load: the turn runs in a new session, without the history.
           stage = 'session/new';

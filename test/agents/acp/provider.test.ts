@@ -188,10 +188,17 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
     expect(texts(second)).toBe('');
   });
 
-  it('resuming a session the agent does not have fails as bad_request, naming session/load', async () => {
-    const content = failure(await attempt(options('recall', { session: { mode: 'resume', id: 'no-such-session' } })));
-    expect(content.category).toBe('bad_request');
-    expect(content.text).toContain('session/load');
+  it('resuming a session the agent cannot load: the turn runs in a new session, said by session.started with a new id', async () => {
+    const messages = await attempt(options('recall', { session: { mode: 'resume', id: 'no-such-session' } }));
+    expectContract(messages);
+    expect(messages[0]?.type).toBe('session.started');
+    expect(sessionIdOf(messages)).not.toBe('no-such-session');
+    expect(terminalOf(messages).type).toBe('terminal.completed');
+  });
+
+  it('an internal error whose data says nothing known is unknown, not a server error', async () => {
+    const content = failure(await attempt(options('http teapot')));
+    expect(content.category).toBe('unknown');
   });
 
   it.each([
