@@ -23,6 +23,8 @@ import { rpcFailure } from './failure.ts';
  */
 export class AcpUpdates {
   readonly #tools = new ToolCalls();
+  /** The arguments of each tool call as last reported (bounded by the calls of one attempt). */
+  readonly #args = new Map<string, unknown>();
 
   update(update: SessionUpdate): CliMessage[] {
     switch (update.sessionUpdate) {
@@ -32,7 +34,9 @@ export class AcpUpdates {
         return update.content.type === 'text' && update.content.text !== '' ? [{ type: 'assistant.thought', content: { text: update.content.text } }] : [];
       case 'tool_call': {
         const name = toolName(update.name, update.title);
-        const out = this.#tools.seen(update.toolCallId, name, update.rawInput ?? describedInput(update));
+        const args = update.rawInput ?? describedInput(update);
+        this.#args.set(update.toolCallId, args);
+        const out = this.#tools.seen(update.toolCallId, name, args);
         out.push(...this.#status(update.toolCallId, name, update.status, update.rawOutput, update.content));
         return out;
       }
@@ -40,10 +44,13 @@ export class AcpUpdates {
         const name = toolName(update.name, update.title);
         const out: CliMessage[] = [];
         const finished = update.status === 'completed' || update.status === 'failed';
+        // An update without rawInput keeps the arguments known so far.
+        const args = update.rawInput ?? this.#args.get(update.toolCallId) ?? describedInput(update);
+        this.#args.set(update.toolCallId, args);
         if (!finished && update.content !== undefined && update.content !== null && update.content.length > 0) {
-          out.push(...this.#tools.progress(update.toolCallId, name, update.rawInput ?? {}, contentText(update.content)));
-        } else if (update.rawInput !== undefined) {
-          out.push(...this.#tools.seen(update.toolCallId, name, update.rawInput));
+          out.push(...this.#tools.progress(update.toolCallId, name, args, contentText(update.content)));
+        } else if (update.rawInput !== undefined || !this.#args.has(update.toolCallId)) {
+          out.push(...this.#tools.seen(update.toolCallId, name, args));
         }
         out.push(...this.#status(update.toolCallId, name, update.status, update.rawOutput, update.content));
         return out;
@@ -64,7 +71,9 @@ export class AcpUpdates {
    */
   permission(toolCall: ToolCallUpdate, rejected: string | null): CliMessage[] {
     const name = toolName(toolCall.name, toolCall.title);
-    const out = this.#tools.seen(toolCall.toolCallId, name, toolCall.rawInput ?? describedInput(toolCall));
+    const args = toolCall.rawInput ?? this.#args.get(toolCall.toolCallId) ?? describedInput(toolCall);
+    this.#args.set(toolCall.toolCallId, args);
+    const out = this.#tools.seen(toolCall.toolCallId, name, args);
     if (rejected !== null) out.push(...this.#tools.result(toolCall.toolCallId, name, true, rejected));
     return out;
   }

@@ -117,16 +117,27 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     expect(server.requestsFor(model).length - before).toBe(1);
   });
 
-  it('resume in a second turn: gemini 0.61 offers session/load but cannot load its own session, so the turn runs in a new one (session.started, a new id)', async () => {
+  /**
+   * gemini 0.61's session/load first starts a recording for the session it is asked to load, in
+   * `session-<minute>-<id>.jsonl`: within the minute the chat file was created that is the same file,
+   * whose messages it resets before reading them, and the load fails ("No previous sessions found");
+   * later it is a new file and the load works. So either outcome is possible here, and each must be whole.
+   */
+  it('resume in a second turn: session.resumed with the first turn seen by the model, or (gemini 0.61 clobbering its own chat) a new session that says so', async () => {
     const first = await attempt('fake-text', { prompt: 'First turn' });
     const id = (first[0] as { content: { sessionId: string } }).content.sessionId;
     const second = await attempt('fake-text', { prompt: 'Second turn', session: { mode: 'resume', id } });
     expectContract(second);
-    expect(second[0]?.type).toBe('session.started');
-    expect((second[0] as { content: { sessionId: string } }).content.sessionId).not.toBe(id);
     expect(text(second)).toBe('Hello from the fake model.');
-    // What gemini 0.61 cannot do: the model does not see the first turn.
-    expect(userTexts(server.requestsFor('fake-text').at(-1)!.body)).not.toContain('First turn');
+    const seen = userTexts(server.requestsFor('fake-text').at(-1)!.body);
+    if (second[0]?.type === 'session.resumed') {
+      expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
+      expect(seen.slice(-2)).toEqual(['First turn', 'Second turn']);
+    } else {
+      expect(second[0]?.type).toBe('session.started');
+      expect((second[0] as { content: { sessionId: string } }).content.sessionId).not.toBe(id);
+      expect(seen).not.toContain('First turn');
+    }
   });
 
   it('cancel during a long shell tool: session/cancel, then the stop; rejects with the AbortError and no process is left', async () => {

@@ -90,11 +90,12 @@ describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
     expect(text(messages)).toBe('Hello there.');
   });
 
-  it('a shell tool: tool.call with its command, tool.completed with its output, then the text', async () => {
+  it('a shell tool: tool.call (its arguments completed by tool.update), tool.completed with its output, then the text', async () => {
     const messages = await attempt('q-tool', { permissionMode: 'allow' });
     expectContract(messages);
     expectOneResultPerToolCall(messages);
-    expect(messages.find((m) => m.type === 'tool.call')?.content).toMatchObject({ arguments: { command: 'echo hi' } });
+    const announced = messages.filter((m) => m.type === 'tool.call' || m.type === 'tool.update');
+    expect(announced.at(-1)?.content).toMatchObject({ arguments: { command: 'echo hi' } });
     expect(messages.find((m) => m.type === 'tool.completed')?.content).toMatchObject({ result: { output: 'hi', exitCode: 0 } });
     expect(text(messages)).toBe('The command printed: hi');
   });
