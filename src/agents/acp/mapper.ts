@@ -45,11 +45,12 @@ export class AcpUpdates {
         const out: CliMessage[] = [];
         const finished = update.status === 'completed' || update.status === 'failed';
         // An update without rawInput keeps the arguments known so far.
+        const known = this.#args.has(update.toolCallId);
         const args = update.rawInput ?? this.#args.get(update.toolCallId) ?? describedInput(update);
         this.#args.set(update.toolCallId, args);
         if (!finished && update.content !== undefined && update.content !== null && update.content.length > 0) {
           out.push(...this.#tools.progress(update.toolCallId, name, args, contentText(update.content)));
-        } else if (update.rawInput !== undefined || !this.#args.has(update.toolCallId)) {
+        } else if (update.rawInput !== undefined || !known) {
           out.push(...this.#tools.seen(update.toolCallId, name, args));
         }
         out.push(...this.#status(update.toolCallId, name, update.status, update.rawOutput, update.content));
@@ -121,6 +122,7 @@ export function completedMessage(response: PromptResponse, invalidLines: readonl
 /**
  * A recorded ACP stream (the agent's stdout: JSON-RPC lines) read back, for
  * `sessiond normalize --agent acp:<name>`: `session/update` notifications mapped as above, the
+ * `session/request_permission` as the `tool.call` it names, the
  * first `session/new` / `session/load` answer as `session.started` (or `session.resumed` for the
  * session asked for), a result with a `stopReason` as the terminal, an error answer as a failure.
  * Replayed history (`session/load`) cannot be told apart from a recording: it is mapped too.
@@ -155,6 +157,10 @@ export class AcpLineMapper implements AgentMapper {
     const params = obj(message.params);
     if (message.method === 'session/update' && params !== undefined && obj(params.update) !== undefined) {
       return this.#updates.update(params.update as SessionUpdate);
+    }
+    if (message.method === 'session/request_permission' && params !== undefined && obj(params.toolCall) !== undefined) {
+      // The client's answer is not in the agent's output: the request only announces the tool call.
+      return this.#updates.permission(params.toolCall as ToolCallUpdate, null);
     }
     const result = obj(message.result);
     if (result !== undefined && !this.#sessionSeen && str(result.sessionId) !== '') {
