@@ -116,16 +116,24 @@ class AcpTurn {
     let outcome: Outcome | null = null;
     const settled = this.#converse(connection.agent).then((o) => (outcome = o));
     let aborted = false;
+    let onAbort: () => void = () => undefined;
     const abortedPromise = new Promise<void>((resolveAbort) => {
-      if (signal === undefined) return;
-      if (signal.aborted) resolveAbort();
-      signal.addEventListener('abort', () => resolveAbort(), { once: true });
-    }).then(() => (aborted = true));
-    for (;;) {
-      for (const message of this.#queue.take()) yield message;
-      if (aborted) break;
-      if (outcome !== null) break;
-      await Promise.race([this.#queue.next(), settled, abortedPromise]);
+      onAbort = () => {
+        aborted = true;
+        resolveAbort();
+      };
+    });
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted === true) onAbort();
+    try {
+      for (;;) {
+        for (const message of this.#queue.take()) yield message;
+        if (aborted) break;
+        if (outcome !== null) break;
+        await Promise.race([this.#queue.next(), settled, abortedPromise]);
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
     if (aborted) {
       // ACP's cancel first: the agent ends its prompt (stop reason `cancelled`) and its tools.
