@@ -1,12 +1,12 @@
-import { AGENT_PERMISSIONS } from '../agents/registry.ts';
+import { agentPermissions } from '../agents/registry.ts';
 import type { AgentRequest } from '../agents/registry.ts';
 import type { MessageOf } from '../protocol/index.ts';
 import { checkTurn, PolicySchema, resolvePolicy, type DeploymentPolicy, type PolicyInput, type PolicyIssue } from '../policy/index.ts';
 import { DEFAULT_AGENT, TurnOptionsSchema } from './turn-options.ts';
 
 /** The deployment policy of a configuration (its `policy` and `workspace`). Throws PolicyError naming the field. */
-export function deploymentPolicy(config: { policy?: PolicyInput; workspace?: string } = {}): DeploymentPolicy {
-  return resolvePolicy(PolicySchema.parse(config.policy ?? {}), AGENT_PERMISSIONS, config.workspace ?? process.cwd());
+export function deploymentPolicy(config: { policy?: PolicyInput; workspace?: string; agents?: Readonly<Record<string, unknown>> } = {}): DeploymentPolicy {
+  return resolvePolicy(PolicySchema.parse(config.policy ?? {}), agentPermissions(Object.keys(config.agents ?? {})), config.workspace ?? process.cwd());
 }
 
 export type AdmittedTurn = { ok: true; agent: string; options: Record<string, unknown> } | { ok: false; issues: PolicyIssue[] };

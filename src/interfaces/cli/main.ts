@@ -11,6 +11,7 @@ import { registerRetryPolicy } from './commands/retry-policy.ts';
 import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
 import { registerPolicy } from './commands/policy.ts';
+import { registerAgents } from './commands/agents.ts';
 import { CliError } from './context.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerCancel(program);
   registerRetryPolicy(program);
   registerPolicy(program);
+  registerAgents(program);
   registerDemo(program);
   registerServe(program);
   const override = (command: Command): void => {

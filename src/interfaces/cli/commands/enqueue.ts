@@ -22,7 +22,7 @@ export function registerEnqueue(program: Command): void {
     .description('Add a prompt to a session (created if new) and make sure a worker runs it; prints the session id')
     .argument('<prompt>', 'the prompt')
     .option('--session <id>', 'the session to add the prompt to (default: a new session)')
-    .addOption(new Option('--agent <name>', 'the agent (for a new session)').choices(AGENT_NAMES));
+    .addOption(new Option('--agent <name>', `the agent (for a new session): ${AGENT_NAMES.join(', ')}, or acp:<name> for an ACP agent the workers configure`));
   addAgentFlagOptions(command, { onWorker: true });
   addRetryPolicyOptions(command, 'retry policy of this session (overrides the global one)');
   command

@@ -1,0 +1,28 @@
+import { callerOptions } from '../shared/caller-options.ts';
+import { z } from 'zod';
+import type { AgentDefinition } from '../agent-definition.ts';
+import { AcpLineMapper } from './mapper.ts';
+import { PERMISSION_MODES, type AcpOptionsInput } from './options.ts';
+import { runAcp } from './provider.ts';
+
+/**
+ * Every agent that speaks the Agent Client Protocol over stdio, as `acp:<name>`: the operator
+ * configures each by name in the host configuration (`agents."acp:gemini": {command, args,
+ * env}`), a caller picks one (`--agent acp:gemini`). The agent keeps its conversation state
+ * itself (resumed with `session/resume` or `session/load` where it offers them), on the host it
+ * runs on: there is no export/import, so a resume on another host finds no session.
+ */
+export const acpAgent: AgentDefinition = {
+  callerOptions: callerOptions({ permissionMode: z.enum(PERMISSION_MODES).optional() }),
+  permissions: { ladder: { option: 'permissionMode', steps: PERMISSION_MODES, defaultStep: 'reject', defaultCeiling: 'reject' } },
+  run: (request, context) =>
+    runAcp(
+      {
+        ...(request.options as Partial<AcpOptionsInput>),
+        prompt: request.text,
+        session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
+      } as AcpOptionsInput,
+      context,
+    ),
+  createMapper: (options) => new AcpLineMapper(options),
+};

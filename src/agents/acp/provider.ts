@@ -1,0 +1,316 @@
+import { resolve } from 'node:path';
+import * as acp from '@agentclientprotocol/sdk';
+import type { CliMessage } from '../../protocol/index.ts';
+import { spawnAgent, type AgentProcess } from '../../process/index.ts';
+import { agentEnv } from '../shared/agent-env.ts';
+import type { AttemptExit } from '../shared/agent-mapper.ts';
+import { InvalidLines } from '../shared/invalid-lines.ts';
+import { EXIT_GRACE_MS, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
+import { resolveAgentCli } from './command.ts';
+import { rpcFailure } from './failure.ts';
+import { AcpLineMapper, AcpUpdates, completedMessage } from './mapper.ts';
+import { AcpOptionsSchema, formatOptionErrors, type AcpOptions, type AcpOptionsInput, type PermissionMode } from './options.ts';
+
+/** ACP agents print stack traces and logs on stderr: keep only its tail. */
+export const ACP_STDERR_TAIL_BYTES = 16 * 1024;
+
+type Outcome = { ok: true; response: acp.PromptResponse } | { ok: false; facts: FailureFacts | null };
+
+/**
+ * Exactly one attempt of an ACP agent over stdio (JSON-RPC lines, the official SDK's client side):
+ * spawn it with stdin a pipe, `initialize`, then `session/new`, or to resume `session/resume`
+ * when the agent offers it, else `session/load` (its replay of the history is not this
+ * attempt's output and is dropped), else — no such capability, or the load answered an error —
+ * a new session (`session.started` with the new id says so); then one `session/prompt` with the text. Its updates are mapped by AcpUpdates; its stop
+ * reason ends the attempt as `terminal.completed`, an error answer as `terminal.failed` (category
+ * decided once in failure.ts). After the answer stdin is closed and the process gets
+ * EXIT_GRACE_MS to exit, then its tree is stopped (what its tools left running included).
+ *
+ * Contract: as runAgentAttempt (shared/run-attempt.ts), whose process layer it uses (spawn,
+ * sealed env, marker, cgroup, the three-stage stop): yields the attempt's messages and ends with
+ * exactly one terminal message; never throws for anything the agent does. When the caller's
+ * signal aborts: `session/cancel` first, up to `cancelGraceMs` for the prompt to end, then the
+ * three-stage stop of the tree; then the iterator rejects with the abort reason. The attempt
+ * cannot use runAgentAttempt's loop itself: ACP is request/response on a process that stays up
+ * (it never exits after its last event), so this loop drives the process's stdin as well.
+ */
+export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}): AsyncGenerator<CliMessage, void, undefined> {
+  context.signal?.throwIfAborted();
+  const parsed = AcpOptionsSchema.safeParse(input);
+  if (!parsed.success) {
+    yield* startupFailure(new AcpLineMapper(), `invalid ACP agent options: ${formatOptionErrors(parsed.error)}`);
+    return;
+  }
+  const options = parsed.data;
+  const env = agentEnv(options.env);
+  const spawned = await spawnAgent({
+    command: await resolveAgentCli(options.command, env),
+    args: options.args,
+    ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
+    env,
+    stdinMode: 'pipe',
+    interruptSignal: 'SIGTERM',
+    idleTimeoutMs: options.idleTimeoutMs,
+    stderrTailBytes: ACP_STDERR_TAIL_BYTES,
+    ...(context.marker === undefined ? {} : { marker: context.marker }),
+    ...(context.limits === undefined ? {} : { limits: context.limits }),
+  });
+  if (!spawned.ok) {
+    yield* startupFailure(new AcpLineMapper(), spawned.error);
+    return;
+  }
+  const agent = spawned.agent;
+  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
+  const turn = new AcpTurn(agent, options);
+  let finished = false;
+  try {
+    yield* turn.run(context.signal);
+    finished = true;
+  } finally {
+    if (!finished) await turn.shutdown(0);
+  }
+}
+
+/** A queue of messages the SDK's handlers fill and the generator drains, in arrival order. */
+class MessageQueue {
+  readonly #items: CliMessage[] = [];
+  #wake: (() => void) | null = null;
+
+  push(messages: readonly CliMessage[]): void {
+    if (messages.length === 0) return;
+    this.#items.push(...messages);
+    this.#wake?.();
+  }
+
+  take(): CliMessage[] {
+    return this.#items.splice(0);
+  }
+
+  next(): Promise<void> {
+    if (this.#items.length > 0) return Promise.resolve();
+    return new Promise<void>((resolve) => (this.#wake = () => resolve())).finally(() => (this.#wake = null));
+  }
+}
+
+class AcpTurn {
+  readonly #agent: AgentProcess;
+  readonly #options: AcpOptions;
+  readonly #updates = new AcpUpdates();
+  readonly #queue = new MessageQueue();
+  readonly #invalid = new InvalidLines();
+  #sessionId: string | null = null;
+  /** True while `session/load` replays the history: those updates are not this attempt's. */
+  #replaying = false;
+  #promptSent = false;
+  #lineNumber = 0;
+  #stopped: Promise<AttemptExit> | null = null;
+
+  constructor(agent: AgentProcess, options: AcpOptions) {
+    this.#agent = agent;
+    this.#options = options;
+  }
+
+  async *run(signal: AbortSignal | undefined): AsyncGenerator<CliMessage, void, undefined> {
+    const connection = this.#connect();
+    let outcome: Outcome | null = null;
+    const settled = this.#converse(connection.agent).then((o) => (outcome = o));
+    let aborted = false;
+    let onAbort: () => void = () => undefined;
+    const abortedPromise = new Promise<void>((resolveAbort) => {
+      onAbort = () => {
+        aborted = true;
+        resolveAbort();
+      };
+    });
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted === true) onAbort();
+    try {
+      for (;;) {
+        for (const message of this.#queue.take()) yield message;
+        if (aborted) break;
+        if (outcome !== null) break;
+        await Promise.race([this.#queue.next(), settled, abortedPromise]);
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+    if (aborted) {
+      // ACP's cancel first: the agent ends its prompt (stop reason `cancelled`) and its tools.
+      if (this.#sessionId !== null && this.#promptSent && !this.#agentExited()) {
+        void connection.agent.notify('session/cancel', { sessionId: this.#sessionId }).catch(() => undefined);
+        await Promise.race([settled, delay(this.#options.cancelGraceMs)]);
+      }
+      await this.shutdown(0);
+      connection.close();
+      throw signal?.reason;
+    }
+    for (const message of this.#queue.take()) yield message;
+    const ended = outcome as unknown as Outcome;
+    const exit = await this.shutdown(EXIT_GRACE_MS);
+    connection.close();
+    yield* this.#updates.unresolved('the turn ended before the tool finished');
+    if (ended.ok && ended.response.stopReason !== 'cancelled') {
+      yield completedMessage(ended.response, this.#invalid.list());
+      return;
+    }
+    const facts = ended.ok
+      ? { text: 'the agent ended its prompt as cancelled, which sessiond did not ask for', category: 'unknown' as const }
+      : (ended.facts ?? exitFailure(exit) ?? { text: 'the agent closed its output before answering session/prompt', category: 'process_crash' as const });
+    yield failedMessage(facts, exit, this.#invalid);
+  }
+
+  /** stdin closed, up to `graceMs` to exit by itself, then the tree stopped. Idempotent. */
+  shutdown(graceMs: number): Promise<AttemptExit> {
+    this.#stopped ??= (async () => {
+      const stdin = this.#agent.stdin;
+      if (stdin !== null) stdin.end();
+      if (graceMs > 0) await Promise.race([this.#agent.exited, delay(graceMs)]);
+      await this.#agent.stop(this.#agentExited() ? 'requested' : graceMs > 0 ? 'exit_grace' : 'requested');
+      const exit = await this.#agent.exited;
+      return { ...exit, stderrTail: this.#agent.stderrTail() };
+    })();
+    return this.#stopped;
+  }
+
+  #exitedFlag = false;
+  #agentExited(): boolean {
+    return this.#exitedFlag;
+  }
+
+  #connect(): acp.ClientConnection {
+    void this.#agent.exited.then(() => (this.#exitedFlag = true));
+    const lines = this.#agent.lines()[Symbol.asyncIterator]();
+    const readable = new ReadableStream<acp.AnyMessage>({
+      pull: async (controller) => {
+        for (;;) {
+          const next = await lines.next();
+          if (next.done === true) {
+            controller.close();
+            return;
+          }
+          this.#lineNumber += 1;
+          const line = next.value;
+          if (line.trim() === '') continue;
+          try {
+            const message = JSON.parse(line) as unknown;
+            if (message !== null && typeof message === 'object' && !Array.isArray(message)) {
+              controller.enqueue(message as acp.AnyMessage);
+              return;
+            }
+          } catch {
+            // not JSON: reported with the terminal
+          }
+          this.#invalid.add(this.#lineNumber, line, 'not a JSON-RPC message');
+        }
+      },
+    });
+    const stdin = this.#agent.stdin;
+    const writable = new WritableStream<acp.AnyMessage>({
+      write: (message) =>
+        new Promise<void>((resolveWrite) => {
+          if (stdin === null || !stdin.writable) return resolveWrite();
+          stdin.write(`${JSON.stringify(message)}\n`, () => resolveWrite());
+        }),
+    });
+    const permissionMode = this.#options.permissionMode;
+    return acp
+      .client({ name: 'sessiond' })
+      .onNotification('session/update', ({ params }) => {
+        if (this.#replaying || params.sessionId !== this.#sessionId) return;
+        this.#queue.push(this.#updates.update(params.update));
+      })
+      .onRequest('session/request_permission', ({ params }) => {
+        const answer = answerPermission(params, permissionMode);
+        const chosen = answer.outcome.outcome === 'selected' ? params.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId) : undefined;
+        const allowed = chosen?.kind === 'allow_once' || chosen?.kind === 'allow_always';
+        if (params.sessionId === this.#sessionId) this.#queue.push(this.#updates.permission(params.toolCall, allowed ? null : `rejected by sessiond (permissionMode ${permissionMode})`));
+        return answer;
+      })
+      .connect({ readable, writable });
+  }
+
+  /** initialize, the session, the prompt: what the agent answered, or why it did not. */
+  async #converse(agent: acp.ClientContext): Promise<Outcome> {
+    const cwd = resolve(this.#options.cwd ?? process.cwd());
+    let stage = 'initialize';
+    try {
+      const init = await agent.request('initialize', {
+        protocolVersion: acp.PROTOCOL_VERSION,
+        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientInfo: { name: 'sessiond', version: '0' },
+      });
+      const session = this.#options.session;
+      if (session.mode === 'resume') {
+        const caps = init.agentCapabilities;
+        if (caps?.sessionCapabilities?.resume !== undefined && caps.sessionCapabilities.resume !== null) {
+          stage = 'session/resume';
+          await agent.request('session/resume', { sessionId: session.id, cwd, mcpServers: [] });
+          this.#begin('session.resumed', session.id);
+        } else if (caps?.loadSession === true) {
+          stage = 'session/load';
+          this.#replaying = true;
+          this.#sessionId = session.id;
+          const loaded = await agent.request('session/load', { sessionId: session.id, cwd, mcpServers: [] }).then(
+            () => true,
+            (error: unknown) => {
+              if (!(error instanceof acp.RequestError)) throw error;
+              return false;
+            },
+          );
+          this.#replaying = false;
+          if (loaded) this.#begin('session.resumed', session.id);
+          else {
+            // The agent has the capability but could not load this session (gemini 0.61 cannot load
+            // any, see the README): the turn runs in a new session, which session.started says.
+            this.#sessionId = null;
+            stage = 'session/new';
+            const created = await agent.request('session/new', { cwd, mcpServers: [] });
+            this.#begin('session.started', created.sessionId);
+          }
+        } else {
+          // The agent can neither resume nor load: the turn runs in a new session, without the history.
+          stage = 'session/new';
+          const created = await agent.request('session/new', { cwd, mcpServers: [] });
+          this.#begin('session.started', created.sessionId);
+        }
+      } else {
+        stage = 'session/new';
+        const created = await agent.request('session/new', { cwd, mcpServers: [] });
+        this.#begin('session.started', created.sessionId);
+      }
+      stage = 'session/prompt';
+      this.#promptSent = true;
+      const response = await agent.request('session/prompt', { sessionId: this.#sessionId ?? '', prompt: [{ type: 'text', text: this.#options.prompt }] });
+      return { ok: true, response };
+    } catch (error) {
+      if (error instanceof acp.RequestError) {
+        const facts = rpcFailure(error.code, error.message, error.data, stage);
+        // An agent that cannot even start a session is not ready to run (bad config, no auth…).
+        return { ok: false, facts: stage === 'initialize' && facts.category === 'unknown' ? { ...facts, category: 'startup' } : facts };
+      }
+      // The connection closed (the agent exited or closed stdout): its exit decides.
+      return { ok: false, facts: null };
+    }
+  }
+
+  #begin(type: 'session.started' | 'session.resumed', sessionId: string): void {
+    this.#sessionId = sessionId;
+    this.#queue.push([{ type, content: { sessionId } }]);
+  }
+}
+
+/** sessiond's answer to a permission request, by the attempt's permission mode (see options.ts). */
+export function answerPermission(params: acp.RequestPermissionRequest, mode: PermissionMode): acp.RequestPermissionResponse {
+  const kinds: acp.PermissionOptionKind[] = mode === 'allow' ? ['allow_once'] : ['reject_once', 'reject_always'];
+  for (const kind of kinds) {
+    const option = params.options.find((o) => o.kind === kind);
+    if (option !== undefined) return { outcome: { outcome: 'selected', optionId: option.optionId } };
+  }
+  if (mode === 'allow') return answerPermission(params, 'reject');
+  return { outcome: { outcome: 'cancelled' } };
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolveDelay) => setTimeout(resolveDelay, ms).unref());
+}

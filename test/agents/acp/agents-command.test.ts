@@ -1,0 +1,44 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../support/cli.ts';
+
+/** `sessiond agents`: every agent this host can run, with its CLI version (asked with --version), resume and permission knob. */
+const home = mkdtempSync(join(tmpdir(), 'sessiond-agents-'));
+afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+const OPERATOR = {
+  'acp:gemini': { command: 'gemini', args: ['--acp'] },
+  'acp:qwen': { command: 'qwen', args: ['--acp'] },
+  'acp:missing': { command: '/nonexistent/acp-agent' },
+};
+
+describe('sessiond agents', () => {
+  it('lists the four registry agents and the configured acp:<name> agents with their versions, resume and permission knob', async () => {
+    const result = await runCli(['agents', '--json'], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SESSIOND_AGENT_OPTIONS: JSON.stringify(OPERATOR), SESSIOND_STATE_DIR: join(home, 'state') },
+    });
+    expect(result.exitCode, result.stderr).toBe(0);
+    const rows = JSON.parse(result.stdout) as Array<{ name: string; command: string; version: string | null; resume: string; permissions: string }>;
+    const byName = Object.fromEntries(rows.map((r) => [r.name, r]));
+    expect(rows.map((r) => r.name)).toEqual(['claude-code', 'gemini', 'codex', 'pi', 'acp:gemini', 'acp:missing', 'acp:qwen']);
+    // The pinned CLIs of agent-clis/ (scripts/install-agent-clis.sh).
+    expect(byName.gemini?.version).toBe('0.61.0');
+    expect(byName['claude-code']?.version).toBe('2.1.332 (Claude Code)');
+    expect(byName.codex?.version).toBe('codex-cli 0.171.0');
+    expect(byName['acp:gemini']?.version).toBe('0.61.0');
+    expect(byName['acp:qwen']?.version).toBe('0.24.4');
+    expect(byName['acp:missing']?.version).toBeNull();
+    expect(byName['acp:qwen']?.permissions).toBe('permissionMode: reject < allow (default reject, ceiling reject unless the policy says)');
+    expect(byName.codex?.permissions).toContain('sandbox:');
+    expect(byName['acp:qwen']?.resume).toContain('session/load');
+    expect(byName.pi?.resume).toContain('any host');
+  });
+
+  it('prints a readable listing without --json', async () => {
+    const result = await runCli(['agents'], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SESSIOND_AGENT_OPTIONS: JSON.stringify({ 'acp:qwen': OPERATOR['acp:qwen'] }) } });
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(result.stdout).toContain('acp:qwen\n  command: qwen\n  version: 0.24.4\n');
+  });
+});
