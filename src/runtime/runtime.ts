@@ -10,6 +10,10 @@ import { PolicyStore } from './policy-store.ts';
 import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import { TurnOptionsSchema } from './turn-options.ts';
+import { parseDuration } from '../config/duration.ts';
+import { ConflictError, QuotaError } from './lifecycle/errors.ts';
+import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
+import { removeSession } from './lifecycle/remove.ts';
 
 /** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
 export class InputError extends Error {
@@ -32,6 +36,8 @@ export const EnqueueRequestSchema = z.strictObject({
   prompt: z.string().max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`).refine((p) => p.trim() !== '', 'must not be empty'),
   options: TurnOptionsSchema.optional(),
   retryPolicy: z.record(z.string(), z.unknown()).optional(),
+  /** How long the session is kept once finished (a duration, `0`: forever), within the deployment's maximum. */
+  retention: z.union([z.string(), z.number().int().nonnegative()]).optional(),
 });
 export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
 
@@ -55,6 +61,8 @@ export interface SessionView {
 export interface RuntimeOptions {
   connect: (role: string) => Redis;
   prefix?: string;
+  /** The deployment's retention and quotas (defaults: LIFECYCLE_DEFAULTS). */
+  limits?: Partial<LifecycleLimits>;
 }
 
 /**
@@ -71,19 +79,25 @@ export class Runtime {
   readonly #bus: EventBus;
   readonly #connect: (role: string) => Redis;
   readonly #extra: Redis[] = [];
+  readonly limits: LifecycleLimits;
 
   constructor(options: RuntimeOptions) {
     this.keys = createKeys(options.prefix ?? 'sessiond');
     this.#connect = options.connect;
     this.redis = options.connect('runtime');
-    this.store = new SessionStore(this.redis, this.keys);
+    this.limits = { ...LIFECYCLE_DEFAULTS, ...options.limits };
+    this.store = new SessionStore(this.redis, this.keys, { retentionMs: this.limits.retentionMs });
     this.queue = createSessionQueue(options.connect('runtime-queue'), this.keys);
     this.policies = new PolicyStore(this.redis, this.keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
     this.#bus = new EventBus(this.redis, this.redis, this.keys);
   }
 
-  async enqueue(input: unknown): Promise<{ sessionId: string; turn: number; created: boolean }> {
+  /**
+   * Adds a prompt (creating the session unless `mustExist`). Refused with nothing written: InputError
+   * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
+   */
+  async enqueue(input: unknown, how: { mustExist?: boolean } = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
     const parsed = EnqueueRequestSchema.safeParse(input);
     if (!parsed.success) throw new InputError(zodIssues(parsed.error));
     const request = parsed.data;
@@ -93,19 +107,59 @@ export class Runtime {
       if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
       policyJson = JSON.stringify(policy.policy);
     }
+    const retentionMs = request.retention === undefined ? undefined : this.#retention(request.retention);
     const sessionId = request.sessionId ?? randomUUID();
     const options = request.options ?? {};
     const create = { agent: typeof options.agent === 'string' ? options.agent : 'pi', options: JSON.stringify(options) };
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
-    const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId);
+    const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId, {
+      ...(how.mustExist === true ? { mustExist: true } : {}),
+      maxQueued: this.limits.maxQueuedPrompts,
+      maxLog: this.limits.maxLogMessages,
+      ...(retentionMs === undefined ? {} : { retentionMs }),
+    });
+    if (!result.ok) {
+      if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
+      if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);
+      if (result.reason === 'queue_full') throw new QuotaError('maxQueuedPrompts', result.limit, `session "${sessionId}" already has ${result.count} prompts waiting (maxQueuedPrompts ${result.limit}): the prompt was not stored`);
+      throw new QuotaError('maxLogMessages', result.limit, `session "${sessionId}" has ${result.count} messages stored, its message log is full (maxLogMessages ${result.limit}): the prompt was not stored`);
+    }
     const writes: Array<Promise<unknown>> = [];
-    if (result.created || result.jobId !== null) writes.push(this.store.index(sessionId, { created: result.created, ...(result.jobId !== null ? { activation: 'add' as const } : {}) }));
+    // Listed when new; active again, so not expiring (a revived session's clock restarts when it finishes).
+    writes.push(this.store.index(sessionId, { ...(result.created ? { created: true, state: 'queued' } : { touch: true }), expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) }));
     if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId));
     await Promise.all(writes);
     // A new activation means nobody holds the session: there is no one to tell.
     if (result.jobId === null) await this.#bus.publish({ sessionId, kind: 'prompt' });
     return { sessionId, turn: result.turn, created: result.created };
+  }
+
+  /** A caller's retention for a session, in ms (0: forever), within the deployment's maximum. */
+  #retention(value: string | number): number {
+    const parsed = typeof value === 'number' ? { ok: true as const, ms: value } : parseDuration(value);
+    if (!parsed.ok) throw new InputError([{ field: 'retention', message: parsed.message }]);
+    const max = this.limits.maxRetentionMs;
+    if (max > 0 && (parsed.ms === 0 || parsed.ms > max)) throw new InputError([{ field: 'retention', message: `must be at most ${max} ms (the deployment's maximum retention)${parsed.ms === 0 ? '; 0 (forever) is not allowed' : ''}` }]);
+    return parsed.ms;
+  }
+
+  /**
+   * Deletes a session fleet-wide: without `force` only a finished one (else ConflictError); with
+   * `force` a running turn is cancelled first (its process tree gone). Deleting again within the
+   * hour is not an error (`already: true`); an id never seen is a NotFoundError.
+   */
+  async deleteSession(sessionId: string, options: { force?: boolean; waitMs?: number } = {}): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> {
+    checkSessionId(sessionId);
+    const result = await removeSession(
+      { redis: this.redis, keys: this.keys, queue: this.queue, publish: (event) => this.#bus.publish(event) },
+      sessionId,
+      { mode: options.force === true ? 'force' : 'finished', tombstoneMs: 3_600_000, ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }) },
+    );
+    if (result.outcome === 'unknown') throw new NotFoundError(`unknown session "${sessionId}"`);
+    if (result.outcome === 'active') throw new ConflictError(`session "${sessionId}" is active (state ${result.state}, or prompts waiting): cancel its turn first, or delete with force`);
+    if (result.outcome === 'removed') return { sessionId, deleted: true, cancelled: result.cancelled };
+    return { sessionId, deleted: false, cancelled: false };
   }
 
   /** Cancels the session's current turn, wherever it runs. Throws NotFoundError for an unknown session. */

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { loadConfig, type Config } from '../../config/config.ts';
+import { lifecycleLimits, loadConfig, type Config } from '../../config/config.ts';
 import { createRedis, ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
 import { Runtime } from '../../runtime/runtime.ts';
 
@@ -48,7 +48,7 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
     made.push(redis);
     return redis;
   };
-  const runtime = new Runtime({ connect, prefix: config.prefix });
+  const runtime = new Runtime({ connect, prefix: config.prefix, limits: lifecycleLimits(config) });
   try {
     await runtime.redis.ping();
   } catch (error) {

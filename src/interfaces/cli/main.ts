@@ -7,6 +7,7 @@ import { registerWatch } from './commands/watch.ts';
 import { registerInspect } from './commands/inspect.ts';
 import { registerList } from './commands/list.ts';
 import { registerCancel } from './commands/cancel.ts';
+import { registerDelete } from './commands/delete.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
 import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
   registerInspect(program);
   registerList(program);
   registerCancel(program);
+  registerDelete(program);
   registerRetryPolicy(program);
   registerDemo(program);
   registerServe(program);

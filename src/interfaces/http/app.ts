@@ -8,13 +8,14 @@ import { summarize } from '../../runtime/inspect.ts';
 import { SESSION_ID_PATTERN } from '../../runtime/keys.ts';
 import { RuntimeMetrics } from '../../runtime/metrics.ts';
 import { InputError, NotFoundError, type Runtime, type SessionView } from '../../runtime/runtime.ts';
+import { ConflictError, QuotaError } from '../../runtime/lifecycle/errors.ts';
 import type { Logger } from '../log.ts';
 import { registerDashboard } from '../web/routes.ts';
 import { mountBullBoard } from '../web/bull-board.ts';
 import { guard, isLoopbackHost } from './auth.ts';
 import { HttpError, readJson, validate } from './body.ts';
 import { openApiDocument } from './openapi.ts';
-import { CancelBody, CreateSessionBody, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
+import { CancelBody, CreateSessionBody, DeleteQuery, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
 
 export interface AppOptions {
   runtime: Runtime;
@@ -71,6 +72,8 @@ export function createApp(options: AppOptions): Hono {
     if (error instanceof HttpError) return c.json({ error: error.message, ...(error.issues === undefined ? {} : { issues: error.issues }) }, error.status);
     if (error instanceof InputError) return c.json({ error: 'invalid request', issues: error.issues }, 400);
     if (error instanceof NotFoundError) return c.json({ error: error.message }, 404);
+    if (error instanceof ConflictError) return c.json({ error: error.message }, 409);
+    if (error instanceof QuotaError) return c.json({ error: error.message, limit: error.limit, max: error.max }, error.status);
     logger.error({ method: c.req.method, path: c.req.path, error: error.message }, 'request failed');
     return c.json({ error: 'internal error' }, 500);
   });
@@ -121,8 +124,17 @@ export function createApp(options: AppOptions): Hono {
     const id = c.req.param('id');
     const body = validate(PromptBody, await readJson(c));
     await sessionOr404(runtime, id);
-    const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id });
+    const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id }, { mustExist: true });
     return c.json({ sessionId, turn }, 202);
+  });
+  // Deletes the session fleet-wide (a running turn is cancelled first with ?force=true). To be admin-scoped with scoped tokens.
+  app.delete('/api/sessions/:id', async (c) => {
+    const id = c.req.param('id');
+    const query = validate(DeleteQuery, c.req.query());
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const result = await runtime.deleteSession(id, { force: query.force === true });
+    logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
+    return c.json(result, 200);
   });
   app.post('/api/sessions/:id/cancel', async (c) => {
     const id = c.req.param('id');

@@ -125,6 +125,21 @@ function build(): Json {
           parameters: [idParam],
           responses: { '200': json(ref('SessionDetail'), 'the session'), '404': error('unknown session') },
         },
+        delete: {
+          operationId: 'deleteSession',
+          tags: ['sessions'],
+          summary: 'Delete a session fleet-wide: every key, its message log, agent state, activation job and index entries',
+          description: 'Without `force`, only a finished session (nothing running, waiting, backing off or queued); with `force=true` a running turn is cancelled first (its process tree gone). Deleting again within the hour answers `deleted: false`.',
+          ...MUTATING,
+          parameters: [idParam, { name: 'force', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] } }],
+          responses: {
+            '200': json({ type: 'object', required: ['sessionId', 'deleted', 'cancelled'], properties: { sessionId: { type: 'string' }, deleted: { type: 'boolean' }, cancelled: { type: 'boolean' } } }, 'deleted (deleted: false when it already was)'),
+            '400': invalid(),
+            '404': error('unknown session'),
+            '409': error('the session is active and force was not given'),
+            ...mutatingErrors,
+          },
+        },
       },
       '/api/sessions/{id}/prompts': {
         post: {
@@ -134,7 +149,14 @@ function build(): Json {
           ...MUTATING,
           parameters: [idParam],
           requestBody: body('addPrompt', schemaOf(PromptBody)),
-          responses: { '202': json(ref('Enqueued'), 'queued as the next turn'), '400': invalid(), '404': error('unknown session'), ...mutatingErrors },
+          responses: {
+            '202': json(ref('Enqueued'), 'queued as the next turn'),
+            '400': invalid(),
+            '404': error('unknown session'),
+            '409': error('the session is being deleted, or its message log is full (`limit`: maxLogMessages): the prompt was not stored'),
+            '429': error('too many prompts waiting (`limit`: maxQueuedPrompts): the prompt was not stored'),
+            ...mutatingErrors,
+          },
         },
       },
       '/api/sessions/{id}/cancel': {

@@ -30,6 +30,11 @@ export const ListQuery = z.object({
   limit: queryInt(1, 1000).optional(),
 });
 
+/** `DELETE /api/sessions/:id?force=true`. */
+export const DeleteQuery = z.object({
+  force: z.enum(['true', 'false', '1', '0'], { error: 'must be true or false' }).transform((v) => v === 'true' || v === '1').optional(),
+});
+
 export const MessagesQuery = z.object({
   from: queryInt(1, Number.MAX_SAFE_INTEGER).optional(),
   limit: queryInt(1, 1000).optional(),

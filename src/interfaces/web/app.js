@@ -343,6 +343,7 @@ function sessionPage(main, sessionId) {
   const stateEl = h('span', { 'data-testid': 'session-state' });
   const cancelButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'cancel', onclick: cancel }, 'Cancel turn');
   const cancelNote = h('span', { class: 'muted', 'data-testid': 'cancel-note' });
+  const deleteButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove }, 'Delete session');
   const chartBox = h('div', { class: 'chart', 'data-testid': 'chart' }, h('p', { class: 'muted' }, 'Loading the statechart…'));
   const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
   const timelineTitle = h('span', { class: 'muted' });
@@ -369,7 +370,7 @@ function sessionPage(main, sessionId) {
   const policy = policyEditor({ path: `/api/sessions/${enc}/retry-policy`, title: 'Retry policy of this session', allowReset: 'Follow the global policy' });
 
   fill(main, 
-    h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, cancelButton)),
+    h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, cancelButton, deleteButton)),
     h('section', { class: 'panel' }, h('h2', {}, 'Statechart ', h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)')), chartBox),
     h('div', { class: 'grid' },
       h('div', {},
@@ -402,6 +403,16 @@ function sessionPage(main, sessionId) {
     cancelButton.disabled = true;
     const result = await api('POST', `/api/sessions/${enc}/cancel`, { reason: 'cancelled from the dashboard' });
     cancelNote.textContent = result.ok ? `cancel sent (${result.data.delivered})` : (result.data?.error ?? `cancel failed (HTTP ${result.status})`);
+  }
+
+  // Deletes the session everywhere (a running turn is cancelled first), after the operator confirms.
+  async function remove() {
+    if (!window.confirm(`Delete session ${sessionId}? Its messages and agent state are removed everywhere; a running turn is cancelled first.`)) return;
+    deleteButton.disabled = true;
+    const result = await api('DELETE', `/api/sessions/${enc}?force=true`);
+    if (result.ok) return navigate('/');
+    deleteButton.disabled = false;
+    cancelNote.textContent = result.data?.error ?? `delete failed (HTTP ${result.status})`;
   }
 
   async function refresh() {

@@ -33,6 +33,9 @@ async function runWorker(flags: { concurrency?: number }): Promise<number> {
     pollMs: config.worker.poll,
     heartbeatMs: config.worker.heartbeat,
     agentOptions: agentHostOptions(config),
+    retentionMs: config.lifecycle.retention,
+    sweepIntervalMs: config.lifecycle.sweepInterval,
+    maxLogMessages: config.lifecycle.maxLogMessages,
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });
   await worker.start();
