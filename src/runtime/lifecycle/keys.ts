@@ -48,3 +48,9 @@ export function purgeKeys(keys: Keys, sessionId: string): string[] {
   const rest = SESSION_PARTS.filter((p) => p !== 'meta' && p !== 'lease');
   return [keys.session(sessionId, 'meta'), keys.session(sessionId, 'lease'), ...rest.map((p) => keys.session(sessionId, p)), lifecycleKeys(keys).tombstone(sessionId)];
 }
+
+/** INDEX's KEYS (see store/scripts.ts) and its first argument, the states' names in the order of their sets. */
+export function indexScriptKeys(keys: Keys): { keys: string[]; states: string } {
+  const lk = lifecycleKeys(keys);
+  return { keys: [keys.sessions, keys.activations, lk.finished, lk.states, lk.version, ...INDEXED_STATES.map((s) => lk.byState(s))], states: INDEXED_STATES.join(',') };
+}

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../keys.ts';
-import { INDEXED_STATES, lifecycleKeys } from '../lifecycle/keys.ts';
+import { INDEXED_STATES, indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
 import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
 
@@ -230,8 +230,8 @@ export class SessionStore {
   }
 
   #sendIndex(args: string[]): Promise<unknown> {
-    const lk = lifecycleKeys(this.keys);
-    return this.#script('sessiondIndex')(this.keys.sessions, this.keys.activations, lk.finished, lk.states, lk.version, ...INDEXED_STATES.map((s) => lk.byState(s)), INDEXED_STATES.join(','), ...args);
+    const index = indexScriptKeys(this.keys);
+    return this.#script('sessiondIndex')(...index.keys, index.states, ...args);
   }
 
   async requestCancel(sessionId: string, reason: string, newJobId: string) {
