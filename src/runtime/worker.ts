@@ -160,6 +160,7 @@ export class SessionWorker {
         holdBackoffMs: this.#options.holdBackoffMs,
         leaseTtlMs: this.#options.leaseTtlMs,
         pollMs: this.#options.pollMs,
+        ...(this.#options.maxLogMessages === undefined ? {} : { maxLogMessages: this.#options.maxLogMessages }),
       },
       globalPolicy: () => this.#policies.get(),
       loaded: lease.loaded,
