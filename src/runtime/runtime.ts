@@ -14,6 +14,8 @@ import { parseDuration } from '../config/duration.ts';
 import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
 import { removeSession } from './lifecycle/remove.ts';
+import { lifecycleKeys } from './lifecycle/keys.ts';
+import { CursorError, listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 
 /** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
 export class InputError extends Error {
@@ -203,11 +205,24 @@ export class Runtime {
     };
   }
 
-  /** The newest `limit` sessions (default 1000), with their state as each one's own record says it; optionally only those in `state`. */
+  /** The newest `limit` sessions (default 1000), optionally only those in `state` (served by the state's index). */
   async listSessions(filter: { state?: string; limit?: number } = {}): Promise<Array<{ sessionId: string; state: string }>> {
-    const ids = await this.redis.zrevrange(this.keys.sessions, 0, Math.max(0, (filter.limit ?? 1000) - 1));
-    const states = await this.sessionStates(ids);
-    return ids.map((sessionId) => ({ sessionId, state: states[sessionId] ?? 'queued' })).filter((s) => filter.state === undefined || s.state === filter.state);
+    return (await this.listPage({ ...filter, limit: filter.limit ?? 1000 })).sessions;
+  }
+
+  /** A page of sessions, newest first, from `cursor` (the `next` of the previous page); InputError for a bad cursor. */
+  async listPage(filter: ListFilter = {}): Promise<ListPage> {
+    try {
+      return await listPage(this.redis, this.keys, filter);
+    } catch (error) {
+      if (error instanceof CursorError) throw new InputError([{ field: 'cursor', message: error.message }]);
+      throw error;
+    }
+  }
+
+  /** A number that changes whenever anything shown in the listing changes (for ETags). */
+  async listingVersion(): Promise<string> {
+    return (await this.redis.get(lifecycleKeys(this.keys).version)) ?? '0';
   }
 
   /** Each session's state as its own record says it (written in the same fenced script as its snapshot), in one pipeline; null for an unknown id. */

@@ -18,7 +18,7 @@ export async function scanSessionKeys(redis: Redis, keys: Keys, sessionId: strin
 export async function fleetMentions(redis: Redis, keys: Keys, sessionId: string): Promise<string[]> {
   const lk = lifecycleKeys(keys);
   const out: string[] = [];
-  for (const key of [keys.sessions, keys.activations, lk.finished, ...INDEXED_STATES.map((s) => lk.byState(s))]) {
+  for (const key of [keys.sessions, keys.activations, lk.finished, lk.changed, ...INDEXED_STATES.map((s) => lk.byState(s))]) {
     if ((await redis.zscore(key, sessionId)) !== null) out.push(key);
   }
   for (const key of [lk.states, lk.purging]) if ((await redis.hexists(key, sessionId)) === 1) out.push(key);

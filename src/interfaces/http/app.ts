@@ -107,9 +107,12 @@ export function createApp(options: AppOptions): Hono {
   // ---- sessions ---------------------------------------------------------------------------
   app.get('/api/sessions', async (c) => {
     const query = validate(ListQuery, c.req.query());
-    const list = await runtime.listSessions({ ...(query.state === undefined ? {} : { state: query.state }), limit: query.limit ?? 100 });
-    const views = await Promise.all(list.map((s) => runtime.getSession(s.sessionId)));
-    return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem) });
+    // Nothing shown in the listing changed since the caller's copy: 304, without reading a session.
+    const etag = `W/"${await runtime.listingVersion()}.${Buffer.from(new URL(c.req.url).search, 'utf8').toString('base64url')}"`;
+    if (c.req.header('if-none-match') === etag) return c.body(null, 304, { ETag: etag });
+    const page = await runtime.listPage({ ...(query.state === undefined ? {} : { state: query.state }), ...(query.cursor === undefined ? {} : { cursor: query.cursor }), limit: query.limit ?? 100 });
+    const views = await Promise.all(page.sessions.map((s) => runtime.getSession(s.sessionId)));
+    return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next }, 200, { ETag: etag });
   });
   app.post('/api/sessions', async (c) => {
     const body = validate(CreateSessionBody, await readJson(c));

@@ -99,8 +99,10 @@ function build(): Json {
           parameters: [
             { name: 'state', in: 'query', schema: { type: 'string', enum: SESSION_STATES } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+            { name: 'cursor', in: 'query', description: 'the `next` of the previous page', schema: { type: 'string' } },
+            { name: 'If-None-Match', in: 'header', description: 'the `ETag` of an earlier answer: 304 when nothing in the listing changed', schema: { type: 'string' } },
           ],
-          responses: { '200': json(ref('SessionList'), 'the sessions'), '400': invalid() },
+          responses: { '200': json(ref('SessionList'), 'the sessions (an `ETag` header; `next`: the cursor of the next page, null on the last)'), '304': { description: 'nothing in the listing changed since that ETag' }, '400': invalid() },
         },
         post: {
           operationId: 'createSession',
@@ -314,8 +316,9 @@ function build(): Json {
         },
         SessionList: {
           type: 'object',
-          required: ['sessions'],
+          required: ['sessions', 'next'],
           properties: {
+            next: { type: ['string', 'null'], description: 'the cursor of the next page (`?cursor=`), null on the last page' },
             sessions: {
               type: 'array',
               items: {

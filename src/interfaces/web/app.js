@@ -292,10 +292,21 @@ function homePage(main) {
     ),
   );
 
+  // The list is fetched with the ETag of the last answer: when nothing changed the server answers 304
+  // without reading a session, and the table is drawn again from the copy (its relative times move on).
+  let listCopy = null;
   async function refresh() {
-    const all = await api('GET', '/api/sessions?limit=200');
-    if (!all.ok) return;
-    const sessions = all.data.sessions;
+    const headers = { Accept: 'application/json', ...(listCopy ? { 'If-None-Match': listCopy.etag } : {}) };
+    const response = await fetch('/api/sessions?limit=200', { headers, cache: 'no-store' }).catch(() => null);
+    if (response === null) return;
+    if (response.status !== 304) {
+      if (!response.ok) return;
+      const data = await response.json().catch(() => null);
+      if (data === null) return;
+      listCopy = { etag: response.headers.get('ETag') ?? '', sessions: data.sessions };
+    }
+    if (listCopy === null) return;
+    const sessions = listCopy.sessions;
     const counts = new Map();
     for (const s of sessions) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
     // Re-rendered only when the counts or the filter change, so a click never lands on a replaced button.

@@ -24,6 +24,8 @@ export interface LifecycleKeys {
   byState(state: string): string;
   /** string: the number of the last change to the listing (for ETags). */
   readonly version: string;
+  /** zset: sessionId → when it last changed (state, prompts); only the last hour is kept (metrics read what changed). */
+  readonly changed: string;
   /** string: the sweeper's lock (one sweeper at a time, fleet-wide). */
   readonly sweeper: string;
   /** string per session, with a TTL: it was deleted a moment ago (a second delete is not an error). */
@@ -38,10 +40,14 @@ export function lifecycleKeys(keys: Keys): LifecycleKeys {
     states: `${fleet}:states`,
     byState: (state) => `${fleet}:state:${state}`,
     version: `${fleet}:listing-version`,
+    changed: `${fleet}:changed`,
     sweeper: `${fleet}:sweeper`,
     tombstone: (sessionId) => `${keys.prefix}:{s:${sessionId}}:gone`,
   };
 }
+
+/** How long the `changed` index remembers a change. */
+export const CHANGED_WINDOW_MS = 3_600_000;
 
 /** The session's keys in the order PURGE wants them: meta, lease, the others, then the tombstone. */
 export function purgeKeys(keys: Keys, sessionId: string): string[] {
@@ -52,5 +58,5 @@ export function purgeKeys(keys: Keys, sessionId: string): string[] {
 /** INDEX's KEYS (see store/scripts.ts) and its first argument, the states' names in the order of their sets. */
 export function indexScriptKeys(keys: Keys): { keys: string[]; states: string } {
   const lk = lifecycleKeys(keys);
-  return { keys: [keys.sessions, keys.activations, lk.finished, lk.states, lk.version, ...INDEXED_STATES.map((s) => lk.byState(s))], states: INDEXED_STATES.join(',') };
+  return { keys: [keys.sessions, keys.activations, lk.finished, lk.states, lk.version, lk.changed, ...INDEXED_STATES.map((s) => lk.byState(s))], states: INDEXED_STATES.join(',') };
 }

@@ -139,7 +139,7 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
 async function forget(deps: RemoveDeps, sessionId: string, markedAt: string): Promise<void> {
   const { keys } = deps;
   const lk = lifecycleKeys(keys);
-  const fleet = [keys.sessions, keys.activations, lk.purging, lk.finished, lk.states, ...INDEXED_STATES.map((s) => lk.byState(s))];
+  const fleet = [keys.sessions, keys.activations, lk.purging, lk.finished, lk.states, lk.changed, ...INDEXED_STATES.map((s) => lk.byState(s))];
   await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
   await deps.redis.incr(lk.version);
 }

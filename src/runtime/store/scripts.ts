@@ -161,7 +161,7 @@ return {3, ARGV[2]}
 /**
  * The fleet-wide indexes (one slot, `{<prefix>}`), kept up to date after the sessions' own writes,
  * for any number of sessions in one call. KEYS: sessions, activations, finished, states, listing
- * version, then one sorted set per state. ARGV: the states' names (comma-separated, in the order
+ * version, changed (sessionId → when it last changed; the last hour only), then one sorted set per state. ARGV: the states' names (comma-separated, in the order
  * of their sets), then groups of six: sessionId, created ('1': list it), activation ('add' | 'end': its
  * activation ended at `at`, removed unless a newer one was added since | ''), at (ms),
  * expireAt (ms: it finished and expires then | 'remove': active again | ''), state (its name
@@ -173,15 +173,17 @@ local set = {}
 local n = 0
 for name in string.gmatch(ARGV[1], '[^,]+') do
   n = n + 1
-  set[name] = KEYS[5 + n]
+  set[name] = KEYS[6 + n]
 end
 local changed = false
+local latest = 0
 for i = 2, #ARGV, 6 do
   local id = ARGV[i]
   local at = ARGV[i + 3]
+  local touched = false
   if ARGV[i + 1] == '1' then
     redis.call('ZADD', KEYS[1], at, id)
-    changed = true
+    touched = true
   end
   local activation = ARGV[i + 2]
   if activation == 'add' then
@@ -198,9 +200,9 @@ for i = 2, #ARGV, 6 do
   end
   local state = ARGV[i + 5]
   if state == 't' then
-    changed = true
+    touched = true
   elseif state ~= '' then
-    changed = true
+    touched = true
     local old = redis.call('HGET', KEYS[4], id)
     if old ~= state and set[state] then
       if old and set[old] then redis.call('ZREM', set[old], id) end
@@ -209,7 +211,15 @@ for i = 2, #ARGV, 6 do
       redis.call('ZADD', set[state], created, id)
     end
   end
+  if touched then
+    changed = true
+    redis.call('ZADD', KEYS[6], at, id)
+    if tonumber(at) > latest then latest = tonumber(at) end
+  end
 end
-if changed then redis.call('INCR', KEYS[5]) end
+if changed then
+  redis.call('INCR', KEYS[5])
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', latest - 3600000)
+end
 return 1
 `;

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../keys.ts';
-import { INDEXED_STATES, indexScriptKeys } from '../lifecycle/keys.ts';
+import { indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
 import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
 
@@ -102,7 +102,7 @@ export class SessionStore {
     define('sessiondRenew', 1, RENEW);
     define('sessiondWrite', 10, WRITE);
     define('sessiondCancel', 4, CANCEL);
-    define('sessiondIndex', 5 + INDEXED_STATES.length, INDEX);
+    define('sessiondIndex', indexScriptKeys(keys).keys.length, INDEX);
   }
 
   #script(name: string): ScriptFn {
