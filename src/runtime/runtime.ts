@@ -15,6 +15,7 @@ import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
 import { removeSession } from './lifecycle/remove.ts';
 import { lifecycleKeys } from './lifecycle/keys.ts';
+import { exportSession, importSession } from './lifecycle/transfer.ts';
 import { CursorError, listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 
 /** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
@@ -218,6 +219,19 @@ export class Runtime {
       if (error instanceof CursorError) throw new InputError([{ field: 'cursor', message: error.message }]);
       throw error;
     }
+  }
+
+  /** The session as a versioned JSON-lines archive (see lifecycle/archive.ts). NotFoundError for an unknown id. */
+  async exportSession(sessionId: string): Promise<string> {
+    checkSessionId(sessionId);
+    const archive = await exportSession(this.redis, this.keys, sessionId);
+    if (archive === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    return archive;
+  }
+
+  /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
+  async importSession(text: string, options: { as?: string } = {}): Promise<{ sessionId: string; messages: number; state: string }> {
+    return importSession(this.store, this.queue, text, options);
   }
 
   /** A number that changes whenever anything shown in the listing changes (for ETags). */

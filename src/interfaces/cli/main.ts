@@ -8,6 +8,7 @@ import { registerInspect } from './commands/inspect.ts';
 import { registerList } from './commands/list.ts';
 import { registerCancel } from './commands/cancel.ts';
 import { registerDelete } from './commands/delete.ts';
+import { registerTransfer } from './commands/transfer.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
 import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
   registerList(program);
   registerCancel(program);
   registerDelete(program);
+  registerTransfer(program);
   registerRetryPolicy(program);
   registerDemo(program);
   registerServe(program);

@@ -130,6 +130,12 @@ export function createApp(options: AppOptions): Hono {
     const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id }, { mustExist: true });
     return c.json({ sessionId, turn }, 202);
   });
+  app.get('/api/sessions/:id/export', async (c) => {
+    const id = c.req.param('id');
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const archive = await runtime.exportSession(id);
+    return c.body(archive, 200, { 'Content-Type': 'application/x-ndjson; charset=utf-8', 'Content-Disposition': `attachment; filename="${id}.sessiond.jsonl"` });
+  });
   // Deletes the session fleet-wide (a running turn is cancelled first with ?force=true). To be admin-scoped with scoped tokens.
   app.delete('/api/sessions/:id', async (c) => {
     const id = c.req.param('id');

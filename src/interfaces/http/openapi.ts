@@ -143,6 +143,16 @@ function build(): Json {
           },
         },
       },
+      '/api/sessions/{id}/export': {
+        get: {
+          operationId: 'exportSession',
+          tags: ['sessions'],
+          summary: 'The session as a versioned JSON-lines archive (header, meta, snapshot, history, every message, agent state, queued prompts, end) for `sessiond import`',
+          ...OPEN,
+          parameters: [idParam],
+          responses: { '200': { description: 'the archive', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, '404': error('unknown session'), '409': error('the session is being deleted') },
+        },
+      },
       '/api/sessions/{id}/prompts': {
         post: {
           operationId: 'addPrompt',
