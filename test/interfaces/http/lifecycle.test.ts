@@ -47,8 +47,16 @@ describe('DELETE /api/sessions/:id', () => {
     expect(created.status).toBe(201);
     const id = created.body.sessionId as string;
     await turnEnded(h.runtime, id);
+    // Archived first: the export route gives the archive `sessiond import` takes.
+    const exported = await fetch(`${server.url}/api/sessions/${id}/export`);
+    expect(exported.status).toBe(200);
+    expect(exported.headers.get('content-type')).toContain('application/x-ndjson');
+    const archive = await exported.text();
+    expect(JSON.parse(archive.split('\n')[0] as string)).toMatchObject({ kind: 'sessiond.archive', version: 1, sessionId: id });
+    expect(archive.split('\n').slice(1)).toEqual((await h.runtime.exportSession(id)).split('\n').slice(1));
     expect(await call('DELETE', `/api/sessions/${id}`)).toEqual({ status: 200, body: { sessionId: id, deleted: true, cancelled: false } });
     expect(await leftovers(h.runtime.redis, h.runtime.keys, id)).toEqual([]);
+    expect((await call('GET', `/api/sessions/${id}/export`)).status).toBe(404);
     expect(await call('DELETE', `/api/sessions/${id}`)).toEqual({ status: 200, body: { sessionId: id, deleted: false, cancelled: false } });
     expect((await call('GET', `/api/sessions/${id}`)).status).toBe(404);
     expect((await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'Still there?' })).status).toBe(404);
