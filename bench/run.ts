@@ -1,5 +1,6 @@
 import { arch, cpus, loadavg, platform, release, totalmem } from 'node:os';
 import * as e2e from './e2e.ts';
+import * as history from './history.ts';
 import * as machineBench from './machine.ts';
 import * as mapper from './mapper.ts';
 import * as queueBench from './queue.ts';
@@ -18,7 +19,7 @@ import { BenchFailure, type Benchmark } from './support/benchmark.ts';
  */
 
 /** Every benchmark, in the order they run. A new one is a module in bench/ exporting `name` and `run`, added here. */
-const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench, queueBench, e2e, scaling];
+const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench, queueBench, e2e, scaling, history];
 
 /**
  * The whole run's bound (BENCH_TOTAL_LIMIT_MS, default 15 min; a full run takes about 5-7 min on
