@@ -34,6 +34,13 @@ export class NotFoundError extends Error {
 
 export const MAX_PROMPT_CHARS = 200_000;
 
+/** KEYS: meta. ARGV: policyJson. → 1 set | 0 no such session, or one being deleted. */
+const SET_POLICY = `
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'policy', ARGV[1])
+return 1
+`;
+
 export const EnqueueRequestSchema = z.strictObject({
   sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-').optional(),
   prompt: z.string().max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`).refine((p) => p.trim() !== '', 'must not be empty'),
@@ -306,7 +313,9 @@ export class Runtime {
     const { policy } = await this.getPolicy(sessionId);
     const result = mergeRetryPolicy(policy, patch);
     if (result.ok) {
-      await this.redis.hset(this.store.key(sessionId, 'meta'), 'policy', JSON.stringify(result.policy));
+      // Only into a session that still exists and is not being deleted (a bare HSET after a delete would leave half a session).
+      const set = await this.redis.eval(SET_POLICY, 1, this.store.key(sessionId, 'meta'), JSON.stringify(result.policy));
+      if (set === 0) throw new NotFoundError(`unknown session "${sessionId}"`);
       await this.#bus.publish({ sessionId, kind: 'policy' });
     }
     return result;
