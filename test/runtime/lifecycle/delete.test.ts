@@ -41,7 +41,7 @@ function cli(args: string[]) {
   return runCli(args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: h.prefix, SESSIOND_STATE_DIR: h.stateDir } });
 }
 
-describe('delete a session', () => {
+describe('delete a session', { timeout: 120_000 }, () => {
   it('a finished session: every key of it, its message log and index entries are gone; a second delete is not an error', async () => {
     const sessionId = await finishedSession();
     expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(expect.arrayContaining([expect.stringContaining(':log'), expect.stringContaining(':meta'), expect.stringContaining(':agent')]));

@@ -45,7 +45,7 @@ function limitedRuntime(prefix: string, limits: ConstructorParameters<typeof Run
   return runtime;
 }
 
-describe('quotas', () => {
+describe('quotas', { timeout: 120_000 }, () => {
   it('over the queued-prompt cap: refused naming maxQueuedPrompts, nothing written (HTTP 429)', async () => {
     const runtime = limitedRuntime(idle.prefix, { maxQueuedPrompts: 3 });
     const { sessionId } = await runtime.enqueue({ prompt: 'one', options: opts('text') });

@@ -39,7 +39,7 @@ const opts = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const gone = (id: string, timeoutMs = 20_000) => until(async () => (await leftovers(h.runtime.redis, h.runtime.keys, id)).length === 0, timeoutMs, `${id} to expire`);
 
-describe('retention', () => {
+describe('retention', { timeout: 120_000 }, () => {
   it('a finished session disappears whole once its retention has run out: no key of it is left', async () => {
     const { sessionId } = await h.runtime.enqueue({ prompt: 'Hello', options: opts('text') });
     await turnEnded(h.runtime, sessionId);

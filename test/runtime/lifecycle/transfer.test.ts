@@ -55,8 +55,8 @@ async function comparable(hh: Harness, sessionId: string) {
 let archivePath = '';
 let archiveText = '';
 
-describe('export and import', () => {
-  it('export → import elsewhere gives the same session; export → delete → import → a worker on a new host continues the conversation', async () => {
+describe('export and import', { timeout: 120_000 }, () => {
+  it('export → import elsewhere gives the same session; export → delete → import → a worker on a new host continues the conversation', { timeout: 180_000 }, async () => {
     const hostA = await h.startWorker({ agentOptions: { pi: piHostOptions(env, tempDir('a-state'), tempDir('a-sessions')) } });
     const { sessionId } = await h.runtime.enqueue({ prompt: TURN_1, options: { provider: 'fake', model: 'text', cwd: env.cwd } });
     expect((await turnEnded(h.runtime, sessionId)).state).toBe('completed');
