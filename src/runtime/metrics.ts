@@ -4,12 +4,15 @@ import type { Runtime, SessionView } from './runtime.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
- * stores in Redis (sessions' snapshots and transition histories, the BullMQ
- * queue, worker heartbeats) when scraped — at most once per `cacheMs`.
+ * stores in Redis when scraped — at most once per `cacheMs` — at a cost that
+ * follows the activity, not the number of sessions stored: the counts by state
+ * are the sizes of the per-state index sets, and only the sessions in the
+ * `changed` index since the last refresh are read (their snapshots and
+ * transition histories), plus the BullMQ queue and worker heartbeats.
  *
  * Counters and histograms count what this process has observed: every ended
  * attempt and turn of a session's latest turn, each once (the first refresh
- * after start counts what the snapshots hold then). A turn is replaced in its
+ * after start counts what changed in the hour before). A turn is replaced in its
  * session's snapshot by the next one, so an earlier turn that started and
  * ended entirely between two refreshes is not counted; `start(everyMs)`
  * refreshes in the background too, which keeps that window short. Cancel latency comes from the transition history (kept
