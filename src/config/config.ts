@@ -61,6 +61,16 @@ export const ConfigSchema = z.strictObject({
    * merged over the defaults (for pi: the `pi` section above). Env SESSIOND_AGENT_OPTIONS, JSON.
    */
   agents: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+  /** Retention and quotas (src/runtime/lifecycle/limits.ts). Durations accept `d` (days); retention `0` keeps sessions forever. */
+  lifecycle: z
+    .strictObject({
+      retention: duration(0, 315_360_000_000).default(2_592_000_000),
+      maxRetention: duration(0, 315_360_000_000).default(31_536_000_000),
+      maxQueuedPrompts: integer(1, 1_000_000).default(100),
+      maxLogMessages: integer(100, 100_000_000).default(100_000),
+      sweepInterval: duration(100, 3_600_000).default(10_000),
+    })
+    .prefault({}),
   http: z
     .strictObject({
       host: z.string().min(1).default('127.0.0.1'),
@@ -122,6 +132,11 @@ const ENV_MAP: Record<string, string> = {
   SESSIOND_PI_AGENT_DIR: 'pi.agentDir',
   SESSIOND_PI_SESSION_DIR: 'pi.sessionDir',
   SESSIOND_PI_IDLE_TIMEOUT: 'pi.idleTimeout',
+  SESSIOND_RETENTION: 'lifecycle.retention',
+  SESSIOND_MAX_RETENTION: 'lifecycle.maxRetention',
+  SESSIOND_MAX_QUEUED_PROMPTS: 'lifecycle.maxQueuedPrompts',
+  SESSIOND_MAX_LOG_MESSAGES: 'lifecycle.maxLogMessages',
+  SESSIOND_SWEEP_INTERVAL: 'lifecycle.sweepInterval',
   SESSIOND_HTTP_HOST: 'http.host',
   SESSIOND_HTTP_PORT: 'http.port',
   SESSIOND_API_TOKEN: 'http.token',
@@ -223,6 +238,12 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
     throw new ConfigError(`http.${config.http.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}: --tls-cert and --tls-key go together (env SESSIOND_TLS_CERT, SESSIOND_TLS_KEY)`);
   }
   return config;
+}
+
+/** The deployment's retention and quotas, as the runtime takes them. */
+export function lifecycleLimits(config: Config): { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number } {
+  const l = config.lifecycle;
+  return { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages };
 }
 
 /**

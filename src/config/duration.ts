@@ -4,15 +4,15 @@
  * milliseconds; for any such value, `formatDuration` output parses back to the same value.
  */
 
-const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 type Unit = keyof typeof UNITS;
 
-const DURATION = /^(\d+)(?:\.(\d+))?(ms|s|m|h)?$/;
-const EXPECTED = 'expected a number with a unit ms, s, m or h (e.g. 500ms, 2s, 1.5m, 1h) or a whole number of milliseconds';
+const DURATION = /^(\d+)(?:\.(\d+))?(ms|s|m|h|d)?$/;
+const EXPECTED = 'expected a number with a unit ms, s, m, h or d (e.g. 500ms, 2s, 1.5m, 1h, 30d) or a whole number of milliseconds';
 
 export type DurationResult = { ok: true; ms: number } | { ok: false; message: string };
 
-/** Accepts `500ms`, `2s`, `1.5s`, `1m`, `1h`, or a plain integer meaning milliseconds; surrounding spaces are ignored. */
+/** Accepts `500ms`, `2s`, `1.5s`, `1m`, `1h`, `30d`, or a plain integer meaning milliseconds; surrounding spaces are ignored. */
 export function parseDuration(input: string): DurationResult {
   if (typeof input !== 'string') return fail(`invalid duration: ${EXPECTED} (got ${typeof input})`);
   const text = input.trim();

@@ -15,6 +15,8 @@ export const FAILURE_CATEGORIES = [
   'process_crash',
   'startup',
   'invalid_output',
+  /** A deployment limit was reached (e.g. the session's message log is full): sessiond ended the attempt. */
+  'quota',
   'unknown',
 ] as const;
 

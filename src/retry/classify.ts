@@ -13,6 +13,7 @@ export const NEVER_RETRY_BY_DEFAULT = [
   'bad_request',
   'startup',
   'invalid_output',
+  'quota',
   'unknown',
 ] as const satisfies readonly FailureCategory[];
 

@@ -1,5 +1,6 @@
 import { persistSession, startSessionActor, stateName, type PersistedSession, type SessionActor, type Transition } from '../../machines/restore.ts';
 import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
+import type { CliMessage } from '../protocol/index.ts';
 import { agentDefinition, isAgentName, type AgentName } from '../agents/registry.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
@@ -26,6 +27,8 @@ export interface ActiveSessionConfig {
   policy: DeploymentPolicy;
   /** Ceilings of each attempt's cgroup. */
   limits?: AttemptLimits;
+  /** Messages the session's log may hold (0: no limit): the attempt that reaches it is stopped and ends failed, category `quota`. */
+  maxLogMessages?: number;
 }
 
 export type DriveOutcome =
@@ -408,11 +411,26 @@ export class ActiveSession {
         // The marker names this worker and the session: found in /proc, it says whose the processes are.
         const marker = newMarker(await markerOwner(), scope, sessionId);
         let agentSessionId = request.agentSessionId;
+        // The log cap: one slot is kept for the terminal message that says the log is full.
+        const limit = config.maxLogMessages ?? 0;
+        let room = limit > 0 ? limit - 1 - (await store.lastSeq(sessionId)) : Number.POSITIVE_INFINITY;
+        if (room <= 0) {
+          yield logFull(limit);
+          return;
+        }
         try {
+          let full = false;
           for await (const message of agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options }, { signal, marker, ...(config.limits === undefined ? {} : { limits: config.limits }) })) {
             if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
+            if (room <= 0 && message.type !== 'terminal.completed' && message.type !== 'terminal.failed') {
+              // Leaving the loop stops the agent's process tree before going on.
+              full = true;
+              break;
+            }
+            room -= 1;
             yield message;
           }
+          if (full) yield logFull(limit);
         } finally {
           if (agentSessionId !== null && agent.exportState !== undefined) {
             const state = await agent.exportState(options, agentSessionId).catch(() => null);
@@ -425,6 +443,19 @@ export class ActiveSession {
       }
     };
   }
+}
+
+/** The terminal message of an attempt stopped because the session's message log is full. */
+function logFull(limit: number): CliMessage {
+  return {
+    type: 'terminal.failed',
+    content: {
+      text: `the session's message log is full (maxLogMessages ${limit}): the attempt was stopped; nothing stored was removed, and the session takes no new prompt`,
+      category: 'quota',
+      stderr: '',
+      invalid_output_lines: [],
+    },
+  };
 }
 
 function parseObject(raw: string | undefined): Record<string, unknown> {

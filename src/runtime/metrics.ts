@@ -1,16 +1,18 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { exportChart } from '../../machines/definition.ts';
-import { sessionMachine } from '../../machines/session.machine.ts';
+import { CHANGED_WINDOW_MS, INDEXED_STATES, lifecycleKeys } from './lifecycle/keys.ts';
 import type { Runtime, SessionView } from './runtime.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
- * stores in Redis (sessions' snapshots and transition histories, the BullMQ
- * queue, worker heartbeats) when scraped — at most once per `cacheMs`.
+ * stores in Redis when scraped — at most once per `cacheMs` — at a cost that
+ * follows the activity, not the number of sessions stored: the counts by state
+ * are the sizes of the per-state index sets, and only the sessions in the
+ * `changed` index since the last refresh are read (their snapshots and
+ * transition histories), plus the BullMQ queue and worker heartbeats.
  *
  * Counters and histograms count what this process has observed: every ended
  * attempt and turn of a session's latest turn, each once (the first refresh
- * after start counts what the snapshots hold then). A turn is replaced in its
+ * after start counts what changed in the hour before). A turn is replaced in its
  * session's snapshot by the next one, so an earlier turn that started and
  * ended entirely between two refreshes is not counted; `start(everyMs)`
  * refreshes in the background too, which keeps that window short. Cancel latency comes from the transition history (kept
@@ -18,7 +20,7 @@ import type { Runtime, SessionView } from './runtime.ts';
  */
 
 /** Machine states plus `queued` (a session whose first prompt has not been taken yet). */
-export const SESSION_STATES: readonly string[] = ['queued', ...exportChart(sessionMachine).states.map((s) => s.name)];
+export const SESSION_STATES: readonly string[] = INDEXED_STATES;
 
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
 const ENDED_TURN = new Set(['completed', 'failed', 'cancelled']);
@@ -40,7 +42,12 @@ interface Seen {
   turnCounted: boolean;
   /** `at` of the last history entry processed for cancel latency. */
   historyAt: number;
+  /** When this process last looked at the session (entries not looked at for CHANGED_WINDOW_MS are dropped). */
+  observedAt: number;
 }
+
+/** How far back each refresh looks again in the `changed` index. */
+const CHANGED_MARGIN_MS = 10_000;
 
 export class RuntimeMetrics {
   readonly registry = new Registry();
@@ -51,6 +58,8 @@ export class RuntimeMetrics {
   readonly #seen = new Map<string, Seen>();
   #refreshedAt = 0;
   #refreshing: Promise<void> | null = null;
+  /** The `changed` index is read from here on (null: the last CHANGED_WINDOW_MS, at the first refresh). */
+  #since: number | null = null;
   #timer: NodeJS.Timeout | null = null;
 
   readonly #sessions: Gauge<'state'>;
@@ -136,33 +145,49 @@ export class RuntimeMetrics {
 
   async #refresh(): Promise<void> {
     const runtime = this.#runtime;
-    const [ids, counts, workers] = await Promise.all([
-      runtime.redis.zrange(runtime.keys.sessions, 0, -1),
-      runtime.queue.queue.getJobCounts(...QUEUE_STATES),
-      runtime.workers(),
-    ]);
-    for (const state of QUEUE_STATES) this.#queueJobs.set({ state }, counts[state] ?? 0);
+    const lk = lifecycleKeys(runtime.keys);
     const now = Date.now();
+    // Only what changed since the last refresh is read (the `changed` index, kept by the workers'
+    // index writes), and the counts by state are the per-state sets' sizes: the cost follows the
+    // activity, not the number of sessions stored.
+    const since = this.#since ?? now - CHANGED_WINDOW_MS;
+    const pipeline = runtime.redis.pipeline();
+    for (const state of INDEXED_STATES) pipeline.zcard(lk.byState(state));
+    pipeline.zrangebyscore(lk.changed, since, '+inf');
+    const [replies, counts, workers] = await Promise.all([pipeline.exec(), runtime.queue.queue.getJobCounts(...QUEUE_STATES), runtime.workers()]);
+    const reply = (i: number): unknown => {
+      const [error, value] = replies?.[i] ?? [null, null];
+      if (error !== null) throw error;
+      return value;
+    };
+    for (const state of QUEUE_STATES) this.#queueJobs.set({ state }, counts[state] ?? 0);
     this.#workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
-
-    // One read of each session's meta gives both its state (for the gauge) and whether it changed.
-    const byState = new Map<string, number>(SESSION_STATES.map((s) => [s, 0]));
-    for (let i = 0; i < ids.length; i += this.#concurrency) {
-      const states = await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
-      for (const state of states) if (state !== null) byState.set(state, (byState.get(state) ?? 0) + 1);
-    }
     this.#sessions.reset();
-    for (const [state, n] of byState) this.#sessions.set({ state }, n);
+    INDEXED_STATES.forEach((state, i) => this.#sessions.set({ state }, Number(reply(i))));
+
+    const ids = reply(INDEXED_STATES.length) as string[];
+    for (let i = 0; i < ids.length; i += this.#concurrency) {
+      await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
+    }
+    // Index writes trail the sessions' own by a tick, and clocks of hosts differ: look a little back next time.
+    this.#since = now - CHANGED_MARGIN_MS;
+    for (const [id, seen] of this.#seen) if (seen.observedAt < now - CHANGED_WINDOW_MS) this.#seen.delete(id);
   }
 
   /** Counts what changed in the session since the last refresh; returns its state (null: gone). */
   async #observe(sessionId: string): Promise<string | null> {
     const meta = await this.#runtime.store.meta(sessionId);
-    if (meta === null) return null;
+    if (meta === null) {
+      this.#seen.delete(sessionId);
+      return null;
+    }
     const state = meta.state ?? 'queued';
     const version = `${meta.updatedAt ?? meta.createdAt ?? ''}|${meta.state ?? ''}`;
     const seen = this.#seen.get(sessionId);
-    if (seen !== undefined && seen.version === version) return state;
+    if (seen !== undefined && seen.version === version) {
+      seen.observedAt = Date.now();
+      return state;
+    }
     const view = await this.#runtime.getSession(sessionId);
     if (view !== null) this.#seen.set(sessionId, this.#count(view, version, seen));
     return state;
@@ -172,8 +197,8 @@ export class RuntimeMetrics {
     const turn = view.context?.turn ?? null;
     const seen: Seen =
       previous !== undefined && turn !== null && previous.turn === turn.index
-        ? { ...previous, version }
-        : { version, turn: turn?.index ?? 0, attempts: new Set(), turnCounted: false, historyAt: previous?.historyAt ?? 0 };
+        ? { ...previous, version, observedAt: Date.now() }
+        : { version, turn: turn?.index ?? 0, attempts: new Set(), turnCounted: false, historyAt: previous?.historyAt ?? 0, observedAt: Date.now() };
     if (turn !== null) {
       for (const a of turn.attempts) {
         if (a.outcome === null || seen.attempts.has(a.attempt)) continue;

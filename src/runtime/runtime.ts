@@ -13,6 +13,13 @@ import { parseEntry, SessionStore, type StoredMessage } from './store/session-st
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { admitTurn, deploymentPolicy } from './deployment-policy.ts';
 import { DEFAULT_AGENT, TurnOptionsSchema } from './turn-options.ts';
+import { parseDuration } from '../config/duration.ts';
+import { ConflictError, QuotaError } from './lifecycle/errors.ts';
+import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
+import { removeSession } from './lifecycle/remove.ts';
+import { lifecycleKeys } from './lifecycle/keys.ts';
+import { exportSession, importSession } from './lifecycle/transfer.ts';
+import { CursorError, listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 
 /** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
 export class InputError extends Error {
@@ -28,12 +35,21 @@ export class NotFoundError extends Error {
   override readonly name = 'NotFoundError';
 }
 
+/** KEYS: meta. ARGV: policyJson. → 1 set | 0 no such session, or one being deleted. */
+const SET_POLICY = `
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'policy', ARGV[1])
+return 1
+`;
+
 export const EnqueueRequestSchema = z.strictObject({
   sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-, and not . or ..').optional(),
   // Its maximum length is the deployment policy's (maxPromptChars).
   prompt: z.string().refine((p) => p.trim() !== '', 'must not be empty'),
   options: TurnOptionsSchema.optional(),
   retryPolicy: z.record(z.string(), z.unknown()).optional(),
+  /** How long the session is kept once finished (a duration, `0`: forever), within the deployment's maximum. */
+  retention: z.union([z.string(), z.number().int().nonnegative()]).optional(),
 });
 export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
 
@@ -69,6 +85,8 @@ export interface RuntimeOptions {
   prefix?: string;
   /** What callers may choose (src/policy); default: the default policy with this process's cwd as the workspace. */
   policy?: DeploymentPolicy;
+  /** The deployment's retention and quotas (defaults: LIFECYCLE_DEFAULTS). */
+  limits?: Partial<LifecycleLimits>;
 }
 
 /**
@@ -87,20 +105,26 @@ export class Runtime {
   readonly #connect: (role: string) => Redis;
   readonly #extra: Redis[] = [];
   #hub: MessageHub | null = null;
+  readonly limits: LifecycleLimits;
 
   constructor(options: RuntimeOptions) {
     this.keys = createKeys(options.prefix ?? 'sessiond');
     this.#connect = options.connect;
     this.#policy = options.policy ?? deploymentPolicy();
     this.redis = options.connect('runtime');
-    this.store = new SessionStore(this.redis, this.keys);
+    this.limits = { ...LIFECYCLE_DEFAULTS, ...options.limits };
+    this.store = new SessionStore(this.redis, this.keys, { retentionMs: this.limits.retentionMs });
     this.queue = createSessionQueue(options.connect('runtime-queue'), this.keys);
     this.policies = new PolicyStore(this.redis, this.keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
     this.#bus = new EventBus(this.redis, this.redis, this.keys);
   }
 
-  async enqueue(input: unknown): Promise<{ sessionId: string; turn: number; created: boolean }> {
+  /**
+   * Adds a prompt (creating the session unless `mustExist`). Refused with nothing written: InputError
+   * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
+   */
+  async enqueue(input: unknown, how: { mustExist?: boolean } = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
     const parsed = EnqueueRequestSchema.safeParse(input);
     if (!parsed.success) throw new InputError(zodIssues(parsed.error));
     const request = parsed.data;
@@ -110,6 +134,7 @@ export class Runtime {
       if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
       policyJson = JSON.stringify(policy.policy);
     }
+    const retentionMs = request.retention === undefined ? undefined : this.#retention(request.retention);
     const options = request.options ?? {};
     // The deployment's policy before anything is written; the worker checks the stored request again.
     const admitted = await admitTurn(this.#policy, options, request.prompt);
@@ -118,9 +143,21 @@ export class Runtime {
     const create = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
-    const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId);
+    const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId, {
+      ...(how.mustExist === true ? { mustExist: true } : {}),
+      maxQueued: this.limits.maxQueuedPrompts,
+      maxLog: this.limits.maxLogMessages,
+      ...(retentionMs === undefined ? {} : { retentionMs }),
+    });
+    if (!result.ok) {
+      if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
+      if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);
+      if (result.reason === 'queue_full') throw new QuotaError('maxQueuedPrompts', result.limit, `session "${sessionId}" already has ${result.count} prompts waiting (maxQueuedPrompts ${result.limit}): the prompt was not stored`);
+      throw new QuotaError('maxLogMessages', result.limit, `session "${sessionId}" has ${result.count} messages stored, its message log is full (maxLogMessages ${result.limit}): the prompt was not stored`);
+    }
     const writes: Array<Promise<unknown>> = [];
-    if (result.created || result.jobId !== null) writes.push(this.store.index(sessionId, { created: result.created, ...(result.jobId !== null ? { activation: 'add' as const } : {}) }));
+    // Listed when new; active again, so not expiring (a revived session's clock restarts when it finishes).
+    writes.push(this.store.index(sessionId, { ...(result.created ? { created: true, state: 'queued' } : { touch: true }), expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) }));
     if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId));
     await Promise.all(writes);
     // A new activation means nobody holds the session: there is no one to tell.
@@ -131,6 +168,33 @@ export class Runtime {
   /** What callers of this deployment may choose. */
   get deploymentPolicy(): DeploymentPolicy {
     return this.#policy;
+  }
+
+  /** A caller's retention for a session, in ms (0: forever), within the deployment's maximum. */
+  #retention(value: string | number): number {
+    const parsed = typeof value === 'number' ? { ok: true as const, ms: value } : parseDuration(value);
+    if (!parsed.ok) throw new InputError([{ field: 'retention', message: parsed.message }]);
+    const max = this.limits.maxRetentionMs;
+    if (max > 0 && (parsed.ms === 0 || parsed.ms > max)) throw new InputError([{ field: 'retention', message: `must be at most ${max} ms (the deployment's maximum retention)${parsed.ms === 0 ? '; 0 (forever) is not allowed' : ''}` }]);
+    return parsed.ms;
+  }
+
+  /**
+   * Deletes a session fleet-wide: without `force` only a finished one (else ConflictError); with
+   * `force` a running turn is cancelled first (its process tree gone). Deleting again within the
+   * hour is not an error (`already: true`); an id never seen is a NotFoundError.
+   */
+  async deleteSession(sessionId: string, options: { force?: boolean; waitMs?: number } = {}): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> {
+    checkSessionId(sessionId);
+    const result = await removeSession(
+      { redis: this.redis, keys: this.keys, queue: this.queue, publish: (event) => this.#bus.publish(event) },
+      sessionId,
+      { mode: options.force === true ? 'force' : 'finished', tombstoneMs: 3_600_000, ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }) },
+    );
+    if (result.outcome === 'unknown') throw new NotFoundError(`unknown session "${sessionId}"`);
+    if (result.outcome === 'active') throw new ConflictError(`session "${sessionId}" is active (state ${result.state}, or prompts waiting): cancel its turn first, or delete with force`);
+    if (result.outcome === 'removed') return { sessionId, deleted: true, cancelled: result.cancelled };
+    return { sessionId, deleted: false, cancelled: false };
   }
 
   /** Cancels the session's current turn, wherever it runs. Throws NotFoundError for an unknown session. */
@@ -174,11 +238,37 @@ export class Runtime {
     };
   }
 
-  /** The newest `limit` sessions (default 1000), with their state as each one's own record says it; optionally only those in `state`. */
+  /** The newest `limit` sessions (default 1000), optionally only those in `state` (served by the state's index). */
   async listSessions(filter: { state?: string; limit?: number } = {}): Promise<Array<{ sessionId: string; state: string }>> {
-    const ids = await this.redis.zrevrange(this.keys.sessions, 0, Math.max(0, (filter.limit ?? 1000) - 1));
-    const states = await this.sessionStates(ids);
-    return ids.map((sessionId) => ({ sessionId, state: states[sessionId] ?? 'queued' })).filter((s) => filter.state === undefined || s.state === filter.state);
+    return (await this.listPage({ ...filter, limit: filter.limit ?? 1000 })).sessions;
+  }
+
+  /** A page of sessions, newest first, from `cursor` (the `next` of the previous page); InputError for a bad cursor. */
+  async listPage(filter: ListFilter = {}): Promise<ListPage> {
+    try {
+      return await listPage(this.redis, this.keys, filter);
+    } catch (error) {
+      if (error instanceof CursorError) throw new InputError([{ field: 'cursor', message: error.message }]);
+      throw error;
+    }
+  }
+
+  /** The session as a versioned JSON-lines archive (see lifecycle/archive.ts). NotFoundError for an unknown id. */
+  async exportSession(sessionId: string): Promise<string> {
+    checkSessionId(sessionId);
+    const archive = await exportSession(this.redis, this.keys, sessionId);
+    if (archive === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    return archive;
+  }
+
+  /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
+  async importSession(text: string, options: { as?: string } = {}): Promise<{ sessionId: string; messages: number; state: string }> {
+    return importSession(this.store, this.queue, text, options);
+  }
+
+  /** A number that changes whenever anything shown in the listing changes (for ETags). */
+  async listingVersion(): Promise<string> {
+    return (await this.redis.get(lifecycleKeys(this.keys).version)) ?? '0';
   }
 
   /** Each session's state as its own record says it (written in the same fenced script as its snapshot), in one pipeline; null for an unknown id. */
@@ -248,7 +338,9 @@ export class Runtime {
     const { policy } = await this.getPolicy(sessionId);
     const result = mergeRetryPolicy(policy, patch);
     if (result.ok) {
-      await this.redis.hset(this.store.key(sessionId, 'meta'), 'policy', JSON.stringify(result.policy));
+      // Only into a session that still exists and is not being deleted (a bare HSET after a delete would leave half a session).
+      const set = await this.redis.eval(SET_POLICY, 1, this.store.key(sessionId, 'meta'), JSON.stringify(result.policy));
+      if (set === 0) throw new NotFoundError(`unknown session "${sessionId}"`);
       await this.#bus.publish({ sessionId, kind: 'policy' });
     }
     return result;

@@ -13,6 +13,7 @@ import { PolicyStore } from './policy-store.ts';
 import { ACTIVATION_JOB, parseJobData, reconcileActivations, type SessionQueue } from './queue.ts';
 import { SharedSessionMachine } from './shared-machine.ts';
 import { SessionStore } from './store/session-store.ts';
+import { sweep } from './lifecycle/sweeper.ts';
 
 export interface WorkerOptions {
   /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
@@ -31,6 +32,14 @@ export interface WorkerOptions {
   policy?: DeploymentPolicy;
   /** Ceilings of each attempt's cgroup, where the host has cgroup containment. */
   limits?: AttemptLimits;
+  /** Finished sessions are removed this long after they finished (0: kept forever). Default 0. */
+  retentionMs?: number;
+  /** How often the lifecycle sweeper runs (retention, removals cut short). Default 10 s. */
+  sweepIntervalMs?: number;
+  /** A removal on record this long was cut short: the sweeper finishes it. Default 60 s. */
+  sweepResumeAfterMs?: number;
+  /** Messages one session's log may hold; the turn that reaches it ends failed (`quota`). 0: no limit. */
+  maxLogMessages?: number;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -71,7 +80,7 @@ export class SessionWorker {
     this.#policy = options.policy ?? deploymentPolicy();
     this.#redis = options.connect('worker');
     this.#subscriber = options.connect('worker-events');
-    this.#store = new SessionStore(this.#redis, options.keys);
+    this.#store = new SessionStore(this.#redis, options.keys, { retentionMs: options.retentionMs ?? 0 });
     this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
     this.#policies = new PolicyStore(this.#redis, options.keys);
   }
@@ -89,6 +98,8 @@ export class SessionWorker {
     if (reaped.reaped > 0) log('warn', 'killed agent processes left by a dead worker', reaped);
     await this.#bus.start();
     this.#bus.on('*', (event) => {
+      // A session being deleted: stop its turn now (the process tree gone) and let go.
+      if (event.kind === 'delete') this.#active.get(event.sessionId)?.interrupt();
       if (event.kind !== 'policy') return;
       this.#policies.invalidate();
       for (const session of this.#active.values()) session.refreshPolicy();
@@ -97,6 +108,19 @@ export class SessionWorker {
     this.#timers.push(setInterval(() => void this.#heartbeat().catch(() => undefined), this.#options.heartbeatMs));
     this.#timers.push(
       setInterval(() => void reconcileActivations(this.#store, this.#options.queue).catch(() => undefined), Math.max(5_000, this.#options.leaseTtlMs)),
+    );
+    const lifecycle = { redis: this.#redis, keys: this.#options.keys, queue: this.#options.queue, publish: (event: Parameters<EventBus['publish']>[0]) => this.#bus.publish(event) };
+    this.#timers.push(
+      setInterval(
+        () =>
+          void sweep(lifecycle, { retentionMs: this.#options.retentionMs ?? 0, ...(this.#options.sweepResumeAfterMs === undefined ? {} : { resumeAfterMs: this.#options.sweepResumeAfterMs }) }).then(
+            (r) => {
+              if (r.expired + r.resumed > 0) log('info', 'lifecycle sweep', { expired: r.expired, resumed: r.resumed });
+            },
+            () => undefined,
+          ),
+        this.#options.sweepIntervalMs ?? 10_000,
+      ),
     );
     this.#worker = new Worker(this.#options.queue.name, (job: Job, token?: string, signal?: AbortSignal) => this.#process(job, token, signal), {
       connection: this.#options.connect('worker-bullmq'),
@@ -181,6 +205,7 @@ export class SessionWorker {
           pollMs: this.#options.pollMs,
           policy: this.#policy,
           ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
+          ...(this.#options.maxLogMessages === undefined ? {} : { maxLogMessages: this.#options.maxLogMessages }),
         },
         globalPolicy: () => this.#policies.get(),
         loaded: lease.loaded,

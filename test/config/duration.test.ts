@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { formatDuration, parseDuration } from '../../src/config/duration.ts';
 
-const EXPECTED = 'expected a number with a unit ms, s, m or h (e.g. 500ms, 2s, 1.5m, 1h) or a whole number of milliseconds';
+const EXPECTED = 'expected a number with a unit ms, s, m, h or d (e.g. 500ms, 2s, 1.5m, 1h, 30d) or a whole number of milliseconds';
 
 describe('parseDuration', () => {
   it.each([
@@ -10,6 +10,7 @@ describe('parseDuration', () => {
     ['2s', 2000],
     ['1m', 60_000],
     ['1h', 3_600_000],
+    ['30d', 2_592_000_000],
     ['1.5s', 1500],
     ['1.1s', 1100],
     ['0.001s', 1],
@@ -31,7 +32,7 @@ describe('parseDuration', () => {
     ['abc', `invalid duration "abc": ${EXPECTED}`],
     ['5 s', `invalid duration "5 s": ${EXPECTED}`],
     ['1m30s', `invalid duration "1m30s": ${EXPECTED}`],
-    ['2d', `invalid duration "2d": ${EXPECTED}`],
+    ['2w', `invalid duration "2w": ${EXPECTED}`],
     ['2S', `invalid duration "2S": ${EXPECTED}`],
     ['.5s', `invalid duration ".5s": ${EXPECTED}`],
     ['5.s', `invalid duration "5.s": ${EXPECTED}`],

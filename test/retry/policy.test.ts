@@ -11,7 +11,7 @@ import {
 import { policyWith, validPolicyArb } from './fixtures.ts';
 
 const CATEGORY_RULE =
-  'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, unknown';
+  'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, quota, unknown';
 const JITTER_RULE = "must be 'none', 'full', 'equal' or a number from 0 to 1";
 const KNOWN_FIELDS =
   'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs';

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKeys } from '../../src/runtime/keys.ts';
+import { indexScriptKeys } from '../../src/runtime/lifecycle/keys.ts';
 import { createRedis } from '../../src/runtime/redis/index.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { IndexBatcher, mergeUpdates } from '../../src/runtime/store/fleet-index.ts';
@@ -41,10 +42,11 @@ describe('the fleet index (list by state, the reconciler’s activations) on a r
 
   it('many sessions’ updates in one tick go in one script call, and all land', async () => {
     const sent: string[][] = [];
-    const { sessions, activations } = store.keys;
+    const { activations } = store.keys;
+    const index = indexScriptKeys(store.keys);
     const batcher = new IndexBatcher(async (args) => {
       sent.push(args);
-      await redis.eval(INDEX, 2, sessions, activations, ...args);
+      await redis.eval(INDEX, index.keys.length, ...index.keys, index.states, ...args);
     });
     const ids = Array.from({ length: 20 }, (_, i) => `s-batch-${i}`);
     for (const id of ids) batcher.add(id, { created: true, activation: 'add', at: 5_000 });
@@ -76,7 +78,7 @@ describe('IndexBatcher', () => {
     batcher.add('a', { activation: 'end', at: at + 5 });
     batcher.add('b', { activation: 'end', at });
     await batcher.flush();
-    expect(sent).toEqual([['a', '1', 'end', String(at + 5), 'b', '', 'end', String(at)]]);
+    expect(sent).toEqual([['a', '1', 'end', String(at + 5), '', '', 'b', '', 'end', String(at), '', '']]);
   });
 
   it('merging keeps the latest activation change with its own time', () => {

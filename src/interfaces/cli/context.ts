@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { loadConfig, type Config } from '../../config/config.ts';
+import { lifecycleLimits, loadConfig, type Config } from '../../config/config.ts';
 import { createRedis, ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { deploymentPolicy } from '../../runtime/deployment-policy.ts';
@@ -56,7 +56,7 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
     redis.once('end', () => made.delete(redis));
     return redis;
   };
-  const runtime = new Runtime({ connect, prefix: config.prefix, policy });
+  const runtime = new Runtime({ connect, prefix: config.prefix, policy, limits: lifecycleLimits(config) });
   try {
     await runtime.redis.ping();
   } catch (error) {

@@ -14,8 +14,9 @@ export const ExitCode = {
 export const EXIT_CODES_HELP = `
 Exit codes:
   0    success (for normalize: the input was read, whatever the run's outcome)
-  1    the attempt or turn failed (category and reason on stderr)
-  2    bad arguments or unreadable input
+  1    the attempt or turn failed (category and reason on stderr); a request the
+       session's state or a quota refuses (delete without --force, import over an id)
+  2    bad arguments or unreadable input (an archive import refuses)
   3    unknown session id
   130  cancelled with Ctrl+C, after the agent's whole process tree is gone
 `;

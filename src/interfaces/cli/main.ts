@@ -7,6 +7,8 @@ import { registerWatch } from './commands/watch.ts';
 import { registerInspect } from './commands/inspect.ts';
 import { registerList } from './commands/list.ts';
 import { registerCancel } from './commands/cancel.ts';
+import { registerDelete } from './commands/delete.ts';
+import { registerTransfer } from './commands/transfer.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
 import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
@@ -30,6 +32,8 @@ export function buildProgram(): Command {
   registerInspect(program);
   registerList(program);
   registerCancel(program);
+  registerDelete(program);
+  registerTransfer(program);
   registerRetryPolicy(program);
   registerPolicy(program);
   registerAgents(program);

@@ -7,6 +7,7 @@ import { summarize } from '../../runtime/inspect.ts';
 import { SESSION_ID_PATTERN } from '../../runtime/keys.ts';
 import { RuntimeMetrics } from '../../runtime/metrics.ts';
 import { InputError, NotFoundError, type Runtime, type SessionView } from '../../runtime/runtime.ts';
+import { ConflictError, QuotaError } from '../../runtime/lifecycle/errors.ts';
 import type { Logger } from '../log.ts';
 import { registerDashboard } from '../web/routes.ts';
 import { mountBullBoard } from '../web/bull-board.ts';
@@ -15,7 +16,7 @@ import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError, readJson, validate } from './body.ts';
 import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
-import { CancelBody, CreateSessionBody, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
+import { CancelBody, CreateSessionBody, DeleteQuery, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
 
 export interface AppOptions {
   runtime: Runtime;
@@ -72,6 +73,8 @@ export function createApp(options: AppOptions): Hono {
     if (error instanceof HttpError) return c.json({ error: error.message, ...(error.issues === undefined ? {} : { issues: error.issues }) }, error.status);
     if (error instanceof InputError) return c.json({ error: 'invalid request', issues: error.issues }, 400);
     if (error instanceof NotFoundError) return c.json({ error: error.message }, 404);
+    if (error instanceof ConflictError) return c.json({ error: error.message }, 409);
+    if (error instanceof QuotaError) return c.json({ error: error.message, limit: error.limit, max: error.max }, error.status);
     logger.error({ method: c.req.method, path: c.req.path, error: error.message }, 'request failed');
     return c.json({ error: 'internal error' }, 500);
   });
@@ -113,9 +116,12 @@ export function createApp(options: AppOptions): Hono {
   // ---- sessions ---------------------------------------------------------------------------
   app.get('/api/sessions', async (c) => {
     const query = validate(ListQuery, c.req.query());
-    const list = await runtime.listSessions({ ...(query.state === undefined ? {} : { state: query.state }), limit: query.limit ?? 100 });
-    const views = await Promise.all(list.map((s) => runtime.getSession(s.sessionId)));
-    return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem) });
+    // Nothing shown in the listing changed since the caller's copy: 304, without reading a session.
+    const etag = `W/"${await runtime.listingVersion()}.${Buffer.from(new URL(c.req.url).search, 'utf8').toString('base64url')}"`;
+    if (c.req.header('if-none-match') === etag) return c.body(null, 304, { ETag: etag });
+    const page = await runtime.listPage({ ...(query.state === undefined ? {} : { state: query.state }), ...(query.cursor === undefined ? {} : { cursor: query.cursor }), limit: query.limit ?? 100 });
+    const views = await Promise.all(page.sessions.map((s) => runtime.getSession(s.sessionId)));
+    return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next }, 200, { ETag: etag });
   });
   app.post('/api/sessions', async (c) => {
     const body = validate(CreateSessionBody, await readJson(c));
@@ -134,8 +140,23 @@ export function createApp(options: AppOptions): Hono {
     const id = c.req.param('id');
     const body = validate(PromptBody, await readJson(c));
     await sessionOr404(runtime, id);
-    const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id });
+    const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id }, { mustExist: true });
     return c.json({ sessionId, turn }, 202);
+  });
+  app.get('/api/sessions/:id/export', async (c) => {
+    const id = c.req.param('id');
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const archive = await runtime.exportSession(id);
+    return c.body(archive, 200, { 'Content-Type': 'application/x-ndjson; charset=utf-8', 'Content-Disposition': `attachment; filename="${id}.sessiond.jsonl"` });
+  });
+  // Deletes the session fleet-wide (a running turn is cancelled first with ?force=true). To be admin-scoped with scoped tokens.
+  app.delete('/api/sessions/:id', async (c) => {
+    const id = c.req.param('id');
+    const query = validate(DeleteQuery, c.req.query());
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const result = await runtime.deleteSession(id, { force: query.force === true });
+    logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
+    return c.json(result, 200);
   });
   app.post('/api/sessions/:id/cancel', async (c) => {
     const id = c.req.param('id');

@@ -124,8 +124,10 @@ function build(): Json {
           parameters: [
             { name: 'state', in: 'query', schema: { type: 'string', enum: SESSION_STATES } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+            { name: 'cursor', in: 'query', description: 'the `next` of the previous page', schema: { type: 'string' } },
+            { name: 'If-None-Match', in: 'header', description: 'the `ETag` of an earlier answer: 304 when nothing in the listing changed', schema: { type: 'string' } },
           ],
-          responses: { '200': json(ref('SessionList'), 'the sessions'), '400': invalid() },
+          responses: { '200': json(ref('SessionList'), 'the sessions (an `ETag` header; `next`: the cursor of the next page, null on the last)'), '304': { description: 'nothing in the listing changed since that ETag' }, '400': invalid() },
         },
         post: {
           operationId: 'createSession',
@@ -150,6 +152,31 @@ function build(): Json {
           parameters: [idParam],
           responses: { '200': json(ref('SessionDetail'), 'the session'), '404': error('unknown session') },
         },
+        delete: {
+          operationId: 'deleteSession',
+          tags: ['sessions'],
+          summary: 'Delete a session fleet-wide: every key, its message log, agent state, activation job and index entries',
+          description: 'Without `force`, only a finished session (nothing running, waiting, backing off or queued); with `force=true` a running turn is cancelled first (its process tree gone). Deleting again within the hour answers `deleted: false`.',
+          ...ADMIN,
+          parameters: [idParam, { name: 'force', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] } }],
+          responses: {
+            '200': json({ type: 'object', required: ['sessionId', 'deleted', 'cancelled'], properties: { sessionId: { type: 'string' }, deleted: { type: 'boolean' }, cancelled: { type: 'boolean' } } }, 'deleted (deleted: false when it already was)'),
+            '400': invalid(),
+            '404': error('unknown session'),
+            '409': error('the session is active and force was not given'),
+            ...mutatingErrors,
+          },
+        },
+      },
+      '/api/sessions/{id}/export': {
+        get: {
+          operationId: 'exportSession',
+          tags: ['sessions'],
+          summary: 'The session as a versioned JSON-lines archive (header, meta, snapshot, history, every message, agent state, queued prompts, end) for `sessiond import`',
+          ...READ,
+          parameters: [idParam],
+          responses: { '200': { description: 'the archive', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, '404': error('unknown session'), '409': error('the session is being deleted') },
+        },
       },
       '/api/sessions/{id}/prompts': {
         post: {
@@ -159,7 +186,14 @@ function build(): Json {
           ...WRITE,
           parameters: [idParam],
           requestBody: body('addPrompt', schemaOf(PromptBody)),
-          responses: { '202': json(ref('Enqueued'), 'queued as the next turn'), '400': invalid(), '404': error('unknown session'), ...mutatingErrors },
+          responses: {
+            '202': json(ref('Enqueued'), 'queued as the next turn'),
+            '400': invalid(),
+            '404': error('unknown session'),
+            '409': error('the session is being deleted, or its message log is full (`limit`: maxLogMessages): the prompt was not stored'),
+            '429': error('too many prompts waiting (`limit`: maxQueuedPrompts): the prompt was not stored'),
+            ...mutatingErrors,
+          },
         },
       },
       '/api/sessions/{id}/cancel': {
@@ -377,8 +411,9 @@ function build(): Json {
         },
         SessionList: {
           type: 'object',
-          required: ['sessions'],
+          required: ['sessions', 'next'],
           properties: {
+            next: { type: ['string', 'null'], description: 'the cursor of the next page (`?cursor=`), null on the last page' },
             sessions: {
               type: 'array',
               items: {

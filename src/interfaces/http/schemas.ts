@@ -28,6 +28,12 @@ const queryInt = (min: number, max: number) =>
 export const ListQuery = z.object({
   state: z.enum(SESSION_STATES as [string, ...string[]], { error: `must be one of ${SESSION_STATES.join(', ')}` }).optional(),
   limit: queryInt(1, 1000).optional(),
+  cursor: z.string().max(1000, 'must be the `next` of an earlier page').optional(),
+});
+
+/** `DELETE /api/sessions/:id?force=true`. */
+export const DeleteQuery = z.object({
+  force: z.enum(['true', 'false', '1', '0'], { error: 'must be true or false' }).transform((v) => v === 'true' || v === '1').optional(),
 });
 
 export const MessagesQuery = z.object({

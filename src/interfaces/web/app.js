@@ -307,10 +307,21 @@ function homePage(main) {
     ),
   );
 
+  // The list is fetched with the ETag of the last answer: when nothing changed the server answers 304
+  // without reading a session, and the table is drawn again from the copy (its relative times move on).
+  let listCopy = null;
   async function refresh() {
-    const all = await api('GET', '/api/sessions?limit=200');
-    if (!all.ok) return;
-    const sessions = all.data.sessions;
+    const headers = { Accept: 'application/json', ...(listCopy ? { 'If-None-Match': listCopy.etag } : {}) };
+    const response = await fetch('/api/sessions?limit=200', { headers, cache: 'no-store' }).catch(() => null);
+    if (response === null) return;
+    if (response.status !== 304) {
+      if (!response.ok) return;
+      const data = await response.json().catch(() => null);
+      if (data === null) return;
+      listCopy = { etag: response.headers.get('ETag') ?? '', sessions: data.sessions };
+    }
+    if (listCopy === null) return;
+    const sessions = listCopy.sessions;
     const counts = new Map();
     for (const s of sessions) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
     // Re-rendered only when the counts or the filter change, so a click never lands on a replaced button.
@@ -358,6 +369,7 @@ function sessionPage(main, sessionId) {
   const stateEl = h('span', { 'data-testid': 'session-state' });
   const cancelButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'cancel', onclick: cancel }, 'Cancel turn');
   const cancelNote = h('span', { class: 'muted', 'data-testid': 'cancel-note' });
+  const deleteButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove }, 'Delete session');
   const chartBox = h('div', { class: 'chart', 'data-testid': 'chart' }, h('p', { class: 'muted' }, 'Loading the statechart…'));
   const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
   const timelineTitle = h('span', { class: 'muted' });
@@ -384,7 +396,7 @@ function sessionPage(main, sessionId) {
   const policy = policyEditor({ path: `/api/sessions/${enc}/retry-policy`, title: 'Retry policy of this session', allowReset: 'Follow the global policy' });
 
   fill(main, 
-    h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, can('write') ? cancelButton : null)),
+    h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, can('write') ? cancelButton : null, can('admin') ? deleteButton : null)),
     h('section', { class: 'panel' }, h('h2', {}, 'Statechart ', h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)')), chartBox),
     h('div', { class: 'grid' },
       h('div', {},
@@ -417,6 +429,16 @@ function sessionPage(main, sessionId) {
     cancelButton.disabled = true;
     const result = await api('POST', `/api/sessions/${enc}/cancel`, { reason: 'cancelled from the dashboard' });
     cancelNote.textContent = result.ok ? `cancel sent (${result.data.delivered})` : (result.data?.error ?? `cancel failed (HTTP ${result.status})`);
+  }
+
+  // Deletes the session everywhere (a running turn is cancelled first), after the operator confirms.
+  async function remove() {
+    if (!window.confirm(`Delete session ${sessionId}? Its messages and agent state are removed everywhere; a running turn is cancelled first.`)) return;
+    deleteButton.disabled = true;
+    const result = await api('DELETE', `/api/sessions/${enc}?force=true`);
+    if (result.ok) return navigate('/');
+    deleteButton.disabled = false;
+    cancelNote.textContent = result.data?.error ?? `delete failed (HTTP ${result.status})`;
   }
 
   async function refresh() {

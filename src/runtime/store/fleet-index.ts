@@ -4,20 +4,35 @@ export interface IndexUpdate {
   created?: boolean;
   /** Its activation was added, or ended (at `at`). */
   activation?: 'add' | 'end';
+  /** Its machine state changed (the listing by state and the counts follow). */
+  state?: string;
+  /** It finished and expires at this time (ms), or it is active again ('remove'). */
+  expireAt?: number | 'remove';
+  /** Something shown in the listing changed (its queued prompts…). */
+  touch?: boolean;
   at: number;
 }
 
-/** INDEX's four arguments for one update. */
+/** INDEX's arguments per update (see INDEX in scripts.ts). */
+export const INDEX_ARITY = 6;
+
+/** INDEX's arguments for one update. */
 export function indexArgs(sessionId: string, update: IndexUpdate): string[] {
-  return [sessionId, update.created === true ? '1' : '', update.activation ?? '', String(update.at)];
+  const state = update.state ?? '';
+  return [sessionId, update.created === true ? '1' : '', update.activation ?? '', String(update.at), update.expireAt === undefined ? '' : String(update.expireAt), update.touch === true && state === '' ? 't' : state];
 }
 
 /** Two updates of one session as one: the later activation change, with its own time (an `end` removes only activations added before it). */
 export function mergeUpdates(first: IndexUpdate, later: IndexUpdate): IndexUpdate {
   const timed = later.activation !== undefined ? later : first.activation !== undefined ? first : later;
+  const state = later.state ?? first.state;
+  const expireAt = later.expireAt ?? first.expireAt;
   return {
     ...(first.created === true || later.created === true ? { created: true } : {}),
     ...(timed.activation === undefined ? {} : { activation: timed.activation }),
+    ...(state === undefined ? {} : { state }),
+    ...(expireAt === undefined ? {} : { expireAt }),
+    ...(first.touch === true || later.touch === true ? { touch: true } : {}),
     at: timed.at,
   };
 }

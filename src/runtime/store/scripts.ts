@@ -5,16 +5,42 @@
  * whose lease was taken over (a stale token) writes nothing.
  */
 
-/** KEYS: meta, inbox, active. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId. → {turn, created, jobId|''} */
+/**
+ * KEYS: meta, inbox, active, snapshot, seq. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
+ * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|''.
+ * → {turn, created, jobId|''} | {-1} unknown session (mustExist) | {-2} being deleted
+ *   | {-3, limit, queued} too many prompts waiting | {-4, limit, stored} message log full. Refused: nothing written.
+ */
 export const ENQUEUE = `
 local created = 0
 if redis.call('EXISTS', KEYS[1]) == 0 then
+  if ARGV[7] == '1' then return {-1} end
   local fields = cjson.decode(ARGV[3])
   redis.call('HSET', KEYS[1], 'sessionId', ARGV[1], 'createdAt', ARGV[2], 'updatedAt', ARGV[2], 'state', 'queued', 'prompts', 0)
   for k, v in pairs(fields) do redis.call('HSET', KEYS[1], k, v) end
   created = 1
+else
+  if redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then return {-2} end
+  local maxQueued = tonumber(ARGV[8])
+  if maxQueued > 0 then
+    -- Waiting = enqueued − taken into a turn (the snapshot's turnIndex; the turn running is not waiting).
+    local taken = 0
+    local raw = redis.call('GET', KEYS[4])
+    if raw then
+      local ok, decoded = pcall(cjson.decode, raw)
+      if ok and type(decoded) == 'table' and type(decoded.snapshot) == 'table' and type(decoded.snapshot.context) == 'table' then
+        taken = tonumber(decoded.snapshot.context.turnIndex) or 0
+      end
+    end
+    local waiting = tonumber(redis.call('HGET', KEYS[1], 'prompts') or '0') - taken
+    if waiting >= maxQueued then return {-3, maxQueued, waiting} end
+  end
+  local maxLog = tonumber(ARGV[9])
+  local stored = tonumber(redis.call('GET', KEYS[5]) or '0')
+  if maxLog > 0 and stored >= maxLog then return {-4, maxLog, stored} end
 end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'policy', ARGV[5]) end
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'retention', ARGV[10]) end
 local turn = redis.call('HINCRBY', KEYS[1], 'prompts', 1)
 redis.call('RPUSH', KEYS[2], ARGV[4])
 local jobId = ''
@@ -28,10 +54,10 @@ return {turn, created, jobId}
 /**
  * KEYS: lease, fence, meta, snapshot, inbox, cancel. ARGV: workerId, ttlMs.
  * → {1, fence, token, metaFlat, snapshot|false, inbox, cancel|false} (the lease, and what the holder
- *   needs to start, in the same round trip) | {0, pttl, holder} | {-1} (no such session)
+ *   needs to start, in the same round trip) | {0, pttl, holder} | {-1} (no such session, or one being deleted)
  */
 export const ACQUIRE = `
-if redis.call('EXISTS', KEYS[3]) == 0 then return {-1} end
+if redis.call('EXISTS', KEYS[3]) == 0 or redis.call('HEXISTS', KEYS[3], 'deleting') == 1 then return {-1} end
 local holder = redis.call('GET', KEYS[1])
 if holder then return {0, redis.call('PTTL', KEYS[1]), holder} end
 local fence = redis.call('INCR', KEYS[2])
@@ -53,7 +79,8 @@ return 1
  *       historyCount, agentCount, messageCount, writeId|'' (the holder's number for this batch),
  *       release ''|'idle'|'keep', then history JSONs, then agent (field, value) pairs,
  *       then messages as (turn, attempt, type, contentJson) quadruples.
- * → {1, lastSeq, released} | {-1} (stale token: nothing written)
+ * → {1, lastSeq, released, retention} | {-1} (stale token: nothing written); retention: the session's own
+ *   retention (ms, '' for the deployment's), when it was released idle (it finished)
  *
  * A batch whose reply was lost may be sent again (ioredis re-sends unanswered commands after a
  * reconnect; the writer re-sends a batch whose call failed): the meta's `write` field holds the
@@ -111,7 +138,9 @@ if ARGV[11] ~= '' then
   end
   if released == 1 then redis.call('DEL', KEYS[1]) end
 end
-return {1, lastSeq, released}
+local retention = ''
+if released == 1 and ARGV[11] == 'idle' then retention = redis.call('HGET', KEYS[7], 'retention') or '' end
+return {1, lastSeq, released, retention}
 `;
 
 /**
@@ -131,15 +160,31 @@ return {3, ARGV[2]}
 
 /**
  * The fleet-wide indexes (one slot, `{<prefix>}`), kept up to date after the sessions' own writes,
- * for any number of sessions in one call. KEYS: sessions, activations.
- * ARGV: groups of four: sessionId, created ('1': list it), activation ('add' | 'end': its
- * activation ended at `at`, removed unless a newer one was added since | ''), at (ms).
+ * for any number of sessions in one call. KEYS: sessions, activations, finished, states, listing
+ * version, changed (sessionId → when it last changed; the last hour only), then one sorted set per state. ARGV: the states' names (comma-separated, in the order
+ * of their sets), then groups of six: sessionId, created ('1': list it), activation ('add' | 'end': its
+ * activation ended at `at`, removed unless a newer one was added since | ''), at (ms),
+ * expireAt (ms: it finished and expires then | 'remove': active again | ''), state (its name
+ * | 't': only touched | ''; a state without a set is not listed by state).
+ * The listing version goes up once per call that changed anything shown in the listing.
  */
 export const INDEX = `
-for i = 1, #ARGV, 4 do
+local set = {}
+local n = 0
+for name in string.gmatch(ARGV[1], '[^,]+') do
+  n = n + 1
+  set[name] = KEYS[6 + n]
+end
+local changed = false
+local latest = 0
+for i = 2, #ARGV, 6 do
   local id = ARGV[i]
   local at = ARGV[i + 3]
-  if ARGV[i + 1] == '1' then redis.call('ZADD', KEYS[1], at, id) end
+  local touched = false
+  if ARGV[i + 1] == '1' then
+    redis.call('ZADD', KEYS[1], at, id)
+    touched = true
+  end
   local activation = ARGV[i + 2]
   if activation == 'add' then
     redis.call('ZADD', KEYS[2], at, id)
@@ -147,6 +192,34 @@ for i = 1, #ARGV, 4 do
     local score = redis.call('ZSCORE', KEYS[2], id)
     if score and tonumber(score) <= tonumber(at) then redis.call('ZREM', KEYS[2], id) end
   end
+  local expire = ARGV[i + 4]
+  if expire == 'remove' then
+    redis.call('ZREM', KEYS[3], id)
+  elseif expire ~= '' then
+    redis.call('ZADD', KEYS[3], expire, id)
+  end
+  local state = ARGV[i + 5]
+  if state == 't' then
+    touched = true
+  elseif state ~= '' then
+    touched = true
+    local old = redis.call('HGET', KEYS[4], id)
+    if old ~= state and set[state] then
+      if old and set[old] then redis.call('ZREM', set[old], id) end
+      redis.call('HSET', KEYS[4], id, state)
+      local created = redis.call('ZSCORE', KEYS[1], id) or at
+      redis.call('ZADD', set[state], created, id)
+    end
+  end
+  if touched then
+    changed = true
+    redis.call('ZADD', KEYS[6], at, id)
+    if tonumber(at) > latest then latest = tonumber(at) end
+  end
+end
+if changed then
+  redis.call('INCR', KEYS[5])
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', latest - 3600000)
 end
 return 1
 `;

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../keys.ts';
+import { indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
 import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
 
@@ -48,6 +49,25 @@ export interface LoadedSession {
 
 export type AcquireResult = { ok: true; token: string; fence: number; loaded: LoadedSession } | { ok: false; reason: 'busy'; retryInMs: number; holder: string } | { ok: false; reason: 'unknown_session' };
 
+/** What an enqueue may refuse (nothing is written then). */
+export interface EnqueueLimits {
+  /** Refuse an unknown session instead of creating it. */
+  mustExist?: boolean;
+  /** Prompts waiting (not yet taken into a turn) at most; 0: no limit. */
+  maxQueued?: number;
+  /** Messages stored at most; a session whose log is full takes no prompt. 0: no limit. */
+  maxLog?: number;
+  /** The session's own retention (ms, 0: forever), recorded with it. */
+  retentionMs?: number;
+}
+
+export type EnqueueResult =
+  | { ok: true; turn: number; created: boolean; jobId: string | null }
+  | { ok: false; reason: 'unknown_session' }
+  | { ok: false; reason: 'deleting' }
+  | { ok: false; reason: 'queue_full'; limit: number; count: number }
+  | { ok: false; reason: 'log_full'; limit: number; count: number };
+
 export class StaleLeaseError extends Error {
   override readonly name = 'StaleLeaseError';
   constructor(sessionId: string) {
@@ -66,20 +86,23 @@ export class SessionStore {
   readonly keys: Keys;
   /** The fleet-index updates of this store's writes, one script call per tick. */
   readonly #index: IndexBatcher;
+  /** How long a session that finishes is kept (its own `retention` wins); 0: forever. */
+  retentionMs: number;
 
-  constructor(redis: Redis, keys: Keys) {
+  constructor(redis: Redis, keys: Keys, options: { retentionMs?: number } = {}) {
     this.redis = redis;
     this.keys = keys;
+    this.retentionMs = options.retentionMs ?? 0;
     this.#index = new IndexBatcher((args) => this.#sendIndex(args));
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('sessiondEnqueue', 3, ENQUEUE);
+    define('sessiondEnqueue', 5, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
     define('sessiondWrite', 10, WRITE);
     define('sessiondCancel', 4, CANCEL);
-    define('sessiondIndex', 2, INDEX);
+    define('sessiondIndex', indexScriptKeys(keys).keys.length, INDEX);
   }
 
   #script(name: string): ScriptFn {
@@ -92,21 +115,33 @@ export class SessionStore {
     return this.keys.session(sessionId, part);
   }
 
-  async enqueue(sessionId: string, create: Record<string, string>, prompt: InboxPrompt, policyJson: string | null, newJobId: string) {
+  async enqueue(sessionId: string, create: Record<string, string>, prompt: InboxPrompt, policyJson: string | null, newJobId: string, limits: EnqueueLimits = {}): Promise<EnqueueResult> {
     const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
     const promptJson = JSON.stringify(prompt);
-    const [turn, created, jobId] = (await this.#script('sessiondEnqueue')(
+    const r = (await this.#script('sessiondEnqueue')(
       k('meta'),
       k('inbox'),
       k('active'),
+      k('snapshot'),
+      k('seq'),
       sessionId,
       String(prompt.enqueuedAt),
       JSON.stringify(create),
       promptJson,
       policyJson ?? '',
       newJobId,
-    )) as [number, number, string];
-    return { turn, created: created === 1, jobId: jobId === '' ? null : jobId };
+      limits.mustExist === true ? '1' : '',
+      limits.maxQueued ?? 0,
+      limits.maxLog ?? 0,
+      limits.retentionMs === undefined ? '' : limits.retentionMs,
+    )) as Array<number | string>;
+    const code = Number(r[0]);
+    if (code === -1) return { ok: false, reason: 'unknown_session' };
+    if (code === -2) return { ok: false, reason: 'deleting' };
+    if (code === -3) return { ok: false, reason: 'queue_full', limit: Number(r[1]), count: Number(r[2]) };
+    if (code === -4) return { ok: false, reason: 'log_full', limit: Number(r[1]), count: Number(r[2]) };
+    const jobId = String(r[2] ?? '');
+    return { ok: true, turn: code, created: Number(r[1]) === 1, jobId: jobId === '' ? null : jobId };
   }
 
   async acquire(sessionId: string, workerId: string, ttlMs: number): Promise<AcquireResult> {
@@ -157,11 +192,20 @@ export class SessionStore {
       ...agent.flat(),
       ...messages.flatMap((m) => [m.turn, m.attempt, m.type, m.content]),
     ];
-    const r = (await this.#script('sessiondWrite')(...args)) as number[];
+    const r = (await this.#script('sessiondWrite')(...args)) as Array<number | string>;
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
     const released = r[2] === 1 ? 1 : r[2] === 0 ? 0 : null;
-    // The session's activation ended: the reconciler need not watch it any more.
-    if (released === 1 && batch.release === 'idle') this.#index.add(sessionId, { activation: 'end', at: Date.now() });
+    const at = Date.now();
+    if (released === 1 && batch.release === 'idle') {
+      // The session's activation ended (the reconciler need not watch it any more) and it is finished: its retention starts.
+      const own = r[3] === undefined || r[3] === '' ? null : Number(r[3]);
+      const retention = own ?? this.retentionMs;
+      this.#index.add(sessionId, { activation: 'end', expireAt: retention > 0 ? at + retention : 'remove', ...(batch.state ? { state: batch.state } : {}), at });
+    } else if (batch.state !== undefined && batch.state !== '') {
+      this.#index.add(sessionId, { state: batch.state, at });
+    } else if ((batch.inboxTrim ?? 0) > 0) {
+      this.#index.add(sessionId, { touch: true, at });
+    }
     return { lastSeq: Number(r[1]), released };
   }
 
@@ -186,7 +230,8 @@ export class SessionStore {
   }
 
   #sendIndex(args: string[]): Promise<unknown> {
-    return this.#script('sessiondIndex')(this.keys.sessions, this.keys.activations, ...args);
+    const index = indexScriptKeys(this.keys);
+    return this.#script('sessiondIndex')(...index.keys, index.states, ...args);
   }
 
   async requestCancel(sessionId: string, reason: string, newJobId: string) {

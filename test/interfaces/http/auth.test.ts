@@ -142,6 +142,8 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       // A fresh session per cell: a mutation (or a deletion) of one cell cannot change the next.
       const { sessionId } = await h.runtime.enqueue({ prompt: `cell ${op.operationId} ${cred}` });
       let path = op.path.replace('{id}', sessionId);
+      // The cell's session is queued (no worker here): only a forced delete removes it.
+      if (op.operationId === 'deleteSession') path += '?force=true';
       const headers: Record<string, string> = {};
       if (cred === 'wrong') headers.authorization = 'Bearer wrong-token-0123456789abcdef';
       if (cred === 'read' || cred === 'write' || cred === 'admin') headers.authorization = `Bearer ${TOKENS[cred]}`;
@@ -151,7 +153,7 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
         headers.cookie = fresh === null ? cookie : ((fresh.headers.get('set-cookie') ?? '').split(';')[0] ?? '');
         headers.origin = `http://${HOST}`;
       }
-      if (cred === 'expiredTicket') path += `?ticket=${encodeURIComponent(staleTicket)}`;
+      if (cred === 'expiredTicket') path += `${path.includes('?') ? '&' : '?'}ticket=${encodeURIComponent(staleTicket)}`;
       if (cred === 'ticket' && binding === 'tokens') {
         const issued = (await (await send(app, 'POST', `/api/sessions/${sessionId}/stream-ticket`, { authorization: `Bearer ${TOKENS.read}` })).json()) as { ticket: string };
         path += `?ticket=${encodeURIComponent(issued.ticket)}`;

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 import { AGENT_NAMES } from '../../../agents/registry.ts';
 import { InputError } from '../../../runtime/runtime.ts';
+import { ConflictError, QuotaError } from '../../../runtime/lifecycle/errors.ts';
 import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { followSession } from '../follow.ts';
@@ -14,6 +15,7 @@ interface EnqueueFlags extends RetryFlags, AgentFlags {
   agent?: string;
   json?: boolean;
   follow?: boolean;
+  retention?: string;
 }
 
 export function registerEnqueue(program: Command): void {
@@ -26,6 +28,7 @@ export function registerEnqueue(program: Command): void {
   addAgentFlagOptions(command, { onWorker: true });
   addRetryPolicyOptions(command, 'retry policy of this session (overrides the global one)');
   command
+    .option('--retention <duration>', 'keep the session this long once finished (e.g. 7d; 0: forever), within the deployment maximum')
     .option('--json', 'print {"sessionId","turn"}')
     .option('--follow', 'stream the turn until it ends; exit 0 completed, 1 failed, 130 cancelled or Ctrl+C')
     .action(async (prompt: string, flags: EnqueueFlags) => {
@@ -46,9 +49,11 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         ...(flags.session === undefined ? {} : { sessionId: flags.session }),
         ...(Object.keys(options).length === 0 ? {} : { options }),
         ...(retryPolicy === undefined ? {} : { retryPolicy }),
+        ...(flags.retention === undefined ? {} : { retention: flags.retention }),
       });
     } catch (error) {
       if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
+      if (error instanceof ConflictError || error instanceof QuotaError) throw new CliError(error.message, ExitCode.failed);
       throw error;
     }
     if (flags.json === true && flags.follow !== true) printJson({ sessionId: result.sessionId, turn: result.turn });

@@ -36,6 +36,9 @@ async function runWorker(flags: { concurrency?: number }): Promise<number> {
     agentOptions: agentHostOptions(config, AGENT_NAMES),
     policy: ctx.policy,
     limits: attemptLimits(config),
+    retentionMs: config.lifecycle.retention,
+    sweepIntervalMs: config.lifecycle.sweepInterval,
+    maxLogMessages: config.lifecycle.maxLogMessages,
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });
   await worker.start();

@@ -1,0 +1,355 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { createKeys } from '../src/runtime/keys.ts';
+import { lifecycleKeys, SESSION_PARTS } from '../src/runtime/lifecycle/keys.ts';
+import { sweep } from '../src/runtime/lifecycle/sweeper.ts';
+import { createSessionQueue } from '../src/runtime/queue.ts';
+import { Runtime } from '../src/runtime/runtime.ts';
+import { SessionWorker, WORKER_DEFAULTS } from '../src/runtime/worker.ts';
+import { startRedis } from '../test/support/redis.ts';
+import { BenchFailure } from './support/benchmark.ts';
+import { writeFakeAgents } from './support/fake-agents.ts';
+import { bounded, orNull, procCpuMs, procRssBytes, sleep, tempDir, type Cleanup } from './support/harness.ts';
+import { median, round } from './support/timing.ts';
+
+/**
+ * Does the idle cost of a deployment grow with its history? The same deployment (one real
+ * redis-server, one `sessiond serve` process, no worker, no work) with SMALL and then LARGE stored
+ * finished sessions. The sessions have the real stored shape: one session is run through a real
+ * worker (the /bin/sh fake pi, a completed turn of MESSAGES messages), and its keys and index
+ * entries are copied under new ids with pipelined writes (creating 100,000 sessions through the
+ * queue would take most of an hour on 2 cores).
+ *
+ * Figures, each for SMALL and LARGE and as the ratio LARGE ÷ SMALL (target ≤ 1.2, flat):
+ * `serve`'s CPU per second and redis-server's CPU per second over an idle window of WINDOW_S
+ * (after its first metrics refresh), `/metrics` (median of scrapes spaced past its 3 s cache, each a
+ * refresh; the first of a fresh `serve` is shown too), `GET /api/sessions`
+ * first page and 50th page (cursor; 100 per page; medians of REPEAT), `serve`'s RSS.
+ * Retention: on a redis-server of its own, INFO used_memory before RETAINED sessions are created
+ * (after a warm-up that loads the scripts) and after the sweeper has expired them all (target ≤ 1.1).
+ *
+ * BENCH_HISTORY_COUNTS=20000 measures one count only (no ratios); BENCH_HISTORY_SERVE_ROOT=DIR runs
+ * `serve` from another checkout (e.g. an older commit, for a before/after comparison; the 50th page
+ * needs the cursor, which older builds do not have).
+ */
+export const name = 'history';
+
+const COUNTS = (process.env.BENCH_HISTORY_COUNTS ?? '10000,100000').split(',').map(Number);
+const MESSAGES = 20;
+const WINDOW_S = Number(process.env.BENCH_HISTORY_WINDOW_S ?? 20);
+const REPEAT = 9;
+const RETAINED = Number(process.env.BENCH_HISTORY_RETAINED ?? 10_000);
+const ROOT = join(import.meta.dirname, '..');
+const SERVE_ROOT = process.env.BENCH_HISTORY_SERVE_ROOT ?? ROOT;
+const TIME_LIMIT_MS = 20 * 60_000;
+
+interface Template {
+  id: string;
+  meta: Record<string, string>;
+  snapshot: string;
+  history: string[];
+  log: Array<[string, string[]]>;
+  seq: string;
+  fence: string;
+  agent: Record<string, string>;
+}
+
+/** CPU time of every thread of a process, in ms, from /proc/<pid>/task/<tid>/schedstat (nanoseconds: no 10 ms tick). */
+function cpuMs(pid: number): number {
+  try {
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    return ns / 1e6;
+  } catch {
+    return procCpuMs(pid).ownMs;
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** One session run for real (worker + fake pi), read back whole: the shape every copy gets. */
+async function template(url: string, prefix: string, cleanup: Cleanup): Promise<Template> {
+  const fakes = writeFakeAgents(tempDir('sessiond-bench-history-', cleanup), MESSAGES);
+  const made: Redis[] = [];
+  const connect = (): Redis => {
+    const r = new Redis(url, { maxRetriesPerRequest: null });
+    r.on('error', () => undefined);
+    made.push(r);
+    return r;
+  };
+  const runtime = new Runtime({ connect, prefix });
+  const worker = new SessionWorker({
+    connect,
+    keys: runtime.keys,
+    queue: createSessionQueue(connect(), runtime.keys),
+    ...WORKER_DEFAULTS,
+    concurrency: 1,
+    agentOptions: { pi: { command: fakes.shTurn, agentDir: fakes.agentDir, sessionDir: join(fakes.stateDir, 'pi-sessions'), extraArgs: [], env: { SESSIOND_STATE_DIR: fakes.stateDir } } },
+    retentionMs: 30 * 86_400_000,
+  });
+  await worker.start();
+  try {
+    const { sessionId } = await runtime.enqueue({ sessionId: 'template-session', prompt: 'Summarize the session store.', options: { cwd: '/tmp' } });
+    const deadline = Date.now() + 60_000;
+    while ((await runtime.redis.hget(lifecycleKeys(runtime.keys).states, sessionId)) !== 'completed' || (await runtime.store.leaseHolder(sessionId)) !== null) {
+      if (Date.now() > deadline) throw new BenchFailure('the template session did not complete within 60 s');
+      await sleep(50);
+    }
+    const k = (part: (typeof SESSION_PARTS)[number]) => runtime.keys.session(sessionId, part);
+    const t: Template = {
+      id: sessionId,
+      meta: await runtime.redis.hgetall(k('meta')),
+      snapshot: (await runtime.redis.get(k('snapshot'))) ?? '',
+      history: await runtime.redis.lrange(k('history'), 0, -1),
+      log: (await runtime.redis.xrange(k('log'), '-', '+')) as Array<[string, string[]]>,
+      seq: (await runtime.redis.get(k('seq'))) ?? '0',
+      fence: (await runtime.redis.get(k('fence'))) ?? '0',
+      agent: await runtime.redis.hgetall(k('agent')),
+    };
+    if (t.log.length !== MESSAGES) throw new BenchFailure(`the template session has ${t.log.length} messages, ${MESSAGES} expected`);
+    await runtime.deleteSession(sessionId);
+    return t;
+  } finally {
+    await worker.close(1000);
+    await runtime.close();
+    made.forEach((r) => r.disconnect());
+  }
+}
+
+/** Copies the template as sessions `from`…`to-1` of `prefix`, with their fleet index entries, in pipelines of 250. */
+async function populate(redis: Redis, prefix: string, t: Template, from: number, to: number, expireAt: (i: number) => number, updatedAt: number): Promise<void> {
+  const runtime = { keys: createKeys(prefix) };
+  const lk = lifecycleKeys(runtime.keys);
+  for (let start = from; start < to; start += 250) {
+    const pipeline = redis.pipeline();
+    for (let i = start; i < Math.min(to, start + 250); i += 1) {
+      const id = `hist-${i}-${randomBytes(4).toString('hex')}`;
+      const k = (part: (typeof SESSION_PARTS)[number]) => runtime.keys.session(id, part);
+      const swap = (s: string) => s.replaceAll(t.id, id);
+      const created = updatedAt - 1000 + (i % 1000);
+      pipeline.hset(k('meta'), { ...Object.fromEntries(Object.entries(t.meta).map(([f, v]) => [f, swap(v)])), createdAt: String(created), updatedAt: String(updatedAt) });
+      pipeline.set(k('snapshot'), swap(t.snapshot));
+      if (t.history.length > 0) pipeline.rpush(k('history'), ...t.history.map(swap));
+      for (const [entryId, fields] of t.log) pipeline.xadd(k('log'), entryId, ...fields);
+      pipeline.set(k('seq'), t.seq);
+      pipeline.set(k('fence'), t.fence);
+      if (Object.keys(t.agent).length > 0) pipeline.hset(k('agent'), t.agent);
+      pipeline.zadd(runtime.keys.sessions, created, id);
+      pipeline.hset(lk.states, id, 'completed');
+      pipeline.zadd(lk.byState('completed'), created, id);
+      pipeline.zadd(lk.finished, expireAt(i), id);
+    }
+    await pipeline.exec();
+  }
+}
+
+interface Reading {
+  sessions: number;
+  serveCpuMsPerSec: number;
+  redisCpuMsPerSec: number;
+  firstMetricsMs: number;
+  /** Median of REPEAT scrapes spaced past the metrics cache (each one a refresh). */
+  metricsMs: number;
+  listFirstPageMs: number;
+  list50thPageMs: number;
+  serveRssBytes: number;
+}
+
+async function timed(url: string, init?: RequestInit): Promise<{ ms: number; response: Response; body: string }> {
+  const started = performance.now();
+  const response = await fetch(url, init);
+  const body = await response.text();
+  return { ms: performance.now() - started, response, body };
+}
+
+/** A fresh `serve` on the deployment: its first /metrics, an idle window, the list pages, its RSS. */
+async function measure(redisUrl: string, redisPid: number, prefix: string, sessions: number, stateDir: string, log: (line: string) => void): Promise<Reading> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, [join(SERVE_ROOT, 'bin', 'sessiond.mjs'), 'serve', '--port', String(port)], {
+    cwd: SERVE_ROOT,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', REDIS_URL: redisUrl, SESSIOND_PREFIX: prefix, SESSIOND_STATE_DIR: stateDir },
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+      if (ok) break;
+      if (Date.now() > deadline || child.exitCode !== null) throw new BenchFailure(`serve did not start (exit ${String(child.exitCode)})`);
+      await sleep(100);
+    }
+    const first = await timed(`${base}/metrics`);
+    if (!first.body.includes('sessiond_sessions{state="completed"}')) throw new BenchFailure('/metrics has no sessiond_sessions gauge');
+    const completed = Number(/sessiond_sessions\{state="completed"\} (\d+)/.exec(first.body)?.[1]);
+    if (completed < sessions) throw new BenchFailure(`/metrics counts ${completed} completed sessions, ${sessions} are stored`);
+    // One background refresh (every 5 s) has run before the window.
+    await sleep(6_000);
+    const serve0 = cpuMs(child.pid ?? 0);
+    const redis0 = cpuMs(redisPid);
+    const t0 = performance.now();
+    await sleep(WINDOW_S * 1000);
+    const seconds = (performance.now() - t0) / 1000;
+    const serveCpu = (cpuMs(child.pid ?? 0) - serve0) / seconds;
+    const redisCpu = (cpuMs(redisPid) - redis0) / seconds;
+    const rss = procRssBytes(child.pid ?? 0);
+
+    const scrapes: number[] = [];
+    for (let i = 0; i < 3; i += 1) {
+      await sleep(3_100);
+      scrapes.push((await timed(`${base}/metrics`)).ms);
+    }
+    const page1: number[] = [];
+    for (let i = 0; i < REPEAT; i += 1) page1.push((await timed(`${base}/api/sessions?limit=100`)).ms);
+    let page50 = Number.NaN;
+    let cursor: string | null = null;
+    let supported = true;
+    for (let page = 1; page < 50; page += 1) {
+      const r = await timed(`${base}/api/sessions?limit=100${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`);
+      const parsed = JSON.parse(r.body) as { next?: string | null };
+      if (parsed.next === undefined) {
+        supported = false;
+        break;
+      }
+      cursor = parsed.next;
+      if (cursor === null) throw new BenchFailure(`the listing ended at page ${page} of ${sessions} sessions`);
+    }
+    if (supported && cursor !== null) {
+      const times: number[] = [];
+      for (let i = 0; i < REPEAT; i += 1) times.push((await timed(`${base}/api/sessions?limit=100&cursor=${encodeURIComponent(cursor)}`)).ms);
+      page50 = median(times);
+    }
+    const reading: Reading = { sessions, serveCpuMsPerSec: serveCpu, redisCpuMsPerSec: redisCpu, firstMetricsMs: first.ms, metricsMs: median(scrapes), listFirstPageMs: median(page1), list50thPageMs: page50, serveRssBytes: rss };
+    log(
+      `  ${sessions} stored sessions: serve idle ${serveCpu.toFixed(2)} ms CPU/s, redis-server idle ${redisCpu.toFixed(2)} ms CPU/s (over ${seconds.toFixed(0)} s); first /metrics ${first.ms.toFixed(0)} ms, later ones (each a refresh) ${reading.metricsMs.toFixed(1)} ms; ` +
+        `list page 1 ${reading.listFirstPageMs.toFixed(1)} ms, page 50 ${Number.isNaN(page50) ? 'n/a (no cursor in this build)' : `${page50.toFixed(1)} ms`}; serve RSS ${(rss / 2 ** 20).toFixed(0)} MiB`,
+    );
+    return reading;
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+  }
+}
+
+async function usedMemory(redis: Redis): Promise<number> {
+  return Number(/^used_memory:(\d+)/m.exec(await redis.info('memory'))?.[1] ?? Number.NaN);
+}
+
+/** Retention: used_memory before RETAINED sessions are made, and after the sweeper expired them all. */
+async function retention(t: Template, cleanup: Cleanup, log: (line: string) => void): Promise<{ before: number; during: number; after: number; seconds: number }> {
+  const server = await startRedis();
+  cleanup.add('redis-server (retention)', () => server.stop());
+  const redis = new Redis(server.url, { maxRetriesPerRequest: null });
+  redis.on('error', () => undefined);
+  cleanup.add('retention connection', () => void redis.disconnect());
+  const prefix = 'bench-retention';
+  const runtime = new Runtime({
+    connect: () => {
+      const r = new Redis(server.url, { maxRetriesPerRequest: null });
+      r.on('error', () => undefined);
+      return r;
+    },
+    prefix,
+  });
+  cleanup.add('retention runtime', () => runtime.close());
+  const deps = { redis: runtime.redis, keys: runtime.keys, queue: runtime.queue, publish: () => Promise.resolve() };
+  const updatedAt = Date.now() - 10_000;
+  const drain = async () => {
+    for (;;) {
+      await sweep(deps, { retentionMs: 1000 });
+      if ((await redis.zcard(lifecycleKeys(runtime.keys).finished)) === 0) return;
+    }
+  };
+  // Warm-up: the scripts loaded, the fleet keys made once.
+  await populate(redis, prefix, t, 0, 100, () => Date.now() - 1, updatedAt);
+  await drain();
+  const before = await usedMemory(redis);
+  await populate(redis, prefix, t, 100, 100 + RETAINED, () => Date.now() - 1, updatedAt);
+  const during = await usedMemory(redis);
+  const started = performance.now();
+  await drain();
+  const seconds = (performance.now() - started) / 1000;
+  const after = await usedMemory(redis);
+  const left = await redis.dbsize();
+  const listed = await redis.zcard(runtime.keys.sessions);
+  if (listed !== 0) throw new BenchFailure(`${listed} sessions still listed after expiry`);
+  log(
+    `  retention: used_memory ${(before / 2 ** 20).toFixed(2)} MiB before, ${(during / 2 ** 20).toFixed(1)} MiB with ${RETAINED} finished sessions, ${(after / 2 ** 20).toFixed(2)} MiB after the sweeper expired them ` +
+      `(${seconds.toFixed(1)} s, ${(RETAINED / seconds).toFixed(0)} sessions/s; ${left} keys left in the database)`,
+  );
+  return { before, during, after, seconds };
+}
+
+export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
+  return bounded(name, TIME_LIMIT_MS, log, async (cleanup) => {
+    const server = await startRedis();
+    cleanup.add('redis-server', () => server.stop());
+    const redis = new Redis(server.url, { maxRetriesPerRequest: null });
+    redis.on('error', () => undefined);
+    cleanup.add('connection', () => void redis.disconnect());
+    const prefix = `bench-history-${randomBytes(3).toString('hex')}`;
+    const stateDir = tempDir('sessiond-bench-history-state-', cleanup);
+    const t = await template(server.url, prefix, cleanup);
+    log(`${COUNTS.join(' and ')} stored finished sessions (each a completed turn of ${MESSAGES} messages, copied from one real session), one redis-server, \`sessiond serve\`${SERVE_ROOT === ROOT ? '' : ` from ${SERVE_ROOT}`}, no worker`);
+    const readings: Reading[] = [];
+    let made = 0;
+    for (const count of COUNTS) {
+      const started = performance.now();
+      await populate(redis, prefix, t, made, count, () => Date.now() + 30 * 86_400_000, Date.now() - 60_000);
+      log(`  created ${count - made} sessions in ${((performance.now() - started) / 1000).toFixed(1)} s (pipelined writes), Redis used_memory ${((await usedMemory(redis)) / 2 ** 20).toFixed(0)} MiB`);
+      made = count;
+      readings.push(await measure(server.url, server.pid, prefix, count, stateDir, log));
+    }
+    const [small, large] = [readings[0], readings.at(-1)];
+    const ratio = (f: (r: Reading) => number) => (small === undefined || large === undefined || readings.length < 2 ? Number.NaN : f(large) / f(small));
+    const idleCpuRatio = ratio((r) => r.serveCpuMsPerSec);
+    const redisIdleCpuRatio = ratio((r) => r.redisCpuMsPerSec);
+    const metricsLatencyRatio = ratio((r) => r.metricsMs);
+    const firstMetricsRatio = ratio((r) => r.firstMetricsMs);
+    const listPageRatio = ratio((r) => r.list50thPageMs);
+    const listFirstPageRatio = ratio((r) => r.listFirstPageMs);
+    const memoryRatio = ratio((r) => r.serveRssBytes);
+    if (readings.length > 1) {
+      log(
+        `  ratios ${COUNTS.at(-1)} ÷ ${COUNTS[0]} (target ≤ 1.2): serve idle CPU ${idleCpuRatio.toFixed(2)}, redis idle CPU ${redisIdleCpuRatio.toFixed(2)}, /metrics ${metricsLatencyRatio.toFixed(2)} (the first of a fresh serve ${firstMetricsRatio.toFixed(2)}), ` +
+          `list page 1 ${listFirstPageRatio.toFixed(2)}, page 50 ${listPageRatio.toFixed(2)}, serve RSS ${memoryRatio.toFixed(2)}`,
+      );
+    }
+    const kept = RETAINED > 0 && SERVE_ROOT === ROOT ? await retention(t, cleanup, log) : null;
+    const memoryAfterExpiryRatio = kept === null ? Number.NaN : kept.after / kept.before;
+    if (kept !== null) log(`  used_memory after expiry ÷ before creation: ${memoryAfterExpiryRatio.toFixed(3)} (target ≤ 1.1)`);
+    return {
+      bench: name,
+      idleCpuRatio: orNull(round(idleCpuRatio, 3)),
+      metricsLatencyRatio: orNull(round(metricsLatencyRatio, 3)),
+      listPageRatio: orNull(round(listPageRatio, 3)),
+      memoryAfterExpiryRatio: orNull(round(memoryAfterExpiryRatio, 3)),
+      redisIdleCpuRatio: orNull(round(redisIdleCpuRatio, 3)),
+      firstMetricsRatio: orNull(round(firstMetricsRatio, 3)),
+      listFirstPageRatio: orNull(round(listFirstPageRatio, 3)),
+      serveMemoryRatio: orNull(round(memoryRatio, 3)),
+      readings: readings.map((r) => ({
+        sessions: r.sessions,
+        serveCpuMsPerSec: round(r.serveCpuMsPerSec, 2),
+        redisCpuMsPerSec: round(r.redisCpuMsPerSec, 2),
+        firstMetricsMs: round(r.firstMetricsMs, 1),
+        metricsMs: round(r.metricsMs, 1),
+        listFirstPageMs: round(r.listFirstPageMs, 2),
+        list50thPageMs: orNull(round(r.list50thPageMs, 2)),
+        serveRssMiB: round(r.serveRssBytes / 2 ** 20, 1),
+      })),
+    };
+  });
+}

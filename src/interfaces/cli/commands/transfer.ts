@@ -1,0 +1,64 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { ArchiveError } from '../../../runtime/lifecycle/archive.ts';
+import { ConflictError } from '../../../runtime/lifecycle/errors.ts';
+import { InputError, NotFoundError } from '../../../runtime/runtime.ts';
+import { CliError, openRuntime } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { printJson } from '../present.ts';
+
+export function registerTransfer(program: Command): void {
+  program
+    .command('export')
+    .description('Write a session as one versioned JSON-lines archive (to stdout, or --out FILE); exit 3 for an unknown id')
+    .argument('<sessionId>')
+    .option('--out <file>', 'write the archive to this file instead of stdout')
+    .action(async (sessionId: string, flags: { out?: string }) => {
+      const ctx = await openRuntime();
+      try {
+        const archive = await ctx.runtime.exportSession(sessionId);
+        if (flags.out === undefined) process.stdout.write(archive);
+        else await writeFile(flags.out, archive, { flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
+          throw new CliError(`--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`, ExitCode.usage);
+        });
+      } catch (error) {
+        if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
+        if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
+        throw error;
+      } finally {
+        await ctx.close();
+      }
+    });
+  program
+    .command('import')
+    .description('Restore a session from an archive of `sessiond export` (FILE, or - for stdin); refused whole, with nothing written, when it is not valid or the id exists')
+    .argument('<file>')
+    .option('--as <sessionId>', 'import it under this id (default: the id it was exported with)')
+    .option('--json', 'print {"sessionId","messages","state"}')
+    .action(async (file: string, flags: { as?: string; json?: boolean }) => {
+      let text: string;
+      try {
+        text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+      } catch (error) {
+        throw new CliError(`cannot read ${file}: ${(error as Error).message}`, ExitCode.usage);
+      }
+      const ctx = await openRuntime();
+      try {
+        const result = await ctx.runtime.importSession(text, flags.as === undefined ? {} : { as: flags.as });
+        if (flags.json === true) printJson(result);
+        else process.stdout.write(`imported ${result.sessionId} (${result.messages} messages, state ${result.state})\n`);
+      } catch (error) {
+        if (error instanceof ArchiveError) throw new CliError(`${file}: ${error.message}; nothing was written`, ExitCode.usage);
+        if (error instanceof ConflictError) throw new CliError(error.message, ExitCode.failed);
+        throw error;
+      } finally {
+        await ctx.close();
+      }
+    });
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}

@@ -1,0 +1,138 @@
+import { z } from 'zod';
+import { SESSION_SNAPSHOT_VERSION } from '../../../machines/restore.ts';
+import { SESSION_ID_PATTERN } from '../keys.ts';
+
+/**
+ * The session archive: JSON lines, self-describing and versioned. Line 1 is the header
+ * `{"kind":"sessiond.archive","version":1,…}`, then `meta`, `snapshot`, `history`, every `message`
+ * (seq, turn, attempt, type, content), `agent` (the agent's session state), `inbox` (prompts not yet
+ * taken), and a last `end` line with the counts, so a truncated archive is told from a whole one.
+ */
+export const ARCHIVE_VERSION = 1;
+export const ARCHIVE_KIND = 'sessiond.archive';
+
+const id = z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-');
+
+const Header = z.strictObject({ kind: z.literal(ARCHIVE_KIND), version: z.number().int(), sessionId: id, exportedAt: z.number().int().nonnegative() });
+/** Meta fields an archive carries (the lease, fencing and write bookkeeping stay with the deployment). */
+export const ARCHIVED_META = ['createdAt', 'updatedAt', 'state', 'prompts', 'agent', 'options', 'policy', 'retention'] as const;
+const Meta = z.strictObject({
+  kind: z.literal('meta'),
+  fields: z.strictObject(Object.fromEntries(ARCHIVED_META.map((f) => [f, z.string().max(1_000_000).optional()])) as Record<(typeof ARCHIVED_META)[number], z.ZodOptional<z.ZodString>>),
+});
+const Snapshot = z.strictObject({
+  kind: z.literal('snapshot'),
+  value: z.object({ version: z.literal(SESSION_SNAPSHOT_VERSION, { error: `the snapshot must be version ${SESSION_SNAPSHOT_VERSION}` }), snapshot: z.object({ value: z.unknown(), context: z.object({ sessionId: id }).loose() }).loose() }).nullable(),
+});
+const History = z.strictObject({ kind: z.literal('history'), entry: z.object({ at: z.number(), from: z.string(), to: z.string(), event: z.string() }).loose() });
+const Message = z.strictObject({
+  kind: z.literal('message'),
+  seq: z.number().int().positive(),
+  turn: z.number().int().nonnegative(),
+  attempt: z.number().int().nonnegative(),
+  type: z.string().min(1).max(100),
+  content: z.unknown(),
+});
+const Agent = z.strictObject({ kind: z.literal('agent'), field: z.string().regex(/^[a-z][a-z-]{0,30}:[A-Za-z0-9_.:-]{1,200}$/, 'must be <agent>:<agent session id>'), value: z.string() });
+const Inbox = z.strictObject({ kind: z.literal('inbox'), prompt: z.strictObject({ id: z.string().min(1).max(200), text: z.string(), options: z.record(z.string(), z.unknown()), enqueuedAt: z.number() }) });
+const End = z.strictObject({ kind: z.literal('end'), messages: z.number().int().nonnegative(), history: z.number().int().nonnegative(), agent: z.number().int().nonnegative(), inbox: z.number().int().nonnegative() });
+
+export interface Archive {
+  sessionId: string;
+  exportedAt: number;
+  meta: Partial<Record<(typeof ARCHIVED_META)[number], string>>;
+  /** The persisted session ({version, snapshot}), null for a session no worker has taken yet. */
+  snapshot: { version: number; snapshot: { context: { sessionId: string } & Record<string, unknown> } & Record<string, unknown> } | null;
+  history: unknown[];
+  messages: Array<{ seq: number; turn: number; attempt: number; type: string; content: unknown }>;
+  agent: Array<[string, string]>;
+  inbox: Array<{ id: string; text: string; options: Record<string, unknown>; enqueuedAt: number }>;
+}
+
+/** An archive that cannot be imported; `line` names where (1-based), nothing was written. */
+export class ArchiveError extends Error {
+  override readonly name = 'ArchiveError';
+  readonly line: number | null;
+  constructor(message: string, line: number | null = null) {
+    super(line === null ? `archive: ${message}` : `archive line ${line}: ${message}`);
+    this.line = line;
+  }
+}
+
+export function writeArchive(archive: Archive): string {
+  const lines: unknown[] = [
+    { kind: ARCHIVE_KIND, version: ARCHIVE_VERSION, sessionId: archive.sessionId, exportedAt: archive.exportedAt },
+    { kind: 'meta', fields: archive.meta },
+    { kind: 'snapshot', value: archive.snapshot },
+    ...archive.history.map((entry) => ({ kind: 'history', entry })),
+    ...archive.messages.map((m) => ({ kind: 'message', ...m })),
+    ...archive.agent.map(([field, value]) => ({ kind: 'agent', field, value })),
+    ...archive.inbox.map((prompt) => ({ kind: 'inbox', prompt })),
+    { kind: 'end', messages: archive.messages.length, history: archive.history.length, agent: archive.agent.length, inbox: archive.inbox.length },
+  ];
+  return lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+}
+
+function issue(error: z.ZodError): string {
+  const first = error.issues[0];
+  if (first === undefined) return 'invalid';
+  return `${first.path.length === 0 ? '' : `${first.path.join('.')}: `}${first.message}`;
+}
+
+/** Parses and checks a whole archive (nothing is written by this). Throws ArchiveError naming the line. */
+export function readArchive(text: string): Archive {
+  const lines = text.split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  if (lines.length === 0) throw new ArchiveError('empty: not a sessiond archive');
+  const parse = (i: number): unknown => {
+    try {
+      return JSON.parse(lines[i] as string) as unknown;
+    } catch {
+      throw new ArchiveError('not JSON (a truncated or corrupted archive?)', i + 1);
+    }
+  };
+  const head = parse(0) as { kind?: unknown; version?: unknown };
+  if (head === null || typeof head !== 'object' || head.kind !== ARCHIVE_KIND) throw new ArchiveError(`not a sessiond archive (the first line must have "kind":"${ARCHIVE_KIND}")`, 1);
+  if (head.version !== ARCHIVE_VERSION) throw new ArchiveError(`version ${JSON.stringify(head.version)} is not supported (this build reads version ${ARCHIVE_VERSION}${typeof head.version === 'number' && head.version > ARCHIVE_VERSION ? '; it was written by a newer sessiond' : ''})`, 1);
+  const header = Header.safeParse(head);
+  if (!header.success) throw new ArchiveError(issue(header.error), 1);
+  const archive: Archive = { sessionId: header.data.sessionId, exportedAt: header.data.exportedAt, meta: {}, snapshot: null, history: [], messages: [], agent: [], inbox: [] };
+  const order = ['meta', 'snapshot', 'history', 'message', 'agent', 'inbox', 'end'];
+  let at = 0;
+  let ended = false;
+  const schemas = { meta: Meta, snapshot: Snapshot, history: History, message: Message, agent: Agent, inbox: Inbox, end: End } as const;
+  for (let i = 1; i < lines.length; i += 1) {
+    if (ended) throw new ArchiveError('a line after the end line', i + 1);
+    const raw = parse(i) as { kind?: unknown };
+    const kind = typeof raw === 'object' && raw !== null && typeof raw.kind === 'string' ? raw.kind : null;
+    const position = kind === null ? -1 : order.indexOf(kind);
+    if (kind === null || position === -1) throw new ArchiveError(`unknown line kind ${JSON.stringify(kind)} (one of ${order.join(', ')})`, i + 1);
+    if (i === 1 && kind !== 'meta') throw new ArchiveError('the second line must be the meta line', i + 1);
+    if (i === 2 && kind !== 'snapshot') throw new ArchiveError('the third line must be the snapshot line', i + 1);
+    if (i > 2 && (kind === 'meta' || kind === 'snapshot')) throw new ArchiveError(`a second ${kind} line`, i + 1);
+    if (position < at) throw new ArchiveError(`a "${kind}" line out of order (the order is ${order.join(', ')})`, i + 1);
+    at = position;
+    const parsed = schemas[kind as keyof typeof schemas].safeParse(raw);
+    if (!parsed.success) throw new ArchiveError(`${kind}: ${issue(parsed.error)}`, i + 1);
+    const line = parsed.data;
+    if (line.kind === 'meta') archive.meta = line.fields;
+    else if (line.kind === 'snapshot') archive.snapshot = line.value as Archive['snapshot'];
+    else if (line.kind === 'history') archive.history.push(line.entry);
+    else if (line.kind === 'message') {
+      const expected = archive.messages.length + 1;
+      if (line.seq !== expected) throw new ArchiveError(`message seq ${line.seq} where ${expected} was expected (the log must be whole, in order)`, i + 1);
+      archive.messages.push({ seq: line.seq, turn: line.turn, attempt: line.attempt, type: line.type, content: line.content });
+    } else if (line.kind === 'agent') archive.agent.push([line.field, line.value]);
+    else if (line.kind === 'inbox') archive.inbox.push(line.prompt);
+    else {
+      const counts = { messages: archive.messages.length, history: archive.history.length, agent: archive.agent.length, inbox: archive.inbox.length };
+      for (const [name, n] of Object.entries(counts)) {
+        if (line[name as keyof typeof counts] !== n) throw new ArchiveError(`the end line counts ${line[name as keyof typeof counts]} ${name} lines, the archive has ${n} (truncated?)`, i + 1);
+      }
+      ended = true;
+    }
+  }
+  if (!ended) throw new ArchiveError('no end line: the archive is truncated');
+  if (archive.snapshot !== null && archive.snapshot.snapshot.context.sessionId !== archive.sessionId) throw new ArchiveError(`the snapshot is of session "${archive.snapshot.snapshot.context.sessionId}", the header says "${archive.sessionId}"`);
+  return archive;
+}

@@ -1,0 +1,62 @@
+import { exportChart } from '../../../machines/definition.ts';
+import { sessionMachine } from '../../../machines/session.machine.ts';
+import type { Keys, SessionPart } from '../keys.ts';
+
+/**
+ * Every part of a session's keys: a removal deletes exactly these (one hash tag, one slot).
+ * A new part added to SessionPart must be added here, or deleted sessions would leave it behind
+ * (test/runtime/lifecycle/delete.test.ts scans for leftovers).
+ */
+export const SESSION_PARTS = ['meta', 'snapshot', 'inbox', 'log', 'seq', 'lease', 'fence', 'cancel', 'history', 'agent', 'active'] as const satisfies readonly SessionPart[];
+
+/** Machine states plus `queued` (a session whose first prompt has not been taken yet). */
+export const INDEXED_STATES: readonly string[] = ['queued', ...exportChart(sessionMachine).states.map((s) => s.name)];
+
+/** The fleet-wide keys of the lifecycle, in the fleet slot `{<prefix>}` like the other indexes. */
+export interface LifecycleKeys {
+  /** hash: sessionId → JSON of a removal in progress (a crash leaves it for the sweeper to finish). */
+  readonly purging: string;
+  /** zset: sessionId → when the finished session expires (ms). */
+  readonly finished: string;
+  /** hash: sessionId → its state, as last indexed. */
+  readonly states: string;
+  /** zset per state: sessionId → creation time. */
+  byState(state: string): string;
+  /** string: the number of the last change to the listing (for ETags). */
+  readonly version: string;
+  /** zset: sessionId → when it last changed (state, prompts); only the last hour is kept (metrics read what changed). */
+  readonly changed: string;
+  /** string: the sweeper's lock (one sweeper at a time, fleet-wide). */
+  readonly sweeper: string;
+  /** string per session, with a TTL: it was deleted a moment ago (a second delete is not an error). */
+  tombstone(sessionId: string): string;
+}
+
+export function lifecycleKeys(keys: Keys): LifecycleKeys {
+  const fleet = `{${keys.prefix}}`;
+  return {
+    purging: `${fleet}:purging`,
+    finished: `${fleet}:finished`,
+    states: `${fleet}:states`,
+    byState: (state) => `${fleet}:state:${state}`,
+    version: `${fleet}:listing-version`,
+    changed: `${fleet}:changed`,
+    sweeper: `${fleet}:sweeper`,
+    tombstone: (sessionId) => `${keys.prefix}:{s:${sessionId}}:gone`,
+  };
+}
+
+/** How long the `changed` index remembers a change. */
+export const CHANGED_WINDOW_MS = 3_600_000;
+
+/** The session's keys in the order PURGE wants them: meta, lease, the others, then the tombstone. */
+export function purgeKeys(keys: Keys, sessionId: string): string[] {
+  const rest = SESSION_PARTS.filter((p) => p !== 'meta' && p !== 'lease');
+  return [keys.session(sessionId, 'meta'), keys.session(sessionId, 'lease'), ...rest.map((p) => keys.session(sessionId, p)), lifecycleKeys(keys).tombstone(sessionId)];
+}
+
+/** INDEX's KEYS (see store/scripts.ts) and its first argument, the states' names in the order of their sets. */
+export function indexScriptKeys(keys: Keys): { keys: string[]; states: string } {
+  const lk = lifecycleKeys(keys);
+  return { keys: [keys.sessions, keys.activations, lk.finished, lk.states, lk.version, lk.changed, ...INDEXED_STATES.map((s) => lk.byState(s))], states: INDEXED_STATES.join(',') };
+}

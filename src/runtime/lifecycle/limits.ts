@@ -1,0 +1,23 @@
+/**
+ * The deployment's limits on what sessions keep: set by the operator (config), never by a caller.
+ * A caller may choose a session's retention at enqueue, within `maxRetentionMs`.
+ */
+export interface LifecycleLimits {
+  /** A finished session is removed this long after it finished; 0 keeps sessions forever. */
+  retentionMs: number;
+  /** The longest retention a caller may ask for a session (0: no maximum, `0` = forever allowed). */
+  maxRetentionMs: number;
+  /** Prompts waiting in one session (not yet taken into a turn) at most. */
+  maxQueuedPrompts: number;
+  /** Messages stored in one session's log at most: the turn that reaches it ends failed (`quota`), later prompts are refused. */
+  maxLogMessages: number;
+}
+
+const DAY = 86_400_000;
+
+export const LIFECYCLE_DEFAULTS: LifecycleLimits = {
+  retentionMs: 30 * DAY,
+  maxRetentionMs: 365 * DAY,
+  maxQueuedPrompts: 100,
+  maxLogMessages: 100_000,
+};

@@ -1,0 +1,159 @@
+import type { Redis } from 'ioredis';
+import type { BusEvent } from '../event-bus.ts';
+import type { Keys } from '../keys.ts';
+import type { SessionQueue } from '../queue.ts';
+import { INDEXED_STATES, lifecycleKeys, purgeKeys } from './keys.ts';
+import { FORGET, MARK, PURGE, QUIESCENT_STATES } from './scripts.ts';
+
+export interface RemoveDeps {
+  redis: Redis;
+  keys: Keys;
+  queue: SessionQueue;
+  publish: (event: BusEvent) => Promise<void>;
+}
+
+/**
+ * force: cancel a running turn (its process tree gone) and remove the session whatever its state;
+ * finished: remove it only if nothing runs, waits, backs off or is queued (else `active`);
+ * expire: like finished, and only once its retention has run out (else `not_expired`).
+ */
+export type RemoveMode = 'force' | 'finished' | 'expire';
+
+export interface RemoveOptions {
+  mode: RemoveMode;
+  /** Retention of sessions without their own (expire mode). */
+  retentionMs?: number;
+  /** How long a holder gets to stop the turn and let go before its lease is taken away (force). Default 15 s. */
+  waitMs?: number;
+  /** Keep a tombstone this long, so that deleting again says `already_removed`. Default 0 (none). */
+  tombstoneMs?: number;
+  /** For crash tests: stop after this step, as a process killed there would. */
+  stopAfter?: 'mark' | 'purge';
+}
+
+export type RemoveResult =
+  | { outcome: 'removed'; sessionId: string; cancelled: boolean }
+  | { outcome: 'unknown'; sessionId: string }
+  | { outcome: 'already_removed'; sessionId: string }
+  | { outcome: 'active'; sessionId: string; state: string }
+  | { outcome: 'not_expired'; sessionId: string; expireAt: number }
+  | { outcome: 'stopped'; sessionId: string };
+
+/** A removal in progress, as the `purging` hash keeps it. */
+export interface PurgeRecord {
+  at: number;
+  mode: RemoveMode;
+  jobId?: string;
+  /** When the session was marked (its fleet entries are those made before). */
+  markedAt?: string;
+  tombstoneMs?: number;
+}
+
+type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
+
+function script(redis: Redis, name: string, lua: string): ScriptFn {
+  if (!(name in redis)) redis.defineCommand(name, { lua });
+  const fn = (redis as unknown as Record<string, ScriptFn>)[name];
+  if (fn === undefined) throw new Error(`script ${name} not defined`);
+  return fn.bind(redis);
+}
+
+/**
+ * Removes one session, fleet-wide: every key of it, its message stream and agent state, its
+ * activation job, its entries in the fleet indexes. Contract: restartable at every step (a
+ * removal cut short is in the `purging` hash and the sweeper finishes it); never half a session:
+ * PURGE removes all of its keys in one call; once marked, no prompt is accepted and no worker
+ * activates it; a prompt that got in before the mark makes a non-forced removal refuse (`active`).
+ */
+export async function removeSession(deps: RemoveDeps, sessionId: string, options: RemoveOptions): Promise<RemoveResult> {
+  const { redis, keys } = deps;
+  const lk = lifecycleKeys(keys);
+  const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
+  const started = Date.now();
+  // Step 0: the removal is on record before anything is changed.
+  const existing = await redis.hget(lk.purging, sessionId);
+  const previous = existing === null ? null : (JSON.parse(existing) as PurgeRecord);
+  // A removal cut short goes on in its own mode (an expiry still checks that the session expired), unless this one forces.
+  const mode: RemoveMode = options.mode === 'force' || previous === null ? options.mode : previous.mode;
+  const record: PurgeRecord = { ...(previous ?? { at: started, ...(options.tombstoneMs ? { tombstoneMs: options.tombstoneMs } : {}) }), mode };
+  if (previous === null || previous.mode !== mode) await redis.hset(lk.purging, sessionId, JSON.stringify(record));
+
+  // Step 1: MARK. From here on the session takes no prompt and no activation.
+  const mark = (await script(redis, 'sessiondLifecycleMark', MARK)(
+    5,
+    k('meta'),
+    k('inbox'),
+    k('lease'),
+    k('cancel'),
+    k('active'),
+    mode,
+    started,
+    options.retentionMs ?? 0,
+    QUIESCENT_STATES.join(','),
+  )) as Array<number | string>;
+  const code = Number(mark[0]);
+  if (code === 0) {
+    // Nothing under this id: a removal cut short after PURGE has only the fleet entries left.
+    if (previous !== null) {
+      await forget(deps, sessionId, previous.markedAt ?? '');
+      return { outcome: 'removed', sessionId, cancelled: false };
+    }
+    await redis.hdel(lk.purging, sessionId);
+    return (await redis.exists(lk.tombstone(sessionId))) === 1 ? { outcome: 'already_removed', sessionId } : { outcome: 'unknown', sessionId };
+  }
+  if (code === -1 || code === -2) {
+    await redis.hdel(lk.purging, sessionId);
+    return code === -1 ? { outcome: 'active', sessionId, state: String(mark[1]) } : { outcome: 'not_expired', sessionId, expireAt: Number(mark[1]) };
+  }
+  const jobId = String(mark[1] ?? '') || previous?.jobId || '';
+  const holder = String(mark[2] ?? '');
+  const markedAt = String(mark[4] ?? '');
+  await redis.hset(lk.purging, sessionId, JSON.stringify({ ...record, ...(jobId === '' ? {} : { jobId }), markedAt } satisfies PurgeRecord));
+  if (options.stopAfter === 'mark') return { outcome: 'stopped', sessionId };
+
+  // Step 2: a holder stops the turn (its process tree gone) and lets go; past the wait, its lease is taken away.
+  let cancelled = false;
+  if (holder !== '') {
+    cancelled = true;
+    await deps.publish({ sessionId, kind: 'delete' });
+    const deadline = Date.now() + (options.waitMs ?? 15_000);
+    while ((await redis.exists(k('lease'))) === 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  }
+
+  // Step 3: the activation job (a job a worker has just taken finds the session marked and ends).
+  if (jobId !== '') await removeJob(deps.queue, jobId);
+
+  // Step 4: PURGE, every key of the session in one call.
+  const purged = Number(await script(redis, 'sessiondLifecyclePurge', PURGE)(purgeKeys(keys, sessionId).length, ...purgeKeys(keys, sessionId), '1', record.tombstoneMs ?? 0, Date.now()));
+  if (purged === -1) {
+    await redis.hdel(lk.purging, sessionId);
+    return { outcome: 'already_removed', sessionId };
+  }
+  if (options.stopAfter === 'purge') return { outcome: 'stopped', sessionId };
+
+  // Step 5: the fleet-wide entries, and the record of this removal.
+  await forget(deps, sessionId, markedAt);
+  return { outcome: 'removed', sessionId, cancelled };
+}
+
+async function forget(deps: RemoveDeps, sessionId: string, markedAt: string): Promise<void> {
+  const { keys } = deps;
+  const lk = lifecycleKeys(keys);
+  const fleet = [keys.sessions, keys.activations, lk.purging, lk.finished, lk.states, lk.changed, ...INDEXED_STATES.map((s) => lk.byState(s))];
+  await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
+  await deps.redis.incr(lk.version);
+}
+
+async function removeJob(queue: SessionQueue, jobId: string): Promise<void> {
+  for (let i = 0; i < 20; i += 1) {
+    const job = await queue.queue.getJob(jobId);
+    if (job === undefined) return;
+    try {
+      await job.remove();
+      return;
+    } catch {
+      // Locked by a worker that has just taken it: it finds the session marked, ends, and is removed on completion.
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}

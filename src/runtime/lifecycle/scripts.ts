@@ -1,0 +1,74 @@
+/**
+ * The Lua scripts of the data lifecycle. A session is removed in fenced, restartable steps:
+ * MARK (its meta says `deleting`: no prompt is taken and no worker activates it any more),
+ * then, once nobody holds it, PURGE (every key of the session, in one call: the whole session
+ * or nothing), then the fleet-wide entries (FORGET). Each step may run again after a crash.
+ */
+
+/** Machine states in which a session may be removed without force (when nothing else waits). */
+export const QUIESCENT_STATES = ['queued', 'idle', 'completed', 'failed', 'cancelled'] as const;
+
+/**
+ * KEYS: meta, inbox, lease, cancel, active. ARGV: mode ('force' | 'finished' | 'expire'), now,
+ * default retention ms (expire mode), quiescent states (comma-separated).
+ * → {0} no such session | {1, activeJobId|'', holder|'', createdAt, deletingSince} marked (or already was)
+ *   | {-1, state} not finished (finished/expire modes) | {-2, expireAt} not yet expired (0: kept forever)
+ */
+export const MARK = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local since = redis.call('HGET', KEYS[1], 'deleting')
+if not since then
+  if ARGV[1] ~= 'force' then
+    local state = redis.call('HGET', KEYS[1], 'state') or 'queued'
+    local quiet = false
+    for s in string.gmatch(ARGV[4], '[^,]+') do if s == state then quiet = true end end
+    if not quiet or redis.call('LLEN', KEYS[2]) > 0 or redis.call('EXISTS', KEYS[3]) == 1 or redis.call('EXISTS', KEYS[4]) == 1 or redis.call('EXISTS', KEYS[5]) == 1 then
+      return {-1, state}
+    end
+    if ARGV[1] == 'expire' then
+      local retention = tonumber(redis.call('HGET', KEYS[1], 'retention') or ARGV[3])
+      if retention <= 0 then return {-2, 0} end
+      local updated = tonumber(redis.call('HGET', KEYS[1], 'updatedAt') or redis.call('HGET', KEYS[1], 'createdAt') or '0')
+      if updated + retention > tonumber(ARGV[2]) then return {-2, updated + retention} end
+    end
+  end
+  since = ARGV[2]
+  redis.call('HSET', KEYS[1], 'deleting', since)
+end
+return {1, redis.call('GET', KEYS[5]) or '', redis.call('GET', KEYS[3]) or '', redis.call('HGET', KEYS[1], 'createdAt') or '', since}
+`;
+
+/**
+ * KEYS: every key of the session, meta first and lease second, then the tombstone (last).
+ * ARGV: takeLease ('1': remove it even if held: its holder is fenced out), tombstoneMs (0: none), now.
+ * → 1 removed | 0 still held | -1 the session is not being deleted (a new one under this id): left alone
+ */
+export const PURGE = `
+local n = #KEYS
+if redis.call('EXISTS', KEYS[1]) == 1 and not redis.call('HGET', KEYS[1], 'deleting') then return -1 end
+if ARGV[1] ~= '1' and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+for i = 1, n - 1 do redis.call('UNLINK', KEYS[i]) end
+if tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[n], ARGV[3], 'PX', ARGV[2]) end
+return 1
+`;
+
+/**
+ * The fleet-wide entries of a removed session. KEYS: sessions, activations, purging, finished,
+ * states, then one sorted set per state. ARGV: sessionId, when the removed session was marked ('' unknown).
+ * The listing is removed only if it is the removed session's, listed before its mark (a new session
+ * under the same id, made after the purge, keeps its own).
+ */
+export const FORGET = `
+local id = ARGV[1]
+local score = redis.call('ZSCORE', KEYS[1], id)
+local ours = ARGV[2] == '' or not score or tonumber(score) <= tonumber(ARGV[2])
+if ours then
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('HDEL', KEYS[5], id)
+  for i = 6, #KEYS do redis.call('ZREM', KEYS[i], id) end
+end
+redis.call('HDEL', KEYS[3], id)
+return ours and 1 or 0
+`;
