@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { deploymentPolicy } from '../src/runtime/deployment-policy.ts';
 import { createKeys } from '../src/runtime/keys.ts';
 import { lifecycleKeys, SESSION_PARTS } from '../src/runtime/lifecycle/keys.ts';
 import { sweep } from '../src/runtime/lifecycle/sweeper.ts';
@@ -89,8 +90,11 @@ async function template(url: string, prefix: string, cleanup: Cleanup): Promise<
     made.push(r);
     return r;
   };
-  const runtime = new Runtime({ connect, prefix });
+  // Its template session runs in /tmp: the workspace of this deployment's policy.
+  const policy = deploymentPolicy({ workspace: '/tmp' });
+  const runtime = new Runtime({ connect, prefix, policy });
   const worker = new SessionWorker({
+    policy,
     connect,
     keys: runtime.keys,
     queue: createSessionQueue(connect(), runtime.keys),
