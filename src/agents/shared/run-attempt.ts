@@ -32,7 +32,7 @@ export function startupFailure(mapper: AgentMapper, message: string): CliMessage
  *
  * Contract: yields the attempt's messages and ends with exactly one terminal
  * message; a failure to start is a `startup` terminal, never a throw. However the attempt ends, no
- * process of its tree is left once its terminal message is yielded (or the iterator rejects): a
+ * process of its tree is left once the iterator is done (or rejects): a
  * tool's background job or a process that escaped the marker is killed with the attempt's cgroup,
  * or found by the marker/group/parent sweep where the host has no cgroups. When the
  * caller's signal aborts, the process tree is stopped on its own deadline (the
@@ -53,7 +53,6 @@ export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper,
   signal?.addEventListener('abort', onAbort, { once: true });
   if (signal?.aborted === true) onAbort();
   let graceTimer: NodeJS.Timeout | undefined;
-  let finished = false;
   try {
     for await (const line of agent.lines()) {
       const messages = mapper.push(line);
@@ -64,14 +63,16 @@ export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper,
     }
     const exit = await agent.exited;
     clearTimeout(graceTimer);
-    // The agent exited (by itself or stopped): what its tools left running goes before the terminal.
-    await agent.stop('requested');
-    if (signal?.aborted) throw signal.reason;
-    finished = true;
+    if (signal?.aborted) {
+      await agent.stop('requested');
+      throw signal.reason;
+    }
     yield* mapper.complete({ ...exit, stderrTail: agent.stderrTail() });
   } finally {
     clearTimeout(graceTimer);
     signal?.removeEventListener('abort', onAbort);
-    if (!finished) await agent.stop('requested');
+    // However the attempt ended, what its tools left running goes before the attempt is over (the
+    // machine records the attempt's end only once this generator has finished).
+    await agent.stop('requested');
   }
 }
