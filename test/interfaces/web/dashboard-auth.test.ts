@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
+import { launchChromium } from '../../support/browser.ts';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { type PiEnv } from '../../support/pi-env.ts';
@@ -16,7 +17,6 @@ import { until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
  * the page with 401s; stream tickets that expire mid-stream lose no message.
  */
 
-const CHROMIUM = process.env.SESSIOND_CHROMIUM ?? '/usr/bin/chromium';
 const WORDS = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'tick0' : ` tick${i}`));
 const TOKENS = { read: 'dash-read-token-0123456789', write: 'dash-write-token-0123456789', admin: 'dash-admin-token-0123456789' };
 const sha = (t: string) => createHash('sha256').update(t).digest('hex');
@@ -41,7 +41,6 @@ useRuntimeSuite(
   },
   async (s) => {
     ({ env, h } = s);
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: the dashboard test needs Debian's chromium (apt-get install -y chromium) or SESSIOND_CHROMIUM`);
     await h.startWorker();
     const base = loadConfig({ prefix: h.prefix }, {});
     const tokens = Object.entries(TOKENS).map(([scope, token]) => ({ name: `${scope}-person`, scope: scope as 'read', sha256: sha(token) }));
@@ -49,12 +48,7 @@ useRuntimeSuite(
     const config: Config = { ...base, http: { ...base.http, tokens, streamTicketTtl: 1000 } };
     server = await startServer({ runtime: h.runtime, config, logger: pino({ level: 'silent' }), port: 0 });
     userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-      viewport: { width: 1440, height: 1000 },
-    });
+    context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());
     page.setDefaultTimeout(30_000);
     page.on('pageerror', (error) => pageErrors.push(error.message));

@@ -1,9 +1,10 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
+import { launchChromium } from '../../support/browser.ts';
 import { loadConfig } from '../../../src/config/config.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY } from '../../../src/retry/index.ts';
@@ -16,7 +17,6 @@ import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
  * against the fake model, and Debian's chromium driven by playwright-core.
  */
 
-const CHROMIUM = process.env.SESSIOND_CHROMIUM ?? '/usr/bin/chromium';
 const SLOW_WORDS = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'word0' : ` word${i}`));
 
 let model: FakeModelServer;
@@ -45,17 +45,11 @@ useRuntimeSuite(
 );
 
 async function startBrowserAndServer(): Promise<void> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: the dashboard test needs Debian's chromium (apt-get install -y chromium) or SESSIOND_CHROMIUM`);
   await h.startWorker();
   const config = loadConfig({ prefix: h.prefix }, {});
   server = await startServer({ runtime: h.runtime, config, logger: pino({ level: 'silent' }), port: 0 });
   userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-    viewport: { width: 1440, height: 1000 },
-  });
+  context = await launchChromium(userDataDir);
   page = context.pages()[0] ?? (await context.newPage());
   page.setDefaultTimeout(30_000);
   page.on('pageerror', (error) => pageErrors.push(error.message));

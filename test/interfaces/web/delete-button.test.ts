@@ -1,9 +1,10 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
+import { launchChromium } from '../../support/browser.ts';
 import { loadConfig } from '../../../src/config/config.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { leftovers } from '../../support/lifecycle.ts';
@@ -12,7 +13,6 @@ import { until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 
 /** The dashboard's Delete session button, in Debian's chromium: confirmed, a running turn is cancelled, the session is gone. */
 
-const CHROMIUM = process.env.SESSIOND_CHROMIUM ?? '/usr/bin/chromium';
 
 let env: PiEnv;
 let h: Harness;
@@ -33,16 +33,10 @@ useRuntimeSuite(
   },
   async (s) => {
     ({ env, h } = s);
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: this test needs Debian's chromium (apt-get install -y chromium) or SESSIOND_CHROMIUM`);
     await h.startWorker();
     server = await startServer({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, {}), logger: pino({ level: 'silent' }), port: 0 });
     userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-      viewport: { width: 1440, height: 1000 },
-    });
+    context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());
     page.setDefaultTimeout(30_000);
   },
