@@ -7,7 +7,7 @@ import type { AttemptExit } from '../shared/agent-mapper.ts';
 import { InvalidLines } from '../shared/invalid-lines.ts';
 import { EXIT_GRACE_MS, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
-import { resolveAgentCli } from './command.ts';
+import { resolveAgentCli } from '../shared/agent-env.ts';
 import { rpcFailure } from './failure.ts';
 import { AcpLineMapper, AcpUpdates, completedMessage } from './mapper.ts';
 import { AcpOptionsSchema, formatOptionErrors, type AcpOptions, type AcpOptionsInput, type PermissionMode } from './options.ts';

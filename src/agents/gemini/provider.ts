@@ -1,8 +1,6 @@
-import { access, constants } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
-import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
+import { agentEnv, resolveAgentCli } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { prepareManagedGeminiHome, userGeminiDir } from './gemini-home.ts';
 import { GeminiMapper } from './mapper.ts';
@@ -19,7 +17,6 @@ export const GEMINI_INTERRUPT_SIGNAL: NodeJS.Signals = 'SIGTERM';
 /** gemini's stderr carries a stack trace per error: keep only its tail. */
 export const GEMINI_STDERR_TAIL_BYTES = 16 * 1024;
 
-const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 export type { RunContext } from '../shared/run-attempt.ts';
 
@@ -68,7 +65,7 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
 
   yield* runAgentAttempt(
     {
-      command: await resolveGemini(options.command, env),
+      command: await resolveAgentCli(options.command, env),
       args: geminiArgs(options),
       ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
       env: geminiEnv(env, home, options.env),
@@ -84,15 +81,3 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
   );
 }
 
-/** Like `resolveCommand`, and then sessiond's agent-clis/node_modules/.bin, where the pinned CLIs are installed. */
-async function resolveGemini(command: string, env: Record<string, string>): Promise<string> {
-  const resolved = await resolveCommand(command, env);
-  if (resolved !== command || command.includes('/')) return resolved;
-  const candidate = join(PACKAGE_ROOT, 'agent-clis', 'node_modules', '.bin', command);
-  try {
-    await access(candidate, constants.X_OK);
-    return candidate;
-  } catch {
-    return command;
-  }
-}

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import type { Command } from 'commander';
-import { resolveAgentCli } from '../../../agents/acp/command.ts';
+import { resolveAgentCli } from '../../../agents/shared/agent-env.ts';
 import { acpAgentName } from '../../../agents/acp/registry-entry.ts';
 import { AGENT_NAMES, agentDefinition, type AnyAgentName } from '../../../agents/registry.ts';
 import { agentEnv } from '../../../agents/shared/agent-env.ts';
