@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Keys } from '../keys.ts';
 import { SESSION_ID_PATTERN } from '../keys.ts';
 import { newJobId, type SessionQueue } from '../queue.ts';
-import { parseEntry, type SessionStore } from '../store/session-store.ts';
+import { multiValues, parseEntry, type SessionStore } from '../store/session-store.ts';
 import { ArchiveError, ARCHIVED_META, readArchive, writeArchive, type Archive } from './archive.ts';
 import { ConflictError } from './errors.ts';
 import { QUIESCENT_STATES } from './scripts.ts';
@@ -42,12 +42,7 @@ type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
 export async function exportSession(redis: Redis, keys: Keys, sessionId: string): Promise<string | null> {
   const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
   const replies = await redis.multi().hgetall(k('meta')).get(k('snapshot')).lrange(k('history'), 0, -1).xrange(k('log'), '-', '+').hgetall(k('agent')).lrange(k('inbox'), 0, -1).exec();
-  if (replies === null) throw new Error(`session ${sessionId}: the read was aborted`);
-  const value = (i: number): unknown => {
-    const [error, result] = replies[i] ?? [null, null];
-    if (error !== null) throw error;
-    return result;
-  };
+  const value = multiValues(replies, sessionId);
   const meta = value(0) as Record<string, string>;
   if (Object.keys(meta).length === 0) return null;
   if (meta.deleting !== undefined) throw new ConflictError(`session "${sessionId}" is being deleted`);

@@ -293,12 +293,7 @@ export class SessionStore {
       .get(k('lease'))
       .get(k('cancel'))
       .exec();
-    if (replies === null) throw new Error(`session ${sessionId}: the read was aborted`);
-    const value = (i: number): unknown => {
-      const [error, result] = replies[i] ?? [null, null];
-      if (error !== null) throw error;
-      return result;
-    };
+    const value = multiValues(replies, sessionId);
     const meta = value(0) as Record<string, string>;
     if (Object.keys(meta).length === 0) return null;
     const cancel = value(6) as string | null;
@@ -322,6 +317,16 @@ export class SessionStore {
   async lastSeq(sessionId: string): Promise<number> {
     return Number((await this.redis.get(this.key(sessionId, 'seq'))) ?? 0);
   }
+}
+
+/** The replies of a session's read-only MULTI, by position; a failed command's error is thrown. */
+export function multiValues(replies: Array<[Error | null, unknown]> | null, sessionId: string): (i: number) => unknown {
+  if (replies === null) throw new Error(`session ${sessionId}: the read was aborted`);
+  return (i) => {
+    const [error, result] = replies[i] ?? [null, null];
+    if (error !== null) throw error;
+    return result;
+  };
 }
 
 export function parseEntry(fields: string[]): StoredMessage {
