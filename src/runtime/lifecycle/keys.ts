@@ -28,6 +28,8 @@ export interface LifecycleKeys {
   readonly changed: string;
   /** string: the sweeper's lock (one sweeper at a time, fleet-wide). */
   readonly sweeper: string;
+  /** string: the ZSCAN cursor of the backfill of sessions stored before these indexes existed; `done` once it has run through. */
+  readonly backfill: string;
   /** string per session, with a TTL: it was deleted a moment ago (a second delete is not an error). */
   tombstone(sessionId: string): string;
 }
@@ -42,6 +44,7 @@ export function lifecycleKeys(keys: Keys): LifecycleKeys {
     version: `${fleet}:listing-version`,
     changed: `${fleet}:changed`,
     sweeper: `${fleet}:sweeper`,
+    backfill: `${fleet}:index-backfill`,
     tombstone: (sessionId) => `${keys.prefix}:{s:${sessionId}}:gone`,
   };
 }

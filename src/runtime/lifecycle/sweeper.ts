@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { lifecycleKeys } from './keys.ts';
+import { INDEXED_STATES, lifecycleKeys } from './keys.ts';
 import { removeSession, type PurgeRecord, type RemoveDeps } from './remove.ts';
 
 export interface SweepOptions {
@@ -12,6 +12,8 @@ export interface SweepOptions {
 }
 
 export interface SweepResult {
+  /** Sessions stored before the lifecycle indexes existed that this sweep indexed (see BACKFILL). */
+  backfilled: number;
   /** Removals cut short that this sweep finished. */
   resumed: number;
   /** Finished sessions removed because their retention ran out. */
@@ -26,6 +28,25 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 if ARGV[3] == '' then redis.call('ZREM', KEYS[1], ARGV[1]) else redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1]) end
 return 1
 `;
+
+/**
+ * Indexes one session stored before the lifecycle indexes existed (an older sessiond wrote it), unless
+ * it is indexed already: a worker's INDEX of it, before or after, wins (all in the fleet slot, atomic).
+ * KEYS: states, the state's set, finished, version, sessions. ARGV: sessionId, state, expireAt | ''.
+ */
+const BACKFILL = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+local created = redis.call('ZSCORE', KEYS[5], ARGV[1])
+if not created then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], created, ARGV[1])
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1]) end
+redis.call('INCR', KEYS[4])
+return 1
+`;
+
+/** Finished sessions are indexed for expiry; the removal checks again that each is quiescent. */
+const FINISHED_STATES = new Set(['idle', 'completed', 'failed', 'cancelled']);
 
 /** KEYS: lock. ARGV: token. */
 const UNLOCK = `
@@ -56,8 +77,10 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
   const batch = options.batch ?? 500;
   let resumed = 0;
   let expired = 0;
+  let backfilled = 0;
   try {
     const now = Date.now();
+    backfilled = await backfill(deps, options.retentionMs, batch);
     const [, flat] = await redis.hscan(lk.purging, '0', 'COUNT', batch);
     for (let i = 0; i + 1 < flat.length; i += 2) {
       const sessionId = flat[i] as string;
@@ -78,5 +101,36 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
   } finally {
     await unlock(lk.sweeper, token).catch(() => undefined);
   }
-  return { resumed, expired, ran: true };
+  return { backfilled, resumed, expired, ran: true };
+}
+
+/**
+ * One step of the backfill: sessions stored by a sessiond from before the lifecycle indexes are in
+ * the listing but in no state set and not in the expiry index, so they were neither counted by
+ * state, nor filtered, nor ever expired. Each sweep indexes up to `batch` of them, walking the
+ * listing with ZSCAN (which returns every member present for the whole walk at least once), until
+ * the walk is through; from then on it costs one GET per sweep.
+ */
+async function backfill(deps: RemoveDeps, retentionMs: number, batch: number): Promise<number> {
+  const { redis, keys } = deps;
+  const lk = lifecycleKeys(keys);
+  const cursor = (await redis.get(lk.backfill)) ?? '0';
+  if (cursor === 'done') return 0;
+  if (!('sessiondLifecycleBackfill' in redis)) redis.defineCommand('sessiondLifecycleBackfill', { numberOfKeys: 5, lua: BACKFILL });
+  const index = (redis as unknown as Record<string, ScriptFn>)['sessiondLifecycleBackfill'] as ScriptFn;
+  const [next, flat] = await redis.zscan(keys.sessions, cursor, 'COUNT', batch);
+  const ids = flat.filter((_, i) => i % 2 === 0);
+  const known = ids.length === 0 ? [] : await redis.hmget(lk.states, ...ids);
+  const missing = ids.filter((_, i) => known[i] === null);
+  let indexed = 0;
+  for (const sessionId of missing) {
+    const [state, updatedAt, createdAt, own] = await redis.hmget(keys.session(sessionId, 'meta'), 'state', 'updatedAt', 'createdAt', 'retention');
+    const current = state ?? 'queued';
+    if (createdAt === null || !INDEXED_STATES.includes(current)) continue;
+    const retention = own === null || own === '' ? retentionMs : Number(own);
+    const expireAt = FINISHED_STATES.has(current) && retention > 0 ? String(Number(updatedAt ?? createdAt) + retention) : '';
+    indexed += Number(await index.call(redis, lk.states, lk.byState(current), lk.finished, lk.version, keys.sessions, sessionId, current, expireAt));
+  }
+  await redis.set(lk.backfill, next === '0' ? 'done' : next);
+  return indexed;
 }

@@ -119,6 +119,40 @@ describe('retention', { timeout: 120_000 }, () => {
     expect(await scanSessionKeys(idle.runtime.redis, idle.runtime.keys, sessionId)).toEqual([]);
   });
 
+  it('a session stored before the lifecycle indexes existed is indexed by the sweeper, counted by state, and expires like the others', async () => {
+    const ids: string[] = [];
+    const w = await idle.startWorker({ retentionMs: 60_000, sweepIntervalMs: 3_600_000 });
+    for (const prompt of ['Old one', 'Old two']) {
+      const { sessionId } = await idle.runtime.enqueue({ prompt, options: opts('text') });
+      await turnEnded(idle.runtime, sessionId);
+      ids.push(sessionId);
+    }
+    await w.close(2000);
+    // What an older sessiond left: listed, but in no state set and not in the expiry index.
+    const lk = lifecycleKeys(idle.runtime.keys);
+    const r = idle.runtime.redis;
+    await r.hdel(lk.states, ...ids);
+    await r.zrem(lk.byState('completed'), ...ids);
+    await r.zrem(lk.finished, ...ids);
+    await r.del(lk.backfill);
+    expect((await idle.runtime.listPage({ state: 'completed' })).sessions.map((s) => s.sessionId)).not.toContain(ids[0]);
+    const deps = { redis: r, keys: idle.runtime.keys, queue: idle.runtime.queue, publish: () => Promise.resolve() };
+
+    expect(await sweep(deps, { retentionMs: 60_000 })).toMatchObject({ ran: true, backfilled: 2, expired: 0 });
+    expect((await idle.runtime.listPage({ state: 'completed' })).sessions.map((s) => s.sessionId)).toEqual(expect.arrayContaining(ids));
+    const updatedAt = Number(await r.hget(idle.runtime.keys.session(ids[0] as string, 'meta'), 'updatedAt'));
+    expect(Number(await r.zscore(lk.finished, ids[0] as string))).toBe(updatedAt + 60_000);
+    // The walk is through: later sweeps do not look again.
+    expect(await r.get(lk.backfill)).toBe('done');
+    expect(await sweep(deps, { retentionMs: 60_000 })).toMatchObject({ backfilled: 0 });
+
+    // Indexed, they expire like any finished session: whole.
+    for (const id of ids) await r.zadd(lk.finished, 1, id);
+    expect(await sweep(deps, { retentionMs: 1 })).toMatchObject({ expired: 2 });
+    for (const id of ids) expect(await scanSessionKeys(r, idle.runtime.keys, id)).toEqual([]);
+    expect(await leftovers(r, idle.runtime.keys, ids[0] as string)).toEqual([]);
+  });
+
   it('a session may choose its own retention at enqueue, within the deployment maximum', async () => {
     const { connect, closeAll } = connector(redis.url);
     const runtime = new Runtime({ connect, prefix: h.prefix, limits: { maxRetentionMs: 3_600_000 }, policy: TEST_POLICY });
