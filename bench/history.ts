@@ -18,9 +18,11 @@ import { bounded, orNull, procCpuMs, procRssBytes, sleep, tempDir, type Cleanup 
 import { median, round } from './support/timing.ts';
 
 /**
- * Does the idle cost of a deployment grow with its history? The same deployment (one real
- * redis-server, one `sessiond serve` process, no worker, no work) with SMALL and then LARGE stored
- * finished sessions. The sessions have the real stored shape: one session is run through a real
+ * Does the idle cost of a deployment grow with its history? Two deployments alike (each one real
+ * redis-server and one `sessiond serve` process, no worker, no work), one with SMALL and one with
+ * LARGE stored finished sessions, up at the same time and measured side by side: the idle CPU over
+ * the same window, the latencies interleaved request by request (the order alternating), so that a
+ * load swing of this shared machine falls on both sides of a ratio alike. The sessions have the real stored shape: one session is run through a real
  * worker (the /bin/sh fake pi, a completed turn of MESSAGES messages), and its keys and index
  * entries are copied under new ids with pipelined writes (creating 100,000 sessions through the
  * queue would take most of an hour on 2 cores).
@@ -29,7 +31,8 @@ import { median, round } from './support/timing.ts';
  * `serve`'s CPU per second and redis-server's CPU per second over an idle window of WINDOW_S
  * (after its first metrics refresh), `/metrics` (median of scrapes spaced past its 3 s cache, each a
  * refresh; the first of a fresh `serve` is shown too), `GET /api/sessions`
- * first page and 50th page (cursor; 100 per page; medians of REPEAT), `serve`'s RSS.
+ * first page and 50th page (cursor; 100 per page), `serve`'s RSS. Latency ratios are the median of
+ * REPEAT paired ratios.
  * Retention: on a redis-server of its own, INFO used_memory before RETAINED sessions are created
  * (after a warm-up that loads the scripts) and after the sweeper has expired them all (target ≤ 1.1).
  *
@@ -42,7 +45,7 @@ export const name = 'history';
 const COUNTS = (process.env.BENCH_HISTORY_COUNTS ?? '10000,100000').split(',').map(Number);
 const MESSAGES = 20;
 const WINDOW_S = Number(process.env.BENCH_HISTORY_WINDOW_S ?? 20);
-const REPEAT = 9;
+const REPEAT = 11;
 const RETAINED = Number(process.env.BENCH_HISTORY_RETAINED ?? 10_000);
 const ROOT = join(import.meta.dirname, '..');
 const SERVE_ROOT = process.env.BENCH_HISTORY_SERVE_ROOT ?? ROOT;
@@ -178,73 +181,110 @@ async function timed(url: string, init?: RequestInit): Promise<{ ms: number; res
   return { ms: performance.now() - started, response, body };
 }
 
-/** A fresh `serve` on the deployment: its first /metrics, an idle window, the list pages, its RSS. */
-async function measure(redisUrl: string, redisPid: number, prefix: string, sessions: number, stateDir: string, log: (line: string) => void): Promise<Reading> {
+/** One deployment under measurement: its redis-server and a fresh `sessiond serve` on it. */
+interface Deployment {
+  sessions: number;
+  redisPid: number;
+  child: ChildProcess;
+  base: string;
+}
+
+async function startServe(redisUrl: string, redisPid: number, prefix: string, sessions: number, stateDir: string, cleanup: Cleanup): Promise<Deployment> {
   const port = await freePort();
   const child: ChildProcess = spawn(process.execPath, [join(SERVE_ROOT, 'bin', 'sessiond.mjs'), 'serve', '--port', String(port)], {
     cwd: SERVE_ROOT,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', REDIS_URL: redisUrl, SESSIOND_PREFIX: prefix, SESSIOND_STATE_DIR: stateDir },
     stdio: ['ignore', 'ignore', 'ignore'],
   });
-  const base = `http://127.0.0.1:${port}`;
-  try {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
-      if (ok) break;
-      if (Date.now() > deadline || child.exitCode !== null) throw new BenchFailure(`serve did not start (exit ${String(child.exitCode)})`);
-      await sleep(100);
-    }
-    const first = await timed(`${base}/metrics`);
-    if (!first.body.includes('sessiond_sessions{state="completed"}')) throw new BenchFailure('/metrics has no sessiond_sessions gauge');
-    const completed = Number(/sessiond_sessions\{state="completed"\} (\d+)/.exec(first.body)?.[1]);
-    if (completed < sessions) throw new BenchFailure(`/metrics counts ${completed} completed sessions, ${sessions} are stored`);
-    // One background refresh (every 5 s) has run before the window.
-    await sleep(6_000);
-    const serve0 = cpuMs(child.pid ?? 0);
-    const redis0 = cpuMs(redisPid);
-    const t0 = performance.now();
-    await sleep(WINDOW_S * 1000);
-    const seconds = (performance.now() - t0) / 1000;
-    const serveCpu = (cpuMs(child.pid ?? 0) - serve0) / seconds;
-    const redisCpu = (cpuMs(redisPid) - redis0) / seconds;
-    const rss = procRssBytes(child.pid ?? 0);
-
-    const scrapes: number[] = [];
-    for (let i = 0; i < 3; i += 1) {
-      await sleep(3_100);
-      scrapes.push((await timed(`${base}/metrics`)).ms);
-    }
-    const page1: number[] = [];
-    for (let i = 0; i < REPEAT; i += 1) page1.push((await timed(`${base}/api/sessions?limit=100`)).ms);
-    let page50 = Number.NaN;
-    let cursor: string | null = null;
-    let supported = true;
-    for (let page = 1; page < 50; page += 1) {
-      const r = await timed(`${base}/api/sessions?limit=100${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`);
-      const parsed = JSON.parse(r.body) as { next?: string | null };
-      if (parsed.next === undefined) {
-        supported = false;
-        break;
-      }
-      cursor = parsed.next;
-      if (cursor === null) throw new BenchFailure(`the listing ended at page ${page} of ${sessions} sessions`);
-    }
-    if (supported && cursor !== null) {
-      const times: number[] = [];
-      for (let i = 0; i < REPEAT; i += 1) times.push((await timed(`${base}/api/sessions?limit=100&cursor=${encodeURIComponent(cursor)}`)).ms);
-      page50 = median(times);
-    }
-    const reading: Reading = { sessions, serveCpuMsPerSec: serveCpu, redisCpuMsPerSec: redisCpu, firstMetricsMs: first.ms, metricsMs: median(scrapes), listFirstPageMs: median(page1), list50thPageMs: page50, serveRssBytes: rss };
-    log(
-      `  ${sessions} stored sessions: serve idle ${serveCpu.toFixed(2)} ms CPU/s, redis-server idle ${redisCpu.toFixed(2)} ms CPU/s (over ${seconds.toFixed(0)} s); first /metrics ${first.ms.toFixed(0)} ms, later ones (each a refresh) ${reading.metricsMs.toFixed(1)} ms; ` +
-        `list page 1 ${reading.listFirstPageMs.toFixed(1)} ms, page 50 ${Number.isNaN(page50) ? 'n/a (no cursor in this build)' : `${page50.toFixed(1)} ms`}; serve RSS ${(rss / 2 ** 20).toFixed(0)} MiB`,
-    );
-    return reading;
-  } finally {
+  cleanup.add(`serve (${sessions} sessions)`, async () => {
     child.kill('SIGTERM');
     await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (Date.now() > deadline || child.exitCode !== null) throw new BenchFailure(`serve did not start (exit ${String(child.exitCode)})`);
+    await sleep(100);
   }
+  return { sessions, redisPid, child, base };
+}
+
+/** The median of the paired ratios large ÷ small (each pair measured back to back, in alternating order). */
+function pairedRatio(small: readonly number[], large: readonly number[]): number {
+  return median(small.map((s, i) => (large[i] as number) / s));
+}
+
+/**
+ * Every figure of every deployment, measured in the same window (idle CPU) or interleaved request by
+ * request (latencies, alternating which deployment goes first), so a load swing of this shared machine
+ * falls on both sides of a ratio alike.
+ */
+async function measureAll(deployments: readonly Deployment[], log: (line: string) => void): Promise<{ readings: Reading[]; paired: Record<'metrics' | 'page1' | 'page50', number[][]> }> {
+  const firsts: number[] = [];
+  for (const d of deployments) {
+    const first = await timed(`${d.base}/metrics`);
+    if (!first.body.includes('sessiond_sessions{state="completed"}')) throw new BenchFailure('/metrics has no sessiond_sessions gauge');
+    const completed = Number(/sessiond_sessions\{state="completed"\} (\d+)/.exec(first.body)?.[1]);
+    if (completed < d.sessions) throw new BenchFailure(`/metrics counts ${completed} completed sessions, ${d.sessions} are stored`);
+    firsts.push(first.ms);
+  }
+  // One background refresh (every 5 s) has run before the window.
+  await sleep(6_000);
+  const cpu0 = deployments.map((d) => [cpuMs(d.child.pid ?? 0), cpuMs(d.redisPid)] as const);
+  const t0 = performance.now();
+  await sleep(WINDOW_S * 1000);
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = deployments.map((d, i) => [(cpuMs(d.child.pid ?? 0) - (cpu0[i]?.[0] ?? 0)) / seconds, (cpuMs(d.redisPid) - (cpu0[i]?.[1] ?? 0)) / seconds] as const);
+
+  /** REPEAT rounds; in each, every deployment once, the order alternating round by round. */
+  const interleaved = async (url: (d: Deployment, i: number) => string, pause = 0): Promise<number[][]> => {
+    const times: number[][] = deployments.map(() => []);
+    for (let round = 0; round < REPEAT; round += 1) {
+      if (pause > 0) await sleep(pause);
+      const order = deployments.map((_, i) => i);
+      if (round % 2 === 1) order.reverse();
+      for (const i of order) times[i]?.push((await timed(url(deployments[i] as Deployment, i))).ms);
+    }
+    return times;
+  };
+  const scrapes = await interleaved((d) => `${d.base}/metrics`, 3_100);
+  const page1 = await interleaved((d) => `${d.base}/api/sessions?limit=100`);
+  const cursors: Array<string | null> = [];
+  for (const d of deployments) {
+    let cursor: string | null = null;
+    for (let page = 1; page < 50; page += 1) {
+      const r = await timed(`${d.base}/api/sessions?limit=100${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`);
+      const parsed = JSON.parse(r.body) as { next?: string | null };
+      // An older build (BENCH_HISTORY_SERVE_ROOT) has no cursor: no 50th page to time.
+      if (parsed.next === undefined) break;
+      cursor = parsed.next;
+      if (cursor === null) throw new BenchFailure(`the listing ended at page ${page} of ${d.sessions} sessions`);
+    }
+    cursors.push(cursor);
+  }
+  const page50 = cursors.includes(null)
+    ? deployments.map(() => [Number.NaN])
+    : await interleaved((d, i) => `${d.base}/api/sessions?limit=100&cursor=${encodeURIComponent(cursors[i] as string)}`);
+  const readings = deployments.map((d, i): Reading => {
+    const reading: Reading = {
+      sessions: d.sessions,
+      serveCpuMsPerSec: cpu[i]?.[0] ?? Number.NaN,
+      redisCpuMsPerSec: cpu[i]?.[1] ?? Number.NaN,
+      firstMetricsMs: firsts[i] ?? Number.NaN,
+      metricsMs: median(scrapes[i] ?? []),
+      listFirstPageMs: median(page1[i] ?? []),
+      list50thPageMs: median(page50[i] ?? []),
+      serveRssBytes: procRssBytes(d.child.pid ?? 0),
+    };
+    log(
+      `  ${d.sessions} stored sessions: serve idle ${reading.serveCpuMsPerSec.toFixed(2)} ms CPU/s, redis-server idle ${reading.redisCpuMsPerSec.toFixed(2)} ms CPU/s (over the same ${seconds.toFixed(0)} s); first /metrics ${reading.firstMetricsMs.toFixed(0)} ms, ` +
+        `later ones (each a refresh) ${reading.metricsMs.toFixed(1)} ms; list page 1 ${reading.listFirstPageMs.toFixed(1)} ms, page 50 ${reading.list50thPageMs.toFixed(1)} ms; serve RSS ${(reading.serveRssBytes / 2 ** 20).toFixed(0)} MiB`,
+    );
+    return reading;
+  });
+  return { readings, paired: { metrics: scrapes, page1, page50 } };
 }
 
 async function usedMemory(redis: Redis): Promise<number> {
@@ -298,36 +338,45 @@ async function retention(t: Template, cleanup: Cleanup, log: (line: string) => v
 
 export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
   return bounded(name, TIME_LIMIT_MS, log, async (cleanup) => {
-    const server = await startRedis();
-    cleanup.add('redis-server', () => server.stop());
-    const redis = new Redis(server.url, { maxRetriesPerRequest: null });
-    redis.on('error', () => undefined);
-    cleanup.add('connection', () => void redis.disconnect());
     const prefix = `bench-history-${randomBytes(3).toString('hex')}`;
     const stateDir = tempDir('sessiond-bench-history-state-', cleanup);
-    const t = await template(server.url, prefix, cleanup);
-    log(`${COUNTS.join(' and ')} stored finished sessions (each a completed turn of ${MESSAGES} messages, copied from one real session), one redis-server, \`sessiond serve\`${SERVE_ROOT === ROOT ? '' : ` from ${SERVE_ROOT}`}, no worker`);
-    const readings: Reading[] = [];
-    let made = 0;
+    // Each count is a deployment of its own (its own redis-server and `serve`), all up at once, so
+    // that they are measured side by side.
+    const servers = [];
     for (const count of COUNTS) {
-      const started = performance.now();
-      await populate(redis, prefix, t, made, count, () => Date.now() + 30 * 86_400_000, Date.now() - 60_000);
-      log(`  created ${count - made} sessions in ${((performance.now() - started) / 1000).toFixed(1)} s (pipelined writes), Redis used_memory ${((await usedMemory(redis)) / 2 ** 20).toFixed(0)} MiB`);
-      made = count;
-      readings.push(await measure(server.url, server.pid, prefix, count, stateDir, log));
+      const server = await startRedis();
+      cleanup.add(`redis-server (${count} sessions)`, () => server.stop());
+      servers.push(server);
     }
+    const t = await template((servers[0] as (typeof servers)[number]).url, prefix, cleanup);
+    log(
+      `${COUNTS.join(' and ')} stored finished sessions (each a completed turn of ${MESSAGES} messages, copied from one real session), each on its own redis-server with its own \`sessiond serve\`${SERVE_ROOT === ROOT ? '' : ` from ${SERVE_ROOT}`}, no worker, measured side by side`,
+    );
+    const deployments: Deployment[] = [];
+    for (const [i, count] of COUNTS.entries()) {
+      const server = servers[i] as (typeof servers)[number];
+      const redis = new Redis(server.url, { maxRetriesPerRequest: null });
+      redis.on('error', () => undefined);
+      cleanup.add(`connection (${count} sessions)`, () => void redis.disconnect());
+      const started = performance.now();
+      await populate(redis, prefix, t, 0, count, () => Date.now() + 30 * 86_400_000, Date.now() - 60_000);
+      log(`  created ${count} sessions in ${((performance.now() - started) / 1000).toFixed(1)} s (pipelined writes), Redis used_memory ${((await usedMemory(redis)) / 2 ** 20).toFixed(0)} MiB`);
+      deployments.push(await startServe(server.url, server.pid, prefix, count, stateDir, cleanup));
+    }
+    const { readings, paired } = await measureAll(deployments, log);
     const [small, large] = [readings[0], readings.at(-1)];
     const ratio = (f: (r: Reading) => number) => (small === undefined || large === undefined || readings.length < 2 ? Number.NaN : f(large) / f(small));
+    const pairs = (times: number[][]) => (readings.length < 2 ? Number.NaN : pairedRatio(times[0] ?? [], times.at(-1) ?? []));
     const idleCpuRatio = ratio((r) => r.serveCpuMsPerSec);
     const redisIdleCpuRatio = ratio((r) => r.redisCpuMsPerSec);
-    const metricsLatencyRatio = ratio((r) => r.metricsMs);
+    const metricsLatencyRatio = pairs(paired.metrics);
     const firstMetricsRatio = ratio((r) => r.firstMetricsMs);
-    const listPageRatio = ratio((r) => r.list50thPageMs);
-    const listFirstPageRatio = ratio((r) => r.listFirstPageMs);
+    const listPageRatio = pairs(paired.page50);
+    const listFirstPageRatio = pairs(paired.page1);
     const memoryRatio = ratio((r) => r.serveRssBytes);
     if (readings.length > 1) {
       log(
-        `  ratios ${COUNTS.at(-1)} ÷ ${COUNTS[0]} (target ≤ 1.2): serve idle CPU ${idleCpuRatio.toFixed(2)}, redis idle CPU ${redisIdleCpuRatio.toFixed(2)}, /metrics ${metricsLatencyRatio.toFixed(2)} (the first of a fresh serve ${firstMetricsRatio.toFixed(2)}), ` +
+        `  ratios ${COUNTS.at(-1)} ÷ ${COUNTS[0]} (target ≤ 1.2; latencies: median of paired ratios): serve idle CPU ${idleCpuRatio.toFixed(2)}, redis idle CPU ${redisIdleCpuRatio.toFixed(2)}, /metrics ${metricsLatencyRatio.toFixed(2)} (the first of a fresh serve ${firstMetricsRatio.toFixed(2)}), ` +
           `list page 1 ${listFirstPageRatio.toFixed(2)}, page 50 ${listPageRatio.toFixed(2)}, serve RSS ${memoryRatio.toFixed(2)}`,
       );
     }
