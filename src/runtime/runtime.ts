@@ -17,7 +17,7 @@ import { parseDuration } from '../config/duration.ts';
 import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
 import { removeSession } from './lifecycle/remove.ts';
-import { lifecycleKeys } from './lifecycle/keys.ts';
+import { AUDIT_MAX, lifecycleKeys } from './lifecycle/keys.ts';
 import { exportSession, importSession } from './lifecycle/transfer.ts';
 import { CursorError, listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 
@@ -184,7 +184,12 @@ export class Runtime {
    * `force` a running turn is cancelled first (its process tree gone). Deleting again within the
    * hour is not an error (`already: true`); an id never seen is a NotFoundError.
    */
-  async deleteSession(sessionId: string, options: { force?: boolean; waitMs?: number } = {}): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> {
+  /**
+   * Deletes the session fleet-wide. Every call that gets as far as the session (deleted, already
+   * deleted, refused as active) is recorded in the deletion audit stream with `actor` (who asked:
+   * a token's name, `cli:user@host`…); an unknown id is not.
+   */
+  async deleteSession(sessionId: string, options: { force?: boolean; waitMs?: number; actor?: string } = {}): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> {
     checkSessionId(sessionId);
     const result = await removeSession(
       { redis: this.redis, keys: this.keys, queue: this.queue, publish: (event) => this.#bus.publish(event) },
@@ -192,9 +197,28 @@ export class Runtime {
       { mode: options.force === true ? 'force' : 'finished', tombstoneMs: 3_600_000, ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }) },
     );
     if (result.outcome === 'unknown') throw new NotFoundError(`unknown session "${sessionId}"`);
+    const outcome = result.outcome === 'active' ? 'refused' : result.outcome === 'removed' ? 'deleted' : 'already-deleted';
+    await this.redis.xadd(
+      lifecycleKeys(this.keys).deletions,
+      'MAXLEN',
+      '~',
+      AUDIT_MAX,
+      '*',
+      ...['sessionId', sessionId, 'actor', options.actor ?? 'unknown', 'force', String(options.force === true), 'outcome', outcome, 'cancelled', String(result.outcome === 'removed' && result.cancelled)],
+    );
     if (result.outcome === 'active') throw new ConflictError(`session "${sessionId}" is active (state ${result.state}, or prompts waiting): cancel its turn first, or delete with force`);
     if (result.outcome === 'removed') return { sessionId, deleted: true, cancelled: result.cancelled };
     return { sessionId, deleted: false, cancelled: false };
+  }
+
+  /** The deletion audit stream, newest first (at most `limit` entries; about AUDIT_MAX are kept). */
+  async deletions(limit = 100): Promise<Array<{ at: number; sessionId: string; actor: string; force: boolean; outcome: string; cancelled: boolean }>> {
+    const entries = (await this.redis.xrevrange(lifecycleKeys(this.keys).deletions, '+', '-', 'COUNT', Math.max(1, limit))) as Array<[string, string[]]>;
+    return entries.map(([id, flat]) => {
+      const f: Record<string, string> = {};
+      for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
+      return { at: Number(id.split('-')[0]), sessionId: f['sessionId'] ?? '', actor: f['actor'] ?? 'unknown', force: f['force'] === 'true', outcome: f['outcome'] ?? '', cancelled: f['cancelled'] === 'true' };
+    });
   }
 
   /** Cancels the session's current turn, wherever it runs. Throws NotFoundError for an unknown session. */

@@ -154,7 +154,9 @@ export function createApp(options: AppOptions): Hono {
     const id = c.req.param('id');
     const query = validate(DeleteQuery, c.req.query());
     if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
-    const result = await runtime.deleteSession(id, { force: query.force === true });
+    const principal = auth.principalOf(c);
+    const actor = principal === null ? 'http:anonymous' : `http:${principal.name ?? principal.via}(${principal.scope})`;
+    const result = await runtime.deleteSession(id, { force: query.force === true, actor });
     logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
     return c.json(result, 200);
   });

@@ -28,6 +28,8 @@ export interface LifecycleKeys {
   readonly changed: string;
   /** string: the sweeper's lock (one sweeper at a time, fleet-wide). */
   readonly sweeper: string;
+  /** stream: one entry per deletion (who, when, outcome), capped at AUDIT_MAX entries. */
+  readonly deletions: string;
   /** string: the ZSCAN cursor of the backfill of sessions stored before these indexes existed; `done` once it has run through. */
   readonly backfill: string;
   /** string per session, with a TTL: it was deleted a moment ago (a second delete is not an error). */
@@ -45,9 +47,13 @@ export function lifecycleKeys(keys: Keys): LifecycleKeys {
     changed: `${fleet}:changed`,
     sweeper: `${fleet}:sweeper`,
     backfill: `${fleet}:index-backfill`,
+    deletions: `${fleet}:deletions`,
     tombstone: (sessionId) => `${keys.prefix}:{s:${sessionId}}:gone`,
   };
 }
+
+/** The deletion audit stream keeps about this many entries (XADD MAXLEN ~). */
+export const AUDIT_MAX = 10_000;
 
 /** How long the `changed` index remembers a change. */
 export const CHANGED_WINDOW_MS = 3_600_000;

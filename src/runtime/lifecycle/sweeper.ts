@@ -67,7 +67,7 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
   const { redis } = deps;
   const lk = lifecycleKeys(deps.keys);
   const token = randomUUID();
-  if ((await redis.set(lk.sweeper, token, 'PX', 60_000, 'NX')) !== 'OK') return { resumed: 0, expired: 0, ran: false };
+  if ((await redis.set(lk.sweeper, token, 'PX', 60_000, 'NX')) !== 'OK') return { backfilled: 0, resumed: 0, expired: 0, ran: false };
   const define = (name: string, lua: string): ScriptFn => {
     if (!(name in redis)) redis.defineCommand(name, { numberOfKeys: 1, lua });
     return ((redis as unknown as Record<string, ScriptFn>)[name] as ScriptFn).bind(redis);

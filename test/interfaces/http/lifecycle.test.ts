@@ -58,6 +58,11 @@ describe('DELETE /api/sessions/:id', () => {
     expect(await leftovers(h.runtime.redis, h.runtime.keys, id)).toEqual([]);
     expect((await call('GET', `/api/sessions/${id}/export`)).status).toBe(404);
     expect(await call('DELETE', `/api/sessions/${id}`)).toEqual({ status: 200, body: { sessionId: id, deleted: false, cancelled: false } });
+    // Both calls are in the deletion audit stream, newest first, with who asked (no token configured: open, admin).
+    expect((await h.runtime.deletions(2)).map((e) => [e.sessionId, e.outcome, e.actor])).toEqual([
+      [id, 'already-deleted', 'http:open(admin)'],
+      [id, 'deleted', 'http:open(admin)'],
+    ]);
     expect((await call('GET', `/api/sessions/${id}`)).status).toBe(404);
     expect((await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'Still there?' })).status).toBe(404);
     expect(await leftovers(h.runtime.redis, h.runtime.keys, id)).toEqual([]);

@@ -1,3 +1,4 @@
+import { hostname, userInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
 import { ConflictError } from '../../../src/runtime/lifecycle/errors.ts';
@@ -69,6 +70,11 @@ describe('delete a session', { timeout: 120_000 }, () => {
     const result = await cli(['delete', sessionId]);
     expect(result).toMatchObject({ exitCode: 0, stdout: `deleted ${sessionId}\n` });
     expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    // The deletion is audited: who (this shell's user and host), which session, the outcome.
+    const audit = await cli(['deletions', '--limit', '1', '--json']);
+    expect(audit.exitCode).toBe(0);
+    expect(JSON.parse(audit.stdout)).toEqual([{ at: expect.any(Number), sessionId, actor: `cli:${userInfo().username}@${hostname()}`, force: false, outcome: 'deleted', cancelled: false }]);
+    expect((await cli(['deletions', '--limit', 'lots'])).stderr).toContain('--limit: must be an integer');
   });
 
   it('running a real pi turn with a long tool: refused without force; with --force the turn is cancelled first, no process is left, nothing in Redis', async () => {
