@@ -144,6 +144,29 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
     expect(JSON.parse((await cli(['retry-policy', 'get', '--json'])).stdout)).toMatchObject({ maxAttempts: 4, source: 'default' });
   });
 
+  it('list pages through every session with --cursor: no session twice, none left out, and a bad cursor is exit 2', async () => {
+    const all = (JSON.parse((await cli(['list', '--json'])).stdout) as Array<{ sessionId: string }>).map((s) => s.sessionId);
+    expect(all.length).toBeGreaterThanOrEqual(2);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    for (let page = 0; page <= all.length; page += 1) {
+      const result = await cli(['list', '--limit', '1', '--json', '--paged', ...(cursor === null ? [] : ['--cursor', cursor])]);
+      expect(result.exitCode).toBe(0);
+      const parsed = JSON.parse(result.stdout) as { sessions: Array<{ sessionId: string }>; next: string | null };
+      seen.push(...parsed.sessions.map((s) => s.sessionId));
+      cursor = parsed.next;
+      if (cursor === null) break;
+    }
+    expect(seen).toEqual(all);
+    // Text mode: the ids on stdout, the way to the next page on stderr.
+    const text = await cli(['list', '--limit', '1']);
+    expect(text.stdout.trim().split('\n')).toHaveLength(1);
+    expect(text.stderr).toMatch(/more: sessiond list --limit 1 --cursor \S+/);
+    const bad = await cli(['list', '--cursor', 'not-a-cursor']);
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toContain('--cursor: must be the `next` of an earlier page');
+  });
+
   it('bad arguments and bad options are refused with exit 2, naming them, and nothing is enqueued', async () => {
     const before = JSON.parse((await cli(['list', '--json'])).stdout) as unknown[];
     const thinking = await cli(['enqueue', '--thinking', 'extreme', 'x']);
