@@ -12,6 +12,10 @@ export interface MessageHubOptions {
   maxQueued?: number;
   /** XREAD BLOCK timeout (ms). Default 1000. */
   blockMs?: number;
+  /** A key that exists as long as the session does (its meta): the followers of a deleted or expired session are ended. */
+  existsKey?: (sessionId: string) => string;
+  /** How often the followed sessions are checked for having gone (ms). Default 5000. */
+  goneCheckMs?: number;
 }
 
 interface Follower {
@@ -41,7 +45,7 @@ const PAGE = 500;
  * this needs one hub per node (not done: sessiond connects to one Redis).
  */
 export class MessageHub {
-  readonly #options: Required<Omit<MessageHubOptions, 'connect' | 'redis' | 'logKey'>> & MessageHubOptions;
+  readonly #options: Required<Omit<MessageHubOptions, 'connect' | 'redis' | 'logKey' | 'existsKey'>> & MessageHubOptions;
   readonly #bySession = new Map<string, Set<Follower>>();
   #reader: Redis | null = null;
   #readerId: number | null = null;
@@ -49,9 +53,10 @@ export class MessageHub {
   #blockingOn: Set<string> | null = null;
   #idle: (() => void) | null = null;
   #closed = false;
+  #goneTimer: NodeJS.Timeout | null = null;
 
   constructor(options: MessageHubOptions) {
-    this.#options = { maxQueued: 2000, blockMs: 1000, ...options };
+    this.#options = { maxQueued: 2000, blockMs: 1000, goneCheckMs: 5000, ...options };
   }
 
   /** Followers now (each live event stream is one). */
@@ -101,6 +106,8 @@ export class MessageHub {
 
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#goneTimer !== null) clearInterval(this.#goneTimer);
+    this.#goneTimer = null;
     for (const set of this.#bySession.values()) for (const f of set) this.#end(f);
     this.#bySession.clear();
     this.#idle?.();
@@ -117,6 +124,10 @@ export class MessageHub {
       this.#bySession.set(follower.sessionId, set);
     }
     set.add(follower);
+    if (this.#options.existsKey !== undefined && this.#goneTimer === null) {
+      this.#goneTimer = setInterval(() => void this.#endGone(), this.#options.goneCheckMs);
+      this.#goneTimer.unref();
+    }
     this.#loop ??= this.#run().finally(() => {
       this.#loop = null;
     });
@@ -132,6 +143,22 @@ export class MessageHub {
     set?.delete(follower);
     if (set !== undefined && set.size === 0) this.#bySession.delete(follower.sessionId);
     follower.queue.length = 0;
+    if (this.#bySession.size === 0 && this.#goneTimer !== null) {
+      clearInterval(this.#goneTimer);
+      this.#goneTimer = null;
+    }
+  }
+
+  /** Ends the followers of sessions that no longer exist (deleted, expired): their logs will never grow again. */
+  async #endGone(): Promise<void> {
+    const existsKey = this.#options.existsKey;
+    if (existsKey === undefined) return;
+    const sessions = [...this.#bySession.keys()];
+    // One call per session (not one pipeline): on a Redis Cluster their keys are in different slots.
+    const exists = await Promise.all(sessions.map((s) => this.#options.redis.exists(existsKey(s)).catch(() => 1)));
+    sessions.forEach((s, i) => {
+      if (exists[i] === 0) for (const f of this.#bySession.get(s) ?? []) this.#end(f);
+    });
   }
 
   #end(follower: Follower): void {

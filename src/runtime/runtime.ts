@@ -393,7 +393,7 @@ export class Runtime {
    * event streams): see MessageHub. Made on first use, closed with the runtime.
    */
   get messageHub(): MessageHub {
-    this.#hub ??= new MessageHub({ connect: () => this.#connect('stream-hub'), redis: this.redis, logKey: (id) => this.store.key(id, 'log') });
+    this.#hub ??= new MessageHub({ connect: () => this.#connect('stream-hub'), redis: this.redis, logKey: (id) => this.store.key(id, 'log'), existsKey: (id) => this.store.key(id, 'meta') });
     return this.#hub;
   }
 

@@ -76,6 +76,11 @@ export class EventStreams {
               lastMessageAt = Date.now();
               if (stream.aborted || stream.closed) break;
             }
+            // The hub ended the stream without an abort: the session is gone (deleted, expired). Say so, so
+            // that a client does not reconnect to a 404.
+            if (!controller.signal.aborted && !stream.closed && (await runtime.getSession(sessionId)) === null) {
+              await stream.writeSSE({ event: 'session.deleted', data: JSON.stringify({ sessionId }) });
+            }
           } finally {
             clearInterval(keepAlive);
             if (expiry !== null) clearTimeout(expiry);

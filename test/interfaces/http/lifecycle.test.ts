@@ -70,6 +70,30 @@ describe('DELETE /api/sessions/:id', () => {
     expect(logLines.some((l) => l.includes('"audit":"session.delete"') && l.includes(id))).toBe(true);
   });
 
+  it('an event stream of a session that is deleted ends with a session.deleted event', async () => {
+    const created = await call('POST', '/api/sessions', { prompt: 'Hello', options: opts('text') });
+    const id = created.body.sessionId as string;
+    await turnEnded(h.runtime, id);
+    const response = await fetch(`${server.url}/api/sessions/${id}/events`, { signal: AbortSignal.timeout(60_000) });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    // The whole turn first, then the delete while the stream waits for more.
+    while (!text.includes('event: terminal.completed')) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the stream ended before the turn's end: ${text}`);
+      text += decoder.decode(value, { stream: true });
+    }
+    expect((await call('DELETE', `/api/sessions/${id}`)).status).toBe(200);
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    expect(text).toContain(`event: session.deleted\ndata: {"sessionId":"${id}"}`);
+  });
+
   it('an unknown id is a 404; a bad force value a 400 naming it', async () => {
     expect((await call('DELETE', '/api/sessions/no-such-session')).status).toBe(404);
     const bad = await call('DELETE', '/api/sessions/no-such-session?force=maybe');
@@ -90,7 +114,7 @@ describe('DELETE /api/sessions/:id', () => {
   });
 });
 
-describe('GET /api/sessions: cursor pages from the index, ETag / 304 when nothing changed', () => {
+describe('GET /api/sessions: cursor pages from the index, ETag / 304 when nothing changed', { timeout: 120_000 }, () => {
   it('walks every session page by page, newest first, none twice; a state filter pages that state only', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 7; i += 1) ids.push((await call('POST', '/api/sessions', { prompt: `page ${i}`, options: opts('text') })).body.sessionId as string);
