@@ -31,7 +31,7 @@ import { median, round } from './support/timing.ts';
  * `serve`'s CPU per second and redis-server's CPU per second over an idle window of WINDOW_S
  * (after its first metrics refresh), `/metrics` (median of scrapes spaced past its 3 s cache, each a
  * refresh; the first of a fresh `serve` is shown too), `GET /api/sessions`
- * first page and 50th page (cursor; 100 per page), `serve`'s RSS. Latency ratios are the median of
+ * first page and 50th page (cursor; 100 per page), `serve`'s RSS at the end of the idle window. Latency ratios are the median of
  * REPEAT paired ratios.
  * Retention: on a redis-server of its own, INFO used_memory before RETAINED sessions are created
  * (after a warm-up that loads the scripts) and after the sweeper has expired them all (target ≤ 1.1).
@@ -44,7 +44,7 @@ export const name = 'history';
 
 const COUNTS = (process.env.BENCH_HISTORY_COUNTS ?? '10000,100000').split(',').map(Number);
 const MESSAGES = 20;
-const WINDOW_S = Number(process.env.BENCH_HISTORY_WINDOW_S ?? 20);
+const WINDOW_S = Number(process.env.BENCH_HISTORY_WINDOW_S ?? 30);
 const REPEAT = 11;
 const RETAINED = Number(process.env.BENCH_HISTORY_RETAINED ?? 10_000);
 const ROOT = join(import.meta.dirname, '..');
@@ -237,6 +237,8 @@ async function measureAll(deployments: readonly Deployment[], log: (line: string
   await sleep(WINDOW_S * 1000);
   const seconds = (performance.now() - t0) / 1000;
   const cpu = deployments.map((d, i) => [(cpuMs(d.child.pid ?? 0) - (cpu0[i]?.[0] ?? 0)) / seconds, (cpuMs(d.redisPid) - (cpu0[i]?.[1] ?? 0)) / seconds] as const);
+  // Memory at rest, before the requests below leave garbage of their own for the GC to take in its time.
+  const rss = deployments.map((d) => procRssBytes(d.child.pid ?? 0));
 
   /** REPEAT rounds; in each, every deployment once, the order alternating round by round. */
   const interleaved = async (url: (d: Deployment, i: number) => string, pause = 0): Promise<number[][]> => {
@@ -276,7 +278,7 @@ async function measureAll(deployments: readonly Deployment[], log: (line: string
       metricsMs: median(scrapes[i] ?? []),
       listFirstPageMs: median(page1[i] ?? []),
       list50thPageMs: median(page50[i] ?? []),
-      serveRssBytes: procRssBytes(d.child.pid ?? 0),
+      serveRssBytes: rss[i] ?? Number.NaN,
     };
     log(
       `  ${d.sessions} stored sessions: serve idle ${reading.serveCpuMsPerSec.toFixed(2)} ms CPU/s, redis-server idle ${reading.redisCpuMsPerSec.toFixed(2)} ms CPU/s (over the same ${seconds.toFixed(0)} s); first /metrics ${reading.firstMetricsMs.toFixed(0)} ms, ` +
