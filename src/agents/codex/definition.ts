@@ -3,11 +3,11 @@ import { callerOptions } from '../shared/caller-options.ts';
 import { CODEX_SANDBOX_MODES } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
 import { agentEnv } from '../shared/agent-env.ts';
-import { managedCodexHomePath, userCodexHome } from './codex-home.ts';
+import { managedCodexHomePath, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
 import type { CodexOptionsInput } from './options.ts';
 import { runCodex } from './provider.ts';
-import { exportCodexRollout, importCodexRollout, type CodexRolloutState } from './rollout-file.ts';
+import { exportCodexRollout, importCodexRollout, type CodexRolloutState } from './session-file.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /** The managed CODEX_HOME these options run in (where the thread rollouts are). */

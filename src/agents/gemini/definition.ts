@@ -3,7 +3,7 @@ import { callerOptions } from '../shared/caller-options.ts';
 import { APPROVAL_MODES } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
 import { agentEnv } from '../shared/agent-env.ts';
-import { managedHomeForOptions } from './gemini-home.ts';
+import { managedHomeForOptions } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
 import type { GeminiOptionsInput } from './options.ts';
 import { runGemini } from './provider.ts';
