@@ -1,4 +1,5 @@
 import { persistSession, startSessionActor, stateName, type PersistedSession, type SessionActor, type Transition } from '../../machines/restore.ts';
+import { isAttemptState, QUIESCENT_MACHINE_STATES } from '../../machines/states.ts';
 import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
 import type { CliMessage } from '../protocol/index.ts';
 import { agentDefinition, isAgentName, type AgentName } from '../agents/registry.ts';
@@ -13,7 +14,7 @@ import { SessionWriter, type SnapshotValue } from './session-writer.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
 
 /** States in which the session needs nothing more from this worker. */
-const QUIESCENT = new Set(['idle', 'completed', 'failed', 'cancelled']);
+const QUIESCENT: ReadonlySet<string> = new Set(QUIESCENT_MACHINE_STATES);
 
 export interface ActiveSessionConfig {
   /** Agent options that belong to the worker's host (command, agent dir, session dir, env…), per agent. */
@@ -253,7 +254,7 @@ export class ActiveSession {
           continue;
         }
       }
-      if (this.#draining && state !== 'running' && state !== 'cancelling') return this.#stopInterrupted();
+      if (this.#draining && !isAttemptState(state)) return this.#stopInterrupted();
       if (state === 'backoff') {
         const until = snapshot.context.nextRetryAt ?? Date.now();
         if (until - Date.now() > this.#config.holdBackoffMs) return this.#park(until);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { isAttemptState } from '../../machines/states.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { detectContainment, type AttemptLimits } from '../process/index.ts';
 import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
@@ -188,7 +189,7 @@ export class SessionWorker {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const state = lease.loaded.meta.state;
-      if (state === 'running' || state === 'cancelling') {
+      if (isAttemptState(state)) {
         // Taken over while an attempt ran: if its holder died on this host, what that attempt left
         // running goes now, before the attempt is recorded as interrupted (or its cancel as done).
         await reapOrphans(markerScope(this.#options.keys.prefix)).catch(() => undefined);

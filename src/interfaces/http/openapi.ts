@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { RetryPolicySchema } from '../../retry/policy.ts';
 import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
-import { SESSION_STATES } from '../../runtime/metrics.ts';
+import { SESSION_STATES } from '../../../machines/states.ts';
 import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
 import { CancelBody, CreateSessionBody, LoginBody, PromptBody } from './schemas.ts';
 
