@@ -21,7 +21,6 @@ export interface ActiveSessionConfig {
   agentOptions: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** A backoff longer than this gives the worker slot back and parks the job until `nextRetryAt`. */
   holdBackoffMs: number;
-  leaseTtlMs: number;
   /** How often the holder looks at the inbox and the cancel flag even without a pub/sub event. */
   pollMs: number;
   /** The deployment policy every stored request is checked against again, at the start of each attempt. */

@@ -3,11 +3,11 @@ import { bodyLimit } from 'hono/body-limit';
 import { exportChart } from '../../../machines/definition.ts';
 import { sessionMachine } from '../../../machines/session.machine.ts';
 import type { Config } from '../../config/config.ts';
+import { HTTP_DEFAULTS } from '../../config/defaults.ts';
 import { summarize } from '../../runtime/inspect.ts';
 import { SESSION_ID_PATTERN } from '../../runtime/keys.ts';
 import { RuntimeMetrics } from '../../runtime/metrics.ts';
-import { InputError, NotFoundError, type Runtime, type SessionView } from '../../runtime/runtime.ts';
-import { ConflictError, QuotaError } from '../../runtime/lifecycle/errors.ts';
+import type { Runtime, SessionView } from '../../runtime/runtime.ts';
 import type { Logger } from '../log.ts';
 import { registerDashboard } from '../web/routes.ts';
 import { mountBullBoard } from '../web/bull-board.ts';
@@ -17,6 +17,7 @@ import { HttpError, readJson, validate } from './body.ts';
 import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
 import { CancelBody, CreateSessionBody, DeleteQuery, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
+import { hasErrorCode } from '../../errors.ts';
 
 export interface AppOptions {
   runtime: Runtime;
@@ -51,7 +52,7 @@ export function createApp(options: AppOptions): Hono {
   const { runtime, config, logger } = options;
   const auth = new Auth({ http: config.http, logger, document: openApiDocument() });
   const metrics = options.metrics ?? new RuntimeMetrics(runtime, { workerStaleMs: staleMs(options) });
-  const streams = new EventStreams({ runtime, logger, signal: options.signal, keepAliveMs: options.keepAliveMs ?? 15_000, maxStreams: config.http.maxStreams, idleMs: config.http.streamIdleTimeout });
+  const streams = new EventStreams({ runtime, logger, signal: options.signal, keepAliveMs: options.keepAliveMs ?? HTTP_DEFAULTS.keepAliveMs, maxStreams: config.http.maxStreams, idleMs: config.http.streamIdleTimeout });
   const app = new Hono();
 
   app.use('*', async (c, next) => {
@@ -71,10 +72,10 @@ export function createApp(options: AppOptions): Hono {
 
   app.onError((error, c) => {
     if (error instanceof HttpError) return c.json({ error: error.message, ...(error.issues === undefined ? {} : { issues: error.issues }) }, error.status);
-    if (error instanceof InputError) return c.json({ error: 'invalid request', issues: error.issues }, 400);
-    if (error instanceof NotFoundError) return c.json({ error: error.message }, 404);
-    if (error instanceof ConflictError) return c.json({ error: error.message }, 409);
-    if (error instanceof QuotaError) return c.json({ error: error.message, limit: error.limit, max: error.max }, error.status);
+    if (hasErrorCode(error, 'invalid_input')) return c.json({ error: 'invalid request', issues: error.issues }, 400);
+    if (hasErrorCode(error, 'not_found')) return c.json({ error: error.message }, 404);
+    if (hasErrorCode(error, 'conflict')) return c.json({ error: error.message }, 409);
+    if (hasErrorCode(error, 'quota_exceeded')) return c.json({ error: error.message, limit: error.limit, max: error.max }, error.status);
     logger.error({ method: c.req.method, path: c.req.path, error: error.message }, 'request failed');
     return c.json({ error: 'internal error' }, 500);
   });
