@@ -4,7 +4,17 @@
  * second copy of the package or a process boundary (a serialised error keeps `code` and `name`).
  */
 
-export const ERROR_CODES = ['invalid_input', 'not_found', 'conflict', 'quota_exceeded', 'stale_lease', 'invalid_cursor', 'invalid_archive', 'invalid_config', 'invalid_policy'] as const;
+export const ERROR_CODES = [
+  'invalid_input',
+  'not_found',
+  'conflict',
+  'quota_exceeded',
+  'stale_lease',
+  'invalid_cursor',
+  'invalid_archive',
+  'invalid_config',
+  'invalid_policy',
+] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export interface FieldIssue {

@@ -1,6 +1,18 @@
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { ArchiveError, ConfigError, ConflictError, CursorError, ERROR_CODES, hasErrorCode, InputError, NotFoundError, PolicyError, QuotaError, StaleLeaseError } from '../src/errors.ts';
+import {
+  ArchiveError,
+  ConfigError,
+  ConflictError,
+  CursorError,
+  ERROR_CODES,
+  hasErrorCode,
+  InputError,
+  NotFoundError,
+  PolicyError,
+  QuotaError,
+  StaleLeaseError,
+} from '../src/errors.ts';
 import { loadConfig } from '../src/config/config.ts';
 
 describe('sessiond errors', () => {
@@ -33,7 +45,8 @@ describe('sessiond errors', () => {
   });
 
   it('ignore what is not an error of theirs', () => {
-    for (const value of [null, undefined, 'not_found', { code: 'not_found' }, new Error('x'), { code: 'ENOENT', message: 'no file' }]) expect(hasErrorCode(value, 'not_found')).toBe(false);
+    for (const value of [null, undefined, 'not_found', { code: 'not_found' }, new Error('x'), { code: 'ENOENT', message: 'no file' }])
+      expect(hasErrorCode(value, 'not_found')).toBe(false);
   });
 
   it('a bad configuration throws a ConfigError with its code, naming the field', () => {
