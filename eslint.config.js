@@ -13,4 +13,6 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  // The dashboard's browser modules (checked by tsc too: tsconfig.web.json).
+  { files: ['src/interfaces/web/**/*.js'], languageOptions: { globals: { document: 'readonly', window: 'readonly', location: 'readonly', history: 'readonly', EventSource: 'readonly', CSS: 'readonly' } } },
 );

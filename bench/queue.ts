@@ -366,7 +366,7 @@ export async function cancelRun(ctx: Ctx, client: CancelClient, mode: 'cooperati
   };
 
   // One untimed sample first, alone. Besides warming up, it makes the first attempt write pi's
-  // managed settings.json (src/agents/pi/agent-dir.ts) before attempts start concurrently: two
+  // managed settings.json (src/agents/pi/home.ts) before attempts start concurrently: two
   // attempts of one worker that start in the same millisecond use the same temp file name there,
   // and one of them fails with ENOENT on rename (a `startup` failure). Later attempts find the file
   // as they would write it and do not write it again.

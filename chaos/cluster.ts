@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
-import { prepareManagedAgentDir } from '../src/agents/pi/agent-dir.ts';
+import { prepareManagedAgentDir } from '../src/agents/pi/home.ts';
 import { AGENT_MARKER_ENV } from '../src/process/index.ts';
 import { markerScope, parseMarker, reapOrphans } from '../src/runtime/orphans.ts';
 import { Runtime } from '../src/runtime/runtime.ts';

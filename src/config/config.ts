@@ -4,8 +4,10 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { pickEnv } from '../process/sealed-env.ts';
 import { PolicySchema } from '../policy/schema.ts';
+import { ATTEMPT_DEFAULTS, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from './defaults.ts';
 import { parseDuration } from './duration.ts';
 import { readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
+import { ConfigError } from '../errors.ts';
 
 /**
  * sessiond's configuration: one schema, read from defaults ← file
@@ -34,17 +36,17 @@ export const ConfigSchema = z.strictObject({
   agentEnv: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')).max(200).default([]),
   worker: z
     .strictObject({
-      concurrency: integer(1, 256).default(4),
-      leaseTtl: duration(1000, 600_000).default(30_000),
-      stalledInterval: duration(500, 600_000).default(15_000),
-      holdBackoff: duration(0, 3_600_000).default(2_000),
-      poll: duration(50, 60_000).default(1_000),
-      heartbeat: duration(100, 60_000).default(5_000),
-      shutdownGrace: duration(0, 3_600_000).default(10_000),
+      concurrency: integer(1, 256).default(WORKER_DEFAULTS.concurrency),
+      leaseTtl: duration(1000, 600_000).default(WORKER_DEFAULTS.leaseTtlMs),
+      stalledInterval: duration(500, 600_000).default(WORKER_DEFAULTS.stalledIntervalMs),
+      holdBackoff: duration(0, 3_600_000).default(WORKER_DEFAULTS.holdBackoffMs),
+      poll: duration(50, 60_000).default(WORKER_DEFAULTS.pollMs),
+      heartbeat: duration(100, 60_000).default(WORKER_DEFAULTS.heartbeatMs),
+      shutdownGrace: duration(0, 3_600_000).default(SHUTDOWN_GRACE_MS),
       /** pids.max of each attempt's cgroup (0: none), where the host can apply it. */
-      attemptPidsMax: integer(0, 4_194_304).default(4096),
+      attemptPidsMax: integer(0, 4_194_304).default(ATTEMPT_DEFAULTS.pidsMax),
       /** Memory ceiling of each attempt's cgroup in MiB (0: none), where the host can apply it. */
-      attemptMemoryMaxMb: integer(0, 1_048_576).default(0),
+      attemptMemoryMaxMb: integer(0, 1_048_576).default(ATTEMPT_DEFAULTS.memoryMaxMb),
     })
     .prefault({}),
   pi: z
@@ -53,7 +55,7 @@ export const ConfigSchema = z.strictObject({
       agentDir: z.string().min(1).optional(),
       sessionDir: z.string().min(1).optional(),
       extraArgs: z.array(z.string()).default([]),
-      idleTimeout: duration(1000, 86_400_000).default(600_000),
+      idleTimeout: duration(1000, 86_400_000).default(ATTEMPT_DEFAULTS.idleTimeoutMs),
     })
     .prefault({}),
   /**
@@ -64,19 +66,19 @@ export const ConfigSchema = z.strictObject({
   /** Retention and quotas (src/runtime/lifecycle/limits.ts). Durations accept `d` (days); retention `0` keeps sessions forever. */
   lifecycle: z
     .strictObject({
-      retention: duration(0, 315_360_000_000).default(2_592_000_000),
-      maxRetention: duration(0, 315_360_000_000).default(31_536_000_000),
-      maxQueuedPrompts: integer(1, 1_000_000).default(100),
-      maxLogMessages: integer(100, 100_000_000).default(100_000),
-      sweepInterval: duration(100, 3_600_000).default(10_000),
+      retention: duration(0, 315_360_000_000).default(LIFECYCLE_DEFAULTS.retentionMs),
+      maxRetention: duration(0, 315_360_000_000).default(LIFECYCLE_DEFAULTS.maxRetentionMs),
+      maxQueuedPrompts: integer(1, 1_000_000).default(LIFECYCLE_DEFAULTS.maxQueuedPrompts),
+      maxLogMessages: integer(100, 100_000_000).default(LIFECYCLE_DEFAULTS.maxLogMessages),
+      sweepInterval: duration(100, 3_600_000).default(SWEEP_INTERVAL_MS),
     })
     .prefault({}),
   http: z
     .strictObject({
-      host: z.string().min(1).default('127.0.0.1'),
-      port: integer(0, 65535).default(7420),
+      host: z.string().min(1).default(HTTP_DEFAULTS.host),
+      port: integer(0, 65535).default(HTTP_DEFAULTS.port),
       token: z.string().min(16, 'must be at least 16 characters').optional(),
-      bodyLimitBytes: integer(1024, 50_000_000).default(1_000_000),
+      bodyLimitBytes: integer(1024, 50_000_000).default(HTTP_DEFAULTS.bodyLimitBytes),
       // Auth, hosts and streams (README "Auth"): src/interfaces/http/auth/.
       tokenScope: z.enum(SCOPES, { error: `must be one of ${SCOPES.join(', ')}` }).default('admin'),
       tokens: z.preprocess(jsonText, TokenListSchema).default([]),
@@ -84,10 +86,10 @@ export const ConfigSchema = z.strictObject({
       secret: z.string().min(32, 'must be at least 32 characters').optional(),
       allowedHosts: z.preprocess(commaList, z.array(z.string().regex(/^[A-Za-z0-9.:[\]-]{1,255}$/, 'must be a host name or address (no scheme, no path)').transform((h) => h.toLowerCase()))).default([]),
       allowedOrigins: z.preprocess(commaList, z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be an origin: scheme://host[:port], no path').transform((o) => o.toLowerCase()))).default([]),
-      maxStreams: integer(1, 100_000).default(1000),
-      streamIdleTimeout: duration(1000, 86_400_000).default(1_800_000),
-      streamTicketTtl: duration(1000, 3_600_000).default(300_000),
-      loginTtl: duration(60_000, 30 * 86_400_000).default(43_200_000),
+      maxStreams: integer(1, 100_000).default(HTTP_DEFAULTS.maxStreams),
+      streamIdleTimeout: duration(1000, 86_400_000).default(HTTP_DEFAULTS.streamIdleTimeoutMs),
+      streamTicketTtl: duration(1000, 3_600_000).default(HTTP_DEFAULTS.streamTicketTtlMs),
+      loginTtl: duration(60_000, 30 * 86_400_000).default(HTTP_DEFAULTS.loginTtlMs),
       tlsCert: z.string().min(1).optional(),
       tlsKey: z.string().min(1).optional(),
     })
@@ -109,9 +111,8 @@ function jsonText(value: unknown): unknown {
   }
 }
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
+/** Defined with every other error of sessiond in src/errors.ts. */
+export { ConfigError };
 
 /** Environment variables → config paths. Values are strings; the schema converts them. */
 const ENV_MAP: Record<string, string> = {

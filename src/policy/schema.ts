@@ -1,6 +1,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import type { PermissionKnobs } from './knobs.ts';
+import { PolicyError } from '../errors.ts';
 
 /**
  * The deployment policy: what callers of this deployment (enqueue, the HTTP API) may choose.
@@ -54,9 +55,8 @@ export interface AgentPermissions {
   switches: Array<{ option: string; description: string; enabled: boolean }>;
 }
 
-export class PolicyError extends Error {
-  override readonly name = 'PolicyError';
-}
+/** Defined with every other error of sessiond in src/errors.ts. */
+export { PolicyError };
 
 /**
  * Checks `input` (already parsed by PolicySchema) against the agents' declared knobs and fills in

@@ -110,8 +110,6 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
   let exitInfo: ExitInfo | null = null;
   let stopReason: StopReason | null = null;
   let stopRun: Promise<void> | null = null;
-  let graceTimer: NodeJS.Timeout | undefined;
-  let graceDeadline = Infinity;
   let linesTaken = false;
 
   const idle = spec.idleTimeoutMs !== undefined && spec.idleTimeoutMs > 0 ? new IdleTimer(spec.idleTimeoutMs, () => void agent.stop('idle_timeout')) : null;
@@ -121,7 +119,6 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
     subprocess.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => {
       exitInfo = { exitCode, signal, stopReason };
       idle?.cancel();
-      clearTimeout(graceTimer);
       resolve(exitInfo);
     });
   });
@@ -146,7 +143,6 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
       if (stopRun !== null) return stopRun;
       if (exitInfo === null) stopReason = reason;
       idle?.cancel();
-      clearTimeout(graceTimer);
       stopRun = stopProcessTree({
         pid,
         marker,
@@ -158,16 +154,6 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
         cgroup,
       });
       return stopRun;
-    },
-    armExitGrace(ms: number) {
-      if (exitInfo !== null || stopRun !== null) return;
-      const deadline = Date.now() + ms;
-      if (deadline >= graceDeadline) return;
-      graceDeadline = deadline;
-      clearTimeout(graceTimer);
-      graceTimer = setTimeout(() => {
-        if (exitInfo === null) void agent.stop('exit_grace');
-      }, ms);
     },
   };
   return agent;

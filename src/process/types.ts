@@ -73,6 +73,4 @@ export interface AgentProcess {
   stderrTail(): string;
   readonly exited: Promise<ExitInfo>;
   stop(reason?: StopReason): Promise<void>;
-  /** The caller saw the agent's final event: if it has not exited within `ms`, `stop('exit_grace')`. */
-  armExitGrace(ms: number): void;
 }

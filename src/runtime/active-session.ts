@@ -1,26 +1,26 @@
 import { persistSession, startSessionActor, stateName, type PersistedSession, type SessionActor, type Transition } from '../../machines/restore.ts';
+import { isAttemptState, QUIESCENT_MACHINE_STATES } from '../../machines/states.ts';
 import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
 import type { CliMessage } from '../protocol/index.ts';
-import { agentDefinition, isAgentName, type AgentName } from '../agents/registry.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
 import type { RetryPolicy } from '../retry/index.ts';
-import { admitTurn, attemptOptions, refusedAttempt } from './deployment-policy.ts';
+import { exportAgentState, importAgentState, prepareAgentAttempt } from './agent-attempt.ts';
+import { admitTurn, refusedAttempt } from './deployment-policy.ts';
 import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
-import { markerOwner, markerScope, newMarker } from './orphans.ts';
+import { markerScope } from './orphans.ts';
 import { SessionWriter, type SnapshotValue } from './session-writer.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
 
 /** States in which the session needs nothing more from this worker. */
-const QUIESCENT = new Set(['idle', 'completed', 'failed', 'cancelled']);
+const QUIESCENT: ReadonlySet<string> = new Set(QUIESCENT_MACHINE_STATES);
 
 export interface ActiveSessionConfig {
   /** Agent options that belong to the worker's host (command, agent dir, session dir, env…), per agent. */
   agentOptions: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** A backoff longer than this gives the worker slot back and parks the job until `nextRetryAt`. */
   holdBackoffMs: number;
-  leaseTtlMs: number;
   /** How often the holder looks at the inbox and the cancel flag even without a pub/sub event. */
   pollMs: number;
   /** The deployment policy every stored request is checked against again, at the start of each attempt. */
@@ -253,7 +253,7 @@ export class ActiveSession {
           continue;
         }
       }
-      if (this.#draining && state !== 'running' && state !== 'cancelling') return this.#stopInterrupted();
+      if (this.#draining && !isAttemptState(state)) return this.#stopInterrupted();
       if (state === 'backoff') {
         const until = snapshot.context.nextRetryAt ?? Date.now();
         if (until - Date.now() > this.#config.holdBackoffMs) return this.#park(until);
@@ -399,17 +399,8 @@ export class ActiveSession {
           yield refusedAttempt(admitted.issues);
           return;
         }
-        const agentName = admitted.agent;
-        if (!isAgentName(agentName)) throw new Error(`unknown agent "${agentName}"`);
-        const agent = agentDefinition(agentName as AgentName);
-        const options = attemptOptions(config.agentOptions[agentName] ?? {}, admitted.options);
-        const stateField = (id: string) => `${agentName}:${id}`;
-        if (request.agentSessionId !== null && agent.importState !== undefined) {
-          const state = await store.agentState(sessionId, stateField(request.agentSessionId));
-          if (state !== null) await agent.importState(options, request.agentSessionId, state);
-        }
-        // The marker names this worker and the session: found in /proc, it says whose the processes are.
-        const marker = newMarker(await markerOwner(), scope, sessionId);
+        const attempt = await prepareAgentAttempt({ agentName: admitted.agent, hostOptions: config.agentOptions, callerOptions: admitted.options, sessionId, scope });
+        await importAgentState(attempt, store, sessionId, request.agentSessionId);
         let agentSessionId = request.agentSessionId;
         // The log cap: one slot is kept for the terminal message that says the log is full.
         const limit = config.maxLogMessages ?? 0;
@@ -420,7 +411,7 @@ export class ActiveSession {
         }
         try {
           let full = false;
-          for await (const message of agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options }, { signal, marker, ...(config.limits === undefined ? {} : { limits: config.limits }) })) {
+          for await (const message of attempt.agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options: attempt.options }, { signal, marker: attempt.marker, ...(config.limits === undefined ? {} : { limits: config.limits }) })) {
             if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
             if (room <= 0 && message.type !== 'terminal.completed' && message.type !== 'terminal.failed') {
               // Leaving the loop stops the agent's process tree before going on.
@@ -432,10 +423,7 @@ export class ActiveSession {
           }
           if (full) yield logFull(limit);
         } finally {
-          if (agentSessionId !== null && agent.exportState !== undefined) {
-            const state = await agent.exportState(options, agentSessionId).catch(() => null);
-            if (state !== null) writer.agentState(stateField(agentSessionId), state);
-          }
+          await exportAgentState(attempt, writer, agentSessionId);
         }
       } finally {
         running.delete(done);

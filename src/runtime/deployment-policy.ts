@@ -2,7 +2,8 @@ import { agentPermissions } from '../agents/registry.ts';
 import type { AgentRequest } from '../agents/registry.ts';
 import type { MessageOf } from '../protocol/index.ts';
 import { checkTurn, PolicySchema, resolvePolicy, type DeploymentPolicy, type PolicyInput, type PolicyIssue } from '../policy/index.ts';
-import { DEFAULT_AGENT, TurnOptionsSchema } from './turn-options.ts';
+import { DEFAULT_AGENT } from '../agents/default-agent.ts';
+import { TurnOptionsSchema } from './turn-options.ts';
 
 /** The deployment policy of a configuration (its `policy` and `workspace`). Throws PolicyError naming the field. */
 export function deploymentPolicy(config: { policy?: PolicyInput; workspace?: string; agents?: Readonly<Record<string, unknown>> } = {}): DeploymentPolicy {

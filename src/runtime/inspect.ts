@@ -1,3 +1,4 @@
+import { isSettledState } from '../../machines/states.ts';
 import type { SessionView } from './runtime.ts';
 
 export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'completed' | 'failed' | 'cancelled';
@@ -37,7 +38,7 @@ export function summarize(view: SessionView): SessionSummary {
   const taken = context?.turnIndex ?? 0;
   const turn = context?.turn ?? null;
   let turnView: SessionSummary['turn'] = null;
-  if (view.queued.length > 0 && (turn === null || ['completed', 'failed', 'cancelled'].includes(turn.status))) {
+  if (view.queued.length > 0 && (turn === null || isSettledState(turn.status))) {
     const next = view.queued.at(-1);
     turnView = { index: taken + (context?.mailbox.length ?? 0) + view.queued.length, status: 'queued', prompt: next?.text ?? null, attempts: [] };
   } else if (turn !== null) {
@@ -80,5 +81,5 @@ export function summarize(view: SessionView): SessionSummary {
 
 /** The latest turn has reached its final state and no prompt waits: nothing more will be written until a new prompt. */
 export function isSettled(summary: SessionSummary): boolean {
-  return summary.queuedPrompts === 0 && summary.turn !== null && ['completed', 'failed', 'cancelled'].includes(summary.turn.status);
+  return summary.queuedPrompts === 0 && summary.turn !== null && isSettledState(summary.turn.status);
 }

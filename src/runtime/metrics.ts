@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { CHANGED_WINDOW_MS, INDEXED_STATES, lifecycleKeys } from './lifecycle/keys.ts';
+import { SESSION_STATES, SETTLED_STATES } from '../../machines/states.ts';
+import { CHANGED_WINDOW_MS, lifecycleKeys } from './lifecycle/keys.ts';
 import type { Runtime, SessionView } from './runtime.ts';
 
 /**
@@ -19,11 +20,8 @@ import type { Runtime, SessionView } from './runtime.ts';
  * for the last 1000 transitions of a session), so none is missed.
  */
 
-/** Machine states plus `queued` (a session whose first prompt has not been taken yet). */
-export const SESSION_STATES: readonly string[] = INDEXED_STATES;
-
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
-const ENDED_TURN = new Set(['completed', 'failed', 'cancelled']);
+const ENDED_TURN: ReadonlySet<string> = new Set(SETTLED_STATES);
 
 export interface MetricsOptions {
   /** A scrape within this long of the last refresh is answered from it. Default 3000 ms. */
@@ -152,7 +150,7 @@ export class RuntimeMetrics {
     // activity, not the number of sessions stored.
     const since = this.#since ?? now - CHANGED_WINDOW_MS;
     const pipeline = runtime.redis.pipeline();
-    for (const state of INDEXED_STATES) pipeline.zcard(lk.byState(state));
+    for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
     pipeline.zrangebyscore(lk.changed, since, '+inf');
     const [replies, counts, workers] = await Promise.all([pipeline.exec(), runtime.queue.queue.getJobCounts(...QUEUE_STATES), runtime.workers()]);
     const reply = (i: number): unknown => {
@@ -163,9 +161,9 @@ export class RuntimeMetrics {
     for (const state of QUEUE_STATES) this.#queueJobs.set({ state }, counts[state] ?? 0);
     this.#workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
     this.#sessions.reset();
-    INDEXED_STATES.forEach((state, i) => this.#sessions.set({ state }, Number(reply(i))));
+    SESSION_STATES.forEach((state, i) => this.#sessions.set({ state }, Number(reply(i))));
 
-    const ids = reply(INDEXED_STATES.length) as string[];
+    const ids = reply(SESSION_STATES.length) as string[];
     for (let i = 0; i < ids.length; i += this.#concurrency) {
       await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
     }

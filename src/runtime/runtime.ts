@@ -12,28 +12,19 @@ import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { admitTurn, deploymentPolicy } from './deployment-policy.ts';
-import { DEFAULT_AGENT, TurnOptionsSchema } from './turn-options.ts';
+import { DEFAULT_AGENT } from '../agents/default-agent.ts';
+import { TurnOptionsSchema } from './turn-options.ts';
 import { parseDuration } from '../config/duration.ts';
 import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
 import { removeSession } from './lifecycle/remove.ts';
 import { AUDIT_MAX, lifecycleKeys } from './lifecycle/keys.ts';
 import { exportSession, importSession } from './lifecycle/transfer.ts';
-import { CursorError, listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
+import { listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
+import { hasErrorCode, InputError, NotFoundError } from '../errors.ts';
 
-/** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
-export class InputError extends Error {
-  override readonly name = 'InputError';
-  readonly issues: Array<{ field: string; message: string }>;
-  constructor(issues: Array<{ field: string; message: string }>) {
-    super(issues.map((i) => `${i.field}: ${i.message}`).join('; '));
-    this.issues = issues;
-  }
-}
-
-export class NotFoundError extends Error {
-  override readonly name = 'NotFoundError';
-}
+/** Defined with every other error of sessiond in src/errors.ts. */
+export { InputError, NotFoundError };
 
 /** KEYS: meta. ARGV: policyJson. → 1 set | 0 no such session, or one being deleted. */
 const SET_POLICY = `
@@ -103,7 +94,6 @@ export class Runtime {
   readonly #bus: EventBus;
   readonly #policy: DeploymentPolicy;
   readonly #connect: (role: string) => Redis;
-  readonly #extra: Redis[] = [];
   #hub: MessageHub | null = null;
   readonly limits: LifecycleLimits;
 
@@ -250,7 +240,7 @@ export class Runtime {
       state: meta.state ?? 'queued',
       createdAt: Number(meta.createdAt),
       updatedAt: Number(meta.updatedAt ?? meta.createdAt),
-      agent: meta.agent ?? 'pi',
+      agent: meta.agent ?? DEFAULT_AGENT,
       options: safeJson(meta.options) as Record<string, unknown>,
       policyOverride: meta.policy ? (safeJson(meta.policy) as RetryPolicy) : null,
       context: persisted?.snapshot.context ?? null,
@@ -272,7 +262,7 @@ export class Runtime {
     try {
       return await listPage(this.redis, this.keys, filter);
     } catch (error) {
-      if (error instanceof CursorError) throw new InputError([{ field: 'cursor', message: error.message }]);
+      if (hasErrorCode(error, 'invalid_cursor')) throw new InputError([{ field: 'cursor', message: error.message }]);
       throw error;
     }
   }
@@ -400,7 +390,6 @@ export class Runtime {
   async close(): Promise<void> {
     await this.#hub?.close();
     await this.queue.close();
-    for (const r of this.#extra) r.disconnect();
     await this.redis.quit().catch(() => undefined);
   }
 }

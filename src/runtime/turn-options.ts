@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_AGENT } from '../agents/default-agent.ts';
 import { AGENT_NAMES, agentDefinition, isAgentName } from '../agents/registry.ts';
 
 /**
@@ -8,9 +9,6 @@ import { AGENT_NAMES, agentDefinition, isAgentName } from '../agents/registry.ts
  * executable, its environment, extra argv) is the worker's configuration,
  * never a caller's.
  */
-/** The agent of a session whose caller names none. */
-export const DEFAULT_AGENT = 'pi';
-
 export const TurnOptionsSchema = z
   .record(z.string(), z.unknown())
   .superRefine((value, ctx) => {
@@ -25,5 +23,3 @@ export const TurnOptionsSchema = z
       ctx.addIssue({ code: 'custom', path: issue.path as PropertyKey[], message: issue.message });
     }
   });
-
-export type TurnOptions = Record<string, unknown>;

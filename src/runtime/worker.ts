@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { isAttemptState } from '../../machines/states.ts';
+import { SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { detectContainment, type AttemptLimits } from '../process/index.ts';
 import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
@@ -34,7 +36,7 @@ export interface WorkerOptions {
   limits?: AttemptLimits;
   /** Finished sessions are removed this long after they finished (0: kept forever). Default 0. */
   retentionMs?: number;
-  /** How often the lifecycle sweeper runs (retention, removals cut short). Default 10 s. */
+  /** How often the lifecycle sweeper runs (retention, removals cut short). @default SWEEP_INTERVAL_MS (10 s) */
   sweepIntervalMs?: number;
   /** A removal on record this long was cut short: the sweeper finishes it. Default 60 s. */
   sweepResumeAfterMs?: number;
@@ -43,14 +45,8 @@ export interface WorkerOptions {
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
 }
 
-export const WORKER_DEFAULTS = {
-  concurrency: 4,
-  leaseTtlMs: 30_000,
-  stalledIntervalMs: 15_000,
-  holdBackoffMs: 2_000,
-  pollMs: 1_000,
-  heartbeatMs: 5_000,
-} as const;
+/** The defaults of the options above (one place for them and the config schema: src/config/defaults.ts). */
+export { WORKER_DEFAULTS } from '../config/defaults.ts';
 
 /**
  * A sessiond worker: takes activation jobs from the queue and drives each
@@ -119,7 +115,7 @@ export class SessionWorker {
             },
             () => undefined,
           ),
-        this.#options.sweepIntervalMs ?? 10_000,
+        this.#options.sweepIntervalMs ?? SWEEP_INTERVAL_MS,
       ),
     );
     this.#worker = new Worker(this.#options.queue.name, (job: Job, token?: string, signal?: AbortSignal) => this.#process(job, token, signal), {
@@ -188,7 +184,7 @@ export class SessionWorker {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const state = lease.loaded.meta.state;
-      if (state === 'running' || state === 'cancelling') {
+      if (isAttemptState(state)) {
         // Taken over while an attempt ran: if its holder died on this host, what that attempt left
         // running goes now, before the attempt is recorded as interrupted (or its cancel as done).
         await reapOrphans(markerScope(this.#options.keys.prefix)).catch(() => undefined);
@@ -201,7 +197,6 @@ export class SessionWorker {
         config: {
           agentOptions: this.#options.agentOptions,
           holdBackoffMs: this.#options.holdBackoffMs,
-          leaseTtlMs: this.#options.leaseTtlMs,
           pollMs: this.#options.pollMs,
           policy: this.#policy,
           ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
@@ -232,7 +227,7 @@ export class SessionWorker {
     throw new DelayedError();
   }
 
-  close(graceMs = 10_000): Promise<void> {
+  close(graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
     if (this.#closing !== null) return this.#closing;
     this.#closing = (async () => {
       for (const timer of this.#timers) clearInterval(timer);

@@ -163,7 +163,7 @@ describe('cancel from anywhere', () => {
       bus,
       sessionId,
       token: lease.token,
-      config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, leaseTtlMs: 60_000, pollMs: FAST_WORKER.pollMs, policy: TEST_POLICY },
+      config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, pollMs: FAST_WORKER.pollMs, policy: TEST_POLICY },
       globalPolicy: () => Promise.resolve(DEFAULT_RETRY_POLICY),
       machine: new SharedSessionMachine(),
     });

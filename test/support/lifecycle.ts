@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../../src/runtime/keys.ts';
-import { INDEXED_STATES, lifecycleKeys } from '../../src/runtime/lifecycle/keys.ts';
+import { SESSION_STATES } from '../../machines/states.ts';
+import { lifecycleKeys } from '../../src/runtime/lifecycle/keys.ts';
 
 /** Every key of one session found by SCAN (not by a list of parts: a part nobody deletes shows up). */
 export async function scanSessionKeys(redis: Redis, keys: Keys, sessionId: string): Promise<string[]> {
@@ -18,7 +19,7 @@ export async function scanSessionKeys(redis: Redis, keys: Keys, sessionId: strin
 export async function fleetMentions(redis: Redis, keys: Keys, sessionId: string): Promise<string[]> {
   const lk = lifecycleKeys(keys);
   const out: string[] = [];
-  for (const key of [keys.sessions, keys.activations, lk.finished, lk.changed, ...INDEXED_STATES.map((s) => lk.byState(s))]) {
+  for (const key of [keys.sessions, keys.activations, lk.finished, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))]) {
     if ((await redis.zscore(key, sessionId)) !== null) out.push(key);
   }
   for (const key of [lk.states, lk.purging]) if ((await redis.hexists(key, sessionId)) === 1) out.push(key);

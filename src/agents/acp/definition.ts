@@ -1,6 +1,7 @@
 import { callerOptions } from '../shared/caller-options.ts';
 import { z } from 'zod';
 import type { AgentDefinition } from '../agent-definition.ts';
+import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { AcpLineMapper } from './mapper.ts';
 import { PERMISSION_MODES, type AcpOptionsInput } from './options.ts';
 import { runAcp } from './provider.ts';
@@ -12,17 +13,18 @@ import { runAcp } from './provider.ts';
  * itself (resumed with `session/resume` or `session/load` where it offers them), on the host it
  * runs on: there is no export/import, so a resume on another host finds no session.
  */
-export const acpAgent: AgentDefinition = {
+export const acpAgent: AgentDefinition = defineAgentDefinition<AcpOptionsInput>({
   callerOptions: callerOptions({ permissionMode: z.enum(PERMISSION_MODES).optional() }),
   permissions: { ladder: { option: 'permissionMode', steps: PERMISSION_MODES, defaultStep: 'reject', defaultCeiling: 'reject' } },
   run: (request, context) =>
     runAcp(
       {
-        ...(request.options as Partial<AcpOptionsInput>),
+        ...request.options,
         prompt: request.text,
         session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
+        // `command` comes from the host's options; absent, the provider's own check ends the attempt as a startup failure.
       } as AcpOptionsInput,
       context,
     ),
   createMapper: (options) => new AcpLineMapper(options),
-};
+});

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ATTEMPT_DEFAULTS } from '../../config/defaults.ts';
 
 /**
  * How sessiond answers an ACP agent's `session/request_permission` (there is nobody to ask
@@ -43,7 +44,7 @@ export const AcpOptionsSchema = z.strictObject({
   permissionMode: z.enum(PERMISSION_MODES).default('reject'),
   session: SessionSchema.default({ mode: 'new' }),
   /** No output line for this long stops the attempt as a `timeout` failure. */
-  idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(600_000),
+  idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(ATTEMPT_DEFAULTS.idleTimeoutMs),
   /** After `session/cancel`, how long the agent may take to end its prompt before it is stopped. */
   cancelGraceMs: z.number().int().min(0).max(60_000).default(3000),
 });

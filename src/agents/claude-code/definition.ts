@@ -2,12 +2,13 @@ import { z } from 'zod';
 import { callerOptions } from '../shared/caller-options.ts';
 import { PERMISSION_MODES } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
+import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
 import type { ClaudeCodeOptionsInput } from './options.ts';
 import { runClaudeCode } from './provider.ts';
 import { claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeSessionState } from './session-file.ts';
 
-export const claudeCode: AgentDefinition = {
+export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptionsInput>({
   callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), permissionMode: z.enum(PERMISSION_MODES).optional(), allowedTools: z.array(z.string().min(1).max(500)).max(100).optional(), disallowedTools: z.array(z.string().min(1).max(500)).max(100).optional() }),
   permissions: {
     ladder: { option: 'permissionMode', steps: ['plan', 'dontAsk', 'default', 'acceptEdits', 'bypassPermissions'], defaultStep: 'default', defaultCeiling: 'acceptEdits' },
@@ -17,7 +18,7 @@ export const claudeCode: AgentDefinition = {
   run: (request, context) =>
     runClaudeCode(
       {
-        ...(request.options as Partial<ClaudeCodeOptionsInput>),
+        ...request.options,
         prompt: request.text,
         session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
       },
@@ -32,4 +33,4 @@ export const claudeCode: AgentDefinition = {
     const cwd = typeof options.cwd === 'string' ? options.cwd : undefined;
     await importClaudeSession(claudeConfigDir(options), agentSessionId, parseClaudeSessionState(state), cwd);
   },
-};
+});

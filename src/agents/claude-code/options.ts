@@ -1,6 +1,7 @@
 import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { ATTEMPT_DEFAULTS } from '../../config/defaults.ts';
 import { agentEnv } from '../shared/agent-env.ts';
 
 /**
@@ -57,7 +58,7 @@ export const ClaudeCodeOptionsSchema = z.strictObject({
   /** Added to the agent's environment, e.g. ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, IS_SANDBOX. */
   env: z.record(z.string(), z.string()).default({}),
   /** No output line for this long stops the attempt as a `timeout` failure. */
-  idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(600_000),
+  idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(ATTEMPT_DEFAULTS.idleTimeoutMs),
   /** The claude executable: a path, or a name looked up on PATH and in node_modules/.bin. */
   command: z.string().min(1).default('claude'),
 });

@@ -2,12 +2,13 @@ import { z } from 'zod';
 import { callerOptions } from '../shared/caller-options.ts';
 import { CODEX_SANDBOX_MODES } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
+import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { agentEnv } from '../shared/agent-env.ts';
-import { managedCodexHomePath, userCodexHome } from './codex-home.ts';
+import { managedCodexHomePath, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
 import type { CodexOptionsInput } from './options.ts';
 import { runCodex } from './provider.ts';
-import { exportCodexRollout, importCodexRollout, type CodexRolloutState } from './rollout-file.ts';
+import { exportCodexRollout, importCodexRollout, type CodexRolloutState } from './session-file.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /** The managed CODEX_HOME these options run in (where the thread rollouts are). */
@@ -21,13 +22,13 @@ function managedHome(options: Readonly<Record<string, unknown>>): string {
  * Codex behind the shared contract. A session resumes its Codex thread with `codex exec resume <thread
  * id>`; the thread's rollout file is the state that travels with the session between hosts.
  */
-export const codex: AgentDefinition = {
+export const codex: AgentDefinition = defineAgentDefinition<CodexOptionsInput>({
   callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), provider: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a provider id').optional(), sandbox: z.enum(CODEX_SANDBOX_MODES).optional() }),
   permissions: { ladder: { option: 'sandbox', steps: CODEX_SANDBOX_MODES, defaultStep: 'read-only', defaultCeiling: 'workspace-write' } },
   run: (request, context) =>
     runCodex(
       {
-        ...(request.options as Partial<CodexOptionsInput>),
+        ...request.options,
         prompt: request.text,
         session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
       },
@@ -41,4 +42,4 @@ export const codex: AgentDefinition = {
   async importState(options, agentSessionId, state) {
     await importCodexRollout(managedHome(options), agentSessionId, JSON.parse(state) as CodexRolloutState);
   },
-};
+});

@@ -3,7 +3,7 @@ import type { AgentMapper, AttemptExit } from '../shared/agent-mapper.ts';
 import { EventLines } from '../shared/invalid-lines.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { ToolCalls } from '../shared/tool-calls.ts';
-import { classifyCodexError } from './codex-errors.ts';
+import { classifyCodexError } from './failure.ts';
 import { toolItem } from './tool-items.ts';
 import { HeldThoughts } from '../shared/held-thoughts.ts';
 import { obj, str, usageFields } from '../shared/event-fields.ts';

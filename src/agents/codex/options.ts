@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ATTEMPT_DEFAULTS } from '../../config/defaults.ts';
 
 /**
  * Codex's sandbox for the shell commands the model runs (`sandbox_mode`), an explicit choice:
@@ -55,7 +56,7 @@ export const CodexOptionsSchema = z
     extraArgs: z.array(z.string()).default([]),
     env: z.record(z.string(), z.string()).default({}),
     /** No output line for this long stops the attempt as a `timeout` failure. */
-    idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(600_000),
+    idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(ATTEMPT_DEFAULTS.idleTimeoutMs),
     /** The codex executable: a path, or a name looked up on PATH and in node_modules/.bin. */
     command: z.string().min(1).default('codex'),
   })

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { prepareManagedCodexHome, userCodexHome } from './codex-home.ts';
+import { prepareManagedCodexHome, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
 import { codexArgs, CodexOptionsSchema, formatOptionErrors, type CodexOptionsInput } from './options.ts';
 import { providerArgs } from './provider-config.ts';

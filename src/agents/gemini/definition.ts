@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { callerOptions } from '../shared/caller-options.ts';
 import { APPROVAL_MODES } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
+import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { agentEnv } from '../shared/agent-env.ts';
-import { managedHomeForOptions } from './gemini-home.ts';
+import { managedHomeForOptions } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
 import type { GeminiOptionsInput } from './options.ts';
 import { runGemini } from './provider.ts';
@@ -22,15 +23,16 @@ function envOf(options: Readonly<Record<string, unknown>>): Record<string, strin
  * The Gemini CLI (0.61) behind the shared contract. Its conversation state is the chat file
  * that `--resume <session id>` reads from the managed gemini home; it travels with the session.
  */
-export const gemini: AgentDefinition = {
+export const gemini: AgentDefinition = defineAgentDefinition<GeminiOptionsInput>({
   callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), approvalMode: z.enum(APPROVAL_MODES).optional() }),
   permissions: { ladder: { option: 'approvalMode', steps: APPROVAL_MODES, defaultStep: 'default', defaultCeiling: 'auto_edit' } },
   run: (request, context) =>
     runGemini(
       {
-        ...(request.options as Partial<GeminiOptionsInput>),
+        ...request.options,
         prompt: request.text,
         session: request.resumeSessionId === null ? { mode: 'new' } : { mode: 'resume', id: request.resumeSessionId },
+        // `model` comes from the host's options; absent, the provider's own check ends the attempt as a startup failure.
       } as GeminiOptionsInput,
       context,
     ),
@@ -43,4 +45,4 @@ export const gemini: AgentDefinition = {
     const cwd = typeof options.cwd === 'string' ? options.cwd : process.cwd();
     await importGeminiSession(managedHomeForOptions(options, envOf(options)), JSON.parse(state) as GeminiSessionState, cwd);
   },
-};
+});

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ATTEMPT_DEFAULTS } from '../../config/defaults.ts';
 
 /**
  * What gemini may do without asking, in headless mode (there is nobody to ask):
@@ -49,7 +50,7 @@ export const GeminiOptionsSchema = z.strictObject({
   /** Extra environment for gemini, e.g. GEMINI_API_KEY and GOOGLE_GEMINI_BASE_URL. */
   env: z.record(z.string(), z.string()).default({}),
   /** No output line for this long stops the attempt as a `timeout` failure. */
-  idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(600_000),
+  idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(ATTEMPT_DEFAULTS.idleTimeoutMs),
   /** The gemini executable: a path, or a name looked up on PATH, in node_modules/.bin and agent-clis/node_modules/.bin. */
   command: z.string().min(1).default('gemini'),
 });

@@ -2,7 +2,7 @@ import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveAgentCli } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { prepareManagedGeminiHome, userGeminiDir } from './gemini-home.ts';
+import { prepareManagedGeminiHome, userGeminiDir } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
 import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptionsInput } from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { callerOptions } from '../shared/caller-options.ts';
 import { THINKING_LEVELS } from './options.ts';
 import type { AgentDefinition } from '../agent-definition.ts';
+import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { PiMapper } from './mapper.ts';
 import type { PiOptionsInput } from './options.ts';
 import { runPi } from './provider.ts';
@@ -11,7 +12,7 @@ function sessionDir(options: Readonly<Record<string, unknown>>): string | null {
   return typeof options.sessionDir === 'string' ? options.sessionDir : null;
 }
 
-export const pi: AgentDefinition = {
+export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
   callerOptions: callerOptions({ provider: z.string().min(1).max(200).optional(), model: z.string().min(1).max(200).optional(), thinking: z.enum(THINKING_LEVELS).optional(), tools: z.array(z.string().regex(/^[\w.-]+$/, 'must be a tool name')).max(100).optional(), agentDir: z.string().min(1).max(4096).optional() }),
   permissions: {
     lists: [{ option: 'tools', defaultAllowed: '*', absentMeansAll: true }],
@@ -20,9 +21,9 @@ export const pi: AgentDefinition = {
   run: (request, context) =>
     runPi(
       {
-        ...(request.options as Partial<PiOptionsInput>),
+        ...request.options,
         prompt: request.text,
-        session: request.resumeSessionId === null ? ((request.options as Partial<PiOptionsInput>).session ?? { mode: 'new' }) : { mode: 'resume', id: request.resumeSessionId },
+        session: request.resumeSessionId === null ? (request.options.session ?? { mode: 'new' }) : { mode: 'resume', id: request.resumeSessionId },
       },
       context,
     ),
@@ -38,4 +39,4 @@ export const pi: AgentDefinition = {
     if (dir === null) return;
     await importPiSession(dir, JSON.parse(state) as PiSessionState, typeof options.cwd === 'string' ? options.cwd : undefined);
   },
-};
+});

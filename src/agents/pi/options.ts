@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ATTEMPT_DEFAULTS } from '../../config/defaults.ts';
 
 export const THINKING_LEVELS = ['off', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
 
@@ -30,7 +31,7 @@ export const PiOptionsSchema = z.strictObject({
   extraArgs: z.array(z.string()).default([]),
   env: z.record(z.string(), z.string()).default({}),
   /** No output line for this long stops the attempt as a `timeout` failure. */
-  idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(600_000),
+  idleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(ATTEMPT_DEFAULTS.idleTimeoutMs),
   /** The pi executable: a path, or a name looked up on PATH and in node_modules/.bin. */
   command: z.string().min(1).default('pi'),
 });

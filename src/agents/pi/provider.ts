@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
-import { prepareManagedAgentDir, userAgentDir } from './agent-dir.ts';
+import { prepareManagedAgentDir, userAgentDir } from './home.ts';
 import { PiMapper } from './mapper.ts';
 import { formatOptionErrors, piArgs, PiOptionsSchema, type PiOptionsInput } from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';

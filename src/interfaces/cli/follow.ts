@@ -1,3 +1,4 @@
+import { isSettledState } from '../../../machines/states.ts';
 import { isSettled, summarize, type SessionSummary } from '../../runtime/inspect.ts';
 import type { Runtime } from '../../runtime/runtime.ts';
 import type { StoredMessage } from '../../runtime/store/session-store.ts';
@@ -142,5 +143,5 @@ function ended(summary: SessionSummary, until: FollowOptions['until']): boolean 
   if (until === 'latest') return isSettled(summary);
   const t = summary.turn;
   if (t === null) return false;
-  return t.index > until || (t.index === until && ['completed', 'failed', 'cancelled'].includes(t.status));
+  return t.index > until || (t.index === until && isSettledState(t.status));
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { RetryPolicySchema } from '../../retry/policy.ts';
 import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
-import { SESSION_STATES } from '../../runtime/metrics.ts';
+import { SESSION_STATES } from '../../../machines/states.ts';
 import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
 import { CancelBody, CreateSessionBody, LoginBody, PromptBody } from './schemas.ts';
 
@@ -365,7 +365,16 @@ function build(): Json {
       },
       '/': { get: { operationId: 'dashboard', tags: ['dashboard'], summary: 'The dashboard: sessions by state', ...PUBLIC, responses: { '200': html('the page') } } },
       '/sessions/{id}': { get: { operationId: 'dashboardSession', tags: ['dashboard'], summary: 'The dashboard page of a session', ...PUBLIC, parameters: [idParam], responses: { '200': html('the page') } } },
-      '/web/app.js': { get: { operationId: 'dashboardScript', tags: ['dashboard'], summary: "The dashboard's script", ...PUBLIC, responses: { '200': { description: 'JavaScript module', content: { 'text/javascript': { schema: { type: 'string' } } } } } } },
+      '/web/{module}': {
+        get: {
+          operationId: 'dashboardScript',
+          tags: ['dashboard'],
+          summary: "One of the dashboard's ES modules (app.js and what it imports)",
+          ...PUBLIC,
+          parameters: [{ name: 'module', in: 'path', required: true, schema: { type: 'string', pattern: '^[a-z-]+\\.js$' }, example: 'app.js' }],
+          responses: { '200': { description: 'JavaScript module', content: { 'text/javascript': { schema: { type: 'string' } } } }, '404': { description: 'no such module' } },
+        },
+      },
       '/web/style.css': { get: { operationId: 'dashboardStyle', tags: ['dashboard'], summary: "The dashboard's style sheet", ...PUBLIC, responses: { '200': { description: 'CSS', content: { 'text/css': { schema: { type: 'string' } } } } } } },
     },
     components: {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { EnqueueRequestSchema } from '../../runtime/runtime.ts';
-import { SESSION_STATES } from '../../runtime/metrics.ts';
+import { SESSION_STATES, type SessionState } from '../../../machines/states.ts';
 
 /**
  * The request schemas of the HTTP API. The runtime's own schemas are reused
@@ -26,7 +26,7 @@ const queryInt = (min: number, max: number) =>
     .pipe(z.number().int().min(min, `must be an integer from ${min} to ${max}`).max(max, `must be an integer from ${min} to ${max}`));
 
 export const ListQuery = z.object({
-  state: z.enum(SESSION_STATES as [string, ...string[]], { error: `must be one of ${SESSION_STATES.join(', ')}` }).optional(),
+  state: z.enum(SESSION_STATES as [SessionState, ...SessionState[]], { error: `must be one of ${SESSION_STATES.join(', ')}` }).optional(),
   limit: queryInt(1, 1000).optional(),
   cursor: z.string().max(1000, 'must be the `next` of an earlier page').optional(),
 });

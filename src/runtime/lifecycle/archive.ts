@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { SESSION_SNAPSHOT_VERSION } from '../../../machines/restore.ts';
 import { SESSION_ID_PATTERN } from '../keys.ts';
+import { ArchiveError } from '../../errors.ts';
 
 /**
  * The session archive: JSON lines, self-describing and versioned. Line 1 is the header
@@ -50,14 +51,8 @@ export interface Archive {
 }
 
 /** An archive that cannot be imported; `line` names where (1-based), nothing was written. */
-export class ArchiveError extends Error {
-  override readonly name = 'ArchiveError';
-  readonly line: number | null;
-  constructor(message: string, line: number | null = null) {
-    super(line === null ? `archive: ${message}` : `archive line ${line}: ${message}`);
-    this.line = line;
-  }
-}
+/** Defined with every other error of sessiond in src/errors.ts. */
+export { ArchiveError };
 
 export function writeArchive(archive: Archive): string {
   const lines: unknown[] = [

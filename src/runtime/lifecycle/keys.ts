@@ -1,5 +1,4 @@
-import { exportChart } from '../../../machines/definition.ts';
-import { sessionMachine } from '../../../machines/session.machine.ts';
+import { SESSION_STATES } from '../../../machines/states.ts';
 import type { Keys, SessionPart } from '../keys.ts';
 
 /**
@@ -8,9 +7,6 @@ import type { Keys, SessionPart } from '../keys.ts';
  * (test/runtime/lifecycle/delete.test.ts scans for leftovers).
  */
 export const SESSION_PARTS = ['meta', 'snapshot', 'inbox', 'log', 'seq', 'lease', 'fence', 'cancel', 'history', 'agent', 'active'] as const satisfies readonly SessionPart[];
-
-/** Machine states plus `queued` (a session whose first prompt has not been taken yet). */
-export const INDEXED_STATES: readonly string[] = ['queued', ...exportChart(sessionMachine).states.map((s) => s.name)];
 
 /** The fleet-wide keys of the lifecycle, in the fleet slot `{<prefix>}` like the other indexes. */
 export interface LifecycleKeys {
@@ -67,5 +63,5 @@ export function purgeKeys(keys: Keys, sessionId: string): string[] {
 /** INDEX's KEYS (see store/scripts.ts) and its first argument, the states' names in the order of their sets. */
 export function indexScriptKeys(keys: Keys): { keys: string[]; states: string } {
   const lk = lifecycleKeys(keys);
-  return { keys: [keys.sessions, keys.activations, lk.finished, lk.states, lk.version, lk.changed, ...INDEXED_STATES.map((s) => lk.byState(s))], states: INDEXED_STATES.join(',') };
+  return { keys: [keys.sessions, keys.activations, lk.finished, lk.states, lk.version, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))], states: SESSION_STATES.join(',') };
 }

@@ -1,3 +1,5 @@
+import { LIFECYCLE_DEFAULTS as DEFAULTS } from '../../config/defaults.ts';
+
 /**
  * The deployment's limits on what sessions keep: set by the operator (config), never by a caller.
  * A caller may choose a session's retention at enqueue, within `maxRetentionMs`.
@@ -13,11 +15,4 @@ export interface LifecycleLimits {
   maxLogMessages: number;
 }
 
-const DAY = 86_400_000;
-
-export const LIFECYCLE_DEFAULTS: LifecycleLimits = {
-  retentionMs: 30 * DAY,
-  maxRetentionMs: 365 * DAY,
-  maxQueuedPrompts: 100,
-  maxLogMessages: 100_000,
-};
+export const LIFECYCLE_DEFAULTS: LifecycleLimits = DEFAULTS;

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../keys.ts';
 import { lifecycleKeys } from './keys.ts';
+import { CursorError } from '../../errors.ts';
 
 export interface ListFilter {
   state?: string;
@@ -16,9 +17,8 @@ export interface ListPage {
   next: string | null;
 }
 
-export class CursorError extends Error {
-  override readonly name = 'CursorError';
-}
+/** Defined with every other error of sessiond in src/errors.ts. */
+export { CursorError };
 
 /** A cursor: the last session of a page and its score (creation time), so the next page starts right after it. */
 export function encodeCursor(sessionId: string, score: string): string {

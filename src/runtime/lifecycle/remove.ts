@@ -2,8 +2,9 @@ import type { Redis } from 'ioredis';
 import type { BusEvent } from '../event-bus.ts';
 import type { Keys } from '../keys.ts';
 import type { SessionQueue } from '../queue.ts';
-import { INDEXED_STATES, lifecycleKeys, purgeKeys } from './keys.ts';
-import { FORGET, MARK, PURGE, QUIESCENT_STATES } from './scripts.ts';
+import { QUIESCENT_STATES, SESSION_STATES } from '../../../machines/states.ts';
+import { lifecycleKeys, purgeKeys } from './keys.ts';
+import { FORGET, MARK, PURGE } from './scripts.ts';
 
 export interface RemoveDeps {
   redis: Redis;
@@ -139,7 +140,7 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
 async function forget(deps: RemoveDeps, sessionId: string, markedAt: string): Promise<void> {
   const { keys } = deps;
   const lk = lifecycleKeys(keys);
-  const fleet = [keys.sessions, keys.activations, lk.purging, lk.finished, lk.states, lk.changed, ...INDEXED_STATES.map((s) => lk.byState(s))];
+  const fleet = [keys.sessions, keys.activations, lk.purging, lk.finished, lk.states, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))];
   await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
   await deps.redis.incr(lk.version);
 }

@@ -5,12 +5,9 @@
  * or nothing), then the fleet-wide entries (FORGET). Each step may run again after a crash.
  */
 
-/** Machine states in which a session may be removed without force (when nothing else waits). */
-export const QUIESCENT_STATES = ['queued', 'idle', 'completed', 'failed', 'cancelled'] as const;
-
 /**
  * KEYS: meta, inbox, lease, cancel, active. ARGV: mode ('force' | 'finished' | 'expire'), now,
- * default retention ms (expire mode), quiescent states (comma-separated).
+ * default retention ms (expire mode), quiescent states (comma-separated: QUIESCENT_STATES of machines/states.ts).
  * → {0} no such session | {1, activeJobId|'', holder|'', createdAt, deletingSince} marked (or already was)
  *   | {-1, state} not finished (finished/expire modes) | {-2, expireAt} not yet expired (0: kept forever)
  */

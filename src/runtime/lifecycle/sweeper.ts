@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { INDEXED_STATES, lifecycleKeys } from './keys.ts';
+import { isSessionState, QUIESCENT_MACHINE_STATES } from '../../../machines/states.ts';
+import { lifecycleKeys } from './keys.ts';
 import { removeSession, type PurgeRecord, type RemoveDeps } from './remove.ts';
 
 export interface SweepOptions {
@@ -46,7 +47,7 @@ return 1
 `;
 
 /** Finished sessions are indexed for expiry; the removal checks again that each is quiescent. */
-const FINISHED_STATES = new Set(['idle', 'completed', 'failed', 'cancelled']);
+const FINISHED_STATES = new Set<string>(QUIESCENT_MACHINE_STATES);
 
 /** KEYS: lock. ARGV: token. */
 const UNLOCK = `
@@ -126,7 +127,7 @@ async function backfill(deps: RemoveDeps, retentionMs: number, batch: number): P
   for (const sessionId of missing) {
     const [state, updatedAt, createdAt, own] = await redis.hmget(keys.session(sessionId, 'meta'), 'state', 'updatedAt', 'createdAt', 'retention');
     const current = state ?? 'queued';
-    if (createdAt === null || !INDEXED_STATES.includes(current)) continue;
+    if (createdAt === null || !isSessionState(current)) continue;
     const retention = own === null || own === '' ? retentionMs : Number(own);
     const expireAt = FINISHED_STATES.has(current) && retention > 0 ? String(Number(updatedAt ?? createdAt) + retention) : '';
     indexed += Number(await index.call(redis, lk.states, lk.byState(current), lk.finished, lk.version, keys.sessions, sessionId, current, expireAt));

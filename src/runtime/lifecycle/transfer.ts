@@ -5,7 +5,7 @@ import { newJobId, type SessionQueue } from '../queue.ts';
 import { multiValues, parseEntry, type SessionStore } from '../store/session-store.ts';
 import { ArchiveError, ARCHIVED_META, readArchive, writeArchive, type Archive } from './archive.ts';
 import { ConflictError } from './errors.ts';
-import { QUIESCENT_STATES } from './scripts.ts';
+import { QUIESCENT_STATES } from '../../../machines/states.ts';
 
 /**
  * KEYS: meta, snapshot, history, log, seq, agent, inbox, active.

@@ -3,6 +3,7 @@ import type { Keys } from '../keys.ts';
 import { indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
 import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
+import { hasErrorCode, StaleLeaseError } from '../../errors.ts';
 
 export interface InboxPrompt {
   id: string;
@@ -68,12 +69,8 @@ export type EnqueueResult =
   | { ok: false; reason: 'queue_full'; limit: number; count: number }
   | { ok: false; reason: 'log_full'; limit: number; count: number };
 
-export class StaleLeaseError extends Error {
-  override readonly name = 'StaleLeaseError';
-  constructor(sessionId: string) {
-    super(`session ${sessionId}: the lease was taken over by another worker; this holder writes nothing more`);
-  }
-}
+/** Defined with every other error of sessiond in src/errors.ts. */
+export { StaleLeaseError };
 
 type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
 
@@ -219,7 +216,7 @@ export class SessionStore {
     try {
       return (await this.write(sessionId, token, { release: mode })).released ?? 1;
     } catch (error) {
-      if (error instanceof StaleLeaseError) return -1;
+      if (hasErrorCode(error, 'stale_lease')) return -1;
       throw error;
     }
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyCodexError } from '../../../src/agents/codex/codex-errors.ts';
+import { classifyCodexError } from '../../../src/agents/codex/failure.ts';
 import { codexArgs, CodexOptionsSchema, type CodexOptionsInput } from '../../../src/agents/codex/options.ts';
 import { providerArgs, selectedProvider } from '../../../src/agents/codex/provider-config.ts';
 

@@ -6,7 +6,7 @@
  *   node --import tsx test/agents/codex/record-transcripts.ts sig tool   # names containing "sig" or "tool"
  *
  * Each run uses the argv and CODEX_HOME that runCodex builds (options.ts, provider-config.ts,
- * codex-home.ts), unless the scenario says otherwise. Per scenario: `<name>.stdout.jsonl` (byte for
+ * home.ts), unless the scenario says otherwise. Per scenario: `<name>.stdout.jsonl` (byte for
  * byte), `<name>.stderr.txt`, `<name>.exit` (exit code, or the signal name when Codex died from it),
  * `<name>.requests.json` (what the fake server received, instructions and tool schemas elided) and
  * `<name>.meta.json` (argv, timeline, signals, process tree). See test/fixtures/codex/README.md.
@@ -14,7 +14,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { prepareManagedCodexHome } from '../../../src/agents/codex/codex-home.ts';
+import { prepareManagedCodexHome } from '../../../src/agents/codex/home.ts';
 import { codexArgs, CodexOptionsSchema, type CodexOptionsInput } from '../../../src/agents/codex/options.ts';
 import { providerArgs } from '../../../src/agents/codex/provider-config.ts';
 import {

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gemini } from '../../../src/agents/gemini/definition.ts';
-import { managedGeminiHome } from '../../../src/agents/gemini/gemini-home.ts';
+import { managedGeminiHome } from '../../../src/agents/gemini/home.ts';
 import type { GeminiOptionsInput } from '../../../src/agents/gemini/options.ts';
 import { runGemini } from '../../../src/agents/gemini/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';

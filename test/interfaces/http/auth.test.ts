@@ -141,7 +141,7 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
     for (const cred of CREDENTIALS) {
       // A fresh session per cell: a mutation (or a deletion) of one cell cannot change the next.
       const { sessionId } = await h.runtime.enqueue({ prompt: `cell ${op.operationId} ${cred}` });
-      let path = op.path.replace('{id}', sessionId);
+      let path = op.path.replace('{id}', sessionId).replace('{module}', 'app.js');
       // The cell's session is queued (no worker here): only a forced delete removes it.
       if (op.operationId === 'deleteSession') path += '?force=true';
       const headers: Record<string, string> = {};

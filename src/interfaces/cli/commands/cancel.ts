@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import { NotFoundError } from '../../../runtime/runtime.ts';
 import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
+import { hasErrorCode } from '../../../errors.ts';
 
 export function registerCancel(program: Command): void {
   program
@@ -18,7 +18,7 @@ export function registerCancel(program: Command): void {
         if (flags.json === true) printJson({ sessionId, ...result });
         else process.stdout.write(`cancel requested for ${sessionId} (${result.delivered === 'worker' ? 'sent to the worker that runs it' : 'applied at its next activation'})\n`);
       } catch (error) {
-        if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
+        if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
         throw error;
       } finally {
         await ctx.close();

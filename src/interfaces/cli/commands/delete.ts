@@ -1,10 +1,9 @@
 import { hostname, userInfo } from 'node:os';
 import type { Command } from 'commander';
-import { ConflictError } from '../../../runtime/lifecycle/errors.ts';
-import { NotFoundError } from '../../../runtime/runtime.ts';
 import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
+import { hasErrorCode } from '../../../errors.ts';
 
 /** Who deletes from this shell, for the deletion audit stream. */
 function cliActor(): string {
@@ -49,8 +48,8 @@ export function registerDelete(program: Command): void {
         if (flags.json === true) printJson(result);
         else process.stdout.write(result.deleted ? `deleted ${sessionId}${result.cancelled ? ' (its running turn was cancelled first)' : ''}\n` : `${sessionId} was already deleted\n`);
       } catch (error) {
-        if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
-        if (error instanceof ConflictError) throw new CliError(error.message, ExitCode.failed);
+        if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
+        if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
         throw error;
       } finally {
         await ctx.close();

@@ -1,14 +1,13 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { AGENT_NAMES } from '../../../agents/registry.ts';
-import { InputError } from '../../../runtime/runtime.ts';
-import { ConflictError, QuotaError } from '../../../runtime/lifecycle/errors.ts';
 import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { followSession } from '../follow.ts';
 import { printJson } from '../present.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
+import { hasErrorCode } from '../../../errors.ts';
 
 interface EnqueueFlags extends RetryFlags, AgentFlags {
   session?: string;
@@ -52,8 +51,8 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         ...(flags.retention === undefined ? {} : { retention: flags.retention }),
       });
     } catch (error) {
-      if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
-      if (error instanceof ConflictError || error instanceof QuotaError) throw new CliError(error.message, ExitCode.failed);
+      if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
+      if (hasErrorCode(error, 'conflict') || hasErrorCode(error, 'quota_exceeded')) throw new CliError(error.message, ExitCode.failed);
       throw error;
     }
     if (flags.json === true && flags.follow !== true) printJson({ sessionId: result.sessionId, turn: result.turn });

@@ -1,12 +1,11 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
+import { SESSION_STATES } from '../../../../machines/states.ts';
 import { InputError } from '../../../runtime/runtime.ts';
 import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { colors, printJson } from '../present.ts';
 import { parseIntegerOption } from '../parse-options.ts';
-
-export const SESSION_STATES = ['queued', 'idle', 'running', 'backoff', 'cancelling', 'completed', 'failed', 'cancelled'] as const;
 
 export function registerList(program: Command): void {
   program

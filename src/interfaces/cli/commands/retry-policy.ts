@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import { NotFoundError } from '../../../runtime/runtime.ts';
 import type { RetryPolicy } from '../../../retry/index.ts';
 import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { formatMs, printJson } from '../present.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
+import { hasErrorCode } from '../../../errors.ts';
 
 export function registerRetryPolicy(program: Command): void {
   const policy = program.command('retry-policy').description('Show or change the retry policy: the global default, or one session\'s (--session)');
@@ -50,7 +50,7 @@ async function withRuntime(fn: (runtime: Awaited<ReturnType<typeof openRuntime>>
   try {
     await fn(ctx.runtime);
   } catch (error) {
-    if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
+    if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
     throw error;
   } finally {
     await ctx.close();

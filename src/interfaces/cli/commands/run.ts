@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { DEFAULT_AGENT } from '../../../agents/default-agent.ts';
 import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
 import { agentHostOptions, loadConfig, type Config } from '../../../config/config.ts';
@@ -19,7 +20,7 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
     .argument('<prompt>', 'the prompt')
-    .addOption(new Option('--agent <name>', 'the agent CLI').choices(AGENT_NAMES).default('pi'));
+    .addOption(new Option('--agent <name>', 'the agent CLI').choices(AGENT_NAMES).default(DEFAULT_AGENT));
   addAgentFlagOptions(command, { onWorker: false })
     .option('--session <id>', 'resume this pi session')
     .option('--no-session', 'do not save a pi session')

@@ -1,11 +1,9 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { ArchiveError } from '../../../runtime/lifecycle/archive.ts';
-import { ConflictError } from '../../../runtime/lifecycle/errors.ts';
-import { InputError, NotFoundError } from '../../../runtime/runtime.ts';
 import { CliError, openRuntime } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
+import { hasErrorCode } from '../../../errors.ts';
 
 export function registerTransfer(program: Command): void {
   program
@@ -22,8 +20,8 @@ export function registerTransfer(program: Command): void {
           throw new CliError(`--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`, ExitCode.usage);
         });
       } catch (error) {
-        if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
-        if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
+        if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
+        if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
         throw error;
       } finally {
         await ctx.close();
@@ -48,8 +46,8 @@ export function registerTransfer(program: Command): void {
         if (flags.json === true) printJson(result);
         else process.stdout.write(`imported ${result.sessionId} (${result.messages} messages, state ${result.state})\n`);
       } catch (error) {
-        if (error instanceof ArchiveError) throw new CliError(`${file}: ${error.message}; nothing was written`, ExitCode.usage);
-        if (error instanceof ConflictError) throw new CliError(error.message, ExitCode.failed);
+        if (hasErrorCode(error, 'invalid_archive')) throw new CliError(`${file}: ${error.message}; nothing was written`, ExitCode.usage);
+        if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
         throw error;
       } finally {
         await ctx.close();

@@ -2,7 +2,7 @@ import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { managedGeminiHome, managedSettings, prepareManagedGeminiHome, stripJsonComments, userGeminiDir } from '../../../src/agents/gemini/gemini-home.ts';
+import { managedGeminiHome, managedSettings, prepareManagedGeminiHome, stripJsonComments, userGeminiDir } from '../../../src/agents/gemini/home.ts';
 import { geminiArgs, GeminiOptionsSchema } from '../../../src/agents/gemini/options.ts';
 import { geminiEnv } from '../../../src/agents/gemini/provider.ts';
 

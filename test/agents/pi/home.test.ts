@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { prepareManagedAgentDir } from '../../../src/agents/pi/agent-dir.ts';
+import { prepareManagedAgentDir } from '../../../src/agents/pi/home.ts';
 
 const roots: string[] = [];
 

@@ -2,8 +2,8 @@ import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { prepareManagedCodexHome, userCodexHome } from '../../../src/agents/codex/codex-home.ts';
-import { exportCodexRollout, importCodexRollout } from '../../../src/agents/codex/rollout-file.ts';
+import { prepareManagedCodexHome, userCodexHome } from '../../../src/agents/codex/home.ts';
+import { exportCodexRollout, importCodexRollout } from '../../../src/agents/codex/session-file.ts';
 
 const THREAD = '01a22958-c3ff-74e2-a8e3-aae33327962b';
 const ROLLOUT = `2026/11/29/rollout-2026-11-29T21-54-02-${THREAD}.jsonl`;

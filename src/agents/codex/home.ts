@@ -11,7 +11,7 @@ import { linkEntry, managedDirFor, unlinkIfLink, writeFileIfChanged } from '../s
  *   the retry overrides travel as `-c` flags, so the user's TOML is never parsed or rewritten;
  * - links to the user's auth.json and global instructions (`LINKED_ENTRIES`), so a login carries over;
  * - its own threads, state and logs, which stay sessiond's (a thread travels between hosts as its
- *   rollout file, see rollout-file.ts).
+ *   rollout file, see session-file.ts).
  */
 export const LINKED_ENTRIES = ['auth.json', 'AGENTS.md', 'AGENTS.override.md', 'prompts', 'rules'] as const;
 

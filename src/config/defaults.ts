@@ -1,0 +1,134 @@
+/**
+ * Every option default of sessiond, in one place: the config schema (config.ts) and the
+ * runtime's constructors (SessionWorker, Runtime) read them from here, so the two cannot drift.
+ * Durations are in milliseconds.
+ */
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** A worker's options (config `worker.*`, `SessionWorker` options). */
+export const WORKER_DEFAULTS = {
+  /**
+   * Sessions a worker drives at once.
+   * @default 4
+   */
+  concurrency: 4,
+  /**
+   * A session's lease (and its BullMQ job lock), renewed every third of it.
+   * @default 30_000 (30 s)
+   */
+  leaseTtlMs: 30 * SECOND,
+  /**
+   * BullMQ's stalled-job check; a dead worker's sessions are taken over within about leaseTtlMs + this.
+   * @default 15_000 (15 s)
+   */
+  stalledIntervalMs: 15 * SECOND,
+  /**
+   * A backoff longer than this gives the worker slot back (the job waits in BullMQ's delayed set).
+   * @default 2_000 (2 s)
+   */
+  holdBackoffMs: 2 * SECOND,
+  /**
+   * How often a holder looks at the inbox and the cancel flag even without a pub/sub event.
+   * @default 1_000 (1 s)
+   */
+  pollMs: SECOND,
+  /**
+   * How often a worker writes its heartbeat.
+   * @default 5_000 (5 s)
+   */
+  heartbeatMs: 5 * SECOND,
+} as const;
+
+/** How long `close()` / SIGTERM lets running attempts go on before stopping them. @default 10_000 (10 s) */
+export const SHUTDOWN_GRACE_MS = 10 * SECOND;
+
+/** How often the lifecycle sweeper runs (retention, removals cut short). @default 10_000 (10 s) */
+export const SWEEP_INTERVAL_MS = 10 * SECOND;
+
+/** The ceilings of one attempt (its cgroup, where the host has one) and its idle timeout. */
+export const ATTEMPT_DEFAULTS = {
+  /**
+   * pids.max of each attempt's cgroup (0: none).
+   * @default 4096
+   */
+  pidsMax: 4096,
+  /**
+   * memory.max of each attempt's cgroup in MiB (0: none).
+   * @default 0
+   */
+  memoryMaxMb: 0,
+  /**
+   * No output line for this long stops the attempt (`terminal.failed`, category `timeout`).
+   * @default 600_000 (10 min)
+   */
+  idleTimeoutMs: 10 * MINUTE,
+} as const;
+
+/** The deployment's limits on what sessions keep (config `lifecycle.*`, `Runtime` limits). */
+export const LIFECYCLE_DEFAULTS = {
+  /**
+   * A finished session is removed this long after it finished (0: kept forever).
+   * @default 2_592_000_000 (30 days)
+   */
+  retentionMs: 30 * DAY,
+  /**
+   * The longest retention a caller may ask for a session.
+   * @default 31_536_000_000 (365 days)
+   */
+  maxRetentionMs: 365 * DAY,
+  /**
+   * Prompts waiting in one session at most.
+   * @default 100
+   */
+  maxQueuedPrompts: 100,
+  /**
+   * Messages stored in one session's log at most.
+   * @default 100_000
+   */
+  maxLogMessages: 100_000,
+} as const;
+
+/** The HTTP API and dashboard (config `http.*`, `createApp` options). */
+export const HTTP_DEFAULTS = {
+  /**
+   * The address the server listens on: loopback unless the operator says otherwise.
+   * @default '127.0.0.1'
+   */
+  host: '127.0.0.1',
+  /** @default 7420 */
+  port: 7420,
+  /**
+   * A request body larger than this is refused (413).
+   * @default 1_000_000
+   */
+  bodyLimitBytes: 1_000_000,
+  /**
+   * Live event streams at once.
+   * @default 1000
+   */
+  maxStreams: 1000,
+  /**
+   * An event stream with nothing sent for this long is closed.
+   * @default 1_800_000 (30 min)
+   */
+  streamIdleTimeoutMs: 30 * MINUTE,
+  /**
+   * How long a stream ticket (EventSource's credential) may be used to open a stream.
+   * @default 300_000 (5 min)
+   */
+  streamTicketTtlMs: 5 * MINUTE,
+  /**
+   * How long a dashboard login cookie lasts.
+   * @default 43_200_000 (12 h)
+   */
+  loginTtlMs: 12 * HOUR,
+  /**
+   * SSE keep-alive comment interval.
+   * @default 15_000 (15 s)
+   */
+  keepAliveMs: 15 * SECOND,
+} as const;

@@ -1,0 +1,45 @@
+import { summarize } from '../../../runtime/inspect.ts';
+import { SESSION_ID_PATTERN } from '../../../runtime/keys.ts';
+import type { Runtime, SessionView } from '../../../runtime/runtime.ts';
+import { HttpError } from '../body.ts';
+
+export function unknown(id: string): HttpError {
+  return new HttpError(404, `unknown session "${id}"`);
+}
+
+export async function sessionOr404(runtime: Runtime, id: string): Promise<SessionView> {
+  const view = SESSION_ID_PATTERN.test(id) ? await runtime.getSession(id) : null;
+  if (view === null) throw unknown(id);
+  return view;
+}
+
+export function policyError(errors: Array<{ field: string; message: string }>): HttpError {
+  return new HttpError(400, 'retry policy not changed', errors.map((e) => ({ field: e.field, message: e.message })));
+}
+
+/** `GET /api/sessions/:id`: the operator's summary plus the raw machine context. */
+export function detail(view: SessionView) {
+  return {
+    ...summarize(view),
+    options: view.options,
+    queued: view.queued,
+    cancelRequested: view.cancelRequested,
+    context: view.context,
+  };
+}
+
+/** One row of `GET /api/sessions`. */
+export function listItem(view: SessionView) {
+  const s = summarize(view);
+  return {
+    sessionId: s.sessionId,
+    state: s.state,
+    agent: s.agent,
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
+    turn: s.turn === null ? null : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
+    ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
+    ...(s.lastFailure === undefined ? {} : { lastFailure: { category: s.lastFailure.category, at: s.lastFailure.at } }),
+    queuedPrompts: s.queuedPrompts,
+  };
+}

@@ -1,0 +1,222 @@
+// @ts-check
+import { api, can, clearIssues, showIssues, showOk } from './api.js';
+import { renderChart } from './chart-draw.js';
+import { badge, clock, field, fill, h, ms, poll, preview } from './dom.js';
+import { navigate } from './nav.js';
+import { policyEditor } from './policy-editor.js';
+import { streamTranscript } from './transcript.js';
+import { SETTLED } from './vocabulary.js';
+
+/**
+ * One session: its summary, statechart, attempts, transcript, prompts and retry policy.
+ * @param {HTMLElement} main
+ * @param {string} sessionId
+ * @returns {() => void} stops the page's polling and stream
+ */
+export function sessionPage(main, sessionId) {
+  const enc = encodeURIComponent(sessionId);
+  const title = h('h1', { 'data-testid': 'session-id' }, sessionId);
+  const facts = h('div', { class: 'facts' });
+  const stateEl = h('span', { 'data-testid': 'session-state' });
+  const cancelButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'cancel', onclick: cancel }, 'Cancel turn');
+  const cancelNote = h('span', { class: 'muted', 'data-testid': 'cancel-note' });
+  const deleteButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove }, 'Delete session');
+  const chartBox = h('div', { class: 'chart', 'data-testid': 'chart' }, h('p', { class: 'muted' }, 'Loading the statechart…'));
+  const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
+  const timelineTitle = h('span', { class: 'muted' });
+  const historyBody = h('tbody');
+  const liveDot = h('span', { class: 'live-dot', title: 'live stream' });
+  const transcript = h('div', { class: 'transcript', 'data-testid': 'transcript' });
+
+  const promptInput = h('textarea', { name: 'prompt', placeholder: 'Next prompt (waits for the current turn)' });
+  const promptForm = h(
+    'form',
+    { class: 'stack', novalidate: true, 'data-testid': 'prompt-form' },
+    field('prompt', 'prompt', promptInput),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Send prompt'), h('span', { class: 'form-error' }), h('span', { class: 'form-ok' })),
+  );
+  promptForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const result = await api('POST', `/api/sessions/${enc}/prompts`, { prompt: promptInput.value });
+    if (!result.ok) return showIssues(promptForm, result);
+    clearIssues(promptForm);
+    promptInput.value = '';
+    showOk(promptForm, `queued as turn ${result.data.turn}`);
+  });
+
+  const policy = policyEditor({ path: `/api/sessions/${enc}/retry-policy`, title: 'Retry policy of this session', allowReset: 'Follow the global policy' });
+
+  fill(
+    main,
+    h(
+      'section',
+      { class: 'panel summary' },
+      h('div', {}, title, facts),
+      h('div', { class: 'actions' }, cancelNote, can('write') ? cancelButton : null, can('admin') ? deleteButton : null),
+    ),
+    h(
+      'section',
+      { class: 'panel' },
+      h('h2', {}, 'Statechart ', h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)')),
+      chartBox,
+    ),
+    h(
+      'div',
+      { class: 'grid' },
+      h(
+        'div',
+        {},
+        h('section', { class: 'panel' }, h('h2', {}, 'Attempts ', timelineTitle), timeline),
+        h(
+          'section',
+          { class: 'panel' },
+          h(
+            'details',
+            {},
+            h('summary', {}, 'Transition history'),
+            h(
+              'table',
+              {},
+              h(
+                'thead',
+                {},
+                h(
+                  'tr',
+                  {},
+                  ['at', 'from', 'to', 'event'].map((t) => h('th', {}, t)),
+                ),
+              ),
+              historyBody,
+            ),
+          ),
+        ),
+      ),
+      h(
+        'div',
+        {},
+        h('section', { class: 'panel' }, h('h2', {}, liveDot, 'Transcript'), transcript),
+        can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'Add a prompt'), promptForm) : null,
+        policy.panel,
+      ),
+    ),
+  );
+
+  /** @type {import('./chart-layout.js').Chart | null} */
+  let chart = null;
+  /** @type {string | null} */
+  let current = null;
+  /** @type {ReturnType<typeof streamTranscript> | null} */
+  let stream = null;
+  void api('GET', '/api/chart').then((r) => {
+    if (!r.ok) return;
+    chart = r.data;
+    drawChart();
+  });
+
+  function drawChart() {
+    if (chart === null) return;
+    fill(chartBox, renderChart(chart, current === 'queued' ? 'idle' : current));
+  }
+
+  async function cancel() {
+    cancelButton.disabled = true;
+    const result = await api('POST', `/api/sessions/${enc}/cancel`, { reason: 'cancelled from the dashboard' });
+    cancelNote.textContent = result.ok ? `cancel sent (${result.data.delivered})` : (result.data?.error ?? `cancel failed (HTTP ${result.status})`);
+  }
+
+  // Deletes the session everywhere (a running turn is cancelled first), after the operator confirms.
+  async function remove() {
+    if (!window.confirm(`Delete session ${sessionId}? Its messages and agent state are removed everywhere; a running turn is cancelled first.`)) return;
+    deleteButton.disabled = true;
+    const result = await api('DELETE', `/api/sessions/${enc}?force=true`);
+    if (result.ok) return navigate('/');
+    deleteButton.disabled = false;
+    cancelNote.textContent = result.data?.error ?? `delete failed (HTTP ${result.status})`;
+  }
+
+  async function refresh() {
+    const result = await api('GET', `/api/sessions/${enc}`);
+    if (!result.ok) {
+      fill(facts, h('span', { class: 'form-error' }, result.status === 404 ? 'Unknown session.' : (result.data?.error ?? 'cannot load the session')));
+      return;
+    }
+    const view = result.data;
+    if (view.state !== current) {
+      current = view.state;
+      drawChart();
+    }
+    fill(stateEl, badge(view.state));
+    const turn = view.turn;
+    fill(
+      facts,
+      h('span', {}, 'state ', stateEl),
+      h('span', {}, 'agent ', h('b', { 'data-testid': 'session-agent' }, view.agent)),
+      h('span', {}, 'turn ', h('b', {}, turn ? `#${turn.index} ${turn.status}` : '–')),
+      turn?.failureReason ? h('span', {}, 'failure ', h('b', {}, turn.failureReason)) : null,
+      view.nextRetryAt ? h('span', {}, 'next attempt ', h('b', {}, `in ${ms(Math.max(0, view.nextRetryAt - Date.now()))}`)) : null,
+      view.queuedPrompts > 0 ? h('span', {}, 'queued prompts ', h('b', {}, String(view.queuedPrompts))) : null,
+      view.heldBy ? h('span', {}, 'worker ', h('b', { class: 'mono' }, view.heldBy)) : null,
+      h('span', {}, 'messages ', h('b', {}, String(view.lastSeq))),
+    );
+    cancelButton.disabled = (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
+    if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0) stream?.closeTools(turn.status);
+    renderTimeline(view);
+    fill(
+      historyBody,
+      ...view.history
+        .slice(-50)
+        .reverse()
+        .map((/** @type {{ at: number, from: string, to: string, event: string }} */ t) =>
+          h('tr', {}, h('td', {}, clock(t.at)), h('td', {}, t.from), h('td', {}, t.to), h('td', { class: 'mono' }, t.event)),
+        ),
+    );
+  }
+
+  /** @param {any} view */
+  function renderTimeline(view) {
+    const turn = view.turn;
+    if (!turn) {
+      timelineTitle.textContent = '';
+      fill(timeline, h('li', { class: 'muted' }, 'No turn yet.'));
+      return;
+    }
+    timelineTitle.textContent = `(turn #${turn.index}, ${turn.status})`;
+    const items = [];
+    if (turn.prompt) items.push(h('li', { class: 'muted' }, `prompt: ${preview(turn.prompt, 200)}`));
+    for (const a of turn.attempts) {
+      const outcome = a.outcome ?? 'running';
+      const took = a.endedAt ? ms(a.endedAt - a.startedAt) : `running for ${ms(Date.now() - a.startedAt)}`;
+      items.push(
+        h(
+          'li',
+          { class: `attempt outcome-${outcome}`, 'data-testid': 'attempt', 'data-attempt': a.attempt, 'data-outcome': outcome, 'data-category': a.category ?? '' },
+          h(
+            'div',
+            {},
+            h('span', { class: 'what' }, `Attempt ${a.attempt}`),
+            ` · ${outcome}`,
+            a.category ? [' · ', h('span', { class: 'category' }, a.category)] : null,
+            ` · ${took}`,
+            h('span', { class: 'muted' }, ` · started ${clock(a.startedAt)}`),
+          ),
+          a.errorText ? h('div', { class: 'err' }, preview(a.errorText, 300)) : null,
+        ),
+      );
+      if (a.delayMs !== undefined && a.delayMs !== null) {
+        items.push(h('li', { class: 'backoff', 'data-testid': 'backoff', 'data-delay-ms': a.delayMs }, `backoff ${ms(a.delayMs)} before attempt ${a.attempt + 1}`));
+      }
+    }
+    if (turn.status === 'cancelled') items.push(h('li', { class: 'muted' }, `cancelled${turn.cancelReason ? `: ${turn.cancelReason}` : ''}`));
+    if (turn.status === 'failed') items.push(h('li', { class: 'muted' }, `turn failed: ${turn.failureReason ?? ''}`));
+    if (turn.status === 'completed') items.push(h('li', { class: 'muted' }, 'turn completed'));
+    fill(timeline, ...items);
+  }
+
+  const live = streamTranscript(sessionId, transcript, liveDot);
+  stream = live;
+  const stopPoll = poll(refresh, 1000);
+  return () => {
+    live.stop();
+    stopPoll();
+  };
+}
