@@ -111,7 +111,7 @@ export function createApp(options: AppOptions): Hono {
   });
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.get('/api/chart', (c) => c.json(exportChart(sessionMachine)));
-  app.get('/api/deployment-policy', (c) => c.json(runtime.deploymentPolicy));
+  app.get('/api/deployment-policy', async (c) => c.json(await runtime.resolvedPolicy()));
 
   // ---- sessions ---------------------------------------------------------------------------
   app.get('/api/sessions', async (c) => {

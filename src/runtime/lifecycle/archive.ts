@@ -52,6 +52,7 @@ export interface Archive {
 /** An archive that cannot be imported; `line` names where (1-based), nothing was written. */
 export class ArchiveError extends Error {
   override readonly name = 'ArchiveError';
+  readonly code = 'SESSIOND_ARCHIVE' as const;
   readonly line: number | null;
   constructor(message: string, line: number | null = null) {
     super(line === null ? `archive: ${message}` : `archive line ${line}: ${message}`);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { NotFoundError } from '../../../runtime/runtime.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { ERROR_CODES, hasErrorCode } from '../../../runtime/error-codes.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 
@@ -12,13 +12,14 @@ export function registerCancel(program: Command): void {
     .option('--reason <text>', 'recorded with the cancelled turn', 'cancelled by operator')
     .option('--json', 'print {"sessionId","delivered"}')
     .action(async (sessionId: string, flags: { reason: string; json?: boolean }) => {
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
         const result = await ctx.runtime.cancel(sessionId, flags.reason);
         if (flags.json === true) printJson({ sessionId, ...result });
         else process.stdout.write(`cancel requested for ${sessionId} (${result.delivered === 'worker' ? 'sent to the worker that runs it' : 'applied at its next activation'})\n`);
       } catch (error) {
-        if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
+        if (hasErrorCode(error, ERROR_CODES.notFound)) throw new CliError(error.message, ExitCode.notFound);
         throw error;
       } finally {
         await ctx.close();

@@ -1,11 +1,9 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { AGENT_NAMES } from '../../../agents/registry.ts';
-import { InputError } from '../../../runtime/runtime.ts';
-import { ConflictError, QuotaError } from '../../../runtime/lifecycle/errors.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
+import { ERROR_CODES, hasErrorCode } from '../../../runtime/error-codes.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
-import { followSession } from '../follow.ts';
 import { printJson } from '../present.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
@@ -39,6 +37,7 @@ export function registerEnqueue(program: Command): void {
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const options = { ...(flags.agent === undefined ? {} : { agent: flags.agent }), ...agentOptionsFromFlags(flags) };
   const retryPolicy = retryPatchFromFlags(flags);
+  const { openRuntime } = await import('../context.ts');
   const ctx = await openRuntime();
   try {
     const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.store.lastSeq(flags.session).catch(() => 0)) + 1;
@@ -52,8 +51,8 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         ...(flags.retention === undefined ? {} : { retention: flags.retention }),
       });
     } catch (error) {
-      if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
-      if (error instanceof ConflictError || error instanceof QuotaError) throw new CliError(error.message, ExitCode.failed);
+      if (hasErrorCode(error, ERROR_CODES.input)) throw new CliError(error.message, ExitCode.usage);
+      if (hasErrorCode(error, ERROR_CODES.conflict) || hasErrorCode(error, ERROR_CODES.quota)) throw new CliError(error.message, ExitCode.failed);
       throw error;
     }
     if (flags.json === true && flags.follow !== true) printJson({ sessionId: result.sessionId, turn: result.turn });
@@ -71,6 +70,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
     };
     process.on('SIGINT', onSignal);
     try {
+      const { followSession } = await import('../follow.ts');
       const summary = await followSession(ctx.runtime, result.sessionId, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
       const turn = summary?.turn;
       if (interrupted || turn?.status === 'cancelled') return ExitCode.interrupted;

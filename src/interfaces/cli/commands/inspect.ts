@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { summarize, type SessionSummary } from '../../../runtime/inspect.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { colors, formatMs, printJson } from '../present.ts';
 
@@ -11,6 +11,7 @@ export function registerInspect(program: Command): void {
     .argument('<sessionId>')
     .option('--json', 'one JSON object')
     .action(async (sessionId: string, flags: { json?: boolean }) => {
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
         const view = await ctx.runtime.getSession(sessionId);

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { openRuntime } from '../context.ts';
 import { colors, printJson } from '../present.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 
@@ -14,6 +13,7 @@ export function registerList(program: Command): void {
     .option('--limit <n>', 'at most this many', parseIntegerOption('--limit', 1, 100_000), 100)
     .option('--json', 'one JSON array')
     .action(async (flags: { state?: string; limit: number; json?: boolean }) => {
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
         const sessions = await ctx.runtime.listSessions({ ...(flags.state === undefined ? {} : { state: flags.state }), limit: flags.limit });

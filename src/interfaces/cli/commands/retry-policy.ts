@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
-import { NotFoundError } from '../../../runtime/runtime.ts';
+import { ERROR_CODES, hasErrorCode } from '../../../runtime/error-codes.ts';
 import type { RetryPolicy } from '../../../retry/index.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError } from '../cli-error.ts';
+import type { RuntimeContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { formatMs, printJson } from '../present.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
@@ -45,12 +46,13 @@ export function registerRetryPolicy(program: Command): void {
     );
 }
 
-async function withRuntime(fn: (runtime: Awaited<ReturnType<typeof openRuntime>>['runtime']) => Promise<void>): Promise<void> {
+async function withRuntime(fn: (runtime: RuntimeContext['runtime']) => Promise<void>): Promise<void> {
+  const { openRuntime } = await import('../context.ts');
   const ctx = await openRuntime();
   try {
     await fn(ctx.runtime);
   } catch (error) {
-    if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
+    if (hasErrorCode(error, ERROR_CODES.notFound)) throw new CliError(error.message, ExitCode.notFound);
     throw error;
   } finally {
     await ctx.close();

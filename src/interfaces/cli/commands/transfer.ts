@@ -1,9 +1,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { ArchiveError } from '../../../runtime/lifecycle/archive.ts';
-import { ConflictError } from '../../../runtime/lifecycle/errors.ts';
-import { InputError, NotFoundError } from '../../../runtime/runtime.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { ERROR_CODES, hasErrorCode } from '../../../runtime/error-codes.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 
@@ -14,6 +12,7 @@ export function registerTransfer(program: Command): void {
     .argument('<sessionId>')
     .option('--out <file>', 'write the archive to this file instead of stdout')
     .action(async (sessionId: string, flags: { out?: string }) => {
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
         const archive = await ctx.runtime.exportSession(sessionId);
@@ -22,8 +21,8 @@ export function registerTransfer(program: Command): void {
           throw new CliError(`--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`, ExitCode.usage);
         });
       } catch (error) {
-        if (error instanceof NotFoundError) throw new CliError(error.message, ExitCode.notFound);
-        if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
+        if (hasErrorCode(error, ERROR_CODES.notFound)) throw new CliError(error.message, ExitCode.notFound);
+        if (hasErrorCode(error, ERROR_CODES.input)) throw new CliError(error.message, ExitCode.usage);
         throw error;
       } finally {
         await ctx.close();
@@ -42,14 +41,15 @@ export function registerTransfer(program: Command): void {
       } catch (error) {
         throw new CliError(`cannot read ${file}: ${(error as Error).message}`, ExitCode.usage);
       }
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
         const result = await ctx.runtime.importSession(text, flags.as === undefined ? {} : { as: flags.as });
         if (flags.json === true) printJson(result);
         else process.stdout.write(`imported ${result.sessionId} (${result.messages} messages, state ${result.state})\n`);
       } catch (error) {
-        if (error instanceof ArchiveError) throw new CliError(`${file}: ${error.message}; nothing was written`, ExitCode.usage);
-        if (error instanceof ConflictError) throw new CliError(error.message, ExitCode.failed);
+        if (hasErrorCode(error, ERROR_CODES.archive)) throw new CliError(`${file}: ${error.message}; nothing was written`, ExitCode.usage);
+        if (hasErrorCode(error, ERROR_CODES.conflict)) throw new CliError(error.message, ExitCode.failed);
         throw error;
       } finally {
         await ctx.close();
