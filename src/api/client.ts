@@ -1,5 +1,4 @@
 import type { Redis } from 'ioredis';
-import { registerAgent } from '../agents/registry.ts';
 import type { PolicyInput } from '../policy/index.ts';
 import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
@@ -73,14 +72,15 @@ export function connections(redis: RedisOption): { connect: (role: string) => Re
   return { connect, closeAll: () => made.forEach((c) => c.disconnect()) };
 }
 
-/** A Runtime for library callers and sessiond's own CLI: the policy resolved on first enqueue. */
+/** A Runtime for library callers: the agents registered and the policy resolved on first enqueue (a read loads neither). */
 export function openRuntime(options: ClientOptions, connect: (role: string) => Redis): Runtime {
-  for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
   return new Runtime({
     connect,
     ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
     ...(options.limits === undefined ? {} : { limits: options.limits }),
     policy: async () => {
+      const { registerAgent } = await import('../agents/registry.ts');
+      for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
       const { deploymentPolicy } = await import('../runtime/deployment-policy.ts');
       return deploymentPolicy({ ...(options.policy === undefined ? {} : { policy: options.policy }), ...(options.workspace === undefined ? {} : { workspace: options.workspace }) });
     },

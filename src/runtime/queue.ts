@@ -32,13 +32,16 @@ export function newJobId(sessionId: string): string {
 // command that never touches the queue (`sessiond inspect`, `list`) does not pay for loading it.
 const require = createRequire(import.meta.url);
 
-/** The queue of activation jobs. Its BullMQ Queue is made on first use; closing one never used costs nothing. */
-export function createSessionQueue(connection: Redis, keys: Keys): SessionQueue {
+/**
+ * The queue of activation jobs. Its BullMQ Queue is made on first use (and its connection, when
+ * given as a function); closing one never used costs nothing.
+ */
+export function createSessionQueue(connection: Redis | (() => Redis), keys: Keys): SessionQueue {
   let queue: Queue | null = null;
   const bull = (): Queue => {
     if (queue === null) {
       const { Queue: BullQueue } = require('bullmq') as typeof import('bullmq');
-      queue = new BullQueue(QUEUE_NAME, { connection, prefix: keys.queuePrefix, defaultJobOptions: JOB_OPTIONS });
+      queue = new BullQueue(QUEUE_NAME, { connection: typeof connection === 'function' ? connection() : connection, prefix: keys.queuePrefix, defaultJobOptions: JOB_OPTIONS });
     }
     return queue;
   };

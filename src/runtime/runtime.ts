@@ -121,7 +121,7 @@ export class Runtime {
     this.redis = options.connect('runtime');
     this.limits = { ...LIFECYCLE_DEFAULTS, ...options.limits };
     this.store = new SessionStore(this.redis, this.keys, { retentionMs: this.limits.retentionMs });
-    this.queue = createSessionQueue(options.connect('runtime-queue'), this.keys);
+    this.queue = createSessionQueue(() => options.connect('runtime-queue'), this.keys);
     this.policies = new PolicyStore(this.redis, this.keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
     this.#bus = new EventBus(this.redis, this.redis, this.keys);
@@ -132,7 +132,9 @@ export class Runtime {
    * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
    */
   async enqueue(input: unknown, how: { mustExist?: boolean } = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
-    // The agents (and their option schemas) are loaded by the first enqueue, not by every command.
+    // The agents (and their option schemas) are loaded by the first enqueue, not by every command;
+    // the policy first: resolving it registers a library caller's own agents.
+    const policy = await this.#deploymentPolicy();
     const { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } = await import('./enqueue-checks.ts');
     const parsed = EnqueueRequestSchema.safeParse(input);
     const rawOptions = (input as { options?: unknown } | null)?.options;
@@ -148,7 +150,7 @@ export class Runtime {
     const retentionMs = request.retention === undefined ? undefined : this.#retention(request.retention);
     const options = request.options ?? {};
     // The deployment's policy before anything is written; the worker checks the stored request again.
-    const admitted = await admitTurn(await this.#deploymentPolicy(), options, request.prompt);
+    const admitted = await admitTurn(policy, options, request.prompt);
     if (!admitted.ok) throw new InputError(admitted.issues);
     const sessionId = request.sessionId ?? randomUUID();
     const create = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };

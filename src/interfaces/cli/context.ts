@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { lifecycleLimits, loadConfig, type Config } from '../../config/config.ts';
 import { createRedis, ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
+import { clientOf, type Client } from '../../api/client.ts';
 import { Runtime } from '../../runtime/runtime.ts';
 import { CliError } from './cli-error.ts';
 
@@ -13,6 +14,8 @@ export interface RuntimeContext {
   /** The deployment policy of this configuration, checked on first use (it loads the agents: a read-only command never does). */
   policy(): Promise<DeploymentPolicy>;
   url: string;
+  /** The public client (src/api), over `runtime`: what the commands a library user also has go through. */
+  client: Client;
   runtime: Runtime;
   connect: (role: string) => Redis;
   close(): Promise<void>;
@@ -62,6 +65,7 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
     config,
     policy,
     url,
+    client: clientOf(runtime),
     runtime,
     connect,
     async close() {

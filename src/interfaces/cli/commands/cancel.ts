@@ -15,7 +15,7 @@ export function registerCancel(program: Command): void {
       const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const result = await ctx.runtime.cancel(sessionId, flags.reason);
+        const result = await ctx.client.cancel(sessionId, flags.reason);
         if (flags.json === true) printJson({ sessionId, ...result });
         else process.stdout.write(`cancel requested for ${sessionId} (${result.delivered === 'worker' ? 'sent to the worker that runs it' : 'applied at its next activation'})\n`);
       } catch (error) {

@@ -15,7 +15,7 @@ export function registerDelete(program: Command): void {
       const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const result = await ctx.runtime.deleteSession(sessionId, { force: flags.force === true });
+        const result = await ctx.client.delete(sessionId, { force: flags.force === true });
         if (flags.json === true) printJson(result);
         else process.stdout.write(result.deleted ? `deleted ${sessionId}${result.cancelled ? ' (its running turn was cancelled first)' : ''}\n` : `${sessionId} was already deleted\n`);
       } catch (error) {

@@ -14,7 +14,7 @@ export function registerInspect(program: Command): void {
       const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const view = await ctx.runtime.getSession(sessionId);
+        const view = await ctx.client.inspect(sessionId);
         if (view === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
         const summary = summarize(view);
         if (flags.json === true) printJson(summary);

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
+import type { SessionState } from '../../../api/types.ts';
 import { colors, printJson } from '../present.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 
@@ -16,7 +17,7 @@ export function registerList(program: Command): void {
       const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const sessions = await ctx.runtime.listSessions({ ...(flags.state === undefined ? {} : { state: flags.state }), limit: flags.limit });
+        const { sessions } = await ctx.client.list({ ...(flags.state === undefined ? {} : { state: flags.state as SessionState }), limit: flags.limit });
         if (flags.json === true) return printJson(sessions);
         const c = colors();
         if (sessions.length === 0) process.stdout.write('no sessions\n');

@@ -15,7 +15,7 @@ export function registerTransfer(program: Command): void {
       const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const archive = await ctx.runtime.exportSession(sessionId);
+        const archive = await ctx.client.export(sessionId);
         if (flags.out === undefined) process.stdout.write(archive);
         else await writeFile(flags.out, archive, { flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
           throw new CliError(`--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`, ExitCode.usage);
@@ -44,7 +44,7 @@ export function registerTransfer(program: Command): void {
       const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const result = await ctx.runtime.importSession(text, flags.as === undefined ? {} : { as: flags.as });
+        const result = await ctx.client.import(text, flags.as === undefined ? {} : { as: flags.as });
         if (flags.json === true) printJson(result);
         else process.stdout.write(`imported ${result.sessionId} (${result.messages} messages, state ${result.state})\n`);
       } catch (error) {
