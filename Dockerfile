@@ -5,9 +5,11 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
-# Dev dependencies included: they carry the pinned pi CLI that the worker runs.
-RUN npm ci --no-audit --no-fund
+# Dev dependencies included: they carry the pinned pi CLI that the worker runs. The sources are not
+# here yet: the build (`prepare`) runs once they are.
+RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY . .
+RUN npm run build
 ENV SESSIOND_STATE_DIR=/var/lib/sessiond
 VOLUME ["/var/lib/sessiond"]
 ENTRYPOINT ["node", "bin/sessiond.mjs"]
