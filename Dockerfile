@@ -4,12 +4,14 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends procps bash ca-certificates git \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY package.json package-lock.json ./
-# Dev dependencies included: they carry the pinned pi CLI that the worker runs. The sources are not
-# here yet: the build (`prepare`) runs once they are.
-RUN npm ci --no-audit --no-fund --ignore-scripts
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY machines ./machines
+COPY src ./src
+# Dev dependencies included: they carry the pinned pi CLI that the worker runs. npm ci's `prepare`
+# compiles src/ and machines/ into dist/, which bin/sessiond.mjs runs.
+RUN npm ci --no-audit --no-fund
 COPY . .
-RUN npm run build
 ENV SESSIOND_STATE_DIR=/var/lib/sessiond
 VOLUME ["/var/lib/sessiond"]
 ENTRYPOINT ["node", "bin/sessiond.mjs"]
