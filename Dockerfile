@@ -4,8 +4,12 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends procps bash ca-certificates git \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY package.json package-lock.json ./
-# Dev dependencies included: they carry the pinned pi CLI that the worker runs.
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY machines ./machines
+COPY src ./src
+# Dev dependencies included: they carry the pinned pi CLI that the worker runs. npm ci's `prepare`
+# compiles src/ and machines/ into dist/, which bin/sessiond.mjs runs.
 RUN npm ci --no-audit --no-fund
 COPY . .
 ENV SESSIOND_STATE_DIR=/var/lib/sessiond

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -191,7 +191,7 @@ interface Deployment {
 
 async function startServe(redisUrl: string, redisPid: number, prefix: string, sessions: number, stateDir: string, cleanup: Cleanup): Promise<Deployment> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, [join(SERVE_ROOT, 'bin', 'sessiond.mjs'), 'serve', '--port', String(port)], {
+  const child: ChildProcess = spawn(process.execPath, [serveBin(SERVE_ROOT), 'serve', '--port', String(port)], {
     cwd: SERVE_ROOT,
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', REDIS_URL: redisUrl, SESSIOND_PREFIX: prefix, SESSIOND_STATE_DIR: stateDir },
     stdio: ['ignore', 'ignore', 'ignore'],
@@ -407,4 +407,10 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       })),
     };
   });
+}
+
+/** The checkout's development bin (its sources through tsx), or bin/sessiond.mjs of a checkout older than it. */
+function serveBin(root: string): string {
+  const dev = join(root, 'bin', 'sessiond-dev.mjs');
+  return existsSync(dev) ? dev : join(root, 'bin', 'sessiond.mjs');
 }

@@ -1,9 +1,14 @@
 #!/usr/bin/env node
-// Loads the TypeScript sources through tsx so `npx sessiond` works right after `npm ci`.
-import { register } from 'tsx/esm/api';
-
-register();
-const { main } = await import('../src/interfaces/cli/main.ts');
+// The `sessiond` executable: the compiled CLI (dist/, made by `npm run build`, which `npm ci` runs
+// as `prepare`). No TypeScript at run time; bin/sessiond-dev.mjs runs the sources through tsx.
+let main;
+try {
+  ({ main } = await import('../dist/src/interfaces/cli/main.js'));
+} catch (error) {
+  if (error?.code !== 'ERR_MODULE_NOT_FOUND' || !String(error.message).includes('/dist/src/interfaces/cli/main.js')) throw error;
+  process.stderr.write('sessiond: not built: run `npm run build` in the sessiond checkout (npm ci runs it too)\n');
+  process.exit(2);
+}
 const code = await main(process.argv);
 // Pipes and files are written synchronously on POSIX, so nothing printed is lost by exiting here;
 // exiting explicitly keeps a lingering handle (a Redis reconnect timer…) from holding the process.

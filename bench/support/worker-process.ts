@@ -39,7 +39,8 @@ export interface MemoryProbe {
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
-const BIN = join(ROOT, 'bin', 'sessiond.mjs');
+// The sources through tsx, as these benchmarks have always measured the worker (bench/cli.ts measures the compiled bin).
+const BIN = join(ROOT, 'bin', 'sessiond-dev.mjs');
 const PROBE = pathToFileURL(join(HERE, 'worker-probe.mjs')).href;
 const PROBE_PREFIX = 'bench-memory-probe ';
 

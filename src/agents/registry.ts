@@ -21,20 +21,34 @@ export type AgentName = keyof typeof AGENTS;
 export type AnyAgentName = AgentName | `acp:${string}`;
 export const AGENT_NAMES = Object.keys(AGENTS) as AgentName[];
 
+/**
+ * Agents a library user added (`defineAgent`, passed to `createWorker` / `createClient`), by name.
+ * Process-wide, like the built-in ones: a name is registered once, and never over a built-in one.
+ */
+const ADDED = new Map<string, AgentDefinition>();
+
+/** Adds an agent under `name`; the same definition again is a no-op. Throws for a built-in or an `acp:` name, or a name taken by another definition. */
+export function registerAgent(name: string, definition: AgentDefinition): void {
+  if (Object.hasOwn(AGENTS, name) || acpAgentName(name)) throw new Error(`agent name "${name}" is a built-in agent's`);
+  const known = ADDED.get(name);
+  if (known !== undefined && known !== definition) throw new Error(`agent name "${name}" is already registered with another definition`);
+  ADDED.set(name, definition);
+}
+
 /** What each agent declares about its privileges, for the deployment policy. */
 export const AGENT_PERMISSIONS: Readonly<Record<string, PermissionKnobs>> = Object.fromEntries(AGENT_NAMES.map((name) => [name, AGENTS[name].permissions]));
 
 /** The registry's agents and the operator's ACP agents (`acp:<name>` keys of its agent options), for the deployment policy. */
 export function agentPermissions(configured: readonly string[] = []): Readonly<Record<string, PermissionKnobs>> {
-  return { ...AGENT_PERMISSIONS, ...acpPermissions(configured) };
+  return { ...AGENT_PERMISSIONS, ...Object.fromEntries([...ADDED].map(([name, d]) => [name, d.permissions])), ...acpPermissions(configured) };
 }
 
 export function isAgentName(name: string): name is AnyAgentName {
-  return Object.hasOwn(AGENTS, name) || acpAgentName(name);
+  return Object.hasOwn(AGENTS, name) || acpAgentName(name) || ADDED.has(name);
 }
 
 export function agentDefinition(name: AnyAgentName): AgentDefinition {
-  return acpAgentName(name) ? acpAgent : AGENTS[name as AgentName];
+  return acpAgentName(name) ? acpAgent : (ADDED.get(name) ?? AGENTS[name as AgentName]);
 }
 
 export function agentRun(name: AnyAgentName): AgentRun {

@@ -1,6 +1,6 @@
 import { persistSession, startSessionActor, stateName, type PersistedSession, type SessionActor, type Transition } from '../../machines/restore.ts';
 import { isAttemptState, QUIESCENT_MACHINE_STATES } from '../../machines/states.ts';
-import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
+import type { AttemptRunner, MessageSink, SessionContext } from '../../machines/types.ts';
 import type { CliMessage } from '../protocol/index.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
@@ -29,6 +29,24 @@ export interface ActiveSessionConfig {
   limits?: AttemptLimits;
   /** Messages the session's log may hold (0: no limit): the attempt that reaches it is stopped and ends failed, category `quota`. */
   maxLogMessages?: number;
+  /** Told of what an embedder may observe (src/api/worker.ts); a listener that throws changes nothing. */
+  events?: SessionEvents;
+}
+
+/** What a worker tells its embedder, as the session machine takes it (the fenced write follows at once). */
+export interface SessionEvents {
+  turnEnded?(event: { sessionId: string; turn: number; status: 'completed' | 'failed' | 'cancelled'; failureReason: string | null; cancelReason: string | null }): void;
+  attemptFailed?(event: { sessionId: string; turn: number; attempt: number; category: string; text: string }): void;
+}
+
+const TURN_ENDS = new Set(['completed', 'failed', 'cancelled']);
+
+function tell(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // An embedder's listener never breaks the session.
+  }
 }
 
 export type DriveOutcome =
@@ -159,7 +177,14 @@ export class ActiveSession {
     const persisted = raw === null ? null : (JSON.parse(raw) as PersistedSession);
     this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink());
     const machine = this.#machine.machine;
-    const onTransition = (transition: Transition): void => this.#writer.history(transition);
+    const events = this.#config.events;
+    const onTransition = (transition: Transition, snapshot: { context: SessionContext }): void => {
+      this.#writer.history(transition);
+      if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
+        const { turnIndex, turn } = snapshot.context;
+        tell(() => events.turnEnded?.({ sessionId: this.#sessionId, turn: turnIndex, status: transition.to as 'completed' | 'failed' | 'cancelled', failureReason: turn?.failureReason ?? null, cancelReason: turn?.cancelReason ?? null }));
+      }
+    };
     const policy = await this.#policy();
     this.#actor =
       persisted === null
@@ -375,6 +400,11 @@ export class ActiveSession {
   #sink(): MessageSink {
     return (message, meta) => {
       if (message.type === 'terminal.completed') this.#answered = `${meta.turn}/${meta.attempt}`;
+      const events = this.#config.events;
+      if (message.type === 'terminal.failed' && events?.attemptFailed !== undefined) {
+        const { category, text } = message.content;
+        tell(() => events.attemptFailed?.({ sessionId: this.#sessionId, turn: meta.turn, attempt: meta.attempt, category, text }));
+      }
       return this.#writer.message(meta.turn, meta.attempt, message.type, message.content);
     };
   }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { Queue } from 'bullmq';
+import { createRequire } from 'node:module';
+import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 import { SESSION_ID_PATTERN } from './keys.ts';
@@ -27,16 +28,33 @@ export function newJobId(sessionId: string): string {
   return `${sessionId}.${randomUUID()}`;
 }
 
-export function createSessionQueue(connection: Redis, keys: Keys): SessionQueue {
-  const queue = new Queue(QUEUE_NAME, { connection, prefix: keys.queuePrefix, defaultJobOptions: JOB_OPTIONS });
+// bullmq is CommonJS (Node's `import` of it loads the same module): required on first use, so a
+// command that never touches the queue (`sessiond inspect`, `list`) does not pay for loading it.
+const require = createRequire(import.meta.url);
+
+/**
+ * The queue of activation jobs. Its BullMQ Queue is made on first use (and its connection, when
+ * given as a function); closing one never used costs nothing.
+ */
+export function createSessionQueue(connection: Redis | (() => Redis), keys: Keys): SessionQueue {
+  let queue: Queue | null = null;
+  const bull = (): Queue => {
+    if (queue === null) {
+      const { Queue: BullQueue } = require('bullmq') as typeof import('bullmq');
+      queue = new BullQueue(QUEUE_NAME, { connection: typeof connection === 'function' ? connection() : connection, prefix: keys.queuePrefix, defaultJobOptions: JOB_OPTIONS });
+    }
+    return queue;
+  };
   return {
     name: QUEUE_NAME,
-    queue,
+    get queue() {
+      return bull();
+    },
     async addActivation(sessionId, jobId) {
-      await queue.add(ACTIVATION_JOB, { sessionId }, { jobId });
+      await bull().add(ACTIVATION_JOB, { sessionId }, { jobId });
     },
     async close() {
-      await queue.close();
+      await queue?.close();
     },
   };
 }

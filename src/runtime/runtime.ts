@@ -11,9 +11,7 @@ import { PolicyStore } from './policy-store.ts';
 import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
-import { admitTurn, deploymentPolicy } from './deployment-policy.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
-import { TurnOptionsSchema } from './turn-options.ts';
 import { parseDuration } from '../config/duration.ts';
 import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
@@ -37,7 +35,8 @@ export const EnqueueRequestSchema = z.strictObject({
   sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-, and not . or ..').optional(),
   // Its maximum length is the deployment policy's (maxPromptChars).
   prompt: z.string().refine((p) => p.trim() !== '', 'must not be empty'),
-  options: TurnOptionsSchema.optional(),
+  // Checked by the agent registry's TurnOptionsSchema in enqueue (loaded with the agents, on first use).
+  options: z.record(z.string(), z.unknown()).optional(),
   retryPolicy: z.record(z.string(), z.unknown()).optional(),
   /** How long the session is kept once finished (a duration, `0`: forever), within the deployment's maximum. */
   retention: z.union([z.string(), z.number().int().nonnegative()]).optional(),
@@ -74,8 +73,11 @@ export interface WorkerHeartbeat {
 export interface RuntimeOptions {
   connect: (role: string) => Redis;
   prefix?: string;
-  /** What callers may choose (src/policy); default: the default policy with this process's cwd as the workspace. */
-  policy?: DeploymentPolicy;
+  /**
+   * What callers may choose (src/policy), or a function giving it on first use (it is needed by
+   * enqueue, not by reads); default: the default policy with this process's cwd as the workspace.
+   */
+  policy?: DeploymentPolicy | (() => Promise<DeploymentPolicy>);
   /** The deployment's retention and quotas (defaults: LIFECYCLE_DEFAULTS). */
   limits?: Partial<LifecycleLimits>;
 }
@@ -92,7 +94,8 @@ export class Runtime {
   readonly queue: SessionQueue;
   readonly policies: PolicyStore;
   readonly #bus: EventBus;
-  readonly #policy: DeploymentPolicy;
+  #policy: DeploymentPolicy | undefined;
+  readonly #loadPolicy: (() => Promise<DeploymentPolicy>) | undefined;
   readonly #connect: (role: string) => Redis;
   #hub: MessageHub | null = null;
   readonly limits: LifecycleLimits;
@@ -100,11 +103,12 @@ export class Runtime {
   constructor(options: RuntimeOptions) {
     this.keys = createKeys(options.prefix ?? 'sessiond');
     this.#connect = options.connect;
-    this.#policy = options.policy ?? deploymentPolicy();
+    if (typeof options.policy === 'function') this.#loadPolicy = options.policy;
+    else this.#policy = options.policy;
     this.redis = options.connect('runtime');
     this.limits = { ...LIFECYCLE_DEFAULTS, ...options.limits };
     this.store = new SessionStore(this.redis, this.keys, { retentionMs: this.limits.retentionMs });
-    this.queue = createSessionQueue(options.connect('runtime-queue'), this.keys);
+    this.queue = createSessionQueue(() => options.connect('runtime-queue'), this.keys);
     this.policies = new PolicyStore(this.redis, this.keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
     this.#bus = new EventBus(this.redis, this.redis, this.keys);
@@ -115,8 +119,14 @@ export class Runtime {
    * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
    */
   async enqueue(input: unknown, how: { mustExist?: boolean } = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
+    // The agents (and their option schemas) are loaded by the first enqueue, not by every command;
+    // the policy first: resolving it registers a library caller's own agents.
+    const policy = await this.#deploymentPolicy();
+    const { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } = await import('./enqueue-checks.ts');
     const parsed = EnqueueRequestSchema.safeParse(input);
-    if (!parsed.success) throw new InputError(zodIssues(parsed.error));
+    const rawOptions = (input as { options?: unknown } | null)?.options;
+    const optionIssues = rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions) ? [] : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
+    if (!parsed.success || optionIssues.length > 0) throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
     const request = parsed.data;
     let policyJson: string | null = null;
     if (request.retryPolicy !== undefined) {
@@ -127,7 +137,7 @@ export class Runtime {
     const retentionMs = request.retention === undefined ? undefined : this.#retention(request.retention);
     const options = request.options ?? {};
     // The deployment's policy before anything is written; the worker checks the stored request again.
-    const admitted = await admitTurn(this.#policy, options, request.prompt);
+    const admitted = await admitTurn(policy, options, request.prompt);
     if (!admitted.ok) throw new InputError(admitted.issues);
     const sessionId = request.sessionId ?? randomUUID();
     const create = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
@@ -157,7 +167,19 @@ export class Runtime {
 
   /** What callers of this deployment may choose. */
   get deploymentPolicy(): DeploymentPolicy {
+    if (this.#policy === undefined) throw new Error('Runtime.deploymentPolicy: no policy given (read it with resolvedPolicy())');
     return this.#policy;
+  }
+
+  /** The deployment policy: the one given, else the default (this process's cwd as the workspace), resolved once. */
+  async #deploymentPolicy(): Promise<DeploymentPolicy> {
+    this.#policy ??= this.#loadPolicy !== undefined ? await this.#loadPolicy() : (await import('./deployment-policy.ts')).deploymentPolicy();
+    return this.#policy;
+  }
+
+  /** What callers of this deployment may choose (the default policy, resolved on first use, when none was given). */
+  resolvedPolicy(): Promise<DeploymentPolicy> {
+    return this.#deploymentPolicy();
   }
 
   /** A caller's retention for a session, in ms (0: forever), within the deployment's maximum. */
@@ -398,8 +420,8 @@ function checkSessionId(sessionId: string): void {
   if (!SESSION_ID_PATTERN.test(sessionId)) throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.-, and not . or .. (got ${JSON.stringify(sessionId)})` }]);
 }
 
-export function zodIssues(error: z.ZodError): Array<{ field: string; message: string }> {
-  return error.issues.map((issue) => ({ field: issue.path.join('.') || '(body)', message: issue.message }));
+export function zodIssues(error: z.ZodError | undefined, prefix: readonly PropertyKey[] = []): Array<{ field: string; message: string }> {
+  return (error?.issues ?? []).map((issue) => ({ field: [...prefix, ...issue.path].join('.') || '(body)', message: issue.message }));
 }
 
 function safeJson(raw: string | undefined): unknown {

@@ -43,6 +43,8 @@ export interface WorkerOptions {
   /** Messages one session's log may hold; the turn that reaches it ends failed (`quota`). 0: no limit. */
   maxLogMessages?: number;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
+  /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
+  events?: ActiveSessionConfig['events'];
 }
 
 /** The defaults of the options above (one place for them and the config schema: src/config/defaults.ts). */
@@ -201,6 +203,7 @@ export class SessionWorker {
           policy: this.#policy,
           ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
           ...(this.#options.maxLogMessages === undefined ? {} : { maxLogMessages: this.#options.maxLogMessages }),
+          ...(this.#options.events === undefined ? {} : { events: this.#options.events }),
         },
         globalPolicy: () => this.#policies.get(),
         loaded: lease.loaded,

@@ -2,7 +2,8 @@ import { execa, type ResultPromise } from 'execa';
 import { join } from 'node:path';
 import { REPO_ROOT } from './pi-env.ts';
 
-export const SESSIOND_BIN = join(REPO_ROOT, 'bin', 'sessiond.mjs');
+/** The sources through tsx (bin/sessiond-dev.mjs): what src/ says now, never a stale build. test/package/ runs the compiled bin. */
+export const SESSIOND_BIN = join(REPO_ROOT, 'bin', 'sessiond-dev.mjs');
 
 export interface CliResult {
   exitCode: number;
@@ -10,7 +11,7 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `sessiond ARGS` as a user would: a separate process, through the package's bin. */
+/** Runs `sessiond ARGS` as a user would: a separate process, through the dev bin (the same main as the package's). */
 export function sessiond(args: readonly string[], options: { input?: string; env?: Record<string, string>; cwd?: string } = {}): ResultPromise {
   return execa(process.execPath, [SESSIOND_BIN, ...args], {
     reject: false,

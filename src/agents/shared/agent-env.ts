@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { access, constants } from 'node:fs/promises';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +14,15 @@ export function agentEnv(extra: Record<string, string>, base: NodeJS.ProcessEnv 
   return { ...baseEnv(base), ...extra };
 }
 
-const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+/** sessiond's own directory: the nearest one above this module holding a package.json (a checkout's src/ or the package's dist/src/). */
+const PACKAGE_ROOT = packageRoot(dirname(fileURLToPath(import.meta.url)));
+
+function packageRoot(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    if (dirname(dir) === dir) return from;
+  }
+}
 
 /** A command name looked up on PATH, then in sessiond's node_modules/.bin; a path is kept as it is. */
 export async function resolveCommand(command: string, env: Record<string, string>): Promise<string> {

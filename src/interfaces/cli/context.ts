@@ -3,24 +3,19 @@ import type { Redis } from 'ioredis';
 import { lifecycleLimits, loadConfig, type Config } from '../../config/config.ts';
 import { createRedis, ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
-import { deploymentPolicy } from '../../runtime/deployment-policy.ts';
+import { clientOf, type Client } from '../../api/client.ts';
 import { Runtime } from '../../runtime/runtime.ts';
+import { CliError } from './cli-error.ts';
 
-/** An error the CLI reports as one line on stderr, with its exit code. */
-export class CliError extends Error {
-  override readonly name = 'CliError';
-  readonly exitCode: number;
-  constructor(message: string, exitCode = 2) {
-    super(message);
-    this.exitCode = exitCode;
-  }
-}
+export { CliError } from './cli-error.ts';
 
 export interface RuntimeContext {
   config: Config;
-  /** The deployment policy of this configuration (checked when the configuration was loaded). */
-  policy: DeploymentPolicy;
+  /** The deployment policy of this configuration, checked on first use (it loads the agents: a read-only command never does). */
+  policy(): Promise<DeploymentPolicy>;
   url: string;
+  /** The public client (src/api), over `runtime`: what the commands a library user also has go through. */
+  client: Client;
   runtime: Runtime;
   connect: (role: string) => Redis;
   close(): Promise<void>;
@@ -40,13 +35,16 @@ export async function resolveRedisUrl(config: Config): Promise<string> {
 
 export async function openRuntime(flags: Record<string, unknown> = {}): Promise<RuntimeContext> {
   let config: Config;
-  let policy: DeploymentPolicy;
   try {
     config = loadConfig(flags);
-    policy = deploymentPolicy(config);
   } catch (error) {
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
+  let resolved: Promise<DeploymentPolicy> | null = null;
+  const policy = (): Promise<DeploymentPolicy> =>
+    (resolved ??= import('../../runtime/deployment-policy.ts')
+      .then(({ deploymentPolicy }) => deploymentPolicy(config))
+      .catch((error: Error) => Promise.reject(new CliError(`configuration: ${error.message}`))));
   const url = await resolveRedisUrl(config);
   // Connections made here are closed with the context; one closed earlier (a follower that ended) leaves the set.
   const made = new Set<Redis>();
@@ -67,6 +65,7 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
     config,
     policy,
     url,
+    client: clientOf(runtime),
     runtime,
     connect,
     async close() {

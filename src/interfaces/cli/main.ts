@@ -14,7 +14,7 @@ import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
 import { registerPolicy } from './commands/policy.ts';
 import { registerAgents } from './commands/agents.ts';
-import { CliError } from './context.ts';
+import { CliError } from './cli-error.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
 export function buildProgram(): Command {

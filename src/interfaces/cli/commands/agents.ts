@@ -1,77 +1,17 @@
-import { execFile } from 'node:child_process';
 import type { Command } from 'commander';
-import { resolveAgentCli } from '../../../agents/shared/agent-env.ts';
-import { acpAgentName } from '../../../agents/acp/registry-entry.ts';
-import { AGENT_NAMES, agentDefinition, type AnyAgentName } from '../../../agents/registry.ts';
-import { agentEnv } from '../../../agents/shared/agent-env.ts';
-import { agentHostOptions, loadConfig, type Config } from '../../../config/config.ts';
-import type { PermissionKnobs } from '../../../policy/knobs.ts';
-import { CliError } from '../context.ts';
+import type { Config } from '../../../config/config.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 
-/** One agent as `sessiond agents` lists it. */
-export interface AgentRow {
-  name: string;
-  /** The executable this host runs for it (its configured `command`, else the agent's default). */
-  command: string;
-  /** First line of `<command> --version`, or null when it did not answer. */
-  version: string | null;
-  resume: string;
-  permissions: string;
-}
-
-const DEFAULT_COMMANDS: Record<string, string> = { pi: 'pi', 'claude-code': 'claude', codex: 'codex', gemini: 'gemini' };
-const RESUME: Record<string, string> = {
-  pi: 'yes: --session, its session file travels with the session (any host)',
-  'claude-code': 'yes: --resume, its session file travels with the session (any host)',
-  codex: 'yes: resume, its rollout file travels with the session (any host)',
-  gemini: 'yes: --resume, its chat file travels with the session (any host)',
-};
-const ACP_RESUME = 'session/resume or session/load where the agent offers them, else a new session (same host only)';
-/** Node CLIs take seconds to print a version on a busy host; they are asked one after another. */
-const VERSION_TIMEOUT_MS = 30_000;
-
-/** The registry's agents and this host's `acp:<name>` agents, with what each supports. */
-export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = process.env): Promise<AgentRow[]> {
-  const host = agentHostOptions(config, AGENT_NAMES, env);
-  const names: AnyAgentName[] = [...AGENT_NAMES, ...Object.keys(config.agents).filter(acpAgentName).sort()];
-  const rows: AgentRow[] = [];
-  for (const name of names) {
-    const options = host[name] ?? {};
-    const acp = acpAgentName(name);
-    const command = typeof options.command === 'string' ? options.command : (DEFAULT_COMMANDS[name] ?? '');
-    const extra = options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
-    const version = command === '' ? null : await versionOf(command, agentEnv(extra));
-    rows.push({ name, command: command === '' ? '(not configured)' : command, version, resume: acp ? ACP_RESUME : (RESUME[name] ?? 'unknown'), permissions: describeKnobs(agentDefinition(name).permissions) });
-  }
-  return rows;
-}
-
-export function describeKnobs(knobs: PermissionKnobs): string {
-  const parts: string[] = [];
-  if (knobs.ladder !== undefined) parts.push(`${knobs.ladder.option}: ${knobs.ladder.steps.join(' < ')} (default ${knobs.ladder.defaultStep}, ceiling ${knobs.ladder.defaultCeiling} unless the policy says)`);
-  for (const list of knobs.lists ?? []) parts.push(`${list.option}: a list (${list.defaultAllowed === '*' ? 'anything' : list.defaultAllowed.join(', ') || 'nothing'} unless the policy says)`);
-  for (const sw of knobs.switches ?? []) parts.push(`${sw.option}: off unless the policy enables it`);
-  return parts.length === 0 ? 'none' : parts.join('; ');
-}
-
-/** `<command> --version` in the agent's sealed environment (never a shell); null when it fails. */
-async function versionOf(command: string, env: Record<string, string>): Promise<string | null> {
-  const resolved = await resolveAgentCli(command, env);
-  return new Promise((resolve) => {
-    execFile(resolved, ['--version'], { env, timeout: VERSION_TIMEOUT_MS, maxBuffer: 64 * 1024 }, (error, stdout) => {
-      const line = String(stdout).trim().split('\n')[0]?.trim() ?? '';
-      resolve(error !== null || line === '' ? null : line.slice(0, 200));
-    });
-  });
-}
-
+// The command; what it runs is loaded when it runs (see ./agents-action.ts).
 export function registerAgents(program: Command): void {
   program
     .command('agents')
     .description('List every agent this host can run (the registry and its configured acp:<name> agents): CLI version, resume, permission knob')
     .option('--json', 'print them as JSON')
     .action(async (flags: { json?: boolean }) => {
+      const { loadConfig } = await import('../../../config/config.ts');
+      const { describeAgents } = await import('./agents-action.ts');
       let config: Config;
       try {
         config = loadConfig();

@@ -1,6 +1,6 @@
 import { hostname, userInfo } from 'node:os';
 import type { Command } from 'commander';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 import { hasErrorCode } from '../../../errors.ts';
@@ -25,6 +25,7 @@ export function registerDelete(program: Command): void {
     .action(async (flags: { limit: string; json?: boolean }) => {
       const limit = Number(flags.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new CliError(`--limit: must be an integer from 1 to 10000 (got "${flags.limit}")`, ExitCode.usage);
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
         const entries = await ctx.runtime.deletions(limit);
@@ -42,9 +43,10 @@ export function registerDelete(program: Command): void {
     .option('--force', 'also a session that is active: its running turn is cancelled first (the process tree gone)')
     .option('--json', 'print {"sessionId","deleted","cancelled"}')
     .action(async (sessionId: string, flags: { force?: boolean; json?: boolean }) => {
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const result = await ctx.runtime.deleteSession(sessionId, { force: flags.force === true, actor: cliActor() });
+        const result = await ctx.client.delete(sessionId, { force: flags.force === true, actor: cliActor() });
         if (flags.json === true) printJson(result);
         else process.stdout.write(result.deleted ? `deleted ${sessionId}${result.cancelled ? ' (its running turn was cancelled first)' : ''}\n` : `${sessionId} was already deleted\n`);
       } catch (error) {

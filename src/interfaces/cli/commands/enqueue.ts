@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { AGENT_NAMES } from '../../../agents/registry.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
-import { followSession } from '../follow.ts';
 import { printJson } from '../present.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
@@ -38,6 +37,7 @@ export function registerEnqueue(program: Command): void {
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const options = { ...(flags.agent === undefined ? {} : { agent: flags.agent }), ...agentOptionsFromFlags(flags) };
   const retryPolicy = retryPatchFromFlags(flags);
+  const { openRuntime } = await import('../context.ts');
   const ctx = await openRuntime();
   try {
     const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.store.lastSeq(flags.session).catch(() => 0)) + 1;
@@ -70,6 +70,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
     };
     process.on('SIGINT', onSignal);
     try {
+      const { followSession } = await import('../follow.ts');
       const summary = await followSession(ctx.runtime, result.sessionId, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
       const turn = summary?.turn;
       if (interrupted || turn?.status === 'cancelled') return ExitCode.interrupted;

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { summarize, type SessionSummary } from '../../../runtime/inspect.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { colors, formatMs, printJson } from '../present.ts';
 
@@ -11,9 +11,10 @@ export function registerInspect(program: Command): void {
     .argument('<sessionId>')
     .option('--json', 'one JSON object')
     .action(async (sessionId: string, flags: { json?: boolean }) => {
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const view = await ctx.runtime.getSession(sessionId);
+        const view = await ctx.client.inspect(sessionId);
         if (view === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
         const summary = summarize(view);
         if (flags.json === true) printJson(summary);

@@ -1,28 +1,30 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { SESSION_STATES } from '../../../../machines/states.ts';
-import { InputError } from '../../../runtime/runtime.ts';
-import { CliError, openRuntime } from '../context.ts';
+import type { SessionState } from '../../../api/types.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { colors, printJson } from '../present.ts';
 import { parseIntegerOption } from '../parse-options.ts';
+import { LIST_STATES } from '../state-names.ts';
 
 export function registerList(program: Command): void {
   program
     .command('list')
-    .description('List sessions, newest first')
-    .addOption(new Option('--state <state>', 'only sessions in this state').choices(SESSION_STATES))
+    .description('List sessions, newest first, one page at a time')
+    .addOption(new Option('--state <state>', 'only sessions in this state: queued or any state of the session machine').choices(LIST_STATES))
     .option('--limit <n>', 'at most this many (one page)', parseIntegerOption('--limit', 1, 100_000), 100)
     .option('--cursor <next>', 'the page after an earlier one: its `next` cursor')
     .option('--json', 'one JSON array (with --paged: {"sessions": [...], "next": cursor | null})')
     .option('--paged', 'with --json, print the page and the cursor of the next one')
     .action(async (flags: { state?: string; limit: number; cursor?: string; json?: boolean; paged?: boolean }) => {
+      const { hasErrorCode } = await import('../../../errors.ts');
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const page = await ctx.runtime
-          .listPage({ ...(flags.state === undefined ? {} : { state: flags.state }), ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }), limit: flags.limit })
+        const page = await ctx.client
+          .list({ ...(flags.state === undefined ? {} : { state: flags.state as SessionState }), ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }), limit: flags.limit })
           .catch((error: unknown) => {
-            if (error instanceof InputError) throw new CliError(`--cursor: ${error.issues[0]?.message ?? error.message}`, ExitCode.usage);
+            if (hasErrorCode(error, 'invalid_input')) throw new CliError(`--cursor: ${error.issues[0]?.message ?? error.message}`, ExitCode.usage);
             throw error;
           });
         if (flags.json === true) return printJson(flags.paged === true ? page : page.sessions);

@@ -2,8 +2,8 @@ import { createReadStream } from 'node:fs';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { DEFAULT_AGENT } from '../../../agents/default-agent.ts';
-import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
-import { splitLines } from '../../../process/split-lines.ts';
+import type { AgentName } from '../../../agents/registry.ts';
+import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { parseIntegerOption } from '../parse-options.ts';
@@ -22,6 +22,8 @@ export function registerNormalize(program: Command): void {
 }
 
 async function normalize(file: string | undefined, opts: { exitCode: number; resume?: string; agent: AgentName }): Promise<number> {
+  const { agentDefinition } = await import('../../../agents/registry.ts');
+  const { splitLines } = await import('../../../process/split-lines.ts');
   const source = file === undefined || file === '-' ? process.stdin : createReadStream(file);
   const mapper = agentDefinition(opts.agent === ('acp' as AgentName) ? 'acp:any' : opts.agent).createMapper(opts.resume === undefined ? {} : { resumeSessionId: opts.resume });
   const write = (messages: CliMessage[]): void => {

@@ -1,8 +1,6 @@
 import type { Command } from 'commander';
-import { loadConfig } from '../../../config/config.ts';
 import type { DeploymentPolicy } from '../../../policy/index.ts';
-import { deploymentPolicy } from '../../../runtime/deployment-policy.ts';
-import { CliError } from '../context.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 
 export function registerPolicy(program: Command): void {
@@ -11,7 +9,9 @@ export function registerPolicy(program: Command): void {
     .command('show')
     .description('Print the policy in force, every default filled in; exit 2 when it is invalid (the error names the field)')
     .option('--json', 'print it as JSON')
-    .action((flags: { json?: boolean }) => {
+    .action(async (flags: { json?: boolean }) => {
+      const { loadConfig } = await import('../../../config/config.ts');
+      const { deploymentPolicy } = await import('../../../runtime/deployment-policy.ts');
       let resolved: DeploymentPolicy;
       try {
         resolved = deploymentPolicy(loadConfig());

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { RetryPolicy } from '../../../retry/index.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError } from '../cli-error.ts';
+import type { RuntimeContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { formatMs, printJson } from '../present.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
@@ -45,7 +46,8 @@ export function registerRetryPolicy(program: Command): void {
     );
 }
 
-async function withRuntime(fn: (runtime: Awaited<ReturnType<typeof openRuntime>>['runtime']) => Promise<void>): Promise<void> {
+async function withRuntime(fn: (runtime: RuntimeContext['runtime']) => Promise<void>): Promise<void> {
+  const { openRuntime } = await import('../context.ts');
   const ctx = await openRuntime();
   try {
     await fn(ctx.runtime);

@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
 import { DEFAULT_AGENT } from '../../../agents/default-agent.ts';
-import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
+import type { AgentName } from '../../../agents/registry.ts';
+import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
-import { agentHostOptions, loadConfig, type Config } from '../../../config/config.ts';
+import type { Config } from '../../../config/config.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
-import { CliError } from '../context.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { Option } from 'commander';
 
@@ -32,6 +33,8 @@ export function registerRun(program: Command): void {
 }
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
+  const { agentHostOptions, loadConfig } = await import('../../../config/config.ts');
+  const { agentDefinition } = await import('../../../agents/registry.ts');
   let config: Config;
   try {
     config = loadConfig();

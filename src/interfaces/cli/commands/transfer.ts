@@ -1,6 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 import { hasErrorCode } from '../../../errors.ts';
@@ -12,9 +12,10 @@ export function registerTransfer(program: Command): void {
     .argument('<sessionId>')
     .option('--out <file>', 'write the archive to this file instead of stdout')
     .action(async (sessionId: string, flags: { out?: string }) => {
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const archive = await ctx.runtime.exportSession(sessionId);
+        const archive = await ctx.client.export(sessionId);
         if (flags.out === undefined) process.stdout.write(archive);
         else await writeFile(flags.out, archive, { flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
           throw new CliError(`--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`, ExitCode.usage);
@@ -40,9 +41,10 @@ export function registerTransfer(program: Command): void {
       } catch (error) {
         throw new CliError(`cannot read ${file}: ${(error as Error).message}`, ExitCode.usage);
       }
+      const { openRuntime } = await import('../context.ts');
       const ctx = await openRuntime();
       try {
-        const result = await ctx.runtime.importSession(text, flags.as === undefined ? {} : { as: flags.as });
+        const result = await ctx.client.import(text, flags.as === undefined ? {} : { as: flags.as });
         if (flags.json === true) printJson(result);
         else process.stdout.write(`imported ${result.sessionId} (${result.messages} messages, state ${result.state})\n`);
       } catch (error) {

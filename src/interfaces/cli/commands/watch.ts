@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
-import { followSession } from '../follow.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 
 export function registerWatch(program: Command): void {
@@ -13,6 +12,8 @@ export function registerWatch(program: Command): void {
     .option('--json', 'one line per stored message: {"seq","turn","attempt","type","content"}')
     .option('--follow', 'keep waiting for later turns (until Ctrl+C)')
     .action(async (sessionId: string, flags: { from: number; json?: boolean; follow?: boolean }) => {
+      const { openRuntime } = await import('../context.ts');
+      const { followSession } = await import('../follow.ts');
       const ctx = await openRuntime();
       try {
         if ((await ctx.runtime.getSession(sessionId)) === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);

@@ -1,59 +1,13 @@
 import type { Command } from 'commander';
-import { AGENT_NAMES } from '../../../agents/registry.ts';
-import { agentHostOptions, attemptLimits } from '../../../config/config.ts';
-import { redactUrl } from '../../../runtime/redis/index.ts';
-import { createSessionQueue } from '../../../runtime/queue.ts';
-import { SessionWorker } from '../../../runtime/worker.ts';
-import { createLogger } from '../../log.ts';
-import { openRuntime } from '../context.ts';
-import { ExitCode } from '../exit-codes.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 
+// The command; what it runs is loaded when it runs (see ./worker-action.ts).
 export function registerWorker(program: Command): void {
   program
     .command('worker')
     .description('Run a worker until SIGTERM / Ctrl+C (graceful: running attempts get the shutdown grace, then are stopped and retried elsewhere)')
     .option('--concurrency <n>', 'sessions driven at once', parseIntegerOption('--concurrency', 1, 256))
     .action(async (flags: { concurrency?: number }) => {
-      process.exitCode = await runWorker(flags);
+      process.exitCode = await (await import('./worker-action.ts')).runWorker(flags);
     });
-}
-
-async function runWorker(flags: { concurrency?: number }): Promise<number> {
-  const log = createLogger('sessiond-worker');
-  const ctx = await openRuntime({ 'worker.concurrency': flags.concurrency });
-  const { config } = ctx;
-  const worker = new SessionWorker({
-    connect: ctx.connect,
-    keys: ctx.runtime.keys,
-    queue: createSessionQueue(ctx.connect('worker-queue'), ctx.runtime.keys),
-    concurrency: config.worker.concurrency,
-    leaseTtlMs: config.worker.leaseTtl,
-    stalledIntervalMs: config.worker.stalledInterval,
-    holdBackoffMs: config.worker.holdBackoff,
-    pollMs: config.worker.poll,
-    heartbeatMs: config.worker.heartbeat,
-    agentOptions: agentHostOptions(config, AGENT_NAMES),
-    policy: ctx.policy,
-    limits: attemptLimits(config),
-    retentionMs: config.lifecycle.retention,
-    sweepIntervalMs: config.lifecycle.sweepInterval,
-    maxLogMessages: config.lifecycle.maxLogMessages,
-    log: (level, message, fields) => log[level](fields ?? {}, message),
-  });
-  await worker.start();
-  log.info({ workerId: worker.id, redis: redactUrl(ctx.url), prefix: config.prefix, concurrency: config.worker.concurrency }, 'worker started');
-  process.stderr.write(`sessiond worker ${worker.id} started (concurrency ${config.worker.concurrency}); Ctrl+C to stop\n`);
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string): void => {
-      log.info({ signal, graceMs: config.worker.shutdownGrace }, 'shutting down');
-      resolve();
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
-  await worker.close(config.worker.shutdownGrace);
-  await ctx.close();
-  log.info({ workerId: worker.id }, 'worker stopped');
-  return ExitCode.ok;
 }

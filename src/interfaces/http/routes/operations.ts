@@ -36,7 +36,7 @@ export function registerOperationRoutes(ctx: RouteContext): void {
   });
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.get('/api/chart', (c) => c.json(exportChart(sessionMachine)));
-  app.get('/api/deployment-policy', (c) => c.json(runtime.deploymentPolicy));
+  app.get('/api/deployment-policy', async (c) => c.json(await runtime.resolvedPolicy()));
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {

@@ -1,0 +1,51 @@
+import { isSettled, summarize } from '../runtime/inspect.ts';
+import type { Runtime } from '../runtime/runtime.ts';
+import type { StoredMessage } from '../runtime/store/session-store.ts';
+
+export interface WatchOptions {
+  /** The first seq to yield (default 1): resume after the last one you saw with `from: seq + 1`. */
+  from?: number;
+  /** Keep following later turns until `signal` aborts (default: end once the latest turn has ended and nothing waits). */
+  follow?: boolean;
+  /** Ends the iteration (no error) when aborted. */
+  signal?: AbortSignal;
+}
+
+const SETTLED_POLL_MS = 200;
+
+/**
+ * A session's stored messages from `from` on, then live ones as they are written. Contract: no gap
+ * and no duplicate (each seq once, in order); without `follow` it ends once every message of the
+ * latest turn is yielded and that turn has ended with nothing waiting; it always ends when `signal`
+ * aborts. Breaking out of the loop closes its Redis connection.
+ */
+export async function* watchSession(runtime: Runtime, sessionId: string, options: WatchOptions = {}): AsyncGenerator<StoredMessage> {
+  const reader = new AbortController();
+  const stop = (): void => reader.abort();
+  options.signal?.addEventListener('abort', stop, { once: true });
+  if (options.signal?.aborted === true) reader.abort();
+  let yielded = Math.max(1, options.from ?? 1) - 1;
+  const watcher =
+    options.follow === true
+      ? Promise.resolve()
+      : (async () => {
+          while (!reader.signal.aborted) {
+            const view = await runtime.getSession(sessionId);
+            if (view !== null && yielded >= view.lastSeq && isSettled(summarize(view))) {
+              reader.abort();
+              return;
+            }
+            await new Promise((resolve) => setTimeout(resolve, SETTLED_POLL_MS));
+          }
+        })();
+  try {
+    for await (const message of runtime.followMessages(sessionId, yielded + 1, reader.signal)) {
+      yield message;
+      yielded = message.seq;
+    }
+  } finally {
+    reader.abort();
+    options.signal?.removeEventListener('abort', stop);
+    await watcher.catch(() => undefined);
+  }
+}

@@ -1,0 +1,117 @@
+import { registerAgent } from '../agents/registry.ts';
+import type { PolicyInput } from '../policy/index.ts';
+import type { AttemptLimits } from '../process/index.ts';
+import type { FailureCategory } from '../protocol/index.ts';
+import { deploymentPolicy } from '../runtime/deployment-policy.ts';
+import { createKeys } from '../runtime/keys.ts';
+import { createSessionQueue } from '../runtime/queue.ts';
+import { SessionWorker, WORKER_DEFAULTS } from '../runtime/worker.ts';
+import { connections, type RedisOption } from './client.ts';
+import type { DefinedAgent } from './define-agent.ts';
+
+export interface WorkerOptions {
+  redis: RedisOption;
+  /** The key prefix shared with the clients. @default 'sessiond' */
+  prefix?: string;
+  /** Sessions driven at once. @default 4 */
+  concurrency?: number;
+  /** Agents of your own (defineAgent), besides the built-in ones. */
+  agents?: readonly DefinedAgent[];
+  /** Host options per agent (its `command`, `env`, `args`…): the operator's, never a caller's. @default {} */
+  agentOptions?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+  /** The deployment policy every stored request is checked against again at each attempt. @default every agent, `workspace` the process's cwd */
+  policy?: PolicyInput;
+  /** A session's cwd when its caller names none, and the default allowed root. @default process.cwd() */
+  workspace?: string;
+  /** Session lease and BullMQ lock: a dead worker's sessions are taken over after about this. @default 30000 */
+  leaseTtlMs?: number;
+  /** BullMQ's stalled-job check. @default 15000 */
+  stalledIntervalMs?: number;
+  /** A longer backoff gives the worker slot back. @default 2000 */
+  holdBackoffMs?: number;
+  /** Inbox/cancel check without pub/sub. @default 1000 */
+  pollMs?: number;
+  /** Worker heartbeat. @default 5000 */
+  heartbeatMs?: number;
+  /** How long running attempts may go on once `close()` is called. @default 10000 */
+  shutdownGraceMs?: number;
+  /** A finished session is removed this long after it finished (0: kept). @default 0 */
+  retentionMs?: number;
+  /** Messages one session's log may hold (0: no limit). @default 0 */
+  maxLogMessages?: number;
+  /** Ceilings of each attempt's cgroup, where the host has cgroup containment. */
+  limits?: AttemptLimits;
+}
+
+/** What a worker tells its embedder. */
+export interface WorkerEvents {
+  /** A turn ended: `failureReason` is `not_retryable`, `attempts_exhausted` or `retry_disabled` for a failed one. */
+  turnEnded: { sessionId: string; turn: number; status: 'completed' | 'failed' | 'cancelled'; failureReason: string | null; cancelReason: string | null };
+  /** An attempt ended failed; the session machine decides whether it is retried. */
+  attemptFailed: { sessionId: string; turn: number; attempt: number; category: FailureCategory; text: string };
+  /** Something went wrong inside the worker (a queue error…); it goes on. */
+  error: { message: string; fields?: Record<string, unknown> };
+}
+
+export interface Worker {
+  /** This worker's id, as its heartbeat names it. */
+  readonly id: string;
+  /** Takes jobs from now on (reaps what dead workers left on this host first). */
+  start(): Promise<void>;
+  /**
+   * Graceful: stops taking jobs, lets running attempts go on for `shutdownGraceMs`, then stops them
+   * (their process trees gone) and leaves them to be retried by whichever worker takes them next.
+   */
+  close(): Promise<void>;
+  on<E extends keyof WorkerEvents>(event: E, listener: (payload: WorkerEvents[E]) => void): () => void;
+}
+
+/**
+ * A sessiond worker in this process: takes activation jobs from the queue and drives each session
+ * it gets the lease of, with the built-in agents and those in `agents`.
+ */
+export function createWorker(options: WorkerOptions): Worker {
+  for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
+  const { connect, closeAll } = connections(options.redis);
+  const keys = createKeys(options.prefix ?? 'sessiond');
+  const listeners: { [E in keyof WorkerEvents]: Set<(payload: WorkerEvents[E]) => void> } = { turnEnded: new Set(), attemptFailed: new Set(), error: new Set() };
+  const emit = <E extends keyof WorkerEvents>(event: E, payload: WorkerEvents[E]): void => {
+    for (const listener of listeners[event]) listener(payload);
+  };
+  const worker = new SessionWorker({
+    connect,
+    keys,
+    queue: createSessionQueue(connect('worker-queue'), keys),
+    concurrency: options.concurrency ?? WORKER_DEFAULTS.concurrency,
+    leaseTtlMs: options.leaseTtlMs ?? WORKER_DEFAULTS.leaseTtlMs,
+    stalledIntervalMs: options.stalledIntervalMs ?? WORKER_DEFAULTS.stalledIntervalMs,
+    holdBackoffMs: options.holdBackoffMs ?? WORKER_DEFAULTS.holdBackoffMs,
+    pollMs: options.pollMs ?? WORKER_DEFAULTS.pollMs,
+    heartbeatMs: options.heartbeatMs ?? WORKER_DEFAULTS.heartbeatMs,
+    agentOptions: options.agentOptions ?? {},
+    policy: deploymentPolicy({ ...(options.policy === undefined ? {} : { policy: options.policy }), ...(options.workspace === undefined ? {} : { workspace: options.workspace }), agents: options.agentOptions ?? {} }),
+    ...(options.limits === undefined ? {} : { limits: options.limits }),
+    ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
+    ...(options.maxLogMessages === undefined ? {} : { maxLogMessages: options.maxLogMessages }),
+    log: (level, message, fields) => {
+      if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
+    },
+    events: {
+      turnEnded: (event) => emit('turnEnded', event),
+      attemptFailed: (event) => emit('attemptFailed', event as WorkerEvents['attemptFailed']),
+    },
+  });
+  let closed: Promise<void> | null = null;
+  return {
+    id: worker.id,
+    start: () => worker.start(),
+    close() {
+      closed ??= worker.close(options.shutdownGraceMs ?? 10_000).finally(closeAll);
+      return closed;
+    },
+    on(event, listener) {
+      listeners[event].add(listener);
+      return () => listeners[event].delete(listener);
+    },
+  };
+}

@@ -1,0 +1,46 @@
+/**
+ * sessiond as a library: chat sessions with CLI coding agents as durable actors on Redis.
+ *
+ * @example
+ * import { createClient, createWorker, defineAgent } from 'sessiond';
+ * import { z } from 'zod';
+ *
+ * const echo = defineAgent({
+ *   name: 'echo',
+ *   options: z.object({}),
+ *   async *run({ prompt }) {
+ *     yield { type: 'assistant', content: { text: `you said: ${prompt}` } };
+ *     yield { type: 'terminal.completed', content: { stopReason: 'end' } };
+ *   },
+ * });
+ * const worker = createWorker({ redis: 'redis://127.0.0.1:6379', agents: [echo] });
+ * await worker.start();
+ * const client = createClient({ redis: 'redis://127.0.0.1:6379', agents: [echo] });
+ * const { sessionId } = await client.enqueue({ prompt: 'hello', options: { agent: 'echo' } });
+ * for await (const message of client.watch(sessionId)) console.log(message.seq, message.type);
+ * await client.close();
+ * await worker.close();
+ */
+export { createClient, type Client, type ClientOptions, type RedisOption } from './api/client.ts';
+export { createWorker, type Worker, type WorkerEvents, type WorkerOptions } from './api/worker.ts';
+export { defineAgent, type AgentAttempt, type AgentSpec, type DefinedAgent } from './api/define-agent.ts';
+export type { WatchOptions } from './api/watch.ts';
+export type { MachineState, SessionState, StoredMessage } from './api/types.ts';
+export { SESSION_STATES } from './api/states.ts';
+export {
+  CliMessageSchema,
+  FAILURE_CATEGORIES,
+  FailureCategorySchema,
+  MESSAGE_TYPES,
+  isTerminal,
+  type CliMessage,
+  type CliMessageType,
+  type FailureCategory,
+  type MessageOf,
+  type TerminalMessage,
+} from './protocol/index.ts';
+export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';
+export type { EnqueueRequest, SessionView } from './runtime/runtime.ts';
+export type { ListPage } from './runtime/lifecycle/listing.ts';
+export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy } from './policy/index.ts';
+export { ArchiveError, ConflictError, ERROR_CODES, hasErrorCode, InputError, NotFoundError, QuotaError, SessiondError, type ErrorCode } from './errors.ts';

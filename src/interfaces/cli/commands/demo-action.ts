@@ -1,0 +1,146 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadConfig, piHostOptions } from '../../../config/config.ts';
+import { DEMO_MODELS, DEMO_PROVIDER, DEMO_SCRIPTS, writeDemoAgentDir } from '../../../demo/demo.ts';
+import { startFakeModelServer } from '../../../demo/model-server.ts';
+import { summarize } from '../../../runtime/inspect.ts';
+import { createSessionQueue } from '../../../runtime/queue.ts';
+import { redactUrl } from '../../../runtime/redis/index.ts';
+import { SessionWorker } from '../../../runtime/worker.ts';
+import { CliError, openRuntime, type RuntimeContext } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { followSession } from '../follow.ts';
+import { colors } from '../present.ts';
+
+const NO_DISCOVERY = ['--no-extensions', '--no-skills', '--no-prompt-templates', '--no-context-files'];
+
+interface Scene {
+  title: string;
+  model: string;
+  prompt: string;
+  expect: 'completed' | 'failed' | 'cancelled';
+  cancelOnTool?: boolean;
+}
+
+const SCENES: Scene[] = [
+  { title: 'Streaming text', model: 'demo-stream', prompt: 'Tell me what sessiond does.', expect: 'completed' },
+  { title: 'A tool call', model: 'demo-tool', prompt: 'Look around with bash.', expect: 'completed' },
+  { title: 'A failure that is retried with backoff (HTTP 503, then success)', model: 'demo-flaky', prompt: 'Answer despite a flaky model.', expect: 'completed' },
+  { title: 'A non-retryable failure (HTTP 401)', model: 'demo-auth', prompt: 'This one cannot succeed.', expect: 'failed' },
+  { title: 'A cancel during a long tool (the whole process tree is stopped)', model: 'demo-long', prompt: 'Run a long job.', expect: 'cancelled', cancelOnTool: true },
+];
+
+
+export async function serveModel(port: number): Promise<number> {
+  const server = await startFakeModelServer({ port, scripts: DEMO_SCRIPTS });
+  process.stdout.write(
+    [
+      `scripted model listening on ${server.url} (Ctrl+C to stop)`,
+      `models: ${DEMO_MODELS.join(', ')} (and the test models: text, thinking, tool, http500, …)`,
+      'a pi models.json entry for it:',
+      JSON.stringify({ providers: { [DEMO_PROVIDER]: { baseUrl: server.url, api: 'openai-completions', apiKey: 'demo-key-not-secret', models: DEMO_MODELS.map((id) => ({ id })) } } }, null, 2),
+      '',
+    ].join('\n'),
+  );
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+  await server.close();
+  return ExitCode.ok;
+}
+
+function demoStateDir(): string {
+  try {
+    return loadConfig().stateDir;
+  } catch (error) {
+    throw new CliError(`configuration: ${(error as Error).message}`);
+  }
+}
+
+export async function runDemo(): Promise<number> {
+  const c = colors();
+  const demoDir = join(demoStateDir(), 'demo');
+  const cwd = join(demoDir, 'work');
+  // The demo's sessions run in its own work dir: the workspace of its deployment policy.
+  const ctx = await openRuntime({ workspace: cwd });
+  const server = await startFakeModelServer({ scripts: DEMO_SCRIPTS });
+  const agentDir = join(demoDir, 'agent');
+  mkdirSync(cwd, { recursive: true });
+  writeDemoAgentDir(agentDir, server.url);
+  const worker = new SessionWorker({
+    connect: ctx.connect,
+    keys: ctx.runtime.keys,
+    queue: createSessionQueue(ctx.connect('demo-queue'), ctx.runtime.keys),
+    concurrency: 2,
+    leaseTtlMs: 10_000,
+    stalledIntervalMs: 5_000,
+    holdBackoffMs: 10_000,
+    pollMs: 250,
+    heartbeatMs: 2_000,
+    agentOptions: { pi: { ...piHostOptions(ctx.config), agentDir, sessionDir: join(demoDir, 'sessions'), extraArgs: NO_DISCOVERY } },
+    policy: await ctx.policy(),
+  });
+  await worker.start();
+  process.stdout.write(`${c.bold('sessiond demo')}: Redis ${redactUrl(ctx.url)}, a worker in this process, real pi (${DEMO_PROVIDER} scripted model on ${server.url})\n`);
+  const results: Array<{ scene: Scene; sessionId: string; status: string }> = [];
+  try {
+    for (const [i, scene] of SCENES.entries()) {
+      process.stdout.write(`\n${c.bold(`${i + 1}. ${scene.title}`)}\n`);
+      results.push(await play(ctx, scene, cwd));
+    }
+  } finally {
+    await worker.close(3000);
+    await server.close();
+    await ctx.close();
+  }
+  const ok = results.every((r) => r.status === r.scene.expect);
+  process.stdout.write(`\n${c.bold('Summary')}\n`);
+  for (const r of results) {
+    const mark = r.status === r.scene.expect ? c.green('ok ') : c.red('!! ');
+    process.stdout.write(`  ${mark} ${r.sessionId.padEnd(34)} ${r.status.padEnd(10)} ${c.dim(r.scene.title)}\n`);
+  }
+  process.stdout.write(
+    [
+      '',
+      'Where to look:',
+      ...results.map((r) => `  npx sessiond inspect ${r.sessionId}`),
+      `  npx sessiond watch ${results[2]?.sessionId ?? ''}      # the transcript, attempts and backoff included`,
+      '  npx sessiond list',
+      '  npx sessiond serve              # then open http://127.0.0.1:7420/ for the dashboard',
+      '',
+    ].join('\n'),
+  );
+  return ok ? ExitCode.ok : ExitCode.failed;
+}
+
+async function play(ctx: RuntimeContext, scene: Scene, cwd: string): Promise<{ scene: Scene; sessionId: string; status: string }> {
+  const sessionId = `demo-${scene.model.replace('demo-', '')}-${Date.now().toString(36)}`;
+  await ctx.runtime.enqueue({
+    sessionId,
+    prompt: scene.prompt,
+    options: { provider: DEMO_PROVIDER, model: scene.model, cwd },
+    retryPolicy: { initialDelayMs: 1000, jitter: 'none', maxAttempts: 3 },
+  });
+  const controller = new AbortController();
+  let canceller: Promise<void> = Promise.resolve();
+  if (scene.cancelOnTool === true) {
+    canceller = (async () => {
+      for (let i = 0; i < 600; i++) {
+        const messages = await ctx.runtime.readMessages(sessionId);
+        if (messages.some((m) => m.type === 'tool.update' || m.type === 'tool.call')) {
+          await new Promise((r) => setTimeout(r, 500));
+          process.stdout.write(`\n${colors().yellow('→ cancel requested')}\n`);
+          await ctx.runtime.cancel(sessionId, 'demo: cancel during a long tool');
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+  }
+  await followSession(ctx.runtime, sessionId, { fromSeq: 1, json: false, until: 1, signal: controller.signal });
+  await canceller;
+  const view = await ctx.runtime.getSession(sessionId);
+  const status = view === null ? 'missing' : (summarize(view).turn?.status ?? 'unknown');
+  return { scene, sessionId, status };
+}

@@ -1,0 +1,47 @@
+import { AGENT_NAMES } from '../../../agents/registry.ts';
+import { agentHostOptions, attemptLimits } from '../../../config/config.ts';
+import { redactUrl } from '../../../runtime/redis/index.ts';
+import { createSessionQueue } from '../../../runtime/queue.ts';
+import { SessionWorker } from '../../../runtime/worker.ts';
+import { createLogger } from '../../log.ts';
+import { openRuntime } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+
+export async function runWorker(flags: { concurrency?: number }): Promise<number> {
+  const log = createLogger('sessiond-worker');
+  const ctx = await openRuntime({ 'worker.concurrency': flags.concurrency });
+  const { config } = ctx;
+  const worker = new SessionWorker({
+    connect: ctx.connect,
+    keys: ctx.runtime.keys,
+    queue: createSessionQueue(ctx.connect('worker-queue'), ctx.runtime.keys),
+    concurrency: config.worker.concurrency,
+    leaseTtlMs: config.worker.leaseTtl,
+    stalledIntervalMs: config.worker.stalledInterval,
+    holdBackoffMs: config.worker.holdBackoff,
+    pollMs: config.worker.poll,
+    heartbeatMs: config.worker.heartbeat,
+    agentOptions: agentHostOptions(config, AGENT_NAMES),
+    policy: await ctx.policy(),
+    limits: attemptLimits(config),
+    retentionMs: config.lifecycle.retention,
+    sweepIntervalMs: config.lifecycle.sweepInterval,
+    maxLogMessages: config.lifecycle.maxLogMessages,
+    log: (level, message, fields) => log[level](fields ?? {}, message),
+  });
+  await worker.start();
+  log.info({ workerId: worker.id, redis: redactUrl(ctx.url), prefix: config.prefix, concurrency: config.worker.concurrency }, 'worker started');
+  process.stderr.write(`sessiond worker ${worker.id} started (concurrency ${config.worker.concurrency}); Ctrl+C to stop\n`);
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string): void => {
+      log.info({ signal, graceMs: config.worker.shutdownGrace }, 'shutting down');
+      resolve();
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  await worker.close(config.worker.shutdownGrace);
+  await ctx.close();
+  log.info({ workerId: worker.id }, 'worker stopped');
+  return ExitCode.ok;
+}

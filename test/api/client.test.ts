@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createClient, createWorker, defineAgent, hasErrorCode, type Client, type StoredMessage, type Worker, type WorkerEvents } from '../../src/index.ts';
+import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
+
+/** The public API through the entry point: a worker with an agent defined here, a client, a real redis-server. */
+
+// Fails its first attempt of every turn as a server error (retried), then answers; `hold` waits for the signal.
+const attempts = new Map<string, number>();
+const flaky = defineAgent({
+  name: 'flaky',
+  options: z.object({ hold: z.boolean().optional() }),
+  async *run({ prompt, options, signal }) {
+    const n = (attempts.get(prompt) ?? 0) + 1;
+    attempts.set(prompt, n);
+    if (n === 1) {
+      yield { type: 'terminal.failed', content: { text: 'HTTP 503', category: 'server_error', stderr: '', invalid_output_lines: [] } };
+      return;
+    }
+    yield { type: 'assistant', content: { text: `answer to ${prompt}` } };
+    if (options.hold === true) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    yield { type: 'terminal.completed', content: { stopReason: 'end' } };
+  },
+});
+
+let redis: RedisServer;
+let client: Client;
+let worker: Worker;
+const events: Array<{ kind: keyof WorkerEvents; payload: unknown }> = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  const prefix = uniquePrefix('api');
+  worker = createWorker({ redis: redis.url, prefix, agents: [flaky], concurrency: 2 });
+  worker.on('turnEnded', (payload) => events.push({ kind: 'turnEnded', payload }));
+  worker.on('attemptFailed', (payload) => events.push({ kind: 'attemptFailed', payload }));
+  await worker.start();
+  client = createClient({ redis: redis.url, prefix, agents: [flaky] });
+  await client.retryPolicy.set({ initialDelayMs: 10, maxDelayMs: 20, jitter: 'none' });
+});
+
+afterAll(async () => {
+  await client?.close();
+  await worker?.close();
+  await redis?.stop();
+});
+
+async function collect(iterable: AsyncIterable<StoredMessage>): Promise<StoredMessage[]> {
+  const out: StoredMessage[] = [];
+  for await (const message of iterable) out.push(message);
+  return out;
+}
+
+describe('createClient / createWorker / defineAgent', () => {
+  it("runs a custom agent's turn through the retry: watch streams every message once, in order, and ends with the turn; the worker tells of the failed attempt and the turn's end", async () => {
+    const { sessionId, created } = await client.enqueue({ prompt: 'one', options: { agent: 'flaky' } });
+    expect(created).toBe(true);
+    const messages = await collect(client.watch(sessionId));
+    expect(messages.map((m) => `${m.seq} ${m.turn}/${m.attempt} ${m.type}`)).toEqual(['1 1/1 terminal.failed', '2 1/2 assistant', '3 1/2 terminal.completed']);
+    expect((await client.inspect(sessionId))?.state).toBe('completed');
+    expect(events).toContainEqual({ kind: 'attemptFailed', payload: { sessionId, turn: 1, attempt: 1, category: 'server_error', text: 'HTTP 503' } });
+    expect(events).toContainEqual({ kind: 'turnEnded', payload: { sessionId, turn: 1, status: 'completed', failureReason: null, cancelReason: null } });
+    // Resumed from a seq: only what follows it.
+    expect((await collect(client.watch(sessionId, { from: 3 }))).map((m) => m.seq)).toEqual([3]);
+  });
+
+  it('watch with follow ends when its signal aborts; cancel ends a held turn cancelled, and the worker says so', async () => {
+    const { sessionId } = await client.enqueue({ prompt: 'two', options: { agent: 'flaky', hold: true } });
+    const controller = new AbortController();
+    const off = worker.on('turnEnded', (turn) => {
+      if (turn.sessionId === sessionId) controller.abort();
+    });
+    const seen: StoredMessage[] = [];
+    for await (const message of client.watch(sessionId, { follow: true, signal: controller.signal })) {
+      seen.push(message);
+      if (message.type === 'assistant') await client.cancel(sessionId, 'from the test');
+    }
+    off();
+    expect(seen.slice(0, 2).map((m) => m.type)).toEqual(['terminal.failed', 'assistant']);
+    expect((await client.inspect(sessionId))?.state).toBe('cancelled');
+    expect(events).toContainEqual({ kind: 'turnEnded', payload: { sessionId, turn: 1, status: 'cancelled', failureReason: null, cancelReason: 'from the test' } });
+  });
+
+  it("refuses a custom agent's bad option naming the field, with nothing written; errors carry their stable code", async () => {
+    const error = await client.enqueue({ sessionId: 'refused', prompt: 'x', options: { agent: 'flaky', hold: 'yes' } }).catch((e: unknown) => e);
+    expect(hasErrorCode(error, 'invalid_input')).toBe(true);
+    expect((error as Error).message).toContain('options.hold');
+    expect(await client.inspect('refused')).toBeNull();
+    const missing = await client.cancel('refused').catch((e: unknown) => e);
+    expect(hasErrorCode(missing, 'not_found')).toBe(true);
+    expect((await client.list({ state: 'completed' })).sessions.length).toBeGreaterThanOrEqual(1);
+  });
+});
