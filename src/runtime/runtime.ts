@@ -6,6 +6,7 @@ import type { SessionContext } from '../../machines/types.ts';
 import { mergeRetryPolicy, DEFAULT_RETRY_POLICY, type RetryPolicy, type RetryPolicyResult } from '../retry/index.ts';
 import { EventBus } from './event-bus.ts';
 import { MessageHub } from './message-hub.ts';
+import { hgetEach } from './redis/batch.ts';
 import { createKeys, SESSION_ID_PATTERN, type Keys } from './keys.ts';
 import { PolicyStore } from './policy-store.ts';
 import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
@@ -274,10 +275,8 @@ export class Runtime {
   /** Each session's state as its own record says it (written in the same fenced script as its snapshot), in one pipeline; null for an unknown id. */
   async sessionStates(ids: readonly string[]): Promise<Record<string, string | null>> {
     if (ids.length === 0) return {};
-    const pipeline = this.redis.pipeline();
-    for (const id of ids) pipeline.hget(this.store.key(id, 'meta'), 'state');
-    const replies = (await pipeline.exec()) ?? [];
-    return Object.fromEntries(ids.map((id, i) => [id, (replies[i]?.[1] as string | null | undefined) ?? null]));
+    const states = await hgetEach(this.redis, ids.map((id) => this.store.key(id, 'meta')), 'state');
+    return Object.fromEntries(ids.map((id, i) => [id, states[i] ?? null]));
   }
 
   async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
