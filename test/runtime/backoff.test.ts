@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { BACKENDS, assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Durable backoff and the retry policy's configuration: a session waiting out a long backoff
@@ -19,11 +19,11 @@ let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 
-useRuntimeSuite('backoff', { scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }], [ALWAYS_500]: { status: 500 } } }, (s) => {
-  ({ server, env, h } = s);
-});
+describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
+  useRuntimeSuite(`backoff-${backend}`, { backend, scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }], [ALWAYS_500]: { status: 500 } } }, (s) => {
+    ({ server, env, h } = s);
+  });
 
-describe('durable backoff', () => {
   it('a long backoff holds no worker slot, and the retry fires at nextRetryAt though every worker was replaced meanwhile', async () => {
     const first = await h.startWorker({ holdBackoffMs: 1500 });
     const { sessionId } = await h.runtime.enqueue({
@@ -103,5 +103,5 @@ describe('durable backoff', () => {
     const again = await turnEnded(h.runtime, global.sessionId, 2);
     expect(again.state).toBe('completed');
     expect(again.context?.policy).toEqual(DEFAULT_RETRY_POLICY);
-  });
+  }, 120_000);
 });
