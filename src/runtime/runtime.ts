@@ -79,6 +79,8 @@ export interface WorkerHeartbeat {
   active: number;
   /** How the worker contains its attempts' processes (absent from workers older than this field). */
   containment?: { mode: 'cgroup' | 'sweep'; detail: string };
+  /** The queue partitions it consumes (absent from workers older than this field). */
+  partitions?: number[];
 }
 
 export interface RuntimeOptions {
@@ -88,6 +90,8 @@ export interface RuntimeOptions {
   policy?: DeploymentPolicy;
   /** The deployment's retention and quotas (defaults: LIFECYCLE_DEFAULTS). */
   limits?: Partial<LifecycleLimits>;
+  /** Partitions of the activation queue (SESSIOND_QUEUE_PARTITIONS, default 1). */
+  queuePartitions?: number;
 }
 
 /**
@@ -115,7 +119,7 @@ export class Runtime {
     this.redis = options.connect('runtime');
     this.limits = { ...LIFECYCLE_DEFAULTS, ...options.limits };
     this.store = new SessionStore(this.redis, this.keys, { retentionMs: this.limits.retentionMs });
-    this.queue = createSessionQueue(options.connect('runtime-queue'), this.keys);
+    this.queue = createSessionQueue(options.connect('runtime-queue'), this.keys, { partitions: options.queuePartitions ?? 1 });
     this.policies = new PolicyStore(this.redis, this.keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
     this.#bus = new EventBus(this.redis, this.redis, this.keys);
@@ -206,7 +210,7 @@ export class Runtime {
     await this.#bus.publish({ sessionId, kind: 'cancel' });
     if (code === 2) {
       // Parked in a long backoff: run its activation now, so the cancel does not wait for nextRetryAt.
-      const job = await this.queue.queue.getJob(jobId);
+      const job = await this.queue.getJob(jobId);
       if (job !== undefined && (await job.isDelayed())) await job.promote().catch(() => undefined);
     }
     if (code === 3) {
