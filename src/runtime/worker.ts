@@ -46,6 +46,9 @@ export interface WorkerOptions {
    * count no longer fills is still emptied.
    */
   consumePartitions?: readonly number[];
+  /** Fenced writes wait for this many replicas (Redis WAIT, SESSIOND_REDIS_WAIT_REPLICAS); 0: no wait. */
+  waitReplicas?: number;
+  waitTimeoutMs?: number;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -87,7 +90,7 @@ export class SessionWorker {
     this.#policy = options.policy ?? deploymentPolicy();
     this.#redis = options.connect('worker');
     this.#subscriber = options.connect('worker-events');
-    this.#store = new SessionStore(this.#redis, options.keys, { retentionMs: options.retentionMs ?? 0 });
+    this.#store = new SessionStore(this.#redis, options.keys, { retentionMs: options.retentionMs ?? 0, waitReplicas: options.waitReplicas ?? 0, ...(options.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: options.waitTimeoutMs }) });
     this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
     this.#policies = new PolicyStore(this.#redis, options.keys);
   }

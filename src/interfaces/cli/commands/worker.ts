@@ -28,6 +28,8 @@ async function runWorker(flags: { concurrency?: number }): Promise<number> {
     keys: ctx.runtime.keys,
     queue: createSessionQueue(ctx.connect('worker-queue'), ctx.runtime.keys, { partitions: config.queue.partitions }),
     ...(config.queue.consume === undefined ? {} : { consumePartitions: config.queue.consume }),
+    waitReplicas: config.redis.waitReplicas,
+    waitTimeoutMs: config.redis.waitTimeout,
     concurrency: config.worker.concurrency,
     leaseTtlMs: config.worker.leaseTtl,
     stalledIntervalMs: config.worker.stalledInterval,
