@@ -24,12 +24,15 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
     ({ server, env, h } = s);
   });
 
+  const BACKOFF_MS = backend === 'cluster' ? 8000 : 4000;
+
   it('a long backoff holds no worker slot, and the retry fires at nextRetryAt though every worker was replaced meanwhile', async () => {
     const first = await h.startWorker({ holdBackoffMs: 1500 });
     const { sessionId } = await h.runtime.enqueue({
       prompt: 'Try again later',
       options: { provider: 'fake', model: FLAKY, cwd: env.cwd },
-      retryPolicy: { initialDelayMs: 4000, maxDelayMs: 4000, jitter: 'none', maxAttempts: 3 },
+      // Long enough to replace the worker before it ends (a cluster client takes longer to connect).
+      retryPolicy: { initialDelayMs: BACKOFF_MS, maxDelayMs: BACKOFF_MS, jitter: 'none', maxAttempts: 3 },
     });
 
     const parked = await until(async () => {
@@ -38,7 +41,7 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
     }, 30_000, 'the session to park in backoff');
     const nextRetryAt = parked.context?.nextRetryAt;
     if (nextRetryAt == null) throw new Error('no nextRetryAt');
-    expect(parked.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.delayMs])).toEqual([['failed', 'server_error', 4000]]);
+    expect(parked.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.delayMs])).toEqual([['failed', 'server_error', BACKOFF_MS]]);
     // No worker slot: the worker drives nothing, and the activation waits in BullMQ as a delayed job.
     expect(first.activeSessions).toEqual([]);
     const jobId = await h.runtime.store.activeJobId(sessionId);

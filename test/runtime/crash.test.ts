@@ -97,5 +97,5 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
     await until(async () => (await h.runtime.getSession(sessionId))?.heldBy === null, 10_000, 'the lease to be released');
     second.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });
-  });
+  }, 120_000);
 });
