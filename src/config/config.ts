@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { pickEnv } from '../process/sealed-env.ts';
 import { PolicySchema } from '../policy/schema.ts';
 import { ATTEMPT_DEFAULTS, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from './defaults.ts';
+import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import { parseDuration } from './duration.ts';
 import { readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
 import { ConfigError } from '../errors.ts';
@@ -25,7 +26,28 @@ const integer = (min: number, max: number) =>
   z.preprocess((value) => (typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value), z.number().int(`must be an integer from ${min} to ${max}`).min(min, `must be an integer from ${min} to ${max}`).max(max, `must be an integer from ${min} to ${max}`));
 
 export const ConfigSchema = z.strictObject({
-  redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+  redisUrl: z
+    .string()
+    .superRefine((url, ctx) => {
+      const parsed = parseRedisTarget(url);
+      if (!parsed.ok) ctx.addIssue({ code: 'custom', message: `${parsed.message.replace(/^invalid Redis URL: /, '')} (redis://, rediss://, redis+cluster:// or rediss+cluster://)` });
+    })
+    .optional(),
+  /** The activation queue: how many partitions (BullMQ queues, each its own hash tag) and which of them this worker consumes. */
+  queue: z
+    .strictObject({
+      partitions: integer(1, 1024).default(1),
+      /** Partition numbers this worker takes jobs from (default: every partition). */
+      consume: z.preprocess(commaList, z.array(integer(0, 1023)).min(1, 'must name at least one partition')).optional(),
+    })
+    .prefault({}),
+  /** Fenced session writes wait for this many replicas to acknowledge them (Redis WAIT); 0: do not wait. */
+  redis: z
+    .strictObject({
+      waitReplicas: integer(0, 16).default(0),
+      waitTimeout: duration(10, 60_000).default(1_000),
+    })
+    .prefault({}),
   prefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-').default('sessiond'),
   stateDir: z.string().min(1).default(join(process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'sessiond')),
   /** Where a session runs when its caller names no cwd, and the default allowed root of `policy.workspaceRoots`. */
@@ -117,6 +139,10 @@ export { ConfigError };
 /** Environment variables → config paths. Values are strings; the schema converts them. */
 const ENV_MAP: Record<string, string> = {
   REDIS_URL: 'redisUrl',
+  SESSIOND_QUEUE_PARTITIONS: 'queue.partitions',
+  SESSIOND_QUEUE_PARTITIONS_CONSUMED: 'queue.consume',
+  SESSIOND_REDIS_WAIT_REPLICAS: 'redis.waitReplicas',
+  SESSIOND_REDIS_WAIT_TIMEOUT: 'redis.waitTimeout',
   SESSIOND_PREFIX: 'prefix',
   SESSIOND_STATE_DIR: 'stateDir',
   SESSIOND_CONCURRENCY: 'worker.concurrency',

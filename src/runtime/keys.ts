@@ -22,8 +22,12 @@ export interface Keys {
   readonly workers: string;
   /** pub/sub channel of session events (prompt, cancel, policy). */
   readonly events: string;
-  /** BullMQ's prefix. */
+  /** BullMQ's prefix (of partition 0, the only one with SESSIOND_QUEUE_PARTITIONS=1). */
   readonly queuePrefix: string;
+  /** BullMQ's prefix of partition `n`: its own hash tag, so each partition is a slot of its own. */
+  queuePartitionPrefix(n: number): string;
+  /** string: the highest partition count the deployment has used (workers consume every partition below it). */
+  readonly queuePartitions: string;
 }
 
 export function createKeys(prefix: string): Keys {
@@ -38,5 +42,8 @@ export function createKeys(prefix: string): Keys {
     workers: `{${prefix}}:workers`,
     events: `${prefix}:events`,
     queuePrefix: `{${prefix}:q}`,
+    // Partition 0 keeps the prefix of an unpartitioned queue: going from 1 to N partitions strands nothing.
+    queuePartitionPrefix: (n) => (n === 0 ? `{${prefix}:q}` : `{${prefix}:q${n}}`),
+    queuePartitions: `{${prefix}}:queue-partitions`,
   };
 }

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { isCluster } from './redis/connection.ts';
 import { parseEntry, type StoredMessage } from './store/session-store.ts';
 
 export interface MessageHubOptions {
@@ -16,6 +17,8 @@ export interface MessageHubOptions {
   existsKey?: (sessionId: string) => string;
   /** How often the followed sessions are checked for having gone (ms). Default 5000. */
   goneCheckMs?: number;
+  /** On a Redis Cluster: the pause between two read rounds that found nothing new (ms). Default 50. */
+  clusterPollMs?: number;
 }
 
 interface Follower {
@@ -41,8 +44,12 @@ const PAGE = 500;
  * Contract: Redis connections stay at one blocking reader whatever the number
  * of followers; a follower still `maxQueued` messages behind at the next read is ended
  * (its stream ends; a client resumes with its last seq); close() ends all.
- * Keys of different sessions live in different cluster slots: on Redis Cluster
- * this needs one hub per node (not done: sessiond connects to one Redis).
+ *
+ * On a Redis Cluster every session's log is in a slot of its own and Redis refuses an XREAD over
+ * two slots (CROSSSLOT), so one blocking read cannot cover them: there a round is one non-blocking
+ * XREAD per followed log on the shared connection (routed to each log's master), and a round that
+ * found nothing waits `clusterPollMs` (or until a follower joins). No extra connection, at the
+ * price of a read per followed log per round while nothing happens.
  */
 export class MessageHub {
   readonly #options: Required<Omit<MessageHubOptions, 'connect' | 'redis' | 'logKey' | 'existsKey'>> & MessageHubOptions;
@@ -56,8 +63,12 @@ export class MessageHub {
   #goneTimer: NodeJS.Timeout | null = null;
 
   constructor(options: MessageHubOptions) {
-    this.#options = { maxQueued: 2000, blockMs: 1000, goneCheckMs: 5000, ...options };
+    this.#options = { maxQueued: 2000, blockMs: 1000, goneCheckMs: 5000, clusterPollMs: 50, ...options };
+    this.#cluster = isCluster(options.redis);
   }
+
+  readonly #cluster: boolean;
+  #pollWake: (() => void) | null = null;
 
   /** Followers now (each live event stream is one). */
   get followers(): number {
@@ -111,6 +122,7 @@ export class MessageHub {
     for (const set of this.#bySession.values()) for (const f of set) this.#end(f);
     this.#bySession.clear();
     this.#idle?.();
+    this.#pollWake?.();
     this.#reader?.disconnect();
     await this.#loop?.catch(() => undefined);
     this.#reader = null;
@@ -132,6 +144,7 @@ export class MessageHub {
       this.#loop = null;
     });
     this.#idle?.();
+    this.#pollWake?.();
     // A blocking XREAD that does not name this session's log: have it return now (as a timeout) so the next one does.
     if (fresh && this.#blockingOn !== null && !this.#blockingOn.has(follower.sessionId) && this.#readerId !== null) {
       this.#options.redis.client('UNBLOCK', this.#readerId, 'TIMEOUT').catch(() => undefined);
@@ -180,6 +193,24 @@ export class MessageHub {
     return this.#reader;
   }
 
+  /** One read round on a cluster: each log on its own (see the class comment); null when nothing new came. */
+  async #clusterRound(keys: string[], ids: string[]): Promise<Array<[string, Array<[string, string[]]>]> | null> {
+    const replies = await Promise.all(
+      keys.map((key, i) => (this.#options.redis.xread('COUNT', PAGE, 'STREAMS', key, ids[i] as string) as Promise<Array<[string, Array<[string, string[]]>]> | null>).catch(() => null)),
+    );
+    const reply = replies.flatMap((r) => r ?? []);
+    if (reply.length > 0 || this.#closed) return reply;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, this.#options.clusterPollMs);
+      this.#pollWake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.#pollWake = null;
+    return null;
+  }
+
   async #run(): Promise<void> {
     while (!this.#closed) {
       if (this.#bySession.size === 0) {
@@ -201,17 +232,21 @@ export class MessageHub {
         return Number.isFinite(lowest) ? `${lowest - 1}-0` : '$';
       });
       let reply: Array<[string, Array<[string, string[]]>]> | null;
-      try {
-        const reader = await this.#readerReady();
-        this.#blockingOn = new Set(sessions);
-        reply = (await reader.xread('COUNT', PAGE, 'BLOCK', this.#options.blockMs, 'STREAMS', ...keys, ...ids)) as typeof reply;
-      } catch {
-        if (this.#closed) return;
-        // Redis away: ioredis reconnects; try again shortly.
-        await new Promise((resolve) => setTimeout(resolve, 250));
-        continue;
-      } finally {
-        this.#blockingOn = null;
+      if (this.#cluster) {
+        reply = await this.#clusterRound(keys, ids);
+      } else {
+        try {
+          const reader = await this.#readerReady();
+          this.#blockingOn = new Set(sessions);
+          reply = (await reader.xread('COUNT', PAGE, 'BLOCK', this.#options.blockMs, 'STREAMS', ...keys, ...ids)) as typeof reply;
+        } catch {
+          if (this.#closed) return;
+          // Redis away: ioredis reconnects; try again shortly.
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          continue;
+        } finally {
+          this.#blockingOn = null;
+        }
       }
       if (reply === null) continue;
       // Redis answers only for the logs that had entries, each under its key.

@@ -152,7 +152,7 @@ export class RuntimeMetrics {
     const pipeline = runtime.redis.pipeline();
     for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
     pipeline.zrangebyscore(lk.changed, since, '+inf');
-    const [replies, counts, workers] = await Promise.all([pipeline.exec(), runtime.queue.queue.getJobCounts(...QUEUE_STATES), runtime.workers()]);
+    const [replies, counts, workers] = await Promise.all([pipeline.exec(), runtime.queue.jobCounts(...QUEUE_STATES), runtime.workers()]);
     const reply = (i: number): unknown => {
       const [error, value] = replies?.[i] ?? [null, null];
       if (error !== null) throw error;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
-import type { Queue } from 'bullmq';
+import type { Job, JobType, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 import { SESSION_ID_PATTERN } from './keys.ts';
@@ -18,45 +18,128 @@ export const JOB_OPTIONS = { attempts: 1, removeOnComplete: true, removeOnFail: 
 
 export interface SessionQueue {
   readonly name: string;
+  /** Partition 0 (the whole queue with one partition): Bull Board shows it. */
   readonly queue: Queue;
+  /** How many partitions new activations are spread over (SESSIOND_QUEUE_PARTITIONS). */
+  readonly partitions: number;
+  /** The queue of partition `n` (made on first use; n may lie above `partitions`: an older, larger count). */
+  partition(n: number): Queue;
+  /** The partition a session's activations go to now. */
+  partitionOf(sessionId: string): number;
+  /** Every partition that may hold jobs: below the highest count this deployment recorded (see recordPartitions). */
+  knownPartitions(): Promise<number>;
   addActivation(sessionId: string, jobId: string): Promise<void>;
+  /** An activation job, wherever it is: its session's partition first, then every other known one. */
+  getJob(jobId: string): Promise<Job | undefined>;
+  /** Job counts by state, summed over every known partition. */
+  jobCounts(...states: JobType[]): Promise<Record<string, number>>;
   close(): Promise<void>;
 }
+
+/** FNV-1a (32 bit) of the session id: stable across processes, versions and hosts. */
+export function partitionOf(sessionId: string, partitions: number): number {
+  if (partitions <= 1) return 0;
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < sessionId.length; i += 1) {
+    hash ^= sessionId.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % partitions;
+}
+
+/** KEYS: the record. ARGV: a partition count. Keeps the highest count ever used; → that count. */
+const RECORD_PARTITIONS = `
+local known = tonumber(redis.call('GET', KEYS[1]) or '0')
+local mine = tonumber(ARGV[1])
+if mine > known then
+  redis.call('SET', KEYS[1], mine)
+  return mine
+end
+return known
+`;
 
 export function newJobId(sessionId: string): string {
   // BullMQ job ids may not contain ':'.
   return `${sessionId}.${randomUUID()}`;
 }
 
+/**
+ * The activation queue, in `partitions` BullMQ queues (default 1), each under its own hash tag
+ * (`{<prefix>:q}`, `{<prefix>:q1}`, …): on a Redis Cluster each partition is a slot of its own, so
+ * the queue's traffic spreads over the masters. A session always maps to the same partition for a
+ * given count (partitionOf). The count in use is recorded (the highest ever), so that workers keep
+ * consuming a partition that a smaller count no longer fills until it is empty.
+ */
 // bullmq is CommonJS (Node's `import` of it loads the same module): required on first use, so a
 // command that never touches the queue (`sessiond inspect`, `list`) does not pay for loading it.
 const require = createRequire(import.meta.url);
 
-/**
- * The queue of activation jobs. Its BullMQ Queue is made on first use (and its connection, when
- * given as a function); closing one never used costs nothing.
- */
-export function createSessionQueue(connection: Redis | (() => Redis), keys: Keys): SessionQueue {
-  let queue: Queue | null = null;
-  const bull = (): Queue => {
-    if (queue === null) {
+export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, options: { partitions?: number } = {}): SessionQueue {
+  const partitions = options.partitions ?? 1;
+  // The connection is made on first use too, when given as a function.
+  let made: Redis | null = null;
+  const connection = (): Redis => (made ??= typeof connect === 'function' ? connect() : connect);
+  if (!Number.isInteger(partitions) || partitions < 1 || partitions > 1024) throw new Error(`queue partitions: must be an integer from 1 to 1024 (got ${partitions})`);
+  const queues = new Map<number, Queue>();
+  const partition = (n: number): Queue => {
+    let queue = queues.get(n);
+    if (queue === undefined) {
       const { Queue: BullQueue } = require('bullmq') as typeof import('bullmq');
-      queue = new BullQueue(QUEUE_NAME, { connection: typeof connection === 'function' ? connection() : connection, prefix: keys.queuePrefix, defaultJobOptions: JOB_OPTIONS });
+      queue = new BullQueue(QUEUE_NAME, { connection: connection(), prefix: keys.queuePartitionPrefix(n), defaultJobOptions: JOB_OPTIONS });
+      queues.set(n, queue);
     }
     return queue;
+  };
+  let recorded: Promise<number> | null = null;
+  const knownPartitions = (): Promise<number> => {
+    recorded ??= recordPartitions(connection(), keys, partitions).catch((error: unknown) => {
+      recorded = null;
+      throw error;
+    });
+    return recorded;
   };
   return {
     name: QUEUE_NAME,
     get queue() {
-      return bull();
+      return partition(0);
     },
+    partitions,
+    partition,
+    partitionOf: (sessionId) => partitionOf(sessionId, partitions),
+    knownPartitions,
     async addActivation(sessionId, jobId) {
-      await bull().add(ACTIVATION_JOB, { sessionId }, { jobId });
+      if (partitions > 1) await knownPartitions();
+      await partition(partitionOf(sessionId, partitions)).add(ACTIVATION_JOB, { sessionId }, { jobId });
+    },
+    async getJob(jobId) {
+      const sessionId = jobId.slice(0, jobId.lastIndexOf('.'));
+      const home = partitionOf(sessionId, partitions);
+      const found = await partition(home).getJob(jobId);
+      if (found !== undefined) return found;
+      const known = Math.max(partitions, await knownPartitions());
+      for (let n = 0; n < known; n += 1) {
+        if (n === home) continue;
+        const job = await partition(n).getJob(jobId);
+        if (job !== undefined) return job;
+      }
+      return undefined;
+    },
+    async jobCounts(...states: JobType[]) {
+      const known = Math.max(partitions, await knownPartitions());
+      const all = await Promise.all(Array.from({ length: known }, (_, n) => partition(n).getJobCounts(...states)));
+      const sum: Record<string, number> = {};
+      for (const counts of all) for (const [state, n] of Object.entries(counts)) sum[state] = (sum[state] ?? 0) + n;
+      return sum;
     },
     async close() {
-      await queue?.close();
+      await Promise.all([...queues.values()].map((q) => q.close()));
     },
   };
+}
+
+/** Records `partitions` as in use (the highest count wins) and gives the highest recorded count. */
+export async function recordPartitions(redis: Redis, keys: Keys, partitions: number): Promise<number> {
+  return Number(await redis.eval(RECORD_PARTITIONS, 1, keys.queuePartitions, partitions));
 }
 
 export function parseJobData(data: unknown): { ok: true; sessionId: string } | { ok: false; message: string } {
@@ -83,7 +166,8 @@ export async function reconcileActivations(store: SessionStore, sessionQueue: Se
       await store.redis.zrem(store.keys.activations, sessionId);
       continue;
     }
-    const job = await sessionQueue.queue.getJob(jobId);
+    // Wherever it is: a job added under an older partition count is still consumed there.
+    const job = await sessionQueue.getJob(jobId);
     const state = job === undefined ? 'missing' : await job.getState();
     if (state === 'missing' || state === 'unknown' || state === 'completed' || state === 'failed') {
       if (job !== undefined) await job.remove().catch(() => undefined);

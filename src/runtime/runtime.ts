@@ -6,6 +6,7 @@ import type { SessionContext } from '../../machines/types.ts';
 import { mergeRetryPolicy, DEFAULT_RETRY_POLICY, type RetryPolicy, type RetryPolicyResult } from '../retry/index.ts';
 import { EventBus } from './event-bus.ts';
 import { MessageHub } from './message-hub.ts';
+import { hgetEach } from './redis/batch.ts';
 import { createKeys, SESSION_ID_PATTERN, type Keys } from './keys.ts';
 import { PolicyStore } from './policy-store.ts';
 import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
@@ -68,6 +69,8 @@ export interface WorkerHeartbeat {
   active: number;
   /** How the worker contains its attempts' processes (absent from workers older than this field). */
   containment?: { mode: 'cgroup' | 'sweep'; detail: string };
+  /** The queue partitions it consumes (absent from workers older than this field). */
+  partitions?: number[];
 }
 
 export interface RuntimeOptions {
@@ -80,6 +83,8 @@ export interface RuntimeOptions {
   policy?: DeploymentPolicy | (() => Promise<DeploymentPolicy>);
   /** The deployment's retention and quotas (defaults: LIFECYCLE_DEFAULTS). */
   limits?: Partial<LifecycleLimits>;
+  /** Partitions of the activation queue (SESSIOND_QUEUE_PARTITIONS, default 1). */
+  queuePartitions?: number;
 }
 
 /**
@@ -108,7 +113,7 @@ export class Runtime {
     this.redis = options.connect('runtime');
     this.limits = { ...LIFECYCLE_DEFAULTS, ...options.limits };
     this.store = new SessionStore(this.redis, this.keys, { retentionMs: this.limits.retentionMs });
-    this.queue = createSessionQueue(() => options.connect('runtime-queue'), this.keys);
+    this.queue = createSessionQueue(() => options.connect('runtime-queue'), this.keys, { partitions: options.queuePartitions ?? 1 });
     this.policies = new PolicyStore(this.redis, this.keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
     this.#bus = new EventBus(this.redis, this.redis, this.keys);
@@ -241,7 +246,7 @@ export class Runtime {
     await this.#bus.publish({ sessionId, kind: 'cancel' });
     if (code === 2) {
       // Parked in a long backoff: run its activation now, so the cancel does not wait for nextRetryAt.
-      const job = await this.queue.queue.getJob(jobId);
+      const job = await this.queue.getJob(jobId);
       if (job !== undefined && (await job.isDelayed())) await job.promote().catch(() => undefined);
     }
     if (code === 3) {
@@ -310,10 +315,8 @@ export class Runtime {
   /** Each session's state as its own record says it (written in the same fenced script as its snapshot), in one pipeline; null for an unknown id. */
   async sessionStates(ids: readonly string[]): Promise<Record<string, string | null>> {
     if (ids.length === 0) return {};
-    const pipeline = this.redis.pipeline();
-    for (const id of ids) pipeline.hget(this.store.key(id, 'meta'), 'state');
-    const replies = (await pipeline.exec()) ?? [];
-    return Object.fromEntries(ids.map((id, i) => [id, (replies[i]?.[1] as string | null | undefined) ?? null]));
+    const states = await hgetEach(this.redis, ids.map((id) => this.store.key(id, 'meta')), 'state');
+    return Object.fromEntries(ids.map((id, i) => [id, states[i] ?? null]));
   }
 
   async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {

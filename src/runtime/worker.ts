@@ -42,6 +42,15 @@ export interface WorkerOptions {
   sweepResumeAfterMs?: number;
   /** Messages one session's log may hold; the turn that reaches it ends failed (`quota`). 0: no limit. */
   maxLogMessages?: number;
+  /**
+   * The queue partitions this worker takes jobs from (SESSIOND_QUEUE_PARTITIONS_CONSUMED). Default:
+   * every partition below the highest count the deployment has used, so that a partition a smaller
+   * count no longer fills is still emptied.
+   */
+  consumePartitions?: readonly number[];
+  /** Fenced writes wait for this many replicas (Redis WAIT, SESSIOND_REDIS_WAIT_REPLICAS); 0: no wait. */
+  waitReplicas?: number;
+  waitTimeoutMs?: number;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
   /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
   events?: ActiveSessionConfig['events'];
@@ -66,7 +75,8 @@ export class SessionWorker {
   readonly #bus: EventBus;
   readonly #policies: PolicyStore;
   readonly #active = new Map<string, ActiveSession>();
-  #worker: Worker | null = null;
+  #workers: Worker[] = [];
+  #consumed: number[] = [];
   #timers: NodeJS.Timeout[] = [];
   #closing: Promise<void> | null = null;
   readonly #machine = new SharedSessionMachine();
@@ -78,7 +88,7 @@ export class SessionWorker {
     this.#policy = options.policy ?? deploymentPolicy();
     this.#redis = options.connect('worker');
     this.#subscriber = options.connect('worker-events');
-    this.#store = new SessionStore(this.#redis, options.keys, { retentionMs: options.retentionMs ?? 0 });
+    this.#store = new SessionStore(this.#redis, options.keys, { retentionMs: options.retentionMs ?? 0, waitReplicas: options.waitReplicas ?? 0, ...(options.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: options.waitTimeoutMs }) });
     this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
     this.#policies = new PolicyStore(this.#redis, options.keys);
   }
@@ -120,18 +130,32 @@ export class SessionWorker {
         this.#options.sweepIntervalMs ?? SWEEP_INTERVAL_MS,
       ),
     );
-    this.#worker = new Worker(this.#options.queue.name, (job: Job, token?: string, signal?: AbortSignal) => this.#process(job, token, signal), {
-      connection: this.#options.connect('worker-bullmq'),
-      prefix: this.#options.keys.queuePrefix,
-      concurrency: this.#options.concurrency,
-      lockDuration: this.#options.leaseTtlMs,
-      stalledInterval: this.#options.stalledIntervalMs,
-      // The session machine is the only retry owner: a job that stalls is simply taken again.
-      maxStalledCount: Number.MAX_SAFE_INTEGER,
-      autorun: true,
-    });
-    this.#worker.on('error', (error) => log('error', 'queue error', { error: error.message }));
-    await this.#worker.waitUntilReady();
+    const known = Math.max(this.#options.queue.partitions, await this.#options.queue.knownPartitions());
+    const consumed = [...new Set(this.#options.consumePartitions ?? Array.from({ length: known }, (_, n) => n))].sort((x, y) => x - y);
+    this.#consumed = consumed;
+    // One BullMQ worker per partition (each its own blocking connection); the concurrency is shared
+    // out among them, at least one each: a worker consuming P partitions drives up to max(concurrency, P).
+    const share = (i: number): number => Math.max(1, Math.floor(this.#options.concurrency / consumed.length) + (i < this.#options.concurrency % consumed.length ? 1 : 0));
+    this.#workers = consumed.map(
+      (n, i) =>
+        new Worker(this.#options.queue.name, (job: Job, token?: string, signal?: AbortSignal) => this.#process(job, token, signal), {
+          connection: this.#options.connect(consumed.length === 1 ? 'worker-bullmq' : `worker-bullmq-${n}`),
+          prefix: this.#options.keys.queuePartitionPrefix(n),
+          concurrency: share(i),
+          lockDuration: this.#options.leaseTtlMs,
+          stalledInterval: this.#options.stalledIntervalMs,
+          // The session machine is the only retry owner: a job that stalls is simply taken again.
+          maxStalledCount: Number.MAX_SAFE_INTEGER,
+          autorun: true,
+        }),
+    );
+    for (const worker of this.#workers) worker.on('error', (error) => log('error', 'queue error', { error: error.message }));
+    await Promise.all(this.#workers.map((w) => w.waitUntilReady()));
+  }
+
+  /** The queue partitions this worker takes jobs from. */
+  get partitions(): readonly number[] {
+    return this.#consumed;
   }
 
   async #heartbeat(): Promise<void> {
@@ -145,6 +169,7 @@ export class SessionWorker {
         lastSeen: Date.now(),
         active: this.#active.size,
         concurrency: this.#options.concurrency,
+        partitions: this.#consumed,
         containment: { mode: this.#containment.mode, detail: this.#containment.detail },
       }),
     );
@@ -239,7 +264,7 @@ export class SessionWorker {
         for (const session of this.#active.values()) session.interrupt();
       }, graceMs);
       try {
-        await this.#worker?.close();
+        await Promise.all(this.#workers.map((w) => w.close()));
       } finally {
         clearTimeout(deadline);
       }

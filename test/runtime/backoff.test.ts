@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { BACKENDS, assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Durable backoff and the retry policy's configuration: a session waiting out a long backoff
@@ -19,17 +19,20 @@ let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 
-useRuntimeSuite('backoff', { scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }], [ALWAYS_500]: { status: 500 } } }, (s) => {
-  ({ server, env, h } = s);
-});
+describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
+  useRuntimeSuite(`backoff-${backend}`, { backend, scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }], [ALWAYS_500]: { status: 500 } } }, (s) => {
+    ({ server, env, h } = s);
+  });
 
-describe('durable backoff', () => {
+  const BACKOFF_MS = backend === 'cluster' ? 8000 : 4000;
+
   it('a long backoff holds no worker slot, and the retry fires at nextRetryAt though every worker was replaced meanwhile', async () => {
     const first = await h.startWorker({ holdBackoffMs: 1500 });
     const { sessionId } = await h.runtime.enqueue({
       prompt: 'Try again later',
       options: { provider: 'fake', model: FLAKY, cwd: env.cwd },
-      retryPolicy: { initialDelayMs: 4000, maxDelayMs: 4000, jitter: 'none', maxAttempts: 3 },
+      // Long enough to replace the worker before it ends (a cluster client takes longer to connect).
+      retryPolicy: { initialDelayMs: BACKOFF_MS, maxDelayMs: BACKOFF_MS, jitter: 'none', maxAttempts: 3 },
     });
 
     const parked = await until(async () => {
@@ -38,7 +41,7 @@ describe('durable backoff', () => {
     }, 30_000, 'the session to park in backoff');
     const nextRetryAt = parked.context?.nextRetryAt;
     if (nextRetryAt == null) throw new Error('no nextRetryAt');
-    expect(parked.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.delayMs])).toEqual([['failed', 'server_error', 4000]]);
+    expect(parked.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.delayMs])).toEqual([['failed', 'server_error', BACKOFF_MS]]);
     // No worker slot: the worker drives nothing, and the activation waits in BullMQ as a delayed job.
     expect(first.activeSessions).toEqual([]);
     const jobId = await h.runtime.store.activeJobId(sessionId);
@@ -103,5 +106,5 @@ describe('durable backoff', () => {
     const again = await turnEnded(h.runtime, global.sessionId, 2);
     expect(again.state).toBe('completed');
     expect(again.context?.policy).toEqual(DEFAULT_RETRY_POLICY);
-  });
+  }, 120_000);
 });

@@ -12,7 +12,7 @@ import { runCli } from '../support/cli.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisServer } from '../support/redis.ts';
-import { expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { BACKENDS, expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Cancel from anywhere: from another process while a worker holds the session (pub/sub), for a
@@ -30,11 +30,6 @@ let h: Harness;
 let worker: SessionWorker | null = null;
 /** A second prefix on the same Redis, where the test itself plays the worker. */
 let raceH: Harness;
-
-useRuntimeSuite('cancel', { scripts: { [NEVER]: { text: 'This turn should never have run.' }, [FAILS]: { status: 500 } }, cleanup: () => raceH?.close() }, (s) => {
-  ({ redis, server, env, h } = s);
-  raceH = harness(redis.url, env, 'cancel-race');
-});
 
 /** `sessiond cancel ID --json` in its own process, configured by env like any operator's shell. */
 async function cancelFromAnotherProcess(sessionId: string, reason: string): Promise<{ sessionId: string; delivered: string }> {
@@ -63,27 +58,36 @@ class RacingStore extends SessionStore {
   }
 }
 
-describe('cancel from anywhere', () => {
-  it('a session nobody holds: the cancel waits in Redis and ends the turn at its next activation, the agent never asked', async () => {
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Do not run', options: { provider: 'fake', model: NEVER, cwd: env.cwd } });
-    expect(await h.runtime.cancel(sessionId, 'changed my mind')).toEqual({ delivered: 'activation' });
-    const parked = await h.runtime.getSession(sessionId);
-    expect(parked).toMatchObject({ state: 'queued', cancelRequested: true, heldBy: null });
-
-    worker = await h.startWorker();
-    const session = await turnEnded(h.runtime, sessionId);
-    expect(session.state).toBe('cancelled');
-    expect(session.context?.turn).toMatchObject({ index: 1, status: 'cancelled', cancelReason: 'changed my mind' });
-    expect(session.cancelRequested).toBe(false);
-    expect(server.requestsFor(NEVER)).toEqual([]);
-    expect(await agentRecords(sessionId)).toEqual([]);
-    expectWholeLog(await h.runtime.readMessages(sessionId));
-
-    // The cancel was spent on that turn: the next prompt runs.
-    server.setScript(NEVER, { text: 'Now it runs.' });
-    await h.runtime.enqueue({ sessionId, prompt: 'Now run' });
-    expect((await turnEnded(h.runtime, sessionId, 2)).state).toBe('completed');
+describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
+  useRuntimeSuite(`cancel-${backend}`, { backend, scripts: { [NEVER]: { text: 'This turn should never have run.' }, [FAILS]: { status: 500 } }, cleanup: () => raceH?.close() }, (s) => {
+    ({ redis, server, env, h } = s);
+    worker = null;
+    raceH = harness(redis.url, env, 'cancel-race');
   });
+
+  // On a cluster too: the cancel from another process (pub/sub across nodes); the rest is the same code.
+  if (backend === 'single') {
+    it('a session nobody holds: the cancel waits in Redis and ends the turn at its next activation, the agent never asked', async () => {
+      const { sessionId } = await h.runtime.enqueue({ prompt: 'Do not run', options: { provider: 'fake', model: NEVER, cwd: env.cwd } });
+      expect(await h.runtime.cancel(sessionId, 'changed my mind')).toEqual({ delivered: 'activation' });
+      const parked = await h.runtime.getSession(sessionId);
+      expect(parked).toMatchObject({ state: 'queued', cancelRequested: true, heldBy: null });
+
+      worker = await h.startWorker();
+      const session = await turnEnded(h.runtime, sessionId);
+      expect(session.state).toBe('cancelled');
+      expect(session.context?.turn).toMatchObject({ index: 1, status: 'cancelled', cancelReason: 'changed my mind' });
+      expect(session.cancelRequested).toBe(false);
+      expect(server.requestsFor(NEVER)).toEqual([]);
+      expect(await agentRecords(sessionId)).toEqual([]);
+      expectWholeLog(await h.runtime.readMessages(sessionId));
+
+      // The cancel was spent on that turn: the next prompt runs.
+      server.setScript(NEVER, { text: 'Now it runs.' });
+      await h.runtime.enqueue({ sessionId, prompt: 'Now run' });
+      expect((await turnEnded(h.runtime, sessionId, 2)).state).toBe('completed');
+    });
+  }
 
   it('from a separate process during a long bash tool: the turn ends cancelled, partial output stays, no process of the tree is left', async () => {
     if (worker === null) worker = await h.startWorker();
@@ -116,66 +120,68 @@ describe('cancel from anywhere', () => {
     expect(after.some((m) => m.type === 'terminal.completed')).toBe(false);
   });
 
-  it('during a long backoff: the parked session is cancelled at once, with no second model request', async () => {
-    if (worker === null) worker = await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({
-      prompt: 'Fail once',
-      options: { provider: 'fake', model: FAILS, cwd: env.cwd },
-      retryPolicy: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 'none', maxAttempts: 3 },
+  if (backend === 'single') {
+    it('during a long backoff: the parked session is cancelled at once, with no second model request', async () => {
+      if (worker === null) worker = await h.startWorker();
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'Fail once',
+        options: { provider: 'fake', model: FAILS, cwd: env.cwd },
+        retryPolicy: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 'none', maxAttempts: 3 },
+      });
+      // The first attempt fails (500): the session parks until nextRetryAt, holding no worker slot.
+      const parked = await until(async () => {
+        const s = await h.runtime.getSession(sessionId);
+        return s?.state === 'backoff' && s.heldBy === null ? s : null;
+      }, 30_000, 'the session to park in backoff');
+      expect(parked.context?.nextRetryAt).toBeGreaterThan(Date.now() + 30_000);
+      expect(worker.activeSessions).not.toContain(sessionId);
+      const jobId = await h.runtime.store.activeJobId(sessionId);
+      expect(await (await h.runtime.queue.queue.getJob(jobId ?? ''))?.isDelayed()).toBe(true);
+
+      expect(await cancelFromAnotherProcess(sessionId, 'no more retries')).toEqual({ sessionId, delivered: 'activation' });
+
+      // Far sooner than the 60 s backoff: the cancel promotes the parked activation.
+      const session = await turnEnded(h.runtime, sessionId, 1, 20_000);
+      expect(session.state).toBe('cancelled');
+      expect(session.context?.turn).toMatchObject({ status: 'cancelled', cancelReason: 'no more retries' });
+      expect(session.context?.turn?.attempts.map((a) => [a.outcome, a.category])).toEqual([['failed', 'server_error']]);
+      expect(session.context?.nextRetryAt).toBeNull();
+      expect(server.requestsFor(FAILS)).toHaveLength(1);
+      expectWholeLog(await h.runtime.readMessages(sessionId));
     });
-    // The first attempt fails (500): the session parks until nextRetryAt, holding no worker slot.
-    const parked = await until(async () => {
-      const s = await h.runtime.getSession(sessionId);
-      return s?.state === 'backoff' && s.heldBy === null ? s : null;
-    }, 30_000, 'the session to park in backoff');
-    expect(parked.context?.nextRetryAt).toBeGreaterThan(Date.now() + 30_000);
-    expect(worker.activeSessions).not.toContain(sessionId);
-    const jobId = await h.runtime.store.activeJobId(sessionId);
-    expect(await (await h.runtime.queue.queue.getJob(jobId ?? ''))?.isDelayed()).toBe(true);
 
-    expect(await cancelFromAnotherProcess(sessionId, 'no more retries')).toEqual({ sessionId, delivered: 'activation' });
+    it('a cancel that lands just as the holder lets go of a finished turn is handled there, not left to cancel the next prompt', async () => {
+      const { runtime, connect } = raceH;
+      const { sessionId } = await runtime.enqueue({ prompt: 'Quick one', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+      // The test drives the session as a worker would, with a store that lets a cancel in right
+      // before its release: the lease is still held, so the cancel is told to this holder only.
+      let delivered: string | null = null;
+      const store = new RacingStore(connect('race-holder'), runtime.keys, async () => {
+        delivered = (await runtime.cancel(sessionId, 'too late')).delivered;
+      });
+      const bus = new EventBus(connect('race-events'), store.redis, runtime.keys);
+      await bus.start();
+      const lease = await store.acquire(sessionId, 'race-holder', 60_000);
+      if (!lease.ok) throw new Error('no lease');
+      const session = new ActiveSession({
+        store,
+        bus,
+        sessionId,
+        token: lease.token,
+        config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, pollMs: FAST_WORKER.pollMs, policy: TEST_POLICY },
+        globalPolicy: () => Promise.resolve(DEFAULT_RETRY_POLICY),
+        machine: new SharedSessionMachine(),
+      });
+      expect(await session.drive()).toEqual({ kind: 'released' });
+      expect(delivered).toBe('worker');
+      // The turn had completed; the cancel had nothing to stop, and it is spent, not left behind.
+      const after = await runtime.getSession(sessionId);
+      expect(after).toMatchObject({ state: 'completed', cancelRequested: false, heldBy: null });
 
-    // Far sooner than the 60 s backoff: the cancel promotes the parked activation.
-    const session = await turnEnded(h.runtime, sessionId, 1, 20_000);
-    expect(session.state).toBe('cancelled');
-    expect(session.context?.turn).toMatchObject({ status: 'cancelled', cancelReason: 'no more retries' });
-    expect(session.context?.turn?.attempts.map((a) => [a.outcome, a.category])).toEqual([['failed', 'server_error']]);
-    expect(session.context?.nextRetryAt).toBeNull();
-    expect(server.requestsFor(FAILS)).toHaveLength(1);
-    expectWholeLog(await h.runtime.readMessages(sessionId));
-  });
-
-  it('a cancel that lands just as the holder lets go of a finished turn is handled there, not left to cancel the next prompt', async () => {
-    const { runtime, connect } = raceH;
-    const { sessionId } = await runtime.enqueue({ prompt: 'Quick one', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
-    // The test drives the session as a worker would, with a store that lets a cancel in right
-    // before its release: the lease is still held, so the cancel is told to this holder only.
-    let delivered: string | null = null;
-    const store = new RacingStore(connect('race-holder'), runtime.keys, async () => {
-      delivered = (await runtime.cancel(sessionId, 'too late')).delivered;
+      // So the next prompt runs (a leftover cancel would end it cancelled at once).
+      await raceH.startWorker();
+      await runtime.enqueue({ sessionId, prompt: 'Next one' });
+      expect((await turnEnded(runtime, sessionId, 2)).state).toBe('completed');
     });
-    const bus = new EventBus(connect('race-events'), store.redis, runtime.keys);
-    await bus.start();
-    const lease = await store.acquire(sessionId, 'race-holder', 60_000);
-    if (!lease.ok) throw new Error('no lease');
-    const session = new ActiveSession({
-      store,
-      bus,
-      sessionId,
-      token: lease.token,
-      config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, pollMs: FAST_WORKER.pollMs, policy: TEST_POLICY },
-      globalPolicy: () => Promise.resolve(DEFAULT_RETRY_POLICY),
-      machine: new SharedSessionMachine(),
-    });
-    expect(await session.drive()).toEqual({ kind: 'released' });
-    expect(delivered).toBe('worker');
-    // The turn had completed; the cancel had nothing to stop, and it is spent, not left behind.
-    const after = await runtime.getSession(sessionId);
-    expect(after).toMatchObject({ state: 'completed', cancelRequested: false, heldBy: null });
-
-    // So the next prompt runs (a leftover cancel would end it cancelled at once).
-    await raceH.startWorker();
-    await runtime.enqueue({ sessionId, prompt: 'Next one' });
-    expect((await turnEnded(runtime, sessionId, 2)).state).toBe('completed');
-  });
+  }
 });

@@ -3,7 +3,7 @@ import { findProcessesByMarker, isAlive } from '../../src/process/index.ts';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { assistantText, expectWholeLog, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { BACKENDS, assistantText, expectWholeLog, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 
 /**
@@ -19,24 +19,25 @@ let env: PiEnv;
 let h: Harness;
 let workerOptions: WorkerProcessOptions;
 
-useRuntimeSuite(
-  'crash',
-  {
-    // First request: two chunks of text, then silence (pi waits mid-stream); later requests answer.
-    scripts: { [MODEL]: [{ text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 }, { text: DEFAULT_TEXT }] },
-    cleanup: async () => {
-      await killAllWorkerProcesses();
-      // Whatever a killed worker left on this host (nothing, if the test passed).
-      if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt, on %s Redis', (backend) => {
+  useRuntimeSuite(
+    `crash-${backend}`,
+    {
+      backend,
+      // First request: two chunks of text, then silence (pi waits mid-stream); later requests answer.
+      scripts: { [MODEL]: [{ text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 }, { text: DEFAULT_TEXT }] },
+      cleanup: async () => {
+        await killAllWorkerProcesses();
+        // Whatever a killed worker left on this host (nothing, if the test passed).
+        if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+      },
     },
-  },
-  (s) => {
-    ({ server, env, h } = s);
-    workerOptions = { redisUrl: s.redis.url, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' };
-  },
-);
+    (s) => {
+      ({ server, env, h } = s);
+      workerOptions = { redisUrl: s.redis.url, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' };
+    },
+  );
 
-describe('crash recovery: kill -9 of a worker process mid-attempt', () => {
   it('another worker reaps the dead worker’s pi, takes the session, records the attempt interrupted and completes the turn by a retry', async () => {
     const first = await startWorkerProcess(workerOptions);
     const { sessionId } = await h.runtime.enqueue({
@@ -96,5 +97,5 @@ describe('crash recovery: kill -9 of a worker process mid-attempt', () => {
     await until(async () => (await h.runtime.getSession(sessionId))?.heldBy === null, 10_000, 'the lease to be released');
     second.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });
-  });
+  }, 120_000);
 });

@@ -5,7 +5,7 @@ import { StaleLeaseError } from '../../src/runtime/store/session-store.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { assistantText, expectWholeLog, agentRecords, sessionDump, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { assistantText, BACKENDS, expectWholeLog, agentRecords, sessionDump, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Single activation: a session is driven by at most one worker, even when a lease runs out under
@@ -22,20 +22,6 @@ let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 
-useRuntimeSuite(
-  'lease',
-  {
-    scripts: {
-      // About 2 s of streaming: long enough to act while a worker drives the session.
-      [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 150 },
-      [TOOL_ONCE]: ({ index }) => (index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done.' }),
-    },
-  },
-  (s) => {
-    ({ server, env, h } = s);
-  },
-);
-
 const staleBatch = {
   snapshot: '{"stale":true}',
   state: 'failed',
@@ -46,7 +32,23 @@ const staleBatch = {
   messages: [{ turn: 1, attempt: 1, type: 'assistant', content: JSON.stringify({ text: 'STALE-A' }) }],
 };
 
-describe('single activation: the lease and its fencing token', () => {
+// On one Redis and on a real Redis Cluster (the fenced scripts touch one slot: the session's).
+describe.each(BACKENDS)('single activation: the lease and its fencing token, on %s Redis', (backend) => {
+  useRuntimeSuite(
+    `lease-${backend}`,
+    {
+      backend,
+      scripts: {
+        // About 2 s of streaming: long enough to act while a worker drives the session.
+        [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 150 },
+        [TOOL_ONCE]: ({ index }) => (index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done.' }),
+      },
+    },
+    (s) => {
+      ({ server, env, h } = s);
+    },
+  );
+
   let workerB: SessionWorker;
 
   it('an expired lease is taken over by another worker; the stale holder (its old token) writes nothing', async () => {
@@ -89,72 +91,75 @@ describe('single activation: the lease and its fencing token', () => {
     expect(await sessionDump(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(before);
   });
 
-  it('a holder whose renewal fails (its lease was taken) stops its agent and writes nothing more', async () => {
-    const { store } = h.runtime;
-    const { sessionId } = await h.runtime.enqueue({
-      prompt: 'Sleep',
-      options: { provider: 'fake', model: TOOL_ONCE, cwd: env.cwd },
-      retryPolicy: { initialDelayMs: 100, jitter: 'none' },
+  // The rest is the same code on a cluster: only the takeover above runs there too.
+  if (backend === 'single') {
+    it('a holder whose renewal fails (its lease was taken) stops its agent and writes nothing more', async () => {
+      const { store } = h.runtime;
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'Sleep',
+        options: { provider: 'fake', model: TOOL_ONCE, cwd: env.cwd },
+        retryPolicy: { initialDelayMs: 100, jitter: 'none' },
+      });
+      await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
+      const [record] = await until(async () => {
+        const records = await agentRecords(sessionId);
+        return records[0]?.pid != null ? records : null;
+      });
+      if (record === undefined) throw new Error('no agent process recorded');
+      // pi and its `sleep 1000` are running under the session's marker.
+      await until(async () => (await findProcessesByMarker(record.marker)).length >= 2, 10_000, 'pi and its tool process');
+      const holder = await store.leaseHolder(sessionId);
+      expect(holder?.startsWith(`${workerB.id}#`)).toBe(true);
+
+      // Another worker takes the lease over (as after an expiry): from this instant every write of B is refused.
+      await h.runtime.redis.set(store.key(sessionId, 'lease'), 'intruder#999', 'PX', 120_000);
+      const atTakeover = await sessionDump(h.runtime.redis, h.runtime.keys, sessionId);
+
+      // B's next renewal fails: it stops the agent's whole tree and gives the session up…
+      await until(async () => (await findProcessesByMarker(record.marker)).length === 0, 20_000, 'the stale holder to stop its agent');
+      await until(async () => !workerB.activeSessions.includes(sessionId), 20_000, 'the stale holder to let the session go');
+      // …having written nothing: not the agent's last messages, not a transition, not the snapshot.
+      expect(await sessionDump(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(atTakeover);
+      expect(await store.leaseHolder(sessionId)).toBe('intruder#999');
+      expect((await h.runtime.getSession(sessionId))?.context?.turn?.status).toBe('running');
+
+      // The intruder goes away without a word: the session's activation is found again (the
+      // reconciler re-adds its job), the attempt B ran is recorded interrupted, and a retry completes it.
+      await h.runtime.redis.del(store.key(sessionId, 'lease'));
+      const session = await turnEnded(h.runtime, sessionId, 1, 45_000);
+      expect(session.state).toBe('completed');
+      expect(session.context?.turn?.attempts.map((x) => x.outcome)).toEqual(['interrupted', 'completed']);
+      expectWholeLog(await h.runtime.readMessages(sessionId));
+      expect(server.requestsFor(TOOL_ONCE)).toHaveLength(2);
     });
-    await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
-    const [record] = await until(async () => {
-      const records = await agentRecords(sessionId);
-      return records[0]?.pid != null ? records : null;
+
+    it('an activation delivered twice while the session is driven does not run it twice', async () => {
+      const { store } = h.runtime;
+      const second = await h.startWorker();
+      server.reset();
+      const { sessionId } = await h.runtime.enqueue({ prompt: 'Count again', options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
+      await until(async () => server.requestsFor(SLOW).length === 1, 30_000, 'the model request');
+      const holder = await store.leaseHolder(sessionId);
+      expect(holder).not.toBeNull();
+
+      // At-least-once delivery: more activation jobs for the same session while one worker drives it.
+      const duplicates = [newJobId(sessionId), newJobId(sessionId)];
+      for (const jobId of duplicates) await h.runtime.queue.addActivation(sessionId, jobId);
+
+      const session = await turnEnded(h.runtime, sessionId);
+      expect(session.state).toBe('completed');
+      // The duplicates are taken (by either worker), find the session busy or done, and end without running it.
+      await until(async () => (await Promise.all(duplicates.map((id) => h.runtime.queue.queue.getJob(id)))).every((job) => job === undefined), 30_000, 'the duplicate jobs to finish');
+      expect(server.requestsFor(SLOW)).toHaveLength(1);
+      const after = await h.runtime.getSession(sessionId);
+      expect(after?.context?.turn?.attempts).toHaveLength(1);
+      expect(after?.history.filter((t) => t.to === 'running')).toHaveLength(1);
+      const messages = await h.runtime.readMessages(sessionId);
+      expectWholeLog(messages);
+      expect(messages.filter((m) => m.type === 'session.started')).toHaveLength(1);
+      expect(messages.filter((m) => m.type.startsWith('terminal.'))).toHaveLength(1);
+      expect(assistantText(messages)).toBe(SLOW_TEXT);
+      expect([...workerB.activeSessions, ...second.activeSessions]).not.toContain(sessionId);
     });
-    if (record === undefined) throw new Error('no agent process recorded');
-    // pi and its `sleep 1000` are running under the session's marker.
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 2, 10_000, 'pi and its tool process');
-    const holder = await store.leaseHolder(sessionId);
-    expect(holder?.startsWith(`${workerB.id}#`)).toBe(true);
-
-    // Another worker takes the lease over (as after an expiry): from this instant every write of B is refused.
-    await h.runtime.redis.set(store.key(sessionId, 'lease'), 'intruder#999', 'PX', 120_000);
-    const atTakeover = await sessionDump(h.runtime.redis, h.runtime.keys, sessionId);
-
-    // B's next renewal fails: it stops the agent's whole tree and gives the session up…
-    await until(async () => (await findProcessesByMarker(record.marker)).length === 0, 20_000, 'the stale holder to stop its agent');
-    await until(async () => !workerB.activeSessions.includes(sessionId), 20_000, 'the stale holder to let the session go');
-    // …having written nothing: not the agent's last messages, not a transition, not the snapshot.
-    expect(await sessionDump(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(atTakeover);
-    expect(await store.leaseHolder(sessionId)).toBe('intruder#999');
-    expect((await h.runtime.getSession(sessionId))?.context?.turn?.status).toBe('running');
-
-    // The intruder goes away without a word: the session's activation is found again (the
-    // reconciler re-adds its job), the attempt B ran is recorded interrupted, and a retry completes it.
-    await h.runtime.redis.del(store.key(sessionId, 'lease'));
-    const session = await turnEnded(h.runtime, sessionId, 1, 45_000);
-    expect(session.state).toBe('completed');
-    expect(session.context?.turn?.attempts.map((x) => x.outcome)).toEqual(['interrupted', 'completed']);
-    expectWholeLog(await h.runtime.readMessages(sessionId));
-    expect(server.requestsFor(TOOL_ONCE)).toHaveLength(2);
-  });
-
-  it('an activation delivered twice while the session is driven does not run it twice', async () => {
-    const { store } = h.runtime;
-    const second = await h.startWorker();
-    server.reset();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Count again', options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
-    await until(async () => server.requestsFor(SLOW).length === 1, 30_000, 'the model request');
-    const holder = await store.leaseHolder(sessionId);
-    expect(holder).not.toBeNull();
-
-    // At-least-once delivery: more activation jobs for the same session while one worker drives it.
-    const duplicates = [newJobId(sessionId), newJobId(sessionId)];
-    for (const jobId of duplicates) await h.runtime.queue.addActivation(sessionId, jobId);
-
-    const session = await turnEnded(h.runtime, sessionId);
-    expect(session.state).toBe('completed');
-    // The duplicates are taken (by either worker), find the session busy or done, and end without running it.
-    await until(async () => (await Promise.all(duplicates.map((id) => h.runtime.queue.queue.getJob(id)))).every((job) => job === undefined), 30_000, 'the duplicate jobs to finish');
-    expect(server.requestsFor(SLOW)).toHaveLength(1);
-    const after = await h.runtime.getSession(sessionId);
-    expect(after?.context?.turn?.attempts).toHaveLength(1);
-    expect(after?.history.filter((t) => t.to === 'running')).toHaveLength(1);
-    const messages = await h.runtime.readMessages(sessionId);
-    expectWholeLog(messages);
-    expect(messages.filter((m) => m.type === 'session.started')).toHaveLength(1);
-    expect(messages.filter((m) => m.type.startsWith('terminal.'))).toHaveLength(1);
-    expect(assistantText(messages)).toBe(SLOW_TEXT);
-    expect([...workerB.activeSessions, ...second.activeSessions]).not.toContain(sessionId);
-  });
+  }
 });

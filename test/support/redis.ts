@@ -20,6 +20,8 @@ export interface StartRedisOptions {
   aof?: boolean;
   /** `--requirepass`; the url then carries it. */
   password?: string;
+  /** More redis-server arguments (e.g. `--cluster-enabled yes`, see redis-cluster.ts). */
+  extraArgs?: readonly string[];
 }
 
 export interface RedisServer {
@@ -207,6 +209,7 @@ async function launch(bin: string, port: number, dir: string, options: StartRedi
     '--daemonize', 'no',
     '--logfile', '',
     ...(options.password !== undefined ? ['--requirepass', options.password] : []),
+    ...(options.extraArgs ?? []),
   ];
   const child = spawn(bin, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';

@@ -15,13 +15,23 @@ import { startFakeModelServer, type FakeModelServer, type Script } from './fake-
 import type { PiEnv } from './pi-env.ts';
 import { createPiEnv, NO_DISCOVERY, piBin } from './pi-env.ts';
 import { startRedis, uniquePrefix, type RedisServer } from './redis.ts';
+import { startRedisCluster, type RedisCluster } from './redis-cluster.ts';
+import { createRedis } from '../../src/runtime/redis/connection.ts';
+
+/** What a runtime suite runs on: one redis-server, or a real 3-master Redis Cluster (redis-cluster.ts). */
+export type Backend = 'single' | 'cluster';
+/** The suites that run on both: `describe.each(BACKENDS)('on %s Redis', (backend) => …)`. */
+export const BACKENDS: readonly Backend[] = ['single', 'cluster'];
 
 
 /** A Redis connection factory for a test: every connection is closed by `closeAll`. */
 export function connector(url: string) {
   const made: Redis[] = [];
   const connect = (role: string): Redis => {
-    const redis = new Redis(url, { maxRetriesPerRequest: null, connectionName: `test:${role}`, lazyConnect: false });
+    // A cluster through the production factory (an ioredis Cluster); one Redis as before.
+    const redis = url.includes('+cluster://')
+      ? createRedis(url, { role: `test:${role}`, maxRetriesPerRequest: null, log: () => undefined })
+      : new Redis(url, { maxRetriesPerRequest: null, connectionName: `test:${role}`, lazyConnect: false });
     redis.on('error', () => undefined);
     made.push(redis);
     return redis;
@@ -45,7 +55,11 @@ export interface Harness {
 
 /** What a runtime test file runs against: its own redis-server, the fake model server, a pi environment and a harness. */
 export interface RuntimeSuite {
+  /** On a cluster: its URL and stop(); the single-server controls (kill, restart, pause) throw. */
   redis: RedisServer;
+  /** The cluster, on the cluster backend. */
+  cluster?: RedisCluster;
+  backend: Backend;
   server: FakeModelServer;
   env: PiEnv;
   h: Harness;
@@ -59,20 +73,23 @@ export interface RuntimeSuite {
  */
 export function useRuntimeSuite(
   name: string,
-  options: { scripts?: Record<string, Script>; aof?: boolean; cleanup?: () => Promise<void> | void },
+  options: { scripts?: Record<string, Script>; aof?: boolean; backend?: Backend; cleanup?: () => Promise<void> | void },
   bind: (suite: RuntimeSuite) => Promise<void> | void,
 ): void {
   let suite: Partial<RuntimeSuite> = {};
+  const backend = options.backend ?? 'single';
   beforeAll(async () => {
-    const [redis, server] = await Promise.all([startRedis(options.aof === true ? { aof: true } : {}), startFakeModelServer()]);
-    suite = { redis, server };
+    const target = backend === 'cluster' ? startRedisCluster(options.aof === true ? { aof: true } : {}).then((c) => ({ redis: clusterAsServer(c), cluster: c })) : startRedis(options.aof === true ? { aof: true } : {}).then((redis) => ({ redis }));
+    const [started, server] = await Promise.all([target, startFakeModelServer()]);
+    suite = { ...started, server, backend };
+    const redis = started.redis;
     const scripts = options.scripts ?? {};
     for (const [model, script] of Object.entries(scripts)) server.setScript(model, script);
     const env = createPiEnv({ serverUrl: server.url, extraModels: Object.keys(scripts) });
     suite.env = env;
     suite.h = harness(redis.url, env, name);
     await bind(suite as RuntimeSuite);
-  });
+  }, backend === 'cluster' ? 90_000 : undefined);
   afterAll(async () => {
     try {
       await options.cleanup?.();
@@ -83,6 +100,16 @@ export function useRuntimeSuite(
       suite.env?.cleanup();
     }
   });
+}
+
+/** A cluster in the place of a RedisServer: url and stop() work; kill/restart/pause name the cluster's own controls. */
+function clusterAsServer(cluster: RedisCluster): RedisServer {
+  const first = cluster.nodes[0]?.server;
+  if (first === undefined) throw new Error('a cluster without nodes');
+  const refuse = (): never => {
+    throw new Error('a whole-server control on a cluster: use suite.cluster (its nodes) instead');
+  };
+  return { url: cluster.url, port: first.port, dir: first.dir, pid: first.pid, password: undefined, stop: () => cluster.stop(), kill: refuse, restart: refuse, pause: refuse, resume: refuse };
 }
 
 /** The tests' sessions run in temp dirs: the workspace of their deployment policy. */

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { hgetEach } from '../redis/batch.ts';
 import type { Keys } from '../keys.ts';
 import { lifecycleKeys } from './keys.ts';
 import { CursorError } from '../../errors.ts';
@@ -57,11 +58,9 @@ export async function listPage(redis: Redis, keys: Keys, filter: ListFilter = {}
     ids.push(flat[i] as string);
     scores.push(flat[i + 1] as string);
   }
-  const pipeline = redis.pipeline();
-  for (const id of ids) pipeline.hget(keys.session(id, 'meta'), 'state');
-  const replies = ids.length === 0 ? [] : ((await pipeline.exec()) ?? []);
+  const states = await hgetEach(redis, ids.map((id) => keys.session(id, 'meta')), 'state');
   const sessions = ids
-    .map((sessionId, i) => ({ sessionId, state: (replies[i]?.[1] as string | null | undefined) ?? 'queued' }))
+    .map((sessionId, i) => ({ sessionId, state: states[i] ?? 'queued' }))
     // The state index trails the sessions' own records by a tick: a session that has just left the state is not shown under it.
     .filter((s) => filter.state === undefined || s.state === filter.state);
   const last = ids.length === limit ? ids.length - 1 : -1;

@@ -147,7 +147,7 @@ async function forget(deps: RemoveDeps, sessionId: string, markedAt: string): Pr
 
 async function removeJob(queue: SessionQueue, jobId: string): Promise<void> {
   for (let i = 0; i < 20; i += 1) {
-    const job = await queue.queue.getJob(jobId);
+    const job = await queue.getJob(jobId);
     if (job === undefined) return;
     try {
       await job.remove();

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
 /**
  * Production Redis connections: URL parsing and validation, redaction for logs, and ioredis clients
@@ -29,7 +29,7 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
   const schemeMatch = /^([A-Za-z][A-Za-z0-9+.-]{0,15}):\/\//.exec(input);
   if (schemeMatch === null) return fail(`missing scheme: ${FORMAT}`);
   const scheme = (schemeMatch[1] ?? '').toLowerCase();
-  if (scheme !== 'redis' && scheme !== 'rediss') return fail(`unsupported scheme "${scheme}://" (use redis:// or rediss:// for TLS)`);
+  if (scheme !== 'redis' && scheme !== 'rediss') return fail(`unsupported scheme "${scheme}://" (use redis:// or rediss:// for TLS, redis+cluster:// or rediss+cluster:// for a Redis Cluster)`);
 
   // The authority ends at the first '/', '?' or '#'. An '@' after that means the credentials hold
   // one of those characters unencoded: the URL would split in the middle of the password.
@@ -106,11 +106,72 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
 }
 
 /**
+ * `REDIS_URL` names either one Redis (`redis://`, `rediss://`) or a Redis Cluster by its seed
+ * nodes: `redis+cluster://[user:password@]host:port[,host:port…]` (`rediss+cluster://` for TLS).
+ * Every seed node is checked like a single URL; a cluster has only database 0.
+ */
+
+export interface SeedNode {
+  host: string;
+  port: number;
+}
+
+export type ParsedRedisTarget =
+  | { ok: true; kind: 'single'; options: RedisOptions; display: string }
+  | { ok: true; kind: 'cluster'; nodes: SeedNode[]; options: RedisOptions; display: string }
+  | { ok: false; message: string };
+
+/** Seed nodes accepted in one URL (a few are enough: the client learns the rest from CLUSTER SLOTS). */
+export const MAX_SEED_NODES = 64;
+
+const CLUSTER_SCHEME = /^(rediss?)\+cluster:\/\//i;
+
+/** Parses a single or a cluster URL; `display` masks the password. Messages never quote credentials. */
+export function parseRedisTarget(url: string): ParsedRedisTarget {
+  const input = typeof url === 'string' ? url.trim() : '';
+  const match = CLUSTER_SCHEME.exec(input);
+  if (match === null) {
+    const single = parseRedisUrl(url);
+    return single.ok ? { ok: true, kind: 'single', options: single.options, display: single.display } : single;
+  }
+  const scheme = (match[1] ?? 'redis').toLowerCase();
+  const rest = input.slice(match[0].length);
+  const pathStart = rest.search(/[/?#]/);
+  const authority = pathStart === -1 ? rest : rest.slice(0, pathStart);
+  const tail = pathStart === -1 ? '' : rest.slice(pathStart);
+  if (tail !== '' && tail !== '/' && tail !== '/0') {
+    return { ok: false, message: 'invalid Redis URL: a cluster URL takes no database, query or fragment (a Redis Cluster has only database 0)' };
+  }
+  const at = authority.lastIndexOf('@');
+  const credentials = at === -1 ? '' : authority.slice(0, at + 1);
+  const hosts = (at === -1 ? authority : authority.slice(at + 1)).split(',');
+  if (hosts.length > MAX_SEED_NODES) return { ok: false, message: `invalid Redis URL: at most ${MAX_SEED_NODES} seed nodes` };
+  const nodes: SeedNode[] = [];
+  let options: RedisOptions | null = null;
+  let display = '';
+  for (const [i, host] of hosts.entries()) {
+    if (host.trim() === '') return { ok: false, message: `invalid Redis URL: seed node ${i + 1} is empty (expected ${scheme}+cluster://host:port,host:port…)` };
+    const parsed = parseRedisUrl(`${scheme}://${credentials}${host}`);
+    if (!parsed.ok) return { ok: false, message: `${parsed.message} (seed node ${i + 1})` };
+    nodes.push({ host: parsed.options.host ?? '', port: parsed.options.port ?? 6379 });
+    if (options === null) {
+      options = parsed.options;
+      const prefix = parsed.display.slice(0, parsed.display.indexOf('://') + 3);
+      const afterScheme = parsed.display.slice(prefix.length);
+      display = `${scheme}+cluster://${afterScheme.slice(0, afterScheme.lastIndexOf('@') + 1)}`;
+    }
+  }
+  const shown = nodes.map((n) => (n.host.includes(':') ? `[${n.host}]:${n.port}` : `${n.host}:${n.port}`)).join(',');
+  const { host: _host, port: _port, db: _db, ...shared } = options ?? {};
+  return { ok: true, kind: 'cluster', nodes, options: shared, display: `${display}${shown}` };
+}
+
+/**
  * The URL with its password masked, for logs. Works on anything: an unparseable string has
  * everything between `://` and its last `@` masked (or is replaced entirely when it has no scheme).
  */
 export function redactUrl(url: string): string {
-  const parsed = parseRedisUrl(url);
+  const parsed = parseRedisTarget(url);
   if (parsed.ok) return parsed.display;
   if (typeof url !== 'string') return '<invalid url>';
   const schemeEnd = url.indexOf('://');
@@ -165,13 +226,18 @@ function scrub(text: string, secrets: readonly string[]): string {
 }
 
 /**
- * An ioredis client for `url` with sessiond's production options: ready check, reconnect forever
- * with capped backoff, `connectionName: sessiond:<role>`, resend on READONLY (failover), and an
- * `error` listener that never crashes the process and logs each distinct error at most once per
- * 30 s, without the password. Throws (with a message free of secrets) when the URL is invalid.
+ * The one connection factory of sessiond (workers, `serve`, the CLI, the library client): an ioredis
+ * client for `url` with sessiond's production options: ready check, reconnect forever with capped
+ * backoff, `connectionName: sessiond:<role>`, resend on READONLY (failover), and an `error` listener
+ * that never crashes the process and logs each distinct error at most once per 30 s, without the
+ * password. Throws (with a message free of secrets) when the URL is invalid.
+ *
+ * A cluster URL (`redis+cluster://…`) gives an ioredis `Cluster`, typed as `Redis`: it answers the
+ * same commands, routed by key slot (a command or script over keys of two slots is refused by
+ * Redis, CROSSSLOT). Code that must know asks `isCluster(client)`.
  */
 export function createRedis(url: string, options: CreateRedisOptions): Redis {
-  const parsed = parseRedisUrl(url);
+  const parsed = parseRedisTarget(url);
   if (!parsed.ok) throw new Error(parsed.message);
   if (!/^[A-Za-z0-9._:-]{1,64}$/.test(options.role)) {
     throw new Error(`invalid Redis connection role "${options.role.slice(0, 64)}": use letters, digits, '.', '_', ':' or '-'`);
@@ -180,19 +246,50 @@ export function createRedis(url: string, options: CreateRedisOptions): Redis {
   const password = parsed.options.password ?? '';
   const secrets = password === '' ? [] : [password, encodeURIComponent(password)];
   const log = options.log ?? defaultLog;
-
-  const client = new Redis({
+  const nodeOptions: RedisOptions = {
     ...parsed.options,
     connectionName: name,
-    lazyConnect: options.lazyConnect ?? false,
     maxRetriesPerRequest: options.maxRetriesPerRequest === undefined ? DEFAULT_MAX_RETRIES_PER_REQUEST : options.maxRetriesPerRequest,
     enableReadyCheck: true,
     connectTimeout: 10_000,
     keepAlive: 30_000,
-    retryStrategy: (times) => reconnectDelay(times),
     reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
-  });
+  };
+  if (parsed.kind === 'cluster') {
+    const clusterOptions: ClusterOptions = {
+      redisOptions: nodeOptions,
+      lazyConnect: options.lazyConnect ?? false,
+      enableReadyCheck: true,
+      // Reads and writes go to masters: a replica may lag behind what a fenced write just stored.
+      scaleReads: 'master',
+      clusterRetryStrategy: (times) => reconnectDelay(times),
+      // A master killed: its replica is promoted within cluster-node-timeout; commands wait and are redirected.
+      retryDelayOnFailover: 200,
+      retryDelayOnClusterDown: 200,
+      retryDelayOnTryAgain: 100,
+      retryDelayOnMoved: 0,
+      maxRedirections: 64,
+      slotsRefreshTimeout: 2000,
+      ...(parsed.options.tls !== undefined ? { dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => callback(null, address) } : {}),
+    };
+    const cluster = new Cluster(parsed.nodes, clusterOptions);
+    attachLogging(cluster, name, parsed.display, secrets, log);
+    cluster.on('node error', (err: unknown, node: unknown) => cluster.emit('error', err instanceof Error ? new Error(`node ${String(node)}: ${err.message}`) : err));
+    return cluster as unknown as Redis;
+  }
+  const client = new Redis({ ...nodeOptions, lazyConnect: options.lazyConnect ?? false, retryStrategy: (times) => reconnectDelay(times) });
+  attachLogging(client, name, parsed.display, secrets, log);
+  // Each connection (a reconnect makes a new socket) sends the commands of one tick in one syscall.
+  client.on('connect', () => coalesceWrites(client.stream));
+  return client;
+}
 
+/** True for a client made from a cluster URL (an ioredis Cluster). */
+export function isCluster(client: Redis): boolean {
+  return (client as unknown as { isCluster?: boolean }).isCluster === true;
+}
+
+function attachLogging(client: Redis | Cluster, name: string, display: string, secrets: readonly string[], log: RedisLogger): void {
   let lastMessage = '';
   let lastLoggedAt = 0;
   let suppressed = 0;
@@ -211,7 +308,7 @@ export function createRedis(url: string, options: CreateRedisOptions): Redis {
       lastMessage = message;
       lastLoggedAt = now;
       suppressed = 0;
-      log(`[${name}] redis ${parsed.display}: ${message}${skipped}`);
+      log(`[${name}] redis ${display}: ${message}${skipped}`);
     } catch {
       // A logger that throws must not turn a connection error into a crash.
     }
@@ -223,14 +320,11 @@ export function createRedis(url: string, options: CreateRedisOptions): Redis {
     lastMessage = '';
     suppressed = 0;
     try {
-      log(`[${name}] redis ${parsed.display}: connected again${skipped}`);
+      log(`[${name}] redis ${display}: connected again${skipped}`);
     } catch {
       // ignore
     }
   });
-  // Each connection (a reconnect makes a new socket) sends the commands of one tick in one syscall.
-  client.on('connect', () => coalesceWrites(client.stream));
-  return client;
 }
 
 /**

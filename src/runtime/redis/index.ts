@@ -2,12 +2,16 @@ export {
   createRedis,
   forBullMQ,
   parseRedisUrl,
+  parseRedisTarget,
+  isCluster,
   reconnectDelay,
   redactUrl,
   DEFAULT_MAX_RETRIES_PER_REQUEST,
   DEFAULT_REDIS_PORT,
   type CreateRedisOptions,
   type ParsedRedisUrl,
+  type ParsedRedisTarget,
+  type SeedNode,
   type RedisLogger,
 } from './connection.ts';
 export {

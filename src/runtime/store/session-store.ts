@@ -72,6 +72,14 @@ export type EnqueueResult =
 /** Defined with every other error of sessiond in src/errors.ts. */
 export { StaleLeaseError };
 
+/** A fenced write landed on the master but fewer replicas than asked acknowledged it in time (WAIT). */
+export class ReplicationError extends Error {
+  override readonly name = 'ReplicationError';
+  constructor(sessionId: string, acked: number, wanted: number) {
+    super(`session ${sessionId}: the write reached ${acked} of ${wanted} replicas in time; it is sent again`);
+  }
+}
+
 type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
 
 /**
@@ -85,11 +93,16 @@ export class SessionStore {
   readonly #index: IndexBatcher;
   /** How long a session that finishes is kept (its own `retention` wins); 0: forever. */
   retentionMs: number;
+  /** Fenced writes wait for this many replicas (WAIT) before they count as written; 0: no wait. */
+  readonly waitReplicas: number;
+  readonly waitTimeoutMs: number;
 
-  constructor(redis: Redis, keys: Keys, options: { retentionMs?: number } = {}) {
+  constructor(redis: Redis, keys: Keys, options: { retentionMs?: number; waitReplicas?: number; waitTimeoutMs?: number } = {}) {
     this.redis = redis;
     this.keys = keys;
     this.retentionMs = options.retentionMs ?? 0;
+    this.waitReplicas = options.waitReplicas ?? 0;
+    this.waitTimeoutMs = options.waitTimeoutMs ?? 1000;
     this.#index = new IndexBatcher((args) => this.#sendIndex(args));
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
@@ -189,7 +202,7 @@ export class SessionStore {
       ...agent.flat(),
       ...messages.flatMap((m) => [m.turn, m.attempt, m.type, m.content]),
     ];
-    const r = (await this.#script('sessiondWrite')(...args)) as Array<number | string>;
+    const r = (this.waitReplicas > 0 ? await this.#writeAndWait(sessionId, args) : await this.#script('sessiondWrite')(...args)) as Array<number | string>;
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
     const released = r[2] === 1 ? 1 : r[2] === 0 ? 0 : null;
     const at = Date.now();
@@ -204,6 +217,25 @@ export class SessionStore {
       this.#index.add(sessionId, { touch: true, at });
     }
     return { lastSeq: Number(r[1]), released };
+  }
+
+  /**
+   * WRITE then WAIT on the same connection (a pipeline goes to one node: the session's master), so
+   * WAIT covers this write. Fewer acknowledgements than asked: ReplicationError, and the writer sends
+   * the batch again (its write id makes the second call write nothing, and wait again).
+   */
+  async #writeAndWait(sessionId: string, args: Array<string | number>): Promise<unknown> {
+    const pipeline = this.redis.pipeline() as unknown as Record<string, (...a: Array<string | number>) => unknown> & { exec(): Promise<Array<[Error | null, unknown]> | null> };
+    pipeline.sessiondWrite?.(...args);
+    pipeline.wait?.(this.waitReplicas, this.waitTimeoutMs);
+    const replies = (await pipeline.exec()) ?? [];
+    const [writeError, written] = replies[0] ?? [new Error('no reply'), null];
+    if (writeError !== null) throw writeError;
+    const [waitError, acked] = replies[1] ?? [new Error('no reply'), null];
+    if (waitError !== null) throw waitError;
+    const r = written as Array<number | string>;
+    if (r[0] !== -1 && Number(acked) < this.waitReplicas) throw new ReplicationError(sessionId, Number(acked), this.waitReplicas);
+    return r;
   }
 
   /** Sends the fleet-index updates queued by `write` (they go within a tick anyway). */

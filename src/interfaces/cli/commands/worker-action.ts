@@ -14,7 +14,10 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
   const worker = new SessionWorker({
     connect: ctx.connect,
     keys: ctx.runtime.keys,
-    queue: createSessionQueue(ctx.connect('worker-queue'), ctx.runtime.keys),
+    queue: createSessionQueue(ctx.connect('worker-queue'), ctx.runtime.keys, { partitions: config.queue.partitions }),
+    ...(config.queue.consume === undefined ? {} : { consumePartitions: config.queue.consume }),
+    waitReplicas: config.redis.waitReplicas,
+    waitTimeoutMs: config.redis.waitTimeout,
     concurrency: config.worker.concurrency,
     leaseTtlMs: config.worker.leaseTtl,
     stalledIntervalMs: config.worker.stalledInterval,
@@ -30,7 +33,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });
   await worker.start();
-  log.info({ workerId: worker.id, redis: redactUrl(ctx.url), prefix: config.prefix, concurrency: config.worker.concurrency }, 'worker started');
+  log.info({ workerId: worker.id, redis: redactUrl(ctx.url), prefix: config.prefix, concurrency: config.worker.concurrency, partitions: worker.partitions }, 'worker started');
   process.stderr.write(`sessiond worker ${worker.id} started (concurrency ${config.worker.concurrency}); Ctrl+C to stop\n`);
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {
