@@ -1,14 +1,15 @@
 import type { Command } from 'commander';
-import { AGENT_NAMES, agentDefinition, type AgentName } from '../../../agents/registry.ts';
+import { acpAgentName } from '../../../agents/acp/registry-entry.ts';
+import { AGENT_NAMES, agentDefinition, isAgentName, type AnyAgentName } from '../../../agents/registry.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
 import { agentHostOptions, loadConfig, type Config } from '../../../config/config.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { CliError } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
-import { Option } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 
 interface RunFlags extends AgentFlags {
-  agent: AgentName;
+  agent: AnyAgentName;
   session?: string | boolean;
   sessionDir?: string;
   json?: boolean;
@@ -19,7 +20,7 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
     .argument('<prompt>', 'the prompt')
-    .addOption(new Option('--agent <name>', 'the agent CLI').choices(AGENT_NAMES).default('pi'));
+    .addOption(new Option('--agent <name>', `the agent CLI: ${AGENT_NAMES.join(', ')}, or acp:<name> (an ACP agent of this host's configuration)`).argParser(parseAgent).default('pi'));
   addAgentFlagOptions(command, { onWorker: false })
     .option('--session <id>', 'resume this pi session')
     .option('--no-session', 'do not save a pi session')
@@ -30,6 +31,11 @@ export function registerRun(program: Command): void {
     });
 }
 
+function parseAgent(value: string): AnyAgentName {
+  if (!isAgentName(value)) throw new InvalidArgumentError(`must be one of ${AGENT_NAMES.join(', ')} or acp:<name>`);
+  return value;
+}
+
 async function run(prompt: string, flags: RunFlags): Promise<number> {
   let config: Config;
   try {
@@ -37,10 +43,17 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
   } catch (error) {
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
+  const host = agentHostOptions(config, AGENT_NAMES)[flags.agent];
+  const acp = acpAgentName(flags.agent);
+  if (acp && typeof host?.command !== 'string') {
+    throw new CliError(`--agent ${flags.agent}: no ACP agent of that name is configured on this host (agents."${flags.agent}" with a command, in SESSIOND_AGENT_OPTIONS or the config file)`);
+  }
+  if (acp && flags.session === false) throw new CliError(`--no-session: ${flags.agent} keeps its sessions itself`);
   const options: Record<string, unknown> = {
-    // The agent's env as a worker would build it (sealed: the variables named in SESSIOND_AGENT_ENV,
-    // the agent's configured env, the state dir for its managed home), and the flags.
-    env: agentHostOptions(config, AGENT_NAMES)[flags.agent]?.env ?? {},
+    // An ACP agent is the host's configuration (command, args, env); the others get the agent's
+    // env as a worker would build it (sealed: the variables named in SESSIOND_AGENT_ENV, the
+    // agent's configured env, the state dir for its managed home). Then the flags.
+    ...(acp ? host : { env: host?.env ?? {} }),
     ...agentOptionsFromFlags(flags),
     ...(flags.sessionDir === undefined ? {} : { sessionDir: flags.sessionDir }),
     ...(flags.session === false ? { session: { mode: 'none' } } : {}),
