@@ -26,7 +26,8 @@ afterAll(async () => {
   env?.cleanup();
 });
 
-describe('acp: the real claude-agent-acp on the fake Anthropic API', () => {
+// Budgets for a loaded host, not timing assertions.
+describe('acp: the real claude-agent-acp on the fake Anthropic API', { timeout: 180_000 }, () => {
   it('text: the thinking as assistant.thought, exactly the model text, completed end_turn, no process left', async () => {
     let marker = '';
     const messages = await attemptOf(env, 'text', {}, { onSpawn: (a) => (marker = a.marker) });
