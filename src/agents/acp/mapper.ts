@@ -17,6 +17,9 @@ import { rpcFailure } from './failure.ts';
  *   `rawOutput`, else the text of its content);
  * - `plan` → `assistant.thought` listing the entries (`[status] content`): the contract has no
  *   plan message, and a plan is the agent's thinking shown to the user;
+ * - `notice` (sessiond advertises `session.notices`, so an agent that has them sends its
+ *   advisories and error banners as notices rather than as reply text) → `assistant.thought`
+ *   `Notice (severity): title — description`: the contract has no notice message either;
  * - `user_message_chunk` (the agent echoing the prompt), commands, modes, usage, session info:
  *   nothing.
  * Contract: pure, never throws.
@@ -55,6 +58,10 @@ export class AcpUpdates {
         }
         out.push(...this.#status(update.toolCallId, name, update.status, update.rawOutput, update.content));
         return out;
+      }
+      case 'notice': {
+        const description = typeof update.description === 'string' && update.description !== '' ? ` — ${update.description}` : '';
+        return [{ type: 'assistant.thought', content: { text: `Notice (${update.severity}): ${update.title}${description}` } }];
       }
       case 'plan': {
         if (update.entries.length === 0) return [];

@@ -237,7 +237,8 @@ class AcpTurn {
     try {
       const init = await agent.request('initialize', {
         protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        // notices: an agent that has them (claude-agent-acp) sends its banners as notices, not as reply text.
+        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, session: { notices: {} } },
         clientInfo: { name: 'sessiond', version: '0' },
       });
       const session = this.#options.session;

@@ -11,24 +11,29 @@ afterAll(() => rmSync(home, { recursive: true, force: true }));
 const OPERATOR = {
   'acp:gemini': { command: 'gemini', args: ['--acp'] },
   'acp:qwen': { command: 'qwen', args: ['--acp'] },
+  'acp:opencode': { command: 'opencode', args: ['acp'] },
+  'acp:claude': { command: 'claude-agent-acp' },
   'acp:missing': { command: '/nonexistent/acp-agent' },
 };
 
-describe('sessiond agents', () => {
-  it('lists the four registry agents and the configured acp:<name> agents with their versions, resume and permission knob', async () => {
+// `--version` of nine CLIs one after another: seconds each on a loaded host (a budget, not a timing assertion).
+describe('sessiond agents', { timeout: 240_000 }, () => {
+  it('lists the four registry agents and the configured acp:<name> agents (eight on real CLIs) with their versions, resume and permission knob', async () => {
     const result = await runCli(['agents', '--json'], {
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SESSIOND_AGENT_OPTIONS: JSON.stringify(OPERATOR), SESSIOND_STATE_DIR: join(home, 'state') },
     });
     expect(result.exitCode, result.stderr).toBe(0);
     const rows = JSON.parse(result.stdout) as Array<{ name: string; command: string; version: string | null; resume: string; permissions: string }>;
     const byName = Object.fromEntries(rows.map((r) => [r.name, r]));
-    expect(rows.map((r) => r.name)).toEqual(['claude-code', 'gemini', 'codex', 'pi', 'acp:gemini', 'acp:missing', 'acp:qwen']);
+    expect(rows.map((r) => r.name)).toEqual(['claude-code', 'gemini', 'codex', 'pi', 'acp:claude', 'acp:gemini', 'acp:missing', 'acp:opencode', 'acp:qwen']);
     // The pinned CLIs of agent-clis/ (scripts/install-agent-clis.sh).
     expect(byName.gemini?.version).toBe('0.61.0');
     expect(byName['claude-code']?.version).toBe('2.1.332 (Claude Code)');
     expect(byName.codex?.version).toBe('codex-cli 0.171.0');
     expect(byName['acp:gemini']?.version).toBe('0.61.0');
     expect(byName['acp:qwen']?.version).toBe('0.24.4');
+    expect(byName['acp:opencode']?.version).toBe('1.18.33');
+    expect(byName['acp:claude']?.version).toBe('0.101.0');
     expect(byName['acp:missing']?.version).toBeNull();
     expect(byName['acp:qwen']?.permissions).toBe('permissionMode: reject < allow (default reject, ceiling reject unless the policy says)');
     expect(byName.codex?.permissions).toContain('sandbox:');

@@ -5,7 +5,7 @@ import { AcpLineMapper, AcpUpdates } from '../../../src/agents/acp/mapper.ts';
 import type { CliMessage } from '../../../src/protocol/index.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
 
-/** Recordings of real `gemini --acp` (0.61.0) and `qwen --acp` (0.24.4), see record-acp-transcripts.ts, read back. */
+/** Recordings of real `gemini --acp` (0.61.0), `qwen --acp` (0.24.4), `opencode acp` (1.18.33) and `claude-agent-acp` (0.101.0), see record-acp-transcripts.ts, read back. */
 function replay(name: string, resumeSessionId?: string): CliMessage[] {
   const text = readFileSync(fileURLToPath(new URL(`../../fixtures/acp/${name}.stdout.jsonl`, import.meta.url)), 'utf8');
   const mapper = new AcpLineMapper(resumeSessionId === undefined ? {} : { resumeSessionId });
@@ -18,7 +18,7 @@ function replay(name: string, resumeSessionId?: string): CliMessage[] {
 const said = (messages: CliMessage[], type: 'assistant' | 'assistant.thought' = 'assistant') => messages.map((m) => (m.type === type ? m.content.text : '')).join('');
 
 describe('ACP recordings read back (sessiond normalize --agent acp:<name>)', () => {
-  it.each(['gemini-text', 'qwen-text'])('%s: session.started, exactly the model text, completed end_turn', (name) => {
+  it.each(['gemini-text', 'qwen-text', 'opencode-text', 'claude-text'])('%s: session.started, exactly the model text, completed end_turn', (name) => {
     const messages = replay(name);
     expectContract(messages);
     expect(messages[0]?.type).toBe('session.started');
@@ -46,9 +46,34 @@ describe('ACP recordings read back (sessiond normalize --agent acp:<name>)', () 
     expect(messages.find((m) => m.type === 'tool.completed')?.content).toMatchObject({ result: { output: 'hi' } });
   });
 
+  it.each(['opencode-tool', 'claude-tool'])('%s: tool.call with the command, one tool.completed with its output, then the text', (name) => {
+    const messages = replay(name);
+    expectContract(messages);
+    expectOneResultPerToolCall(messages);
+    const announced = messages.filter((m) => m.type === 'tool.call' || m.type === 'tool.update');
+    expect(announced.at(-1)?.content).toMatchObject({ arguments: { command: 'echo hi' } });
+    expect(JSON.stringify(messages.find((m) => m.type === 'tool.completed')?.content)).toContain('hi');
+    // Claude's scripted turn says 'I will run a command.' before the tool.
+    expect(said(messages)).toMatch(/^(I will run a command\.)?The command printed: hi$/);
+  });
+
+  it('claude-text: the thinking as assistant.thought', () => {
+    expect(said(replay('claude-text'), 'assistant.thought')).toBe('The user wants a greeting. I will answer briefly.');
+  });
+
+  it('a notice (sessiond advertises session.notices) is an assistant.thought, never assistant text', () => {
+    const updates = new AcpUpdates();
+    expect(updates.update({ sessionUpdate: 'notice', severity: 'warning', title: 'Auto mode unavailable', description: 'Using Accept edits instead.' })).toEqual([
+      { type: 'assistant.thought', content: { text: 'Notice (warning): Auto mode unavailable — Using Accept edits instead.' } },
+    ]);
+    expect(updates.update({ sessionUpdate: 'notice', severity: 'info', title: 'Compacted' })).toEqual([{ type: 'assistant.thought', content: { text: 'Notice (info): Compacted' } }]);
+  });
+
   it.each([
     ['gemini-http401', 'auth'],
     ['gemini-http500', 'server_error'],
+    ['opencode-http401', 'auth'],
+    ['claude-http500', 'server_error'],
   ] as const)('%s: the error answer is terminal.failed with category %s', (name, category) => {
     expect(failure(replay(name)).category).toBe(category);
   });

@@ -1,16 +1,16 @@
 import type { Command } from 'commander';
 import { DEFAULT_AGENT } from '../../../agents/default-agent.ts';
-import type { AgentName } from '../../../agents/registry.ts';
+import type { AnyAgentName } from '../../../agents/registry.ts';
 import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
 import type { Config } from '../../../config/config.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
-import { Option } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 
 interface RunFlags extends AgentFlags {
-  agent: AgentName;
+  agent: AnyAgentName;
   session?: string | boolean;
   sessionDir?: string;
   json?: boolean;
@@ -21,7 +21,7 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
     .argument('<prompt>', 'the prompt')
-    .addOption(new Option('--agent <name>', 'the agent CLI').choices(AGENT_NAMES).default(DEFAULT_AGENT));
+    .addOption(new Option('--agent <name>', `the agent CLI: ${AGENT_NAMES.join(', ')}, or acp:<name> (an ACP agent of this host's configuration)`).argParser(parseAgent).default(DEFAULT_AGENT));
   addAgentFlagOptions(command, { onWorker: false })
     .option('--session <id>', 'resume this pi session')
     .option('--no-session', 'do not save a pi session')
@@ -30,6 +30,12 @@ export function registerRun(program: Command): void {
     .action(async (prompt: string, flags: RunFlags) => {
       process.exitCode = await run(prompt, flags);
     });
+}
+
+function parseAgent(value: string): AnyAgentName {
+  // Checked without loading the agents (the registry imports every one): a built-in name, or acp:<name>.
+  if (!(AGENT_NAMES as readonly string[]).includes(value) && !/^acp:[A-Za-z0-9_.-]+$/.test(value)) throw new InvalidArgumentError(`must be one of ${AGENT_NAMES.join(', ')} or acp:<name>`);
+  return value as AnyAgentName;
 }
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
@@ -41,10 +47,18 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
   } catch (error) {
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
+  const host = agentHostOptions(config, AGENT_NAMES)[flags.agent];
+  const { acpAgentName } = await import('../../../agents/acp/registry-entry.ts');
+  const acp = acpAgentName(flags.agent);
+  if (acp && typeof host?.command !== 'string') {
+    throw new CliError(`--agent ${flags.agent}: no ACP agent of that name is configured on this host (agents."${flags.agent}" with a command, in SESSIOND_AGENT_OPTIONS or the config file)`);
+  }
+  if (acp && flags.session === false) throw new CliError(`--no-session: ${flags.agent} keeps its sessions itself`);
   const options: Record<string, unknown> = {
-    // The agent's env as a worker would build it (sealed: the variables named in SESSIOND_AGENT_ENV,
-    // the agent's configured env, the state dir for its managed home), and the flags.
-    env: agentHostOptions(config, AGENT_NAMES)[flags.agent]?.env ?? {},
+    // An ACP agent is the host's configuration (command, args, env); the others get the agent's
+    // env as a worker would build it (sealed: the variables named in SESSIOND_AGENT_ENV, the
+    // agent's configured env, the state dir for its managed home). Then the flags.
+    ...(acp ? host : { env: host?.env ?? {} }),
     ...agentOptionsFromFlags(flags),
     ...(flags.sessionDir === undefined ? {} : { sessionDir: flags.sessionDir }),
     ...(flags.session === false ? { session: { mode: 'none' } } : {}),
