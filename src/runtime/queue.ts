@@ -18,7 +18,8 @@ export const JOB_OPTIONS = { attempts: 1, removeOnComplete: true, removeOnFail: 
 export interface SessionQueue {
   readonly name: string;
   readonly queue: Queue;
-  addActivation(sessionId: string, jobId: string): Promise<void>;
+  /** `priority`: the session's (-1000…1000, higher first; default 0). */
+  addActivation(sessionId: string, jobId: string, priority?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -32,13 +33,21 @@ export function createSessionQueue(connection: Redis, keys: Keys): SessionQueue 
   return {
     name: QUEUE_NAME,
     queue,
-    async addActivation(sessionId, jobId) {
-      await queue.add(ACTIVATION_JOB, { sessionId }, { jobId });
+    async addActivation(sessionId, jobId, priority = 0) {
+      await queue.add(ACTIVATION_JOB, { sessionId }, { jobId, priority: bullPriority(priority) });
     },
     async close() {
       await queue.close();
     },
   };
+}
+
+/** The session priorities -1000…1000 (higher first) as BullMQ's 1…2001 (lower first); every job has one, so none jumps the line unprioritized. */
+export const MIN_PRIORITY = -1000;
+export const MAX_PRIORITY = 1000;
+export function bullPriority(priority: number): number {
+  const p = Number.isInteger(priority) ? Math.min(MAX_PRIORITY, Math.max(MIN_PRIORITY, priority)) : 0;
+  return MAX_PRIORITY + 1 - p;
 }
 
 export function parseJobData(data: unknown): { ok: true; sessionId: string } | { ok: false; message: string } {

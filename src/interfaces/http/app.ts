@@ -16,7 +16,7 @@ import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError, readJson, validate } from './body.ts';
 import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
-import { CancelBody, CreateSessionBody, DeleteQuery, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
+import { CancelBody, CreateSessionBody, DeleteQuery, DispatchBody, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
 
 export interface AppOptions {
   runtime: Runtime;
@@ -158,6 +158,15 @@ export function createApp(options: AppOptions): Hono {
     logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
     return c.json(result, 200);
   });
+  app.get('/api/limits', async (c) => c.json(await runtime.limitsView()));
+  app.post('/api/dispatch/pause', async (c) => {
+    const body = validate(DispatchBody, (await readJson(c)) ?? {});
+    return c.json(await runtime.pauseDispatch(body.limit), 200);
+  });
+  app.post('/api/dispatch/resume', async (c) => {
+    const body = validate(DispatchBody, (await readJson(c)) ?? {});
+    return c.json(await runtime.resumeDispatch(body.limit), 200);
+  });
   app.post('/api/sessions/:id/cancel', async (c) => {
     const id = c.req.param('id');
     const body = validate(CancelBody, (await readJson(c)) ?? {});
@@ -271,6 +280,7 @@ function listItem(view: SessionView) {
     updatedAt: s.updatedAt,
     turn: s.turn === null ? null : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
     ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
+    ...(s.waitingFor === undefined ? {} : { waitingFor: s.waitingFor }),
     ...(s.lastFailure === undefined ? {} : { lastFailure: { category: s.lastFailure.category, at: s.lastFailure.at } }),
     queuedPrompts: s.queuedPrompts,
   };

@@ -4,7 +4,7 @@ import { openRuntime } from '../context.ts';
 import { colors, printJson } from '../present.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 
-export const SESSION_STATES = ['queued', 'idle', 'running', 'backoff', 'cancelling', 'completed', 'failed', 'cancelled'] as const;
+export const SESSION_STATES = ['queued', 'idle', 'waiting', 'running', 'backoff', 'cancelling', 'completed', 'failed', 'cancelled'] as const;
 
 export function registerList(program: Command): void {
   program
