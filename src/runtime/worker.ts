@@ -111,6 +111,11 @@ export class SessionWorker {
     this.#paused = (await this.#fleetLimits.paused()).length > 0;
   }
 
+  /** Dispatch is paused (fleet-wide or under some limit) as far as this worker knows: told over pub/sub, read again every leaseTtlMs/3. */
+  get dispatchPaused(): boolean {
+    return this.#paused;
+  }
+
   get activeSessions(): string[] {
     return [...this.#active.keys()];
   }
