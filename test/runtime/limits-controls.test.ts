@@ -18,6 +18,7 @@ const STORM = 'controls-storm';
 const CALM = 'controls-calm';
 const ONE = 'controls-one';
 const PAUSE = 'controls-pause';
+const PAUSE_CALM = 'controls-pause-calm';
 
 let server: FakeModelServer;
 let env: PiEnv;
@@ -32,7 +33,9 @@ useRuntimeSuite(
       // The provider's 429 with Retry-After 2 s for the first request; answers (slowly) after that.
       [STORM]: ({ index }) => (index === 0 ? { status: 429, headers: { 'retry-after': '2' } } : answer(300)),
       [CALM]: answer(100),
-      [ONE]: answer(600),
+      // The first answer (the blocker's) comes late: every other session queues behind it.
+      [ONE]: ({ index }) => answer(index === 0 ? 5000 : 300),
+      [PAUSE_CALM]: answer(100),
       [PAUSE]: answer(1500),
     },
   },
@@ -109,7 +112,7 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
     const worker = await h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi() }, fleetLimits, limitPollMs: 30_000 });
     try {
       const blocker = await rt.enqueue({ prompt: 'first', options: options(ONE) });
-      await until(async () => (await rt.limitsView()).limits[0]?.inUse === 1, 60_000, 'the blocker to hold the slot');
+      await until(async () => server.requestsFor(ONE).length === 1, 120_000, 'the blocker to reach the model');
       const low: string[] = [];
       for (let i = 0; i < 3; i += 1) low.push((await rt.enqueue({ prompt: `low ${i}`, options: options(ONE) })).sessionId);
       // Every low one waits before the high one arrives: first come would put it last.
@@ -134,7 +137,7 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
   }, 300_000);
 
   it('paused dispatch: the running turn finishes, nothing new starts, a cancel still works; resume starts the rest; a limit pauses alone', async () => {
-    const fleetLimits = rules([{ name: 'calm', match: { model: CALM }, maxConcurrent: 10 }]);
+    const fleetLimits = rules([{ name: 'calm', match: { model: PAUSE_CALM }, maxConcurrent: 10 }]);
     const rt = runtimeWith(fleetLimits);
     const worker = await h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi() }, fleetLimits, limitPollMs: 30_000 });
     try {
@@ -143,9 +146,10 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       expect((await rt.pauseDispatch()).paused).toEqual(['*']);
       // The pause reaches the worker over pub/sub (or its next look, within leaseTtlMs/3).
       await until(async () => worker.dispatchPaused, 30_000, 'the worker to know dispatch is paused');
-      const before = server.requests.length;
+      const requested = (): number => server.requestsFor(PAUSE).length + server.requestsFor(PAUSE_CALM).length;
+    const before = requested();
       const queued: string[] = [];
-      for (let i = 0; i < 3; i += 1) queued.push((await rt.enqueue({ prompt: `while paused ${i}`, options: options(i === 0 ? CALM : PAUSE) })).sessionId);
+      for (let i = 0; i < 3; i += 1) queued.push((await rt.enqueue({ prompt: `while paused ${i}`, options: options(i === 0 ? PAUSE_CALM : PAUSE) })).sessionId);
       const waiting = await until(async () => {
         const states = await Promise.all(queued.map((id) => rt.getSession(id)));
         return states.every((s) => s?.state === 'waiting' && s.heldBy === null) ? states : null;
@@ -156,7 +160,7 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       // A waiting session can be cancelled.
       await rt.cancel(queued[2] as string);
       expect((await turnEnded(h.runtime, queued[2] as string, 1, 60_000)).state).toBe('cancelled');
-      expect(server.requests.length).toBe(before);
+      expect(requested()).toBe(before);
 
       // Resumed fleet-wide, but paused under `calm`: the other session runs, the calm one still waits.
       await rt.pauseDispatch('calm');
@@ -169,7 +173,7 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       await expect(rt.pauseDispatch('nope')).rejects.toThrow(/limit: no limit is named "nope"/);
       await rt.resumeDispatch('calm');
       expect((await turnEnded(h.runtime, queued[0] as string, 1, 120_000)).state).toBe('completed');
-      expect(server.requestsFor(CALM)).toHaveLength(1);
+      expect(server.requestsFor(PAUSE_CALM)).toHaveLength(1);
     } finally {
       await worker.close(2000);
       await rt.close();
