@@ -62,8 +62,9 @@ export const REQUEST_EXAMPLES: Record<string, Record<string, { summary: string; 
   cancelSession: { reason: { summary: 'with a reason', value: { reason: 'taking too long' } }, empty: { summary: 'no reason', value: {} } },
   putRetryPolicy: { patch: { summary: 'change some fields; the rest keep their value', value: { maxAttempts: 5, initialDelayMs: 2000, jitter: 'full' } } },
   login: { token: { summary: 'a configured token', value: { token: 'the-token-you-were-given' } } },
-  pauseDispatch: { fleet: { summary: 'the whole fleet', value: {} }, limit: { summary: 'one limit', value: { limit: 'anthropic' } } },
-  resumeDispatch: { fleet: { summary: 'the whole fleet', value: {} }, limit: { summary: 'one limit', value: { limit: 'anthropic' } } },
+  // `{"limit": NAME}` pauses (resumes) one limit of the deployment's (SESSIOND_LIMITS) only.
+  pauseDispatch: { fleet: { summary: 'the whole fleet', value: {} } },
+  resumeDispatch: { fleet: { summary: 'the whole fleet', value: {} } },
   putSessionRetryPolicy: { patch: { summary: "this session's own policy", value: { maxAttempts: 2, retryOn: ['server_error', 'network'] } } },
 };
 
