@@ -1,4 +1,4 @@
-import { assign, setup } from 'xstate';
+import { and, assign, setup } from 'xstate';
 import type { TerminalMessage } from '../src/protocol/index.ts';
 import { decideRetry, DEFAULT_RETRY_POLICY, type RetryDecision } from '../src/retry/index.ts';
 import { createAttemptActors } from './attempt-actor.ts';
@@ -80,6 +80,12 @@ export const sessionMachine = setup({
     hasMail: ({ context }) => context.mailbox.length > 0,
     attemptCompleted: ({ event }) => event.type === 'attempt.ended' && event.terminal.type === 'terminal.completed',
     willRetry: ({ context, event }) => decisionFor(context, event)?.retry === true,
+    /**
+     * The attempt about to start must first be admitted by the runtime (a fleet limit, a cooldown or
+     * paused dispatch applies to it): it goes to `waiting` until `session.capacity`. Provided by the
+     * runtime (see SharedSessionMachine); by default nothing is gated.
+     */
+    admissionRequired: () => false,
   },
   delays: {
     retryDelay: ({ context }) => Math.max(0, (context.nextRetryAt ?? 0) - now()),
@@ -135,6 +141,8 @@ export const sessionMachine = setup({
       return endTurn(context, 'cancelled', { cancelReason: reason });
     }),
     setPolicy: assign(({ event }) => (event.type === 'session.policy' ? { policy: event.policy } : {})),
+    setWaiting: assign(({ event }) => (event.type === 'session.waiting' ? { waitingFor: event.waitingFor } : {})),
+    clearWaiting: assign(() => ({ waitingFor: null })),
   },
 }).createMachine({
   id: 'session',
@@ -150,6 +158,7 @@ export const sessionMachine = setup({
     lastFailure: null,
     mailbox: [],
     finishedPromptIds: [],
+    waitingFor: null,
   }),
   initial: 'idle',
   on: {
@@ -158,7 +167,10 @@ export const sessionMachine = setup({
   },
   states: {
     idle: {
-      always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+      always: [
+        { guard: and(['hasMail', 'admissionRequired']), target: 'waiting', actions: 'startNextTurn' },
+        { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+      ],
     },
     running: {
       entry: 'startAttempt',
@@ -178,11 +190,27 @@ export const sessionMachine = setup({
       },
     },
     backoff: {
-      after: { retryDelay: { target: 'running' } },
+      after: {
+        retryDelay: [
+          { guard: 'admissionRequired', target: 'waiting' },
+          { target: 'running' },
+        ],
+      },
       on: {
         'session.cancel': { target: 'cancelled', actions: 'cancelTurn' },
         // After a restore: XState keeps no timers in a snapshot, so re-arm what remains of the delay.
         'session.restored': { target: 'backoff', reenter: true },
+      },
+    },
+    /**
+     * The next attempt waits for the runtime's admission (a fleet limit's capacity, a cooldown, paused
+     * dispatch); no attempt runs and none is counted. The holder parks the session meanwhile.
+     */
+    waiting: {
+      on: {
+        'session.capacity': { target: 'running', actions: 'clearWaiting' },
+        'session.waiting': { actions: 'setWaiting' },
+        'session.cancel': { target: 'cancelled', actions: ['clearWaiting', 'cancelTurn'] },
       },
     },
     cancelling: {
@@ -207,13 +235,22 @@ export const sessionMachine = setup({
       on: { 'session.restored': { target: 'cancelled', actions: 'cancelTurn' } },
     },
     completed: {
-      always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+      always: [
+        { guard: and(['hasMail', 'admissionRequired']), target: 'waiting', actions: 'startNextTurn' },
+        { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+      ],
     },
     failed: {
-      always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+      always: [
+        { guard: and(['hasMail', 'admissionRequired']), target: 'waiting', actions: 'startNextTurn' },
+        { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+      ],
     },
     cancelled: {
-      always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+      always: [
+        { guard: and(['hasMail', 'admissionRequired']), target: 'waiting', actions: 'startNextTurn' },
+        { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
+      ],
     },
   },
 });
@@ -237,6 +274,12 @@ function attemptRequest(context: SessionContext): AttemptRequest {
 }
 
 export type SessionMachine = typeof sessionMachine;
+
+/** The turn options of the attempt the machine is about to start: a retry's turn, else the next prompt's. */
+export function nextAttemptOptions(context: SessionContext): Readonly<Record<string, unknown>> {
+  if (context.turn !== null && (context.turn.status === 'backoff' || context.turn.status === 'running')) return context.turn.options;
+  return context.mailbox[0]?.options ?? {};
+}
 
 /** The session machine with a real attempt runner and message sink. */
 export function createSessionMachine(runner: AttemptRunner, sink: MessageSink): SessionMachine {

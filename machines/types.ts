@@ -94,6 +94,17 @@ export interface SessionContext {
   mailbox: PromptInput[];
   /** Ids of prompts whose turn has ended, most recent last (bounded). */
   finishedPromptIds: string[];
+  /** In `waiting`: what the next attempt waits for (absent from snapshots older than this field). */
+  waitingFor?: WaitingFor | null;
+}
+
+/** Why a session's next attempt is not started yet: a fleet limit's name and what holds it back. */
+export interface WaitingFor {
+  limit: string;
+  reason: 'full' | 'rate' | 'cooldown' | 'paused';
+  /** When the holder looks again at the latest (ms); a release of capacity wakes it sooner. */
+  until: number;
+  since: number;
 }
 
 export interface SessionInput {
@@ -111,4 +122,6 @@ export type SessionEvent =
   | { type: 'session.cancel'; reason?: string }
   | { type: 'session.policy'; policy: RetryPolicy }
   | { type: 'session.restored' }
+  | { type: 'session.waiting'; waitingFor: WaitingFor }
+  | { type: 'session.capacity' }
   | AttemptEvent;

@@ -9,6 +9,7 @@ import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import { parseDuration } from './duration.ts';
 import { readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
 import { ConfigError } from '../errors.ts';
+import { LimitsSchema } from '../runtime/limits/config.ts';
 
 /**
  * sessiond's configuration: one schema, read from defaults ← file
@@ -85,6 +86,8 @@ export const ConfigSchema = z.strictObject({
    * merged over the defaults (for pi: the `pi` section above). Env SESSIOND_AGENT_OPTIONS, JSON.
    */
   agents: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+  /** Fleet-wide limits by key (src/runtime/limits/): `[{"match":{"provider":"anthropic"},"maxConcurrent":20}]`. Env SESSIOND_LIMITS, JSON. */
+  limits: z.preprocess(jsonText, LimitsSchema).default([]),
   /** Retention and quotas (src/runtime/lifecycle/limits.ts). Durations accept `d` (days); retention `0` keeps sessions forever. */
   lifecycle: z
     .strictObject({
@@ -179,6 +182,7 @@ const ENV_MAP: Record<string, string> = {
   SESSIOND_LOGIN_TTL: 'http.loginTtl',
   SESSIOND_TLS_CERT: 'http.tlsCert',
   SESSIOND_TLS_KEY: 'http.tlsKey',
+  SESSIOND_LIMITS: 'limits',
 };
 
 function setPath(target: Record<string, unknown>, path: string, value: unknown): void {

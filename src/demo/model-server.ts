@@ -249,6 +249,10 @@ export interface FakeModelServer {
   requestsFor(model: string): RecordedRequest[];
   /** Replace the script of a model id. Resets its queue position. */
   setScript(model: string, script: Script): void;
+  /** Chat-completion requests being answered now (received, response not yet ended), of one model or all. */
+  inFlight(model?: string): number;
+  /** The most requests in flight at once since the start (or `reset`), of one model or all. */
+  peakInFlight(model?: string): number;
   /** Forget recorded requests, reset every queue position and the response-id counter. */
   reset(): void;
   /** Closes the listener and destroys every open connection (hanging ones included). */
@@ -267,6 +271,15 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     models.set(id, { script, count: 0 });
   }
   const requests: RecordedRequest[] = [];
+  const flying = new Map<string, number>();
+  const peaks = new Map<string, number>();
+  const track = (model: string, delta: number): void => {
+    for (const key of [model, '\u0000all']) {
+      const now = (flying.get(key) ?? 0) + delta;
+      flying.set(key, now);
+      if (now > (peaks.get(key) ?? 0)) peaks.set(key, now);
+    }
+  };
   let created = Math.floor(Date.now() / 1000);
   let responseCounter = 0;
 
@@ -303,6 +316,15 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     const modelIndex = state ? state.count++ : requests.filter((r) => r.model === model).length;
     const request: RecordedRequest = { index: requests.length, modelIndex, model, body, headers: req.headers, at: Date.now() };
     requests.push(request);
+    track(model, 1);
+    let done = false;
+    const landed = (): void => {
+      if (done) return;
+      done = true;
+      track(model, -1);
+    };
+    res.once('finish', landed);
+    res.once('close', landed);
     options.onRequest?.(request);
     const step = stepFor(model, { request, body, index: modelIndex });
 
@@ -398,8 +420,12 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     setScript(model, script) {
       models.set(model, { script, count: 0 });
     },
+    inFlight: (model) => flying.get(model ?? '\u0000all') ?? 0,
+    peakInFlight: (model) => peaks.get(model ?? '\u0000all') ?? 0,
     reset() {
       requests.length = 0;
+      peaks.clear();
+      for (const [key, value] of flying) peaks.set(key, value);
       responseCounter = 0;
       for (const state of models.values()) state.count = 0;
     },

@@ -7,6 +7,8 @@ import type { AttemptLimits } from '../process/index.ts';
 import type { RetryPolicy } from '../retry/index.ts';
 import { exportAgentState, importAgentState, prepareAgentAttempt } from './agent-attempt.ts';
 import { admitTurn, refusedAttempt } from './deployment-policy.ts';
+import type { AdmissionGate } from './limits/gate.ts';
+import type { Hold, LimitKey, MatchValues } from './limits/index.ts';
 import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerScope } from './orphans.ts';
@@ -23,12 +25,16 @@ export interface ActiveSessionConfig {
   holdBackoffMs: number;
   /** How often the holder looks at the inbox and the cancel flag even without a pub/sub event. */
   pollMs: number;
+  /** The lease's time to live: a fleet-limit hold lapses with it (renewed with the lease). Default 30 s. */
+  leaseTtlMs?: number;
   /** The deployment policy every stored request is checked against again, at the start of each attempt. */
   policy: DeploymentPolicy;
   /** Ceilings of each attempt's cgroup. */
   limits?: AttemptLimits;
   /** Messages the session's log may hold (0: no limit): the attempt that reaches it is stopped and ends failed, category `quota`. */
   maxLogMessages?: number;
+  /** Fleet limits and paused dispatch: an attempt they apply to waits (parked) until admitted. */
+  gate?: AdmissionGate;
   /** Told of what an embedder may observe (src/api/worker.ts); a listener that throws changes nothing. */
   events?: SessionEvents;
 }
@@ -95,6 +101,10 @@ export class ActiveSession {
   /** The runner generators of this session still running (aborted ones included). */
   readonly #running = new Set<Promise<void>>();
   #detach: () => void = () => undefined;
+  /** The fleet-limit hold of the attempt admitted last (given back when that attempt ends). */
+  #hold: Hold | null = null;
+  /** The limit keys this session last waited on (it leaves their wait sets if it stops waiting otherwise). */
+  #waitKeys: LimitKey[] | null = null;
 
   constructor(init: {
     store: SessionStore;
@@ -167,7 +177,85 @@ export class ActiveSession {
       unsubscribe();
       await this.#settled().catch(() => undefined);
       this.#detach();
+      await this.#letGo();
     }
+  }
+
+  /** Renewed with the session's lease: the hold of a worker that dies lapses with it. */
+  renewHold(): void {
+    const hold = this.#hold;
+    const gate = this.#config.gate;
+    if (hold !== null && gate !== undefined) gate.limits.renew(hold, (this.#config.leaseTtlMs ?? 30_000)).catch(() => undefined);
+  }
+
+  /** Gives back a hold still held (its attempt never ran) and leaves the wait sets of a session that no longer waits. */
+  async #letGo(): Promise<void> {
+    const gate = this.#config.gate;
+    if (gate === undefined) return;
+    await this.#releaseHold(null);
+    const waiting = this.#actor !== null && stateName(this.#actor.getSnapshot().value) === 'waiting';
+    if (this.#waitKeys !== null && !waiting && !this.#stale) await gate.limits.forget(this.#sessionId, this.#waitKeys).catch(() => undefined);
+  }
+
+  async #releaseHold(terminal: CliMessage | null): Promise<void> {
+    const hold = this.#hold;
+    const gate = this.#config.gate;
+    this.#hold = null;
+    if (hold === null || gate === undefined) return;
+    // A rate limit with a Retry-After pauses the starts of every session under the same keys until then.
+    const retryAfter = terminal?.type === 'terminal.failed' && terminal.content.category === 'rate_limited' ? (terminal.content.retryAfterMs ?? 0) : 0;
+    const woken = await gate.limits.release(hold, retryAfter > 0 ? Date.now() + retryAfter : 0).catch(() => [] as string[]);
+    if (woken.length > 0) gate.wake(woken.filter((id) => id !== this.#sessionId));
+  }
+
+  /** The values fleet limits match the next attempt on (the host's pinned provider/model win, as they do for the attempt). */
+  #matchValues(options: Readonly<Record<string, unknown>>): MatchValues {
+    const agent = typeof options.agent === 'string' ? options.agent : 'pi';
+    const host = this.#config.agentOptions[agent] ?? {};
+    const text = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+    const values: MatchValues = { agent };
+    const provider = text(host.provider) ?? text(options.provider);
+    const model = text(host.model) ?? text(options.model);
+    const account = text(host.account);
+    const tenant = text(this.#meta.tenant);
+    if (provider !== undefined) values.provider = provider;
+    if (model !== undefined) values.model = model;
+    if (account !== undefined) values.account = account;
+    if (tenant !== undefined) values.tenant = tenant;
+    return values;
+  }
+
+  /** The machine's `admissionRequired` guard: a limit applies to the next attempt, or dispatch may be paused. */
+  #gated(options: Readonly<Record<string, unknown>>): boolean {
+    const gate = this.#config.gate;
+    if (gate === undefined) return false;
+    return gate.pausedLocally() || gate.limits.keysFor(this.#matchValues(options)).length > 0;
+  }
+
+  /** In `waiting`: takes the attempt's holds and lets it start, or parks the session until it may look again. */
+  async #admit(): Promise<DriveOutcome | null> {
+    const actor = this.#actor;
+    const gate = this.#config.gate;
+    if (actor === null) return null;
+    const context = actor.getSnapshot().context;
+    if (gate === undefined) {
+      actor.send({ type: 'session.capacity' });
+      return null;
+    }
+    const keys = gate.limits.keysFor(this.#matchValues(context.turn?.options ?? {}));
+    const priority = Number(this.#meta.priority ?? 0);
+    await this.#releaseHold(null);
+    const admission = await gate.limits.acquire(this.#sessionId, keys, { priority: Number.isInteger(priority) ? priority : 0, holdTtlMs: (this.#config.leaseTtlMs ?? 30_000), pollMs: gate.pollMs });
+    if (admission.ok) {
+      this.#hold = admission.hold;
+      this.#waitKeys = null;
+      actor.send({ type: 'session.capacity' });
+      return null;
+    }
+    this.#waitKeys = keys;
+    const previous = context.waitingFor;
+    actor.send({ type: 'session.waiting', waitingFor: { ...admission.waitingFor, since: previous?.limit === admission.waitingFor.limit ? previous.since : Date.now() } });
+    return this.#park(Math.max(Date.now(), admission.waitingFor.until));
   }
 
   async #start(): Promise<void> {
@@ -175,7 +263,7 @@ export class ActiveSession {
     this.#meta = loaded !== null ? loaded.meta : ((await this.#store.meta(this.#sessionId)) ?? {});
     const raw = loaded !== null ? loaded.snapshot : await this.#store.snapshot(this.#sessionId);
     const persisted = raw === null ? null : (JSON.parse(raw) as PersistedSession);
-    this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink());
+    this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink(), (options) => this.#gated(options));
     const machine = this.#machine.machine;
     const events = this.#config.events;
     const onTransition = (transition: Transition, snapshot: { context: SessionContext }): void => {
@@ -279,6 +367,11 @@ export class ActiveSession {
         }
       }
       if (this.#draining && !isAttemptState(state)) return this.#stopInterrupted();
+      if (state === 'waiting') {
+        const parked = await this.#admit();
+        if (parked !== null) return parked;
+        continue;
+      }
       if (state === 'backoff') {
         const until = snapshot.context.nextRetryAt ?? Date.now();
         if (until - Date.now() > this.#config.holdBackoffMs) return this.#park(until);
@@ -416,10 +509,12 @@ export class ActiveSession {
     const sessionId = this.#sessionId;
     const running = this.#running;
     const scope = markerScope(store.keys.prefix);
+    const releaseHold = (terminal: CliMessage | null): Promise<void> => this.#releaseHold(terminal);
     return async function* runAttempt(request, { signal }) {
       let ended: () => void = () => undefined;
       const done = new Promise<void>((resolve) => (ended = resolve));
       running.add(done);
+      let terminal: CliMessage | null = null;
       try {
         // The snapshot saying this attempt runs is in Redis before the agent starts.
         await writer.flush();
@@ -449,6 +544,7 @@ export class ActiveSession {
               break;
             }
             room -= 1;
+            if (message.type === 'terminal.completed' || message.type === 'terminal.failed') terminal = message;
             yield message;
           }
           if (full) yield logFull(limit);
@@ -456,6 +552,8 @@ export class ActiveSession {
           await exportAgentState(attempt, writer, agentSessionId);
         }
       } finally {
+        // The agent's process tree is gone: its fleet-limit slot goes back, and whoever it makes room for is woken.
+        await releaseHold(terminal).catch(() => undefined);
         running.delete(done);
         ended();
       }

@@ -31,7 +31,8 @@ export async function admitTurn(policy: DeploymentPolicy, raw: unknown, prompt?:
  * over it, and every other value the worker's host configured over those (a host value always wins).
  */
 export function attemptOptions(host: Readonly<Record<string, unknown>>, admitted: Readonly<Record<string, unknown>>): AgentRequest['options'] {
-  const { idleTimeoutMs, ...pinned } = host;
+  // `account` is the operator's label of the agent's credentials, for fleet limits: not an agent option.
+  const { idleTimeoutMs, account: _account, ...pinned } = host;
   return { ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }), ...admitted, ...pinned };
 }
 

@@ -19,6 +19,8 @@ export interface SessionSummary {
     attempts: Array<{ attempt: number; outcome: string | null; category?: string; errorText?: string; delayMs?: number; startedAt: number; endedAt: number | null }>;
   } | null;
   nextRetryAt?: number;
+  /** In `waiting`: the fleet limit the next attempt waits for, why (full, rate, cooldown, paused), since and until when at the latest. */
+  waitingFor?: { limit: string; reason: string; since: number; until: number };
   lastFailure?: { category: string; errorText: string; at: number };
   policy: unknown;
   policySource: 'session' | 'global';
@@ -69,6 +71,7 @@ export function summarize(view: SessionView): SessionSummary {
     agentSessionId: context?.agentSessionId ?? null,
     turn: turnView,
     ...(context?.nextRetryAt == null ? {} : { nextRetryAt: context.nextRetryAt }),
+    ...(context?.waitingFor == null || view.state !== 'waiting' ? {} : { waitingFor: context.waitingFor }),
     ...(context?.lastFailure == null ? {} : { lastFailure: { category: context.lastFailure.category, errorText: context.lastFailure.errorText, at: context.lastFailure.at } }),
     policy: view.policyOverride ?? context?.policy ?? null,
     policySource: view.policyOverride === null ? 'global' : 'session',

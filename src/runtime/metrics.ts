@@ -68,6 +68,8 @@ export class RuntimeMetrics {
   readonly #queueJobs: Gauge<'state'>;
   readonly #workers: Gauge;
   readonly #refreshErrors: Counter;
+  readonly #limitInUse: Gauge<'limit'>;
+  readonly #limitWaiting: Gauge<'limit'>;
 
   constructor(runtime: Runtime, options: MetricsOptions = {}) {
     this.#runtime = runtime;
@@ -98,6 +100,8 @@ export class RuntimeMetrics {
     });
     this.#queueJobs = new Gauge({ name: 'sessiond_queue_jobs', help: 'BullMQ activation jobs by queue state', labelNames: ['state'], registers });
     this.#workers = new Gauge({ name: 'sessiond_workers', help: 'Workers whose heartbeat was seen recently', registers });
+    this.#limitInUse = new Gauge({ name: 'sessiond_limit_in_use', help: 'Attempts holding a slot of each fleet limit (all its keys)', labelNames: ['limit'], registers });
+    this.#limitWaiting = new Gauge({ name: 'sessiond_limit_waiting', help: 'Sessions waiting for each fleet limit (capacity, a cooldown or paused dispatch)', labelNames: ['limit'], registers });
     this.#refreshErrors = new Counter({ name: 'sessiond_metrics_refresh_errors_total', help: 'Metric refreshes that failed (Redis unreachable…)', registers });
   }
 
@@ -152,7 +156,13 @@ export class RuntimeMetrics {
     const pipeline = runtime.redis.pipeline();
     for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
     pipeline.zrangebyscore(lk.changed, since, '+inf');
-    const [replies, counts, workers] = await Promise.all([pipeline.exec(), runtime.queue.jobCounts(...QUEUE_STATES), runtime.workers()]);
+    const [replies, counts, workers, limits] = await Promise.all([pipeline.exec(), runtime.queue.jobCounts(...QUEUE_STATES), runtime.workers(), runtime.limitsView()]);
+    this.#limitInUse.reset();
+    this.#limitWaiting.reset();
+    for (const limit of limits.limits) {
+      this.#limitInUse.set({ limit: limit.name }, limit.inUse);
+      this.#limitWaiting.set({ limit: limit.name }, limit.waiting);
+    }
     const reply = (i: number): unknown => {
       const [error, value] = replies?.[i] ?? [null, null];
       if (error !== null) throw error;

@@ -28,7 +28,8 @@ export interface SessionQueue {
   partitionOf(sessionId: string): number;
   /** Every partition that may hold jobs: below the highest count this deployment recorded (see recordPartitions). */
   knownPartitions(): Promise<number>;
-  addActivation(sessionId: string, jobId: string): Promise<void>;
+  /** `priority`: the session's (-1000…1000, higher first; default 0). */
+  addActivation(sessionId: string, jobId: string, priority?: number): Promise<void>;
   /** An activation job, wherever it is: its session's partition first, then every other known one. */
   getJob(jobId: string): Promise<Job | undefined>;
   /** Job counts by state, summed over every known partition. */
@@ -107,9 +108,9 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
     partition,
     partitionOf: (sessionId) => partitionOf(sessionId, partitions),
     knownPartitions,
-    async addActivation(sessionId, jobId) {
+    async addActivation(sessionId, jobId, priority = 0) {
       if (partitions > 1) await knownPartitions();
-      await partition(partitionOf(sessionId, partitions)).add(ACTIVATION_JOB, { sessionId }, { jobId });
+      await partition(partitionOf(sessionId, partitions)).add(ACTIVATION_JOB, { sessionId }, { jobId, priority: bullPriority(priority) });
     },
     async getJob(jobId) {
       const sessionId = jobId.slice(0, jobId.lastIndexOf('.'));
@@ -140,6 +141,14 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
 /** Records `partitions` as in use (the highest count wins) and gives the highest recorded count. */
 export async function recordPartitions(redis: Redis, keys: Keys, partitions: number): Promise<number> {
   return Number(await redis.eval(RECORD_PARTITIONS, 1, keys.queuePartitions, partitions));
+}
+
+/** The session priorities -1000…1000 (higher first) as BullMQ's 1…2001 (lower first); every job has one, so none jumps the line unprioritized. */
+export const MIN_PRIORITY = -1000;
+export const MAX_PRIORITY = 1000;
+export function bullPriority(priority: number): number {
+  const p = Number.isInteger(priority) ? Math.min(MAX_PRIORITY, Math.max(MIN_PRIORITY, priority)) : 0;
+  return MAX_PRIORITY + 1 - p;
 }
 
 export function parseJobData(data: unknown): { ok: true; sessionId: string } | { ok: false; message: string } {

@@ -9,7 +9,7 @@ import { MessageHub } from './message-hub.ts';
 import { hgetEach } from './redis/batch.ts';
 import { createKeys, SESSION_ID_PATTERN, type Keys } from './keys.ts';
 import { PolicyStore } from './policy-store.ts';
-import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
+import { createSessionQueue, MAX_PRIORITY, MIN_PRIORITY, newJobId, type SessionQueue } from './queue.ts';
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
@@ -21,6 +21,8 @@ import { AUDIT_MAX, lifecycleKeys } from './lifecycle/keys.ts';
 import { exportSession, importSession } from './lifecycle/transfer.ts';
 import { listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 import { hasErrorCode, InputError, NotFoundError } from '../errors.ts';
+import { FleetLimits, type LimitRule, type LimitStatus } from './limits/index.ts';
+import { promoteActivations } from './limits/wake.ts';
 
 /** Defined with every other error of sessiond in src/errors.ts. */
 export { InputError, NotFoundError };
@@ -41,6 +43,10 @@ export const EnqueueRequestSchema = z.strictObject({
   retryPolicy: z.record(z.string(), z.unknown()).optional(),
   /** How long the session is kept once finished (a duration, `0`: forever), within the deployment's maximum. */
   retention: z.union([z.string(), z.number().int().nonnegative()]).optional(),
+  /** The caller's tenant, recorded with a new session (fleet limits may match on it). */
+  tenant: z.string().regex(/^[A-Za-z0-9_.@-]{1,100}$/, 'must be 1-100 letters, digits or _.@-').optional(),
+  /** Higher starts first under a fleet limit or a full fleet; applies to the session from this prompt on. */
+  priority: z.number({ error: `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}` }).int(`must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`).min(MIN_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`).max(MAX_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`).optional(),
 });
 export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
 
@@ -85,6 +91,20 @@ export interface RuntimeOptions {
   limits?: Partial<LifecycleLimits>;
   /** Partitions of the activation queue (SESSIOND_QUEUE_PARTITIONS, default 1). */
   queuePartitions?: number;
+  /** The fleet-wide limits the workers enforce (SESSIOND_LIMITS), for status and pausing by name. */
+  fleetLimits?: readonly LimitRule[];
+}
+
+/** A fleet limit as operators see it: its rule and each of its keys in use. */
+export interface LimitView {
+  name: string;
+  match: LimitRule['match'];
+  maxConcurrent: number | null;
+  maxStartsPerMinute: number | null;
+  paused: boolean;
+  inUse: number;
+  waiting: number;
+  keys: LimitStatus[];
 }
 
 /**
@@ -104,6 +124,7 @@ export class Runtime {
   readonly #connect: (role: string) => Redis;
   #hub: MessageHub | null = null;
   readonly limits: LifecycleLimits;
+  readonly fleetLimits: FleetLimits;
 
   constructor(options: RuntimeOptions) {
     this.keys = createKeys(options.prefix ?? 'sessiond');
@@ -117,6 +138,51 @@ export class Runtime {
     this.policies = new PolicyStore(this.redis, this.keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
     this.#bus = new EventBus(this.redis, this.redis, this.keys);
+    this.fleetLimits = new FleetLimits(this.redis, this.keys.prefix, options.fleetLimits ?? []);
+  }
+
+  /** Stops starting attempts fleet-wide (no `limit`) or under one limit: running turns finish, cancels still work. */
+  async pauseDispatch(limit?: string): Promise<{ paused: string[] }> {
+    this.#checkLimitName(limit);
+    await this.fleetLimits.pause(limit);
+    await this.#bus.publish({ sessionId: '*', kind: 'dispatch' });
+    return { paused: await this.fleetLimits.paused() };
+  }
+
+  /** Starts attempts again (fleet-wide or under one limit); the sessions waiting for it are woken in order. */
+  async resumeDispatch(limit?: string): Promise<{ paused: string[]; woken: number }> {
+    this.#checkLimitName(limit);
+    await this.fleetLimits.resume(limit);
+    await this.#bus.publish({ sessionId: '*', kind: 'dispatch' });
+    const woken = await promoteActivations(this.store, this.queue, await this.fleetLimits.wakeable());
+    return { paused: await this.fleetLimits.paused(), woken };
+  }
+
+  #checkLimitName(limit: string | undefined): void {
+    if (limit === undefined) return;
+    if (!this.fleetLimits.rules.some((r) => r.name === limit)) {
+      const names = this.fleetLimits.rules.map((r) => r.name);
+      throw new InputError([{ field: 'limit', message: `no limit is named ${JSON.stringify(limit)} (${names.length === 0 ? 'this deployment has no limits' : `limits: ${names.join(', ')}`})` }]);
+    }
+  }
+
+  /** Every configured limit with what is held and waiting under it now, and whether dispatch is paused. */
+  async limitsView(): Promise<{ paused: boolean; limits: LimitView[] }> {
+    const [status, paused] = await Promise.all([this.fleetLimits.status(), this.fleetLimits.paused()]);
+    const limits = this.fleetLimits.rules.map((rule): LimitView => {
+      const keys = status.filter((s) => s.name === rule.name);
+      return {
+        name: rule.name,
+        match: rule.match,
+        maxConcurrent: rule.maxConcurrent === 0 ? null : rule.maxConcurrent,
+        maxStartsPerMinute: rule.maxStartsPerMinute === 0 ? null : rule.maxStartsPerMinute,
+        paused: paused.includes('*') || paused.includes(rule.name),
+        inUse: keys.reduce((n, k) => n + k.inUse, 0),
+        waiting: keys.reduce((n, k) => n + k.waiting, 0),
+        keys,
+      };
+    });
+    return { paused: paused.includes('*'), limits };
   }
 
   /**
@@ -145,7 +211,8 @@ export class Runtime {
     const admitted = await admitTurn(policy, options, request.prompt);
     if (!admitted.ok) throw new InputError(admitted.issues);
     const sessionId = request.sessionId ?? randomUUID();
-    const create = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
+    const create: Record<string, string> = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
+    if (request.tenant !== undefined) create.tenant = request.tenant;
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
     const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId, {
@@ -153,6 +220,7 @@ export class Runtime {
       maxQueued: this.limits.maxQueuedPrompts,
       maxLog: this.limits.maxLogMessages,
       ...(retentionMs === undefined ? {} : { retentionMs }),
+      ...(request.priority === undefined ? {} : { priority: request.priority }),
     });
     if (!result.ok) {
       if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
@@ -163,7 +231,7 @@ export class Runtime {
     const writes: Array<Promise<unknown>> = [];
     // Listed when new; active again, so not expiring (a revived session's clock restarts when it finishes).
     writes.push(this.store.index(sessionId, { ...(result.created ? { created: true, state: 'queued' } : { touch: true }), expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) }));
-    if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId));
+    if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId, result.priority));
     await Promise.all(writes);
     // A new activation means nobody holds the session: there is no one to tell.
     if (result.jobId === null) await this.#bus.publish({ sessionId, kind: 'prompt' });

@@ -1,6 +1,15 @@
 import { createAttemptActors } from '../../machines/attempt-actor.ts';
-import { withAttemptActors, type SessionMachine } from '../../machines/session.machine.ts';
+import { nextAttemptOptions, withAttemptActors, type SessionMachine } from '../../machines/session.machine.ts';
 import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
+
+/** Says whether the attempt with these turn options must wait for the runtime's admission (fleet limits, paused dispatch). */
+type Gate = (options: Readonly<Record<string, unknown>>) => boolean;
+
+interface Driver {
+  runner: AttemptRunner;
+  sink: MessageSink;
+  gate?: Gate;
+}
 
 /**
  * One session machine for all the sessions a worker drives (building one per session is costly):
@@ -9,7 +18,7 @@ import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
  */
 export class SharedSessionMachine {
   readonly machine: SessionMachine;
-  readonly #drivers = new Map<string, { runner: AttemptRunner; sink: MessageSink }>();
+  readonly #drivers = new Map<string, Driver>();
 
   constructor() {
     this.machine = withAttemptActors(
@@ -17,12 +26,16 @@ export class SharedSessionMachine {
         (request, context) => this.#driver(request.sessionId).runner(request, context),
         (message, meta) => this.#driver(meta.sessionId).sink(message, meta),
       ),
-    );
+    ).provide({
+      guards: {
+        admissionRequired: ({ context }) => this.#drivers.get(context.sessionId)?.gate?.(nextAttemptOptions(context)) ?? false,
+      },
+    });
   }
 
   /** Routes the session's attempts to `runner` and `sink`; returns the detach function. */
-  attach(sessionId: string, runner: AttemptRunner, sink: MessageSink): () => void {
-    const driver = { runner, sink };
+  attach(sessionId: string, runner: AttemptRunner, sink: MessageSink, gate?: Gate): () => void {
+    const driver: Driver = gate === undefined ? { runner, sink } : { runner, sink, gate };
     this.#drivers.set(sessionId, driver);
     return () => {
       // A stale holder that ends late must not detach the session's next holder.
@@ -30,7 +43,7 @@ export class SharedSessionMachine {
     };
   }
 
-  #driver(sessionId: string): { runner: AttemptRunner; sink: MessageSink } {
+  #driver(sessionId: string): Driver {
     const driver = this.#drivers.get(sessionId);
     if (driver === undefined) throw new Error(`session ${sessionId} is not driven here`);
     return driver;

@@ -16,6 +16,9 @@ import { ACTIVATION_JOB, parseJobData, reconcileActivations, type SessionQueue }
 import { SharedSessionMachine } from './shared-machine.ts';
 import { SessionStore } from './store/session-store.ts';
 import { sweep } from './lifecycle/sweeper.ts';
+import { FleetLimits, type LimitRule } from './limits/index.ts';
+import type { AdmissionGate } from './limits/gate.ts';
+import { promoteActivations } from './limits/wake.ts';
 
 export interface WorkerOptions {
   /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
@@ -51,6 +54,10 @@ export interface WorkerOptions {
   /** Fenced writes wait for this many replicas (Redis WAIT, SESSIOND_REDIS_WAIT_REPLICAS); 0: no wait. */
   waitReplicas?: number;
   waitTimeoutMs?: number;
+  /** Fleet-wide limits (SESSIOND_LIMITS): an attempt under one waits, parked, for capacity. Default none. */
+  fleetLimits?: readonly LimitRule[];
+  /** How often a session waiting for a limit looks again by itself: only a safety net, a release (or a lapsed hold, found every leaseTtlMs/3) wakes it. Default 30 s. */
+  limitPollMs?: number;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
   /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
   events?: ActiveSessionConfig['events'];
@@ -82,6 +89,9 @@ export class SessionWorker {
   readonly #machine = new SharedSessionMachine();
   readonly #policy: DeploymentPolicy;
   readonly #containment = detectContainment();
+  readonly #fleetLimits: FleetLimits;
+  readonly #gate: AdmissionGate;
+  #paused = false;
 
   constructor(options: WorkerOptions) {
     this.#options = options;
@@ -91,6 +101,27 @@ export class SessionWorker {
     this.#store = new SessionStore(this.#redis, options.keys, { retentionMs: options.retentionMs ?? 0, waitReplicas: options.waitReplicas ?? 0, ...(options.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: options.waitTimeoutMs }) });
     this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
     this.#policies = new PolicyStore(this.#redis, options.keys);
+    this.#fleetLimits = new FleetLimits(this.#redis, options.keys.prefix, options.fleetLimits ?? []);
+    this.#gate = {
+      limits: this.#fleetLimits,
+      pausedLocally: () => this.#paused,
+      pollMs: options.limitPollMs ?? 30_000,
+      wake: (ids) => void this.#wake(ids),
+    };
+  }
+
+  /** Runs the parked activations of these sessions now (a release made room for them). */
+  async #wake(sessionIds: readonly string[]): Promise<void> {
+    await promoteActivations(this.#store, this.#options.queue, sessionIds);
+  }
+
+  async #refreshPaused(): Promise<void> {
+    this.#paused = (await this.#fleetLimits.paused()).length > 0;
+  }
+
+  /** Dispatch is paused (fleet-wide or under some limit) as far as this worker knows: told over pub/sub, read again every leaseTtlMs/3. */
+  get dispatchPaused(): boolean {
+    return this.#paused;
   }
 
   get activeSessions(): string[] {
@@ -108,12 +139,25 @@ export class SessionWorker {
     this.#bus.on('*', (event) => {
       // A session being deleted: stop its turn now (the process tree gone) and let go.
       if (event.kind === 'delete') this.#active.get(event.sessionId)?.interrupt();
+      if (event.kind === 'dispatch') void this.#refreshPaused().catch(() => undefined);
       if (event.kind !== 'policy') return;
       this.#policies.invalidate();
       for (const session of this.#active.values()) session.refreshPolicy();
     });
+    await this.#refreshPaused();
     await this.#heartbeat();
     this.#timers.push(setInterval(() => void this.#heartbeat().catch(() => undefined), this.#options.heartbeatMs));
+    // Lapsed holds (a dead worker's) come back, and the waiters there is room for are woken.
+    this.#timers.push(
+      setInterval(
+        () =>
+          void this.#refreshPaused()
+            .then(() => this.#fleetLimits.wakeable())
+            .then((ids) => this.#wake(ids))
+            .catch(() => undefined),
+        Math.max(250, Math.floor(this.#options.leaseTtlMs / 3)),
+      ),
+    );
     this.#timers.push(
       setInterval(() => void reconcileActivations(this.#store, this.#options.queue).catch(() => undefined), Math.max(5_000, this.#options.leaseTtlMs)),
     );
@@ -198,6 +242,7 @@ export class SessionWorker {
     let session: ActiveSession | null = null;
     let lost = false;
     const renew = setInterval(() => {
+      session?.renewHold();
       this.#store.renew(sessionId, lease.token, this.#options.leaseTtlMs).then(
         (ok) => {
           if (ok) return;
@@ -224,11 +269,13 @@ export class SessionWorker {
         config: {
           agentOptions: this.#options.agentOptions,
           holdBackoffMs: this.#options.holdBackoffMs,
+          leaseTtlMs: this.#options.leaseTtlMs,
           pollMs: this.#options.pollMs,
           policy: this.#policy,
           ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
           ...(this.#options.maxLogMessages === undefined ? {} : { maxLogMessages: this.#options.maxLogMessages }),
           ...(this.#options.events === undefined ? {} : { events: this.#options.events }),
+          gate: this.#gate,
         },
         globalPolicy: () => this.#policies.get(),
         loaded: lease.loaded,

@@ -54,7 +54,7 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
     redis.once('end', () => made.delete(redis));
     return redis;
   };
-  const runtime = new Runtime({ connect, prefix: config.prefix, policy, limits: lifecycleLimits(config), queuePartitions: config.queue.partitions });
+  const runtime = new Runtime({ connect, prefix: config.prefix, policy, limits: lifecycleLimits(config), queuePartitions: config.queue.partitions, fleetLimits: config.limits });
   try {
     await runtime.redis.ping();
   } catch (error) {

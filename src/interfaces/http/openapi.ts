@@ -3,7 +3,7 @@ import { RetryPolicySchema } from '../../retry/policy.ts';
 import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
 import { SESSION_STATES } from '../../../machines/states.ts';
 import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
-import { CancelBody, CreateSessionBody, LoginBody, PromptBody } from './schemas.ts';
+import { CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from './schemas.ts';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`. Request
@@ -62,6 +62,9 @@ export const REQUEST_EXAMPLES: Record<string, Record<string, { summary: string; 
   cancelSession: { reason: { summary: 'with a reason', value: { reason: 'taking too long' } }, empty: { summary: 'no reason', value: {} } },
   putRetryPolicy: { patch: { summary: 'change some fields; the rest keep their value', value: { maxAttempts: 5, initialDelayMs: 2000, jitter: 'full' } } },
   login: { token: { summary: 'a configured token', value: { token: 'the-token-you-were-given' } } },
+  // `{"limit": NAME}` pauses (resumes) one limit of the deployment's (SESSIOND_LIMITS) only.
+  pauseDispatch: { fleet: { summary: 'the whole fleet', value: {} } },
+  resumeDispatch: { fleet: { summary: 'the whole fleet', value: {} } },
   putSessionRetryPolicy: { patch: { summary: "this session's own policy", value: { maxAttempts: 2, retryOn: ['server_error', 'network'] } } },
 };
 
@@ -294,6 +297,35 @@ function build(): Json {
           summary: 'What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent\'s permission ceiling, allowed lists and switches',
           ...READ,
           responses: { '200': json({ type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions'] }, 'the deployment policy') },
+        },
+      },
+      '/api/limits': {
+        get: {
+          operationId: 'getLimits',
+          tags: ['limits'],
+          summary: "The fleet limits: each rule, what its keys hold and how many sessions wait, cooldowns, and whether dispatch is paused",
+          ...READ,
+          responses: { '200': json({ type: 'object', required: ['paused', 'limits'] }, 'the limits') },
+        },
+      },
+      '/api/dispatch/pause': {
+        post: {
+          operationId: 'pauseDispatch',
+          tags: ['limits'],
+          summary: 'Pause starting attempts fleet-wide, or under one limit (`{"limit": NAME}`): running turns finish, cancels still work',
+          ...ADMIN,
+          requestBody: body('pauseDispatch', schemaOf(DispatchBody), false),
+          responses: { '200': json({ type: 'object', required: ['paused'] }, 'what is paused now'), '400': invalid(), ...mutatingErrors },
+        },
+      },
+      '/api/dispatch/resume': {
+        post: {
+          operationId: 'resumeDispatch',
+          tags: ['limits'],
+          summary: 'Start attempts again, fleet-wide or under one limit; the sessions waiting for it are woken in order',
+          ...ADMIN,
+          requestBody: body('resumeDispatch', schemaOf(DispatchBody), false),
+          responses: { '200': json({ type: 'object', required: ['paused', 'woken'] }, 'what is still paused, and how many sessions were woken'), '400': invalid(), ...mutatingErrors },
         },
       },
       '/api/login': {

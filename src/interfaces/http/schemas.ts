@@ -11,7 +11,12 @@ import { SESSION_STATES, type SessionState } from '../../../machines/states.ts';
 export const CreateSessionBody = EnqueueRequestSchema;
 
 /** `POST /api/sessions/:id/prompts`. */
-export const PromptBody = EnqueueRequestSchema.pick({ prompt: true, options: true });
+export const PromptBody = EnqueueRequestSchema.pick({ prompt: true, options: true, priority: true });
+
+/** `POST /api/dispatch/pause` and `/resume` (the body may be empty: the whole fleet). */
+export const DispatchBody = z.strictObject({
+  limit: z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters').optional(),
+});
 
 /** `POST /api/sessions/:id/cancel` (the body may be empty). */
 export const CancelBody = z.strictObject({

@@ -153,6 +153,7 @@ export function sessionPage(main, sessionId) {
       h('span', {}, 'agent ', h('b', { 'data-testid': 'session-agent' }, view.agent)),
       h('span', {}, 'turn ', h('b', {}, turn ? `#${turn.index} ${turn.status}` : '–')),
       turn?.failureReason ? h('span', {}, 'failure ', h('b', {}, turn.failureReason)) : null,
+      view.waitingFor ? h('span', { 'data-testid': 'session-waiting-for' }, 'waiting for limit ', h('b', {}, view.waitingFor.limit), ` (${view.waitingFor.reason})`) : null,
       view.nextRetryAt ? h('span', {}, 'next attempt ', h('b', {}, `in ${ms(Math.max(0, view.nextRetryAt - Date.now()))}`)) : null,
       view.queuedPrompts > 0 ? h('span', {}, 'queued prompts ', h('b', {}, String(view.queuedPrompts))) : null,
       view.heldBy ? h('span', {}, 'worker ', h('b', { class: 'mono' }, view.heldBy)) : null,

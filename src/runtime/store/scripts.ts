@@ -7,8 +7,8 @@
 
 /**
  * KEYS: meta, inbox, active, snapshot, seq. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
- * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|''.
- * → {turn, created, jobId|''} | {-1} unknown session (mustExist) | {-2} being deleted
+ * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|'', priority|''.
+ * → {turn, created, jobId|'', priority (the session's, '' when none)} | {-1} unknown session (mustExist) | {-2} being deleted
  *   | {-3, limit, queued} too many prompts waiting | {-4, limit, stored} message log full. Refused: nothing written.
  */
 export const ENQUEUE = `
@@ -41,6 +41,7 @@ else
 end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'policy', ARGV[5]) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'retention', ARGV[10]) end
+if ARGV[11] ~= nil and ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'priority', ARGV[11]) end
 local turn = redis.call('HINCRBY', KEYS[1], 'prompts', 1)
 redis.call('RPUSH', KEYS[2], ARGV[4])
 local jobId = ''
@@ -48,7 +49,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('SET', KEYS[3], ARGV[6])
   jobId = ARGV[6]
 end
-return {turn, created, jobId}
+return {turn, created, jobId, redis.call('HGET', KEYS[1], 'priority') or ''}
 `;
 
 /**

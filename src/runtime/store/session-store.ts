@@ -60,10 +60,12 @@ export interface EnqueueLimits {
   maxLog?: number;
   /** The session's own retention (ms, 0: forever), recorded with it. */
   retentionMs?: number;
+  /** The session's priority from this prompt on (higher starts first under a limit or a full fleet). */
+  priority?: number;
 }
 
 export type EnqueueResult =
-  | { ok: true; turn: number; created: boolean; jobId: string | null }
+  | { ok: true; turn: number; created: boolean; jobId: string | null; priority: number }
   | { ok: false; reason: 'unknown_session' }
   | { ok: false; reason: 'deleting' }
   | { ok: false; reason: 'queue_full'; limit: number; count: number }
@@ -144,6 +146,7 @@ export class SessionStore {
       limits.maxQueued ?? 0,
       limits.maxLog ?? 0,
       limits.retentionMs === undefined ? '' : limits.retentionMs,
+      limits.priority === undefined ? '' : limits.priority,
     )) as Array<number | string>;
     const code = Number(r[0]);
     if (code === -1) return { ok: false, reason: 'unknown_session' };
@@ -151,7 +154,8 @@ export class SessionStore {
     if (code === -3) return { ok: false, reason: 'queue_full', limit: Number(r[1]), count: Number(r[2]) };
     if (code === -4) return { ok: false, reason: 'log_full', limit: Number(r[1]), count: Number(r[2]) };
     const jobId = String(r[2] ?? '');
-    return { ok: true, turn: code, created: Number(r[1]) === 1, jobId: jobId === '' ? null : jobId };
+    const priority = String(r[3] ?? '');
+    return { ok: true, turn: code, created: Number(r[1]) === 1, jobId: jobId === '' ? null : jobId, priority: priority === '' ? 0 : Number(priority) };
   }
 
   async acquire(sessionId: string, workerId: string, ttlMs: number): Promise<AcquireResult> {

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
 import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
-import { CancelBody, CreateSessionBody, LoginBody, PromptBody } from '../../../src/interfaces/http/schemas.ts';
+import { CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from '../../../src/interfaces/http/schemas.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../../src/retry/index.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
@@ -495,6 +495,8 @@ describe('OpenAPI', () => {
       putRetryPolicy: (v) => mergeRetryPolicy(DEFAULT_RETRY_POLICY, v).ok,
       putSessionRetryPolicy: (v) => mergeRetryPolicy(DEFAULT_RETRY_POLICY, v).ok,
       login: (v) => LoginBody.safeParse(v).success,
+      pauseDispatch: (v) => DispatchBody.safeParse(v).success,
+      resumeDispatch: (v) => DispatchBody.safeParse(v).success,
     };
     const withBodies = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).filter(([, op]) => op.requestBody !== undefined).map(([method, op]) => ({ path, method, op })));
     expect(withBodies.map((x) => x.op.operationId).sort()).toEqual(Object.keys(REQUEST_EXAMPLES).sort());

@@ -5,6 +5,8 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
+import { parseIntegerOption } from '../parse-options.ts';
+import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/queue.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
 
@@ -14,6 +16,8 @@ interface EnqueueFlags extends RetryFlags, AgentFlags {
   json?: boolean;
   follow?: boolean;
   retention?: string;
+  tenant?: string;
+  priority?: number;
 }
 
 export function registerEnqueue(program: Command): void {
@@ -27,6 +31,8 @@ export function registerEnqueue(program: Command): void {
   addRetryPolicyOptions(command, 'retry policy of this session (overrides the global one)');
   command
     .option('--retention <duration>', 'keep the session this long once finished (e.g. 7d; 0: forever), within the deployment maximum')
+    .option('--tenant <name>', 'the tenant of a new session (fleet limits may match on it)')
+    .option('--priority <n>', 'higher starts first under a fleet limit or a full fleet (-1000…1000, default 0); the session keeps it for its later prompts', parseIntegerOption('--priority', MIN_PRIORITY, MAX_PRIORITY))
     .option('--json', 'print {"sessionId","turn"}')
     .option('--follow', 'stream the turn until it ends; exit 0 completed, 1 failed, 130 cancelled or Ctrl+C')
     .action(async (prompt: string, flags: EnqueueFlags) => {
@@ -49,6 +55,8 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         ...(Object.keys(options).length === 0 ? {} : { options }),
         ...(retryPolicy === undefined ? {} : { retryPolicy }),
         ...(flags.retention === undefined ? {} : { retention: flags.retention }),
+        ...(flags.tenant === undefined ? {} : { tenant: flags.tenant }),
+        ...(flags.priority === undefined ? {} : { priority: flags.priority }),
       });
     } catch (error) {
       if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);

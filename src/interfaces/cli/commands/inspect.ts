@@ -37,6 +37,7 @@ function render(s: SessionSummary): string {
       lines.push(`  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`);
     }
   }
+  if (s.waitingFor !== undefined) lines.push(`waiting for limit ${s.waitingFor.limit} (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}; looks again by ${new Date(s.waitingFor.until).toISOString()}`);
   if (s.nextRetryAt !== undefined) lines.push(`next retry at ${new Date(s.nextRetryAt).toISOString()} (in ${formatMs(Math.max(0, s.nextRetryAt - Date.now()))})`);
   if (s.lastFailure !== undefined) lines.push(`last failure: ${s.lastFailure.category} — ${s.lastFailure.errorText.split('\n')[0]}`);
   if (s.queuedPrompts > 0) lines.push(`${s.queuedPrompts} prompt(s) waiting`);

@@ -30,6 +30,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
     retentionMs: config.lifecycle.retention,
     sweepIntervalMs: config.lifecycle.sweepInterval,
     maxLogMessages: config.lifecycle.maxLogMessages,
+    fleetLimits: config.limits,
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });
   await worker.start();

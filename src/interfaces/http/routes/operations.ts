@@ -1,6 +1,8 @@
 import { exportChart } from '../../../../machines/definition.ts';
 import { sessionMachine } from '../../../../machines/session.machine.ts';
 import { openApiDocument } from '../openapi.ts';
+import { readJson, validate } from '../body.ts';
+import { DispatchBody } from '../schemas.ts';
 import type { RouteContext } from './context.ts';
 
 /** Health, readiness, metrics, the OpenAPI document, the statechart and the deployment policy. */
@@ -37,6 +39,17 @@ export function registerOperationRoutes(ctx: RouteContext): void {
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.get('/api/chart', (c) => c.json(exportChart(sessionMachine)));
   app.get('/api/deployment-policy', async (c) => c.json(await runtime.resolvedPolicy()));
+
+  // ---- fleet limits and dispatch ------------------------------------------------------------
+  app.get('/api/limits', async (c) => c.json(await runtime.limitsView()));
+  app.post('/api/dispatch/pause', async (c) => {
+    const body = validate(DispatchBody, (await readJson(c)) ?? {});
+    return c.json(await runtime.pauseDispatch(body.limit), 200);
+  });
+  app.post('/api/dispatch/resume', async (c) => {
+    const body = validate(DispatchBody, (await readJson(c)) ?? {});
+    return c.json(await runtime.resumeDispatch(body.limit), 200);
+  });
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {

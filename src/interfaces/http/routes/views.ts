@@ -39,6 +39,7 @@ export function listItem(view: SessionView) {
     updatedAt: s.updatedAt,
     turn: s.turn === null ? null : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
     ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
+    ...(s.waitingFor === undefined ? {} : { waitingFor: s.waitingFor }),
     ...(s.lastFailure === undefined ? {} : { lastFailure: { category: s.lastFailure.category, at: s.lastFailure.at } }),
     queuedPrompts: s.queuedPrompts,
   };

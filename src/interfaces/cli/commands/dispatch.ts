@@ -1,0 +1,66 @@
+import type { Command } from 'commander';
+import { InputError } from '../../../runtime/runtime.ts';
+import { CliError, openRuntime } from '../context.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { printJson } from '../present.ts';
+
+/** `sessiond pause`, `sessiond resume-dispatch` and `sessiond limits`: the operator's dispatch controls. */
+export function registerDispatch(program: Command): void {
+  program
+    .command('pause')
+    .description('Pause starting attempts, fleet-wide or under one limit: running turns finish, nothing new starts, cancels still work')
+    .option('--limit <name>', 'only the sessions under this fleet limit')
+    .option('--json', 'print {"paused"}')
+    .action(async (flags: { limit?: string; json?: boolean }) => {
+      await withRuntime(async (runtime) => {
+        const result = await runtime.pauseDispatch(flags.limit);
+        if (flags.json === true) printJson(result);
+        else process.stdout.write(`dispatch paused ${flags.limit === undefined ? 'fleet-wide' : `under limit ${flags.limit}`} (paused: ${result.paused.join(', ')})\n`);
+      });
+    });
+  program
+    .command('resume-dispatch')
+    .description('Start attempts again, fleet-wide or under one limit; the sessions waiting for it are woken in order')
+    .option('--limit <name>', 'only the sessions under this fleet limit')
+    .option('--json', 'print {"paused","woken"}')
+    .action(async (flags: { limit?: string; json?: boolean }) => {
+      await withRuntime(async (runtime) => {
+        const result = await runtime.resumeDispatch(flags.limit);
+        if (flags.json === true) printJson(result);
+        else process.stdout.write(`dispatch resumed ${flags.limit === undefined ? 'fleet-wide' : `under limit ${flags.limit}`}; ${result.woken} waiting sessions woken${result.paused.length > 0 ? `; still paused: ${result.paused.join(', ')}` : ''}\n`);
+      });
+    });
+  program
+    .command('limits')
+    .description('The fleet limits: what each holds and how many sessions wait, cooldowns, paused dispatch')
+    .option('--json', 'print the whole view as JSON')
+    .action(async (flags: { json?: boolean }) => {
+      await withRuntime(async (runtime) => {
+        const view = await runtime.limitsView();
+        if (flags.json === true) {
+          printJson(view);
+          return;
+        }
+        const lines = [view.paused ? 'dispatch: PAUSED fleet-wide' : 'dispatch: running'];
+        if (view.limits.length === 0) lines.push('no fleet limits configured (SESSIOND_LIMITS)');
+        for (const l of view.limits) {
+          const caps = [l.maxConcurrent === null ? null : `maxConcurrent ${l.maxConcurrent}`, l.maxStartsPerMinute === null ? null : `maxStartsPerMinute ${l.maxStartsPerMinute}`].filter((c) => c !== null).join(', ');
+          lines.push(`${l.name}: ${caps}; in use ${l.inUse}, waiting ${l.waiting}${l.paused ? ', PAUSED' : ''}`);
+          for (const k of l.keys) if (k.key !== l.name || k.cooldownUntil !== null) lines.push(`  ${k.key}: in use ${k.inUse}, waiting ${k.waiting}${k.cooldownUntil === null ? '' : `, cooling down until ${new Date(k.cooldownUntil).toISOString()}`}`);
+        }
+        process.stdout.write(`${lines.join('\n')}\n`);
+      });
+    });
+}
+
+async function withRuntime(fn: (runtime: Awaited<ReturnType<typeof openRuntime>>['runtime']) => Promise<void>): Promise<void> {
+  const ctx = await openRuntime();
+  try {
+    await fn(ctx.runtime);
+  } catch (error) {
+    if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
+    throw error;
+  } finally {
+    await ctx.close();
+  }
+}
