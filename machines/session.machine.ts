@@ -1,4 +1,4 @@
-import { assign, setup } from 'xstate';
+import { assign, enqueueActions, setup } from 'xstate';
 import type { TerminalMessage } from '../src/protocol/index.ts';
 import { decideRetry, DEFAULT_RETRY_POLICY, type RetryDecision } from '../src/retry/index.ts';
 import { createAttemptActors } from './attempt-actor.ts';
@@ -60,6 +60,20 @@ function failureOf(event: SessionEvent): Failure | null {
   return null;
 }
 
+/** The id of the delayed `turn.deadline` event, so that it can be cancelled and armed again. */
+const DEADLINE_ID = 'turnDeadline';
+
+/** When the current turn must end (its start + the policy's `maxTurnMs`), or null without a limit. */
+export function turnDeadline(context: Pick<SessionContext, 'turn' | 'policy'>): number | null {
+  const limit = context.policy.maxTurnMs ?? 0;
+  if (context.turn === null || limit <= 0) return null;
+  return context.turn.startedAt + limit;
+}
+
+function timeoutText(context: SessionContext): string {
+  return `the turn reached its wall-clock limit (maxTurnMs ${context.policy.maxTurnMs ?? 0} ms)`;
+}
+
 function decisionFor(context: SessionContext, event: SessionEvent): RetryDecision | null {
   const failure = failureOf(event);
   if (failure === null) return null;
@@ -80,6 +94,11 @@ export const sessionMachine = setup({
     hasMail: ({ context }) => context.mailbox.length > 0,
     attemptCompleted: ({ event }) => event.type === 'attempt.ended' && event.terminal.type === 'terminal.completed',
     willRetry: ({ context, event }) => decisionFor(context, event)?.retry === true,
+    deadlinePassed: ({ context }) => {
+      const deadline = turnDeadline(context);
+      return deadline !== null && now() >= deadline;
+    },
+    timedOut: ({ context }) => context.turn?.timedOut === true,
   },
   delays: {
     retryDelay: ({ context }) => Math.max(0, (context.nextRetryAt ?? 0) - now()),
@@ -134,6 +153,25 @@ export const sessionMachine = setup({
       const reason = event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : (context.turn?.cancelReason ?? 'cancelled');
       return endTurn(context, 'cancelled', { cancelReason: reason });
     }),
+    /** The wall-clock limit hit while an attempt runs: stop it (three-stage stop) as for a cancel, but the turn will end `failed`. */
+    markTimedOut: assign(({ context }) => {
+      if (context.turn === null) return {};
+      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome: 'failed', category: 'timeout', errorText: timeoutText(context) });
+      return { turn: { ...context.turn, status: 'cancelling', timedOut: true, attempts } };
+    }),
+    /** Ends a turn stopped by its wall-clock limit: `failed`, category `timeout`, whatever the retry policy says. */
+    failTimedOut: assign(({ context }) => {
+      if (context.turn === null) return {};
+      const lastFailure = { category: 'timeout' as const, errorText: timeoutText(context), retryAfterMs: null, at: now() };
+      return { lastFailure, ...endTurn(context, 'failed', { failureReason: 'turn_timeout', timedOut: true }) };
+    }),
+    /** (Re)arms the turn's wall-clock limit; a turn without one gets no timer at all. */
+    armDeadline: enqueueActions(({ context, enqueue }) => {
+      enqueue.cancel(DEADLINE_ID);
+      const deadline = turnDeadline(context);
+      if (deadline !== null) enqueue.raise({ type: 'turn.deadline' }, { id: DEADLINE_ID, delay: Math.max(0, deadline - now()) });
+    }),
+    disarmDeadline: enqueueActions(({ enqueue }) => enqueue.cancel(DEADLINE_ID)),
     setPolicy: assign(({ event }) => (event.type === 'session.policy' ? { policy: event.policy } : {})),
   },
 }).createMachine({
@@ -161,7 +199,8 @@ export const sessionMachine = setup({
       always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },
     },
     running: {
-      entry: 'startAttempt',
+      entry: ['startAttempt', 'armDeadline'],
+      exit: 'disarmDeadline',
       invoke: {
         id: 'attempt',
         src: 'attempt',
@@ -175,11 +214,20 @@ export const sessionMachine = setup({
           { target: 'failed', actions: 'recordFailure' },
         ],
         'session.cancel': { target: 'cancelling', actions: 'markCancelling' },
+        'turn.deadline': { guard: 'deadlinePassed', target: 'cancelling', actions: 'markTimedOut' },
+        // A new limit applies to the running turn at once.
+        'session.policy': { actions: ['setPolicy', 'armDeadline'] },
       },
     },
     backoff: {
-      after: { retryDelay: { target: 'running' } },
+      entry: 'armDeadline',
+      exit: 'disarmDeadline',
+      after: {
+        retryDelay: [{ guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' }, { target: 'running' }],
+      },
       on: {
+        'turn.deadline': { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },
+        'session.policy': { actions: ['setPolicy', 'armDeadline'] },
         'session.cancel': { target: 'cancelled', actions: 'cancelTurn' },
         // After a restore: XState keeps no timers in a snapshot, so re-arm what remains of the delay.
         'session.restored': { target: 'backoff', reenter: true },
@@ -189,8 +237,8 @@ export const sessionMachine = setup({
       invoke: {
         src: 'attemptStopped',
         input: ({ context }) => ({ sessionId: context.sessionId, turn: context.turnIndex, attempt: context.attempt }),
-        onDone: { target: 'cancelled', actions: 'cancelTurn' },
-        onError: { target: 'cancelled', actions: 'cancelTurn' },
+        onDone: [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }],
+        onError: [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }],
       },
     },
     /** Only entered by restoring a snapshot taken while an attempt ran: that attempt was interrupted. */
@@ -204,7 +252,7 @@ export const sessionMachine = setup({
     },
     /** Only entered by restoring a snapshot taken while a cancel waited for the agent to stop. */
     cancelInterrupted: {
-      on: { 'session.restored': { target: 'cancelled', actions: 'cancelTurn' } },
+      on: { 'session.restored': [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }] },
     },
     completed: {
       always: { guard: 'hasMail', target: 'running', actions: 'startNextTurn' },

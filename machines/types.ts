@@ -56,7 +56,8 @@ export interface AttemptRecord {
 }
 
 export type TurnStatus = 'running' | 'backoff' | 'cancelling' | 'completed' | 'failed' | 'cancelled';
-export type TurnFailureReason = NoRetryReason;
+/** `turn_timeout`: the turn ran past its wall-clock limit (the policy's `maxTurnMs`). */
+export type TurnFailureReason = NoRetryReason | 'turn_timeout';
 
 export interface TurnState {
   index: number;
@@ -69,6 +70,8 @@ export interface TurnState {
   startedAt: number;
   endedAt: number | null;
   attempts: AttemptRecord[];
+  /** Set when the turn's wall-clock limit stopped it: it ends `failed` (not `cancelled`) once the agent is gone. */
+  timedOut?: boolean;
 }
 
 export interface LastFailure {
@@ -111,4 +114,6 @@ export type SessionEvent =
   | { type: 'session.cancel'; reason?: string }
   | { type: 'session.policy'; policy: RetryPolicy }
   | { type: 'session.restored' }
+  /** Raised by the machine itself at the turn's wall-clock limit (`maxTurnMs`). */
+  | { type: 'turn.deadline' }
   | AttemptEvent;

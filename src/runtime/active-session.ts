@@ -5,7 +5,8 @@ import { agentDefinition, isAgentName, type AgentName } from '../agents/registry
 import type { DeploymentPolicy } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
 import type { RetryPolicy } from '../retry/index.ts';
-import { admitTurn, attemptOptions, refusedAttempt } from './deployment-policy.ts';
+import { admitTurn, attemptOptions, boundedRetryPolicy, refusedAttempt } from './deployment-policy.ts';
+import { turnDeadline } from '../../machines/session.machine.ts';
 import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerOwner, markerScope, newMarker } from './orphans.ts';
@@ -255,7 +256,9 @@ export class ActiveSession {
       }
       if (this.#draining && state !== 'running' && state !== 'cancelling') return this.#stopInterrupted();
       if (state === 'backoff') {
-        const until = snapshot.context.nextRetryAt ?? Date.now();
+        // Parked, the session wakes at its retry or at its turn's wall-clock limit, whichever comes first.
+        const deadline = turnDeadline(snapshot.context);
+        const until = Math.min(snapshot.context.nextRetryAt ?? Date.now(), deadline ?? Number.POSITIVE_INFINITY);
         if (until - Date.now() > this.#config.holdBackoffMs) return this.#park(until);
       }
       await this.#nextWake();
@@ -279,10 +282,11 @@ export class ActiveSession {
     wake?.();
   }
 
+  /** The policy the session's turns run under: its own or the global one, within the deployment's maxTurnMs. */
   async #policy(): Promise<RetryPolicy> {
     const override = this.#meta.policy;
-    if (override !== undefined && override !== '') return JSON.parse(override) as RetryPolicy;
-    return this.#globalPolicy();
+    const policy = override !== undefined && override !== '' ? (JSON.parse(override) as RetryPolicy) : await this.#globalPolicy();
+    return boundedRetryPolicy(policy, this.#config.policy);
   }
 
   async #applyPolicy(): Promise<void> {

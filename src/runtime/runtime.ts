@@ -11,7 +11,7 @@ import { PolicyStore } from './policy-store.ts';
 import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
-import { admitTurn, deploymentPolicy } from './deployment-policy.ts';
+import { admitTurn, deploymentPolicy, turnLimitIssue } from './deployment-policy.ts';
 import { DEFAULT_AGENT, TurnOptionsSchema } from './turn-options.ts';
 import { parseDuration } from '../config/duration.ts';
 import { ConflictError, QuotaError } from './lifecycle/errors.ts';
@@ -132,6 +132,8 @@ export class Runtime {
     if (request.retryPolicy !== undefined) {
       const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
       if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
+      const overLimit = turnLimitIssue(request.retryPolicy, this.#policy);
+      if (overLimit !== null) throw new InputError([overLimit]);
       policyJson = JSON.stringify(policy.policy);
     }
     const retentionMs = request.retention === undefined ? undefined : this.#retention(request.retention);
@@ -329,6 +331,9 @@ export class Runtime {
 
   /** Validates `patch` over the policy in force; on error nothing is changed. */
   async setPolicy(patch: unknown, sessionId?: string): Promise<RetryPolicyResult> {
+    // The deployment's maxTurnMs wins over any stored policy, the global one included.
+    const overLimit = turnLimitIssue(patch, this.#policy, 'maxTurnMs');
+    if (overLimit !== null) return { ok: false, errors: [{ field: 'maxTurnMs', message: `maxTurnMs: ${overLimit.message}` }] };
     if (sessionId === undefined) {
       this.policies.invalidate();
       const result = await this.policies.update(patch);

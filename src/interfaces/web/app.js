@@ -159,6 +159,7 @@ const POLICY_NUMBERS = [
   ['multiplier', 'multiplier', '1–10'],
   ['maxDelayMs', 'max delay (ms)', '≥ initial delay'],
   ['maxRetryAfterMs', 'max Retry-After (ms)', '0–86,400,000'],
+  ['maxTurnMs', 'max turn time (ms)', '0 (none)–604,800,000'],
 ];
 
 /** A value typed in a text box: a number when it reads as one, else the text (the API says what is wrong). */
@@ -206,7 +207,7 @@ function policyEditor({ path, title, allowReset }) {
 
   function fill(policy, source) {
     loaded = policy;
-    for (const [name] of POLICY_NUMBERS) inputs[name].value = String(policy[name]);
+    for (const [name] of POLICY_NUMBERS) inputs[name].value = String(policy[name] ?? 0);
     inputs.jitter.value = String(policy.jitter);
     inputs.enabled.checked = policy.enabled;
     inputs.honorRetryAfter.checked = policy.honorRetryAfter;
