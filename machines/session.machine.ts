@@ -21,8 +21,11 @@ function now(): number {
   return Date.now();
 }
 
-function newTurn(index: number, prompt: PromptInput): TurnState {
+function newTurn(index: number, prompt: PromptInput, previous: TurnState | null = null): TurnState {
+  // A retry of the failed turn just before this one carries what its last attempt left in the agent's session.
+  const retried = prompt.retryOf !== undefined && previous !== null && previous.index === prompt.retryOf && previous.status === 'failed' ? previous : null;
   return {
+    ...(prompt.retryOf === undefined ? {} : { retryOf: { turn: prompt.retryOf, promptRecorded: retried?.attempts.at(-1)?.promptRecorded === true } }),
     index,
     promptId: prompt.id,
     text: prompt.text,
@@ -114,7 +117,7 @@ export const sessionMachine = setup({
     startNextTurn: assign(({ context }) => {
       const next = context.mailbox[0];
       if (next === undefined) return {};
-      return { mailbox: context.mailbox.slice(1), turnIndex: context.turnIndex + 1, attempt: 0, turn: newTurn(context.turnIndex + 1, next), nextRetryAt: null, lastFailure: null };
+      return { mailbox: context.mailbox.slice(1), turnIndex: context.turnIndex + 1, attempt: 0, turn: newTurn(context.turnIndex + 1, next, context.turn), nextRetryAt: null, lastFailure: null };
     }),
     startAttempt: assign(({ context }) => {
       if (context.turn === null) return {};
@@ -269,7 +272,8 @@ export const sessionMachine = setup({
 function attemptRequest(context: SessionContext): AttemptRequest {
   const turn = context.turn;
   if (turn === null) throw new Error('running without a turn');
-  const previous = turn.attempts.at(-2);
+  // The attempt before this one: of this turn, or for an operator's retry, the failed turn's last.
+  const previous = turn.attempts.at(-2) ?? turn.retryOf ?? null;
   const resumable = context.agentSessionResumable ? context.agentSessionId : null;
   const { text, continuation } = retryRequest(turn.text, previous ?? null, resumable);
   return {

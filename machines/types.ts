@@ -9,6 +9,8 @@ export interface PromptInput {
   id: string;
   text: string;
   options?: TurnOptions;
+  /** An operator's retry of the failed turn with this index: the same prompt, a new series of attempts. */
+  retryOf?: number;
 }
 
 /**
@@ -72,6 +74,11 @@ export interface TurnState {
   attempts: AttemptRecord[];
   /** Set when the turn's wall-clock limit stopped it: it ends `failed` (not `cancelled`) once the agent is gone. */
   timedOut?: boolean;
+  /**
+   * The failed turn this one re-runs (an operator's retry), and whether its last attempt had recorded
+   * the prompt in the agent's session: the first attempt then continues that conversation as a retry would.
+   */
+  retryOf?: { turn: number; promptRecorded: boolean };
 }
 
 export interface LastFailure {

@@ -336,7 +336,8 @@ export class ActiveSession {
     const sessionOptions = parseObject(this.#meta.options);
     for (const prompt of prompts) {
       this.#fed.add(prompt.id);
-      actor.send({ type: 'session.prompt', prompt: { id: prompt.id, text: prompt.text, options: { ...sessionOptions, ...prompt.options } } });
+      const retryOf = typeof prompt.retryOf === 'number' ? { retryOf: prompt.retryOf } : {};
+      actor.send({ type: 'session.prompt', prompt: { id: prompt.id, text: prompt.text, options: { ...sessionOptions, ...prompt.options }, ...retryOf } });
     }
     this.#writer.inboxConsumed(prompts.length);
     this.#persist();

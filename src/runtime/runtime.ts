@@ -20,6 +20,7 @@ import { removeSession } from './lifecycle/remove.ts';
 import { lifecycleKeys } from './lifecycle/keys.ts';
 import { exportSession, importSession } from './lifecycle/transfer.ts';
 import { CursorError, listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
+import { pushRetry } from './retry-turn.ts';
 
 /** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
 export class InputError extends Error {
@@ -165,6 +166,34 @@ export class Runtime {
     // A new activation means nobody holds the session: there is no one to tell.
     if (result.jobId === null) await this.#bus.publish({ sessionId, kind: 'prompt' });
     return { sessionId, turn: result.turn, created: result.created };
+  }
+
+  /**
+   * Re-runs the session's failed last turn as a new turn (a new series of attempts under the policy in
+   * force): the same prompt and options; its first attempt continues the agent's conversation as a
+   * retry would (see machines/retry-request.ts). NotFoundError for an unknown session; ConflictError
+   * when the last turn did not fail, a prompt waits, a cancel is pending or the session is being deleted.
+   */
+  async retry(sessionId: string): Promise<{ sessionId: string; turn: number; retryOf: number }> {
+    checkSessionId(sessionId);
+    const view = await this.getSession(sessionId);
+    if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    const turn = view.context?.turn ?? null;
+    if (turn === null || turn.status !== 'failed') throw new ConflictError(`session "${sessionId}": its last turn ${turn === null ? 'does not exist' : `is ${turn.status}, not failed`}: there is nothing to retry`);
+    const prompt = { id: randomUUID(), text: turn.text, options: turn.options, enqueuedAt: Date.now(), retryOf: turn.index };
+    const result = await pushRetry(this.store, sessionId, turn.index, prompt, newJobId(sessionId));
+    if (!result.ok) {
+      if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
+      if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted`);
+      if (result.reason === 'cancel_pending') throw new ConflictError(`session "${sessionId}" has a cancel pending: retry once it is applied`);
+      if (result.reason === 'prompts_waiting') throw new ConflictError(`session "${sessionId}" has prompts waiting (${result.waiting}): a retry runs only right after the failed turn`);
+      if (result.reason !== 'not_failed') throw new Error('unreachable');
+      throw new ConflictError(`session "${sessionId}": turn ${turn.index} is no longer its failed last turn (now ${result.status}, turn ${result.turnIndex}): there is nothing to retry`);
+    }
+    await this.store.index(sessionId, { touch: true, expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) });
+    if (result.jobId !== null) await this.queue.addActivation(sessionId, result.jobId);
+    else await this.#bus.publish({ sessionId, kind: 'prompt' });
+    return { sessionId, turn: result.turn, retryOf: turn.index };
   }
 
   /** What callers of this deployment may choose. */

@@ -7,6 +7,7 @@ import { registerWatch } from './commands/watch.ts';
 import { registerInspect } from './commands/inspect.ts';
 import { registerList } from './commands/list.ts';
 import { registerCancel } from './commands/cancel.ts';
+import { registerRetry } from './commands/retry.ts';
 import { registerDelete } from './commands/delete.ts';
 import { registerTransfer } from './commands/transfer.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
@@ -32,6 +33,7 @@ export function buildProgram(): Command {
   registerInspect(program);
   registerList(program);
   registerCancel(program);
+  registerRetry(program);
   registerDelete(program);
   registerTransfer(program);
   registerRetryPolicy(program);

@@ -16,6 +16,7 @@ import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError, readJson, validate } from './body.ts';
 import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
+import { registerControls } from './controls.ts';
 import { CancelBody, CreateSessionBody, DeleteQuery, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
 
 export interface AppOptions {
@@ -165,6 +166,8 @@ export function createApp(options: AppOptions): Hono {
     const { delivered } = await runtime.cancel(id, body.reason);
     return c.json({ sessionId: id, delivered }, 202);
   });
+
+  registerControls(app, runtime);
 
   // ---- messages ---------------------------------------------------------------------------
   app.get('/api/sessions/:id/messages', async (c) => {

@@ -4,6 +4,7 @@ import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
 import { SESSION_STATES } from '../../runtime/metrics.ts';
 import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
 import { CancelBody, CreateSessionBody, LoginBody, PromptBody } from './schemas.ts';
+import { controlPaths } from './controls.ts';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`. Request
@@ -115,6 +116,7 @@ function build(): Json {
       { name: 'dashboard', description: 'HTML pages and their static files' },
     ],
     paths: {
+      ...controlPaths(),
       '/api/sessions': {
         get: {
           operationId: 'listSessions',

@@ -9,6 +9,8 @@ export interface InboxPrompt {
   text: string;
   options: Record<string, unknown>;
   enqueuedAt: number;
+  /** An operator's retry of this failed turn (see retry-turn.ts). */
+  retryOf?: number;
 }
 
 export interface StoredMessage {
