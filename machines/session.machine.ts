@@ -114,6 +114,10 @@ export const sessionMachine = setup({
       // The same prompt delivered twice (at-least-once delivery upstream) runs once.
       return known ? {} : { mailbox: [...context.mailbox, event.prompt] };
     }),
+    unqueuePrompt: assign(({ context, event }) => {
+      if (event.type !== 'session.unqueue' || !context.mailbox.some((p) => p.id === event.promptId)) return {};
+      return { mailbox: context.mailbox.filter((p) => p.id !== event.promptId) };
+    }),
     startNextTurn: assign(({ context }) => {
       const next = context.mailbox[0];
       if (next === undefined) return {};
@@ -196,6 +200,7 @@ export const sessionMachine = setup({
   on: {
     'session.prompt': { actions: 'enqueuePrompt' },
     'session.policy': { actions: 'setPolicy' },
+    'session.unqueue': { actions: 'unqueuePrompt' },
   },
   states: {
     idle: {

@@ -121,6 +121,8 @@ export type SessionEvent =
   | { type: 'session.cancel'; reason?: string }
   | { type: 'session.policy'; policy: RetryPolicy }
   | { type: 'session.restored' }
+  /** An operator removed a queued prompt: it leaves the mailbox (a prompt whose turn has started is not touched). */
+  | { type: 'session.unqueue'; promptId: string }
   /** Raised by the machine itself at the turn's wall-clock limit (`maxTurnMs`). */
   | { type: 'turn.deadline' }
   | AttemptEvent;

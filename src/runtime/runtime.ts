@@ -21,6 +21,18 @@ import { lifecycleKeys } from './lifecycle/keys.ts';
 import { exportSession, importSession } from './lifecycle/transfer.ts';
 import { CursorError, listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 import { pushRetry } from './retry-turn.ts';
+import { removeQueued, unqueueField, unqueueRequests } from './queued-prompts.ts';
+
+/** A prompt waiting for its turn, in the order the turns will run. */
+export interface QueuedPrompt {
+  position: number;
+  id: string;
+  text: string;
+  enqueuedAt: number | null;
+  /** In the holder's mailbox (read from the inbox already) or still in the inbox. */
+  where: 'mailbox' | 'inbox';
+  retryOf?: number;
+}
 
 /** A request or argument that the runtime refuses; `issues` name the fields. Nothing was written. */
 export class InputError extends Error {
@@ -196,6 +208,64 @@ export class Runtime {
     return { sessionId, turn: result.turn, retryOf: turn.index };
   }
 
+  /** The prompts of the session waiting for their turn, in order. NotFoundError for an unknown session. */
+  async queuedPrompts(sessionId: string): Promise<QueuedPrompt[]> {
+    checkSessionId(sessionId);
+    const [view, meta] = await Promise.all([this.getSession(sessionId), this.store.meta(sessionId)]);
+    if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    const removing = unqueueRequests(meta ?? {});
+    const context = view.context;
+    const started = new Set([...(context?.finishedPromptIds ?? []), ...(context?.turn === null || context?.turn === undefined ? [] : [context.turn.promptId])]);
+    const seen = new Set<string>();
+    const out: QueuedPrompt[] = [];
+    const add = (p: { id: string; text: string; enqueuedAt?: number; retryOf?: number }, where: QueuedPrompt['where']): void => {
+      const state = removing.get(p.id);
+      if (seen.has(p.id) || started.has(p.id) || state === 'pending' || state === 'drop' || state === 'removed') return;
+      seen.add(p.id);
+      out.push({ position: out.length + 1, id: p.id, text: p.text, enqueuedAt: p.enqueuedAt ?? null, where, ...(p.retryOf === undefined ? {} : { retryOf: p.retryOf }) });
+    };
+    for (const p of context?.mailbox ?? []) add(p, 'mailbox');
+    for (const p of await this.store.inbox(sessionId)) if (p.removed !== true) add(p, 'inbox');
+    return out;
+  }
+
+  /**
+   * Removes a queued prompt, safe against a worker taking it meanwhile (see queued-prompts.ts).
+   * NotFoundError: unknown session or no such queued prompt; ConflictError: its turn has started
+   * (cancel it instead), or the session is being deleted, or its holder did not answer within `waitMs`.
+   */
+  async removeQueuedPrompt(sessionId: string, promptId: string, options: { waitMs?: number } = {}): Promise<{ sessionId: string; promptId: string; removed: true }> {
+    checkSessionId(sessionId);
+    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(promptId)) throw new InputError([{ field: 'promptId', message: `must be a prompt id as listed (got ${JSON.stringify(promptId)})` }]);
+    const deadline = Date.now() + (options.waitMs ?? 10_000);
+    const field = unqueueField(promptId);
+    const meta = this.store.key(sessionId, 'meta');
+    for (;;) {
+      const result = await removeQueued(this.store, sessionId, promptId);
+      if (result === 'removed') break;
+      if (result === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
+      if (result === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted`);
+      if (result === 'started') throw new ConflictError(`prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`);
+      if (result === 'unknown_prompt') throw new NotFoundError(`session "${sessionId}" has no queued prompt "${promptId}"`);
+      // A worker holds the session: it decides, and says so in the meta.
+      for (;;) {
+        await this.#bus.publish({ sessionId, kind: 'unqueue' });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const [outcome, held] = await Promise.all([this.redis.hget(meta, field), this.redis.exists(this.store.key(sessionId, 'lease'))]);
+        if (outcome === 'removed' || outcome === 'started') {
+          await this.redis.hdel(meta, field);
+          if (outcome === 'started') throw new ConflictError(`prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`);
+          return { sessionId, promptId, removed: true };
+        }
+        // The holder let go before answering: decide again, as for a session nobody holds.
+        if (outcome === 'pending' && held === 0) break;
+        if (Date.now() > deadline) throw new ConflictError(`the worker holding session "${sessionId}" did not answer within ${options.waitMs ?? 10_000} ms: the removal of prompt "${promptId}" stays pending and is decided when a worker next drives the session`);
+      }
+    }
+    await this.store.index(sessionId, { touch: true });
+    return { sessionId, promptId, removed: true };
+  }
+
   /** What callers of this deployment may choose. */
   get deploymentPolicy(): DeploymentPolicy {
     return this.#policy;
@@ -261,7 +331,7 @@ export class Runtime {
       options: safeJson(meta.options) as Record<string, unknown>,
       policyOverride: meta.policy ? (safeJson(meta.policy) as RetryPolicy) : null,
       context: persisted?.snapshot.context ?? null,
-      queued: inbox.map((p) => ({ id: p.id, text: p.text, enqueuedAt: p.enqueuedAt })),
+      queued: inbox.filter((p) => p.removed !== true).map((p) => ({ id: p.id, text: p.text, enqueuedAt: p.enqueuedAt })),
       history: history as SessionView['history'],
       lastSeq,
       heldBy,

@@ -370,6 +370,7 @@ function sessionPage(main, sessionId) {
   const stateEl = h('span', { 'data-testid': 'session-state' });
   const cancelButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'cancel', onclick: cancel }, 'Cancel turn');
   const cancelNote = h('span', { class: 'muted', 'data-testid': 'cancel-note' });
+  const retryButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'retry', onclick: retry, disabled: true }, 'Retry failed turn');
   const deleteButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove }, 'Delete session');
   const chartBox = h('div', { class: 'chart', 'data-testid': 'chart' }, h('p', { class: 'muted' }, 'Loading the statechart…'));
   const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
@@ -397,7 +398,7 @@ function sessionPage(main, sessionId) {
   const policy = policyEditor({ path: `/api/sessions/${enc}/retry-policy`, title: 'Retry policy of this session', allowReset: 'Follow the global policy' });
 
   fill(main, 
-    h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, can('write') ? cancelButton : null, can('admin') ? deleteButton : null)),
+    h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, can('write') ? retryButton : null, can('write') ? cancelButton : null, can('admin') ? deleteButton : null)),
     h('section', { class: 'panel' }, h('h2', {}, 'Statechart ', h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)')), chartBox),
     h('div', { class: 'grid' },
       h('div', {},
@@ -430,6 +431,13 @@ function sessionPage(main, sessionId) {
     cancelButton.disabled = true;
     const result = await api('POST', `/api/sessions/${enc}/cancel`, { reason: 'cancelled from the dashboard' });
     cancelNote.textContent = result.ok ? `cancel sent (${result.data.delivered})` : (result.data?.error ?? `cancel failed (HTTP ${result.status})`);
+  }
+
+  // Re-runs the failed last turn as a new turn (the API refuses, with its reason, when it cannot).
+  async function retry() {
+    retryButton.disabled = true;
+    const result = await api('POST', `/api/sessions/${enc}/retry`);
+    cancelNote.textContent = result.ok ? `retry queued as turn ${result.data.turn}` : (result.data?.error ?? `retry failed (HTTP ${result.status})`);
   }
 
   // Deletes the session everywhere (a running turn is cancelled first), after the operator confirms.
@@ -466,6 +474,7 @@ function sessionPage(main, sessionId) {
       h('span', {}, 'messages ', h('b', {}, String(view.lastSeq))),
     );
     cancelButton.disabled = (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
+    retryButton.disabled = !(turn?.status === 'failed' && view.queuedPrompts === 0 && !view.cancelRequested);
     if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0) stream?.closeTools(turn.status);
     renderTimeline(view);
     fill(historyBody, 
