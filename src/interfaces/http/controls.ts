@@ -5,7 +5,7 @@ import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
 import { HttpError } from './body.ts';
 
 /**
- * Operator controls of the HTTP API: retry a failed turn. Handlers only call
+ * Operator controls of the HTTP API: retry a failed turn, list and remove queued prompts. Handlers only call
  * the runtime; `controlPaths()` is their part of the OpenAPI document.
  */
 export function registerControls(app: Hono, runtime: Runtime): void {
@@ -13,6 +13,16 @@ export function registerControls(app: Hono, runtime: Runtime): void {
     const id = c.req.param('id');
     if (!SESSION_ID_PATTERN.test(id)) throw new HttpError(404, `unknown session "${id}"`);
     return c.json(await runtime.retry(id), 202);
+  });
+  app.get('/api/sessions/:id/queue', async (c) => {
+    const id = c.req.param('id');
+    if (!SESSION_ID_PATTERN.test(id)) throw new HttpError(404, `unknown session "${id}"`);
+    return c.json({ sessionId: id, prompts: await runtime.queuedPrompts(id) });
+  });
+  app.delete('/api/sessions/:id/queue/:promptId', async (c) => {
+    const id = c.req.param('id');
+    if (!SESSION_ID_PATTERN.test(id)) throw new HttpError(404, `unknown session "${id}"`);
+    return c.json(await runtime.removeQueuedPrompt(id, c.req.param('promptId')));
   });
 }
 
@@ -39,6 +49,34 @@ export function controlPaths(): Json {
           '400': json(ref('ValidationError'), 'a field is invalid'),
           '404': error('unknown session'),
           '409': error('the last turn did not fail, a prompt waits, a cancel is pending, or the session is being deleted'),
+        },
+      },
+    },
+    '/api/sessions/{id}/queue': {
+      get: {
+        operationId: 'listQueuedPrompts',
+        tags: ['sessions'],
+        summary: 'The prompts waiting for their turn, in the order the turns will run',
+        ...scope('read'),
+        parameters: [idParam],
+        responses: {
+          '200': json({ type: 'object', required: ['sessionId', 'prompts'], properties: { sessionId: { type: 'string' }, prompts: { type: 'array', items: { type: 'object', required: ['position', 'id', 'text', 'where'], properties: { position: { type: 'integer' }, id: { type: 'string' }, text: { type: 'string' }, enqueuedAt: { type: ['integer', 'null'] }, where: { enum: ['mailbox', 'inbox'] }, retryOf: { type: 'integer' } } } } } }, 'the queued prompts'),
+          '404': error('unknown session'),
+        },
+      },
+    },
+    '/api/sessions/{id}/queue/{promptId}': {
+      delete: {
+        operationId: 'removeQueuedPrompt',
+        tags: ['sessions'],
+        summary: 'Remove a queued prompt; safe against a worker taking it meanwhile (then the answer is 409: its turn has started)',
+        ...scope('write'),
+        parameters: [idParam, { name: 'promptId', in: 'path', required: true, description: 'the prompt id as listed', schema: { type: 'string' } }],
+        responses: {
+          '200': json({ type: 'object', required: ['sessionId', 'promptId', 'removed'], properties: { sessionId: { type: 'string' }, promptId: { type: 'string' }, removed: { const: true } } }, 'removed: it will not run'),
+          '400': json(ref('ValidationError'), 'a bad prompt id'),
+          '404': error('unknown session, or no such queued prompt'),
+          '409': error('its turn has started (cancel the turn instead), the session is being deleted, or its worker did not answer in time'),
         },
       },
     },

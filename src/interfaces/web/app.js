@@ -378,6 +378,8 @@ function sessionPage(main, sessionId) {
   const historyBody = h('tbody');
   const liveDot = h('span', { class: 'live-dot', title: 'live stream' });
   const transcript = h('div', { class: 'transcript', 'data-testid': 'transcript' });
+  const queueList = h('ol', { class: 'queue', 'data-testid': 'queued-prompts' });
+  const queuePanel = h('section', { class: 'panel', hidden: true }, h('h2', {}, 'Queued prompts'), queueList);
 
   const promptInput = h('textarea', { name: 'prompt', placeholder: 'Next prompt (waits for the current turn)' });
   const promptForm = h(
@@ -407,6 +409,7 @@ function sessionPage(main, sessionId) {
       ),
       h('div', {},
         h('section', { class: 'panel' }, h('h2', {}, liveDot, 'Transcript'), transcript),
+        queuePanel,
         can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'Add a prompt'), promptForm) : null,
         policy.panel,
       ),
@@ -477,9 +480,25 @@ function sessionPage(main, sessionId) {
     retryButton.disabled = !(turn?.status === 'failed' && view.queuedPrompts === 0 && !view.cancelRequested);
     if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0) stream?.closeTools(turn.status);
     renderTimeline(view);
+    void renderQueue(view);
     fill(historyBody, 
       ...view.history.slice(-50).reverse().map((t) => h('tr', {}, h('td', {}, clock(t.at)), h('td', {}, t.from), h('td', {}, t.to), h('td', { class: 'mono' }, t.event))),
     );
+  }
+
+  // The waiting prompts, each with a remove button (write scope); read only when some wait.
+  async function renderQueue(view) {
+    queuePanel.hidden = view.queuedPrompts === 0;
+    if (view.queuedPrompts === 0) return fill(queueList);
+    const result = await api('GET', `/api/sessions/${enc}/queue`);
+    if (!result.ok) return;
+    fill(queueList, ...result.data.prompts.map((p) => h('li', { 'data-prompt-id': p.id }, h('span', {}, p.text.length > 120 ? `${p.text.slice(0, 119)}…` : p.text), ' ',
+      can('write') ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'remove-prompt', onclick: () => void unqueue(p.id) }, 'Remove') : null)));
+  }
+
+  async function unqueue(promptId) {
+    const result = await api('DELETE', `/api/sessions/${enc}/queue/${encodeURIComponent(promptId)}`);
+    cancelNote.textContent = result.ok ? 'queued prompt removed' : (result.data?.error ?? `remove failed (HTTP ${result.status})`);
   }
 
   function renderTimeline(view) {
