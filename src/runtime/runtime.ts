@@ -22,6 +22,7 @@ import { exportSession, importSession } from './lifecycle/transfer.ts';
 import { CursorError, listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 import { pushRetry } from './retry-turn.ts';
 import { removeQueued, unqueueField, unqueueRequests } from './queued-prompts.ts';
+import { BULK_CANCEL_MAX, CANCELLABLE_STATES, selectForCancel } from './bulk-cancel.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
 export interface QueuedPrompt {
@@ -206,6 +207,27 @@ export class Runtime {
     if (result.jobId !== null) await this.queue.addActivation(sessionId, result.jobId);
     else await this.#bus.publish({ sessionId, kind: 'prompt' });
     return { sessionId, turn: result.turn, retryOf: turn.index };
+  }
+
+  /**
+   * Cancels every session in `state` (queued, running or backoff), optionally only those of `agent`;
+   * with `dryRun` only lists them. Served by the state's index, not a scan. InputError for a bad field.
+   */
+  async cancelMatching(filter: { state?: unknown; agent?: unknown; dryRun?: boolean; reason?: string; max?: number }): Promise<{ dryRun: boolean; matched: Array<{ sessionId: string; state: string; agent: string }>; cancelled: number }> {
+    const issues: Array<{ field: string; message: string }> = [];
+    if (typeof filter.state !== 'string' || !(CANCELLABLE_STATES as readonly string[]).includes(filter.state)) issues.push({ field: 'state', message: `must be one of ${CANCELLABLE_STATES.join(', ')} (got ${JSON.stringify(filter.state ?? null)})` });
+    if (filter.agent !== undefined && (typeof filter.agent !== 'string' || filter.agent === '' || filter.agent.length > 100)) issues.push({ field: 'agent', message: 'must be an agent name' });
+    if (filter.max !== undefined && (!Number.isSafeInteger(filter.max) || filter.max < 1 || filter.max > BULK_CANCEL_MAX)) issues.push({ field: 'max', message: `must be an integer from 1 to ${BULK_CANCEL_MAX}` });
+    if (issues.length > 0) throw new InputError(issues);
+    const matched = await selectForCancel(this.redis, this.keys, { state: filter.state as string, ...(typeof filter.agent === 'string' ? { agent: filter.agent } : {}), ...(filter.max === undefined ? {} : { max: filter.max }) });
+    if (filter.dryRun === true) return { dryRun: true, matched, cancelled: 0 };
+    let cancelled = 0;
+    for (const s of matched) {
+      // A session deleted meanwhile is simply not cancelled.
+      const done = await this.cancel(s.sessionId, filter.reason ?? `bulk cancel (state ${String(filter.state)})`).then(() => true, (error: Error) => (error instanceof NotFoundError ? false : Promise.reject(error)));
+      if (done) cancelled += 1;
+    }
+    return { dryRun: false, matched, cancelled };
   }
 
   /** The prompts of the session waiting for their turn, in order. NotFoundError for an unknown session. */

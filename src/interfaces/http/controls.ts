@@ -14,6 +14,12 @@ export function registerControls(app: Hono, runtime: Runtime): void {
     if (!SESSION_ID_PATTERN.test(id)) throw new HttpError(404, `unknown session "${id}"`);
     return c.json(await runtime.retry(id), 202);
   });
+  // Bulk cancel by filter, from the query (no body): ?state=S&agent=A&dryRun=true.
+  app.post('/api/bulk/cancel', async (c) => {
+    const q = c.req.query();
+    const dryRun = q.dryRun === 'true' || q.dryRun === '1';
+    return c.json(await runtime.cancelMatching({ state: q.state, ...(q.agent === undefined ? {} : { agent: q.agent }), dryRun, ...(q.reason === undefined ? {} : { reason: q.reason }) }));
+  });
   app.get('/api/sessions/:id/queue', async (c) => {
     const id = c.req.param('id');
     if (!SESSION_ID_PATTERN.test(id)) throw new HttpError(404, `unknown session "${id}"`);
@@ -49,6 +55,24 @@ export function controlPaths(): Json {
           '400': json(ref('ValidationError'), 'a field is invalid'),
           '404': error('unknown session'),
           '409': error('the last turn did not fail, a prompt waits, a cancel is pending, or the session is being deleted'),
+        },
+      },
+    },
+    '/api/bulk/cancel': {
+      post: {
+        operationId: 'cancelMatching',
+        tags: ['sessions'],
+        summary: 'Cancel every session in a state (queued, running, backoff), optionally of one agent; `dryRun=true` lists them and cancels nothing',
+        ...scope('admin'),
+        parameters: [
+          { name: 'state', in: 'query', required: true, schema: { enum: ['queued', 'running', 'backoff'] } },
+          { name: 'agent', in: 'query', schema: { type: 'string' } },
+          { name: 'dryRun', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] } },
+          { name: 'reason', in: 'query', schema: { type: 'string' } },
+        ],
+        responses: {
+          '200': json({ type: 'object', required: ['dryRun', 'matched', 'cancelled'], properties: { dryRun: { type: 'boolean' }, cancelled: { type: 'integer' }, matched: { type: 'array', items: { type: 'object', properties: { sessionId: { type: 'string' }, state: { type: 'string' }, agent: { type: 'string' } } } } } }, 'what matched, and how many were cancelled'),
+          '400': json(ref('ValidationError'), 'a bad state, agent'),
         },
       },
     },

@@ -112,7 +112,7 @@ describe('every operation declares its scope', () => {
       'GET /healthz': 'public', 'GET /readyz': 'public', 'GET /metrics': 'read', 'GET /openapi.json': 'read', 'GET /api/chart': 'read',
       'GET /api/sessions': 'read', 'GET /api/sessions/{id}': 'read', 'GET /api/sessions/{id}/messages': 'read', 'GET /api/sessions/{id}/events': 'read',
       'GET /api/retry-policy': 'read', 'GET /api/sessions/{id}/retry-policy': 'read', 'GET /api/whoami': 'read', 'POST /api/sessions/{id}/stream-ticket': 'read',
-      'POST /api/sessions': 'write', 'POST /api/sessions/{id}/prompts': 'write', 'POST /api/sessions/{id}/cancel': 'write', 'POST /api/sessions/{id}/retry': 'write', 'GET /api/sessions/{id}/queue': 'read', 'DELETE /api/sessions/{id}/queue/{promptId}': 'write',
+      'POST /api/sessions': 'write', 'POST /api/sessions/{id}/prompts': 'write', 'POST /api/sessions/{id}/cancel': 'write', 'POST /api/sessions/{id}/retry': 'write', 'GET /api/sessions/{id}/queue': 'read', 'DELETE /api/sessions/{id}/queue/{promptId}': 'write', 'POST /api/bulk/cancel': 'admin',
       'PUT /api/retry-policy': 'admin', 'DELETE /api/retry-policy': 'admin', 'PUT /api/sessions/{id}/retry-policy': 'admin', 'DELETE /api/sessions/{id}/retry-policy': 'admin',
       'DELETE /api/sessions/{id}': 'admin', 'GET /api/deployment-policy': 'read', 'POST /api/login': 'public', 'POST /api/logout': 'public',
     };
@@ -154,6 +154,8 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       if (op.operationId === 'deleteSession') path += '?force=true';
       // A retry needs a failed last turn: the cell's session gets one, as a worker would leave it.
       if (op.operationId === 'retryTurn') await failTheTurn(sessionId);
+      // A bulk cancel needs its filter; a dry run, so that it leaves the other cells' sessions alone.
+      if (op.operationId === 'cancelMatching') path += '?state=queued&dryRun=true';
       // The cell's session has one queued prompt: its id goes in the path.
       if (op.operationId === 'removeQueuedPrompt') path = path.replace('{promptId}', (await h.runtime.queuedPrompts(sessionId))[0]?.id ?? 'none');
       const headers: Record<string, string> = {};
