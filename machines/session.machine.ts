@@ -1,4 +1,4 @@
-import { and, assign, setup } from 'xstate';
+import { and, assign, enqueueActions, setup } from 'xstate';
 import type { TerminalMessage } from '../src/protocol/index.ts';
 import { decideRetry, DEFAULT_RETRY_POLICY, type RetryDecision } from '../src/retry/index.ts';
 import { createAttemptActors } from './attempt-actor.ts';
@@ -21,8 +21,11 @@ function now(): number {
   return Date.now();
 }
 
-function newTurn(index: number, prompt: PromptInput): TurnState {
+function newTurn(index: number, prompt: PromptInput, previous: TurnState | null = null): TurnState {
+  // A retry of the failed turn just before this one carries what its last attempt left in the agent's session.
+  const retried = prompt.retryOf !== undefined && previous !== null && previous.index === prompt.retryOf && previous.status === 'failed' ? previous : null;
   return {
+    ...(prompt.retryOf === undefined ? {} : { retryOf: { turn: prompt.retryOf, promptRecorded: retried?.attempts.at(-1)?.promptRecorded === true } }),
     index,
     promptId: prompt.id,
     text: prompt.text,
@@ -60,6 +63,20 @@ function failureOf(event: SessionEvent): Failure | null {
   return null;
 }
 
+/** The id of the delayed `turn.deadline` event, so that it can be cancelled and armed again. */
+const DEADLINE_ID = 'turnDeadline';
+
+/** When the current turn must end (its start + the policy's `maxTurnMs`), or null without a limit. */
+export function turnDeadline(context: Pick<SessionContext, 'turn' | 'policy'>): number | null {
+  const limit = context.policy.maxTurnMs ?? 0;
+  if (context.turn === null || limit <= 0) return null;
+  return context.turn.startedAt + limit;
+}
+
+function timeoutText(context: SessionContext): string {
+  return `the turn reached its wall-clock limit (maxTurnMs ${context.policy.maxTurnMs ?? 0} ms)`;
+}
+
 function decisionFor(context: SessionContext, event: SessionEvent): RetryDecision | null {
   const failure = failureOf(event);
   if (failure === null) return null;
@@ -86,6 +103,11 @@ export const sessionMachine = setup({
      * runtime (see SharedSessionMachine); by default nothing is gated.
      */
     admissionRequired: () => false,
+    deadlinePassed: ({ context }) => {
+      const deadline = turnDeadline(context);
+      return deadline !== null && now() >= deadline;
+    },
+    timedOut: ({ context }) => context.turn?.timedOut === true,
   },
   delays: {
     retryDelay: ({ context }) => Math.max(0, (context.nextRetryAt ?? 0) - now()),
@@ -98,10 +120,14 @@ export const sessionMachine = setup({
       // The same prompt delivered twice (at-least-once delivery upstream) runs once.
       return known ? {} : { mailbox: [...context.mailbox, event.prompt] };
     }),
+    unqueuePrompt: assign(({ context, event }) => {
+      if (event.type !== 'session.unqueue' || !context.mailbox.some((p) => p.id === event.promptId)) return {};
+      return { mailbox: context.mailbox.filter((p) => p.id !== event.promptId) };
+    }),
     startNextTurn: assign(({ context }) => {
       const next = context.mailbox[0];
       if (next === undefined) return {};
-      return { mailbox: context.mailbox.slice(1), turnIndex: context.turnIndex + 1, attempt: 0, turn: newTurn(context.turnIndex + 1, next), nextRetryAt: null, lastFailure: null };
+      return { mailbox: context.mailbox.slice(1), turnIndex: context.turnIndex + 1, attempt: 0, turn: newTurn(context.turnIndex + 1, next, context.turn), nextRetryAt: null, lastFailure: null };
     }),
     startAttempt: assign(({ context }) => {
       if (context.turn === null) return {};
@@ -140,6 +166,25 @@ export const sessionMachine = setup({
       const reason = event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : (context.turn?.cancelReason ?? 'cancelled');
       return endTurn(context, 'cancelled', { cancelReason: reason });
     }),
+    /** The wall-clock limit hit while an attempt runs: stop it (three-stage stop) as for a cancel, but the turn will end `failed`. */
+    markTimedOut: assign(({ context }) => {
+      if (context.turn === null) return {};
+      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome: 'failed', category: 'timeout', errorText: timeoutText(context) });
+      return { turn: { ...context.turn, status: 'cancelling', timedOut: true, attempts } };
+    }),
+    /** Ends a turn stopped by its wall-clock limit: `failed`, category `timeout`, whatever the retry policy says. */
+    failTimedOut: assign(({ context }) => {
+      if (context.turn === null) return {};
+      const lastFailure = { category: 'timeout' as const, errorText: timeoutText(context), retryAfterMs: null, at: now() };
+      return { lastFailure, ...endTurn(context, 'failed', { failureReason: 'turn_timeout', timedOut: true }) };
+    }),
+    /** (Re)arms the turn's wall-clock limit; a turn without one gets no timer at all. */
+    armDeadline: enqueueActions(({ context, enqueue }) => {
+      enqueue.cancel(DEADLINE_ID);
+      const deadline = turnDeadline(context);
+      if (deadline !== null) enqueue.raise({ type: 'turn.deadline' }, { id: DEADLINE_ID, delay: Math.max(0, deadline - now()) });
+    }),
+    disarmDeadline: enqueueActions(({ enqueue }) => enqueue.cancel(DEADLINE_ID)),
     setPolicy: assign(({ event }) => (event.type === 'session.policy' ? { policy: event.policy } : {})),
     setWaiting: assign(({ event }) => (event.type === 'session.waiting' ? { waitingFor: event.waitingFor } : {})),
     clearWaiting: assign(() => ({ waitingFor: null })),
@@ -164,6 +209,7 @@ export const sessionMachine = setup({
   on: {
     'session.prompt': { actions: 'enqueuePrompt' },
     'session.policy': { actions: 'setPolicy' },
+    'session.unqueue': { actions: 'unqueuePrompt' },
   },
   states: {
     idle: {
@@ -173,7 +219,8 @@ export const sessionMachine = setup({
       ],
     },
     running: {
-      entry: 'startAttempt',
+      entry: ['startAttempt', 'armDeadline'],
+      exit: 'disarmDeadline',
       invoke: {
         id: 'attempt',
         src: 'attempt',
@@ -187,16 +234,24 @@ export const sessionMachine = setup({
           { target: 'failed', actions: 'recordFailure' },
         ],
         'session.cancel': { target: 'cancelling', actions: 'markCancelling' },
+        'turn.deadline': { guard: 'deadlinePassed', target: 'cancelling', actions: 'markTimedOut' },
+        // A new limit applies to the running turn at once.
+        'session.policy': { actions: ['setPolicy', 'armDeadline'] },
       },
     },
     backoff: {
+      entry: 'armDeadline',
+      exit: 'disarmDeadline',
       after: {
         retryDelay: [
+          { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },
           { guard: 'admissionRequired', target: 'waiting' },
           { target: 'running' },
         ],
       },
       on: {
+        'turn.deadline': { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },
+        'session.policy': { actions: ['setPolicy', 'armDeadline'] },
         'session.cancel': { target: 'cancelled', actions: 'cancelTurn' },
         // After a restore: XState keeps no timers in a snapshot, so re-arm what remains of the delay.
         'session.restored': { target: 'backoff', reenter: true },
@@ -207,7 +262,12 @@ export const sessionMachine = setup({
      * dispatch); no attempt runs and none is counted. The holder parks the session meanwhile.
      */
     waiting: {
+      // The turn's wall-clock limit runs on while it waits for capacity.
+      entry: 'armDeadline',
+      exit: 'disarmDeadline',
       on: {
+        'turn.deadline': { guard: 'deadlinePassed', target: 'failed', actions: ['clearWaiting', 'failTimedOut'] },
+        'session.policy': { actions: ['setPolicy', 'armDeadline'] },
         'session.capacity': { target: 'running', actions: 'clearWaiting' },
         'session.waiting': { actions: 'setWaiting' },
         'session.cancel': { target: 'cancelled', actions: ['clearWaiting', 'cancelTurn'] },
@@ -217,8 +277,8 @@ export const sessionMachine = setup({
       invoke: {
         src: 'attemptStopped',
         input: ({ context }) => ({ sessionId: context.sessionId, turn: context.turnIndex, attempt: context.attempt }),
-        onDone: { target: 'cancelled', actions: 'cancelTurn' },
-        onError: { target: 'cancelled', actions: 'cancelTurn' },
+        onDone: [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }],
+        onError: [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }],
       },
     },
     /** Only entered by restoring a snapshot taken while an attempt ran: that attempt was interrupted. */
@@ -232,7 +292,7 @@ export const sessionMachine = setup({
     },
     /** Only entered by restoring a snapshot taken while a cancel waited for the agent to stop. */
     cancelInterrupted: {
-      on: { 'session.restored': { target: 'cancelled', actions: 'cancelTurn' } },
+      on: { 'session.restored': [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }] },
     },
     completed: {
       always: [
@@ -258,7 +318,8 @@ export const sessionMachine = setup({
 function attemptRequest(context: SessionContext): AttemptRequest {
   const turn = context.turn;
   if (turn === null) throw new Error('running without a turn');
-  const previous = turn.attempts.at(-2);
+  // The attempt before this one: of this turn, or for an operator's retry, the failed turn's last.
+  const previous = turn.attempts.at(-2) ?? turn.retryOf ?? null;
   const resumable = context.agentSessionResumable ? context.agentSessionId : null;
   const { text, continuation } = retryRequest(turn.text, previous ?? null, resumable);
   return {

@@ -9,6 +9,8 @@ export interface PromptInput {
   id: string;
   text: string;
   options?: TurnOptions;
+  /** An operator's retry of the failed turn with this index: the same prompt, a new series of attempts. */
+  retryOf?: number;
 }
 
 /**
@@ -56,7 +58,8 @@ export interface AttemptRecord {
 }
 
 export type TurnStatus = 'running' | 'backoff' | 'cancelling' | 'completed' | 'failed' | 'cancelled';
-export type TurnFailureReason = NoRetryReason;
+/** `turn_timeout`: the turn ran past its wall-clock limit (the policy's `maxTurnMs`). */
+export type TurnFailureReason = NoRetryReason | 'turn_timeout';
 
 export interface TurnState {
   index: number;
@@ -69,6 +72,13 @@ export interface TurnState {
   startedAt: number;
   endedAt: number | null;
   attempts: AttemptRecord[];
+  /** Set when the turn's wall-clock limit stopped it: it ends `failed` (not `cancelled`) once the agent is gone. */
+  timedOut?: boolean;
+  /**
+   * The failed turn this one re-runs (an operator's retry), and whether its last attempt had recorded
+   * the prompt in the agent's session: the first attempt then continues that conversation as a retry would.
+   */
+  retryOf?: { turn: number; promptRecorded: boolean };
 }
 
 export interface LastFailure {
@@ -124,4 +134,8 @@ export type SessionEvent =
   | { type: 'session.restored' }
   | { type: 'session.waiting'; waitingFor: WaitingFor }
   | { type: 'session.capacity' }
+  /** An operator removed a queued prompt: it leaves the mailbox (a prompt whose turn has started is not touched). */
+  | { type: 'session.unqueue'; promptId: string }
+  /** Raised by the machine itself at the turn's wall-clock limit (`maxTurnMs`). */
+  | { type: 'turn.deadline' }
   | AttemptEvent;

@@ -30,6 +30,8 @@ export const PolicySchema = z.strictObject({
   maxIdleTimeoutMs: z.number().int().min(1000).max(86_400_000).default(3_600_000),
   /** The longest prompt a caller may send, in characters. */
   maxPromptChars: z.number().int().min(1).max(10_000_000).default(200_000),
+  /** The longest wall-clock time of a turn (ms, at most 7 days): caps every retry policy's `maxTurnMs`, and applies to a turn that names none. */
+  maxTurnMs: z.number().int().min(1000).max(604_800_000).optional(),
   /** Per agent: the ceiling of its permission knobs. */
   permissions: z.record(z.string(), PERMISSION).default({}),
 });
@@ -45,6 +47,8 @@ export interface DeploymentPolicy {
   agentDirRoots: string[];
   maxIdleTimeoutMs: number;
   maxPromptChars: number;
+  /** The longest wall-clock time of a turn, in ms; null: no deployment limit. */
+  maxTurnMs: number | null;
   /** Per allowed agent: its ladder and ceiling, what its lists may hold, its switches turned on. */
   permissions: Record<string, AgentPermissions>;
 }
@@ -100,6 +104,7 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
     agentDirRoots: input.agentDirRoots.map((p) => resolve(p)),
     maxIdleTimeoutMs: input.maxIdleTimeoutMs,
     maxPromptChars: input.maxPromptChars,
+    maxTurnMs: input.maxTurnMs ?? null,
     permissions,
   };
 }

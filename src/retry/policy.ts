@@ -15,6 +15,9 @@ const DEFAULT_RETRY_ON = [
   'process_crash',
 ] as const satisfies readonly FailureCategory[];
 
+/** The longest `maxTurnMs` (7 days): below the 2^31-1 ms a timer can wait. */
+export const MAX_TURN_MS = 604_800_000;
+
 const JITTER_MODES = ['none', 'full', 'equal'] as const;
 
 // Every check of a field carries the same rule text, so errors read the same whatever check failed.
@@ -59,6 +62,8 @@ export const RetryPolicySchema = z
     /** Wait at least as long as the server's Retry-After, capped at maxRetryAfterMs. */
     honorRetryAfter: boolean().default(true),
     maxRetryAfterMs: intRange(0, 86_400_000).default(600_000),
+    /** Wall-clock limit of one turn, its attempts and backoffs included (0: none); the deployment's maxTurnMs caps it. */
+    maxTurnMs: intRange(0, MAX_TURN_MS).default(0),
   })
   .superRefine((policy, ctx) => {
     // Compare only two valid delays; a bad one is already reported on its own.

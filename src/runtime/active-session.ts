@@ -6,9 +6,11 @@ import type { DeploymentPolicy } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
 import type { RetryPolicy } from '../retry/index.ts';
 import { exportAgentState, importAgentState, prepareAgentAttempt } from './agent-attempt.ts';
-import { admitTurn, refusedAttempt } from './deployment-policy.ts';
+import { admitTurn, boundedRetryPolicy, refusedAttempt } from './deployment-policy.ts';
 import type { AdmissionGate } from './limits/gate.ts';
 import type { Hold, LimitKey, MatchValues } from './limits/index.ts';
+import { turnDeadline } from '../../machines/session.machine.ts';
+import { settleUnqueue, unqueueField, unqueueRequests } from './queued-prompts.ts';
 import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerScope } from './orphans.ts';
@@ -81,6 +83,7 @@ export class ActiveSession {
   #checkInbox = true;
   #checkCancel = true;
   #checkPolicy = true;
+  #checkUnqueue = false;
   #meta: Record<string, string> = {};
   /** Read with the lease: the meta and snapshot to start from… */
   #loaded: LoadedSession | null;
@@ -162,6 +165,7 @@ export class ActiveSession {
       if (event.kind === 'prompt') this.#checkInbox = true;
       if (event.kind === 'cancel') this.#checkCancel = true;
       if (event.kind === 'policy') this.#checkPolicy = true;
+      if (event.kind === 'unqueue') this.#checkUnqueue = true;
       this.#poke();
     });
     const poll = setInterval(() => {
@@ -263,6 +267,8 @@ export class ActiveSession {
     this.#meta = loaded !== null ? loaded.meta : ((await this.#store.meta(this.#sessionId)) ?? {});
     const raw = loaded !== null ? loaded.snapshot : await this.#store.snapshot(this.#sessionId);
     const persisted = raw === null ? null : (JSON.parse(raw) as PersistedSession);
+    // Queued prompts an operator removed leave the mailbox before the actor runs (no turn can start first).
+    if (persisted !== null) await this.#dropRemoved(persisted);
     this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink(), (options) => this.#gated(options));
     const machine = this.#machine.machine;
     const events = this.#config.events;
@@ -352,6 +358,7 @@ export class ActiveSession {
       // queued prompt starts (applied the other way round, it would hit an idle actor and be lost).
       if (this.#checkInbox) await this.#pullInbox();
       if (this.#checkCancel) await this.#applyCancel();
+      if (this.#checkUnqueue) await this.#applyUnqueue();
       const snapshot = actor.getSnapshot();
       const state = stateName(snapshot.value);
       // A session with nothing left to do is given back as done, also while the worker shuts down
@@ -373,7 +380,9 @@ export class ActiveSession {
         continue;
       }
       if (state === 'backoff') {
-        const until = snapshot.context.nextRetryAt ?? Date.now();
+        // Parked, the session wakes at its retry or at its turn's wall-clock limit, whichever comes first.
+        const deadline = turnDeadline(snapshot.context);
+        const until = Math.min(snapshot.context.nextRetryAt ?? Date.now(), deadline ?? Number.POSITIVE_INFINITY);
         if (until - Date.now() > this.#config.holdBackoffMs) return this.#park(until);
       }
       await this.#nextWake();
@@ -397,10 +406,11 @@ export class ActiveSession {
     wake?.();
   }
 
+  /** The policy the session's turns run under: its own or the global one, within the deployment's maxTurnMs. */
   async #policy(): Promise<RetryPolicy> {
     const override = this.#meta.policy;
-    if (override !== undefined && override !== '') return JSON.parse(override) as RetryPolicy;
-    return this.#globalPolicy();
+    const policy = override !== undefined && override !== '' ? (JSON.parse(override) as RetryPolicy) : await this.#globalPolicy();
+    return boundedRetryPolicy(policy, this.#config.policy);
   }
 
   async #applyPolicy(): Promise<void> {
@@ -450,10 +460,49 @@ export class ActiveSession {
     const sessionOptions = parseObject(this.#meta.options);
     for (const prompt of prompts) {
       this.#fed.add(prompt.id);
-      actor.send({ type: 'session.prompt', prompt: { id: prompt.id, text: prompt.text, options: { ...sessionOptions, ...prompt.options } } });
+      // A removed prompt's tombstone is trimmed with the others, never fed.
+      if (prompt.removed === true) continue;
+      const retryOf = typeof prompt.retryOf === 'number' ? { retryOf: prompt.retryOf } : {};
+      actor.send({ type: 'session.prompt', prompt: { id: prompt.id, text: prompt.text, options: { ...sessionOptions, ...prompt.options }, ...retryOf } });
     }
     this.#writer.inboxConsumed(prompts.length);
     this.#persist();
+  }
+
+  /** Applies the removals recorded before this holder took the session to its persisted mailbox (see queued-prompts.ts). */
+  async #dropRemoved(persisted: PersistedSession): Promise<void> {
+    const requests = unqueueRequests(this.#meta);
+    if (requests.size === 0) return;
+    const context = persisted.snapshot.context;
+    for (const [id, state] of requests) {
+      if (state !== 'drop' && state !== 'pending') continue;
+      const inMailbox = context.mailbox.some((p) => p.id === id);
+      if (inMailbox) context.mailbox = context.mailbox.filter((p) => p.id !== id);
+      if (state === 'drop') await this.#store.redis.hdel(this.#store.key(this.#sessionId, 'meta'), unqueueField(id));
+      else await settleUnqueue(this.#store, this.#sessionId, id, inMailbox || !startedIn(context, id) ? 'removed' : 'started');
+    }
+  }
+
+  /** Decides the removals an operator asked for while this worker holds the session. */
+  async #applyUnqueue(): Promise<void> {
+    this.#checkUnqueue = false;
+    const actor = this.#actor;
+    if (actor === null) return;
+    this.#meta = (await this.#store.meta(this.#sessionId)) ?? this.#meta;
+    for (const [id, state] of unqueueRequests(this.#meta)) {
+      if (state !== 'pending') continue;
+      const context = actor.getSnapshot().context;
+      const inMailbox = context.mailbox.some((p) => p.id === id);
+      // Not in the mailbox and not started: unread, its inbox entry a tombstone (never fed).
+      const outcome = inMailbox || !startedIn(context, id) ? 'removed' : 'started';
+      if (inMailbox) {
+        actor.send({ type: 'session.unqueue', promptId: id });
+        this.#persist();
+        // The snapshot without it is in Redis before the operator is told it is removed.
+        await this.#writer.flush().catch(() => undefined);
+      }
+      await settleUnqueue(this.#store, this.#sessionId, id, outcome);
+    }
   }
 
   /** Gives the lease back; `null` when prompts or a cancel arrived meanwhile (still held). */
@@ -559,6 +608,10 @@ export class ActiveSession {
       }
     };
   }
+}
+
+function startedIn(context: { turn: { promptId: string } | null; finishedPromptIds: string[] }, id: string): boolean {
+  return context.turn?.promptId === id || context.finishedPromptIds.includes(id);
 }
 
 /** The terminal message of an attempt stopped because the session's message log is full. */

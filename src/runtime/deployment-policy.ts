@@ -3,6 +3,7 @@ import type { AgentRequest } from '../agents/registry.ts';
 import type { MessageOf } from '../protocol/index.ts';
 import { checkTurn, PolicySchema, resolvePolicy, type DeploymentPolicy, type PolicyInput, type PolicyIssue } from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
+import type { RetryPolicy } from '../retry/index.ts';
 import { TurnOptionsSchema } from './turn-options.ts';
 
 /** The deployment policy of a configuration (its `policy` and `workspace`). Throws PolicyError naming the field. */
@@ -42,4 +43,26 @@ export function refusedAttempt(issues: readonly PolicyIssue[]): MessageOf<'termi
     type: 'terminal.failed',
     content: { text: `the stored request was refused at the worker: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, category: 'bad_request', stderr: '', invalid_output_lines: [] },
   };
+}
+
+/**
+ * The retry policy a turn runs under: the caller's, with the deployment's `maxTurnMs` over it (a
+ * policy with no limit, or a longer one, gets the deployment's). The deployment always wins.
+ */
+export function boundedRetryPolicy(policy: RetryPolicy, deployment: Pick<DeploymentPolicy, 'maxTurnMs'>): RetryPolicy {
+  const max = deployment.maxTurnMs;
+  const own = policy.maxTurnMs ?? 0;
+  if (max === null || (own > 0 && own <= max)) return policy;
+  return Object.freeze({ ...policy, maxTurnMs: max });
+}
+
+/** A caller's retry-policy patch naming a `maxTurnMs` above the deployment's (or none at all, `0`, under a deployment limit): the issue, else null. */
+export function turnLimitIssue(patch: unknown, deployment: Pick<DeploymentPolicy, 'maxTurnMs'>, field = 'retryPolicy.maxTurnMs'): PolicyIssue | null {
+  const max = deployment.maxTurnMs;
+  if (max === null || typeof patch !== 'object' || patch === null || !('maxTurnMs' in patch)) return null;
+  const value = (patch as { maxTurnMs?: unknown }).maxTurnMs;
+  if (typeof value !== 'number') return null;
+  if (value === 0) return { field, message: `0 (no limit) is not allowed: this deployment's maximum is ${max} ms (policy.maxTurnMs)` };
+  if (value > max) return { field, message: `${value} is above this deployment's maximum of ${max} ms (policy.maxTurnMs)` };
+  return null;
 }

@@ -23,6 +23,20 @@ import { listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts
 import { hasErrorCode, InputError, NotFoundError } from '../errors.ts';
 import { FleetLimits, type LimitRule, type LimitStatus } from './limits/index.ts';
 import { promoteActivations } from './limits/wake.ts';
+import { pushRetry } from './retry-turn.ts';
+import { removeQueued, unqueueField, unqueueRequests } from './queued-prompts.ts';
+import { BULK_CANCEL_MAX, CANCELLABLE_STATES, selectForCancel } from './bulk-cancel.ts';
+
+/** A prompt waiting for its turn, in the order the turns will run. */
+export interface QueuedPrompt {
+  position: number;
+  id: string;
+  text: string;
+  enqueuedAt: number | null;
+  /** In the holder's mailbox (read from the inbox already) or still in the inbox. */
+  where: 'mailbox' | 'inbox';
+  retryOf?: number;
+}
 
 /** Defined with every other error of sessiond in src/errors.ts. */
 export { InputError, NotFoundError };
@@ -203,6 +217,9 @@ export class Runtime {
     if (request.retryPolicy !== undefined) {
       const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
       if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
+      const { turnLimitIssue } = await import('./deployment-policy.ts');
+      const overLimit = turnLimitIssue(request.retryPolicy, await this.#deploymentPolicy());
+      if (overLimit !== null) throw new InputError([overLimit]);
       policyJson = JSON.stringify(policy.policy);
     }
     const retentionMs = request.retention === undefined ? undefined : this.#retention(request.retention);
@@ -236,6 +253,113 @@ export class Runtime {
     // A new activation means nobody holds the session: there is no one to tell.
     if (result.jobId === null) await this.#bus.publish({ sessionId, kind: 'prompt' });
     return { sessionId, turn: result.turn, created: result.created };
+  }
+
+  /**
+   * Re-runs the session's failed last turn as a new turn (a new series of attempts under the policy in
+   * force): the same prompt and options; its first attempt continues the agent's conversation as a
+   * retry would (see machines/retry-request.ts). NotFoundError for an unknown session; ConflictError
+   * when the last turn did not fail, a prompt waits, a cancel is pending or the session is being deleted.
+   */
+  async retry(sessionId: string): Promise<{ sessionId: string; turn: number; retryOf: number }> {
+    checkSessionId(sessionId);
+    const view = await this.getSession(sessionId);
+    if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    const turn = view.context?.turn ?? null;
+    if (turn === null || turn.status !== 'failed') throw new ConflictError(`session "${sessionId}": its last turn ${turn === null ? 'does not exist' : `is ${turn.status}, not failed`}: there is nothing to retry`);
+    const prompt = { id: randomUUID(), text: turn.text, options: turn.options, enqueuedAt: Date.now(), retryOf: turn.index };
+    const result = await pushRetry(this.store, sessionId, turn.index, prompt, newJobId(sessionId));
+    if (!result.ok) {
+      if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
+      if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted`);
+      if (result.reason === 'cancel_pending') throw new ConflictError(`session "${sessionId}" has a cancel pending: retry once it is applied`);
+      if (result.reason === 'prompts_waiting') throw new ConflictError(`session "${sessionId}" has prompts waiting (${result.waiting}): a retry runs only right after the failed turn`);
+      if (result.reason !== 'not_failed') throw new Error('unreachable');
+      throw new ConflictError(`session "${sessionId}": turn ${turn.index} is no longer its failed last turn (now ${result.status}, turn ${result.turnIndex}): there is nothing to retry`);
+    }
+    await this.store.index(sessionId, { touch: true, expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) });
+    if (result.jobId !== null) await this.queue.addActivation(sessionId, result.jobId);
+    else await this.#bus.publish({ sessionId, kind: 'prompt' });
+    return { sessionId, turn: result.turn, retryOf: turn.index };
+  }
+
+  /**
+   * Cancels every session in `state` (queued, running or backoff), optionally only those of `agent`;
+   * with `dryRun` only lists them. Served by the state's index, not a scan. InputError for a bad field.
+   */
+  async cancelMatching(filter: { state?: unknown; agent?: unknown; dryRun?: boolean; reason?: string; max?: number }): Promise<{ dryRun: boolean; matched: Array<{ sessionId: string; state: string; agent: string }>; cancelled: number }> {
+    const issues: Array<{ field: string; message: string }> = [];
+    if (typeof filter.state !== 'string' || !(CANCELLABLE_STATES as readonly string[]).includes(filter.state)) issues.push({ field: 'state', message: `must be one of ${CANCELLABLE_STATES.join(', ')} (got ${JSON.stringify(filter.state ?? null)})` });
+    if (filter.agent !== undefined && (typeof filter.agent !== 'string' || filter.agent === '' || filter.agent.length > 100)) issues.push({ field: 'agent', message: 'must be an agent name' });
+    if (filter.max !== undefined && (!Number.isSafeInteger(filter.max) || filter.max < 1 || filter.max > BULK_CANCEL_MAX)) issues.push({ field: 'max', message: `must be an integer from 1 to ${BULK_CANCEL_MAX}` });
+    if (issues.length > 0) throw new InputError(issues);
+    const matched = await selectForCancel(this.redis, this.keys, { state: filter.state as string, ...(typeof filter.agent === 'string' ? { agent: filter.agent } : {}), ...(filter.max === undefined ? {} : { max: filter.max }) });
+    if (filter.dryRun === true) return { dryRun: true, matched, cancelled: 0 };
+    let cancelled = 0;
+    for (const s of matched) {
+      // A session deleted meanwhile is simply not cancelled.
+      const done = await this.cancel(s.sessionId, filter.reason ?? `bulk cancel (state ${String(filter.state)})`).then(() => true, (error: Error) => (error instanceof NotFoundError ? false : Promise.reject(error)));
+      if (done) cancelled += 1;
+    }
+    return { dryRun: false, matched, cancelled };
+  }
+
+  /** The prompts of the session waiting for their turn, in order. NotFoundError for an unknown session. */
+  async queuedPrompts(sessionId: string): Promise<QueuedPrompt[]> {
+    checkSessionId(sessionId);
+    const [view, meta] = await Promise.all([this.getSession(sessionId), this.store.meta(sessionId)]);
+    if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    const removing = unqueueRequests(meta ?? {});
+    const context = view.context;
+    const started = new Set([...(context?.finishedPromptIds ?? []), ...(context?.turn === null || context?.turn === undefined ? [] : [context.turn.promptId])]);
+    const seen = new Set<string>();
+    const out: QueuedPrompt[] = [];
+    const add = (p: { id: string; text: string; enqueuedAt?: number; retryOf?: number }, where: QueuedPrompt['where']): void => {
+      const state = removing.get(p.id);
+      if (seen.has(p.id) || started.has(p.id) || state === 'pending' || state === 'drop' || state === 'removed') return;
+      seen.add(p.id);
+      out.push({ position: out.length + 1, id: p.id, text: p.text, enqueuedAt: p.enqueuedAt ?? null, where, ...(p.retryOf === undefined ? {} : { retryOf: p.retryOf }) });
+    };
+    for (const p of context?.mailbox ?? []) add(p, 'mailbox');
+    for (const p of await this.store.inbox(sessionId)) if (p.removed !== true) add(p, 'inbox');
+    return out;
+  }
+
+  /**
+   * Removes a queued prompt, safe against a worker taking it meanwhile (see queued-prompts.ts).
+   * NotFoundError: unknown session or no such queued prompt; ConflictError: its turn has started
+   * (cancel it instead), or the session is being deleted, or its holder did not answer within `waitMs`.
+   */
+  async removeQueuedPrompt(sessionId: string, promptId: string, options: { waitMs?: number } = {}): Promise<{ sessionId: string; promptId: string; removed: true }> {
+    checkSessionId(sessionId);
+    if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(promptId)) throw new InputError([{ field: 'promptId', message: `must be a prompt id as listed (got ${JSON.stringify(promptId)})` }]);
+    const deadline = Date.now() + (options.waitMs ?? 10_000);
+    const field = unqueueField(promptId);
+    const meta = this.store.key(sessionId, 'meta');
+    for (;;) {
+      const result = await removeQueued(this.store, sessionId, promptId);
+      if (result === 'removed') break;
+      if (result === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
+      if (result === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted`);
+      if (result === 'started') throw new ConflictError(`prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`);
+      if (result === 'unknown_prompt') throw new NotFoundError(`session "${sessionId}" has no queued prompt "${promptId}"`);
+      // A worker holds the session: it decides, and says so in the meta.
+      for (;;) {
+        await this.#bus.publish({ sessionId, kind: 'unqueue' });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const [outcome, held] = await Promise.all([this.redis.hget(meta, field), this.redis.exists(this.store.key(sessionId, 'lease'))]);
+        if (outcome === 'removed' || outcome === 'started') {
+          await this.redis.hdel(meta, field);
+          if (outcome === 'started') throw new ConflictError(`prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`);
+          return { sessionId, promptId, removed: true };
+        }
+        // The holder let go before answering: decide again, as for a session nobody holds.
+        if (outcome === 'pending' && held === 0) break;
+        if (Date.now() > deadline) throw new ConflictError(`the worker holding session "${sessionId}" did not answer within ${options.waitMs ?? 10_000} ms: the removal of prompt "${promptId}" stays pending and is decided when a worker next drives the session`);
+      }
+    }
+    await this.store.index(sessionId, { touch: true });
+    return { sessionId, promptId, removed: true };
   }
 
   /** What callers of this deployment may choose. */
@@ -339,7 +463,7 @@ export class Runtime {
       options: safeJson(meta.options) as Record<string, unknown>,
       policyOverride: meta.policy ? (safeJson(meta.policy) as RetryPolicy) : null,
       context: persisted?.snapshot.context ?? null,
-      queued: inbox.map((p) => ({ id: p.id, text: p.text, enqueuedAt: p.enqueuedAt })),
+      queued: inbox.filter((p) => p.removed !== true).map((p) => ({ id: p.id, text: p.text, enqueuedAt: p.enqueuedAt })),
       history: history as SessionView['history'],
       lastSeq,
       heldBy,
@@ -436,6 +560,10 @@ export class Runtime {
 
   /** Validates `patch` over the policy in force; on error nothing is changed. */
   async setPolicy(patch: unknown, sessionId?: string): Promise<RetryPolicyResult> {
+    // The deployment's maxTurnMs wins over any stored policy, the global one included.
+    const { turnLimitIssue } = await import('./deployment-policy.ts');
+    const overLimit = turnLimitIssue(patch, await this.#deploymentPolicy(), 'maxTurnMs');
+    if (overLimit !== null) return { ok: false, errors: [{ field: 'maxTurnMs', message: `maxTurnMs: ${overLimit.message}` }] };
     if (sessionId === undefined) {
       this.policies.invalidate();
       const result = await this.policies.update(patch);

@@ -26,6 +26,7 @@ export const validPolicyArb: fc.Arbitrary<RetryPolicy> = fc
     retryOn: fc.uniqueArray(fc.constantFrom(...FAILURE_CATEGORIES)),
     honorRetryAfter: fc.boolean(),
     maxRetryAfterMs: fc.integer({ min: 0, max: 86_400_000 }),
+    maxTurnMs: fc.integer({ min: 0, max: 604_800_000 }),
   })
   .map(({ extraDelayMs, ...rest }) =>
     policyWith({ ...rest, maxDelayMs: Math.min(86_400_000, rest.initialDelayMs + extraDelayMs) }),

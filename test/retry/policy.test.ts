@@ -14,7 +14,7 @@ const CATEGORY_RULE =
   'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, quota, unknown';
 const JITTER_RULE = "must be 'none', 'full', 'equal' or a number from 0 to 1";
 const KNOWN_FIELDS =
-  'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs';
+  'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs';
 
 function errorsOf(result: RetryPolicyResult) {
   if (result.ok) throw new Error(`expected errors, got policy ${JSON.stringify(result.policy)}`);
@@ -33,6 +33,7 @@ describe('DEFAULT_RETRY_POLICY', () => {
       retryOn: ['network', 'timeout', 'rate_limited', 'server_error', 'process_crash'],
       honorRetryAfter: true,
       maxRetryAfterMs: 600_000,
+      maxTurnMs: 0,
     });
   });
 
@@ -82,6 +83,8 @@ describe('parseRetryPolicy', () => {
     ['honorRetryAfter', false],
     ['maxRetryAfterMs', 0],
     ['maxRetryAfterMs', 86_400_000],
+    ['maxTurnMs', 0],
+    ['maxTurnMs', 604_800_000],
   ] as const)('accepts %s = %j', (field, value) => {
     const result = parseRetryPolicy({ [field]: value });
     expect(result.ok && result.policy[field]).toEqual(value);
@@ -116,6 +119,7 @@ describe('parseRetryPolicy', () => {
     ['honorRetryAfter', 1, 'honorRetryAfter: must be true or false (got 1)'],
     ['maxRetryAfterMs', -5, 'maxRetryAfterMs: must be an integer from 0 to 86400000 (got -5)'],
     ['maxRetryAfterMs', 10n, 'maxRetryAfterMs: must be an integer from 0 to 86400000 (got 10n)'],
+    ['maxTurnMs', 604_800_001, 'maxTurnMs: must be an integer from 0 to 604800000 (got 604800001)'],
   ])('rejects %s = %s, naming the field and the allowed range', (field, value, message) => {
     expect(errorsOf(parseRetryPolicy({ [field]: value }))).toEqual([{ field, message }]);
   });

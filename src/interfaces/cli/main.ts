@@ -8,6 +8,8 @@ import { registerInspect } from './commands/inspect.ts';
 import { registerList } from './commands/list.ts';
 import { registerCancel } from './commands/cancel.ts';
 import { registerDispatch } from './commands/dispatch.ts';
+import { registerRetry } from './commands/retry.ts';
+import { registerPrompts } from './commands/prompts.ts';
 import { registerDelete } from './commands/delete.ts';
 import { registerTransfer } from './commands/transfer.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
@@ -34,6 +36,8 @@ export function buildProgram(): Command {
   registerList(program);
   registerCancel(program);
   registerDispatch(program);
+  registerRetry(program);
+  registerPrompts(program);
   registerDelete(program);
   registerTransfer(program);
   registerRetryPolicy(program);

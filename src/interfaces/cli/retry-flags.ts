@@ -13,6 +13,7 @@ export interface RetryFlags {
   retryJitter?: string | number;
   retryOn?: string[];
   retryHonorRetryAfter?: boolean;
+  retryMaxTurn?: number;
 }
 
 function parseMultiplier(value: string): number {
@@ -47,7 +48,8 @@ export function addRetryPolicyOptions(command: Command, what: string): Command {
     .option('--retry-jitter <mode>', `${what}: none, full, equal or a factor 0-1`, parseJitter)
     .option('--retry-on <categories>', `${what}: comma-separated failure categories to retry`, parseCategories)
     .addOption(new Option('--retry-honor-retry-after', `${what}: let a longer Retry-After win`))
-    .addOption(new Option('--no-retry-honor-retry-after', `${what}: ignore Retry-After`));
+    .addOption(new Option('--no-retry-honor-retry-after', `${what}: ignore Retry-After`))
+    .option('--retry-max-turn <duration>', `${what}: wall-clock limit of a turn, attempts and backoffs included (e.g. 30m; 0: none)`, parseDurationOption('--retry-max-turn'));
 }
 
 /** The policy patch the flags ask for, or undefined when none was given. */
@@ -61,5 +63,6 @@ export function retryPatchFromFlags(flags: RetryFlags): Record<string, unknown> 
   if (flags.retryJitter !== undefined) patch.jitter = flags.retryJitter;
   if (flags.retryOn !== undefined) patch.retryOn = flags.retryOn;
   if (flags.retryHonorRetryAfter !== undefined) patch.honorRetryAfter = flags.retryHonorRetryAfter;
+  if (flags.retryMaxTurn !== undefined) patch.maxTurnMs = flags.retryMaxTurn;
   return Object.keys(patch).length === 0 ? undefined : patch;
 }

@@ -14,6 +14,7 @@ import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError } from './body.ts';
 import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
+import { registerControls } from './controls.ts';
 import type { RouteContext } from './routes/context.ts';
 import { registerMessageRoutes } from './routes/messages.ts';
 import { registerOperationRoutes } from './routes/operations.ts';
@@ -89,6 +90,7 @@ export function createApp(options: AppOptions): Hono {
   registerSessionRoutes(routes);
   registerMessageRoutes(routes);
   registerRetryPolicyRoutes(routes);
+  registerControls(app, runtime);
 
   // ---- auth: login cookie, stream tickets -------------------------------------------------
   registerAuthRoutes(app, auth, { secure: options.secureCookies === true, sessionExists: async (id) => SESSION_ID_PATTERN.test(id) && (await runtime.getSession(id)) !== null });

@@ -4,6 +4,7 @@ import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
 import { SESSION_STATES } from '../../../machines/states.ts';
 import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
 import { CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from './schemas.ts';
+import { controlPaths } from './controls.ts';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`. Request
@@ -118,6 +119,7 @@ function build(): Json {
       { name: 'dashboard', description: 'HTML pages and their static files' },
     ],
     paths: {
+      ...controlPaths(),
       '/api/sessions': {
         get: {
           operationId: 'listSessions',

@@ -12,6 +12,7 @@ const POLICY_NUMBERS = [
   ['multiplier', 'multiplier', '1–10'],
   ['maxDelayMs', 'max delay (ms)', '≥ initial delay'],
   ['maxRetryAfterMs', 'max Retry-After (ms)', '0–86,400,000'],
+  ['maxTurnMs', 'max turn time (ms)', '0 (none)–604,800,000'],
 ];
 
 /**
@@ -97,7 +98,7 @@ export function policyEditor({ path, title, allowReset }) {
    */
   function show(policy, source) {
     loaded = policy;
-    for (const [name] of POLICY_NUMBERS) input(name).value = String(policy[name]);
+    for (const [name] of POLICY_NUMBERS) input(name).value = String(policy[name] ?? 0);
     jitter.value = String(policy.jitter);
     enabled.checked = policy.enabled;
     honorRetryAfter.checked = policy.honorRetryAfter;

@@ -21,6 +21,9 @@ export function sessionPage(main, sessionId) {
   const cancelButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'cancel', onclick: cancel }, 'Cancel turn');
   const cancelNote = h('span', { class: 'muted', 'data-testid': 'cancel-note' });
   const deleteButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove }, 'Delete session');
+  const retryButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'retry', onclick: retry, disabled: true }, 'Retry failed turn');
+  const queueList = h('ol', { class: 'queue', 'data-testid': 'queued-prompts' });
+  const queuePanel = h('section', { class: 'panel', hidden: true }, h('h2', {}, 'Queued prompts'), queueList);
   const chartBox = h('div', { class: 'chart', 'data-testid': 'chart' }, h('p', { class: 'muted' }, 'Loading the statechart…'));
   const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
   const timelineTitle = h('span', { class: 'muted' });
@@ -52,7 +55,7 @@ export function sessionPage(main, sessionId) {
       'section',
       { class: 'panel summary' },
       h('div', {}, title, facts),
-      h('div', { class: 'actions' }, cancelNote, can('write') ? cancelButton : null, can('admin') ? deleteButton : null),
+      h('div', { class: 'actions' }, cancelNote, can('write') ? retryButton : null, can('write') ? cancelButton : null, can('admin') ? deleteButton : null),
     ),
     h(
       'section',
@@ -95,6 +98,7 @@ export function sessionPage(main, sessionId) {
         'div',
         {},
         h('section', { class: 'panel' }, h('h2', {}, liveDot, 'Transcript'), transcript),
+        queuePanel,
         can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'Add a prompt'), promptForm) : null,
         policy.panel,
       ),
@@ -134,6 +138,44 @@ export function sessionPage(main, sessionId) {
     cancelNote.textContent = result.data?.error ?? `delete failed (HTTP ${result.status})`;
   }
 
+  // Re-runs the failed last turn as a new turn (the API refuses, with its reason, when it cannot).
+  async function retry() {
+    retryButton.disabled = true;
+    const result = await api('POST', `/api/sessions/${enc}/retry`);
+    cancelNote.textContent = result.ok ? `retry queued as turn ${result.data.turn}` : (result.data?.error ?? `retry failed (HTTP ${result.status})`);
+  }
+
+  /**
+   * The waiting prompts, each with a remove button (write scope); read only when some wait.
+   * @param {{ queuedPrompts: number }} view
+   */
+  async function renderQueue(view) {
+    queuePanel.hidden = view.queuedPrompts === 0;
+    if (view.queuedPrompts === 0) return fill(queueList);
+    const result = await api('GET', `/api/sessions/${enc}/queue`);
+    if (!result.ok) return;
+    /** @type {Array<{ id: string, text: string }>} */
+    const prompts = result.data.prompts;
+    fill(
+      queueList,
+      ...prompts.map((p) =>
+        h(
+          'li',
+          { 'data-prompt-id': p.id },
+          h('span', {}, p.text.length > 120 ? `${p.text.slice(0, 119)}…` : p.text),
+          ' ',
+          can('write') ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'remove-prompt', onclick: () => void unqueue(p.id) }, 'Remove') : null,
+        ),
+      ),
+    );
+  }
+
+  /** @param {string} promptId */
+  async function unqueue(promptId) {
+    const result = await api('DELETE', `/api/sessions/${enc}/queue/${encodeURIComponent(promptId)}`);
+    cancelNote.textContent = result.ok ? 'queued prompt removed' : (result.data?.error ?? `remove failed (HTTP ${result.status})`);
+  }
+
   async function refresh() {
     const result = await api('GET', `/api/sessions/${enc}`);
     if (!result.ok) {
@@ -160,6 +202,8 @@ export function sessionPage(main, sessionId) {
       h('span', {}, 'messages ', h('b', {}, String(view.lastSeq))),
     );
     cancelButton.disabled = (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
+    retryButton.disabled = !(turn?.status === 'failed' && view.queuedPrompts === 0 && !view.cancelRequested);
+    void renderQueue(view);
     if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0) stream?.closeTools(turn.status);
     renderTimeline(view);
     fill(

@@ -35,7 +35,7 @@ const Message = z.strictObject({
   content: z.unknown(),
 });
 const Agent = z.strictObject({ kind: z.literal('agent'), field: z.string().regex(/^[a-z][a-z-]{0,30}:[A-Za-z0-9_.:-]{1,200}$/, 'must be <agent>:<agent session id>'), value: z.string() });
-const Inbox = z.strictObject({ kind: z.literal('inbox'), prompt: z.strictObject({ id: z.string().min(1).max(200), text: z.string(), options: z.record(z.string(), z.unknown()), enqueuedAt: z.number() }) });
+const Inbox = z.strictObject({ kind: z.literal('inbox'), prompt: z.strictObject({ id: z.string().min(1).max(200), text: z.string(), options: z.record(z.string(), z.unknown()), enqueuedAt: z.number(), retryOf: z.number().int().positive().optional() }) });
 const End = z.strictObject({ kind: z.literal('end'), messages: z.number().int().nonnegative(), history: z.number().int().nonnegative(), agent: z.number().int().nonnegative(), inbox: z.number().int().nonnegative() });
 
 export interface Archive {
@@ -47,7 +47,7 @@ export interface Archive {
   history: unknown[];
   messages: Array<{ seq: number; turn: number; attempt: number; type: string; content: unknown }>;
   agent: Array<[string, string]>;
-  inbox: Array<{ id: string; text: string; options: Record<string, unknown>; enqueuedAt: number }>;
+  inbox: Array<{ id: string; text: string; options: Record<string, unknown>; enqueuedAt: number; retryOf?: number }>;
 }
 
 /** An archive that cannot be imported; `line` names where (1-based), nothing was written. */

@@ -55,7 +55,8 @@ export async function exportSession(redis: Redis, keys: Keys, sessionId: string)
     history: (value(2) as string[]).map((raw) => JSON.parse(raw) as unknown),
     messages: (value(3) as Array<[string, string[]]>).map(([, fields]) => parseEntry(fields)),
     agent: Object.entries(value(4) as Record<string, string>),
-    inbox: (value(5) as string[]).map((raw) => JSON.parse(raw) as Archive['inbox'][number]),
+    // Tombstones of removed prompts are not prompts (see queued-prompts.ts).
+    inbox: (value(5) as string[]).map((raw) => JSON.parse(raw) as Archive['inbox'][number] & { removed?: boolean }).filter((p) => p.removed !== true),
   };
   return writeArchive(archive);
 }

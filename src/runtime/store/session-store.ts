@@ -10,6 +10,10 @@ export interface InboxPrompt {
   text: string;
   options: Record<string, unknown>;
   enqueuedAt: number;
+  /** An operator's retry of this failed turn (see retry-turn.ts). */
+  retryOf?: number;
+  /** A tombstone: an operator removed this prompt (see queued-prompts.ts); every reader skips it. */
+  removed?: boolean;
 }
 
 export interface StoredMessage {

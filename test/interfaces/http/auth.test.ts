@@ -66,6 +66,14 @@ async function fingerprint(redis: Redis): Promise<string> {
     .digest('hex');
 }
 
+/** Makes the session's (queued) prompt a failed turn 1, as a worker leaves it: its snapshot says so, its inbox is empty. */
+async function failTheTurn(sessionId: string): Promise<void> {
+  const turn = { index: 1, promptId: 'p', text: 'cell', options: {}, status: 'failed', failureReason: 'not_retryable', cancelReason: null, startedAt: 1, endedAt: 2, attempts: [] };
+  const context = { sessionId, agentSessionId: null, agentSessionResumable: false, turnIndex: 1, attempt: 1, turn, nextRetryAt: null, lastFailure: null, mailbox: [], finishedPromptIds: ['p'] };
+  await h.runtime.redis.set(h.runtime.store.key(sessionId, 'snapshot'), JSON.stringify({ version: 1, snapshot: { status: 'active', value: 'failed', context } }));
+  await h.runtime.redis.del(h.runtime.store.key(sessionId, 'inbox'));
+}
+
 interface Operation {
   method: string;
   path: string;
@@ -104,7 +112,7 @@ describe('every operation declares its scope', () => {
       'GET /healthz': 'public', 'GET /readyz': 'public', 'GET /metrics': 'read', 'GET /openapi.json': 'read', 'GET /api/chart': 'read',
       'GET /api/sessions': 'read', 'GET /api/sessions/{id}': 'read', 'GET /api/sessions/{id}/messages': 'read', 'GET /api/sessions/{id}/events': 'read',
       'GET /api/retry-policy': 'read', 'GET /api/sessions/{id}/retry-policy': 'read', 'GET /api/whoami': 'read', 'POST /api/sessions/{id}/stream-ticket': 'read',
-      'POST /api/sessions': 'write', 'POST /api/sessions/{id}/prompts': 'write', 'POST /api/sessions/{id}/cancel': 'write',
+      'POST /api/sessions': 'write', 'POST /api/sessions/{id}/prompts': 'write', 'POST /api/sessions/{id}/cancel': 'write', 'POST /api/sessions/{id}/retry': 'write', 'GET /api/sessions/{id}/queue': 'read', 'DELETE /api/sessions/{id}/queue/{promptId}': 'write', 'POST /api/bulk/cancel': 'admin',
       'PUT /api/retry-policy': 'admin', 'DELETE /api/retry-policy': 'admin', 'PUT /api/sessions/{id}/retry-policy': 'admin', 'DELETE /api/sessions/{id}/retry-policy': 'admin',
       'DELETE /api/sessions/{id}': 'admin', 'GET /api/deployment-policy': 'read', 'POST /api/login': 'public', 'POST /api/logout': 'public',
     };
@@ -144,6 +152,12 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       let path = op.path.replace('{id}', sessionId).replace('{module}', 'app.js');
       // The cell's session is queued (no worker here): only a forced delete removes it.
       if (op.operationId === 'deleteSession') path += '?force=true';
+      // A retry needs a failed last turn: the cell's session gets one, as a worker would leave it.
+      if (op.operationId === 'retryTurn') await failTheTurn(sessionId);
+      // A bulk cancel needs its filter; a dry run, so that it leaves the other cells' sessions alone.
+      if (op.operationId === 'cancelMatching') path += '?state=queued&dryRun=true';
+      // The cell's session has one queued prompt: its id goes in the path.
+      if (op.operationId === 'removeQueuedPrompt') path = path.replace('{promptId}', (await h.runtime.queuedPrompts(sessionId))[0]?.id ?? 'none');
       const headers: Record<string, string> = {};
       if (cred === 'wrong') headers.authorization = 'Bearer wrong-token-0123456789abcdef';
       if (cred === 'read' || cred === 'write' || cred === 'admin') headers.authorization = `Bearer ${TOKENS[cred]}`;

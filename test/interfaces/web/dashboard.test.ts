@@ -170,3 +170,28 @@ describe('dashboard', () => {
     expect(pageErrors).toEqual([]);
   });
 });
+
+describe('dashboard: operator controls', () => {
+  it('retries a failed turn with its button, and removes a queued prompt from the list', async () => {
+    const { sessionId: failed } = await h.runtime.enqueue({ prompt: 'fails at once', options: { provider: 'fake', model: 'http401', cwd: env.cwd } });
+    await page.goto(`${server.url}/sessions/${encodeURIComponent(failed)}`);
+    await eventually(() => stateOf(page), 60_000).toBe('failed');
+    await eventually(() => page.getByTestId('retry').isDisabled()).toBe(false);
+    await page.getByTestId('retry').click();
+    await eventually(() => page.getByTestId('cancel-note').textContent()).toBe('retry queued as turn 2');
+    await eventually(async () => (await h.runtime.getSession(failed))?.context?.turn?.retryOf?.turn ?? null, 60_000).toBe(1);
+
+    const { sessionId: busy } = await h.runtime.enqueue({ prompt: 'Sleep a long time', options: { provider: 'fake', model: 'long-tool', cwd: env.cwd } });
+    await h.runtime.enqueue({ sessionId: busy, prompt: 'a prompt to remove' });
+    await page.goto(`${server.url}/sessions/${encodeURIComponent(busy)}`);
+    const list = page.getByTestId('queued-prompts');
+    await eventually(() => list.locator('li').count(), 30_000).toBe(1);
+    expect(await list.locator('li').textContent()).toContain('a prompt to remove');
+    await list.getByTestId('remove-prompt').click();
+    await eventually(() => page.getByTestId('cancel-note').textContent(), 30_000).toBe('queued prompt removed');
+    expect(await h.runtime.queuedPrompts(busy)).toEqual([]);
+    await h.runtime.cancel(busy, 'done with the test');
+    await eventually(() => stateOf(page), 60_000).toBe('cancelled');
+    expect(pageErrors).toEqual([]);
+  });
+});

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { InputError } from '../../../runtime/runtime.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { hasErrorCode } from '../../../errors.ts';
+import type { Runtime } from '../../../runtime/runtime.ts';
+import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 
@@ -53,12 +54,13 @@ export function registerDispatch(program: Command): void {
     });
 }
 
-async function withRuntime(fn: (runtime: Awaited<ReturnType<typeof openRuntime>>['runtime']) => Promise<void>): Promise<void> {
+async function withRuntime(fn: (runtime: Runtime) => Promise<void>): Promise<void> {
+  const { openRuntime } = await import('../context.ts');
   const ctx = await openRuntime();
   try {
     await fn(ctx.runtime);
   } catch (error) {
-    if (error instanceof InputError) throw new CliError(error.message, ExitCode.usage);
+    if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
     throw error;
   } finally {
     await ctx.close();

@@ -31,6 +31,7 @@ function describePolicy(policy: DeploymentPolicy): string {
     `agentDir: ${policy.agentDirRoots.length === 0 ? 'not settable by callers' : `inside ${policy.agentDirRoots.join(', ')}`}`,
     `idle timeout at most: ${policy.maxIdleTimeoutMs} ms`,
     `prompt at most: ${policy.maxPromptChars} characters`,
+    `turn at most: ${policy.maxTurnMs === null ? 'no limit' : `${policy.maxTurnMs} ms`}`,
   ];
   for (const [agent, p] of Object.entries(policy.permissions)) {
     const parts: string[] = [];

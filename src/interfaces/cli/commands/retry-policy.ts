@@ -70,6 +70,7 @@ function render(p: RetryPolicy, source: string): string {
     `  jitter           ${p.jitter}`,
     `  retryOn          ${p.retryOn.join(', ')}`,
     `  honorRetryAfter  ${p.honorRetryAfter} (cap ${formatMs(p.maxRetryAfterMs)})`,
+    `  maxTurn          ${(p.maxTurnMs ?? 0) > 0 ? formatMs(p.maxTurnMs) : 'none'}`,
     '',
   ].join('\n');
 }

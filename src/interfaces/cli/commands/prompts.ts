@@ -1,0 +1,42 @@
+import type { Command } from 'commander';
+import { hasErrorCode } from '../../../errors.ts';
+import { CliError } from '../cli-error.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { printJson } from '../present.ts';
+
+export function registerPrompts(program: Command): void {
+  program
+    .command('prompts')
+    .description("List a session's queued prompts in the order their turns will run, or remove one (--remove PROMPT_ID); exit 1 when its turn has started, 3 for an unknown id")
+    .argument('<sessionId>')
+    .option('--remove <promptId>', 'remove this queued prompt (its id as listed)')
+    .option('--json', 'print JSON')
+    .action(async (sessionId: string, flags: { remove?: string; json?: boolean }) => {
+      const { openRuntime } = await import('../context.ts');
+      const ctx = await openRuntime();
+      try {
+        if (flags.remove !== undefined) {
+          const result = await ctx.runtime.removeQueuedPrompt(sessionId, flags.remove);
+          if (flags.json === true) printJson(result);
+          else process.stdout.write(`removed prompt ${flags.remove} from ${sessionId}\n`);
+          return;
+        }
+        const prompts = await ctx.runtime.queuedPrompts(sessionId);
+        if (flags.json === true) printJson({ sessionId, prompts });
+        else if (prompts.length === 0) process.stdout.write(`no prompt waits in ${sessionId}\n`);
+        else for (const p of prompts) process.stdout.write(`${p.position}. ${p.id}  ${oneLine(p.text)}${p.retryOf === undefined ? '' : `  (retry of turn ${p.retryOf})`}\n`);
+      } catch (error) {
+        if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
+        if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
+        if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
+        throw error;
+      } finally {
+        await ctx.close();
+      }
+    });
+}
+
+function oneLine(text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > 80 ? `${line.slice(0, 79)}…` : line;
+}

@@ -1,0 +1,137 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createSessionMachine, turnDeadline } from '../../machines/session.machine.ts';
+import { persistSession, startSessionActor, type SessionActor } from '../../machines/restore.ts';
+import { parseRetryPolicy, type RetryPolicy } from '../../src/retry/index.ts';
+import { FakeRunner, type Step } from './fake-runner.ts';
+
+function policy(patch: Record<string, unknown> = {}): RetryPolicy {
+  const result = parseRetryPolicy({ jitter: 'none', initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, ...patch });
+  if (!result.ok) throw new Error(JSON.stringify(result.errors));
+  return result.policy;
+}
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+  await vi.advanceTimersByTimeAsync(0);
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+}
+
+function start(steps: Step[], retryPolicy: RetryPolicy) {
+  const runner = new FakeRunner(steps);
+  const machine = createSessionMachine(runner.run, runner.sink);
+  const actor = startSessionActor(machine, { input: { sessionId: 's1', policy: retryPolicy } });
+  return { runner, actor, machine };
+}
+
+const state = (actor: SessionActor) => actor.getSnapshot().value;
+const ctx = (actor: SessionActor) => actor.getSnapshot().context;
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+  vi.setSystemTime(new Date('2026-01-01T00:00:00Z'));
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('session machine: maxTurnMs', () => {
+  it('a running attempt past the limit is stopped like a cancel, then the turn ends failed with category timeout', async () => {
+    const { actor, runner } = start([{ kind: 'hang', stopMs: 300 }], policy({ maxTurnMs: 5000 }));
+    actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'long' } });
+    await settle();
+    await vi.advanceTimersByTimeAsync(4999);
+    expect(state(actor)).toBe('running');
+    await vi.advanceTimersByTimeAsync(1);
+    await settle();
+    // Stopping: the turn is not over before the agent is gone.
+    expect(state(actor)).toBe('cancelling');
+    expect(runner.stopsFinished).toBe(0);
+    await vi.advanceTimersByTimeAsync(300);
+    await settle();
+    expect(runner.stopsFinished).toBe(1);
+    expect(state(actor)).toBe('failed');
+    const turn = ctx(actor).turn!;
+    expect(turn).toMatchObject({ status: 'failed', failureReason: 'turn_timeout', timedOut: true });
+    expect(turn.attempts.map((a) => [a.outcome, a.category])).toEqual([['failed', 'timeout']]);
+    expect(ctx(actor).lastFailure).toMatchObject({ category: 'timeout' });
+    // Never retried, although timeout is a retryable category.
+    expect(runner.requests).toHaveLength(1);
+  });
+
+  it('the limit counts the whole turn: it fires during a backoff and no further attempt starts', async () => {
+    const { actor, runner } = start([{ kind: 'fail', category: 'server_error' }], policy({ maxTurnMs: 2500, initialDelayMs: 2000, maxAttempts: 10 }));
+    actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'x' } });
+    await settle();
+    await vi.advanceTimersByTimeAsync(2000);
+    await settle();
+    expect(runner.requests).toHaveLength(2);
+    expect(state(actor)).toBe('backoff');
+    await vi.advanceTimersByTimeAsync(500);
+    await settle();
+    expect(state(actor)).toBe('failed');
+    expect(ctx(actor).turn!.failureReason).toBe('turn_timeout');
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(runner.requests).toHaveLength(2);
+  });
+
+  it('a cancel while the limit stops the attempt still ends the turn failed (timeout)', async () => {
+    const { actor } = start([{ kind: 'hang', stopMs: 100 }], policy({ maxTurnMs: 1000 }));
+    actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'x' } });
+    await settle();
+    await vi.advanceTimersByTimeAsync(1000);
+    await settle();
+    actor.send({ type: 'session.cancel', reason: 'late' });
+    await vi.advanceTimersByTimeAsync(100);
+    await settle();
+    expect(ctx(actor).turn).toMatchObject({ status: 'failed', failureReason: 'turn_timeout' });
+  });
+
+  it('restored while stopping at the limit, the turn ends failed, not cancelled', async () => {
+    const first = start([{ kind: 'hang', stopMs: 10_000 }], policy({ maxTurnMs: 1000 }));
+    first.actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'x' } });
+    await settle();
+    await vi.advanceTimersByTimeAsync(1000);
+    await settle();
+    expect(state(first.actor)).toBe('cancelling');
+    const persisted = persistSession(first.actor);
+    first.actor.stop();
+    const again = startSessionActor(first.machine, { persisted });
+    await settle();
+    expect(ctx(again).turn).toMatchObject({ status: 'failed', failureReason: 'turn_timeout' });
+  });
+
+  it('restored in a backoff after the deadline passed, the turn fails at once without another attempt', async () => {
+    const first = start([{ kind: 'fail', category: 'network' }], policy({ maxTurnMs: 30_000, initialDelayMs: 20_000, maxDelayMs: 60_000 }));
+    first.actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'x' } });
+    await settle();
+    const persisted = persistSession(first.actor);
+    first.actor.stop();
+    vi.setSystemTime(Date.now() + 40_000);
+    const again = startSessionActor(first.machine, { persisted });
+    await settle();
+    expect(ctx(again).turn).toMatchObject({ status: 'failed', failureReason: 'turn_timeout' });
+    expect(first.runner.requests).toHaveLength(1);
+  });
+
+  it('a limit set while the turn runs applies to it at once (counted from the turn start)', async () => {
+    const { actor } = start([{ kind: 'hang' }], policy());
+    actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'x' } });
+    await settle();
+    await vi.advanceTimersByTimeAsync(10_000);
+    actor.send({ type: 'session.policy', policy: policy({ maxTurnMs: 4000 }) });
+    await settle();
+    expect(state(actor)).toBe('cancelling');
+    await vi.advanceTimersByTimeAsync(1);
+    await settle();
+    expect(ctx(actor).turn).toMatchObject({ status: 'failed', failureReason: 'turn_timeout' });
+  });
+
+  it('without a limit nothing changes: a hanging attempt keeps running', async () => {
+    const { actor } = start([{ kind: 'hang' }], policy());
+    actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'x' } });
+    await settle();
+    expect(turnDeadline(ctx(actor))).toBeNull();
+    await vi.advanceTimersByTimeAsync(7 * 86_400_000);
+    expect(state(actor)).toBe('running');
+  });
+});
