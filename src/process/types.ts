@@ -75,4 +75,10 @@ export interface AgentProcess {
   stop(reason?: StopReason): Promise<void>;
   /** The caller saw the agent's final event: if it has not exited within `ms`, `stop('exit_grace')`. */
   armExitGrace(ms: number): void;
+  /**
+   * The agent waits for sessiond (e.g. for an operator's answer to a permission request): its
+   * silence is not idleness. The idle timeout does not run until every hold is released (each
+   * release function works once); then it starts its full period again if a reader waits.
+   */
+  holdIdle(): () => void;
 }

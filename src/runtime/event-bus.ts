@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 
-export type SessionEventKind = 'prompt' | 'cancel' | 'policy' | 'delete';
+export type SessionEventKind = 'prompt' | 'cancel' | 'policy' | 'delete' | 'approval';
 
 export interface BusEvent {
   sessionId: string;

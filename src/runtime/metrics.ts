@@ -69,6 +69,7 @@ export class RuntimeMetrics {
   readonly #cancelLatency: Histogram;
   readonly #queueJobs: Gauge<'state'>;
   readonly #workers: Gauge;
+  readonly #approvalsWaiting: Gauge;
   readonly #refreshErrors: Counter;
 
   constructor(runtime: Runtime, options: MetricsOptions = {}) {
@@ -100,6 +101,7 @@ export class RuntimeMetrics {
     });
     this.#queueJobs = new Gauge({ name: 'sessiond_queue_jobs', help: 'BullMQ activation jobs by queue state', labelNames: ['state'], registers });
     this.#workers = new Gauge({ name: 'sessiond_workers', help: 'Workers whose heartbeat was seen recently', registers });
+    this.#approvalsWaiting = new Gauge({ name: 'sessiond_approvals_waiting', help: 'Permission requests of agents waiting for an operator (approve / deny), fleet-wide', registers });
     this.#refreshErrors = new Counter({ name: 'sessiond_metrics_refresh_errors_total', help: 'Metric refreshes that failed (Redis unreachable…)', registers });
   }
 
@@ -154,7 +156,8 @@ export class RuntimeMetrics {
     const pipeline = runtime.redis.pipeline();
     for (const state of INDEXED_STATES) pipeline.zcard(lk.byState(state));
     pipeline.zrangebyscore(lk.changed, since, '+inf');
-    const [replies, counts, workers] = await Promise.all([pipeline.exec(), runtime.queue.queue.getJobCounts(...QUEUE_STATES), runtime.workers()]);
+    const [replies, counts, workers, approvals] = await Promise.all([pipeline.exec(), runtime.queue.queue.getJobCounts(...QUEUE_STATES), runtime.workers(), runtime.approvals.waitingCount(now)]);
+    this.#approvalsWaiting.set(approvals);
     const reply = (i: number): unknown => {
       const [error, value] = replies?.[i] ?? [null, null];
       if (error !== null) throw error;

@@ -14,6 +14,7 @@ import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
 import { registerPolicy } from './commands/policy.ts';
 import { registerAgents } from './commands/agents.ts';
+import { registerApprovals } from './commands/approve.ts';
 import { CliError } from './context.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -32,6 +33,7 @@ export function buildProgram(): Command {
   registerInspect(program);
   registerList(program);
   registerCancel(program);
+  registerApprovals(program);
   registerDelete(program);
   registerTransfer(program);
   registerRetryPolicy(program);

@@ -3,7 +3,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { exportChart } from '../../../machines/definition.ts';
 import { sessionMachine } from '../../../machines/session.machine.ts';
 import type { Config } from '../../config/config.ts';
-import { summarize } from '../../runtime/inspect.ts';
+import { awaitingApproval, summarize } from '../../runtime/inspect.ts';
 import { SESSION_ID_PATTERN } from '../../runtime/keys.ts';
 import { RuntimeMetrics } from '../../runtime/metrics.ts';
 import { InputError, NotFoundError, type Runtime, type SessionView } from '../../runtime/runtime.ts';
@@ -16,7 +16,7 @@ import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError, readJson, validate } from './body.ts';
 import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
-import { CancelBody, CreateSessionBody, DeleteQuery, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
+import { ApprovalBody, CancelBody, CreateSessionBody, DeleteQuery, EventsQuery, ListQuery, MessagesQuery, PromptBody } from './schemas.ts';
 
 export interface AppOptions {
   runtime: Runtime;
@@ -166,6 +166,17 @@ export function createApp(options: AppOptions): Hono {
     return c.json({ sessionId: id, delivered }, 202);
   });
 
+  app.post('/api/sessions/:id/approvals/:requestId', async (c) => {
+    const id = c.req.param('id');
+    const body = validate(ApprovalBody, await readJson(c));
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const principal = auth.principalOf(c);
+    const by = `http:${principal?.name ?? principal?.via ?? 'open'}`;
+    const result = await runtime.decideApproval(id, c.req.param('requestId'), body.decision, by, body.option, body.reason);
+    logger.info({ audit: 'approval.decide', sessionId: id, requestId: result.requestId, outcome: result.outcome, by }, 'approval decided');
+    return c.json(result, 200);
+  });
+
   // ---- messages ---------------------------------------------------------------------------
   app.get('/api/sessions/:id/messages', async (c) => {
     const id = c.req.param('id');
@@ -273,6 +284,7 @@ function listItem(view: SessionView) {
     ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
     ...(s.lastFailure === undefined ? {} : { lastFailure: { category: s.lastFailure.category, at: s.lastFailure.at } }),
     queuedPrompts: s.queuedPrompts,
+    ...(awaitingApproval(s) ? { awaitingApproval: true } : {}),
   };
 }
 

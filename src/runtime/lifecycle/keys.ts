@@ -7,7 +7,7 @@ import type { Keys, SessionPart } from '../keys.ts';
  * A new part added to SessionPart must be added here, or deleted sessions would leave it behind
  * (test/runtime/lifecycle/delete.test.ts scans for leftovers).
  */
-export const SESSION_PARTS = ['meta', 'snapshot', 'inbox', 'log', 'seq', 'lease', 'fence', 'cancel', 'history', 'agent', 'active'] as const satisfies readonly SessionPart[];
+export const SESSION_PARTS = ['meta', 'snapshot', 'inbox', 'log', 'seq', 'lease', 'fence', 'cancel', 'history', 'agent', 'active', 'approvals'] as const satisfies readonly SessionPart[];
 
 /** Machine states plus `queued` (a session whose first prompt has not been taken yet). */
 export const INDEXED_STATES: readonly string[] = ['queued', ...exportChart(sessionMachine).states.map((s) => s.name)];
