@@ -15,6 +15,7 @@ import { registerServe } from './commands/serve.ts';
 import { registerPolicy } from './commands/policy.ts';
 import { registerAgents } from './commands/agents.ts';
 import { registerApprovals } from './commands/approve.ts';
+import { registerAcp } from './commands/acp.ts';
 import { CliError } from './context.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
   registerList(program);
   registerCancel(program);
   registerApprovals(program);
+  registerAcp(program);
   registerDelete(program);
   registerTransfer(program);
   registerRetryPolicy(program);
