@@ -174,12 +174,12 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
       ask: async (request: { toolCallId: string; tool: string; kind?: string; arguments: unknown }, emit: (m: CliMessage) => void) => {
         asked.push(request);
         emit({ type: 'assistant.thought', content: { text: 'gate asked' } });
-        return { optionId: 'always', outcome: 'allowed' as const };
+        return { optionId: 'yes', outcome: 'allowed' as const };
       },
     };
     const messages = await attempt(options('ask', { permissionMode: 'ask' }), { approvals: gate });
     expect(asked).toEqual([expect.objectContaining({ toolCallId: 'call-sh', tool: 'rm -rf build', kind: 'execute', arguments: { command: 'rm -rf build' } })]);
-    expect(texts(messages)).toBe('permission: always');
+    expect(texts(messages)).toBe('permission: yes');
     const types = messages.map((m) => m.type);
     expect(types.indexOf('assistant.thought')).toBeLessThan(types.indexOf('tool.completed'));
   });
