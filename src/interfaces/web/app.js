@@ -344,7 +344,7 @@ function homePage(main) {
           { 'data-session-id': s.sessionId },
           h('td', { class: 'id' }, h('a', { href: `/sessions/${encodeURIComponent(s.sessionId)}`, class: 'mono', title: s.sessionId, onclick: link }, s.sessionId)),
           h('td', { 'data-testid': 'agent' }, s.agent),
-          h('td', {}, badge(s.state)),
+          h('td', {}, badge(s.state), s.awaitingApproval ? [' ', h('span', { class: 'category', 'data-testid': 'awaiting-approval' }, 'awaiting approval')] : null),
           h('td', {}, s.turn ? `#${s.turn.index} ${s.turn.status}` : '–'),
           h('td', {}, s.turn ? String(s.turn.attempts) : '–', s.lastFailure ? [' ', h('span', { class: 'category', title: 'last failure' }, s.lastFailure.category)] : null),
           h('td', {}, s.nextRetryAt ? `in ${ms(Math.max(0, s.nextRetryAt - Date.now()))}` : '–'),
@@ -376,6 +376,7 @@ function sessionPage(main, sessionId) {
   const historyBody = h('tbody');
   const liveDot = h('span', { class: 'live-dot', title: 'live stream' });
   const transcript = h('div', { class: 'transcript', 'data-testid': 'transcript' });
+  const approvalsPanel = h('section', { class: 'panel', 'data-testid': 'approvals', hidden: true });
 
   const promptInput = h('textarea', { name: 'prompt', placeholder: 'Next prompt (waits for the current turn)' });
   const promptForm = h(
@@ -397,6 +398,7 @@ function sessionPage(main, sessionId) {
 
   fill(main, 
     h('section', { class: 'panel summary' }, h('div', {}, title, facts), h('div', { class: 'actions' }, cancelNote, can('write') ? cancelButton : null, can('admin') ? deleteButton : null)),
+    approvalsPanel,
     h('section', { class: 'panel' }, h('h2', {}, 'Statechart ', h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)')), chartBox),
     h('div', { class: 'grid' },
       h('div', {},
@@ -467,8 +469,33 @@ function sessionPage(main, sessionId) {
     cancelButton.disabled = (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
     if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0) stream?.closeTools(turn.status);
     renderTimeline(view);
+    renderApprovals(view.approvals ?? []);
     fill(historyBody, 
       ...view.history.slice(-50).reverse().map((t) => h('tr', {}, h('td', {}, clock(t.at)), h('td', {}, t.from), h('td', {}, t.to), h('td', { class: 'mono' }, t.event))),
+    );
+  }
+
+  /** The agent's permission requests waiting for an operator, with Allow / Deny (write scope). */
+  function renderApprovals(approvals) {
+    approvalsPanel.hidden = approvals.length === 0;
+    fill(approvalsPanel,
+      h('h2', {}, 'Awaiting approval'),
+      ...approvals.map((a) => {
+        const note = h('span', { class: 'muted' });
+        const decide = async (decision) => {
+          const result = await api('POST', `/api/sessions/${enc}/approvals/${encodeURIComponent(a.requestId)}`, { decision });
+          note.textContent = result.ok ? `${result.data.outcome} by ${result.data.by}` : (result.data?.error ?? `failed (HTTP ${result.status})`);
+        };
+        const decided = a.decision ? h('span', { class: 'muted' }, `${a.decision.outcome} by ${a.decision.by}: given to the agent when it asks again`) : null;
+        return h('div', { class: 'approval', 'data-testid': 'approval', 'data-request-id': a.requestId },
+          h('b', {}, a.tool), a.kind ? h('span', { class: 'muted' }, ` (${a.kind})`) : null, ' ', h('code', {}, preview(a.arguments, 300)),
+          h('div', { class: 'muted' }, `options: ${a.options.map((o) => o.name).join(', ')} · denied ${ms(Math.max(0, a.deadlineAt - Date.now()))} from now unless answered`),
+          decided ?? (can('write') ? h('div', { class: 'actions' },
+            h('button', { type: 'button', class: 'primary', 'data-testid': 'approve', onclick: () => decide('allow') }, 'Allow once'),
+            h('button', { type: 'button', class: 'danger', 'data-testid': 'deny', onclick: () => decide('deny') }, 'Deny'),
+            note) : null),
+        );
+      }),
     );
   }
 
@@ -589,6 +616,14 @@ function streamTranscript(sessionId, box, liveDot) {
         break;
       case 'assistant.thought':
         add(h('div', { class: 'thought' }, c.text ?? ''));
+        assistantEl = null;
+        break;
+      case 'approval.requested':
+        add(h('div', { class: 'thought', 'data-testid': 'approval-requested' }, `${c.tool ?? 'tool'} asks permission${c.reasked ? ' (asked again)' : ''}`));
+        assistantEl = null;
+        break;
+      case 'approval.decided':
+        add(h('div', { class: 'thought', 'data-testid': 'approval-decided' }, `${c.outcome} by ${c.by}${c.reason ? `: ${c.reason}` : ''}`));
         assistantEl = null;
         break;
       case 'tool.call': {
