@@ -314,7 +314,7 @@ function build(): Json {
           tags: ['sessions'],
           summary: 'What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent\'s permission ceiling, allowed lists and switches',
           ...READ,
-          responses: { '200': json({ type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions'] }, 'the deployment policy') },
+          responses: { '200': json({ type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions', 'approvals'] }, 'the deployment policy') },
         },
       },
       '/api/login': {

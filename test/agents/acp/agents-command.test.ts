@@ -30,7 +30,7 @@ describe('sessiond agents', () => {
     expect(byName['acp:gemini']?.version).toBe('0.61.0');
     expect(byName['acp:qwen']?.version).toBe('0.24.4');
     expect(byName['acp:missing']?.version).toBeNull();
-    expect(byName['acp:qwen']?.permissions).toBe('permissionMode: reject < allow (default reject, ceiling reject unless the policy says)');
+    expect(byName['acp:qwen']?.permissions).toBe('permissionMode: reject < ask < allow (default reject, ceiling reject unless the policy says)');
     expect(byName.codex?.permissions).toContain('sandbox:');
     expect(byName['acp:qwen']?.resume).toContain('session/load');
     expect(byName.pi?.resume).toContain('any host');

@@ -31,6 +31,7 @@ function describePolicy(policy: DeploymentPolicy): string {
     `agentDir: ${policy.agentDirRoots.length === 0 ? 'not settable by callers' : `inside ${policy.agentDirRoots.join(', ')}`}`,
     `idle timeout at most: ${policy.maxIdleTimeoutMs} ms`,
     `prompt at most: ${policy.maxPromptChars} characters`,
+    `approvals (permissionMode ask): denied after ${policy.approvals.deadlineMs} ms unanswered; allowed at once: ${policy.approvals.autoAllow.length === 0 ? 'nothing' : policy.approvals.autoAllow.map((r) => JSON.stringify(r)).join(', ')}`,
   ];
   for (const [agent, p] of Object.entries(policy.permissions)) {
     const parts: string[] = [];
