@@ -17,6 +17,26 @@ const PERMISSION = z.strictObject({
   enable: z.array(z.string().min(1)).max(50).optional(),
 });
 
+/** A rule that answers a permission request without asking: every field given must match. */
+const AUTO_ALLOW_RULE = z
+  .strictObject({
+    /** The agent (`acp:qwen`); any agent when absent. */
+    agent: z.string().min(1).max(200).optional(),
+    /** The tool's kind as the agent reports it (ACP: `read`, `search`, `fetch`, `think`, `edit`, `execute`…). */
+    kind: z.string().min(1).max(100).optional(),
+    /** The tool's name (ACP: its title when it has no name). */
+    tool: z.string().min(1).max(500).optional(),
+  })
+  .refine((r) => r.kind !== undefined || r.tool !== undefined, 'must name a kind or a tool');
+
+/** How permission requests of agents run in `ask` mode are answered (see src/runtime/approvals/). */
+const APPROVALS = z.strictObject({
+  /** A request nobody answered within this long is denied (`by: "deadline"`). */
+  deadlineMs: z.number().int().min(1000).max(7 * 86_400_000).default(900_000),
+  /** Requests these rules match are allowed at once (`by: "policy"`), without asking. */
+  autoAllow: z.array(AUTO_ALLOW_RULE).max(100).default([]),
+});
+
 const absolutePath = z.string().min(1).refine((p) => isAbsolute(p), 'must be an absolute path');
 
 export const PolicySchema = z.strictObject({
@@ -34,7 +54,11 @@ export const PolicySchema = z.strictObject({
   maxTurnMs: z.number().int().min(1000).max(604_800_000).optional(),
   /** Per agent: the ceiling of its permission knobs. */
   permissions: z.record(z.string(), PERMISSION).default({}),
+  /** Tool approvals (agents in `ask` mode): the deadline and the rules that allow without asking. */
+  approvals: APPROVALS.prefault({}),
 });
+
+export type ApprovalPolicy = z.output<typeof APPROVALS>;
 
 export type PolicyInput = z.input<typeof PolicySchema>;
 
@@ -51,6 +75,8 @@ export interface DeploymentPolicy {
   maxTurnMs: number | null;
   /** Per allowed agent: its ladder and ceiling, what its lists may hold, its switches turned on. */
   permissions: Record<string, AgentPermissions>;
+  /** Tool approvals: the deadline and the auto-allow rules. */
+  approvals: ApprovalPolicy;
 }
 
 export interface AgentPermissions {
@@ -106,5 +132,6 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
     maxPromptChars: input.maxPromptChars,
     maxTurnMs: input.maxTurnMs ?? null,
     permissions,
+    approvals: { deadlineMs: input.approvals.deadlineMs, autoAllow: input.approvals.autoAllow.map((r) => ({ ...r })) },
   };
 }

@@ -114,6 +114,8 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
 
   const idle = spec.idleTimeoutMs !== undefined && spec.idleTimeoutMs > 0 ? new IdleTimer(spec.idleTimeoutMs, () => void agent.stop('idle_timeout')) : null;
   idle?.resume();
+  let holds = 0;
+  let readerWaiting = true;
 
   const exited = new Promise<ExitInfo>((resolve) => {
     subprocess.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => {
@@ -134,8 +136,14 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
       linesTaken = true;
       return readStdoutLines(subprocess.stdout, {
         exited,
-        onWait: () => idle?.resume(),
-        onWake: () => idle?.pause(),
+        onWait: () => {
+          readerWaiting = true;
+          if (holds === 0) idle?.resume();
+        },
+        onWake: () => {
+          readerWaiting = false;
+          idle?.pause();
+        },
       });
     },
     stderrTail: () => tail.text(),
@@ -154,6 +162,17 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
         cgroup,
       });
       return stopRun;
+    },
+    holdIdle() {
+      holds += 1;
+      idle?.pause();
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        holds -= 1;
+        if (holds === 0 && readerWaiting && exitInfo === null && stopRun === null) idle?.resume();
+      };
     },
   };
   return agent;

@@ -73,4 +73,10 @@ export interface AgentProcess {
   stderrTail(): string;
   readonly exited: Promise<ExitInfo>;
   stop(reason?: StopReason): Promise<void>;
+  /**
+   * The agent waits for sessiond (e.g. for an operator's answer to a permission request): its
+   * silence is not idleness. The idle timeout does not run until every hold is released (each
+   * release function works once); then it starts its full period again if a reader waits.
+   */
+  holdIdle(): () => void;
 }

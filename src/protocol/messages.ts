@@ -56,6 +56,43 @@ export const TerminalFailedContentSchema = z.object({
 });
 export type TerminalFailedContent = z.infer<typeof TerminalFailedContentSchema>;
 
+/** One choice an agent offers for a permission request (ACP's PermissionOption). */
+export const ApprovalOptionSchema = z.object({
+  optionId: z.string(),
+  name: z.string(),
+  /** `allow_once`, `allow_always`, `reject_once`, `reject_always` (ACP's kinds). */
+  kind: z.string(),
+});
+export type ApprovalOption = z.infer<typeof ApprovalOptionSchema>;
+
+export const ApprovalRequestedContentSchema = z.object({
+  /** Stable across re-asks of the same request (after a worker died, by a later attempt). */
+  requestId: z.string(),
+  toolCallId: z.string(),
+  tool: z.string(),
+  /** The tool's kind as the agent reports it (ACP: read, edit, execute, …), when it does. */
+  kind: z.string().optional(),
+  arguments: z.unknown(),
+  options: z.array(ApprovalOptionSchema),
+  requestedAt: z.number(),
+  /** When the deployment policy's deadline denies it. */
+  deadlineAt: z.number(),
+  /** The same request asked again by a later attempt (its first ask is in an earlier one). */
+  reasked: z.boolean().optional(),
+});
+
+export const ApprovalDecidedContentSchema = z.object({
+  requestId: z.string(),
+  toolCallId: z.string(),
+  outcome: z.enum(['allowed', 'denied']),
+  /** The option given to the agent; null: the request was answered `cancelled` (no reject option offered). */
+  optionId: z.string().nullable(),
+  /** Who decided: `cli:<user>`, `http:<token name>`, `acp`, `policy` (a rule), `deadline`, `sessiond` (nobody to ask). */
+  by: z.string(),
+  at: z.number(),
+  reason: z.string().optional(),
+});
+
 export const CliMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('session.started'), content: SessionContent }),
   z.object({ type: z.literal('session.resumed'), content: SessionContent }),
@@ -82,6 +119,8 @@ export const CliMessageSchema = z.discriminatedUnion('type', [
       errorText: z.string().optional(),
     }),
   }),
+  z.object({ type: z.literal('approval.requested'), content: ApprovalRequestedContentSchema }),
+  z.object({ type: z.literal('approval.decided'), content: ApprovalDecidedContentSchema }),
   z.object({
     type: z.literal('terminal.completed'),
     content: z.object({

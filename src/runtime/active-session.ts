@@ -15,6 +15,8 @@ import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerScope } from './orphans.ts';
 import { SessionWriter, type SnapshotValue } from './session-writer.ts';
+import { AttemptApprovals } from './approvals/gate.ts';
+import { ApprovalStore } from './approvals/store.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
 
 /** States in which the session needs nothing more from this worker. */
@@ -108,6 +110,12 @@ export class ActiveSession {
   #hold: Hold | null = null;
   /** The limit keys this session last waited on (it leaves their wait sets if it stops waiting otherwise). */
   #waitKeys: LimitKey[] | null = null;
+  readonly #token: string;
+  readonly #approvals: ApprovalStore;
+  /** Listeners of "an approval decision was stored for this session" (the attempts' gates). */
+  readonly #decisionListeners = new Set<() => void>();
+  /** Approval requests may be stored for this session (asked in this activation, or restored mid-turn): cleared when the turn is over. */
+  #approvalsUsed = false;
 
   constructor(init: {
     store: SessionStore;
@@ -126,6 +134,8 @@ export class ActiveSession {
     this.#config = init.config;
     this.#globalPolicy = init.globalPolicy;
     this.#writer = new SessionWriter(init.store, init.sessionId, init.token);
+    this.#token = init.token;
+    this.#approvals = new ApprovalStore(init.store.redis, init.store.keys);
     this.#loaded = init.loaded ?? null;
     this.#loadedCancel = init.loaded?.cancel;
     this.#loadedInbox = init.loaded?.inbox;
@@ -166,6 +176,7 @@ export class ActiveSession {
       if (event.kind === 'cancel') this.#checkCancel = true;
       if (event.kind === 'policy') this.#checkPolicy = true;
       if (event.kind === 'unqueue') this.#checkUnqueue = true;
+      if (event.kind === 'approval') for (const listener of this.#decisionListeners) listener();
       this.#poke();
     });
     const poll = setInterval(() => {
@@ -302,6 +313,7 @@ export class ActiveSession {
       this.#stage();
     } else {
       this.#lastState = stateName(persisted.snapshot.value);
+      if (!QUIESCENT.has(this.#lastState)) this.#approvalsUsed = true;
       this.#persist();
     }
   }
@@ -364,6 +376,11 @@ export class ActiveSession {
       // A session with nothing left to do is given back as done, also while the worker shuts down
       // (handed back as interrupted, it would cost another activation that finds nothing to do).
       if (QUIESCENT.has(state) && snapshot.context.mailbox.length === 0) {
+        if (this.#approvalsUsed) {
+          // The turn is over: requests still waiting go with the agent that asked them.
+          this.#approvalsUsed = false;
+          await this.#approvals.clear(this.#sessionId, this.#token).catch(() => undefined);
+        }
         const released = await this.#release('idle');
         if (released !== null) return released;
         // Prompts or a cancel arrived meanwhile: take them in before trying again (not while draining).
@@ -559,6 +576,12 @@ export class ActiveSession {
     const running = this.#running;
     const scope = markerScope(store.keys.prefix);
     const releaseHold = (terminal: CliMessage | null): Promise<void> => this.#releaseHold(terminal);
+    const approvals = this.#approvals;
+    const token = this.#token;
+    const decisionListeners = this.#decisionListeners;
+    const useApprovals = (): void => {
+      this.#approvalsUsed = true;
+    };
     return async function* runAttempt(request, { signal }) {
       let ended: () => void = () => undefined;
       const done = new Promise<void>((resolve) => (ended = resolve));
@@ -583,9 +606,24 @@ export class ActiveSession {
           yield logFull(limit);
           return;
         }
+        const gate = new AttemptApprovals({
+          store: approvals,
+          sessionId,
+          token,
+          agent: attempt.agentName,
+          turn: request.turn,
+          attempt: request.attempt,
+          policy: config.policy.approvals,
+          pollMs: config.pollMs,
+          onStore: useApprovals,
+          onDecision: (listener) => {
+            decisionListeners.add(listener);
+            return () => decisionListeners.delete(listener);
+          },
+        });
         try {
           let full = false;
-          for await (const message of attempt.agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options: attempt.options }, { signal, marker: attempt.marker, ...(config.limits === undefined ? {} : { limits: config.limits }) })) {
+          for await (const message of attempt.agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options: attempt.options }, { signal, marker: attempt.marker, approvals: gate, ...(config.limits === undefined ? {} : { limits: config.limits }) })) {
             if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
             if (room <= 0 && message.type !== 'terminal.completed' && message.type !== 'terminal.failed') {
               // Leaving the loop stops the agent's process tree before going on.

@@ -28,6 +28,25 @@ export interface SessionSummary {
   history: Array<{ at: number; from: string; to: string; event: string }>;
   lastSeq: number;
   heldBy: string | null;
+  /** Permission requests of the running turn not yet given to the agent: the session is awaiting approval while one has no decision. */
+  approvals: ApprovalSummary[];
+}
+
+export interface ApprovalSummary {
+  requestId: string;
+  tool: string;
+  kind?: string;
+  arguments: unknown;
+  options: Array<{ optionId: string; name: string; kind: string }>;
+  requestedAt: number;
+  deadlineAt: number;
+  /** Decided while no worker held the session: given to the agent when it asks again. */
+  decision?: { outcome: 'allowed' | 'denied'; optionId: string | null; by: string; at: number };
+}
+
+/** The session waits for an operator: a request of its running turn has no decision. */
+export function awaitingApproval(summary: SessionSummary): boolean {
+  return summary.approvals.some((a) => a.decision === undefined);
 }
 
 /**
@@ -79,6 +98,21 @@ export function summarize(view: SessionView): SessionSummary {
     history: view.history,
     lastSeq: view.lastSeq,
     heldBy: view.heldBy,
+    approvals:
+      turnView?.status === 'running'
+        ? view.approvals
+            .filter((a) => a.request.turn === turnView.index && a.delivered === null)
+            .map((a) => ({
+              requestId: a.request.requestId,
+              tool: a.request.tool,
+              ...(a.request.kind === undefined ? {} : { kind: a.request.kind }),
+              arguments: a.request.arguments,
+              options: a.request.options,
+              requestedAt: a.request.requestedAt,
+              deadlineAt: a.request.deadlineAt,
+              ...(a.decision === null ? {} : { decision: { outcome: a.decision.outcome, optionId: a.decision.optionId, by: a.decision.by, at: a.decision.at } }),
+            }))
+        : [],
   };
 }
 

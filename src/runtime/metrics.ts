@@ -67,6 +67,7 @@ export class RuntimeMetrics {
   readonly #cancelLatency: Histogram;
   readonly #queueJobs: Gauge<'state'>;
   readonly #workers: Gauge;
+  readonly #approvalsWaiting: Gauge;
   readonly #refreshErrors: Counter;
   readonly #limitInUse: Gauge<'limit'>;
   readonly #limitWaiting: Gauge<'limit'>;
@@ -102,6 +103,7 @@ export class RuntimeMetrics {
     this.#workers = new Gauge({ name: 'sessiond_workers', help: 'Workers whose heartbeat was seen recently', registers });
     this.#limitInUse = new Gauge({ name: 'sessiond_limit_in_use', help: 'Attempts holding a slot of each fleet limit (all its keys)', labelNames: ['limit'], registers });
     this.#limitWaiting = new Gauge({ name: 'sessiond_limit_waiting', help: 'Sessions waiting for each fleet limit (capacity, a cooldown or paused dispatch)', labelNames: ['limit'], registers });
+    this.#approvalsWaiting = new Gauge({ name: 'sessiond_approvals_waiting', help: 'Permission requests of agents waiting for an operator (approve / deny), fleet-wide', registers });
     this.#refreshErrors = new Counter({ name: 'sessiond_metrics_refresh_errors_total', help: 'Metric refreshes that failed (Redis unreachable…)', registers });
   }
 
@@ -156,13 +158,14 @@ export class RuntimeMetrics {
     const pipeline = runtime.redis.pipeline();
     for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
     pipeline.zrangebyscore(lk.changed, since, '+inf');
-    const [replies, counts, workers, limits] = await Promise.all([pipeline.exec(), runtime.queue.jobCounts(...QUEUE_STATES), runtime.workers(), runtime.limitsView()]);
+    const [replies, counts, workers, limits, approvals] = await Promise.all([pipeline.exec(), runtime.queue.jobCounts(...QUEUE_STATES), runtime.workers(), runtime.limitsView(), runtime.approvals.waitingCount(now)]);
     this.#limitInUse.reset();
     this.#limitWaiting.reset();
     for (const limit of limits.limits) {
       this.#limitInUse.set({ limit: limit.name }, limit.inUse);
       this.#limitWaiting.set({ limit: limit.name }, limit.waiting);
     }
+    this.#approvalsWaiting.set(approvals);
     const reply = (i: number): unknown => {
       const [error, value] = replies?.[i] ?? [null, null];
       if (error !== null) throw error;

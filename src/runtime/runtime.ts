@@ -26,6 +26,8 @@ import { promoteActivations } from './limits/wake.ts';
 import { pushRetry } from './retry-turn.ts';
 import { removeQueued, unqueueField, unqueueRequests } from './queued-prompts.ts';
 import { BULK_CANCEL_MAX, CANCELLABLE_STATES, selectForCancel } from './bulk-cancel.ts';
+import { ApprovalStore, type StoredApproval } from './approvals/store.ts';
+import { chooseOption, REQUEST_ID_PATTERN, type ApprovalVerdict } from './approvals/decide.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
 export interface QueuedPrompt {
@@ -79,6 +81,8 @@ export interface SessionView {
   lastSeq: number;
   heldBy: string | null;
   cancelRequested: boolean;
+  /** The permission requests of the session's current turn (decided ones included). */
+  approvals: StoredApproval[];
 }
 
 export interface WorkerHeartbeat {
@@ -132,6 +136,7 @@ export class Runtime {
   readonly store: SessionStore;
   readonly queue: SessionQueue;
   readonly policies: PolicyStore;
+  readonly approvals: ApprovalStore;
   readonly #bus: EventBus;
   #policy: DeploymentPolicy | undefined;
   readonly #loadPolicy: (() => Promise<DeploymentPolicy>) | undefined;
@@ -150,6 +155,7 @@ export class Runtime {
     this.store = new SessionStore(this.redis, this.keys, { retentionMs: this.limits.retentionMs });
     this.queue = createSessionQueue(() => options.connect('runtime-queue'), this.keys, { partitions: options.queuePartitions ?? 1 });
     this.policies = new PolicyStore(this.redis, this.keys);
+    this.approvals = new ApprovalStore(this.redis, this.keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
     this.#bus = new EventBus(this.redis, this.redis, this.keys);
     this.fleetLimits = new FleetLimits(this.redis, this.keys.prefix, options.fleetLimits ?? []);
@@ -453,6 +459,7 @@ export class Runtime {
     const view = await this.store.view(sessionId);
     if (view === null) return null;
     const { meta, snapshot: snapshotRaw, inbox, history, lastSeq, heldBy, cancel } = view;
+    const approvals = await this.approvals.list(sessionId);
     const persisted = snapshotRaw === null ? null : (JSON.parse(snapshotRaw) as PersistedSession);
     return {
       sessionId,
@@ -468,7 +475,36 @@ export class Runtime {
       lastSeq,
       heldBy,
       cancelRequested: cancel !== null,
+      approvals,
     };
+  }
+
+  /**
+   * An operator's answer to a permission request of the session (`by`: who, as the audit names
+   * them). The first decision wins; the worker holding the session gives it to the agent (once),
+   * or — nobody holds it — the next activation does when its agent asks again. Refused with nothing
+   * written: InputError (a bad id, an option the agent did not offer for this verdict),
+   * NotFoundError (unknown session or request), ConflictError (already decided).
+   */
+  async decideApproval(sessionId: string, requestId: string, verdict: ApprovalVerdict, by: string, option?: string, reason?: string): Promise<{ sessionId: string; requestId: string; outcome: 'allowed' | 'denied'; optionId: string | null; by: string; at: number }> {
+    checkSessionId(sessionId);
+    if (!REQUEST_ID_PATTERN.test(requestId)) throw new InputError([{ field: 'requestId', message: `must be an approval request id such as t1-0123456789ab-1 (got ${JSON.stringify(requestId.slice(0, 100))})` }]);
+    if (reason !== undefined && reason.length > 1000) throw new InputError([{ field: 'reason', message: 'must be at most 1000 characters' }]);
+    const stored = await this.approvals.get(sessionId, requestId);
+    if (stored === null) {
+      if ((await this.store.meta(sessionId)) === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+      throw new NotFoundError(`session "${sessionId}" has no approval request "${requestId}" (its turn may be over)`);
+    }
+    const chosen = chooseOption(stored.request.options, verdict, option);
+    if (!chosen.ok) throw new InputError([{ field: 'option', message: chosen.message }]);
+    const at = Date.now();
+    const outcome = verdict === 'allow' ? 'allowed' : 'denied';
+    const result = await this.approvals.decide(sessionId, requestId, { outcome, optionId: chosen.optionId, by, at, ...(reason === undefined ? {} : { reason }) });
+    if (!result.found) throw new NotFoundError(`session "${sessionId}" has no approval request "${requestId}"`);
+    if (!result.decided) throw new ConflictError(`approval request "${requestId}" was already decided (${result.decision.outcome} by ${result.decision.by})`);
+    await this.approvals.markAnswered(sessionId, requestId);
+    await this.#bus.publish({ sessionId, kind: 'approval' });
+    return { sessionId, requestId, outcome, optionId: chosen.optionId, by, at };
   }
 
   /** The newest `limit` sessions (default 1000), optionally only those in `state` (served by the state's index). */

@@ -109,6 +109,21 @@ describe('idle timeout', () => {
     expect(await findProcessesByMarker(agent.marker)).toEqual([]);
   });
 
+  it('a held agent (it waits for an approval) is not idle however long it is silent; released, the idle timeout runs again', async () => {
+    const agent = await spawnFixture('silent.mjs', [], { idleTimeoutMs: 200 });
+    const release = agent.holdIdle();
+    const lines = collect(agent.lines());
+    let exitedWhileHeld = false;
+    void agent.exited.then(() => (exitedWhileHeld = true));
+    // Five idle periods of silence while held.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(exitedWhileHeld).toBe(false);
+    release();
+    release(); // a release works once
+    expect((await agent.exited).stopReason).toBe('idle_timeout');
+    expect(await lines).toEqual([]);
+  });
+
   it('does not stop an agent that exits by itself in time', async () => {
     const agent = await spawnFixture('print-lines.mjs', ['3'], { idleTimeoutMs: 30_000 });
     expect(await collect(agent.lines())).toHaveLength(3);

@@ -28,6 +28,22 @@ export class AcpUpdates {
   readonly #tools = new ToolCalls();
   /** The arguments of each tool call as last reported (bounded by the calls of one attempt). */
   readonly #args = new Map<string, unknown>();
+  /** The name and kind of each tool call as last reported (the same bound). */
+  readonly #names = new Map<string, { name: string; kind?: string }>();
+
+  #remember(call: { toolCallId: string; name?: string | null; title?: string | null; kind?: string | null }): void {
+    const known = this.#names.get(call.toolCallId);
+    const name = typeof call.name === 'string' && call.name !== '' ? call.name : typeof call.title === 'string' && call.title !== '' ? call.title : known?.name;
+    const kind = typeof call.kind === 'string' ? call.kind : known?.kind;
+    this.#names.set(call.toolCallId, { name: name ?? 'tool', ...(kind === undefined ? {} : { kind }) });
+  }
+
+  /** A tool call as reported so far (by this request and the updates before it): its name, kind and arguments. */
+  describe(toolCall: ToolCallUpdate): { name: string; kind?: string; arguments: unknown } {
+    this.#remember(toolCall);
+    const known = this.#names.get(toolCall.toolCallId) ?? { name: 'tool' };
+    return { ...known, arguments: toolCall.rawInput ?? this.#args.get(toolCall.toolCallId) ?? describedInput(toolCall) };
+  }
 
   update(update: SessionUpdate): CliMessage[] {
     switch (update.sessionUpdate) {
@@ -36,6 +52,7 @@ export class AcpUpdates {
       case 'agent_thought_chunk':
         return update.content.type === 'text' && update.content.text !== '' ? [{ type: 'assistant.thought', content: { text: update.content.text } }] : [];
       case 'tool_call': {
+        this.#remember(update);
         const name = toolName(update.name, update.title);
         const args = update.rawInput ?? describedInput(update);
         this.#args.set(update.toolCallId, args);
@@ -44,6 +61,7 @@ export class AcpUpdates {
         return out;
       }
       case 'tool_call_update': {
+        this.#remember(update);
         const name = toolName(update.name, update.title);
         const out: CliMessage[] = [];
         const finished = update.status === 'completed' || update.status === 'failed';

@@ -2,15 +2,18 @@ import { z } from 'zod';
 import { ATTEMPT_DEFAULTS } from '../../config/defaults.ts';
 
 /**
- * How sessiond answers an ACP agent's `session/request_permission` (there is nobody to ask
- * during an attempt), lowest first:
+ * How sessiond answers an ACP agent's `session/request_permission`, lowest first:
  * - `reject`: the agent's `reject_once` option (else `reject_always`; else the request is
  *   answered `cancelled`). The tool does not run; the agent goes on with the turn.
+ * - `ask`: an operator decides (`approval.requested` / `approval.decided`, see
+ *   src/runtime/approvals/): the request waits, durably, for `sessiond approve` / `deny`, the API,
+ *   the dashboard or an ACP client; the deployment policy's deadline denies, its rules may allow
+ *   at once. Without the durable runtime (`sessiond run`) nobody can be asked: rejected.
  * - `allow`: the agent's `allow_once` option (never `allow_always`, which the agent would keep).
  * What the agent runs without asking is the agent's own configuration (its argv and settings,
  * the operator's), not sessiond's.
  */
-export const PERMISSION_MODES = ['reject', 'allow'] as const;
+export const PERMISSION_MODES = ['reject', 'ask', 'allow'] as const;
 export type PermissionMode = (typeof PERMISSION_MODES)[number];
 
 /** The name part of an `acp:<name>` agent. */

@@ -6,6 +6,7 @@ import { agentEnv } from '../shared/agent-env.ts';
 import type { AttemptExit } from '../shared/agent-mapper.ts';
 import { InvalidLines } from '../shared/invalid-lines.ts';
 import { EXIT_GRACE_MS, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import type { ApprovalGate } from '../shared/approval-gate.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { resolveAgentCli } from '../shared/agent-env.ts';
 import { rpcFailure } from './failure.ts';
@@ -62,7 +63,7 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
   }
   const agent = spawned.agent;
   context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
-  const turn = new AcpTurn(agent, options);
+  const turn = new AcpTurn(agent, options, context.approvals ?? null);
   let finished = false;
   try {
     yield* turn.run(context.signal);
@@ -105,10 +106,14 @@ class AcpTurn {
   #promptSent = false;
   #lineNumber = 0;
   #stopped: Promise<AttemptExit> | null = null;
+  readonly #gate: ApprovalGate | null;
+  /** Aborted when the attempt is being stopped: a permission request still waiting is answered `cancelled`. */
+  readonly #stopping = new AbortController();
 
-  constructor(agent: AgentProcess, options: AcpOptions) {
+  constructor(agent: AgentProcess, options: AcpOptions, gate: ApprovalGate | null) {
     this.#agent = agent;
     this.#options = options;
+    this.#gate = gate;
   }
 
   async *run(signal: AbortSignal | undefined): AsyncGenerator<CliMessage, void, undefined> {
@@ -136,6 +141,7 @@ class AcpTurn {
       signal?.removeEventListener('abort', onAbort);
     }
     if (aborted) {
+      this.#stopping.abort();
       // ACP's cancel first: the agent ends its prompt (stop reason `cancelled`) and its tools.
       if (this.#sessionId !== null && this.#promptSent && !this.#agentExited()) {
         void connection.agent.notify('session/cancel', { sessionId: this.#sessionId }).catch(() => undefined);
@@ -145,6 +151,7 @@ class AcpTurn {
       connection.close();
       throw signal?.reason;
     }
+    this.#stopping.abort();
     for (const message of this.#queue.take()) yield message;
     const ended = outcome as unknown as Outcome;
     const exit = await this.shutdown(EXIT_GRACE_MS);
@@ -220,7 +227,8 @@ class AcpTurn {
         if (this.#replaying || params.sessionId !== this.#sessionId) return;
         this.#queue.push(this.#updates.update(params.update));
       })
-      .onRequest('session/request_permission', ({ params }) => {
+      .onRequest('session/request_permission', async ({ params }) => {
+        if (permissionMode === 'ask') return this.#ask(params);
         const answer = answerPermission(params, permissionMode);
         const chosen = answer.outcome.outcome === 'selected' ? params.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId) : undefined;
         const allowed = chosen?.kind === 'allow_once' || chosen?.kind === 'allow_always';
@@ -228,6 +236,45 @@ class AcpTurn {
         return answer;
       })
       .connect({ readable, writable });
+  }
+
+  /**
+   * `ask` mode: the request goes to the attempt's approval gate (an operator decides, durably);
+   * the agent's silence meanwhile is not idleness. Without a gate nobody can be asked: rejected.
+   */
+  async #ask(params: acp.RequestPermissionRequest): Promise<acp.RequestPermissionResponse> {
+    const own = params.sessionId === this.#sessionId;
+    const described = this.#updates.describe(params.toolCall);
+    const announced = this.#updates.permission(params.toolCall, null);
+    if (own) this.#queue.push(announced);
+    if (this.#gate === null) {
+      const answer = answerPermission(params, 'reject');
+      if (own) this.#queue.push(this.#updates.permission(params.toolCall, 'rejected by sessiond: permissionMode ask, and nobody to ask outside the durable runtime'));
+      return answer;
+    }
+    const release = this.#agent.holdIdle();
+    try {
+      const toolCall = params.toolCall;
+      const decision = await this.#gate.ask(
+        {
+          toolCallId: toolCall.toolCallId,
+          tool: described.name,
+          ...(described.kind === undefined ? {} : { kind: described.kind }),
+          arguments: described.arguments,
+          options: params.options.map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind })),
+        },
+        (message) => this.#queue.push([message]),
+        this.#stopping.signal,
+      );
+      if (decision === null || decision.optionId === null) {
+        if (decision !== null && own) this.#queue.push(this.#updates.permission(toolCall, 'denied by the approval decision'));
+        return { outcome: { outcome: 'cancelled' } };
+      }
+      if (decision.outcome === 'denied' && own) this.#queue.push(this.#updates.permission(toolCall, 'denied by the approval decision'));
+      return { outcome: { outcome: 'selected', optionId: decision.optionId } };
+    } finally {
+      release();
+    }
   }
 
   /** initialize, the session, the prompt: what the agent answered, or why it did not. */

@@ -1,6 +1,7 @@
 import type { CliMessage } from '../../protocol/index.ts';
 import { spawnAgent, type AgentProcess, type AttemptLimits, type SpawnSpec } from '../../process/index.ts';
 import type { AgentMapper } from './agent-mapper.ts';
+import type { ApprovalGate } from './approval-gate.ts';
 
 /** What every agent's provider accepts besides its own options. */
 export interface RunContext {
@@ -11,6 +12,8 @@ export interface RunContext {
   onSpawn?: (agent: Pick<AgentProcess, 'pid' | 'marker' | 'startTime'>) => void;
   /** Ceilings of the attempt's cgroup (the worker's configuration). */
   limits?: AttemptLimits;
+  /** Where an agent in `ask` mode takes its permission requests (the durable runtime's; none: nobody to ask). */
+  approvals?: ApprovalGate;
 }
 
 /** A mapper that can tell when the agent printed its final event (then it should exit soon). */

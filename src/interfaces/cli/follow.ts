@@ -66,6 +66,12 @@ export async function followSession(runtime: Runtime, sessionId: string, options
       case 'tool.failed':
         line(c.red(`✗ ${String(content.name)} ${JSON.stringify(toolArgs.get(String(content.toolCallId)) ?? {})}${resultLine(content.error)}`));
         break;
+      case 'approval.requested':
+        line(c.yellow(`? ${String(content.tool)} asks permission (${String(content.requestId)}${content.reasked === true ? ', asked again' : ''}): sessiond approve ${sessionId} ${String(content.requestId)}`));
+        break;
+      case 'approval.decided':
+        line((content.outcome === 'allowed' ? c.green : c.red)(`${content.outcome === 'allowed' ? '✓' : '✗'} ${String(content.requestId)} ${String(content.outcome)} by ${String(content.by)}`));
+        break;
       case 'agent.retry':
         line(c.yellow(`(the agent retried on its own: ${String(content.errorText ?? '')})`));
         break;

@@ -17,6 +17,8 @@ import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
 import { registerPolicy } from './commands/policy.ts';
 import { registerAgents } from './commands/agents.ts';
+import { registerApprovals } from './commands/approve.ts';
+import { registerAcp } from './commands/acp.ts';
 import { CliError } from './cli-error.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -38,6 +40,8 @@ export function buildProgram(): Command {
   registerDispatch(program);
   registerRetry(program);
   registerPrompts(program);
+  registerApprovals(program);
+  registerAcp(program);
   registerDelete(program);
   registerTransfer(program);
   registerRetryPolicy(program);

@@ -3,7 +3,7 @@ import { RetryPolicySchema } from '../../retry/policy.ts';
 import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
 import { SESSION_STATES } from '../../../machines/states.ts';
 import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
-import { CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from './schemas.ts';
+import { ApprovalBody, CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from './schemas.ts';
 import { controlPaths } from './controls.ts';
 
 /**
@@ -60,6 +60,7 @@ export const REQUEST_EXAMPLES: Record<string, Record<string, { summary: string; 
     },
   },
   addPrompt: { next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } } },
+  decideApproval: { allow: { summary: "allow, with the agent's allow_once option", value: { decision: 'allow', option: 'allow_once' } }, deny: { summary: 'deny, with a reason', value: { decision: 'deny', reason: 'not on this branch' } } },
   cancelSession: { reason: { summary: 'with a reason', value: { reason: 'taking too long' } }, empty: { summary: 'no reason', value: {} } },
   putRetryPolicy: { patch: { summary: 'change some fields; the rest keep their value', value: { maxAttempts: 5, initialDelayMs: 2000, jitter: 'full' } } },
   login: { token: { summary: 'a configured token', value: { token: 'the-token-you-were-given' } } },
@@ -217,6 +218,26 @@ function build(): Json {
           },
         },
       },
+      '/api/sessions/{id}/approvals/{requestId}': {
+        post: {
+          operationId: 'decideApproval',
+          tags: ['sessions'],
+          summary: "Answer an agent's permission request (the session's `approvals`): allow or deny; the first decision wins",
+          ...WRITE,
+          parameters: [idParam, { name: 'requestId', in: 'path', required: true, description: 'The request id of its approval.requested message', schema: { type: 'string', pattern: '^t\\d{1,9}-[0-9a-f]{12}-\\d{1,4}$' } }],
+          requestBody: body('decideApproval', schemaOf(ApprovalBody)),
+          responses: {
+            '200': json(
+              { type: 'object', required: ['sessionId', 'requestId', 'outcome', 'optionId', 'by', 'at'], properties: { sessionId: { type: 'string' }, requestId: { type: 'string' }, outcome: { enum: ['allowed', 'denied'] }, optionId: { type: ['string', 'null'] }, by: { type: 'string' }, at: { type: 'integer' } } },
+              'the decision was stored; the worker holding the session gives it to the agent (or the next activation does, when the agent asks again)',
+            ),
+            '400': invalid(),
+            '404': error('unknown session or request (its turn may be over)'),
+            '409': error('the request was already decided'),
+            ...mutatingErrors,
+          },
+        },
+      },
       '/api/sessions/{id}/messages': {
         get: {
           operationId: 'listMessages',
@@ -298,7 +319,7 @@ function build(): Json {
           tags: ['sessions'],
           summary: 'What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent\'s permission ceiling, allowed lists and switches',
           ...READ,
-          responses: { '200': json({ type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions'] }, 'the deployment policy') },
+          responses: { '200': json({ type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions', 'approvals'] }, 'the deployment policy') },
         },
       },
       '/api/limits': {
@@ -496,6 +517,11 @@ function build(): Json {
             history: { type: 'array', items: ref('Transition') },
             lastSeq: { type: 'integer' },
             heldBy: { type: ['string', 'null'], description: 'the worker holding the session, if any' },
+            approvals: {
+              type: 'array',
+              description: 'permission requests of the running turn not yet given to the agent; the session awaits approval while one has no `decision` (answer with POST …/approvals/{requestId})',
+              items: { type: 'object', required: ['requestId', 'tool', 'arguments', 'options', 'requestedAt', 'deadlineAt'], properties: { requestId: { type: 'string' }, tool: { type: 'string' }, kind: { type: 'string' }, arguments: {}, options: { type: 'array', items: { type: 'object', properties: { optionId: { type: 'string' }, name: { type: 'string' }, kind: { type: 'string' } } } }, requestedAt: { type: 'integer' }, deadlineAt: { type: 'integer' }, decision: { type: 'object' } } },
+            },
             options: { type: 'object' },
             queued: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, text: { type: 'string' }, enqueuedAt: { type: 'integer' } } } },
             cancelRequested: { type: 'boolean' },

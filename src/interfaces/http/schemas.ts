@@ -23,6 +23,14 @@ export const CancelBody = z.strictObject({
   reason: z.string().trim().min(1, 'must not be empty').max(1000, 'must be at most 1000 characters').optional(),
 });
 
+/** `POST /api/sessions/:id/approvals/:requestId`: an operator's answer to an agent's permission request. */
+export const ApprovalBody = z.strictObject({
+  decision: z.enum(['allow', 'deny'], { error: 'must be allow or deny' }),
+  /** The option to give the agent, by its id or kind (default: `allow_once` / `reject_once`). */
+  option: z.string().min(1).max(200).optional(),
+  reason: z.string().trim().min(1, 'must not be empty').max(1000, 'must be at most 1000 characters').optional(),
+});
+
 const queryInt = (min: number, max: number) =>
   z
     .string()

@@ -127,7 +127,7 @@ export function homePage(main) {
           { 'data-session-id': s.sessionId },
           h('td', { class: 'id' }, h('a', { href: `/sessions/${encodeURIComponent(s.sessionId)}`, class: 'mono', title: s.sessionId, onclick: link }, s.sessionId)),
           h('td', { 'data-testid': 'agent' }, s.agent),
-          h('td', {}, badge(s.state)),
+          h('td', {}, badge(s.state), s.awaitingApproval ? [' ', h('span', { class: 'category', 'data-testid': 'awaiting-approval' }, 'awaiting approval')] : null),
           h('td', {}, s.turn ? `#${s.turn.index} ${s.turn.status}` : '–'),
           h('td', {}, s.turn ? String(s.turn.attempts) : '–', s.lastFailure ? [' ', h('span', { class: 'category', title: 'last failure' }, s.lastFailure.category)] : null),
           h('td', {}, s.waitingFor ? h('span', { 'data-testid': 'waiting-for', title: `waiting (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}` }, `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`) : s.nextRetryAt ? `in ${ms(Math.max(0, s.nextRetryAt - Date.now()))}` : '–'),

@@ -23,6 +23,7 @@ export function sessionPage(main, sessionId) {
   const deleteButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove }, 'Delete session');
   const retryButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'retry', onclick: retry, disabled: true }, 'Retry failed turn');
   const queueList = h('ol', { class: 'queue', 'data-testid': 'queued-prompts' });
+  const approvalsPanel = h('section', { class: 'panel', 'data-testid': 'approvals', hidden: true });
   const queuePanel = h('section', { class: 'panel', hidden: true }, h('h2', {}, 'Queued prompts'), queueList);
   const chartBox = h('div', { class: 'chart', 'data-testid': 'chart' }, h('p', { class: 'muted' }, 'Loading the statechart…'));
   const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
@@ -57,6 +58,7 @@ export function sessionPage(main, sessionId) {
       h('div', {}, title, facts),
       h('div', { class: 'actions' }, cancelNote, can('write') ? retryButton : null, can('write') ? cancelButton : null, can('admin') ? deleteButton : null),
     ),
+    approvalsPanel,
     h(
       'section',
       { class: 'panel' },
@@ -138,6 +140,46 @@ export function sessionPage(main, sessionId) {
     cancelNote.textContent = result.data?.error ?? `delete failed (HTTP ${result.status})`;
   }
 
+  /**
+   * The agent's permission requests waiting for an operator, with Allow / Deny (write scope).
+   * @param {Array<{ requestId: string, tool: string, kind?: string, arguments: unknown, options: Array<{ name: string }>, deadlineAt: number, decision?: { outcome: string, by: string } }>} approvals
+   */
+  function renderApprovals(approvals) {
+    approvalsPanel.hidden = approvals.length === 0;
+    fill(
+      approvalsPanel,
+      h('h2', {}, 'Awaiting approval'),
+      ...approvals.map((a) => {
+        const note = h('span', { class: 'muted' });
+        /** @param {'allow' | 'deny'} decision */
+        const decide = async (decision) => {
+          const result = await api('POST', `/api/sessions/${enc}/approvals/${encodeURIComponent(a.requestId)}`, { decision });
+          note.textContent = result.ok ? `${result.data.outcome} by ${result.data.by}` : (result.data?.error ?? `failed (HTTP ${result.status})`);
+        };
+        const decided = a.decision ? h('span', { class: 'muted' }, `${a.decision.outcome} by ${a.decision.by}: given to the agent when it asks again`) : null;
+        return h(
+          'div',
+          { class: 'approval', 'data-testid': 'approval', 'data-request-id': a.requestId },
+          h('b', {}, a.tool),
+          a.kind ? h('span', { class: 'muted' }, ` (${a.kind})`) : null,
+          ' ',
+          h('code', {}, preview(a.arguments, 300)),
+          h('div', { class: 'muted' }, `options: ${a.options.map((o) => o.name).join(', ')} · denied ${ms(Math.max(0, a.deadlineAt - Date.now()))} from now unless answered`),
+          decided ??
+            (can('write')
+              ? h(
+                  'div',
+                  { class: 'actions' },
+                  h('button', { type: 'button', class: 'primary', 'data-testid': 'approve', onclick: () => decide('allow') }, 'Allow once'),
+                  h('button', { type: 'button', class: 'danger', 'data-testid': 'deny', onclick: () => decide('deny') }, 'Deny'),
+                  note,
+                )
+              : null),
+        );
+      }),
+    );
+  }
+
   // Re-runs the failed last turn as a new turn (the API refuses, with its reason, when it cannot).
   async function retry() {
     retryButton.disabled = true;
@@ -204,6 +246,7 @@ export function sessionPage(main, sessionId) {
     cancelButton.disabled = (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
     retryButton.disabled = !(turn?.status === 'failed' && view.queuedPrompts === 0 && !view.cancelRequested);
     void renderQueue(view);
+    renderApprovals(view.approvals ?? []);
     if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0) stream?.closeTools(turn.status);
     renderTimeline(view);
     fill(

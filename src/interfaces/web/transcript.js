@@ -102,6 +102,14 @@ export function streamTranscript(sessionId, box, liveDot) {
         add(h('div', { class: 'thought' }, c.text ?? ''));
         assistantEl = null;
         break;
+      case 'approval.requested':
+        add(h('div', { class: 'thought', 'data-testid': 'approval-requested' }, `${c.tool ?? 'tool'} asks permission${c.reasked ? ' (asked again)' : ''}`));
+        assistantEl = null;
+        break;
+      case 'approval.decided':
+        add(h('div', { class: 'thought', 'data-testid': 'approval-decided' }, `${c.outcome} by ${c.by}${c.reason ? `: ${c.reason}` : ''}`));
+        assistantEl = null;
+        break;
       case 'tool.call': {
         const status = h('span', { class: 'status' }, 'running');
         const args = h('code', {}, preview(c.arguments, 200));

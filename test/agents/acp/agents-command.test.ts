@@ -35,7 +35,7 @@ describe('sessiond agents', { timeout: 240_000 }, () => {
     expect(byName['acp:opencode']?.version).toBe('1.18.33');
     expect(byName['acp:claude']?.version).toBe('0.101.0');
     expect(byName['acp:missing']?.version).toBeNull();
-    expect(byName['acp:qwen']?.permissions).toBe('permissionMode: reject < allow (default reject, ceiling reject unless the policy says)');
+    expect(byName['acp:qwen']?.permissions).toBe('permissionMode: reject < ask < allow (default reject, ceiling reject unless the policy says)');
     expect(byName.codex?.permissions).toContain('sandbox:');
     expect(byName['acp:qwen']?.resume).toContain('session/load');
     expect(byName.pi?.resume).toContain('any host');

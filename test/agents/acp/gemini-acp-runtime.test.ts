@@ -3,29 +3,45 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
+import { createKeys } from '../../../src/runtime/keys.ts';
+import { createSessionQueue } from '../../../src/runtime/queue.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import { startFakeGeminiServer, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
-import { agentRecords, assistantText, turnEnded, useRuntimeSuite } from '../../support/runtime.ts';
+import type { StoredMessage } from '../../../src/runtime/store/session-store.ts';
+import { SessionWorker, WORKER_DEFAULTS } from '../../../src/runtime/worker.ts';
+import { geminiBuiltinScripts, startFakeGeminiServer, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
+import { agentRecords, assistantText, FAST_WORKER, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { createGeminiEnv, geminiBin, RECORDING_SETTINGS, type GeminiEnv } from '../gemini/gemini-env.ts';
 
-/** `acp:gemini` (the real gemini 0.61 --acp) through the durable runtime: a 500, then success, one request per attempt. */
+/**
+ * `acp:gemini` (the real gemini 0.61 --acp) through the durable runtime: a 500, then success, one
+ * request per attempt; and its permission requests for a shell command in `ask` mode (approve,
+ * deny, the deadline).
+ */
 
 let gemini: FakeGeminiServer;
 let env: GeminiEnv;
 let runtime: Runtime;
+let h: Harness;
+let operator: Record<string, { command: string; args: string[]; env: Record<string, string> }>;
+const POLICY = { permissions: { 'acp:gemini-ask': { ceiling: 'ask' } }, approvals: { deadlineMs: 600_000 } };
+/** The shell command of the builtin `fake-tool-fail` model, which gemini asks permission for. */
+const ASK_MODEL = 'fake-tool-fail';
 
 useRuntimeSuite('acp-gemini-runtime', {}, async (s) => {
-  gemini = await startFakeGeminiServer();
+  h = s.h;
+  gemini = await startFakeGeminiServer({ scripts: geminiBuiltinScripts() });
   gemini.setScript('rt-flaky', [{ status: 500 }, { text: ['Recovered', ' after a 500.'] }]);
   env = createGeminiEnv({ serverUrl: gemini.url });
   const cliHome = join(env.root, 'cli-home');
   mkdirSync(join(cliHome, '.gemini'), { recursive: true });
   writeFileSync(join(cliHome, '.gemini', 'settings.json'), JSON.stringify(RECORDING_SETTINGS));
   const { SESSIOND_STATE_DIR: _state, ...geminiEnv } = env.env;
-  const operator = {
-    'acp:gemini': { command: geminiBin, args: ['--acp', '--model', 'rt-flaky', '--skip-trust'], env: { ...geminiEnv, GEMINI_CLI_HOME: cliHome, GEMINI_CLI_NO_RELAUNCH: 'true' } },
+  const agentEnv = { ...geminiEnv, GEMINI_CLI_HOME: cliHome, GEMINI_CLI_NO_RELAUNCH: 'true' };
+  operator = {
+    'acp:gemini': { command: geminiBin, args: ['--acp', '--model', 'rt-flaky', '--skip-trust'], env: agentEnv },
+    'acp:gemini-ask': { command: geminiBin, args: ['--acp', '--model', ASK_MODEL, '--skip-trust'], env: agentEnv },
   };
-  const policy = deploymentPolicy({ workspace: tmpdir(), agents: operator });
+  const policy = deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: POLICY });
   runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
   await s.h.startWorker({ agentOptions: operator, policy });
 });
@@ -45,5 +61,60 @@ describe('acp:gemini in the durable runtime', () => {
     expect(assistantText(messages)).toBe('Recovered after a 500.');
     expect(gemini.requestsFor('rt-flaky')).toHaveLength(2);
     expect(await agentRecords(sessionId)).toEqual([]);
+  });
+});
+
+const ofType = (messages: readonly StoredMessage[], type: string) => messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
+/** Whether the shell command ran: its `ls` error is in what gemini sent the model after the tool. */
+const commandRan = (from: number) => JSON.stringify(gemini.requestsFor(ASK_MODEL).slice(from).map((r) => r.body)).includes('No such file or directory');
+const ASK = () => ({ agent: 'acp:gemini-ask', permissionMode: 'ask', cwd: env.cwd });
+
+describe('acp:gemini permission requests in ask mode', () => {
+  it('approve: gemini gets its allow option, the command runs and the model gets its output', async () => {
+    const before = gemini.requestsFor(ASK_MODEL).length;
+    const { sessionId } = await runtime.enqueue({ prompt: 'Run the command', options: ASK() });
+    const requested = await until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], 120_000, 'approval.requested');
+    expect(requested).toMatchObject({ kind: 'execute' });
+    expect((requested.options as Array<{ kind: string }>).map((o) => o.kind)).toContain('allow_once');
+    expect(commandRan(before)).toBe(false);
+    await runtime.decideApproval(sessionId, String(requested.requestId), 'allow', 'cli:test', 'allow_once');
+    expect((await turnEnded(runtime, sessionId, 1, 120_000)).state).toBe('completed');
+    const messages = await runtime.readMessages(sessionId);
+    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'allowed', by: 'cli:test' })]);
+    expect(commandRan(before)).toBe(true);
+    expect(assistantText(messages)).toBe('The command failed.');
+    expect(await agentRecords(sessionId)).toEqual([]);
+  });
+
+  it('deny: gemini gets its reject option, the command does not run, tool.failed says so and the turn completes', async () => {
+    const before = gemini.requestsFor(ASK_MODEL).length;
+    const { sessionId } = await runtime.enqueue({ prompt: 'Run the command', options: ASK() });
+    const requested = await until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], 120_000, 'approval.requested');
+    await runtime.decideApproval(sessionId, String(requested.requestId), 'deny', 'cli:test');
+    expect((await turnEnded(runtime, sessionId, 1, 120_000)).state).toBe('completed');
+    const messages = await runtime.readMessages(sessionId);
+    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'cli:test' })]);
+    expect(ofType(messages, 'tool.failed')).toHaveLength(1);
+    expect(commandRan(before)).toBe(false);
+  });
+
+  it("nobody answers within the policy's deadline: denied by the deadline, the command does not run", async () => {
+    const before = gemini.requestsFor(ASK_MODEL).length;
+    const prefix = `${h.prefix}-deadline`;
+    const keys = createKeys(prefix);
+    const short = deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: { ...POLICY, approvals: { deadlineMs: 1000 } } });
+    const rt = new Runtime({ connect: h.connect, prefix, policy: short });
+    const worker = new SessionWorker({ ...WORKER_DEFAULTS, ...FAST_WORKER, connect: h.connect, keys, queue: createSessionQueue(h.connect('deadline-queue'), keys), concurrency: 1, agentOptions: operator, policy: short });
+    await worker.start();
+    try {
+      const { sessionId } = await rt.enqueue({ prompt: 'Run the command', options: ASK() });
+      expect((await turnEnded(rt, sessionId, 1, 120_000)).state).toBe('completed');
+      const messages = await rt.readMessages(sessionId);
+      expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'deadline' })]);
+      expect(commandRan(before)).toBe(false);
+    } finally {
+      await worker.close(2000);
+      await rt.close();
+    }
   });
 });

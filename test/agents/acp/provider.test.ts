@@ -162,6 +162,28 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
     expect(messages.some((m) => (permissionMode === 'allow' ? m.type === 'tool.completed' : m.type === 'tool.failed'))).toBe(true);
   });
 
+  it('permissionMode ask outside the durable runtime (no approval gate, e.g. sessiond run): nobody to ask, so rejected, saying why', async () => {
+    const messages = await attempt(options('ask', { permissionMode: 'ask' }));
+    expect(texts(messages)).toBe('permission: no');
+    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({ error: expect.stringContaining('nobody to ask') });
+  });
+
+  it('permissionMode ask with a gate: the gate decides, the agent gets its answer, and the gate\'s messages are in the stream in order', async () => {
+    const asked: unknown[] = [];
+    const gate = {
+      ask: async (request: { toolCallId: string; tool: string; kind?: string; arguments: unknown }, emit: (m: CliMessage) => void) => {
+        asked.push(request);
+        emit({ type: 'assistant.thought', content: { text: 'gate asked' } });
+        return { optionId: 'yes', outcome: 'allowed' as const };
+      },
+    };
+    const messages = await attempt(options('ask', { permissionMode: 'ask' }), { approvals: gate });
+    expect(asked).toEqual([expect.objectContaining({ toolCallId: 'call-sh', tool: 'rm -rf build', kind: 'execute', arguments: { command: 'rm -rf build' } })]);
+    expect(texts(messages)).toBe('permission: yes');
+    const types = messages.map((m) => m.type);
+    expect(types.indexOf('assistant.thought')).toBeLessThan(types.indexOf('tool.completed'));
+  });
+
   it('resume in a second turn: session/load, session.resumed, the replayed history is not repeated, the agent has the first turn', async () => {
     const id = sessionIdOf(await attempt(options('say first turn')));
     const second = await attempt(options('recall', { session: { mode: 'resume', id } }));

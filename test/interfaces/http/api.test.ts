@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
 import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
-import { CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from '../../../src/interfaces/http/schemas.ts';
+import { ApprovalBody, CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from '../../../src/interfaces/http/schemas.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../../src/retry/index.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
@@ -497,6 +497,15 @@ describe('OpenAPI', () => {
       login: (v) => LoginBody.safeParse(v).success,
       pauseDispatch: (v) => DispatchBody.safeParse(v).success,
       resumeDispatch: (v) => DispatchBody.safeParse(v).success,
+      decideApproval: (v) => ApprovalBody.safeParse(v).success,
+    };
+    // Each approval example answers a request of its own, waiting as an attempt in ask mode stores it.
+    let seeded = 0;
+    const seedApproval = async (sessionId: string): Promise<string> => {
+      const requestId = `t1-0123456789ab-${++seeded}`;
+      const request = { requestId, turn: 1, toolCallId: 'call-1', tool: 'shell', kind: 'execute', arguments: { command: 'ls' }, options: [{ optionId: 'allow_once', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' }], requestedAt: Date.now(), deadlineAt: Date.now() + 60_000 };
+      await h.runtime.redis.hset(h.runtime.keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
+      return requestId;
     };
     const withBodies = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).filter(([, op]) => op.requestBody !== undefined).map(([method, op]) => ({ path, method, op })));
     expect(withBodies.map((x) => x.op.operationId).sort()).toEqual(Object.keys(REQUEST_EXAMPLES).sort());
@@ -508,7 +517,8 @@ describe('OpenAPI', () => {
       expect(Object.keys(examples).length, op.operationId).toBeGreaterThan(0);
       for (const [name, example] of Object.entries(examples)) {
         expect(schemas[op.operationId]?.(example.value), `${op.operationId}/${name}`).toBe(true);
-        const r = await call(method.toUpperCase(), path.replace('{id}', id), example.value);
+        const target = path.replace('{id}', id);
+        const r = await call(method.toUpperCase(), target.includes('{requestId}') ? target.replace('{requestId}', await seedApproval(id)) : target, example.value);
         expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeGreaterThanOrEqual(200);
         expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeLessThan(300);
         if (op.operationId === 'createSession') {

@@ -74,6 +74,14 @@ async function failTheTurn(sessionId: string): Promise<void> {
   await h.runtime.redis.del(h.runtime.store.key(sessionId, 'inbox'));
 }
 
+/** A permission request waiting in the session, as an attempt in `ask` mode stores it (see src/runtime/approvals/store.ts). */
+async function seedApproval(sessionId: string): Promise<string> {
+  const requestId = 't1-0123456789ab-1';
+  const request = { requestId, turn: 1, toolCallId: 'call-1', tool: 'shell', kind: 'execute', arguments: { command: 'ls' }, options: [{ optionId: 'allow_once', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' }], requestedAt: Date.now(), deadlineAt: Date.now() + 60_000 };
+  await h.runtime.redis.hset(h.runtime.keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
+  return requestId;
+}
+
 interface Operation {
   method: string;
   path: string;
@@ -112,7 +120,7 @@ describe('every operation declares its scope', () => {
       'GET /healthz': 'public', 'GET /readyz': 'public', 'GET /metrics': 'read', 'GET /openapi.json': 'read', 'GET /api/chart': 'read',
       'GET /api/sessions': 'read', 'GET /api/sessions/{id}': 'read', 'GET /api/sessions/{id}/messages': 'read', 'GET /api/sessions/{id}/events': 'read',
       'GET /api/retry-policy': 'read', 'GET /api/sessions/{id}/retry-policy': 'read', 'GET /api/whoami': 'read', 'POST /api/sessions/{id}/stream-ticket': 'read',
-      'POST /api/sessions': 'write', 'POST /api/sessions/{id}/prompts': 'write', 'POST /api/sessions/{id}/cancel': 'write', 'POST /api/sessions/{id}/retry': 'write', 'GET /api/sessions/{id}/queue': 'read', 'DELETE /api/sessions/{id}/queue/{promptId}': 'write', 'POST /api/bulk/cancel': 'admin',
+      'POST /api/sessions': 'write', 'POST /api/sessions/{id}/prompts': 'write', 'POST /api/sessions/{id}/cancel': 'write', 'POST /api/sessions/{id}/retry': 'write', 'GET /api/sessions/{id}/queue': 'read', 'DELETE /api/sessions/{id}/queue/{promptId}': 'write', 'POST /api/bulk/cancel': 'admin', 'POST /api/sessions/{id}/approvals/{requestId}': 'write',
       'PUT /api/retry-policy': 'admin', 'DELETE /api/retry-policy': 'admin', 'PUT /api/sessions/{id}/retry-policy': 'admin', 'DELETE /api/sessions/{id}/retry-policy': 'admin',
       'DELETE /api/sessions/{id}': 'admin', 'GET /api/deployment-policy': 'read', 'POST /api/login': 'public', 'POST /api/logout': 'public',
     };
@@ -150,6 +158,8 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       // A fresh session per cell: a mutation (or a deletion) of one cell cannot change the next.
       const { sessionId } = await h.runtime.enqueue({ prompt: `cell ${op.operationId} ${cred}` });
       let path = op.path.replace('{id}', sessionId).replace('{module}', 'app.js');
+      // An approval needs a request waiting in the cell's session (as a worker's gate stores it).
+      if (op.path.includes('{requestId}')) path = path.replace('{requestId}', await seedApproval(sessionId));
       // The cell's session is queued (no worker here): only a forced delete removes it.
       if (op.operationId === 'deleteSession') path += '?force=true';
       // A retry needs a failed last turn: the cell's session gets one, as a worker would leave it.

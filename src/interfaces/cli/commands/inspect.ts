@@ -38,6 +38,15 @@ function render(s: SessionSummary): string {
     }
   }
   if (s.waitingFor !== undefined) lines.push(`waiting for limit ${s.waitingFor.limit} (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}; looks again by ${new Date(s.waitingFor.until).toISOString()}`);
+  for (const a of s.approvals) {
+    if (a.decision !== undefined) {
+      lines.push(`approval ${a.requestId}: ${a.decision.outcome} by ${a.decision.by}, given to the agent when it asks again`);
+      continue;
+    }
+    lines.push(c.yellow(`awaiting approval ${a.requestId}: ${a.tool}${a.kind === undefined ? '' : ` (${a.kind})`} ${JSON.stringify(a.arguments)}`));
+    lines.push(`  options: ${a.options.map((o) => `${o.optionId} (${o.kind})`).join(', ')}; denied at ${new Date(a.deadlineAt).toISOString()}`);
+    lines.push(c.dim(`  sessiond approve ${s.sessionId} ${a.requestId} [--option ID|KIND]  ·  sessiond deny ${s.sessionId} ${a.requestId}`));
+  }
   if (s.nextRetryAt !== undefined) lines.push(`next retry at ${new Date(s.nextRetryAt).toISOString()} (in ${formatMs(Math.max(0, s.nextRetryAt - Date.now()))})`);
   if (s.lastFailure !== undefined) lines.push(`last failure: ${s.lastFailure.category} — ${s.lastFailure.errorText.split('\n')[0]}`);
   if (s.queuedPrompts > 0) lines.push(`${s.queuedPrompts} prompt(s) waiting`);

@@ -32,6 +32,7 @@ function describePolicy(policy: DeploymentPolicy): string {
     `idle timeout at most: ${policy.maxIdleTimeoutMs} ms`,
     `prompt at most: ${policy.maxPromptChars} characters`,
     `turn at most: ${policy.maxTurnMs === null ? 'no limit' : `${policy.maxTurnMs} ms`}`,
+    `approvals (permissionMode ask): denied after ${policy.approvals.deadlineMs} ms unanswered; allowed at once: ${policy.approvals.autoAllow.length === 0 ? 'nothing' : policy.approvals.autoAllow.map((r) => JSON.stringify(r)).join(', ')}`,
   ];
   for (const [agent, p] of Object.entries(policy.permissions)) {
     const parts: string[] = [];

@@ -1,7 +1,7 @@
 import { SESSION_ID_PATTERN } from '../../../runtime/keys.ts';
 import type { SessionView } from '../../../runtime/runtime.ts';
 import { HttpError, readJson, validate } from '../body.ts';
-import { CancelBody, CreateSessionBody, DeleteQuery, ListQuery, PromptBody } from '../schemas.ts';
+import { ApprovalBody, CancelBody, CreateSessionBody, DeleteQuery, ListQuery, PromptBody } from '../schemas.ts';
 import type { RouteContext } from './context.ts';
 import { detail, listItem, sessionOr404, unknown } from './views.ts';
 
@@ -52,6 +52,16 @@ export function registerSessionRoutes(ctx: RouteContext): void {
     const actor = principal === null ? 'http:anonymous' : `http:${principal.name ?? principal.via}(${principal.scope})`;
     const result = await runtime.deleteSession(id, { force: query.force === true, actor });
     logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
+    return c.json(result, 200);
+  });
+  app.post('/api/sessions/:id/approvals/:requestId', async (c) => {
+    const id = c.req.param('id');
+    const body = validate(ApprovalBody, await readJson(c));
+    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
+    const principal = auth.principalOf(c);
+    const by = `http:${principal?.name ?? principal?.via ?? 'open'}`;
+    const result = await runtime.decideApproval(id, c.req.param('requestId'), body.decision, by, body.option, body.reason);
+    logger.info({ audit: 'approval.decide', sessionId: id, requestId: result.requestId, outcome: result.outcome, by }, 'approval decided');
     return c.json(result, 200);
   });
   app.post('/api/sessions/:id/cancel', async (c) => {

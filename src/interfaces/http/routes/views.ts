@@ -1,4 +1,4 @@
-import { summarize } from '../../../runtime/inspect.ts';
+import { awaitingApproval, summarize } from '../../../runtime/inspect.ts';
 import { SESSION_ID_PATTERN } from '../../../runtime/keys.ts';
 import type { Runtime, SessionView } from '../../../runtime/runtime.ts';
 import { HttpError } from '../body.ts';
@@ -40,6 +40,7 @@ export function listItem(view: SessionView) {
     turn: s.turn === null ? null : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
     ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
     ...(s.waitingFor === undefined ? {} : { waitingFor: s.waitingFor }),
+    ...(awaitingApproval(s) ? { awaitingApproval: true } : {}),
     ...(s.lastFailure === undefined ? {} : { lastFailure: { category: s.lastFailure.category, at: s.lastFailure.at } }),
     queuedPrompts: s.queuedPrompts,
   };

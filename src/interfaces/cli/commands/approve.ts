@@ -1,0 +1,54 @@
+import { userInfo } from 'node:os';
+import type { Command } from 'commander';
+import { hasErrorCode } from '../../../errors.ts';
+import type { ApprovalVerdict } from '../../../runtime/approvals/decide.ts';
+import { CliError } from '../cli-error.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { printJson } from '../present.ts';
+
+/** `sessiond approve ID REQUEST [--option O]` and `sessiond deny ID REQUEST`: an operator's answer to an agent's permission request. */
+export function registerApprovals(program: Command): void {
+  for (const verdict of ['allow', 'deny'] as const) {
+    program
+      .command(verdict === 'allow' ? 'approve' : 'deny')
+      .description(
+        verdict === 'allow'
+          ? "Allow an agent's permission request (see `inspect`: awaiting approval); exit 3 for an unknown session or request, 1 if already decided"
+          : "Deny an agent's permission request; exit 3 for an unknown session or request, 1 if already decided",
+      )
+      .argument('<sessionId>')
+      .argument('<requestId>')
+      .option('--option <id|kind>', verdict === 'allow' ? 'the option to give the agent: its id or kind (default allow_once)' : 'the option to give the agent: its id or kind (default reject_once)')
+      .option('--reason <text>', 'recorded with the decision')
+      .option('--json', 'print the decision as JSON')
+      .action(async (sessionId: string, requestId: string, flags: { option?: string; reason?: string; json?: boolean }) => {
+        process.exitCode = await decide(verdict, sessionId, requestId, flags);
+      });
+  }
+}
+
+async function decide(verdict: ApprovalVerdict, sessionId: string, requestId: string, flags: { option?: string; reason?: string; json?: boolean }): Promise<number> {
+  const { openRuntime } = await import('../context.ts');
+  const ctx = await openRuntime();
+  try {
+    const result = await ctx.runtime.decideApproval(sessionId, requestId, verdict, `cli:${operatorName()}`, flags.option, flags.reason);
+    if (flags.json === true) printJson(result);
+    else process.stdout.write(`${requestId}: ${result.outcome}${result.optionId === null ? '' : ` (option ${result.optionId})`} by ${result.by}\n`);
+    return ExitCode.ok;
+  } catch (error) {
+    if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
+    if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
+    if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
+    throw error;
+  } finally {
+    await ctx.close();
+  }
+}
+
+function operatorName(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return 'unknown';
+  }
+}
