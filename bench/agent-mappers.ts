@@ -88,7 +88,9 @@ export function measureAgentMappers(log: (line: string) => void): Record<string,
     const mbPerSec = size / (Math.min(...mapperMs) / 1000);
     const baselineMbPerSec = size / (Math.min(...baselineMs) / 1000);
     figures[agent] = { mbPerSec: round(mbPerSec, 1), baselineMbPerSec: round(baselineMbPerSec, 1), ratio: round(mbPerSec / baselineMbPerSec, 3) };
-    log(`    ${agent.padEnd(12)} ${size.toFixed(1)} MB: mapper ${mbPerSec.toFixed(1)} MB/s, baseline ${baselineMbPerSec.toFixed(1)} MB/s, ratio ${(mbPerSec / baselineMbPerSec).toFixed(3)}`);
+    log(
+      `    ${agent.padEnd(12)} ${size.toFixed(1)} MB: mapper ${mbPerSec.toFixed(1)} MB/s, baseline ${baselineMbPerSec.toFixed(1)} MB/s, ratio ${(mbPerSec / baselineMbPerSec).toFixed(3)}`,
+    );
   }
   return figures;
 }

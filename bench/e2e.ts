@@ -84,7 +84,11 @@ async function spawnRun(command: string, args: readonly string[], n: number, lin
   const before = procCpuMs('self');
   const start = performance.now();
   await withTimeout(
-    pool(Array.from({ length: n }, (_, i) => i), CONCURRENCY, () => spawnOnce(command, args, lines)),
+    pool(
+      Array.from({ length: n }, (_, i) => i),
+      CONCURRENCY,
+      () => spawnOnce(command, args, lines),
+    ),
     deadline.cap(120_000),
     `${n} direct spawns of ${command}`,
   );
@@ -166,9 +170,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
         `${(median(sides.map((s) => s.hostCpuUs)) / 1000).toFixed(2)} ms orchestrating + ${(median(sides.map((s) => s.agentCpuUs)) / 1000).toFixed(2)} ms in the agent`;
       const sessions = median(r.sessions.map((s) => s.perSec));
       const spawns = median(r.spawns.map((s) => s.perSec));
-      log(
-        `  ${agent === 'node' ? 'fake pi = a Node process (support/fake-pi.mjs)' : '(informational) fake pi = a /bin/sh script, builtins only'}: ${n} sessions per run`,
-      );
+      log(`  ${agent === 'node' ? 'fake pi = a Node process (support/fake-pi.mjs)' : '(informational) fake pi = a /bin/sh script, builtins only'}: ${n} sessions per run`);
       log(`    direct spawns ${fmt(r.spawns)}; sessions ${fmt(r.sessions)}`);
       log(`    median ${sessions.toFixed(1)} sessions/s vs ${spawns.toFixed(1)} spawns/s: ratio ${(sessions / spawns).toFixed(3)}`);
       log(`    CPU per item (median): session ${cpu(r.sessions)}; direct spawn ${cpu(r.spawns)}`);
@@ -177,7 +179,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
         `    cross-check on CPU, less disturbed by the machine's other load: all CPU per direct spawn ÷ all CPU per session (worker, agent, redis-server, producer) = ${cpuRatio.toFixed(3)}`,
       );
     }
-    log(`  checked: every session completed, ${MESSAGES} messages each (XLEN), 3 per agent read back in full (seq 1..${MESSAGES}, one attempt); every direct spawn exited 0 with all its lines`);
+    log(
+      `  checked: every session completed, ${MESSAGES} messages each (XLEN), 3 per agent read back in full (seq 1..${MESSAGES}, one attempt); every direct spawn exited 0 with all its lines`,
+    );
     const [node, sh] = results;
     if (node === undefined || sh === undefined) throw new BenchFailure('missing results');
     const summary = (r: AgentResult) => {

@@ -103,7 +103,9 @@ async function template(url: string, prefix: string, cleanup: Cleanup): Promise<
     queue: createSessionQueue(connect(), runtime.keys),
     ...WORKER_DEFAULTS,
     concurrency: 1,
-    agentOptions: { pi: { command: fakes.shTurn, agentDir: fakes.agentDir, sessionDir: join(fakes.stateDir, 'pi-sessions'), extraArgs: [], env: { SESSIOND_STATE_DIR: fakes.stateDir } } },
+    agentOptions: {
+      pi: { command: fakes.shTurn, agentDir: fakes.agentDir, sessionDir: join(fakes.stateDir, 'pi-sessions'), extraArgs: [], env: { SESSIOND_STATE_DIR: fakes.stateDir } },
+    },
     retentionMs: 30 * 86_400_000,
   });
   await worker.start();
@@ -203,7 +205,10 @@ async function startServe(redisUrl: string, redisPid: number, prefix: string, se
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > deadline || child.exitCode !== null) throw new BenchFailure(`serve did not start (exit ${String(child.exitCode)})`);
     await sleep(100);
@@ -221,7 +226,10 @@ function pairedRatio(small: readonly number[], large: readonly number[]): number
  * request (latencies, alternating which deployment goes first), so a load swing of this shared machine
  * falls on both sides of a ratio alike.
  */
-async function measureAll(deployments: readonly Deployment[], log: (line: string) => void): Promise<{ readings: Reading[]; paired: Record<'metrics' | 'page1' | 'page50', number[][]> }> {
+async function measureAll(
+  deployments: readonly Deployment[],
+  log: (line: string) => void,
+): Promise<{ readings: Reading[]; paired: Record<'metrics' | 'page1' | 'page50', number[][]> }> {
   const firsts: number[] = [];
   for (const d of deployments) {
     const first = await timed(`${d.base}/metrics`);
@@ -362,7 +370,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       cleanup.add(`connection (${count} sessions)`, () => void redis.disconnect());
       const started = performance.now();
       await populate(redis, prefix, t, 0, count, () => Date.now() + 30 * 86_400_000, Date.now() - 60_000);
-      log(`  created ${count} sessions in ${((performance.now() - started) / 1000).toFixed(1)} s (pipelined writes), Redis used_memory ${((await usedMemory(redis)) / 2 ** 20).toFixed(0)} MiB`);
+      log(
+        `  created ${count} sessions in ${((performance.now() - started) / 1000).toFixed(1)} s (pipelined writes), Redis used_memory ${((await usedMemory(redis)) / 2 ** 20).toFixed(0)} MiB`,
+      );
       deployments.push(await startServe(server.url, server.pid, prefix, count, stateDir, cleanup));
     }
     const { readings, paired } = await measureAll(deployments, log);

@@ -358,7 +358,11 @@ async function measureIdleActors(machine: SessionMachine): Promise<MemoryResult>
   });
   if (wrong.length > 0) throw new BenchFailure(`idle actors: ${wrong.length} restored actors are not idle in 'completed': ${JSON.stringify(wrong[0]?.getSnapshot().value)}`);
   for (const actor of restored) actor.stop();
-  return { bytesPerActor: (after - before) / IDLE_ACTORS, parsedBytesPerActor: parsedBytes / IDLE_ACTORS, persistedBytesPerActor: texts.reduce((n, t) => n + t.length, 0) / IDLE_ACTORS };
+  return {
+    bytesPerActor: (after - before) / IDLE_ACTORS,
+    parsedBytesPerActor: parsedBytes / IDLE_ACTORS,
+    persistedBytesPerActor: texts.reduce((n, t) => n + t.length, 0) / IDLE_ACTORS,
+  };
 }
 
 // ---------------------------------------------------------------- the benchmark
@@ -410,7 +414,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
   log(row('baseline: hand-written loop', baseline));
   log(row('machine: one session actor, awaited turns', machine));
   log(row('machine: all prompts at once (mailbox; 2 runs)', mailbox));
-  log(`  overhead of the machine: ${(((best(machine) - best(baseline)) / TURNS) * 1000).toFixed(1)} µs per turn (wall, best), ${(((bestCpu(machine) - bestCpu(baseline)) / TURNS) * 1000).toFixed(1)} µs per turn (CPU, best)`);
+  log(
+    `  overhead of the machine: ${(((best(machine) - best(baseline)) / TURNS) * 1000).toFixed(1)} µs per turn (wall, best), ${(((bestCpu(machine) - bestCpu(baseline)) / TURNS) * 1000).toFixed(1)} µs per turn (CPU, best)`,
+  );
   log(`  cross-check on CPU time, ratio: ${(bestCpu(baseline) / bestCpu(machine)).toFixed(3)}; median wall ratio: ${(mid(baseline) / mid(machine)).toFixed(3)}`);
   log(
     `  note: both sides wait out ${n(failing)} retry timers of 0 ms, which Node fires after ≥ 1 ms: the baseline's wall − CPU in its best run is ${n(idleOfBest(baseline))} ms, ` +

@@ -89,7 +89,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
   const linearity = last.mapperMsPerMb / first.mapperMsPerMb;
   const baselineLinearity = last.baselineMsPerMb / first.baselineMsPerMb;
   const ratio = last.mapperMbPerSec / last.baselineMbPerSec;
-  log(`  linearity, ms/MB at ${last.size.toFixed(1)} MB ÷ ms/MB at ${first.size.toFixed(1)} MB (1.00 = linear): PiMapper ${linearity.toFixed(3)}, baseline ${baselineLinearity.toFixed(3)}`);
+  log(
+    `  linearity, ms/MB at ${last.size.toFixed(1)} MB ÷ ms/MB at ${first.size.toFixed(1)} MB (1.00 = linear): PiMapper ${linearity.toFixed(3)}, baseline ${baselineLinearity.toFixed(3)}`,
+  );
   log(`  cross-check on process CPU time (best of ${REPETITIONS}), ratio: ${rows.map((r) => `${r.cpuRatio.toFixed(3)} at ${r.size.toFixed(1)} MB`).join(', ')}`);
   log(`  ratio at ${last.size.toFixed(1)} MB: ${ratio.toFixed(3)} (target ≥ ${TARGET_RATIO}): ${ratio >= TARGET_RATIO ? 'ok' : 'BELOW TARGET'}`);
   const agents = measureAgentMappers(log);

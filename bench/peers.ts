@@ -14,7 +14,18 @@ import { median, round } from './support/timing.ts';
 import { WorkerProcess } from './support/worker-process.ts';
 import { runHandwritten, type HandwrittenResult } from './peers/handwritten.ts';
 import { compareLogs, type Entry } from './peers/log-checks.ts';
-import { dirBytes, freePort, RestateClient, RestateService, restateServerBinary, restateVersion, startRestateServer, type AgentProfile, type PeerMessage, type RestateServer } from './peers/restate/harness.ts';
+import {
+  dirBytes,
+  freePort,
+  RestateClient,
+  RestateService,
+  restateServerBinary,
+  restateVersion,
+  startRestateServer,
+  type AgentProfile,
+  type PeerMessage,
+  type RestateServer,
+} from './peers/restate/harness.ts';
 
 /**
  * sessiond against what a user would build on instead: the same durable sessions on Restate
@@ -125,10 +136,11 @@ interface Env {
   runId: string;
 }
 
-const cpuOf = (pids: readonly number[]): number => pids.reduce((sum, pid) => {
-  const c = procCpuMs(pid);
-  return sum + c.ownMs + c.childrenMs;
-}, 0);
+const cpuOf = (pids: readonly number[]): number =>
+  pids.reduce((sum, pid) => {
+    const c = procCpuMs(pid);
+    return sum + c.ownMs + c.childrenMs;
+  }, 0);
 
 const selfCpuMs = (): number => {
   const u = process.cpuUsage();
@@ -208,10 +220,14 @@ async function restateCancelRun(env: Env, mode: 'cooperative' | 'stubborn'): Pro
     if (mode === 'cooperative') {
       for (const [i, id] of ids.entries()) samples.push(await measure(id, invocations[i] ?? ''));
     } else {
-      samples.push(...(await Promise.all(ids.map(async (id, i) => {
-        await sleep(i * STUBBORN_STAGGER_MS);
-        return measure(id, invocations[i] ?? '');
-      }))));
+      samples.push(
+        ...(await Promise.all(
+          ids.map(async (id, i) => {
+            await sleep(i * STUBBORN_STAGGER_MS);
+            return measure(id, invocations[i] ?? '');
+          }),
+        )),
+      );
     }
   }
   const survivors = processesMentioning(env.fakes.nodeTurn);
@@ -233,14 +249,15 @@ interface KillResult {
   killedAgents: number;
 }
 
-const alive = (pids: readonly number[]): number => pids.filter((pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}).length;
+const alive = (pids: readonly number[]): number =>
+  pids.filter((pid) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }).length;
 
 /** The processes whose parent is `pid` (Linux /proc): the agents a worker or service process started. */
 function childrenOf(pid: number): number[] {
@@ -347,10 +364,7 @@ interface SilentKill {
  * (no write to fail). Its processes are counted ORPHAN_CHECK_MS and SILENT_LATER_MS after the kill,
  * with a replacement worker / service started at once; what is left then is killed here.
  */
-async function silentKill(
-  env: Env,
-  start: (ids: readonly string[]) => Promise<{ parent: number; kill: () => Promise<void>; end: () => Promise<void> }>,
-): Promise<SilentKill> {
+async function silentKill(env: Env, start: (ids: readonly string[]) => Promise<{ parent: number; kill: () => Promise<void>; end: () => Promise<void> }>): Promise<SilentKill> {
   const ids = Array.from({ length: SILENT_SESSIONS }, (_, i) => `silent-${i}-${env.runId}`);
   const side = await start(ids);
   const killed = childrenOf(side.parent);
@@ -372,7 +386,14 @@ async function silentKill(
 }
 
 async function sessiondSilentKill(env: Env): Promise<SilentKill> {
-  const options = { url: env.ctx.url, prefix: `bench-${env.runId}-silent`, concurrency: CONCURRENCY, piCommand: env.fakes.shHang, stateDir: env.fakes.stateDir, agentDir: env.fakes.agentDir };
+  const options = {
+    url: env.ctx.url,
+    prefix: `bench-${env.runId}-silent`,
+    concurrency: CONCURRENCY,
+    piCommand: env.fakes.shHang,
+    stateDir: env.fakes.stateDir,
+    agentDir: env.fakes.agentDir,
+  };
   const fleet = await Fleet.start({ workers: 1, ...options }, 0, env.cleanup, env.deadline);
   return silentKill(env, async (ids) => {
     for (const sessionId of ids) await fleet.runtime.enqueue({ sessionId, prompt: PROMPT });
@@ -432,7 +453,15 @@ async function redisUsedMemory(redis: Redis): Promise<number> {
 
 async function sessiondMemory(env: Env): Promise<Memory> {
   const fleet = await Fleet.start(
-    { workers: 1, url: env.ctx.url, prefix: `bench-${env.runId}-mem`, concurrency: ACTIVE + CONCURRENCY, piCommand: env.fakes.shHang, stateDir: env.fakes.stateDir, agentDir: env.fakes.agentDir },
+    {
+      workers: 1,
+      url: env.ctx.url,
+      prefix: `bench-${env.runId}-mem`,
+      concurrency: ACTIVE + CONCURRENCY,
+      piCommand: env.fakes.shHang,
+      stateDir: env.fakes.stateDir,
+      agentDir: env.fakes.agentDir,
+    },
     0,
     env.cleanup,
     env.deadline,
@@ -445,13 +474,17 @@ async function sessiondMemory(env: Env): Promise<Memory> {
   };
   const cancelAll = async (ids: readonly string[]): Promise<void> => {
     for (const id of ids) await fleet.runtime.cancel(id);
-    await withTimeout((async () => {
-      for (;;) {
-        const states = await fleet.runtime.sessionStates(ids);
-        if (ids.every((id) => states[id] === 'cancelled')) return;
-        await sleep(20);
-      }
-    })(), env.deadline.cap(60_000), 'sessiond memory sessions cancelled');
+    await withTimeout(
+      (async () => {
+        for (;;) {
+          const states = await fleet.runtime.sessionStates(ids);
+          if (ids.every((id) => states[id] === 'cancelled')) return;
+          await sleep(20);
+        }
+      })(),
+      env.deadline.cap(60_000),
+      'sessiond memory sessions cancelled',
+    );
   };
   for (let w = 0; w < MEMORY_WARMUPS; w += 1) {
     const warm = sessionIds(CONCURRENCY, `mem-warm${w}`);
@@ -478,15 +511,19 @@ async function sessiondMemory(env: Env): Promise<Memory> {
 }
 
 async function untilRunning(fleet: Fleet, ids: readonly string[], deadline: Deadline): Promise<void> {
-  await withTimeout((async () => {
-    for (const id of ids) {
-      for (;;) {
-        const view = await fleet.runtime.getSession(id);
-        if (view !== null && view.state === 'running' && view.lastSeq >= 2) break;
-        await sleep(20);
+  await withTimeout(
+    (async () => {
+      for (const id of ids) {
+        for (;;) {
+          const view = await fleet.runtime.getSession(id);
+          if (view !== null && view.state === 'running' && view.lastSeq >= 2) break;
+          await sleep(20);
+        }
       }
-    }
-  })(), deadline.cap(60_000), `${ids.length} sessiond sessions running`);
+    })(),
+    deadline.cap(60_000),
+    `${ids.length} sessiond sessions running`,
+  );
 }
 
 async function restateMemory(env: Env): Promise<Memory> {
@@ -511,7 +548,12 @@ async function restateMemory(env: Env): Promise<Memory> {
   await sleep(500);
   const idle0 = procRssBytes(env.restate.server.pid);
   const disk0 = dirBytes(env.restate.server.dataDir);
-  await restateRun(env, Array.from({ length: IDLE }, (_, i) => `idle-${i}-${env.runId}`), 'in20', MESSAGES);
+  await restateRun(
+    env,
+    Array.from({ length: IDLE }, (_, i) => `idle-${i}-${env.runId}`),
+    'in20',
+    MESSAGES,
+  );
   await sleep(1000);
   const idle1 = procRssBytes(env.restate.server.pid);
   const disk1 = dirBytes(env.restate.server.dataDir);
@@ -528,7 +570,9 @@ async function startRestate(dir: string, fakes: FakeAgents, cleanup: Cleanup, lo
   const profiles = AGENT_PROFILES(fakes);
   const service = await RestateService.start(port, profiles, cleanup);
   await client.register(`http://127.0.0.1:${port}`);
-  log(`Restate: ${restateVersion(bin)}, SDK @restatedev/restate-sdk 1.17.2; server listening on ${server.listening.join(', ')} (checked with ss: 127.0.0.1 only), data in a temp dir`);
+  log(
+    `Restate: ${restateVersion(bin)}, SDK @restatedev/restate-sdk 1.17.2; server listening on ${server.listening.join(', ')} (checked with ss: 127.0.0.1 only), data in a temp dir`,
+  );
   return { server, service, client, port, profiles };
 }
 
@@ -574,7 +618,16 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
 
     log(`1b. fake agent process (support/fake-pi.mjs), ${MESSAGES} messages per turn, ${PROCESS_SESSIONS} sessions per run`);
     const fleet = await Fleet.start(
-      { workers: 1, url: ctx.url, prefix: `bench-${runId}-proc`, concurrency: CONCURRENCY, piCommand: fakes.nodeTurn, piArgs: ['--messages', String(MESSAGES)], stateDir: fakes.stateDir, agentDir: fakes.agentDir },
+      {
+        workers: 1,
+        url: ctx.url,
+        prefix: `bench-${runId}-proc`,
+        concurrency: CONCURRENCY,
+        piCommand: fakes.nodeTurn,
+        piArgs: ['--messages', String(MESSAGES)],
+        stateDir: fakes.stateDir,
+        agentDir: fakes.agentDir,
+      },
       redisServer.pid,
       cleanup,
       deadline,
@@ -624,7 +677,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     await client.stop();
 
     // ---- 4. kill -9
-    log(`4. kill -9 of the worker / service process with ${KILL_SESSIONS} turns running (fake pi, ${KILL_MESSAGES} messages, one line every ${KILL_EVERY_MS} ms), a replacement started at once`);
+    log(
+      `4. kill -9 of the worker / service process with ${KILL_SESSIONS} turns running (fake pi, ${KILL_MESSAGES} messages, one line every ${KILL_EVERY_MS} ms), a replacement started at once`,
+    );
     const killR = await restateKill(env);
     const killS = await sessiondKill(env);
     const killLine = (k: KillResult): string =>
@@ -635,7 +690,8 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     log(`4b. the same kill -9 with ${SILENT_SESSIONS} silent agents (a /bin/sh fake that sleeps after the start of its turn, as pi while the model thinks)`);
     const silentR = await restateSilentKill(env);
     const silentS = await sessiondSilentKill(env);
-    const silentLine = (k: SilentKill): string => `of the ${k.killedAgents} agents of the killed process, ${k.aliveAtCheck} alive ${ORPHAN_CHECK_MS / 1000} s after the kill, ${k.aliveLater} after ${SILENT_LATER_MS / 1000} s`;
+    const silentLine = (k: SilentKill): string =>
+      `of the ${k.killedAgents} agents of the killed process, ${k.aliveAtCheck} alive ${ORPHAN_CHECK_MS / 1000} s after the kill, ${k.aliveLater} after ${SILENT_LATER_MS / 1000} s`;
     log(`  sessiond: ${silentLine(silentS)}`);
     log(`  Restate:  ${silentLine(silentR)}`);
 
@@ -649,7 +705,18 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
 
     // ---- 6. by hand
     log('6. by hand: a BullMQ job per prompt running an XState actor, messages appended to a Redis list, no lease or fencing');
-    const hand: HandwrittenResult = await runHandwritten({ url: ctx.url, redis, runId, cleanup, deadline, log, sessions: INPROC_SESSIONS, messages: MESSAGES, concurrency: CONCURRENCY, fakes });
+    const hand: HandwrittenResult = await runHandwritten({
+      url: ctx.url,
+      redis,
+      runId,
+      cleanup,
+      deadline,
+      log,
+      sessions: INPROC_SESSIONS,
+      messages: MESSAGES,
+      concurrency: CONCURRENCY,
+      fakes,
+    });
 
     const med = (runs: readonly Rate[]): number => median(runs.map((r) => r.perSec));
     const sessiondProc = med(proc.sessiond);
@@ -664,7 +731,16 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       messagesPerSec: orNull(round(median(long[who]), 0)),
       cancelMs: { cooperative: { p50: percentile(coop[who], 50), p99: percentile(coop[who], 99) }, stubborn: { p50: percentile(stub[who], 50), p99: percentile(stub[who], 99) } },
       cancelSamplesMs: { cooperative: coop[who], stubborn: stub[who] },
-      kill: { recoveryMs: Math.round(k.recoveryMs), lost: k.lost, duplicated: k.duplicated, keptFromInterrupted: k.extra, orphansAtCheck: k.orphansAtCheck, orphansAtEnd: k.orphansAtEnd, killedAgents: k.killedAgents, silent },
+      kill: {
+        recoveryMs: Math.round(k.recoveryMs),
+        lost: k.lost,
+        duplicated: k.duplicated,
+        keptFromInterrupted: k.extra,
+        orphansAtCheck: k.orphansAtCheck,
+        orphansAtEnd: k.orphansAtEnd,
+        killedAgents: k.killedAgents,
+        silent,
+      },
       memory: {
         activeRssBytes: orNull(Math.round(m.activeRssBytes)),
         idleMemoryBytes: orNull(Math.round(m.idleMemoryBytes)),

@@ -339,7 +339,13 @@ async function pollSession(runtime: Runtime, sessionId: string, until: (view: Se
   }
 }
 
-export async function cancelRun(ctx: Ctx, client: CancelClient, mode: 'cooperative' | 'stubborn', fakePi: string, dirs: { agentDir: string; stateDir: string }): Promise<CancelSample[]> {
+export async function cancelRun(
+  ctx: Ctx,
+  client: CancelClient,
+  mode: 'cooperative' | 'stubborn',
+  fakePi: string,
+  dirs: { agentDir: string; stateDir: string },
+): Promise<CancelSample[]> {
   const side = await sessionSide(ctx, `cancel-${mode}`, {
     pi: { command: fakePi, agentDir: dirs.agentDir, env: { SESSIOND_STATE_DIR: dirs.stateDir }, extraArgs: mode === 'stubborn' ? ['--hang', '--stubborn'] : ['--hang'] },
   });
@@ -385,10 +391,14 @@ export async function cancelRun(ctx: Ctx, client: CancelClient, mode: 'cooperati
     if (mode === 'cooperative') {
       for (const sessionId of ids) samples.push(await measure(sessionId));
     } else {
-      samples.push(...(await Promise.all(ids.map(async (sessionId, i) => {
-        await sleep(i * STUBBORN_STAGGER_MS);
-        return measure(sessionId);
-      }))));
+      samples.push(
+        ...(await Promise.all(
+          ids.map(async (sessionId, i) => {
+            await sleep(i * STUBBORN_STAGGER_MS);
+            return measure(sessionId);
+          }),
+        )),
+      );
     }
   }
   // The worker gave every session back (nothing left running) and no fake agent survived.
@@ -447,7 +457,9 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
     baselineJobsPerSec = median(baselineRuns.map((r) => r.perSec));
     ratio = sessionsPerSec / baselineJobsPerSec;
     log(`  median: ${sessionsPerSec.toFixed(1)} sessions/s (${(sessionsPerSec * MESSAGES_PER_TURN).toFixed(0)} messages/s) vs ${baselineJobsPerSec.toFixed(1)} bare jobs/s`);
-    log(`  ratio ${ratio.toFixed(3)} (target ≥ ${TARGET_RATIO}): ${ratio >= TARGET_RATIO ? 'ok' : 'BELOW TARGET'}; every session checked: completed, ${MESSAGES_PER_TURN} messages with seq 1..${MESSAGES_PER_TURN}`);
+    log(
+      `  ratio ${ratio.toFixed(3)} (target ≥ ${TARGET_RATIO}): ${ratio >= TARGET_RATIO ? 'ok' : 'BELOW TARGET'}; every session checked: completed, ${MESSAGES_PER_TURN} messages with seq 1..${MESSAGES_PER_TURN}`,
+    );
     const cpuOf = (runs: Throughput[]) => ({ node: median(runs.map((r) => r.nodeCpuUs)), redis: median(runs.map((r) => r.redisCpuUs)) });
     const [sc, bc] = [cpuOf(sessionRuns), cpuOf(baselineRuns)];
     log(
@@ -459,7 +471,6 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
     log(
       `  (informational) all enqueued first, worker alone timed: sessions ${preSessions.perSec.toFixed(1)}/s, bare jobs ${preBaseline.perSec.toFixed(1)}/s, ratio ${(preSessions.perSec / preBaseline.perSec).toFixed(3)}`,
     );
-
   }
 
   let messagesPerSec = Number.NaN;
@@ -469,8 +480,9 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
     await runSessions(ctx, 8, LONG_MESSAGES);
     const long = await runSessions(ctx, LONG_SESSIONS, LONG_MESSAGES);
     messagesPerSec = (LONG_SESSIONS * LONG_MESSAGES) / (long.wallMs / 1000);
-    log(`  ${(LONG_SESSIONS * LONG_MESSAGES).toLocaleString('en-US')} messages persisted in ${(long.wallMs / 1000).toFixed(2)} s: ${messagesPerSec.toFixed(0)} messages/s; all ${LONG_SESSIONS} logs checked (XLEN), 3 read back in full`);
-
+    log(
+      `  ${(LONG_SESSIONS * LONG_MESSAGES).toLocaleString('en-US')} messages persisted in ${(long.wallMs / 1000).toFixed(2)} s: ${messagesPerSec.toFixed(0)} messages/s; all ${LONG_SESSIONS} logs checked (XLEN), 3 read back in full`,
+    );
   }
 
   const results: Record<string, { p50: number; p99: number; samples: number[] }> = {};
@@ -497,7 +509,6 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
       );
     }
     log(`  checked: every cancel delivered to the holding worker, the partial output kept in the log, no fake agent process left`);
-
   }
 
   return {

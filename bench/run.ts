@@ -103,7 +103,11 @@ async function main(): Promise<number> {
       continue;
     }
     // The machine may be shared: what else ran is part of the figures.
-    human(`# ${benchmark.name} (load average ${loadavg().map((l) => l.toFixed(2)).join(' ')} on ${cpus().length} cores)`);
+    human(
+      `# ${benchmark.name} (load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')} on ${cpus().length} cores)`,
+    );
     let final: Record<string, unknown>;
     try {
       let timer: NodeJS.Timeout | undefined;

@@ -202,7 +202,9 @@ async function activeMemory(ctx: Ctx): Promise<{ rssPerSession: number; heapPerS
     `  worker warmed up (${MEMORY_WARMUPS} × ${WARM_ACTIVE} sessions started and cancelled) and idle: RSS ${mib(idle.rss)}, heap+external ${mib(idle.heapUsed)}; driving ${ACTIVE} running sessions (${agents} agent processes alive): ` +
       `RSS ${mib(busy.rss)}, heap+external ${mib(busy.heapUsed)}; after cancelling them all: RSS ${mib(after.rss)}, heap+external ${mib(after.heapUsed)}`,
   );
-  ctx.log(`  per active session: ${(rssPerSession / 1024).toFixed(1)} KiB RSS, ${(heapPerSession / 1024).toFixed(1)} KiB V8 heap + external (worker process only, agent processes not counted; after a GC, median of 3 probes each)`);
+  ctx.log(
+    `  per active session: ${(rssPerSession / 1024).toFixed(1)} KiB RSS, ${(heapPerSession / 1024).toFixed(1)} KiB V8 heap + external (worker process only, agent processes not counted; after a GC, median of 3 probes each)`,
+  );
   return { rssPerSession, heapPerSession };
 }
 
@@ -236,7 +238,10 @@ async function idleRedisBytes(ctx: Ctx): Promise<{ keysPerSession: number; index
   const indexesPerSession = indexes / total;
   const usedMemoryPerSession = (after - before) / ids.length;
   await fleet.close();
-  const parts = [...perPart.entries()].filter(([, b]) => b > 0).map(([p, b]) => `${p} ${(b / ids.length).toFixed(0)}`).join(', ');
+  const parts = [...perPart.entries()]
+    .filter(([, b]) => b > 0)
+    .map(([p, b]) => `${p} ${(b / ids.length).toFixed(0)}`)
+    .join(', ');
   ctx.log(
     `  ${IDLE} sessions at rest (one completed turn of ${MESSAGES} messages each, no worker holding them): ${keysPerSession.toFixed(0)} B of session keys (MEMORY USAGE, per key kind: ${parts}) ` +
       `+ ${indexesPerSession.toFixed(0)} B share of the fleet-wide indexes = ${(keysPerSession + indexesPerSession).toFixed(0)} B per session`,

@@ -32,7 +32,7 @@ export function sleep(ms: number): Promise<void> {
 /** Every message of a session's log, in order. */
 export async function readLog(runtime: Runtime, sessionId: string): Promise<StoredMessage[]> {
   const all: StoredMessage[] = [];
-  for (let from = 1; ; ) {
+  for (let from = 1; ;) {
     const batch = await runtime.readMessages(sessionId, from, 2000);
     all.push(...batch);
     const last = batch.at(-1);
@@ -143,30 +143,44 @@ export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<Chec
     const completedAttempts = turn.attempts.filter((a) => a.outcome === 'completed').length;
     const last = turn.attempts.at(-1);
     if (turn.attempts.some((a) => a.outcome === null)) violations.push(`${id}: turn ${turn.index} (${status}) has an attempt without an outcome`);
-    if (status === 'completed' && (completedAttempts !== 1 || last?.outcome !== 'completed')) violations.push(`${id}: turn ${turn.index} completed but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`);
+    if (status === 'completed' && (completedAttempts !== 1 || last?.outcome !== 'completed'))
+      violations.push(`${id}: turn ${turn.index} completed but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`);
     if (status === 'failed' && (completedAttempts !== 0 || turn.failureReason === null || (last?.outcome !== 'failed' && last?.outcome !== 'interrupted'))) {
       violations.push(`${id}: turn ${turn.index} failed (${turn.failureReason}) but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`);
     }
-    if (status === 'cancelled' && (completedAttempts !== 0 || turn.cancelReason === null)) violations.push(`${id}: turn ${turn.index} cancelled but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`);
+    if (status === 'cancelled' && (completedAttempts !== 0 || turn.cancelReason === null))
+      violations.push(`${id}: turn ${turn.index} cancelled but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`);
     const prompt = session.prompts.find((p) => p.turn === turn.index);
     if (prompt !== undefined) {
-      if (prompt.text !== turn.text) violations.push(`${id}: turn ${turn.index} ran "${turn.text.slice(0, 60)}", but the prompt enqueued as turn ${turn.index} was "${prompt.text.slice(0, 60)}"`);
-      if (prompt.expect !== 'ended' && prompt.expect !== status) violations.push(`${id}: turn ${turn.index} ("${prompt.text.slice(0, 40)}") ended ${status}, expected ${prompt.expect} (attempts ${JSON.stringify(turn.attempts.map((a) => [a.outcome, a.category]))})`);
-      if (prompt.category !== undefined && status === 'failed' && last?.category !== prompt.category) violations.push(`${id}: turn ${turn.index} failed with category ${last?.category}, expected ${prompt.category}`);
-      if (prompt.attempts !== undefined && turn.attempts.length !== prompt.attempts) violations.push(`${id}: turn ${turn.index} took ${turn.attempts.length} attempts, expected ${prompt.attempts}`);
+      if (prompt.text !== turn.text)
+        violations.push(`${id}: turn ${turn.index} ran "${turn.text.slice(0, 60)}", but the prompt enqueued as turn ${turn.index} was "${prompt.text.slice(0, 60)}"`);
+      if (prompt.expect !== 'ended' && prompt.expect !== status)
+        violations.push(
+          `${id}: turn ${turn.index} ("${prompt.text.slice(0, 40)}") ended ${status}, expected ${prompt.expect} (attempts ${JSON.stringify(turn.attempts.map((a) => [a.outcome, a.category]))})`,
+        );
+      if (prompt.category !== undefined && status === 'failed' && last?.category !== prompt.category)
+        violations.push(`${id}: turn ${turn.index} failed with category ${last?.category}, expected ${prompt.category}`);
+      if (prompt.attempts !== undefined && turn.attempts.length !== prompt.attempts)
+        violations.push(`${id}: turn ${turn.index} took ${turn.attempts.length} attempts, expected ${prompt.attempts}`);
     }
     const log = await readLog(runtime, id);
     // The log and the state agree: a turn that did not complete has no completed answer in its log.
-    if (status !== 'completed' && log.some((m) => m.turn === turn.index && m.type === 'terminal.completed')) violations.push(`${id}: turn ${turn.index} ended ${status}, but its log holds a terminal.completed`);
+    if (status !== 'completed' && log.some((m) => m.turn === turn.index && m.type === 'terminal.completed'))
+      violations.push(`${id}: turn ${turn.index} ended ${status}, but its log holds a terminal.completed`);
     // Earlier turns: the log is their only record. One that must have completed has a terminal.completed.
     for (const p of session.prompts) {
       if (p.turn === turn.index || p.expect !== 'completed') continue;
-      if (!log.some((m) => m.turn === p.turn && m.type === 'terminal.completed')) violations.push(`${id}: turn ${p.turn} ("${p.text.slice(0, 40)}") was expected to complete; its log has no terminal.completed`);
+      if (!log.some((m) => m.turn === p.turn && m.type === 'terminal.completed'))
+        violations.push(`${id}: turn ${p.turn} ("${p.text.slice(0, 40)}") was expected to complete; its log has no terminal.completed`);
     }
   }
   const listed = violations.slice(0, MAX_LISTED * 2);
   if (violations.length > listed.length) listed.push(`…and ${violations.length - listed.length} more`);
-  return check('every turn ended in exactly one of completed / failed / cancelled', listed, `last turns: ${outcomes.completed} completed, ${outcomes.failed} failed, ${outcomes.cancelled} cancelled`);
+  return check(
+    'every turn ended in exactly one of completed / failed / cancelled',
+    listed,
+    `last turns: ${outcomes.completed} completed, ${outcomes.failed} failed, ${outcomes.cancelled} cancelled`,
+  );
 }
 
 /**

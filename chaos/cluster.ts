@@ -111,7 +111,8 @@ export function scanRunProcessesSync(runId: string, workerPids: ReadonlySet<numb
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
       const markerAt = environ.indexOf(`\0${AGENT_MARKER_ENV}=`);
       const marker = markerAt === -1 ? null : environ.slice(markerAt + AGENT_MARKER_ENV.length + 2, environ.indexOf('\0', markerAt + 1));
-      const kind: ScannedProcess['kind'] = workerPids.has(pid) || /sessiond\.mjs worker/.test(cmdline) ? 'worker' : marker === null ? 'other' : /^sleep\b|\/sleep\b/.test(cmdline) ? 'tool' : 'agent';
+      const kind: ScannedProcess['kind'] =
+        workerPids.has(pid) || /sessiond\.mjs worker/.test(cmdline) ? 'worker' : marker === null ? 'other' : /^sleep\b|\/sleep\b/.test(cmdline) ? 'tool' : 'agent';
       out.push({ pid, ppid: Number(fields[1]), state, cmdline, marker, kind });
     } catch {
       // gone meanwhile, or not ours
@@ -173,10 +174,7 @@ export class Cluster {
 
   async #start(): Promise<void> {
     mkdirSync(this.stateDir, { recursive: true });
-    [this.redis, this.model] = await Promise.all([
-      startRedis({ aof: true }),
-      startFakeModelServer({ scripts: { [PI_SLOW_MODEL]: { text: PI_SLOW_TEXT, chunkDelayMs: 110 } } }),
-    ]);
+    [this.redis, this.model] = await Promise.all([startRedis({ aof: true }), startFakeModelServer({ scripts: { [PI_SLOW_MODEL]: { text: PI_SLOW_TEXT, chunkDelayMs: 110 } } })]);
     this.pi = createPiEnv({ serverUrl: this.model.url, extraModels: [PI_SLOW_MODEL], root: join(this.root, 'pi') });
     const { connect, closeAll } = connector(this.redis.url);
     this.connect = connect;
@@ -185,9 +183,7 @@ export class Cluster {
     this.log(`run ${this.runId}: redis-server ${this.redis.url} (AOF, fsync always), fake model server ${this.model.url}, prefix ${this.prefix}, dir ${this.root}`);
     for (let slot = 0; slot < this.options.workers; slot++) mkdirSync(this.#hostDir(slot), { recursive: true });
     // pi's managed agent dir, prepared once per "host" before any attempt runs.
-    await Promise.all(
-      Array.from({ length: this.options.workers }, (_, slot) => prepareManagedAgentDir(resolve(this.pi.agentDir), join(this.#hostDir(slot), 'state'))),
-    );
+    await Promise.all(Array.from({ length: this.options.workers }, (_, slot) => prepareManagedAgentDir(resolve(this.pi.agentDir), join(this.#hostDir(slot), 'state'))));
     await Promise.all(Array.from({ length: this.options.workers }, (_, slot) => this.startWorker(slot)));
   }
 

@@ -69,7 +69,9 @@ export function summarize(report: Omit<ChaosReport, 'summary' | 'runId'>): strin
   const lines = [`chaos summary (${report.quick ? 'quick' : 'full'}, seed ${report.seed}, ${(report.durationMs / 1000).toFixed(0)} s; ${report.machine})`];
   for (const s of report.scenarios) {
     const failed = s.checks.filter((c) => !c.ok);
-    lines.push(`  ${s.ok ? 'PASS' : 'FAIL'}  ${s.name.padEnd(8)} ${(s.durationMs / 1000).toFixed(0).padStart(4)} s  ${s.checks.length - failed.length}/${s.checks.length} checks${failed.length > 0 ? `; failed: ${failed.map((c) => c.name).join('; ')}` : ''}`);
+    lines.push(
+      `  ${s.ok ? 'PASS' : 'FAIL'}  ${s.name.padEnd(8)} ${(s.durationMs / 1000).toFixed(0).padStart(4)} s  ${s.checks.length - failed.length}/${s.checks.length} checks${failed.length > 0 ? `; failed: ${failed.map((c) => c.name).join('; ')}` : ''}`,
+    );
   }
   lines.push(report.ok ? 'chaos: every check passed' : 'chaos: SOME CHECKS FAILED');
   return lines.join('\n');
@@ -116,7 +118,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     clearTimeout(timer);
     await cluster.close();
   }
-  const partial = { ok: results.length > 0 && results.every((r) => r.ok), runId: cluster.runId, seed: options.seed, quick: options.quick, durationMs: Date.now() - started, machine, scenarios: results };
+  const partial = {
+    ok: results.length > 0 && results.every((r) => r.ok),
+    runId: cluster.runId,
+    seed: options.seed,
+    quick: options.quick,
+    durationMs: Date.now() - started,
+    machine,
+    scenarios: results,
+  };
   const summary = summarize(partial);
   return { ...partial, summary };
 }
@@ -173,4 +183,3 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
       setTimeout(() => process.exit(process.exitCode ?? 0), 500).unref();
     });
 }
-

@@ -52,7 +52,17 @@ export class Witness {
   readonly #sessions: () => readonly string[];
   readonly #fences = new Map<string, { fence: number; holder: string }>();
   readonly #agents = new Map<string, Tracked>();
-  readonly report: WitnessReport = { samples: 0, takeovers: 0, maxAgents: 0, orphansSeen: 0, staleAgentsSeen: 0, maxStaleStopMs: 0, maxOrphanLifeMs: 0, driverViolations: [], processViolations: [] };
+  readonly report: WitnessReport = {
+    samples: 0,
+    takeovers: 0,
+    maxAgents: 0,
+    orphansSeen: 0,
+    staleAgentsSeen: 0,
+    maxStaleStopMs: 0,
+    maxOrphanLifeMs: 0,
+    driverViolations: [],
+    processViolations: [],
+  };
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<void> | null = null;
   #stopped = false;
@@ -158,8 +168,16 @@ export class Witness {
         if (!tracked.reported && now - tracked.suspectSince > grace) {
           tracked.reported = true;
           const what = procs.map((p) => `${p.pid} ${p.kind} "${p.cmdline.slice(0, 80)}"`).join(', ');
-          const who = condition === 'stale' ? `its worker ${owner?.workerId} no longer holds the lease (holder: ${sessionId === null ? '?' : (holders.get(sessionId) ?? 'none')})` : condition === 'orphan' ? `its worker ${owner?.workerId} is dead and no worker reaped it` : 'no live agent or worker of the run owns it';
-          this.#violation(condition === 'stale' ? 'driver' : 'process', `session ${sessionId ?? '?'}: agent ${marker} alive ${Math.round((now - tracked.suspectSince) / 1000)} s after ${who}: ${what}`);
+          const who =
+            condition === 'stale'
+              ? `its worker ${owner?.workerId} no longer holds the lease (holder: ${sessionId === null ? '?' : (holders.get(sessionId) ?? 'none')})`
+              : condition === 'orphan'
+                ? `its worker ${owner?.workerId} is dead and no worker reaped it`
+                : 'no live agent or worker of the run owns it';
+          this.#violation(
+            condition === 'stale' ? 'driver' : 'process',
+            `session ${sessionId ?? '?'}: agent ${marker} alive ${Math.round((now - tracked.suspectSince) / 1000)} s after ${who}: ${what}`,
+          );
         }
       }
       if (condition === 'ok' || condition === 'stale') {
@@ -174,8 +192,11 @@ export class Witness {
     for (const [sessionId, owners] of drivers) {
       if (owners.size < 2) continue;
       // Within the stale grace this is a holder that has not noticed yet; past it, reported above.
-      const staleLong = [...this.#agents.values()].some((t) => t.sessionId === sessionId && t.condition === 'stale' && t.suspectSince !== null && now - t.suspectSince > STALE_GRACE_MS);
-      if (staleLong) this.#violation('driver', `session ${sessionId}: agents of ${owners.size} running workers (pids ${[...owners].sort().join(', ')}) at once, past the stale-holder grace`);
+      const staleLong = [...this.#agents.values()].some(
+        (t) => t.sessionId === sessionId && t.condition === 'stale' && t.suspectSince !== null && now - t.suspectSince > STALE_GRACE_MS,
+      );
+      if (staleLong)
+        this.#violation('driver', `session ${sessionId}: agents of ${owners.size} running workers (pids ${[...owners].sort().join(', ')}) at once, past the stale-holder grace`);
     }
   }
 }

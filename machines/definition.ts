@@ -29,7 +29,13 @@ export function exportChart(machine: AnyStateMachine): Chart {
   const states: ChartState[] = Object.entries(root.states).map(([name, node]) => {
     const transitions: ChartTransition[] = [];
     for (const t of [...node.transitions.values()].flat()) {
-      const event = t.eventType.startsWith('xstate.after.') ? 'after' : t.eventType.startsWith('xstate.done.actor') ? 'done' : t.eventType.startsWith('xstate.error.actor') ? 'error' : t.eventType;
+      const event = t.eventType.startsWith('xstate.after.')
+        ? 'after'
+        : t.eventType.startsWith('xstate.done.actor')
+          ? 'done'
+          : t.eventType.startsWith('xstate.error.actor')
+            ? 'error'
+            : t.eventType;
       for (const target of t.target ?? [undefined]) transitions.push({ event, target: local(target?.id), guard: guardName(t.guard) });
     }
     for (const t of node.always ?? []) {

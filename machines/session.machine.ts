@@ -127,7 +127,14 @@ export const sessionMachine = setup({
     startNextTurn: assign(({ context }) => {
       const next = context.mailbox[0];
       if (next === undefined) return {};
-      return { mailbox: context.mailbox.slice(1), turnIndex: context.turnIndex + 1, attempt: 0, turn: newTurn(context.turnIndex + 1, next, context.turn), nextRetryAt: null, lastFailure: null };
+      return {
+        mailbox: context.mailbox.slice(1),
+        turnIndex: context.turnIndex + 1,
+        attempt: 0,
+        turn: newTurn(context.turnIndex + 1, next, context.turn),
+        nextRetryAt: null,
+        lastFailure: null,
+      };
     }),
     startAttempt: assign(({ context }) => {
       if (context.turn === null) return {};
@@ -243,11 +250,7 @@ export const sessionMachine = setup({
       entry: 'armDeadline',
       exit: 'disarmDeadline',
       after: {
-        retryDelay: [
-          { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },
-          { guard: 'admissionRequired', target: 'waiting' },
-          { target: 'running' },
-        ],
+        retryDelay: [{ guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' }, { guard: 'admissionRequired', target: 'waiting' }, { target: 'running' }],
       },
       on: {
         'turn.deadline': { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },
@@ -277,8 +280,14 @@ export const sessionMachine = setup({
       invoke: {
         src: 'attemptStopped',
         input: ({ context }) => ({ sessionId: context.sessionId, turn: context.turnIndex, attempt: context.attempt }),
-        onDone: [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }],
-        onError: [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }],
+        onDone: [
+          { guard: 'timedOut', target: 'failed', actions: 'failTimedOut' },
+          { target: 'cancelled', actions: 'cancelTurn' },
+        ],
+        onError: [
+          { guard: 'timedOut', target: 'failed', actions: 'failTimedOut' },
+          { target: 'cancelled', actions: 'cancelTurn' },
+        ],
       },
     },
     /** Only entered by restoring a snapshot taken while an attempt ran: that attempt was interrupted. */
@@ -292,7 +301,12 @@ export const sessionMachine = setup({
     },
     /** Only entered by restoring a snapshot taken while a cancel waited for the agent to stop. */
     cancelInterrupted: {
-      on: { 'session.restored': [{ guard: 'timedOut', target: 'failed', actions: 'failTimedOut' }, { target: 'cancelled', actions: 'cancelTurn' }] },
+      on: {
+        'session.restored': [
+          { guard: 'timedOut', target: 'failed', actions: 'failTimedOut' },
+          { target: 'cancelled', actions: 'cancelTurn' },
+        ],
+      },
     },
     completed: {
       always: [

@@ -123,9 +123,7 @@ export interface SessionInput {
 }
 
 /** What the attempt actor reports to the machine: only what changes the machine's course. */
-export type AttemptEvent =
-  | { type: 'attempt.session'; agentSessionId: string }
-  | { type: 'attempt.ended'; terminal: TerminalMessage };
+export type AttemptEvent = { type: 'attempt.session'; agentSessionId: string } | { type: 'attempt.ended'; terminal: TerminalMessage };
 
 export type SessionEvent =
   | { type: 'session.prompt'; prompt: PromptInput }

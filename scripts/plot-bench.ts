@@ -163,7 +163,12 @@ function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Json | und
     lines.forEach((l, i) => body.push(text(legendX + 30, legendY + 4 + i * 15, l, { size: 12 })));
     legendY += 18 + lines.length * 15;
   };
-  legend(`<rect x="LX" y="${(legendY - 6).toFixed(1)}" width="22" height="12" fill="${BLUE}"/>`, ['measured (median)', 'worker processes share', 'the cores with redis-server,', 'the producer and the agents']);
+  legend(`<rect x="LX" y="${(legendY - 6).toFixed(1)}" width="22" height="12" fill="${BLUE}"/>`, [
+    'measured (median)',
+    'worker processes share',
+    'the cores with redis-server,',
+    'the producer and the agents',
+  ]);
   legend(line(legendX, legendY, legendX + 22, legendY, GREEN, 1.5, '2 4'), ['linear scaling', 'from 1 worker']);
   if (spawnRate !== null) {
     body.push(line(left, y(spawnRate), left + plotW, y(spawnRate), ORANGE, 2, '7 4'));

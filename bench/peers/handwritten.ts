@@ -162,16 +162,20 @@ function startHandWorker(o: HandwrittenOptions, prefix: string): Promise<ChildPr
 async function settle(lengths: () => Promise<number[]>, quietMs: number, deadline: Deadline): Promise<void> {
   let last = '';
   let since = Date.now();
-  await withTimeout((async () => {
-    for (;;) {
-      const now = JSON.stringify(await lengths());
-      if (now !== last) {
-        last = now;
-        since = Date.now();
-      } else if (Date.now() - since >= quietMs) return;
-      await sleep(100);
-    }
-  })(), deadline.cap(60_000), 'the logs to stop growing');
+  await withTimeout(
+    (async () => {
+      for (;;) {
+        const now = JSON.stringify(await lengths());
+        if (now !== last) {
+          last = now;
+          since = Date.now();
+        } else if (Date.now() - since >= quietMs) return;
+        await sleep(100);
+      }
+    })(),
+    deadline.cap(60_000),
+    'the logs to stop growing',
+  );
 }
 
 async function handStall(o: HandwrittenOptions, prefix: string): Promise<StallCount> {
@@ -221,13 +225,17 @@ async function sessiondStall(o: HandwrittenOptions, prefix: string, cleanup: Cle
   process.kill(a.pid, 'SIGSTOP');
   await sleep(STALL_MS);
   process.kill(a.pid, 'SIGCONT');
-  await withTimeout((async () => {
-    for (;;) {
-      const states = await fleet.runtime.sessionStates(ids);
-      if (ids.every((id) => states[id] === 'completed' || states[id] === 'failed')) return;
-      await sleep(50);
-    }
-  })(), o.deadline.cap(90_000), 'sessiond sessions to complete after the stall');
+  await withTimeout(
+    (async () => {
+      for (;;) {
+        const states = await fleet.runtime.sessionStates(ids);
+        if (ids.every((id) => states[id] === 'completed' || states[id] === 'failed')) return;
+        await sleep(50);
+      }
+    })(),
+    o.deadline.cap(90_000),
+    'sessiond sessions to complete after the stall',
+  );
   const read = (id: string): Promise<StoredMessage[]> => fleet.runtime.readMessages(id, 1, 1000);
   await settle(async () => (await Promise.all(ids.map(read))).map((l) => l.length), 2000, o.deadline);
   const logs = await Promise.all(ids.map(async (id) => (await read(id)).map((m) => ({ type: m.type, by: `attempt ${m.attempt}` }))));

@@ -40,14 +40,27 @@ export interface FakeAgents {
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** The assistant deltas of a fake turn, in order, cycling (as support/fake-pi.mjs and support/fake-agent.ts print them). */
-export const FAKE_DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];
+export const FAKE_DELTAS = [
+  'Looking at the session store, ',
+  'the writer batches every ',
+  'message of a transition ',
+  'into one fenced Lua call; ',
+  'the lease is checked first. ',
+];
 
 /** pi 0.73 `--mode json` lines of one turn whose assistant text comes in `deltas` updates; `complete` adds message_end, turn_end, agent_end. */
 export function piTurnLines(deltas: number, complete: boolean): string[] {
   const lines: string[] = [];
   const emit = (event: unknown): void => void lines.push(JSON.stringify(event));
   const now = Date.now();
-  const usage = { input: 1200, output: 20 * deltas, cacheRead: 0, cacheWrite: 0, totalTokens: 1200 + 20 * deltas, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+  const usage = {
+    input: 1200,
+    output: 20 * deltas,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: 1200 + 20 * deltas,
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+  };
   emit({ type: 'session', version: 3, id: randomUUID(), timestamp: new Date(now).toISOString(), cwd: '/tmp' });
   emit({ type: 'agent_start' });
   emit({ type: 'turn_start' });

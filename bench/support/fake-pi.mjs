@@ -47,7 +47,14 @@ process.stdin.on('data', (chunk) => {
 process.stdin.on('end', () => {
   const now = Date.now();
   const output = hang ? 0 : 20 * deltas.length;
-  const usage = { input: hang ? 0 : 1200, output, cacheRead: 0, cacheWrite: 0, totalTokens: (hang ? 0 : 1200) + output, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+  const usage = {
+    input: hang ? 0 : 1200,
+    output,
+    cacheRead: 0,
+    cacheWrite: 0,
+    totalTokens: (hang ? 0 : 1200) + output,
+    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+  };
   emit({ type: 'session', version: 3, id: randomUUID(), timestamp: new Date(now).toISOString(), cwd: process.cwd() });
   emit({ type: 'agent_start' });
   emit({ type: 'turn_start' });

@@ -72,7 +72,7 @@ export function generatePiTranscript(options: PiTranscriptOptions): PiTranscript
   const conversation: Json[] = [user];
 
   let turns = 0;
-  for (let final = false; !final; ) {
+  for (let final = false; !final;) {
     final = out.bytes >= options.minBytes;
     if (turns > 0) out.emit({ type: 'turn_start' });
     turns += 1;
@@ -234,16 +234,41 @@ function toolCall(rng: Random, id: string): ToolPlan {
   const isError = rng.chance(0.08);
   const r = rng.next();
   if (r < 0.4) {
-    const command = rng.pick([`npx vitest run test/${rng.pick(NOUNS)}`, `grep -rn "${rng.pick(IDENTS)}" src`, `ls -la src/${rng.pick(DIRS)}`, 'npx tsc --noEmit -p tsconfig.json', `git diff --stat -- ${path}`]);
+    const command = rng.pick([
+      `npx vitest run test/${rng.pick(NOUNS)}`,
+      `grep -rn "${rng.pick(IDENTS)}" src`,
+      `ls -la src/${rng.pick(DIRS)}`,
+      'npx tsc --noEmit -p tsconfig.json',
+      `git diff --stat -- ${path}`,
+    ]);
     const output = lines(rng, rng.logInt(50, 3_000), () => `${path}:${rng.int(1, 400)}: ${sentence(rng)}`);
     return { id, name: 'bash', args: [['command', command]], output: isError ? `${output}\n\nCommand exited with code 1` : output, isError };
   }
   if (r < 0.65) return { id, name: 'read', args: [['path', path]], output: code(rng, rng.logInt(300, 4_000)), isError };
   if (r < 0.85) {
-    return { id, name: 'edit', args: [['path', path], ['oldText', code(rng, rng.int(50, 400))], ['newText', code(rng, rng.int(50, 600))]], output: `Successfully replaced text in ${path}.`, isError };
+    return {
+      id,
+      name: 'edit',
+      args: [
+        ['path', path],
+        ['oldText', code(rng, rng.int(50, 400))],
+        ['newText', code(rng, rng.int(50, 600))],
+      ],
+      output: `Successfully replaced text in ${path}.`,
+      isError,
+    };
   }
   const content = code(rng, rng.logInt(500, 4_000));
-  return { id, name: 'write', args: [['path', path], ['content', content]], output: `Successfully wrote ${content.length} bytes to ${path}`, isError };
+  return {
+    id,
+    name: 'write',
+    args: [
+      ['path', path],
+      ['content', content],
+    ],
+    output: `Successfully wrote ${content.length} bytes to ${path}`,
+    isError,
+  };
 }
 
 /** Runs the tools as pi reports it: all starts, progress, ends, then one toolResult message each. */
@@ -259,10 +284,23 @@ function runTools(out: LineSink, rng: Random, tools: ToolPlan[], tick: (ms: numb
     }
   }
   for (const tool of tools) {
-    out.emit({ type: 'tool_execution_end', toolCallId: tool.id, toolName: tool.name, result: { content: [{ type: 'text', text: tool.output }], details: {} }, isError: tool.isError });
+    out.emit({
+      type: 'tool_execution_end',
+      toolCallId: tool.id,
+      toolName: tool.name,
+      result: { content: [{ type: 'text', text: tool.output }], details: {} },
+      isError: tool.isError,
+    });
   }
   return tools.map((tool) => {
-    const message = { role: 'toolResult', toolCallId: tool.id, toolName: tool.name, content: [{ type: 'text', text: tool.output }], isError: tool.isError, timestamp: tick(rng.int(5, 900)) };
+    const message = {
+      role: 'toolResult',
+      toolCallId: tool.id,
+      toolName: tool.name,
+      content: [{ type: 'text', text: tool.output }],
+      isError: tool.isError,
+      timestamp: tick(rng.int(5, 900)),
+    };
     out.emit({ type: 'message_start', message });
     out.emit({ type: 'message_end', message });
     return message;
@@ -304,7 +342,7 @@ function paragraph(rng: Random): string {
 
 function lines(rng: Random, chars: number, make: () => string): string {
   const out: string[] = [];
-  for (let n = 0; n < chars; ) {
+  for (let n = 0; n < chars;) {
     const line = make();
     out.push(line);
     n += line.length + 1;
@@ -329,7 +367,7 @@ function code(rng: Random, chars: number): string {
 /** Markdown-ish prose of exactly `chars` characters: paragraphs, lists and (when `rich`) code blocks. */
 function prose(rng: Random, chars: number, rich: boolean): string {
   const parts: string[] = [];
-  for (let n = 0; n < chars; ) {
+  for (let n = 0; n < chars;) {
     const r = rng.next();
     let part: string;
     if (rich && r < 0.12) part = `\`\`\`ts\n${code(rng, rng.int(120, 900))}\n\`\`\``;
@@ -345,7 +383,7 @@ function prose(rng: Random, chars: number, rich: boolean): string {
 /** `text` cut into pieces of `min`..`max` chars (BMP-only text, so no surrogate pair is split). */
 function chunks(rng: Random, text: string, min: number, max: number): string[] {
   const out: string[] = [];
-  for (let i = 0; i < text.length; ) {
+  for (let i = 0; i < text.length;) {
     const n = rng.int(min, max);
     out.push(text.slice(i, i + n));
     i += n;

@@ -49,7 +49,12 @@ const { connect, closeAll } = connector(server.url);
 
 const redisCpuMs = (): number => procCpuMs(server.pid).ownMs;
 
-const messages = Array.from({ length: MESSAGES }, (_, i) => ({ turn: 1, attempt: 1, type: 'assistant', content: JSON.stringify({ text: `the writer batches every message ${i}` }) }));
+const messages = Array.from({ length: MESSAGES }, (_, i) => ({
+  turn: 1,
+  attempt: 1,
+  type: 'assistant',
+  content: JSON.stringify({ text: `the writer batches every message ${i}` }),
+}));
 /** The sizes of a real turn's snapshots and transitions (~1 KB each snapshot). */
 const snapshot = (state: string): string => JSON.stringify({ version: 1, snapshot: { status: 'active', value: state, context: { padding: 'x'.repeat(900) }, children: {} } });
 const transition = (from: string, to: string, event: string): string => JSON.stringify({ at: Date.now(), from, to, event });
@@ -70,7 +75,13 @@ function processor(mode: Mode, store: SessionStore): (job: Job) => Promise<strin
       await store.write(sessionId, lease.token, { ...last, writeId: 1, inboxTrim: 1, history: [transition('idle', 'running', 'session.prompt'), ...last.history] });
       return 'done';
     }
-    await store.write(sessionId, lease.token, { writeId: 1, snapshot: snapshot('running'), state: 'running', inboxTrim: 1, history: [transition('idle', 'running', 'session.prompt')] });
+    await store.write(sessionId, lease.token, {
+      writeId: 1,
+      snapshot: snapshot('running'),
+      state: 'running',
+      inboxTrim: 1,
+      history: [transition('idle', 'running', 'session.prompt')],
+    });
     await store.write(sessionId, lease.token, { ...last, writeId: 2 });
     return 'done';
   };

@@ -6,11 +6,7 @@ import { createRedis } from '../../src/runtime/redis/index.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/runtime/worker.ts';
 
 /** An in-process SessionWorker as the benchmarks run it: default timings, their concurrency, agents and log. */
-export function benchWorker(
-  connect: (role: string) => Redis,
-  keys: Keys,
-  options: Pick<WorkerOptions, 'concurrency' | 'agentOptions' | 'log'>,
-): SessionWorker {
+export function benchWorker(connect: (role: string) => Redis, keys: Keys, options: Pick<WorkerOptions, 'concurrency' | 'agentOptions' | 'log'>): SessionWorker {
   return new SessionWorker({ connect, keys, queue: createSessionQueue(connect('worker-queue'), keys), ...WORKER_DEFAULTS, ...options });
 }
 

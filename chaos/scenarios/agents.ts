@@ -64,9 +64,17 @@ export const agents: ScenarioDefinition = {
     const garbageSessions: string[] = [];
     await Promise.all(
       cases.map(async (c) => {
-        const { sessionId } = await ledger.enqueue(runtime, { behaviour: c.behaviour, expect: c.expect, ...(c.category ? { category: c.category } : {}), ...(c.attempts ? { attempts: c.attempts } : {}), ...(c.retryPolicy ? { retryPolicy: c.retryPolicy } : {}), ...(c.options ? { options: c.options } : {}) });
+        const { sessionId } = await ledger.enqueue(runtime, {
+          behaviour: c.behaviour,
+          expect: c.expect,
+          ...(c.category ? { category: c.category } : {}),
+          ...(c.attempts ? { attempts: c.attempts } : {}),
+          ...(c.retryPolicy ? { retryPolicy: c.retryPolicy } : {}),
+          ...(c.options ? { options: c.options } : {}),
+        });
         if (c.behaviour === 'garbage') garbageSessions.push(sessionId);
-        if (c.then !== undefined) await ledger.enqueue(runtime, { sessionId, behaviour: c.then.behaviour, expect: c.then.expect, ...(c.then.attempts ? { attempts: c.then.attempts } : {}) });
+        if (c.then !== undefined)
+          await ledger.enqueue(runtime, { sessionId, behaviour: c.then.behaviour, expect: c.then.expect, ...(c.then.attempts ? { attempts: c.then.attempts } : {}) });
         if (c.cancelAfterMs === undefined) return;
         const streaming = await waitFor(async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'assistant' || m.type === 'tool.call'), 30_000);
         if (streaming === null) {
@@ -76,19 +84,26 @@ export const agents: ScenarioDefinition = {
         await sleep(c.cancelAfterMs);
         const at = Date.now();
         await ledger.cancel(runtime, sessionId, `chaos: cancel ${c.behaviour}`);
-        const ended = await waitFor(async () => {
-          const view = await runtime.getSession(sessionId);
-          return view?.context?.turn?.status === 'cancelled' ? Date.now() : null;
-        }, 20_000, 50);
+        const ended = await waitFor(
+          async () => {
+            const view = await runtime.getSession(sessionId);
+            return view?.context?.turn?.status === 'cancelled' ? Date.now() : null;
+          },
+          20_000,
+          50,
+        );
         if (ended === null) violations.push(`${sessionId} (${c.behaviour}): not cancelled within 20 s of the cancel`);
         else cancelLatency.push({ behaviour: c.behaviour, ms: ended - at });
       }),
     );
-    notes.did.push(`${cases.length} sessions with misbehaving agents: ${cases.map((c) => `${c.behaviour}${c.cancelAfterMs !== undefined ? ' + cancel' : ''}${c.then ? ` then ${c.then.behaviour}` : ''}`).join(', ')}`);
+    notes.did.push(
+      `${cases.length} sessions with misbehaving agents: ${cases.map((c) => `${c.behaviour}${c.cancelAfterMs !== undefined ? ' + cancel' : ''}${c.then ? ` then ${c.then.behaviour}` : ''}`).join(', ')}`,
+    );
     if (cancelLatency.length > 0) notes.found.push(`cancel → cancelled: ${cancelLatency.map((c) => `${c.behaviour} ${c.ms} ms`).join(', ')}`);
     // The SIGINT-ignoring agent goes through the whole three-stage stop: interrupt, 2 s, SIGKILL.
     for (const c of cancelLatency) {
-      if (c.behaviour === 'ignore-sigint' && (c.ms < 1900 || c.ms > 10_000)) violations.push(`ignore-sigint: cancelled after ${c.ms} ms; the three-stage stop takes 2 s (+ the SIGKILL)`);
+      if (c.behaviour === 'ignore-sigint' && (c.ms < 1900 || c.ms > 10_000))
+        violations.push(`ignore-sigint: cancelled after ${c.ms} ms; the three-stage stop takes 2 s (+ the SIGKILL)`);
     }
     notes.checks.push(check('cancels of misbehaving agents take effect (three-stage stop for one that ignores SIGINT/SIGTERM)', violations, `${cancelLatency.length} cancels`));
 

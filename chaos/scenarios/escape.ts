@@ -41,13 +41,18 @@ export const escape: ScenarioDefinition = {
     const tagOf = (sessionId: string) => ledger.sessions.get(sessionId)?.prompts.at(-1)?.tag ?? '?';
     /** Waits for the session's turn to end, then looks for its tool's processes at once. */
     const leftAfterEnd = async (sessionId: string): Promise<void> => {
-      const status = await waitFor(async () => {
-        const s = (await runtime.getSession(sessionId))?.context?.turn?.status;
-        return ended(s) ? s : null;
-      }, 60_000, 50);
+      const status = await waitFor(
+        async () => {
+          const s = (await runtime.getSession(sessionId))?.context?.turn?.status;
+          return ended(s) ? s : null;
+        },
+        60_000,
+        50,
+      );
       if (status === null) return void violations.push(`${sessionId}: its turn did not end within 60 s`);
       const left = escapes(`chaos-escape-${tagOf(sessionId)}`);
-      if (left.length > 0) violations.push(`${sessionId} (${status}): ${left.length} tool process(es) alive once the turn was recorded ${status}: ${left.map((p) => p.pid).join(', ')}`);
+      if (left.length > 0)
+        violations.push(`${sessionId} (${status}): ${left.length} tool process(es) alive once the turn was recorded ${status}: ${left.map((p) => p.pid).join(', ')}`);
     };
 
     const normal = await Promise.all([1, 2, 3].map(() => ledger.enqueue(runtime, { behaviour: 'escape:300', expect: 'completed', retryPolicy: FAST })));

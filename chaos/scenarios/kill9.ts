@@ -66,7 +66,9 @@ export const kill9: ScenarioDefinition = {
   async run(ctx: ScenarioContext, ledger: Ledger, notes: ScenarioNotes) {
     const { cluster, random } = ctx;
     const cycles = ctx.quick ? 8 : 52;
-    const kinds: Kind[] = ctx.quick ? ['long', 'park', 'queue', 'tool', 'stubborn', 'pi'] : ['long', 'long', 'long', 'short', 'park', 'park', 'queue', 'queue', 'tool', 'stubborn', 'pi', 'pi'];
+    const kinds: Kind[] = ctx.quick
+      ? ['long', 'park', 'queue', 'tool', 'stubborn', 'pi']
+      : ['long', 'long', 'long', 'short', 'park', 'park', 'queue', 'queue', 'tool', 'stubborn', 'pi', 'pi'];
     const sessions = kinds.map((kind) => ({ id: ledger.newSessionId(), kind }));
     await Promise.all(sessions.map((s) => feed(ctx, ledger, s.id, s.kind)));
 
@@ -74,7 +76,10 @@ export const kill9: ScenarioDefinition = {
     let feeding = true;
     const feeder = (async () => {
       while (feeding) {
-        const classes = await stateClasses(ctx, sessions.map((s) => s.id));
+        const classes = await stateClasses(
+          ctx,
+          sessions.map((s) => s.id),
+        );
         for (const s of sessions) {
           if (!feeding) break;
           if (classes.get(s.id)?.startsWith('idle') === true && random.chance(0.6)) await feed(ctx, ledger, s.id, s.kind);
@@ -98,7 +103,11 @@ export const kill9: ScenarioDefinition = {
         const live = cluster.liveWorkers();
         const driving = live.filter((w) => holders.has(w.workerId));
         const victim = random.pick(driving.length > 0 ? driving : live);
-        const classes = await stateClasses(ctx, sessions.map((s) => s.id), true);
+        const classes = await stateClasses(
+          ctx,
+          sessions.map((s) => s.id),
+          true,
+        );
         for (const c of new Set(classes.values())) hits.set(c.replace(/ \(.*\)$/, ''), (hits.get(c.replace(/ \(.*\)$/, '')) ?? 0) + 1);
         const held = leases.filter((l) => l?.startsWith(`${victim.workerId}#`)).length;
         killedAttempts += held;
@@ -114,11 +123,15 @@ export const kill9: ScenarioDefinition = {
           const records = await cluster.procRecords();
           const mine = new Set([...records.values()].filter((r) => r.workerPid === other.pid).map((r) => r.marker));
           const left = cluster.processes().filter((p) => p.marker !== null && mine.has(p.marker));
-          if (left.length > 0) gracefulViolations.push(`graceful shutdown of worker ${other.pid} left ${left.length} agent process(es): ${left.map((p) => `${p.pid} "${p.cmdline.slice(0, 60)}"`).join(', ')}`);
+          if (left.length > 0)
+            gracefulViolations.push(
+              `graceful shutdown of worker ${other.pid} left ${left.length} agent process(es): ${left.map((p) => `${p.pid} "${p.cmdline.slice(0, 60)}"`).join(', ')}`,
+            );
           await cluster.startWorker(other.slot);
           graceful += 1;
         }
-        if (cycle % 10 === 0 || cycle === cycles) ctx.log(`  kill9: cycle ${cycle}/${cycles}: killed ${victim.pid} (held ${held} sessions), started ${replacement.pid}; states: ${[...classes.values()].join(', ')}`);
+        if (cycle % 10 === 0 || cycle === cycles)
+          ctx.log(`  kill9: cycle ${cycle}/${cycles}: killed ${victim.pid} (held ${held} sessions), started ${replacement.pid}; states: ${[...classes.values()].join(', ')}`);
       }
     } finally {
       feeding = false;
@@ -128,7 +141,9 @@ export const kill9: ScenarioDefinition = {
     notes.did.push(
       `${cycles} cycles in ${elapsed} s: kill -9 of a random worker (one driving a session when there was one), then a replacement started in its slot; ${graceful} graceful restart(s) (SIGTERM) of another worker in between; ${sessions.length} sessions (${kinds.join(', ')}) kept busy, ${ledger.promptCount()} prompts`,
     );
-    notes.found.push(`the kills landed while sessions were ${[...hits.entries()].map(([c, n]) => `${c} (${n} kills)`).join(', ')}; ${killedAttempts} leases were held by the killed workers`);
+    notes.found.push(
+      `the kills landed while sessions were ${[...hits.entries()].map(([c, n]) => `${c} (${n} kills)`).join(', ')}; ${killedAttempts} leases were held by the killed workers`,
+    );
     const wanted = ['running', 'backoff', 'queued', 'idle'];
     const missing = wanted.filter((c) => ![...hits.keys()].some((k) => k.startsWith(c) || k.includes(c)));
     notes.checks.push(check('graceful restarts in between end cleanly, leaving no agent behind', gracefulViolations, `${graceful} SIGTERM restart(s)`));

@@ -25,7 +25,8 @@ export const races: ScenarioDefinition = {
     let cancels = 0;
     let bursts = 0;
     const most = ctx.quick ? 300 : 900;
-    const behaviour = (): string => random.pick(['ok:50', `ok:${random.int(100, most)}`, `ok:${random.int(100, most)}`, `tool:${most / 2}`, `ignore-sigint:${most / 2}`, 'fail:server_error@1']);
+    const behaviour = (): string =>
+      random.pick(['ok:50', `ok:${random.int(100, most)}`, `ok:${random.int(100, most)}`, `tool:${most / 2}`, `ignore-sigint:${most / 2}`, 'fail:server_error@1']);
     const policy = { maxAttempts: 3, initialDelayMs: 100, multiplier: 1, maxDelayMs: 100, jitter: 'none' };
     try {
       // Several clients create the same new session at the same instant.
@@ -64,7 +65,9 @@ export const races: ScenarioDefinition = {
           }
         }),
       );
-      notes.did.push(`${clients.length} clients for ${durationMs / 1000} s on ${sessionIds.length} sessions (+1 created by all at once): ${prompts} prompts (${bursts} bursts of 3-6 at once), ${cancels} cancels`);
+      notes.did.push(
+        `${clients.length} clients for ${durationMs / 1000} s on ${sessionIds.length} sessions (+1 created by all at once): ${prompts} prompts (${bursts} bursts of 3-6 at once), ${cancels} cancels`,
+      );
 
       // Once every race has played out: a new prompt per session must simply complete.
       const settled = await checkSettled(cluster.runtime, ledger, 60_000);

@@ -30,7 +30,11 @@ export const redisFaults: ScenarioDefinition = {
       ledger.enqueue(runtime, { behaviour: 'fail:server_error@1', expect: 'completed', retryPolicy: PARK_POLICY }),
       ledger.enqueue(runtime, { behaviour: 'tool:4000', expect: 'completed', retryPolicy: POLICY }),
     ];
-    if (!ctx.quick) others.push(ledger.enqueue(runtime, { behaviour: 'Count to eighteen', pi: true, expect: 'completed', retryPolicy: POLICY }, piOptions), ledger.enqueue(runtime, { behaviour: 'fail:server_error@1', expect: 'completed', retryPolicy: PARK_POLICY }));
+    if (!ctx.quick)
+      others.push(
+        ledger.enqueue(runtime, { behaviour: 'Count to eighteen', pi: true, expect: 'completed', retryPolicy: POLICY }, piOptions),
+        ledger.enqueue(runtime, { behaviour: 'fail:server_error@1', expect: 'completed', retryPolicy: PARK_POLICY }),
+      );
     await Promise.all(others);
     const midStream = await waitFor(async () => {
       const logs = await Promise.all(long.map((id) => runtime.readMessages(id)));
@@ -73,13 +77,19 @@ export const redisFaults: ScenarioDefinition = {
         await inFlight;
       });
     }
-    notes.did.push(`${ledger.sessions.size} sessions (${long.length} streaming ${shortest / 1000}-${longest / 1000} s, real pi, parked backoff, a tool) and ${ledger.promptCount()} prompts; Redis: ${events.join('; ')}`);
+    notes.did.push(
+      `${ledger.sessions.size} sessions (${long.length} streaming ${shortest / 1000}-${longest / 1000} s, real pi, parked backoff, a tool) and ${ledger.promptCount()} prompts; Redis: ${events.join('; ')}`,
+    );
 
     // Every attempt Redis took away is on record, as interrupted, and was retried.
-    await waitFor(async () => {
-      const views = await Promise.all(ledger.ids().map((id) => runtime.getSession(id)));
-      return views.every((v) => v?.context?.turn?.status === 'completed' && v.queued.length === 0 && (v.context.mailbox.length ?? 0) === 0) ? true : null;
-    }, 90_000, 250);
+    await waitFor(
+      async () => {
+        const views = await Promise.all(ledger.ids().map((id) => runtime.getSession(id)));
+        return views.every((v) => v?.context?.turn?.status === 'completed' && v.queued.length === 0 && (v.context.mailbox.length ?? 0) === 0) ? true : null;
+      },
+      90_000,
+      250,
+    );
     const views = await Promise.all(ledger.ids().map((id) => runtime.getSession(id)));
     const interrupted = views.reduce((n, v) => n + (v?.context?.turn?.attempts.filter((a) => a.outcome === 'interrupted').length ?? 0), 0);
     notes.found.push(`${interrupted} attempt(s) of the last turns were recorded interrupted and retried; every session's workers reconnected by themselves`);

@@ -68,19 +68,23 @@ export const sigstop: ScenarioDefinition = {
       const stoppedAt = Date.now();
       cluster.sigstop(worker);
       // Frozen: its leases and locks run out; the stalled jobs go to the other workers.
-      const takenOver = await waitFor(async () => {
-        const leases = await runtime.redis.mget(...held.map((h) => runtime.keys.session(h.sessionId, 'lease')));
-        const views = await Promise.all(held.map((h) => runtime.getSession(h.sessionId)));
-        // Taken over: another worker holds it and runs a later attempt (or it is already done).
-        return held.every((h, i) => {
-          const holder = holderOf(leases[i] ?? null);
-          const ctxNow = views[i]?.context;
-          const later = (ctxNow?.turnIndex ?? 0) > h.turn || (ctxNow?.attempt ?? 0) > h.attempt;
-          return later && holder !== worker.workerId;
-        })
-          ? Date.now()
-          : null;
-      }, 30_000, 100);
+      const takenOver = await waitFor(
+        async () => {
+          const leases = await runtime.redis.mget(...held.map((h) => runtime.keys.session(h.sessionId, 'lease')));
+          const views = await Promise.all(held.map((h) => runtime.getSession(h.sessionId)));
+          // Taken over: another worker holds it and runs a later attempt (or it is already done).
+          return held.every((h, i) => {
+            const holder = holderOf(leases[i] ?? null);
+            const ctxNow = views[i]?.context;
+            const later = (ctxNow?.turnIndex ?? 0) > h.turn || (ctxNow?.attempt ?? 0) > h.attempt;
+            return later && holder !== worker.workerId;
+          })
+            ? Date.now()
+            : null;
+        },
+        30_000,
+        100,
+      );
       if (takenOver === null) violations.push(`round ${round}: the sessions of the frozen worker ${worker.pid} were not taken over within 30 s`);
       // Let the new holders' attempts run a little, then thaw it.
       await sleep(1000);
@@ -90,24 +94,42 @@ export const sigstop: ScenarioDefinition = {
       cluster.sigcont(worker);
       const thawedAt = Date.now();
       // It must stop its agents (their whole trees) and give the sessions up as stale.
-      const agentsGone = await waitFor(() => (cluster.processes().some((p) => p.marker !== null && held.some((h) => h.markers.includes(p.marker ?? ''))) ? null : Date.now()), 20_000, 100);
+      const agentsGone = await waitFor(
+        () => (cluster.processes().some((p) => p.marker !== null && held.some((h) => h.markers.includes(p.marker ?? ''))) ? null : Date.now()),
+        20_000,
+        100,
+      );
       if (agentsGone === null) violations.push(`round ${round}: the thawed worker ${worker.pid} did not stop its agents within 20 s`);
-      const staleLogged = await waitFor(() => {
-        const out = worker.proc.output();
-        return held.every((h) => new RegExp(`"sessionId":"${h.sessionId}"[^\\n]*"outcome":"stale"`).test(out)) ? true : null;
-      }, 20_000, 200);
-      if (staleLogged === null) violations.push(`round ${round}: the thawed worker ${worker.pid} did not report every session it lost as released stale:\n${worker.proc.output().split('\n').filter((l) => held.some((h) => l.includes(h.sessionId))).slice(-6).join('\n')}`);
+      const staleLogged = await waitFor(
+        () => {
+          const out = worker.proc.output();
+          return held.every((h) => new RegExp(`"sessionId":"${h.sessionId}"[^\\n]*"outcome":"stale"`).test(out)) ? true : null;
+        },
+        20_000,
+        200,
+      );
+      if (staleLogged === null)
+        violations.push(
+          `round ${round}: the thawed worker ${worker.pid} did not report every session it lost as released stale:\n${worker.proc
+            .output()
+            .split('\n')
+            .filter((l) => held.some((h) => l.includes(h.sessionId)))
+            .slice(-6)
+            .join('\n')}`,
+        );
       // Nothing it wrote landed: no message of its attempt after the takeover's first message.
       for (const h of held) {
         await waitFor(async () => ((await runtime.getSession(h.sessionId))?.context?.turn?.status === 'completed' ? true : null), 40_000, 250);
         const log = await readLog(runtime, h.sessionId);
         const firstLater = log.find((m) => m.turn > h.turn || (m.turn === h.turn && m.attempt > h.attempt));
         const late = log.filter((m) => m.turn === h.turn && m.attempt === h.attempt && firstLater !== undefined && m.seq > firstLater.seq);
-        if (late.length > 0) violations.push(`${h.sessionId}: ${late.length} message(s) of the frozen worker's attempt ${h.attempt} were written after the new holder's (seq ${late[0]?.seq})`);
+        if (late.length > 0)
+          violations.push(`${h.sessionId}: ${late.length} message(s) of the frozen worker's attempt ${h.attempt} were written after the new holder's (seq ${late[0]?.seq})`);
         const view = await runtime.getSession(h.sessionId);
         const attempts = view?.context?.turn?.index === h.turn ? (view.context.turn.attempts ?? []) : [];
         const frozenAttempt = attempts.find((a) => a.attempt === h.attempt);
-        if (frozenAttempt !== undefined && frozenAttempt.outcome !== 'interrupted') violations.push(`${h.sessionId}: the frozen worker's attempt ${h.attempt} is recorded ${frozenAttempt.outcome}, not interrupted`);
+        if (frozenAttempt !== undefined && frozenAttempt.outcome !== 'interrupted')
+          violations.push(`${h.sessionId}: the frozen worker's attempt ${h.attempt} is recorded ${frozenAttempt.outcome}, not interrupted`);
         const wroteAfterThaw = log.filter((m) => m.seq > (seqAtThaw.get(h.sessionId) ?? 0) && m.turn === h.turn && m.attempt === h.attempt).length;
         if (wroteAfterThaw > 0) violations.push(`${h.sessionId}: ${wroteAfterThaw} message(s) of the frozen attempt written after the thaw`);
       }

@@ -43,7 +43,10 @@ export interface Client {
   /** Cancels the current turn wherever it runs (NotFoundError for an unknown id). */
   cancel(sessionId: string, reason?: string): Promise<{ delivered: 'worker' | 'activation' }>;
   /** Deletes a session fleet-wide: a finished one, or with `force` a running one (its turn cancelled first). */
-  delete(sessionId: string, options?: { force?: boolean; /** Who asks, for the deletion audit log (e.g. `app:alice`). */ actor?: string }): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }>;
+  delete(
+    sessionId: string,
+    options?: { force?: boolean; /** Who asks, for the deletion audit log (e.g. `app:alice`). */ actor?: string },
+  ): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }>;
   /** The session as a versioned JSON-lines archive. */
   export(sessionId: string): Promise<string>;
   /** Restores an archive (as `as`, default its own id). */
@@ -82,7 +85,10 @@ export function openRuntime(options: ClientOptions, connect: (role: string) => R
       const { registerAgent } = await import('../agents/registry.ts');
       for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
       const { deploymentPolicy } = await import('../runtime/deployment-policy.ts');
-      return deploymentPolicy({ ...(options.policy === undefined ? {} : { policy: options.policy }), ...(options.workspace === undefined ? {} : { workspace: options.workspace }) });
+      return deploymentPolicy({
+        ...(options.policy === undefined ? {} : { policy: options.policy }),
+        ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
+      });
     },
   });
 }

@@ -81,7 +81,17 @@ export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(s
         },
         complete(exit) {
           if (exit.exitCode === 0 && invalid.length === 0) return [{ type: 'terminal.completed', content: { stopReason: 'end' } }];
-          return [{ type: 'terminal.failed', content: { text: `agent "${spec.name}" exited with ${exit.exitCode ?? exit.signal}`, category: invalid.length > 0 ? 'invalid_output' : 'process_crash', stderr: exit.stderrTail, invalid_output_lines: invalid } }];
+          return [
+            {
+              type: 'terminal.failed',
+              content: {
+                text: `agent "${spec.name}" exited with ${exit.exitCode ?? exit.signal}`,
+                category: invalid.length > 0 ? 'invalid_output' : 'process_crash',
+                stderr: exit.stderrTail,
+                invalid_output_lines: invalid,
+              },
+            },
+          ];
         },
       };
     },

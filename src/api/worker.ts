@@ -89,7 +89,11 @@ export function createWorker(options: WorkerOptions): Worker {
     pollMs: options.pollMs ?? WORKER_DEFAULTS.pollMs,
     heartbeatMs: options.heartbeatMs ?? WORKER_DEFAULTS.heartbeatMs,
     agentOptions: options.agentOptions ?? {},
-    policy: deploymentPolicy({ ...(options.policy === undefined ? {} : { policy: options.policy }), ...(options.workspace === undefined ? {} : { workspace: options.workspace }), agents: options.agentOptions ?? {} }),
+    policy: deploymentPolicy({
+      ...(options.policy === undefined ? {} : { policy: options.policy }),
+      ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
+      agents: options.agentOptions ?? {},
+    }),
     ...(options.limits === undefined ? {} : { limits: options.limits }),
     ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
     ...(options.maxLogMessages === undefined ? {} : { maxLogMessages: options.maxLogMessages }),

@@ -17,21 +17,28 @@ import { LimitsSchema } from '../runtime/limits/config.ts';
  * Errors name the field (`worker.concurrency: …`) and where it came from.
  */
 const duration = (min: number, max: number) =>
-  z.preprocess((value) => {
-    if (typeof value !== 'string') return value;
-    const parsed = parseDuration(value);
-    return parsed.ok ? parsed.ms : value;
-  }, z.number({ error: 'must be a duration such as 500ms, 2s or 1m' }).int().min(min, `must be at least ${min} ms`).max(max, `must be at most ${max} ms`));
+  z.preprocess(
+    (value) => {
+      if (typeof value !== 'string') return value;
+      const parsed = parseDuration(value);
+      return parsed.ok ? parsed.ms : value;
+    },
+    z.number({ error: 'must be a duration such as 500ms, 2s or 1m' }).int().min(min, `must be at least ${min} ms`).max(max, `must be at most ${max} ms`),
+  );
 
 const integer = (min: number, max: number) =>
-  z.preprocess((value) => (typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value), z.number().int(`must be an integer from ${min} to ${max}`).min(min, `must be an integer from ${min} to ${max}`).max(max, `must be an integer from ${min} to ${max}`));
+  z.preprocess(
+    (value) => (typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value),
+    z.number().int(`must be an integer from ${min} to ${max}`).min(min, `must be an integer from ${min} to ${max}`).max(max, `must be an integer from ${min} to ${max}`),
+  );
 
 export const ConfigSchema = z.strictObject({
   redisUrl: z
     .string()
     .superRefine((url, ctx) => {
       const parsed = parseRedisTarget(url);
-      if (!parsed.ok) ctx.addIssue({ code: 'custom', message: `${parsed.message.replace(/^invalid Redis URL: /, '')} (redis://, rediss://, redis+cluster:// or rediss+cluster://)` });
+      if (!parsed.ok)
+        ctx.addIssue({ code: 'custom', message: `${parsed.message.replace(/^invalid Redis URL: /, '')} (redis://, rediss://, redis+cluster:// or rediss+cluster://)` });
     })
     .optional(),
   /** The activation queue: how many partitions (BullMQ queues, each its own hash tag) and which of them this worker consumes. */
@@ -49,14 +56,23 @@ export const ConfigSchema = z.strictObject({
       waitTimeout: duration(10, 60_000).default(1_000),
     })
     .prefault({}),
-  prefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-').default('sessiond'),
-  stateDir: z.string().min(1).default(join(process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'sessiond')),
+  prefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-')
+    .default('sessiond'),
+  stateDir: z
+    .string()
+    .min(1)
+    .default(join(process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'sessiond')),
   /** Where a session runs when its caller names no cwd, and the default allowed root of `policy.workspaceRoots`. */
   workspace: z.string().min(1).default(process.cwd()),
   /** What callers may choose (src/policy): agents, cwd roots, permission ceilings, limits. Env SESSIOND_POLICY, JSON. */
   policy: PolicySchema.prefault({}),
   /** Variables of the worker's environment passed to every agent by name (besides the base: PATH, HOME, LANG…). */
-  agentEnv: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')).max(200).default([]),
+  agentEnv: z
+    .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'))
+    .max(200)
+    .default([]),
   worker: z
     .strictObject({
       concurrency: integer(1, 256).default(WORKER_DEFAULTS.concurrency),
@@ -109,8 +125,28 @@ export const ConfigSchema = z.strictObject({
       tokens: z.preprocess(jsonText, TokenListSchema).default([]),
       tokensFile: z.string().min(1).optional(),
       secret: z.string().min(32, 'must be at least 32 characters').optional(),
-      allowedHosts: z.preprocess(commaList, z.array(z.string().regex(/^[A-Za-z0-9.:[\]-]{1,255}$/, 'must be a host name or address (no scheme, no path)').transform((h) => h.toLowerCase()))).default([]),
-      allowedOrigins: z.preprocess(commaList, z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be an origin: scheme://host[:port], no path').transform((o) => o.toLowerCase()))).default([]),
+      allowedHosts: z
+        .preprocess(
+          commaList,
+          z.array(
+            z
+              .string()
+              .regex(/^[A-Za-z0-9.:[\]-]{1,255}$/, 'must be a host name or address (no scheme, no path)')
+              .transform((h) => h.toLowerCase()),
+          ),
+        )
+        .default([]),
+      allowedOrigins: z
+        .preprocess(
+          commaList,
+          z.array(
+            z
+              .string()
+              .regex(/^https?:\/\/[^/\s]+$/, 'must be an origin: scheme://host[:port], no path')
+              .transform((o) => o.toLowerCase()),
+          ),
+        )
+        .default([]),
       maxStreams: integer(1, 100_000).default(HTTP_DEFAULTS.maxStreams),
       streamIdleTimeout: duration(1000, 86_400_000).default(HTTP_DEFAULTS.streamIdleTimeoutMs),
       streamTicketTtl: duration(1000, 3_600_000).default(HTTP_DEFAULTS.streamTicketTtlMs),
@@ -124,7 +160,12 @@ export const ConfigSchema = z.strictObject({
 export type Config = z.output<typeof ConfigSchema>;
 
 function commaList(value: unknown): unknown {
-  return typeof value === 'string' ? value.split(',').map((v) => v.trim()).filter((v) => v !== '') : value;
+  return typeof value === 'string'
+    ? value
+        .split(',')
+        .map((v) => v.trim())
+        .filter((v) => v !== '')
+    : value;
 }
 
 function jsonText(value: unknown): unknown {
@@ -242,7 +283,14 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
       throw new ConfigError('SESSIOND_POLICY: must be a JSON object, e.g. {"agents":["pi"],"workspaceRoots":["/srv/work"]}');
     }
   }
-  if (env.SESSIOND_AGENT_ENV !== undefined && env.SESSIOND_AGENT_ENV !== '') setPath(raw, 'agentEnv', env.SESSIOND_AGENT_ENV.split(',').map((name) => name.trim()).filter((name) => name !== ''));
+  if (env.SESSIOND_AGENT_ENV !== undefined && env.SESSIOND_AGENT_ENV !== '')
+    setPath(
+      raw,
+      'agentEnv',
+      env.SESSIOND_AGENT_ENV.split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== ''),
+    );
   for (const [path, value] of Object.entries(flags)) if (value !== undefined) setPath(raw, path, value);
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {

@@ -51,7 +51,9 @@ export function formatDuration(ms: number): string {
     const size = UNITS[unit];
     // One thousandth of the unit must divide the value for 3 decimals to be exact.
     if (rounded >= size && rounded % (size / 1000) === 0) {
-      const thousandths = String((rounded % size) / (size / 1000)).padStart(3, '0').replace(/0+$/, '');
+      const thousandths = String((rounded % size) / (size / 1000))
+        .padStart(3, '0')
+        .replace(/0+$/, '');
       return `${Math.floor(rounded / size)}${thousandths === '' ? '' : `.${thousandths}`}${unit}`;
     }
   }

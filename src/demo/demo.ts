@@ -8,12 +8,12 @@ export const DEMO_PROVIDER = 'sessiond-demo';
 /** What each demo session shows, and the scripted model that plays it. */
 export const DEMO_SCRIPTS: Record<string, Script> = {
   'demo-stream': {
-    text: 'sessiond streams the agent\'s answer as it is written: every delta lands in the session\'s message log in Redis, with its turn, attempt and sequence number.',
+    text: "sessiond streams the agent's answer as it is written: every delta lands in the session's message log in Redis, with its turn, attempt and sequence number.",
     chunkDelayMs: 40,
   },
   'demo-tool': ({ body }) =>
     (body.messages ?? []).some((m) => m.role === 'tool')
-      ? { text: 'The tool ran in the session\'s working directory and its output came back to me.' }
+      ? { text: "The tool ran in the session's working directory and its output came back to me." }
       : { text: 'Let me look around.', toolCalls: [{ name: 'bash', arguments: { command: 'echo "hello from a tool call"; uname -s' } }] },
   'demo-flaky': [{ status: 503, headers: { 'retry-after': '1' } }, { text: 'This answer arrived on the second attempt, after a backoff decided by the session machine.' }],
   'demo-auth': { status: 401, body: { error: { message: 'invalid API key (scripted)', type: 'authentication_error', code: 'invalid_api_key' } } },

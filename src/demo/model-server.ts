@@ -168,7 +168,10 @@ export function defaultErrorBody(status: number): { error: { message: string; ty
 
 export const DEFAULT_TEXT = 'Hello from the fake LLM.';
 
-const afterTool = (first: ScriptStep, then: ScriptStep): ScriptFn => ({ body }) => (hasToolResult(body) ? then : first);
+const afterTool =
+  (first: ScriptStep, then: ScriptStep): ScriptFn =>
+  ({ body }) =>
+    hasToolResult(body) ? then : first;
 
 /** Built-in scripts, keyed by model id. Returned fresh for each server. */
 export function builtinScripts(): Record<string, Script> {
@@ -178,31 +181,16 @@ export function builtinScripts(): Record<string, Script> {
     'text-burst': { text: DEFAULT_TEXT, chunkDelayMs: 0 },
     thinking: { reasoning: ['Let me', ' think', ' about it.'], text: ['Hello', ' there.'] },
     tool: afterTool({ toolCalls: [bash('echo hi')] }, { text: 'The command printed: hi' }),
-    'tool-fail': afterTool(
-      { toolCalls: [bash('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] },
-      { text: 'The command failed.' },
-    ),
-    'two-tools': afterTool(
-      { toolCalls: [bash('echo one'), bash('echo two')] },
-      { text: 'Both commands ran.' },
-    ),
+    'tool-fail': afterTool({ toolCalls: [bash('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] }, { text: 'The command failed.' }),
+    'two-tools': afterTool({ toolCalls: [bash('echo one'), bash('echo two')] }, { text: 'Both commands ran.' }),
     /** Text, then a tool call in the SAME assistant message; after the tool result, more text. */
-    'text-tool-text': afterTool(
-      { text: 'Let me run a command.', toolCalls: [bash('echo hi')] },
-      { text: 'The command printed hi. Done.' },
-    ),
+    'text-tool-text': afterTool({ text: 'Let me run a command.', toolCalls: [bash('echo hi')] }, { text: 'The command printed hi. Done.' }),
     /** bash `sleep 1000` (bash execs sleep directly: it is pi's direct child). */
     'long-tool': afterTool({ toolCalls: [bash('sleep 1000')] }, { text: 'Slept.' }),
     /** bash that starts two background sleeps (grandchildren of pi) and waits. */
-    'long-tool-grandchild': afterTool(
-      { toolCalls: [bash('sleep 1001 & sleep 1002 & wait')] },
-      { text: 'Slept.' },
-    ),
+    'long-tool-grandchild': afterTool({ toolCalls: [bash('sleep 1001 & sleep 1002 & wait')] }, { text: 'Slept.' }),
     /** bash that starts a grandchild in a NEW session (escapes pi's process-group kill). */
-    'long-tool-setsid': afterTool(
-      { toolCalls: [bash('setsid sleep 1003 & sleep 1004')] },
-      { text: 'Slept.' },
-    ),
+    'long-tool-setsid': afterTool({ toolCalls: [bash('setsid sleep 1003 & sleep 1004')] }, { text: 'Slept.' }),
     http400: { status: 400 },
     http401: { status: 401 },
     http403: { status: 403 },
@@ -214,10 +202,7 @@ export function builtinScripts(): Record<string, Script> {
     hang: { hang: true },
     'hang-midstream': { text: ['Partial', ' answer'], then: 'hang', afterChunks: 1 },
     'flaky-500-then-text': [{ status: 500 }, { text: DEFAULT_TEXT }],
-    'flaky-midclose-then-text': [
-      { text: ['Partial', ' answer', ' never'], then: 'drop', afterChunks: 2 },
-      { text: DEFAULT_TEXT },
-    ],
+    'flaky-midclose-then-text': [{ text: ['Partial', ' answer', ' never'], then: 'drop', afterChunks: 2 }, { text: DEFAULT_TEXT }],
   };
 }
 
@@ -285,10 +270,11 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
 
   const stepFor = (model: string, ctx: ScriptContext): ScriptStep => {
     const state = models.get(model);
-    const script: Script = state?.script ?? options.fallback ?? {
-      status: 404,
-      body: { error: { message: `fake model not found: ${model}`, type: 'not_found_error', code: 'model_not_found' } },
-    };
+    const script: Script = state?.script ??
+      options.fallback ?? {
+        status: 404,
+        body: { error: { message: `fake model not found: ${model}`, type: 'not_found_error', code: 'model_not_found' } },
+      };
     return pickStep(script, ctx, `model ${model}`);
   };
 

@@ -37,7 +37,10 @@ export async function checkTurn(policy: DeploymentPolicy, agent: string, options
     if (problem !== null) issues.push({ field: 'options.cwd', message: problem });
   }
   if (options.agentDir !== undefined) {
-    const problem = policy.agentDirRoots.length === 0 ? 'callers may not choose an agent dir on this deployment (policy.agentDirRoots names none)' : await outsideRoots(options.agentDir, policy.agentDirRoots, 'policy.agentDirRoots');
+    const problem =
+      policy.agentDirRoots.length === 0
+        ? 'callers may not choose an agent dir on this deployment (policy.agentDirRoots names none)'
+        : await outsideRoots(options.agentDir, policy.agentDirRoots, 'policy.agentDirRoots');
     if (problem !== null) issues.push({ field: 'options.agentDir', message: problem });
   }
   const idle = options.idleTimeoutMs;
@@ -67,12 +70,15 @@ export async function checkTurn(policy: DeploymentPolicy, agent: string, options
     items.forEach((item, i) => {
       if (typeof item !== 'string' || !(list.allowed as string[]).includes(item)) {
         const allowed = list.allowed as string[];
-        issues.push({ field: `options.${list.option}.${i}`, message: `${JSON.stringify(item)} is not allowed on this deployment (allowed: ${allowed.length === 0 ? 'none' : allowed.join(', ')})` });
+        issues.push({
+          field: `options.${list.option}.${i}`,
+          message: `${JSON.stringify(item)} is not allowed on this deployment (allowed: ${allowed.length === 0 ? 'none' : allowed.join(', ')})`,
+        });
       }
     });
   }
   for (const sw of permissions.switches) {
-    if (options[sw.option] !== undefined) issues.push({ field: `options.${sw.option}`, message: 'is the deployment\'s to set, not a caller\'s' });
+    if (options[sw.option] !== undefined) issues.push({ field: `options.${sw.option}`, message: "is the deployment's to set, not a caller's" });
     if (!sw.enabled) out[sw.option] = false;
   }
   return issues.length === 0 ? { ok: true, options: out } : { ok: false, issues };

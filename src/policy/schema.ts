@@ -32,12 +32,20 @@ const AUTO_ALLOW_RULE = z
 /** How permission requests of agents run in `ask` mode are answered (see src/runtime/approvals/). */
 const APPROVALS = z.strictObject({
   /** A request nobody answered within this long is denied (`by: "deadline"`). */
-  deadlineMs: z.number().int().min(1000).max(7 * 86_400_000).default(900_000),
+  deadlineMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(7 * 86_400_000)
+    .default(900_000),
   /** Requests these rules match are allowed at once (`by: "policy"`), without asking. */
   autoAllow: z.array(AUTO_ALLOW_RULE).max(100).default([]),
 });
 
-const absolutePath = z.string().min(1).refine((p) => isAbsolute(p), 'must be an absolute path');
+const absolutePath = z
+  .string()
+  .min(1)
+  .refine((p) => isAbsolute(p), 'must be an absolute path');
 
 export const PolicySchema = z.strictObject({
   /** The agents callers may choose; '*' every agent of the registry. */
@@ -111,13 +119,15 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
       out.ladder = { option, steps: [...steps], defaultStep, ceiling };
     } else if (given.ceiling !== undefined) errors.push(`${at}.ceiling: ${name} has no permission ladder`);
     const listOptions = (declared.lists ?? []).map((l) => l.option);
-    for (const option of Object.keys(given.allow ?? {})) if (!listOptions.includes(option)) errors.push(`${at}.allow.${option}: ${name} has no such list option (has: ${listOptions.join(', ') || 'none'})`);
+    for (const option of Object.keys(given.allow ?? {}))
+      if (!listOptions.includes(option)) errors.push(`${at}.allow.${option}: ${name} has no such list option (has: ${listOptions.join(', ') || 'none'})`);
     for (const list of declared.lists ?? []) {
       const allowed = given.allow?.[list.option] ?? list.defaultAllowed;
       out.lists.push({ option: list.option, allowed: allowed === '*' ? '*' : [...allowed], absentMeansAll: list.absentMeansAll });
     }
     const switchOptions = (declared.switches ?? []).map((s) => s.option);
-    for (const option of given.enable ?? []) if (!switchOptions.includes(option)) errors.push(`${at}.enable: ${name} has no switch "${option}" (has: ${switchOptions.join(', ') || 'none'})`);
+    for (const option of given.enable ?? [])
+      if (!switchOptions.includes(option)) errors.push(`${at}.enable: ${name} has no switch "${option}" (has: ${switchOptions.join(', ') || 'none'})`);
     for (const sw of declared.switches ?? []) out.switches.push({ ...sw, enabled: (given.enable ?? []).includes(sw.option) });
     permissions[name] = out;
   }

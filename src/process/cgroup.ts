@@ -97,7 +97,10 @@ function ownPaths(): Map<string, string> {
 }
 
 function detect(): { info: ContainmentInfo; host: Host | null } {
-  const sweep = (why: string) => ({ info: { mode: 'sweep' as const, detail: `no cgroup containment: ${why}; processes are found by marker, process group and parent links`, limits: [] }, host: null });
+  const sweep = (why: string) => ({
+    info: { mode: 'sweep' as const, detail: `no cgroup containment: ${why}; processes are found by marker, process group and parent links`, limits: [] },
+    host: null,
+  });
   if (process.platform !== 'linux') return sweep(`${process.platform} has no cgroups`);
   const all = mounts();
   const v2 = all.find((m) => m.type === 'cgroup2');
@@ -190,7 +193,10 @@ export function createAttemptCgroup(name: string, limits: AttemptLimits = {}): A
     return v1 === undefined ? undefined : join(v1.base, name, v1.file);
   };
   const ceilings: Array<{ file: string; value: number }> = [];
-  for (const [controller, value] of [['pids', limits.pidsMax], ['memory', limits.memoryMaxBytes]] as const) {
+  for (const [controller, value] of [
+    ['pids', limits.pidsMax],
+    ['memory', limits.memoryMaxBytes],
+  ] as const) {
     const file = limitFile(controller);
     if (value !== undefined && value > 0 && file !== undefined) ceilings.push({ file, value });
   }
@@ -216,7 +222,10 @@ export function createAttemptCgroup(name: string, limits: AttemptLimits = {}): A
       }
     },
     kill() {
-      killed ??= killDirs(dirs.map((d) => d.dir), h.hasKill);
+      killed ??= killDirs(
+        dirs.map((d) => d.dir),
+        h.hasKill,
+      );
       return killed;
     },
   };

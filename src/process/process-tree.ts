@@ -98,7 +98,10 @@ async function scanProcesses(marker: string | null): Promise<ScannedProcess[]> {
   } catch {
     return [];
   }
-  const pids = entries.filter((name) => /^\d+$/.test(name)).map(Number).filter((pid) => pid !== process.pid);
+  const pids = entries
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((pid) => pid !== process.pid);
   const scanned = await Promise.all(
     pids.map(async (pid): Promise<ScannedProcess | null> => {
       const stat = await readStat(pid);

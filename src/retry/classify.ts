@@ -8,14 +8,7 @@ import type { RetryPolicy } from './policy.ts';
  * that will not start or output the mapper cannot read; `unknown` is excluded until understood.
  * A policy may still opt any of them in through `retryOn`.
  */
-export const NEVER_RETRY_BY_DEFAULT = [
-  'auth',
-  'bad_request',
-  'startup',
-  'invalid_output',
-  'quota',
-  'unknown',
-] as const satisfies readonly FailureCategory[];
+export const NEVER_RETRY_BY_DEFAULT = ['auth', 'bad_request', 'startup', 'invalid_output', 'quota', 'unknown'] as const satisfies readonly FailureCategory[];
 
 export type NoRetryReason = 'retry_disabled' | 'not_retryable' | 'attempts_exhausted';
 
@@ -29,12 +22,7 @@ export type RetryDecision = { retry: true; delayMs: number } | { retry: false; r
  * after `delayFor(attempt, policy, failure, random)`. Throws a RangeError only when `attempt` is
  * not an integer >= 1.
  */
-export function decideRetry(
-  policy: RetryPolicy,
-  failure: RetryFailure,
-  attempt: number,
-  random: () => number = Math.random,
-): RetryDecision {
+export function decideRetry(policy: RetryPolicy, failure: RetryFailure, attempt: number, random: () => number = Math.random): RetryDecision {
   if (!Number.isSafeInteger(attempt) || attempt < 1) {
     throw new RangeError(`attempt must be an integer >= 1 (got ${attempt})`);
   }

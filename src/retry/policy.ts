@@ -7,13 +7,7 @@ import { FAILURE_CATEGORIES, type FailureCategory } from '../protocol/messages.t
  * JSON-serialisable (it is stored in the machine's snapshot).
  */
 
-const DEFAULT_RETRY_ON = [
-  'network',
-  'timeout',
-  'rate_limited',
-  'server_error',
-  'process_crash',
-] as const satisfies readonly FailureCategory[];
+const DEFAULT_RETRY_ON = ['network', 'timeout', 'rate_limited', 'server_error', 'process_crash'] as const satisfies readonly FailureCategory[];
 
 /** The longest `maxTurnMs` (7 days): below the 2^31-1 ms a timer can wait. */
 export const MAX_TURN_MS = 604_800_000;
@@ -43,9 +37,7 @@ export const RetryPolicySchema = z
     initialDelayMs: intRange(0, 3_600_000).default(1000),
     multiplier: numberRange(1, 10).default(2),
     maxDelayMs: intRange(0, 86_400_000).default(60_000),
-    jitter: z
-      .union([z.enum(JITTER_MODES, { error: jitterRule }), numberRange(0, 1, jitterRule)], { error: jitterRule })
-      .default('equal'),
+    jitter: z.union([z.enum(JITTER_MODES, { error: jitterRule }), numberRange(0, 1, jitterRule)], { error: jitterRule }).default('equal'),
     /** Failure categories worth another attempt; empty means never retry. */
     retryOn: z
       .array(z.enum(FAILURE_CATEGORIES, { error: categoryRule }), {

@@ -59,11 +59,7 @@ function tell(fn: () => void): void {
   }
 }
 
-export type DriveOutcome =
-  | { kind: 'released' }
-  | { kind: 'parked'; until: number }
-  | { kind: 'stale' }
-  | { kind: 'interrupted' };
+export type DriveOutcome = { kind: 'released' } | { kind: 'parked'; until: number } | { kind: 'stale' } | { kind: 'interrupted' };
 
 /**
  * Drives one session while this worker holds its lease: restores the actor from
@@ -200,7 +196,7 @@ export class ActiveSession {
   renewHold(): void {
     const hold = this.#hold;
     const gate = this.#config.gate;
-    if (hold !== null && gate !== undefined) gate.limits.renew(hold, (this.#config.leaseTtlMs ?? 30_000)).catch(() => undefined);
+    if (hold !== null && gate !== undefined) gate.limits.renew(hold, this.#config.leaseTtlMs ?? 30_000).catch(() => undefined);
   }
 
   /** Gives back a hold still held (its attempt never ran) and leaves the wait sets of a session that no longer waits. */
@@ -260,7 +256,11 @@ export class ActiveSession {
     const keys = gate.limits.keysFor(this.#matchValues(context.turn?.options ?? {}));
     const priority = Number(this.#meta.priority ?? 0);
     await this.#releaseHold(null);
-    const admission = await gate.limits.acquire(this.#sessionId, keys, { priority: Number.isInteger(priority) ? priority : 0, holdTtlMs: (this.#config.leaseTtlMs ?? 30_000), pollMs: gate.pollMs });
+    const admission = await gate.limits.acquire(this.#sessionId, keys, {
+      priority: Number.isInteger(priority) ? priority : 0,
+      holdTtlMs: this.#config.leaseTtlMs ?? 30_000,
+      pollMs: gate.pollMs,
+    });
     if (admission.ok) {
       this.#hold = admission.hold;
       this.#waitKeys = null;
@@ -287,7 +287,15 @@ export class ActiveSession {
       this.#writer.history(transition);
       if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
         const { turnIndex, turn } = snapshot.context;
-        tell(() => events.turnEnded?.({ sessionId: this.#sessionId, turn: turnIndex, status: transition.to as 'completed' | 'failed' | 'cancelled', failureReason: turn?.failureReason ?? null, cancelReason: turn?.cancelReason ?? null }));
+        tell(() =>
+          events.turnEnded?.({
+            sessionId: this.#sessionId,
+            turn: turnIndex,
+            status: transition.to as 'completed' | 'failed' | 'cancelled',
+            failureReason: turn?.failureReason ?? null,
+            cancelReason: turn?.cancelReason ?? null,
+          }),
+        );
       }
     };
     const policy = await this.#policy();
@@ -623,7 +631,10 @@ export class ActiveSession {
         });
         try {
           let full = false;
-          for await (const message of attempt.agent.run({ text: request.text, resumeSessionId: request.agentSessionId, options: attempt.options }, { signal, marker: attempt.marker, approvals: gate, ...(config.limits === undefined ? {} : { limits: config.limits }) })) {
+          for await (const message of attempt.agent.run(
+            { text: request.text, resumeSessionId: request.agentSessionId, options: attempt.options },
+            { signal, marker: attempt.marker, approvals: gate, ...(config.limits === undefined ? {} : { limits: config.limits }) },
+          )) {
             if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
             if (room <= 0 && message.type !== 'terminal.completed' && message.type !== 'terminal.failed') {
               // Leaving the loop stops the agent's process tree before going on.

@@ -41,7 +41,12 @@ export function attemptOptions(host: Readonly<Record<string, unknown>>, admitted
 export function refusedAttempt(issues: readonly PolicyIssue[]): MessageOf<'terminal.failed'> {
   return {
     type: 'terminal.failed',
-    content: { text: `the stored request was refused at the worker: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, category: 'bad_request', stderr: '', invalid_output_lines: [] },
+    content: {
+      text: `the stored request was refused at the worker: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`,
+      category: 'bad_request',
+      stderr: '',
+      invalid_output_lines: [],
+    },
   };
 }
 

@@ -186,7 +186,10 @@ export class MessageHub {
       this.#reader = reader;
       // The id changes with each reconnect: CLIENT UNBLOCK needs the current one.
       reader.on('ready', () => {
-        reader.client('ID').then((id) => (this.#readerId = Number(id)), () => (this.#readerId = null));
+        reader.client('ID').then(
+          (id) => (this.#readerId = Number(id)),
+          () => (this.#readerId = null),
+        );
       });
       this.#readerId = Number(await reader.client('ID'));
     }
@@ -196,7 +199,9 @@ export class MessageHub {
   /** One read round on a cluster: each log on its own (see the class comment); null when nothing new came. */
   async #clusterRound(keys: string[], ids: string[]): Promise<Array<[string, Array<[string, string[]]>]> | null> {
     const replies = await Promise.all(
-      keys.map((key, i) => (this.#options.redis.xread('COUNT', PAGE, 'STREAMS', key, ids[i] as string) as Promise<Array<[string, Array<[string, string[]]>]> | null>).catch(() => null)),
+      keys.map((key, i) =>
+        (this.#options.redis.xread('COUNT', PAGE, 'STREAMS', key, ids[i] as string) as Promise<Array<[string, Array<[string, string[]]>]> | null>).catch(() => null),
+      ),
     );
     const reply = replies.flatMap((r) => r ?? []);
     if (reply.length > 0 || this.#closed) return reply;

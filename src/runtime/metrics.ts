@@ -85,7 +85,12 @@ export class RuntimeMetrics {
       labelNames: ['outcome', 'category'],
       registers,
     });
-    this.#retries = new Counter({ name: 'sessiond_retries_total', help: 'Retries scheduled (a failed attempt followed by a backoff), by the failure category', labelNames: ['category'], registers });
+    this.#retries = new Counter({
+      name: 'sessiond_retries_total',
+      help: 'Retries scheduled (a failed attempt followed by a backoff), by the failure category',
+      labelNames: ['category'],
+      registers,
+    });
     this.#turnDuration = new Histogram({
       name: 'sessiond_turn_duration_seconds',
       help: 'Duration of ended turns, from the first attempt start to the final state, by final status',
@@ -102,8 +107,17 @@ export class RuntimeMetrics {
     this.#queueJobs = new Gauge({ name: 'sessiond_queue_jobs', help: 'BullMQ activation jobs by queue state', labelNames: ['state'], registers });
     this.#workers = new Gauge({ name: 'sessiond_workers', help: 'Workers whose heartbeat was seen recently', registers });
     this.#limitInUse = new Gauge({ name: 'sessiond_limit_in_use', help: 'Attempts holding a slot of each fleet limit (all its keys)', labelNames: ['limit'], registers });
-    this.#limitWaiting = new Gauge({ name: 'sessiond_limit_waiting', help: 'Sessions waiting for each fleet limit (capacity, a cooldown or paused dispatch)', labelNames: ['limit'], registers });
-    this.#approvalsWaiting = new Gauge({ name: 'sessiond_approvals_waiting', help: 'Permission requests of agents waiting for an operator (approve / deny), fleet-wide', registers });
+    this.#limitWaiting = new Gauge({
+      name: 'sessiond_limit_waiting',
+      help: 'Sessions waiting for each fleet limit (capacity, a cooldown or paused dispatch)',
+      labelNames: ['limit'],
+      registers,
+    });
+    this.#approvalsWaiting = new Gauge({
+      name: 'sessiond_approvals_waiting',
+      help: 'Permission requests of agents waiting for an operator (approve / deny), fleet-wide',
+      registers,
+    });
     this.#refreshErrors = new Counter({ name: 'sessiond_metrics_refresh_errors_total', help: 'Metric refreshes that failed (Redis unreachable…)', registers });
   }
 
@@ -158,7 +172,13 @@ export class RuntimeMetrics {
     const pipeline = runtime.redis.pipeline();
     for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
     pipeline.zrangebyscore(lk.changed, since, '+inf');
-    const [replies, counts, workers, limits, approvals] = await Promise.all([pipeline.exec(), runtime.queue.jobCounts(...QUEUE_STATES), runtime.workers(), runtime.limitsView(), runtime.approvals.waitingCount(now)]);
+    const [replies, counts, workers, limits, approvals] = await Promise.all([
+      pipeline.exec(),
+      runtime.queue.jobCounts(...QUEUE_STATES),
+      runtime.workers(),
+      runtime.limitsView(),
+      runtime.approvals.waitingCount(now),
+    ]);
     this.#limitInUse.reset();
     this.#limitWaiting.reset();
     for (const limit of limits.limits) {

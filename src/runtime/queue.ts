@@ -154,7 +154,8 @@ export function bullPriority(priority: number): number {
 export function parseJobData(data: unknown): { ok: true; sessionId: string } | { ok: false; message: string } {
   if (data === null || typeof data !== 'object') return { ok: false, message: 'job data must be an object {sessionId}' };
   const sessionId = (data as { sessionId?: unknown }).sessionId;
-  if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId)) return { ok: false, message: `job data: sessionId must match ${SESSION_ID_PATTERN} (got ${JSON.stringify(sessionId)})` };
+  if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId))
+    return { ok: false, message: `job data: sessionId must match ${SESSION_ID_PATTERN} (got ${JSON.stringify(sessionId)})` };
   return { ok: true, sessionId };
 }
 

@@ -60,9 +60,17 @@ export const EnqueueRequestSchema = z.strictObject({
   /** How long the session is kept once finished (a duration, `0`: forever), within the deployment's maximum. */
   retention: z.union([z.string(), z.number().int().nonnegative()]).optional(),
   /** The caller's tenant, recorded with a new session (fleet limits may match on it). */
-  tenant: z.string().regex(/^[A-Za-z0-9_.@-]{1,100}$/, 'must be 1-100 letters, digits or _.@-').optional(),
+  tenant: z
+    .string()
+    .regex(/^[A-Za-z0-9_.@-]{1,100}$/, 'must be 1-100 letters, digits or _.@-')
+    .optional(),
   /** Higher starts first under a fleet limit or a full fleet; applies to the session from this prompt on. */
-  priority: z.number({ error: `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}` }).int(`must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`).min(MIN_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`).max(MAX_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`).optional(),
+  priority: z
+    .number({ error: `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}` })
+    .int(`must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
+    .min(MIN_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
+    .max(MAX_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
+    .optional(),
 });
 export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
 
@@ -182,7 +190,9 @@ export class Runtime {
     if (limit === undefined) return;
     if (!this.fleetLimits.rules.some((r) => r.name === limit)) {
       const names = this.fleetLimits.rules.map((r) => r.name);
-      throw new InputError([{ field: 'limit', message: `no limit is named ${JSON.stringify(limit)} (${names.length === 0 ? 'this deployment has no limits' : `limits: ${names.join(', ')}`})` }]);
+      throw new InputError([
+        { field: 'limit', message: `no limit is named ${JSON.stringify(limit)} (${names.length === 0 ? 'this deployment has no limits' : `limits: ${names.join(', ')}`})` },
+      ]);
     }
   }
 
@@ -216,7 +226,8 @@ export class Runtime {
     const { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } = await import('./enqueue-checks.ts');
     const parsed = EnqueueRequestSchema.safeParse(input);
     const rawOptions = (input as { options?: unknown } | null)?.options;
-    const optionIssues = rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions) ? [] : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
+    const optionIssues =
+      rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions) ? [] : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
     if (!parsed.success || optionIssues.length > 0) throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
     const request = parsed.data;
     let policyJson: string | null = null;
@@ -248,12 +259,27 @@ export class Runtime {
     if (!result.ok) {
       if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
       if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);
-      if (result.reason === 'queue_full') throw new QuotaError('maxQueuedPrompts', result.limit, `session "${sessionId}" already has ${result.count} prompts waiting (maxQueuedPrompts ${result.limit}): the prompt was not stored`);
-      throw new QuotaError('maxLogMessages', result.limit, `session "${sessionId}" has ${result.count} messages stored, its message log is full (maxLogMessages ${result.limit}): the prompt was not stored`);
+      if (result.reason === 'queue_full')
+        throw new QuotaError(
+          'maxQueuedPrompts',
+          result.limit,
+          `session "${sessionId}" already has ${result.count} prompts waiting (maxQueuedPrompts ${result.limit}): the prompt was not stored`,
+        );
+      throw new QuotaError(
+        'maxLogMessages',
+        result.limit,
+        `session "${sessionId}" has ${result.count} messages stored, its message log is full (maxLogMessages ${result.limit}): the prompt was not stored`,
+      );
     }
     const writes: Array<Promise<unknown>> = [];
     // Listed when new; active again, so not expiring (a revived session's clock restarts when it finishes).
-    writes.push(this.store.index(sessionId, { ...(result.created ? { created: true, state: 'queued' } : { touch: true }), expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) }));
+    writes.push(
+      this.store.index(sessionId, {
+        ...(result.created ? { created: true, state: 'queued' } : { touch: true }),
+        expireAt: 'remove',
+        ...(result.jobId !== null ? { activation: 'add' as const } : {}),
+      }),
+    );
     if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId, result.priority));
     await Promise.all(writes);
     // A new activation means nobody holds the session: there is no one to tell.
@@ -272,16 +298,20 @@ export class Runtime {
     const view = await this.getSession(sessionId);
     if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
     const turn = view.context?.turn ?? null;
-    if (turn === null || turn.status !== 'failed') throw new ConflictError(`session "${sessionId}": its last turn ${turn === null ? 'does not exist' : `is ${turn.status}, not failed`}: there is nothing to retry`);
+    if (turn === null || turn.status !== 'failed')
+      throw new ConflictError(`session "${sessionId}": its last turn ${turn === null ? 'does not exist' : `is ${turn.status}, not failed`}: there is nothing to retry`);
     const prompt = { id: randomUUID(), text: turn.text, options: turn.options, enqueuedAt: Date.now(), retryOf: turn.index };
     const result = await pushRetry(this.store, sessionId, turn.index, prompt, newJobId(sessionId));
     if (!result.ok) {
       if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
       if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted`);
       if (result.reason === 'cancel_pending') throw new ConflictError(`session "${sessionId}" has a cancel pending: retry once it is applied`);
-      if (result.reason === 'prompts_waiting') throw new ConflictError(`session "${sessionId}" has prompts waiting (${result.waiting}): a retry runs only right after the failed turn`);
+      if (result.reason === 'prompts_waiting')
+        throw new ConflictError(`session "${sessionId}" has prompts waiting (${result.waiting}): a retry runs only right after the failed turn`);
       if (result.reason !== 'not_failed') throw new Error('unreachable');
-      throw new ConflictError(`session "${sessionId}": turn ${turn.index} is no longer its failed last turn (now ${result.status}, turn ${result.turnIndex}): there is nothing to retry`);
+      throw new ConflictError(
+        `session "${sessionId}": turn ${turn.index} is no longer its failed last turn (now ${result.status}, turn ${result.turnIndex}): there is nothing to retry`,
+      );
     }
     await this.store.index(sessionId, { touch: true, expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) });
     if (result.jobId !== null) await this.queue.addActivation(sessionId, result.jobId);
@@ -293,18 +323,34 @@ export class Runtime {
    * Cancels every session in `state` (queued, running or backoff), optionally only those of `agent`;
    * with `dryRun` only lists them. Served by the state's index, not a scan. InputError for a bad field.
    */
-  async cancelMatching(filter: { state?: unknown; agent?: unknown; dryRun?: boolean; reason?: string; max?: number }): Promise<{ dryRun: boolean; matched: Array<{ sessionId: string; state: string; agent: string }>; cancelled: number }> {
+  async cancelMatching(filter: {
+    state?: unknown;
+    agent?: unknown;
+    dryRun?: boolean;
+    reason?: string;
+    max?: number;
+  }): Promise<{ dryRun: boolean; matched: Array<{ sessionId: string; state: string; agent: string }>; cancelled: number }> {
     const issues: Array<{ field: string; message: string }> = [];
-    if (typeof filter.state !== 'string' || !(CANCELLABLE_STATES as readonly string[]).includes(filter.state)) issues.push({ field: 'state', message: `must be one of ${CANCELLABLE_STATES.join(', ')} (got ${JSON.stringify(filter.state ?? null)})` });
-    if (filter.agent !== undefined && (typeof filter.agent !== 'string' || filter.agent === '' || filter.agent.length > 100)) issues.push({ field: 'agent', message: 'must be an agent name' });
-    if (filter.max !== undefined && (!Number.isSafeInteger(filter.max) || filter.max < 1 || filter.max > BULK_CANCEL_MAX)) issues.push({ field: 'max', message: `must be an integer from 1 to ${BULK_CANCEL_MAX}` });
+    if (typeof filter.state !== 'string' || !(CANCELLABLE_STATES as readonly string[]).includes(filter.state))
+      issues.push({ field: 'state', message: `must be one of ${CANCELLABLE_STATES.join(', ')} (got ${JSON.stringify(filter.state ?? null)})` });
+    if (filter.agent !== undefined && (typeof filter.agent !== 'string' || filter.agent === '' || filter.agent.length > 100))
+      issues.push({ field: 'agent', message: 'must be an agent name' });
+    if (filter.max !== undefined && (!Number.isSafeInteger(filter.max) || filter.max < 1 || filter.max > BULK_CANCEL_MAX))
+      issues.push({ field: 'max', message: `must be an integer from 1 to ${BULK_CANCEL_MAX}` });
     if (issues.length > 0) throw new InputError(issues);
-    const matched = await selectForCancel(this.redis, this.keys, { state: filter.state as string, ...(typeof filter.agent === 'string' ? { agent: filter.agent } : {}), ...(filter.max === undefined ? {} : { max: filter.max }) });
+    const matched = await selectForCancel(this.redis, this.keys, {
+      state: filter.state as string,
+      ...(typeof filter.agent === 'string' ? { agent: filter.agent } : {}),
+      ...(filter.max === undefined ? {} : { max: filter.max }),
+    });
     if (filter.dryRun === true) return { dryRun: true, matched, cancelled: 0 };
     let cancelled = 0;
     for (const s of matched) {
       // A session deleted meanwhile is simply not cancelled.
-      const done = await this.cancel(s.sessionId, filter.reason ?? `bulk cancel (state ${String(filter.state)})`).then(() => true, (error: Error) => (error instanceof NotFoundError ? false : Promise.reject(error)));
+      const done = await this.cancel(s.sessionId, filter.reason ?? `bulk cancel (state ${String(filter.state)})`).then(
+        () => true,
+        (error: Error) => (error instanceof NotFoundError ? false : Promise.reject(error)),
+      );
       if (done) cancelled += 1;
     }
     return { dryRun: false, matched, cancelled };
@@ -361,7 +407,10 @@ export class Runtime {
         }
         // The holder let go before answering: decide again, as for a session nobody holds.
         if (outcome === 'pending' && held === 0) break;
-        if (Date.now() > deadline) throw new ConflictError(`the worker holding session "${sessionId}" did not answer within ${options.waitMs ?? 10_000} ms: the removal of prompt "${promptId}" stays pending and is decided when a worker next drives the session`);
+        if (Date.now() > deadline)
+          throw new ConflictError(
+            `the worker holding session "${sessionId}" did not answer within ${options.waitMs ?? 10_000} ms: the removal of prompt "${promptId}" stays pending and is decided when a worker next drives the session`,
+          );
       }
     }
     await this.store.index(sessionId, { touch: true });
@@ -390,7 +439,10 @@ export class Runtime {
     const parsed = typeof value === 'number' ? { ok: true as const, ms: value } : parseDuration(value);
     if (!parsed.ok) throw new InputError([{ field: 'retention', message: parsed.message }]);
     const max = this.limits.maxRetentionMs;
-    if (max > 0 && (parsed.ms === 0 || parsed.ms > max)) throw new InputError([{ field: 'retention', message: `must be at most ${max} ms (the deployment's maximum retention)${parsed.ms === 0 ? '; 0 (forever) is not allowed' : ''}` }]);
+    if (max > 0 && (parsed.ms === 0 || parsed.ms > max))
+      throw new InputError([
+        { field: 'retention', message: `must be at most ${max} ms (the deployment's maximum retention)${parsed.ms === 0 ? '; 0 (forever) is not allowed' : ''}` },
+      ]);
     return parsed.ms;
   }
 
@@ -406,11 +458,11 @@ export class Runtime {
    */
   async deleteSession(sessionId: string, options: { force?: boolean; waitMs?: number; actor?: string } = {}): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> {
     checkSessionId(sessionId);
-    const result = await removeSession(
-      { redis: this.redis, keys: this.keys, queue: this.queue, publish: (event) => this.#bus.publish(event) },
-      sessionId,
-      { mode: options.force === true ? 'force' : 'finished', tombstoneMs: 3_600_000, ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }) },
-    );
+    const result = await removeSession({ redis: this.redis, keys: this.keys, queue: this.queue, publish: (event) => this.#bus.publish(event) }, sessionId, {
+      mode: options.force === true ? 'force' : 'finished',
+      tombstoneMs: 3_600_000,
+      ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
+    });
     if (result.outcome === 'unknown') throw new NotFoundError(`unknown session "${sessionId}"`);
     const outcome = result.outcome === 'active' ? 'refused' : result.outcome === 'removed' ? 'deleted' : 'already-deleted';
     await this.redis.xadd(
@@ -419,9 +471,21 @@ export class Runtime {
       '~',
       AUDIT_MAX,
       '*',
-      ...['sessionId', sessionId, 'actor', options.actor ?? 'unknown', 'force', String(options.force === true), 'outcome', outcome, 'cancelled', String(result.outcome === 'removed' && result.cancelled)],
+      ...[
+        'sessionId',
+        sessionId,
+        'actor',
+        options.actor ?? 'unknown',
+        'force',
+        String(options.force === true),
+        'outcome',
+        outcome,
+        'cancelled',
+        String(result.outcome === 'removed' && result.cancelled),
+      ],
     );
-    if (result.outcome === 'active') throw new ConflictError(`session "${sessionId}" is active (state ${result.state}, or prompts waiting): cancel its turn first, or delete with force`);
+    if (result.outcome === 'active')
+      throw new ConflictError(`session "${sessionId}" is active (state ${result.state}, or prompts waiting): cancel its turn first, or delete with force`);
     if (result.outcome === 'removed') return { sessionId, deleted: true, cancelled: result.cancelled };
     return { sessionId, deleted: false, cancelled: false };
   }
@@ -432,7 +496,14 @@ export class Runtime {
     return entries.map(([id, flat]) => {
       const f: Record<string, string> = {};
       for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
-      return { at: Number(id.split('-')[0]), sessionId: f['sessionId'] ?? '', actor: f['actor'] ?? 'unknown', force: f['force'] === 'true', outcome: f['outcome'] ?? '', cancelled: f['cancelled'] === 'true' };
+      return {
+        at: Number(id.split('-')[0]),
+        sessionId: f['sessionId'] ?? '',
+        actor: f['actor'] ?? 'unknown',
+        force: f['force'] === 'true',
+        outcome: f['outcome'] ?? '',
+        cancelled: f['cancelled'] === 'true',
+      };
     });
   }
 
@@ -486,9 +557,17 @@ export class Runtime {
    * written: InputError (a bad id, an option the agent did not offer for this verdict),
    * NotFoundError (unknown session or request), ConflictError (already decided).
    */
-  async decideApproval(sessionId: string, requestId: string, verdict: ApprovalVerdict, by: string, option?: string, reason?: string): Promise<{ sessionId: string; requestId: string; outcome: 'allowed' | 'denied'; optionId: string | null; by: string; at: number }> {
+  async decideApproval(
+    sessionId: string,
+    requestId: string,
+    verdict: ApprovalVerdict,
+    by: string,
+    option?: string,
+    reason?: string,
+  ): Promise<{ sessionId: string; requestId: string; outcome: 'allowed' | 'denied'; optionId: string | null; by: string; at: number }> {
     checkSessionId(sessionId);
-    if (!REQUEST_ID_PATTERN.test(requestId)) throw new InputError([{ field: 'requestId', message: `must be an approval request id such as t1-0123456789ab-1 (got ${JSON.stringify(requestId.slice(0, 100))})` }]);
+    if (!REQUEST_ID_PATTERN.test(requestId))
+      throw new InputError([{ field: 'requestId', message: `must be an approval request id such as t1-0123456789ab-1 (got ${JSON.stringify(requestId.slice(0, 100))})` }]);
     if (reason !== undefined && reason.length > 1000) throw new InputError([{ field: 'reason', message: 'must be at most 1000 characters' }]);
     const stored = await this.approvals.get(sessionId, requestId);
     if (stored === null) {
@@ -543,7 +622,11 @@ export class Runtime {
   /** Each session's state as its own record says it (written in the same fenced script as its snapshot), in one pipeline; null for an unknown id. */
   async sessionStates(ids: readonly string[]): Promise<Record<string, string | null>> {
     if (ids.length === 0) return {};
-    const states = await hgetEach(this.redis, ids.map((id) => this.store.key(id, 'meta')), 'state');
+    const states = await hgetEach(
+      this.redis,
+      ids.map((id) => this.store.key(id, 'meta')),
+      'state',
+    );
     return Object.fromEntries(ids.map((id, i) => [id, states[i] ?? null]));
   }
 
@@ -640,7 +723,12 @@ export class Runtime {
    * event streams): see MessageHub. Made on first use, closed with the runtime.
    */
   get messageHub(): MessageHub {
-    this.#hub ??= new MessageHub({ connect: () => this.#connect('stream-hub'), redis: this.redis, logKey: (id) => this.store.key(id, 'log'), existsKey: (id) => this.store.key(id, 'meta') });
+    this.#hub ??= new MessageHub({
+      connect: () => this.#connect('stream-hub'),
+      redis: this.redis,
+      logKey: (id) => this.store.key(id, 'log'),
+      existsKey: (id) => this.store.key(id, 'meta'),
+    });
     return this.#hub;
   }
 
@@ -652,7 +740,8 @@ export class Runtime {
 }
 
 function checkSessionId(sessionId: string): void {
-  if (!SESSION_ID_PATTERN.test(sessionId)) throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.-, and not . or .. (got ${JSON.stringify(sessionId)})` }]);
+  if (!SESSION_ID_PATTERN.test(sessionId))
+    throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.-, and not . or .. (got ${JSON.stringify(sessionId)})` }]);
 }
 
 export function zodIssues(error: z.ZodError | undefined, prefix: readonly PropertyKey[] = []): Array<{ field: string; message: string }> {

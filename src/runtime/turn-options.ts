@@ -9,17 +9,15 @@ import { AGENT_NAMES, agentDefinition, isAgentName } from '../agents/registry.ts
  * executable, its environment, extra argv) is the worker's configuration,
  * never a caller's.
  */
-export const TurnOptionsSchema = z
-  .record(z.string(), z.unknown())
-  .superRefine((value, ctx) => {
-    const { agent = DEFAULT_AGENT, ...rest } = value;
-    if (typeof agent !== 'string' || !isAgentName(agent)) {
-      ctx.addIssue({ code: 'custom', path: ['agent'], message: `must be one of ${AGENT_NAMES.join(', ')}, or acp:<name> (got ${JSON.stringify(agent)})` });
-      return;
-    }
-    const parsed = agentDefinition(agent).callerOptions.safeParse(rest);
-    if (parsed.success) return;
-    for (const issue of parsed.error.issues) {
-      ctx.addIssue({ code: 'custom', path: issue.path as PropertyKey[], message: issue.message });
-    }
-  });
+export const TurnOptionsSchema = z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
+  const { agent = DEFAULT_AGENT, ...rest } = value;
+  if (typeof agent !== 'string' || !isAgentName(agent)) {
+    ctx.addIssue({ code: 'custom', path: ['agent'], message: `must be one of ${AGENT_NAMES.join(', ')}, or acp:<name> (got ${JSON.stringify(agent)})` });
+    return;
+  }
+  const parsed = agentDefinition(agent).callerOptions.safeParse(rest);
+  if (parsed.success) return;
+  for (const issue of parsed.error.issues) {
+    ctx.addIssue({ code: 'custom', path: issue.path as PropertyKey[], message: issue.message });
+  }
+});

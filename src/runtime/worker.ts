@@ -98,7 +98,11 @@ export class SessionWorker {
     this.#policy = options.policy ?? deploymentPolicy();
     this.#redis = options.connect('worker');
     this.#subscriber = options.connect('worker-events');
-    this.#store = new SessionStore(this.#redis, options.keys, { retentionMs: options.retentionMs ?? 0, waitReplicas: options.waitReplicas ?? 0, ...(options.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: options.waitTimeoutMs }) });
+    this.#store = new SessionStore(this.#redis, options.keys, {
+      retentionMs: options.retentionMs ?? 0,
+      waitReplicas: options.waitReplicas ?? 0,
+      ...(options.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: options.waitTimeoutMs }),
+    });
     this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
     this.#policies = new PolicyStore(this.#redis, options.keys);
     this.#fleetLimits = new FleetLimits(this.#redis, options.keys.prefix, options.fleetLimits ?? []);
@@ -158,14 +162,20 @@ export class SessionWorker {
         Math.max(250, Math.floor(this.#options.leaseTtlMs / 3)),
       ),
     );
-    this.#timers.push(
-      setInterval(() => void reconcileActivations(this.#store, this.#options.queue).catch(() => undefined), Math.max(5_000, this.#options.leaseTtlMs)),
-    );
-    const lifecycle = { redis: this.#redis, keys: this.#options.keys, queue: this.#options.queue, publish: (event: Parameters<EventBus['publish']>[0]) => this.#bus.publish(event) };
+    this.#timers.push(setInterval(() => void reconcileActivations(this.#store, this.#options.queue).catch(() => undefined), Math.max(5_000, this.#options.leaseTtlMs)));
+    const lifecycle = {
+      redis: this.#redis,
+      keys: this.#options.keys,
+      queue: this.#options.queue,
+      publish: (event: Parameters<EventBus['publish']>[0]) => this.#bus.publish(event),
+    };
     this.#timers.push(
       setInterval(
         () =>
-          void sweep(lifecycle, { retentionMs: this.#options.retentionMs ?? 0, ...(this.#options.sweepResumeAfterMs === undefined ? {} : { resumeAfterMs: this.#options.sweepResumeAfterMs }) }).then(
+          void sweep(lifecycle, {
+            retentionMs: this.#options.retentionMs ?? 0,
+            ...(this.#options.sweepResumeAfterMs === undefined ? {} : { resumeAfterMs: this.#options.sweepResumeAfterMs }),
+          }).then(
             (r) => {
               if (r.expired + r.resumed > 0) log('info', 'lifecycle sweep', { expired: r.expired, resumed: r.resumed });
             },
@@ -241,17 +251,20 @@ export class SessionWorker {
     // Renewed from the moment it is held: the reap below may take seconds on a busy host.
     let session: ActiveSession | null = null;
     let lost = false;
-    const renew = setInterval(() => {
-      session?.renewHold();
-      this.#store.renew(sessionId, lease.token, this.#options.leaseTtlMs).then(
-        (ok) => {
-          if (ok) return;
-          lost = true;
-          session?.markStale();
-        },
-        () => undefined,
-      );
-    }, Math.max(100, Math.floor(this.#options.leaseTtlMs / 3)));
+    const renew = setInterval(
+      () => {
+        session?.renewHold();
+        this.#store.renew(sessionId, lease.token, this.#options.leaseTtlMs).then(
+          (ok) => {
+            if (ok) return;
+            lost = true;
+            session?.markStale();
+          },
+          () => undefined,
+        );
+      },
+      Math.max(100, Math.floor(this.#options.leaseTtlMs / 3)),
+    );
     const onAbort = (): void => session?.interrupt();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {

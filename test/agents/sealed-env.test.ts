@@ -74,9 +74,7 @@ beforeAll(async () => {
   );
   anthropic = await startFakeAnthropicServer();
   anthropic.setScript('env-tool', ({ body }) =>
-    hasToolResult(body)
-      ? { text: 'Printed the environment.' }
-      : { toolUses: [{ name: 'Bash', input: { command: SHELL_COMMAND, description: 'Print the environment' } }] },
+    hasToolResult(body) ? { text: 'Printed the environment.' } : { toolUses: [{ name: 'Bash', input: { command: SHELL_COMMAND, description: 'Print the environment' } }] },
   );
   responses = await startFakeResponsesServer();
   responses.setScript('env-tool', ({ body }) =>
@@ -167,7 +165,8 @@ async function workerAttempt(agent: AgentName): Promise<{ messages: CliMessage[]
   const options = attemptOptions(host[agent] ?? {}, callerOptions(agent));
   const messages: CliMessage[] = [];
   let marker = '';
-  for await (const message of AGENTS[agent].run({ text: 'Print your environment with env.', resumeSessionId: null, options }, { onSpawn: (spawned) => (marker = spawned.marker) })) messages.push(message);
+  for await (const message of AGENTS[agent].run({ text: 'Print your environment with env.', resumeSessionId: null, options }, { onSpawn: (spawned) => (marker = spawned.marker) }))
+    messages.push(message);
   return { messages, marker };
 }
 
@@ -197,32 +196,35 @@ function envVars(output: string): Map<string, string> {
 }
 
 describe('the sealed agent environment, seen by a shell tool of each real agent CLI', () => {
-  it.each(AGENT_NAMES.map((agent) => [agent]))("%s: a shell tool's `env` shows the agent's own key and the tree marker, and no other agent's key, no secret of the worker, no other SESSIOND_ variable", async (agent) => {
-    const operator = operatorAgentOptions();
-    plant(workerEnv(operator));
-    const { messages, marker } = await workerAttempt(agent);
-    expect(terminalOf(messages).type).toBe('terminal.completed');
-    const output = envOutput(messages);
-    const vars = envVars(output);
+  it.each(AGENT_NAMES.map((agent) => [agent]))(
+    "%s: a shell tool's `env` shows the agent's own key and the tree marker, and no other agent's key, no secret of the worker, no other SESSIOND_ variable",
+    async (agent) => {
+      const operator = operatorAgentOptions();
+      plant(workerEnv(operator));
+      const { messages, marker } = await workerAttempt(agent);
+      expect(terminalOf(messages).type).toBe('terminal.completed');
+      const output = envOutput(messages);
+      const vars = envVars(output);
 
-    // It is env's output, and the tools of the attempt carry the marker (how sessiond finds them).
-    expect(vars.get('SESSIOND_AGENT_MARKER')).toBe(marker);
-    expect(vars.get('HOME')).toBe((operator[agent].env as Record<string, string>).HOME);
-    expect([...vars.keys()].filter((name) => name.startsWith('SESSIOND_'))).toEqual(['SESSIOND_AGENT_MARKER']);
+      // It is env's output, and the tools of the attempt carry the marker (how sessiond finds them).
+      expect(vars.get('SESSIOND_AGENT_MARKER')).toBe(marker);
+      expect(vars.get('HOME')).toBe((operator[agent].env as Record<string, string>).HOME);
+      expect([...vars.keys()].filter((name) => name.startsWith('SESSIOND_'))).toEqual(['SESSIOND_AGENT_MARKER']);
 
-    for (const [name, value] of Object.entries(PLANTED)) expect(output, `${name} of the worker`).not.toContain(value);
-    expect(output).not.toContain('SESSIOND_AGENT_OPTIONS');
-    expect(output).not.toContain(configFile);
-    for (const other of AGENT_NAMES.filter((a) => a !== agent)) expect(output, `the key of ${other}`).not.toContain(OWN_KEYS[other].value);
-    expect(vars.get(OWN_KEYS[agent].name)).toBe(OWN_KEYS[agent].value);
+      for (const [name, value] of Object.entries(PLANTED)) expect(output, `${name} of the worker`).not.toContain(value);
+      expect(output).not.toContain('SESSIOND_AGENT_OPTIONS');
+      expect(output).not.toContain(configFile);
+      for (const other of AGENT_NAMES.filter((a) => a !== agent)) expect(output, `the key of ${other}`).not.toContain(OWN_KEYS[other].value);
+      expect(vars.get(OWN_KEYS[agent].name)).toBe(OWN_KEYS[agent].value);
 
-    // Nothing else of the worker's environment: no variable outside the base and the agent's own options.
-    const configured = new Set(Object.keys((operator[agent].env ?? {}) as Record<string, string>));
-    const leaked = Object.entries(process.env).filter(
-      ([name, value]) => value !== undefined && value.length >= DISTINCTIVE && !isBaseEnvName(name) && !configured.has(name) && !SHELL_SET.has(name) && vars.get(name) === value,
-    );
-    expect(leaked.map(([name]) => name)).toEqual([]);
-  });
+      // Nothing else of the worker's environment: no variable outside the base and the agent's own options.
+      const configured = new Set(Object.keys((operator[agent].env ?? {}) as Record<string, string>));
+      const leaked = Object.entries(process.env).filter(
+        ([name, value]) => value !== undefined && value.length >= DISTINCTIVE && !isBaseEnvName(name) && !configured.has(name) && !SHELL_SET.has(name) && vars.get(name) === value,
+      );
+      expect(leaked.map(([name]) => name)).toEqual([]);
+    },
+  );
 
   it("a variable the operator names in the config's agentEnv reaches the agent's tools by name; unnamed ones and SESSIOND_ ones do not", async () => {
     plant({

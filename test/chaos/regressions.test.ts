@@ -69,7 +69,10 @@ describe('found by chaos: prompts arriving in bursts while a session is driven',
     expect(session.context?.finishedPromptIds).toHaveLength(turns);
     const log = await readLog(h.runtime, sessionId);
     for (let turn = 1; turn <= turns; turn++) {
-      const text = log.filter((m) => m.turn === turn && m.type === 'assistant').map((m) => (m.content as { text: string }).text).join('');
+      const text = log
+        .filter((m) => m.turn === turn && m.type === 'assistant')
+        .map((m) => (m.content as { text: string }).text)
+        .join('');
       expect(text.startsWith(`[${tags[turn - 1]}]`), `turn ${turn}: ${text.slice(0, 40)}`).toBe(true);
     }
   });

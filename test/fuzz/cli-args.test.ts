@@ -5,9 +5,34 @@ import { buildProgram } from '../../src/interfaces/cli/main.ts';
 
 const COMMANDS = ['run', 'normalize', 'worker', 'enqueue', 'watch', 'inspect', 'list', 'cancel', 'retry-policy', 'demo'];
 const FLAGS = [
-  '--json', '--follow', '--session', '--cwd', '--model', '--provider', '--thinking', '--agent', '--from', '--state', '--limit', '--exit-code',
-  '--idle-timeout', '--concurrency', '--retry-max-attempts', '--retry-initial-delay', '--retry-max-delay', '--retry-multiplier',
-  '--retry-jitter', '--retry-on', '--no-retry', '--port', '--reason', '--help', '-h', '--version', '--', '-',
+  '--json',
+  '--follow',
+  '--session',
+  '--cwd',
+  '--model',
+  '--provider',
+  '--thinking',
+  '--agent',
+  '--from',
+  '--state',
+  '--limit',
+  '--exit-code',
+  '--idle-timeout',
+  '--concurrency',
+  '--retry-max-attempts',
+  '--retry-initial-delay',
+  '--retry-max-delay',
+  '--retry-multiplier',
+  '--retry-jitter',
+  '--retry-on',
+  '--no-retry',
+  '--port',
+  '--reason',
+  '--help',
+  '-h',
+  '--version',
+  '--',
+  '-',
 ];
 
 /** The program with every action replaced by a recorder: only argument parsing runs. */

@@ -31,9 +31,37 @@ afterAll(async () => {
   await redis.stop();
 });
 
-const field = fc.constantFrom('prompt', 'sessionId', 'options', 'retryPolicy', 'agent', 'model', 'maxAttempts', 'initialDelayMs', 'jitter', 'retryOn', 'enabled', 'command', 'env', 'cwd', '__proto__');
-const value = fc.oneof(fc.string({ maxLength: 20 }), fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(fc.string({ maxLength: 5 }), { maxLength: 3 }), fc.dictionary(field, fc.oneof(fc.string({ maxLength: 8 }), fc.integer(), fc.boolean()), { maxKeys: 3 }));
-const body = fc.oneof(fc.dictionary(field, value, { maxKeys: 5 }), fc.jsonValue(), fc.string({ maxLength: 30 }).map((s) => ({ __raw: s })));
+const field = fc.constantFrom(
+  'prompt',
+  'sessionId',
+  'options',
+  'retryPolicy',
+  'agent',
+  'model',
+  'maxAttempts',
+  'initialDelayMs',
+  'jitter',
+  'retryOn',
+  'enabled',
+  'command',
+  'env',
+  'cwd',
+  '__proto__',
+);
+const value = fc.oneof(
+  fc.string({ maxLength: 20 }),
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.array(fc.string({ maxLength: 5 }), { maxLength: 3 }),
+  fc.dictionary(field, fc.oneof(fc.string({ maxLength: 8 }), fc.integer(), fc.boolean()), { maxKeys: 3 }),
+);
+const body = fc.oneof(
+  fc.dictionary(field, value, { maxKeys: 5 }),
+  fc.jsonValue(),
+  fc.string({ maxLength: 30 }).map((s) => ({ __raw: s })),
+);
 
 /** The keys of the prefix (sessions, indexes, queue) and the global policy's value: what a refused request must leave as it was. */
 async function written(): Promise<{ keys: string[]; policy: string | null }> {

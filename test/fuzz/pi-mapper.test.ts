@@ -31,7 +31,10 @@ function stream(plan: PlannedMessage[], snapshots: boolean): { lines: string[]; 
     const snap = () => ({ role: 'assistant', content: structuredClone(content), stopReason: m.stop });
     lines.push(JSON.stringify({ type: 'message_start', message: snap() }));
     const emit = (kind: string, index: number, delta: string) => {
-      const event: Record<string, unknown> = { type: 'message_update', assistantMessageEvent: { type: kind, contentIndex: index, delta, ...(snapshots ? { partial: snap() } : {}) } };
+      const event: Record<string, unknown> = {
+        type: 'message_update',
+        assistantMessageEvent: { type: kind, contentIndex: index, delta, ...(snapshots ? { partial: snap() } : {}) },
+      };
       if (snapshots) event.message = snap();
       lines.push(JSON.stringify(event));
     };

@@ -35,7 +35,10 @@ afterEach(() => {
 
 describe('session machine: an operator retry of a failed turn', () => {
   it('runs as a new turn with a fresh series of attempts; the agent session that recorded the prompt is continued, not sent the prompt again', async () => {
-    const { actor, runner } = start([{ kind: 'fail', category: 'server_error', promptRecorded: true }, { kind: 'fail', category: 'server_error' }, { kind: 'complete' }], policy({ maxAttempts: 2 }));
+    const { actor, runner } = start(
+      [{ kind: 'fail', category: 'server_error', promptRecorded: true }, { kind: 'fail', category: 'server_error' }, { kind: 'complete' }],
+      policy({ maxAttempts: 2 }),
+    );
     actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'Explain retries' } });
     await settle();
     await vi.advanceTimersByTimeAsync(1000);

@@ -290,7 +290,9 @@ describe('session machine: restore', () => {
 
   it('a snapshot of an unknown version is refused with a clear error', () => {
     const runner = new FakeRunner([]);
-    expect(() => startSessionActor(createSessionMachine(runner.run, runner.sink), { persisted: { version: 99, snapshot: { status: 'active', value: 'idle', context: {} } } as never })).toThrow(/version 99/);
+    expect(() =>
+      startSessionActor(createSessionMachine(runner.run, runner.sink), { persisted: { version: 99, snapshot: { status: 'active', value: 'idle', context: {} } } as never }),
+    ).toThrow(/version 99/);
   });
 });
 

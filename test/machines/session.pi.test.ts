@@ -94,7 +94,12 @@ describe('session machine with the real pi provider', () => {
     const retryBody = server.requestsFor('flaky-mid')[1]!.body;
     expect(JSON.stringify(retryBody.messages)).not.toContain('Half an');
     expect(userTexts('flaky-mid', 1).filter((t) => t.includes('Tell me'))).toHaveLength(1);
-    expect(log.filter((e) => e.message.type === 'assistant' && e.meta.attempt === 2).map((e) => (e.message.content as { text: string }).text).join('')).toBe('Whole answer.');
+    expect(
+      log
+        .filter((e) => e.message.type === 'assistant' && e.meta.attempt === 2)
+        .map((e) => (e.message.content as { text: string }).text)
+        .join(''),
+    ).toBe('Whole answer.');
     actor.stop();
   });
 

@@ -63,7 +63,11 @@ beforeAll(async () => {
   mkdirSync(join(project, 'src'), { recursive: true });
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }));
   // Production dependencies only; the registry is reachable, its cache warm.
-  await run('npm', ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', join(work, packed.filename)], { cwd: project, timeout: 300_000, maxBuffer: 64 * 1024 * 1024 });
+  await run('npm', ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', join(work, packed.filename)], {
+    cwd: project,
+    timeout: 300_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   writeFileSync(join(project, 'src', 'main.ts'), readmeExample());
   writeFileSync(join(project, 'src', 'types.ts'), TYPES_PROBE);
   writeFileSync(

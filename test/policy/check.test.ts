@@ -6,7 +6,13 @@ import { checkTurn, PolicyError, PolicySchema, resolvePolicy, type PermissionKno
 
 const KNOBS: Record<string, PermissionKnobs> = {
   ladderly: { ladder: { option: 'mode', steps: ['low', 'mid', 'high'], defaultStep: 'mid', defaultCeiling: 'mid' } },
-  lister: { lists: [{ option: 'tools', defaultAllowed: '*', absentMeansAll: true }, { option: 'grants', defaultAllowed: [], absentMeansAll: false }], switches: [{ option: 'plugins', description: 'loads code' }] },
+  lister: {
+    lists: [
+      { option: 'tools', defaultAllowed: '*', absentMeansAll: true },
+      { option: 'grants', defaultAllowed: [], absentMeansAll: false },
+    ],
+    switches: [{ option: 'plugins', description: 'loads code' }],
+  },
 };
 const root = mkdtempSync(join(tmpdir(), 'sessiond-policy-'));
 mkdirSync(join(root, 'ws', 'a'), { recursive: true });
@@ -18,13 +24,21 @@ const policy = (input: Record<string, unknown> = {}) => resolvePolicy(PolicySche
 describe('resolvePolicy', () => {
   it('fills in the defaults: every agent, the workspace as the only root, no agentDir roots, each ladder at its default ceiling', () => {
     const p = policy();
-    expect(p).toMatchObject({ agents: ['ladderly', 'lister'], workspace: join(root, 'ws'), workspaceRoots: [join(root, 'ws')], agentDirRoots: [], maxIdleTimeoutMs: 3_600_000, maxPromptChars: 200_000 });
+    expect(p).toMatchObject({
+      agents: ['ladderly', 'lister'],
+      workspace: join(root, 'ws'),
+      workspaceRoots: [join(root, 'ws')],
+      agentDirRoots: [],
+      maxIdleTimeoutMs: 3_600_000,
+      maxPromptChars: 200_000,
+    });
     expect(p.permissions.ladderly?.ladder?.ceiling).toBe('mid');
     expect(p.permissions.lister?.switches).toEqual([{ option: 'plugins', description: 'loads code', enabled: false }]);
   });
 
   it('names every bad field: an unknown agent, a ceiling not on the ladder, a list or switch the agent does not have', () => {
-    const bad = () => policy({ agents: ['ladderly', 'lister', 'nobody'], permissions: { ladderly: { ceiling: 'top', allow: { tools: ['x'] } }, lister: { enable: ['nope'] }, ghost: {} } });
+    const bad = () =>
+      policy({ agents: ['ladderly', 'lister', 'nobody'], permissions: { ladderly: { ceiling: 'top', allow: { tools: ['x'] } }, lister: { enable: ['nope'] }, ghost: {} } });
     expect(bad).toThrow(PolicyError);
     expect(bad).toThrow(/policy.agents.2: unknown agent "nobody"/);
     expect(bad).toThrow(/policy.permissions.ghost: unknown agent/);
@@ -59,7 +73,10 @@ describe('checkTurn', () => {
   it('a switch is off unless the policy enables it, and a caller can never set it', async () => {
     const enabled = await checkTurn(policy({ permissions: { lister: { enable: ['plugins'] } } }), 'lister', {});
     expect(enabled.ok && 'plugins' in enabled.options).toBe(false);
-    expect(await checkTurn(policy(), 'lister', { plugins: true })).toEqual({ ok: false, issues: [{ field: 'options.plugins', message: "is the deployment's to set, not a caller's" }] });
+    expect(await checkTurn(policy(), 'lister', { plugins: true })).toEqual({
+      ok: false,
+      issues: [{ field: 'options.plugins', message: "is the deployment's to set, not a caller's" }],
+    });
   });
 
   it('reports every refusal at once', async () => {

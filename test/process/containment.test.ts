@@ -10,7 +10,12 @@ afterEach(async () => {
 });
 
 async function spawnShell(script: string, limits?: { pidsMax?: number }): Promise<AgentProcess> {
-  const result = await spawnAgent({ command: 'bash', args: ['-c', script], env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SESSIOND_SECRET: 'never-seen' }, ...(limits === undefined ? {} : { limits }) });
+  const result = await spawnAgent({
+    command: 'bash',
+    args: ['-c', script],
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SESSIOND_SECRET: 'never-seen' },
+    ...(limits === undefined ? {} : { limits }),
+  });
   if (!result.ok) throw new Error(result.error);
   started.push(result.agent);
   return result.agent;

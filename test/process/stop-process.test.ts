@@ -145,5 +145,4 @@ describe('exit grace', () => {
     await agent.stop(); // joins the run the grace started
     expect(await livePids(pids)).toEqual([]);
   });
-
 });

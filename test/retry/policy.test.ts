@@ -1,20 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  DEFAULT_RETRY_POLICY,
-  RETRY_POLICY_FIELDS,
-  RetryPolicySchema,
-  mergeRetryPolicy,
-  parseRetryPolicy,
-  type RetryPolicyResult,
-} from '../../src/retry/policy.ts';
+import { DEFAULT_RETRY_POLICY, RETRY_POLICY_FIELDS, RetryPolicySchema, mergeRetryPolicy, parseRetryPolicy, type RetryPolicyResult } from '../../src/retry/policy.ts';
 import { policyWith, validPolicyArb } from './fixtures.ts';
 
-const CATEGORY_RULE =
-  'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, quota, unknown';
+const CATEGORY_RULE = 'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, quota, unknown';
 const JITTER_RULE = "must be 'none', 'full', 'equal' or a number from 0 to 1";
-const KNOWN_FIELDS =
-  'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs';
+const KNOWN_FIELDS = 'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs';
 
 function errorsOf(result: RetryPolicyResult) {
   if (result.ok) throw new Error(`expected errors, got policy ${JSON.stringify(result.policy)}`);
@@ -159,11 +150,7 @@ describe('parseRetryPolicy', () => {
 
   it('never throws and either returns a policy that re-validates or errors naming a field', () => {
     const fieldValue = fc.oneof(fc.anything(), fc.integer(), fc.double(), fc.constantFrom('none', 'full', 'equal'));
-    const policyLike = fc.dictionary(
-      fc.oneof(fc.constantFrom(...RETRY_POLICY_FIELDS), fc.string()),
-      fieldValue,
-      { maxKeys: 4 },
-    );
+    const policyLike = fc.dictionary(fc.oneof(fc.constantFrom(...RETRY_POLICY_FIELDS), fc.string()), fieldValue, { maxKeys: 4 });
     fc.assert(
       fc.property(fc.oneof(fc.anything(), policyLike), (input) => {
         const result = parseRetryPolicy(input);
@@ -205,9 +192,7 @@ describe('mergeRetryPolicy', () => {
 
   it('validates the merged result across fields', () => {
     const base = policyWith({ initialDelayMs: 1000, maxDelayMs: 2000 });
-    expect(errorsOf(mergeRetryPolicy(base, { initialDelayMs: 5000 }))).toEqual([
-      { field: 'maxDelayMs', message: 'maxDelayMs: must be at least initialDelayMs, 5000 (got 2000)' },
-    ]);
+    expect(errorsOf(mergeRetryPolicy(base, { initialDelayMs: 5000 }))).toEqual([{ field: 'maxDelayMs', message: 'maxDelayMs: must be at least initialDelayMs, 5000 (got 2000)' }]);
     expect(mergeRetryPolicy(base, { initialDelayMs: 5000, maxDelayMs: 5000 }).ok).toBe(true);
   });
 
@@ -220,9 +205,7 @@ describe('mergeRetryPolicy', () => {
 
   it('rejects unknown fields and __proto__ in the patch', () => {
     expect(errorsOf(mergeRetryPolicy(DEFAULT_RETRY_POLICY, { retries: 3 })).map((e) => e.field)).toEqual(['retries']);
-    expect(
-      errorsOf(mergeRetryPolicy(DEFAULT_RETRY_POLICY, JSON.parse('{"__proto__": {"enabled": false}}'))).map((e) => e.field),
-    ).toEqual(['__proto__']);
+    expect(errorsOf(mergeRetryPolicy(DEFAULT_RETRY_POLICY, JSON.parse('{"__proto__": {"enabled": false}}'))).map((e) => e.field)).toEqual(['__proto__']);
   });
 
   it.each([null, undefined, [], 'maxAttempts=3', 3])('rejects a patch that is not an object: %j', (patch) => {

@@ -57,7 +57,9 @@ afterAll(async () => {
 const ofType = (messages: readonly StoredMessage[], type: string) => messages.filter((m) => m.type === type);
 
 function ranIn(messages: readonly StoredMessage[]): number {
-  const agentSessions = new Set(messages.filter((m) => m.type === 'session.started' || m.type === 'session.resumed').map((m) => String((m.content as { sessionId: string }).sessionId)));
+  const agentSessions = new Set(
+    messages.filter((m) => m.type === 'session.started' || m.type === 'session.resumed').map((m) => String((m.content as { sessionId: string }).sessionId)),
+  );
   const lines = existsSync(join(state, 'ran')) ? readFileSync(join(state, 'ran'), 'utf8').split('\n') : [];
   return lines.filter((l) => agentSessions.has(l)).length;
 }

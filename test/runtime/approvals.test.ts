@@ -23,7 +23,10 @@ import { assistantText, FAST_WORKER, turnEnded, until, useRuntimeSuite, type Har
 
 const FAKE = fileURLToPath(new URL('../fixtures/acp/fake-acp-agent.mjs', import.meta.url));
 const state = mkdtempSync(join(tmpdir(), 'sessiond-approvals-'));
-const OPERATOR = { 'acp:fake': { command: process.execPath, args: [FAKE], env: { FAKE_ACP_STATE_DIR: state } }, 'acp:trusted': { command: process.execPath, args: [FAKE], env: { FAKE_ACP_STATE_DIR: state } } };
+const OPERATOR = {
+  'acp:fake': { command: process.execPath, args: [FAKE], env: { FAKE_ACP_STATE_DIR: state } },
+  'acp:trusted': { command: process.execPath, args: [FAKE], env: { FAKE_ACP_STATE_DIR: state } },
+};
 const policyWith = (approvals: Record<string, unknown>) =>
   deploymentPolicy({ workspace: tmpdir(), agents: OPERATOR, policy: { permissions: { 'acp:fake': { ceiling: 'ask' }, 'acp:trusted': { ceiling: 'ask' } }, approvals } });
 const policy = policyWith({ deadlineMs: 600_000, autoAllow: [{ agent: 'acp:trusted', kind: 'execute' }] });
@@ -44,7 +47,9 @@ afterAll(async () => {
 const ofType = (messages: readonly StoredMessage[], type: string) => messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
 /** How often the fake agent's shell tool ran in the agent sessions of this log (it appends its own session id to `ran` when allowed). */
 function ranIn(messages: readonly StoredMessage[]): number {
-  const agentSessions = new Set(messages.filter((m) => m.type === 'session.started' || m.type === 'session.resumed').map((m) => String((m.content as { sessionId: string }).sessionId)));
+  const agentSessions = new Set(
+    messages.filter((m) => m.type === 'session.started' || m.type === 'session.resumed').map((m) => String((m.content as { sessionId: string }).sessionId)),
+  );
   const lines = existsSync(join(state, 'ran')) ? readFileSync(join(state, 'ran'), 'utf8').split('\n') : [];
   return lines.filter((l) => agentSessions.has(l)).length;
 }
@@ -102,7 +107,9 @@ describe('durable tool approvals (permissionMode ask)', () => {
     expect(notOffered).toBeInstanceOf(InputError);
     expect((notOffered as InputError).issues).toEqual([expect.objectContaining({ field: 'option', message: expect.stringContaining('no (reject_once)') })]);
     expect(await runtime.decideApproval(sessionId, 't1-000000000000-1', 'allow', 'cli:test').catch((e: unknown) => e)).toBeInstanceOf(NotFoundError);
-    expect(await runtime.decideApproval(sessionId, 'not-an-id', 'allow', 'cli:test').catch((e: unknown) => (e as InputError).issues)).toEqual([expect.objectContaining({ field: 'requestId' })]);
+    expect(await runtime.decideApproval(sessionId, 'not-an-id', 'allow', 'cli:test').catch((e: unknown) => (e as InputError).issues)).toEqual([
+      expect.objectContaining({ field: 'requestId' }),
+    ]);
     await runtime.decideApproval(sessionId, requestId, 'allow', 'cli:first');
     const second = await runtime.decideApproval(sessionId, requestId, 'deny', 'cli:second').catch((e: unknown) => e);
     expect(second).toBeInstanceOf(ConflictError);
@@ -134,7 +141,16 @@ describe('durable tool approvals (permissionMode ask)', () => {
     const keys = createKeys(prefix);
     const short = policyWith({ deadlineMs: 1000 });
     const rt = new Runtime({ connect: h.connect, prefix, policy: short });
-    const worker = new SessionWorker({ ...WORKER_DEFAULTS, ...FAST_WORKER, connect: h.connect, keys, queue: createSessionQueue(h.connect('deadline-queue'), keys), concurrency: 1, agentOptions: OPERATOR, policy: short });
+    const worker = new SessionWorker({
+      ...WORKER_DEFAULTS,
+      ...FAST_WORKER,
+      connect: h.connect,
+      keys,
+      queue: createSessionQueue(h.connect('deadline-queue'), keys),
+      concurrency: 1,
+      agentOptions: OPERATOR,
+      policy: short,
+    });
     await worker.start();
     try {
       const { sessionId } = await rt.enqueue({ prompt: 'ask', options: ASK });

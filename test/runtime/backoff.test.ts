@@ -20,9 +20,13 @@ let env: PiEnv;
 let h: Harness;
 
 describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
-  useRuntimeSuite(`backoff-${backend}`, { backend, scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }], [ALWAYS_500]: { status: 500 } } }, (s) => {
-    ({ server, env, h } = s);
-  });
+  useRuntimeSuite(
+    `backoff-${backend}`,
+    { backend, scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }], [ALWAYS_500]: { status: 500 } } },
+    (s) => {
+      ({ server, env, h } = s);
+    },
+  );
 
   const BACKOFF_MS = backend === 'cluster' ? 8000 : 4000;
 
@@ -35,10 +39,14 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
       retryPolicy: { initialDelayMs: BACKOFF_MS, maxDelayMs: BACKOFF_MS, jitter: 'none', maxAttempts: 3 },
     });
 
-    const parked = await until(async () => {
-      const s = await h.runtime.getSession(sessionId);
-      return s?.state === 'backoff' && s.heldBy === null ? s : null;
-    }, 30_000, 'the session to park in backoff');
+    const parked = await until(
+      async () => {
+        const s = await h.runtime.getSession(sessionId);
+        return s?.state === 'backoff' && s.heldBy === null ? s : null;
+      },
+      30_000,
+      'the session to park in backoff',
+    );
     const nextRetryAt = parked.context?.nextRetryAt;
     if (nextRetryAt == null) throw new Error('no nextRetryAt');
     expect(parked.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.delayMs])).toEqual([['failed', 'server_error', BACKOFF_MS]]);

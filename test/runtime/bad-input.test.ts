@@ -127,10 +127,14 @@ describe('bad input: clear errors, nothing written', () => {
       [await queue.add('activate', { sessionId: 'no-such-session' }, keep), /^ignored: unknown session$/],
     ];
     for (const [job, reason] of jobs) {
-      const state = await until(async () => {
-        const s = await job.getState();
-        return s === 'completed' || s === 'failed' ? s : null;
-      }, 20_000, `job ${job.id} to be processed`);
+      const state = await until(
+        async () => {
+          const s = await job.getState();
+          return s === 'completed' || s === 'failed' ? s : null;
+        },
+        20_000,
+        `job ${job.id} to be processed`,
+      );
       const done = await queue.getJob(job.id ?? '');
       expect({ state, returnvalue: done?.returnvalue as unknown }).toEqual({ state: 'completed', returnvalue: expect.stringMatching(reason) });
     }

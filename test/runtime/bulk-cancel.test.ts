@@ -36,7 +36,11 @@ describe('bulk cancel', () => {
 
   it('sessions backing off are cancelled at once by --state backoff; a bad state is refused naming the field', async () => {
     await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'fails', options: { provider: 'fake', model: 'bulk-500', cwd: env.cwd }, retryPolicy: { initialDelayMs: 600_000, maxDelayMs: 600_000 } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'fails',
+      options: { provider: 'fake', model: 'bulk-500', cwd: env.cwd },
+      retryPolicy: { initialDelayMs: 600_000, maxDelayMs: 600_000 },
+    });
     await until(async () => ((await h.runtime.listSessions({ state: 'backoff' })).some((s) => s.sessionId === sessionId) ? true : null), 60_000, 'the backoff');
     const cli = await runCli(['cancel', '--state', 'backoff', '--json'], { env: cliEnv() });
     expect(cli.exitCode).toBe(0);

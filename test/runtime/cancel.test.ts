@@ -59,11 +59,15 @@ class RacingStore extends SessionStore {
 }
 
 describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
-  useRuntimeSuite(`cancel-${backend}`, { backend, scripts: { [NEVER]: { text: 'This turn should never have run.' }, [FAILS]: { status: 500 } }, cleanup: () => raceH?.close() }, (s) => {
-    ({ redis, server, env, h } = s);
-    worker = null;
-    raceH = harness(redis.url, env, 'cancel-race');
-  });
+  useRuntimeSuite(
+    `cancel-${backend}`,
+    { backend, scripts: { [NEVER]: { text: 'This turn should never have run.' }, [FAILS]: { status: 500 } }, cleanup: () => raceH?.close() },
+    (s) => {
+      ({ redis, server, env, h } = s);
+      worker = null;
+      raceH = harness(redis.url, env, 'cancel-race');
+    },
+  );
 
   // On a cluster too: the cancel from another process (pub/sub across nodes); the rest is the same code.
   if (backend === 'single') {
@@ -129,10 +133,14 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
         retryPolicy: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 'none', maxAttempts: 3 },
       });
       // The first attempt fails (500): the session parks until nextRetryAt, holding no worker slot.
-      const parked = await until(async () => {
-        const s = await h.runtime.getSession(sessionId);
-        return s?.state === 'backoff' && s.heldBy === null ? s : null;
-      }, 30_000, 'the session to park in backoff');
+      const parked = await until(
+        async () => {
+          const s = await h.runtime.getSession(sessionId);
+          return s?.state === 'backoff' && s.heldBy === null ? s : null;
+        },
+        30_000,
+        'the session to park in backoff',
+      );
       expect(parked.context?.nextRetryAt).toBeGreaterThan(Date.now() + 30_000);
       expect(worker.activeSessions).not.toContain(sessionId);
       const jobId = await h.runtime.store.activeJobId(sessionId);

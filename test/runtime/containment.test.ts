@@ -17,7 +17,10 @@ import { killAllWorkerProcesses, startWorkerProcess } from '../support/worker-pr
 /** A tool that leaves three escapes running (unique durations to find them), then `then`. */
 const escapes = (n: number, then: string) => `sleep ${n} & setsid sleep ${n + 1} & env -i /usr/bin/setsid /bin/sleep ${n + 2} & ${then}`;
 const sleeps = (n: number) => [n, n + 1, n + 2];
-const toolThen = (command: string, after: ScriptStep): Script => ({ body }) => (hasToolResult(body) ? after : { toolCalls: [{ name: 'bash', arguments: { command } }] });
+const toolThen =
+  (command: string, after: ScriptStep): Script =>
+  ({ body }) =>
+    hasToolResult(body) ? after : { toolCalls: [{ name: 'bash', arguments: { command } }] };
 
 const SCRIPTS: Record<string, Script> = {
   'escape-complete': toolThen(escapes(4101, 'echo started'), { text: 'Started them.' }),

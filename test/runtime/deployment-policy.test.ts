@@ -5,7 +5,13 @@ import { admitTurn, attemptOptions, deploymentPolicy } from '../../src/runtime/d
 describe('what an attempt runs with', () => {
   it('a value the worker’s host configured wins over the caller’s; the host’s idle timeout is only a default', () => {
     const host = { command: '/opt/codex', sandbox: 'read-only', idleTimeoutMs: 600_000, env: { OPENAI_API_KEY: 'k' } };
-    expect(attemptOptions(host, { sandbox: 'workspace-write', model: 'm', idleTimeoutMs: 30_000 })).toEqual({ command: '/opt/codex', sandbox: 'read-only', idleTimeoutMs: 30_000, env: { OPENAI_API_KEY: 'k' }, model: 'm' });
+    expect(attemptOptions(host, { sandbox: 'workspace-write', model: 'm', idleTimeoutMs: 30_000 })).toEqual({
+      command: '/opt/codex',
+      sandbox: 'read-only',
+      idleTimeoutMs: 30_000,
+      env: { OPENAI_API_KEY: 'k' },
+      model: 'm',
+    });
     expect(attemptOptions(host, { model: 'm' }).idleTimeoutMs).toBe(600_000);
   });
 

@@ -35,7 +35,8 @@ describe.each(BACKENDS)('durable sessions: enqueue through a real worker, on %s 
       expect(sessionId).toHaveLength(100);
       await h.runtime.enqueue({ sessionId, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
       expect((await ended(sessionId)).state).toBe('completed');
-      for (const bad of ['.', '..']) await expect(h.runtime.enqueue({ sessionId: bad, prompt: 'hi' })).rejects.toThrow(/sessionId: must be 1-100 letters, digits or _.-, and not . or ../);
+      for (const bad of ['.', '..'])
+        await expect(h.runtime.enqueue({ sessionId: bad, prompt: 'hi' })).rejects.toThrow(/sessionId: must be 1-100 letters, digits or _.-, and not . or ../);
     });
 
     it('a second prompt to the same session runs as turn 2 in the same pi session', async () => {

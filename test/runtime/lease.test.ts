@@ -149,7 +149,11 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
       const session = await turnEnded(h.runtime, sessionId);
       expect(session.state).toBe('completed');
       // The duplicates are taken (by either worker), find the session busy or done, and end without running it.
-      await until(async () => (await Promise.all(duplicates.map((id) => h.runtime.queue.queue.getJob(id)))).every((job) => job === undefined), 30_000, 'the duplicate jobs to finish');
+      await until(
+        async () => (await Promise.all(duplicates.map((id) => h.runtime.queue.queue.getJob(id)))).every((job) => job === undefined),
+        30_000,
+        'the duplicate jobs to finish',
+      );
       expect(server.requestsFor(SLOW)).toHaveLength(1);
       const after = await h.runtime.getSession(sessionId);
       expect(after?.context?.turn?.attempts).toHaveLength(1);

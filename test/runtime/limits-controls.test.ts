@@ -89,7 +89,15 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       if (probe === undefined) throw new Error('no request after the cooldown');
       // Until the probe's answer (300 ms after it arrived) came back, nothing else was let through.
       const beforeProbeAnswered = after.filter((r) => r.at < probe.at + 300);
-      console.log(JSON.stringify({ test: 'limits-429-storm', retryAfterMs: 2000, requestsDuringCooldown: during.length, probesBeforeItsAnswer: beforeProbeAnswered.length, stormRequests: stormRequests.length }));
+      console.log(
+        JSON.stringify({
+          test: 'limits-429-storm',
+          retryAfterMs: 2000,
+          requestsDuringCooldown: during.length,
+          probesBeforeItsAnswer: beforeProbeAnswered.length,
+          stormRequests: stormRequests.length,
+        }),
+      );
       expect(during).toHaveLength(0);
       expect(beforeProbeAnswered).toHaveLength(1);
       // 1 rate-limited + the probe + every other storm session once: no stampede of retries.
@@ -116,10 +124,14 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       const low: string[] = [];
       for (let i = 0; i < 3; i += 1) low.push((await rt.enqueue({ prompt: `low ${i}`, options: options(ONE) })).sessionId);
       // Every low one waits before the high one arrives: first come would put it last.
-      await until(async () => {
-        const states = await Promise.all(low.map((id) => rt.getSession(id)));
-        return states.every((s) => s?.state === 'waiting');
-      }, 60_000, 'the low-priority sessions to wait');
+      await until(
+        async () => {
+          const states = await Promise.all(low.map((id) => rt.getSession(id)));
+          return states.every((s) => s?.state === 'waiting');
+        },
+        60_000,
+        'the low-priority sessions to wait',
+      );
       const high = await rt.enqueue({ prompt: 'urgent', options: options(ONE), priority: 10 });
       expect(high.created).toBe(true);
       const ended = await Promise.all([blocker.sessionId, ...low, high.sessionId].map((id) => turnEnded(h.runtime, id, 1, 300_000)));
@@ -147,13 +159,17 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       // The pause reaches the worker over pub/sub (or its next look, within leaseTtlMs/3).
       await until(async () => worker.dispatchPaused, 30_000, 'the worker to know dispatch is paused');
       const requested = (): number => server.requestsFor(PAUSE).length + server.requestsFor(PAUSE_CALM).length;
-    const before = requested();
+      const before = requested();
       const queued: string[] = [];
       for (let i = 0; i < 3; i += 1) queued.push((await rt.enqueue({ prompt: `while paused ${i}`, options: options(i === 0 ? PAUSE_CALM : PAUSE) })).sessionId);
-      const waiting = await until(async () => {
-        const states = await Promise.all(queued.map((id) => rt.getSession(id)));
-        return states.every((s) => s?.state === 'waiting' && s.heldBy === null) ? states : null;
-      }, 60_000, 'the new sessions to wait');
+      const waiting = await until(
+        async () => {
+          const states = await Promise.all(queued.map((id) => rt.getSession(id)));
+          return states.every((s) => s?.state === 'waiting' && s.heldBy === null) ? states : null;
+        },
+        60_000,
+        'the new sessions to wait',
+      );
       expect(waiting.map((s) => s?.context?.waitingFor?.reason)).toEqual(['paused', 'paused', 'paused']);
       // The turn that was running finishes.
       expect((await turnEnded(h.runtime, running.sessionId, 1, 120_000)).state).toBe('completed');

@@ -26,9 +26,20 @@ let h: Harness;
 /** The fake model's answer: after a pause, so attempts overlap. */
 const slow = { text: DEFAULT_TEXT, headersDelayMs: 150, chunkDelayMs: 0 };
 
-useRuntimeSuite('limits', { scripts: { [SLOW]: slow, [OTHER]: slow, [PI_ACME]: { text: DEFAULT_TEXT, headersDelayMs: 400, chunkDelayMs: 0 }, [PI_GLOBEX]: { text: DEFAULT_TEXT, headersDelayMs: 400, chunkDelayMs: 0 } } }, (s) => {
-  ({ server, env, h } = s);
-});
+useRuntimeSuite(
+  'limits',
+  {
+    scripts: {
+      [SLOW]: slow,
+      [OTHER]: slow,
+      [PI_ACME]: { text: DEFAULT_TEXT, headersDelayMs: 400, chunkDelayMs: 0 },
+      [PI_GLOBEX]: { text: DEFAULT_TEXT, headersDelayMs: 400, chunkDelayMs: 0 },
+    },
+  },
+  (s) => {
+    ({ server, env, h } = s);
+  },
+);
 
 /** The deployment's runtime (what the CLI and HTTP API call) knowing these limits by name. */
 function runtimeWith(fleetLimits: readonly LimitRule[]): Runtime {
@@ -48,10 +59,14 @@ function httpPi(): Record<string, unknown> {
 }
 
 async function limitsIdle(rt: Runtime): Promise<void> {
-  await until(async () => {
-    const view = await rt.limitsView();
-    return view.limits.every((l) => l.inUse === 0 && l.waiting === 0);
-  }, 30_000, 'every limit to be free');
+  await until(
+    async () => {
+      const view = await rt.limitsView();
+      return view.limits.every((l) => l.inUse === 0 && l.waiting === 0);
+    },
+    30_000,
+    'every limit to be free',
+  );
 }
 
 describe('fleet limits', () => {
@@ -67,13 +82,17 @@ describe('fleet limits', () => {
         ids.push(sessionId);
       }
       // While they run, some wait for the limit: shown with its name, holding no worker slot.
-      const waiting = await until(async () => {
-        for (const id of ids.slice(-50)) {
-          const s = await runtime.getSession(id);
-          if (s?.state === 'waiting' && s.heldBy === null) return s;
-        }
-        return null;
-      }, 60_000, 'a session waiting for the limit');
+      const waiting = await until(
+        async () => {
+          for (const id of ids.slice(-50)) {
+            const s = await runtime.getSession(id);
+            if (s?.state === 'waiting' && s.heldBy === null) return s;
+          }
+          return null;
+        },
+        60_000,
+        'a session waiting for the limit',
+      );
       expect(waiting.context?.waitingFor).toMatchObject({ limit: 'slow-model', reason: 'full' });
       expect(waiting.context?.turn?.attempts).toEqual([]);
       const sessions = await Promise.all(ids.map((id) => turnEnded(runtime, id, 1, 600_000)));
@@ -96,15 +115,23 @@ describe('fleet limits', () => {
     const fleetLimits = rules([{ name: 'one-at-a-time', match: { model: OTHER }, maxConcurrent: 1 }]);
     const rt = runtimeWith(fleetLimits);
     // A worker that died holding the only slot: its hold is never renewed nor released.
-    const dead = await rt.fleetLimits.acquire('dead-worker-session', [{ name: 'one-at-a-time', key: 'one-at-a-time', maxConcurrent: 1, maxStartsPerMinute: 0 }], { priority: 0, holdTtlMs: 3000, pollMs: 1000 });
+    const dead = await rt.fleetLimits.acquire('dead-worker-session', [{ name: 'one-at-a-time', key: 'one-at-a-time', maxConcurrent: 1, maxStartsPerMinute: 0 }], {
+      priority: 0,
+      holdTtlMs: 3000,
+      pollMs: 1000,
+    });
     expect(dead.ok).toBe(true);
     const worker = await h.startWorker({ agentOptions: { pi: httpPi() }, fleetLimits, limitPollMs: 60_000 });
     try {
       const { sessionId } = await rt.enqueue({ prompt: 'after the dead one', options: { provider: 'fake', model: OTHER, cwd: env.cwd } });
-      const waiting = await until(async () => {
-        const s = await rt.getSession(sessionId);
-        return s?.state === 'waiting' && s.heldBy === null ? s : null;
-      }, 30_000, 'the session to wait');
+      const waiting = await until(
+        async () => {
+          const s = await rt.getSession(sessionId);
+          return s?.state === 'waiting' && s.heldBy === null ? s : null;
+        },
+        30_000,
+        'the session to wait',
+      );
       expect(waiting.context?.waitingFor?.limit).toBe('one-at-a-time');
       expect((await rt.limitsView()).limits[0]).toMatchObject({ name: 'one-at-a-time', inUse: 1, waiting: 1 });
       // Its poll is a minute away: what starts it is the lapsed hold (3 s lease), found by the worker.

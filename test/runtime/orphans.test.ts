@@ -20,7 +20,11 @@ afterEach(() => {
 
 /** An "agent": a shell with its marker, which starts a background sleep (a tool's grandchild) and waits. */
 function startAgent(marker: string): ChildProcess {
-  const child = spawn('/bin/sh', ['-c', 'sleep 300 & sleep 300; wait'], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', [AGENT_MARKER_ENV]: marker }, detached: true, stdio: 'ignore' });
+  const child = spawn('/bin/sh', ['-c', 'sleep 300 & sleep 300; wait'], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', [AGENT_MARKER_ENV]: marker },
+    detached: true,
+    stdio: 'ignore',
+  });
   child.on('error', () => undefined);
   started.push(child);
   return child;

@@ -27,10 +27,16 @@ const promptsSeen = (): string[] =>
 
 /** The session once nothing runs, waits or is held. */
 const settled = (sessionId: string) =>
-  until(async () => {
-    const v = await h.runtime.getSession(sessionId);
-    return v !== null && ['completed', 'failed', 'cancelled'].includes(v.state) && v.heldBy === null && v.queued.length === 0 && (v.context?.mailbox.length ?? 0) === 0 ? v : null;
-  }, 90_000, `${sessionId} to settle`);
+  until(
+    async () => {
+      const v = await h.runtime.getSession(sessionId);
+      return v !== null && ['completed', 'failed', 'cancelled'].includes(v.state) && v.heldBy === null && v.queued.length === 0 && (v.context?.mailbox.length ?? 0) === 0
+        ? v
+        : null;
+    },
+    90_000,
+    `${sessionId} to settle`,
+  );
 
 describe('queued prompts', () => {
   it('a session nobody holds: lists its prompts in order, removes one, and only the others run', async () => {
@@ -39,7 +45,11 @@ describe('queued prompts', () => {
     await h.runtime.enqueue({ sessionId, prompt: 'prompt two' });
     await h.runtime.enqueue({ sessionId, prompt: 'prompt three' });
     const listed = await h.runtime.queuedPrompts(sessionId);
-    expect(listed.map((p) => [p.position, p.text, p.where])).toEqual([[1, 'prompt one', 'inbox'], [2, 'prompt two', 'inbox'], [3, 'prompt three', 'inbox']]);
+    expect(listed.map((p) => [p.position, p.text, p.where])).toEqual([
+      [1, 'prompt one', 'inbox'],
+      [2, 'prompt two', 'inbox'],
+      [3, 'prompt three', 'inbox'],
+    ]);
 
     expect(await h.runtime.removeQueuedPrompt(sessionId, listed[1]!.id)).toEqual({ sessionId, promptId: listed[1]!.id, removed: true });
     expect((await h.runtime.queuedPrompts(sessionId)).map((p) => p.text)).toEqual(['prompt one', 'prompt three']);
@@ -50,7 +60,11 @@ describe('queued prompts', () => {
     worker ??= await h.startWorker();
     const done = await settled(sessionId);
     expect(done.context?.turnIndex).toBe(3);
-    expect(promptsSeen().filter((t) => /prompt (one|two|three|four)/.test(t)).map((t) => /prompt (\w+)/.exec(t)?.[1])).toEqual(['one', 'three', 'four']);
+    expect(
+      promptsSeen()
+        .filter((t) => /prompt (one|two|three|four)/.test(t))
+        .map((t) => /prompt (\w+)/.exec(t)?.[1]),
+    ).toEqual(['one', 'three', 'four']);
   });
 
   it('while a worker runs a turn: a prompt in its mailbox is removed and never runs; the running turn’s own prompt is refused', async () => {
@@ -60,10 +74,14 @@ describe('queued prompts', () => {
     await h.runtime.enqueue({ sessionId, prompt: 'prompt five', options: { model: TEXT } });
     await h.runtime.enqueue({ sessionId, prompt: 'prompt six', options: { model: TEXT } });
     // The holder reads them into its mailbox (pub/sub).
-    const queued = await until(async () => {
-      const list = await h.runtime.queuedPrompts(sessionId);
-      return list.length === 2 && list.every((p) => p.where === 'mailbox') ? list : null;
-    }, 30_000, 'the prompts in the mailbox');
+    const queued = await until(
+      async () => {
+        const list = await h.runtime.queuedPrompts(sessionId);
+        return list.length === 2 && list.every((p) => p.where === 'mailbox') ? list : null;
+      },
+      30_000,
+      'the prompts in the mailbox',
+    );
     expect(queued.map((p) => p.text)).toEqual(['prompt five', 'prompt six']);
     expect(await h.runtime.removeQueuedPrompt(sessionId, queued[0]!.id)).toMatchObject({ removed: true });
     expect((await h.runtime.queuedPrompts(sessionId)).map((p) => p.text)).toEqual(['prompt six']);
@@ -87,7 +105,14 @@ describe('queued prompts', () => {
     for (let i = 0; i < 4; i++) {
       const text = `race prompt ${i}`;
       await h.runtime.enqueue({ sessionId, prompt: text });
-      const id = await until(async () => (await h.runtime.getSession(sessionId))?.queued.find((p) => p.text === text)?.id ?? (await h.runtime.getSession(sessionId))?.context?.mailbox.find((p) => p.text === text)?.id ?? (await h.runtime.getSession(sessionId))?.context?.turn?.promptId, 10_000, 'the prompt id');
+      const id = await until(
+        async () =>
+          (await h.runtime.getSession(sessionId))?.queued.find((p) => p.text === text)?.id ??
+          (await h.runtime.getSession(sessionId))?.context?.mailbox.find((p) => p.text === text)?.id ??
+          (await h.runtime.getSession(sessionId))?.context?.turn?.promptId,
+        10_000,
+        'the prompt id',
+      );
       const removed = await h.runtime.removeQueuedPrompt(sessionId, id).then(
         () => true,
         (error: Error) => {
@@ -99,7 +124,11 @@ describe('queued prompts', () => {
       await settled(sessionId);
     }
     const seen = promptsSeen();
-    for (const o of outcomes) expect(seen.some((t) => t.includes(o.text)), `${o.text} removed=${o.removed}`).toBe(!o.removed);
+    for (const o of outcomes)
+      expect(
+        seen.some((t) => t.includes(o.text)),
+        `${o.text} removed=${o.removed}`,
+      ).toBe(!o.removed);
     const done = await settled(sessionId);
     expect(done.context?.turnIndex).toBe(1 + outcomes.filter((o) => !o.removed).length);
   });

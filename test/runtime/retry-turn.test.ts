@@ -37,7 +37,13 @@ describe('retry of a failed turn', () => {
     expect(failed.context?.turn?.attempts.map((a) => [a.category, a.promptRecorded])).toEqual([['server_error', true]]);
 
     // Two operators at once: one retry is queued, the other is refused.
-    const [cli, other] = await Promise.all([runCli(['retry', sessionId, '--json'], { env: cliEnv() }), h.runtime.retry(sessionId).then((r) => r, (e: Error) => e)]);
+    const [cli, other] = await Promise.all([
+      runCli(['retry', sessionId, '--json'], { env: cliEnv() }),
+      h.runtime.retry(sessionId).then(
+        (r) => r,
+        (e: Error) => e,
+      ),
+    ]);
     const winners = [cli.exitCode === 0 ? JSON.parse(cli.stdout) : null, other instanceof Error ? null : other].filter((r) => r !== null);
     expect(winners).toEqual([{ sessionId, turn: 2, retryOf: 1 }]);
     if (other instanceof Error) expect(other).toBeInstanceOf(ConflictError);

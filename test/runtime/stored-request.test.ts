@@ -41,7 +41,13 @@ async function rewritePrompt(sessionId: string, options: Record<string, unknown>
 
 describe('a stored request is checked again by the worker', () => {
   it('an executable written into the session options in Redis fails the turn as bad_request, and no agent runs', async () => {
-    const failure = await tampered((id) => h.runtime.redis.hset(h.runtime.keys.session(id, 'meta'), 'options', JSON.stringify({ provider: 'fake', model: 'text', cwd: env.cwd, command: '/bin/sh', env: { X: '1' }, extraArgs: ['-c', 'id'] })));
+    const failure = await tampered((id) =>
+      h.runtime.redis.hset(
+        h.runtime.keys.session(id, 'meta'),
+        'options',
+        JSON.stringify({ provider: 'fake', model: 'text', cwd: env.cwd, command: '/bin/sh', env: { X: '1' }, extraArgs: ['-c', 'id'] }),
+      ),
+    );
     expect(failure.category).toBe('bad_request');
     expect(failure.text).toMatch(/the stored request was refused at the worker: options: .*command/);
     expect(server.requestsFor('text')).toHaveLength(0);

@@ -40,8 +40,7 @@ function parseSse(text: string): { chunks: Record<string, unknown>[]; done: bool
 }
 
 const types = (events: PiEvent[]): string[] => events.map((e) => e.type);
-const updates = (events: PiEvent[]): string[] =>
-  events.filter((e) => e.type === 'message_update').map((e) => (e.assistantMessageEvent as { type: string }).type);
+const updates = (events: PiEvent[]): string[] => events.filter((e) => e.type === 'message_update').map((e) => (e.assistantMessageEvent as { type: string }).type);
 
 describe('fake model server over HTTP', () => {
   it('streams OpenAI chat.completion.chunk SSE with a usage chunk and [DONE]', async () => {
@@ -51,7 +50,7 @@ describe('fake model server over HTTP', () => {
     const { chunks, done } = parseSse(await res.text());
     expect(done).toBe(true);
     const choiceChunks = chunks.filter((c) => (c.choices as unknown[]).length > 0);
-    const text = choiceChunks.map((c) => ((c.choices as { delta: { content?: string } }[])[0]?.delta.content ?? '')).join('');
+    const text = choiceChunks.map((c) => (c.choices as { delta: { content?: string } }[])[0]?.delta.content ?? '').join('');
     expect(text).toBe('Hello from the fake LLM.');
     expect(chunks[0]).toMatchObject({ object: 'chat.completion.chunk', model: 'text-burst', choices: [{ index: 0, delta: { role: 'assistant' } }] });
     const last = chunks[chunks.length - 1];

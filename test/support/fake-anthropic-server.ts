@@ -81,9 +81,7 @@ export type Script = ScriptOf<ScriptStep, ScriptContext>;
 
 /** True when a user message of the request carries a `tool_result` block. */
 export function hasToolResult(body: AnthropicRequestBody): boolean {
-  return (body.messages ?? []).some(
-    (m) => m.role === 'user' && Array.isArray(m.content) && (m.content as { type?: unknown }[]).some((b) => b.type === 'tool_result'),
-  );
+  return (body.messages ?? []).some((m) => m.role === 'user' && Array.isArray(m.content) && (m.content as { type?: unknown }[]).some((b) => b.type === 'tool_result'));
 }
 
 const ERROR_TYPES: Record<number, [string, string]> = {
@@ -104,7 +102,10 @@ export function anthropicErrorBody(status: number): unknown {
 
 export const DEFAULT_TEXT = 'Hello from the fake model.';
 const bash = (command: string): ToolUseSpec => ({ name: 'Bash', input: { command, description: 'Run a command' } });
-const afterTool = (first: ScriptStep, then: ScriptStep) => (ctx: ScriptContext): ScriptStep => (hasToolResult(ctx.body) ? then : first);
+const afterTool =
+  (first: ScriptStep, then: ScriptStep) =>
+  (ctx: ScriptContext): ScriptStep =>
+    hasToolResult(ctx.body) ? then : first;
 
 /** Built-in scripts by model id. */
 export function builtinScripts(): Record<string, Script> {
@@ -121,10 +122,7 @@ export function builtinScripts(): Record<string, Script> {
      */
     'long-tool': afterTool({ text: 'I will wait.', toolUses: [bash('node -e "setTimeout(() => {}, 1061e3)"')] }, { text: 'Waited.' }),
     /** The same in the background and in a new session (setsid): out of reach of Claude Code's own group kill. */
-    'long-tool-bg': afterTool(
-      { toolUses: [bash('node -e "setTimeout(() => {}, 1062e3)" & setsid node -e "setTimeout(() => {}, 1063e3)" & wait')] },
-      { text: 'Waited.' },
-    ),
+    'long-tool-bg': afterTool({ toolUses: [bash('node -e "setTimeout(() => {}, 1062e3)" & setsid node -e "setTimeout(() => {}, 1063e3)" & wait')] }, { text: 'Waited.' }),
     http400: { status: 400 },
     http401: { status: 401 },
     http429: { status: 429, headers: { 'retry-after': '7' } },
@@ -233,7 +231,16 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
     });
     const then = step.then ?? 'done';
     const start = sse('message_start', {
-      message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 42, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 } },
+      message: {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: 42, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      },
     });
     const tail =
       then === 'done'

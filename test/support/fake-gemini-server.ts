@@ -27,7 +27,6 @@ import {
   type StreamPacing,
 } from '../../src/demo/scripted-http.ts';
 
-
 export interface GeminiPart {
   text?: string;
   thought?: boolean;
@@ -129,7 +128,10 @@ export function declaredTools(body: GeminiRequestBody): string[] {
 }
 
 const shell = (command: string): FunctionCallSpec => ({ name: 'run_shell_command', args: { command, description: 'Run a command' } });
-const afterTool = (first: GeminiStep, then: GeminiStep): GeminiScriptFn => ({ body }) => (hasFunctionResponse(body) ? then : first);
+const afterTool =
+  (first: GeminiStep, then: GeminiStep): GeminiScriptFn =>
+  ({ body }) =>
+    hasFunctionResponse(body) ? then : first;
 
 /** Built-in scripts by model id. */
 export function geminiBuiltinScripts(): Record<string, GeminiScript> {
@@ -137,10 +139,7 @@ export function geminiBuiltinScripts(): Record<string, GeminiScript> {
     'fake-text': { text: ['Hello', ' from the', ' fake', ' model.'] },
     'fake-thinking': { thoughts: ['**Planning** Let me', ' think about it.'], text: ['Hello', ' there.'] },
     'fake-tool': afterTool({ text: 'I will run a command.', functionCalls: [shell('echo hi')] }, { text: ['The command ', 'printed: ', 'hi'] }),
-    'fake-tool-fail': afterTool(
-      { functionCalls: [shell('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] },
-      { text: 'The command failed.' },
-    ),
+    'fake-tool-fail': afterTool({ functionCalls: [shell('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] }, { text: 'The command failed.' }),
     'fake-two-tools': afterTool({ functionCalls: [shell('echo one'), shell('echo two')] }, { text: 'Both commands ran.' }),
     /** A tool that is not registered in the default approval mode (shell tools are hidden). */
     'fake-unknown-tool': afterTool({ functionCalls: [{ name: 'no_such_tool', args: { x: 1 } }] }, { text: 'No such tool.' }),

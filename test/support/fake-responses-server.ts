@@ -101,7 +101,10 @@ export function userTexts(body: ResponsesRequestBody): string[] {
   return out;
 }
 
-const afterTool = (first: ResponsesStep, then: ResponsesStep): ResponsesScriptFn => ({ body }) => (hasFunctionCallOutput(body) ? then : first);
+const afterTool =
+  (first: ResponsesStep, then: ResponsesStep): ResponsesScriptFn =>
+  ({ body }) =>
+    hasFunctionCallOutput(body) ? then : first;
 const shell = (cmd: string): FunctionCallSpec => ({ name: 'exec_command', arguments: { cmd } });
 
 export const DEFAULT_TEXT = 'Hello from the fake model.';
@@ -257,7 +260,11 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
       const id = `fc_fake_${responseCounter}_${index}`;
       const callId = call.callId ?? `call_fake_${turn}_${i}`;
       const args = typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments);
-      events.push({ type: 'response.output_item.added', output_index: index, item: { id, type: 'function_call', status: 'in_progress', call_id: callId, name: call.name, arguments: '' } });
+      events.push({
+        type: 'response.output_item.added',
+        output_index: index,
+        item: { id, type: 'function_call', status: 'in_progress', call_id: callId, name: call.name, arguments: '' },
+      });
       events.push({ type: 'response.function_call_arguments.delta', item_id: id, output_index: index, delta: args });
       events.push({ type: 'response.function_call_arguments.done', item_id: id, output_index: index, arguments: args });
       const item = { id, type: 'function_call', status: 'completed', call_id: callId, name: call.name, arguments: args };
@@ -271,22 +278,22 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
       then === 'failed'
         ? [...events, failed]
         : then === 'done'
-        ? [
-            ...events,
-            {
-              type: 'response.completed',
-              response: response('completed', {
-                usage: {
-                  input_tokens: usage.input_tokens,
-                  input_tokens_details: { cached_tokens: 0 },
-                  output_tokens: usage.output_tokens,
-                  output_tokens_details: { reasoning_tokens: 0 },
-                  total_tokens: usage.input_tokens + usage.output_tokens,
-                },
-              }),
-            },
-          ]
-        : events.slice(0, step.afterEvents ?? events.length);
+          ? [
+              ...events,
+              {
+                type: 'response.completed',
+                response: response('completed', {
+                  usage: {
+                    input_tokens: usage.input_tokens,
+                    input_tokens_details: { cached_tokens: 0 },
+                    output_tokens: usage.output_tokens,
+                    output_tokens_details: { reasoning_tokens: 0 },
+                    total_tokens: usage.input_tokens + usage.output_tokens,
+                  },
+                }),
+              },
+            ]
+          : events.slice(0, step.afterEvents ?? events.length);
 
     await streamEvents(
       res,

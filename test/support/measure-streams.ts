@@ -30,7 +30,17 @@ const h = harness(redis.url, env, 'measure-streams');
 const admin = new Redis(redis.url);
 try {
   await h.startWorker();
-  const report = await runStreamLoad({ h, redisUrl: redis.url, bin: arg('--bin') ?? SESSIOND_BIN, clients, rounds, ...(maxStreams === undefined ? {} : { maxStreams }), options: { provider: 'fake', model: 'text', cwd: env.cwd }, liveModel: 'live-text', admin });
+  const report = await runStreamLoad({
+    h,
+    redisUrl: redis.url,
+    bin: arg('--bin') ?? SESSIOND_BIN,
+    clients,
+    rounds,
+    ...(maxStreams === undefined ? {} : { maxStreams }),
+    options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    liveModel: 'live-text',
+    admin,
+  });
   process.stdout.write(`${JSON.stringify({ bin: arg('--bin') ?? SESSIOND_BIN, ...report })}\n`);
 } finally {
   admin.disconnect();

@@ -51,7 +51,10 @@ interface Run {
 
 /** The live descendants of `root` (zombies left out). */
 function descendants(root: number): Proc[] {
-  return treeOf(psAll().filter((p) => !p.stat.startsWith('Z')), root).filter((p) => p.pid !== root);
+  return treeOf(
+    psAll().filter((p) => !p.stat.startsWith('Z')),
+    root,
+  ).filter((p) => p.pid !== root);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

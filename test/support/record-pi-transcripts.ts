@@ -12,25 +12,8 @@
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import {
-  hasToolResult,
-  startFakeModelServer,
-  type FakeModelServer,
-  type RecordedRequest,
-  type Script,
-} from './fake-model-server.ts';
-import {
-  createPiEnv,
-  findSessionFiles,
-  piArgs,
-  REPO_ROOT,
-  runPi,
-  sessionIdOf,
-  type PiArgsOptions,
-  type PiEnv,
-  type PiRun,
-  type RunPiOptions,
-} from './pi-env.ts';
+import { hasToolResult, startFakeModelServer, type FakeModelServer, type RecordedRequest, type Script } from './fake-model-server.ts';
+import { createPiEnv, findSessionFiles, piArgs, REPO_ROOT, runPi, sessionIdOf, type PiArgsOptions, type PiEnv, type PiRun, type RunPiOptions } from './pi-env.ts';
 import { alive, psAll, treeOf, type Proc } from './ps.ts';
 
 const OUT_DIR = join(REPO_ROOT, 'test', 'fixtures', 'pi');
@@ -65,9 +48,7 @@ function exitText(run: PiRun): string {
 function sanitizeRequest(r: RecordedRequest, t0: number): unknown {
   const body = { ...r.body };
   if (Array.isArray(body.messages)) {
-    body.messages = body.messages.map((m) =>
-      m.role === 'system' && typeof m.content === 'string' ? { ...m, content: `<system prompt: ${m.content.length} chars>` } : m,
-    );
+    body.messages = body.messages.map((m) => (m.role === 'system' && typeof m.content === 'string' ? { ...m, content: `<system prompt: ${m.content.length} chars>` } : m));
   }
   if (Array.isArray(body.tools)) {
     body.tools = body.tools.map((t) => {
@@ -84,7 +65,14 @@ function save(name: string, run: PiRun, startedAt: number, extra: SaveExtra = {}
   writeFileSync(join(OUT_DIR, `${name}.stderr.txt`), run.stderr);
   writeFileSync(join(OUT_DIR, `${name}.exit`), `${exitText(run)}\n`);
   if (extra.requests) {
-    writeFileSync(join(OUT_DIR, `${name}.requests.json`), `${JSON.stringify(extra.requests.map((r) => sanitizeRequest(r, startedAt)), null, 2)}\n`);
+    writeFileSync(
+      join(OUT_DIR, `${name}.requests.json`),
+      `${JSON.stringify(
+        extra.requests.map((r) => sanitizeRequest(r, startedAt)),
+        null,
+        2,
+      )}\n`,
+    );
   }
   if (extra.sessionFile) {
     writeFileSync(join(OUT_DIR, `${name}.session.jsonl`), readFileSync(extra.sessionFile));
@@ -137,19 +125,27 @@ async function simple(ctx: Ctx, name: string, model: string, prompt: string, opt
   return r.run;
 }
 
-const isEvent = (type: string) => (line: string): boolean => line.includes(`"type":"${type}"`);
+const isEvent =
+  (type: string) =>
+  (line: string): boolean =>
+    line.includes(`"type":"${type}"`);
 
 async function signalScenario(ctx: Ctx, name: string, model: string, signal: NodeJS.Signals, when: string, delayMs: number, prompt = SAY_HELLO): Promise<void> {
   const env = envFor(ctx, name);
   let treeBefore: Proc[] = [];
-  const r = await run(ctx, env, { model, prompt }, {
-    signal,
-    signalWhen: isEvent(when),
-    signalDelayMs: delayMs,
-    beforeSignal: (pid) => {
-      treeBefore = treeOf(psAll(), pid);
+  const r = await run(
+    ctx,
+    env,
+    { model, prompt },
+    {
+      signal,
+      signalWhen: isEvent(when),
+      signalDelayMs: delayMs,
+      beforeSignal: (pid) => {
+        treeBefore = treeOf(psAll(), pid);
+      },
     },
-  });
+  );
   await sleep(500);
   const survivors = alive(treeBefore.slice(1));
   for (const p of survivors) {
@@ -172,7 +168,15 @@ async function signalScenario(ctx: Ctx, name: string, model: string, signal: Nod
   });
 }
 
-async function sessionPair(ctx: Ctx, base: string, firstModel: string, firstPrompt: string, resumeModel: string, resumePrompt: string, firstMore: Partial<RunPiOptions> = {}): Promise<void> {
+async function sessionPair(
+  ctx: Ctx,
+  base: string,
+  firstModel: string,
+  firstPrompt: string,
+  resumeModel: string,
+  resumePrompt: string,
+  firstMore: Partial<RunPiOptions> = {},
+): Promise<void> {
   const env = envFor(ctx, base);
   const first = await run(ctx, env, { model: firstModel, prompt: firstPrompt, session: { dir: env.sessionDir } }, firstMore);
   const id = sessionIdOf(first.run);
@@ -266,11 +270,16 @@ async function sessionKilledBeforeAssistant(ctx: Ctx): Promise<void> {
     ['session-hang-midstream-sigterm', 'hang-midstream'],
   ] as const) {
     const env = envFor(ctx, name);
-    const r = await run(ctx, env, { model, prompt: 'first prompt', session: { dir: env.sessionDir } }, {
-      signal: 'SIGTERM',
-      signalWhen: isEvent(model === 'hang' ? 'message_end' : 'message_update'),
-      signalDelayMs: 500,
-    });
+    const r = await run(
+      ctx,
+      env,
+      { model, prompt: 'first prompt', session: { dir: env.sessionDir } },
+      {
+        signal: 'SIGTERM',
+        signalWhen: isEvent(model === 'hang' ? 'message_end' : 'message_update'),
+        signalDelayMs: 500,
+      },
+    );
     const files = findSessionFiles(env.sessionDir);
     save(name, r.run, r.startedAt, {
       requests: r.requests,
@@ -312,19 +321,40 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<void>> = {
   'session-killed-before-assistant': (ctx) => sessionKilledBeforeAssistant(ctx),
   'session-copy': (ctx) => sessionCopy(ctx),
   'auto-retry-fail': async (ctx) =>
-    void (await simple(ctx, 'auto-retry-fail', 'http500', SAY_HELLO, {
-      settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } },
-    }, { settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } } })),
+    void (await simple(
+      ctx,
+      'auto-retry-fail',
+      'http500',
+      SAY_HELLO,
+      {
+        settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } },
+      },
+      { settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } } },
+    )),
   'auto-retry-success': async (ctx) => {
     ctx.server.setScript('flaky-500-then-text', [{ status: 500 }, { text: 'Hello after a retry.' }]);
-    await simple(ctx, 'auto-retry-success', 'flaky-500-then-text', SAY_HELLO, {
-      settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } },
-    }, { settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } }, script: '[{status:500},{text}]' });
+    await simple(
+      ctx,
+      'auto-retry-success',
+      'flaky-500-then-text',
+      SAY_HELLO,
+      {
+        settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } },
+      },
+      { settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } }, script: '[{status:500},{text}]' },
+    );
   },
   'http429-sdk-retry': async (ctx) =>
-    void (await simple(ctx, 'http429-sdk-retry', 'http429', SAY_HELLO, {
-      settings: { retry: { enabled: false, provider: { maxRetries: 1 } } },
-    }, { settings: { retry: { enabled: false, provider: { maxRetries: 1 } } }, serverSent: 'HTTP 429 with Retry-After: 7 (twice)' })),
+    void (await simple(
+      ctx,
+      'http429-sdk-retry',
+      'http429',
+      SAY_HELLO,
+      {
+        settings: { retry: { enabled: false, provider: { maxRetries: 1 } } },
+      },
+      { settings: { retry: { enabled: false, provider: { maxRetries: 1 } } }, serverSent: 'HTTP 429 with Retry-After: 7 (twice)' },
+    )),
   'project-settings-retry': async (ctx) => {
     const name = 'project-settings-retry';
     const env = envFor(ctx, name); // agent dir: retries off
@@ -339,7 +369,8 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<void>> = {
   },
   'long-tool-sigterm': (ctx) => signalScenario(ctx, 'long-tool-sigterm', 'long-tool', 'SIGTERM', 'tool_execution_start', 700, 'Run a long command'),
   'long-tool-sigint': (ctx) => signalScenario(ctx, 'long-tool-sigint', 'long-tool', 'SIGINT', 'tool_execution_start', 700, 'Run a long command'),
-  'long-tool-grandchild-sigterm': (ctx) => signalScenario(ctx, 'long-tool-grandchild-sigterm', 'long-tool-grandchild', 'SIGTERM', 'tool_execution_start', 700, 'Run a long command'),
+  'long-tool-grandchild-sigterm': (ctx) =>
+    signalScenario(ctx, 'long-tool-grandchild-sigterm', 'long-tool-grandchild', 'SIGTERM', 'tool_execution_start', 700, 'Run a long command'),
   'long-tool-grandchild-sigint': (ctx) => signalScenario(ctx, 'long-tool-grandchild-sigint', 'long-tool-grandchild', 'SIGINT', 'tool_execution_start', 700, 'Run a long command'),
   'long-tool-setsid-sigterm': (ctx) => signalScenario(ctx, 'long-tool-setsid-sigterm', 'long-tool-setsid', 'SIGTERM', 'tool_execution_start', 700, 'Run a long command'),
 };

@@ -55,19 +55,33 @@ function delay(ms: number): Promise<void> {
 }
 
 function alive(node: ClusterNode): boolean {
-  return node.server.pid > 0 && (() => {
-    try {
-      process.kill(node.server.pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  })();
+  return (
+    node.server.pid > 0 &&
+    (() => {
+      try {
+        process.kill(node.server.pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    })()
+  );
 }
 
 export async function startRedisCluster(options: StartClusterOptions = {}): Promise<RedisCluster> {
   const timeout = String(options.nodeTimeoutMs ?? 2000);
-  const extraArgs = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', timeout, '--cluster-replica-validity-factor', '0', '--cluster-require-full-coverage', 'yes'];
+  const extraArgs = [
+    '--cluster-enabled',
+    'yes',
+    '--cluster-config-file',
+    'nodes.conf',
+    '--cluster-node-timeout',
+    timeout,
+    '--cluster-replica-validity-factor',
+    '0',
+    '--cluster-require-full-coverage',
+    'yes',
+  ];
   const servers = await Promise.all(Array.from({ length: MASTERS * 2 }, () => startRedis({ extraArgs, ...(options.aof === true ? { aof: true } : {}) })));
   const nodes: ClusterNode[] = servers.map((server) => ({ server, port: server.port }));
   const stopAll = (): Promise<unknown> => Promise.all(servers.map((s) => s.stop()));

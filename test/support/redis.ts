@@ -175,7 +175,11 @@ export function freePort(): Promise<number> {
 
 /** A unique key prefix for one test: `t-<name>-<random>` (letters, digits, '-', '_' only). */
 export function uniquePrefix(name: string): string {
-  const safe = name.replace(/[^A-Za-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'test';
+  const safe =
+    name
+      .replace(/[^A-Za-z0-9_-]+/g, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, 40) || 'test';
   return `t-${safe}-${randomBytes(5).toString('hex')}`;
 }
 
@@ -200,14 +204,21 @@ type Launch = { ok: true; child: ChildProcess } | { ok: false; addressInUse: boo
 
 async function launch(bin: string, port: number, dir: string, options: StartRedisOptions): Promise<Launch> {
   const args = [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
-    '--dir', dir,
-    '--save', '',
-    '--appendonly', options.aof === true ? 'yes' : 'no',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    options.aof === true ? 'yes' : 'no',
     ...(options.aof === true ? ['--appendfsync', 'always'] : []),
-    '--daemonize', 'no',
-    '--logfile', '',
+    '--daemonize',
+    'no',
+    '--logfile',
+    '',
     ...(options.password !== undefined ? ['--requirepass', options.password] : []),
     ...(options.extraArgs ?? []),
   ];
@@ -240,7 +251,8 @@ async function launch(bin: string, port: number, dir: string, options: StartRedi
     if (gone || Date.now() >= deadline) {
       if (!gone) child.kill('SIGKILL');
       await exited;
-      const reason = spawnError !== null ? (spawnError as Error).message : gone ? `exited (${child.exitCode ?? child.signalCode})` : `did not answer PING within ${READY_TIMEOUT_MS} ms`;
+      const reason =
+        spawnError !== null ? (spawnError as Error).message : gone ? `exited (${child.exitCode ?? child.signalCode})` : `did not answer PING within ${READY_TIMEOUT_MS} ms`;
       return {
         ok: false,
         addressInUse: /address already in use/i.test(output),

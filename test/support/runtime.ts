@@ -23,7 +23,6 @@ export type Backend = 'single' | 'cluster';
 /** The suites that run on both: `describe.each(BACKENDS)('on %s Redis', (backend) => …)`. */
 export const BACKENDS: readonly Backend[] = ['single', 'cluster'];
 
-
 /** A Redis connection factory for a test: every connection is closed by `closeAll`. */
 export function connector(url: string) {
   const made: Redis[] = [];
@@ -78,18 +77,24 @@ export function useRuntimeSuite(
 ): void {
   let suite: Partial<RuntimeSuite> = {};
   const backend = options.backend ?? 'single';
-  beforeAll(async () => {
-    const target = backend === 'cluster' ? startRedisCluster(options.aof === true ? { aof: true } : {}).then((c) => ({ redis: clusterAsServer(c), cluster: c })) : startRedis(options.aof === true ? { aof: true } : {}).then((redis) => ({ redis }));
-    const [started, server] = await Promise.all([target, startFakeModelServer()]);
-    suite = { ...started, server, backend };
-    const redis = started.redis;
-    const scripts = options.scripts ?? {};
-    for (const [model, script] of Object.entries(scripts)) server.setScript(model, script);
-    const env = createPiEnv({ serverUrl: server.url, extraModels: Object.keys(scripts) });
-    suite.env = env;
-    suite.h = harness(redis.url, env, name);
-    await bind(suite as RuntimeSuite);
-  }, backend === 'cluster' ? 90_000 : undefined);
+  beforeAll(
+    async () => {
+      const target =
+        backend === 'cluster'
+          ? startRedisCluster(options.aof === true ? { aof: true } : {}).then((c) => ({ redis: clusterAsServer(c), cluster: c }))
+          : startRedis(options.aof === true ? { aof: true } : {}).then((redis) => ({ redis }));
+      const [started, server] = await Promise.all([target, startFakeModelServer()]);
+      suite = { ...started, server, backend };
+      const redis = started.redis;
+      const scripts = options.scripts ?? {};
+      for (const [model, script] of Object.entries(scripts)) server.setScript(model, script);
+      const env = createPiEnv({ serverUrl: server.url, extraModels: Object.keys(scripts) });
+      suite.env = env;
+      suite.h = harness(redis.url, env, name);
+      await bind(suite as RuntimeSuite);
+    },
+    backend === 'cluster' ? 90_000 : undefined,
+  );
   afterAll(async () => {
     try {
       await options.cleanup?.();
@@ -109,7 +114,18 @@ function clusterAsServer(cluster: RedisCluster): RedisServer {
   const refuse = (): never => {
     throw new Error('a whole-server control on a cluster: use suite.cluster (its nodes) instead');
   };
-  return { url: cluster.url, port: first.port, dir: first.dir, pid: first.pid, password: undefined, stop: () => cluster.stop(), kill: refuse, restart: refuse, pause: refuse, resume: refuse };
+  return {
+    url: cluster.url,
+    port: first.port,
+    dir: first.dir,
+    pid: first.pid,
+    password: undefined,
+    stop: () => cluster.stop(),
+    kill: refuse,
+    restart: refuse,
+    pause: refuse,
+    resume: refuse,
+  };
 }
 
 /** The tests' sessions run in temp dirs: the workspace of their deployment policy. */

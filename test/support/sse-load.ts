@@ -150,7 +150,16 @@ export async function runStreamLoad(o: StreamLoadOptions): Promise<StreamLoadRep
 }
 
 /** `clients` streams open on session `id`; then a live turn `turn`; every client checked; all leave. */
-async function oneRound(o: StreamLoadOptions, url: string, pid: number, heap: HeapReader, id: string, turn: number, idleClients: number, controllers: AbortController[]): Promise<RoundReport> {
+async function oneRound(
+  o: StreamLoadOptions,
+  url: string,
+  pid: number,
+  heap: HeapReader,
+  id: string,
+  turn: number,
+  idleClients: number,
+  controllers: AbortController[],
+): Promise<RoundReport> {
   const from = (await o.h.runtime.readMessages(id)).length + 1;
   let open = 0;
   const mine: AbortController[] = [];

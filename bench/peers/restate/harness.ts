@@ -132,8 +132,14 @@ export async function startRestateServer(bin: string, dir: string, cleanup: Clea
     (async () => {
       for (;;) {
         if (child.exitCode !== null) throw new BenchFailure(`restate-server exited (${child.exitCode}); see ${join(dir, 'restate-server.log')}`);
-        const ok = await fetch(`${admin}/health`).then((r) => r.ok).catch(() => false);
-        const ready = ok && (await fetch(`${ingress}/restate/health`).then((r) => r.ok).catch(() => false));
+        const ok = await fetch(`${admin}/health`)
+          .then((r) => r.ok)
+          .catch(() => false);
+        const ready =
+          ok &&
+          (await fetch(`${ingress}/restate/health`)
+            .then((r) => r.ok)
+            .catch(() => false));
         if (ready) return;
         await sleep(100);
       }

@@ -152,7 +152,8 @@ const session = restate.object({
     /** One turn: `{ prompt, agent }` (agent: a profile name of this process's configuration). */
     prompt: async (ctx, request) => {
       const profile = AGENTS[request?.agent];
-      if (typeof request?.prompt !== 'string' || profile === undefined) throw new restate.TerminalError(`prompt: expected {"prompt":string,"agent":one of ${Object.keys(AGENTS).join(', ')}}`);
+      if (typeof request?.prompt !== 'string' || profile === undefined)
+        throw new restate.TerminalError(`prompt: expected {"prompt":string,"agent":one of ${Object.keys(AGENTS).join(', ')}}`);
       const turn = ((await ctx.get('turns')) ?? 0) + 1;
       let seq = (await ctx.get('seq')) ?? 0;
       ctx.set('turns', turn);

@@ -217,4 +217,3 @@ export class AcpLineMapper implements AgentMapper {
 function errorFailure(error: Record<string, unknown>): FailureFacts {
   return rpcFailure(typeof error.code === 'number' ? error.code : undefined, str(error.message), error.data);
 }
-

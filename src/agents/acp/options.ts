@@ -23,10 +23,7 @@ export const ACP_PREFIX = 'acp:';
 /** Longest prompt sent in one `session/prompt` (it is one JSON line on the agent's stdin). */
 export const MAX_PROMPT_BYTES = 8 * 1024 * 1024;
 
-const SessionSchema = z.discriminatedUnion('mode', [
-  z.object({ mode: z.literal('new') }),
-  z.object({ mode: z.literal('resume'), id: z.string().min(1).max(1000) }),
-]);
+const SessionSchema = z.discriminatedUnion('mode', [z.object({ mode: z.literal('new') }), z.object({ mode: z.literal('resume'), id: z.string().min(1).max(1000) })]);
 
 /**
  * One attempt of an operator-configured ACP agent: `command`, `args` and `env` come from the

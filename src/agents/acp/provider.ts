@@ -232,7 +232,8 @@ class AcpTurn {
         const answer = answerPermission(params, permissionMode);
         const chosen = answer.outcome.outcome === 'selected' ? params.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId) : undefined;
         const allowed = chosen?.kind === 'allow_once' || chosen?.kind === 'allow_always';
-        if (params.sessionId === this.#sessionId) this.#queue.push(this.#updates.permission(params.toolCall, allowed ? null : `rejected by sessiond (permissionMode ${permissionMode})`));
+        if (params.sessionId === this.#sessionId)
+          this.#queue.push(this.#updates.permission(params.toolCall, allowed ? null : `rejected by sessiond (permissionMode ${permissionMode})`));
         return answer;
       })
       .connect({ readable, writable });

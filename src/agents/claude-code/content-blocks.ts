@@ -26,10 +26,7 @@ interface Block {
   toolName: string;
 }
 
-export type BlockOutput =
-  | { type: 'text'; text: string }
-  | { type: 'thinking'; text: string }
-  | { type: 'tool_use'; id: string; name: string; input: unknown };
+export type BlockOutput = { type: 'text'; text: string } | { type: 'thinking'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown };
 
 const MAX_INDEX = 10_000;
 

@@ -9,7 +9,12 @@ import { runClaudeCode } from './provider.ts';
 import { claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeSessionState } from './session-file.ts';
 
 export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptionsInput>({
-  callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), permissionMode: z.enum(PERMISSION_MODES).optional(), allowedTools: z.array(z.string().min(1).max(500)).max(100).optional(), disallowedTools: z.array(z.string().min(1).max(500)).max(100).optional() }),
+  callerOptions: callerOptions({
+    model: z.string().min(1).max(200).optional(),
+    permissionMode: z.enum(PERMISSION_MODES).optional(),
+    allowedTools: z.array(z.string().min(1).max(500)).max(100).optional(),
+    disallowedTools: z.array(z.string().min(1).max(500)).max(100).optional(),
+  }),
   permissions: {
     ladder: { option: 'permissionMode', steps: ['plan', 'dontAsk', 'default', 'acceptEdits', 'bypassPermissions'], defaultStep: 'default', defaultCeiling: 'acceptEdits' },
     // Each allowed tool rule is a pre-approval: none for callers unless the deployment lists them.

@@ -191,7 +191,6 @@ export class ClaudeCodeMapper implements AgentMapper {
     return out;
   }
 
-
   /**
    * Claude Code writes the prompt to its session file before its first model request, and
    * prints nothing between `system/init` and that moment: so the prompt is on disk once any

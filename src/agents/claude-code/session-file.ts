@@ -36,7 +36,9 @@ export function claudeConfigDir(options: Readonly<Record<string, unknown>>, base
 
 /** Claude Code's project dir name for a cwd (long paths are cut: the name does not matter for `--resume`). */
 export function projectDirName(cwd: string): string {
-  return resolve(cwd).replace(/[^a-zA-Z0-9]/g, '-').slice(0, 200);
+  return resolve(cwd)
+    .replace(/[^a-zA-Z0-9]/g, '-')
+    .slice(0, 200);
 }
 
 async function findProjectDir(projectsDir: string, sessionId: string): Promise<string | null> {

@@ -23,7 +23,14 @@ function managedHome(options: Readonly<Record<string, unknown>>): string {
  * id>`; the thread's rollout file is the state that travels with the session between hosts.
  */
 export const codex: AgentDefinition = defineAgentDefinition<CodexOptionsInput>({
-  callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), provider: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a provider id').optional(), sandbox: z.enum(CODEX_SANDBOX_MODES).optional() }),
+  callerOptions: callerOptions({
+    model: z.string().min(1).max(200).optional(),
+    provider: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a provider id')
+      .optional(),
+    sandbox: z.enum(CODEX_SANDBOX_MODES).optional(),
+  }),
   permissions: { ladder: { option: 'sandbox', steps: CODEX_SANDBOX_MODES, defaultStep: 'read-only', defaultCeiling: 'workspace-write' } },
   run: (request, context) =>
     runCodex(

@@ -44,7 +44,10 @@ export async function prepareManagedCodexHome(userHome: string, stateDir: string
   await writeFileIfChanged(join(managed, 'config.toml'), userConfig ?? '');
   for (const entry of LINKED_ENTRIES) {
     const target = join(userHome, entry);
-    const present = await lstat(target).then(() => true, () => false);
+    const present = await lstat(target).then(
+      () => true,
+      () => false,
+    );
     if (present) await linkEntry(target, join(managed, entry));
     else await unlinkIfLink(join(managed, entry));
   }

@@ -160,7 +160,6 @@ export class CodexMapper implements AgentMapper {
     return out;
   }
 
-
   /** Measured: once `turn.started` was printed, the thread's rollout holds the prompt (after a failure, SIGINT, SIGTERM or SIGKILL alike). */
   #promptRecorded(): boolean {
     return this.#options.persistsSession !== false && this.#threadStarted && this.#turnStarted;

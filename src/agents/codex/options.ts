@@ -44,11 +44,17 @@ export const CodexOptionsSchema = z
     /** `-m`: a model slug Codex knows (an unknown one works but Codex warns that it has no metadata for it). */
     model: z.string().min(1).optional(),
     /** The id of a custom model provider in the user's config.toml. */
-    provider: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a provider id (letters, digits, _ and -)').optional(),
+    provider: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a provider id (letters, digits, _ and -)')
+      .optional(),
     /** Base URL of an OpenAI Responses API (`…/v1`): sessiond defines the provider itself. */
     baseUrl: httpUrl.optional(),
     /** With `baseUrl`: the environment variable holding the API key, sent as a Bearer token. */
-    envKey: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be an environment variable name').optional(),
+    envKey: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be an environment variable name')
+      .optional(),
     sandbox: z.enum(CODEX_SANDBOX_MODES).default('read-only'),
     session: SessionSchema.default({ mode: 'new' }),
     /** The user's CODEX_HOME to take config.toml and auth from (default: $CODEX_HOME or ~/.codex). Never written to. */

@@ -17,7 +17,6 @@ export const GEMINI_INTERRUPT_SIGNAL: NodeJS.Signals = 'SIGTERM';
 /** gemini's stderr carries a stack trace per error: keep only its tail. */
 export const GEMINI_STDERR_TAIL_BYTES = 16 * 1024;
 
-
 export type { RunContext } from '../shared/run-attempt.ts';
 
 /**
@@ -80,4 +79,3 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
     context,
   );
 }
-

@@ -13,7 +13,16 @@ function sessionDir(options: Readonly<Record<string, unknown>>): string | null {
 }
 
 export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
-  callerOptions: callerOptions({ provider: z.string().min(1).max(200).optional(), model: z.string().min(1).max(200).optional(), thinking: z.enum(THINKING_LEVELS).optional(), tools: z.array(z.string().regex(/^[\w.-]+$/, 'must be a tool name')).max(100).optional(), agentDir: z.string().min(1).max(4096).optional() }),
+  callerOptions: callerOptions({
+    provider: z.string().min(1).max(200).optional(),
+    model: z.string().min(1).max(200).optional(),
+    thinking: z.enum(THINKING_LEVELS).optional(),
+    tools: z
+      .array(z.string().regex(/^[\w.-]+$/, 'must be a tool name'))
+      .max(100)
+      .optional(),
+    agentDir: z.string().min(1).max(4096).optional(),
+  }),
   permissions: {
     lists: [{ option: 'tools', defaultAllowed: '*', absentMeansAll: true }],
     switches: [{ option: 'extensions', description: 'pi loads and runs extensions from <cwd>/.pi/extensions and <agentDir>/extensions' }],

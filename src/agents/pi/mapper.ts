@@ -216,7 +216,6 @@ export class PiMapper implements AgentMapper {
     if (thinking !== '') this.#thoughts.push(thinking);
   }
 
-
   /**
    * pi writes a new session's file at its first assistant `message_end` (with
    * the user's message), and appends to a resumed session's file message by
@@ -246,9 +245,7 @@ export class PiMapper implements AgentMapper {
       return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
     }
     if (!this.#agentEnded) {
-      const facts: FailureFacts = agentFailed
-        ? this.#agentFailure(last)
-        : { text: 'the agent exited before its closing events (no agent_end)', category: 'process_crash' };
+      const facts: FailureFacts = agentFailed ? this.#agentFailure(last) : { text: 'the agent exited before its closing events (no agent_end)', category: 'process_crash' };
       return failedMessage(facts, exit, this.#lines.invalid);
     }
     if (last === null) {

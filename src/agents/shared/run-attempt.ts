@@ -45,7 +45,11 @@ export function startupFailure(mapper: AgentMapper, message: string): CliMessage
  */
 export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
   const { signal } = context;
-  const spawned = await spawnAgent({ ...spec, ...(context.marker === undefined ? {} : { marker: context.marker }), ...(context.limits === undefined ? {} : { limits: context.limits }) });
+  const spawned = await spawnAgent({
+    ...spec,
+    ...(context.marker === undefined ? {} : { marker: context.marker }),
+    ...(context.limits === undefined ? {} : { limits: context.limits }),
+  });
   if (!spawned.ok) {
     yield* startupFailure(mapper, spawned.error);
     return;

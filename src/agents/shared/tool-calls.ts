@@ -41,9 +41,7 @@ export class ToolCalls {
     if (entry === undefined) return out;
     entry.resolved = true;
     out.push(
-      isError
-        ? { type: 'tool.failed', content: { toolCallId, name: entry.name, error: result } }
-        : { type: 'tool.completed', content: { toolCallId, name: entry.name, result } },
+      isError ? { type: 'tool.failed', content: { toolCallId, name: entry.name, error: result } } : { type: 'tool.completed', content: { toolCallId, name: entry.name, result } },
     );
     return out;
   }

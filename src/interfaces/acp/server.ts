@@ -82,7 +82,8 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
         if (message.turn !== turn) {
           turn = message.turn;
           // The log keeps no prompt texts; the current turn's is in the session's context.
-          if (current !== null && current.index === turn) await client.notify('session/update', { sessionId: params.sessionId, update: { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: current.text } } });
+          if (current !== null && current.index === turn)
+            await client.notify('session/update', { sessionId: params.sessionId, update: { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: current.text } } });
         }
         const update = updateOf(message);
         if (update !== null) await client.notify('session/update', { sessionId: params.sessionId, update });
@@ -134,7 +135,7 @@ async function loadKnown(runtime: Runtime, sessionId: string): Promise<Known | n
 
 async function readAll(runtime: Runtime, sessionId: string): Promise<StoredMessage[]> {
   const out: StoredMessage[] = [];
-  for (let from = 1; ; ) {
+  for (let from = 1; ;) {
     const batch = await runtime.readMessages(sessionId, from, 1000);
     if (batch.length === 0) return out;
     out.push(...batch);
@@ -181,7 +182,10 @@ async function followTurn(f: Follow): Promise<acp.PromptResponse> {
       if (status === 'cancelled') return { stopReason: 'cancelled' };
       if (status === 'failed') {
         const reason = context.lastFailure === null ? '' : `: ${context.lastFailure.category}: ${context.lastFailure.errorText.split('\n')[0]}`;
-        throw acp.RequestError.internalError({ failureReason: context.turn?.failureReason ?? null, category: context.lastFailure?.category ?? null }, `the turn failed (${context.turn?.failureReason ?? 'failed'})${reason}`);
+        throw acp.RequestError.internalError(
+          { failureReason: context.turn?.failureReason ?? null, category: context.lastFailure?.category ?? null },
+          `the turn failed (${context.turn?.failureReason ?? 'failed'})${reason}`,
+        );
       }
       return { stopReason: stopReason as acp.StopReason };
     }
@@ -191,14 +195,29 @@ async function followTurn(f: Follow): Promise<acp.PromptResponse> {
 
 /** An agent's permission request, asked of the client; its answer is the approval decision. Never throws. */
 async function forwardApproval(runtime: Runtime, client: acp.AgentContext, sessionId: string, message: StoredMessage, asked: Set<string>): Promise<void> {
-  const c = message.content as { requestId: string; toolCallId: string; tool: string; kind?: string; arguments: unknown; options: Array<{ optionId: string; name: string; kind: string }> };
+  const c = message.content as {
+    requestId: string;
+    toolCallId: string;
+    tool: string;
+    kind?: string;
+    arguments: unknown;
+    options: Array<{ optionId: string; name: string; kind: string }>;
+  };
   if (asked.has(c.requestId)) return;
   asked.add(c.requestId);
   try {
     const answer: acp.RequestPermissionResponse = await client.request('session/request_permission', {
       sessionId,
-      toolCall: { toolCallId: c.toolCallId, title: c.tool, status: 'pending', rawInput: c.arguments, ...(c.kind !== undefined && TOOL_KINDS.has(c.kind) ? { kind: c.kind as acp.ToolKind } : {}) },
-      options: c.options.filter((o) => ['allow_once', 'allow_always', 'reject_once', 'reject_always'].includes(o.kind)).map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind as acp.PermissionOptionKind })),
+      toolCall: {
+        toolCallId: c.toolCallId,
+        title: c.tool,
+        status: 'pending',
+        rawInput: c.arguments,
+        ...(c.kind !== undefined && TOOL_KINDS.has(c.kind) ? { kind: c.kind as acp.ToolKind } : {}),
+      },
+      options: c.options
+        .filter((o) => ['allow_once', 'allow_always', 'reject_once', 'reject_always'].includes(o.kind))
+        .map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind as acp.PermissionOptionKind })),
     });
     const chosen = answer.outcome.outcome === 'selected' ? c.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId) : undefined;
     const verdict = chosen?.kind.startsWith('allow') === true ? 'allow' : 'deny';

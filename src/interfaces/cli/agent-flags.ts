@@ -30,11 +30,24 @@ export function agentOptionsFromFlags(flags: AgentFlags): Record<string, unknown
 export function addAgentFlagOptions(command: Command, where: { onWorker: boolean }): Command {
   const host = where.onWorker ? " on the worker's host" : '';
   return command
-    .option('--agent-option <key=value>', "an option of the chosen agent without a flag of its own (e.g. permissionMode=acceptEdits, sandbox=workspace-write, approvalMode=yolo); repeatable", collectAgentOption)
+    .option(
+      '--agent-option <key=value>',
+      'an option of the chosen agent without a flag of its own (e.g. permissionMode=acceptEdits, sandbox=workspace-write, approvalMode=yolo); repeatable',
+      collectAgentOption,
+    )
     .option('--cwd <dir>', `the agent's working directory${host}`)
     .option('--provider <name>', 'model provider (pi --provider)')
     .option('--model <id>', 'model id (pi --model)')
     .addOption(new Option('--thinking <level>', 'thinking level').choices(THINKING_LEVELS))
-    .option('--agent-dir <dir>', where.onWorker ? "the pi agent dir on the worker's host to take models and auth from" : 'the pi agent dir to take models and auth from (default $PI_CODING_AGENT_DIR or ~/.pi/agent)')
-    .option('--idle-timeout <duration>', `fail ${where.onWorker ? 'an attempt' : 'the attempt'} as timeout after this long without output (e.g. 90s, 10m)`, parseDurationOption('--idle-timeout'));
+    .option(
+      '--agent-dir <dir>',
+      where.onWorker
+        ? "the pi agent dir on the worker's host to take models and auth from"
+        : 'the pi agent dir to take models and auth from (default $PI_CODING_AGENT_DIR or ~/.pi/agent)',
+    )
+    .option(
+      '--idle-timeout <duration>',
+      `fail ${where.onWorker ? 'an attempt' : 'the attempt'} as timeout after this long without output (e.g. 90s, 10m)`,
+      parseDurationOption('--idle-timeout'),
+    );
 }

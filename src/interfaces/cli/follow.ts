@@ -67,10 +67,18 @@ export async function followSession(runtime: Runtime, sessionId: string, options
         line(c.red(`✗ ${String(content.name)} ${JSON.stringify(toolArgs.get(String(content.toolCallId)) ?? {})}${resultLine(content.error)}`));
         break;
       case 'approval.requested':
-        line(c.yellow(`? ${String(content.tool)} asks permission (${String(content.requestId)}${content.reasked === true ? ', asked again' : ''}): sessiond approve ${sessionId} ${String(content.requestId)}`));
+        line(
+          c.yellow(
+            `? ${String(content.tool)} asks permission (${String(content.requestId)}${content.reasked === true ? ', asked again' : ''}): sessiond approve ${sessionId} ${String(content.requestId)}`,
+          ),
+        );
         break;
       case 'approval.decided':
-        line((content.outcome === 'allowed' ? c.green : c.red)(`${content.outcome === 'allowed' ? '✓' : '✗'} ${String(content.requestId)} ${String(content.outcome)} by ${String(content.by)}`));
+        line(
+          (content.outcome === 'allowed' ? c.green : c.red)(
+            `${content.outcome === 'allowed' ? '✓' : '✗'} ${String(content.requestId)} ${String(content.outcome)} by ${String(content.by)}`,
+          ),
+        );
         break;
       case 'agent.retry':
         line(c.yellow(`(the agent retried on its own: ${String(content.errorText ?? '')})`));
@@ -103,7 +111,8 @@ export async function followSession(runtime: Runtime, sessionId: string, options
         last = summarize(view);
         if (!options.json && last.turn !== null) {
           const t = last.turn;
-          if (t.status === 'backoff' && last.nextRetryAt !== undefined) spinner.set(`turn ${t.index}: waiting ${formatMs(Math.max(0, last.nextRetryAt - Date.now()))} before attempt ${t.attempts.length + 1}`);
+          if (t.status === 'backoff' && last.nextRetryAt !== undefined)
+            spinner.set(`turn ${t.index}: waiting ${formatMs(Math.max(0, last.nextRetryAt - Date.now()))} before attempt ${t.attempts.length + 1}`);
           else if (t.status === 'running' || t.status === 'queued') spinner.set(`turn ${t.index}: ${t.status}…`);
         }
         if (printed >= last.lastSeq && ended(last, options.until)) {

@@ -25,14 +25,19 @@ function parseMultiplier(value: string): number {
 function parseJitter(value: string): string | number {
   if (value === 'none' || value === 'full' || value === 'equal') return value;
   const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new InvalidArgumentError(`--retry-jitter must be none, full, equal or a factor from 0 to 1 (got "${value}")`);
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1)
+    throw new InvalidArgumentError(`--retry-jitter must be none, full, equal or a factor from 0 to 1 (got "${value}")`);
   return n;
 }
 
 function parseCategories(value: string): string[] {
-  const list = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const list = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   for (const c of list) {
-    if (!(FAILURE_CATEGORIES as readonly string[]).includes(c)) throw new InvalidArgumentError(`--retry-on: "${c}" is not a failure category (one of ${FAILURE_CATEGORIES.join(', ')})`);
+    if (!(FAILURE_CATEGORIES as readonly string[]).includes(c))
+      throw new InvalidArgumentError(`--retry-on: "${c}" is not a failure category (one of ${FAILURE_CATEGORIES.join(', ')})`);
   }
   return list;
 }

@@ -56,7 +56,14 @@ export function createApp(options: AppOptions): Hono {
   const { runtime, config, logger } = options;
   const auth = new Auth({ http: config.http, logger, document: openApiDocument() });
   const metrics = options.metrics ?? new RuntimeMetrics(runtime, { workerStaleMs: staleMs(options) });
-  const streams = new EventStreams({ runtime, logger, signal: options.signal, keepAliveMs: options.keepAliveMs ?? HTTP_DEFAULTS.keepAliveMs, maxStreams: config.http.maxStreams, idleMs: config.http.streamIdleTimeout });
+  const streams = new EventStreams({
+    runtime,
+    logger,
+    signal: options.signal,
+    keepAliveMs: options.keepAliveMs ?? HTTP_DEFAULTS.keepAliveMs,
+    maxStreams: config.http.maxStreams,
+    idleMs: config.http.streamIdleTimeout,
+  });
   const app = new Hono();
 
   app.use('*', async (c, next) => {

@@ -18,7 +18,9 @@ export function registerControls(app: Hono, runtime: Runtime): void {
   app.post('/api/bulk/cancel', async (c) => {
     const q = c.req.query();
     const dryRun = q.dryRun === 'true' || q.dryRun === '1';
-    return c.json(await runtime.cancelMatching({ state: q.state, ...(q.agent === undefined ? {} : { agent: q.agent }), dryRun, ...(q.reason === undefined ? {} : { reason: q.reason }) }));
+    return c.json(
+      await runtime.cancelMatching({ state: q.state, ...(q.agent === undefined ? {} : { agent: q.agent }), dryRun, ...(q.reason === undefined ? {} : { reason: q.reason }) }),
+    );
   });
   app.get('/api/sessions/:id/queue', async (c) => {
     const id = c.req.param('id');
@@ -47,11 +49,15 @@ export function controlPaths(): Json {
         operationId: 'retryTurn',
         tags: ['sessions'],
         summary: "Re-run the session's failed last turn as a new turn: the same prompt, a new series of attempts under the policy in force",
-        description: "The agent's conversation is continued as the machine's retry rules say: when the failed attempt had recorded the prompt in the agent's session, that session is resumed with a short continuation, so the prompt is in the conversation once.",
+        description:
+          "The agent's conversation is continued as the machine's retry rules say: when the failed attempt had recorded the prompt in the agent's session, that session is resumed with a short continuation, so the prompt is in the conversation once.",
         ...scope('write'),
         parameters: [idParam],
         responses: {
-          '202': json({ type: 'object', required: ['sessionId', 'turn', 'retryOf'], properties: { sessionId: { type: 'string' }, turn: { type: 'integer' }, retryOf: { type: 'integer' } } }, 'the retry is queued as turn `turn`'),
+          '202': json(
+            { type: 'object', required: ['sessionId', 'turn', 'retryOf'], properties: { sessionId: { type: 'string' }, turn: { type: 'integer' }, retryOf: { type: 'integer' } } },
+            'the retry is queued as turn `turn`',
+          ),
           '400': json(ref('ValidationError'), 'a field is invalid'),
           '404': error('unknown session'),
           '409': error('the last turn did not fail, a prompt waits, a cancel is pending, or the session is being deleted'),
@@ -71,7 +77,18 @@ export function controlPaths(): Json {
           { name: 'reason', in: 'query', schema: { type: 'string' } },
         ],
         responses: {
-          '200': json({ type: 'object', required: ['dryRun', 'matched', 'cancelled'], properties: { dryRun: { type: 'boolean' }, cancelled: { type: 'integer' }, matched: { type: 'array', items: { type: 'object', properties: { sessionId: { type: 'string' }, state: { type: 'string' }, agent: { type: 'string' } } } } } }, 'what matched, and how many were cancelled'),
+          '200': json(
+            {
+              type: 'object',
+              required: ['dryRun', 'matched', 'cancelled'],
+              properties: {
+                dryRun: { type: 'boolean' },
+                cancelled: { type: 'integer' },
+                matched: { type: 'array', items: { type: 'object', properties: { sessionId: { type: 'string' }, state: { type: 'string' }, agent: { type: 'string' } } } },
+              },
+            },
+            'what matched, and how many were cancelled',
+          ),
           '400': json(ref('ValidationError'), 'a bad state, agent'),
         },
       },
@@ -84,7 +101,31 @@ export function controlPaths(): Json {
         ...scope('read'),
         parameters: [idParam],
         responses: {
-          '200': json({ type: 'object', required: ['sessionId', 'prompts'], properties: { sessionId: { type: 'string' }, prompts: { type: 'array', items: { type: 'object', required: ['position', 'id', 'text', 'where'], properties: { position: { type: 'integer' }, id: { type: 'string' }, text: { type: 'string' }, enqueuedAt: { type: ['integer', 'null'] }, where: { enum: ['mailbox', 'inbox'] }, retryOf: { type: 'integer' } } } } } }, 'the queued prompts'),
+          '200': json(
+            {
+              type: 'object',
+              required: ['sessionId', 'prompts'],
+              properties: {
+                sessionId: { type: 'string' },
+                prompts: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    required: ['position', 'id', 'text', 'where'],
+                    properties: {
+                      position: { type: 'integer' },
+                      id: { type: 'string' },
+                      text: { type: 'string' },
+                      enqueuedAt: { type: ['integer', 'null'] },
+                      where: { enum: ['mailbox', 'inbox'] },
+                      retryOf: { type: 'integer' },
+                    },
+                  },
+                },
+              },
+            },
+            'the queued prompts',
+          ),
           '404': error('unknown session'),
         },
       },
@@ -97,7 +138,14 @@ export function controlPaths(): Json {
         ...scope('write'),
         parameters: [idParam, { name: 'promptId', in: 'path', required: true, description: 'the prompt id as listed', schema: { type: 'string' } }],
         responses: {
-          '200': json({ type: 'object', required: ['sessionId', 'promptId', 'removed'], properties: { sessionId: { type: 'string' }, promptId: { type: 'string' }, removed: { const: true } } }, 'removed: it will not run'),
+          '200': json(
+            {
+              type: 'object',
+              required: ['sessionId', 'promptId', 'removed'],
+              properties: { sessionId: { type: 'string' }, promptId: { type: 'string' }, removed: { const: true } },
+            },
+            'removed: it will not run',
+          ),
           '400': json(ref('ValidationError'), 'a bad prompt id'),
           '404': error('unknown session, or no such queued prompt'),
           '409': error('its turn has started (cancel the turn instead), the session is being deleted, or its worker did not answer in time'),

@@ -63,10 +63,13 @@ export class EventStreams {
           shutdown?.addEventListener('abort', abort, { once: true });
           if (shutdown?.aborted === true) abort();
           let lastMessageAt = Date.now();
-          const keepAlive = setInterval(() => {
-            if (Date.now() - lastMessageAt >= idleMs) abort();
-            else stream.write(': keep-alive\n\n').catch(abort);
-          }, Math.min(keepAliveMs, idleMs));
+          const keepAlive = setInterval(
+            () => {
+              if (Date.now() - lastMessageAt >= idleMs) abort();
+              else stream.write(': keep-alive\n\n').catch(abort);
+            },
+            Math.min(keepAliveMs, idleMs),
+          );
           const left = principal?.expiresAt === undefined ? null : principal.expiresAt - Date.now();
           const expiry = left === null || left > MAX_TIMER_MS ? null : setTimeout(abort, Math.max(0, left));
           try {

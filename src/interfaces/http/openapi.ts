@@ -24,7 +24,11 @@ function schemaOf(schema: z.ZodType, io: 'input' | 'output' = 'input'): Json {
 function strip(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(strip);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value).filter(([k]) => k !== '$schema' && k !== 'readOnly').map(([k, v]) => [k, strip(v)]));
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([k]) => k !== '$schema' && k !== 'readOnly')
+      .map(([k, v]) => [k, strip(v)]),
+  );
 }
 
 const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
@@ -32,7 +36,13 @@ const json = (schema: Json, description: string, extra: Json = {}): Json => ({ d
 const error = (description: string): Json => json(ref('Error'), description);
 const invalid = (description = 'a field is invalid: `issues` name each one'): Json => json(ref('ValidationError'), description);
 
-const idParam = { name: 'id', in: 'path', required: true, description: 'Session id (1-100 letters, digits or _.-, not . or ..)', schema: { type: 'string', pattern: '^(?!\\.{1,2}$)[A-Za-z0-9_.-]{1,100}$' } };
+const idParam = {
+  name: 'id',
+  in: 'path',
+  required: true,
+  description: 'Session id (1-100 letters, digits or _.-, not . or ..)',
+  schema: { type: 'string', pattern: '^(?!\\.{1,2}$)[A-Za-z0-9_.-]{1,100}$' },
+};
 /**
  * Each operation's scope, in `x-sessiond-scope`: the one place it is declared. The guard
  * (auth/guard.ts) enforces it and the route × scope test checks every operation has one.
@@ -56,11 +66,19 @@ export const REQUEST_EXAMPLES: Record<string, Record<string, { summary: string; 
     minimal: { summary: 'a prompt, default agent options', value: { prompt: 'List the files in this directory' } },
     full: {
       summary: 'own id, agent options and a retry policy of its own',
-      value: { sessionId: 'build-42', prompt: 'Fix the failing test', options: { cwd: '/tmp', provider: 'fake', model: 'text', thinking: 'low' }, retryPolicy: { maxAttempts: 3, initialDelayMs: 500 } },
+      value: {
+        sessionId: 'build-42',
+        prompt: 'Fix the failing test',
+        options: { cwd: '/tmp', provider: 'fake', model: 'text', thinking: 'low' },
+        retryPolicy: { maxAttempts: 3, initialDelayMs: 500 },
+      },
     },
   },
   addPrompt: { next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } } },
-  decideApproval: { allow: { summary: "allow, with the agent's allow_once option", value: { decision: 'allow', option: 'allow_once' } }, deny: { summary: 'deny, with a reason', value: { decision: 'deny', reason: 'not on this branch' } } },
+  decideApproval: {
+    allow: { summary: "allow, with the agent's allow_once option", value: { decision: 'allow', option: 'allow_once' } },
+    deny: { summary: 'deny, with a reason', value: { decision: 'deny', reason: 'not on this branch' } },
+  },
   cancelSession: { reason: { summary: 'with a reason', value: { reason: 'taking too long' } }, empty: { summary: 'no reason', value: {} } },
   putRetryPolicy: { patch: { summary: 'change some fields; the rest keep their value', value: { maxAttempts: 5, initialDelayMs: 2000, jitter: 'full' } } },
   login: { token: { summary: 'a configured token', value: { token: 'the-token-you-were-given' } } },
@@ -133,7 +151,11 @@ function build(): Json {
             { name: 'cursor', in: 'query', description: 'the `next` of the previous page', schema: { type: 'string' } },
             { name: 'If-None-Match', in: 'header', description: 'the `ETag` of an earlier answer: 304 when nothing in the listing changed', schema: { type: 'string' } },
           ],
-          responses: { '200': json(ref('SessionList'), 'the sessions (an `ETag` header; `next`: the cursor of the next page, null on the last)'), '304': { description: 'nothing in the listing changed since that ETag' }, '400': invalid() },
+          responses: {
+            '200': json(ref('SessionList'), 'the sessions (an `ETag` header; `next`: the cursor of the next page, null on the last)'),
+            '304': { description: 'nothing in the listing changed since that ETag' },
+            '400': invalid(),
+          },
         },
         post: {
           operationId: 'createSession',
@@ -162,11 +184,19 @@ function build(): Json {
           operationId: 'deleteSession',
           tags: ['sessions'],
           summary: 'Delete a session fleet-wide: every key, its message log, agent state, activation job and index entries',
-          description: 'Without `force`, only a finished session (nothing running, waiting, backing off or queued); with `force=true` a running turn is cancelled first (its process tree gone). Deleting again within the hour answers `deleted: false`.',
+          description:
+            'Without `force`, only a finished session (nothing running, waiting, backing off or queued); with `force=true` a running turn is cancelled first (its process tree gone). Deleting again within the hour answers `deleted: false`.',
           ...ADMIN,
           parameters: [idParam, { name: 'force', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] } }],
           responses: {
-            '200': json({ type: 'object', required: ['sessionId', 'deleted', 'cancelled'], properties: { sessionId: { type: 'string' }, deleted: { type: 'boolean' }, cancelled: { type: 'boolean' } } }, 'deleted (deleted: false when it already was)'),
+            '200': json(
+              {
+                type: 'object',
+                required: ['sessionId', 'deleted', 'cancelled'],
+                properties: { sessionId: { type: 'string' }, deleted: { type: 'boolean' }, cancelled: { type: 'boolean' } },
+              },
+              'deleted (deleted: false when it already was)',
+            ),
             '400': invalid(),
             '404': error('unknown session'),
             '409': error('the session is active and force was not given'),
@@ -181,7 +211,11 @@ function build(): Json {
           summary: 'The session as a versioned JSON-lines archive (header, meta, snapshot, history, every message, agent state, queued prompts, end) for `sessiond import`',
           ...READ,
           parameters: [idParam],
-          responses: { '200': { description: 'the archive', content: { 'application/x-ndjson': { schema: { type: 'string' } } } }, '404': error('unknown session'), '409': error('the session is being deleted') },
+          responses: {
+            '200': { description: 'the archive', content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
+            '404': error('unknown session'),
+            '409': error('the session is being deleted'),
+          },
         },
       },
       '/api/sessions/{id}/prompts': {
@@ -211,7 +245,10 @@ function build(): Json {
           parameters: [idParam],
           requestBody: body('cancelSession', schemaOf(CancelBody), false),
           responses: {
-            '202': json({ type: 'object', required: ['sessionId', 'delivered'], properties: { sessionId: { type: 'string' }, delivered: { enum: ['worker', 'activation'] } } }, 'the cancel was recorded and delivered'),
+            '202': json(
+              { type: 'object', required: ['sessionId', 'delivered'], properties: { sessionId: { type: 'string' }, delivered: { enum: ['worker', 'activation'] } } },
+              'the cancel was recorded and delivered',
+            ),
             '400': invalid(),
             '404': error('unknown session'),
             ...mutatingErrors,
@@ -224,11 +261,31 @@ function build(): Json {
           tags: ['sessions'],
           summary: "Answer an agent's permission request (the session's `approvals`): allow or deny; the first decision wins",
           ...WRITE,
-          parameters: [idParam, { name: 'requestId', in: 'path', required: true, description: 'The request id of its approval.requested message', schema: { type: 'string', pattern: '^t\\d{1,9}-[0-9a-f]{12}-\\d{1,4}$' } }],
+          parameters: [
+            idParam,
+            {
+              name: 'requestId',
+              in: 'path',
+              required: true,
+              description: 'The request id of its approval.requested message',
+              schema: { type: 'string', pattern: '^t\\d{1,9}-[0-9a-f]{12}-\\d{1,4}$' },
+            },
+          ],
           requestBody: body('decideApproval', schemaOf(ApprovalBody)),
           responses: {
             '200': json(
-              { type: 'object', required: ['sessionId', 'requestId', 'outcome', 'optionId', 'by', 'at'], properties: { sessionId: { type: 'string' }, requestId: { type: 'string' }, outcome: { enum: ['allowed', 'denied'] }, optionId: { type: ['string', 'null'] }, by: { type: 'string' }, at: { type: 'integer' } } },
+              {
+                type: 'object',
+                required: ['sessionId', 'requestId', 'outcome', 'optionId', 'by', 'at'],
+                properties: {
+                  sessionId: { type: 'string' },
+                  requestId: { type: 'string' },
+                  outcome: { enum: ['allowed', 'denied'] },
+                  optionId: { type: ['string', 'null'] },
+                  by: { type: 'string' },
+                  at: { type: 'integer' },
+                },
+              },
               'the decision was stored; the worker holding the session gives it to the agent (or the next activation does, when the agent asks again)',
             ),
             '400': invalid(),
@@ -257,16 +314,25 @@ function build(): Json {
           operationId: 'streamEvents',
           tags: ['messages'],
           summary: 'Live message stream (Server-Sent Events): every stored message from `from` (or after `Last-Event-ID`), then new ones as they are written',
-          description: 'Each event: `id:` the seq, `event:` the message type, `data:` `{seq, turn, attempt, type, content}`. A reconnecting EventSource sends `Last-Event-ID` and resumes with the next seq: no gap, no duplicate. Comments (`: keep-alive`) are sent every 15 s. Bounded: at most `http.maxStreams` streams per server (503 with Retry-After beyond), closed after `http.streamIdleTimeout` without a message, and when the stream ticket (or login) it was opened with expires.',
+          description:
+            'Each event: `id:` the seq, `event:` the message type, `data:` `{seq, turn, attempt, type, content}`. A reconnecting EventSource sends `Last-Event-ID` and resumes with the next seq: no gap, no duplicate. Comments (`: keep-alive`) are sent every 15 s. Bounded: at most `http.maxStreams` streams per server (503 with Retry-After beyond), closed after `http.streamIdleTimeout` without a message, and when the stream ticket (or login) it was opened with expires.',
           ...STREAM,
           parameters: [
             idParam,
             { name: 'from', in: 'query', description: 'first seq (default 1); `Last-Event-ID` wins', schema: { type: 'integer', minimum: 1 } },
             { name: 'Last-Event-ID', in: 'header', description: 'the last seq received: the stream resumes after it', schema: { type: 'string', pattern: '^\\d+$' } },
-            { name: 'ticket', in: 'query', description: 'a stream ticket (`POST /api/sessions/{id}/stream-ticket`), for clients that cannot send headers', schema: { type: 'string' } },
+            {
+              name: 'ticket',
+              in: 'query',
+              description: 'a stream ticket (`POST /api/sessions/{id}/stream-ticket`), for clients that cannot send headers',
+              schema: { type: 'string' },
+            },
           ],
           responses: {
-            '200': { description: 'the event stream', content: { 'text/event-stream': { schema: { type: 'string', description: 'SSE events whose `data` is a `Message` (see components)' } } } },
+            '200': {
+              description: 'the event stream',
+              content: { 'text/event-stream': { schema: { type: 'string', description: 'SSE events whose `data` is a `Message` (see components)' } } },
+            },
             '400': invalid('a bad `from` or `Last-Event-ID`'),
             '401': error('no valid credential, or an expired stream ticket'),
             '404': error('unknown session'),
@@ -275,22 +341,38 @@ function build(): Json {
         },
       },
       '/api/retry-policy': {
-        get: { operationId: 'getRetryPolicy', tags: ['retry-policy'], summary: 'The global retry policy', ...READ, responses: { '200': json(ref('PolicyResponse'), 'the policy and where it comes from') } },
+        get: {
+          operationId: 'getRetryPolicy',
+          tags: ['retry-policy'],
+          summary: 'The global retry policy',
+          ...READ,
+          responses: { '200': json(ref('PolicyResponse'), 'the policy and where it comes from') },
+        },
         put: {
           operationId: 'putRetryPolicy',
           tags: ['retry-policy'],
           summary: 'Change fields of the global policy; on any invalid field nothing is changed',
           ...ADMIN,
           requestBody: body('putRetryPolicy', policyPatch),
-          responses: { '200': json(ref('PolicyResponse'), 'the new policy'), '400': invalid('a field is out of range (`issues` name it and the allowed range); nothing changed'), ...mutatingErrors },
+          responses: {
+            '200': json(ref('PolicyResponse'), 'the new policy'),
+            '400': invalid('a field is out of range (`issues` name it and the allowed range); nothing changed'),
+            ...mutatingErrors,
+          },
         },
-        delete: { operationId: 'resetRetryPolicy', tags: ['retry-policy'], summary: 'Back to the defaults', ...ADMIN, responses: { '200': json(ref('PolicyResponse'), 'the default policy'), ...mutatingErrors } },
+        delete: {
+          operationId: 'resetRetryPolicy',
+          tags: ['retry-policy'],
+          summary: 'Back to the defaults',
+          ...ADMIN,
+          responses: { '200': json(ref('PolicyResponse'), 'the default policy'), ...mutatingErrors },
+        },
       },
       '/api/sessions/{id}/retry-policy': {
         get: {
           operationId: 'getSessionRetryPolicy',
           tags: ['retry-policy'],
-          summary: "The policy in force for a session: its own, else the global one",
+          summary: 'The policy in force for a session: its own, else the global one',
           ...READ,
           parameters: [idParam],
           responses: { '200': json(ref('PolicyResponse'), 'the policy and its source'), '404': error('unknown session') },
@@ -298,11 +380,16 @@ function build(): Json {
         put: {
           operationId: 'putSessionRetryPolicy',
           tags: ['retry-policy'],
-          summary: "Give a session a policy of its own (fields over the one in force); the running turn takes it at its next retry decision",
+          summary: 'Give a session a policy of its own (fields over the one in force); the running turn takes it at its next retry decision',
           ...ADMIN,
           parameters: [idParam],
           requestBody: body('putSessionRetryPolicy', policyPatch),
-          responses: { '200': json(ref('PolicyResponse'), 'the new policy'), '400': invalid('a field is out of range; nothing changed'), '404': error('unknown session'), ...mutatingErrors },
+          responses: {
+            '200': json(ref('PolicyResponse'), 'the new policy'),
+            '400': invalid('a field is out of range; nothing changed'),
+            '404': error('unknown session'),
+            ...mutatingErrors,
+          },
         },
         delete: {
           operationId: 'resetSessionRetryPolicy',
@@ -317,16 +404,22 @@ function build(): Json {
         get: {
           operationId: 'getDeploymentPolicy',
           tags: ['sessions'],
-          summary: 'What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent\'s permission ceiling, allowed lists and switches',
+          summary:
+            "What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent's permission ceiling, allowed lists and switches",
           ...READ,
-          responses: { '200': json({ type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions', 'approvals'] }, 'the deployment policy') },
+          responses: {
+            '200': json(
+              { type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions', 'approvals'] },
+              'the deployment policy',
+            ),
+          },
         },
       },
       '/api/limits': {
         get: {
           operationId: 'getLimits',
           tags: ['limits'],
-          summary: "The fleet limits: each rule, what its keys hold and how many sessions wait, cooldowns, and whether dispatch is paused",
+          summary: 'The fleet limits: each rule, what its keys hold and how many sessions wait, cooldowns, and whether dispatch is paused',
           ...READ,
           responses: { '200': json({ type: 'object', required: ['paused', 'limits'] }, 'the limits') },
         },
@@ -348,7 +441,11 @@ function build(): Json {
           summary: 'Start attempts again, fleet-wide or under one limit; the sessions waiting for it are woken in order',
           ...ADMIN,
           requestBody: body('resumeDispatch', schemaOf(DispatchBody), false),
-          responses: { '200': json({ type: 'object', required: ['paused', 'woken'] }, 'what is still paused, and how many sessions were woken'), '400': invalid(), ...mutatingErrors },
+          responses: {
+            '200': json({ type: 'object', required: ['paused', 'woken'] }, 'what is still paused, and how many sessions were woken'),
+            '400': invalid(),
+            ...mutatingErrors,
+          },
         },
       },
       '/api/login': {
@@ -362,31 +459,59 @@ function build(): Json {
         },
       },
       '/api/logout': {
-        post: { operationId: 'logout', tags: ['auth'], summary: 'Clear the login cookie', ...PUBLIC, responses: { '204': { description: 'logged out (`Set-Cookie` clears it)' }, ...mutatingErrors } },
+        post: {
+          operationId: 'logout',
+          tags: ['auth'],
+          summary: 'Clear the login cookie',
+          ...PUBLIC,
+          responses: { '204': { description: 'logged out (`Set-Cookie` clears it)' }, ...mutatingErrors },
+        },
       },
       '/api/whoami': {
-        get: { operationId: 'whoami', tags: ['auth'], summary: "The caller's token name and scope", ...READ, responses: { '200': json(ref('Principal'), 'who you are'), '401': error('no valid credential') } },
+        get: {
+          operationId: 'whoami',
+          tags: ['auth'],
+          summary: "The caller's token name and scope",
+          ...READ,
+          responses: { '200': json(ref('Principal'), 'who you are'), '401': error('no valid credential') },
+        },
       },
       '/api/sessions/{id}/stream-ticket': {
         post: {
           operationId: 'streamTicket',
           tags: ['auth'],
           summary: "A short-lived signed ticket that opens this session's event stream (`EventSource` cannot send headers)",
-          description: 'HMAC over the session id, scope and expiry (`http.streamTicketTtl`, default 5 min, never past the login). The stream ends when the ticket expires; reconnects with `Last-Event-ID` work until then, then get a new ticket and resume.',
+          description:
+            'HMAC over the session id, scope and expiry (`http.streamTicketTtl`, default 5 min, never past the login). The stream ends when the ticket expires; reconnects with `Last-Event-ID` work until then, then get a new ticket and resume.',
           ...READ,
           parameters: [idParam],
           responses: {
-            '200': json({ type: 'object', required: ['ticket', 'expiresAt', 'url'], properties: { ticket: { type: 'string' }, expiresAt: { type: 'integer' }, url: { type: 'string' } } }, 'the ticket'),
+            '200': json(
+              { type: 'object', required: ['ticket', 'expiresAt', 'url'], properties: { ticket: { type: 'string' }, expiresAt: { type: 'integer' }, url: { type: 'string' } } },
+              'the ticket',
+            ),
             '404': error('unknown session'),
             ...mutatingErrors,
           },
         },
       },
       '/api/chart': {
-        get: { operationId: 'getChart', tags: ['sessions'], summary: "The session machine's states and transitions", ...READ, responses: { '200': json(ref('Chart'), 'the statechart') } },
+        get: {
+          operationId: 'getChart',
+          tags: ['sessions'],
+          summary: "The session machine's states and transitions",
+          ...READ,
+          responses: { '200': json(ref('Chart'), 'the statechart') },
+        },
       },
       '/healthz': {
-        get: { operationId: 'health', tags: ['operations'], summary: 'The process is up', ...PUBLIC, responses: { '200': json({ type: 'object', properties: { status: { const: 'ok' } } }, 'up') } },
+        get: {
+          operationId: 'health',
+          tags: ['operations'],
+          summary: 'The process is up',
+          ...PUBLIC,
+          responses: { '200': json({ type: 'object', properties: { status: { const: 'ok' } } }, 'up') },
+        },
       },
       '/readyz': {
         get: {
@@ -403,7 +528,11 @@ function build(): Json {
                 properties: {
                   status: { const: 'ready' },
                   workers: { type: 'integer' },
-                  containment: { type: 'array', description: 'per live worker: `cgroup` (a cgroup per attempt, killed whole) or `sweep` (marker, group and parent links only), with the detail', items: { type: 'object' } },
+                  containment: {
+                    type: 'array',
+                    description: 'per live worker: `cgroup` (a cgroup per attempt, killed whole) or `sweep` (marker, group and parent links only), with the detail',
+                    items: { type: 'object' },
+                  },
                 },
               },
               'ready',
@@ -413,13 +542,28 @@ function build(): Json {
         },
       },
       '/metrics': {
-        get: { operationId: 'metrics', tags: ['operations'], summary: 'Prometheus metrics (text format)', ...READ, responses: { '200': { description: 'the metrics', content: { 'text/plain': { schema: { type: 'string' } } } } } },
+        get: {
+          operationId: 'metrics',
+          tags: ['operations'],
+          summary: 'Prometheus metrics (text format)',
+          ...READ,
+          responses: { '200': { description: 'the metrics', content: { 'text/plain': { schema: { type: 'string' } } } } },
+        },
       },
       '/openapi.json': {
         get: { operationId: 'openapi', tags: ['operations'], summary: 'This document', ...READ, responses: { '200': json({ type: 'object' }, 'the OpenAPI document') } },
       },
       '/': { get: { operationId: 'dashboard', tags: ['dashboard'], summary: 'The dashboard: sessions by state', ...PUBLIC, responses: { '200': html('the page') } } },
-      '/sessions/{id}': { get: { operationId: 'dashboardSession', tags: ['dashboard'], summary: 'The dashboard page of a session', ...PUBLIC, parameters: [idParam], responses: { '200': html('the page') } } },
+      '/sessions/{id}': {
+        get: {
+          operationId: 'dashboardSession',
+          tags: ['dashboard'],
+          summary: 'The dashboard page of a session',
+          ...PUBLIC,
+          parameters: [idParam],
+          responses: { '200': html('the page') },
+        },
+      },
       '/web/{module}': {
         get: {
           operationId: 'dashboardScript',
@@ -430,23 +574,64 @@ function build(): Json {
           responses: { '200': { description: 'JavaScript module', content: { 'text/javascript': { schema: { type: 'string' } } } }, '404': { description: 'no such module' } },
         },
       },
-      '/web/style.css': { get: { operationId: 'dashboardStyle', tags: ['dashboard'], summary: "The dashboard's style sheet", ...PUBLIC, responses: { '200': { description: 'CSS', content: { 'text/css': { schema: { type: 'string' } } } } } } },
+      '/web/style.css': {
+        get: {
+          operationId: 'dashboardStyle',
+          tags: ['dashboard'],
+          summary: "The dashboard's style sheet",
+          ...PUBLIC,
+          responses: { '200': { description: 'CSS', content: { 'text/css': { schema: { type: 'string' } } } } },
+        },
+      },
     },
     components: {
       securitySchemes: {
         bearerAuth: { type: 'http', scheme: 'bearer', description: 'a configured token (`SESSIOND_API_TOKEN`, `http.tokens`); its scope must cover the route' },
-        loginCookie: { type: 'apiKey', in: 'cookie', name: 'sessiond_login', description: 'set by `POST /api/login` (HttpOnly, SameSite=Strict); a mutation with it must carry an allowed `Origin`' },
-        streamTicket: { type: 'apiKey', in: 'query', name: 'ticket', description: 'from `POST /api/sessions/{id}/stream-ticket`: opens that session\'s event stream until it expires' },
+        loginCookie: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'sessiond_login',
+          description: 'set by `POST /api/login` (HttpOnly, SameSite=Strict); a mutation with it must carry an allowed `Origin`',
+        },
+        streamTicket: {
+          type: 'apiKey',
+          in: 'query',
+          name: 'ticket',
+          description: "from `POST /api/sessions/{id}/stream-ticket`: opens that session's event stream until it expires",
+        },
       },
       schemas: {
         Error: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
-        Principal: { type: 'object', required: ['name', 'scope', 'via'], properties: { name: { type: ['string', 'null'] }, scope: { enum: ['read', 'write', 'admin'] }, via: { enum: ['bearer', 'cookie', 'ticket', 'open'] }, expiresAt: { type: 'integer' } } },
+        Principal: {
+          type: 'object',
+          required: ['name', 'scope', 'via'],
+          properties: {
+            name: { type: ['string', 'null'] },
+            scope: { enum: ['read', 'write', 'admin'] },
+            via: { enum: ['bearer', 'cookie', 'ticket', 'open'] },
+            expiresAt: { type: 'integer' },
+          },
+        },
         ValidationError: {
           type: 'object',
           required: ['error', 'issues'],
-          properties: { error: { type: 'string' }, issues: { type: 'array', items: { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string', description: 'dotted path, e.g. `options.model`, `retryPolicy.maxAttempts`, or `(body)`' }, message: { type: 'string' } } } } },
+          properties: {
+            error: { type: 'string' },
+            issues: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['field', 'message'],
+                properties: { field: { type: 'string', description: 'dotted path, e.g. `options.model`, `retryPolicy.maxAttempts`, or `(body)`' }, message: { type: 'string' } },
+              },
+            },
+          },
         },
-        Enqueued: { type: 'object', required: ['sessionId', 'turn'], properties: { sessionId: { type: 'string' }, turn: { type: 'integer', description: 'the turn this prompt will run as' }, created: { type: 'boolean' } } },
+        Enqueued: {
+          type: 'object',
+          required: ['sessionId', 'turn'],
+          properties: { sessionId: { type: 'string' }, turn: { type: 'integer', description: 'the turn this prompt will run as' }, created: { type: 'boolean' } },
+        },
         Attempt: {
           type: 'object',
           required: ['attempt', 'outcome', 'startedAt', 'endedAt'],
@@ -460,7 +645,11 @@ function build(): Json {
             endedAt: { type: ['integer', 'null'] },
           },
         },
-        Transition: { type: 'object', required: ['at', 'from', 'to', 'event'], properties: { at: { type: 'integer' }, from: { type: 'string' }, to: { type: 'string' }, event: { type: 'string' } } },
+        Transition: {
+          type: 'object',
+          required: ['at', 'from', 'to', 'event'],
+          properties: { at: { type: 'integer' }, from: { type: 'string' }, to: { type: 'string' }, event: { type: 'string' } },
+        },
         TurnSummary: {
           type: ['object', 'null'],
           required: ['index', 'status', 'attempts'],
@@ -489,7 +678,10 @@ function build(): Json {
                   agent: { type: 'string' },
                   createdAt: { type: 'integer' },
                   updatedAt: { type: 'integer' },
-                  turn: { type: ['object', 'null'], properties: { index: { type: 'integer' }, status: { type: 'string' }, attempts: { type: 'integer' }, prompt: { type: ['string', 'null'] } } },
+                  turn: {
+                    type: ['object', 'null'],
+                    properties: { index: { type: 'integer' }, status: { type: 'string' }, attempts: { type: 'integer' }, prompt: { type: ['string', 'null'] } },
+                  },
                   nextRetryAt: { type: 'integer' },
                   lastFailure: { type: 'object', properties: { category: { type: 'string' }, at: { type: 'integer' } } },
                   queuedPrompts: { type: 'integer' },
@@ -519,8 +711,22 @@ function build(): Json {
             heldBy: { type: ['string', 'null'], description: 'the worker holding the session, if any' },
             approvals: {
               type: 'array',
-              description: 'permission requests of the running turn not yet given to the agent; the session awaits approval while one has no `decision` (answer with POST …/approvals/{requestId})',
-              items: { type: 'object', required: ['requestId', 'tool', 'arguments', 'options', 'requestedAt', 'deadlineAt'], properties: { requestId: { type: 'string' }, tool: { type: 'string' }, kind: { type: 'string' }, arguments: {}, options: { type: 'array', items: { type: 'object', properties: { optionId: { type: 'string' }, name: { type: 'string' }, kind: { type: 'string' } } } }, requestedAt: { type: 'integer' }, deadlineAt: { type: 'integer' }, decision: { type: 'object' } } },
+              description:
+                'permission requests of the running turn not yet given to the agent; the session awaits approval while one has no `decision` (answer with POST …/approvals/{requestId})',
+              items: {
+                type: 'object',
+                required: ['requestId', 'tool', 'arguments', 'options', 'requestedAt', 'deadlineAt'],
+                properties: {
+                  requestId: { type: 'string' },
+                  tool: { type: 'string' },
+                  kind: { type: 'string' },
+                  arguments: {},
+                  options: { type: 'array', items: { type: 'object', properties: { optionId: { type: 'string' }, name: { type: 'string' }, kind: { type: 'string' } } } },
+                  requestedAt: { type: 'integer' },
+                  deadlineAt: { type: 'integer' },
+                  decision: { type: 'object' },
+                },
+              },
             },
             options: { type: 'object' },
             queued: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, text: { type: 'string' }, enqueuedAt: { type: 'integer' } } } },
@@ -536,7 +742,13 @@ function build(): Json {
         MessagePage: {
           type: 'object',
           required: ['sessionId', 'from', 'messages', 'nextFrom', 'lastSeq'],
-          properties: { sessionId: { type: 'string' }, from: { type: 'integer' }, messages: { type: 'array', items: ref('Message') }, nextFrom: { type: 'integer' }, lastSeq: { type: 'integer' } },
+          properties: {
+            sessionId: { type: 'string' },
+            from: { type: 'integer' },
+            messages: { type: 'array', items: ref('Message') },
+            nextFrom: { type: 'integer' },
+            lastSeq: { type: 'integer' },
+          },
         },
         RetryPolicy: policy,
         PolicyResponse: { type: 'object', required: ['policy', 'source'], properties: { policy: ref('RetryPolicy'), source: { enum: ['session', 'global', 'default'] } } },
@@ -553,7 +765,10 @@ function build(): Json {
                 properties: {
                   name: { type: 'string' },
                   invokes: { type: 'array', items: { type: 'string' } },
-                  transitions: { type: 'array', items: { type: 'object', properties: { event: { type: 'string' }, target: { type: ['string', 'null'] }, guard: { type: ['string', 'null'] } } } },
+                  transitions: {
+                    type: 'array',
+                    items: { type: 'object', properties: { event: { type: 'string' }, target: { type: ['string', 'null'] }, guard: { type: ['string', 'null'] } } },
+                  },
                 },
               },
             },

@@ -46,7 +46,10 @@ export const ListQuery = z.object({
 
 /** `DELETE /api/sessions/:id?force=true`. */
 export const DeleteQuery = z.object({
-  force: z.enum(['true', 'false', '1', '0'], { error: 'must be true or false' }).transform((v) => v === 'true' || v === '1').optional(),
+  force: z
+    .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
+    .transform((v) => v === 'true' || v === '1')
+    .optional(),
 });
 
 export const MessagesQuery = z.object({

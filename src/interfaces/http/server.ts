@@ -32,13 +32,17 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const host = options.host ?? options.config.http.host;
   const port = options.port ?? options.config.http.port;
   if (!isLoopbackHost(host) && options.config.http.token === undefined && options.config.http.tokens.length === 0) {
-    throw new Error(`refusing to listen on ${host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters) or http.tokens / SESSIOND_API_TOKENS_FILE, or bind to 127.0.0.1`);
+    throw new Error(
+      `refusing to listen on ${host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters) or http.tokens / SESSIOND_API_TOKENS_FILE, or bind to 127.0.0.1`,
+    );
   }
   const config = { ...options.config, http: { ...options.config.http, host, port } };
   const shutdown = new AbortController();
   const tls = readTls(config.http);
   const app = createApp({ ...options, config, signal: shutdown.signal, secureCookies: tls !== null });
-  const server = (tls === null ? createAdaptorServer({ fetch: app.fetch }) : createAdaptorServer({ fetch: app.fetch, createServer: createHttpsServer, serverOptions: tls })) as Server;
+  const server = (
+    tls === null ? createAdaptorServer({ fetch: app.fetch }) : createAdaptorServer({ fetch: app.fetch, createServer: createHttpsServer, serverOptions: tls })
+  ) as Server;
   await new Promise<void>((resolve, reject) => {
     const onError = (error: Error): void => reject(new Error(`cannot listen on ${host}:${port}: ${error.message}`));
     server.once('error', onError);

@@ -130,7 +130,19 @@ export function homePage(main) {
           h('td', {}, badge(s.state), s.awaitingApproval ? [' ', h('span', { class: 'category', 'data-testid': 'awaiting-approval' }, 'awaiting approval')] : null),
           h('td', {}, s.turn ? `#${s.turn.index} ${s.turn.status}` : '–'),
           h('td', {}, s.turn ? String(s.turn.attempts) : '–', s.lastFailure ? [' ', h('span', { class: 'category', title: 'last failure' }, s.lastFailure.category)] : null),
-          h('td', {}, s.waitingFor ? h('span', { 'data-testid': 'waiting-for', title: `waiting (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}` }, `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`) : s.nextRetryAt ? `in ${ms(Math.max(0, s.nextRetryAt - Date.now()))}` : '–'),
+          h(
+            'td',
+            {},
+            s.waitingFor
+              ? h(
+                  'span',
+                  { 'data-testid': 'waiting-for', title: `waiting (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}` },
+                  `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`,
+                )
+              : s.nextRetryAt
+                ? `in ${ms(Math.max(0, s.nextRetryAt - Date.now()))}`
+                : '–',
+          ),
           h('td', { title: new Date(s.updatedAt).toISOString() }, ago(s.updatedAt)),
           h('td', { class: 'prompt', title: s.turn?.prompt ?? '' }, s.turn?.prompt ?? ''),
         ),

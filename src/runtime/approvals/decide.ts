@@ -13,7 +13,11 @@ const KINDS: Record<ApprovalVerdict, string[]> = { allow: ['allow_once', 'allow_
  * the `_always` one. A denial without any reject option is answered `cancelled` (`optionId` null).
  * Contract: pure.
  */
-export function chooseOption(options: readonly ApprovalOption[], verdict: ApprovalVerdict, option?: string): { ok: true; optionId: string | null } | { ok: false; message: string } {
+export function chooseOption(
+  options: readonly ApprovalOption[],
+  verdict: ApprovalVerdict,
+  option?: string,
+): { ok: true; optionId: string | null } | { ok: false; message: string } {
   const fitting = options.filter((o) => KINDS[verdict].includes(o.kind));
   if (option !== undefined) {
     const found = fitting.find((o) => o.optionId === option) ?? fitting.find((o) => o.kind === option);

@@ -60,14 +60,28 @@ export class AttemptApprovals implements ApprovalGate {
       if (stored === null) {
         const answer = denial(request.options);
         emit(requestedMessage(record, false));
-        emit(decidedMessage(record, answer, { outcome: 'denied', optionId: answer.optionId, by: 'sessiond', at: Date.now(), reason: 'too many approval requests in this session' }));
+        emit(
+          decidedMessage(record, answer, { outcome: 'denied', optionId: answer.optionId, by: 'sessiond', at: Date.now(), reason: 'too many approval requests in this session' }),
+        );
         return answer;
       }
       const asked = stored.request;
-      emit(requestedMessage({ ...asked, toolCallId: request.toolCallId }, stored.asked.some((a) => a !== attempt)));
+      emit(
+        requestedMessage(
+          { ...asked, toolCallId: request.toolCallId },
+          stored.asked.some((a) => a !== attempt),
+        ),
+      );
       if (stored.decision === null && this.#autoAllowed(request)) {
         const option = optionOfKind(request.options, ['allow_once', 'allow_always']);
-        if (option !== undefined) await store.decide(sessionId, requestId, { outcome: 'allowed', optionId: option.optionId, by: 'policy', at: Date.now(), reason: 'an approvals.autoAllow rule of the deployment policy' });
+        if (option !== undefined)
+          await store.decide(sessionId, requestId, {
+            outcome: 'allowed',
+            optionId: option.optionId,
+            by: 'policy',
+            at: Date.now(),
+            reason: 'an approvals.autoAllow rule of the deployment policy',
+          });
       } else if (stored.decision === null) {
         await store.markWaiting(sessionId, requestId, asked.deadlineAt);
       }
@@ -86,7 +100,10 @@ export class AttemptApprovals implements ApprovalGate {
 
   /** The first id of this request's digest that this attempt has not used and no earlier attempt got a decision for. */
   async #requestId(request: ApprovalAsk): Promise<string> {
-    const digest = createHash('sha256').update(JSON.stringify([request.tool, request.kind ?? null, request.arguments ?? null])).digest('hex').slice(0, 12);
+    const digest = createHash('sha256')
+      .update(JSON.stringify([request.tool, request.kind ?? null, request.arguments ?? null]))
+      .digest('hex')
+      .slice(0, 12);
     for (let n = 1; ; n++) {
       const id = `t${this.#init.turn}-${digest}-${n}`;
       if (this.#used.has(id)) continue;
@@ -98,7 +115,10 @@ export class AttemptApprovals implements ApprovalGate {
 
   #autoAllowed(request: ApprovalAsk): boolean {
     return this.#init.policy.autoAllow.some(
-      (rule) => (rule.agent === undefined || rule.agent === this.#init.agent) && (rule.kind === undefined || rule.kind === request.kind) && (rule.tool === undefined || rule.tool === request.tool),
+      (rule) =>
+        (rule.agent === undefined || rule.agent === this.#init.agent) &&
+        (rule.kind === undefined || rule.kind === request.kind) &&
+        (rule.tool === undefined || rule.tool === request.tool),
     );
   }
 
@@ -116,7 +136,13 @@ export class AttemptApprovals implements ApprovalGate {
         if (current?.decision != null) return current.decision;
         const left = request.deadlineAt - Date.now();
         if (left <= 0) {
-          const timedOut = await store.decide(sessionId, request.requestId, { outcome: 'denied', optionId: denial(request.options).optionId, by: 'deadline', at: Date.now(), reason: `not answered within the deployment's approvals.deadlineMs (${this.#init.policy.deadlineMs} ms)` });
+          const timedOut = await store.decide(sessionId, request.requestId, {
+            outcome: 'denied',
+            optionId: denial(request.options).optionId,
+            by: 'deadline',
+            at: Date.now(),
+            reason: `not answered within the deployment's approvals.deadlineMs (${this.#init.policy.deadlineMs} ms)`,
+          });
           if (timedOut.found) return timedOut.decision;
           return null;
         }

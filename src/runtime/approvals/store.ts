@@ -109,20 +109,37 @@ export class ApprovalStore {
 
   /** The holder registers (or finds again) a request; StaleApprovalError when its lease is gone; null when the session holds too many. */
   async ask(sessionId: string, token: string, request: ApprovalRequestRecord, attempt: number): Promise<(StoredApproval & { existed: boolean }) | null> {
-    const r = (await this.#redis.eval(ASK, 2, this.#keys.session(sessionId, 'lease'), this.#key(sessionId), token, request.requestId, JSON.stringify(request), attempt, MAX_APPROVALS_PER_SESSION * 4)) as unknown[];
+    const r = (await this.#redis.eval(
+      ASK,
+      2,
+      this.#keys.session(sessionId, 'lease'),
+      this.#key(sessionId),
+      token,
+      request.requestId,
+      JSON.stringify(request),
+      attempt,
+      MAX_APPROVALS_PER_SESSION * 4,
+    )) as unknown[];
     if (r[0] === -1) throw new StaleApprovalError(`session ${sessionId}: the lease was taken over`);
     if (r[0] === -2) return null;
     return {
       existed: r[0] === 1,
       request: JSON.parse(String(r[1])) as ApprovalRequestRecord,
-      asked: String(r[2]).split(',').filter((a) => a !== '').map(Number),
+      asked: String(r[2])
+        .split(',')
+        .filter((a) => a !== '')
+        .map(Number),
       decision: typeof r[3] === 'string' ? (JSON.parse(r[3]) as ApprovalDecisionRecord) : null,
       delivered: typeof r[4] === 'string' ? Number(r[4]) : null,
     };
   }
 
   /** The first decision wins: `decided` false means another one was there already (returned). */
-  async decide(sessionId: string, requestId: string, decision: ApprovalDecisionRecord): Promise<{ found: false } | { found: true; decided: boolean; decision: ApprovalDecisionRecord }> {
+  async decide(
+    sessionId: string,
+    requestId: string,
+    decision: ApprovalDecisionRecord,
+  ): Promise<{ found: false } | { found: true; decided: boolean; decision: ApprovalDecisionRecord }> {
     const r = (await this.#redis.eval(DECIDE, 1, this.#key(sessionId), requestId, JSON.stringify(decision))) as unknown[];
     if (r[0] === 0) return { found: false };
     return { found: true, decided: r[0] === 1, decision: JSON.parse(String(r[1])) as ApprovalDecisionRecord };
@@ -140,7 +157,10 @@ export class ApprovalStore {
     if (raw === null || raw === undefined) return null;
     return {
       request: JSON.parse(raw) as ApprovalRequestRecord,
-      asked: (asked ?? '').split(',').filter((a) => a !== '').map(Number),
+      asked: (asked ?? '')
+        .split(',')
+        .filter((a) => a !== '')
+        .map(Number),
       decision: decision === null || decision === undefined ? null : (JSON.parse(decision) as ApprovalDecisionRecord),
       delivered: delivered === null || delivered === undefined ? null : Number(delivered),
     };
@@ -154,7 +174,10 @@ export class ApprovalStore {
       if (field.includes(':')) continue;
       out.push({
         request: JSON.parse(raw) as ApprovalRequestRecord,
-        asked: (all[`${field}:asked`] ?? '').split(',').filter((a) => a !== '').map(Number),
+        asked: (all[`${field}:asked`] ?? '')
+          .split(',')
+          .filter((a) => a !== '')
+          .map(Number),
         decision: all[`${field}:decision`] === undefined ? null : (JSON.parse(all[`${field}:decision`] ?? 'null') as ApprovalDecisionRecord),
         delivered: all[`${field}:delivered`] === undefined ? null : Number(all[`${field}:delivered`]),
       });

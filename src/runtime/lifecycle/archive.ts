@@ -19,11 +19,18 @@ const Header = z.strictObject({ kind: z.literal(ARCHIVE_KIND), version: z.number
 export const ARCHIVED_META = ['createdAt', 'updatedAt', 'state', 'prompts', 'agent', 'options', 'policy', 'retention'] as const;
 const Meta = z.strictObject({
   kind: z.literal('meta'),
-  fields: z.strictObject(Object.fromEntries(ARCHIVED_META.map((f) => [f, z.string().max(1_000_000).optional()])) as Record<(typeof ARCHIVED_META)[number], z.ZodOptional<z.ZodString>>),
+  fields: z.strictObject(
+    Object.fromEntries(ARCHIVED_META.map((f) => [f, z.string().max(1_000_000).optional()])) as Record<(typeof ARCHIVED_META)[number], z.ZodOptional<z.ZodString>>,
+  ),
 });
 const Snapshot = z.strictObject({
   kind: z.literal('snapshot'),
-  value: z.object({ version: z.literal(SESSION_SNAPSHOT_VERSION, { error: `the snapshot must be version ${SESSION_SNAPSHOT_VERSION}` }), snapshot: z.object({ value: z.unknown(), context: z.object({ sessionId: id }).loose() }).loose() }).nullable(),
+  value: z
+    .object({
+      version: z.literal(SESSION_SNAPSHOT_VERSION, { error: `the snapshot must be version ${SESSION_SNAPSHOT_VERSION}` }),
+      snapshot: z.object({ value: z.unknown(), context: z.object({ sessionId: id }).loose() }).loose(),
+    })
+    .nullable(),
 });
 const History = z.strictObject({ kind: z.literal('history'), entry: z.object({ at: z.number(), from: z.string(), to: z.string(), event: z.string() }).loose() });
 const Message = z.strictObject({
@@ -34,9 +41,28 @@ const Message = z.strictObject({
   type: z.string().min(1).max(100),
   content: z.unknown(),
 });
-const Agent = z.strictObject({ kind: z.literal('agent'), field: z.string().regex(/^[a-z][a-z-]{0,30}:[A-Za-z0-9_.:-]{1,200}$/, 'must be <agent>:<agent session id>'), value: z.string() });
-const Inbox = z.strictObject({ kind: z.literal('inbox'), prompt: z.strictObject({ id: z.string().min(1).max(200), text: z.string(), options: z.record(z.string(), z.unknown()), enqueuedAt: z.number(), retryOf: z.number().int().positive().optional() }) });
-const End = z.strictObject({ kind: z.literal('end'), messages: z.number().int().nonnegative(), history: z.number().int().nonnegative(), agent: z.number().int().nonnegative(), inbox: z.number().int().nonnegative() });
+const Agent = z.strictObject({
+  kind: z.literal('agent'),
+  field: z.string().regex(/^[a-z][a-z-]{0,30}:[A-Za-z0-9_.:-]{1,200}$/, 'must be <agent>:<agent session id>'),
+  value: z.string(),
+});
+const Inbox = z.strictObject({
+  kind: z.literal('inbox'),
+  prompt: z.strictObject({
+    id: z.string().min(1).max(200),
+    text: z.string(),
+    options: z.record(z.string(), z.unknown()),
+    enqueuedAt: z.number(),
+    retryOf: z.number().int().positive().optional(),
+  }),
+});
+const End = z.strictObject({
+  kind: z.literal('end'),
+  messages: z.number().int().nonnegative(),
+  history: z.number().int().nonnegative(),
+  agent: z.number().int().nonnegative(),
+  inbox: z.number().int().nonnegative(),
+});
 
 export interface Archive {
   sessionId: string;
@@ -87,8 +113,13 @@ export function readArchive(text: string): Archive {
     }
   };
   const head = parse(0) as { kind?: unknown; version?: unknown };
-  if (head === null || typeof head !== 'object' || head.kind !== ARCHIVE_KIND) throw new ArchiveError(`not a sessiond archive (the first line must have "kind":"${ARCHIVE_KIND}")`, 1);
-  if (head.version !== ARCHIVE_VERSION) throw new ArchiveError(`version ${JSON.stringify(head.version)} is not supported (this build reads version ${ARCHIVE_VERSION}${typeof head.version === 'number' && head.version > ARCHIVE_VERSION ? '; it was written by a newer sessiond' : ''})`, 1);
+  if (head === null || typeof head !== 'object' || head.kind !== ARCHIVE_KIND)
+    throw new ArchiveError(`not a sessiond archive (the first line must have "kind":"${ARCHIVE_KIND}")`, 1);
+  if (head.version !== ARCHIVE_VERSION)
+    throw new ArchiveError(
+      `version ${JSON.stringify(head.version)} is not supported (this build reads version ${ARCHIVE_VERSION}${typeof head.version === 'number' && head.version > ARCHIVE_VERSION ? '; it was written by a newer sessiond' : ''})`,
+      1,
+    );
   const header = Header.safeParse(head);
   if (!header.success) throw new ArchiveError(issue(header.error), 1);
   const archive: Archive = { sessionId: header.data.sessionId, exportedAt: header.data.exportedAt, meta: {}, snapshot: null, history: [], messages: [], agent: [], inbox: [] };
@@ -122,12 +153,14 @@ export function readArchive(text: string): Archive {
     else {
       const counts = { messages: archive.messages.length, history: archive.history.length, agent: archive.agent.length, inbox: archive.inbox.length };
       for (const [name, n] of Object.entries(counts)) {
-        if (line[name as keyof typeof counts] !== n) throw new ArchiveError(`the end line counts ${line[name as keyof typeof counts]} ${name} lines, the archive has ${n} (truncated?)`, i + 1);
+        if (line[name as keyof typeof counts] !== n)
+          throw new ArchiveError(`the end line counts ${line[name as keyof typeof counts]} ${name} lines, the archive has ${n} (truncated?)`, i + 1);
       }
       ended = true;
     }
   }
   if (!ended) throw new ArchiveError('no end line: the archive is truncated');
-  if (archive.snapshot !== null && archive.snapshot.snapshot.context.sessionId !== archive.sessionId) throw new ArchiveError(`the snapshot is of session "${archive.snapshot.snapshot.context.sessionId}", the header says "${archive.sessionId}"`);
+  if (archive.snapshot !== null && archive.snapshot.snapshot.context.sessionId !== archive.sessionId)
+    throw new ArchiveError(`the snapshot is of session "${archive.snapshot.snapshot.context.sessionId}", the header says "${archive.sessionId}"`);
   return archive;
 }

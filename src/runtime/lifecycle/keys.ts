@@ -6,7 +6,20 @@ import type { Keys, SessionPart } from '../keys.ts';
  * A new part added to SessionPart must be added here, or deleted sessions would leave it behind
  * (test/runtime/lifecycle/delete.test.ts scans for leftovers).
  */
-export const SESSION_PARTS = ['meta', 'snapshot', 'inbox', 'log', 'seq', 'lease', 'fence', 'cancel', 'history', 'agent', 'active', 'approvals'] as const satisfies readonly SessionPart[];
+export const SESSION_PARTS = [
+  'meta',
+  'snapshot',
+  'inbox',
+  'log',
+  'seq',
+  'lease',
+  'fence',
+  'cancel',
+  'history',
+  'agent',
+  'active',
+  'approvals',
+] as const satisfies readonly SessionPart[];
 
 /** The fleet-wide keys of the lifecycle, in the fleet slot `{<prefix>}` like the other indexes. */
 export interface LifecycleKeys {

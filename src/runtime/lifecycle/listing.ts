@@ -50,7 +50,10 @@ export async function listPage(redis: Redis, keys: Keys, filter: ListFilter = {}
   } else {
     const cursor = decodeCursor(filter.cursor);
     const rank = await redis.zrevrank(key, cursor.sessionId);
-    flat = rank !== null ? await redis.zrevrange(key, rank + 1, rank + limit, 'WITHSCORES') : await redis.zrevrangebyscore(key, `(${cursor.score}`, '-inf', 'WITHSCORES', 'LIMIT', 0, limit);
+    flat =
+      rank !== null
+        ? await redis.zrevrange(key, rank + 1, rank + limit, 'WITHSCORES')
+        : await redis.zrevrangebyscore(key, `(${cursor.score}`, '-inf', 'WITHSCORES', 'LIMIT', 0, limit);
   }
   const ids: string[] = [];
   const scores: string[] = [];
@@ -58,7 +61,11 @@ export async function listPage(redis: Redis, keys: Keys, filter: ListFilter = {}
     ids.push(flat[i] as string);
     scores.push(flat[i + 1] as string);
   }
-  const states = await hgetEach(redis, ids.map((id) => keys.session(id, 'meta')), 'state');
+  const states = await hgetEach(
+    redis,
+    ids.map((id) => keys.session(id, 'meta')),
+    'state',
+  );
   const sessions = ids
     .map((sessionId, i) => ({ sessionId, state: states[i] ?? 'queued' }))
     // The state index trails the sessions' own records by a tick: a session that has just left the state is not shown under it.

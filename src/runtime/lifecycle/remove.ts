@@ -125,7 +125,9 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
   if (jobId !== '') await removeJob(deps.queue, jobId);
 
   // Step 4: PURGE, every key of the session in one call.
-  const purged = Number(await script(redis, 'sessiondLifecyclePurge', PURGE)(purgeKeys(keys, sessionId).length, ...purgeKeys(keys, sessionId), '1', record.tombstoneMs ?? 0, Date.now()));
+  const purged = Number(
+    await script(redis, 'sessiondLifecyclePurge', PURGE)(purgeKeys(keys, sessionId).length, ...purgeKeys(keys, sessionId), '1', record.tombstoneMs ?? 0, Date.now()),
+  );
   if (purged === -1) {
     await redis.hdel(lk.purging, sessionId);
     return { outcome: 'already_removed', sessionId };

@@ -41,7 +41,15 @@ type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
 /** Reads the whole session in one MULTI (one slot: a consistent picture) as an archive; null for an unknown id. */
 export async function exportSession(redis: Redis, keys: Keys, sessionId: string): Promise<string | null> {
   const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
-  const replies = await redis.multi().hgetall(k('meta')).get(k('snapshot')).lrange(k('history'), 0, -1).xrange(k('log'), '-', '+').hgetall(k('agent')).lrange(k('inbox'), 0, -1).exec();
+  const replies = await redis
+    .multi()
+    .hgetall(k('meta'))
+    .get(k('snapshot'))
+    .lrange(k('history'), 0, -1)
+    .xrange(k('log'), '-', '+')
+    .hgetall(k('agent'))
+    .lrange(k('inbox'), 0, -1)
+    .exec();
   const value = multiValues(replies, sessionId);
   const meta = value(0) as Record<string, string>;
   if (Object.keys(meta).length === 0) return null;
@@ -67,11 +75,17 @@ export async function exportSession(redis: Redis, keys: Keys, sessionId: string)
  * script call, so a refused import writes nothing; an existing session is never overwritten
  * (ConflictError). A session with prompts waiting or a turn cut short gets an activation job.
  */
-export async function importSession(store: SessionStore, queue: SessionQueue, text: string, options: { as?: string } = {}): Promise<{ sessionId: string; messages: number; state: string }> {
+export async function importSession(
+  store: SessionStore,
+  queue: SessionQueue,
+  text: string,
+  options: { as?: string } = {},
+): Promise<{ sessionId: string; messages: number; state: string }> {
   const archive = readArchive(text);
   const sessionId = options.as ?? archive.sessionId;
   if (!SESSION_ID_PATTERN.test(sessionId)) throw new ArchiveError(`--as: a session id must be 1-100 letters, digits or _.- (got ${JSON.stringify(sessionId)})`);
-  const snapshot = archive.snapshot === null ? null : { ...archive.snapshot, snapshot: { ...archive.snapshot.snapshot, context: { ...archive.snapshot.snapshot.context, sessionId } } };
+  const snapshot =
+    archive.snapshot === null ? null : { ...archive.snapshot, snapshot: { ...archive.snapshot.snapshot, context: { ...archive.snapshot.snapshot.context, sessionId } } };
   const state = archive.meta.state ?? 'queued';
   const needsActivation = archive.inbox.length > 0 || !(QUIESCENT_STATES as readonly string[]).includes(state);
   const jobId = needsActivation ? newJobId(sessionId) : '';
@@ -82,7 +96,14 @@ export async function importSession(store: SessionStore, queue: SessionQueue, te
   const run = ((redis as unknown as Record<string, ScriptFn>).sessiondImport as ScriptFn).bind(redis);
   const written = Number(
     await run(
-      k('meta'), k('snapshot'), k('history'), k('log'), k('seq'), k('agent'), k('inbox'), k('active'),
+      k('meta'),
+      k('snapshot'),
+      k('history'),
+      k('log'),
+      k('seq'),
+      k('agent'),
+      k('inbox'),
+      k('active'),
       sessionId,
       JSON.stringify(archive.meta),
       snapshot === null ? '' : JSON.stringify(snapshot),

@@ -13,12 +13,30 @@ const matchValue = z.string().min(1, 'must not be empty').max(200, 'must be at m
 
 export const LimitSchema = z
   .strictObject({
-    name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-').optional(),
-    match: z.strictObject({ agent: matchValue.optional(), provider: matchValue.optional(), model: matchValue.optional(), account: matchValue.optional(), tenant: matchValue.optional() }).prefault({}),
-    maxConcurrent: z.number({ error: 'must be an integer from 1 to 100000' }).int('must be an integer from 1 to 100000').min(1, 'must be an integer from 1 to 100000').max(100_000, 'must be an integer from 1 to 100000').optional(),
-    maxStartsPerMinute: z.number({ error: 'must be an integer from 1 to 1000000' }).int('must be an integer from 1 to 1000000').min(1, 'must be an integer from 1 to 1000000').max(1_000_000, 'must be an integer from 1 to 1000000').optional(),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-')
+      .optional(),
+    match: z
+      .strictObject({ agent: matchValue.optional(), provider: matchValue.optional(), model: matchValue.optional(), account: matchValue.optional(), tenant: matchValue.optional() })
+      .prefault({}),
+    maxConcurrent: z
+      .number({ error: 'must be an integer from 1 to 100000' })
+      .int('must be an integer from 1 to 100000')
+      .min(1, 'must be an integer from 1 to 100000')
+      .max(100_000, 'must be an integer from 1 to 100000')
+      .optional(),
+    maxStartsPerMinute: z
+      .number({ error: 'must be an integer from 1 to 1000000' })
+      .int('must be an integer from 1 to 1000000')
+      .min(1, 'must be an integer from 1 to 1000000')
+      .max(1_000_000, 'must be an integer from 1 to 1000000')
+      .optional(),
   })
-  .refine((limit) => limit.maxConcurrent !== undefined || limit.maxStartsPerMinute !== undefined, { message: 'a limit needs maxConcurrent and/or maxStartsPerMinute', path: ['maxConcurrent'] });
+  .refine((limit) => limit.maxConcurrent !== undefined || limit.maxStartsPerMinute !== undefined, {
+    message: 'a limit needs maxConcurrent and/or maxStartsPerMinute',
+    path: ['maxConcurrent'],
+  });
 
 export interface LimitRule {
   name: string;

@@ -59,7 +59,17 @@ export class FleetLimits {
     const all = [FLEET, ...keys];
     const redisKeys = [`${this.#tag}:paused`, `${this.#tag}:seq`, `${this.#tag}:keys`, ...all.flatMap((k) => this.#keysOf(k.key))];
     const id = randomUUID();
-    const args = [Date.now(), id, sessionId, how.holdTtlMs, how.priority, Math.max(how.holdTtlMs, how.pollMs) * 2, how.pollMs, all.length, ...all.flatMap((k) => [k.key, k.name, k.maxConcurrent, k.maxStartsPerMinute])];
+    const args = [
+      Date.now(),
+      id,
+      sessionId,
+      how.holdTtlMs,
+      how.priority,
+      Math.max(how.holdTtlMs, how.pollMs) * 2,
+      how.pollMs,
+      all.length,
+      ...all.flatMap((k) => [k.key, k.name, k.maxConcurrent, k.maxStartsPerMinute]),
+    ];
     const reply = (await this.#redis.eval(ACQUIRE, redisKeys.length, ...redisKeys, ...args.map(String))) as [number, string?, string?, string?];
     if (reply[0] === 1) return { ok: true, hold: { id, keys: [...keys] } };
     return { ok: false, waitingFor: { limit: String(reply[1]), reason: String(reply[2]) as WaitingFor['reason'], until: Number(reply[3]) } };
@@ -144,5 +154,3 @@ export class FleetLimits {
     });
   }
 }
-
-

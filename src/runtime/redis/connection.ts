@@ -29,7 +29,8 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
   const schemeMatch = /^([A-Za-z][A-Za-z0-9+.-]{0,15}):\/\//.exec(input);
   if (schemeMatch === null) return fail(`missing scheme: ${FORMAT}`);
   const scheme = (schemeMatch[1] ?? '').toLowerCase();
-  if (scheme !== 'redis' && scheme !== 'rediss') return fail(`unsupported scheme "${scheme}://" (use redis:// or rediss:// for TLS, redis+cluster:// or rediss+cluster:// for a Redis Cluster)`);
+  if (scheme !== 'redis' && scheme !== 'rediss')
+    return fail(`unsupported scheme "${scheme}://" (use redis:// or rediss:// for TLS, redis+cluster:// or rediss+cluster:// for a Redis Cluster)`);
 
   // The authority ends at the first '/', '?' or '#'. An '@' after that means the credentials hold
   // one of those characters unencoded: the URL would split in the middle of the password.

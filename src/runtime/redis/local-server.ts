@@ -207,14 +207,22 @@ export async function ensureLocalRedis(options: EnsureLocalRedisOptions): Promis
   if (recorded !== null && !isRedisServerProcess(recorded)) await rm(path.join(dataDir, LOCAL_REDIS_PID_FILE), { force: true });
 
   const args = [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
-    '--dir', dataDir,
-    '--appendonly', 'yes',
-    '--appendfsync', 'everysec',
-    '--daemonize', 'no',
-    '--pidfile', path.join(dataDir, LOCAL_REDIS_PID_FILE),
-    '--logfile', path.join(dataDir, LOCAL_REDIS_LOG_FILE),
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dataDir,
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    'everysec',
+    '--daemonize',
+    'no',
+    '--pidfile',
+    path.join(dataDir, LOCAL_REDIS_PID_FILE),
+    '--logfile',
+    path.join(dataDir, LOCAL_REDIS_LOG_FILE),
   ];
   let exited = false;
   let spawnError: string | null = null;

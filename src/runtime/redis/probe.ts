@@ -8,15 +8,9 @@ import net from 'node:net';
  */
 
 export type RespReply =
-  | { kind: 'simple'; value: string }
-  | { kind: 'error'; value: string }
-  | { kind: 'integer'; value: number }
-  | { kind: 'bulk'; value: string }
-  | { kind: 'nil' };
+  { kind: 'simple'; value: string } | { kind: 'error'; value: string } | { kind: 'integer'; value: number } | { kind: 'bulk'; value: string } | { kind: 'nil' };
 
-export type SendResult =
-  | { ok: true; replies: RespReply[] }
-  | { ok: false; reason: 'refused' | 'timeout' | 'closed' | 'not-redis' | 'error'; detail: string };
+export type SendResult = { ok: true; replies: RespReply[] } | { ok: false; reason: 'refused' | 'timeout' | 'closed' | 'not-redis' | 'error'; detail: string };
 
 export interface ProbeTarget {
   host?: string;
@@ -109,9 +103,7 @@ export function sendCommands(target: ProbeTarget, commands: readonly (readonly s
   });
 }
 
-export type PingResult =
-  | { status: 'pong' }
-  | { status: 'auth-required' | 'auth-failed' | 'loading' | 'not-redis' | 'refused' | 'timeout' | 'error'; detail: string };
+export type PingResult = { status: 'pong' } | { status: 'auth-required' | 'auth-failed' | 'loading' | 'not-redis' | 'refused' | 'timeout' | 'error'; detail: string };
 
 /** PING (after AUTH when a password is given): does a usable Redis answer on host:port? */
 export async function pingRedis(target: ProbeTarget & { password?: string }): Promise<PingResult> {
@@ -135,7 +127,13 @@ export async function pingRedis(target: ProbeTarget & { password?: string }): Pr
 
 /** `INFO server` as a field map (redis_version, process_id, tcp_port, …), or null. */
 export async function redisServerInfo(target: ProbeTarget & { password?: string }): Promise<Record<string, string> | null> {
-  const commands: string[][] = target.password !== undefined && target.password !== '' ? [['AUTH', target.password], ['INFO', 'server']] : [['INFO', 'server']];
+  const commands: string[][] =
+    target.password !== undefined && target.password !== ''
+      ? [
+          ['AUTH', target.password],
+          ['INFO', 'server'],
+        ]
+      : [['INFO', 'server']];
   const result = await sendCommands(target, commands);
   if (!result.ok) return null;
   const info = result.replies[result.replies.length - 1];

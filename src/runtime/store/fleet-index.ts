@@ -19,7 +19,14 @@ export const INDEX_ARITY = 6;
 /** INDEX's arguments for one update. */
 export function indexArgs(sessionId: string, update: IndexUpdate): string[] {
   const state = update.state ?? '';
-  return [sessionId, update.created === true ? '1' : '', update.activation ?? '', String(update.at), update.expireAt === undefined ? '' : String(update.expireAt), update.touch === true && state === '' ? 't' : state];
+  return [
+    sessionId,
+    update.created === true ? '1' : '',
+    update.activation ?? '',
+    String(update.at),
+    update.expireAt === undefined ? '' : String(update.expireAt),
+    update.touch === true && state === '' ? 't' : state,
+  ];
 }
 
 /** Two updates of one session as one: the later activation change, with its own time (an `end` removes only activations added before it). */

@@ -52,7 +52,8 @@ export interface LoadedSession {
   cancel: { reason: string; at: number } | null;
 }
 
-export type AcquireResult = { ok: true; token: string; fence: number; loaded: LoadedSession } | { ok: false; reason: 'busy'; retryInMs: number; holder: string } | { ok: false; reason: 'unknown_session' };
+export type AcquireResult =
+  { ok: true; token: string; fence: number; loaded: LoadedSession } | { ok: false; reason: 'busy'; retryInMs: number; holder: string } | { ok: false; reason: 'unknown_session' };
 
 /** What an enqueue may refuse (nothing is written then). */
 export interface EnqueueLimits {
@@ -131,7 +132,14 @@ export class SessionStore {
     return this.keys.session(sessionId, part);
   }
 
-  async enqueue(sessionId: string, create: Record<string, string>, prompt: InboxPrompt, policyJson: string | null, newJobId: string, limits: EnqueueLimits = {}): Promise<EnqueueResult> {
+  async enqueue(
+    sessionId: string,
+    create: Record<string, string>,
+    prompt: InboxPrompt,
+    policyJson: string | null,
+    newJobId: string,
+    limits: EnqueueLimits = {},
+  ): Promise<EnqueueResult> {
     const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
     const promptJson = JSON.stringify(prompt);
     const r = (await this.#script('sessiondEnqueue')(
@@ -194,7 +202,16 @@ export class SessionStore {
     const agent = batch.agentState ?? [];
     const messages = batch.messages ?? [];
     const args: Array<string | number> = [
-      k('lease'), k('snapshot'), k('log'), k('seq'), k('history'), k('inbox'), k('meta'), k('cancel'), k('agent'), k('active'),
+      k('lease'),
+      k('snapshot'),
+      k('log'),
+      k('seq'),
+      k('history'),
+      k('inbox'),
+      k('meta'),
+      k('cancel'),
+      k('agent'),
+      k('active'),
       token,
       batch.snapshot ?? '',
       batch.inboxTrim ?? 0,

@@ -20,21 +20,25 @@ let runtime: Runtime;
 const isTitleRequest = (ctx: ScriptContext) => JSON.stringify(ctx.body.messages).includes('Write the title');
 let claudeTurnRequests = 0;
 
-useRuntimeSuite('acp-clis-runtime', { scripts: { 'oc-flaky': [{ status: 500 }, { text: ['Recovered', ' after a 500.'] }], [OPENCODE_TITLE_MODEL]: { text: 'A title' } } }, async (s) => {
-  suite = s;
-  anthropic = await startFakeAnthropicServer();
-  anthropic.setScript('cc-flaky', (ctx) => {
-    if (isTitleRequest(ctx)) return { text: 'A title' };
-    claudeTurnRequests += 1;
-    return claudeTurnRequests === 1 ? { status: 500 } : { text: ['Recovered', ' after a 500.'] };
-  });
-  claude = claudeAcpEnv(anthropic.url);
-  opencode = opencodeEnv(`${s.server.url}/v1`, ['oc-flaky']);
-  const operator = { 'acp:claude': claude.agent('cc-flaky'), 'acp:opencode': opencode.agent('oc-flaky') };
-  const policy = deploymentPolicy({ workspace: tmpdir(), agents: operator });
-  runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
-  await s.h.startWorker({ agentOptions: operator, policy });
-});
+useRuntimeSuite(
+  'acp-clis-runtime',
+  { scripts: { 'oc-flaky': [{ status: 500 }, { text: ['Recovered', ' after a 500.'] }], [OPENCODE_TITLE_MODEL]: { text: 'A title' } } },
+  async (s) => {
+    suite = s;
+    anthropic = await startFakeAnthropicServer();
+    anthropic.setScript('cc-flaky', (ctx) => {
+      if (isTitleRequest(ctx)) return { text: 'A title' };
+      claudeTurnRequests += 1;
+      return claudeTurnRequests === 1 ? { status: 500 } : { text: ['Recovered', ' after a 500.'] };
+    });
+    claude = claudeAcpEnv(anthropic.url);
+    opencode = opencodeEnv(`${s.server.url}/v1`, ['oc-flaky']);
+    const operator = { 'acp:claude': claude.agent('cc-flaky'), 'acp:opencode': opencode.agent('oc-flaky') };
+    const policy = deploymentPolicy({ workspace: tmpdir(), agents: operator });
+    runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
+    await s.h.startWorker({ agentOptions: operator, policy });
+  },
+);
 afterAll(async () => {
   await runtime?.close();
   await anthropic?.close();

@@ -42,7 +42,9 @@ describe('sessiond agents', { timeout: 240_000 }, () => {
   });
 
   it('prints a readable listing without --json', async () => {
-    const result = await runCli(['agents'], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SESSIOND_AGENT_OPTIONS: JSON.stringify({ 'acp:qwen': OPERATOR['acp:qwen'] }) } });
+    const result = await runCli(['agents'], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SESSIOND_AGENT_OPTIONS: JSON.stringify({ 'acp:qwen': OPERATOR['acp:qwen'] }) },
+    });
     expect(result.exitCode, result.stderr).toBe(0);
     expect(result.stdout).toContain('acp:qwen\n  command: qwen\n  version: 0.24.4\n');
   });

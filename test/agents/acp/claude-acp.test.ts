@@ -87,7 +87,10 @@ describe('acp: the real claude-agent-acp on the fake Anthropic API', { timeout: 
     expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
     expect(textOf(second)).toBe('Hello from the fake model.');
     // The turn's own request (not the title request, which sees only the new prompt) carries the first turn.
-    const sent = server.requestsFor('text-plain').map((r) => JSON.stringify(r.body.messages)).filter((m) => m.includes('Second turn'));
+    const sent = server
+      .requestsFor('text-plain')
+      .map((r) => JSON.stringify(r.body.messages))
+      .filter((m) => m.includes('Second turn'));
     expect(sent.some((m) => m.includes('First turn'))).toBe(true);
   });
 
@@ -96,7 +99,10 @@ describe('acp: the real claude-agent-acp on the fake Anthropic API', { timeout: 
     let marker = '';
     const timers = /setTimeout\(\(\) => \{\}, 106[23]e3\)/;
     const run = (async () => {
-      for await (const m of runAcp(attemptOptions(env, 'long-tool-bg', { permissionMode: 'allow', cancelGraceMs: 2000 }), { signal: controller.signal, onSpawn: (a) => (marker = a.marker) })) {
+      for await (const m of runAcp(attemptOptions(env, 'long-tool-bg', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
+        signal: controller.signal,
+        onSpawn: (a) => (marker = a.marker),
+      })) {
         if (m.type === 'tool.call') {
           await waitFor(() => livePidsMatching(timers).length >= 2, 'both node timers to start');
           controller.abort();

@@ -66,7 +66,13 @@ describe('acp:gemini in the durable runtime', () => {
 
 const ofType = (messages: readonly StoredMessage[], type: string) => messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
 /** Whether the shell command ran: its `ls` error is in what gemini sent the model after the tool. */
-const commandRan = (from: number) => JSON.stringify(gemini.requestsFor(ASK_MODEL).slice(from).map((r) => r.body)).includes('No such file or directory');
+const commandRan = (from: number) =>
+  JSON.stringify(
+    gemini
+      .requestsFor(ASK_MODEL)
+      .slice(from)
+      .map((r) => r.body),
+  ).includes('No such file or directory');
 const ASK = () => ({ agent: 'acp:gemini-ask', permissionMode: 'ask', cwd: env.cwd });
 
 describe('acp:gemini permission requests in ask mode', () => {
@@ -104,7 +110,16 @@ describe('acp:gemini permission requests in ask mode', () => {
     const keys = createKeys(prefix);
     const short = deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: { ...POLICY, approvals: { deadlineMs: 1000 } } });
     const rt = new Runtime({ connect: h.connect, prefix, policy: short });
-    const worker = new SessionWorker({ ...WORKER_DEFAULTS, ...FAST_WORKER, connect: h.connect, keys, queue: createSessionQueue(h.connect('deadline-queue'), keys), concurrency: 1, agentOptions: operator, policy: short });
+    const worker = new SessionWorker({
+      ...WORKER_DEFAULTS,
+      ...FAST_WORKER,
+      connect: h.connect,
+      keys,
+      queue: createSessionQueue(h.connect('deadline-queue'), keys),
+      concurrency: 1,
+      agentOptions: operator,
+      policy: short,
+    });
     await worker.start();
     try {
       const { sessionId } = await rt.enqueue({ prompt: 'Run the command', options: ASK() });

@@ -145,7 +145,10 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     let marker = '';
     const sleeps = /^sleep 101[12] $/;
     const run = (async () => {
-      for await (const m of runAcp(options('fake-long-tool', { permissionMode: 'allow', cancelGraceMs: 2000 }), { signal: controller.signal, onSpawn: (a) => (marker = a.marker) })) {
+      for await (const m of runAcp(options('fake-long-tool', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
+        signal: controller.signal,
+        onSpawn: (a) => (marker = a.marker),
+      })) {
         if (m.type === 'tool.call') {
           await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
           controller.abort();

@@ -66,7 +66,9 @@ describe('ACP recordings read back (sessiond normalize --agent acp:<name>)', () 
     expect(updates.update({ sessionUpdate: 'notice', severity: 'warning', title: 'Auto mode unavailable', description: 'Using Accept edits instead.' })).toEqual([
       { type: 'assistant.thought', content: { text: 'Notice (warning): Auto mode unavailable — Using Accept edits instead.' } },
     ]);
-    expect(updates.update({ sessionUpdate: 'notice', severity: 'info', title: 'Compacted' })).toEqual([{ type: 'assistant.thought', content: { text: 'Notice (info): Compacted' } }]);
+    expect(updates.update({ sessionUpdate: 'notice', severity: 'info', title: 'Compacted' })).toEqual([
+      { type: 'assistant.thought', content: { text: 'Notice (info): Compacted' } },
+    ]);
   });
 
   it.each([
@@ -85,7 +87,13 @@ describe('ACP recordings read back (sessiond normalize --agent acp:<name>)', () 
 
   it('a stream that ends without a prompt answer fails as process_crash, open tools failed first', () => {
     const mapper = new AcpLineMapper();
-    mapper.push(JSON.stringify({ jsonrpc: '2.0', method: 'session/update', params: { sessionId: 's', update: { sessionUpdate: 'tool_call', toolCallId: 't', title: 'x', status: 'in_progress' } } }));
+    mapper.push(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'session/update',
+        params: { sessionId: 's', update: { sessionUpdate: 'tool_call', toolCallId: 't', title: 'x', status: 'in_progress' } },
+      }),
+    );
     mapper.push('not json');
     const end = mapper.complete({ exitCode: 0, signal: null, stopReason: null, stderrTail: '' });
     expect(end.map((m) => m.type)).toEqual(['tool.failed', 'terminal.failed']);
@@ -114,7 +122,10 @@ describe('sessiond normalize --agent acp', () => {
     const file = fileURLToPath(new URL('../../fixtures/acp/qwen-tool.stdout.jsonl', import.meta.url));
     const result = await runCli(['normalize', '--agent', 'acp', file], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
     expect(result.exitCode, result.stderr).toBe(0);
-    const messages = result.stdout.trim().split('\n').map((l) => JSON.parse(l) as CliMessage);
+    const messages = result.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as CliMessage);
     expect(messages).toEqual(replay('qwen-tool'));
   });
 });

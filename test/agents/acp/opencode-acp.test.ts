@@ -23,8 +23,14 @@ beforeAll(async () => {
       'oc-tools': ({ body }) =>
         (body.messages ?? []).some((m) => m.role === 'tool')
           ? { text: 'One worked, one failed.' }
-          : { toolCalls: [{ name: 'bash', arguments: { command: 'echo hi' } }, { name: 'bash', arguments: { command: 'echo failing >&2; ls /nonexistent-fake-dir; exit 3' } }] },
-      'oc-asks': ({ body }) => ((body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'Done.' } : { toolCalls: [{ name: 'bash', arguments: { command: 'touch made-by-opencode' } }] }),
+          : {
+              toolCalls: [
+                { name: 'bash', arguments: { command: 'echo hi' } },
+                { name: 'bash', arguments: { command: 'echo failing >&2; ls /nonexistent-fake-dir; exit 3' } },
+              ],
+            },
+      'oc-asks': ({ body }) =>
+        (body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'Done.' } : { toolCalls: [{ name: 'bash', arguments: { command: 'touch made-by-opencode' } }] },
     },
   });
   env = opencodeEnv(`${server.url}/v1`, ['text', 'oc-tools', 'oc-asks', 'http401', 'long-tool-setsid']);
@@ -91,7 +97,10 @@ describe('acp: the real opencode acp on the fake OpenAI-compatible API', { timeo
     let marker = '';
     const sleeps = /^sleep 100[34] $/;
     const run = (async () => {
-      for await (const m of runAcp(attemptOptions(env, 'long-tool-setsid', { permissionMode: 'allow', cancelGraceMs: 2000 }), { signal: controller.signal, onSpawn: (a) => (marker = a.marker) })) {
+      for await (const m of runAcp(attemptOptions(env, 'long-tool-setsid', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
+        signal: controller.signal,
+        onSpawn: (a) => (marker = a.marker),
+      })) {
         if (m.type === 'tool.call' || m.type === 'tool.update') {
           await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
           controller.abort();

@@ -72,8 +72,14 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
     const messages = await attempt(options('tool'));
     expectContract(messages);
     expectOneResultPerToolCall(messages);
-    expect(messages.find((m) => m.type === 'tool.call')).toEqual({ type: 'tool.call', content: { toolCallId: 'call-1', name: 'Read notes.txt', arguments: { path: 'notes.txt' } } });
-    expect(messages.find((m) => m.type === 'tool.completed')).toEqual({ type: 'tool.completed', content: { toolCallId: 'call-1', name: 'Read notes.txt', result: { content: 'hello notes' } } });
+    expect(messages.find((m) => m.type === 'tool.call')).toEqual({
+      type: 'tool.call',
+      content: { toolCallId: 'call-1', name: 'Read notes.txt', arguments: { path: 'notes.txt' } },
+    });
+    expect(messages.find((m) => m.type === 'tool.completed')).toEqual({
+      type: 'tool.completed',
+      content: { toolCallId: 'call-1', name: 'Read notes.txt', result: { content: 'hello notes' } },
+    });
     expect(texts(messages)).toBe('done');
   });
 
@@ -168,7 +174,7 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
     expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({ error: expect.stringContaining('nobody to ask') });
   });
 
-  it('permissionMode ask with a gate: the gate decides, the agent gets its answer, and the gate\'s messages are in the stream in order', async () => {
+  it("permissionMode ask with a gate: the gate decides, the agent gets its answer, and the gate's messages are in the stream in order", async () => {
     const asked: unknown[] = [];
     const gate = {
       ask: async (request: { toolCallId: string; tool: string; kind?: string; arguments: unknown }, emit: (m: CliMessage) => void) => {

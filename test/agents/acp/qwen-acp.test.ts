@@ -130,7 +130,12 @@ describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
     expectContract(second);
     expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
     expect(text(second)).toBe('Hello from the fake LLM.');
-    const sent = JSON.stringify(server.requestsFor('text').filter((r) => JSON.stringify(r.body).includes('Second turn')).at(0)?.body);
+    const sent = JSON.stringify(
+      server
+        .requestsFor('text')
+        .filter((r) => JSON.stringify(r.body).includes('Second turn'))
+        .at(0)?.body,
+    );
     expect(sent).toContain('First turn');
   });
 

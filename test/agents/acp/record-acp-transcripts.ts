@@ -46,7 +46,10 @@ async function record(name: string, command: string, args: string[], env: Record
     .connect(acp.ndJsonStream(Writable.toWeb(child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(tee) as ReadableStream<Uint8Array>));
   const agent = connection.agent;
   try {
-    await agent.request('initialize', { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, session: { notices: {} } } });
+    await agent.request('initialize', {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, session: { notices: {} } },
+    });
     const { sessionId } = await agent.request('session/new', { cwd, mcpServers: [] });
     await agent.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: prompt }] }).catch(() => undefined);
   } finally {
@@ -76,7 +79,9 @@ const root = mkdtempSync(join(tmpdir(), 'sessiond-acp-rec-'));
 const gemini = await startFakeGeminiServer({ scripts: geminiBuiltinScripts() });
 const openai = await startFakeModelServer({ scripts: { [OPENCODE_TITLE_MODEL]: { text: 'A title' } } });
 const anthropic = await startFakeAnthropicServer();
-openai.setScript('q-tool', ({ body }) => ((body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'The command printed: hi' } : { toolCalls: [{ name: 'run_shell_command', arguments: { command: 'echo hi' } }] }));
+openai.setScript('q-tool', ({ body }) =>
+  (body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'The command printed: hi' } : { toolCalls: [{ name: 'run_shell_command', arguments: { command: 'echo hi' } }] },
+);
 try {
   const cliHome = join(root, 'gemini-home');
   const work = join(root, 'work');
@@ -86,13 +91,33 @@ try {
   mkdirSync(work);
   writeFileSync(join(cliHome, '.gemini', 'settings.json'), JSON.stringify(RECORDING_SETTINGS));
   const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8' };
-  const geminiEnv = { ...base, HOME: root, GEMINI_CLI_HOME: cliHome, GEMINI_CLI_NO_RELAUNCH: 'true', GEMINI_API_KEY: 'fake-gemini-key-not-secret', GOOGLE_GEMINI_BASE_URL: gemini.url };
-  for (const [scenario, model] of (wants('gemini') ? [['text', 'fake-text'], ['thinking', 'fake-thinking'], ['tool', 'fake-tool-fail'], ['http401', 'fake-http401'], ['http500', 'fake-http500']] : []) as ReadonlyArray<readonly [string, string]>) {
+  const geminiEnv = {
+    ...base,
+    HOME: root,
+    GEMINI_CLI_HOME: cliHome,
+    GEMINI_CLI_NO_RELAUNCH: 'true',
+    GEMINI_API_KEY: 'fake-gemini-key-not-secret',
+    GOOGLE_GEMINI_BASE_URL: gemini.url,
+  };
+  for (const [scenario, model] of (wants('gemini')
+    ? [
+        ['text', 'fake-text'],
+        ['thinking', 'fake-thinking'],
+        ['tool', 'fake-tool-fail'],
+        ['http401', 'fake-http401'],
+        ['http500', 'fake-http500'],
+      ]
+    : []) as ReadonlyArray<readonly [string, string]>) {
     await record(`gemini-${scenario}`, geminiBin, ['--acp', '--model', model, '--skip-trust'], geminiEnv, work, 'Say hello');
   }
   const qwenBin = join(REPO_ROOT, 'agent-clis', 'node_modules', '.bin', 'qwen');
   const qwenEnv = { ...base, HOME: qwenHome, OPENAI_API_KEY: 'fake-openai-key-not-secret', OPENAI_BASE_URL: `${openai.url}/v1` };
-  for (const [scenario, model] of (wants('qwen') ? [['text', 'text'], ['tool', 'q-tool']] : []) as ReadonlyArray<readonly [string, string]>) {
+  for (const [scenario, model] of (wants('qwen')
+    ? [
+        ['text', 'text'],
+        ['tool', 'q-tool'],
+      ]
+    : []) as ReadonlyArray<readonly [string, string]>) {
     await record(`qwen-${scenario}`, qwenBin, ['--acp', '--auth-type', 'openai', '--model', model], qwenEnv, work, 'Say hello');
   }
   const opencode = opencodeEnv(`${openai.url}/v1`, ['text', 'tool', 'http401']);
@@ -102,7 +127,13 @@ try {
   }
   opencode.cleanup();
   const claude = claudeAcpEnv(anthropic.url);
-  for (const [scenario, model] of (wants('claude') ? [['text', 'text'], ['tool', 'tool'], ['http500', 'http500']] : []) as ReadonlyArray<readonly [string, string]>) {
+  for (const [scenario, model] of (wants('claude')
+    ? [
+        ['text', 'text'],
+        ['tool', 'tool'],
+        ['http500', 'http500'],
+      ]
+    : []) as ReadonlyArray<readonly [string, string]>) {
     const agent = claude.agent(model);
     await record(`claude-${scenario}`, agent.command, agent.args, agent.env, claude.cwd, 'Say hello');
   }

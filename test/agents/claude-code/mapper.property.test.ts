@@ -39,7 +39,9 @@ function synthesize(messages: { thinking: string[]; text: string[] }[], partial:
       if (partial) {
         lines.push(stream({ type: 'content_block_start', index, content_block: block.kind === 'text' ? { type: 'text', text: '' } : { type: 'thinking', thinking: '' } }));
         for (const chunk of block.chunks) {
-          lines.push(stream({ type: 'content_block_delta', index, delta: block.kind === 'text' ? { type: 'text_delta', text: chunk } : { type: 'thinking_delta', thinking: chunk } }));
+          lines.push(
+            stream({ type: 'content_block_delta', index, delta: block.kind === 'text' ? { type: 'text_delta', text: chunk } : { type: 'thinking_delta', thinking: chunk } }),
+          );
         }
       }
       if (!completedAfterStop) lines.push(completed);
@@ -79,9 +81,7 @@ describe('Claude Code mapper properties', () => {
         const lines = synthesize(messages, partial, late);
         const out = mapLines(lines);
         expect(assistantText(out)).toBe(messages.map((m) => m.text.join('')).join(''));
-        expect(out.filter((m) => m.type === 'assistant.thought').map((m) => m.content.text)).toEqual(
-          messages.map((m) => m.thinking.join('')).filter((t) => t !== ''),
-        );
+        expect(out.filter((m) => m.type === 'assistant.thought').map((m) => m.content.text)).toEqual(messages.map((m) => m.thinking.join('')).filter((t) => t !== ''));
         expect(out.at(-1)?.type).toBe('terminal.completed');
       }),
       { numRuns: 300 },

@@ -26,7 +26,15 @@ function ev(value: Record<string, unknown>): string {
 }
 
 const INIT = ev({ type: 'system', subtype: 'init', session_id: 's-1', cwd: '/w' });
-const RESULT_OK = ev({ type: 'result', subtype: 'success', is_error: false, result: 'ok', stop_reason: 'end_turn', usage: { input_tokens: 3, output_tokens: 4 }, total_cost_usd: 0.5 });
+const RESULT_OK = ev({
+  type: 'result',
+  subtype: 'success',
+  is_error: false,
+  result: 'ok',
+  stop_reason: 'end_turn',
+  usage: { input_tokens: 3, output_tokens: 4 },
+  total_cost_usd: 0.5,
+});
 
 describe('every recorded Claude Code transcript', () => {
   const names = transcriptNames();

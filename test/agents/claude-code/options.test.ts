@@ -5,7 +5,17 @@ const parse = (input: Partial<ClaudeCodeOptionsInput> = {}) => ClaudeCodeOptions
 
 describe('claude-code options', () => {
   it('by default: stream-json with partial messages, the default permission mode, and nobody to answer a prompt', () => {
-    expect(claudeCodeArgs(parse())).toEqual(['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--permission-mode', 'default', '--permission-prompts', 'none']);
+    expect(claudeCodeArgs(parse())).toEqual([
+      '-p',
+      '--output-format',
+      'stream-json',
+      '--verbose',
+      '--include-partial-messages',
+      '--permission-mode',
+      'default',
+      '--permission-prompts',
+      'none',
+    ]);
   });
 
   it('never puts the prompt in argv', () => {

@@ -144,7 +144,13 @@ describe('tools', () => {
   });
 
   it('output reported while a command runs (item.updated) is a tool.update with the partial output', () => {
-    const messages = mapLines([...started, command('item.started', 'c1'), command('item.updated', 'c1', { aggregated_output: 'partial\n' }), command('item.completed', 'c1', { exit_code: 0, status: 'completed', aggregated_output: 'partial\ndone\n' }), completed]);
+    const messages = mapLines([
+      ...started,
+      command('item.started', 'c1'),
+      command('item.updated', 'c1', { aggregated_output: 'partial\n' }),
+      command('item.completed', 'c1', { exit_code: 0, status: 'completed', aggregated_output: 'partial\ndone\n' }),
+      completed,
+    ]);
     expect(messages.filter((m) => m.type === 'tool.update').map((m) => m.content)).toEqual([
       { toolCallId: 'c1', name: 'command_execution', arguments: { command: "/bin/bash -lc 'ls'" }, partialResult: { output: 'partial\n' } },
     ]);
@@ -181,7 +187,7 @@ describe('terminal failures and their category', () => {
     ['context-window', 'bad_request'],
     ['at-capacity', 'server_error'],
     ['rate-limit-failed', 'rate_limited'],
-  ] as const)('%s (turn.failed, exit 1) is terminal.failed with category %s and Codex\'s own error text', (name, category) => {
+  ] as const)("%s (turn.failed, exit 1) is terminal.failed with category %s and Codex's own error text", (name, category) => {
     const content = failure(mapRecorded(name));
     expect(content.category).toBe(category);
     expect(content.exitCode).toBe(1);
@@ -219,7 +225,12 @@ describe('terminal failures and their category', () => {
   });
 
   it('a retry that then succeeds ends with agent.retry success, then terminal.completed', () => {
-    const lines = [...started, ev({ type: 'error', message: 'Reconnecting... 1/5 (stream disconnected before completion: boom)' }), ev({ type: 'item.completed', item: { id: 'i', type: 'agent_message', text: 'ok' } }), completed];
+    const lines = [
+      ...started,
+      ev({ type: 'error', message: 'Reconnecting... 1/5 (stream disconnected before completion: boom)' }),
+      ev({ type: 'item.completed', item: { id: 'i', type: 'agent_message', text: 'ok' } }),
+      completed,
+    ];
     const types = mapLines(lines).map((m) => (m.type === 'agent.retry' ? `${m.type}:${m.content.phase}` : m.type));
     expect(types).toEqual(['session.started', 'agent.retry:start', 'assistant', 'agent.retry:end', 'terminal.completed']);
   });

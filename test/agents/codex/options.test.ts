@@ -27,7 +27,14 @@ describe('codex options', () => {
 
   it('session none is --ephemeral; extra args come before the positionals', () => {
     expect(codexArgs(parse({ session: { mode: 'none' }, extraArgs: ['--ignore-rules'] }), [])).toEqual([
-      'exec', '--json', '--skip-git-repo-check', '-c', 'sandbox_mode="read-only"', '--ephemeral', '--ignore-rules', '-',
+      'exec',
+      '--json',
+      '--skip-git-repo-check',
+      '-c',
+      'sandbox_mode="read-only"',
+      '--ephemeral',
+      '--ignore-rules',
+      '-',
     ]);
   });
 
@@ -48,15 +55,21 @@ describe('the model provider and its retries', () => {
       ok: true,
       providerId: 'sessiond',
       args: [
-        '-c', 'model_provider="sessiond"',
-        '-c', 'model_providers.sessiond={ name = "sessiond", base_url = "http://127.0.0.1:9/x/v1", wire_api = "responses", env_key = "MY_KEY", request_max_retries = 0, stream_max_retries = 0 }',
+        '-c',
+        'model_provider="sessiond"',
+        '-c',
+        'model_providers.sessiond={ name = "sessiond", base_url = "http://127.0.0.1:9/x/v1", wire_api = "responses", env_key = "MY_KEY", request_max_retries = 0, stream_max_retries = 0 }',
       ],
     });
   });
 
   it("the user's config.toml provider (top level or active profile) keeps its settings but gets its retries forced to 0", () => {
     const config = ['model_provider = "mine" # comment', 'profile = "work"', '', '[model_providers.mine]', 'base_url = "http://x"', 'request_max_retries = 9', ''].join('\n');
-    expect(providerArgs({}, config)).toEqual({ ok: true, providerId: 'mine', args: ['-c', 'model_providers.mine.request_max_retries=0', '-c', 'model_providers.mine.stream_max_retries=0'] });
+    expect(providerArgs({}, config)).toEqual({
+      ok: true,
+      providerId: 'mine',
+      args: ['-c', 'model_providers.mine.request_max_retries=0', '-c', 'model_providers.mine.stream_max_retries=0'],
+    });
     expect(selectedProvider(`${config}\n[profiles.work]\nmodel_provider = 'corp'\n`)).toBe('corp');
     expect(selectedProvider('[model_providers.x]\nmodel_provider = "not-top-level"\n')).toBeUndefined();
     expect(selectedProvider('instructions = """\nmodel_provider = "inside a string"\n"""\nmodel_provider = "real"\n')).toBe('real');
@@ -71,7 +84,11 @@ describe('the model provider and its retries', () => {
   });
 
   it("Codex's built-in providers (whose retries Codex will not let anyone change) are refused with the way out", () => {
-    for (const [options, config] of [[{}, null], [{}, 'model_provider = "ollama"\n'], [{ provider: 'openai' }, null]] as const) {
+    for (const [options, config] of [
+      [{}, null],
+      [{}, 'model_provider = "ollama"\n'],
+      [{ provider: 'openai' }, null],
+    ] as const) {
       const result = providerArgs(options, config);
       expect(result.ok).toBe(false);
       if (!result.ok) expect(result.error).toContain('baseUrl');

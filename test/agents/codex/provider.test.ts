@@ -64,7 +64,7 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
     expect(server.requestsFor('tool')).toHaveLength(2);
   });
 
-  it('HTTP 500 is terminal.failed (server_error, Codex\'s canned text) after exactly one model request', async () => {
+  it("HTTP 500 is terminal.failed (server_error, Codex's canned text) after exactly one model request", async () => {
     const content = failure(await attempt('http500'));
     expect(content).toMatchObject({ category: 'server_error', exitCode: 1, promptRecorded: true });
     expect(content.agentError).toContain('high demand');
@@ -180,7 +180,15 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
   it('a thread moves to another host with its rollout (exportState / importState) and resumes there', async () => {
     const hostB = createCodexEnv();
     try {
-      const optionsA = { baseUrl: server.urlFor('text-plain'), envKey: FAKE_KEY_ENV, model: FAKE_MODEL, command: codexBin, cwd: env.cwd, codexHome: env.userCodexHome, env: env.env };
+      const optionsA = {
+        baseUrl: server.urlFor('text-plain'),
+        envKey: FAKE_KEY_ENV,
+        model: FAKE_MODEL,
+        command: codexBin,
+        cwd: env.cwd,
+        codexHome: env.userCodexHome,
+        env: env.env,
+      };
       const optionsB = { ...optionsA, cwd: hostB.cwd, codexHome: hostB.userCodexHome, env: hostB.env };
       const first = await collect(codex.run({ text: 'prompt on host A', resumeSessionId: null, options: optionsA }, {}));
       const id = threadOf(first);

@@ -17,12 +17,7 @@ import { join } from 'node:path';
 import { prepareManagedCodexHome } from '../../../src/agents/codex/home.ts';
 import { codexArgs, CodexOptionsSchema, type CodexOptionsInput } from '../../../src/agents/codex/options.ts';
 import { providerArgs } from '../../../src/agents/codex/provider-config.ts';
-import {
-  startFakeResponsesServer,
-  type FakeResponsesServer,
-  type RecordedResponsesRequest,
-  type ResponsesScript,
-} from '../../support/fake-responses-server.ts';
+import { startFakeResponsesServer, type FakeResponsesServer, type RecordedResponsesRequest, type ResponsesScript } from '../../support/fake-responses-server.ts';
 import { codexBin, codexOptions, createCodexEnv, FAKE_MODEL, REPO_ROOT, userProviderConfig, type CodexEnv } from './codex-env.ts';
 import { alive, psAll, treeOf, type Proc } from '../../support/ps.ts';
 
@@ -146,9 +141,19 @@ function save(name: string, run: Run, startedAt: number, requests: RecordedRespo
   writeFileSync(join(OUT_DIR, `${name}.stdout.jsonl`), run.stdout);
   writeFileSync(join(OUT_DIR, `${name}.stderr.txt`), run.stderr);
   writeFileSync(join(OUT_DIR, `${name}.exit`), `${exit}\n`);
-  writeFileSync(join(OUT_DIR, `${name}.requests.json`), `${JSON.stringify(requests.map((r) => sanitizeRequest(r, startedAt)), null, 2)}\n`);
+  writeFileSync(
+    join(OUT_DIR, `${name}.requests.json`),
+    `${JSON.stringify(
+      requests.map((r) => sanitizeRequest(r, startedAt)),
+      null,
+      2,
+    )}\n`,
+  );
   const signalMeta = run.signalSentAtMs === undefined ? {} : { signalSentAtMs: run.signalSentAtMs, exitLatencyAfterSignalMs: run.durationMs - run.signalSentAtMs };
-  writeFileSync(join(OUT_DIR, `${name}.meta.json`), `${JSON.stringify({ name, durationMs: run.durationMs, code: run.code, signal: run.signal, ...signalMeta, timeline: run.timeline, ...meta }, null, 2)}\n`);
+  writeFileSync(
+    join(OUT_DIR, `${name}.meta.json`),
+    `${JSON.stringify({ name, durationMs: run.durationMs, code: run.code, signal: run.signal, ...signalMeta, timeline: run.timeline, ...meta }, null, 2)}\n`,
+  );
   console.log(`${name}: exit ${exit} in ${run.durationMs} ms, ${run.stdout.split('\n').filter(Boolean).length} lines, ${requests.length} requests`);
 }
 
@@ -175,7 +180,14 @@ function envFor(name: string, config?: string): CodexEnv {
   return env;
 }
 
-async function record(ctx: Ctx, name: string, env: CodexEnv, run: { args: string[]; codexHome: string; prompt: string }, more: Partial<RunSpec> = {}, meta: Record<string, unknown> = {}): Promise<Run> {
+async function record(
+  ctx: Ctx,
+  name: string,
+  env: CodexEnv,
+  run: { args: string[]; codexHome: string; prompt: string },
+  more: Partial<RunSpec> = {},
+  meta: Record<string, unknown> = {},
+): Promise<Run> {
   const before = ctx.server.requests.length;
   const startedAt = Date.now();
   let treeBefore: Proc[] = [];
@@ -196,7 +208,10 @@ async function record(ctx: Ctx, name: string, env: CodexEnv, run: { args: string
       // gone
     }
   }
-  const signalMeta = more.signal === undefined ? {} : { signal: more.signal, signalWhen: `${more.signalWhen} + ${more.signalDelayMs ?? 0} ms`, processTreeBeforeSignal: treeBefore, descendantsAlive500msAfterExit: survivors };
+  const signalMeta =
+    more.signal === undefined
+      ? {}
+      : { signal: more.signal, signalWhen: `${more.signalWhen} + ${more.signalDelayMs ?? 0} ms`, processTreeBeforeSignal: treeBefore, descendantsAlive500msAfterExit: survivors };
   save(name, result, startedAt, ctx.server.requests.slice(before), { argv: ['codex', ...shownArgs(run.args, ctx.server)], prompt: run.prompt, ...signalMeta, ...meta });
   return result;
 }
@@ -213,7 +228,14 @@ async function withAgentRetries(ctx: Ctx, name: string, script: string, retries:
   const env = envFor(name, userProviderConfig(ctx.server.urlFor(script), retries));
   const home = await prepareManagedCodexHome(env.userCodexHome, env.stateDir);
   const args = ['exec', '--json', '--skip-git-repo-check', '-c', 'sandbox_mode="read-only"', '-m', FAKE_MODEL, '-'];
-  await record(ctx, name, env, { args, codexHome: home.path, prompt: 'Say hello' }, {}, { script, note: `Codex's own retries ON (request_max_retries = stream_max_retries = ${retries}), not what sessiond runs` });
+  await record(
+    ctx,
+    name,
+    env,
+    { args, codexHome: home.path, prompt: 'Say hello' },
+    {},
+    { script, note: `Codex's own retries ON (request_max_retries = stream_max_retries = ${retries}), not what sessiond runs` },
+  );
 }
 
 async function sessionPair(ctx: Ctx): Promise<void> {
@@ -251,12 +273,26 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   session: (ctx) => sessionPair(ctx),
   'resume-unknown-thread': (ctx) => simple(ctx, 'resume-unknown-thread', 'text-plain', { session: { mode: 'resume', id: '01a2294d-0000-7000-8000-000000000000' } }),
   'bad-args': (ctx) => simple(ctx, 'bad-args', 'text-plain', { extraArgs: ['--full-auto'] }),
-  'sigint-during-tool': (ctx) => simple(ctx, 'sigint-during-tool', 'long-tool', { prompt: 'Run a long command' }, { signal: 'SIGINT', signalWhen: '"item.started"', signalDelayMs: 700 }),
-  'sigterm-during-tool': (ctx) => simple(ctx, 'sigterm-during-tool', 'long-tool', { prompt: 'Run a long command' }, { signal: 'SIGTERM', signalWhen: '"item.started"', signalDelayMs: 700 }),
+  'sigint-during-tool': (ctx) =>
+    simple(ctx, 'sigint-during-tool', 'long-tool', { prompt: 'Run a long command' }, { signal: 'SIGINT', signalWhen: '"item.started"', signalDelayMs: 700 }),
+  'sigterm-during-tool': (ctx) =>
+    simple(ctx, 'sigterm-during-tool', 'long-tool', { prompt: 'Run a long command' }, { signal: 'SIGTERM', signalWhen: '"item.started"', signalDelayMs: 700 }),
   'sigterm-during-tool-full-access': (ctx) =>
-    simple(ctx, 'sigterm-during-tool-full-access', 'long-tool', { prompt: 'Run a long command', sandbox: 'danger-full-access' }, { signal: 'SIGTERM', signalWhen: '"item.started"', signalDelayMs: 700 }),
+    simple(
+      ctx,
+      'sigterm-during-tool-full-access',
+      'long-tool',
+      { prompt: 'Run a long command', sandbox: 'danger-full-access' },
+      { signal: 'SIGTERM', signalWhen: '"item.started"', signalDelayMs: 700 },
+    ),
   'sigint-during-tool-full-access': (ctx) =>
-    simple(ctx, 'sigint-during-tool-full-access', 'long-tool', { prompt: 'Run a long command', sandbox: 'danger-full-access' }, { signal: 'SIGINT', signalWhen: '"item.started"', signalDelayMs: 700 }),
+    simple(
+      ctx,
+      'sigint-during-tool-full-access',
+      'long-tool',
+      { prompt: 'Run a long command', sandbox: 'danger-full-access' },
+      { signal: 'SIGINT', signalWhen: '"item.started"', signalDelayMs: 700 },
+    ),
   'sigint-streaming': (ctx) => simple(ctx, 'sigint-streaming', 'hang-midstream', {}, { signal: 'SIGINT', signalWhen: '"turn.started"', signalDelayMs: 1500 }),
 };
 

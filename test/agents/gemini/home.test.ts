@@ -89,7 +89,17 @@ describe('gemini argv and environment', () => {
   it('stream-json, an explicit model, an explicit approval mode (default: "default"), trust for this run, and no prompt in argv', () => {
     expect(geminiArgs(parse({}))).toEqual(['--output-format', 'stream-json', '--model', 'gemini-2.5-flash', '--approval-mode', 'default', '--skip-trust']);
     const resumed = geminiArgs(parse({ approvalMode: 'yolo', session: { mode: 'resume', id: '0f1e2d3c-0000-4000-8000-000000000001' }, prompt: '--yolo' }));
-    expect(resumed).toEqual(['--output-format', 'stream-json', '--model', 'gemini-2.5-flash', '--approval-mode', 'yolo', '--skip-trust', '--resume', '0f1e2d3c-0000-4000-8000-000000000001']);
+    expect(resumed).toEqual([
+      '--output-format',
+      'stream-json',
+      '--model',
+      'gemini-2.5-flash',
+      '--approval-mode',
+      'yolo',
+      '--skip-trust',
+      '--resume',
+      '0f1e2d3c-0000-4000-8000-000000000001',
+    ]);
   });
 
   it('rejects a missing model and the auto router', () => {

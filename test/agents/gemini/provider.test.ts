@@ -152,35 +152,32 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
     ['cancel-tool', {}, /^sleep 102[12] $/],
     // GITHUB_SHA puts gemini's env sanitisation in strict mode: the marker must still reach the tools.
     ['cancel-tool-strict', { GITHUB_SHA: 'deadbeef' }, /^sleep 102[34] $/],
-  ] as const)(
-    'cancel during a long shell tool (%s): rejects with the AbortError, keeps what was yielded, and leaves no process behind',
-    async (model, extraEnv, sleeps) => {
-      const controller = new AbortController();
-      let marker = '';
-      const seen: CliMessage[] = [];
-      let markedSleeps: number[] = [];
-      const run = (async () => {
-        for await (const m of runGemini(options(model, { approvalMode: 'yolo', prompt: 'Run it', env: { ...env.env, ...extraEnv } }), {
-          signal: controller.signal,
-          onSpawn: (a) => (marker = a.marker),
-        })) {
-          seen.push(m);
-          if (m.type === 'tool.call') {
-            await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
-            const marked = new Set((await findProcessesByMarker(marker)).map((p) => p.pid));
-            markedSleeps = livePidsMatching(sleeps).filter((pid) => marked.has(pid));
-            controller.abort();
-          }
+  ] as const)('cancel during a long shell tool (%s): rejects with the AbortError, keeps what was yielded, and leaves no process behind', async (model, extraEnv, sleeps) => {
+    const controller = new AbortController();
+    let marker = '';
+    const seen: CliMessage[] = [];
+    let markedSleeps: number[] = [];
+    const run = (async () => {
+      for await (const m of runGemini(options(model, { approvalMode: 'yolo', prompt: 'Run it', env: { ...env.env, ...extraEnv } }), {
+        signal: controller.signal,
+        onSpawn: (a) => (marker = a.marker),
+      })) {
+        seen.push(m);
+        if (m.type === 'tool.call') {
+          await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
+          const marked = new Set((await findProcessesByMarker(marker)).map((p) => p.pid));
+          markedSleeps = livePidsMatching(sleeps).filter((pid) => marked.has(pid));
+          controller.abort();
         }
-      })();
-      await expect(run).rejects.toMatchObject({ name: 'AbortError' });
-      expect(markedSleeps).toHaveLength(2);
-      expect(seen.some((m) => m.type === 'tool.call')).toBe(true);
-      expect(seen.some((m) => m.type === 'terminal.completed' || m.type === 'terminal.failed')).toBe(false);
-      expect(await findProcessesByMarker(marker)).toEqual([]);
-      expect(livePidsMatching(sleeps)).toEqual([]);
-    },
-  );
+      }
+    })();
+    await expect(run).rejects.toMatchObject({ name: 'AbortError' });
+    expect(markedSleeps).toHaveLength(2);
+    expect(seen.some((m) => m.type === 'tool.call')).toBe(true);
+    expect(seen.some((m) => m.type === 'terminal.completed' || m.type === 'terminal.failed')).toBe(false);
+    expect(await findProcessesByMarker(marker)).toEqual([]);
+    expect(livePidsMatching(sleeps)).toEqual([]);
+  });
 
   it('an already-aborted signal rejects at once and starts nothing', async () => {
     const controller = new AbortController();
@@ -221,7 +218,11 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
 
     await gemini.importState!(request('', id, hostB).options, id, state!);
     const chats = join(managedGeminiHome(env.configDir, hostB), '.gemini', 'tmp');
-    expect(readdirSync(chats, { recursive: true }).map(String).some((f) => f.endsWith(`${id.slice(0, 8)}.jsonl`))).toBe(true);
+    expect(
+      readdirSync(chats, { recursive: true })
+        .map(String)
+        .some((f) => f.endsWith(`${id.slice(0, 8)}.jsonl`)),
+    ).toBe(true);
     const second: CliMessage[] = [];
     for await (const m of gemini.run(request('Turn on host B', id, hostB), {})) second.push(m);
     expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });

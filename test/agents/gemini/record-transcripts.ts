@@ -178,7 +178,17 @@ async function runGemini(dir: string, s: Scenario, model: string, prompt: string
     }
   });
   if (left.length > 0) await killProcessTree(child.pid ?? 0, marker);
-  return { startedAt: started, stdout, stderr, code, signal: sig, durationMs, ...(signalSentAtMs === undefined || signalSentAtMs < 0 ? {} : { signalSentAtMs }), timeline, leftBehind };
+  return {
+    startedAt: started,
+    stdout,
+    stderr,
+    code,
+    signal: sig,
+    durationMs,
+    ...(signalSentAtMs === undefined || signalSentAtMs < 0 ? {} : { signalSentAtMs }),
+    timeline,
+    leftBehind,
+  };
 }
 
 function sessionIdOf(stdout: string): string | null {
@@ -224,10 +234,14 @@ async function record(s: Scenario): Promise<void> {
       apiKeyHeader: r.headers['x-goog-api-key'] === FAKE_API_KEY,
     })),
     leftBehind: run.leftBehind,
-    chats: readdirSync(join(dir, 'home', '.gemini', 'tmp'), { recursive: true }).map(String).filter((f) => f.endsWith('.jsonl')),
+    chats: readdirSync(join(dir, 'home', '.gemini', 'tmp'), { recursive: true })
+      .map(String)
+      .filter((f) => f.endsWith('.jsonl')),
   };
   writeFileSync(join(OUT_DIR, `${s.name}.meta.json`), `${JSON.stringify(meta, null, 2)}\n`);
-  console.log(`${s.name}: exit ${run.code ?? run.signal} in ${run.durationMs} ms, ${run.timeline.length} lines, ${server.requests.length} requests, left behind: ${run.leftBehind.length}`);
+  console.log(
+    `${s.name}: exit ${run.code ?? run.signal} in ${run.durationMs} ms, ${run.timeline.length} lines, ${server.requests.length} requests, left behind: ${run.leftBehind.length}`,
+  );
   rmSync(dir, { recursive: true, force: true });
 }
 

@@ -39,7 +39,7 @@ describe('gemini chat files travelling with the session', () => {
     expect(await exportGeminiSession(join(root, 'nowhere'), ID)).toBeNull();
   });
 
-  it("imports into a new project slug for the cwd, with the marker gemini adopts", async () => {
+  it('imports into a new project slug for the cwd, with the marker gemini adopts', async () => {
     await importGeminiSession(home, { version: 1, fileName: FILE, content: CONTENT }, cwd);
     const [slug] = readdirSync(join(home, '.gemini', 'tmp'));
     expect(slug).toMatch(/^sessiond-[0-9a-f]{12}$/);

@@ -50,7 +50,7 @@ describe('every recorded pi transcript', () => {
 });
 
 describe('session events', () => {
-  it('a new session is session.started with pi\'s id', () => {
+  it("a new session is session.started with pi's id", () => {
     const messages = mapRecorded('text');
     const id = (JSON.parse(readTranscript('text')[0]!) as { id: string }).id;
     expect(messages[0]).toEqual({ type: 'session.started', content: { sessionId: id } });
@@ -84,10 +84,22 @@ describe('assistant text and thinking', () => {
   it('thinking during a tool turn is released when the run reaches a non-toolUse stop, in order', () => {
     const lines = [
       ev({ type: 'session', id: 's1' }),
-      ...assistantMessage([{ type: 'thinking', thinking: 'first I plan. ' }, { type: 'toolCall', id: 't1', name: 'bash', arguments: { command: 'ls' } }], 'toolUse'),
+      ...assistantMessage(
+        [
+          { type: 'thinking', thinking: 'first I plan. ' },
+          { type: 'toolCall', id: 't1', name: 'bash', arguments: { command: 'ls' } },
+        ],
+        'toolUse',
+      ),
       ev({ type: 'tool_execution_end', toolCallId: 't1', toolName: 'bash', result: { content: [] }, isError: false }),
       ev({ type: 'turn_end', message: { role: 'assistant', stopReason: 'toolUse', content: [] }, toolResults: [] }),
-      ...assistantMessage([{ type: 'thinking', thinking: 'then I answer.' }, { type: 'text', text: 'Done.' }], 'stop'),
+      ...assistantMessage(
+        [
+          { type: 'thinking', thinking: 'then I answer.' },
+          { type: 'text', text: 'Done.' },
+        ],
+        'stop',
+      ),
       ev({ type: 'agent_end', messages: [] }),
     ];
     const messages = mapLines(lines);
@@ -100,7 +112,13 @@ describe('assistant text and thinking', () => {
   it('a message that replays the earlier text after a tool turn adds only its new text', () => {
     const lines = [
       ev({ type: 'session', id: 's1' }),
-      ...assistantMessage([{ type: 'text', text: 'Let me check.' }, { type: 'toolCall', id: 't1', name: 'bash', arguments: {} }], 'toolUse'),
+      ...assistantMessage(
+        [
+          { type: 'text', text: 'Let me check.' },
+          { type: 'toolCall', id: 't1', name: 'bash', arguments: {} },
+        ],
+        'toolUse',
+      ),
       ev({ type: 'tool_execution_end', toolCallId: 't1', toolName: 'bash', result: { content: [] }, isError: false }),
       ...assistantMessage([{ type: 'text', text: 'Let me check. It is fine.' }], 'stop'),
       ev({ type: 'agent_end', messages: [] }),
@@ -112,7 +130,13 @@ describe('assistant text and thinking', () => {
   it('a message after a tool turn that only starts like the earlier one is not mistaken for a replay', () => {
     const lines = [
       ev({ type: 'session', id: 's1' }),
-      ...assistantMessage([{ type: 'text', text: 'Let me check.' }, { type: 'toolCall', id: 't1', name: 'bash', arguments: {} }], 'toolUse'),
+      ...assistantMessage(
+        [
+          { type: 'text', text: 'Let me check.' },
+          { type: 'toolCall', id: 't1', name: 'bash', arguments: {} },
+        ],
+        'toolUse',
+      ),
       ev({ type: 'tool_execution_end', toolCallId: 't1', toolName: 'bash', result: { content: [] }, isError: false }),
       ...assistantMessage([{ type: 'text', text: 'Let me say: all good.' }], 'stop'),
       ev({ type: 'agent_end', messages: [] }),
@@ -122,7 +146,13 @@ describe('assistant text and thinking', () => {
   it('a short message after a tool turn that merely begins like the earlier one is new text, not a replay', () => {
     const lines = [
       ev({ type: 'session', id: 's1' }),
-      ...assistantMessage([{ type: 'text', text: 'Done!' }, { type: 'toolCall', id: 't1', name: 'bash', arguments: {} }], 'toolUse'),
+      ...assistantMessage(
+        [
+          { type: 'text', text: 'Done!' },
+          { type: 'toolCall', id: 't1', name: 'bash', arguments: {} },
+        ],
+        'toolUse',
+      ),
       ev({ type: 'tool_execution_end', toolCallId: 't1', toolName: 'bash', result: { content: [] }, isError: false }),
       ...assistantMessage([{ type: 'text', text: 'Do' }], 'stop'),
       ev({ type: 'agent_end', messages: [] }),
@@ -158,10 +188,7 @@ describe('tools', () => {
   });
 
   it('a tool still running when the run ends gets one tool.failed before the terminal', () => {
-    const lines = [
-      ev({ type: 'session', id: 's1' }),
-      ev({ type: 'tool_execution_start', toolCallId: 't9', toolName: 'bash', args: { command: 'sleep 100' } }),
-    ];
+    const lines = [ev({ type: 'session', id: 's1' }), ev({ type: 'tool_execution_start', toolCallId: 't9', toolName: 'bash', args: { command: 'sleep 100' } })];
     const messages = mapLines(lines, { exitCode: null, signal: 'SIGKILL', stopReason: null, stderrTail: '' });
     expect(messages.map((m) => m.type)).toEqual(['session.started', 'tool.call', 'tool.failed', 'terminal.failed']);
   });
@@ -174,7 +201,7 @@ describe('terminal failures and their category', () => {
     ['http500', 'server_error'],
     ['http503', 'server_error'],
     ['midclose', 'network'],
-  ] as const)('%s (exit 0) is terminal.failed with category %s and pi\'s own error text', (name, category) => {
+  ] as const)("%s (exit 0) is terminal.failed with category %s and pi's own error text", (name, category) => {
     const content = failure(mapRecorded(name));
     expect(content.category).toBe(category);
     expect(content.agentError).toBeTruthy();
@@ -186,12 +213,8 @@ describe('terminal failures and their category', () => {
     expect(assistantText(messages).length).toBeGreaterThan(0);
   });
 
-  it('a Retry-After in pi\'s error text becomes retryAfterMs', () => {
-    const lines = [
-      ev({ type: 'session', id: 's1' }),
-      ...assistantMessage([], 'error', '429 rate limited, please retry after 7 seconds'),
-      ev({ type: 'agent_end', messages: [] }),
-    ];
+  it("a Retry-After in pi's error text becomes retryAfterMs", () => {
+    const lines = [ev({ type: 'session', id: 's1' }), ...assistantMessage([], 'error', '429 rate limited, please retry after 7 seconds'), ev({ type: 'agent_end', messages: [] })];
     expect(failure(mapLines(lines))).toMatchObject({ category: 'rate_limited', retryAfterMs: 7000 });
   });
 
@@ -226,7 +249,7 @@ describe('terminal failures and their category', () => {
     expect(content.invalid_output_lines[0]).toContain('Segmentation fault');
   });
 
-  it('pi\'s own retries are surfaced as agent.retry, and the final error still decides', () => {
+  it("pi's own retries are surfaced as agent.retry, and the final error still decides", () => {
     const messages = mapRecorded('auto-retry-fail');
     expect(messages.filter((m) => m.type === 'agent.retry').length).toBeGreaterThanOrEqual(2);
     expect(terminalOf(messages).type).toBe('terminal.failed');

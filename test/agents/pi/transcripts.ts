@@ -69,13 +69,23 @@ function finalAssistantMessages(lines: readonly string[]): PiBlock[][] {
 /** The text of the assistant messages pi ended with, in order (what `assistant` deltas must add up to). */
 export function expectedAssistantText(lines: readonly string[]): string {
   return finalAssistantMessages(lines)
-    .map((blocks) => blocks.filter((b) => b.type === 'text').map((b) => b.text ?? '').join(''))
+    .map((blocks) =>
+      blocks
+        .filter((b) => b.type === 'text')
+        .map((b) => b.text ?? '')
+        .join(''),
+    )
     .join('');
 }
 
 export function expectedThinking(lines: readonly string[]): string {
   return finalAssistantMessages(lines)
-    .map((blocks) => blocks.filter((b) => b.type === 'thinking').map((b) => b.thinking ?? '').join(''))
+    .map((blocks) =>
+      blocks
+        .filter((b) => b.type === 'thinking')
+        .map((b) => b.thinking ?? '')
+        .join(''),
+    )
     .join('');
 }
 

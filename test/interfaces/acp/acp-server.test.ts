@@ -101,7 +101,7 @@ async function startClient(): Promise<Client> {
 const textOf = (client: Client, sessionId: string, kind: 'agent_message_chunk' | 'agent_thought_chunk' = 'agent_message_chunk') =>
   client.updates
     .filter((u) => u.sessionId === sessionId && u.update.sessionUpdate === kind)
-    .map((u) => ((u.update as { content: { type: string; text?: string } }).content.text ?? ''))
+    .map((u) => (u.update as { content: { type: string; text?: string } }).content.text ?? '')
     .join('');
 
 describe('sessiond acp, driven by an ACP client', () => {
@@ -128,7 +128,9 @@ describe('sessiond acp, driven by an ACP client', () => {
     try {
       await client.agent.request('session/load', { sessionId: firstSession, cwd: state, mcpServers: [] });
       expect(textOf(client, firstSession)).toBe('hello world');
-      expect(client.updates.filter((u) => u.update.sessionUpdate === 'user_message_chunk').map((u) => (u.update as { content: { text: string } }).content.text)).toEqual(['say hello world']);
+      expect(client.updates.filter((u) => u.update.sessionUpdate === 'user_message_chunk').map((u) => (u.update as { content: { text: string } }).content.text)).toEqual([
+        'say hello world',
+      ]);
       const unknown = await client.agent.request('session/load', { sessionId: 'no-such-session', cwd: state, mcpServers: [] }).catch((e: unknown) => e);
       expect(unknown).toMatchObject({ code: -32002 });
     } finally {
@@ -164,7 +166,9 @@ describe('sessiond acp, driven by an ACP client', () => {
       const decided = (await runtime.readMessages(sessionId)).filter((m) => m.type === 'approval.decided');
       expect(decided.map((m) => m.content)).toEqual([expect.objectContaining({ outcome: 'allowed', optionId: 'yes', by: 'acp' })]);
       // A mode above the policy's ceiling is refused at session/new, naming the field.
-      const refused = await client.agent.request('session/new', { cwd: state, mcpServers: [], _meta: { sessiond: { options: { permissionMode: 'allow' } } } }).catch((e: unknown) => e);
+      const refused = await client.agent
+        .request('session/new', { cwd: state, mcpServers: [], _meta: { sessiond: { options: { permissionMode: 'allow' } } } })
+        .catch((e: unknown) => e);
       expect(refused).toMatchObject({ code: -32602, message: expect.stringContaining('options.permissionMode') });
     } finally {
       client.close();

@@ -19,9 +19,16 @@ afterAll(async () => {
   rmSync(stateDir, { recursive: true, force: true });
 });
 
-describe('sessiond demo (the README\'s main command)', () => {
+describe("sessiond demo (the README's main command)", () => {
   it('runs real pi sessions offline through the queue: streaming, a tool call, a retried failure, a non-retryable one, a cancel', async () => {
-    const env = { PATH: process.env.PATH ?? '', HOME: stateDir, REDIS_URL: redis.url, SESSIOND_PREFIX: uniquePrefix('demo'), SESSIOND_STATE_DIR: stateDir, SESSIOND_LOG_LEVEL: 'warn' };
+    const env = {
+      PATH: process.env.PATH ?? '',
+      HOME: stateDir,
+      REDIS_URL: redis.url,
+      SESSIOND_PREFIX: uniquePrefix('demo'),
+      SESSIOND_STATE_DIR: stateDir,
+      SESSIOND_LOG_LEVEL: 'warn',
+    };
     const result = await runCli(['demo'], { env });
     expect(result.exitCode, result.stdout + result.stderr).toBe(0);
     const out = result.stdout;

@@ -59,7 +59,7 @@ describe('sessiond run', () => {
     expect(timeout.stderr).toContain('--idle-timeout');
   });
 
-  it('Ctrl+C during a long tool exits 130 after the agent\'s whole tree is gone', async () => {
+  it("Ctrl+C during a long tool exits 130 after the agent's whole tree is gone", async () => {
     const child = sessiond([...runArgs('long-tool-grandchild'), '--json', 'Run a long command'], { env: cliEnv() });
     let buffered = '';
     await new Promise<void>((resolve, reject) => {

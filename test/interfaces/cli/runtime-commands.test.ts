@@ -121,7 +121,11 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
   });
 
   it('unknown session ids exit 3 with a clear message', async () => {
-    for (const args of [['inspect', 'no-such-session'], ['watch', 'no-such-session'], ['cancel', 'no-such-session']]) {
+    for (const args of [
+      ['inspect', 'no-such-session'],
+      ['watch', 'no-such-session'],
+      ['cancel', 'no-such-session'],
+    ]) {
       const result = await cli(args);
       expect(result.exitCode).toBe(3);
       expect(result.stderr).toContain('unknown session "no-such-session"');

@@ -105,7 +105,9 @@ describe('sessions', () => {
 
     const completed = await call('GET', '/api/sessions?state=completed');
     expect(completed.status).toBe(200);
-    expect(completed.body.sessions).toContainEqual(expect.objectContaining({ sessionId: id, state: 'completed', agent: 'pi', turn: expect.objectContaining({ index: 1, status: 'completed', attempts: 1 }) }));
+    expect(completed.body.sessions).toContainEqual(
+      expect.objectContaining({ sessionId: id, state: 'completed', agent: 'pi', turn: expect.objectContaining({ index: 1, status: 'completed', attempts: 1 }) }),
+    );
     const running = await call('GET', '/api/sessions?state=running');
     expect(running.body.sessions.map((s: { sessionId: string }) => s.sessionId)).not.toContain(id);
     const all = await call('GET', '/api/sessions?limit=1000');
@@ -196,7 +198,10 @@ describe('bad requests: 400 naming the field, nothing written', () => {
       const r = await call('POST', '/api/sessions', body);
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.body.error).toBeTypeOf('string');
-      expect(r.body.issues.map((i: { field: string }) => i.field), JSON.stringify(body)).toContain(field);
+      expect(
+        r.body.issues.map((i: { field: string }) => i.field),
+        JSON.stringify(body),
+      ).toContain(field);
       for (const issue of r.body.issues) expect(issue.message).toBeTypeOf('string');
     }
     expect((await h.runtime.listSessions()).length).toBe(before);
@@ -223,7 +228,10 @@ describe('bad requests: 400 naming the field, nothing written', () => {
     for (const [method, path, body, field] of bad) {
       const r = await call(method, path, body);
       expect(r.status, `${method} ${path} ${JSON.stringify(body)}`).toBe(400);
-      expect(r.body.issues.map((i: { field: string }) => i.field), `${method} ${path}`).toContain(field);
+      expect(
+        r.body.issues.map((i: { field: string }) => i.field),
+        `${method} ${path}`,
+      ).toContain(field);
     }
     const events = await fetch(`${server.url}/api/sessions/${id}/events`, { headers: { 'Last-Event-ID': 'abc' } });
     expect(events.status).toBe(400);
@@ -303,7 +311,12 @@ describe('messages', () => {
       expect(m.event).toBe(m.message.type);
     }
     expect(got.map((m) => m.message)).toEqual(stored);
-    expect(got.filter((m) => m.event === 'assistant').map((m) => (m.message.content as { text: string }).text).join('')).toBe(SLOW_WORDS.join(''));
+    expect(
+      got
+        .filter((m) => m.event === 'assistant')
+        .map((m) => (m.message.content as { text: string }).text)
+        .join(''),
+    ).toBe(SLOW_WORDS.join(''));
 
     // ?from= starts at that seq.
     const third = new AbortController();
@@ -378,7 +391,7 @@ describe('retry policy', () => {
     expect(reset.body).toEqual({ policy: DEFAULT_RETRY_POLICY, source: 'default' });
   });
 
-  it("per session: GET (the global one until set), PUT, DELETE (follows the global one again)", async () => {
+  it('per session: GET (the global one until set), PUT, DELETE (follows the global one again)', async () => {
     const id = await createSession('text');
     await turnEnded(h.runtime, id);
     expect(['global', 'default']).toContain((await call('GET', `/api/sessions/${id}/retry-policy`)).body.source);
@@ -417,7 +430,9 @@ describe('operations', () => {
     expect(ready.body).toMatchObject({ status: 'ready', workers: 1 });
     const chart = await call('GET', '/api/chart');
     expect(chart.body.initial).toBe('idle');
-    expect(chart.body.states.map((s: { name: string }) => s.name)).toEqual(expect.arrayContaining(['idle', 'running', 'backoff', 'cancelling', 'completed', 'failed', 'cancelled']));
+    expect(chart.body.states.map((s: { name: string }) => s.name)).toEqual(
+      expect.arrayContaining(['idle', 'running', 'backoff', 'cancelling', 'completed', 'failed', 'cancelled']),
+    );
   });
 
   it('/readyz is 503 with the reason: no worker seen; Redis unreachable', async () => {
@@ -447,7 +462,15 @@ describe('operations', () => {
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toMatch(/^text\/plain/);
     const text = await r.text();
-    for (const name of ['sessiond_sessions', 'sessiond_attempts_total', 'sessiond_retries_total', 'sessiond_turn_duration_seconds', 'sessiond_cancel_latency_seconds', 'sessiond_queue_jobs', 'sessiond_workers']) {
+    for (const name of [
+      'sessiond_sessions',
+      'sessiond_attempts_total',
+      'sessiond_retries_total',
+      'sessiond_turn_duration_seconds',
+      'sessiond_cancel_latency_seconds',
+      'sessiond_queue_jobs',
+      'sessiond_workers',
+    ]) {
       expect(text).toContain(`# TYPE ${name} `);
     }
     const value = (pattern: RegExp): number => Number(pattern.exec(text)?.[1] ?? NaN);
@@ -465,15 +488,15 @@ describe('operations', () => {
 });
 
 describe('OpenAPI', () => {
-  const doc = openApiDocument() as { openapi: string; paths: Record<string, Record<string, { operationId: string; requestBody?: { content: Record<string, { examples?: Record<string, { value: unknown }> }> } }>>; components: { schemas: Record<string, unknown> } };
+  const doc = openApiDocument() as {
+    openapi: string;
+    paths: Record<string, Record<string, { operationId: string; requestBody?: { content: Record<string, { examples?: Record<string, { value: unknown }> }> } }>>;
+    components: { schemas: Record<string, unknown> };
+  };
 
   it('every route the app serves is in the document, and every documented operation is served', () => {
     const app = createApp({ runtime: h.runtime, config, logger: captureLogger() });
-    const served = new Set(
-      app.routes
-        .filter((r) => r.method !== 'ALL' && !r.path.startsWith('/queues'))
-        .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)/g, '{$1}')}`),
-    );
+    const served = new Set(app.routes.filter((r) => r.method !== 'ALL' && !r.path.startsWith('/queues')).map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)/g, '{$1}')}`));
     const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)));
     expect([...served].sort()).toEqual([...documented].sort());
     // Bull Board is mounted (its own UI and API, outside this document).
@@ -503,11 +526,28 @@ describe('OpenAPI', () => {
     let seeded = 0;
     const seedApproval = async (sessionId: string): Promise<string> => {
       const requestId = `t1-0123456789ab-${++seeded}`;
-      const request = { requestId, turn: 1, toolCallId: 'call-1', tool: 'shell', kind: 'execute', arguments: { command: 'ls' }, options: [{ optionId: 'allow_once', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' }], requestedAt: Date.now(), deadlineAt: Date.now() + 60_000 };
+      const request = {
+        requestId,
+        turn: 1,
+        toolCallId: 'call-1',
+        tool: 'shell',
+        kind: 'execute',
+        arguments: { command: 'ls' },
+        options: [
+          { optionId: 'allow_once', name: 'Allow', kind: 'allow_once' },
+          { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
+        ],
+        requestedAt: Date.now(),
+        deadlineAt: Date.now() + 60_000,
+      };
       await h.runtime.redis.hset(h.runtime.keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
       return requestId;
     };
-    const withBodies = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).filter(([, op]) => op.requestBody !== undefined).map(([method, op]) => ({ path, method, op })));
+    const withBodies = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops)
+        .filter(([, op]) => op.requestBody !== undefined)
+        .map(([method, op]) => ({ path, method, op })),
+    );
     expect(withBodies.map((x) => x.op.operationId).sort()).toEqual(Object.keys(REQUEST_EXAMPLES).sort());
 
     const id = await createSession('text');

@@ -69,7 +69,18 @@ async function fingerprint(redis: Redis): Promise<string> {
 /** Makes the session's (queued) prompt a failed turn 1, as a worker leaves it: its snapshot says so, its inbox is empty. */
 async function failTheTurn(sessionId: string): Promise<void> {
   const turn = { index: 1, promptId: 'p', text: 'cell', options: {}, status: 'failed', failureReason: 'not_retryable', cancelReason: null, startedAt: 1, endedAt: 2, attempts: [] };
-  const context = { sessionId, agentSessionId: null, agentSessionResumable: false, turnIndex: 1, attempt: 1, turn, nextRetryAt: null, lastFailure: null, mailbox: [], finishedPromptIds: ['p'] };
+  const context = {
+    sessionId,
+    agentSessionId: null,
+    agentSessionResumable: false,
+    turnIndex: 1,
+    attempt: 1,
+    turn,
+    nextRetryAt: null,
+    lastFailure: null,
+    mailbox: [],
+    finishedPromptIds: ['p'],
+  };
   await h.runtime.redis.set(h.runtime.store.key(sessionId, 'snapshot'), JSON.stringify({ version: 1, snapshot: { status: 'active', value: 'failed', context } }));
   await h.runtime.redis.del(h.runtime.store.key(sessionId, 'inbox'));
 }
@@ -77,7 +88,20 @@ async function failTheTurn(sessionId: string): Promise<void> {
 /** A permission request waiting in the session, as an attempt in `ask` mode stores it (see src/runtime/approvals/store.ts). */
 async function seedApproval(sessionId: string): Promise<string> {
   const requestId = 't1-0123456789ab-1';
-  const request = { requestId, turn: 1, toolCallId: 'call-1', tool: 'shell', kind: 'execute', arguments: { command: 'ls' }, options: [{ optionId: 'allow_once', name: 'Allow', kind: 'allow_once' }, { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' }], requestedAt: Date.now(), deadlineAt: Date.now() + 60_000 };
+  const request = {
+    requestId,
+    turn: 1,
+    toolCallId: 'call-1',
+    tool: 'shell',
+    kind: 'execute',
+    arguments: { command: 'ls' },
+    options: [
+      { optionId: 'allow_once', name: 'Allow', kind: 'allow_once' },
+      { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
+    ],
+    requestedAt: Date.now(),
+    deadlineAt: Date.now() + 60_000,
+  };
   await h.runtime.redis.hset(h.runtime.keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
   return requestId;
 }
@@ -97,7 +121,9 @@ const operations: Operation[] = Object.entries(doc.paths).flatMap(([path, ops]) 
     path,
     operationId: String(op.operationId),
     scope: op[SCOPE_KEY] as RouteScope,
-    successCodes: Object.keys((op.responses ?? {}) as Record<string, unknown>).filter((code) => /^[23]\d\d$/.test(code)).map(Number),
+    successCodes: Object.keys((op.responses ?? {}) as Record<string, unknown>)
+      .filter((code) => /^[23]\d\d$/.test(code))
+      .map(Number),
   })),
 );
 
@@ -117,12 +143,35 @@ describe('every operation declares its scope', () => {
     expect(missing, 'operations without a declared scope').toEqual([]);
     // What each scope may do (issue 12): read = every GET, the stream, /metrics; write = + create, prompt, cancel; admin = + policies, deletion, queue.
     const want: Record<string, RouteScope> = {
-      'GET /healthz': 'public', 'GET /readyz': 'public', 'GET /metrics': 'read', 'GET /openapi.json': 'read', 'GET /api/chart': 'read',
-      'GET /api/sessions': 'read', 'GET /api/sessions/{id}': 'read', 'GET /api/sessions/{id}/messages': 'read', 'GET /api/sessions/{id}/events': 'read',
-      'GET /api/retry-policy': 'read', 'GET /api/sessions/{id}/retry-policy': 'read', 'GET /api/whoami': 'read', 'POST /api/sessions/{id}/stream-ticket': 'read',
-      'POST /api/sessions': 'write', 'POST /api/sessions/{id}/prompts': 'write', 'POST /api/sessions/{id}/cancel': 'write', 'POST /api/sessions/{id}/retry': 'write', 'GET /api/sessions/{id}/queue': 'read', 'DELETE /api/sessions/{id}/queue/{promptId}': 'write', 'POST /api/bulk/cancel': 'admin', 'POST /api/sessions/{id}/approvals/{requestId}': 'write',
-      'PUT /api/retry-policy': 'admin', 'DELETE /api/retry-policy': 'admin', 'PUT /api/sessions/{id}/retry-policy': 'admin', 'DELETE /api/sessions/{id}/retry-policy': 'admin',
-      'DELETE /api/sessions/{id}': 'admin', 'GET /api/deployment-policy': 'read', 'POST /api/login': 'public', 'POST /api/logout': 'public',
+      'GET /healthz': 'public',
+      'GET /readyz': 'public',
+      'GET /metrics': 'read',
+      'GET /openapi.json': 'read',
+      'GET /api/chart': 'read',
+      'GET /api/sessions': 'read',
+      'GET /api/sessions/{id}': 'read',
+      'GET /api/sessions/{id}/messages': 'read',
+      'GET /api/sessions/{id}/events': 'read',
+      'GET /api/retry-policy': 'read',
+      'GET /api/sessions/{id}/retry-policy': 'read',
+      'GET /api/whoami': 'read',
+      'POST /api/sessions/{id}/stream-ticket': 'read',
+      'POST /api/sessions': 'write',
+      'POST /api/sessions/{id}/prompts': 'write',
+      'POST /api/sessions/{id}/cancel': 'write',
+      'POST /api/sessions/{id}/retry': 'write',
+      'GET /api/sessions/{id}/queue': 'read',
+      'DELETE /api/sessions/{id}/queue/{promptId}': 'write',
+      'POST /api/bulk/cancel': 'admin',
+      'POST /api/sessions/{id}/approvals/{requestId}': 'write',
+      'PUT /api/retry-policy': 'admin',
+      'DELETE /api/retry-policy': 'admin',
+      'PUT /api/sessions/{id}/retry-policy': 'admin',
+      'DELETE /api/sessions/{id}/retry-policy': 'admin',
+      'DELETE /api/sessions/{id}': 'admin',
+      'GET /api/deployment-policy': 'read',
+      'POST /api/login': 'public',
+      'POST /api/logout': 'public',
     };
     for (const op of operations) {
       const key = `${op.method} ${op.path}`;
@@ -130,7 +179,12 @@ describe('every operation declares its scope', () => {
       else if (op.method !== 'GET') expect(op.scope, `${key}: a new mutation is write or admin`).not.toMatch(/^(public|read)$/);
     }
     // Only the dashboard's shell, its static files, health, readiness, login and logout are public.
-    expect(operations.filter((o) => o.scope === 'public').map((o) => o.operationId).sort()).toEqual(['dashboard', 'dashboardScript', 'dashboardSession', 'dashboardStyle', 'health', 'login', 'logout', 'ready']);
+    expect(
+      operations
+        .filter((o) => o.scope === 'public')
+        .map((o) => o.operationId)
+        .sort(),
+    ).toEqual(['dashboard', 'dashboardScript', 'dashboardSession', 'dashboardStyle', 'health', 'login', 'logout', 'ready']);
   });
 });
 
@@ -149,9 +203,12 @@ function expected(op: Operation, cred: Credential, binding: 'open' | 'tokens'): 
 async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]> {
   const failures: string[] = [];
   const login = await send(app, 'POST', '/api/login', {}, { token: TOKENS.write });
-  const cookie = binding === 'tokens' ? (login.headers.get('set-cookie') ?? '').split(';')[0] ?? '' : '';
+  const cookie = binding === 'tokens' ? ((login.headers.get('set-cookie') ?? '').split(';')[0] ?? '') : '';
   const stale = await h.runtime.enqueue({ prompt: 'for a stale ticket' });
-  const staleTicket = binding === 'tokens' ? ((await (await send(app, 'POST', `/api/sessions/${stale.sessionId}/stream-ticket`, { authorization: `Bearer ${TOKENS.read}` })).json()) as { ticket: string }).ticket : 'x';
+  const staleTicket =
+    binding === 'tokens'
+      ? ((await (await send(app, 'POST', `/api/sessions/${stale.sessionId}/stream-ticket`, { authorization: `Bearer ${TOKENS.read}` })).json()) as { ticket: string }).ticket
+      : 'x';
   await new Promise((resolve) => setTimeout(resolve, 1100)); // the stream ticket TTL is 1 s
   for (const op of operations) {
     for (const cred of CREDENTIALS) {
@@ -189,7 +246,8 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       if (op.operationId === 'streamEvents' && r.status === 200) await r.body?.cancel();
       else await r.text();
       if (want === 'allowed') {
-        if (!op.successCodes.includes(r.status) && !(op.operationId === 'ready' && r.status === 503)) failures.push(`${cell}: ${r.status}, wanted one of ${op.successCodes.join('/')}`);
+        if (!op.successCodes.includes(r.status) && !(op.operationId === 'ready' && r.status === 503))
+          failures.push(`${cell}: ${r.status}, wanted one of ${op.successCodes.join('/')}`);
       } else {
         if (r.status !== want) failures.push(`${cell}: ${r.status}, wanted ${want}`);
         else if ((await fingerprint(h.runtime.redis)) !== before) failures.push(`${cell}: refused, but Redis changed`);
@@ -227,7 +285,11 @@ describe('scopes beyond the route', () => {
     const put = await send(admin, 'PUT', '/api/retry-policy', { authorization: `Bearer ${TOKENS.admin}` }, { maxAttempts: 7 });
     expect(put.status).toBe(200);
     expect((await send(admin, 'DELETE', '/api/retry-policy', { authorization: `Bearer ${TOKENS.admin}` })).status).toBe(200);
-    expect((await (await send(admin, 'GET', '/api/whoami', { authorization: `Bearer ${TOKENS.admin}` })).json())).toEqual({ name: 'SESSIOND_API_TOKEN', scope: 'admin', via: 'bearer' });
+    expect(await (await send(admin, 'GET', '/api/whoami', { authorization: `Bearer ${TOKENS.admin}` })).json()).toEqual({
+      name: 'SESSIOND_API_TOKEN',
+      scope: 'admin',
+      via: 'bearer',
+    });
 
     const reader = createApp({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, { ...env, SESSIOND_API_TOKEN_SCOPE: 'read' }), logger: logger(), bullBoard: false });
     expect((await send(reader, 'GET', '/api/sessions', { authorization: `Bearer ${TOKENS.admin}` })).status).toBe(200);
@@ -277,7 +339,12 @@ describe('scopes beyond the route', () => {
   });
 
   it('a token removed from the configuration no longer opens its cookie or tickets; a narrowed one narrows them', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList, secret: 'a-shared-secret-of-at-least-32-chars!', streamTicketTtl: 60_000 }), logger: logger(), bullBoard: false });
+    const app = createApp({
+      runtime: h.runtime,
+      config: configFor({ tokens: tokenList, secret: 'a-shared-secret-of-at-least-32-chars!', streamTicketTtl: 60_000 }),
+      logger: logger(),
+      bullBoard: false,
+    });
     const cookie = (await send(app, 'POST', '/api/login', {}, { token: TOKENS.write })).headers.get('set-cookie')?.split(';')[0] ?? '';
     expect((await send(app, 'GET', '/api/whoami', { cookie })).status).toBe(200);
     const { sessionId } = await h.runtime.enqueue({ prompt: 'ticketed' });
@@ -286,7 +353,12 @@ describe('scopes beyond the route', () => {
     expect(stream.status).toBe(200);
     await stream.body?.cancel();
     const secret = 'a-shared-secret-of-at-least-32-chars!';
-    const removed = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList.filter((t) => t.scope !== 'write'), secret, streamTicketTtl: 60_000 }), logger: logger(), bullBoard: false });
+    const removed = createApp({
+      runtime: h.runtime,
+      config: configFor({ tokens: tokenList.filter((t) => t.scope !== 'write'), secret, streamTicketTtl: 60_000 }),
+      logger: logger(),
+      bullBoard: false,
+    });
     const kept = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList, secret, streamTicketTtl: 60_000 }), logger: logger(), bullBoard: false });
     const still = await send(kept, 'GET', `/api/sessions/${sessionId}/events?ticket=${encodeURIComponent(ticket)}`);
     expect(still.status).toBe(200); // the same secret, the token still there: the ticket holds on another server
@@ -294,7 +366,12 @@ describe('scopes beyond the route', () => {
     expect((await send(removed, 'GET', '/api/whoami', { cookie })).status).toBe(401);
     expect((await send(removed, 'GET', `/api/sessions/${sessionId}/events?ticket=${encodeURIComponent(ticket)}`)).status).toBe(401);
     // Its token narrowed to read: the cookie is read now, whatever it was signed with.
-    const narrowed = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList.map((t) => (t.scope === 'write' ? { ...t, scope: 'read' } : t)), secret }), logger: logger(), bullBoard: false });
+    const narrowed = createApp({
+      runtime: h.runtime,
+      config: configFor({ tokens: tokenList.map((t) => (t.scope === 'write' ? { ...t, scope: 'read' } : t)), secret }),
+      logger: logger(),
+      bullBoard: false,
+    });
     expect(await (await send(narrowed, 'GET', '/api/whoami', { cookie })).json()).toMatchObject({ name: 'write-bot', scope: 'read', via: 'cookie' });
     expect((await send(narrowed, 'POST', `/api/sessions/${sessionId}/cancel`, { cookie, origin: `http://${HOST}` })).status).toBe(403);
   });
@@ -331,16 +408,32 @@ describe('tokens configuration', () => {
       expect(() => loadConfig({}, { SESSIOND_API_TOKENS_FILE: file })).toThrow(/http\.tokensFile: \[0\]: .*extra.*SESSIOND_API_TOKENS_FILE/);
       expect(() => loadConfig({}, { SESSIOND_API_TOKENS_FILE: join(dir, 'missing.json') })).toThrow(/http\.tokensFile: cannot read .*missing\.json/);
       writeFileSync(file, JSON.stringify([{ name: 'ops', scope: 'read', sha256: sha('other-token') }]));
-      expect(() => loadConfig({}, { SESSIOND_API_TOKENS_FILE: file, SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ops', scope: 'admin', sha256: sha(TOKENS.admin) }]) })).toThrow(/duplicate token name "ops"/);
+      expect(() => loadConfig({}, { SESSIOND_API_TOKENS_FILE: file, SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ops', scope: 'admin', sha256: sha(TOKENS.admin) }]) })).toThrow(
+        /duplicate token name "ops"/,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
   it('a tokens list names the field of a bad entry, and no token is ever in the message', () => {
-    expect(() => loadConfig({}, { SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ci', scope: 'root', sha256: sha('x') }]) })).toThrow(/http\.tokens\.0\.scope: must be one of read, write, admin/);
-    expect(() => loadConfig({}, { SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ci', scope: 'read', sha256: 'plaintext-token-here' }]) })).toThrow(/http\.tokens\.0\.sha256: must be the SHA-256/);
-    expect(() => loadConfig({}, { SESSIOND_API_TOKENS: JSON.stringify([{ name: 'a', scope: 'read', sha256: sha('x') }, { name: 'a', scope: 'admin', sha256: sha('y') }]) })).toThrow(/duplicate token name "a"/);
+    expect(() => loadConfig({}, { SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ci', scope: 'root', sha256: sha('x') }]) })).toThrow(
+      /http\.tokens\.0\.scope: must be one of read, write, admin/,
+    );
+    expect(() => loadConfig({}, { SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ci', scope: 'read', sha256: 'plaintext-token-here' }]) })).toThrow(
+      /http\.tokens\.0\.sha256: must be the SHA-256/,
+    );
+    expect(() =>
+      loadConfig(
+        {},
+        {
+          SESSIOND_API_TOKENS: JSON.stringify([
+            { name: 'a', scope: 'read', sha256: sha('x') },
+            { name: 'a', scope: 'admin', sha256: sha('y') },
+          ]),
+        },
+      ),
+    ).toThrow(/duplicate token name "a"/);
     try {
       loadConfig({}, { SESSIOND_API_TOKENS: JSON.stringify([{ name: 'ci', scope: 'read', sha256: 'plaintext-token-here' }]) });
     } catch (error) {
@@ -362,7 +455,16 @@ describe('audit log', () => {
     const audit = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'audit');
     expect(audit).toEqual([
       expect.objectContaining({ tokenName: 'write-bot', scope: 'write', method: 'POST', route: '/api/sessions/{id}/cancel', sessionId, status: 202, outcome: 'ok' }),
-      expect.objectContaining({ tokenName: 'read-bot', scope: 'read', method: 'PUT', route: '/api/retry-policy', sessionId: null, status: 403, outcome: 'refused', reason: 'scope' }),
+      expect.objectContaining({
+        tokenName: 'read-bot',
+        scope: 'read',
+        method: 'PUT',
+        route: '/api/retry-policy',
+        sessionId: null,
+        status: 403,
+        outcome: 'refused',
+        reason: 'scope',
+      }),
       expect.objectContaining({ tokenName: null, method: 'GET', route: '/api/sessions/{id}', sessionId, status: 401, outcome: 'refused', reason: 'no credential' }),
       expect.objectContaining({ tokenName: null, method: 'GET', route: '/api/sessions', status: 421, outcome: 'refused', reason: 'host' }),
     ]);

@@ -73,11 +73,31 @@ interface Attempt {
 }
 
 const ATTEMPTS = (): Attempt[] => [
-  { name: 'Claude Code bypassPermissions', options: { agent: 'claude-code', permissionMode: 'bypassPermissions' }, field: 'options.permissionMode', rule: /"bypassPermissions" is above this deployment's ceiling "acceptEdits"/ },
-  { name: 'Claude Code pre-approved tools', options: { agent: 'claude-code', allowedTools: ['Bash'] }, field: 'options.allowedTools.0', rule: /"Bash" is not allowed on this deployment \(allowed: none\)/ },
-  { name: 'Codex danger-full-access', options: { agent: 'codex', sandbox: 'danger-full-access' }, field: 'options.sandbox', rule: /"danger-full-access" is above this deployment's ceiling "workspace-write"/ },
+  {
+    name: 'Claude Code bypassPermissions',
+    options: { agent: 'claude-code', permissionMode: 'bypassPermissions' },
+    field: 'options.permissionMode',
+    rule: /"bypassPermissions" is above this deployment's ceiling "acceptEdits"/,
+  },
+  {
+    name: 'Claude Code pre-approved tools',
+    options: { agent: 'claude-code', allowedTools: ['Bash'] },
+    field: 'options.allowedTools.0',
+    rule: /"Bash" is not allowed on this deployment \(allowed: none\)/,
+  },
+  {
+    name: 'Codex danger-full-access',
+    options: { agent: 'codex', sandbox: 'danger-full-access' },
+    field: 'options.sandbox',
+    rule: /"danger-full-access" is above this deployment's ceiling "workspace-write"/,
+  },
   { name: 'Gemini yolo', options: { agent: 'gemini', approvalMode: 'yolo' }, field: 'options.approvalMode', rule: /"yolo" is above this deployment's ceiling "auto_edit"/ },
-  { name: 'pi tools beyond the allowed set', options: { tools: ['read', 'write'] }, field: 'options.tools.1', rule: /"write" is not allowed on this deployment \(allowed: read, bash\)/ },
+  {
+    name: 'pi tools beyond the allowed set',
+    options: { tools: ['read', 'write'] },
+    field: 'options.tools.1',
+    rule: /"write" is not allowed on this deployment \(allowed: read, bash\)/,
+  },
   { name: 'pi extensions turned on by a caller', options: { extensions: true }, field: 'options', rule: /extensions/ },
   { name: 'cwd outside the roots', options: { cwd: '/' }, field: 'options.cwd', rule: /"\/" is outside this deployment's allowed roots \(policy.workspaceRoots/ },
   { name: 'cwd through a symlink out of the root', options: { cwd: '__ESCAPE__' }, field: 'options.cwd', rule: /resolves to \/etc\) is outside this deployment's allowed roots/ },
@@ -118,7 +138,9 @@ describe('escalation through the HTTP API', () => {
   it('an agent the policy leaves out is refused with the agents it allows', async () => {
     const narrow = new Runtime({ connect: connector(redis.url).connect, prefix: uniquePrefix('narrow'), policy: deploymentPolicy({ policy: { agents: ['pi'] }, workspace }) });
     try {
-      await expect(narrow.enqueue({ prompt: 'hi', options: { agent: 'codex' } })).rejects.toThrow(/options.agent: "codex" is not an agent this deployment lets callers choose \(allowed: pi\)/);
+      await expect(narrow.enqueue({ prompt: 'hi', options: { agent: 'codex' } })).rejects.toThrow(
+        /options.agent: "codex" is not an agent this deployment lets callers choose \(allowed: pi\)/,
+      );
     } finally {
       await narrow.close();
     }
@@ -129,14 +151,28 @@ describe('escalation through the HTTP API', () => {
     expect(response.status).toBe(200);
     const policy = (await response.json()) as Record<string, unknown>;
     expect(policy).toMatchObject({ workspaceRoots: [workspace], agentDirRoots: [], maxIdleTimeoutMs: 600_000, maxPromptChars: 1000 });
-    expect(policy.permissions).toMatchObject({ codex: { ladder: { option: 'sandbox', ceiling: 'workspace-write' } }, pi: { switches: [{ option: 'extensions', enabled: false }] } });
+    expect(policy.permissions).toMatchObject({
+      codex: { ladder: { option: 'sandbox', ceiling: 'workspace-write' } },
+      pi: { switches: [{ option: 'extensions', enabled: false }] },
+    });
   });
 });
 
 describe('escalation through the CLI', () => {
-  const cliEnv = () => ({ PATH: process.env.PATH ?? '', HOME: root, REDIS_URL: redis.url, SESSIOND_PREFIX: prefix, SESSIOND_STATE_DIR: join(root, 'state'), SESSIOND_POLICY: JSON.stringify(POLICY(workspace)), SESSIOND_LOG_LEVEL: 'warn' });
+  const cliEnv = () => ({
+    PATH: process.env.PATH ?? '',
+    HOME: root,
+    REDIS_URL: redis.url,
+    SESSIOND_PREFIX: prefix,
+    SESSIOND_STATE_DIR: join(root, 'state'),
+    SESSIOND_POLICY: JSON.stringify(POLICY(workspace)),
+    SESSIOND_LOG_LEVEL: 'warn',
+  });
   const cases: Array<{ args: string[]; message: RegExp }> = [
-    { args: ['--agent', 'codex', '--agent-option', 'sandbox=danger-full-access'], message: /options.sandbox: "danger-full-access" is above this deployment's ceiling "workspace-write"/ },
+    {
+      args: ['--agent', 'codex', '--agent-option', 'sandbox=danger-full-access'],
+      message: /options.sandbox: "danger-full-access" is above this deployment's ceiling "workspace-write"/,
+    },
     { args: ['--agent', 'gemini', '--agent-option', 'approvalMode=yolo'], message: /options.approvalMode: "yolo" is above this deployment's ceiling "auto_edit"/ },
     { args: ['--cwd', '/'], message: /options.cwd: "\/" is outside this deployment's allowed roots/ },
     { args: ['--agent-dir', '/etc'], message: /options.agentDir: callers may not choose an agent dir/ },

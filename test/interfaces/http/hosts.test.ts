@@ -51,12 +51,21 @@ interface Reply {
 function raw(port: number, method: string, path: string, headers: Record<string, string>, body?: unknown): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers: { ...headers, ...(data === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) }) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        headers: { ...headers, ...(data === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) }) },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
     req.on('error', reject);
     req.end(data);
   });
@@ -106,7 +115,7 @@ describe('Host check (DNS rebinding) on every binding', () => {
     expect((await bound.request('http://evil.example/api/sessions', { headers: { host: 'evil.example:7420', ...auth } })).status).toBe(421);
   });
 
-  it('a foreign Origin on a mutation is 403 and writes nothing; the page\'s own origin and an allowed origin work', async () => {
+  it("a foreign Origin on a mutation is 403 and writes nothing; the page's own origin and an allowed origin work", async () => {
     const server = await serve({ allowedOrigins: ['https://ops.example.org'] });
     const host = `127.0.0.1:${server.port}`;
     for (const origin of ['http://evil.example', 'null', `http://${host}.evil.example`]) {
@@ -134,10 +143,19 @@ describe('behind a reverse proxy', () => {
     // The dashboard's login through the proxy: the cookie is Secure (the proxy speaks HTTPS), and it works for a write from the page.
     const login = await new Promise<{ status: number; cookie: string }>((resolve, reject) => {
       const data = JSON.stringify({ token: ADMIN });
-      const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: '/api/login', headers: { host: PUBLIC_HOST, origin: PUBLIC_ORIGIN, 'content-type': 'application/json', 'content-length': String(data.length) } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? '') }));
-      });
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/api/login',
+          headers: { host: PUBLIC_HOST, origin: PUBLIC_ORIGIN, 'content-type': 'application/json', 'content-length': String(data.length) },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? '') }));
+        },
+      );
       req.on('error', reject);
       req.end(data);
     });

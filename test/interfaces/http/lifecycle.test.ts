@@ -25,17 +25,25 @@ function captureLogger() {
   return pino({ level: 'info' }, stream);
 }
 
-useRuntimeSuite('http-lifecycle', { scripts: { 'slow-words': { text: Array.from({ length: 200 }, (_, i) => ` w${i}`), chunkDelayMs: 100 } }, cleanup: () => server?.close(1000) }, async (s) => {
-  ({ env, h } = s);
-  await h.startWorker();
-  server = await startServer({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, {}), logger: captureLogger(), port: 0 });
-});
+useRuntimeSuite(
+  'http-lifecycle',
+  { scripts: { 'slow-words': { text: Array.from({ length: 200 }, (_, i) => ` w${i}`), chunkDelayMs: 100 } }, cleanup: () => server?.close(1000) },
+  async (s) => {
+    ({ env, h } = s);
+    await h.startWorker();
+    server = await startServer({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, {}), logger: captureLogger(), port: 0 });
+  },
+);
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Body = any;
 
 async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Body }> {
-  const response = await fetch(`${server.url}${path}`, { method, headers: body === undefined ? {} : { 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   return { status: response.status, body: (await response.json()) as Body };
 }
 

@@ -20,7 +20,13 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-const baseEnv = () => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', REDIS_URL: redis.url, SESSIOND_PREFIX: uniquePrefix('serve'), SESSIOND_LOG_LEVEL: 'warn' });
+const baseEnv = () => ({
+  PATH: process.env.PATH ?? '/usr/bin:/bin',
+  HOME: process.env.HOME ?? '/tmp',
+  REDIS_URL: redis.url,
+  SESSIOND_PREFIX: uniquePrefix('serve'),
+  SESSIOND_LOG_LEVEL: 'warn',
+});
 
 describe('sessiond serve', () => {
   it('serves on 127.0.0.1, answers, and exits 0 on SIGTERM', async () => {
@@ -64,7 +70,27 @@ describe('sessiond serve', () => {
     try {
       const cert = join(dir, 'cert.pem');
       const key = join(dir, 'key.pem');
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-keyout',
+          key,
+          '-out',
+          cert,
+          '-days',
+          '1',
+          '-subj',
+          '/CN=localhost',
+          '-addext',
+          'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        ],
+        { stdio: 'ignore' },
+      );
       const token = 'tls-admin-token-0123456789';
       const child = sessiond(['serve', '--port', '0', '--tls-cert', cert, '--tls-key', key], { env: { ...baseEnv(), SESSIOND_API_TOKEN: token } });
       const url = await new Promise<string>((resolve, reject) => {
@@ -80,11 +106,14 @@ describe('sessiond serve', () => {
       const ca = readFileSync(cert);
       const tls = (method: string, path: string, body?: string) =>
         new Promise<{ status: number; cookie: string; text: string }>((resolve, reject) => {
-          const req = httpsRequest({ host: '127.0.0.1', port, method, path, ca, headers: body === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(body.length) } }, (res) => {
-            let text = '';
-            res.on('data', (c: Buffer) => (text += c.toString('utf8')));
-            res.on('end', () => resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? ''), text }));
-          });
+          const req = httpsRequest(
+            { host: '127.0.0.1', port, method, path, ca, headers: body === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(body.length) } },
+            (res) => {
+              let text = '';
+              res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? ''), text }));
+            },
+          );
           req.on('error', reject);
           req.end(body);
         });

@@ -29,7 +29,10 @@ let h: Harness;
 const servers: RunningServer[] = [];
 useRuntimeSuite(
   'http-streams',
-  { scripts: { 'live-text': { text: LIVE, chunkDelayMs: 50 }, 'slow-live': { text: SLOW, chunkDelayMs: 100 } }, cleanup: () => Promise.all(servers.map((s) => s.close(500))).then(() => undefined) },
+  {
+    scripts: { 'live-text': { text: LIVE, chunkDelayMs: 50 }, 'slow-live': { text: SLOW, chunkDelayMs: 100 } },
+    cleanup: () => Promise.all(servers.map((s) => s.close(500))).then(() => undefined),
+  },
   async (s) => {
     ({ redis, env, h } = s);
     await h.startWorker();
@@ -59,7 +62,17 @@ describe('500 concurrent SSE clients against one sessiond serve', () => {
   it('Redis connections stay bounded, client 501 over the cap gets 503, every client receives every message of a live turn in order, and the heap goes back once they leave', async () => {
     const admin = new Redis(redis.url);
     try {
-      const report = await runStreamLoad({ h, redisUrl: redis.url, bin: SESSIOND_BIN, clients: 500, maxStreams: 500, rounds: 2, options: opts('text'), liveModel: 'live-text', admin });
+      const report = await runStreamLoad({
+        h,
+        redisUrl: redis.url,
+        bin: SESSIOND_BIN,
+        clients: 500,
+        maxStreams: 500,
+        rounds: 2,
+        options: opts('text'),
+        liveModel: 'live-text',
+        admin,
+      });
       console.log(`stream figures: ${JSON.stringify(report)}`);
       for (const round of report.rounds) {
         expect(round.overCap).toEqual({ status: 503, retryAfter: '5' });
@@ -91,12 +104,16 @@ describe('stream limits', () => {
     expect(over.headers.get('retry-after')).toBe('5');
     expect(await over.json()).toMatchObject({ error: expect.stringMatching(/too many live event streams/) });
     controllers[0]?.abort();
-    const again = await until(async () => {
-      const r = await fetch(`${server.url}/api/sessions/${id}/events`);
-      if (r.status === 200) return r;
-      await r.body?.cancel();
-      return null;
-    }, 10_000, 'a slot to free up');
+    const again = await until(
+      async () => {
+        const r = await fetch(`${server.url}/api/sessions/${id}/events`);
+        if (r.status === 200) return r;
+        await r.body?.cancel();
+        return null;
+      },
+      10_000,
+      'a slot to free up',
+    );
     await again.body?.cancel();
     controllers[1]?.abort();
   });
@@ -135,7 +152,8 @@ describe('stream limits', () => {
 
 describe('MessageHub', () => {
   const key = (id: string) => `${h.prefix}:hub-test:${id}`;
-  const add = (r: Redis, id: string, seq: number) => r.xadd(key(id), `${seq}-0`, 'seq', String(seq), 'turn', '1', 'attempt', '1', 'type', 'assistant', 'content', JSON.stringify({ text: `m${seq}` }));
+  const add = (r: Redis, id: string, seq: number) =>
+    r.xadd(key(id), `${seq}-0`, 'seq', String(seq), 'turn', '1', 'attempt', '1', 'type', 'assistant', 'content', JSON.stringify({ text: `m${seq}` }));
 
   async function take(gen: AsyncGenerator<StoredMessage>, n: number): Promise<number[]> {
     const seqs: number[] = [];

@@ -62,7 +62,9 @@ describe('dashboard: approvals', () => {
     expect((await turnEnded(runtime, sessionId)).state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);
     expect(assistantText(messages)).toBe('permission: yes');
-    expect(messages.filter((m) => m.type === 'approval.decided').map((m) => m.content)).toEqual([expect.objectContaining({ outcome: 'allowed', optionId: 'yes', by: 'http:open' })]);
+    expect(messages.filter((m) => m.type === 'approval.decided').map((m) => m.content)).toEqual([
+      expect.objectContaining({ outcome: 'allowed', optionId: 'yes', by: 'http:open' }),
+    ]);
     await expect.poll(() => page.getByTestId('approval').count(), { timeout: 15_000 }).toBe(0);
     await expect.poll(() => page.getByTestId('approval-decided').count(), { timeout: 15_000 }).toBe(1);
   }, 90_000);

@@ -13,7 +13,6 @@ import { until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 
 /** The dashboard's Delete session button, in Debian's chromium: confirmed, a running turn is cancelled, the session is gone. */
 
-
 let env: PiEnv;
 let h: Harness;
 let server: RunningServer;

@@ -45,7 +45,9 @@ function cli(args: string[]) {
 describe('delete a session', { timeout: 120_000 }, () => {
   it('a finished session: every key of it, its message log and index entries are gone; a second delete is not an error', async () => {
     const sessionId = await finishedSession();
-    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(expect.arrayContaining([expect.stringContaining(':log'), expect.stringContaining(':meta'), expect.stringContaining(':agent')]));
+    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(
+      expect.arrayContaining([expect.stringContaining(':log'), expect.stringContaining(':meta'), expect.stringContaining(':agent')]),
+    );
     expect(await h.runtime.deleteSession(sessionId)).toEqual({ sessionId, deleted: true, cancelled: false });
     expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
     expect(await h.runtime.getSession(sessionId)).toBeNull();
@@ -73,7 +75,9 @@ describe('delete a session', { timeout: 120_000 }, () => {
     // The deletion is audited: who (this shell's user and host), which session, the outcome.
     const audit = await cli(['deletions', '--limit', '1', '--json']);
     expect(audit.exitCode).toBe(0);
-    expect(JSON.parse(audit.stdout)).toEqual([{ at: expect.any(Number), sessionId, actor: `cli:${userInfo().username}@${hostname()}`, force: false, outcome: 'deleted', cancelled: false }]);
+    expect(JSON.parse(audit.stdout)).toEqual([
+      { at: expect.any(Number), sessionId, actor: `cli:${userInfo().username}@${hostname()}`, force: false, outcome: 'deleted', cancelled: false },
+    ]);
     expect((await cli(['deletions', '--limit', 'lots'])).stderr).toContain('--limit: must be an integer');
   });
 
@@ -119,48 +123,56 @@ describe('delete a session', { timeout: 120_000 }, () => {
     expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
   });
 
-  it('racing 50 concurrent prompts: either every prompt is refused and nothing is left, or the delete is refused and every accepted prompt is kept', { timeout: 240_000 }, async () => {
-    const outcomes: string[] = [];
-    // Rounds: prompts all at once with the delete; then spread over 60 ms after it (the delete's steps interleave with them).
-    for (const [first, spread] of [[0, 0], [1, 60], [0, 20]] as const) {
-      const sessionId = await finishedSession();
-      await worker?.close(2000);
-      worker = null;
-      const prompts = Array.from({ length: 50 }, (_, i) =>
-        new Promise((r) => setTimeout(r, first + (i * spread) / 50)).then(() =>
-          h.runtime.enqueue({ sessionId, prompt: `racing ${i}` }, { mustExist: true }).then(
-            () => 'accepted' as const,
+  it(
+    'racing 50 concurrent prompts: either every prompt is refused and nothing is left, or the delete is refused and every accepted prompt is kept',
+    { timeout: 240_000 },
+    async () => {
+      const outcomes: string[] = [];
+      // Rounds: prompts all at once with the delete; then spread over 60 ms after it (the delete's steps interleave with them).
+      for (const [first, spread] of [
+        [0, 0],
+        [1, 60],
+        [0, 20],
+      ] as const) {
+        const sessionId = await finishedSession();
+        await worker?.close(2000);
+        worker = null;
+        const prompts = Array.from({ length: 50 }, (_, i) =>
+          new Promise((r) => setTimeout(r, first + (i * spread) / 50)).then(() =>
+            h.runtime.enqueue({ sessionId, prompt: `racing ${i}` }, { mustExist: true }).then(
+              () => 'accepted' as const,
+              (error: Error) => error.name,
+            ),
+          ),
+        );
+        const deletion = Promise.resolve().then(() =>
+          h.runtime.deleteSession(sessionId).then(
+            () => 'deleted' as const,
             (error: Error) => error.name,
           ),
-        ),
-      );
-      const deletion = Promise.resolve().then(() =>
-        h.runtime.deleteSession(sessionId).then(
-          () => 'deleted' as const,
-          (error: Error) => error.name,
-        ),
-      );
-      const [deleted, ...results] = await Promise.all([deletion, ...prompts]);
-      const accepted = results.filter((r) => r === 'accepted').length;
-      if (deleted === 'deleted') {
-        expect(accepted).toBe(0);
-        expect(new Set(results)).toEqual(new Set(results.filter((r) => r === 'ConflictError' || r === 'NotFoundError')));
-        expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
-      } else {
-        expect(deleted).toBe('ConflictError');
-        expect(accepted).toBeGreaterThan(0);
-        // Whole: its record, snapshot and log as they were, every accepted prompt waiting in order, none refused after one was taken by mistake.
-        const view = await h.runtime.getSession(sessionId);
-        expect(view).toMatchObject({ state: 'completed', cancelRequested: false });
-        expect(view?.queued.map((p) => p.text)).toHaveLength(accepted);
-        expect((await h.runtime.readMessages(sessionId)).length).toBe(view?.lastSeq);
-        expect(await h.runtime.deleteSession(sessionId, { force: true })).toMatchObject({ deleted: true });
-        expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+        );
+        const [deleted, ...results] = await Promise.all([deletion, ...prompts]);
+        const accepted = results.filter((r) => r === 'accepted').length;
+        if (deleted === 'deleted') {
+          expect(accepted).toBe(0);
+          expect(new Set(results)).toEqual(new Set(results.filter((r) => r === 'ConflictError' || r === 'NotFoundError')));
+          expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+        } else {
+          expect(deleted).toBe('ConflictError');
+          expect(accepted).toBeGreaterThan(0);
+          // Whole: its record, snapshot and log as they were, every accepted prompt waiting in order, none refused after one was taken by mistake.
+          const view = await h.runtime.getSession(sessionId);
+          expect(view).toMatchObject({ state: 'completed', cancelRequested: false });
+          expect(view?.queued.map((p) => p.text)).toHaveLength(accepted);
+          expect((await h.runtime.readMessages(sessionId)).length).toBe(view?.lastSeq);
+          expect(await h.runtime.deleteSession(sessionId, { force: true })).toMatchObject({ deleted: true });
+          expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+        }
+        outcomes.push(`${String(deleted)}:${accepted}`);
       }
-      outcomes.push(`${String(deleted)}:${accepted}`);
-    }
-    expect(outcomes).toHaveLength(3);
-  });
+      expect(outcomes).toHaveLength(3);
+    },
+  );
 
   it('a deletion cut short (after its mark, after its keys went) is finished by the next sweep: nothing half-deleted is left', async () => {
     const deps = { redis: h.runtime.redis, keys: h.runtime.keys, queue: h.runtime.queue, publish: () => Promise.resolve() };

@@ -25,7 +25,13 @@ const extra: Array<() => Promise<void>> = [];
 
 useRuntimeSuite(
   'quotas',
-  { scripts: { 'slow-words': { text: Array.from({ length: 80 }, (_, i) => ` w${i}`), chunkDelayMs: 60 } }, cleanup: async () => { for (const close of extra) await close(); await idle?.close(); } },
+  {
+    scripts: { 'slow-words': { text: Array.from({ length: 80 }, (_, i) => ` w${i}`), chunkDelayMs: 60 } },
+    cleanup: async () => {
+      for (const close of extra) await close();
+      await idle?.close();
+    },
+  },
   async (s) => {
     ({ redis, env, h } = s);
     await h.startWorker({ maxLogMessages: LOG_CAP });
@@ -59,7 +65,11 @@ describe('quotas', { timeout: 120_000 }, () => {
     expect(await sessionDump(runtime.redis, runtime.keys, sessionId)).toEqual(before);
 
     const app = createApp({ runtime, config: loadConfig({ prefix: idle.prefix }, {}), logger: pino({ level: 'silent' }), dashboard: false, bullBoard: false });
-    const response = await app.request(`/api/sessions/${sessionId}/prompts`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'five' }) });
+    const response = await app.request(`/api/sessions/${sessionId}/prompts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'five' }),
+    });
     expect(response.status).toBe(429);
     expect(await response.json()).toMatchObject({ limit: 'maxQueuedPrompts', max: 3, error: expect.stringContaining('maxQueuedPrompts 3') });
     expect(await sessionDump(runtime.redis, runtime.keys, sessionId)).toEqual(before);

@@ -27,7 +27,10 @@ let idle: Harness;
 
 useRuntimeSuite(
   'retention',
-  { scripts: { 'slow-words': { text: Array.from({ length: 80 }, (_, i) => ` w${i}`), chunkDelayMs: 100 }, [FAILS_ONCE]: [{ status: 500 }, { text: 'Recovered.' }] }, cleanup: () => idle?.close() },
+  {
+    scripts: { 'slow-words': { text: Array.from({ length: 80 }, (_, i) => ` w${i}`), chunkDelayMs: 100 }, [FAILS_ONCE]: [{ status: 500 }, { text: 'Recovered.' }] },
+    cleanup: () => idle?.close(),
+  },
   async (s) => {
     ({ redis, env, h } = s);
     worker = await s.h.startWorker({ retentionMs: RETENTION_MS, sweepIntervalMs: 200, sweepResumeAfterMs: 500 });

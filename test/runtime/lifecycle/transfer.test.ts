@@ -35,10 +35,19 @@ function tempDir(name: string): string {
   return dir;
 }
 
-useRuntimeSuite('transfer', { cleanup: async () => { await other?.close(); dirs.forEach((d) => rmSync(d, { recursive: true, force: true })); } }, (s) => {
-  ({ redis, server, env, h } = s);
-  other = harness(redis.url, env, 'transfer-other');
-});
+useRuntimeSuite(
+  'transfer',
+  {
+    cleanup: async () => {
+      await other?.close();
+      dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
+    },
+  },
+  (s) => {
+    ({ redis, server, env, h } = s);
+    other = harness(redis.url, env, 'transfer-other');
+  },
+);
 
 function cli(args: string[], prefix = h.prefix) {
   return runCli(args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: prefix, SESSIOND_STATE_DIR: h.stateDir } });
@@ -49,7 +58,12 @@ async function comparable(hh: Harness, sessionId: string) {
   const view = await hh.runtime.getSession(sessionId);
   if (view === null) throw new Error(`no session ${sessionId}`);
   const { sessionId: _id, updatedAt: _u, heldBy: _h, context, ...rest } = view;
-  return { ...rest, context: context === null ? null : { ...context, sessionId: '*' }, messages: await hh.runtime.readMessages(sessionId), agent: await hh.runtime.redis.hgetall(hh.runtime.keys.session(sessionId, 'agent')) };
+  return {
+    ...rest,
+    context: context === null ? null : { ...context, sessionId: '*' },
+    messages: await hh.runtime.readMessages(sessionId),
+    agent: await hh.runtime.redis.hgetall(hh.runtime.keys.session(sessionId, 'agent')),
+  };
 }
 
 let archivePath = '';
@@ -67,7 +81,10 @@ describe('export and import', { timeout: 120_000 }, () => {
     const exported = await cli(['export', sessionId, '--out', archivePath]);
     expect(exported).toMatchObject({ exitCode: 0, stderr: '' });
     archiveText = readFileSync(archivePath, 'utf8');
-    const lines = archiveText.trimEnd().split('\n').map((l) => JSON.parse(l) as { kind: string });
+    const lines = archiveText
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { kind: string });
     expect(lines[0]).toMatchObject({ kind: 'sessiond.archive', version: 1, sessionId });
     expect(lines.map((l) => l.kind)).toEqual(expect.arrayContaining(['meta', 'snapshot', 'history', 'message', 'agent', 'end']));
     expect(lines.filter((l) => l.kind === 'message')).toHaveLength(original.messages.length);
@@ -119,7 +136,8 @@ describe('export and import', { timeout: 120_000 }, () => {
 
   it('truncated, hostile and malformed archives: refused with the line named, nothing written', async () => {
     const lines = archiveText.trimEnd().split('\n');
-    const edit = (i: number, change: (line: Record<string, unknown>) => unknown) => lines.map((l, j) => (j === i ? JSON.stringify(change(JSON.parse(l) as Record<string, unknown>)) : l)).join('\n');
+    const edit = (i: number, change: (line: Record<string, unknown>) => unknown) =>
+      lines.map((l, j) => (j === i ? JSON.stringify(change(JSON.parse(l) as Record<string, unknown>)) : l)).join('\n');
     const messageAt = lines.findIndex((l) => l.includes('"kind":"message"'));
     const agentAt = lines.findIndex((l) => l.includes('"kind":"agent"'));
     const cases: Array<[string, string, RegExp]> = [
@@ -129,7 +147,11 @@ describe('export and import', { timeout: 120_000 }, () => {
       ['cut inside a line', archiveText.slice(0, Math.floor(archiveText.length / 2)), /not JSON|truncated/],
       ['a message dropped', lines.filter((_, i) => i !== messageAt).join('\n'), /message seq 2 where 1 was expected|end line counts/],
       ['hostile session id', edit(0, (l) => ({ ...l, sessionId: '../../etc/passwd' })), /line 1: sessionId: must be 1-100 letters/],
-      ['hostile id in the snapshot', edit(2, (l) => ({ ...l, value: { ...(l.value as object), snapshot: { ...((l.value as { snapshot: object }).snapshot), context: { sessionId: 'x}:{s:y' } } } })), /line 3: snapshot: value.snapshot.context.sessionId/],
+      [
+        'hostile id in the snapshot',
+        edit(2, (l) => ({ ...l, value: { ...(l.value as object), snapshot: { ...(l.value as { snapshot: object }).snapshot, context: { sessionId: 'x}:{s:y' } } } })),
+        /line 3: snapshot: value.snapshot.context.sessionId/,
+      ],
       ['hostile agent field', edit(agentAt, (l) => ({ ...l, field: 'pi:../../escape' })), /agent: field: must be <agent>:<agent session id>/],
       ['unknown meta field', edit(1, (l) => ({ ...l, fields: { ...(l.fields as object), lease: 'w#1' } })), /line 2: meta: fields/],
       ['an unknown kind', [...lines.slice(0, 3), '{"kind":"shell","cmd":"rm -rf /"}', ...lines.slice(3)].join('\n'), /line 4: unknown line kind "shell"/],
@@ -154,11 +176,15 @@ describe('export and import', { timeout: 120_000 }, () => {
         const line = lines[i] as string;
         const pos = at % Math.max(1, line.length);
         const mutated =
-          how === 'cut' ? [...lines.slice(0, i), line.slice(0, pos)].join('\n')
-          : how === 'drop' ? lines.filter((_, j) => j !== i).join('\n')
-          : how === 'duplicate' ? [...lines.slice(0, i + 1), line, ...lines.slice(i + 1)].join('\n')
-          : how === 'flip' ? lines.map((l, j) => (j === i ? `${l.slice(0, pos)}${String.fromCharCode((l.charCodeAt(pos) + 1) % 128)}${l.slice(pos + 1)}` : l)).join('\n')
-          : lines.map((l, j) => (j === i ? (lines[(i + 1) % lines.length] as string) : j === (i + 1) % lines.length ? l.replace(/.*/, line) : l)).join('\n');
+          how === 'cut'
+            ? [...lines.slice(0, i), line.slice(0, pos)].join('\n')
+            : how === 'drop'
+              ? lines.filter((_, j) => j !== i).join('\n')
+              : how === 'duplicate'
+                ? [...lines.slice(0, i + 1), line, ...lines.slice(i + 1)].join('\n')
+                : how === 'flip'
+                  ? lines.map((l, j) => (j === i ? `${l.slice(0, pos)}${String.fromCharCode((l.charCodeAt(pos) + 1) % 128)}${l.slice(pos + 1)}` : l)).join('\n')
+                  : lines.map((l, j) => (j === i ? (lines[(i + 1) % lines.length] as string) : j === (i + 1) % lines.length ? l.replace(/.*/, line) : l)).join('\n');
         const valid = (() => {
           try {
             readArchive(mutated);

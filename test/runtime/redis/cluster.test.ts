@@ -17,7 +17,11 @@ describe('a cluster REDIS_URL', () => {
     expect(parsed).toMatchObject({
       ok: true,
       kind: 'cluster',
-      nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7001 }, { host: '::1', port: 7002 }],
+      nodes: [
+        { host: '10.0.0.1', port: 7000 },
+        { host: '10.0.0.2', port: 7001 },
+        { host: '::1', port: 7002 },
+      ],
       options: { username: 'alice', password: 's3cret' },
       display: 'redis+cluster://alice:***@10.0.0.1:7000,10.0.0.2:7001,[::1]:7002',
     });
@@ -87,7 +91,13 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
       }),
     );
     expect(counts.filter((n) => n > 0)).toHaveLength(3);
-    expect(await hgetEach(redis, ids.map((id) => keys.session(id, 'meta')), 'state')).toEqual(ids.map((id) => `st-${id}`));
+    expect(
+      await hgetEach(
+        redis,
+        ids.map((id) => keys.session(id, 'meta')),
+        'state',
+      ),
+    ).toEqual(ids.map((id) => `st-${id}`));
   });
 
   it('a script over keys of two sessions (two slots) is refused by Redis: such a bug cannot pass on the cluster', async () => {
@@ -136,7 +146,8 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
     const hub = new MessageHub({ connect: () => connect('hub-reader'), redis, logKey: (id) => keys.session(id, 'log') });
     const sessions = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta'];
     const controller = new AbortController();
-    const add = (id: string, seq: number) => redis.xadd(keys.session(id, 'log'), `${seq}-0`, 'seq', seq, 'turn', 1, 'attempt', 1, 'type', 'assistant', 'content', JSON.stringify({ text: `${id}-${seq}` }));
+    const add = (id: string, seq: number) =>
+      redis.xadd(keys.session(id, 'log'), `${seq}-0`, 'seq', seq, 'turn', 1, 'attempt', 1, 'type', 'assistant', 'content', JSON.stringify({ text: `${id}-${seq}` }));
     for (const id of sessions) await add(id, 1);
     const followed = sessions.map(async (id) => {
       const seen: StoredMessage[] = [];

@@ -2,14 +2,7 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createRedis,
-  forBullMQ,
-  parseRedisUrl,
-  reconnectDelay,
-  redactUrl,
-  RECONNECT_MAX_DELAY_MS,
-} from '../../../src/runtime/redis/connection.ts';
+import { createRedis, forBullMQ, parseRedisUrl, reconnectDelay, redactUrl, RECONNECT_MAX_DELAY_MS } from '../../../src/runtime/redis/connection.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 
 function options(url: string): Record<string, unknown> {

@@ -39,15 +39,23 @@ export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = pr
     const command = typeof options.command === 'string' ? options.command : (DEFAULT_COMMANDS[name] ?? '');
     const extra = options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
     const version = command === '' ? null : await versionOf(command, agentEnv(extra));
-    rows.push({ name, command: command === '' ? '(not configured)' : command, version, resume: acp ? ACP_RESUME : (RESUME[name] ?? 'unknown'), permissions: describeKnobs(agentDefinition(name).permissions) });
+    rows.push({
+      name,
+      command: command === '' ? '(not configured)' : command,
+      version,
+      resume: acp ? ACP_RESUME : (RESUME[name] ?? 'unknown'),
+      permissions: describeKnobs(agentDefinition(name).permissions),
+    });
   }
   return rows;
 }
 
 export function describeKnobs(knobs: PermissionKnobs): string {
   const parts: string[] = [];
-  if (knobs.ladder !== undefined) parts.push(`${knobs.ladder.option}: ${knobs.ladder.steps.join(' < ')} (default ${knobs.ladder.defaultStep}, ceiling ${knobs.ladder.defaultCeiling} unless the policy says)`);
-  for (const list of knobs.lists ?? []) parts.push(`${list.option}: a list (${list.defaultAllowed === '*' ? 'anything' : list.defaultAllowed.join(', ') || 'nothing'} unless the policy says)`);
+  if (knobs.ladder !== undefined)
+    parts.push(`${knobs.ladder.option}: ${knobs.ladder.steps.join(' < ')} (default ${knobs.ladder.defaultStep}, ceiling ${knobs.ladder.defaultCeiling} unless the policy says)`);
+  for (const list of knobs.lists ?? [])
+    parts.push(`${list.option}: a list (${list.defaultAllowed === '*' ? 'anything' : list.defaultAllowed.join(', ') || 'nothing'} unless the policy says)`);
   for (const sw of knobs.switches ?? []) parts.push(`${sw.option}: off unless the policy enables it`);
   return parts.length === 0 ? 'none' : parts.join('; ');
 }
@@ -62,4 +70,3 @@ async function versionOf(command: string, env: Record<string, string>): Promise<
     });
   });
 }
-

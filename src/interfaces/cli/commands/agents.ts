@@ -20,7 +20,11 @@ export function registerAgents(program: Command): void {
       }
       const rows = await describeAgents(config);
       if (flags.json === true) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
-      else for (const row of rows) process.stdout.write(`${row.name}\n  command: ${row.command}\n  version: ${row.version ?? 'unknown (no answer to --version)'}\n  resume: ${row.resume}\n  permissions: ${row.permissions}\n`);
+      else
+        for (const row of rows)
+          process.stdout.write(
+            `${row.name}\n  command: ${row.command}\n  version: ${row.version ?? 'unknown (no answer to --version)'}\n  resume: ${row.resume}\n  permissions: ${row.permissions}\n`,
+          );
       process.exitCode = ExitCode.ok;
     });
 }

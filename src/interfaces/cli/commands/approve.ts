@@ -18,7 +18,10 @@ export function registerApprovals(program: Command): void {
       )
       .argument('<sessionId>')
       .argument('<requestId>')
-      .option('--option <id|kind>', verdict === 'allow' ? 'the option to give the agent: its id or kind (default allow_once)' : 'the option to give the agent: its id or kind (default reject_once)')
+      .option(
+        '--option <id|kind>',
+        verdict === 'allow' ? 'the option to give the agent: its id or kind (default allow_once)' : 'the option to give the agent: its id or kind (default reject_once)',
+      )
       .option('--reason <text>', 'recorded with the decision')
       .option('--json', 'print the decision as JSON')
       .action(async (sessionId: string, requestId: string, flags: { option?: string; reason?: string; json?: boolean }) => {

@@ -29,7 +29,12 @@ export function registerCancel(program: Command): void {
       const ctx = await openRuntime();
       try {
         if (sessionId === undefined) {
-          const result = await ctx.runtime.cancelMatching({ state: flags.state, ...(flags.agent === undefined ? {} : { agent: flags.agent }), dryRun: flags.dryRun === true, reason: flags.reason });
+          const result = await ctx.runtime.cancelMatching({
+            state: flags.state,
+            ...(flags.agent === undefined ? {} : { agent: flags.agent }),
+            dryRun: flags.dryRun === true,
+            reason: flags.reason,
+          });
           if (flags.json === true) printJson(result);
           else {
             for (const s of result.matched) process.stdout.write(`${s.sessionId}  ${s.state}  ${s.agent}\n`);

@@ -19,7 +19,7 @@ function cliActor(): string {
 export function registerDelete(program: Command): void {
   program
     .command('deletions')
-    .description('The deletion audit log, newest first: when, which session, who (a token\'s name, cli:user@host), force, outcome (deleted, already-deleted, refused)')
+    .description("The deletion audit log, newest first: when, which session, who (a token's name, cli:user@host), force, outcome (deleted, already-deleted, refused)")
     .option('--limit <n>', 'at most this many entries (1-10000)', '50')
     .option('--json', 'print a JSON array')
     .action(async (flags: { limit: string; json?: boolean }) => {
@@ -30,7 +30,11 @@ export function registerDelete(program: Command): void {
       try {
         const entries = await ctx.runtime.deletions(limit);
         if (flags.json === true) printJson(entries);
-        else for (const e of entries) process.stdout.write(`${new Date(e.at).toISOString()}  ${e.sessionId}  ${e.outcome}${e.force ? ' (force)' : ''}${e.cancelled ? ' (turn cancelled)' : ''}  by ${e.actor}\n`);
+        else
+          for (const e of entries)
+            process.stdout.write(
+              `${new Date(e.at).toISOString()}  ${e.sessionId}  ${e.outcome}${e.force ? ' (force)' : ''}${e.cancelled ? ' (turn cancelled)' : ''}  by ${e.actor}\n`,
+            );
       } finally {
         await ctx.close();
       }
@@ -48,7 +52,10 @@ export function registerDelete(program: Command): void {
       try {
         const result = await ctx.client.delete(sessionId, { force: flags.force === true, actor: cliActor() });
         if (flags.json === true) printJson(result);
-        else process.stdout.write(result.deleted ? `deleted ${sessionId}${result.cancelled ? ' (its running turn was cancelled first)' : ''}\n` : `${sessionId} was already deleted\n`);
+        else
+          process.stdout.write(
+            result.deleted ? `deleted ${sessionId}${result.cancelled ? ' (its running turn was cancelled first)' : ''}\n` : `${sessionId} was already deleted\n`,
+          );
       } catch (error) {
         if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
         if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);

@@ -30,7 +30,6 @@ const SCENES: Scene[] = [
   { title: 'A cancel during a long tool (the whole process tree is stopped)', model: 'demo-long', prompt: 'Run a long job.', expect: 'cancelled', cancelOnTool: true },
 ];
 
-
 export async function serveModel(port: number): Promise<number> {
   const server = await startFakeModelServer({ port, scripts: DEMO_SCRIPTS });
   process.stdout.write(
@@ -38,7 +37,11 @@ export async function serveModel(port: number): Promise<number> {
       `scripted model listening on ${server.url} (Ctrl+C to stop)`,
       `models: ${DEMO_MODELS.join(', ')} (and the test models: text, thinking, tool, http500, …)`,
       'a pi models.json entry for it:',
-      JSON.stringify({ providers: { [DEMO_PROVIDER]: { baseUrl: server.url, api: 'openai-completions', apiKey: 'demo-key-not-secret', models: DEMO_MODELS.map((id) => ({ id })) } } }, null, 2),
+      JSON.stringify(
+        { providers: { [DEMO_PROVIDER]: { baseUrl: server.url, api: 'openai-completions', apiKey: 'demo-key-not-secret', models: DEMO_MODELS.map((id) => ({ id })) } } },
+        null,
+        2,
+      ),
       '',
     ].join('\n'),
   );

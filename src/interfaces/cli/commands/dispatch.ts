@@ -28,7 +28,10 @@ export function registerDispatch(program: Command): void {
       await withRuntime(async (runtime) => {
         const result = await runtime.resumeDispatch(flags.limit);
         if (flags.json === true) printJson(result);
-        else process.stdout.write(`dispatch resumed ${flags.limit === undefined ? 'fleet-wide' : `under limit ${flags.limit}`}; ${result.woken} waiting sessions woken${result.paused.length > 0 ? `; still paused: ${result.paused.join(', ')}` : ''}\n`);
+        else
+          process.stdout.write(
+            `dispatch resumed ${flags.limit === undefined ? 'fleet-wide' : `under limit ${flags.limit}`}; ${result.woken} waiting sessions woken${result.paused.length > 0 ? `; still paused: ${result.paused.join(', ')}` : ''}\n`,
+          );
       });
     });
   program
@@ -45,9 +48,13 @@ export function registerDispatch(program: Command): void {
         const lines = [view.paused ? 'dispatch: PAUSED fleet-wide' : 'dispatch: running'];
         if (view.limits.length === 0) lines.push('no fleet limits configured (SESSIOND_LIMITS)');
         for (const l of view.limits) {
-          const caps = [l.maxConcurrent === null ? null : `maxConcurrent ${l.maxConcurrent}`, l.maxStartsPerMinute === null ? null : `maxStartsPerMinute ${l.maxStartsPerMinute}`].filter((c) => c !== null).join(', ');
+          const caps = [l.maxConcurrent === null ? null : `maxConcurrent ${l.maxConcurrent}`, l.maxStartsPerMinute === null ? null : `maxStartsPerMinute ${l.maxStartsPerMinute}`]
+            .filter((c) => c !== null)
+            .join(', ');
           lines.push(`${l.name}: ${caps}; in use ${l.inUse}, waiting ${l.waiting}${l.paused ? ', PAUSED' : ''}`);
-          for (const k of l.keys) if (k.key !== l.name || k.cooldownUntil !== null) lines.push(`  ${k.key}: in use ${k.inUse}, waiting ${k.waiting}${k.cooldownUntil === null ? '' : `, cooling down until ${new Date(k.cooldownUntil).toISOString()}`}`);
+          for (const k of l.keys)
+            if (k.key !== l.name || k.cooldownUntil !== null)
+              lines.push(`  ${k.key}: in use ${k.inUse}, waiting ${k.waiting}${k.cooldownUntil === null ? '' : `, cooling down until ${new Date(k.cooldownUntil).toISOString()}`}`);
         }
         process.stdout.write(`${lines.join('\n')}\n`);
       });

@@ -32,7 +32,11 @@ export function registerEnqueue(program: Command): void {
   command
     .option('--retention <duration>', 'keep the session this long once finished (e.g. 7d; 0: forever), within the deployment maximum')
     .option('--tenant <name>', 'the tenant of a new session (fleet limits may match on it)')
-    .option('--priority <n>', 'higher starts first under a fleet limit or a full fleet (-1000…1000, default 0); the session keeps it for its later prompts', parseIntegerOption('--priority', MIN_PRIORITY, MAX_PRIORITY))
+    .option(
+      '--priority <n>',
+      'higher starts first under a fleet limit or a full fleet (-1000…1000, default 0); the session keeps it for its later prompts',
+      parseIntegerOption('--priority', MIN_PRIORITY, MAX_PRIORITY),
+    )
     .option('--json', 'print {"sessionId","turn"}')
     .option('--follow', 'stream the turn until it ends; exit 0 completed, 1 failed, 130 cancelled or Ctrl+C')
     .action(async (prompt: string, flags: EnqueueFlags) => {
@@ -83,7 +87,9 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
       const turn = summary?.turn;
       if (interrupted || turn?.status === 'cancelled') return ExitCode.interrupted;
       if (turn?.status === 'failed') {
-        process.stderr.write(`sessiond: turn ${turn.index} failed (${turn.failureReason ?? 'unknown'}): ${summary?.lastFailure?.category ?? ''} ${summary?.lastFailure?.errorText.split('\n')[0] ?? ''}\n`);
+        process.stderr.write(
+          `sessiond: turn ${turn.index} failed (${turn.failureReason ?? 'unknown'}): ${summary?.lastFailure?.category ?? ''} ${summary?.lastFailure?.errorText.split('\n')[0] ?? ''}\n`,
+        );
         return ExitCode.failed;
       }
       return ExitCode.ok;

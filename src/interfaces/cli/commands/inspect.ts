@@ -34,10 +34,15 @@ function render(s: SessionSummary): string {
     for (const a of s.turn.attempts) {
       const outcome = a.outcome ?? 'running';
       const paint = outcome === 'completed' ? c.green : outcome === null || outcome === 'running' ? c.cyan : c.red;
-      lines.push(`  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`);
+      lines.push(
+        `  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`,
+      );
     }
   }
-  if (s.waitingFor !== undefined) lines.push(`waiting for limit ${s.waitingFor.limit} (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}; looks again by ${new Date(s.waitingFor.until).toISOString()}`);
+  if (s.waitingFor !== undefined)
+    lines.push(
+      `waiting for limit ${s.waitingFor.limit} (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}; looks again by ${new Date(s.waitingFor.until).toISOString()}`,
+    );
   for (const a of s.approvals) {
     if (a.decision !== undefined) {
       lines.push(`approval ${a.requestId}: ${a.decision.outcome} by ${a.decision.by}, given to the agent when it asks again`);

@@ -22,7 +22,11 @@ export function registerList(program: Command): void {
       const ctx = await openRuntime();
       try {
         const page = await ctx.client
-          .list({ ...(flags.state === undefined ? {} : { state: flags.state as SessionState }), ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }), limit: flags.limit })
+          .list({
+            ...(flags.state === undefined ? {} : { state: flags.state as SessionState }),
+            ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }),
+            limit: flags.limit,
+          })
           .catch((error: unknown) => {
             if (hasErrorCode(error, 'invalid_input')) throw new CliError(`--cursor: ${error.issues[0]?.message ?? error.message}`, ExitCode.usage);
             throw error;
@@ -32,7 +36,8 @@ export function registerList(program: Command): void {
         if (page.sessions.length === 0) process.stdout.write('no sessions\n');
         for (const s of page.sessions) process.stdout.write(`${s.sessionId}  ${c.bold(s.state)}\n`);
         // The way on, where it does not mix with the ids on stdout.
-        if (page.next !== null) process.stderr.write(`more: sessiond list${flags.state === undefined ? '' : ` --state ${flags.state}`} --limit ${flags.limit} --cursor ${page.next}\n`);
+        if (page.next !== null)
+          process.stderr.write(`more: sessiond list${flags.state === undefined ? '' : ` --state ${flags.state}`} --limit ${flags.limit} --cursor ${page.next}\n`);
       } finally {
         await ctx.close();
       }

@@ -14,7 +14,7 @@ export function registerNormalize(program: Command): void {
     .description("Read an agent's raw JSON lines (pi's --mode json by default) from FILE or stdin and print one normalized message per line")
     .argument('[file]', 'a file of the agent\'s raw output; stdin when omitted or "-"')
     .addOption(new Option('--agent <name>', 'whose stream it is (acp: any ACP agent)').choices([...AGENT_NAMES, 'acp']).default(DEFAULT_AGENT))
-    .option('--exit-code <n>', "treat end of input as pi exiting with this code", parseIntegerOption('--exit-code', -255, 255), 0)
+    .option('--exit-code <n>', 'treat end of input as pi exiting with this code', parseIntegerOption('--exit-code', -255, 255), 0)
     .option('--resume <sessionId>', 'the agent session id the run was asked to resume (session.resumed instead of session.started)')
     .action(async (file: string | undefined, opts: { exitCode: number; resume?: string; agent: AgentName }) => {
       process.exitCode = await normalize(file, opts);

@@ -8,7 +8,7 @@ import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../
 import { hasErrorCode } from '../../../errors.ts';
 
 export function registerRetryPolicy(program: Command): void {
-  const policy = program.command('retry-policy').description('Show or change the retry policy: the global default, or one session\'s (--session)');
+  const policy = program.command('retry-policy').description("Show or change the retry policy: the global default, or one session's (--session)");
 
   policy
     .command('get')
@@ -22,7 +22,10 @@ export function registerRetryPolicy(program: Command): void {
       }),
     );
 
-  const set = policy.command('set').description('Change fields of the policy; a bad value is refused with its field and range, and nothing is changed').option('--session <id>', "change this session's policy");
+  const set = policy
+    .command('set')
+    .description('Change fields of the policy; a bad value is refused with its field and range, and nothing is changed')
+    .option('--session <id>', "change this session's policy");
   addRetryPolicyOptions(set, 'policy');
   set.option('--json', 'print the new policy as JSON').action(async (flags: RetryFlags & { session?: string; json?: boolean }) =>
     withRuntime(async (runtime) => {

@@ -21,7 +21,11 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
     .argument('<prompt>', 'the prompt')
-    .addOption(new Option('--agent <name>', `the agent CLI: ${AGENT_NAMES.join(', ')}, or acp:<name> (an ACP agent of this host's configuration)`).argParser(parseAgent).default(DEFAULT_AGENT));
+    .addOption(
+      new Option('--agent <name>', `the agent CLI: ${AGENT_NAMES.join(', ')}, or acp:<name> (an ACP agent of this host's configuration)`)
+        .argParser(parseAgent)
+        .default(DEFAULT_AGENT),
+    );
   addAgentFlagOptions(command, { onWorker: false })
     .option('--session <id>', 'resume this pi session')
     .option('--no-session', 'do not save a pi session')
@@ -34,7 +38,8 @@ export function registerRun(program: Command): void {
 
 function parseAgent(value: string): AnyAgentName {
   // Checked without loading the agents (the registry imports every one): a built-in name, or acp:<name>.
-  if (!(AGENT_NAMES as readonly string[]).includes(value) && !/^acp:[A-Za-z0-9_.-]+$/.test(value)) throw new InvalidArgumentError(`must be one of ${AGENT_NAMES.join(', ')} or acp:<name>`);
+  if (!(AGENT_NAMES as readonly string[]).includes(value) && !/^acp:[A-Za-z0-9_.-]+$/.test(value))
+    throw new InvalidArgumentError(`must be one of ${AGENT_NAMES.join(', ')} or acp:<name>`);
   return value as AnyAgentName;
 }
 
@@ -51,7 +56,9 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
   const { acpAgentName } = await import('../../../agents/acp/registry-entry.ts');
   const acp = acpAgentName(flags.agent);
   if (acp && typeof host?.command !== 'string') {
-    throw new CliError(`--agent ${flags.agent}: no ACP agent of that name is configured on this host (agents."${flags.agent}" with a command, in SESSIOND_AGENT_OPTIONS or the config file)`);
+    throw new CliError(
+      `--agent ${flags.agent}: no ACP agent of that name is configured on this host (agents."${flags.agent}" with a command, in SESSIOND_AGENT_OPTIONS or the config file)`,
+    );
   }
   if (acp && flags.session === false) throw new CliError(`--no-session: ${flags.agent} keeps its sessions itself`);
   const options: Record<string, unknown> = {

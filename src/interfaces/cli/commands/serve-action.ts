@@ -30,8 +30,22 @@ export async function runServe(flags: ServeFlags): Promise<number> {
     throw new CliError((error as Error).message, ExitCode.usage);
   }
   metrics.start(5000);
-  log.info({ listen: server.url, redis: redactUrl(ctx.url), prefix: config.prefix, auth: config.http.token === undefined && config.http.tokens.length === 0 ? 'none (loopback)' : `${config.http.tokens.length + (config.http.token === undefined ? 0 : 1)} scoped token(s)`, tls: config.http.tlsCert !== undefined }, 'serving');
-  process.stderr.write(`sessiond serving ${server.url} — dashboard ${server.url}/ · API ${server.url}/openapi.json · queue ${server.url}/queues · metrics ${server.url}/metrics; Ctrl+C to stop\n`);
+  log.info(
+    {
+      listen: server.url,
+      redis: redactUrl(ctx.url),
+      prefix: config.prefix,
+      auth:
+        config.http.token === undefined && config.http.tokens.length === 0
+          ? 'none (loopback)'
+          : `${config.http.tokens.length + (config.http.token === undefined ? 0 : 1)} scoped token(s)`,
+      tls: config.http.tlsCert !== undefined,
+    },
+    'serving',
+  );
+  process.stderr.write(
+    `sessiond serving ${server.url} — dashboard ${server.url}/ · API ${server.url}/openapi.json · queue ${server.url}/queues · metrics ${server.url}/metrics; Ctrl+C to stop\n`,
+  );
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {
       log.info({ signal }, 'shutting down');

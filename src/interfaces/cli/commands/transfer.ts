@@ -17,9 +17,10 @@ export function registerTransfer(program: Command): void {
       try {
         const archive = await ctx.client.export(sessionId);
         if (flags.out === undefined) process.stdout.write(archive);
-        else await writeFile(flags.out, archive, { flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
-          throw new CliError(`--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`, ExitCode.usage);
-        });
+        else
+          await writeFile(flags.out, archive, { flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
+            throw new CliError(`--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`, ExitCode.usage);
+          });
       } catch (error) {
         if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
         if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);

@@ -20,7 +20,12 @@ export function registerWatch(program: Command): void {
         const controller = new AbortController();
         const onSignal = (): void => controller.abort();
         process.once('SIGINT', onSignal);
-        await followSession(ctx.runtime, sessionId, { fromSeq: flags.from, json: flags.json === true, until: flags.follow === true ? 'never' : 'latest', signal: controller.signal });
+        await followSession(ctx.runtime, sessionId, {
+          fromSeq: flags.from,
+          json: flags.json === true,
+          until: flags.follow === true ? 'never' : 'latest',
+          signal: controller.signal,
+        });
         process.off('SIGINT', onSignal);
         process.exitCode = controller.signal.aborted ? ExitCode.interrupted : ExitCode.ok;
       } finally {

@@ -66,7 +66,9 @@ export class Auth {
     this.routes = routeTable(options.document);
     this.required = this.tokens.size > 0;
     if (!isLoopbackHost(options.http.host) && !this.required) {
-      throw new Error(`refusing to serve on ${options.http.host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters), http.tokens / SESSIOND_API_TOKENS_FILE, or bind to 127.0.0.1`);
+      throw new Error(
+        `refusing to serve on ${options.http.host} without an API token: set SESSIOND_API_TOKEN (at least 16 characters), http.tokens / SESSIOND_API_TOKENS_FILE, or bind to 127.0.0.1`,
+      );
     }
   }
 
@@ -99,7 +101,11 @@ export class Auth {
     const found = this.tokens.verify(token);
     if (found === null) return null;
     const exp = now + this.#http.loginTtl;
-    return { value: this.signer.sign({ p: 'login', n: found.name, sc: found.scope, exp }), principal: { ...found, via: 'cookie', expiresAt: exp }, maxAgeS: Math.floor(this.#http.loginTtl / 1000) };
+    return {
+      value: this.signer.sign({ p: 'login', n: found.name, sc: found.scope, exp }),
+      principal: { ...found, via: 'cookie', expiresAt: exp },
+      maxAgeS: Math.floor(this.#http.loginTtl / 1000),
+    };
   }
 
   middleware(): MiddlewareHandler {

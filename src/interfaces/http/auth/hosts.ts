@@ -9,7 +9,10 @@ export function isLoopbackHost(host: string): boolean {
 }
 
 function bare(host: string): string {
-  return host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  return host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '');
 }
 
 /** `host:port` → `host`, `[::1]:80` → `::1`. */

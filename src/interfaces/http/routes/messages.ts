@@ -22,7 +22,8 @@ export function registerMessageRoutes(ctx: RouteContext): void {
     const lastEventId = c.req.header('last-event-id');
     let from = query.from ?? 1;
     if (lastEventId !== undefined && lastEventId.trim() !== '') {
-      if (!/^\d{1,16}$/.test(lastEventId.trim()) || !Number.isSafeInteger(Number(lastEventId.trim()))) throw new HttpError(400, 'invalid Last-Event-ID', [{ field: 'Last-Event-ID', message: 'must be a message seq (an integer)' }]);
+      if (!/^\d{1,16}$/.test(lastEventId.trim()) || !Number.isSafeInteger(Number(lastEventId.trim())))
+        throw new HttpError(400, 'invalid Last-Event-ID', [{ field: 'Last-Event-ID', message: 'must be a message seq (an integer)' }]);
       from = Number(lastEventId.trim()) + 1;
     }
     return streams.open(c, id, from, auth.principalOf(c));

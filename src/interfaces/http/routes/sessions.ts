@@ -13,7 +13,11 @@ export function registerSessionRoutes(ctx: RouteContext): void {
     // Nothing shown in the listing changed since the caller's copy: 304, without reading a session.
     const etag = `W/"${await runtime.listingVersion()}.${Buffer.from(new URL(c.req.url).search, 'utf8').toString('base64url')}"`;
     if (c.req.header('if-none-match') === etag) return c.body(null, 304, { ETag: etag });
-    const page = await runtime.listPage({ ...(query.state === undefined ? {} : { state: query.state }), ...(query.cursor === undefined ? {} : { cursor: query.cursor }), limit: query.limit ?? 100 });
+    const page = await runtime.listPage({
+      ...(query.state === undefined ? {} : { state: query.state }),
+      ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
+      limit: query.limit ?? 100,
+    });
     const views = await Promise.all(page.sessions.map((s) => runtime.getSession(s.sessionId)));
     return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next }, 200, { ETag: etag });
   });

@@ -14,7 +14,11 @@ export async function sessionOr404(runtime: Runtime, id: string): Promise<Sessio
 }
 
 export function policyError(errors: Array<{ field: string; message: string }>): HttpError {
-  return new HttpError(400, 'retry policy not changed', errors.map((e) => ({ field: e.field, message: e.message })));
+  return new HttpError(
+    400,
+    'retry policy not changed',
+    errors.map((e) => ({ field: e.field, message: e.message })),
+  );
 }
 
 /** `GET /api/sessions/:id`: the operator's summary plus the raw machine context. */
@@ -37,7 +41,10 @@ export function listItem(view: SessionView) {
     agent: s.agent,
     createdAt: s.createdAt,
     updatedAt: s.updatedAt,
-    turn: s.turn === null ? null : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
+    turn:
+      s.turn === null
+        ? null
+        : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
     ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
     ...(s.waitingFor === undefined ? {} : { waitingFor: s.waitingFor }),
     ...(awaitingApproval(s) ? { awaitingApproval: true } : {}),
