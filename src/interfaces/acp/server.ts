@@ -65,7 +65,7 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
     }))
     .onRequest('session/new', async ({ params }) => {
       const chosen = sessionOptions(options.defaults, params._meta, params.cwd);
-      const admitted = await admitTurn(runtime.deploymentPolicy, chosen);
+      const admitted = await admitTurn(await runtime.resolvedPolicy(), chosen);
       if (!admitted.ok) throw acp.RequestError.invalidParams({ issues: admitted.issues }, admitted.issues.map((i) => `${i.field}: ${i.message}`).join('; '));
       const sessionId = randomUUID();
       remember(sessionId, { options: chosen, exists: false });
