@@ -12,7 +12,6 @@ import { turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts'
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
-let started: Promise<unknown> | undefined;
 
 useRuntimeSuite('stored-request', {}, (s) => {
   ({ server, env, h } = s);
@@ -20,11 +19,11 @@ useRuntimeSuite('stored-request', {}, (s) => {
 
 async function tampered(change: (sessionId: string) => Promise<unknown>): Promise<{ category: string | undefined; text: string }> {
   const { sessionId } = await h.runtime.enqueue({ prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd }, retryPolicy: { maxAttempts: 3 } });
-  // No worker has taken the session yet: the change lands before any attempt.
+  // No worker runs yet: the change lands before any attempt. Each case starts a worker of its own
+  // after its change (one left running by an earlier case could take the session first).
   await change(sessionId);
-  started ??= h.startWorker();
-  await started;
-  const view = await turnEnded(h.runtime, sessionId);
+  const worker = await h.startWorker();
+  const view = await turnEnded(h.runtime, sessionId).finally(() => worker.close(2000));
   expect(view.state).toBe('failed');
   expect(view.context?.turn?.failureReason).toBe('not_retryable');
   const terminal = (await h.runtime.readMessages(sessionId)).find((m) => m.type === 'terminal.failed');

@@ -171,8 +171,16 @@ export function layoutChart(chart) {
     .map((e) => {
       const a = at(e.from);
       const x = a.x + BOX_W;
-      /** @type {Label} */
-      const label = { text: e.labels.join(', '), x: x + 6, y: a.y - 10, anchor: 'start' };
+      const text = e.labels.join(', ');
+      // Above the loop, else further up or right of it: the first place that is free.
+      /** @type {Label[]} */
+      const spots = [
+        { text, x: x + 6, y: a.y - 10, anchor: 'start' },
+        { text, x: x + 6, y: a.y - 24, anchor: 'start' },
+        { text, x: x + 34, y: a.y + 4, anchor: 'start' },
+        { text, x: x + 34, y: a.y + BOX_H / 2 + 4, anchor: 'start' },
+      ];
+      const label = spots.find((l) => free(labelBox(l.text, l.x, l.y, l.anchor))) ?? /** @type {Label} */ (spots[0]);
       placed.push(labelBox(label.text, label.x, label.y, label.anchor));
       return { from: e.from, to: e.to, d: `M${x - 24},${a.y} C${x - 10},${a.y - 26} ${x + 30},${a.y - 6} ${x},${a.y + 12}`, reachable: reachable.has(e.from), label };
     });
@@ -198,23 +206,31 @@ export function layoutChart(chart) {
     const x2 = b.x;
     const y2 = port(e.to, 'to', 'from')(e);
     const mx = (x1 + x2) / 2;
-    const text = e.labels.join(', ');
+    const full = e.labels.join(', ');
+    let text = full;
     const point = (/** @type {number} */ t) => {
       const u = 1 - t;
       return { x: u * u * u * x1 + 3 * u * u * t * mx + 3 * u * t * t * mx + t * t * t * x2, y: u * u * u * y1 + 3 * u * u * t * y1 + 3 * u * t * t * y2 + t * t * t * y2 };
     };
     /** @type {{ x: number, y: number, box: Box } | null} */
     let best = null;
-    for (const t of [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88]) {
-      const p = point(t);
-      for (const dy of [-4, 13, -16]) {
-        const box = labelBox(text, p.x, p.y + dy, 'middle');
-        if (free(box)) {
-          best = { x: p.x, y: p.y + dy, box };
-          break;
+    // The whole label where it fits; else, for a crowded edge, its first event and an ellipsis.
+    for (const candidate of e.labels.length > 1 ? [full, `${e.labels[0]} …`] : [full]) {
+      for (const t of [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88]) {
+        const p = point(t);
+        for (const dy of [-4, 13, -16]) {
+          const box = labelBox(candidate, p.x, p.y + dy, 'middle');
+          if (free(box)) {
+            best = { x: p.x, y: p.y + dy, box };
+            break;
+          }
         }
+        if (best) break;
       }
-      if (best) break;
+      if (best) {
+        text = candidate;
+        break;
+      }
     }
     if (!best) {
       const p = point(0.5);
