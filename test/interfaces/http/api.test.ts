@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { seedApproval } from '../../support/approvals.ts';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
@@ -524,25 +525,7 @@ describe('OpenAPI', () => {
     };
     // Each approval example answers a request of its own, waiting as an attempt in ask mode stores it.
     let seeded = 0;
-    const seedApproval = async (sessionId: string): Promise<string> => {
-      const requestId = `t1-0123456789ab-${++seeded}`;
-      const request = {
-        requestId,
-        turn: 1,
-        toolCallId: 'call-1',
-        tool: 'shell',
-        kind: 'execute',
-        arguments: { command: 'ls' },
-        options: [
-          { optionId: 'allow_once', name: 'Allow', kind: 'allow_once' },
-          { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
-        ],
-        requestedAt: Date.now(),
-        deadlineAt: Date.now() + 60_000,
-      };
-      await h.runtime.redis.hset(h.runtime.keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
-      return requestId;
-    };
+    const seedOne = (sessionId: string): Promise<string> => seedApproval(h.runtime, sessionId, `t1-0123456789ab-${++seeded}`);
     const withBodies = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.entries(ops)
         .filter(([, op]) => op.requestBody !== undefined)
@@ -558,7 +541,7 @@ describe('OpenAPI', () => {
       for (const [name, example] of Object.entries(examples)) {
         expect(schemas[op.operationId]?.(example.value), `${op.operationId}/${name}`).toBe(true);
         const target = path.replace('{id}', id);
-        const r = await call(method.toUpperCase(), target.includes('{requestId}') ? target.replace('{requestId}', await seedApproval(id)) : target, example.value);
+        const r = await call(method.toUpperCase(), target.includes('{requestId}') ? target.replace('{requestId}', await seedOne(id)) : target, example.value);
         expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeGreaterThanOrEqual(200);
         expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeLessThan(300);
         if (op.operationId === 'createSession') {

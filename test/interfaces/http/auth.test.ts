@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { seedApproval } from '../../support/approvals.ts';
 import { describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
@@ -83,27 +84,6 @@ async function failTheTurn(sessionId: string): Promise<void> {
   };
   await h.runtime.redis.set(h.runtime.store.key(sessionId, 'snapshot'), JSON.stringify({ version: 1, snapshot: { status: 'active', value: 'failed', context } }));
   await h.runtime.redis.del(h.runtime.store.key(sessionId, 'inbox'));
-}
-
-/** A permission request waiting in the session, as an attempt in `ask` mode stores it (see src/runtime/approvals/store.ts). */
-async function seedApproval(sessionId: string): Promise<string> {
-  const requestId = 't1-0123456789ab-1';
-  const request = {
-    requestId,
-    turn: 1,
-    toolCallId: 'call-1',
-    tool: 'shell',
-    kind: 'execute',
-    arguments: { command: 'ls' },
-    options: [
-      { optionId: 'allow_once', name: 'Allow', kind: 'allow_once' },
-      { optionId: 'reject_once', name: 'Reject', kind: 'reject_once' },
-    ],
-    requestedAt: Date.now(),
-    deadlineAt: Date.now() + 60_000,
-  };
-  await h.runtime.redis.hset(h.runtime.keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
-  return requestId;
 }
 
 interface Operation {
@@ -216,7 +196,7 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       const { sessionId } = await h.runtime.enqueue({ prompt: `cell ${op.operationId} ${cred}` });
       let path = op.path.replace('{id}', sessionId).replace('{module}', 'app.js');
       // An approval needs a request waiting in the cell's session (as a worker's gate stores it).
-      if (op.path.includes('{requestId}')) path = path.replace('{requestId}', await seedApproval(sessionId));
+      if (op.path.includes('{requestId}')) path = path.replace('{requestId}', await seedApproval(h.runtime, sessionId));
       // The cell's session is queued (no worker here): only a forced delete removes it.
       if (op.operationId === 'deleteSession') path += '?force=true';
       // A retry needs a failed last turn: the cell's session gets one, as a worker would leave it.
