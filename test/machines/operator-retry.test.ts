@@ -1,21 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createSessionMachine } from '../../machines/session.machine.ts';
-import { startSessionActor, type SessionActor } from '../../machines/restore.ts';
+import { startSessionActor } from '../../machines/restore.ts';
 import { CONTINUATION_PROMPT } from '../../machines/retry-request.ts';
-import { parseRetryPolicy, type RetryPolicy } from '../../src/retry/index.ts';
+import type { RetryPolicy } from '../../src/retry/index.ts';
 import { FakeRunner, type Step } from './fake-runner.ts';
-
-function policy(patch: Record<string, unknown> = {}): RetryPolicy {
-  const result = parseRetryPolicy({ jitter: 'none', initialDelayMs: 1000, ...patch });
-  if (!result.ok) throw new Error(JSON.stringify(result.errors));
-  return result.policy;
-}
-
-async function settle(): Promise<void> {
-  for (let i = 0; i < 20; i++) await Promise.resolve();
-  await vi.advanceTimersByTimeAsync(0);
-  for (let i = 0; i < 20; i++) await Promise.resolve();
-}
+import { ctx, policy, settle, useFakeClock } from './harness.ts';
 
 function start(steps: Step[], retryPolicy: RetryPolicy) {
   const runner = new FakeRunner(steps);
@@ -23,15 +12,7 @@ function start(steps: Step[], retryPolicy: RetryPolicy) {
   return { runner, actor };
 }
 
-const ctx = (actor: SessionActor) => actor.getSnapshot().context;
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
-  vi.setSystemTime(new Date('2026-01-01T00:00:00Z'));
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeClock();
 
 describe('session machine: an operator retry of a failed turn', () => {
   it('runs as a new turn with a fresh series of attempts; the agent session that recorded the prompt is continued, not sent the prompt again', async () => {

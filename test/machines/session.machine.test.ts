@@ -1,22 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createSessionMachine } from '../../machines/session.machine.ts';
 import { persistSession, startSessionActor, type SessionActor, type Transition } from '../../machines/restore.ts';
 import { CONTINUATION_PROMPT } from '../../machines/retry-request.ts';
-import { parseRetryPolicy, type RetryPolicy } from '../../src/retry/index.ts';
 import { FakeRunner, type Step } from './fake-runner.ts';
-
-function policy(patch: Record<string, unknown> = {}): RetryPolicy {
-  const result = parseRetryPolicy({ jitter: 'none', initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, ...patch });
-  if (!result.ok) throw new Error(JSON.stringify(result.errors));
-  return result.policy;
-}
-
-/** Lets every pending promise and async generator step run (timers stay fake). */
-async function settle(): Promise<void> {
-  for (let i = 0; i < 20; i++) await Promise.resolve();
-  await vi.advanceTimersByTimeAsync(0);
-  for (let i = 0; i < 20; i++) await Promise.resolve();
-}
+import { ctx, policy, settle, state, useFakeClock } from './harness.ts';
 
 function start(steps: Step[], retryPolicy = policy()) {
   const runner = new FakeRunner(steps);
@@ -30,16 +17,7 @@ function prompt(actor: SessionActor, id: string, text = `prompt ${id}`): void {
   actor.send({ type: 'session.prompt', prompt: { id, text } });
 }
 
-const state = (actor: SessionActor) => actor.getSnapshot().value;
-const ctx = (actor: SessionActor) => actor.getSnapshot().context;
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
-  vi.setSystemTime(new Date('2026-01-01T00:00:00Z'));
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeClock();
 
 describe('session machine: one turn', () => {
   it('a turn that succeeds on the first attempt ends completed, with one attempt and the agent session id', async () => {

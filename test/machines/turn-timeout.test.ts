@@ -1,20 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createSessionMachine, turnDeadline } from '../../machines/session.machine.ts';
-import { persistSession, startSessionActor, type SessionActor } from '../../machines/restore.ts';
-import { parseRetryPolicy, type RetryPolicy } from '../../src/retry/index.ts';
+import { persistSession, startSessionActor } from '../../machines/restore.ts';
+import type { RetryPolicy } from '../../src/retry/index.ts';
 import { FakeRunner, type Step } from './fake-runner.ts';
-
-function policy(patch: Record<string, unknown> = {}): RetryPolicy {
-  const result = parseRetryPolicy({ jitter: 'none', initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, ...patch });
-  if (!result.ok) throw new Error(JSON.stringify(result.errors));
-  return result.policy;
-}
-
-async function settle(): Promise<void> {
-  for (let i = 0; i < 20; i++) await Promise.resolve();
-  await vi.advanceTimersByTimeAsync(0);
-  for (let i = 0; i < 20; i++) await Promise.resolve();
-}
+import { ctx, policy, settle, state, useFakeClock } from './harness.ts';
 
 function start(steps: Step[], retryPolicy: RetryPolicy) {
   const runner = new FakeRunner(steps);
@@ -23,16 +12,7 @@ function start(steps: Step[], retryPolicy: RetryPolicy) {
   return { runner, actor, machine };
 }
 
-const state = (actor: SessionActor) => actor.getSnapshot().value;
-const ctx = (actor: SessionActor) => actor.getSnapshot().context;
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
-  vi.setSystemTime(new Date('2026-01-01T00:00:00Z'));
-});
-afterEach(() => {
-  vi.useRealTimers();
-});
+useFakeClock();
 
 describe('session machine: maxTurnMs', () => {
   it('a running attempt past the limit is stopped like a cancel, then the turn ends failed with category timeout', async () => {
