@@ -1,10 +1,8 @@
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { parseLimits, type LimitRule } from '../../src/runtime/limits/index.ts';
-import { Runtime } from '../../src/runtime/runtime.ts';
 import { DEFAULT_TEXT, type FakeModelServer, type ScriptStep } from '../support/fake-model-server.ts';
+import { httpPi, rules, runtimeWith } from '../support/limits.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { piHostOptions, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * What operators see and steer around fleet limits: a rate limit with a Retry-After cools the whole
@@ -13,7 +11,6 @@ import { piHostOptions, TEST_POLICY, turnEnded, until, type Harness, useRuntimeS
  * finishing and cancels still working. The agent is a shell script making one real HTTP request.
  */
 
-const HTTP_PI = fileURLToPath(new URL('../fixtures/agents/http-pi.sh', import.meta.url));
 const STORM = 'controls-storm';
 const CALM = 'controls-calm';
 const ONE = 'controls-one';
@@ -44,22 +41,6 @@ useRuntimeSuite(
   },
 );
 
-/** The deployment's runtime (what the CLI and HTTP API call) knowing these limits by name. */
-function runtimeWith(fleetLimits: readonly LimitRule[]): Runtime {
-  return new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, fleetLimits });
-}
-
-function rules(json: unknown): LimitRule[] {
-  const parsed = parseLimits(json);
-  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
-  return parsed.limits;
-}
-
-function httpPi(): Record<string, unknown> {
-  const pi = piHostOptions(env, h.stateDir);
-  return { ...pi, command: HTTP_PI, env: { ...(pi.env as Record<string, string>), FAKE_MODEL_URL: server.url } };
-}
-
 const options = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
 
 describe('shared cooldowns, priorities, paused dispatch', () => {
@@ -68,8 +49,8 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       { name: 'storm', match: { model: STORM }, maxConcurrent: 50 },
       { name: 'calm', match: { model: CALM }, maxConcurrent: 50 },
     ]);
-    const rt = runtimeWith(fleetLimits);
-    const worker = await h.startWorker({ concurrency: 16, agentOptions: { pi: httpPi() }, fleetLimits, limitPollMs: 30_000 });
+    const rt = runtimeWith(h, fleetLimits);
+    const worker = await h.startWorker({ concurrency: 16, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 30_000 });
     try {
       const first = await rt.enqueue({ prompt: 'storm 0', options: options(STORM), retryPolicy: { jitter: 'none', initialDelayMs: 100, maxAttempts: 4 } });
       // The 429 came back: the key cools down until its Retry-After.
@@ -116,8 +97,8 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
 
   it('under a full limit the waiting session with the higher priority starts first', async () => {
     const fleetLimits = rules([{ name: 'one', match: { model: ONE }, maxConcurrent: 1 }]);
-    const rt = runtimeWith(fleetLimits);
-    const worker = await h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi() }, fleetLimits, limitPollMs: 30_000 });
+    const rt = runtimeWith(h, fleetLimits);
+    const worker = await h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 30_000 });
     try {
       const blocker = await rt.enqueue({ prompt: 'first', options: options(ONE) });
       await until(async () => server.requestsFor(ONE).length === 1, 120_000, 'the blocker to reach the model');
@@ -150,8 +131,8 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
 
   it('paused dispatch: the running turn finishes, nothing new starts, a cancel still works; resume starts the rest; a limit pauses alone', async () => {
     const fleetLimits = rules([{ name: 'calm', match: { model: PAUSE_CALM }, maxConcurrent: 10 }]);
-    const rt = runtimeWith(fleetLimits);
-    const worker = await h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi() }, fleetLimits, limitPollMs: 30_000 });
+    const rt = runtimeWith(h, fleetLimits);
+    const worker = await h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 30_000 });
     try {
       const running = await rt.enqueue({ prompt: 'long one', options: options(PAUSE) });
       await until(async () => server.requestsFor(PAUSE).length === 1, 60_000, 'the long turn to reach the model');

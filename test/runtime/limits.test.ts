@@ -1,10 +1,9 @@
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { parseLimits, type LimitRule } from '../../src/runtime/limits/index.ts';
-import { Runtime } from '../../src/runtime/runtime.ts';
+import type { Runtime } from '../../src/runtime/runtime.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
+import { httpPi, rules, runtimeWith } from '../support/limits.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { piHostOptions, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Fleet-wide limits: attempts under a limit never exceed it across workers, a session waiting for
@@ -13,7 +12,6 @@ import { piHostOptions, TEST_POLICY, turnEnded, until, type Harness, useRuntimeS
  * it), and dispatch can be paused and resumed.
  */
 
-const HTTP_PI = fileURLToPath(new URL('../fixtures/agents/http-pi.sh', import.meta.url));
 const SLOW = 'limits-slow';
 const OTHER = 'limits-other';
 const PI_ACME = 'limits-pi-acme';
@@ -41,23 +39,6 @@ useRuntimeSuite(
   },
 );
 
-/** The deployment's runtime (what the CLI and HTTP API call) knowing these limits by name. */
-function runtimeWith(fleetLimits: readonly LimitRule[]): Runtime {
-  return new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, fleetLimits });
-}
-
-function rules(json: unknown): LimitRule[] {
-  const parsed = parseLimits(json);
-  if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
-  return parsed.limits;
-}
-
-/** pi's host options with the cheap one-request agent (a shell script and curl) instead of pi. */
-function httpPi(): Record<string, unknown> {
-  const pi = piHostOptions(env, h.stateDir);
-  return { ...pi, command: HTTP_PI, env: { ...(pi.env as Record<string, string>), FAKE_MODEL_URL: server.url } };
-}
-
 async function limitsIdle(rt: Runtime): Promise<void> {
   await until(
     async () => {
@@ -72,9 +53,9 @@ async function limitsIdle(rt: Runtime): Promise<void> {
 describe('fleet limits', () => {
   it('200 sessions under maxConcurrent 5 on two workers: never more than 5 requests in flight, every session completes, nothing left held', async () => {
     const fleetLimits = rules([{ name: 'slow-model', match: { model: SLOW }, maxConcurrent: 5 }]);
-    const rt = runtimeWith(fleetLimits);
+    const rt = runtimeWith(h, fleetLimits);
     const runtime = h.runtime;
-    const workers = await Promise.all([1, 2].map(() => h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi() }, fleetLimits, limitPollMs: 30_000 })));
+    const workers = await Promise.all([1, 2].map(() => h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 30_000 })));
     try {
       const ids: string[] = [];
       for (let i = 0; i < 200; i += 1) {
@@ -113,7 +94,7 @@ describe('fleet limits', () => {
 
   it('a hold left by a worker that went away comes back when its lease lapses; the waiting session then runs', async () => {
     const fleetLimits = rules([{ name: 'one-at-a-time', match: { model: OTHER }, maxConcurrent: 1 }]);
-    const rt = runtimeWith(fleetLimits);
+    const rt = runtimeWith(h, fleetLimits);
     // A worker that died holding the only slot: its hold is never renewed nor released.
     const dead = await rt.fleetLimits.acquire('dead-worker-session', [{ name: 'one-at-a-time', key: 'one-at-a-time', maxConcurrent: 1, maxStartsPerMinute: 0 }], {
       priority: 0,
@@ -121,7 +102,7 @@ describe('fleet limits', () => {
       pollMs: 1000,
     });
     expect(dead.ok).toBe(true);
-    const worker = await h.startWorker({ agentOptions: { pi: httpPi() }, fleetLimits, limitPollMs: 60_000 });
+    const worker = await h.startWorker({ agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 60_000 });
     try {
       const { sessionId } = await rt.enqueue({ prompt: 'after the dead one', options: { provider: 'fake', model: OTHER, cwd: env.cwd } });
       const waiting = await until(
@@ -147,7 +128,7 @@ describe('fleet limits', () => {
 
   it('real pi under maxConcurrent 2 by tenant: each tenant has its own 2, and a tenant never has more than 2 requests in flight', async () => {
     const fleetLimits = rules([{ match: { tenant: '*' }, maxConcurrent: 2 }]);
-    const rt = runtimeWith(fleetLimits);
+    const rt = runtimeWith(h, fleetLimits);
     expect(fleetLimits[0]?.name).toBe('tenant=*');
     const worker = await h.startWorker({ concurrency: 8, fleetLimits, limitPollMs: 30_000 });
     try {
