@@ -1,3 +1,4 @@
+import { AttemptTally } from './counters.ts';
 import { persistSession, startSessionActor, stateName, type PersistedSession, type SessionActor, type Transition } from '../../machines/restore.ts';
 import { isAttemptState, QUIESCENT_MACHINE_STATES } from '../../machines/states.ts';
 import type { AttemptRunner, MessageSink, SessionContext } from '../../machines/types.ts';
@@ -283,8 +284,11 @@ export class ActiveSession {
     this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink(), (options) => this.#gated(options));
     const machine = this.#machine.machine;
     const events = this.#config.events;
+    // What had ended in the loaded snapshot was counted by the holder that wrote it.
+    const tally = new AttemptTally(persisted?.snapshot.context ?? null);
     const onTransition = (transition: Transition, snapshot: { context: SessionContext }): void => {
       this.#writer.history(transition);
+      for (const field of tally.ended(snapshot.context)) this.#writer.count(field);
       if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
         const { turnIndex, turn } = snapshot.context;
         tell(() =>

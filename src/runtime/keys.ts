@@ -7,7 +7,7 @@
 /** 1-100 letters, digits or `_.-`, but not `.` or `..` (a path segment of the HTTP API). */
 export const SESSION_ID_PATTERN = /^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,100}$/;
 
-export type SessionPart = 'meta' | 'snapshot' | 'inbox' | 'log' | 'seq' | 'lease' | 'fence' | 'cancel' | 'history' | 'agent' | 'active' | 'approvals';
+export type SessionPart = 'meta' | 'snapshot' | 'inbox' | 'log' | 'seq' | 'lease' | 'fence' | 'cancel' | 'history' | 'agent' | 'active' | 'approvals' | 'counters';
 
 export interface Keys {
   readonly prefix: string;

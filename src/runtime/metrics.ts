@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { SESSION_STATES, SETTLED_STATES } from '../../machines/states.ts';
 import { CHANGED_WINDOW_MS, lifecycleKeys } from './lifecycle/keys.ts';
 import type { Runtime, SessionView } from './runtime.ts';
+import { counterTotals, foldCounters, parseField } from './counters.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
@@ -11,13 +12,15 @@ import type { Runtime, SessionView } from './runtime.ts';
  * `changed` index since the last refresh are read (their snapshots and
  * transition histories), plus the BullMQ queue and worker heartbeats.
  *
- * Counters and histograms count what this process has observed: every ended
- * attempt and turn of a session's latest turn, each once (the first refresh
- * after start counts what changed in the hour before). A turn is replaced in its
- * session's snapshot by the next one, so an earlier turn that started and
- * ended entirely between two refreshes is not counted; `start(everyMs)`
- * refreshes in the background too, which keeps that window short. Cancel latency comes from the transition history (kept
- * for the last 1000 transitions of a session), so none is missed.
+ * Attempts and retries are counted where they happen (counters.ts): in each session's own keys, by
+ * the fenced write that records the attempt's end, folded into fleet-wide totals in Redis by every
+ * refresh for the sessions that changed. So they are fleet totals, the same from every `serve`, and
+ * none is missed, however short a turn. The histograms count what this process has observed: every
+ * ended turn of a session's latest turn, once (the first refresh after start counts what changed in
+ * the hour before). A turn is replaced in its session's snapshot by the next one, so an earlier turn
+ * that started and ended entirely between two refreshes is not in the turn-duration histogram;
+ * `start(everyMs)` refreshes in the background too, which keeps that window short. Cancel latency
+ * comes from the transition history (kept for the last 1000 transitions of a session), so none is missed.
  */
 
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
@@ -36,7 +39,6 @@ interface Seen {
   /** meta `updatedAt|state` when last processed: unchanged means nothing to do. */
   version: string;
   turn: number;
-  attempts: Set<number>;
   turnCounted: boolean;
   /** `at` of the last history entry processed for cancel latency. */
   historyAt: number;
@@ -59,6 +61,8 @@ export class RuntimeMetrics {
   /** The `changed` index is read from here on (null: the last CHANGED_WINDOW_MS, at the first refresh). */
   #since: number | null = null;
   #timer: NodeJS.Timeout | null = null;
+  /** The fleet totals of the attempt and retry counters as last reported by this process. */
+  readonly #reported = new Map<string, number>();
 
   readonly #sessions: Gauge<'state'>;
   readonly #attempts: Counter<'outcome' | 'category'>;
@@ -200,9 +204,22 @@ export class RuntimeMetrics {
     for (let i = 0; i < ids.length; i += this.#concurrency) {
       await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
     }
+    this.#report(await counterTotals(runtime.redis, runtime.keys));
     // Index writes trail the sessions' own by a tick, and clocks of hosts differ: look a little back next time.
     this.#since = now - CHANGED_MARGIN_MS;
     for (const [id, seen] of this.#seen) if (seen.observedAt < now - CHANGED_WINDOW_MS) this.#seen.delete(id);
+  }
+
+  /** Brings the attempt and retry counters up to the fleet totals (they only grow; a total that went down, e.g. a flushed Redis, is left as it was). */
+  #report(totals: Map<string, number>): void {
+    for (const [field, total] of totals) {
+      const added = total - (this.#reported.get(field) ?? 0);
+      this.#reported.set(field, total);
+      if (added <= 0) continue;
+      const parsed = parseField(field);
+      if (parsed?.kind === 'attempts') this.#attempts.inc({ outcome: parsed.outcome, category: parsed.category }, added);
+      else if (parsed?.kind === 'retries') this.#retries.inc({ category: parsed.category }, added);
+    }
   }
 
   /** Counts what changed in the session since the last refresh; returns its state (null: gone). */
@@ -219,6 +236,8 @@ export class RuntimeMetrics {
       seen.observedAt = Date.now();
       return state;
     }
+    // Its attempt and retry counters into the fleet totals (a fold adds only what is new).
+    await foldCounters(this.#runtime.redis, this.#runtime.keys, sessionId);
     const view = await this.#runtime.getSession(sessionId);
     if (view !== null) this.#seen.set(sessionId, this.#count(view, version, seen));
     return state;
@@ -229,14 +248,8 @@ export class RuntimeMetrics {
     const seen: Seen =
       previous !== undefined && turn !== null && previous.turn === turn.index
         ? { ...previous, version, observedAt: Date.now() }
-        : { version, turn: turn?.index ?? 0, attempts: new Set(), turnCounted: false, historyAt: previous?.historyAt ?? 0, observedAt: Date.now() };
+        : { version, turn: turn?.index ?? 0, turnCounted: false, historyAt: previous?.historyAt ?? 0, observedAt: Date.now() };
     if (turn !== null) {
-      for (const a of turn.attempts) {
-        if (a.outcome === null || seen.attempts.has(a.attempt)) continue;
-        seen.attempts.add(a.attempt);
-        this.#attempts.inc({ outcome: a.outcome, category: a.outcome === 'failed' || a.outcome === 'interrupted' ? (a.category ?? 'unknown') : 'none' });
-        if (a.delayMs !== null) this.#retries.inc({ category: a.category ?? 'unknown' });
-      }
       if (!seen.turnCounted && ENDED_TURN.has(turn.status) && turn.endedAt !== null) {
         seen.turnCounted = true;
         this.#turnDuration.observe({ status: turn.status }, Math.max(0, turn.endedAt - turn.startedAt) / 1000);

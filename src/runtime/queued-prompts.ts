@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
 import type { SessionStore } from './store/session-store.ts';
+import { script } from './redis/scripts.ts';
 
 /**
  * Removing a queued prompt, safe against a worker taking it at the same moment.
@@ -84,19 +84,11 @@ if ARGV[2] == 'removed' then redis.call('HINCRBY', KEYS[1], 'prompts', -1) end
 return 1
 `;
 
-type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
-
-function script(redis: Redis, name: string, keys: number, lua: string): ScriptFn {
-  const r = redis as Redis & Record<string, unknown>;
-  if (!(name in r)) r.defineCommand(name, { numberOfKeys: keys, lua });
-  return (r[name] as ScriptFn).bind(r);
-}
-
 export type RemoveQueuedResult = 'removed' | 'asked' | 'started' | 'unknown_prompt' | 'unknown_session' | 'deleting';
 
 export async function removeQueued(store: SessionStore, sessionId: string, promptId: string): Promise<RemoveQueuedResult> {
   const k = (part: Parameters<SessionStore['key']>[1]) => store.key(sessionId, part);
-  const r = (await script(store.redis, 'sessiondRemoveQueued', 4, REMOVE_QUEUED)(k('meta'), k('inbox'), k('lease'), k('snapshot'), promptId)) as Array<number | string>;
+  const r = (await script(store.redis, 'sessiondRemoveQueued', REMOVE_QUEUED, 4)(k('meta'), k('inbox'), k('lease'), k('snapshot'), promptId)) as Array<number | string>;
   const code = Number(r[0]);
   if (code === 1) return 'removed';
   if (code === 2) return 'asked';
@@ -107,7 +99,7 @@ export async function removeQueued(store: SessionStore, sessionId: string, promp
 
 /** The holder's outcome of a pending removal; true when it was pending. */
 export async function settleUnqueue(store: SessionStore, sessionId: string, promptId: string, outcome: 'removed' | 'started'): Promise<boolean> {
-  return (await script(store.redis, 'sessiondSettleUnqueue', 1, SETTLE_UNQUEUE)(store.key(sessionId, 'meta'), promptId, outcome)) === 1;
+  return (await script(store.redis, 'sessiondSettleUnqueue', SETTLE_UNQUEUE, 1)(store.key(sessionId, 'meta'), promptId, outcome)) === 1;
 }
 
 /** The removals recorded in a session's meta: prompt id → state. */

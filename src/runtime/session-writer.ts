@@ -87,6 +87,11 @@ export class SessionWriter {
     this.#pending.agentState.push([field, value]);
   }
 
+  /** Adds to one of the session's counters with the next write (in the same call as the snapshot that records why). */
+  count(field: string, by = 1): void {
+    this.#pending.counters.push([field, by]);
+  }
+
   /** Writes everything pending; resolves once it is in Redis. */
   flush(): Promise<void> {
     return this.#enqueue(async () => {
@@ -151,6 +156,7 @@ export class SessionWriter {
         history: batch.history,
         agentState: batch.agentState,
         messages: batch.messages,
+        counters: batch.counters,
       });
       return result.released;
     } catch (error) {
@@ -167,9 +173,9 @@ export class SessionWriter {
 }
 
 function emptyBatch(): Batch {
-  return { snapshot: '', state: '', inboxTrim: 0, clearCancel: false, history: [], agentState: [], messages: [] };
+  return { snapshot: '', state: '', inboxTrim: 0, clearCancel: false, history: [], agentState: [], messages: [], counters: [] };
 }
 
 function isEmpty(b: Batch): boolean {
-  return b.snapshot === '' && b.inboxTrim === 0 && !b.clearCancel && b.history.length === 0 && b.agentState.length === 0 && b.messages.length === 0;
+  return b.snapshot === '' && b.inboxTrim === 0 && !b.clearCancel && b.history.length === 0 && b.agentState.length === 0 && b.messages.length === 0 && b.counters.length === 0;
 }

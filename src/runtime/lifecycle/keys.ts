@@ -19,6 +19,7 @@ export const SESSION_PARTS = [
   'agent',
   'active',
   'approvals',
+  'counters',
 ] as const satisfies readonly SessionPart[];
 
 /** The fleet-wide keys of the lifecycle, in the fleet slot `{<prefix>}` like the other indexes. */
@@ -41,6 +42,10 @@ export interface LifecycleKeys {
   readonly deletions: string;
   /** string: the ZSCAN cursor of the backfill of sessions stored before these indexes existed; `done` once it has run through. */
   readonly backfill: string;
+  /** hash: counter → fleet-wide total (attempts and retries, folded in from the sessions' own `counters`; see metrics/counters.ts). */
+  readonly counters: string;
+  /** hash: sessionId → JSON of its counters already added to the totals (a fold adds only what is new). */
+  readonly folded: string;
   /** string per session, with a TTL: it was deleted a moment ago (a second delete is not an error). */
   tombstone(sessionId: string): string;
 }
@@ -57,6 +62,8 @@ export function lifecycleKeys(keys: Keys): LifecycleKeys {
     sweeper: `${fleet}:sweeper`,
     backfill: `${fleet}:index-backfill`,
     deletions: `${fleet}:deletions`,
+    counters: `${fleet}:counters`,
+    folded: `${fleet}:counters-folded`,
     tombstone: (sessionId) => `${keys.prefix}:{s:${sessionId}}:gone`,
   };
 }

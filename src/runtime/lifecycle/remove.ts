@@ -5,6 +5,8 @@ import type { SessionQueue } from '../queue.ts';
 import { QUIESCENT_STATES, SESSION_STATES } from '../../../machines/states.ts';
 import { lifecycleKeys, purgeKeys } from './keys.ts';
 import { FORGET, MARK, PURGE } from './scripts.ts';
+import { script } from '../redis/scripts.ts';
+import { foldCounters } from '../counters.ts';
 
 export interface RemoveDeps {
   redis: Redis;
@@ -48,15 +50,6 @@ export interface PurgeRecord {
   /** When the session was marked (its fleet entries are those made before). */
   markedAt?: string;
   tombstoneMs?: number;
-}
-
-type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
-
-function script(redis: Redis, name: string, lua: string): ScriptFn {
-  if (!(name in redis)) redis.defineCommand(name, { lua });
-  const fn = (redis as unknown as Record<string, ScriptFn>)[name];
-  if (fn === undefined) throw new Error(`script ${name} not defined`);
-  return fn.bind(redis);
 }
 
 /**
@@ -124,7 +117,8 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
   // Step 3: the activation job (a job a worker has just taken finds the session marked and ends).
   if (jobId !== '') await removeJob(deps.queue, jobId);
 
-  // Step 4: PURGE, every key of the session in one call.
+  // Step 4: its attempt and retry counters into the fleet totals (final now: no holder), then PURGE, every key of the session in one call.
+  await foldCounters(redis, keys, sessionId);
   const purged = Number(
     await script(redis, 'sessiondLifecyclePurge', PURGE)(purgeKeys(keys, sessionId).length, ...purgeKeys(keys, sessionId), '1', record.tombstoneMs ?? 0, Date.now()),
   );
@@ -142,7 +136,7 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
 async function forget(deps: RemoveDeps, sessionId: string, markedAt: string): Promise<void> {
   const { keys } = deps;
   const lk = lifecycleKeys(keys);
-  const fleet = [keys.sessions, keys.activations, lk.purging, lk.finished, lk.states, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))];
+  const fleet = [keys.sessions, keys.activations, lk.purging, lk.finished, lk.states, lk.folded, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))];
   await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
   await deps.redis.incr(lk.version);
 }

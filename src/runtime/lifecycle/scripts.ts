@@ -51,7 +51,7 @@ return 1
 
 /**
  * The fleet-wide entries of a removed session. KEYS: sessions, activations, purging, finished,
- * states, then one sorted set per state. ARGV: sessionId, when the removed session was marked ('' unknown).
+ * states, counters-folded, then sorted sets (changed, one per state). ARGV: sessionId, when the removed session was marked ('' unknown).
  * The listing is removed only if it is the removed session's, listed before its mark (a new session
  * under the same id, made after the purge, keeps its own).
  */
@@ -64,7 +64,8 @@ if ours then
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[4], id)
   redis.call('HDEL', KEYS[5], id)
-  for i = 6, #KEYS do redis.call('ZREM', KEYS[i], id) end
+  redis.call('HDEL', KEYS[6], id)
+  for i = 7, #KEYS do redis.call('ZREM', KEYS[i], id) end
 end
 redis.call('HDEL', KEYS[3], id)
 return ours and 1 or 0

@@ -75,11 +75,12 @@ return 1
 `;
 
 /**
- * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent, active.
+ * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent, active, counters.
  * ARGV: token, snapshotJson|'', inboxTrim, clearCancel '0'|'1', state|'', now,
  *       historyCount, agentCount, messageCount, writeId|'' (the holder's number for this batch),
- *       release ''|'idle'|'keep', then history JSONs, then agent (field, value) pairs,
- *       then messages as (turn, attempt, type, contentJson) quadruples.
+ *       release ''|'idle'|'keep', counterCount, then history JSONs, then agent (field, value) pairs,
+ *       then messages as (turn, attempt, type, contentJson) quadruples, then counter (field, increment) pairs
+ *       (attempts and retries counted where they happen: in the write that records them, so exactly once).
  * → {1, lastSeq, released, retention} | {-1} (stale token: nothing written); retention: the session's own
  *   retention (ms, '' for the deployment's), when it was released idle (it finished)
  *
@@ -105,7 +106,7 @@ local writeId = ARGV[10] ~= '' and (ARGV[1] .. '/' .. ARGV[10]) or false
 -- A batch sent again after its reply was lost already landed: do not write it twice.
 if not (writeId and redis.call('HGET', KEYS[7], 'write') == writeId) then
   if writeId then redis.call('HSET', KEYS[7], 'write', writeId) end
-  local i = 12
+  local i = 13
   for _ = 1, h do
     redis.call('RPUSH', KEYS[5], ARGV[i])
     i = i + 1
@@ -119,6 +120,10 @@ if not (writeId and redis.call('HGET', KEYS[7], 'write') == writeId) then
     lastSeq = lastSeq + 1
     redis.call('XADD', KEYS[3], lastSeq .. '-0', 'seq', lastSeq, 'turn', ARGV[i], 'attempt', ARGV[i + 1], 'type', ARGV[i + 2], 'content', ARGV[i + 3])
     i = i + 4
+  end
+  for _ = 1, tonumber(ARGV[12]) do
+    redis.call('HINCRBY', KEYS[11], ARGV[i], ARGV[i + 1])
+    i = i + 2
   end
   if m > 0 then redis.call('SET', KEYS[4], lastSeq) end
   if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end

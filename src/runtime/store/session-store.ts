@@ -34,6 +34,8 @@ export interface WriteBatch {
   history?: string[];
   agentState?: Array<[string, string]>;
   messages?: Array<{ turn: number; attempt: number; type: string; content: string }>;
+  /** Increments of the session's counters (field → n), applied once with the batch (see metrics/counters.ts). */
+  counters?: Array<[string, number]>;
   /** Give the lease back once the batch is written (see WRITE in scripts.ts). */
   release?: 'idle' | 'keep';
 }
@@ -117,7 +119,7 @@ export class SessionStore {
     define('sessiondEnqueue', 5, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
-    define('sessiondWrite', 10, WRITE);
+    define('sessiondWrite', 11, WRITE);
     define('sessiondCancel', 4, CANCEL);
     define('sessiondIndex', indexScriptKeys(keys).keys.length, INDEX);
   }
@@ -201,6 +203,7 @@ export class SessionStore {
     const history = batch.history ?? [];
     const agent = batch.agentState ?? [];
     const messages = batch.messages ?? [];
+    const counters = batch.counters ?? [];
     const args: Array<string | number> = [
       k('lease'),
       k('snapshot'),
@@ -212,6 +215,7 @@ export class SessionStore {
       k('cancel'),
       k('agent'),
       k('active'),
+      k('counters'),
       token,
       batch.snapshot ?? '',
       batch.inboxTrim ?? 0,
@@ -223,9 +227,11 @@ export class SessionStore {
       messages.length,
       batch.writeId === undefined ? '' : batch.writeId,
       batch.release ?? '',
+      counters.length,
       ...history,
       ...agent.flat(),
       ...messages.flatMap((m) => [m.turn, m.attempt, m.type, m.content]),
+      ...counters.flat(),
     ];
     const r = (this.waitReplicas > 0 ? await this.#writeAndWait(sessionId, args) : await this.#script('sessiondWrite')(...args)) as Array<number | string>;
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
