@@ -34,4 +34,10 @@ export interface AgentDefinition {
   createMapper(options: { resumeSessionId?: string }): AgentMapper;
   exportState?(options: Readonly<Record<string, unknown>>, agentSessionId: string): Promise<string | null>;
   importState?(options: Readonly<Record<string, unknown>>, agentSessionId: string, state: string): Promise<void>;
+  /**
+   * The exported state as a copy under another agent session id (`import --as` a new id: the copy
+   * must not share the original's conversation file on a host). Absent: the copy starts a new
+   * conversation. Pure; throws for a state it cannot read.
+   */
+  forkState?(state: string, from: string, to: string): string;
 }

@@ -50,7 +50,8 @@ export interface Client {
   /** The session as a versioned JSON-lines archive. */
   export(sessionId: string): Promise<string>;
   /** Restores an archive (as `as`, default its own id). */
-  import(archive: string, options?: { as?: string }): Promise<{ sessionId: string; messages: number; state: string }>;
+  /** Under a new id (`as`), the copy gets an agent conversation of its own: `conversation` says whether it continues the original's (`forked`) or starts anew (`new`). */
+  import(archive: string, options?: { as?: string }): Promise<{ sessionId: string; messages: number; state: string; conversation: 'kept' | 'forked' | 'new' }>;
   retryPolicy: {
     /** The policy in force: the session's own, else the global one, else the defaults. */
     get(options?: { sessionId?: string }): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }>;

@@ -18,7 +18,7 @@ import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
 import { removeSession } from './lifecycle/remove.ts';
 import { AUDIT_MAX, lifecycleKeys } from './lifecycle/keys.ts';
-import { exportSession, importSession } from './lifecycle/transfer.ts';
+import { exportSession, importSession, type ImportResult } from './lifecycle/transfer.ts';
 import { listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 import { hasErrorCode, InputError, NotFoundError } from '../errors.ts';
 import { FleetLimits, type LimitRule, type LimitStatus } from './limits/index.ts';
@@ -610,7 +610,7 @@ export class Runtime {
   }
 
   /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
-  async importSession(text: string, options: { as?: string } = {}): Promise<{ sessionId: string; messages: number; state: string }> {
+  async importSession(text: string, options: { as?: string } = {}): Promise<ImportResult> {
     return importSession(this.store, this.queue, text, options);
   }
 

@@ -6,7 +6,7 @@ import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { PiMapper } from './mapper.ts';
 import type { PiOptionsInput } from './options.ts';
 import { runPi } from './provider.ts';
-import { exportPiSession, importPiSession, type PiSessionState } from './session-file.ts';
+import { exportPiSession, forkPiSession, importPiSession, type PiSessionState } from './session-file.ts';
 
 function sessionDir(options: Readonly<Record<string, unknown>>): string | null {
   return typeof options.sessionDir === 'string' ? options.sessionDir : null;
@@ -43,6 +43,7 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
     const state = await exportPiSession(dir, agentSessionId);
     return state === null ? null : JSON.stringify(state);
   },
+  forkState: (state, from, to) => JSON.stringify(forkPiSession(JSON.parse(state) as PiSessionState, from, to)),
   async importState(options, _agentSessionId, state) {
     const dir = sessionDir(options);
     if (dir === null) return;

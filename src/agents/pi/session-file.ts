@@ -50,6 +50,19 @@ export async function importPiSession(sessionDir: string, state: PiSessionState,
   await writeFileAtomic(path, content);
 }
 
+/** The same conversation under another session id: the file name and the header's `id` (the entries do not repeat it). */
+export function forkPiSession(state: PiSessionState, from: string, to: string): PiSessionState {
+  const match = FILE_NAME.exec(state.fileName);
+  if (match?.[1] !== from) throw new Error(`pi session file "${state.fileName}" is not the one of session ${from}`);
+  const renamed = `${state.fileName.slice(0, state.fileName.length - `${from}.jsonl`.length)}${to}.jsonl`;
+  if (FILE_NAME.exec(renamed)?.[1] !== to) throw new Error(`"${to}" is not a pi session id`);
+  const newline = state.content.indexOf('\n');
+  const headerLine = newline === -1 ? state.content : state.content.slice(0, newline);
+  const header = JSON.parse(headerLine) as Record<string, unknown>;
+  if (header.type !== 'session' || header.id !== from) throw new Error(`pi session file "${state.fileName}": its first line is not the header of session ${from}`);
+  return { fileName: renamed, content: JSON.stringify({ ...header, id: to }) + (newline === -1 ? '' : state.content.slice(newline)) };
+}
+
 function withCwd(content: string, cwd: string): string {
   const newline = content.indexOf('\n');
   const headerLine = newline === -1 ? content : content.slice(0, newline);

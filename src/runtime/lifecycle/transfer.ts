@@ -5,6 +5,7 @@ import { newJobId, type SessionQueue } from '../queue.ts';
 import { multiValues, parseEntry, type SessionStore } from '../store/session-store.ts';
 import { ArchiveError, ARCHIVED_META, readArchive, writeArchive, type Archive } from './archive.ts';
 import { ConflictError } from './errors.ts';
+import { forkConversation } from './fork.ts';
 import { QUIESCENT_STATES } from '../../../machines/states.ts';
 
 /**
@@ -74,18 +75,32 @@ export async function exportSession(redis: Redis, keys: Keys, sessionId: string)
  * Contract: the whole archive is checked first (ArchiveError naming the line), then written in one
  * script call, so a refused import writes nothing; an existing session is never overwritten
  * (ConflictError). A session with prompts waiting or a turn cut short gets an activation job.
+ * Under a new id (`as` other than the archive's), the copy gets an agent conversation of its own (fork.ts).
  */
-export async function importSession(
-  store: SessionStore,
-  queue: SessionQueue,
-  text: string,
-  options: { as?: string } = {},
-): Promise<{ sessionId: string; messages: number; state: string }> {
+export async function importSession(store: SessionStore, queue: SessionQueue, text: string, options: { as?: string } = {}): Promise<ImportResult> {
   const archive = readArchive(text);
   const sessionId = options.as ?? archive.sessionId;
   if (!SESSION_ID_PATTERN.test(sessionId)) throw new ArchiveError(`--as: a session id must be 1-100 letters, digits or _.- (got ${JSON.stringify(sessionId)})`);
+  const context = archive.snapshot?.snapshot.context;
+  const copy = sessionId !== archive.sessionId;
+  const agentSessionId = typeof context?.agentSessionId === 'string' ? context.agentSessionId : null;
+  const fork = copy ? forkConversation(agentSessionId, archive.agent) : { agentSessionId, agent: archive.agent, conversation: 'kept' as const };
+  const agent = fork.agent;
   const snapshot =
-    archive.snapshot === null ? null : { ...archive.snapshot, snapshot: { ...archive.snapshot.snapshot, context: { ...archive.snapshot.snapshot.context, sessionId } } };
+    archive.snapshot === null || context === undefined
+      ? null
+      : {
+          ...archive.snapshot,
+          snapshot: {
+            ...archive.snapshot.snapshot,
+            context: {
+              ...context,
+              sessionId,
+              agentSessionId: fork.agentSessionId,
+              agentSessionResumable: fork.conversation === 'new' ? false : context.agentSessionResumable,
+            },
+          },
+        };
   const state = archive.meta.state ?? 'queued';
   const needsActivation = archive.inbox.length > 0 || !(QUIESCENT_STATES as readonly string[]).includes(state);
   const jobId = needsActivation ? newJobId(sessionId) : '';
@@ -111,11 +126,11 @@ export async function importSession(
       now,
       archive.history.length,
       archive.messages.length,
-      archive.agent.length,
+      agent.length,
       archive.inbox.length,
       ...archive.history.map((e) => JSON.stringify(e)),
       ...archive.messages.flatMap((m) => [m.seq, m.turn, m.attempt, m.type, JSON.stringify(m.content ?? null)]),
-      ...archive.agent.flat(),
+      ...agent.flat(),
       ...archive.inbox.map((p) => JSON.stringify(p)),
     ),
   );
@@ -127,5 +142,13 @@ export async function importSession(
     ...(needsActivation ? { activation: 'add' as const, expireAt: 'remove' as const } : { expireAt: retention > 0 ? now + retention : 'remove' }),
   });
   if (needsActivation) await queue.addActivation(sessionId, jobId);
-  return { sessionId, messages: archive.messages.length, state };
+  return { sessionId, messages: archive.messages.length, state, conversation: fork.conversation };
+}
+
+export interface ImportResult {
+  sessionId: string;
+  messages: number;
+  state: string;
+  /** The agent conversation: `kept` (the same id), `forked` (a copy under a new id continues it), `new` (the copy's next turn starts one). */
+  conversation: 'kept' | 'forked' | 'new';
 }

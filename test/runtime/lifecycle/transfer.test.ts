@@ -92,17 +92,25 @@ describe('export and import', { timeout: 120_000 }, () => {
     const stdout = await cli(['export', sessionId]);
     expect(stdout.stdout.split('\n').slice(1)).toEqual(archiveText.split('\n').slice(1));
 
-    // Into another deployment, under another id: the same session.
+    // Into another deployment, under another id: the same session, with a copy of the agent conversation under an id of its own.
     const copy = await cli(['import', archivePath, '--as', 'copied-session', '--json'], other.prefix);
     expect(copy.stderr).toBe('');
-    expect(JSON.parse(copy.stdout)).toEqual({ sessionId: 'copied-session', messages: original.messages.length, state: 'completed' });
-    expect(await comparable(other, 'copied-session')).toEqual(original);
+    expect(JSON.parse(copy.stdout)).toEqual({ sessionId: 'copied-session', messages: original.messages.length, state: 'completed', conversation: 'forked' });
+    const copied = await comparable(other, 'copied-session');
+    const copyAgentId = copied.context?.agentSessionId;
+    expect(typeof copyAgentId === 'string' && copyAgentId !== original.context?.agentSessionId).toBe(true);
+    expect({ ...copied, context: { ...copied.context, agentSessionId: '*' }, agent: '*' }).toEqual({
+      ...original,
+      context: { ...original.context, agentSessionId: '*' },
+      agent: '*',
+    });
+    expect(Object.keys(copied.agent)).toEqual([`pi:${String(copyAgentId)}`]);
     expect((await other.runtime.listSessions()).map((s) => s.sessionId)).toContain('copied-session');
     // Importing again over it is refused, and changes nothing.
     const twice = await cli(['import', archivePath, '--as', 'copied-session'], other.prefix);
     expect(twice.exitCode).toBe(1);
     expect(twice.stderr).toContain('already exists');
-    expect(await comparable(other, 'copied-session')).toEqual(original);
+    expect(await comparable(other, 'copied-session')).toEqual(copied);
 
     // Delete it here, bring it back from the archive, and go on with the conversation on a host that never saw it.
     expect((await cli(['delete', sessionId])).exitCode).toBe(0);
@@ -121,6 +129,31 @@ describe('export and import', { timeout: 120_000 }, () => {
     const sent = JSON.stringify(server.requests[0]?.body.messages ?? []);
     expect(sent).toContain(TURN_1);
     expect(sent).toContain(TURN_2);
+  });
+
+  it('a copy imported under a new id next to its original continues its own conversation: neither sees the other’s turns, on one host', async () => {
+    // One host for both (one pi session folder): a shared agent session id would mean one shared conversation file.
+    // The other deployment: no worker of its own has run yet (the one above still runs on this one, with another folder).
+    await other.startWorker({ agentOptions: { pi: piHostOptions(env, tempDir('one-state'), tempDir('one-sessions')) } });
+    const { sessionId } = await other.runtime.enqueue({ prompt: TURN_1, options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    expect((await turnEnded(other.runtime, sessionId)).state).toBe('completed');
+    const archive = await other.runtime.exportSession(sessionId);
+    expect(await other.runtime.importSession(archive, { as: `${sessionId}-copy` })).toMatchObject({ conversation: 'forked' });
+
+    const ask = async (id: string, prompt: string): Promise<string> => {
+      server.reset();
+      await other.runtime.enqueue({ sessionId: id, prompt });
+      expect((await turnEnded(other.runtime, id, 2)).state).toBe('completed');
+      expect(server.requests).toHaveLength(1);
+      return JSON.stringify(server.requests[0]?.body.messages ?? []);
+    };
+    const inCopy = await ask(`${sessionId}-copy`, 'COPY-ONLY question');
+    const inOriginal = await ask(sessionId, 'ORIGINAL-ONLY question');
+    // Both continue the first turn; each only its own second one.
+    expect(inCopy).toContain(TURN_1);
+    expect(inOriginal).toContain(TURN_1);
+    expect(inCopy).not.toContain('ORIGINAL-ONLY');
+    expect(inOriginal).not.toContain('COPY-ONLY');
   });
 
   it('a future archive version is refused with a clear error, nothing written', async () => {

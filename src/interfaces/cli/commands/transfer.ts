@@ -47,7 +47,14 @@ export function registerTransfer(program: Command): void {
       try {
         const result = await ctx.client.import(text, flags.as === undefined ? {} : { as: flags.as });
         if (flags.json === true) printJson(result);
-        else process.stdout.write(`imported ${result.sessionId} (${result.messages} messages, state ${result.state})\n`);
+        else {
+          const conversation = {
+            kept: '',
+            forked: '; the agent conversation continues as a copy',
+            new: '; the agent conversation could not be copied: the next turn starts a new one',
+          }[result.conversation];
+          process.stdout.write(`imported ${result.sessionId} (${result.messages} messages, state ${result.state}${conversation})\n`);
+        }
       } catch (error) {
         if (hasErrorCode(error, 'invalid_archive')) throw new CliError(`${file}: ${error.message}; nothing was written`, ExitCode.usage);
         if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
