@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { SESSION_STATES, SETTLED_STATES } from '../../machines/states.ts';
 import { CHANGED_WINDOW_MS, lifecycleKeys } from './lifecycle/keys.ts';
 import type { Runtime, SessionView } from './runtime.ts';
+import { sessionUsage, TOKEN_KINDS, type SessionUsage, type UsageTotals } from './usage/usage.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
@@ -42,6 +43,8 @@ interface Seen {
   historyAt: number;
   /** When this process last looked at the session (entries not looked at for CHANGED_WINDOW_MS are dropped). */
   observedAt: number;
+  /** The session's token sums per agent and model when last counted (`agent\tmodel` → kind → tokens). */
+  tokens: Map<string, UsageTotals>;
 }
 
 /** How far back each refresh looks again in the `changed` index. */
@@ -71,6 +74,7 @@ export class RuntimeMetrics {
   readonly #refreshErrors: Counter;
   readonly #limitInUse: Gauge<'limit'>;
   readonly #limitWaiting: Gauge<'limit'>;
+  readonly #tokens: Counter<'agent' | 'model' | 'kind'>;
 
   constructor(runtime: Runtime, options: MetricsOptions = {}) {
     this.#runtime = runtime;
@@ -116,6 +120,12 @@ export class RuntimeMetrics {
     this.#approvalsWaiting = new Gauge({
       name: 'sessiond_approvals_waiting',
       help: 'Permission requests of agents waiting for an operator (approve / deny), fleet-wide',
+      registers,
+    });
+    this.#tokens = new Counter({
+      name: 'sessiond_tokens_total',
+      help: 'Tokens the agents reported in their terminal messages, by agent, model and kind (input, output, cacheRead, cacheWrite)',
+      labelNames: ['agent', 'model', 'kind'],
       registers,
     });
     this.#refreshErrors = new Counter({ name: 'sessiond_metrics_refresh_errors_total', help: 'Metric refreshes that failed (Redis unreachable…)', registers });
@@ -213,15 +223,46 @@ export class RuntimeMetrics {
       return null;
     }
     const state = meta.state ?? 'queued';
-    const version = `${meta.updatedAt ?? meta.createdAt ?? ''}|${meta.state ?? ''}`;
+    const version = `${meta.updatedAt ?? meta.createdAt ?? ''}|${meta.state ?? ''}|${meta.usage ?? ''}`;
     const seen = this.#seen.get(sessionId);
     if (seen !== undefined && seen.version === version) {
       seen.observedAt = Date.now();
       return state;
     }
     const view = await this.#runtime.getSession(sessionId);
-    if (view !== null) this.#seen.set(sessionId, this.#count(view, version, seen));
+    if (view !== null) {
+      const next = this.#count(view, version, seen);
+      next.tokens = this.#countTokens(sessionUsage(meta), seen);
+      this.#seen.set(sessionId, next);
+    }
     return state;
+  }
+
+  /**
+   * Adds what the session's token sums grew by since this process last counted them. A session it
+   * has not seen (or forgot: unseen for CHANGED_WINDOW_MS) counts only its latest turn's attempts
+   * that ended within that window — they cannot have been counted before — and its sums become
+   * the baseline. Returns the sums counted so far.
+   */
+  #countTokens(usage: SessionUsage | null, previous: Seen | undefined): Map<string, UsageTotals> {
+    const now = new Map<string, UsageTotals>();
+    if (usage === null) return previous?.tokens ?? now;
+    for (const m of usage.byModel) now.set(`${m.agent}\t${m.model}`, m.usage);
+    const add = (key: string, delta: (kind: (typeof TOKEN_KINDS)[number]) => number): void => {
+      const [agent = '', model = ''] = key.split('\t');
+      for (const kind of TOKEN_KINDS) {
+        const n = delta(kind);
+        if (n > 0) this.#tokens.inc({ agent, model, kind }, n);
+      }
+    };
+    if (previous !== undefined) {
+      for (const [key, sums] of now) add(key, (kind) => (sums[kind] ?? 0) - (previous.tokens.get(key)?.[kind] ?? 0));
+      return now;
+    }
+    const turn = usage.turn;
+    const horizon = Date.now() - CHANGED_WINDOW_MS;
+    if (turn !== null) for (const a of turn.attempts) if (a.at >= horizon) add(`${a.agent}\t${a.model}`, (kind) => a.usage[kind] ?? 0);
+    return now;
   }
 
   #count(view: SessionView, version: string, previous: Seen | undefined): Seen {
@@ -229,7 +270,15 @@ export class RuntimeMetrics {
     const seen: Seen =
       previous !== undefined && turn !== null && previous.turn === turn.index
         ? { ...previous, version, observedAt: Date.now() }
-        : { version, turn: turn?.index ?? 0, attempts: new Set(), turnCounted: false, historyAt: previous?.historyAt ?? 0, observedAt: Date.now() };
+        : {
+            version,
+            turn: turn?.index ?? 0,
+            attempts: new Set(),
+            turnCounted: false,
+            historyAt: previous?.historyAt ?? 0,
+            observedAt: Date.now(),
+            tokens: previous?.tokens ?? new Map(),
+          };
     if (turn !== null) {
       for (const a of turn.attempts) {
         if (a.outcome === null || seen.attempts.has(a.attempt)) continue;

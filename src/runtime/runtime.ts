@@ -13,6 +13,7 @@ import { createSessionQueue, MAX_PRIORITY, MIN_PRIORITY, newJobId, type SessionQ
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
+import { sessionUsage, type SessionUsage } from './usage/usage.ts';
 import { parseDuration } from '../config/duration.ts';
 import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
@@ -91,6 +92,8 @@ export interface SessionView {
   cancelRequested: boolean;
   /** The permission requests of the session's current turn (decided ones included). */
   approvals: StoredApproval[];
+  /** Token usage summed per session, latest turn and attempt (null: none reported yet). */
+  usage: SessionUsage | null;
 }
 
 export interface WorkerHeartbeat {
@@ -547,6 +550,7 @@ export class Runtime {
       heldBy,
       cancelRequested: cancel !== null,
       approvals,
+      usage: sessionUsage(meta),
     };
   }
 
