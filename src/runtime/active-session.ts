@@ -15,7 +15,7 @@ import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerScope } from './orphans.ts';
 import { SessionWriter, type SnapshotValue } from './session-writer.ts';
-import { usageTotals } from './usage/usage.ts';
+import { tokenCount, usageTotals } from './usage/usage.ts';
 import { SessionTracer } from './tracing/session-tracer.ts';
 import type { Tracing } from './tracing/tracing.ts';
 import { AttemptApprovals } from './approvals/gate.ts';
@@ -225,7 +225,9 @@ export class ActiveSession {
     if (hold === null || gate === undefined) return;
     // A rate limit with a Retry-After pauses the starts of every session under the same keys until then.
     const retryAfter = terminal?.type === 'terminal.failed' && terminal.content.category === 'rate_limited' ? (terminal.content.retryAfterMs ?? 0) : 0;
-    const woken = await gate.limits.release(hold, retryAfter > 0 ? Date.now() + retryAfter : 0).catch(() => [] as string[]);
+    // The tokens it reported count against the keys' maxTokensPerMinute.
+    const usage = terminal?.type === 'terminal.completed' ? usageTotals(terminal.content.usage) : null;
+    const woken = await gate.limits.release(hold, retryAfter > 0 ? Date.now() + retryAfter : 0, usage === null ? 0 : tokenCount(usage)).catch(() => [] as string[]);
     if (woken.length > 0) gate.wake(woken.filter((id) => id !== this.#sessionId));
   }
 

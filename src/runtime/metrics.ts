@@ -232,7 +232,7 @@ export class RuntimeMetrics {
     const view = await this.#runtime.getSession(sessionId);
     if (view !== null) {
       const next = this.#count(view, version, seen);
-      next.tokens = this.#countTokens(sessionUsage(meta), seen);
+      next.tokens = this.#countTokens(sessionUsage(meta), seen, Number(meta.createdAt ?? 0));
       this.#seen.set(sessionId, next);
     }
     return state;
@@ -240,11 +240,11 @@ export class RuntimeMetrics {
 
   /**
    * Adds what the session's token sums grew by since this process last counted them. A session it
-   * has not seen (or forgot: unseen for CHANGED_WINDOW_MS) counts only its latest turn's attempts
-   * that ended within that window — they cannot have been counted before — and its sums become
-   * the baseline. Returns the sums counted so far.
+   * has not seen (or forgot: unseen for CHANGED_WINDOW_MS) counts all its sums when it was created
+   * within that window, else only its latest turn's attempts that ended within it (neither can
+   * have been counted before); its sums become the baseline. Returns the sums counted so far.
    */
-  #countTokens(usage: SessionUsage | null, previous: Seen | undefined): Map<string, UsageTotals> {
+  #countTokens(usage: SessionUsage | null, previous: Seen | undefined, createdAt: number): Map<string, UsageTotals> {
     const now = new Map<string, UsageTotals>();
     if (usage === null) return previous?.tokens ?? now;
     for (const m of usage.byModel) now.set(`${m.agent}\t${m.model}`, m.usage);
@@ -261,6 +261,10 @@ export class RuntimeMetrics {
     }
     const turn = usage.turn;
     const horizon = Date.now() - CHANGED_WINDOW_MS;
+    if (createdAt >= horizon) {
+      for (const [key, sums] of now) add(key, (kind) => sums[kind] ?? 0);
+      return now;
+    }
     if (turn !== null) for (const a of turn.attempts) if (a.at >= horizon) add(`${a.agent}\t${a.model}`, (kind) => a.usage[kind] ?? 0);
     return now;
   }

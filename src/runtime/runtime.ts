@@ -130,6 +130,7 @@ export interface LimitView {
   match: LimitRule['match'];
   maxConcurrent: number | null;
   maxStartsPerMinute: number | null;
+  maxTokensPerMinute: number | null;
   paused: boolean;
   inUse: number;
   waiting: number;
@@ -209,6 +210,7 @@ export class Runtime {
         match: rule.match,
         maxConcurrent: rule.maxConcurrent === 0 ? null : rule.maxConcurrent,
         maxStartsPerMinute: rule.maxStartsPerMinute === 0 ? null : rule.maxStartsPerMinute,
+        maxTokensPerMinute: rule.maxTokensPerMinute === 0 ? null : rule.maxTokensPerMinute,
         paused: paused.includes('*') || paused.includes(rule.name),
         inUse: keys.reduce((n, k) => n + k.inUse, 0),
         waiting: keys.reduce((n, k) => n + k.waiting, 0),
