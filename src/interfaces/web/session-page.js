@@ -307,8 +307,8 @@ export function sessionPage(main, sessionId) {
     const parts = [];
     if (u.input !== undefined) parts.push(`${u.input} in`);
     if (u.output !== undefined) parts.push(`${u.output} out`);
-    if (u.cacheRead !== undefined) parts.push(`${u.cacheRead} cache read`);
-    if (u.cacheWrite !== undefined) parts.push(`${u.cacheWrite} cache write`);
+    if (u.cacheRead) parts.push(`${u.cacheRead} cache read`);
+    if (u.cacheWrite) parts.push(`${u.cacheWrite} cache write`);
     return parts.length === 0 ? 'none' : parts.join(' / ');
   }
 

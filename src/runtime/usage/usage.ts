@@ -101,13 +101,13 @@ export function sessionUsage(meta: Readonly<Record<string, string>>): SessionUsa
   return { total: totalsOf(total), turn, byModel };
 }
 
-/** `12 in / 3 out / 100 cache read` — the tokens that were reported, for the CLI and the dashboard. */
+/** `12 in / 3 out / 100 cache read` — the tokens that were reported (cache and cost only when not 0), for the CLI. */
 export function formatUsage(usage: UsageTotals): string {
   const parts: string[] = [];
   if (usage.input !== undefined) parts.push(`${usage.input} in`);
   if (usage.output !== undefined) parts.push(`${usage.output} out`);
-  if (usage.cacheRead !== undefined) parts.push(`${usage.cacheRead} cache read`);
-  if (usage.cacheWrite !== undefined) parts.push(`${usage.cacheWrite} cache write`);
-  if (usage.cost !== undefined) parts.push(`cost ${Math.round(usage.cost * 1e6) / 1e6}`);
+  if (usage.cacheRead) parts.push(`${usage.cacheRead} cache read`);
+  if (usage.cacheWrite) parts.push(`${usage.cacheWrite} cache write`);
+  if (usage.cost) parts.push(`cost ${Math.round(usage.cost * 1e6) / 1e6}`);
   return parts.length === 0 ? 'none reported' : parts.join(' / ');
 }
