@@ -82,7 +82,14 @@ export class FleetLimits {
   async release(hold: Hold, cooldownUntil = 0, tokens = 0): Promise<string[]> {
     if (hold.keys.length === 0) return [];
     const redisKeys = [`${this.#tag}:keys`, ...hold.keys.flatMap((k) => this.#keysOf(k.key))];
-    const args = [Date.now(), hold.id, Math.round(cooldownUntil), hold.keys.length, ...hold.keys.flatMap((k) => [k.key, k.maxConcurrent]), Math.max(0, Math.round(tokens))];
+    const args = [
+      Date.now(),
+      hold.id,
+      Math.round(cooldownUntil),
+      hold.keys.length,
+      ...hold.keys.flatMap((k) => [k.key, k.maxConcurrent, k.maxTokensPerMinute]),
+      Math.max(0, Math.round(tokens)),
+    ];
     return (await this.#redis.eval(RELEASE, redisKeys.length, ...redisKeys, ...args.map(String))) as string[];
   }
 

@@ -143,7 +143,7 @@ return {1}
 
 /**
  * KEYS: keys, then PER_KEY per limit key held. ARGV: now, holdId, cooldownUntil (0: none), n, then per key: key, maxConcurrent,
- * then the tokens the attempt reported (counted in each key's `tokens`, for maxTokensPerMinute).
+ * maxTokensPerMinute, then the tokens the attempt reported (counted in the `tokens` of each key with a token cap).
  * Gives the hold back; a rate-limited attempt with a Retry-After starts (or lengthens) the key's
  * cooldown; the probe that ends otherwise ends it. → the sessions to wake (the head waiters there is
  * now room for), without duplicates.
@@ -153,17 +153,18 @@ local now = tonumber(ARGV[1])
 local hold = ARGV[2]
 local coolUntil = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
-local used = tonumber(ARGV[5 + n * 2] or '0') or 0
+local used = tonumber(ARGV[5 + n * 3] or '0') or 0
 local wake, seen = {}, {}
 for i = 1, n do
   local b = 1 + (i - 1) * 6
   local held, wait, starts, cool, wexp, tokens = KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6]
-  if used > 0 then
+  local key = ARGV[5 + (i - 1) * 3]
+  local maxC = tonumber(ARGV[6 + (i - 1) * 3])
+  local maxT = tonumber(ARGV[7 + (i - 1) * 3])
+  if used > 0 and maxT > 0 then
     redis.call('HINCRBY', tokens, tostring(math.floor(now / 1000)), used)
     redis.call('PEXPIRE', tokens, 120000)
   end
-  local key = ARGV[5 + (i - 1) * 2]
-  local maxC = tonumber(ARGV[6 + (i - 1) * 2])
   redis.call('ZREM', held, hold)
   redis.call('ZREMRANGEBYSCORE', held, '-inf', now)
   local c = redis.call('HMGET', cool, 'until', 'probe')
