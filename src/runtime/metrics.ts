@@ -47,6 +47,9 @@ interface Seen {
   tokens: Map<string, UsageTotals>;
 }
 
+/** Distinct agent/model label pairs of `sessiond_tokens_total`; further pairs are counted under model `other`. */
+const MAX_TOKEN_LABELS = 200;
+
 /** How far back each refresh looks again in the `changed` index. */
 const CHANGED_MARGIN_MS = 10_000;
 
@@ -75,6 +78,8 @@ export class RuntimeMetrics {
   readonly #limitInUse: Gauge<'limit'>;
   readonly #limitWaiting: Gauge<'limit'>;
   readonly #tokens: Counter<'agent' | 'model' | 'kind'>;
+  /** The agent/model pairs `sessiond_tokens_total` has label values for (at most MAX_TOKEN_LABELS). */
+  readonly #tokenLabels = new Set<string>();
 
   constructor(runtime: Runtime, options: MetricsOptions = {}) {
     this.#runtime = runtime;
@@ -249,7 +254,10 @@ export class RuntimeMetrics {
     if (usage === null) return previous?.tokens ?? now;
     for (const m of usage.byModel) now.set(`${m.agent}\t${m.model}`, m.usage);
     const add = (key: string, delta: (kind: (typeof TOKEN_KINDS)[number]) => number): void => {
-      const [agent = '', model = ''] = key.split('\t');
+      const [agent = '', named = ''] = key.split('\t');
+      // Models come from callers: past MAX_TOKEN_LABELS pairs, further ones are counted as `other`.
+      if (!this.#tokenLabels.has(key) && this.#tokenLabels.size < MAX_TOKEN_LABELS) this.#tokenLabels.add(key);
+      const model = this.#tokenLabels.has(key) ? named : 'other';
       for (const kind of TOKEN_KINDS) {
         const n = delta(kind);
         if (n > 0) this.#tokens.inc({ agent, model, kind }, n);
