@@ -111,7 +111,7 @@ export interface SessionContext {
 /** Why a session's next attempt is not started yet: a fleet limit's name and what holds it back. */
 export interface WaitingFor {
   limit: string;
-  reason: 'full' | 'rate' | 'cooldown' | 'paused';
+  reason: 'full' | 'rate' | 'tokens' | 'cooldown' | 'paused';
   /** When the holder looks again at the latest (ms); a release of capacity wakes it sooner. */
   until: number;
   since: number;

@@ -16,6 +16,9 @@ import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerScope } from './orphans.ts';
 import { SessionWriter, type SnapshotValue } from './session-writer.ts';
+import { tokenCount, usageTotals } from './usage/usage.ts';
+import { SessionTracer } from './tracing/session-tracer.ts';
+import type { Tracing } from './tracing/tracing.ts';
 import { AttemptApprovals } from './approvals/gate.ts';
 import { ApprovalStore } from './approvals/store.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
@@ -42,6 +45,10 @@ export interface ActiveSessionConfig {
   gate?: AdmissionGate;
   /** Told of what an embedder may observe (src/api/worker.ts); a listener that throws changes nothing. */
   events?: SessionEvents;
+  /** Spans of turns and attempts (none: no tracing, nothing is made). */
+  tracing?: Tracing | null;
+  /** This worker's id (on the spans). */
+  workerId?: string;
 }
 
 /** What a worker tells its embedder, as the session machine takes it (the fenced write follows at once). */
@@ -113,6 +120,7 @@ export class ActiveSession {
   readonly #decisionListeners = new Set<() => void>();
   /** Approval requests may be stored for this session (asked in this activation, or restored mid-turn): cleared when the turn is over. */
   #approvalsUsed = false;
+  readonly #tracer: SessionTracer | null;
 
   constructor(init: {
     store: SessionStore;
@@ -137,6 +145,8 @@ export class ActiveSession {
     this.#loadedCancel = init.loaded?.cancel;
     this.#loadedInbox = init.loaded?.inbox;
     this.#machine = init.machine;
+    const tracing = init.config.tracing ?? null;
+    this.#tracer = tracing === null ? null : new SessionTracer(tracing, init.sessionId, init.config.workerId ?? init.token.split('#')[0] ?? '');
   }
 
   get sessionId(): string {
@@ -216,7 +226,9 @@ export class ActiveSession {
     if (hold === null || gate === undefined) return;
     // A rate limit with a Retry-After pauses the starts of every session under the same keys until then.
     const retryAfter = terminal?.type === 'terminal.failed' && terminal.content.category === 'rate_limited' ? (terminal.content.retryAfterMs ?? 0) : 0;
-    const woken = await gate.limits.release(hold, retryAfter > 0 ? Date.now() + retryAfter : 0).catch(() => [] as string[]);
+    // The tokens it reported count against the keys' maxTokensPerMinute.
+    const usage = terminal?.type === 'terminal.completed' ? usageTotals(terminal.content.usage) : null;
+    const woken = await gate.limits.release(hold, retryAfter > 0 ? Date.now() + retryAfter : 0, usage === null ? 0 : tokenCount(usage)).catch(() => [] as string[]);
     if (woken.length > 0) gate.wake(woken.filter((id) => id !== this.#sessionId));
   }
 
@@ -235,6 +247,18 @@ export class ActiveSession {
     if (account !== undefined) values.account = account;
     if (tenant !== undefined) values.tenant = tenant;
     return values;
+  }
+
+  #trace(): void {
+    const actor = this.#actor;
+    if (this.#tracer === null || actor === null) return;
+    this.#tracer.observe(actor.getSnapshot().context, this.#usageLabels());
+  }
+
+  /** The agent and model the current turn's attempts run with (the metrics' labels of its tokens). */
+  #usageLabels(): { agent: string; model: string } {
+    const values = this.#matchValues(this.#actor?.getSnapshot().context.turn?.options ?? {});
+    return { agent: values.agent ?? 'pi', model: values.model ?? 'default' };
   }
 
   /** The machine's `admissionRequired` guard: a limit applies to the next attempt, or dispatch may be paused. */
@@ -281,6 +305,7 @@ export class ActiveSession {
     const persisted = raw === null ? null : (JSON.parse(raw) as PersistedSession);
     // Queued prompts an operator removed leave the mailbox before the actor runs (no turn can start first).
     if (persisted !== null) await this.#dropRemoved(persisted);
+    this.#tracer?.restore(this.#meta.trace, persisted?.snapshot.context ?? null);
     this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink(), (options) => this.#gated(options));
     const machine = this.#machine.machine;
     const events = this.#config.events;
@@ -316,10 +341,13 @@ export class ActiveSession {
     this.#actor.subscribe({
       next: () => {
         this.#persist();
+        this.#trace();
         this.#poke();
       },
       error: () => this.#poke(),
     });
+    // What the restore itself recorded (an attempt found interrupted) is traced too.
+    this.#trace();
     if (persisted === null) {
       // A new session: nothing to write yet; its first snapshot goes with the first prompt's write.
       this.#stage();
@@ -570,7 +598,15 @@ export class ActiveSession {
 
   #sink(): MessageSink {
     return (message, meta) => {
-      if (message.type === 'terminal.completed') this.#answered = `${meta.turn}/${meta.attempt}`;
+      if (message.type === 'terminal.completed') {
+        this.#answered = `${meta.turn}/${meta.attempt}`;
+        // Counted by the same fenced write as the terminal message (queued first: never split from it).
+        const usage = usageTotals(message.content.usage);
+        if (usage !== null) {
+          this.#writer.usage({ turn: meta.turn, attempt: meta.attempt, ...this.#usageLabels(), usage, at: Date.now() });
+          this.#tracer?.tokens(meta.turn, meta.attempt, usage);
+        }
+      }
       const events = this.#config.events;
       if (message.type === 'terminal.failed' && events?.attemptFailed !== undefined) {
         const { category, text } = message.content;
@@ -591,6 +627,7 @@ export class ActiveSession {
     const approvals = this.#approvals;
     const token = this.#token;
     const decisionListeners = this.#decisionListeners;
+    const tracer = this.#tracer;
     const useApprovals = (): void => {
       this.#approvalsUsed = true;
     };
@@ -600,6 +637,9 @@ export class ActiveSession {
       running.add(done);
       let terminal: CliMessage | null = null;
       try {
+        // The turn's trace context goes with it: a worker that takes the turn over after a crash joins the same trace.
+        const traced = tracer?.beginAttempt(request.turn, request.attempt) ?? null;
+        if (traced?.store != null) writer.trace(traced.store);
         // The snapshot saying this attempt runs is in Redis before the agent starts.
         await writer.flush();
         // Options read back from Redis are a caller's: checked again, as at enqueue, before anything runs.
@@ -637,7 +677,13 @@ export class ActiveSession {
           let full = false;
           for await (const message of attempt.agent.run(
             { text: request.text, resumeSessionId: request.agentSessionId, options: attempt.options },
-            { signal, marker: attempt.marker, approvals: gate, ...(config.limits === undefined ? {} : { limits: config.limits }) },
+            {
+              signal,
+              marker: attempt.marker,
+              approvals: gate,
+              ...(config.limits === undefined ? {} : { limits: config.limits }),
+              ...(traced === null ? {} : { traceparent: traced.traceparent }),
+            },
           )) {
             if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
             if (room <= 0 && message.type !== 'terminal.completed' && message.type !== 'terminal.failed') {

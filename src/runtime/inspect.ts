@@ -1,5 +1,6 @@
 import { isSettledState } from '../../machines/states.ts';
 import type { SessionView } from './runtime.ts';
+import type { UsageTotals } from './usage/usage.ts';
 
 export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'completed' | 'failed' | 'cancelled';
 
@@ -16,8 +17,22 @@ export interface SessionSummary {
     prompt: string | null;
     failureReason?: string;
     cancelReason?: string;
-    attempts: Array<{ attempt: number; outcome: string | null; category?: string; errorText?: string; delayMs?: number; startedAt: number; endedAt: number | null }>;
+    attempts: Array<{
+      attempt: number;
+      outcome: string | null;
+      category?: string;
+      errorText?: string;
+      delayMs?: number;
+      startedAt: number;
+      endedAt: number | null;
+      /** The tokens this attempt's terminal message reported. */
+      usage?: UsageTotals;
+    }>;
+    /** The tokens this turn's attempts reported, summed. */
+    usage?: UsageTotals;
   } | null;
+  /** The tokens the session's attempts reported, summed, in all and per agent and model (absent: none reported). */
+  usage?: { total: UsageTotals; byModel: Array<{ agent: string; model: string; usage: UsageTotals }> };
   nextRetryAt?: number;
   /** In `waiting`: the fleet limit the next attempt waits for, why (full, rate, cooldown, paused), since and until when at the latest. */
   waitingFor?: { limit: string; reason: string; since: number; until: number };
@@ -64,6 +79,7 @@ export function summarize(view: SessionView): SessionSummary {
     turnView = { index: taken + (context?.mailbox.length ?? 0) + view.queued.length, status: 'queued', prompt: next?.text ?? null, attempts: [] };
   } else if (turn !== null) {
     const status: TurnStatusView = turn.status === 'cancelling' ? 'running' : turn.status;
+    const turnUsage = view.usage?.turn?.index === turn.index ? view.usage.turn : null;
     turnView = {
       index: turn.index,
       status,
@@ -78,7 +94,9 @@ export function summarize(view: SessionView): SessionSummary {
         ...(a.delayMs === null ? {} : { delayMs: a.delayMs }),
         startedAt: a.startedAt,
         endedAt: a.endedAt,
+        ...usageOf(turnUsage?.attempts.find((u) => u.attempt === a.attempt)?.usage),
       })),
+      ...usageOf(turnUsage?.total),
     };
   }
   return {
@@ -95,6 +113,7 @@ export function summarize(view: SessionView): SessionSummary {
     policy: view.policyOverride ?? context?.policy ?? null,
     policySource: view.policyOverride === null ? 'global' : 'session',
     queuedPrompts: view.queued.length + (context?.mailbox.length ?? 0),
+    ...(view.usage == null ? {} : { usage: { total: view.usage.total, byModel: view.usage.byModel } }),
     history: view.history,
     lastSeq: view.lastSeq,
     heldBy: view.heldBy,
@@ -114,6 +133,10 @@ export function summarize(view: SessionView): SessionSummary {
             }))
         : [],
   };
+}
+
+function usageOf(usage: UsageTotals | undefined): { usage?: UsageTotals } {
+  return usage === undefined ? {} : { usage };
 }
 
 /** The latest turn has reached its final state and no prompt waits: nothing more will be written until a new prompt. */

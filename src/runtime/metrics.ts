@@ -3,6 +3,7 @@ import { SESSION_STATES, SETTLED_STATES } from '../../machines/states.ts';
 import { CHANGED_WINDOW_MS, lifecycleKeys } from './lifecycle/keys.ts';
 import type { Runtime, SessionView } from './runtime.ts';
 import { counterTotals, foldCounters, parseField } from './counters.ts';
+import { sessionUsage, TOKEN_KINDS, type SessionUsage, type UsageTotals } from './usage/usage.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
@@ -44,7 +45,12 @@ interface Seen {
   historyAt: number;
   /** When this process last looked at the session (entries not looked at for CHANGED_WINDOW_MS are dropped). */
   observedAt: number;
+  /** The session's token sums per agent and model when last counted (`agent\tmodel` → kind → tokens). */
+  tokens: Map<string, UsageTotals>;
 }
+
+/** Distinct agent/model label pairs of `sessiond_tokens_total`; further pairs are counted under model `other`. */
+const MAX_TOKEN_LABELS = 200;
 
 /** How far back each refresh looks again in the `changed` index. */
 const CHANGED_MARGIN_MS = 10_000;
@@ -75,6 +81,9 @@ export class RuntimeMetrics {
   readonly #refreshErrors: Counter;
   readonly #limitInUse: Gauge<'limit'>;
   readonly #limitWaiting: Gauge<'limit'>;
+  readonly #tokens: Counter<'agent' | 'model' | 'kind'>;
+  /** The agent/model pairs `sessiond_tokens_total` has label values for (at most MAX_TOKEN_LABELS). */
+  readonly #tokenLabels = new Set<string>();
 
   constructor(runtime: Runtime, options: MetricsOptions = {}) {
     this.#runtime = runtime;
@@ -120,6 +129,12 @@ export class RuntimeMetrics {
     this.#approvalsWaiting = new Gauge({
       name: 'sessiond_approvals_waiting',
       help: 'Permission requests of agents waiting for an operator (approve / deny), fleet-wide',
+      registers,
+    });
+    this.#tokens = new Counter({
+      name: 'sessiond_tokens_total',
+      help: 'Tokens the agents reported in their terminal messages, by agent, model and kind (input, output, cacheRead, cacheWrite)',
+      labelNames: ['agent', 'model', 'kind'],
       registers,
     });
     this.#refreshErrors = new Counter({ name: 'sessiond_metrics_refresh_errors_total', help: 'Metric refreshes that failed (Redis unreachable…)', registers });
@@ -230,7 +245,7 @@ export class RuntimeMetrics {
       return null;
     }
     const state = meta.state ?? 'queued';
-    const version = `${meta.updatedAt ?? meta.createdAt ?? ''}|${meta.state ?? ''}`;
+    const version = `${meta.updatedAt ?? meta.createdAt ?? ''}|${meta.state ?? ''}|${meta.usage ?? ''}`;
     const seen = this.#seen.get(sessionId);
     if (seen !== undefined && seen.version === version) {
       seen.observedAt = Date.now();
@@ -239,8 +254,46 @@ export class RuntimeMetrics {
     // Its attempt and retry counters into the fleet totals (a fold adds only what is new).
     await foldCounters(this.#runtime.redis, this.#runtime.keys, sessionId);
     const view = await this.#runtime.getSession(sessionId);
-    if (view !== null) this.#seen.set(sessionId, this.#count(view, version, seen));
+    if (view !== null) {
+      const next = this.#count(view, version, seen);
+      next.tokens = this.#countTokens(sessionUsage(meta), seen, Number(meta.createdAt ?? 0));
+      this.#seen.set(sessionId, next);
+    }
     return state;
+  }
+
+  /**
+   * Adds what the session's token sums grew by since this process last counted them. A session it
+   * has not seen (or forgot: unseen for CHANGED_WINDOW_MS) counts all its sums when it was created
+   * within that window, else only its latest turn's attempts that ended within it (neither can
+   * have been counted before); its sums become the baseline. Returns the sums counted so far.
+   */
+  #countTokens(usage: SessionUsage | null, previous: Seen | undefined, createdAt: number): Map<string, UsageTotals> {
+    const now = new Map<string, UsageTotals>();
+    if (usage === null) return previous?.tokens ?? now;
+    for (const m of usage.byModel) now.set(`${m.agent}\t${m.model}`, m.usage);
+    const add = (key: string, delta: (kind: (typeof TOKEN_KINDS)[number]) => number): void => {
+      const [agent = '', named = ''] = key.split('\t');
+      // Models come from callers: past MAX_TOKEN_LABELS pairs, further ones are counted as `other`.
+      if (!this.#tokenLabels.has(key) && this.#tokenLabels.size < MAX_TOKEN_LABELS) this.#tokenLabels.add(key);
+      const model = this.#tokenLabels.has(key) ? named : 'other';
+      for (const kind of TOKEN_KINDS) {
+        const n = delta(kind);
+        if (n > 0) this.#tokens.inc({ agent, model, kind }, n);
+      }
+    };
+    if (previous !== undefined) {
+      for (const [key, sums] of now) add(key, (kind) => (sums[kind] ?? 0) - (previous.tokens.get(key)?.[kind] ?? 0));
+      return now;
+    }
+    const turn = usage.turn;
+    const horizon = Date.now() - CHANGED_WINDOW_MS;
+    if (createdAt >= horizon) {
+      for (const [key, sums] of now) add(key, (kind) => sums[kind] ?? 0);
+      return now;
+    }
+    if (turn !== null) for (const a of turn.attempts) if (a.at >= horizon) add(`${a.agent}\t${a.model}`, (kind) => a.usage[kind] ?? 0);
+    return now;
   }
 
   #count(view: SessionView, version: string, previous: Seen | undefined): Seen {
@@ -248,7 +301,14 @@ export class RuntimeMetrics {
     const seen: Seen =
       previous !== undefined && turn !== null && previous.turn === turn.index
         ? { ...previous, version, observedAt: Date.now() }
-        : { version, turn: turn?.index ?? 0, turnCounted: false, historyAt: previous?.historyAt ?? 0, observedAt: Date.now() };
+        : {
+            version,
+            turn: turn?.index ?? 0,
+            turnCounted: false,
+            historyAt: previous?.historyAt ?? 0,
+            observedAt: Date.now(),
+            tokens: previous?.tokens ?? new Map(),
+          };
     if (turn !== null) {
       if (!seen.turnCounted && ENDED_TURN.has(turn.status) && turn.endedAt !== null) {
         seen.turnCounted = true;

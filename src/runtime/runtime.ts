@@ -13,6 +13,7 @@ import { createSessionQueue, MAX_PRIORITY, MIN_PRIORITY, newJobId, type SessionQ
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
+import { sessionUsage, type SessionUsage } from './usage/usage.ts';
 import { parseDuration } from '../config/duration.ts';
 import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
@@ -91,6 +92,8 @@ export interface SessionView {
   cancelRequested: boolean;
   /** The permission requests of the session's current turn (decided ones included). */
   approvals: StoredApproval[];
+  /** Token usage summed per session, latest turn and attempt (null: none reported yet). */
+  usage: SessionUsage | null;
 }
 
 export interface WorkerHeartbeat {
@@ -127,6 +130,7 @@ export interface LimitView {
   match: LimitRule['match'];
   maxConcurrent: number | null;
   maxStartsPerMinute: number | null;
+  maxTokensPerMinute: number | null;
   paused: boolean;
   inUse: number;
   waiting: number;
@@ -206,6 +210,7 @@ export class Runtime {
         match: rule.match,
         maxConcurrent: rule.maxConcurrent === 0 ? null : rule.maxConcurrent,
         maxStartsPerMinute: rule.maxStartsPerMinute === 0 ? null : rule.maxStartsPerMinute,
+        maxTokensPerMinute: rule.maxTokensPerMinute === 0 ? null : rule.maxTokensPerMinute,
         paused: paused.includes('*') || paused.includes(rule.name),
         inUse: keys.reduce((n, k) => n + k.inUse, 0),
         waiting: keys.reduce((n, k) => n + k.waiting, 0),
@@ -547,6 +552,7 @@ export class Runtime {
       heldBy,
       cancelRequested: cancel !== null,
       approvals,
+      usage: sessionUsage(meta),
     };
   }
 

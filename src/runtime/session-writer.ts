@@ -1,4 +1,5 @@
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
+import type { UsageRecord } from './usage/usage.ts';
 
 type Batch = Required<Omit<WriteBatch, 'writeId' | 'release'>>;
 
@@ -69,6 +70,16 @@ export class SessionWriter {
     const { json, state } = take();
     this.#pending.snapshot = json;
     this.#pending.state = state;
+  }
+
+  /** An attempt's token usage: call it with its terminal message (same batch, so counted with it, once). */
+  usage(record: UsageRecord): void {
+    this.#pending.usage.push(record);
+  }
+
+  /** The current turn's trace context (JSON), stored in the session's meta with the next write. */
+  trace(json: string): void {
+    this.#pending.trace = json;
   }
 
   history(entry: unknown): void {
@@ -157,6 +168,8 @@ export class SessionWriter {
         agentState: batch.agentState,
         messages: batch.messages,
         counters: batch.counters,
+        usage: batch.usage,
+        ...(batch.trace === '' ? {} : { trace: batch.trace }),
       });
       return result.released;
     } catch (error) {
@@ -173,9 +186,19 @@ export class SessionWriter {
 }
 
 function emptyBatch(): Batch {
-  return { snapshot: '', state: '', inboxTrim: 0, clearCancel: false, history: [], agentState: [], messages: [], counters: [] };
+  return { snapshot: '', state: '', inboxTrim: 0, clearCancel: false, history: [], agentState: [], messages: [], counters: [], usage: [], trace: '' };
 }
 
 function isEmpty(b: Batch): boolean {
-  return b.snapshot === '' && b.inboxTrim === 0 && !b.clearCancel && b.history.length === 0 && b.agentState.length === 0 && b.messages.length === 0 && b.counters.length === 0;
+  return (
+    b.snapshot === '' &&
+    b.inboxTrim === 0 &&
+    !b.clearCancel &&
+    b.history.length === 0 &&
+    b.agentState.length === 0 &&
+    b.messages.length === 0 &&
+    b.counters.length === 0 &&
+    b.usage.length === 0 &&
+    b.trace === ''
+  );
 }

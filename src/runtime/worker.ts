@@ -7,6 +7,7 @@ import { SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { detectContainment, type AttemptLimits } from '../process/index.ts';
 import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
+import { createTracing, type Tracing } from './tracing/tracing.ts';
 import { deploymentPolicy } from './deployment-policy.ts';
 import { EventBus } from './event-bus.ts';
 import type { Keys } from './keys.ts';
@@ -61,6 +62,8 @@ export interface WorkerOptions {
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
   /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
   events?: ActiveSessionConfig['events'];
+  /** Traces of turns and attempts. Default: OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, none otherwise (see tracing/tracing.ts). */
+  tracing?: Tracing | null;
 }
 
 /** The defaults of the options above (one place for them and the config schema: src/config/defaults.ts). */
@@ -92,6 +95,7 @@ export class SessionWorker {
   readonly #fleetLimits: FleetLimits;
   readonly #gate: AdmissionGate;
   #paused = false;
+  #tracing: Tracing | null = null;
 
   constructor(options: WorkerOptions) {
     this.#options = options;
@@ -137,6 +141,8 @@ export class SessionWorker {
     // Said once: how this worker keeps the processes of an attempt from outliving it.
     if (this.#containment.mode === 'sweep') log('warn', 'attempts are not contained by cgroups on this host', { containment: this.#containment.detail });
     else log('info', 'attempts contained by cgroups', { containment: this.#containment.detail });
+    this.#tracing = this.#options.tracing !== undefined ? this.#options.tracing : await createTracing();
+    if (this.#tracing !== null) log('info', 'traces exported over OTLP/HTTP');
     const reaped = await reapOrphans(markerScope(this.#options.keys.prefix));
     if (reaped.reaped > 0) log('warn', 'killed agent processes left by a dead worker', reaped);
     await this.#bus.start();
@@ -289,6 +295,8 @@ export class SessionWorker {
           ...(this.#options.maxLogMessages === undefined ? {} : { maxLogMessages: this.#options.maxLogMessages }),
           ...(this.#options.events === undefined ? {} : { events: this.#options.events }),
           gate: this.#gate,
+          tracing: this.#tracing,
+          workerId: this.id,
         },
         globalPolicy: () => this.#policies.get(),
         loaded: lease.loaded,
@@ -329,6 +337,7 @@ export class SessionWorker {
         clearTimeout(deadline);
       }
       await this.#store.flushIndex().catch(() => undefined);
+      await this.#tracing?.shutdown();
       await this.#redis.hdel(this.#options.keys.workers, this.id).catch(() => undefined);
       this.#subscriber.disconnect();
       await this.#redis.quit().catch(() => undefined);

@@ -160,12 +160,15 @@ afterEach(() => {
 });
 
 /** One attempt of `agent` as the worker runs it: host options from the worker's config and env, the caller's under them. */
-async function workerAttempt(agent: AgentName): Promise<{ messages: CliMessage[]; marker: string }> {
+async function workerAttempt(agent: AgentName, context: { traceparent?: string } = {}): Promise<{ messages: CliMessage[]; marker: string }> {
   const host = agentHostOptions(loadConfig({ stateDir }, process.env), AGENT_NAMES, process.env);
   const options = attemptOptions(host[agent] ?? {}, callerOptions(agent));
   const messages: CliMessage[] = [];
   let marker = '';
-  for await (const message of AGENTS[agent].run({ text: 'Print your environment with env.', resumeSessionId: null, options }, { onSpawn: (spawned) => (marker = spawned.marker) }))
+  for await (const message of AGENTS[agent].run(
+    { text: 'Print your environment with env.', resumeSessionId: null, options },
+    { ...context, onSpawn: (spawned) => (marker = spawned.marker) },
+  ))
     messages.push(message);
   return { messages, marker };
 }
@@ -243,5 +246,15 @@ describe('the sealed agent environment, seen by a shell tool of each real agent 
     expect(output).not.toContain('not-named-by-the-operator');
     expect(output).not.toContain(PLANTED.SESSIOND_API_TOKEN);
     expect([...vars.keys()].filter((name) => name.startsWith('SESSIOND_'))).toEqual(['SESSIOND_AGENT_MARKER']);
+  });
+
+  it("the attempt's TRACEPARENT reaches the agent's tools, added on purpose; the worker's own trace context does not", async () => {
+    plant({ ...workerEnv(operatorAgentOptions()), TRACEPARENT: '00-11111111111111111111111111111111-2222222222222222-01', TRACESTATE: 'worker=own-trace-state' });
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const { messages } = await workerAttempt('pi', { traceparent });
+    expect(terminalOf(messages).type).toBe('terminal.completed');
+    const vars = envVars(envOutput(messages));
+    expect(vars.get('TRACEPARENT')).toBe(traceparent);
+    expect(vars.has('TRACESTATE')).toBe(false);
   });
 });

@@ -96,11 +96,15 @@ describe('fleet limits', () => {
     const fleetLimits = rules([{ name: 'one-at-a-time', match: { model: OTHER }, maxConcurrent: 1 }]);
     const rt = runtimeWith(h, fleetLimits);
     // A worker that died holding the only slot: its hold is never renewed nor released.
-    const dead = await rt.fleetLimits.acquire('dead-worker-session', [{ name: 'one-at-a-time', key: 'one-at-a-time', maxConcurrent: 1, maxStartsPerMinute: 0 }], {
-      priority: 0,
-      holdTtlMs: 3000,
-      pollMs: 1000,
-    });
+    const dead = await rt.fleetLimits.acquire(
+      'dead-worker-session',
+      [{ name: 'one-at-a-time', key: 'one-at-a-time', maxConcurrent: 1, maxStartsPerMinute: 0, maxTokensPerMinute: 0 }],
+      {
+        priority: 0,
+        holdTtlMs: 3000,
+        pollMs: 1000,
+      },
+    );
     expect(dead.ok).toBe(true);
     const worker = await h.startWorker({ agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 60_000 });
     try {

@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import * as acp from '@agentclientprotocol/sdk';
 import type { CliMessage } from '../../protocol/index.ts';
 import { spawnAgent, type AgentProcess } from '../../process/index.ts';
+import { traceEnv } from '../shared/trace-env.ts';
 import { agentEnv } from '../shared/agent-env.ts';
 import type { AttemptExit } from '../shared/agent-mapper.ts';
 import { InvalidLines } from '../shared/invalid-lines.ts';
@@ -44,7 +45,7 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
     return;
   }
   const options = parsed.data;
-  const env = agentEnv(options.env);
+  const env = { ...agentEnv(options.env), ...traceEnv(context) };
   const spawned = await spawnAgent({
     command: await resolveAgentCli(options.command, env),
     args: options.args,

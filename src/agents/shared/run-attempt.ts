@@ -2,6 +2,7 @@ import type { CliMessage } from '../../protocol/index.ts';
 import { spawnAgent, type AgentProcess, type AttemptLimits, type SpawnSpec } from '../../process/index.ts';
 import type { AgentMapper } from './agent-mapper.ts';
 import type { ApprovalGate } from './approval-gate.ts';
+import { traceEnv } from './trace-env.ts';
 
 /** What every agent's provider accepts besides its own options. */
 export interface RunContext {
@@ -14,6 +15,9 @@ export interface RunContext {
   limits?: AttemptLimits;
   /** Where an agent in `ask` mode takes its permission requests (the durable runtime's; none: nobody to ask). */
   approvals?: ApprovalGate;
+  /** The attempt's W3C trace context: the agent's process gets it as `TRACEPARENT` / `TRACESTATE` (see trace-env.ts). */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 /** A mapper that can tell when the agent printed its final event (then it should exit soon). */
@@ -47,6 +51,7 @@ export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper,
   const { signal } = context;
   const spawned = await spawnAgent({
     ...spec,
+    env: { ...spec.env, ...traceEnv(context) },
     ...(context.marker === undefined ? {} : { marker: context.marker }),
     ...(context.limits === undefined ? {} : { limits: context.limits }),
   });

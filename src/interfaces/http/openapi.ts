@@ -643,6 +643,19 @@ function build(): Json {
             delayMs: { type: 'integer', description: 'the backoff that followed, when a retry was scheduled' },
             startedAt: { type: 'integer' },
             endedAt: { type: ['integer', 'null'] },
+            usage: ref('Usage'),
+          },
+        },
+        Usage: {
+          type: 'object',
+          description: 'tokens the agent reported in its terminal messages (only the kinds it reported)',
+          properties: {
+            input: { type: 'number' },
+            output: { type: 'number' },
+            cacheRead: { type: 'number' },
+            cacheWrite: { type: 'number' },
+            totalTokens: { type: 'number' },
+            cost: { type: 'number' },
           },
         },
         Transition: {
@@ -660,6 +673,7 @@ function build(): Json {
             failureReason: { type: 'string' },
             cancelReason: { type: 'string' },
             attempts: { type: 'array', items: ref('Attempt') },
+            usage: ref('Usage'),
           },
         },
         SessionList: {
@@ -703,6 +717,14 @@ function build(): Json {
             turn: ref('TurnSummary'),
             nextRetryAt: { type: 'integer' },
             lastFailure: { type: 'object', properties: { category: { type: 'string' }, errorText: { type: 'string' }, at: { type: 'integer' } } },
+            usage: {
+              type: 'object',
+              description: 'tokens the session’s attempts reported, summed, in all and per agent and model (absent: none reported)',
+              properties: {
+                total: ref('Usage'),
+                byModel: { type: 'array', items: { type: 'object', properties: { agent: { type: 'string' }, model: { type: 'string' }, usage: ref('Usage') } } },
+              },
+            },
             policy: {},
             policySource: { enum: ['session', 'global'] },
             queuedPrompts: { type: 'integer' },

@@ -242,6 +242,7 @@ export function sessionPage(main, sessionId) {
       view.queuedPrompts > 0 ? h('span', {}, 'queued prompts ', h('b', {}, String(view.queuedPrompts))) : null,
       view.heldBy ? h('span', {}, 'worker ', h('b', { class: 'mono' }, view.heldBy)) : null,
       h('span', {}, 'messages ', h('b', {}, String(view.lastSeq))),
+      view.usage ? h('span', {}, 'tokens ', h('b', { 'data-testid': 'session-tokens' }, tokens(view.usage.total))) : null,
     );
     cancelButton.disabled = (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
     retryButton.disabled = !(turn?.status === 'failed' && view.queuedPrompts === 0 && !view.cancelRequested);
@@ -285,6 +286,7 @@ export function sessionPage(main, sessionId) {
             ` · ${outcome}`,
             a.category ? [' · ', h('span', { class: 'category' }, a.category)] : null,
             ` · ${took}`,
+            a.usage ? h('span', { 'data-testid': 'attempt-tokens' }, ` · ${tokens(a.usage)} tokens`) : null,
             h('span', { class: 'muted' }, ` · started ${clock(a.startedAt)}`),
           ),
           a.errorText ? h('div', { class: 'err' }, preview(a.errorText, 300)) : null,
@@ -298,6 +300,16 @@ export function sessionPage(main, sessionId) {
     if (turn.status === 'failed') items.push(h('li', { class: 'muted' }, `turn failed: ${turn.failureReason ?? ''}`));
     if (turn.status === 'completed') items.push(h('li', { class: 'muted' }, 'turn completed'));
     fill(timeline, ...items);
+  }
+
+  /** `12 in / 3 out` (the kinds that were reported). @param {Record<string, number>} u */
+  function tokens(u) {
+    const parts = [];
+    if (u.input !== undefined) parts.push(`${u.input} in`);
+    if (u.output !== undefined) parts.push(`${u.output} out`);
+    if (u.cacheRead) parts.push(`${u.cacheRead} cache read`);
+    if (u.cacheWrite) parts.push(`${u.cacheWrite} cache write`);
+    return parts.length === 0 ? 'none' : parts.join(' / ');
   }
 
   const live = streamTranscript(sessionId, transcript, liveDot);

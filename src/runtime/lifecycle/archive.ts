@@ -16,7 +16,7 @@ const id = z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits o
 
 const Header = z.strictObject({ kind: z.literal(ARCHIVE_KIND), version: z.number().int(), sessionId: id, exportedAt: z.number().int().nonnegative() });
 /** Meta fields an archive carries (the lease, fencing and write bookkeeping stay with the deployment). */
-export const ARCHIVED_META = ['createdAt', 'updatedAt', 'state', 'prompts', 'agent', 'options', 'policy', 'retention'] as const;
+export const ARCHIVED_META = ['createdAt', 'updatedAt', 'state', 'prompts', 'agent', 'options', 'policy', 'retention', 'usage', 'usageTurn', 'usageByModel'] as const;
 const Meta = z.strictObject({
   kind: z.literal('meta'),
   fields: z.strictObject(

@@ -4,7 +4,8 @@ import { z } from 'zod';
  * Fleet-wide limits (SESSIOND_LIMITS, `limits` in the config file): each matches sessions by the
  * agent, provider and model of the attempt, the `account` label the operator gave the agent's host
  * options, and the caller's `tenant`; `*` means one limit per distinct value. Each caps attempts in
- * flight (`maxConcurrent`) and/or attempt starts per minute (`maxStartsPerMinute`).
+ * flight (`maxConcurrent`), attempt starts per minute (`maxStartsPerMinute`) and/or tokens per
+ * minute (`maxTokensPerMinute`, counted from the usage of the attempts that ended).
  */
 export const MATCH_FIELDS = ['agent', 'provider', 'model', 'account', 'tenant'] as const;
 export type MatchField = (typeof MATCH_FIELDS)[number];
@@ -32,9 +33,15 @@ export const LimitSchema = z
       .min(1, 'must be an integer from 1 to 1000000')
       .max(1_000_000, 'must be an integer from 1 to 1000000')
       .optional(),
+    maxTokensPerMinute: z
+      .number({ error: 'must be an integer from 1 to 1000000000' })
+      .int('must be an integer from 1 to 1000000000')
+      .min(1, 'must be an integer from 1 to 1000000000')
+      .max(1_000_000_000, 'must be an integer from 1 to 1000000000')
+      .optional(),
   })
-  .refine((limit) => limit.maxConcurrent !== undefined || limit.maxStartsPerMinute !== undefined, {
-    message: 'a limit needs maxConcurrent and/or maxStartsPerMinute',
+  .refine((limit) => limit.maxConcurrent !== undefined || limit.maxStartsPerMinute !== undefined || limit.maxTokensPerMinute !== undefined, {
+    message: 'a limit needs maxConcurrent, maxStartsPerMinute and/or maxTokensPerMinute',
     path: ['maxConcurrent'],
   });
 
@@ -43,6 +50,8 @@ export interface LimitRule {
   match: Partial<Record<MatchField, string>>;
   maxConcurrent: number;
   maxStartsPerMinute: number;
+  /** Tokens the attempts under it reported in the last minute, at most (0: no cap): over it, new starts wait. */
+  maxTokensPerMinute: number;
 }
 
 /** A limit's name when the operator gave none: its match, e.g. `provider=anthropic,tenant=*` (`all` for an empty match). */
@@ -55,7 +64,13 @@ export const LimitsSchema = z
   .array(LimitSchema)
   .max(100, 'at most 100 limits')
   .transform((limits, ctx): LimitRule[] => {
-    const rules = limits.map((l) => ({ name: l.name ?? derivedName(l.match), match: l.match, maxConcurrent: l.maxConcurrent ?? 0, maxStartsPerMinute: l.maxStartsPerMinute ?? 0 }));
+    const rules = limits.map((l) => ({
+      name: l.name ?? derivedName(l.match),
+      match: l.match,
+      maxConcurrent: l.maxConcurrent ?? 0,
+      maxStartsPerMinute: l.maxStartsPerMinute ?? 0,
+      maxTokensPerMinute: l.maxTokensPerMinute ?? 0,
+    }));
     const seen = new Set<string>();
     rules.forEach((rule, i) => {
       if (seen.has(rule.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `"${rule.name}" names two limits: give each a unique name` });
@@ -92,6 +107,7 @@ export interface LimitKey {
   key: string;
   maxConcurrent: number;
   maxStartsPerMinute: number;
+  maxTokensPerMinute: number;
 }
 
 /** The limit keys an attempt with these values falls under (a `*` field the attempt has no value for does not match). */
@@ -114,7 +130,7 @@ export function limitKeysFor(rules: readonly LimitRule[], values: MatchValues): 
         break;
       }
     }
-    if (matches) keys.push({ name: rule.name, key, maxConcurrent: rule.maxConcurrent, maxStartsPerMinute: rule.maxStartsPerMinute });
+    if (matches) keys.push({ name: rule.name, key, maxConcurrent: rule.maxConcurrent, maxStartsPerMinute: rule.maxStartsPerMinute, maxTokensPerMinute: rule.maxTokensPerMinute });
   }
   return keys;
 }

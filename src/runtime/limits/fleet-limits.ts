@@ -5,7 +5,7 @@ import { limitKeysFor, type LimitKey, type LimitRule, type MatchValues } from '.
 import { ACQUIRE, FORGET, RELEASE, RENEW, WAKE } from './scripts.ts';
 
 /** The fleet's own limit key: no caps, only paused dispatch (`sessiond pause`). */
-const FLEET: LimitKey = { name: '*', key: '*', maxConcurrent: 0, maxStartsPerMinute: 0 };
+const FLEET: LimitKey = { name: '*', key: '*', maxConcurrent: 0, maxStartsPerMinute: 0, maxTokensPerMinute: 0 };
 
 export interface Hold {
   id: string;
@@ -51,7 +51,7 @@ export class FleetLimits {
 
   #keysOf(key: string): string[] {
     const k = `${this.#tag}:${key}`;
-    return [`${k}:held`, `${k}:wait`, `${k}:starts`, `${k}:cool`, `${k}:wexp`];
+    return [`${k}:held`, `${k}:wait`, `${k}:starts`, `${k}:cool`, `${k}:wexp`, `${k}:tokens`];
   }
 
   /** Takes a hold on every key (and the fleet's pause check), or says what the session waits for. */
@@ -68,18 +68,28 @@ export class FleetLimits {
       Math.max(how.holdTtlMs, how.pollMs) * 2,
       how.pollMs,
       all.length,
-      ...all.flatMap((k) => [k.key, k.name, k.maxConcurrent, k.maxStartsPerMinute]),
+      ...all.flatMap((k) => [k.key, k.name, k.maxConcurrent, k.maxStartsPerMinute, k.maxTokensPerMinute]),
     ];
     const reply = (await this.#redis.eval(ACQUIRE, redisKeys.length, ...redisKeys, ...args.map(String))) as [number, string?, string?, string?];
     if (reply[0] === 1) return { ok: true, hold: { id, keys: [...keys] } };
     return { ok: false, waitingFor: { limit: String(reply[1]), reason: String(reply[2]) as WaitingFor['reason'], until: Number(reply[3]) } };
   }
 
-  /** Gives a hold back (a cooldown until `cooldownUntil` when its attempt was rate limited with a Retry-After); → sessions to wake. */
-  async release(hold: Hold, cooldownUntil = 0): Promise<string[]> {
+  /**
+   * Gives a hold back (a cooldown until `cooldownUntil` when its attempt was rate limited with a
+   * Retry-After; the tokens its attempt reported count against `maxTokensPerMinute`); → sessions to wake.
+   */
+  async release(hold: Hold, cooldownUntil = 0, tokens = 0): Promise<string[]> {
     if (hold.keys.length === 0) return [];
     const redisKeys = [`${this.#tag}:keys`, ...hold.keys.flatMap((k) => this.#keysOf(k.key))];
-    const args = [Date.now(), hold.id, Math.round(cooldownUntil), hold.keys.length, ...hold.keys.flatMap((k) => [k.key, k.maxConcurrent])];
+    const args = [
+      Date.now(),
+      hold.id,
+      Math.round(cooldownUntil),
+      hold.keys.length,
+      ...hold.keys.flatMap((k) => [k.key, k.maxConcurrent, k.maxTokensPerMinute]),
+      Math.max(0, Math.round(tokens)),
+    ];
     return (await this.#redis.eval(RELEASE, redisKeys.length, ...redisKeys, ...args.map(String))) as string[];
   }
 

@@ -4,17 +4,18 @@
  * once (all or nothing). Per limit key: `held` (zset hold id → lease expiry, ms), `wait` (zset
  * sessionId → order: priority first, then first come), `starts` (zset hold id → start time, the last
  * minute), `cool` (hash until, probe: a shared cooldown), `wexp` (hash sessionId → when a waiter that
- * did not look again is forgotten). Fleet-wide: `paused` (set: `*` or limit names), `seq` (the
+ * did not look again is forgotten), `tokens` (hash second → tokens reported by attempts that ended
+ * then, the last minute). Fleet-wide: `paused` (set: `*` or limit names), `seq` (the
  * first-come counter), `keys` (hash limit key → limit name, the keys in use).
  */
 
 /** The KEYS of one limit key, in the order the scripts take them. */
-export const PER_KEY = 5;
+export const PER_KEY = 6;
 
 /**
  * KEYS: paused, seq, keys, then PER_KEY per limit key (the first is the fleet's own, without caps).
- * ARGV: now, holdId, sessionId, holdTtlMs, priority, waitTtlMs, pollMs, n, then per key: key, name, maxConcurrent, maxStartsPerMinute.
- * → {1} granted (held in every capped key) | {0, name, reason, retryAt} denied: full, rate, cooldown, paused
+ * ARGV: now, holdId, sessionId, holdTtlMs, priority, waitTtlMs, pollMs, n, then per key: key, name, maxConcurrent, maxStartsPerMinute, maxTokensPerMinute.
+ * → {1} granted (held in every capped key) | {0, name, reason, retryAt} denied: full, rate, tokens, cooldown, paused
  *   (a waiter of each key that denied it, at its place in the order).
  */
 export const ACQUIRE = `
@@ -29,7 +30,7 @@ local n = tonumber(ARGV[8])
 local fleetPaused = redis.call('SISMEMBER', KEYS[1], '*') == 1
 local myScore = nil
 for i = 1, n do
-  local s = redis.call('ZSCORE', KEYS[3 + (i - 1) * 5 + 2], sid)
+  local s = redis.call('ZSCORE', KEYS[3 + (i - 1) * 6 + 2], sid)
   if s then myScore = tonumber(s) break end
 end
 if not myScore then myScore = (1000 - pri) * 4294967296 + (redis.call('INCR', KEYS[2]) % 4294967296) end
@@ -37,12 +38,13 @@ local deny = nil
 local blocked = {}
 local probe = {}
 for i = 1, n do
-  local b = 3 + (i - 1) * 5
-  local held, wait, starts, cool, wexp = KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5]
-  local a = 9 + (i - 1) * 4
+  local b = 3 + (i - 1) * 6
+  local held, wait, starts, cool, wexp, tokens = KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6]
+  local a = 9 + (i - 1) * 5
   local name = ARGV[a + 1]
   local maxC = tonumber(ARGV[a + 2])
   local maxS = tonumber(ARGV[a + 3])
+  local maxT = tonumber(ARGV[a + 4])
   redis.call('ZREMRANGEBYSCORE', held, '-inf', now)
   -- Waiters that stopped looking (their session went away) are forgotten, a few at a time.
   local head = redis.call('ZRANGE', wait, 0, 19)
@@ -81,6 +83,34 @@ for i = 1, n do
         if retry < now then retry = now end
       end
     end
+    if not reason and maxT > 0 then
+      -- Tokens reported in the last minute (per second); over the cap, starts wait until enough of them are a minute old.
+      local sec = math.floor(now / 1000)
+      local flat = redis.call('HGETALL', tokens)
+      local buckets, sum = {}, 0
+      for j = 1, #flat, 2 do
+        local s, t = tonumber(flat[j]), tonumber(flat[j + 1])
+        if s <= sec - 60 then
+          redis.call('HDEL', tokens, flat[j])
+        else
+          buckets[#buckets + 1] = {s, t}
+          sum = sum + t
+        end
+      end
+      if sum >= maxT then
+        table.sort(buckets, function(x, y) return x[1] < y[1] end)
+        local left = sum
+        retry = now + poll
+        for _, bucket in ipairs(buckets) do
+          left = left - bucket[2]
+          if left < maxT then
+            retry = (bucket[1] + 61) * 1000
+            break
+          end
+        end
+        reason = 'tokens'
+      end
+    end
   end
   if reason then
     blocked[#blocked + 1] = i
@@ -89,16 +119,16 @@ for i = 1, n do
 end
 if deny then
   for _, i in ipairs(blocked) do
-    local b = 3 + (i - 1) * 5
+    local b = 3 + (i - 1) * 6
     redis.call('ZADD', KEYS[b + 2], 'NX', myScore, sid)
     redis.call('HSET', KEYS[b + 5], sid, math.max(deny[3], now + poll) + waitTtl)
-    redis.call('HSET', KEYS[3], ARGV[9 + (i - 1) * 4], ARGV[9 + (i - 1) * 4 + 1])
+    redis.call('HSET', KEYS[3], ARGV[9 + (i - 1) * 5], ARGV[9 + (i - 1) * 5 + 1])
   end
   return {0, deny[1], deny[2], tostring(deny[3])}
 end
 for i = 1, n do
-  local b = 3 + (i - 1) * 5
-  local a = 9 + (i - 1) * 4
+  local b = 3 + (i - 1) * 6
+  local a = 9 + (i - 1) * 5
   redis.call('ZREM', KEYS[b + 2], sid)
   redis.call('HDEL', KEYS[b + 5], sid)
   if i > 1 then
@@ -112,7 +142,8 @@ return {1}
 `;
 
 /**
- * KEYS: keys, then PER_KEY per limit key held. ARGV: now, holdId, cooldownUntil (0: none), n, then per key: key, maxConcurrent.
+ * KEYS: keys, then PER_KEY per limit key held. ARGV: now, holdId, cooldownUntil (0: none), n, then per key: key, maxConcurrent,
+ * maxTokensPerMinute, then the tokens the attempt reported (counted in the `tokens` of each key with a token cap).
  * Gives the hold back; a rate-limited attempt with a Retry-After starts (or lengthens) the key's
  * cooldown; the probe that ends otherwise ends it. → the sessions to wake (the head waiters there is
  * now room for), without duplicates.
@@ -122,12 +153,18 @@ local now = tonumber(ARGV[1])
 local hold = ARGV[2]
 local coolUntil = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
+local used = tonumber(ARGV[5 + n * 3] or '0') or 0
 local wake, seen = {}, {}
 for i = 1, n do
-  local b = 1 + (i - 1) * 5
-  local held, wait, starts, cool, wexp = KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5]
-  local key = ARGV[5 + (i - 1) * 2]
-  local maxC = tonumber(ARGV[6 + (i - 1) * 2])
+  local b = 1 + (i - 1) * 6
+  local held, wait, starts, cool, wexp, tokens = KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[b + 5], KEYS[b + 6]
+  local key = ARGV[5 + (i - 1) * 3]
+  local maxC = tonumber(ARGV[6 + (i - 1) * 3])
+  local maxT = tonumber(ARGV[7 + (i - 1) * 3])
+  if used > 0 and maxT > 0 then
+    redis.call('HINCRBY', tokens, tostring(math.floor(now / 1000)), used)
+    redis.call('PEXPIRE', tokens, 120000)
+  end
   redis.call('ZREM', held, hold)
   redis.call('ZREMRANGEBYSCORE', held, '-inf', now)
   local c = redis.call('HMGET', cool, 'until', 'probe')
@@ -159,7 +196,7 @@ for i = 1, n do
       end
     end
   end
-  if redis.call('ZCARD', held) == 0 and redis.call('ZCARD', wait) == 0 and redis.call('EXISTS', cool) == 0 then
+  if redis.call('ZCARD', held) == 0 and redis.call('ZCARD', wait) == 0 and redis.call('EXISTS', cool) == 0 and redis.call('EXISTS', tokens) == 0 then
     redis.call('HDEL', KEYS[1], key)
     redis.call('DEL', starts, wexp)
   end

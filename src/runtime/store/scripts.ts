@@ -1,3 +1,5 @@
+import { COUNT_USAGE } from './usage-script.ts';
+
 /**
  * The Lua scripts behind every write to a session. Each touches only one
  * session's keys (one hash tag, so one Cluster slot) and runs atomically; every
@@ -80,7 +82,9 @@ return 1
  *       historyCount, agentCount, messageCount, writeId|'' (the holder's number for this batch),
  *       release ''|'idle'|'keep', counterCount, then history JSONs, then agent (field, value) pairs,
  *       then messages as (turn, attempt, type, contentJson) quadruples, then counter (field, increment) pairs
- *       (attempts and retries counted where they happen: in the write that records them, so exactly once).
+ *       (attempts and retries counted where they happen: in the write that records them, so exactly once),
+ *       then the usage records' JSON array or '' (counted in the meta, see usage-script.ts), then the turn's
+ *       trace context or ''.
  * → {1, lastSeq, released, retention} | {-1} (stale token: nothing written); retention: the session's own
  *   retention (ms, '' for the deployment's), when it was released idle (it finished)
  *
@@ -126,6 +130,7 @@ if not (writeId and redis.call('HGET', KEYS[7], 'write') == writeId) then
     i = i + 2
   end
   if m > 0 then redis.call('SET', KEYS[4], lastSeq) end
+${COUNT_USAGE}
   if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end
   local trim = tonumber(ARGV[3])
   if trim > 0 then redis.call('LTRIM', KEYS[6], trim, -1) end

@@ -4,6 +4,7 @@ import { indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
 import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
 import { hasErrorCode, StaleLeaseError } from '../../errors.ts';
+import type { UsageRecord } from '../usage/usage.ts';
 
 export interface InboxPrompt {
   id: string;
@@ -36,6 +37,10 @@ export interface WriteBatch {
   messages?: Array<{ turn: number; attempt: number; type: string; content: string }>;
   /** Increments of the session's counters (field → n), applied once with the batch (see metrics/counters.ts). */
   counters?: Array<[string, number]>;
+  /** Token usage of the attempts whose terminal messages are in this batch (counted in the meta by the same write). */
+  usage?: UsageRecord[];
+  /** The current turn's trace context (JSON, tracing/trace-context.ts), stored in the meta's `trace`. */
+  trace?: string;
   /** Give the lease back once the batch is written (see WRITE in scripts.ts). */
   release?: 'idle' | 'keep';
 }
@@ -232,6 +237,8 @@ export class SessionStore {
       ...agent.flat(),
       ...messages.flatMap((m) => [m.turn, m.attempt, m.type, m.content]),
       ...counters.flat(),
+      batch.usage === undefined || batch.usage.length === 0 ? '' : JSON.stringify(batch.usage),
+      batch.trace ?? '',
     ];
     const r = (this.waitReplicas > 0 ? await this.#writeAndWait(sessionId, args) : await this.#script('sessiondWrite')(...args)) as Array<number | string>;
     if (r[0] === -1) throw new StaleLeaseError(sessionId);

@@ -119,7 +119,7 @@ describe('dashboard', () => {
     expect(await row.getByTestId('agent').textContent()).toBe('pi');
   });
 
-  it('shows a retry on the attempt timeline: the failure category and the backoff delay', async () => {
+  it('shows a retry on the attempt timeline: the failure category, the backoff delay and the tokens reported', async () => {
     model.setScript('flaky', [{ status: 500 }, { text: DEFAULT_TEXT }]);
     await startSession('flaky', 'Hello, flaky model');
     const timeline = page.getByTestId('timeline');
@@ -133,6 +133,10 @@ describe('dashboard', () => {
     await eventually(() => timeline.locator('[data-testid="attempt"][data-attempt="2"]').getAttribute('data-outcome')).toBe('completed');
     await eventually(() => page.getByTestId('transcript').textContent()).toContain(DEFAULT_TEXT);
     expect(await page.getByTestId('transcript').textContent()).toMatch(/attempt 1 failed · server_error/);
+    // The tokens the answer reported (the fake model's usage: 42 prompt, 7 completion), on its attempt and the session.
+    expect(await first.getByTestId('attempt-tokens').count()).toBe(0);
+    await eventually(() => timeline.locator('[data-testid="attempt"][data-attempt="2"]').getByTestId('attempt-tokens').textContent()).toBe(' · 42 in / 7 out tokens');
+    expect(await page.getByTestId('session-tokens').textContent()).toBe('42 in / 7 out');
     await page.screenshot({ path: '/tmp/sessiond-dashboard-session.png', fullPage: true });
   });
 

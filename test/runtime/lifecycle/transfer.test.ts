@@ -76,6 +76,8 @@ describe('export and import', { timeout: 120_000 }, () => {
     expect((await turnEnded(h.runtime, sessionId)).state).toBe('completed');
     await hostA.close(2000);
     const original = await comparable(h, sessionId);
+    // Its token sums travel with it (compared with the rest below).
+    expect(original.usage?.total).toMatchObject({ input: 42, output: 7 });
 
     archivePath = join(tempDir('archive'), 'session.jsonl');
     const exported = await cli(['export', sessionId, '--out', archivePath]);

@@ -18,7 +18,11 @@ describe('fleet limits configuration', () => {
   it('refuses a bad limit with an error naming the field, from SESSIOND_LIMITS or the config file', () => {
     expect(parseLimits([{ match: { model: 'x' } }])).toEqual({
       ok: false,
-      errors: [{ field: 'limits.0.maxConcurrent', message: 'a limit needs maxConcurrent and/or maxStartsPerMinute' }],
+      errors: [{ field: 'limits.0.maxConcurrent', message: 'a limit needs maxConcurrent, maxStartsPerMinute and/or maxTokensPerMinute' }],
+    });
+    expect(parseLimits([{ match: {}, maxTokensPerMinute: 0.5 }])).toMatchObject({
+      ok: false,
+      errors: [{ field: 'limits.0.maxTokensPerMinute', message: 'must be an integer from 1 to 1000000000' }],
     });
     expect(parseLimits([{ match: { modle: 'x' }, maxConcurrent: 1 }])).toMatchObject({ ok: false, errors: [{ field: 'limits.0.match' }] });
     expect(
@@ -33,7 +37,7 @@ describe('fleet limits configuration', () => {
       /limits\.0\.maxConcurrent: must be an integer from 1 to 100000 \(env SESSIOND_LIMITS\)/,
     );
     expect(loadConfig({}, { SESSIOND_LIMITS: '[{"match":{"tenant":"*"},"maxConcurrent":4}]' }).limits).toEqual([
-      { name: 'tenant=*', match: { tenant: '*' }, maxConcurrent: 4, maxStartsPerMinute: 0 },
+      { name: 'tenant=*', match: { tenant: '*' }, maxConcurrent: 4, maxStartsPerMinute: 0, maxTokensPerMinute: 0 },
     ]);
   });
 });

@@ -48,7 +48,11 @@ export function registerDispatch(program: Command): void {
         const lines = [view.paused ? 'dispatch: PAUSED fleet-wide' : 'dispatch: running'];
         if (view.limits.length === 0) lines.push('no fleet limits configured (SESSIOND_LIMITS)');
         for (const l of view.limits) {
-          const caps = [l.maxConcurrent === null ? null : `maxConcurrent ${l.maxConcurrent}`, l.maxStartsPerMinute === null ? null : `maxStartsPerMinute ${l.maxStartsPerMinute}`]
+          const caps = [
+            l.maxConcurrent === null ? null : `maxConcurrent ${l.maxConcurrent}`,
+            l.maxStartsPerMinute === null ? null : `maxStartsPerMinute ${l.maxStartsPerMinute}`,
+            l.maxTokensPerMinute === null ? null : `maxTokensPerMinute ${l.maxTokensPerMinute}`,
+          ]
             .filter((c) => c !== null)
             .join(', ');
           lines.push(`${l.name}: ${caps}; in use ${l.inUse}, waiting ${l.waiting}${l.paused ? ', PAUSED' : ''}`);

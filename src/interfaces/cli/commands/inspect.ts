@@ -3,6 +3,7 @@ import { summarize, type SessionSummary } from '../../../runtime/inspect.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { colors, formatMs, printJson } from '../present.ts';
+import { formatUsage } from '../../../runtime/usage/usage.ts';
 
 export function registerInspect(program: Command): void {
   program
@@ -30,12 +31,12 @@ function render(s: SessionSummary): string {
   const lines = [`${c.bold(s.sessionId)}  state ${c.bold(s.state)}  agent ${s.agent}${s.agentSessionId ? ` (session ${s.agentSessionId})` : ''}`];
   if (s.turn !== null) {
     const reason = s.turn.failureReason ? ` (${s.turn.failureReason})` : s.turn.cancelReason ? ` (${s.turn.cancelReason})` : '';
-    lines.push(`turn ${s.turn.index}: ${c.bold(s.turn.status)}${reason}`);
+    lines.push(`turn ${s.turn.index}: ${c.bold(s.turn.status)}${reason}${s.turn.usage === undefined ? '' : `  tokens ${formatUsage(s.turn.usage)}`}`);
     for (const a of s.turn.attempts) {
       const outcome = a.outcome ?? 'running';
       const paint = outcome === 'completed' ? c.green : outcome === null || outcome === 'running' ? c.cyan : c.red;
       lines.push(
-        `  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`,
+        `  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.usage === undefined ? '' : `, tokens ${formatUsage(a.usage)}`}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`,
       );
     }
   }
@@ -55,6 +56,10 @@ function render(s: SessionSummary): string {
   if (s.nextRetryAt !== undefined) lines.push(`next retry at ${new Date(s.nextRetryAt).toISOString()} (in ${formatMs(Math.max(0, s.nextRetryAt - Date.now()))})`);
   if (s.lastFailure !== undefined) lines.push(`last failure: ${s.lastFailure.category} — ${s.lastFailure.errorText.split('\n')[0]}`);
   if (s.queuedPrompts > 0) lines.push(`${s.queuedPrompts} prompt(s) waiting`);
+  if (s.usage !== undefined) {
+    lines.push(`tokens (session): ${formatUsage(s.usage.total)}`);
+    if (s.usage.byModel.length > 1) for (const m of s.usage.byModel) lines.push(`  ${m.agent} ${m.model}: ${formatUsage(m.usage)}`);
+  }
   lines.push('history:');
   for (const t of s.history) lines.push(`  ${new Date(t.at).toISOString()}  ${t.from} → ${t.to}  ${c.dim(t.event)}`);
   return `${lines.join('\n')}\n`;
