@@ -15,6 +15,7 @@ import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerScope } from './orphans.ts';
 import { SessionWriter, type SnapshotValue } from './session-writer.ts';
+import { TurnPrompts } from './turn-prompts.ts';
 import { AttemptApprovals } from './approvals/gate.ts';
 import { ApprovalStore } from './approvals/store.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
@@ -283,8 +284,10 @@ export class ActiveSession {
     this.#detach = this.#machine.attach(this.#sessionId, this.#runner(), this.#sink(), (options) => this.#gated(options));
     const machine = this.#machine.machine;
     const events = this.#config.events;
+    const prompts = new TurnPrompts(persisted?.snapshot.context.turnIndex ?? 0);
     const onTransition = (transition: Transition, snapshot: { context: SessionContext }): void => {
-      this.#writer.history(transition);
+      const prompt = prompts.next(transition.event, snapshot.context);
+      this.#writer.history(prompt === null ? transition : { ...transition, prompt });
       if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
         const { turnIndex, turn } = snapshot.context;
         tell(() =>
