@@ -10,6 +10,7 @@ import type { ApprovalGate } from '../shared/approval-gate.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { resolveAgentCli } from '../shared/agent-env.ts';
 import { rpcFailure } from './failure.ts';
+import { QWEN_AGENT_NAME, qwenRetries } from './qwen-retries.ts';
 import { AcpLineMapper, AcpUpdates, completedMessage } from './mapper.ts';
 import { AcpOptionsSchema, formatOptionErrors, type AcpOptions, type AcpOptionsInput, type PermissionMode } from './options.ts';
 
@@ -105,6 +106,9 @@ class AcpTurn {
   #replaying = false;
   #promptSent = false;
   #lineNumber = 0;
+  /** `agentInfo.name` from its initialize answer: which agent-specific signals it has (see qwen-retries.ts). */
+  #agentName: string | null = null;
+  readonly #startedAt = Date.now();
   #stopped: Promise<AttemptExit> | null = null;
   readonly #gate: ApprovalGate | null;
   /** Aborted when the attempt is being stopped: a permission request still waiting is answered `cancelled`. */
@@ -157,6 +161,7 @@ class AcpTurn {
     const exit = await this.shutdown(EXIT_GRACE_MS);
     connection.close();
     yield* this.#updates.unresolved('the turn ended before the tool finished');
+    yield* await this.#agentRetries();
     if (ended.ok && ended.response.stopReason !== 'cancelled') {
       yield completedMessage(ended.response, this.#invalid.list());
       return;
@@ -165,6 +170,12 @@ class AcpTurn {
       ? { text: 'the agent ended its prompt as cancelled, which sessiond did not ask for', category: 'unknown' as const }
       : (ended.facts ?? exitFailure(exit) ?? { text: 'the agent closed its output before answering session/prompt', category: 'process_crash' as const });
     yield failedMessage(facts, exit, this.#invalid);
+  }
+
+  /** The agent's own retries of its model requests, where it records them somewhere sessiond can read (only Qwen Code). */
+  async #agentRetries(): Promise<CliMessage[]> {
+    if (this.#agentName !== QWEN_AGENT_NAME || this.#sessionId === null) return [];
+    return qwenRetries({ env: this.#options.env, cwd: resolve(this.#options.cwd ?? process.cwd()), sessionId: this.#sessionId, since: this.#startedAt });
   }
 
   /** stdin closed, up to `graceMs` to exit by itself, then the tree stopped. Idempotent. */
@@ -289,6 +300,7 @@ class AcpTurn {
         clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, session: { notices: {} } },
         clientInfo: { name: 'sessiond', version: '0' },
       });
+      this.#agentName = init.agentInfo?.name ?? null;
       const session = this.#options.session;
       if (session.mode === 'resume') {
         const caps = init.agentCapabilities;
