@@ -10,6 +10,7 @@ import type { ApprovalGate } from '../shared/approval-gate.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { resolveAgentCli } from '../shared/agent-env.ts';
 import { rpcFailure } from './failure.ts';
+import { OPENCODE_AGENT_NAME, opencodeRetries } from './opencode-retries.ts';
 import { QWEN_AGENT_NAME, qwenRetries } from './qwen-retries.ts';
 import { AcpLineMapper, AcpUpdates, completedMessage } from './mapper.ts';
 import { AcpOptionsSchema, formatOptionErrors, type AcpOptions, type AcpOptionsInput, type PermissionMode } from './options.ts';
@@ -64,7 +65,7 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
   }
   const agent = spawned.agent;
   context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
-  const turn = new AcpTurn(agent, options, context.approvals ?? null);
+  const turn = new AcpTurn(agent, options, env, context.approvals ?? null);
   let finished = false;
   try {
     yield* turn.run(context.signal);
@@ -114,9 +115,13 @@ class AcpTurn {
   /** Aborted when the attempt is being stopped: a permission request still waiting is answered `cancelled`. */
   readonly #stopping = new AbortController();
 
-  constructor(agent: AgentProcess, options: AcpOptions, gate: ApprovalGate | null) {
+  /** The agent's whole (sealed) environment: where it keeps its files. */
+  readonly #env: Record<string, string>;
+
+  constructor(agent: AgentProcess, options: AcpOptions, env: Record<string, string>, gate: ApprovalGate | null) {
     this.#agent = agent;
     this.#options = options;
+    this.#env = env;
     this.#gate = gate;
   }
 
@@ -172,10 +177,18 @@ class AcpTurn {
     yield failedMessage(facts, exit, this.#invalid);
   }
 
-  /** The agent's own retries of its model requests, where it records them somewhere sessiond can read (only Qwen Code). */
+  /**
+   * The agent's own retries of its model requests, which no ACP agent reports over ACP: read,
+   * after its prompt answered, from where the agent records them (Qwen Code's chat file,
+   * OpenCode's log), as `agent.retry`s. Other agents: none.
+   */
   async #agentRetries(): Promise<CliMessage[]> {
-    if (this.#agentName !== QWEN_AGENT_NAME || this.#sessionId === null) return [];
-    return qwenRetries({ env: this.#options.env, cwd: resolve(this.#options.cwd ?? process.cwd()), sessionId: this.#sessionId, since: this.#startedAt });
+    const sessionId = this.#sessionId;
+    if (sessionId === null) return [];
+    const env = this.#env;
+    if (this.#agentName === QWEN_AGENT_NAME) return qwenRetries({ env, cwd: resolve(this.#options.cwd ?? process.cwd()), sessionId, since: this.#startedAt });
+    if (this.#agentName === OPENCODE_AGENT_NAME) return opencodeRetries({ env, sessionId, since: this.#startedAt });
+    return [];
   }
 
   /** stdin closed, up to `graceMs` to exit by itself, then the tree stopped. Idempotent. */

@@ -71,7 +71,7 @@ describe('ACP agents on their real CLIs in the durable runtime', { timeout: 240_
     expect(await agentRecords(sessionId)).toEqual([]);
   });
 
-  it('acp:opencode: a 500, then success: OpenCode retries by itself (no knob turns it off, nothing says so over ACP), so the turn completes in one attempt with two requests', async () => {
+  it('acp:opencode: a 500, then success: OpenCode retries by itself (no knob turns it off, nothing says so over ACP), so the turn completes in one attempt with two requests and its agent.retry', async () => {
     const { sessionId } = await runtime.enqueue({ prompt: 'Say hello', options: { agent: 'acp:opencode', cwd: opencode.cwd }, retryPolicy: { maxAttempts: 3, initialDelayMs: 0 } });
     const view = await turnEnded(runtime, sessionId, 1, 120_000);
     expect(view.state).toBe('completed');
@@ -80,6 +80,11 @@ describe('ACP agents on their real CLIs in the durable runtime', { timeout: 240_
     expect(messages.filter((m) => m.type === 'terminal.completed')).toHaveLength(1);
     expect(assistantText(messages)).toBe('Recovered after a 500.');
     expect(suite.server.requestsFor('oc-flaky')).toHaveLength(2);
+    // Its retry, which only its log records, is agent.retry in the log.
+    expect(messages.filter((m) => m.type === 'agent.retry').map((m) => m.content)).toEqual([
+      { phase: 'start', attempt: 1, errorText: expect.stringContaining('internal server error') },
+      { phase: 'end', success: true },
+    ]);
     expect(await agentRecords(sessionId)).toEqual([]);
   });
 
