@@ -15,6 +15,11 @@ import { QWEN_AGENT_NAME, qwenRetries } from './qwen-retries.ts';
 import { AcpLineMapper, AcpUpdates, completedMessage } from './mapper.ts';
 import { AcpOptionsSchema, formatOptionErrors, type AcpOptions, type AcpOptionsInput, type PermissionMode } from './options.ts';
 
+/** The request sent after a `session/load` to learn that the agent's replay is over (ACP's `_` prefix: an extension method). */
+export const REPLAY_FENCE_METHOD = '_sessiond/replay_fence';
+/** How long an agent that answers no unknown request at all is waited for (then its replay is taken as over). */
+const REPLAY_FENCE_MAX_MS = 5000;
+
 /** ACP agents print stack traces and logs on stderr: keep only its tail. */
 export const ACP_STDERR_TAIL_BYTES = 16 * 1024;
 
@@ -24,7 +29,7 @@ type Outcome = { ok: true; response: acp.PromptResponse } | { ok: false; facts: 
  * Exactly one attempt of an ACP agent over stdio (JSON-RPC lines, the official SDK's client side):
  * spawn it with stdin a pipe, `initialize`, then `session/new`, or to resume `session/resume`
  * when the agent offers it, else `session/load` (its replay of the history is not this
- * attempt's output and is dropped), else — no such capability, or the load answered an error —
+ * attempt's output and is dropped, up to a round trip after the answer: REPLAY_FENCE_METHOD), else — no such capability, or the load answered an error —
  * a new session (`session.started` with the new id says so); then one `session/prompt` with the text. Its updates are mapped by AcpUpdates; its stop
  * reason ends the attempt as `terminal.completed`, an error answer as `terminal.failed` (category
  * decided once in failure.ts). After the answer stdin is closed and the process gets
@@ -332,6 +337,10 @@ class AcpTurn {
               return false;
             },
           );
+          // An agent may answer session/load before its replay is written (gemini 0.61 starts it and
+          // returns): a round trip after the answer comes back only after what the agent wrote before
+          // reading again, the whole replay; an extension method nobody implements does (-32601).
+          if (loaded) await Promise.race([agent.request(REPLAY_FENCE_METHOD, {}).catch(() => undefined), delay(REPLAY_FENCE_MAX_MS)]);
           this.#replaying = false;
           if (loaded) this.#begin('session.resumed', session.id);
           else {
