@@ -8,13 +8,13 @@ import { defineConfig } from 'vitest/config';
  * - `cluster` (`npm run test:cluster`): the runtime suites written with `describe.each(BACKENDS)` on a
  *   real 3-master Redis Cluster, and the `WAIT` failover test.
  * - `agents` (`npm run test:agents`): the long real-CLI suites of Qwen Code, OpenCode and the Claude
- *   Code ACP adapter.
+ *   Code ACP adapter, and their approval flows (gemini's stays in `core`).
  * - `all` (`npm run test:all`): everything, on both backends.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
 const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts'];
-const AGENT_SUITES = ['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`);
+const AGENT_SUITES = [...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`), 'test/agents/acp/acp-clis-approvals.test.ts'];
 
 const SETS = {
   core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES], backends: 'single' },

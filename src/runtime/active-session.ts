@@ -19,6 +19,7 @@ import { SessionWriter, type SnapshotValue } from './session-writer.ts';
 import { tokenCount, usageTotals } from './usage/usage.ts';
 import { SessionTracer } from './tracing/session-tracer.ts';
 import type { Tracing } from './tracing/tracing.ts';
+import { TurnPrompts } from './turn-prompts.ts';
 import { AttemptApprovals } from './approvals/gate.ts';
 import { ApprovalStore } from './approvals/store.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
@@ -311,8 +312,10 @@ export class ActiveSession {
     const events = this.#config.events;
     // What had ended in the loaded snapshot was counted by the holder that wrote it.
     const tally = new AttemptTally(persisted?.snapshot.context ?? null);
+    const prompts = new TurnPrompts(persisted?.snapshot.context.turnIndex ?? 0);
     const onTransition = (transition: Transition, snapshot: { context: SessionContext }): void => {
-      this.#writer.history(transition);
+      const prompt = prompts.next(transition.event, snapshot.context);
+      this.#writer.history(prompt === null ? transition : { ...transition, prompt });
       for (const field of tally.ended(snapshot.context)) this.#writer.count(field);
       if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
         const { turnIndex, turn } = snapshot.context;

@@ -29,6 +29,7 @@ import { removeQueued, unqueueField, unqueueRequests } from './queued-prompts.ts
 import { BULK_CANCEL_MAX, CANCELLABLE_STATES, selectForCancel } from './bulk-cancel.ts';
 import { ApprovalStore, type StoredApproval } from './approvals/store.ts';
 import { chooseOption, REQUEST_ID_PATTERN, type ApprovalVerdict } from './approvals/decide.ts';
+import type { TurnPrompt } from './turn-prompts.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
 export interface QueuedPrompt {
@@ -86,7 +87,8 @@ export interface SessionView {
   context: SessionContext | null;
   /** Prompts enqueued but not yet taken by the session's actor. */
   queued: Array<{ id: string; text: string; enqueuedAt: number }>;
-  history: Array<{ at: number; from: string; to: string; event: string }>;
+  /** A transition that started a turn carries its prompt (see turn-prompts.ts). */
+  history: Array<{ at: number; from: string; to: string; event: string; prompt?: TurnPrompt }>;
   lastSeq: number;
   heldBy: string | null;
   cancelRequested: boolean;

@@ -11,8 +11,15 @@ import type { ApprovalGate } from '../shared/approval-gate.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { resolveAgentCli } from '../shared/agent-env.ts';
 import { rpcFailure } from './failure.ts';
+import { OPENCODE_AGENT_NAME, opencodeRetries } from './opencode-retries.ts';
+import { QWEN_AGENT_NAME, qwenRetries } from './qwen-retries.ts';
 import { AcpLineMapper, AcpUpdates, completedMessage } from './mapper.ts';
 import { AcpOptionsSchema, formatOptionErrors, type AcpOptions, type AcpOptionsInput, type PermissionMode } from './options.ts';
+
+/** The request sent after a `session/load` to learn that the agent's replay is over (ACP's `_` prefix: an extension method). */
+export const REPLAY_FENCE_METHOD = '_sessiond/replay_fence';
+/** How long an agent that answers no unknown request at all is waited for (then its replay is taken as over). */
+const REPLAY_FENCE_MAX_MS = 5000;
 
 /** ACP agents print stack traces and logs on stderr: keep only its tail. */
 export const ACP_STDERR_TAIL_BYTES = 16 * 1024;
@@ -23,7 +30,7 @@ type Outcome = { ok: true; response: acp.PromptResponse } | { ok: false; facts: 
  * Exactly one attempt of an ACP agent over stdio (JSON-RPC lines, the official SDK's client side):
  * spawn it with stdin a pipe, `initialize`, then `session/new`, or to resume `session/resume`
  * when the agent offers it, else `session/load` (its replay of the history is not this
- * attempt's output and is dropped), else — no such capability, or the load answered an error —
+ * attempt's output and is dropped, up to a round trip after the answer: REPLAY_FENCE_METHOD), else — no such capability, or the load answered an error —
  * a new session (`session.started` with the new id says so); then one `session/prompt` with the text. Its updates are mapped by AcpUpdates; its stop
  * reason ends the attempt as `terminal.completed`, an error answer as `terminal.failed` (category
  * decided once in failure.ts). After the answer stdin is closed and the process gets
@@ -64,7 +71,7 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
   }
   const agent = spawned.agent;
   context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
-  const turn = new AcpTurn(agent, options, context.approvals ?? null);
+  const turn = new AcpTurn(agent, options, env, context.approvals ?? null);
   let finished = false;
   try {
     yield* turn.run(context.signal);
@@ -106,14 +113,21 @@ class AcpTurn {
   #replaying = false;
   #promptSent = false;
   #lineNumber = 0;
+  /** `agentInfo.name` from its initialize answer: which agent-specific signals it has (see qwen-retries.ts). */
+  #agentName: string | null = null;
+  readonly #startedAt = Date.now();
   #stopped: Promise<AttemptExit> | null = null;
   readonly #gate: ApprovalGate | null;
   /** Aborted when the attempt is being stopped: a permission request still waiting is answered `cancelled`. */
   readonly #stopping = new AbortController();
 
-  constructor(agent: AgentProcess, options: AcpOptions, gate: ApprovalGate | null) {
+  /** The agent's whole (sealed) environment: where it keeps its files. */
+  readonly #env: Record<string, string>;
+
+  constructor(agent: AgentProcess, options: AcpOptions, env: Record<string, string>, gate: ApprovalGate | null) {
     this.#agent = agent;
     this.#options = options;
+    this.#env = env;
     this.#gate = gate;
   }
 
@@ -158,6 +172,7 @@ class AcpTurn {
     const exit = await this.shutdown(EXIT_GRACE_MS);
     connection.close();
     yield* this.#updates.unresolved('the turn ended before the tool finished');
+    yield* await this.#agentRetries();
     if (ended.ok && ended.response.stopReason !== 'cancelled') {
       yield completedMessage(ended.response, this.#invalid.list());
       return;
@@ -166,6 +181,20 @@ class AcpTurn {
       ? { text: 'the agent ended its prompt as cancelled, which sessiond did not ask for', category: 'unknown' as const }
       : (ended.facts ?? exitFailure(exit) ?? { text: 'the agent closed its output before answering session/prompt', category: 'process_crash' as const });
     yield failedMessage(facts, exit, this.#invalid);
+  }
+
+  /**
+   * The agent's own retries of its model requests, which no ACP agent reports over ACP: read,
+   * after its prompt answered, from where the agent records them (Qwen Code's chat file,
+   * OpenCode's log), as `agent.retry`s. Other agents: none.
+   */
+  async #agentRetries(): Promise<CliMessage[]> {
+    const sessionId = this.#sessionId;
+    if (sessionId === null) return [];
+    const env = this.#env;
+    if (this.#agentName === QWEN_AGENT_NAME) return qwenRetries({ env, cwd: resolve(this.#options.cwd ?? process.cwd()), sessionId, since: this.#startedAt });
+    if (this.#agentName === OPENCODE_AGENT_NAME) return opencodeRetries({ env, sessionId, since: this.#startedAt });
+    return [];
   }
 
   /** stdin closed, up to `graceMs` to exit by itself, then the tree stopped. Idempotent. */
@@ -290,6 +319,7 @@ class AcpTurn {
         clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, session: { notices: {} } },
         clientInfo: { name: 'sessiond', version: '0' },
       });
+      this.#agentName = init.agentInfo?.name ?? null;
       const session = this.#options.session;
       if (session.mode === 'resume') {
         const caps = init.agentCapabilities;
@@ -308,6 +338,10 @@ class AcpTurn {
               return false;
             },
           );
+          // An agent may answer session/load before its replay is written (gemini 0.61 starts it and
+          // returns): a round trip after the answer comes back only after what the agent wrote before
+          // reading again, the whole replay; an extension method nobody implements does (-32601).
+          if (loaded) await Promise.race([agent.request(REPLAY_FENCE_METHOD, {}).catch(() => undefined), delay(REPLAY_FENCE_MAX_MS)]);
           this.#replaying = false;
           if (loaded) this.#begin('session.resumed', session.id);
           else {

@@ -4,6 +4,7 @@ import { admitTurn } from '../../runtime/deployment-policy.ts';
 import { ConflictError, QuotaError } from '../../runtime/lifecycle/errors.ts';
 import { InputError, NotFoundError, type Runtime } from '../../runtime/runtime.ts';
 import type { StoredMessage } from '../../runtime/store/session-store.ts';
+import { turnPromptsOf } from '../../runtime/turn-prompts.ts';
 import { lastAttempts, promptText, updateOf } from './updates.ts';
 
 /** ACP's stop reasons a completed turn may pass on (another one of the agent's reads as end_turn). */
@@ -42,7 +43,9 @@ interface Known {
  *   An `approval.requested` of the turn goes to the client as `session/request_permission`; its
  *   answer is the approval decision (`by: "acp"`), unless someone decided first.
  * - `session/cancel` → a fleet-wide cancel of the session's turn.
- * - `session/load` → the stored log replayed as updates (each turn's last attempt).
+ * - `session/load` → the stored log replayed as updates, in order: each turn's prompt (kept with the
+ *   transition that started it, see runtime/turn-prompts.ts) as a `user_message_chunk`, then its last
+ *   attempt's messages.
  */
 export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.AgentConnection {
   const { runtime } = options;
@@ -76,18 +79,24 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       if (view === null) throw new acp.RequestError(-32002, `unknown session "${params.sessionId}"`);
       remember(params.sessionId, { options: {}, exists: true });
       const messages = lastAttempts(await readAll(runtime, params.sessionId));
+      const prompts = turnPromptsOf(view.history);
+      // The current turn's text is in the session's context too (its history entry may be trimmed away).
       const current = view.context?.turn ?? null;
+      if (current !== null && !prompts.has(current.index)) prompts.set(current.index, current.text);
+      const notify = (update: acp.SessionUpdate) => client.notify('session/update', { sessionId: params.sessionId, update });
       let turn = 0;
+      const promptsUpTo = async (last: number): Promise<void> => {
+        // Each turn's prompt before its messages; a turn without messages (cancelled before its agent spoke) too.
+        for (const index of [...prompts.keys()].filter((t) => t > turn && t <= last).sort((a, b) => a - b))
+          await notify({ sessionUpdate: 'user_message_chunk', content: { type: 'text', text: prompts.get(index) ?? '' } });
+        turn = Math.max(turn, last);
+      };
       for (const message of messages) {
-        if (message.turn !== turn) {
-          turn = message.turn;
-          // The log keeps no prompt texts; the current turn's is in the session's context.
-          if (current !== null && current.index === turn)
-            await client.notify('session/update', { sessionId: params.sessionId, update: { sessionUpdate: 'user_message_chunk', content: { type: 'text', text: current.text } } });
-        }
+        if (message.turn > turn) await promptsUpTo(message.turn);
         const update = updateOf(message);
-        if (update !== null) await client.notify('session/update', { sessionId: params.sessionId, update });
+        if (update !== null) await notify(update);
       }
+      await promptsUpTo(Number.MAX_SAFE_INTEGER);
       return {};
     })
     .onNotification('session/cancel', async ({ params }) => {

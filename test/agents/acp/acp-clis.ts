@@ -1,6 +1,12 @@
 /**
- * What an operator would configure as `agents."acp:opencode"` and `agents."acp:claude"`, for the
- * suites on the real CLIs (pinned in agent-clis/, installed by scripts/install-agent-clis.sh):
+ * What an operator would configure as `agents."acp:<name>"` for the suites on the real CLIs
+ * (pinned in agent-clis/, installed by scripts/install-agent-clis.sh):
+ * - Gemini CLI 0.61.0 (`gemini --acp`) against the fake Gemini API, its own retries off in the
+ *   settings of its GEMINI_CLI_HOME (general.maxAttempts 1).
+ * - Qwen Code 0.24.4 (`qwen --acp`) against the fake OpenAI-compatible API, its key and base URL
+ *   in the env, its HOME with ~/.qwen/settings.json (generationConfig.maxRetries 0, which does not
+ *   stop its retries on a 500: see acp-clis-runtime.test.ts); its memory extractor, one more
+ *   request to the model after each turn, off (memory.enableManagedAutoMemory false).
  * - OpenCode 1.18.33 (`opencode acp`) against the fake OpenAI-compatible API: one provider `fake`
  *   (`@ai-sdk/openai-compatible`, bundled in opencode) in `OPENCODE_CONFIG_CONTENT`, its models
  *   the fake server's scripts; the title request goes to a model of its own (`small_model`), so
@@ -20,10 +26,17 @@ import type { AcpOptionsInput } from '../../../src/agents/acp/options.ts';
 import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import type { CliMessage } from '../../../src/protocol/index.ts';
-import { REPO_ROOT } from '../gemini/gemini-env.ts';
+import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
+import { createKeys } from '../../../src/runtime/keys.ts';
+import { createSessionQueue } from '../../../src/runtime/queue.ts';
+import { Runtime } from '../../../src/runtime/runtime.ts';
+import { SessionWorker, WORKER_DEFAULTS } from '../../../src/runtime/worker.ts';
+import { FAST_WORKER, type Harness } from '../../support/runtime.ts';
+import { createGeminiEnv, geminiBin, RECORDING_SETTINGS, REPO_ROOT } from '../gemini/gemini-env.ts';
 
 export const opencodeBin = join(REPO_ROOT, 'agent-clis', 'node_modules', '.bin', 'opencode');
 export const claudeAcpBin = join(REPO_ROOT, 'agent-clis', 'node_modules', '.bin', 'claude-agent-acp');
+export const qwenBin = join(REPO_ROOT, 'agent-clis', 'node_modules', '.bin', 'qwen');
 
 /** The model OpenCode asks for the session's title (a script of its own on the fake server). */
 export const OPENCODE_TITLE_MODEL = 'oc-title';
@@ -80,6 +93,39 @@ export function opencodeEnv(baseUrl: string, models: readonly string[]): AcpCliE
   };
 }
 
+export function geminiAcpEnv(serverUrl: string): AcpCliEnv {
+  const gemini = createGeminiEnv({ serverUrl });
+  const cliHome = join(gemini.root, 'cli-home');
+  mkdirSync(join(cliHome, '.gemini'), { recursive: true });
+  writeFileSync(join(cliHome, '.gemini', 'settings.json'), JSON.stringify(RECORDING_SETTINGS));
+  const { SESSIOND_STATE_DIR: _state, ...env } = gemini.env;
+  return {
+    root: gemini.root,
+    cwd: gemini.cwd,
+    agent: (model) => ({ command: geminiBin, args: ['--acp', '--model', model, '--skip-trust'], env: { ...env, GEMINI_CLI_HOME: cliHome, GEMINI_CLI_NO_RELAUNCH: 'true' } }),
+    cleanup: () => gemini.cleanup(),
+  };
+}
+
+export function qwenEnv(baseUrl: string): AcpCliEnv {
+  const root = mkdtempSync(join(tmpdir(), 'sessiond-qwen-'));
+  const home = join(root, 'home');
+  const cwd = join(root, 'work');
+  mkdirSync(join(home, '.qwen'), { recursive: true });
+  mkdirSync(cwd);
+  writeFileSync(join(home, '.qwen', 'settings.json'), JSON.stringify({ model: { generationConfig: { maxRetries: 0 } }, memory: { enableManagedAutoMemory: false } }));
+  return {
+    root,
+    cwd,
+    agent: (model) => ({
+      command: qwenBin,
+      args: ['--acp', '--auth-type', 'openai', '--model', model],
+      env: { PATH, HOME: home, OPENAI_API_KEY: 'fake-openai-key-not-secret', OPENAI_BASE_URL: baseUrl },
+    }),
+    cleanup: () => rmSync(root, { recursive: true, force: true }),
+  };
+}
+
 export function claudeAcpEnv(baseUrl: string): AcpCliEnv {
   const root = mkdtempSync(join(tmpdir(), 'sessiond-claude-acp-'));
   const home = join(root, 'home');
@@ -131,4 +177,38 @@ export async function waitFor(check: () => boolean, what: string, ms = 30_000): 
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * A runtime and a worker of their own (own prefix, same Redis) whose policy denies a permission
+ * request nobody answered within `deadlineMs`: for the deadline case of an approval flow.
+ */
+export async function shortDeadline(
+  h: Harness,
+  operator: Record<string, Record<string, unknown>>,
+  policy: Record<string, unknown>,
+  deadlineMs = 1000,
+): Promise<{ runtime: Runtime; close(): Promise<void> }> {
+  const prefix = `${h.prefix}-deadline`;
+  const keys = createKeys(prefix);
+  const short = deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: { ...policy, approvals: { deadlineMs } } });
+  const runtime = new Runtime({ connect: h.connect, prefix, policy: short });
+  const worker = new SessionWorker({
+    ...WORKER_DEFAULTS,
+    ...FAST_WORKER,
+    connect: h.connect,
+    keys,
+    queue: createSessionQueue(h.connect('deadline-queue'), keys),
+    concurrency: 1,
+    agentOptions: operator,
+    policy: short,
+  });
+  await worker.start();
+  return {
+    runtime,
+    close: async () => {
+      await worker.close(2000);
+      await runtime.close();
+    },
+  };
 }

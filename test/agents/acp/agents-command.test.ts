@@ -16,9 +16,9 @@ const OPERATOR = {
   'acp:missing': { command: '/nonexistent/acp-agent' },
 };
 
-// `--version` of nine CLIs one after another: seconds each on a loaded host (a budget, not a timing assertion).
-describe('sessiond agents', { timeout: 240_000 }, () => {
-  it('lists the four registry agents and the configured acp:<name> agents (eight on real CLIs) with their versions, resume and permission knob', async () => {
+// `--version` of nine CLIs and `initialize` of four, one after another: seconds each on a loaded host (a budget, not a timing assertion).
+describe('sessiond agents', { timeout: 420_000 }, () => {
+  it('lists the four registry agents and the configured acp:<name> agents (eight on real CLIs) with their versions, how each resumes (an ACP agent: from its initialize) and permission knob', async () => {
     const result = await runCli(['agents', '--json'], {
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SESSIOND_AGENT_OPTIONS: JSON.stringify(OPERATOR), SESSIOND_STATE_DIR: join(home, 'state') },
     });
@@ -37,7 +37,10 @@ describe('sessiond agents', { timeout: 240_000 }, () => {
     expect(byName['acp:missing']?.version).toBeNull();
     expect(byName['acp:qwen']?.permissions).toBe('permissionMode: reject < ask < allow (default reject, ceiling reject unless the policy says)');
     expect(byName.codex?.permissions).toContain('sandbox:');
-    expect(byName['acp:qwen']?.resume).toContain('session/load');
+    // Each ACP agent's own answer to initialize: gemini 0.61 loads, the other three resume.
+    expect(byName['acp:gemini']?.resume).toMatch(/^yes: session\/load\b/);
+    for (const name of ['acp:qwen', 'acp:opencode', 'acp:claude']) expect(byName[name]?.resume, name).toMatch(/^yes: session\/resume\b/);
+    expect(byName['acp:missing']?.resume).toBe('unknown: the agent did not answer initialize');
     expect(byName.pi?.resume).toContain('any host');
   });
 

@@ -1,16 +1,11 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
-import { createKeys } from '../../../src/runtime/keys.ts';
-import { createSessionQueue } from '../../../src/runtime/queue.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../../src/runtime/store/session-store.ts';
-import { SessionWorker, WORKER_DEFAULTS } from '../../../src/runtime/worker.ts';
 import { geminiBuiltinScripts, startFakeGeminiServer, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
-import { agentRecords, assistantText, FAST_WORKER, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
-import { createGeminiEnv, geminiBin, RECORDING_SETTINGS, type GeminiEnv } from '../gemini/gemini-env.ts';
+import { agentRecords, assistantText, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { geminiAcpEnv, shortDeadline, type AcpCliEnv } from './acp-clis.ts';
 
 /**
  * `acp:gemini` (the real gemini 0.61 --acp) through the durable runtime: a 500, then success, one
@@ -19,7 +14,7 @@ import { createGeminiEnv, geminiBin, RECORDING_SETTINGS, type GeminiEnv } from '
  */
 
 let gemini: FakeGeminiServer;
-let env: GeminiEnv;
+let env: AcpCliEnv;
 let runtime: Runtime;
 let h: Harness;
 let operator: Record<string, { command: string; args: string[]; env: Record<string, string> }>;
@@ -31,16 +26,8 @@ useRuntimeSuite('acp-gemini-runtime', {}, async (s) => {
   h = s.h;
   gemini = await startFakeGeminiServer({ scripts: geminiBuiltinScripts() });
   gemini.setScript('rt-flaky', [{ status: 500 }, { text: ['Recovered', ' after a 500.'] }]);
-  env = createGeminiEnv({ serverUrl: gemini.url });
-  const cliHome = join(env.root, 'cli-home');
-  mkdirSync(join(cliHome, '.gemini'), { recursive: true });
-  writeFileSync(join(cliHome, '.gemini', 'settings.json'), JSON.stringify(RECORDING_SETTINGS));
-  const { SESSIOND_STATE_DIR: _state, ...geminiEnv } = env.env;
-  const agentEnv = { ...geminiEnv, GEMINI_CLI_HOME: cliHome, GEMINI_CLI_NO_RELAUNCH: 'true' };
-  operator = {
-    'acp:gemini': { command: geminiBin, args: ['--acp', '--model', 'rt-flaky', '--skip-trust'], env: agentEnv },
-    'acp:gemini-ask': { command: geminiBin, args: ['--acp', '--model', ASK_MODEL, '--skip-trust'], env: agentEnv },
-  };
+  env = geminiAcpEnv(gemini.url);
+  operator = { 'acp:gemini': env.agent('rt-flaky'), 'acp:gemini-ask': env.agent(ASK_MODEL) };
   const policy = deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: POLICY });
   runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
   await s.h.startWorker({ agentOptions: operator, policy });
@@ -106,21 +93,7 @@ describe('acp:gemini permission requests in ask mode', () => {
 
   it("nobody answers within the policy's deadline: denied by the deadline, the command does not run", async () => {
     const before = gemini.requestsFor(ASK_MODEL).length;
-    const prefix = `${h.prefix}-deadline`;
-    const keys = createKeys(prefix);
-    const short = deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: { ...POLICY, approvals: { deadlineMs: 1000 } } });
-    const rt = new Runtime({ connect: h.connect, prefix, policy: short });
-    const worker = new SessionWorker({
-      ...WORKER_DEFAULTS,
-      ...FAST_WORKER,
-      connect: h.connect,
-      keys,
-      queue: createSessionQueue(h.connect('deadline-queue'), keys),
-      concurrency: 1,
-      agentOptions: operator,
-      policy: short,
-    });
-    await worker.start();
+    const { runtime: rt, close } = await shortDeadline(h, operator, POLICY);
     try {
       const { sessionId } = await rt.enqueue({ prompt: 'Run the command', options: ASK() });
       expect((await turnEnded(rt, sessionId, 1, 120_000)).state).toBe('completed');
@@ -128,8 +101,7 @@ describe('acp:gemini permission requests in ask mode', () => {
       expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'deadline' })]);
       expect(commandRan(before)).toBe(false);
     } finally {
-      await worker.close(2000);
-      await rt.close();
+      await close();
     }
   });
 });

@@ -1,31 +1,23 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AcpOptionsInput } from '../../../src/agents/acp/options.ts';
 import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
 import { geminiBuiltinScripts, startFakeGeminiServer, userTexts, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
-import { createGeminiEnv, geminiBin, RECORDING_SETTINGS, type GeminiEnv } from '../gemini/gemini-env.ts';
+import { attemptOf, attemptOptions, geminiAcpEnv, textOf, waitFor, type AcpCliEnv } from './acp-clis.ts';
 
 /**
  * The real Gemini CLI (0.61.0, pinned in agent-clis/) as an ACP agent (`gemini --acp`), against the
- * fake Gemini API on 127.0.0.1: what the operator would configure as `agents."acp:gemini"`.
- * Its own retries are off in the settings of its GEMINI_CLI_HOME (general.maxAttempts 1).
+ * fake Gemini API on 127.0.0.1, configured as an operator would (see acp-clis.ts).
  */
 let server: FakeGeminiServer;
-let env: GeminiEnv;
-let cliHome: string;
+let env: AcpCliEnv;
 
 beforeAll(async () => {
   server = await startFakeGeminiServer({ scripts: geminiBuiltinScripts() });
-  env = createGeminiEnv({ serverUrl: server.url });
-  cliHome = join(env.root, 'cli-home');
-  mkdirSync(join(cliHome, '.gemini'), { recursive: true });
-  writeFileSync(join(cliHome, '.gemini', 'settings.json'), JSON.stringify(RECORDING_SETTINGS));
+  env = geminiAcpEnv(server.url);
 });
 
 afterAll(async () => {
@@ -33,33 +25,7 @@ afterAll(async () => {
   env?.cleanup();
 });
 
-function options(model: string, extra: Partial<AcpOptionsInput> = {}): AcpOptionsInput {
-  const { SESSIOND_STATE_DIR: _state, ...rest } = env.env;
-  return {
-    command: geminiBin,
-    args: ['--acp', '--model', model, '--skip-trust'],
-    prompt: 'Say hello',
-    cwd: env.cwd,
-    env: { ...rest, GEMINI_CLI_HOME: cliHome, GEMINI_CLI_NO_RELAUNCH: 'true' },
-    ...extra,
-  };
-}
-
-async function attempt(model: string, extra: Partial<AcpOptionsInput> = {}, context: RunContext = {}): Promise<CliMessage[]> {
-  const out: CliMessage[] = [];
-  for await (const message of runAcp(options(model, extra), context)) out.push(message);
-  return out;
-}
-
-const text = (messages: CliMessage[], type: 'assistant' | 'assistant.thought' = 'assistant') => messages.map((m) => (m.type === type ? m.content.text : '')).join('');
-
-async function waitFor(check: () => boolean, what: string, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const attempt = (model: string, extra?: Partial<AcpOptionsInput>, context?: RunContext) => attemptOf(env, model, extra, context);
 
 describe('acp: the real gemini --acp on the fake Gemini API', () => {
   it('text: exactly the model text, completed end_turn, one request, no process left', async () => {
@@ -68,7 +34,7 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     const messages = await attempt('fake-text', {}, { onSpawn: (a) => (marker = a.marker) });
     expectContract(messages);
     expect(messages[0]?.type).toBe('session.started');
-    expect(text(messages)).toBe('Hello from the fake model.');
+    expect(textOf(messages)).toBe('Hello from the fake model.');
     expect(terminalOf(messages)).toEqual({ type: 'terminal.completed', content: { stopReason: 'end_turn' } });
     expect(server.requestsFor('fake-text').length - before).toBe(1);
     expect(await findProcessesByMarker(marker)).toEqual([]);
@@ -76,8 +42,8 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
 
   it('thinking arrives as assistant.thought', async () => {
     const messages = await attempt('fake-thinking');
-    expect(text(messages, 'assistant.thought')).toContain('think about it.');
-    expect(text(messages)).toBe('Hello there.');
+    expect(textOf(messages, 'assistant.thought')).toContain('think about it.');
+    expect(textOf(messages)).toBe('Hello there.');
   });
 
   it('a shell tool asks permission: with permissionMode allow it runs (tool.call, tool.completed) and the model gets its output', async () => {
@@ -88,7 +54,7 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     expect(messages.some((m) => m.type === 'tool.completed')).toBe(true);
     const response = JSON.stringify(server.requestsFor('fake-tool').at(-1)?.body);
     expect(response).toContain('hi');
-    expect(text(messages)).toBe('I will run a command.The command printed: hi');
+    expect(textOf(messages)).toBe('I will run a command.The command printed: hi');
   });
 
   it('with the default permissionMode reject a shell tool gemini asks about does not run: tool.failed says so, the turn completes', async () => {
@@ -103,7 +69,7 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     const messages = await attempt('fake-tool-fail', { permissionMode: 'allow' });
     expectOneResultPerToolCall(messages);
     expect(messages.some((m) => m.type === 'tool.completed')).toBe(true);
-    expect(text(messages)).toBe('The command failed.');
+    expect(textOf(messages)).toBe('The command failed.');
   });
 
   it.each([
@@ -128,7 +94,7 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     const id = (first[0] as { content: { sessionId: string } }).content.sessionId;
     const second = await attempt('fake-text', { prompt: 'Second turn', session: { mode: 'resume', id } });
     expectContract(second);
-    expect(text(second)).toBe('Hello from the fake model.');
+    expect(textOf(second)).toBe('Hello from the fake model.');
     const seen = userTexts(server.requestsFor('fake-text').at(-1)!.body);
     if (second[0]?.type === 'session.resumed') {
       expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
@@ -145,7 +111,7 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     let marker = '';
     const sleeps = /^sleep 101[12] $/;
     const run = (async () => {
-      for await (const m of runAcp(options('fake-long-tool', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
+      for await (const m of runAcp(attemptOptions(env, 'fake-long-tool', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
         signal: controller.signal,
         onSpawn: (a) => (marker = a.marker),
       })) {

@@ -11,7 +11,7 @@ import { attemptOf, attemptOptions, OPENCODE_TITLE_MODEL, opencodeEnv, textOf, w
 /**
  * The real OpenCode CLI (`opencode acp`, 1.18.33, pinned in agent-clis/) against the fake
  * OpenAI-compatible API on 127.0.0.1, configured as an operator would (see acp-clis.ts).
- * Its 500 retries are its own and cannot be turned off: see opencode-acp-runtime.test.ts.
+ * Its 500 retries are its own and cannot be turned off: see acp-clis-runtime.test.ts.
  */
 let server: FakeModelServer;
 let env: AcpCliEnv;

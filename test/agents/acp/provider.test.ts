@@ -199,6 +199,15 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
     expect(JSON.stringify(second)).not.toContain('REPLAYED');
   });
 
+  it('an agent whose replay follows its session/load answer (as gemini 0.61): the replay is still not this turn’s output', async () => {
+    const env = { FAKE_ACP_LATE_REPLAY: '1' };
+    const id = sessionIdOf(await attempt(options('say first turn', {}, env)));
+    const second = await attempt(options('say second turn', { session: { mode: 'resume', id } }, env));
+    expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
+    expect(texts(second)).toBe('second turn');
+    expect(JSON.stringify(second)).not.toContain('REPLAYED');
+  });
+
   it('resume with session/resume when the agent offers it: session.resumed without replay', async () => {
     const env = { FAKE_ACP_RESUME: '1' };
     const id = sessionIdOf(await attempt(options('say one', {}, env)));

@@ -1,27 +1,21 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AcpOptionsInput } from '../../../src/agents/acp/options.ts';
 import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
 import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
-import { REPO_ROOT } from '../gemini/gemini-env.ts';
+import { attemptOf, attemptOptions, qwenEnv, textOf, waitFor, type AcpCliEnv } from './acp-clis.ts';
 
 /**
  * The real Qwen Code CLI (0.24.4, pinned in agent-clis/) as an ACP agent (`qwen --acp`), against
- * the fake OpenAI-compatible API on 127.0.0.1: what the operator would configure as
- * `agents."acp:qwen"` (its key and base URL in the agent's env, its HOME with ~/.qwen/settings.json).
+ * the fake OpenAI-compatible API on 127.0.0.1, configured as an operator would (see acp-clis.ts).
  */
-const qwenBin = join(REPO_ROOT, 'agent-clis', 'node_modules', '.bin', 'qwen');
 let server: FakeModelServer;
-let root: string;
-let home: string;
-let cwd: string;
+let env: AcpCliEnv;
 
 const shell = (command: string) => ({ name: 'run_shell_command', arguments: { command } });
 const toolResultSeen = (body: { messages?: Array<{ role?: string }> }) => (body.messages ?? []).some((m) => m.role === 'tool');
@@ -32,46 +26,15 @@ beforeAll(async () => {
   server.setScript('q-tool-fail', ({ body }) => (toolResultSeen(body) ? { text: 'The command failed.' } : { toolCalls: [shell('ls /nonexistent-fake-dir')] }));
   server.setScript('q-tool-asks', ({ body }) => (toolResultSeen(body) ? { text: 'Done.' } : { toolCalls: [shell('touch made-by-qwen')] }));
   server.setScript('q-long', ({ body }) => (toolResultSeen(body) ? { text: 'Slept.' } : { toolCalls: [shell('setsid sleep 1031 & sleep 1032')] }));
-  root = mkdtempSync(join(tmpdir(), 'sessiond-qwen-'));
-  home = join(root, 'home');
-  cwd = join(root, 'work');
-  mkdirSync(join(home, '.qwen'), { recursive: true });
-  mkdirSync(cwd);
-  writeFileSync(join(home, '.qwen', 'settings.json'), JSON.stringify({ model: { generationConfig: { maxRetries: 0 } } }));
+  env = qwenEnv(`${server.url}/v1`);
 });
 
 afterAll(async () => {
   await server?.close();
-  if (root !== undefined) rmSync(root, { recursive: true, force: true });
+  env?.cleanup();
 });
 
-function options(model: string, extra: Partial<AcpOptionsInput> = {}): AcpOptionsInput {
-  return {
-    command: qwenBin,
-    args: ['--acp', '--auth-type', 'openai', '--model', model],
-    prompt: 'Say hello',
-    cwd,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, OPENAI_API_KEY: 'fake-openai-key-not-secret', OPENAI_BASE_URL: `${server.url}/v1` },
-    idleTimeoutMs: 60_000,
-    ...extra,
-  };
-}
-
-async function attempt(model: string, extra: Partial<AcpOptionsInput> = {}, context: RunContext = {}): Promise<CliMessage[]> {
-  const out: CliMessage[] = [];
-  for await (const message of runAcp(options(model, extra), context)) out.push(message);
-  return out;
-}
-
-const text = (messages: CliMessage[], type: 'assistant' | 'assistant.thought' = 'assistant') => messages.map((m) => (m.type === type ? m.content.text : '')).join('');
-
-async function waitFor(check: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const attempt = (model: string, extra?: Partial<AcpOptionsInput>, context?: RunContext) => attemptOf(env, model, extra, context);
 
 describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
   it('text: exactly the model text, completed end_turn, no process left', async () => {
@@ -79,15 +42,15 @@ describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
     const messages = await attempt('text', {}, { onSpawn: (a) => (marker = a.marker) });
     expectContract(messages);
     expect(messages[0]?.type).toBe('session.started');
-    expect(text(messages)).toBe('Hello from the fake LLM.');
+    expect(textOf(messages)).toBe('Hello from the fake LLM.');
     expect(terminalOf(messages)).toEqual({ type: 'terminal.completed', content: { stopReason: 'end_turn' } });
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
 
   it('reasoning arrives as assistant.thought', async () => {
     const messages = await attempt('thinking');
-    expect(text(messages, 'assistant.thought')).toBe('Let me think about it.');
-    expect(text(messages)).toBe('Hello there.');
+    expect(textOf(messages, 'assistant.thought')).toBe('Let me think about it.');
+    expect(textOf(messages)).toBe('Hello there.');
   });
 
   it('a shell tool: tool.call (its arguments completed by tool.update), tool.completed with its output, then the text', async () => {
@@ -97,14 +60,14 @@ describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
     const announced = messages.filter((m) => m.type === 'tool.call' || m.type === 'tool.update');
     expect(announced.at(-1)?.content).toMatchObject({ arguments: { command: 'echo hi' } });
     expect(messages.find((m) => m.type === 'tool.completed')?.content).toMatchObject({ result: { output: 'hi', exitCode: 0 } });
-    expect(text(messages)).toBe('The command printed: hi');
+    expect(textOf(messages)).toBe('The command printed: hi');
   });
 
   it('a failing shell command is tool.failed with its output and exit code, and the turn goes on', async () => {
     const messages = await attempt('q-tool-fail', { permissionMode: 'allow' });
     expectOneResultPerToolCall(messages);
     expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({ error: { exitCode: 2 } });
-    expect(text(messages)).toBe('The command failed.');
+    expect(textOf(messages)).toBe('The command failed.');
     expect(terminalOf(messages).type).toBe('terminal.completed');
   });
 
@@ -112,8 +75,8 @@ describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
     const messages = await attempt('q-tool-asks');
     expect(messages.find((m) => m.type === 'tool.failed')).toBeDefined();
     expect(terminalOf(messages).type).toBe('terminal.completed');
-    expect(() => writeFileSync(join(cwd, 'made-by-qwen'), '', { flag: 'wx' })).not.toThrow();
-    rmSync(join(cwd, 'made-by-qwen'), { force: true });
+    expect(() => writeFileSync(join(env.cwd, 'made-by-qwen'), '', { flag: 'wx' })).not.toThrow();
+    rmSync(join(env.cwd, 'made-by-qwen'), { force: true });
   });
 
   it('a 401 from the API: terminal.failed category auth after one request', async () => {
@@ -129,7 +92,7 @@ describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
     const second = await attempt('text', { prompt: 'Second turn', session: { mode: 'resume', id } });
     expectContract(second);
     expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
-    expect(text(second)).toBe('Hello from the fake LLM.');
+    expect(textOf(second)).toBe('Hello from the fake LLM.');
     const sent = JSON.stringify(
       server
         .requestsFor('text')
@@ -144,7 +107,10 @@ describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
     let marker = '';
     const sleeps = /^sleep 103[12] $/;
     const run = (async () => {
-      for await (const m of runAcp(options('q-long', { permissionMode: 'allow', cancelGraceMs: 2000 }), { signal: controller.signal, onSpawn: (a) => (marker = a.marker) })) {
+      for await (const m of runAcp(attemptOptions(env, 'q-long', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
+        signal: controller.signal,
+        onSpawn: (a) => (marker = a.marker),
+      })) {
         if (m.type === 'tool.call') {
           await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
           controller.abort();

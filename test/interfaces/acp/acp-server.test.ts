@@ -123,13 +123,29 @@ describe('sessiond acp, driven by an ACP client', () => {
     }
   }, 60_000);
 
-  it('session/load in a new connection replays the stored turn as updates', async () => {
+  it('session/load replays the whole stored log in order: each turn’s prompt, then what the agent said in it', async () => {
     const client = await startClient();
     try {
+      // A second turn of the first test's session, from a connection that did not create it.
+      expect((await client.agent.request('session/prompt', { sessionId: firstSession, prompt: [{ type: 'text', text: 'say second turn' }] })).stopReason).toBe('end_turn');
+      client.updates.length = 0;
       await client.agent.request('session/load', { sessionId: firstSession, cwd: state, mcpServers: [] });
-      expect(textOf(client, firstSession)).toBe('hello world');
-      expect(client.updates.filter((u) => u.update.sessionUpdate === 'user_message_chunk').map((u) => (u.update as { content: { text: string } }).content.text)).toEqual([
-        'say hello world',
+      // Consecutive chunks of one kind joined: the replay as an editor shows it.
+      const shown: Array<[string, string]> = [];
+      for (const { sessionId, update } of client.updates) {
+        expect(sessionId).toBe(firstSession);
+        const text = (update as { content?: { text?: string } }).content?.text ?? '';
+        const last = shown.at(-1);
+        if (last !== undefined && last[0] === update.sessionUpdate) last[1] += text;
+        else shown.push([update.sessionUpdate, text]);
+      }
+      expect(shown).toEqual([
+        ['user_message_chunk', 'say hello world'],
+        ['agent_thought_chunk', 'thinking about it'],
+        ['agent_message_chunk', 'hello world'],
+        ['user_message_chunk', 'say second turn'],
+        ['agent_thought_chunk', 'thinking about it'],
+        ['agent_message_chunk', 'second turn'],
       ]);
       const unknown = await client.agent.request('session/load', { sessionId: 'no-such-session', cwd: state, mcpServers: [] }).catch((e: unknown) => e);
       expect(unknown).toMatchObject({ code: -32002 });

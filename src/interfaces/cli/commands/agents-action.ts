@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { resolveAgentCli } from '../../../agents/shared/agent-env.ts';
+import { describeAcpResume, probeAcpResume } from '../../../agents/acp/capabilities.ts';
 import { acpAgentName } from '../../../agents/acp/registry-entry.ts';
 import { AGENT_NAMES, agentDefinition, type AnyAgentName } from '../../../agents/registry.ts';
 import { agentEnv } from '../../../agents/shared/agent-env.ts';
@@ -24,11 +25,13 @@ const RESUME: Record<string, string> = {
   codex: 'yes: resume, its rollout file travels with the session (any host)',
   gemini: 'yes: --resume, its chat file travels with the session (any host)',
 };
-const ACP_RESUME = 'session/resume or session/load where the agent offers them, else a new session (same host only)';
 /** Node CLIs take seconds to print a version on a busy host; they are asked one after another. */
 const VERSION_TIMEOUT_MS = 30_000;
 
-/** The registry's agents and this host's `acp:<name>` agents, with what each supports. */
+/**
+ * The registry's agents and this host's `acp:<name>` agents, with what each supports: an ACP
+ * agent's resume support is what its own `initialize` answers (each is started once, then stopped).
+ */
 export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = process.env): Promise<AgentRow[]> {
   const host = agentHostOptions(config, AGENT_NAMES, env);
   const names: AnyAgentName[] = [...AGENT_NAMES, ...Object.keys(config.agents).filter(acpAgentName).sort()];
@@ -38,12 +41,17 @@ export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = pr
     const acp = acpAgentName(name);
     const command = typeof options.command === 'string' ? options.command : (DEFAULT_COMMANDS[name] ?? '');
     const extra = options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
-    const version = command === '' ? null : await versionOf(command, agentEnv(extra));
+    const sealed = agentEnv(extra);
+    const version = command === '' ? null : await versionOf(command, sealed);
+    const args = Array.isArray(options.args) ? options.args.map(String) : [];
+    const resume = !acp
+      ? (RESUME[name] ?? 'unknown')
+      : describeAcpResume(version === null ? null : await probeAcpResume({ command, args, env: sealed, timeoutMs: VERSION_TIMEOUT_MS }));
     rows.push({
       name,
       command: command === '' ? '(not configured)' : command,
       version,
-      resume: acp ? ACP_RESUME : (RESUME[name] ?? 'unknown'),
+      resume,
       permissions: describeKnobs(agentDefinition(name).permissions),
     });
   }

@@ -1,0 +1,49 @@
+import type { SessionContext } from '../../machines/types.ts';
+
+/**
+ * The prompt of each turn, kept with the transition that started it: the message log holds only
+ * what the agent said, and a turn's text leaves the session's context when the next turn starts.
+ * `sessiond acp`'s `session/load` replays it. Bounded twice: the history keeps its last 1000
+ * transitions (store/scripts.ts), and a prompt longer than TURN_PROMPT_MAX_CHARS is kept cut
+ * (`truncated: true`).
+ */
+export const TURN_PROMPT_MAX_CHARS = 64 * 1024;
+
+export interface TurnPrompt {
+  turn: number;
+  text: string;
+  truncated?: true;
+}
+
+/** Tracks the turns seen by one activation: `next` gives the prompt of a turn that has just started, once. */
+export class TurnPrompts {
+  /** The highest turn whose prompt is recorded (or was, by an earlier activation). */
+  #recorded: number;
+
+  constructor(restoredTurnIndex: number) {
+    this.#recorded = restoredTurnIndex;
+  }
+
+  next(event: string, context: SessionContext): TurnPrompt | null {
+    const turn = context.turn;
+    if (event === 'session.restored') {
+      this.#recorded = Math.max(this.#recorded, context.turnIndex);
+      return null;
+    }
+    if (turn === null || turn.index <= this.#recorded) return null;
+    this.#recorded = turn.index;
+    return turn.text.length > TURN_PROMPT_MAX_CHARS
+      ? { turn: turn.index, text: turn.text.slice(0, TURN_PROMPT_MAX_CHARS), truncated: true }
+      : { turn: turn.index, text: turn.text };
+  }
+}
+
+/** The prompts found in a session's transition history, by turn. */
+export function turnPromptsOf(history: readonly unknown[]): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const entry of history) {
+    const prompt = (entry as { prompt?: unknown } | null)?.prompt as Partial<TurnPrompt> | undefined;
+    if (prompt !== undefined && typeof prompt.turn === 'number' && typeof prompt.text === 'string') out.set(prompt.turn, prompt.text);
+  }
+  return out;
+}
