@@ -44,13 +44,13 @@ describe('the fleet index (list by state, the reconciler’s activations) on a r
     const sent: string[][] = [];
     const { activations } = store.keys;
     const index = indexScriptKeys(store.keys);
-    const batcher = new IndexBatcher(async (args) => {
+    const batcher = new IndexBatcher(async (_shard, args) => {
       sent.push(args);
       await redis.eval(INDEX, index.keys.length, ...index.keys, index.states, ...args);
     });
     const ids = Array.from({ length: 20 }, (_, i) => `s-batch-${i}`);
-    for (const id of ids) batcher.add(id, { created: true, activation: 'add', at: 5_000 });
-    for (const id of ids) batcher.add(id, { activation: 'end', at: 6_000 });
+    for (const id of ids) batcher.add(id, 0, { created: true, activation: 'add', at: 5_000 });
+    for (const id of ids) batcher.add(id, 0, { activation: 'end', at: 6_000 });
     await batcher.flush();
     expect(sent).toHaveLength(1);
     const listed = (await runtime.listSessions()).map((s) => s.sessionId);
@@ -67,18 +67,33 @@ describe('IndexBatcher', () => {
   it('keeps a batch that failed and sends it again, merged with what came after, once Redis answers', async () => {
     let fail = true;
     const sent: string[][] = [];
-    const batcher = new IndexBatcher(async (args) => {
+    const batcher = new IndexBatcher(async (_shard, args) => {
       if (fail) throw new Error('connection refused');
       sent.push(args);
     });
-    batcher.add('a', { created: true, activation: 'add', at });
+    batcher.add('a', 0, { created: true, activation: 'add', at });
     await batcher.flush();
     expect(sent).toEqual([]);
     fail = false;
-    batcher.add('a', { activation: 'end', at: at + 5 });
-    batcher.add('b', { activation: 'end', at });
+    batcher.add('a', 0, { activation: 'end', at: at + 5 });
+    batcher.add('b', 0, { activation: 'end', at });
     await batcher.flush();
     expect(sent).toEqual([['a', '1', 'end', String(at + 5), '', '', 'b', '', 'end', String(at), '', '']]);
+  });
+
+  it('sends one call per index shard, each with only its own sessions', async () => {
+    const sent: Array<[number, string[]]> = [];
+    const batcher = new IndexBatcher(async (shard, args) => {
+      sent.push([shard, args]);
+    });
+    batcher.add('a', 0, { touch: true, at });
+    batcher.add('b', 3, { touch: true, at });
+    batcher.add('c', 3, { touch: true, at });
+    await batcher.flush();
+    expect(sent.sort((x, y) => x[0] - y[0]).map(([shard, args]) => [shard, args.filter((_, i) => i % 6 === 0)])).toEqual([
+      [0, ['a']],
+      [3, ['b', 'c']],
+    ]);
   });
 
   it('merging keeps the latest activation change with its own time', () => {
