@@ -199,7 +199,12 @@ export class RuntimeMetrics {
     for (const state of QUEUE_STATES) this.#queueJobs.set({ state }, counts[state] ?? 0);
     this.#workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
     this.#sessions.reset();
-    SESSION_STATES.forEach((state, i) => this.#sessions.set({ state }, shardReplies.reduce((sum, _, shard) => sum + Number(reply(i, shard)), 0)));
+    SESSION_STATES.forEach((state, i) =>
+      this.#sessions.set(
+        { state },
+        shardReplies.reduce((sum, _, shard) => sum + Number(reply(i, shard)), 0),
+      ),
+    );
 
     const ids = shardReplies.flatMap((_, shard) => reply(SESSION_STATES.length, shard) as string[]);
     for (let i = 0; i < ids.length; i += this.#concurrency) {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createKeys } from '../../src/runtime/keys.ts';
+import { lifecycleKeys, sessionsKey } from '../../src/runtime/lifecycle/keys.ts';
+import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
 import { createSessionQueue, partitionOf } from '../../src/runtime/queue.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import type { PiEnv } from '../support/pi-env.ts';
@@ -87,6 +89,56 @@ describe('the partitioned queue on a Redis Cluster', () => {
     expect(worker.partitions).toEqual([0, 1, 2, 3, 4, 5]);
     for (const sessionId of [grown, ...shrunk]) expect((await turnEnded(one, sessionId, 1, 120_000)).state).toBe('completed');
     await worker.close(2000);
+    await Promise.all([one.close(), six.close()]);
+  }, 180_000);
+
+  it('the fleet indexes are sharded with the partitions, and a deployment back at 1 partition still lists, pages, counts and deletes every session', async () => {
+    const keys = createKeys(h.prefix);
+    const options = { provider: 'fake', model: 'text', cwd: env.cwd };
+    // Two sessions stored with 1 partition (shard 0), then 24 with 6 (each in its partition's shard).
+    const one = runtimeWith(1);
+    const six = runtimeWith(6);
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i += 1) {
+      await one.enqueue({ sessionId: `idx1-${i}`, prompt: 'Say hello', options });
+      ids.push(`idx1-${i}`);
+    }
+    for (let i = 0; i < 24; i += 1) {
+      await six.enqueue({ sessionId: `idx6-${i}`, prompt: 'Say hello', options });
+      ids.push(`idx6-${i}`);
+    }
+    await six.store.flushIndex();
+    // Each session's listing entry is in its shard, and every shard holds some: no one slot lists the fleet.
+    for (const id of ids) {
+      const shard = id.startsWith('idx1-') ? 0 : partitionOf(id, 6);
+      expect(await h.runtime.redis.zscore(sessionsKey(keys, shard), id)).not.toBeNull();
+      expect(await h.runtime.redis.zscore(lifecycleKeys(keys, shard).byState('queued'), id)).not.toBeNull();
+    }
+    for (let n = 0; n < 6; n += 1) expect(await h.runtime.redis.zcard(sessionsKey(keys, n))).toBeGreaterThan(0);
+
+    // The 1-partition deployment merges every shard: pages of 5 give each session once, newest first, as one big page does.
+    const whole = (await one.listPage({ limit: 1000 })).sessions.map((s) => s.sessionId);
+    expect([...whole].sort()).toEqual([...ids].sort());
+    const paged: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await one.listPage({ limit: 5, state: 'queued', ...(cursor === undefined ? {} : { cursor }) });
+      paged.push(...page.sessions.map((s) => s.sessionId));
+      cursor = page.next ?? undefined;
+    } while (cursor !== undefined);
+    expect(paged).toEqual(whole);
+    // Counts by state, and a bulk cancel's selection, cover every shard too.
+    expect(await new RuntimeMetrics(one, { cacheMs: 0 }).render()).toContain(`sessiond_sessions{state="queued"} ${ids.length}`);
+    expect((await one.cancelMatching({ state: 'queued', dryRun: true })).matched).toHaveLength(ids.length);
+
+    // A session of a shard above 0, deleted by the 1-partition deployment, leaves nothing in its shard.
+    const victim = ids.find((id) => id.startsWith('idx6-') && partitionOf(id, 6) !== 0) as string;
+    await one.deleteSession(victim, { force: true, waitMs: 0 });
+    const shard = partitionOf(victim, 6);
+    expect(await h.runtime.redis.zscore(sessionsKey(keys, shard), victim)).toBeNull();
+    expect(await h.runtime.redis.zscore(lifecycleKeys(keys, shard).byState('queued'), victim)).toBeNull();
+    expect(await h.runtime.redis.hget(lifecycleKeys(keys, shard).states, victim)).toBeNull();
+    expect((await one.listPage({ limit: 1000 })).sessions.map((s) => s.sessionId)).not.toContain(victim);
     await Promise.all([one.close(), six.close()]);
   }, 180_000);
 });

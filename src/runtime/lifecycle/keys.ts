@@ -91,5 +91,8 @@ export function activationsKey(keys: Keys, shard: number): string {
 /** INDEX's KEYS (see store/scripts.ts) for index shard n, and its first argument, the states' names in the order of their sets. */
 export function indexScriptKeys(keys: Keys, shard = 0): { keys: string[]; states: string } {
   const lk = lifecycleKeys(keys, shard);
-  return { keys: [sessionsKey(keys, shard), activationsKey(keys, shard), lk.finished, lk.states, lk.version, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))], states: SESSION_STATES.join(',') };
+  return {
+    keys: [sessionsKey(keys, shard), activationsKey(keys, shard), lk.finished, lk.states, lk.version, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))],
+    states: SESSION_STATES.join(','),
+  };
 }

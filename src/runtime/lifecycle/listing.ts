@@ -58,8 +58,7 @@ function decodePositions(cursor: string, shards: number): Position[] {
     if (single !== undefined && single !== null) return Array.from({ length: shards }, () => single);
     if (value !== null && typeof value === 'object' && Array.isArray((value as { p?: unknown }).p)) {
       const list = ((value as { p: unknown[] }).p ?? []).map(position);
-      if (list.length > 0 && list.length <= 1024 && list.every((p) => p !== undefined))
-        return Array.from({ length: shards }, (_, n) => (list[n] as Position | undefined) ?? null);
+      if (list.length > 0 && list.length <= 1024 && list.every((p) => p !== undefined)) return Array.from({ length: shards }, (_, n) => (list[n] as Position | undefined) ?? null);
     }
   } catch {
     // fall through
