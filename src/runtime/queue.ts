@@ -30,10 +30,13 @@ export interface SessionQueue {
   /** Every partition that may hold jobs: below the highest count this deployment recorded (see recordPartitions). */
   knownPartitions(): Promise<number>;
   /**
-   * How many fleet-index shards readers merge (see keys.ts): this process's count or the highest one
-   * recorded, whichever is larger. Read again after FLEET_SHARDS_TTL_MS, without recording anything.
+   * How many fleet-index shards readers merge (see keys.ts): shard 0, and one per partition below
+   * this process's count or the highest one recorded, whichever is larger (none with one partition).
+   * Read again after FLEET_SHARDS_TTL_MS, without recording anything.
    */
   fleetShards(): Promise<number>;
+  /** The fleet-index shard a new session gets (kept for good): its partition's (n + 1), or 0 with one partition. */
+  indexShardOf(sessionId: string): number;
   /** `priority`: the session's (-1000…1000, higher first; default 0). */
   addActivation(sessionId: string, jobId: string, priority?: number): Promise<void>;
   /** An activation job, wherever it is: its session's partition first, then every other known one. */
@@ -105,7 +108,10 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
     if (shards === null || Date.now() - shards.at > FLEET_SHARDS_TTL_MS) {
       const count = connection()
         .get(keys.queuePartitions)
-        .then((known) => Math.max(partitions, Number(known ?? 0) || 0));
+        .then((known) => {
+          const count = Math.max(partitions, Number(known ?? 0) || 0);
+          return count > 1 ? count + 1 : 1;
+        });
       shards = { at: Date.now(), count };
       count.catch(() => {
         if (shards?.count === count) shards = null;
@@ -131,6 +137,7 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
     partitionOf: (sessionId) => partitionOf(sessionId, partitions),
     knownPartitions,
     fleetShards,
+    indexShardOf: (sessionId) => (partitions > 1 ? partitionOf(sessionId, partitions) + 1 : 0),
     async addActivation(sessionId, jobId, priority = 0) {
       if (partitions > 1) await knownPartitions();
       await partition(partitionOf(sessionId, partitions)).add(ACTIVATION_JOB, { sessionId }, { jobId, priority: bullPriority(priority) });

@@ -248,7 +248,7 @@ export class Runtime {
     const create: Record<string, string> = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
     if (request.tenant !== undefined) create.tenant = request.tenant;
     // A new session's fleet-index shard is its partition's now, kept for good (see keys.ts); the count is recorded first, so readers merge that shard.
-    const shard = this.queue.partitionOf(sessionId);
+    const shard = this.queue.indexShardOf(sessionId);
     if (shard > 0) {
       create.shard = String(shard);
       await this.queue.knownPartitions();

@@ -92,7 +92,7 @@ export async function importSession(
   const now = Date.now();
   const k = (part: Parameters<Keys['session']>[1]) => store.key(sessionId, part);
   const redis = store.redis;
-  const shard = queue.partitionOf(sessionId);
+  const shard = queue.indexShardOf(sessionId);
   if (shard > 0) await queue.knownPartitions();
   if (!('sessiondImport' in redis)) redis.defineCommand('sessiondImport', { numberOfKeys: 8, lua: IMPORT });
   const run = ((redis as unknown as Record<string, ScriptFn>).sessiondImport as ScriptFn).bind(redis);
