@@ -6,6 +6,7 @@ import { createSessionQueue, partitionOf } from '../../src/runtime/queue.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisCluster } from '../support/redis-cluster.ts';
+import { balance, probeMasters } from '../support/spread.ts';
 import { expectWholeLog, TEST_POLICY, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 /**
@@ -144,5 +145,23 @@ describe('the partitioned queue on a Redis Cluster', () => {
     expect(await h.runtime.redis.hget(lifecycleKeys(keys, shard).states, victim)).toBeNull();
     expect((await one.listPage({ limit: 1000 })).sessions.map((s) => s.sessionId)).not.toContain(victim);
     await Promise.all([one.close(), six.close()]);
+  }, 180_000);
+
+  it('keys spread: 1,500 sessions with 6 partitions on 3 masters put the commands and the memory of each master within 1.3 × of the others', async () => {
+    const probe = await probeMasters(cluster);
+    const runtime = runtimeWith(6);
+    try {
+      await probe.reset();
+      for (let i = 0; i < 1500; i += 50) await Promise.all(Array.from({ length: 50 }, (_, j) => runtime.enqueue({ sessionId: `spread-${i + j}`, prompt: 'Say hello' })));
+      await runtime.store.flushIndex();
+      const { commands, memory } = await probe.read();
+      // Every master served a share (1,500 sessions take tens of thousands of commands), and none much more than another.
+      expect(Math.min(...commands)).toBeGreaterThan(1500);
+      expect(balance(commands)).toBeLessThanOrEqual(1.3);
+      expect(balance(memory)).toBeLessThanOrEqual(1.3);
+    } finally {
+      probe.close();
+      await runtime.close();
+    }
   }, 180_000);
 });
