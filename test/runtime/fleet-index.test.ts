@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKeys } from '../../src/runtime/keys.ts';
 import { indexScriptKeys } from '../../src/runtime/lifecycle/keys.ts';
+import { CursorError, encodeCursor, listPage } from '../../src/runtime/lifecycle/listing.ts';
 import { createRedis } from '../../src/runtime/redis/index.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { IndexBatcher, mergeUpdates } from '../../src/runtime/store/fleet-index.ts';
@@ -58,6 +59,55 @@ describe('the fleet index (list by state, the reconciler’s activations) on a r
       expect(listed).toContain(id);
       expect(await redis.zscore(activations, id)).toBeNull();
     }
+  });
+});
+
+describe('the listing over several index shards', () => {
+  let server: RedisServer;
+  let redis: Redis;
+  let store: SessionStore;
+
+  beforeAll(async () => {
+    server = await startRedis();
+    redis = createRedis(server.url, { role: 'test-shards', log: () => undefined });
+    store = new SessionStore(redis, createKeys(uniquePrefix('shards')));
+    // 20 sessions over 3 shards, created at times that interleave the shards (and two at the same time).
+    for (let i = 0; i < 20; i += 1) {
+      await redis.hset(store.key(`sh-${i}`, 'meta'), 'state', i % 2 === 0 ? 'completed' : 'failed');
+      await store.index(`sh-${i}`, { created: true, state: i % 2 === 0 ? 'completed' : 'failed', at: 1_000 + (i === 19 ? 18 : i) }, i % 3);
+    }
+  });
+  afterAll(async () => {
+    redis.disconnect();
+    await server.stop();
+  });
+
+  const walk = async (filter: { state?: string }, limit: number): Promise<string[]> => {
+    const out: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await listPage(redis, store.keys, { ...filter, limit, ...(cursor === undefined ? {} : { cursor }) }, 3);
+      out.push(...page.sessions.map((s) => s.sessionId));
+      cursor = page.next ?? undefined;
+    } while (cursor !== undefined);
+    return out;
+  };
+
+  it('pages merge every shard newest first, each session once, and a state filter pages that state only', async () => {
+    const all = await walk({}, 3);
+    expect(all).toHaveLength(20);
+    expect(new Set(all).size).toBe(20);
+    // Newest first; the two made at the same time in the order Redis gives equal scores (id, descending).
+    expect(all.slice(0, 3)).toEqual(['sh-19', 'sh-18', 'sh-17']);
+    expect(all.at(-1)).toBe('sh-0');
+    expect(await walk({}, 1)).toEqual(all);
+    expect(await walk({ state: 'failed' }, 4)).toEqual(all.filter((id) => Number(id.slice(3)) % 2 === 1));
+  });
+
+  it('a cursor of one shard (from before a raise of the partition count) still pages on; a made-up one is refused', async () => {
+    const page = await listPage(redis, store.keys, { limit: 5, cursor: encodeCursor('sh-10', '1010') }, 3);
+    expect(page.sessions.map((s) => s.sessionId)).toEqual(['sh-9', 'sh-8', 'sh-7', 'sh-6', 'sh-5']);
+    await expect(listPage(redis, store.keys, { cursor: Buffer.from('{"p":[1]}').toString('base64url') }, 3)).rejects.toBeInstanceOf(CursorError);
   });
 });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createKeys } from '../../src/runtime/keys.ts';
+import { keySlot } from '../../src/runtime/redis/slot.ts';
 import { lifecycleKeys, sessionsKey } from '../../src/runtime/lifecycle/keys.ts';
 import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
 import { createSessionQueue, partitionOf } from '../../src/runtime/queue.ts';
@@ -28,6 +29,24 @@ describe('partitionOf', () => {
     // Each partition within 10 % of an even share (1000).
     for (const n of counts) expect(Math.abs(n - 1000)).toBeLessThan(100);
     expect(partitionOf('anything', 1)).toBe(0);
+  });
+});
+
+describe('partitionTag', () => {
+  it('puts 6 (and 12) partitions two (four) to each third and three (six) to each half of the slot space, whatever the prefix; partition 0 keeps {<prefix>:q}', () => {
+    for (let p = 0; p < 200; p += 1) {
+      const prefix = `p${p}-${(p * 7919).toString(36)}`;
+      const keys = createKeys(prefix);
+      expect(keys.queuePartitionPrefix(0)).toBe(`{${prefix}:q}`);
+      for (const n of [6, 12]) {
+        const slots = Array.from({ length: n }, (_, i) => keySlot(`${keys.queuePartitionPrefix(i)}:sessions:wait`));
+        const thirds = [0, 1, 2].map((t) => slots.filter((slot) => Math.floor(slot / (16384 / 3)) === t).length);
+        const halves = [0, 1].map((h) => slots.filter((slot) => Math.floor(slot / 8192) === h).length);
+        expect(thirds).toEqual([n / 3, n / 3, n / 3]);
+        expect(halves).toEqual([n / 2, n / 2]);
+      }
+      expect(keys.queuePartitionPrefix(5)).toBe(createKeys(prefix).queuePartitionPrefix(5));
+    }
   });
 });
 
