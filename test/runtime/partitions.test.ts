@@ -59,7 +59,7 @@ describe('the partitioned queue on a Redis Cluster', () => {
   const runtimeWith = (partitions: number): Runtime => new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, queuePartitions: partitions });
   const queueWith = (partitions: number) => createSessionQueue(h.connect('partition-queue'), createKeys(h.prefix), { partitions });
 
-  it('with 6 partitions each session’s job goes to its own partition, the partitions sit on every master, and one worker runs them all', async () => {
+  it('with 6 partitions each session’s job goes to its own partition, two partitions on each master, and one worker runs them all', async () => {
     const runtime = runtimeWith(6);
     const ids: string[] = [];
     // Sessions chosen so that every partition gets one.
