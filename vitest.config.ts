@@ -1,8 +1,37 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The suites are split so `npm test` stays within its time budget (~15 min on a 2-core host):
+ * - `core` (`npm test`): every suite on a single redis-server, one real-CLI suite per agent kind
+ *   (the ACP client on the real gemini, plus the 500-then-success runs of opencode and claude);
+ *   a real Redis Cluster still runs in `test/runtime/redis/cluster.test.ts` and `partitions.test.ts`.
+ * - `cluster` (`npm run test:cluster`): the runtime suites written with `describe.each(BACKENDS)` on a
+ *   real 3-master Redis Cluster, and the `WAIT` failover test.
+ * - `agents` (`npm run test:agents`): the long real-CLI suites of Qwen Code, OpenCode and the Claude
+ *   Code ACP adapter.
+ * - `all` (`npm run test:all`): everything, on both backends.
+ * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
+ */
+const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
+const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts'];
+const AGENT_SUITES = ['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`);
+
+const SETS = {
+  core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES], backends: 'single' },
+  cluster: { include: [...CLUSTER_VARIANTS, ...CLUSTER_ONLY], exclude: [], backends: 'cluster' },
+  agents: { include: AGENT_SUITES, exclude: [], backends: 'single' },
+  all: { include: ['test/**/*.test.ts'], exclude: [], backends: 'single,cluster' },
+} as const;
+
+const name = process.env.SESSIOND_TEST_SET ?? 'core';
+if (!(name in SETS)) throw new Error(`SESSIOND_TEST_SET: unknown set '${name}' (one of ${Object.keys(SETS).join(', ')})`);
+const set = SETS[name as keyof typeof SETS];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    include: [...set.include],
+    exclude: ['**/node_modules/**', ...set.exclude],
+    env: { SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

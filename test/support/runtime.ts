@@ -20,8 +20,22 @@ import { createRedis } from '../../src/runtime/redis/connection.ts';
 
 /** What a runtime suite runs on: one redis-server, or a real 3-master Redis Cluster (redis-cluster.ts). */
 export type Backend = 'single' | 'cluster';
-/** The suites that run on both: `describe.each(BACKENDS)('on %s Redis', (backend) => …)`. */
-export const BACKENDS: readonly Backend[] = ['single', 'cluster'];
+/**
+ * What the suites written as `describe.each(BACKENDS)('on %s Redis', (backend) => …)` run on:
+ * `SESSIOND_TEST_BACKENDS` (set by vitest.config.ts: `single` for `npm test`, `cluster` for
+ * `npm run test:cluster`, both for `npm run test:all`).
+ */
+export const BACKENDS: readonly Backend[] = parseBackends(process.env.SESSIOND_TEST_BACKENDS ?? 'single,cluster');
+
+function parseBackends(text: string): Backend[] {
+  const names = text
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
+  const bad = names.find((name) => name !== 'single' && name !== 'cluster');
+  if (bad !== undefined || names.length === 0) throw new Error(`SESSIOND_TEST_BACKENDS: '${text}' is not a list of single, cluster`);
+  return names as Backend[];
+}
 
 /** A Redis connection factory for a test: every connection is closed by `closeAll`. */
 export function connector(url: string) {
