@@ -20,6 +20,7 @@ import { markerScope, parseMarker, reapOrphans } from '../src/runtime/orphans.ts
 import { Runtime } from '../src/runtime/runtime.ts';
 import { startFakeModelServer, type FakeModelServer } from '../test/support/fake-model-server.ts';
 import { createPiEnv, piBin, type PiEnv } from '../test/support/pi-env.ts';
+import { startRedisCluster, type RedisCluster } from '../test/support/redis-cluster.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../test/support/redis.ts';
 import { connector, TEST_POLICY } from '../test/support/runtime.ts';
 import { AGENT_ENV_NAMES, startWorkerProcess, type WorkerProcess } from '../test/support/worker-process.ts';
@@ -134,6 +135,12 @@ export interface ClusterOptions {
   /** Worker processes (slots) kept running. */
   workers: number;
   concurrency: number;
+  /** 'redis-cluster': a real Redis Cluster (3 masters + 3 replicas, AOF) instead of one redis-server. */
+  backend?: 'single' | 'redis-cluster';
+  /** SESSIOND_QUEUE_PARTITIONS of the workers and of the run's Runtime. Default 1. */
+  queuePartitions?: number;
+  /** More environment for the worker processes (SESSIOND_REDIS_WAIT_REPLICAS…). */
+  workerEnv?: Record<string, string>;
 }
 
 export class Cluster {
@@ -143,6 +150,8 @@ export class Cluster {
   readonly stateDir = join(this.root, 'attempts');
   readonly options: ClusterOptions;
   redis!: RedisServer;
+  /** The Redis Cluster of a 'redis-cluster' world (then `redis` only has its url and stop()). */
+  redisCluster: RedisCluster | null = null;
   model!: FakeModelServer;
   pi!: PiEnv;
   runtime!: Runtime;
@@ -174,13 +183,22 @@ export class Cluster {
 
   async #start(): Promise<void> {
     mkdirSync(this.stateDir, { recursive: true });
-    [this.redis, this.model] = await Promise.all([startRedis({ aof: true }), startFakeModelServer({ scripts: { [PI_SLOW_MODEL]: { text: PI_SLOW_TEXT, chunkDelayMs: 110 } } })]);
+    const redis =
+      this.options.backend === 'redis-cluster'
+        ? startRedisCluster({ aof: true }).then((c) => {
+            this.redisCluster = c;
+            return clusterServer(c);
+          })
+        : startRedis({ aof: true });
+    [this.redis, this.model] = await Promise.all([redis, startFakeModelServer({ scripts: { [PI_SLOW_MODEL]: { text: PI_SLOW_TEXT, chunkDelayMs: 110 } } })]);
     this.pi = createPiEnv({ serverUrl: this.model.url, extraModels: [PI_SLOW_MODEL], root: join(this.root, 'pi') });
     const { connect, closeAll } = connector(this.redis.url);
     this.connect = connect;
     this.#closeConnections = closeAll;
-    this.runtime = new Runtime({ connect, prefix: this.prefix, policy: TEST_POLICY });
-    this.log(`run ${this.runId}: redis-server ${this.redis.url} (AOF, fsync always), fake model server ${this.model.url}, prefix ${this.prefix}, dir ${this.root}`);
+    this.runtime = new Runtime({ connect, prefix: this.prefix, policy: TEST_POLICY, queuePartitions: this.options.queuePartitions ?? 1 });
+    this.log(
+      `run ${this.runId}: ${this.redisCluster === null ? 'redis-server' : 'Redis Cluster (3 masters + 3 replicas)'} ${this.redis.url} (AOF, fsync always), fake model server ${this.model.url}, prefix ${this.prefix}, dir ${this.root}`,
+    );
     for (let slot = 0; slot < this.options.workers; slot++) mkdirSync(this.#hostDir(slot), { recursive: true });
     // pi's managed agent dir, prepared once per "host" before any attempt runs.
     await Promise.all(Array.from({ length: this.options.workers }, (_, slot) => prepareManagedAgentDir(resolve(this.pi.agentDir), join(this.#hostDir(slot), 'state'))));
@@ -217,6 +235,8 @@ export class Cluster {
           // The fake agent reads these: named, since an agent's env holds nothing else of the worker's.
           SESSIOND_AGENT_ENV: [...AGENT_ENV_NAMES, 'CHAOS_REAL_PI', 'CHAOS_NODE', 'CHAOS_RUN_ID', 'CHAOS_STATE_DIR'].join(','),
           SESSIOND_LOG_LEVEL: 'info',
+          ...(this.options.queuePartitions === undefined ? {} : { SESSIOND_QUEUE_PARTITIONS: String(this.options.queuePartitions) }),
+          ...(this.options.workerEnv ?? {}),
         },
       },
       60_000,
@@ -318,4 +338,25 @@ export class Cluster {
     rmSync(this.root, { recursive: true, force: true });
     roots.delete(this.root);
   }
+}
+
+/** A Redis Cluster in the place of the world's redis-server: its url and stop(); the whole-server controls name the cluster's nodes instead. */
+function clusterServer(cluster: RedisCluster): RedisServer {
+  const first = cluster.nodes[0]?.server;
+  if (first === undefined) throw new Error('a cluster without nodes');
+  const refuse = (): never => {
+    throw new Error('a whole-server control on a Redis Cluster world: use redisCluster (its nodes)');
+  };
+  return {
+    url: cluster.url,
+    port: first.port,
+    dir: first.dir,
+    pid: first.pid,
+    password: undefined,
+    stop: () => cluster.stop(),
+    kill: refuse,
+    restart: refuse,
+    pause: refuse,
+    resume: refuse,
+  };
 }

@@ -12,12 +12,13 @@ import { Cluster } from './cluster.ts';
 import { Random, runScenario, type ScenarioDefinition, type ScenarioResult } from './scenario.ts';
 import { agents } from './scenarios/agents.ts';
 import { escape } from './scenarios/escape.ts';
+import { failover, failoverNoWait } from './scenarios/failover.ts';
 import { kill9 } from './scenarios/kill9.ts';
 import { races } from './scenarios/races.ts';
 import { redisFaults } from './scenarios/redis.ts';
 import { sigstop } from './scenarios/sigstop.ts';
 
-export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop, escape];
+export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop, escape, failover, failoverNoWait];
 
 export interface ChaosOptions {
   quick: boolean;
@@ -81,19 +82,30 @@ export function summarize(report: Omit<ChaosReport, 'summary' | 'runId'>): strin
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const started = Date.now();
-  const chosen = SCENARIOS.filter((s) => options.only === undefined || options.only.length === 0 || options.only.includes(s.name));
+  const named = options.only !== undefined && options.only.length > 0;
+  const chosen = SCENARIOS.filter((s) => (named ? (options.only ?? []).includes(s.name) : !(options.quick && s.fullOnly === true)));
   const machine = machineDescription();
   log(`chaos: ${options.quick ? 'quick' : 'full'} run of ${chosen.map((s) => s.name).join(', ')}; seed ${options.seed}; ${machine}`);
   const results: ScenarioResult[] = [];
-  const cluster = await Cluster.start({ log, workers: 3, concurrency: options.quick ? 3 : 4 });
-  const budget = options.budgetMs ?? (options.quick ? 200_000 : 720_000);
+  const worldOptions = { log, workers: 3, concurrency: options.quick ? 3 : 4 };
+  // The shared world (one redis-server), unless every scenario chosen brings its own.
+  const cluster = chosen.some((s) => s.world === undefined) ? await Cluster.start(worldOptions) : null;
+  const own = chosen.filter((s) => s.world !== undefined).length;
+  const budget = options.budgetMs ?? (options.quick ? 200_000 : 720_000 + own * 240_000);
   let timer: NodeJS.Timeout | undefined;
   try {
     const all = (async () => {
       for (const [i, def] of chosen.entries()) {
         log(`-- ${def.name}: ${def.title}`);
         const random = new Random(options.seed + i * 7919);
-        const result = await runScenario(def, { cluster, quick: options.quick, random, log });
+        const world = def.world === undefined ? cluster : await Cluster.start({ ...worldOptions, ...def.world });
+        if (world === null) throw new Error('no world for the scenario');
+        let result: ScenarioResult;
+        try {
+          result = await runScenario(def, { cluster: world, quick: options.quick, random, log });
+        } finally {
+          if (world !== cluster) await world.close();
+        }
         results.push(result);
         log(formatResult(result, i + 1, chosen.length));
       }
@@ -116,11 +128,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
   } finally {
     clearTimeout(timer);
-    await cluster.close();
+    await cluster?.close();
   }
   const partial = {
     ok: results.length > 0 && results.every((r) => r.ok),
-    runId: cluster.runId,
+    runId: cluster?.runId ?? 'own worlds',
     seed: options.seed,
     quick: options.quick,
     durationMs: Date.now() - started,

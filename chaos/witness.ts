@@ -102,7 +102,8 @@ export class Witness {
     const cluster = this.#cluster;
     const sessions = [...this.#sessions()];
     const redis = cluster.runtime.redis;
-    const leases = sessions.length === 0 ? [] : await redis.mget(...sessions.map((id) => cluster.runtime.keys.session(id, 'lease')));
+    // One GET per session (a Redis Cluster refuses an MGET over several slots).
+    const leases = await Promise.all(sessions.map((id) => redis.get(cluster.runtime.keys.session(id, 'lease'))));
     // Read after Redis answered (which may take long: Redis paused): a process list older than the
     // leases could take an agent that just finished for a stale one.
     const now = Date.now();

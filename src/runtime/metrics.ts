@@ -182,17 +182,22 @@ export class RuntimeMetrics {
 
   async #refresh(): Promise<void> {
     const runtime = this.#runtime;
-    const lk = lifecycleKeys(runtime.keys);
     const now = Date.now();
     // Only what changed since the last refresh is read (the `changed` index, kept by the workers'
     // index writes), and the counts by state are the per-state sets' sizes: the cost follows the
     // activity, not the number of sessions stored.
     const since = this.#since ?? now - CHANGED_WINDOW_MS;
-    const pipeline = runtime.redis.pipeline();
-    for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
-    pipeline.zrangebyscore(lk.changed, since, '+inf');
-    const [replies, counts, workers, limits, approvals] = await Promise.all([
-      pipeline.exec(),
+    // One pipeline per index shard (each a slot of its own, see keys.ts): its state sets' sizes and what changed in it.
+    const shards = await runtime.queue.fleetShards();
+    const perShard = Array.from({ length: shards }, (_, n) => {
+      const lk = lifecycleKeys(runtime.keys, n);
+      const pipeline = runtime.redis.pipeline();
+      for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
+      pipeline.zrangebyscore(lk.changed, since, '+inf');
+      return pipeline.exec();
+    });
+    const [shardReplies, counts, workers, limits, approvals] = await Promise.all([
+      Promise.all(perShard),
       runtime.queue.jobCounts(...QUEUE_STATES),
       runtime.workers(),
       runtime.limitsView(),
@@ -205,17 +210,22 @@ export class RuntimeMetrics {
       this.#limitWaiting.set({ limit: limit.name }, limit.waiting);
     }
     this.#approvalsWaiting.set(approvals);
-    const reply = (i: number): unknown => {
-      const [error, value] = replies?.[i] ?? [null, null];
+    const reply = (i: number, shard: number): unknown => {
+      const [error, value] = shardReplies[shard]?.[i] ?? [null, null];
       if (error !== null) throw error;
       return value;
     };
     for (const state of QUEUE_STATES) this.#queueJobs.set({ state }, counts[state] ?? 0);
     this.#workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
     this.#sessions.reset();
-    SESSION_STATES.forEach((state, i) => this.#sessions.set({ state }, Number(reply(i))));
+    SESSION_STATES.forEach((state, i) =>
+      this.#sessions.set(
+        { state },
+        shardReplies.reduce((sum, _, shard) => sum + Number(reply(i, shard)), 0),
+      ),
+    );
 
-    const ids = reply(SESSION_STATES.length) as string[];
+    const ids = shardReplies.flatMap((_, shard) => reply(SESSION_STATES.length, shard) as string[]);
     for (let i = 0; i < ids.length; i += this.#concurrency) {
       await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
     }

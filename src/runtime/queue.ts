@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 import { SESSION_ID_PATTERN } from './keys.ts';
 import type { SessionStore } from './store/session-store.ts';
+import { activationsKey } from './lifecycle/keys.ts';
 
 export const QUEUE_NAME = 'sessions';
 export const ACTIVATION_JOB = 'activate';
@@ -28,6 +29,14 @@ export interface SessionQueue {
   partitionOf(sessionId: string): number;
   /** Every partition that may hold jobs: below the highest count this deployment recorded (see recordPartitions). */
   knownPartitions(): Promise<number>;
+  /**
+   * How many fleet-index shards readers merge (see keys.ts): shard 0, and one per partition below
+   * this process's count or the highest one recorded, whichever is larger (none with one partition).
+   * Read again after FLEET_SHARDS_TTL_MS, without recording anything.
+   */
+  fleetShards(): Promise<number>;
+  /** The fleet-index shard a new session gets (kept for good): its partition's (n + 1), or 0 with one partition. */
+  indexShardOf(sessionId: string): number;
   /** `priority`: the session's (-1000…1000, higher first; default 0). */
   addActivation(sessionId: string, jobId: string, priority?: number): Promise<void>;
   /** An activation job, wherever it is: its session's partition first, then every other known one. */
@@ -47,6 +56,9 @@ export function partitionOf(sessionId: string, partitions: number): number {
   }
   return hash % partitions;
 }
+
+/** How long a reader trusts the partition count it read (a count raised elsewhere is seen within this). */
+export const FLEET_SHARDS_TTL_MS = 5_000;
 
 /** KEYS: the record. ARGV: a partition count. Keeps the highest count ever used; → that count. */
 const RECORD_PARTITIONS = `
@@ -91,6 +103,22 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
     }
     return queue;
   };
+  let shards: { at: number; count: Promise<number> } | null = null;
+  const fleetShards = (): Promise<number> => {
+    if (shards === null || Date.now() - shards.at > FLEET_SHARDS_TTL_MS) {
+      const count = connection()
+        .get(keys.queuePartitions)
+        .then((known) => {
+          const count = Math.max(partitions, Number(known ?? 0) || 0);
+          return count > 1 ? count + 1 : 1;
+        });
+      shards = { at: Date.now(), count };
+      count.catch(() => {
+        if (shards?.count === count) shards = null;
+      });
+    }
+    return shards.count;
+  };
   let recorded: Promise<number> | null = null;
   const knownPartitions = (): Promise<number> => {
     recorded ??= recordPartitions(connection(), keys, partitions).catch((error: unknown) => {
@@ -108,6 +136,8 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
     partition,
     partitionOf: (sessionId) => partitionOf(sessionId, partitions),
     knownPartitions,
+    fleetShards,
+    indexShardOf: (sessionId) => (partitions > 1 ? partitionOf(sessionId, partitions) + 1 : 0),
     async addActivation(sessionId, jobId, priority = 0) {
       if (partitions > 1) await knownPartitions();
       await partition(partitionOf(sessionId, partitions)).add(ACTIVATION_JOB, { sessionId }, { jobId, priority: bullPriority(priority) });
@@ -165,15 +195,22 @@ const RECONCILE_AFTER_MS = 10_000;
 /**
  * A process that died between creating an activation and adding its job (or a
  * job that failed unexpectedly) would leave a session with prompts and no job.
- * Re-adds the job of every activation older than a few seconds whose job is gone.
+ * Re-adds the job of every activation older than a few seconds whose job is gone, in every index shard.
  */
 export async function reconcileActivations(store: SessionStore, sessionQueue: SessionQueue): Promise<number> {
-  const old = await store.redis.zrangebyscore(store.keys.activations, 0, Date.now() - RECONCILE_AFTER_MS, 'LIMIT', 0, 500);
+  const shards = await sessionQueue.fleetShards();
+  let readded = 0;
+  for (let shard = 0; shard < shards; shard += 1) readded += await reconcileShard(store, sessionQueue, activationsKey(store.keys, shard));
+  return readded;
+}
+
+async function reconcileShard(store: SessionStore, sessionQueue: SessionQueue, activations: string): Promise<number> {
+  const old = await store.redis.zrangebyscore(activations, 0, Date.now() - RECONCILE_AFTER_MS, 'LIMIT', 0, 500);
   let readded = 0;
   for (const sessionId of old) {
     const jobId = await store.activeJobId(sessionId);
     if (jobId === null) {
-      await store.redis.zrem(store.keys.activations, sessionId);
+      await store.redis.zrem(activations, sessionId);
       continue;
     }
     // Wherever it is: a job added under an older partition count is still consumed there.

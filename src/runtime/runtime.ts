@@ -254,6 +254,12 @@ export class Runtime {
     const sessionId = request.sessionId ?? randomUUID();
     const create: Record<string, string> = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
     if (request.tenant !== undefined) create.tenant = request.tenant;
+    // A new session's fleet-index shard is its partition's now, kept for good (see keys.ts); the count is recorded first, so readers merge that shard.
+    const shard = this.queue.indexShardOf(sessionId);
+    if (shard > 0) {
+      create.shard = String(shard);
+      await this.queue.knownPartitions();
+    }
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
     const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId, {
@@ -281,11 +287,15 @@ export class Runtime {
     const writes: Array<Promise<unknown>> = [];
     // Listed when new; active again, so not expiring (a revived session's clock restarts when it finishes).
     writes.push(
-      this.store.index(sessionId, {
-        ...(result.created ? { created: true, state: 'queued' } : { touch: true }),
-        expireAt: 'remove',
-        ...(result.jobId !== null ? { activation: 'add' as const } : {}),
-      }),
+      this.store.index(
+        sessionId,
+        {
+          ...(result.created ? { created: true, state: 'queued' } : { touch: true }),
+          expireAt: 'remove',
+          ...(result.jobId !== null ? { activation: 'add' as const } : {}),
+        },
+        result.shard,
+      ),
     );
     if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId, result.priority));
     await Promise.all(writes);
@@ -345,7 +355,7 @@ export class Runtime {
     if (filter.max !== undefined && (!Number.isSafeInteger(filter.max) || filter.max < 1 || filter.max > BULK_CANCEL_MAX))
       issues.push({ field: 'max', message: `must be an integer from 1 to ${BULK_CANCEL_MAX}` });
     if (issues.length > 0) throw new InputError(issues);
-    const matched = await selectForCancel(this.redis, this.keys, {
+    const matched = await selectForCancel(this.redis, this.keys, await this.queue.fleetShards(), {
       state: filter.state as string,
       ...(typeof filter.agent === 'string' ? { agent: filter.agent } : {}),
       ...(filter.max === undefined ? {} : { max: filter.max }),
@@ -602,7 +612,7 @@ export class Runtime {
   /** A page of sessions, newest first, from `cursor` (the `next` of the previous page); InputError for a bad cursor. */
   async listPage(filter: ListFilter = {}): Promise<ListPage> {
     try {
-      return await listPage(this.redis, this.keys, filter);
+      return await listPage(this.redis, this.keys, filter, await this.queue.fleetShards());
     } catch (error) {
       if (hasErrorCode(error, 'invalid_cursor')) throw new InputError([{ field: 'cursor', message: error.message }]);
       throw error;
@@ -624,7 +634,10 @@ export class Runtime {
 
   /** A number that changes whenever anything shown in the listing changes (for ETags). */
   async listingVersion(): Promise<string> {
-    return (await this.redis.get(lifecycleKeys(this.keys).version)) ?? '0';
+    // One counter per index shard, each only ever going up: their sum changes whenever one does.
+    const shards = await this.queue.fleetShards();
+    const versions = await Promise.all(Array.from({ length: shards }, (_, n) => this.redis.get(lifecycleKeys(this.keys, n).version)));
+    return String(versions.reduce((sum, v) => sum + Number(v ?? 0), 0));
   }
 
   /** Each session's state as its own record says it (written in the same fenced script as its snapshot), in one pipeline; null for an unknown id. */

@@ -22,7 +22,11 @@ export const SESSION_PARTS = [
   'counters',
 ] as const satisfies readonly SessionPart[];
 
-/** The fleet-wide keys of the lifecycle, in the fleet slot `{<prefix>}` like the other indexes. */
+/**
+ * The fleet-wide keys of the lifecycle. `lifecycleKeys(keys, n)` names those of index shard n (see
+ * keys.ts): finished, states, byState, version and changed are per shard; purging, sweeper, deletions,
+ * backfill, counters and counters-folded exist in shard 0 only (`{<prefix>}`: per removal or per sweep, not per write).
+ */
 export interface LifecycleKeys {
   /** hash: sessionId → JSON of a removal in progress (a crash leaves it for the sweeper to finish). */
   readonly purging: string;
@@ -50,20 +54,21 @@ export interface LifecycleKeys {
   tombstone(sessionId: string): string;
 }
 
-export function lifecycleKeys(keys: Keys): LifecycleKeys {
-  const fleet = `{${keys.prefix}}`;
+export function lifecycleKeys(keys: Keys, shard = 0): LifecycleKeys {
+  const fleet = keys.fleetTag(shard);
+  const zero = keys.fleetTag(0);
   return {
-    purging: `${fleet}:purging`,
+    purging: `${zero}:purging`,
     finished: `${fleet}:finished`,
     states: `${fleet}:states`,
     byState: (state) => `${fleet}:state:${state}`,
     version: `${fleet}:listing-version`,
     changed: `${fleet}:changed`,
-    sweeper: `${fleet}:sweeper`,
-    backfill: `${fleet}:index-backfill`,
-    deletions: `${fleet}:deletions`,
-    counters: `${fleet}:counters`,
-    folded: `${fleet}:counters-folded`,
+    sweeper: `${zero}:sweeper`,
+    backfill: `${zero}:index-backfill`,
+    deletions: `${zero}:deletions`,
+    counters: `${zero}:counters`,
+    folded: `${zero}:counters-folded`,
     tombstone: (sessionId) => `${keys.prefix}:{s:${sessionId}}:gone`,
   };
 }
@@ -80,8 +85,21 @@ export function purgeKeys(keys: Keys, sessionId: string): string[] {
   return [keys.session(sessionId, 'meta'), keys.session(sessionId, 'lease'), ...rest.map((p) => keys.session(sessionId, p)), lifecycleKeys(keys).tombstone(sessionId)];
 }
 
-/** INDEX's KEYS (see store/scripts.ts) and its first argument, the states' names in the order of their sets. */
-export function indexScriptKeys(keys: Keys): { keys: string[]; states: string } {
-  const lk = lifecycleKeys(keys);
-  return { keys: [keys.sessions, keys.activations, lk.finished, lk.states, lk.version, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))], states: SESSION_STATES.join(',') };
+/** The listing of index shard n (zset: sessionId → creation time). */
+export function sessionsKey(keys: Keys, shard: number): string {
+  return shard === 0 ? keys.sessions : keys.fleetKey(shard, 'sessions');
+}
+
+/** The activations of index shard n, for the reconciler (zset: sessionId → when its activation was created). */
+export function activationsKey(keys: Keys, shard: number): string {
+  return shard === 0 ? keys.activations : keys.fleetKey(shard, 'activations');
+}
+
+/** INDEX's KEYS (see store/scripts.ts) for index shard n, and its first argument, the states' names in the order of their sets. */
+export function indexScriptKeys(keys: Keys, shard = 0): { keys: string[]; states: string } {
+  const lk = lifecycleKeys(keys, shard);
+  return {
+    keys: [sessionsKey(keys, shard), activationsKey(keys, shard), lk.finished, lk.states, lk.version, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))],
+    states: SESSION_STATES.join(','),
+  };
 }

@@ -3,7 +3,8 @@ import type { BusEvent } from '../event-bus.ts';
 import type { Keys } from '../keys.ts';
 import type { SessionQueue } from '../queue.ts';
 import { QUIESCENT_STATES, SESSION_STATES } from '../../../machines/states.ts';
-import { lifecycleKeys, purgeKeys } from './keys.ts';
+import { activationsKey, lifecycleKeys, purgeKeys, sessionsKey } from './keys.ts';
+import { shardOf } from '../keys.ts';
 import { FORGET, MARK, PURGE } from './scripts.ts';
 import { script } from '../redis/scripts.ts';
 import { foldCounters } from '../counters.ts';
@@ -50,6 +51,8 @@ export interface PurgeRecord {
   /** When the session was marked (its fleet entries are those made before). */
   markedAt?: string;
   tombstoneMs?: number;
+  /** The session's fleet-index shard (read at the mark; unknown before it: every shard is cleaned). */
+  shard?: number;
 }
 
 /**
@@ -89,7 +92,7 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
   if (code === 0) {
     // Nothing under this id: a removal cut short after PURGE has only the fleet entries left.
     if (previous !== null) {
-      await forget(deps, sessionId, previous.markedAt ?? '');
+      await forget(deps, sessionId, previous.markedAt ?? '', previous.shard);
       return { outcome: 'removed', sessionId, cancelled: false };
     }
     await redis.hdel(lk.purging, sessionId);
@@ -102,7 +105,8 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
   const jobId = String(mark[1] ?? '') || previous?.jobId || '';
   const holder = String(mark[2] ?? '');
   const markedAt = String(mark[4] ?? '');
-  await redis.hset(lk.purging, sessionId, JSON.stringify({ ...record, ...(jobId === '' ? {} : { jobId }), markedAt } satisfies PurgeRecord));
+  const shard = shardOf(mark[5]);
+  await redis.hset(lk.purging, sessionId, JSON.stringify({ ...record, ...(jobId === '' ? {} : { jobId }), markedAt, shard } satisfies PurgeRecord));
   if (options.stopAfter === 'mark') return { outcome: 'stopped', sessionId };
 
   // Step 2: a holder stops the turn (its process tree gone) and lets go; past the wait, its lease is taken away.
@@ -129,16 +133,22 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
   if (options.stopAfter === 'purge') return { outcome: 'stopped', sessionId };
 
   // Step 5: the fleet-wide entries, and the record of this removal.
-  await forget(deps, sessionId, markedAt);
+  await forget(deps, sessionId, markedAt, shard);
   return { outcome: 'removed', sessionId, cancelled };
 }
 
-async function forget(deps: RemoveDeps, sessionId: string, markedAt: string): Promise<void> {
+/** The session's fleet-index entries (in its shard; every shard when it is not known), then its `purging` record. */
+async function forget(deps: RemoveDeps, sessionId: string, markedAt: string, shard: number | undefined): Promise<void> {
   const { keys } = deps;
-  const lk = lifecycleKeys(keys);
-  const fleet = [keys.sessions, keys.activations, lk.purging, lk.finished, lk.states, lk.folded, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))];
-  await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
-  await deps.redis.incr(lk.version);
+  const shards = shard !== undefined ? [shard] : Array.from({ length: await deps.queue.fleetShards() }, (_, n) => n);
+  for (const n of shards) {
+    const lk = lifecycleKeys(keys, n);
+    const fleet = [sessionsKey(keys, n), activationsKey(keys, n), lk.finished, lk.states, lk.version, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))];
+    await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
+  }
+  // What the counters' folds remembered of it (its totals stay), then the record of this removal.
+  await deps.redis.hdel(lifecycleKeys(keys).folded, sessionId);
+  await deps.redis.hdel(lifecycleKeys(keys).purging, sessionId);
 }
 
 async function removeJob(queue: SessionQueue, jobId: string): Promise<void> {

@@ -8,7 +8,7 @@
 /**
  * KEYS: meta, inbox, lease, cancel, active. ARGV: mode ('force' | 'finished' | 'expire'), now,
  * default retention ms (expire mode), quiescent states (comma-separated: QUIESCENT_STATES of machines/states.ts).
- * → {0} no such session | {1, activeJobId|'', holder|'', createdAt, deletingSince} marked (or already was)
+ * → {0} no such session | {1, activeJobId|'', holder|'', createdAt, deletingSince, shard|''} marked (or already was; shard: its fleet-index shard)
  *   | {-1, state} not finished (finished/expire modes) | {-2, expireAt} not yet expired (0: kept forever)
  */
 export const MARK = `
@@ -32,7 +32,7 @@ if not since then
   since = ARGV[2]
   redis.call('HSET', KEYS[1], 'deleting', since)
 end
-return {1, redis.call('GET', KEYS[5]) or '', redis.call('GET', KEYS[3]) or '', redis.call('HGET', KEYS[1], 'createdAt') or '', since}
+return {1, redis.call('GET', KEYS[5]) or '', redis.call('GET', KEYS[3]) or '', redis.call('HGET', KEYS[1], 'createdAt') or '', since, redis.call('HGET', KEYS[1], 'shard') or ''}
 `;
 
 /**
@@ -50,10 +50,11 @@ return 1
 `;
 
 /**
- * The fleet-wide entries of a removed session. KEYS: sessions, activations, purging, finished,
- * states, counters-folded, then sorted sets (changed, one per state). ARGV: sessionId, when the removed session was marked ('' unknown).
+ * The fleet-wide entries of a removed session in its index shard (one slot). KEYS: sessions,
+ * activations, finished, states, listing version, changed, then one sorted set per state. ARGV: sessionId,
+ * when the removed session was marked ('' unknown).
  * The listing is removed only if it is the removed session's, listed before its mark (a new session
- * under the same id, made after the purge, keeps its own).
+ * under the same id, made after the purge, keeps its own). The caller then drops the `purging` record.
  */
 export const FORGET = `
 local id = ARGV[1]
@@ -62,11 +63,10 @@ local ours = ARGV[2] == '' or not score or tonumber(score) <= tonumber(ARGV[2])
 if ours then
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
-  redis.call('ZREM', KEYS[4], id)
-  redis.call('HDEL', KEYS[5], id)
-  redis.call('HDEL', KEYS[6], id)
-  for i = 7, #KEYS do redis.call('ZREM', KEYS[i], id) end
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('HDEL', KEYS[4], id)
+  for i = 6, #KEYS do redis.call('ZREM', KEYS[i], id) end
 end
-redis.call('HDEL', KEYS[3], id)
+redis.call('INCR', KEYS[5])
 return ours and 1 or 0
 `;

@@ -90,14 +90,19 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
       const result = await removeSession(deps, sessionId, { mode: record.mode, retentionMs: options.retentionMs, waitMs: 0 });
       if (result.outcome === 'removed') resumed += 1;
     }
-    const due = await redis.zrangebyscore(lk.finished, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch);
-    for (let i = 0; i + 1 < due.length; i += 2) {
-      const sessionId = due[i] as string;
-      const score = due[i + 1] as string;
-      const result = await removeSession(deps, sessionId, { mode: 'expire', retentionMs: options.retentionMs });
-      if (result.outcome === 'removed') expired += 1;
-      else if (result.outcome === 'not_expired') await rescore(lk.finished, sessionId, score, result.expireAt > 0 ? result.expireAt : '');
-      else if (result.outcome !== 'stopped') await rescore(lk.finished, sessionId, score, '');
+    // Every index shard's expiry index (see keys.ts), up to `batch` sessions each.
+    const shards = await deps.queue.fleetShards();
+    for (let shard = 0; shard < shards; shard += 1) {
+      const finished = lifecycleKeys(deps.keys, shard).finished;
+      const due = await redis.zrangebyscore(finished, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch);
+      for (let i = 0; i + 1 < due.length; i += 2) {
+        const sessionId = due[i] as string;
+        const score = due[i + 1] as string;
+        const result = await removeSession(deps, sessionId, { mode: 'expire', retentionMs: options.retentionMs });
+        if (result.outcome === 'removed') expired += 1;
+        else if (result.outcome === 'not_expired') await rescore(finished, sessionId, score, result.expireAt > 0 ? result.expireAt : '');
+        else if (result.outcome !== 'stopped') await rescore(finished, sessionId, score, '');
+      }
     }
   } finally {
     await unlock(lk.sweeper, token).catch(() => undefined);
@@ -106,7 +111,7 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
 }
 
 /**
- * One step of the backfill: sessions stored by a sessiond from before the lifecycle indexes are in
+ * One step of the backfill (shard 0 only: every session stored before index shards is there): sessions stored by a sessiond from before the lifecycle indexes are in
  * the listing but in no state set and not in the expiry index, so they were neither counted by
  * state, nor filtered, nor ever expired. Each sweep indexes up to `batch` of them, walking the
  * listing with ZSCAN (which returns every member present for the whole walk at least once), until

@@ -107,6 +107,8 @@ export async function importSession(store: SessionStore, queue: SessionQueue, te
   const now = Date.now();
   const k = (part: Parameters<Keys['session']>[1]) => store.key(sessionId, part);
   const redis = store.redis;
+  const shard = queue.indexShardOf(sessionId);
+  if (shard > 0) await queue.knownPartitions();
   if (!('sessiondImport' in redis)) redis.defineCommand('sessiondImport', { numberOfKeys: 8, lua: IMPORT });
   const run = ((redis as unknown as Record<string, ScriptFn>).sessiondImport as ScriptFn).bind(redis);
   const written = Number(
@@ -120,7 +122,8 @@ export async function importSession(store: SessionStore, queue: SessionQueue, te
       k('inbox'),
       k('active'),
       sessionId,
-      JSON.stringify(archive.meta),
+      // Its fleet-index shard in this deployment (see keys.ts): an archive does not carry one.
+      JSON.stringify(shard > 0 ? { ...archive.meta, shard: String(shard) } : archive.meta),
       snapshot === null ? '' : JSON.stringify(snapshot),
       jobId,
       now,
@@ -136,11 +139,15 @@ export async function importSession(store: SessionStore, queue: SessionQueue, te
   );
   if (written === 0) throw new ConflictError(`session "${sessionId}" already exists: import it under another id (--as), or delete it first; nothing was written`);
   const retention = archive.meta.retention === undefined ? store.retentionMs : Number(archive.meta.retention);
-  await store.index(sessionId, {
-    created: true,
-    state,
-    ...(needsActivation ? { activation: 'add' as const, expireAt: 'remove' as const } : { expireAt: retention > 0 ? now + retention : 'remove' }),
-  });
+  await store.index(
+    sessionId,
+    {
+      created: true,
+      state,
+      ...(needsActivation ? { activation: 'add' as const, expireAt: 'remove' as const } : { expireAt: retention > 0 ? now + retention : 'remove' }),
+    },
+    shard,
+  );
   if (needsActivation) await queue.addActivation(sessionId, jobId);
   return { sessionId, messages: archive.messages.length, state, conversation: fork.conversation };
 }

@@ -48,25 +48,26 @@ export function mergeUpdates(first: IndexUpdate, later: IndexUpdate): IndexUpdat
 const INDEX_RETRY_MS = 1_000;
 
 /**
- * The fleet-index updates of every session a worker drives, sent as one script call per tick
- * instead of one per session: the index trails the sessions' own (fenced) writes by that tick. A
+ * The fleet-index updates of every session a worker drives, sent as one script call per index shard
+ * per tick instead of one per session: the index trails the sessions' own (fenced) writes by that tick. A
  * batch that fails is kept and sent again. Contract: `flush()` resolves once every update queued
  * before it was sent (or has failed and is kept for the next try).
  */
 export class IndexBatcher {
-  readonly #send: (args: string[]) => Promise<unknown>;
-  #pending = new Map<string, IndexUpdate>();
+  readonly #send: (shard: number, args: string[]) => Promise<unknown>;
+  #pending = new Map<string, { shard: number; update: IndexUpdate }>();
   #scheduled = false;
   #retry: NodeJS.Timeout | undefined;
   #chain: Promise<void> = Promise.resolve();
 
-  constructor(send: (args: string[]) => Promise<unknown>) {
+  /** `send`: one INDEX call for the updates of one index shard (each shard is a slot of its own). */
+  constructor(send: (shard: number, args: string[]) => Promise<unknown>) {
     this.#send = send;
   }
 
-  add(sessionId: string, update: IndexUpdate): void {
+  add(sessionId: string, shard: number, update: IndexUpdate): void {
     const known = this.#pending.get(sessionId);
-    this.#pending.set(sessionId, known === undefined ? update : mergeUpdates(known, update));
+    this.#pending.set(sessionId, { shard, update: known === undefined ? update : mergeUpdates(known.update, update) });
     if (this.#scheduled) return;
     this.#scheduled = true;
     setImmediate(() => void this.flush());
@@ -85,18 +86,33 @@ export class IndexBatcher {
     if (this.#pending.size === 0) return;
     const batch = this.#pending;
     this.#pending = new Map();
-    try {
-      await this.#send([...batch].flatMap(([sessionId, update]) => indexArgs(sessionId, update)));
-    } catch {
-      // Put the batch back (under what was queued since) and try again later.
-      for (const [sessionId, update] of batch) {
-        const later = this.#pending.get(sessionId);
-        this.#pending.set(sessionId, later === undefined ? update : mergeUpdates(update, later));
-      }
-      if (this.#retry === undefined) {
-        this.#retry = setTimeout(() => void this.flush(), INDEX_RETRY_MS);
-        this.#retry.unref();
-      }
+    const byShard = new Map<number, Array<[string, IndexUpdate]>>();
+    for (const [sessionId, { shard, update }] of batch) {
+      const group = byShard.get(shard) ?? [];
+      group.push([sessionId, update]);
+      byShard.set(shard, group);
+    }
+    let failed = false;
+    await Promise.all(
+      [...byShard].map(async ([shard, group]) => {
+        try {
+          await this.#send(
+            shard,
+            group.flatMap(([sessionId, update]) => indexArgs(sessionId, update)),
+          );
+        } catch {
+          failed = true;
+          // Put the group back (under what was queued since) and try again later.
+          for (const [sessionId, update] of group) {
+            const later = this.#pending.get(sessionId);
+            this.#pending.set(sessionId, { shard, update: later === undefined ? update : mergeUpdates(update, later.update) });
+          }
+        }
+      }),
+    );
+    if (failed && this.#retry === undefined) {
+      this.#retry = setTimeout(() => void this.flush(), INDEX_RETRY_MS);
+      this.#retry.unref();
     }
   }
 }

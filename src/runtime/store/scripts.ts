@@ -10,7 +10,7 @@ import { COUNT_USAGE } from './usage-script.ts';
 /**
  * KEYS: meta, inbox, active, snapshot, seq. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
  * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|'', priority|''.
- * → {turn, created, jobId|'', priority (the session's, '' when none)} | {-1} unknown session (mustExist) | {-2} being deleted
+ * → {turn, created, jobId|'', priority (the session's, '' when none), shard (its fleet-index shard, '' for 0)} | {-1} unknown session (mustExist) | {-2} being deleted
  *   | {-3, limit, queued} too many prompts waiting | {-4, limit, stored} message log full. Refused: nothing written.
  */
 export const ENQUEUE = `
@@ -51,7 +51,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('SET', KEYS[3], ARGV[6])
   jobId = ARGV[6]
 end
-return {turn, created, jobId, redis.call('HGET', KEYS[1], 'priority') or ''}
+return {turn, created, jobId, redis.call('HGET', KEYS[1], 'priority') or '', redis.call('HGET', KEYS[1], 'shard') or ''}
 `;
 
 /**
@@ -85,8 +85,8 @@ return 1
  *       (attempts and retries counted where they happen: in the write that records them, so exactly once),
  *       then the usage records' JSON array or '' (counted in the meta, see usage-script.ts), then the turn's
  *       trace context or ''.
- * → {1, lastSeq, released, retention} | {-1} (stale token: nothing written); retention: the session's own
- *   retention (ms, '' for the deployment's), when it was released idle (it finished)
+ * → {1, lastSeq, released, retention, shard} | {-1} (stale token: nothing written); retention: the session's own
+ *   retention (ms, '' for the deployment's), when it was released idle (it finished); shard: its fleet-index shard ('' for 0)
  *
  * A batch whose reply was lost may be sent again (ioredis re-sends unanswered commands after a
  * reconnect; the writer re-sends a batch whose call failed): the meta's `write` field holds the
@@ -151,7 +151,7 @@ if ARGV[11] ~= '' then
 end
 local retention = ''
 if released == 1 and ARGV[11] == 'idle' then retention = redis.call('HGET', KEYS[7], 'retention') or '' end
-return {1, lastSeq, released, retention}
+return {1, lastSeq, released, retention, redis.call('HGET', KEYS[7], 'shard') or ''}
 `;
 
 /**
@@ -170,7 +170,7 @@ return {3, ARGV[2]}
 `;
 
 /**
- * The fleet-wide indexes (one slot, `{<prefix>}`), kept up to date after the sessions' own writes,
+ * The fleet-wide indexes of one index shard (one slot: `{<prefix>}` for shard 0, see keys.ts), kept up to date after the sessions' own writes,
  * for any number of sessions in one call. KEYS: sessions, activations, finished, states, listing
  * version, changed (sessionId → when it last changed; the last hour only), then one sorted set per state. ARGV: the states' names (comma-separated, in the order
  * of their sets), then groups of six: sessionId, created ('1': list it), activation ('add' | 'end': its

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { Keys } from '../keys.ts';
+import { shardOf, type Keys } from '../keys.ts';
 import { indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
 import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
@@ -77,7 +77,7 @@ export interface EnqueueLimits {
 }
 
 export type EnqueueResult =
-  | { ok: true; turn: number; created: boolean; jobId: string | null; priority: number }
+  | { ok: true; turn: number; created: boolean; jobId: string | null; priority: number; shard: number }
   | { ok: false; reason: 'unknown_session' }
   | { ok: false; reason: 'deleting' }
   | { ok: false; reason: 'queue_full'; limit: number; count: number }
@@ -117,7 +117,7 @@ export class SessionStore {
     this.retentionMs = options.retentionMs ?? 0;
     this.waitReplicas = options.waitReplicas ?? 0;
     this.waitTimeoutMs = options.waitTimeoutMs ?? 1000;
-    this.#index = new IndexBatcher((args) => this.#sendIndex(args));
+    this.#index = new IndexBatcher((shard, args) => this.#sendIndex(shard, args));
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
@@ -174,7 +174,7 @@ export class SessionStore {
     if (code === -4) return { ok: false, reason: 'log_full', limit: Number(r[1]), count: Number(r[2]) };
     const jobId = String(r[2] ?? '');
     const priority = String(r[3] ?? '');
-    return { ok: true, turn: code, created: Number(r[1]) === 1, jobId: jobId === '' ? null : jobId, priority: priority === '' ? 0 : Number(priority) };
+    return { ok: true, turn: code, created: Number(r[1]) === 1, jobId: jobId === '' ? null : jobId, priority: priority === '' ? 0 : Number(priority), shard: shardOf(r[4]) };
   }
 
   async acquire(sessionId: string, workerId: string, ttlMs: number): Promise<AcquireResult> {
@@ -244,15 +244,16 @@ export class SessionStore {
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
     const released = r[2] === 1 ? 1 : r[2] === 0 ? 0 : null;
     const at = Date.now();
+    const shard = shardOf(r[4]);
     if (released === 1 && batch.release === 'idle') {
       // The session's activation ended (the reconciler need not watch it any more) and it is finished: its retention starts.
       const own = r[3] === undefined || r[3] === '' ? null : Number(r[3]);
       const retention = own ?? this.retentionMs;
-      this.#index.add(sessionId, { activation: 'end', expireAt: retention > 0 ? at + retention : 'remove', ...(batch.state ? { state: batch.state } : {}), at });
+      this.#index.add(sessionId, shard, { activation: 'end', expireAt: retention > 0 ? at + retention : 'remove', ...(batch.state ? { state: batch.state } : {}), at });
     } else if (batch.state !== undefined && batch.state !== '') {
-      this.#index.add(sessionId, { state: batch.state, at });
+      this.#index.add(sessionId, shard, { state: batch.state, at });
     } else if ((batch.inboxTrim ?? 0) > 0) {
-      this.#index.add(sessionId, { touch: true, at });
+      this.#index.add(sessionId, shard, { touch: true, at });
     }
     return { lastSeq: Number(r[1]), released };
   }
@@ -291,13 +292,22 @@ export class SessionStore {
     }
   }
 
-  /** Updates the fleet-wide indexes for one session now (see INDEX in scripts.ts). */
-  async index(sessionId: string, update: Omit<IndexUpdate, 'at'> & { at?: number }): Promise<void> {
-    await this.#sendIndex(indexArgs(sessionId, { ...update, at: update.at ?? Date.now() }));
+  /**
+   * Updates the fleet-wide indexes for one session now (see INDEX in scripts.ts), in its index shard:
+   * `shard` when the caller knows it (an enqueue's reply says it), else read from the session's meta.
+   */
+  async index(sessionId: string, update: Omit<IndexUpdate, 'at'> & { at?: number }, shard?: number): Promise<void> {
+    const home = shard ?? (await this.shard(sessionId));
+    await this.#sendIndex(home, indexArgs(sessionId, { ...update, at: update.at ?? Date.now() }));
   }
 
-  #sendIndex(args: string[]): Promise<unknown> {
-    const index = indexScriptKeys(this.keys);
+  /** The session's fleet-index shard, fixed when it was created (its meta's `shard`; none: 0, as every session before shards). */
+  async shard(sessionId: string): Promise<number> {
+    return shardOf(await this.redis.hget(this.key(sessionId, 'meta'), 'shard'));
+  }
+
+  #sendIndex(shard: number, args: string[]): Promise<unknown> {
+    const index = indexScriptKeys(this.keys, shard);
     return this.#script('sessiondIndex')(...index.keys, index.states, ...args);
   }
 
