@@ -3,7 +3,7 @@ import type { Keys } from './keys.ts';
 import { listPage } from './lifecycle/listing.ts';
 
 /** The states a bulk cancel may select: those with a turn to cancel or one about to start. */
-export const CANCELLABLE_STATES = ['queued', 'running', 'backoff'] as const;
+export const CANCELLABLE_STATES = ['queued', 'running', 'backoff', 'parked'] as const;
 
 export interface CancelFilter {
   state: string;

@@ -1,7 +1,7 @@
 import { isSettledState } from '../../machines/states.ts';
 import type { SessionView } from './runtime.ts';
 
-export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'completed' | 'failed' | 'cancelled';
+export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'parked' | 'completed' | 'failed' | 'cancelled';
 
 export interface SessionSummary {
   sessionId: string;
@@ -16,11 +16,25 @@ export interface SessionSummary {
     prompt: string | null;
     failureReason?: string;
     cancelReason?: string;
-    attempts: Array<{ attempt: number; outcome: string | null; category?: string; errorText?: string; delayMs?: number; startedAt: number; endedAt: number | null }>;
+    attempts: Array<{
+      attempt: number;
+      outcome: string | null;
+      category?: string;
+      errorText?: string;
+      delayMs?: number;
+      /** It ended on a quota wall; `free`: not counted against maxAttempts. */
+      quotaWall?: 'free' | 'counted';
+      startedAt: number;
+      endedAt: number | null;
+    }>;
+    /** Attempts counted against the policy's maxAttempts (those that hit a free quota wall are not). */
+    attemptsCounted: number;
   } | null;
   nextRetryAt?: number;
   /** In `waiting`: the fleet limit the next attempt waits for, why (full, rate, cooldown, paused), since and until when at the latest. */
   waitingFor?: { limit: string; reason: string; since: number; until: number };
+  /** In `parked`: the quota wall — the provider's reset (the next attempt starts then, or on an operator's resume), since when, and whether the attempt that hit it was free. */
+  parkedUntil?: { until: number; since: number; free: boolean };
   lastFailure?: { category: string; errorText: string; at: number };
   policy: unknown;
   policySource: 'session' | 'global';
@@ -61,7 +75,7 @@ export function summarize(view: SessionView): SessionSummary {
   let turnView: SessionSummary['turn'] = null;
   if (view.queued.length > 0 && (turn === null || isSettledState(turn.status))) {
     const next = view.queued.at(-1);
-    turnView = { index: taken + (context?.mailbox.length ?? 0) + view.queued.length, status: 'queued', prompt: next?.text ?? null, attempts: [] };
+    turnView = { index: taken + (context?.mailbox.length ?? 0) + view.queued.length, status: 'queued', prompt: next?.text ?? null, attempts: [], attemptsCounted: 0 };
   } else if (turn !== null) {
     const status: TurnStatusView = turn.status === 'cancelling' ? 'running' : turn.status;
     turnView = {
@@ -76,9 +90,11 @@ export function summarize(view: SessionView): SessionSummary {
         ...(a.category === null ? {} : { category: a.category }),
         ...(a.errorText === null ? {} : { errorText: a.errorText }),
         ...(a.delayMs === null ? {} : { delayMs: a.delayMs }),
+        ...(a.quotaWall === undefined ? {} : { quotaWall: a.quotaWall }),
         startedAt: a.startedAt,
         endedAt: a.endedAt,
       })),
+      attemptsCounted: turn.attempts.length - (turn.freeWalls ?? 0),
     };
   }
   return {
@@ -91,6 +107,7 @@ export function summarize(view: SessionView): SessionSummary {
     turn: turnView,
     ...(context?.nextRetryAt == null ? {} : { nextRetryAt: context.nextRetryAt }),
     ...(context?.waitingFor == null || view.state !== 'waiting' ? {} : { waitingFor: context.waitingFor }),
+    ...(turn?.quotaWall == null || view.state !== 'parked' ? {} : { parkedUntil: { until: turn.quotaWall.until, since: turn.quotaWall.since, free: turn.quotaWall.free } }),
     ...(context?.lastFailure == null ? {} : { lastFailure: { category: context.lastFailure.category, errorText: context.lastFailure.errorText, at: context.lastFailure.at } }),
     policy: view.policyOverride ?? context?.policy ?? null,
     policySource: view.policyOverride === null ? 'global' : 'session',
