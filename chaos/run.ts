@@ -13,11 +13,12 @@ import { Random, runScenario, type ScenarioDefinition, type ScenarioResult } fro
 import { agents } from './scenarios/agents.ts';
 import { escape } from './scenarios/escape.ts';
 import { kill9 } from './scenarios/kill9.ts';
+import { limits } from './scenarios/limits.ts';
 import { races } from './scenarios/races.ts';
 import { redisFaults } from './scenarios/redis.ts';
 import { sigstop } from './scenarios/sigstop.ts';
 
-export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop, escape];
+export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop, escape, limits];
 
 export interface ChaosOptions {
   quick: boolean;
@@ -92,6 +93,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const all = (async () => {
       for (const [i, def] of chosen.entries()) {
         log(`-- ${def.name}: ${def.title}`);
+        // A scenario that changed the workers' env (limits) leaves it to be undone here.
+        const restarted = await cluster.applyWorkerEnv();
+        if (restarted > 0) log(`   restarted ${restarted} worker(s) with the default env`);
         const random = new Random(options.seed + i * 7919);
         const result = await runScenario(def, { cluster, quick: options.quick, random, log });
         results.push(result);
