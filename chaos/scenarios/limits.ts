@@ -22,8 +22,8 @@ const LIMITS = [
 ] as const;
 const MAX: Record<string, number> = { [A]: 3, [B]: 2 };
 /** Kept short of the workers' 2 s lease: a killed worker's orphaned request ends before its slot lapses. */
-const ANSWER_MS = 400;
-const STORM_MS = 3000;
+const ANSWER_MS = 700;
+const STORM_MS = 5000;
 const SETTLE_MS = 180_000;
 
 /** Enough attempts for turns hit by kills and the storm: every turn is expected to complete. */
@@ -71,6 +71,10 @@ export const limits: ScenarioDefinition = {
         ),
       );
       notes.did.push(`enqueued ${perA} sessions on ${A} (half walled at a 429, half backing off) and ${perB} on ${B}, at once`);
+      // The storm, while the first of them run: every request on A is answered 429 until it ends.
+      await sleep(1000);
+      stormUntil = Date.now() + STORM_MS;
+      notes.did.push(`a 429 storm (Retry-After 2 s) on ${A} for ${STORM_MS / 1000} s`);
 
       // kill -9 workers while they hold slots: a limited session running on them.
       let killedHolding = 0;
@@ -104,10 +108,6 @@ export const limits: ScenarioDefinition = {
         killedHolding += victim.held;
         await cluster.kill9(victim.worker);
         notes.did.push(`kill -9 of worker ${victim.worker.pid} while it ran ${victim.held} limited session(s)`);
-        if (k === 0) {
-          stormUntil = Date.now() + STORM_MS;
-          notes.did.push(`a 429 storm (Retry-After 2 s) on ${A} for ${STORM_MS / 1000} s`);
-        }
         await Promise.all([cluster.startWorker(victim.worker.slot), sleep(random.int(500, 1500))]);
       }
       notes.found.push(`${killedHolding} limited attempts were running on the workers killed`);
@@ -155,7 +155,10 @@ export const limits: ScenarioDefinition = {
           if (a.quotaWall === 'free') parkedFree += 1;
         }
       }
-      notes.found.push(`${tooMany} requests on ${A} answered 429 during the storm; ${walls} attempts hit a quota wall (${parkedFree} free)`);
+      const stormRequests = cluster.model.requestsFor(A).filter((r) => r.at >= stormUntil - STORM_MS && r.at < stormUntil).length;
+      notes.found.push(
+        `${stormRequests} requests on ${A} during the ${STORM_MS / 1000} s storm (${tooMany} answered 429; the key's shared cooldown holds the others back); ${walls} attempts hit a quota wall (${parkedFree} free)`,
+      );
     } finally {
       await runtime.close();
       // Later scenarios run without limits (their workers are restarted before they start).
