@@ -125,7 +125,7 @@ export class RuntimeMetrics {
     });
     this.#parkedNextReset = new Gauge({
       name: 'sessiond_parked_next_reset_timestamp_seconds',
-      help: 'The earliest reset among the sessions parked at a quota wall (Unix time); absent when none is parked',
+      help: 'The earliest reset among the sessions parked at a quota wall (Unix time); 0 when none is parked',
       registers,
     });
     this.#approvalsWaiting = new Gauge({

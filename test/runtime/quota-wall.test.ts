@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { InputError } from '../../src/errors.ts';
 import { boundedRetryPolicy, deploymentPolicy } from '../../src/runtime/deployment-policy.ts';
 import { summarize } from '../../src/runtime/inspect.ts';
+import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
 import { runCli } from '../support/cli.ts';
@@ -87,10 +88,19 @@ describe('quota walls', () => {
     }
     // Parked, they hold no worker slot.
     expect(worker.activeSessions.filter((id) => ids.includes(id))).toEqual([]);
+    // Metrics: three parked, the earliest reset among them.
+    const metrics = new RuntimeMetrics(h.runtime, { cacheMs: 0 });
+    const earliest = Math.min(...views.map((v) => v!.parkedUntil!.until)) / 1000;
+    const parkedText = await metrics.render();
+    expect(parkedText).toContain('sessiond_sessions{state="parked"} 3');
+    expect(parkedText).toContain(`sessiond_parked_next_reset_timestamp_seconds ${earliest}`);
 
     const ended = await Promise.all(ids.map((id) => turnEnded(h.runtime, id, 1, 120_000)));
     expect(ended.map((v) => v.state)).toEqual(['completed', 'completed', 'completed']);
     for (const v of ended) expect(v.context!.turn!.attempts).toHaveLength(2);
+    const endedText = await metrics.render();
+    expect(endedText).toContain('sessiond_quota_walls_total{attempts="free"} 3');
+    expect(endedText).toMatch(/^sessiond_parked_next_reset_timestamp_seconds 0$/m);
     const requests = server.requestsFor(WALL);
     // Each session asked once before the reset, and not again until it.
     expect(requests.filter((r) => r.at < reset)).toHaveLength(3);
