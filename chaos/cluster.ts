@@ -161,6 +161,10 @@ export class Cluster {
   /** Every worker process ever started (dead ones too), by pid. */
   readonly allWorkers = new Map<number, ManagedWorker>();
   readonly log: (line: string) => void;
+  /** More worker env, for the workers started from now on (a scenario sets it, restarts them, and clears it when done). */
+  readonly workerEnv: Record<string, string> = {};
+  /** The `workerEnv` each worker was started with (JSON), by pid. */
+  readonly #envOf = new Map<number, string>();
   #closed = false;
 
   private constructor(options: ClusterOptions) {
@@ -233,21 +237,34 @@ export class Cluster {
           CHAOS_RUN_ID: this.runId,
           CHAOS_STATE_DIR: this.stateDir,
           // The fake agent reads these: named, since an agent's env holds nothing else of the worker's.
-          SESSIOND_AGENT_ENV: [...AGENT_ENV_NAMES, 'CHAOS_REAL_PI', 'CHAOS_NODE', 'CHAOS_RUN_ID', 'CHAOS_STATE_DIR'].join(','),
+          SESSIOND_AGENT_ENV: [...AGENT_ENV_NAMES, 'CHAOS_REAL_PI', 'CHAOS_NODE', 'CHAOS_RUN_ID', 'CHAOS_STATE_DIR', 'FAKE_MODEL_URL'].join(','),
           SESSIOND_LOG_LEVEL: 'info',
           ...(this.options.queuePartitions === undefined ? {} : { SESSIOND_QUEUE_PARTITIONS: String(this.options.queuePartitions) }),
           ...(this.options.workerEnv ?? {}),
+          // The one-request agent (test/fixtures/agents/http-pi.sh, for `--model limits-…`) asks here.
+          FAKE_MODEL_URL: this.model.url,
+          ...this.workerEnv,
         },
       },
       60_000,
     );
     const worker: ManagedWorker = { slot, proc, pid: proc.pid, workerId: proc.workerId, state: 'running' };
+    this.#envOf.set(proc.pid, JSON.stringify(this.workerEnv));
     void proc.exited.then(() => {
       worker.state = 'dead';
     });
     this.workers[slot] = worker;
     this.allWorkers.set(worker.pid, worker);
     return worker;
+  }
+
+  /** Restarts (gracefully, all at once) the live workers started with another `workerEnv` than the one now; the number restarted. */
+  async applyWorkerEnv(): Promise<number> {
+    const want = JSON.stringify(this.workerEnv);
+    const stale = this.liveWorkers().filter((w) => this.#envOf.get(w.pid) !== want);
+    await Promise.all(stale.map(async (w) => this.terminate(w)));
+    await Promise.all(stale.map(async (w) => this.startWorker(w.slot)));
+    return stale.length;
   }
 
   liveWorkers(): ManagedWorker[] {

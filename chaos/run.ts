@@ -14,11 +14,12 @@ import { agents } from './scenarios/agents.ts';
 import { escape } from './scenarios/escape.ts';
 import { failover, failoverNoWait } from './scenarios/failover.ts';
 import { kill9 } from './scenarios/kill9.ts';
+import { limits } from './scenarios/limits.ts';
 import { races } from './scenarios/races.ts';
 import { redisFaults } from './scenarios/redis.ts';
 import { sigstop } from './scenarios/sigstop.ts';
 
-export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop, escape, failover, failoverNoWait];
+export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop, escape, limits, failover, failoverNoWait];
 
 export interface ChaosOptions {
   quick: boolean;
@@ -97,6 +98,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const all = (async () => {
       for (const [i, def] of chosen.entries()) {
         log(`-- ${def.name}: ${def.title}`);
+        // A scenario that changed the workers' env (limits) leaves it to be undone here.
+        const restarted = cluster === null ? 0 : await cluster.applyWorkerEnv();
+        if (restarted > 0) log(`   restarted ${restarted} worker(s) with the default env`);
         const random = new Random(options.seed + i * 7919);
         const world = def.world === undefined ? cluster : await Cluster.start({ ...worldOptions, ...def.world });
         if (world === null) throw new Error('no world for the scenario');

@@ -51,7 +51,9 @@ function endTurn(context: SessionContext, status: TurnStatus, patch: Partial<Tur
   if (turn === null) return {};
   const kept = context.finishedPromptIds;
   const finished = kept.length < FINISHED_PROMPTS_KEPT ? [...kept, turn.promptId] : [...kept.slice(kept.length - FINISHED_PROMPTS_KEPT + 1), turn.promptId];
-  return { turn: { ...turn, ...patch, status, endedAt: now() }, nextRetryAt: null, finishedPromptIds: finished };
+  // A turn ended while parked (cancelled, timed out) is no longer behind its wall.
+  const wall = turn.quotaWall === undefined || turn.quotaWall === null ? {} : { quotaWall: null };
+  return { turn: { ...turn, ...wall, ...patch, status, endedAt: now() }, nextRetryAt: null, finishedPromptIds: finished };
 }
 
 /** The failure of the attempt that just ended, from its terminal message or from an interruption. */
@@ -80,7 +82,9 @@ function timeoutText(context: SessionContext): string {
 function decisionFor(context: SessionContext, event: SessionEvent): RetryDecision | null {
   const failure = failureOf(event);
   if (failure === null) return null;
-  return decideRetry(context.policy, failure, Math.max(1, context.attempt));
+  // Attempts that ended on a free quota wall do not count against maxAttempts.
+  const free = context.turn?.freeWalls ?? 0;
+  return decideRetry(context.policy, failure, Math.max(1, context.attempt - free), Math.random, free);
 }
 
 export const sessionMachine = setup({
@@ -97,6 +101,11 @@ export const sessionMachine = setup({
     hasMail: ({ context }) => context.mailbox.length > 0,
     attemptCompleted: ({ event }) => event.type === 'attempt.ended' && event.terminal.type === 'terminal.completed',
     willRetry: ({ context, event }) => decisionFor(context, event)?.retry === true,
+    /** The failure is a quota wall the policy parks for (its reset within maxParkMs). */
+    quotaWall: ({ context, event }) => {
+      const decision = decisionFor(context, event);
+      return decision?.retry === true && decision.wall !== undefined;
+    },
     /**
      * The attempt about to start must first be admitted by the runtime (a fleet limit, a cooldown or
      * paused dispatch applies to it): it goes to `waiting` until `session.capacity`. Provided by the
@@ -158,6 +167,14 @@ export const sessionMachine = setup({
       const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome, category: failure.category, errorText: failure.text, delayMs, promptRecorded });
       const agentSessionResumable = context.agentSessionResumable || promptRecorded;
       const lastFailure = { category: failure.category, errorText: failure.text, retryAfterMs: failure.retryAfterMs ?? null, at: now() };
+      if (decision?.retry === true && decision.wall !== undefined) {
+        const { free } = decision.wall;
+        const until = now() + decision.delayMs;
+        const walled = patchLastAttempt({ ...context.turn, attempts }, { quotaWall: free ? 'free' : 'counted' });
+        const quotaWall = { until, since: now(), free, category: failure.category };
+        const freeWalls = (context.turn.freeWalls ?? 0) + (free ? 1 : 0);
+        return { lastFailure, agentSessionResumable, nextRetryAt: until, turn: { ...context.turn, status: 'parked', attempts: walled, freeWalls, quotaWall } };
+      }
       if (decision?.retry === true) {
         return { lastFailure, agentSessionResumable, nextRetryAt: now() + decision.delayMs, turn: { ...context.turn, status: 'backoff', attempts } };
       }
@@ -195,6 +212,8 @@ export const sessionMachine = setup({
     setPolicy: assign(({ event }) => (event.type === 'session.policy' ? { policy: event.policy } : {})),
     setWaiting: assign(({ event }) => (event.type === 'session.waiting' ? { waitingFor: event.waitingFor } : {})),
     clearWaiting: assign(() => ({ waitingFor: null })),
+    /** Leaves a quota wall (at its reset, or resumed by an operator): the turn runs on. */
+    leaveWall: assign(({ context }) => (context.turn === null ? {} : { nextRetryAt: null, turn: { ...context.turn, status: 'running', quotaWall: null } })),
   },
 }).createMachine({
   id: 'session',
@@ -237,6 +256,7 @@ export const sessionMachine = setup({
         'attempt.session': { actions: 'recordAgentSession' },
         'attempt.ended': [
           { guard: 'attemptCompleted', target: 'completed', actions: 'completeTurn' },
+          { guard: 'quotaWall', target: 'parked', actions: 'recordFailure' },
           { guard: 'willRetry', target: 'backoff', actions: 'recordFailure' },
           { target: 'failed', actions: 'recordFailure' },
         ],
@@ -258,6 +278,31 @@ export const sessionMachine = setup({
         'session.cancel': { target: 'cancelled', actions: 'cancelTurn' },
         // After a restore: XState keeps no timers in a snapshot, so re-arm what remains of the delay.
         'session.restored': { target: 'backoff', reenter: true },
+      },
+    },
+    /**
+     * At a quota wall: a rate limit whose reset lies past the normal backoff. No attempt runs until the
+     * reset (or an operator's `session.resume`); the holder parks the session meanwhile, as for a long backoff.
+     */
+    parked: {
+      entry: 'armDeadline',
+      exit: 'disarmDeadline',
+      after: {
+        retryDelay: [
+          { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },
+          { guard: 'admissionRequired', target: 'waiting', actions: 'leaveWall' },
+          { target: 'running', actions: 'leaveWall' },
+        ],
+      },
+      on: {
+        'session.resume': [
+          { guard: 'admissionRequired', target: 'waiting', actions: 'leaveWall' },
+          { target: 'running', actions: 'leaveWall' },
+        ],
+        'turn.deadline': { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },
+        'session.policy': { actions: ['setPolicy', 'armDeadline'] },
+        'session.cancel': { target: 'cancelled', actions: 'cancelTurn' },
+        'session.restored': { target: 'parked', reenter: true },
       },
     },
     /**
@@ -352,7 +397,7 @@ export type SessionMachine = typeof sessionMachine;
 
 /** The turn options of the attempt the machine is about to start: a retry's turn, else the next prompt's. */
 export function nextAttemptOptions(context: SessionContext): Readonly<Record<string, unknown>> {
-  if (context.turn !== null && (context.turn.status === 'backoff' || context.turn.status === 'running')) return context.turn.options;
+  if (context.turn !== null && (context.turn.status === 'backoff' || context.turn.status === 'parked' || context.turn.status === 'running')) return context.turn.options;
   return context.mailbox[0]?.options ?? {};
 }
 

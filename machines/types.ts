@@ -55,9 +55,11 @@ export interface AttemptRecord {
   delayMs: number | null;
   /** The agent's session had recorded the user's prompt when the attempt ended. */
   promptRecorded: boolean;
+  /** The attempt ended on a quota wall: the session was parked until the reset; `free`: it did not count against maxAttempts. */
+  quotaWall?: 'free' | 'counted';
 }
 
-export type TurnStatus = 'running' | 'backoff' | 'cancelling' | 'completed' | 'failed' | 'cancelled';
+export type TurnStatus = 'running' | 'backoff' | 'parked' | 'cancelling' | 'completed' | 'failed' | 'cancelled';
 /** `turn_timeout`: the turn ran past its wall-clock limit (the policy's `maxTurnMs`). */
 export type TurnFailureReason = NoRetryReason | 'turn_timeout';
 
@@ -79,6 +81,20 @@ export interface TurnState {
    * the prompt in the agent's session: the first attempt then continues that conversation as a retry would.
    */
   retryOf?: { turn: number; promptRecorded: boolean };
+  /** Attempts of this turn that ended on a free quota wall (not counted against maxAttempts). */
+  freeWalls?: number;
+  /** In `parked`: the quota wall the next attempt waits behind (null otherwise). */
+  quotaWall?: QuotaWall | null;
+}
+
+/** A rate limit whose reset lies past the normal backoff: the session is parked until `until`. */
+export interface QuotaWall {
+  /** The provider's reset: the next attempt starts then, or when an operator resumes the session. */
+  until: number;
+  since: number;
+  /** The attempt that hit it did not count against maxAttempts. */
+  free: boolean;
+  category: FailureCategory;
 }
 
 export interface LastFailure {
@@ -132,6 +148,8 @@ export type SessionEvent =
   | { type: 'session.restored' }
   | { type: 'session.waiting'; waitingFor: WaitingFor }
   | { type: 'session.capacity' }
+  /** An operator resumes a session parked at a quota wall before its reset. */
+  | { type: 'session.resume' }
   /** An operator removed a queued prompt: it leaves the mailbox (a prompt whose turn has started is not touched). */
   | { type: 'session.unqueue'; promptId: string }
   /** Raised by the machine itself at the turn's wall-clock limit (`maxTurnMs`). */

@@ -42,6 +42,8 @@ export interface Client {
   list(options?: { state?: SessionState; cursor?: string; limit?: number }): Promise<ListPage>;
   /** Cancels the current turn wherever it runs (NotFoundError for an unknown id). */
   cancel(sessionId: string, reason?: string): Promise<{ delivered: 'worker' | 'activation' }>;
+  /** Resumes a session parked at a quota wall now, before the provider's reset (ConflictError when it is not parked). */
+  resume(sessionId: string): Promise<{ sessionId: string; turn: number; parkedUntil: number; delivered: 'worker' | 'activation' }>;
   /** Deletes a session fleet-wide: a finished one, or with `force` a running one (its turn cancelled first). */
   delete(
     sessionId: string,
@@ -108,6 +110,7 @@ export function clientOf(runtime: Runtime, onClose: () => void | Promise<void> =
     inspect: (sessionId) => runtime.getSession(sessionId),
     list: (options = {}) => runtime.listPage(options),
     cancel: (sessionId, reason) => runtime.cancel(sessionId, reason),
+    resume: (sessionId) => runtime.resumeParked(sessionId),
     delete: (sessionId, options = {}) => runtime.deleteSession(sessionId, options),
     export: (sessionId) => runtime.exportSession(sessionId),
     import: (archive, options) => runtime.importSession(archive, options),

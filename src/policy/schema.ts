@@ -60,6 +60,10 @@ export const PolicySchema = z.strictObject({
   maxPromptChars: z.number().int().min(1).max(10_000_000).default(200_000),
   /** The longest wall-clock time of a turn (ms, at most 7 days): caps every retry policy's `maxTurnMs`, and applies to a turn that names none. */
   maxTurnMs: z.number().int().min(1000).max(604_800_000).optional(),
+  /** The longest park at a quota wall (ms, at most 7 days): caps every retry policy's `maxParkMs` (0: a quota wall always ends the turn failed). */
+  maxParkMs: z.number().int().min(0).max(604_800_000).optional(),
+  /** `counted`: an attempt that ends on a quota wall always counts against maxAttempts, whatever a retry policy says. */
+  rateLimitAttempts: z.enum(['free', 'counted']).optional(),
   /** Per agent: the ceiling of its permission knobs. */
   permissions: z.record(z.string(), PERMISSION).default({}),
   /** Tool approvals (agents in `ask` mode): the deadline and the rules that allow without asking. */
@@ -81,6 +85,10 @@ export interface DeploymentPolicy {
   maxPromptChars: number;
   /** The longest wall-clock time of a turn, in ms; null: no deployment limit. */
   maxTurnMs: number | null;
+  /** The longest park at a quota wall, in ms; null: no deployment limit. */
+  maxParkMs: number | null;
+  /** `counted`: quota walls always count against maxAttempts; `free` (the default): as each retry policy says. */
+  rateLimitAttempts: 'free' | 'counted';
   /** Per allowed agent: its ladder and ceiling, what its lists may hold, its switches turned on. */
   permissions: Record<string, AgentPermissions>;
   /** Tool approvals: the deadline and the auto-allow rules. */
@@ -141,6 +149,8 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
     maxIdleTimeoutMs: input.maxIdleTimeoutMs,
     maxPromptChars: input.maxPromptChars,
     maxTurnMs: input.maxTurnMs ?? null,
+    maxParkMs: input.maxParkMs ?? null,
+    rateLimitAttempts: input.rateLimitAttempts ?? 'free',
     permissions,
     approvals: { deadlineMs: input.approvals.deadlineMs, autoAllow: input.approvals.autoAllow.map((r) => ({ ...r })) },
   };

@@ -1,5 +1,7 @@
 export {
   DEFAULT_RETRY_POLICY,
+  MAX_PARK_MS,
+  RATE_LIMIT_ATTEMPTS,
   RETRY_POLICY_FIELDS,
   RetryPolicySchema,
   mergeRetryPolicy,
@@ -10,4 +12,4 @@ export {
   type RetryPolicyResult,
 } from './policy.ts';
 export { baseDelay, delayFor, type RetryFailure } from './backoff.ts';
-export { NEVER_RETRY_BY_DEFAULT, decideRetry, type NoRetryReason, type RetryDecision } from './classify.ts';
+export { MAX_FREE_WALLS, NEVER_RETRY_BY_DEFAULT, decideRetry, isQuotaWall, type NoRetryReason, type RetryDecision } from './classify.ts';

@@ -12,6 +12,12 @@ const DEFAULT_RETRY_ON = ['network', 'timeout', 'rate_limited', 'server_error', 
 /** The longest `maxTurnMs` (7 days): below the 2^31-1 ms a timer can wait. */
 export const MAX_TURN_MS = 604_800_000;
 
+/** The longest `maxParkMs` (7 days): a park is a machine timer too, and stays below the 2^31-1 ms a timer can wait. */
+export const MAX_PARK_MS = 604_800_000;
+
+/** Whether an attempt that ended on a quota wall counts against `maxAttempts`. */
+export const RATE_LIMIT_ATTEMPTS = ['free', 'counted'] as const;
+
 const JITTER_MODES = ['none', 'full', 'equal'] as const;
 
 // Every check of a field carries the same rule text, so errors read the same whatever check failed.
@@ -56,6 +62,14 @@ export const RetryPolicySchema = z
     maxRetryAfterMs: intRange(0, 86_400_000).default(600_000),
     /** Wall-clock limit of one turn, its attempts and backoffs included (0: none); the deployment's maxTurnMs caps it. */
     maxTurnMs: intRange(0, MAX_TURN_MS).default(0),
+    /**
+     * A rate limit whose reset (Retry-After or a recognised reset time) lies past maxRetryAfterMs is a
+     * quota wall: the session is parked until the reset. `free`: that attempt does not count against
+     * maxAttempts; `counted`: it does (the deployment may force `counted`).
+     */
+    rateLimitAttempts: z.enum(RATE_LIMIT_ATTEMPTS, { error: `must be ${RATE_LIMIT_ATTEMPTS.map((m) => `'${m}'`).join(' or ')}` }).default('free'),
+    /** The longest park at a quota wall; a reset further away ends the turn failed (`quota_wall_too_long`). 0: never park. The deployment's maxParkMs caps it. */
+    maxParkMs: intRange(0, MAX_PARK_MS).default(86_400_000),
   })
   .superRefine((policy, ctx) => {
     // Compare only two valid delays; a bad one is already reported on its own.

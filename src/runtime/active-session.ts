@@ -12,6 +12,7 @@ import type { AdmissionGate } from './limits/gate.ts';
 import type { Hold, LimitKey, MatchValues } from './limits/index.ts';
 import { turnDeadline } from '../../machines/session.machine.ts';
 import { settleUnqueue, unqueueField, unqueueRequests } from './queued-prompts.ts';
+import { consumeResume, RESUME_FIELD, wallToken } from './resume-parked.ts';
 import type { EventBus } from './event-bus.ts';
 import type { SharedSessionMachine } from './shared-machine.ts';
 import { markerScope } from './orphans.ts';
@@ -91,6 +92,8 @@ export class ActiveSession {
   #checkCancel = true;
   #checkPolicy = true;
   #checkUnqueue = false;
+  /** An operator may have asked to resume the session from its quota wall. */
+  #checkResume = false;
   #meta: Record<string, string> = {};
   /** Read with the lease: the meta and snapshot to start from… */
   #loaded: LoadedSession | null;
@@ -184,6 +187,7 @@ export class ActiveSession {
       if (event.kind === 'cancel') this.#checkCancel = true;
       if (event.kind === 'policy') this.#checkPolicy = true;
       if (event.kind === 'unqueue') this.#checkUnqueue = true;
+      if (event.kind === 'resume') this.#checkResume = true;
       if (event.kind === 'approval') for (const listener of this.#decisionListeners) listener();
       this.#poke();
     });
@@ -359,6 +363,8 @@ export class ActiveSession {
       if (!QUIESCENT.has(this.#lastState)) this.#approvalsUsed = true;
       this.#persist();
     }
+    // A resume asked for while nobody held the session (its activation was promoted for it).
+    this.#checkResume = this.#meta[RESUME_FIELD] !== undefined;
   }
 
   /** Tells the writer the snapshot changed (it serialises it when it writes); returns the state's name. */
@@ -414,6 +420,7 @@ export class ActiveSession {
       if (this.#checkInbox) await this.#pullInbox();
       if (this.#checkCancel) await this.#applyCancel();
       if (this.#checkUnqueue) await this.#applyUnqueue();
+      if (this.#checkResume) await this.#applyResume();
       const snapshot = actor.getSnapshot();
       const state = stateName(snapshot.value);
       // A session with nothing left to do is given back as done, also while the worker shuts down
@@ -439,8 +446,8 @@ export class ActiveSession {
         if (parked !== null) return parked;
         continue;
       }
-      if (state === 'backoff') {
-        // Parked, the session wakes at its retry or at its turn's wall-clock limit, whichever comes first.
+      if (state === 'backoff' || state === 'parked') {
+        // Parked (a long backoff, a quota wall), the session wakes at its retry or at its turn's wall-clock limit, whichever comes first.
         const deadline = turnDeadline(snapshot.context);
         const until = Math.min(snapshot.context.nextRetryAt ?? Date.now(), deadline ?? Number.POSITIVE_INFINITY);
         if (until - Date.now() > this.#config.holdBackoffMs) return this.#park(until);
@@ -541,6 +548,18 @@ export class ActiveSession {
       if (state === 'drop') await this.#store.redis.hdel(this.#store.key(this.#sessionId, 'meta'), unqueueField(id));
       else await settleUnqueue(this.#store, this.#sessionId, id, inMailbox || !startedIn(context, id) ? 'removed' : 'started');
     }
+  }
+
+  /** Applies an operator's resume to the quota wall it was asked for; one meant for a wall already left is dropped. */
+  async #applyResume(): Promise<void> {
+    this.#checkResume = false;
+    const actor = this.#actor;
+    if (actor === null) return;
+    const requested = await this.#store.redis.hget(this.#store.key(this.#sessionId, 'meta'), RESUME_FIELD);
+    if (requested === null) return;
+    const snapshot = actor.getSnapshot();
+    if (stateName(snapshot.value) === 'parked' && requested === wallToken(snapshot.context)) actor.send({ type: 'session.resume' });
+    await consumeResume(this.#store, this.#sessionId, requested).catch(() => undefined);
   }
 
   /** Decides the removals an operator asked for while this worker holds the session. */

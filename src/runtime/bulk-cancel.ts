@@ -4,7 +4,7 @@ import { listPage } from './lifecycle/listing.ts';
 import { hgetEach } from './redis/batch.ts';
 
 /** The states a bulk cancel may select: those with a turn to cancel or one about to start. */
-export const CANCELLABLE_STATES = ['queued', 'running', 'backoff'] as const;
+export const CANCELLABLE_STATES = ['queued', 'running', 'backoff', 'parked'] as const;
 
 export interface CancelFilter {
   state: string;

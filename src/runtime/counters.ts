@@ -13,8 +13,9 @@ import { script } from './redis/scripts.ts';
  * fold may run any number of times, from any process, with a stale read, and adds each increment once.
  * `serve`'s metrics fold the sessions that changed since their last refresh and report the totals.
  *
- * Fields: `attempts|<outcome>|<category>` (category `none` unless failed or interrupted) and
- * `retries|<category>` (a failed attempt followed by a backoff).
+ * Fields: `attempts|<outcome>|<category>` (category `none` unless failed or interrupted),
+ * `retries|<category>` (a failed attempt followed by a backoff) and `walls|<free|counted>` (an
+ * attempt that ended on a quota wall, the session parked until the reset).
  */
 
 export function attemptFields(a: AttemptRecord): string[] {
@@ -22,12 +23,16 @@ export function attemptFields(a: AttemptRecord): string[] {
   const category = a.outcome === 'failed' || a.outcome === 'interrupted' ? (a.category ?? 'unknown') : 'none';
   const fields = [`attempts|${a.outcome}|${category}`];
   if (a.delayMs !== null) fields.push(`retries|${a.category ?? 'unknown'}`);
+  if (a.quotaWall !== undefined) fields.push(`walls|${a.quotaWall}`);
   return fields;
 }
 
 /** A parsed counter field (null: not one of ours). */
-export function parseField(field: string): { kind: 'attempts'; outcome: string; category: string } | { kind: 'retries'; category: string } | null {
+export function parseField(
+  field: string,
+): { kind: 'attempts'; outcome: string; category: string } | { kind: 'retries'; category: string } | { kind: 'walls'; attempts: string } | null {
   const parts = field.split('|');
+  if (parts[0] === 'walls' && parts.length === 2) return { kind: 'walls', attempts: parts[1] ?? '' };
   if (parts[0] === 'attempts' && parts.length === 3) return { kind: 'attempts', outcome: parts[1] ?? '', category: parts[2] ?? '' };
   if (parts[0] === 'retries' && parts.length === 2) return { kind: 'retries', category: parts[1] ?? '' };
   return null;

@@ -3,7 +3,7 @@ import type { AgentRequest } from '../agents/registry.ts';
 import type { MessageOf } from '../protocol/index.ts';
 import { checkTurn, PolicySchema, resolvePolicy, type DeploymentPolicy, type PolicyInput, type PolicyIssue } from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
-import type { RetryPolicy } from '../retry/index.ts';
+import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../retry/index.ts';
 import { TurnOptionsSchema } from './turn-options.ts';
 
 /** The deployment policy of a configuration (its `policy` and `workspace`). Throws PolicyError naming the field. */
@@ -54,11 +54,39 @@ export function refusedAttempt(issues: readonly PolicyIssue[]): MessageOf<'termi
  * The retry policy a turn runs under: the caller's, with the deployment's `maxTurnMs` over it (a
  * policy with no limit, or a longer one, gets the deployment's). The deployment always wins.
  */
-export function boundedRetryPolicy(policy: RetryPolicy, deployment: Pick<DeploymentPolicy, 'maxTurnMs'>): RetryPolicy {
+export function boundedRetryPolicy(
+  policy: RetryPolicy,
+  deployment: Pick<DeploymentPolicy, 'maxTurnMs'> & Partial<Pick<DeploymentPolicy, 'maxParkMs' | 'rateLimitAttempts'>>,
+): RetryPolicy {
   const max = deployment.maxTurnMs;
   const own = policy.maxTurnMs ?? 0;
-  if (max === null || (own > 0 && own <= max)) return policy;
-  return Object.freeze({ ...policy, maxTurnMs: max });
+  const patch: { -readonly [K in keyof RetryPolicy]?: RetryPolicy[K] } = {};
+  if (max !== null && !(own > 0 && own <= max)) patch.maxTurnMs = max;
+  // Quota walls: the deployment's longest park and its `counted` win too.
+  const maxPark = deployment.maxParkMs ?? null;
+  const ownPark = policy.maxParkMs ?? DEFAULT_RETRY_POLICY.maxParkMs;
+  if (maxPark !== null && ownPark > maxPark) patch.maxParkMs = maxPark;
+  if (deployment.rateLimitAttempts === 'counted' && policy.rateLimitAttempts !== 'counted') patch.rateLimitAttempts = 'counted';
+  return Object.keys(patch).length === 0 ? policy : Object.freeze({ ...policy, ...patch });
+}
+
+/**
+ * A caller's retry-policy patch asking for more at quota walls than the deployment allows (a longer
+ * `maxParkMs`, or `rateLimitAttempts: "free"` where the deployment counts them): the issues, else none.
+ */
+export function parkLimitIssues(patch: unknown, deployment: Partial<Pick<DeploymentPolicy, 'maxParkMs' | 'rateLimitAttempts'>>, prefix = 'retryPolicy.'): PolicyIssue[] {
+  if (typeof patch !== 'object' || patch === null) return [];
+  const issues: PolicyIssue[] = [];
+  const { maxParkMs, rateLimitAttempts } = patch as { maxParkMs?: unknown; rateLimitAttempts?: unknown };
+  const max = deployment.maxParkMs ?? null;
+  if (max !== null && typeof maxParkMs === 'number' && maxParkMs > max)
+    issues.push({ field: `${prefix}maxParkMs`, message: `${maxParkMs} is above this deployment's maximum of ${max} ms (policy.maxParkMs)` });
+  if (deployment.rateLimitAttempts === 'counted' && rateLimitAttempts === 'free')
+    issues.push({
+      field: `${prefix}rateLimitAttempts`,
+      message: `"free" is not allowed: this deployment counts every attempt that ends on a quota wall (policy.rateLimitAttempts)`,
+    });
+  return issues;
 }
 
 /** A caller's retry-policy patch naming a `maxTurnMs` above the deployment's (or none at all, `0`, under a deployment limit): the issue, else null. */

@@ -2,7 +2,7 @@ import { isSettledState } from '../../machines/states.ts';
 import type { SessionView } from './runtime.ts';
 import type { UsageTotals } from './usage/usage.ts';
 
-export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'completed' | 'failed' | 'cancelled';
+export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'parked' | 'completed' | 'failed' | 'cancelled';
 
 export interface SessionSummary {
   sessionId: string;
@@ -23,6 +23,8 @@ export interface SessionSummary {
       category?: string;
       errorText?: string;
       delayMs?: number;
+      /** It ended on a quota wall; `free`: not counted against maxAttempts. */
+      quotaWall?: 'free' | 'counted';
       startedAt: number;
       endedAt: number | null;
       /** The tokens this attempt's terminal message reported. */
@@ -30,12 +32,16 @@ export interface SessionSummary {
     }>;
     /** The tokens this turn's attempts reported, summed. */
     usage?: UsageTotals;
+    /** Attempts counted against the policy's maxAttempts (those that hit a free quota wall are not). */
+    attemptsCounted: number;
   } | null;
   /** The tokens the session's attempts reported, summed, in all and per agent and model (absent: none reported). */
   usage?: { total: UsageTotals; byModel: Array<{ agent: string; model: string; usage: UsageTotals }> };
   nextRetryAt?: number;
   /** In `waiting`: the fleet limit the next attempt waits for, why (full, rate, cooldown, paused), since and until when at the latest. */
   waitingFor?: { limit: string; reason: string; since: number; until: number };
+  /** In `parked`: the quota wall — the provider's reset (the next attempt starts then, or on an operator's resume), since when, and whether the attempt that hit it was free. */
+  parkedUntil?: { until: number; since: number; free: boolean };
   lastFailure?: { category: string; errorText: string; at: number };
   policy: unknown;
   policySource: 'session' | 'global';
@@ -76,7 +82,7 @@ export function summarize(view: SessionView): SessionSummary {
   let turnView: SessionSummary['turn'] = null;
   if (view.queued.length > 0 && (turn === null || isSettledState(turn.status))) {
     const next = view.queued.at(-1);
-    turnView = { index: taken + (context?.mailbox.length ?? 0) + view.queued.length, status: 'queued', prompt: next?.text ?? null, attempts: [] };
+    turnView = { index: taken + (context?.mailbox.length ?? 0) + view.queued.length, status: 'queued', prompt: next?.text ?? null, attempts: [], attemptsCounted: 0 };
   } else if (turn !== null) {
     const status: TurnStatusView = turn.status === 'cancelling' ? 'running' : turn.status;
     const turnUsage = view.usage?.turn?.index === turn.index ? view.usage.turn : null;
@@ -92,11 +98,13 @@ export function summarize(view: SessionView): SessionSummary {
         ...(a.category === null ? {} : { category: a.category }),
         ...(a.errorText === null ? {} : { errorText: a.errorText }),
         ...(a.delayMs === null ? {} : { delayMs: a.delayMs }),
+        ...(a.quotaWall === undefined ? {} : { quotaWall: a.quotaWall }),
         startedAt: a.startedAt,
         endedAt: a.endedAt,
         ...usageOf(turnUsage?.attempts.find((u) => u.attempt === a.attempt)?.usage),
       })),
       ...usageOf(turnUsage?.total),
+      attemptsCounted: turn.attempts.length - (turn.freeWalls ?? 0),
     };
   }
   return {
@@ -109,6 +117,7 @@ export function summarize(view: SessionView): SessionSummary {
     turn: turnView,
     ...(context?.nextRetryAt == null ? {} : { nextRetryAt: context.nextRetryAt }),
     ...(context?.waitingFor == null || view.state !== 'waiting' ? {} : { waitingFor: context.waitingFor }),
+    ...(turn?.quotaWall == null || view.state !== 'parked' ? {} : { parkedUntil: { until: turn.quotaWall.until, since: turn.quotaWall.since, free: turn.quotaWall.free } }),
     ...(context?.lastFailure == null ? {} : { lastFailure: { category: context.lastFailure.category, errorText: context.lastFailure.errorText, at: context.lastFailure.at } }),
     policy: view.policyOverride ?? context?.policy ?? null,
     policySource: view.policyOverride === null ? 'global' : 'session',

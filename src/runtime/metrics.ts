@@ -84,6 +84,10 @@ export class RuntimeMetrics {
   readonly #tokens: Counter<'agent' | 'model' | 'kind'>;
   /** The agent/model pairs `sessiond_tokens_total` has label values for (at most MAX_TOKEN_LABELS). */
   readonly #tokenLabels = new Set<string>();
+  readonly #quotaWalls: Counter<'attempts'>;
+  readonly #parkedNextReset: Gauge;
+  /** Sessions seen parked at a quota wall, with its reset (bounded by the parked sessions; left when seen otherwise or gone). */
+  readonly #parked = new Map<string, number>();
 
   constructor(runtime: Runtime, options: MetricsOptions = {}) {
     this.#runtime = runtime;
@@ -124,6 +128,17 @@ export class RuntimeMetrics {
       name: 'sessiond_limit_waiting',
       help: 'Sessions waiting for each fleet limit (capacity, a cooldown or paused dispatch)',
       labelNames: ['limit'],
+      registers,
+    });
+    this.#quotaWalls = new Counter({
+      name: 'sessiond_quota_walls_total',
+      help: 'Attempts that ended on a quota wall (a rate limit whose reset lies past maxRetryAfterMs: the session parked until it), by whether the attempt was counted against maxAttempts',
+      labelNames: ['attempts'],
+      registers,
+    });
+    this.#parkedNextReset = new Gauge({
+      name: 'sessiond_parked_next_reset_timestamp_seconds',
+      help: 'The earliest reset among the sessions parked at a quota wall (Unix time); 0 when none is parked',
       registers,
     });
     this.#approvalsWaiting = new Gauge({
@@ -230,6 +245,10 @@ export class RuntimeMetrics {
       await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
     }
     this.#report(await counterTotals(runtime.redis, runtime.keys));
+    const parkedNow = shardReplies.reduce((sum, _, shard) => sum + Number(reply(SESSION_STATES.indexOf('parked'), shard)), 0);
+    if (parkedNow === 0) this.#parked.clear();
+    this.#parkedNextReset.reset();
+    if (this.#parked.size > 0) this.#parkedNextReset.set(Math.min(...this.#parked.values()) / 1000);
     // Index writes trail the sessions' own by a tick, and clocks of hosts differ: look a little back next time.
     this.#since = now - CHANGED_MARGIN_MS;
     for (const [id, seen] of this.#seen) if (seen.observedAt < now - CHANGED_WINDOW_MS) this.#seen.delete(id);
@@ -244,6 +263,7 @@ export class RuntimeMetrics {
       const parsed = parseField(field);
       if (parsed?.kind === 'attempts') this.#attempts.inc({ outcome: parsed.outcome, category: parsed.category }, added);
       else if (parsed?.kind === 'retries') this.#retries.inc({ category: parsed.category }, added);
+      else if (parsed?.kind === 'walls') this.#quotaWalls.inc({ attempts: parsed.attempts }, added);
     }
   }
 
@@ -252,6 +272,7 @@ export class RuntimeMetrics {
     const meta = await this.#runtime.store.meta(sessionId);
     if (meta === null) {
       this.#seen.delete(sessionId);
+      this.#parked.delete(sessionId);
       return null;
     }
     const state = meta.state ?? 'queued';
@@ -308,6 +329,9 @@ export class RuntimeMetrics {
 
   #count(view: SessionView, version: string, previous: Seen | undefined): Seen {
     const turn = view.context?.turn ?? null;
+    const wall = view.state === 'parked' ? (turn?.quotaWall ?? null) : null;
+    if (wall !== null) this.#parked.set(view.sessionId, wall.until);
+    else this.#parked.delete(view.sessionId);
     const seen: Seen =
       previous !== undefined && turn !== null && previous.turn === turn.index
         ? { ...previous, version, observedAt: Date.now() }

@@ -25,6 +25,7 @@ import { hasErrorCode, InputError, NotFoundError } from '../errors.ts';
 import { FleetLimits, type LimitRule, type LimitStatus } from './limits/index.ts';
 import { promoteActivations } from './limits/wake.ts';
 import { pushRetry } from './retry-turn.ts';
+import { requestResume, wallToken } from './resume-parked.ts';
 import { removeQueued, unqueueField, unqueueRequests } from './queued-prompts.ts';
 import { BULK_CANCEL_MAX, CANCELLABLE_STATES, selectForCancel } from './bulk-cancel.ts';
 import { ApprovalStore, type StoredApproval } from './approvals/store.ts';
@@ -241,9 +242,11 @@ export class Runtime {
     if (request.retryPolicy !== undefined) {
       const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
       if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
-      const { turnLimitIssue } = await import('./deployment-policy.ts');
-      const overLimit = turnLimitIssue(request.retryPolicy, await this.#deploymentPolicy());
-      if (overLimit !== null) throw new InputError([overLimit]);
+      const { parkLimitIssues, turnLimitIssue } = await import('./deployment-policy.ts');
+      const deployment = await this.#deploymentPolicy();
+      const overLimit = turnLimitIssue(request.retryPolicy, deployment);
+      const overPark = parkLimitIssues(request.retryPolicy, deployment);
+      if (overLimit !== null || overPark.length > 0) throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
       policyJson = JSON.stringify(policy.policy);
     }
     const retentionMs = request.retention === undefined ? undefined : this.#retention(request.retention);
@@ -334,6 +337,29 @@ export class Runtime {
     if (result.jobId !== null) await this.queue.addActivation(sessionId, result.jobId);
     else await this.#bus.publish({ sessionId, kind: 'prompt' });
     return { sessionId, turn: result.turn, retryOf: turn.index };
+  }
+
+  /**
+   * Resumes a session parked at a quota wall now, before the provider's reset: its next attempt starts
+   * (under a fleet limit, once admitted). NotFoundError for an unknown session; ConflictError when it is
+   * not parked (or is being deleted). Not to be confused with resumeDispatch (paused dispatch).
+   */
+  async resumeParked(sessionId: string): Promise<{ sessionId: string; turn: number; parkedUntil: number; delivered: 'worker' | 'activation' }> {
+    checkSessionId(sessionId);
+    const view = await this.getSession(sessionId);
+    if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    const context = view.context;
+    const wall = context?.turn?.quotaWall ?? null;
+    if (view.state !== 'parked' || context === null || wall === null)
+      throw new ConflictError(`session "${sessionId}" is ${view.state}, not parked at a quota wall: there is nothing to resume`);
+    if (!(await requestResume(this.store, sessionId, wallToken(context)))) throw new ConflictError(`session "${sessionId}" is being deleted`);
+    await this.#bus.publish({ sessionId, kind: 'resume' });
+    // Parked, nobody holds it: run its (delayed) activation now; its holder reads the request.
+    const jobId = await this.store.activeJobId(sessionId);
+    const job = jobId === null ? undefined : await this.queue.getJob(jobId);
+    const delayed = job !== undefined && (await job.isDelayed());
+    if (delayed) await job.promote().catch(() => undefined);
+    return { sessionId, turn: context.turnIndex, parkedUntil: wall.until, delivered: delayed ? 'activation' : 'worker' };
   }
 
   /**
@@ -701,9 +727,12 @@ export class Runtime {
   /** Validates `patch` over the policy in force; on error nothing is changed. */
   async setPolicy(patch: unknown, sessionId?: string): Promise<RetryPolicyResult> {
     // The deployment's maxTurnMs wins over any stored policy, the global one included.
-    const { turnLimitIssue } = await import('./deployment-policy.ts');
-    const overLimit = turnLimitIssue(patch, await this.#deploymentPolicy(), 'maxTurnMs');
+    const { parkLimitIssues, turnLimitIssue } = await import('./deployment-policy.ts');
+    const deployment = await this.#deploymentPolicy();
+    const overLimit = turnLimitIssue(patch, deployment, 'maxTurnMs');
     if (overLimit !== null) return { ok: false, errors: [{ field: 'maxTurnMs', message: `maxTurnMs: ${overLimit.message}` }] };
+    const overPark = parkLimitIssues(patch, deployment, '');
+    if (overPark.length > 0) return { ok: false, errors: overPark.map((i) => ({ field: i.field, message: `${i.field}: ${i.message}` })) };
     if (sessionId === undefined) {
       this.policies.invalidate();
       const result = await this.policies.update(patch);

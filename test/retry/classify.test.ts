@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FAILURE_CATEGORIES, type FailureCategory } from '../../src/protocol/messages.ts';
 import { delayFor } from '../../src/retry/backoff.ts';
-import { NEVER_RETRY_BY_DEFAULT, decideRetry } from '../../src/retry/classify.ts';
+import { MAX_FREE_WALLS, NEVER_RETRY_BY_DEFAULT, decideRetry } from '../../src/retry/classify.ts';
 import { DEFAULT_RETRY_POLICY } from '../../src/retry/policy.ts';
 import { policyWith, validPolicyArb } from './fixtures.ts';
 
@@ -93,5 +93,39 @@ describe('NEVER_RETRY_BY_DEFAULT', () => {
 
   it('includes auth, bad_request, startup and invalid_output', () => {
     expect(NEVER_RETRY_BY_DEFAULT).toEqual(expect.arrayContaining(['auth', 'bad_request', 'startup', 'invalid_output']));
+  });
+});
+
+describe('decideRetry at a quota wall (a rate limit whose reset lies past maxRetryAfterMs)', () => {
+  const hour = { category: 'rate_limited' as const, retryAfterMs: 3_600_000 };
+
+  it('parks until the reset, uncapped by maxRetryAfterMs, and free by default: even the last attempt may park', () => {
+    expect(decideRetry(policyWith({ maxAttempts: 1 }), hour, 1)).toEqual({ retry: true, delayMs: 3_600_000, wall: { free: true } });
+  });
+
+  it('counted: the last attempt ends the turn attempts_exhausted, an earlier one parks', () => {
+    const counted = policyWith({ maxAttempts: 2, rateLimitAttempts: 'counted' });
+    expect(decideRetry(counted, hour, 2)).toEqual({ retry: false, reason: 'attempts_exhausted' });
+    expect(decideRetry(counted, hour, 1)).toEqual({ retry: true, delayMs: 3_600_000, wall: { free: false } });
+  });
+
+  it('a reset past maxParkMs fails with quota_wall_too_long; maxParkMs 0 never parks', () => {
+    expect(decideRetry(policyWith({ maxParkMs: 3_599_999 }), hour, 1)).toEqual({ retry: false, reason: 'quota_wall_too_long' });
+    expect(decideRetry(policyWith({ maxParkMs: 0 }), hour, 1)).toEqual({ retry: false, reason: 'quota_wall_too_long' });
+  });
+
+  it('after MAX_FREE_WALLS free walls in a turn, the next wall counts', () => {
+    expect(decideRetry(policyWith({ maxAttempts: 1 }), hour, 1, Math.random, MAX_FREE_WALLS)).toEqual({ retry: false, reason: 'attempts_exhausted' });
+  });
+
+  it('is no wall when Retry-After is not honoured, the category is not rate_limited, or the hint is within maxRetryAfterMs', () => {
+    expect(decideRetry(policyWith({ honorRetryAfter: false, jitter: 'none' }), hour, 1)).toEqual({ retry: true, delayMs: 1000 });
+    expect(decideRetry(policyWith({ jitter: 'none' }), { category: 'server_error', retryAfterMs: 3_600_000 }, 1)).toEqual({ retry: true, delayMs: 600_000 });
+    expect(decideRetry(policyWith({ jitter: 'none' }), { category: 'rate_limited', retryAfterMs: 600_000 }, 1)).toEqual({ retry: true, delayMs: 600_000 });
+  });
+
+  it('respects retryOn and enabled first', () => {
+    expect(decideRetry(policyWith({ retryOn: ['network'] }), hour, 1)).toEqual({ retry: false, reason: 'not_retryable' });
+    expect(decideRetry(policyWith({ enabled: false }), hour, 1)).toEqual({ retry: false, reason: 'retry_disabled' });
   });
 });

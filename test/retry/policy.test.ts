@@ -5,7 +5,7 @@ import { policyWith, validPolicyArb } from './fixtures.ts';
 
 const CATEGORY_RULE = 'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, quota, unknown';
 const JITTER_RULE = "must be 'none', 'full', 'equal' or a number from 0 to 1";
-const KNOWN_FIELDS = 'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs';
+const KNOWN_FIELDS = 'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs, rateLimitAttempts, maxParkMs';
 
 function errorsOf(result: RetryPolicyResult) {
   if (result.ok) throw new Error(`expected errors, got policy ${JSON.stringify(result.policy)}`);
@@ -25,6 +25,8 @@ describe('DEFAULT_RETRY_POLICY', () => {
       honorRetryAfter: true,
       maxRetryAfterMs: 600_000,
       maxTurnMs: 0,
+      rateLimitAttempts: 'free',
+      maxParkMs: 86_400_000,
     });
   });
 
@@ -76,6 +78,9 @@ describe('parseRetryPolicy', () => {
     ['maxRetryAfterMs', 86_400_000],
     ['maxTurnMs', 0],
     ['maxTurnMs', 604_800_000],
+    ['rateLimitAttempts', 'counted'],
+    ['maxParkMs', 0],
+    ['maxParkMs', 604_800_000],
   ] as const)('accepts %s = %j', (field, value) => {
     const result = parseRetryPolicy({ [field]: value });
     expect(result.ok && result.policy[field]).toEqual(value);
@@ -111,6 +116,9 @@ describe('parseRetryPolicy', () => {
     ['maxRetryAfterMs', -5, 'maxRetryAfterMs: must be an integer from 0 to 86400000 (got -5)'],
     ['maxRetryAfterMs', 10n, 'maxRetryAfterMs: must be an integer from 0 to 86400000 (got 10n)'],
     ['maxTurnMs', 604_800_001, 'maxTurnMs: must be an integer from 0 to 604800000 (got 604800001)'],
+    ['rateLimitAttempts', 'sometimes', `rateLimitAttempts: must be 'free' or 'counted' (got "sometimes")`],
+    ['maxParkMs', 604_800_001, 'maxParkMs: must be an integer from 0 to 604800000 (got 604800001)'],
+    ['maxParkMs', -1, 'maxParkMs: must be an integer from 0 to 604800000 (got -1)'],
   ])('rejects %s = %s, naming the field and the allowed range', (field, value, message) => {
     expect(errorsOf(parseRetryPolicy({ [field]: value }))).toEqual([{ field, message }]);
   });

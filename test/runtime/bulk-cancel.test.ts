@@ -50,6 +50,6 @@ describe('bulk cancel', () => {
     await expect(h.runtime.cancelMatching({ state: 'completed' })).rejects.toBeInstanceOf(InputError);
     const bad = await runCli(['cancel', '--state', 'done'], { env: cliEnv() });
     expect(bad.exitCode).toBe(2);
-    expect(bad.stderr).toContain('state: must be one of queued, running, backoff');
+    expect(bad.stderr).toContain('state: must be one of queued, running, backoff, parked');
   });
 });

@@ -1,4 +1,5 @@
 import type { FailureCategory } from '../../protocol/index.ts';
+import { resetAfterMsOf } from './reset-time.ts';
 
 /**
  * Decides the failure category of an agent's own error text (an HTTP error
@@ -23,7 +24,7 @@ const TIMEOUT = /\b(timed?\s*out|timeout|ETIMEDOUT|deadline exceeded)\b/i;
 const NETWORK =
   /\b(terminated|ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ENOTFOUND|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|socket hang up|connection (?:error|reset|refused|closed)|fetch failed|network error|other side closed|premature close)\b/i;
 const OVERLOADED = /\b(overloaded|server error|service unavailable|bad gateway|internal error)\b/i;
-const RATE_LIMIT = /\b(rate[ _-]?limit(?:ed)?|too many requests|quota exceeded|resource[_ ]exhausted)\b/i;
+const RATE_LIMIT = /\b(rate[ _-]?limit(?:ed)?|too many requests|quota exceeded|resource[_ ]exhausted|usage limit|hit your limit|\d+-hour limit|weekly limit)\b/i;
 const AUTH = /\b(unauthori[sz]ed|forbidden|invalid api key|invalid x-api-key|authentication|permission denied|no api key)\b/i;
 
 export function statusOf(text: string): number | undefined {
@@ -45,11 +46,25 @@ export function categoryForStatus(status: number): FailureCategory {
   return 'bad_request';
 }
 
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, sec: 1000, second: 1000, seconds: 1000, m: 60_000, min: 60_000, minute: 60_000, minutes: 60_000 };
+const UNIT_MS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  sec: 1000,
+  second: 1000,
+  seconds: 1000,
+  m: 60_000,
+  min: 60_000,
+  minute: 60_000,
+  minutes: 60_000,
+  h: 3_600_000,
+  hr: 3_600_000,
+  hour: 3_600_000,
+  hours: 3_600_000,
+};
 const RETRY_AFTER_PATTERNS = [
-  /retry[- _]after["']?\s*[:=]?\s*["']?(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?)?\b/i,
-  /(?:try|retry)(?:ing)? again in\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?)?\b/i,
-  /retry in\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?)\b/i,
+  /retry[- _]after["']?\s*[:=]?\s*["']?(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hr|hours?)?\b/i,
+  /(?:try|retry)(?:ing)? again in\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hr|hours?)?\b/i,
+  /retry in\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?|h|hr|hours?)\b/i,
 ];
 
 /** A Retry-After hint in error text or a header value, in ms. Seconds when no unit is given (RFC 9110). */
@@ -65,9 +80,13 @@ export function retryAfterMsOf(text: string): number | undefined {
   return undefined;
 }
 
-export function classifyErrorText(text: string): ClassifiedError {
+export { resetAfterMsOf } from './reset-time.ts';
+
+/** `now`: the clock a recognised reset time ("resets at 4am", a reset header) is measured from. */
+export function classifyErrorText(text: string, now: number = Date.now()): ClassifiedError {
   const status = statusOf(text);
-  const retryAfterMs = retryAfterMsOf(text);
+  // A Retry-After wins; else a reset the provider named (a quota wall's, typically).
+  const retryAfterMs = retryAfterMsOf(text) ?? resetAfterMsOf(text, now);
   const withHint = (category: FailureCategory): ClassifiedError => ({
     category,
     ...(status === undefined ? {} : { status }),

@@ -111,7 +111,9 @@ export async function followSession(runtime: Runtime, sessionId: string, options
         last = summarize(view);
         if (!options.json && last.turn !== null) {
           const t = last.turn;
-          if (t.status === 'backoff' && last.nextRetryAt !== undefined)
+          if (t.status === 'parked' && last.parkedUntil !== undefined)
+            spinner.set(`turn ${t.index}: parked at a quota wall until ${new Date(last.parkedUntil.until).toISOString()} (sessiond resume ${sessionId} to go on now)`);
+          else if (t.status === 'backoff' && last.nextRetryAt !== undefined)
             spinner.set(`turn ${t.index}: waiting ${formatMs(Math.max(0, last.nextRetryAt - Date.now()))} before attempt ${t.attempts.length + 1}`);
           else if (t.status === 'running' || t.status === 'queued') spinner.set(`turn ${t.index}: ${t.status}…`);
         }

@@ -9,6 +9,7 @@ import { registerList } from './commands/list.ts';
 import { registerCancel } from './commands/cancel.ts';
 import { registerDispatch } from './commands/dispatch.ts';
 import { registerRetry } from './commands/retry.ts';
+import { registerResume } from './commands/resume.ts';
 import { registerPrompts } from './commands/prompts.ts';
 import { registerDelete } from './commands/delete.ts';
 import { registerTransfer } from './commands/transfer.ts';
@@ -39,6 +40,7 @@ export function buildProgram(): Command {
   registerCancel(program);
   registerDispatch(program);
   registerRetry(program);
+  registerResume(program);
   registerPrompts(program);
   registerApprovals(program);
   registerAcp(program);

@@ -14,6 +14,13 @@ export interface RetryFlags {
   retryOn?: string[];
   retryHonorRetryAfter?: boolean;
   retryMaxTurn?: number;
+  retryRateLimitAttempts?: 'free' | 'counted';
+  retryMaxPark?: number;
+}
+
+function parseRateLimitAttempts(value: string): 'free' | 'counted' {
+  if (value === 'free' || value === 'counted') return value;
+  throw new InvalidArgumentError(`--retry-rate-limit-attempts must be free or counted (got "${value}")`);
 }
 
 function parseMultiplier(value: string): number {
@@ -54,7 +61,9 @@ export function addRetryPolicyOptions(command: Command, what: string): Command {
     .option('--retry-on <categories>', `${what}: comma-separated failure categories to retry`, parseCategories)
     .addOption(new Option('--retry-honor-retry-after', `${what}: let a longer Retry-After win`))
     .addOption(new Option('--no-retry-honor-retry-after', `${what}: ignore Retry-After`))
-    .option('--retry-max-turn <duration>', `${what}: wall-clock limit of a turn, attempts and backoffs included (e.g. 30m; 0: none)`, parseDurationOption('--retry-max-turn'));
+    .option('--retry-max-turn <duration>', `${what}: wall-clock limit of a turn, attempts and backoffs included (e.g. 30m; 0: none)`, parseDurationOption('--retry-max-turn'))
+    .option('--retry-rate-limit-attempts <mode>', `${what}: free or counted — whether an attempt that hits a quota wall counts against the attempts`, parseRateLimitAttempts)
+    .option('--retry-max-park <duration>', `${what}: the longest park at a quota wall (e.g. 6h; 0: never park)`, parseDurationOption('--retry-max-park'));
 }
 
 /** The policy patch the flags ask for, or undefined when none was given. */
@@ -69,5 +78,7 @@ export function retryPatchFromFlags(flags: RetryFlags): Record<string, unknown> 
   if (flags.retryOn !== undefined) patch.retryOn = flags.retryOn;
   if (flags.retryHonorRetryAfter !== undefined) patch.honorRetryAfter = flags.retryHonorRetryAfter;
   if (flags.retryMaxTurn !== undefined) patch.maxTurnMs = flags.retryMaxTurn;
+  if (flags.retryRateLimitAttempts !== undefined) patch.rateLimitAttempts = flags.retryRateLimitAttempts;
+  if (flags.retryMaxPark !== undefined) patch.maxParkMs = flags.retryMaxPark;
   return Object.keys(patch).length === 0 ? undefined : patch;
 }

@@ -3,4 +3,17 @@
  * (machines/states.ts imports it; `sessiond --help` should not). test/machines/states.test.ts keeps
  * this list equal to the machine's own states plus `queued`.
  */
-export const LIST_STATES = ['queued', 'idle', 'running', 'backoff', 'waiting', 'cancelling', 'interrupted', 'cancelInterrupted', 'completed', 'failed', 'cancelled'] as const;
+export const LIST_STATES = [
+  'queued',
+  'idle',
+  'running',
+  'backoff',
+  'parked',
+  'waiting',
+  'cancelling',
+  'interrupted',
+  'cancelInterrupted',
+  'completed',
+  'failed',
+  'cancelled',
+] as const;

@@ -5,7 +5,7 @@ import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
 import { HttpError } from './body.ts';
 
 /**
- * Operator controls of the HTTP API: retry a failed turn, list and remove queued prompts. Handlers only call
+ * Operator controls of the HTTP API: retry a failed turn, resume a session parked at a quota wall, list and remove queued prompts. Handlers only call
  * the runtime; `controlPaths()` is their part of the OpenAPI document.
  */
 export function registerControls(app: Hono, runtime: Runtime): void {
@@ -13,6 +13,11 @@ export function registerControls(app: Hono, runtime: Runtime): void {
     const id = c.req.param('id');
     if (!SESSION_ID_PATTERN.test(id)) throw new HttpError(404, `unknown session "${id}"`);
     return c.json(await runtime.retry(id), 202);
+  });
+  app.post('/api/sessions/:id/resume', async (c) => {
+    const id = c.req.param('id');
+    if (!SESSION_ID_PATTERN.test(id)) throw new HttpError(404, `unknown session "${id}"`);
+    return c.json(await runtime.resumeParked(id), 202);
   });
   // Bulk cancel by filter, from the query (no body): ?state=S&agent=A&dryRun=true.
   app.post('/api/bulk/cancel', async (c) => {
@@ -64,14 +69,36 @@ export function controlPaths(): Json {
         },
       },
     },
+    '/api/sessions/{id}/resume': {
+      post: {
+        operationId: 'resumeParked',
+        tags: ['sessions'],
+        summary: "Resume a session parked at a quota wall now, before the provider's reset: its next attempt starts (under a fleet limit, once admitted)",
+        description: 'Not to be confused with `POST /api/dispatch/resume`, which resumes paused dispatch.',
+        ...scope('write'),
+        parameters: [idParam],
+        responses: {
+          '202': json(
+            {
+              type: 'object',
+              required: ['sessionId', 'turn', 'parkedUntil', 'delivered'],
+              properties: { sessionId: { type: 'string' }, turn: { type: 'integer' }, parkedUntil: { type: 'integer' }, delivered: { enum: ['worker', 'activation'] } },
+            },
+            'the resume was handed to the session (its worker, or its activation run now)',
+          ),
+          '404': error('unknown session'),
+          '409': error('the session is not parked at a quota wall, or is being deleted'),
+        },
+      },
+    },
     '/api/bulk/cancel': {
       post: {
         operationId: 'cancelMatching',
         tags: ['sessions'],
-        summary: 'Cancel every session in a state (queued, running, backoff), optionally of one agent; `dryRun=true` lists them and cancels nothing',
+        summary: 'Cancel every session in a state (queued, running, backoff, parked), optionally of one agent; `dryRun=true` lists them and cancels nothing',
         ...scope('admin'),
         parameters: [
-          { name: 'state', in: 'query', required: true, schema: { enum: ['queued', 'running', 'backoff'] } },
+          { name: 'state', in: 'query', required: true, schema: { enum: ['queued', 'running', 'backoff', 'parked'] } },
           { name: 'agent', in: 'query', schema: { type: 'string' } },
           { name: 'dryRun', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] } },
           { name: 'reason', in: 'query', schema: { type: 'string' } },

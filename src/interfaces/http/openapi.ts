@@ -641,6 +641,7 @@ function build(): Json {
             category: { enum: [...FAILURE_CATEGORIES] },
             errorText: { type: 'string' },
             delayMs: { type: 'integer', description: 'the backoff that followed, when a retry was scheduled' },
+            quotaWall: { enum: ['free', 'counted'], description: 'it ended on a quota wall (the session parked until the reset); free: not counted against maxAttempts' },
             startedAt: { type: 'integer' },
             endedAt: { type: ['integer', 'null'] },
             usage: ref('Usage'),
@@ -668,12 +669,13 @@ function build(): Json {
           required: ['index', 'status', 'attempts'],
           properties: {
             index: { type: 'integer' },
-            status: { enum: ['queued', 'running', 'backoff', 'completed', 'failed', 'cancelled'] },
+            status: { enum: ['queued', 'running', 'backoff', 'parked', 'completed', 'failed', 'cancelled'] },
             prompt: { type: ['string', 'null'] },
             failureReason: { type: 'string' },
             cancelReason: { type: 'string' },
             attempts: { type: 'array', items: ref('Attempt') },
             usage: ref('Usage'),
+            attemptsCounted: { type: 'integer', description: 'attempts counted against maxAttempts (free quota walls are not)' },
           },
         },
         SessionList: {
@@ -697,6 +699,11 @@ function build(): Json {
                     properties: { index: { type: 'integer' }, status: { type: 'string' }, attempts: { type: 'integer' }, prompt: { type: ['string', 'null'] } },
                   },
                   nextRetryAt: { type: 'integer' },
+                  parkedUntil: {
+                    type: 'object',
+                    description: "parked at a quota wall: the provider's reset, since when, and whether the attempt was free",
+                    properties: { until: { type: 'integer' }, since: { type: 'integer' }, free: { type: 'boolean' } },
+                  },
                   lastFailure: { type: 'object', properties: { category: { type: 'string' }, at: { type: 'integer' } } },
                   queuedPrompts: { type: 'integer' },
                 },
@@ -716,6 +723,11 @@ function build(): Json {
             agentSessionId: { type: ['string', 'null'] },
             turn: ref('TurnSummary'),
             nextRetryAt: { type: 'integer' },
+            parkedUntil: {
+              type: 'object',
+              description: "parked at a quota wall: the provider's reset, since when, and whether the attempt was free",
+              properties: { until: { type: 'integer' }, since: { type: 'integer' }, free: { type: 'boolean' } },
+            },
             lastFailure: { type: 'object', properties: { category: { type: 'string' }, errorText: { type: 'string' }, at: { type: 'integer' } } },
             usage: {
               type: 'object',

@@ -139,9 +139,15 @@ export function homePage(main) {
                   { 'data-testid': 'waiting-for', title: `waiting (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}` },
                   `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`,
                 )
-              : s.nextRetryAt
-                ? `in ${ms(Math.max(0, s.nextRetryAt - Date.now()))}`
-                : '–',
+              : s.parkedUntil
+                ? h(
+                    'span',
+                    { 'data-testid': 'parked-until', title: `parked at a quota wall since ${new Date(s.parkedUntil.since).toISOString()}` },
+                    `quota wall, resets in ${ms(Math.max(0, s.parkedUntil.until - Date.now()))}`,
+                  )
+                : s.nextRetryAt
+                  ? `in ${ms(Math.max(0, s.nextRetryAt - Date.now()))}`
+                  : '–',
           ),
           h('td', { title: new Date(s.updatedAt).toISOString() }, ago(s.updatedAt)),
           h('td', { class: 'prompt', title: s.turn?.prompt ?? '' }, s.turn?.prompt ?? ''),

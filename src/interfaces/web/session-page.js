@@ -22,6 +22,7 @@ export function sessionPage(main, sessionId) {
   const cancelNote = h('span', { class: 'muted', 'data-testid': 'cancel-note' });
   const deleteButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove }, 'Delete session');
   const retryButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'retry', onclick: retry, disabled: true }, 'Retry failed turn');
+  const resumeButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'resume-parked', onclick: resume, hidden: true }, 'Resume now');
   const queueList = h('ol', { class: 'queue', 'data-testid': 'queued-prompts' });
   const approvalsPanel = h('section', { class: 'panel', 'data-testid': 'approvals', hidden: true });
   const queuePanel = h('section', { class: 'panel', hidden: true }, h('h2', {}, 'Queued prompts'), queueList);
@@ -56,7 +57,15 @@ export function sessionPage(main, sessionId) {
       'section',
       { class: 'panel summary' },
       h('div', {}, title, facts),
-      h('div', { class: 'actions' }, cancelNote, can('write') ? retryButton : null, can('write') ? cancelButton : null, can('admin') ? deleteButton : null),
+      h(
+        'div',
+        { class: 'actions' },
+        cancelNote,
+        can('write') ? resumeButton : null,
+        can('write') ? retryButton : null,
+        can('write') ? cancelButton : null,
+        can('admin') ? deleteButton : null,
+      ),
     ),
     approvalsPanel,
     h(
@@ -187,6 +196,13 @@ export function sessionPage(main, sessionId) {
     cancelNote.textContent = result.ok ? `retry queued as turn ${result.data.turn}` : (result.data?.error ?? `retry failed (HTTP ${result.status})`);
   }
 
+  // A session parked at a quota wall starts its next attempt now, before the provider's reset.
+  async function resume() {
+    resumeButton.disabled = true;
+    const result = await api('POST', `/api/sessions/${enc}/resume`);
+    cancelNote.textContent = result.ok ? `resumed: turn ${result.data.turn} goes on now` : (result.data?.error ?? `resume failed (HTTP ${result.status})`);
+  }
+
   /**
    * The waiting prompts, each with a remove button (write scope); read only when some wait.
    * @param {{ queuedPrompts: number }} view
@@ -238,13 +254,24 @@ export function sessionPage(main, sessionId) {
       h('span', {}, 'turn ', h('b', {}, turn ? `#${turn.index} ${turn.status}` : '–')),
       turn?.failureReason ? h('span', {}, 'failure ', h('b', {}, turn.failureReason)) : null,
       view.waitingFor ? h('span', { 'data-testid': 'session-waiting-for' }, 'waiting for limit ', h('b', {}, view.waitingFor.limit), ` (${view.waitingFor.reason})`) : null,
-      view.nextRetryAt ? h('span', {}, 'next attempt ', h('b', {}, `in ${ms(Math.max(0, view.nextRetryAt - Date.now()))}`)) : null,
+      view.parkedUntil
+        ? h(
+            'span',
+            { 'data-testid': 'session-parked-until', title: `parked since ${new Date(view.parkedUntil.since).toISOString()}` },
+            'parked at a quota wall until ',
+            h('b', {}, new Date(view.parkedUntil.until).toLocaleString()),
+            ` (in ${ms(Math.max(0, view.parkedUntil.until - Date.now()))}${view.parkedUntil.free ? ', attempt not counted' : ''})`,
+          )
+        : null,
+      view.nextRetryAt && !view.parkedUntil ? h('span', {}, 'next attempt ', h('b', {}, `in ${ms(Math.max(0, view.nextRetryAt - Date.now()))}`)) : null,
       view.queuedPrompts > 0 ? h('span', {}, 'queued prompts ', h('b', {}, String(view.queuedPrompts))) : null,
       view.heldBy ? h('span', {}, 'worker ', h('b', { class: 'mono' }, view.heldBy)) : null,
       h('span', {}, 'messages ', h('b', {}, String(view.lastSeq))),
       view.usage ? h('span', {}, 'tokens ', h('b', { 'data-testid': 'session-tokens' }, tokens(view.usage.total))) : null,
     );
     cancelButton.disabled = (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
+    resumeButton.hidden = view.state !== 'parked';
+    resumeButton.disabled = view.state !== 'parked';
     retryButton.disabled = !(turn?.status === 'failed' && view.queuedPrompts === 0 && !view.cancelRequested);
     void renderQueue(view);
     renderApprovals(view.approvals ?? []);

@@ -86,6 +86,51 @@ async function failTheTurn(sessionId: string): Promise<void> {
   await h.runtime.redis.del(h.runtime.store.key(sessionId, 'inbox'));
 }
 
+/** Makes the session's (queued) prompt a turn 1 parked at a quota wall an hour away, as a worker leaves it. */
+async function parkTheTurn(sessionId: string): Promise<void> {
+  const until = Date.now() + 3_600_000;
+  const attempt = {
+    attempt: 1,
+    startedAt: 1,
+    endedAt: 2,
+    outcome: 'failed',
+    category: 'rate_limited',
+    errorText: '429',
+    delayMs: 3_600_000,
+    promptRecorded: false,
+    quotaWall: 'free',
+  };
+  const turn = {
+    index: 1,
+    promptId: 'p',
+    text: 'cell',
+    options: {},
+    status: 'parked',
+    failureReason: null,
+    cancelReason: null,
+    startedAt: 1,
+    endedAt: null,
+    attempts: [attempt],
+    freeWalls: 1,
+    quotaWall: { until, since: 2, free: true, category: 'rate_limited' },
+  };
+  const context = {
+    sessionId,
+    agentSessionId: null,
+    agentSessionResumable: false,
+    turnIndex: 1,
+    attempt: 1,
+    turn,
+    nextRetryAt: until,
+    lastFailure: null,
+    mailbox: [],
+    finishedPromptIds: [],
+  };
+  await h.runtime.redis.set(h.runtime.store.key(sessionId, 'snapshot'), JSON.stringify({ version: 1, snapshot: { status: 'active', value: 'parked', context } }));
+  await h.runtime.redis.hset(h.runtime.store.key(sessionId, 'meta'), 'state', 'parked');
+  await h.runtime.redis.del(h.runtime.store.key(sessionId, 'inbox'));
+}
+
 interface Operation {
   method: string;
   path: string;
@@ -140,6 +185,7 @@ describe('every operation declares its scope', () => {
       'POST /api/sessions/{id}/prompts': 'write',
       'POST /api/sessions/{id}/cancel': 'write',
       'POST /api/sessions/{id}/retry': 'write',
+      'POST /api/sessions/{id}/resume': 'write',
       'GET /api/sessions/{id}/queue': 'read',
       'DELETE /api/sessions/{id}/queue/{promptId}': 'write',
       'POST /api/bulk/cancel': 'admin',
@@ -201,6 +247,8 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       if (op.operationId === 'deleteSession') path += '?force=true';
       // A retry needs a failed last turn: the cell's session gets one, as a worker would leave it.
       if (op.operationId === 'retryTurn') await failTheTurn(sessionId);
+      // A resume needs a session parked at a quota wall.
+      if (op.operationId === 'resumeParked') await parkTheTurn(sessionId);
       // A bulk cancel needs its filter; a dry run, so that it leaves the other cells' sessions alone.
       if (op.operationId === 'cancelMatching') path += '?state=queued&dryRun=true';
       // The cell's session has one queued prompt: its id goes in the path.

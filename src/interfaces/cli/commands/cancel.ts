@@ -18,7 +18,7 @@ export function registerCancel(program: Command): void {
     .description("Cancel a session's current turn, wherever it runs (exit 3 for an unknown id); or, with --state (and --agent), every session in that state (--dry-run lists them)")
     .argument('[sessionId]')
     .option('--reason <text>', 'recorded with the cancelled turn', 'cancelled by operator')
-    .option('--state <state>', 'bulk: every session in this state (queued, running, backoff)')
+    .option('--state <state>', 'bulk: every session in this state (queued, running, backoff, parked)')
     .option('--agent <name>', 'bulk: only sessions of this agent')
     .option('--dry-run', 'bulk: list what would be cancelled, cancel nothing')
     .option('--json', 'print {"sessionId","delivered"} (bulk: {"dryRun","matched","cancelled"})')

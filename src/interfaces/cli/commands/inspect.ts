@@ -31,18 +31,26 @@ function render(s: SessionSummary): string {
   const lines = [`${c.bold(s.sessionId)}  state ${c.bold(s.state)}  agent ${s.agent}${s.agentSessionId ? ` (session ${s.agentSessionId})` : ''}`];
   if (s.turn !== null) {
     const reason = s.turn.failureReason ? ` (${s.turn.failureReason})` : s.turn.cancelReason ? ` (${s.turn.cancelReason})` : '';
-    lines.push(`turn ${s.turn.index}: ${c.bold(s.turn.status)}${reason}${s.turn.usage === undefined ? '' : `  tokens ${formatUsage(s.turn.usage)}`}`);
+    const counted = s.turn.attemptsCounted < s.turn.attempts.length ? `, ${s.turn.attemptsCounted} of its ${s.turn.attempts.length} attempts counted` : '';
+    lines.push(`turn ${s.turn.index}: ${c.bold(s.turn.status)}${reason}${counted}${s.turn.usage === undefined ? '' : `  tokens ${formatUsage(s.turn.usage)}`}`);
     for (const a of s.turn.attempts) {
       const outcome = a.outcome ?? 'running';
       const paint = outcome === 'completed' ? c.green : outcome === null || outcome === 'running' ? c.cyan : c.red;
       lines.push(
-        `  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.usage === undefined ? '' : `, tokens ${formatUsage(a.usage)}`}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`,
+        `  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.quotaWall !== undefined ? `, quota wall (${a.quotaWall})` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.usage === undefined ? '' : `, tokens ${formatUsage(a.usage)}`}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`,
       );
     }
   }
   if (s.waitingFor !== undefined)
     lines.push(
       `waiting for limit ${s.waitingFor.limit} (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}; looks again by ${new Date(s.waitingFor.until).toISOString()}`,
+    );
+  if (s.parkedUntil !== undefined)
+    lines.push(
+      c.yellow(
+        `parked at a quota wall until ${new Date(s.parkedUntil.until).toISOString()} (in ${formatMs(Math.max(0, s.parkedUntil.until - Date.now()))}), since ${new Date(s.parkedUntil.since).toISOString()}; the attempt ${s.parkedUntil.free ? 'was not' : 'was'} counted`,
+      ),
+      c.dim(`  sessiond resume ${s.sessionId}  (resume now, before the reset)`),
     );
   for (const a of s.approvals) {
     if (a.decision !== undefined) {
@@ -53,7 +61,8 @@ function render(s: SessionSummary): string {
     lines.push(`  options: ${a.options.map((o) => `${o.optionId} (${o.kind})`).join(', ')}; denied at ${new Date(a.deadlineAt).toISOString()}`);
     lines.push(c.dim(`  sessiond approve ${s.sessionId} ${a.requestId} [--option ID|KIND]  ·  sessiond deny ${s.sessionId} ${a.requestId}`));
   }
-  if (s.nextRetryAt !== undefined) lines.push(`next retry at ${new Date(s.nextRetryAt).toISOString()} (in ${formatMs(Math.max(0, s.nextRetryAt - Date.now()))})`);
+  if (s.nextRetryAt !== undefined && s.parkedUntil === undefined)
+    lines.push(`next retry at ${new Date(s.nextRetryAt).toISOString()} (in ${formatMs(Math.max(0, s.nextRetryAt - Date.now()))})`);
   if (s.lastFailure !== undefined) lines.push(`last failure: ${s.lastFailure.category} — ${s.lastFailure.errorText.split('\n')[0]}`);
   if (s.queuedPrompts > 0) lines.push(`${s.queuedPrompts} prompt(s) waiting`);
   if (s.usage !== undefined) {

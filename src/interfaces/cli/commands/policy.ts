@@ -32,6 +32,7 @@ function describePolicy(policy: DeploymentPolicy): string {
     `idle timeout at most: ${policy.maxIdleTimeoutMs} ms`,
     `prompt at most: ${policy.maxPromptChars} characters`,
     `turn at most: ${policy.maxTurnMs === null ? 'no limit' : `${policy.maxTurnMs} ms`}`,
+    `parked at a quota wall at most: ${policy.maxParkMs === null ? 'as each retry policy says' : `${policy.maxParkMs} ms`}; quota-wall attempts: ${policy.rateLimitAttempts === 'counted' ? 'always counted' : 'as each retry policy says'}`,
     `approvals (permissionMode ask): denied after ${policy.approvals.deadlineMs} ms unanswered; allowed at once: ${policy.approvals.autoAllow.length === 0 ? 'nothing' : policy.approvals.autoAllow.map((r) => JSON.stringify(r)).join(', ')}`,
   ];
   for (const [agent, p] of Object.entries(policy.permissions)) {

@@ -74,6 +74,7 @@ function render(p: RetryPolicy, source: string): string {
     `  retryOn          ${p.retryOn.join(', ')}`,
     `  honorRetryAfter  ${p.honorRetryAfter} (cap ${formatMs(p.maxRetryAfterMs)})`,
     `  maxTurn          ${(p.maxTurnMs ?? 0) > 0 ? formatMs(p.maxTurnMs) : 'none'}`,
+    `  quota walls      parked up to ${formatMs(p.maxParkMs ?? 86_400_000)}, attempts ${p.rateLimitAttempts ?? 'free'}`,
     '',
   ].join('\n');
 }

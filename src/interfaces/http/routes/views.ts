@@ -47,6 +47,7 @@ export function listItem(view: SessionView) {
         : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
     ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
     ...(s.waitingFor === undefined ? {} : { waitingFor: s.waitingFor }),
+    ...(s.parkedUntil === undefined ? {} : { parkedUntil: s.parkedUntil }),
     ...(awaitingApproval(s) ? { awaitingApproval: true } : {}),
     ...(s.lastFailure === undefined ? {} : { lastFailure: { category: s.lastFailure.category, at: s.lastFailure.at } }),
     queuedPrompts: s.queuedPrompts,

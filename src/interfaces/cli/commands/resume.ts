@@ -1,0 +1,35 @@
+import type { Command } from 'commander';
+import { hasErrorCode } from '../../../errors.ts';
+import { CliError } from '../cli-error.ts';
+import { ExitCode } from '../exit-codes.ts';
+import { printJson } from '../present.ts';
+
+/** `sessiond resume ID`: a session parked at a quota wall starts its next attempt now (`resume-dispatch` is for paused dispatch). */
+export function registerResume(program: Command): void {
+  program
+    .command('resume')
+    .description(
+      "Resume a session parked at a quota wall now, before the provider's reset (its next attempt starts); exit 1 when it is not parked. For paused dispatch see resume-dispatch",
+    )
+    .argument('<sessionId>')
+    .option('--json', 'print {"sessionId","turn","parkedUntil","delivered"}')
+    .action(async (sessionId: string, flags: { json?: boolean }) => {
+      const { openRuntime } = await import('../context.ts');
+      const ctx = await openRuntime();
+      try {
+        let result;
+        try {
+          result = await ctx.runtime.resumeParked(sessionId);
+        } catch (error) {
+          if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
+          if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
+          if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
+          throw error;
+        }
+        if (flags.json === true) printJson(result);
+        else process.stdout.write(`${sessionId} resumed: turn ${result.turn} goes on now (its quota wall was to lift at ${new Date(result.parkedUntil).toISOString()})\n`);
+      } finally {
+        await ctx.close();
+      }
+    });
+}
