@@ -17,8 +17,8 @@ import { sessionUsage, TOKEN_KINDS, type SessionUsage, type UsageTotals } from '
  * the fenced write that records the attempt's end, folded into fleet-wide totals in Redis by every
  * refresh for the sessions that changed. So they are fleet totals, the same from every `serve`, and
  * none is missed, however short a turn. The histograms count what this process has observed: every
- * ended turn of a session's latest turn, once (the first refresh after start counts what changed in
- * the hour before). A turn is replaced in its session's snapshot by the next one, so an earlier turn
+ * ended turn of a session's latest turn, once, from its start on (the first refresh only folds the
+ * counters of what changed in the hour before, and keeps nothing of it). A turn is replaced in its session's snapshot by the next one, so an earlier turn
  * that started and ended entirely between two refreshes is not in the turn-duration histogram;
  * `start(everyMs)` refreshes in the background too, which keeps that window short. Cancel latency
  * comes from the transition history (kept for the last 1000 transitions of a session), so none is missed.
@@ -64,7 +64,7 @@ export class RuntimeMetrics {
   readonly #seen = new Map<string, Seen>();
   #refreshedAt = 0;
   #refreshing: Promise<void> | null = null;
-  /** The `changed` index is read from here on (null: the last CHANGED_WINDOW_MS, at the first refresh). */
+  /** The `changed` index is read from here on (null: the first refresh, which folds the last CHANGED_WINDOW_MS). */
   #since: number | null = null;
   #timer: NodeJS.Timeout | null = null;
   /** The fleet totals of the attempt and retry counters as last reported by this process. */
@@ -241,8 +241,15 @@ export class RuntimeMetrics {
     );
 
     const ids = shardReplies.flatMap((_, shard) => reply(SESSION_STATES.length, shard) as string[]);
-    for (let i = 0; i < ids.length; i += this.#concurrency) {
-      await Promise.all(ids.slice(i, i + this.#concurrency).map((id) => this.#observe(id)));
+    if (this.#since === null) {
+      // At start, what changed in the hour before is only folded (its counters into the fleet totals,
+      // which no serve may have done yet), and nothing of it is kept: the histograms count from now on.
+      await this.#each(ids, (id) => foldCounters(runtime.redis, runtime.keys, id));
+      // The sessions parked at a quota wall are observed, for their reset (as many as are parked).
+      const parked = await Promise.all(Array.from({ length: shards }, (_, n) => runtime.redis.zrange(lifecycleKeys(runtime.keys, n).byState('parked'), 0, -1)));
+      await this.#each(parked.flat(), (id) => this.#observe(id));
+    } else {
+      await this.#each(ids, (id) => this.#observe(id));
     }
     this.#report(await counterTotals(runtime.redis, runtime.keys));
     const parkedNow = shardReplies.reduce((sum, _, shard) => sum + Number(reply(SESSION_STATES.indexOf('parked'), shard)), 0);
@@ -252,6 +259,10 @@ export class RuntimeMetrics {
     // Index writes trail the sessions' own by a tick, and clocks of hosts differ: look a little back next time.
     this.#since = now - CHANGED_MARGIN_MS;
     for (const [id, seen] of this.#seen) if (seen.observedAt < now - CHANGED_WINDOW_MS) this.#seen.delete(id);
+  }
+
+  async #each(ids: readonly string[], run: (id: string) => Promise<unknown>): Promise<void> {
+    for (let i = 0; i < ids.length; i += this.#concurrency) await Promise.all(ids.slice(i, i + this.#concurrency).map(run));
   }
 
   /** Brings the attempt and retry counters up to the fleet totals (they only grow; a total that went down, e.g. a flushed Redis, is left as it was). */

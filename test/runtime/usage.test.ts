@@ -57,6 +57,8 @@ describe('token usage', () => {
 
   it('sums each attempt’s tokens into its turn and session, shows them in inspect and the API, and counts them once in /metrics', async () => {
     const metrics = new RuntimeMetrics(h.runtime, { cacheMs: 0 });
+    // Its first refresh: from here on it counts (what ended before a serve started is only folded into the fleet totals).
+    await metrics.render();
     const { sessionId } = await h.runtime.enqueue({
       prompt: 'Count my tokens',
       options: { provider: 'fake', model: FLAKY, cwd: env.cwd },
