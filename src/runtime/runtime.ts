@@ -1,15 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { z } from 'zod';
 import type { PersistedSession } from '../../machines/restore.ts';
 import type { SessionContext } from '../../machines/types.ts';
-import { mergeRetryPolicy, DEFAULT_RETRY_POLICY, type RetryPolicy, type RetryPolicyResult } from '../retry/index.ts';
+import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import { EventBus } from './event-bus.ts';
 import { MessageHub } from './message-hub.ts';
 import { hgetEach } from './redis/batch.ts';
 import { createKeys, SESSION_ID_PATTERN, type Keys } from './keys.ts';
 import { PolicyStore } from './policy-store.ts';
-import { createSessionQueue, MAX_PRIORITY, MIN_PRIORITY, newJobId, type SessionQueue } from './queue.ts';
+import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
@@ -18,10 +17,10 @@ import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
 import { removeSession } from './lifecycle/remove.ts';
 import { AUDIT_MAX, lifecycleKeys } from './lifecycle/keys.ts';
-import { exportSession, importSession } from './lifecycle/transfer.ts';
 import { listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 import { hasErrorCode, InputError, NotFoundError } from '../errors.ts';
-import { FleetLimits, type LimitRule, type LimitStatus } from './limits/index.ts';
+import { FleetLimits, type LimitStatus } from './limits/fleet-limits.ts';
+import type { LimitRule } from './limits/match.ts';
 import { promoteActivations } from './limits/wake.ts';
 import { pushRetry } from './retry-turn.ts';
 import { removeQueued, unqueueField, unqueueRequests } from './queued-prompts.ts';
@@ -50,29 +49,7 @@ redis.call('HSET', KEYS[1], 'policy', ARGV[1])
 return 1
 `;
 
-export const EnqueueRequestSchema = z.strictObject({
-  sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-, and not . or ..').optional(),
-  // Its maximum length is the deployment policy's (maxPromptChars).
-  prompt: z.string().refine((p) => p.trim() !== '', 'must not be empty'),
-  // Checked by the agent registry's TurnOptionsSchema in enqueue (loaded with the agents, on first use).
-  options: z.record(z.string(), z.unknown()).optional(),
-  retryPolicy: z.record(z.string(), z.unknown()).optional(),
-  /** How long the session is kept once finished (a duration, `0`: forever), within the deployment's maximum. */
-  retention: z.union([z.string(), z.number().int().nonnegative()]).optional(),
-  /** The caller's tenant, recorded with a new session (fleet limits may match on it). */
-  tenant: z
-    .string()
-    .regex(/^[A-Za-z0-9_.@-]{1,100}$/, 'must be 1-100 letters, digits or _.@-')
-    .optional(),
-  /** Higher starts first under a fleet limit or a full fleet; applies to the session from this prompt on. */
-  priority: z
-    .number({ error: `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}` })
-    .int(`must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
-    .min(MIN_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
-    .max(MAX_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
-    .optional(),
-});
-export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
+export type { EnqueueRequest } from './enqueue-request.ts';
 
 export interface SessionView {
   sessionId: string;
@@ -224,6 +201,9 @@ export class Runtime {
     // the policy first: resolving it registers a library caller's own agents.
     const policy = await this.#deploymentPolicy();
     const { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } = await import('./enqueue-checks.ts');
+    // Its schemas (zod) and the retry policy's are loaded by the first write, not by a read.
+    const { EnqueueRequestSchema, zodIssues } = await import('./enqueue-request.ts');
+    const { DEFAULT_RETRY_POLICY, mergeRetryPolicy } = await import('../retry/policy.ts');
     const parsed = EnqueueRequestSchema.safeParse(input);
     const rawOptions = (input as { options?: unknown } | null)?.options;
     const optionIssues =
@@ -604,6 +584,7 @@ export class Runtime {
   /** The session as a versioned JSON-lines archive (see lifecycle/archive.ts). NotFoundError for an unknown id. */
   async exportSession(sessionId: string): Promise<string> {
     checkSessionId(sessionId);
+    const { exportSession } = await import('./lifecycle/transfer.ts');
     const archive = await exportSession(this.redis, this.keys, sessionId);
     if (archive === null) throw new NotFoundError(`unknown session "${sessionId}"`);
     return archive;
@@ -611,6 +592,7 @@ export class Runtime {
 
   /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
   async importSession(text: string, options: { as?: string } = {}): Promise<{ sessionId: string; messages: number; state: string }> {
+    const { importSession } = await import('./lifecycle/transfer.ts');
     return importSession(this.store, this.queue, text, options);
   }
 
@@ -690,6 +672,7 @@ export class Runtime {
       return result;
     }
     const { policy } = await this.getPolicy(sessionId);
+    const { mergeRetryPolicy } = await import('../retry/policy.ts');
     const result = mergeRetryPolicy(policy, patch);
     if (result.ok) {
       // Only into a session that still exists and is not being deleted (a bare HSET after a delete would leave half a session).
@@ -742,10 +725,6 @@ export class Runtime {
 function checkSessionId(sessionId: string): void {
   if (!SESSION_ID_PATTERN.test(sessionId))
     throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.-, and not . or .. (got ${JSON.stringify(sessionId)})` }]);
-}
-
-export function zodIssues(error: z.ZodError | undefined, prefix: readonly PropertyKey[] = []): Array<{ field: string; message: string }> {
-  return (error?.issues ?? []).map((issue) => ({ field: [...prefix, ...issue.path].join('.') || '(body)', message: issue.message }));
 }
 
 function safeJson(raw: string | undefined): unknown {
