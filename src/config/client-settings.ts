@@ -24,7 +24,7 @@ const PLAIN_FIELDS: ReadonlySet<string> = new Set(['redisUrl', 'prefix', 'stateD
  * (test/config/client-settings.test.ts compares the two). Anything else is null: the caller then
  * loads the whole configuration (loadConfig), which checks every field and names a bad one.
  */
-export function plainClientSettings(raw: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): ClientSettings | null {
+export function plainClientSettings(raw: Record<string, unknown>): ClientSettings | null {
   for (const [field, value] of Object.entries(raw)) if (!PLAIN_FIELDS.has(field) || typeof value !== 'string') return null;
   const { redisUrl, prefix, stateDir } = raw as { redisUrl?: string; prefix?: string; stateDir?: string };
   if (redisUrl !== undefined && !parseRedisTarget(redisUrl).ok) return null;
@@ -33,7 +33,7 @@ export function plainClientSettings(raw: Record<string, unknown>, env: NodeJS.Pr
   return {
     redisUrl,
     prefix: prefix ?? 'sessiond',
-    stateDir: stateDir ?? defaultStateDir(env),
+    stateDir: stateDir ?? defaultStateDir(),
     queuePartitions: QUEUE_DEFAULTS.partitions,
     lifecycle: {
       retentionMs: LIFECYCLE_DEFAULTS.retentionMs,
