@@ -97,7 +97,7 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
   await runtime.redis.ping();
   await runtime.queue.queue.waitUntilReady();
   const ids = Array.from({ length: N }, (_, i) => `s${i}`);
-  await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT }));
+  await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
   let count = 0;
   let allDone: () => void = () => undefined;
   let fail: (error: Error) => void = () => undefined;
@@ -116,7 +116,7 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
   if (mode === 'session') {
     const worker = benchWorker(connect, keys, {
       concurrency: CONCURRENCY,
-      agentOptions: { pi: fakeAgent.fakeHostOptions({ messages: MESSAGES }) },
+      agentOptions: fakeAgent.fakeHostOptions({ messages: MESSAGES }),
       log: (_level, message) => {
         if (message === 'session released') one();
       },
@@ -160,7 +160,6 @@ try {
   }
   console.log(JSON.stringify({ diagnostic: 'queue-floor', sessions: N, concurrency: CONCURRENCY, ...summary }));
 } finally {
-  fakeAgent.uninstall();
   closeAll();
   await server.stop();
 }
