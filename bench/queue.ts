@@ -17,6 +17,7 @@ import { PRODUCER_IN_FLIGHT, PROMPT } from './support/fleet.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { median, round } from './support/timing.ts';
 import { bareWorker, benchWorker, connector } from './support/worker.ts';
+import { internals } from '../src/runtime/internals.ts';
 
 /**
  * The durable runtime on one real Redis (started here, AOF off), in one run:
@@ -130,8 +131,8 @@ async function sessionSide(
     await runtime.close().catch(() => undefined);
     closeAll();
   });
-  await runtime.redis.ping();
-  await runtime.queue.queue.waitUntilReady();
+  await internals(runtime).redis.ping();
+  await internals(runtime).queue.queue.waitUntilReady();
   options.beforeStart?.();
   await worker.start();
   return { prefix, runtime, worker, problems, close };

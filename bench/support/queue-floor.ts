@@ -9,6 +9,7 @@ import { PROMPT } from './fleet.ts';
 import { pool, procCpuMs, withTimeout } from './harness.ts';
 import { median } from './timing.ts';
 import { bareWorker, benchWorker, connector } from './worker.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * `node --import tsx bench/support/queue-floor.ts [sessions]` — not part of
@@ -94,8 +95,8 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
   const prefix = `floor-${round}`;
   const keys = createKeys(prefix);
   const runtime = new Runtime({ connect, prefix });
-  await runtime.redis.ping();
-  await runtime.queue.queue.waitUntilReady();
+  await internals(runtime).redis.ping();
+  await internals(runtime).queue.queue.waitUntilReady();
   const ids = Array.from({ length: N }, (_, i) => `s${i}`);
   await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
   let count = 0;

@@ -8,6 +8,7 @@ import * as fakeAgent from './fake-agent.ts';
 import { PROMPT } from './fleet.ts';
 import { pool, withTimeout } from './harness.ts';
 import { bareWorker, benchWorker, connector } from './worker.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * `node --import tsx bench/support/round-trips.ts [sessions]` — not part of
@@ -94,7 +95,7 @@ async function main(): Promise<void> {
         }
       },
     });
-    await runtime.redis.ping();
+    await internals(runtime).redis.ping();
     await worker.start();
     // A few untimed sessions first: the scripts are loaded (SCRIPT LOAD / EVAL fallbacks) before counting.
     await pool(['w1', 'w2', 'w3'], 3, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));

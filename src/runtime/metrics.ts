@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { SESSION_STATES, SETTLED_STATES } from '../../machines/states.ts';
 import { CHANGED_WINDOW_MS, lifecycleKeys } from './lifecycle/keys.ts';
 import type { Runtime, SessionView } from './runtime.ts';
+import { internals } from './internals.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
@@ -163,21 +164,21 @@ export class RuntimeMetrics {
 
   async #refresh(): Promise<void> {
     const runtime = this.#runtime;
-    const lk = lifecycleKeys(runtime.keys);
+    const lk = lifecycleKeys(internals(runtime).keys);
     const now = Date.now();
     // Only what changed since the last refresh is read (the `changed` index, kept by the workers'
     // index writes), and the counts by state are the per-state sets' sizes: the cost follows the
     // activity, not the number of sessions stored.
     const since = this.#since ?? now - CHANGED_WINDOW_MS;
-    const pipeline = runtime.redis.pipeline();
+    const pipeline = internals(runtime).redis.pipeline();
     for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
     pipeline.zrangebyscore(lk.changed, since, '+inf');
     const [replies, counts, workers, limits, approvals] = await Promise.all([
       pipeline.exec(),
-      runtime.queue.jobCounts(...QUEUE_STATES),
+      internals(runtime).queue.jobCounts(...QUEUE_STATES),
       runtime.workers(),
       runtime.limitsView(),
-      runtime.approvals.waitingCount(now),
+      internals(runtime).approvals.waitingCount(now),
     ]);
     this.#limitInUse.reset();
     this.#limitWaiting.reset();
@@ -207,7 +208,7 @@ export class RuntimeMetrics {
 
   /** Counts what changed in the session since the last refresh; returns its state (null: gone). */
   async #observe(sessionId: string): Promise<string | null> {
-    const meta = await this.#runtime.store.meta(sessionId);
+    const meta = await internals(this.#runtime).store.meta(sessionId);
     if (meta === null) {
       this.#seen.delete(sessionId);
       return null;

@@ -5,6 +5,7 @@ import { Runtime } from '../../src/runtime/runtime.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisCluster } from '../support/redis-cluster.ts';
 import { expectWholeLog, TEST_POLICY, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * The partitioned activation queue (SESSIOND_QUEUE_PARTITIONS), on a real Redis Cluster: each
@@ -48,14 +49,16 @@ describe('the partitioned queue on a Redis Cluster', () => {
     for (const sessionId of ids) await runtime.enqueue({ sessionId, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
     // Each job is waiting in its session's partition, under that partition's hash tag.
     for (const sessionId of ids) {
-      const jobId = await runtime.store.activeJobId(sessionId);
-      const job = await runtime.queue.partition(partitionOf(sessionId, 6)).getJob(jobId ?? '');
+      const jobId = await internals(runtime).store.activeJobId(sessionId);
+      const job = await internals(runtime)
+        .queue.partition(partitionOf(sessionId, 6))
+        .getJob(jobId ?? '');
       expect(job?.data).toEqual({ sessionId });
     }
     // The six partitions' keys live on all three masters.
-    const slots = await Promise.all([0, 1, 2, 3, 4, 5].map((n) => h.runtime.redis.cluster('KEYSLOT', `${createKeys(h.prefix).queuePartitionPrefix(n)}:sessions:meta`)));
+    const slots = await Promise.all([0, 1, 2, 3, 4, 5].map((n) => internals(h.runtime).redis.cluster('KEYSLOT', `${createKeys(h.prefix).queuePartitionPrefix(n)}:sessions:meta`)));
     const owners = new Set<string>();
-    const layout = await h.runtime.redis.cluster('SLOTS');
+    const layout = await internals(h.runtime).redis.cluster('SLOTS');
     for (const slot of slots as number[]) owners.add(String(layout.find(([from, to]) => slot >= from && slot <= to)?.[2]?.[1]));
     expect(owners.size).toBe(3);
     expect((await cluster.masters()).map((m) => String(m.port)).sort()).toEqual([...owners].sort());

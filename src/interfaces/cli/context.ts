@@ -100,7 +100,7 @@ async function connectContext(settings: ClientSettings, flags: Record<string, un
     fleetLimits: settings.fleetLimits,
   });
   try {
-    await runtime.redis.ping();
+    await runtime.ping();
   } catch (error) {
     made.forEach((r) => r.disconnect());
     throw new CliError(`cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`, 2);

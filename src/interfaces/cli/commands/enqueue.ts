@@ -50,7 +50,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
-    const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.store.lastSeq(flags.session).catch(() => 0)) + 1;
+    const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.lastSeq(flags.session).catch(() => 0)) + 1;
     let result;
     try {
       result = await ctx.runtime.enqueue({

@@ -15,7 +15,7 @@ export function registerRetry(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
-        const fromSeq = (await ctx.runtime.store.lastSeq(sessionId).catch(() => 0)) + 1;
+        const fromSeq = (await ctx.runtime.lastSeq(sessionId).catch(() => 0)) + 1;
         let result;
         try {
           result = await ctx.runtime.retry(sessionId);
