@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import type { AcpOptionsInput } from '../../../src/agents/acp/options.ts';
 import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import { REPO_ROOT } from '../gemini/gemini-env.ts';
 
 export const opencodeBin = join(REPO_ROOT, 'agent-clis', 'node_modules', '.bin', 'opencode');

@@ -5,7 +5,7 @@ import type { AcpOptionsInput } from '../../../src/agents/acp/options.ts';
 import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import { geminiBuiltinScripts, startFakeGeminiServer, userTexts, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';

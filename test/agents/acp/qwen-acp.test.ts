@@ -6,7 +6,7 @@ import type { AcpOptionsInput } from '../../../src/agents/acp/options.ts';
 import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
