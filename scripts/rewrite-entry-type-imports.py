@@ -1,5 +1,7 @@
+#!/usr/bin/env python3
+# Issue 14: type-only imports of the public types from the package entry (src/index.ts). --apply writes; without it, lists.
 import re, os, sys
-root='/work/wt/issue-14c'
+root=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 idx=open(f'{root}/src/index.ts').read()
 exports={}  # name -> abs module path
 for m in re.finditer(r"export\s+(?:type\s+)?\{([^}]*)\}\s+from\s+'([^']+)'", idx):
