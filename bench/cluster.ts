@@ -14,6 +14,7 @@ import { balance, probeMasters } from '../test/support/spread.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { bounded, orNull, pool, sleep } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
+import { internals } from '../src/runtime/internals.ts';
 
 /**
  * sessiond on a real Redis Cluster (3 masters + 3 replicas on loopback, test/support/redis-cluster.ts)
@@ -72,8 +73,8 @@ async function runOnce(url: string, cluster: RedisCluster | null, partitions: nu
   const ended = new Map<string, () => void>();
   const worker = new SessionWorker({
     connect,
-    keys: runtime.keys,
-    queue: createSessionQueue(connect('bench-worker-queue'), runtime.keys, { partitions }),
+    keys: internals(runtime).keys,
+    queue: createSessionQueue(connect('bench-worker-queue'), internals(runtime).keys, { partitions }),
     ...WORKER_DEFAULTS,
     concurrency: CONCURRENCY,
     agentOptions: {},
@@ -118,7 +119,7 @@ async function check(runtime: Runtime, ids: readonly string[]): Promise<void> {
   }
   const notCompleted = ids.filter((id) => states[id] !== 'completed');
   if (notCompleted.length > 0) throw new BenchFailure(`${notCompleted.length} sessions not completed, e.g. ${notCompleted[0]}: ${states[notCompleted[0] ?? ''] ?? 'no state'}`);
-  const lengths = await Promise.all(ids.map((id) => runtime.redis.xlen(runtime.store.key(id, 'log'))));
+  const lengths = await Promise.all(ids.map((id) => internals(runtime).redis.xlen(internals(runtime).store.key(id, 'log'))));
   const wrong = lengths.findIndex((n) => n !== MESSAGES);
   if (wrong >= 0) throw new BenchFailure(`session ${ids[wrong]} has ${lengths[wrong]} messages, ${MESSAGES} expected`);
 }

@@ -16,6 +16,7 @@ import { BenchFailure } from './support/benchmark.ts';
 import { writeFakeAgents } from './support/fake-agents.ts';
 import { bounded, orNull, procCpuMs, procRssBytes, sleep, tempDir, type Cleanup } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
+import { internals } from '../src/runtime/internals.ts';
 
 /**
  * Does the idle cost of a deployment grow with its history? Two deployments alike (each one real
@@ -99,8 +100,8 @@ async function template(url: string, prefix: string, cleanup: Cleanup): Promise<
   const worker = new SessionWorker({
     policy,
     connect,
-    keys: runtime.keys,
-    queue: createSessionQueue(connect(), runtime.keys),
+    keys: internals(runtime).keys,
+    queue: createSessionQueue(connect(), internals(runtime).keys),
     ...WORKER_DEFAULTS,
     concurrency: 1,
     agentOptions: {
@@ -112,20 +113,23 @@ async function template(url: string, prefix: string, cleanup: Cleanup): Promise<
   try {
     const { sessionId } = await runtime.enqueue({ sessionId: 'template-session', prompt: 'Summarize the session store.', options: { cwd: '/tmp' } });
     const deadline = Date.now() + 60_000;
-    while ((await runtime.redis.hget(lifecycleKeys(runtime.keys).states, sessionId)) !== 'completed' || (await runtime.store.leaseHolder(sessionId)) !== null) {
+    while (
+      (await internals(runtime).redis.hget(lifecycleKeys(internals(runtime).keys).states, sessionId)) !== 'completed' ||
+      (await internals(runtime).store.leaseHolder(sessionId)) !== null
+    ) {
       if (Date.now() > deadline) throw new BenchFailure('the template session did not complete within 60 s');
       await sleep(50);
     }
-    const k = (part: (typeof SESSION_PARTS)[number]) => runtime.keys.session(sessionId, part);
+    const k = (part: (typeof SESSION_PARTS)[number]) => internals(runtime).keys.session(sessionId, part);
     const t: Template = {
       id: sessionId,
-      meta: await runtime.redis.hgetall(k('meta')),
-      snapshot: (await runtime.redis.get(k('snapshot'))) ?? '',
-      history: await runtime.redis.lrange(k('history'), 0, -1),
-      log: (await runtime.redis.xrange(k('log'), '-', '+')) as Array<[string, string[]]>,
-      seq: (await runtime.redis.get(k('seq'))) ?? '0',
-      fence: (await runtime.redis.get(k('fence'))) ?? '0',
-      agent: await runtime.redis.hgetall(k('agent')),
+      meta: await internals(runtime).redis.hgetall(k('meta')),
+      snapshot: (await internals(runtime).redis.get(k('snapshot'))) ?? '',
+      history: await internals(runtime).redis.lrange(k('history'), 0, -1),
+      log: (await internals(runtime).redis.xrange(k('log'), '-', '+')) as Array<[string, string[]]>,
+      seq: (await internals(runtime).redis.get(k('seq'))) ?? '0',
+      fence: (await internals(runtime).redis.get(k('fence'))) ?? '0',
+      agent: await internals(runtime).redis.hgetall(k('agent')),
     };
     if (t.log.length !== MESSAGES) throw new BenchFailure(`the template session has ${t.log.length} messages, ${MESSAGES} expected`);
     await runtime.deleteSession(sessionId);
@@ -139,13 +143,13 @@ async function template(url: string, prefix: string, cleanup: Cleanup): Promise<
 
 /** Copies the template as sessions `from`…`to-1` of `prefix`, with their fleet index entries, in pipelines of 250. */
 async function populate(redis: Redis, prefix: string, t: Template, from: number, to: number, expireAt: (i: number) => number, updatedAt: number): Promise<void> {
-  const runtime = { keys: createKeys(prefix) };
-  const lk = lifecycleKeys(runtime.keys);
+  const keys = createKeys(prefix);
+  const lk = lifecycleKeys(keys);
   for (let start = from; start < to; start += 250) {
     const pipeline = redis.pipeline();
     for (let i = start; i < Math.min(to, start + 250); i += 1) {
       const id = `hist-${i}-${randomBytes(4).toString('hex')}`;
-      const k = (part: (typeof SESSION_PARTS)[number]) => runtime.keys.session(id, part);
+      const k = (part: (typeof SESSION_PARTS)[number]) => keys.session(id, part);
       const swap = (s: string) => s.replaceAll(t.id, id);
       const created = updatedAt - 1000 + (i % 1000);
       pipeline.hset(k('meta'), { ...Object.fromEntries(Object.entries(t.meta).map(([f, v]) => [f, swap(v)])), createdAt: String(created), updatedAt: String(updatedAt) });
@@ -155,7 +159,7 @@ async function populate(redis: Redis, prefix: string, t: Template, from: number,
       pipeline.set(k('seq'), t.seq);
       pipeline.set(k('fence'), t.fence);
       if (Object.keys(t.agent).length > 0) pipeline.hset(k('agent'), t.agent);
-      pipeline.zadd(runtime.keys.sessions, created, id);
+      pipeline.zadd(keys.sessions, created, id);
       pipeline.hset(lk.states, id, 'completed');
       pipeline.zadd(lk.byState('completed'), created, id);
       pipeline.zadd(lk.finished, expireAt(i), id);
@@ -318,12 +322,12 @@ async function retention(t: Template, cleanup: Cleanup, log: (line: string) => v
     prefix,
   });
   cleanup.add('retention runtime', () => runtime.close());
-  const deps = { redis: runtime.redis, keys: runtime.keys, queue: runtime.queue, publish: () => Promise.resolve() };
+  const deps = { redis: internals(runtime).redis, keys: internals(runtime).keys, queue: internals(runtime).queue, publish: () => Promise.resolve() };
   const updatedAt = Date.now() - 10_000;
   const drain = async () => {
     for (;;) {
       await sweep(deps, { retentionMs: 1000 });
-      if ((await redis.zcard(lifecycleKeys(runtime.keys).finished)) === 0) return;
+      if ((await redis.zcard(lifecycleKeys(internals(runtime).keys).finished)) === 0) return;
     }
   };
   // Warm-up: the scripts loaded, the fleet keys made once.
@@ -337,7 +341,7 @@ async function retention(t: Template, cleanup: Cleanup, log: (line: string) => v
   const seconds = (performance.now() - started) / 1000;
   const after = await usedMemory(redis);
   const left = await redis.dbsize();
-  const listed = await redis.zcard(runtime.keys.sessions);
+  const listed = await redis.zcard(internals(runtime).keys.sessions);
   if (listed !== 0) throw new BenchFailure(`${listed} sessions still listed after expiry`);
   log(
     `  retention: used_memory ${(before / 2 ** 20).toFixed(2)} MiB before, ${(during / 2 ** 20).toFixed(1)} MiB with ${RETAINED} finished sessions, ${(after / 2 ** 20).toFixed(2)} MiB after the sweeper expired them ` +

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { PiMapper } from '../src/agents/pi/mapper.ts';
 import type { AttemptExit } from '../src/agents/shared/agent-mapper.ts';
 import { LineSplitter } from '../src/process/split-lines.ts';
-import type { CliMessage } from '../src/protocol/index.ts';
+import type { CliMessage } from '../src/index.ts';
 import { measureAgentMappers } from './agent-mappers.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { generatePiTranscript, type PiTranscript } from './support/pi-transcript.ts';

@@ -592,7 +592,6 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const tmp = tempDir('sessiond-bench-peers-', cleanup);
     const fakes = writeFakeAgents(`${tmp}/agents`, MESSAGES);
     fakeAgent.install();
-    cleanup.add('fake agent', () => fakeAgent.uninstall());
     const ctx: Ctx = { url: redisServer.url, redisPid: redisServer.pid, runId, deadline, cleanup, log };
     const restate = await startRestate(`${tmp}/restate`, fakes, cleanup, log);
     const env: Env = { ctx, redis, fakes, restate, cleanup, deadline, log, runId };

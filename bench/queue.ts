@@ -17,6 +17,7 @@ import { PRODUCER_IN_FLIGHT, PROMPT } from './support/fleet.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { median, round } from './support/timing.ts';
 import { bareWorker, benchWorker, connector } from './support/worker.ts';
+import { internals } from '../src/runtime/internals.ts';
 
 /**
  * The durable runtime on one real Redis (started here, AOF off), in one run:
@@ -40,7 +41,7 @@ import { bareWorker, benchWorker, connector } from './support/worker.ts';
  *    printed too), for a fake pi (a real child process) that exits on SIGTERM
  *    and for one that ignores SIGINT/SIGTERM (the SIGKILL stage: ~2 s).
  *
- * The fake agent is injected without touching src/: see support/fake-agent.ts.
+ * The fake agent is one of the benchmark's own, defined with `defineAgent`: see support/fake-agent.ts.
  */
 export const name = 'queue';
 
@@ -53,7 +54,7 @@ const PARTS = new Set((process.env.BENCH_QUEUE_PARTS ?? '1,2,3').split(',').map(
  * state, once V8 has optimised the hot paths. Measured: the session path's CPU per item falls until
  * about 3,000 sessions (1,300 → 600 µs), the bare job's after a few hundred jobs.
  */
-const WARMUP_SESSIONS = 4000;
+const WARMUP_SESSIONS = Number(process.env.BENCH_QUEUE_WARMUP ?? 4000);
 // No forced GC before a timed run (unlike the CPU-bound micro-benchmarks): a full `gc()` makes V8
 // drop optimised code, and each run then re-measured the warm-up of the session path (~2× its
 // steady-state CPU per session; the bare job's much smaller path recovers within a few hundred jobs).
@@ -130,8 +131,8 @@ async function sessionSide(
     await runtime.close().catch(() => undefined);
     closeAll();
   });
-  await runtime.redis.ping();
-  await runtime.queue.queue.waitUntilReady();
+  await internals(runtime).redis.ping();
+  await internals(runtime).queue.queue.waitUntilReady();
   options.beforeStart?.();
   await worker.start();
   return { prefix, runtime, worker, problems, close };
@@ -176,7 +177,7 @@ export async function runSessions(ctx: Ctx, n: number, messages: number, preload
     if (released.size === n) allReleased();
   };
   const ids = sessionIds(n);
-  const agentOptions = { pi: fakeAgent.fakeHostOptions({ messages }) };
+  const agentOptions = fakeAgent.fakeHostOptions({ messages });
   let start = 0;
   let meter = cpuMeter(ctx.redisPid);
   let side: Side;
@@ -185,7 +186,7 @@ export async function runSessions(ctx: Ctx, n: number, messages: number, preload
     const prefix = newPrefix(ctx.runId, 'sessions-pre');
     const { connect, closeAll } = connector(ctx.url);
     const runtime = new Runtime({ connect, prefix });
-    await pool(ids, PRODUCER_IN_FLIGHT, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT }));
+    await pool(ids, PRODUCER_IN_FLIGHT, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
     await runtime.close();
     closeAll();
     side = await sessionSide(ctx, 'sessions-pre', agentOptions, onReleased, {
@@ -199,7 +200,7 @@ export async function runSessions(ctx: Ctx, n: number, messages: number, preload
     side = await sessionSide(ctx, 'sessions', agentOptions, onReleased);
     meter = cpuMeter(ctx.redisPid);
     start = performance.now();
-    await pool(ids, PRODUCER_IN_FLIGHT, (sessionId) => side.runtime.enqueue({ sessionId, prompt: PROMPT }));
+    await pool(ids, PRODUCER_IN_FLIGHT, (sessionId) => side.runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
   }
   await withTimeout(done, ctx.deadline.cap(Math.max(60_000, n * messages * 2)), `${n} sessions released (${released.size} so far)`);
   const wallMs = performance.now() - start;
@@ -427,7 +428,6 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
   cleanup.add('redis-server', () => redis.stop());
   const ctx: Ctx = { url: redis.url, redisPid: redis.pid, runId: randomBytes(3).toString('hex'), deadline, cleanup, log };
   fakeAgent.install();
-  cleanup.add('fake agent', () => fakeAgent.uninstall());
   log(`one redis-server (AOF off) on port ${redis.port}; worker concurrency ${CONCURRENCY}, producer ${PRODUCER_IN_FLIGHT} calls in flight, all in this process`);
 
   let sessionsPerSec = Number.NaN;

@@ -7,6 +7,7 @@ import { HANG_CMDLINE, writeFakeAgents, type FakeAgents } from './support/fake-a
 import { Fleet, sessionIds, type FleetRun } from './support/fleet.ts';
 import { bounded, orNull, pool, processesMentioning, procRssBytes, sleep, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
+import { internals } from '../src/runtime/internals.ts';
 
 /**
  * Horizontal scaling and memory, with real worker processes
@@ -145,7 +146,7 @@ async function workerMemory(fleet: Fleet): Promise<MemorySample> {
 
 /** Waits until every session of `ids` is running and its agent printed its first lines (session.started + 2 deltas in the log). */
 async function waitAllRunning(fleet: Fleet, ids: readonly string[], timeoutMs: number): Promise<void> {
-  const { redis, store } = fleet.runtime;
+  const { redis, store } = internals(fleet.runtime);
   // A deadline of its own (not withTimeout around the loop): a loop left behind would go on polling.
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -212,7 +213,7 @@ async function activeMemory(ctx: Ctx): Promise<{ rssPerSession: number; heapPerS
 
 async function idleRedisBytes(ctx: Ctx): Promise<{ keysPerSession: number; indexesPerSession: number; usedMemoryPerSession: number }> {
   const fleet = await startFleet(ctx, 'idle', 1, CONCURRENCY, AGENT === 'node' ? ctx.fakes.nodeTurn : ctx.fakes.shTurn);
-  const { redis, keys, store } = fleet.runtime;
+  const { redis, keys, store } = internals(fleet.runtime);
   const warm = sessionIds(20, 'warm');
   await fleet.run(warm, 60_000);
   await sleep(300);

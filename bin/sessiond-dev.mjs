@@ -4,7 +4,7 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { main } = await import('../src/interfaces/cli/main.ts');
+const { main } = await import('../src/interfaces/cli/entry.ts');
 const code = await main(process.argv);
 // Pipes and files are written synchronously on POSIX, so nothing printed is lost by exiting here;
 // exiting explicitly keeps a lingering handle (a Redis reconnect timer…) from holding the process.

@@ -3,9 +3,9 @@
 // as `prepare`). No TypeScript at run time; bin/sessiond-dev.mjs runs the sources through tsx.
 let main;
 try {
-  ({ main } = await import('../dist/src/interfaces/cli/main.js'));
+  ({ main } = await import('../dist/src/interfaces/cli/entry.js'));
 } catch (error) {
-  if (error?.code !== 'ERR_MODULE_NOT_FOUND' || !String(error.message).includes('/dist/src/interfaces/cli/main.js')) throw error;
+  if (error?.code !== 'ERR_MODULE_NOT_FOUND' || !String(error.message).includes('/dist/src/interfaces/cli/entry.js')) throw error;
   process.stderr.write('sessiond: not built: run `npm run build` in the sessiond checkout (npm ci runs it too)\n');
   process.exit(2);
 }

@@ -10,6 +10,7 @@ import type { StoredMessage } from '../src/runtime/store/session-store.ts';
 import type { Cluster, ScannedProcess } from './cluster.ts';
 import type { Ledger, LedgerSession } from './ledger.ts';
 import type { WitnessReport } from './witness.ts';
+import { internals } from '../src/runtime/internals.ts';
 
 export interface CheckResult {
   name: string;
@@ -55,7 +56,7 @@ export async function unsettledReason(runtime: Runtime, session: LedgerSession):
   if (turn !== null && !FINAL.has(turn.status)) parts.push(`turn ${turn.index} is ${turn.status}`);
   if (view.heldBy !== null) parts.push(`held by ${view.heldBy}`);
   if (view.cancelRequested) parts.push('a cancel is still pending');
-  const active = await runtime.store.activeJobId(session.sessionId);
+  const active = await internals(runtime).store.activeJobId(session.sessionId);
   if (parts.length === 0 && active !== null) parts.push(`its activation ${active} has not ended`);
   if (parts.length === 0) return null;
   return `state ${view.state}, attempt ${ctx?.attempt ?? 0}: ${parts.join('; ')}`;
@@ -122,7 +123,7 @@ export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<Chec
     }
     const ctx = view.context;
     const expected = session.prompts.length;
-    const meta = await runtime.store.meta(id);
+    const meta = await internals(runtime).store.meta(id);
     if (Number(meta?.prompts ?? 0) !== expected) violations.push(`${id}: ${meta?.prompts} prompts counted by enqueue, ${expected} enqueued`);
     if (ctx.turnIndex !== expected) violations.push(`${id}: ${ctx.turnIndex} turns started for ${expected} prompts`);
     const finished = ctx.finishedPromptIds;
@@ -198,7 +199,7 @@ export async function checkLogs(runtime: Runtime, ledger: Ledger): Promise<Check
     const id = session.sessionId;
     const log = await readLog(runtime, id);
     messages += log.length;
-    const lastSeq = await runtime.store.lastSeq(id);
+    const lastSeq = await internals(runtime).store.lastSeq(id);
     const gap = log.findIndex((m, i) => m.seq !== i + 1);
     if (gap !== -1) violations.push(`${id}: seq ${log[gap]?.seq} at position ${gap + 1} (a gap or a duplicate)`);
     if (lastSeq !== log.length) violations.push(`${id}: the seq counter says ${lastSeq}, the log holds ${log.length} messages`);
@@ -253,9 +254,9 @@ export async function checkSingleDriver(runtime: Runtime, ledger: Ledger, witnes
   const violations = [...witness.driverViolations];
   let acquisitions = 0;
   for (const id of ledger.ids()) {
-    const fence = Number((await runtime.redis.get(runtime.keys.session(id, 'fence'))) ?? 0);
+    const fence = Number((await internals(runtime).redis.get(internals(runtime).keys.session(id, 'fence'))) ?? 0);
     acquisitions += fence;
-    const lease = await runtime.store.leaseHolder(id);
+    const lease = await internals(runtime).store.leaseHolder(id);
     if (lease !== null && Number(lease.slice(lease.lastIndexOf('#') + 1)) !== fence) violations.push(`${id}: lease ${lease} is not the last fence granted (${fence})`);
   }
   return check(

@@ -24,6 +24,7 @@ import { startRedisCluster, type RedisCluster } from '../test/support/redis-clus
 import { startRedis, uniquePrefix, type RedisServer } from '../test/support/redis.ts';
 import { connector, TEST_POLICY } from '../test/support/runtime.ts';
 import { AGENT_ENV_NAMES, startWorkerProcess, type WorkerProcess } from '../test/support/worker-process.ts';
+import { internals } from '../src/runtime/internals.ts';
 
 export const CHAOS_DIR = dirname(fileURLToPath(import.meta.url));
 export const AGENT_COMMAND = join(CHAOS_DIR, 'agent.sh');
@@ -346,7 +347,7 @@ export class Cluster {
     this.#closed = true;
     await this.stopWorkers().catch(() => undefined);
     // What the workers left (agents of killed workers, tool grandchildren): reaped, then killed by run id.
-    if (this.runtime !== undefined) await reapOrphans(markerScope(this.runtime.keys.prefix)).catch(() => undefined);
+    if (this.runtime !== undefined) await reapOrphans(markerScope(internals(this.runtime).keys.prefix)).catch(() => undefined);
     killRunProcessesSync(this.runId);
     await this.runtime?.close().catch(() => undefined);
     this.#closeConnections();

@@ -4,7 +4,7 @@
  * each turn. The checks compare Redis against this.
  */
 import type { Runtime } from '../src/runtime/runtime.ts';
-import type { FailureCategory } from '../src/protocol/index.ts';
+import type { FailureCategory } from '../src/index.ts';
 import { FAKE_MODEL } from './cluster.ts';
 
 /** `ended`: any final state (a race decides which); otherwise exactly that one. */

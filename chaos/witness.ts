@@ -17,6 +17,7 @@
  * (SIGSTOP) drives nothing: its agents are not judged until it runs.
  */
 import type { Cluster, ScannedProcess } from './cluster.ts';
+import { internals } from '../src/runtime/internals.ts';
 
 export const STALE_GRACE_MS = 12_000;
 export const ORPHAN_GRACE_MS = 20_000;
@@ -101,9 +102,9 @@ export class Witness {
   async sample(): Promise<void> {
     const cluster = this.#cluster;
     const sessions = [...this.#sessions()];
-    const redis = cluster.runtime.redis;
+    const redis = internals(cluster.runtime).redis;
     // One GET per session (a Redis Cluster refuses an MGET over several slots).
-    const leases = await Promise.all(sessions.map((id) => redis.get(cluster.runtime.keys.session(id, 'lease'))));
+    const leases = await Promise.all(sessions.map((id) => redis.get(internals(cluster.runtime).keys.session(id, 'lease'))));
     // Read after Redis answered (which may take long: Redis paused): a process list older than the
     // leases could take an agent that just finished for a stale one.
     const now = Date.now();

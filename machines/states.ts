@@ -1,10 +1,14 @@
 import type { StateValueFrom } from 'xstate';
-import { sessionMachine } from './session.machine.ts';
+import type { sessionMachine } from './session.machine.ts';
 
 /**
- * The one vocabulary of session states, derived from the session machine itself: adding a state
- * to `session.machine.ts` adds it here, to `list --state`, to the API's `state` filter, to the
- * per-state indexes and metrics, and to the dashboard (which gets this list injected).
+ * The one vocabulary of session states, the session machine's own: its type is derived from the
+ * machine, and the list below is a plain literal (this module loads neither xstate nor the machine,
+ * so `sessiond inspect` and `--help` do not), held equal to the machine's states by the compiler
+ * (both ways, below) and by test/machines/states.test.ts (same names, same order). Adding a state
+ * to `session.machine.ts` fails the build until it is added here; from here it reaches
+ * `list --state`, the API's `state` filter, the per-state indexes and metrics, and the dashboard
+ * (which gets this list injected).
  */
 
 /** A top-level state of the session machine (`idle`, `running`, `backoff`, …). */
@@ -14,7 +18,24 @@ export type MachineState = Extract<StateValueFrom<typeof sessionMachine>, string
 export type SessionState = 'queued' | MachineState;
 
 /** The machine's top-level states in the order the machine declares them. */
-export const MACHINE_STATES: readonly MachineState[] = Object.keys(sessionMachine.root.states) as MachineState[];
+export const MACHINE_STATES = [
+  'idle',
+  'running',
+  'backoff',
+  'parked',
+  'waiting',
+  'cancelling',
+  'interrupted',
+  'cancelInterrupted',
+  'completed',
+  'failed',
+  'cancelled',
+] as const satisfies readonly MachineState[];
+
+// Every machine state is in the list (the `satisfies` above: the list names only machine states).
+type Unlisted = Exclude<MachineState, (typeof MACHINE_STATES)[number]>;
+const everyStateListed: [Unlisted] extends [never] ? true : Unlisted = true;
+void everyStateListed;
 
 /** Every state a session can be listed, indexed or filtered by: `queued`, then the machine's states. */
 export const SESSION_STATES: readonly SessionState[] = ['queued', ...MACHINE_STATES];

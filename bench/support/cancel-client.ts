@@ -1,6 +1,7 @@
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { Runtime } from '../../src/runtime/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * The "other process" of the queue benchmark's cancel runs:
@@ -33,7 +34,7 @@ async function runtimeFor(prefix: string): Promise<Runtime> {
   if (runtime === undefined) {
     runtime = new Runtime({ connect, prefix });
     runtimes.set(prefix, runtime);
-    await runtime.redis.ping();
+    await internals(runtime).redis.ping();
   }
   return runtime;
 }

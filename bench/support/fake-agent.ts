@@ -1,49 +1,44 @@
-import { AGENTS, type AgentRun } from '../../src/agents/registry.ts';
-import type { CliMessage } from '../../src/protocol/index.ts';
+import { z } from 'zod';
+import { registerAgent } from '../../src/agents/registry.ts';
+import { defineAgent, type CliMessage } from '../../src/index.ts';
 
 /**
- * An in-process fake agent for the queue benchmark, without editing src/.
- *
- * The worker picks the agent by name (`request.options.agent`, default `pi`)
- * through `agentDefinition(name)` from src/agents/registry.ts, and `enqueue`
- * only accepts names known when src/runtime/turn-options.ts was evaluated, so a
- * new registry key would not get through `enqueue`. Instead, `install()`
- * wraps `AGENTS.pi.run` (a plain, mutable property): a worker whose host
- * options for pi carry `benchFake` (see `fakeHostOptions`) runs the fake; any
- * other call goes to the real pi as before. `uninstall()` puts the original back.
+ * An in-process fake agent for the queue benchmarks, defined as a user defines an agent of their
+ * own (`defineAgent`, the package's public API) and registered as `createWorker({ agents })`
+ * registers one (these benchmarks drive SessionWorker directly). A session runs it when its
+ * prompt names it (`fakeTurnOptions()`), and the worker's host options for it (`fakeHostOptions`)
+ * say how many messages an attempt yields.
  */
 export interface FakeAgentSpec {
   /** Messages per attempt, session.started and terminal.completed included (≥ 2). */
   messages: number;
 }
 
-const KEY = 'benchFake';
-let original: AgentRun | null = null;
+export const FAKE_AGENT = defineAgent({
+  name: 'bench-fake',
+  options: z.object({}),
+  run: ({ prompt, options, signal }) => fakeRun(specOf(options), prompt, signal),
+});
 
-/** The worker's `agentOptions.pi` that selects the fake. */
-export function fakeHostOptions(spec: FakeAgentSpec): Record<string, unknown> {
-  return { [KEY]: spec };
+/** The worker's `agentOptions` that give the fake its spec. */
+export function fakeHostOptions(spec: FakeAgentSpec): Record<string, Record<string, unknown>> {
+  return { [FAKE_AGENT.name]: { ...spec } };
 }
 
+/** A prompt's options that choose the fake. */
+export function fakeTurnOptions(): { agent: string } {
+  return { agent: FAKE_AGENT.name };
+}
+
+/** Registers the fake (again is a no-op): before the first enqueue that names it, in the process that runs the worker. */
 export function install(): void {
-  if (original !== null) return;
-  const real = AGENTS.pi.run;
-  original = real;
-  AGENTS.pi.run = (request, context) => {
-    const spec = request.options[KEY];
-    if (!isSpec(spec)) return real(request, context);
-    return fakeRun(spec, request.text, context.signal);
-  };
+  registerAgent(FAKE_AGENT.name, FAKE_AGENT.definition);
 }
 
-export function uninstall(): void {
-  if (original === null) return;
-  AGENTS.pi.run = original;
-  original = null;
-}
-
-function isSpec(value: unknown): value is FakeAgentSpec {
-  return value !== null && typeof value === 'object' && typeof (value as { messages?: unknown }).messages === 'number';
+function specOf(options: Record<string, unknown>): FakeAgentSpec {
+  const messages = options.messages;
+  if (typeof messages !== 'number') throw new Error(`${FAKE_AGENT.name}: the worker's agentOptions carry no spec (fakeHostOptions)`);
+  return { messages };
 }
 
 const DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];

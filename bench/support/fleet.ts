@@ -4,6 +4,7 @@ import { BenchFailure } from './benchmark.ts';
 import { pool, procCpuMs, verifySessions, withTimeout, type Cleanup, type Deadline } from './harness.ts';
 import { WorkerProcess, type WorkerProcessOptions } from './worker-process.ts';
 import { connector } from './worker.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * K real worker processes on one prefix of one Redis, and a Runtime in this
@@ -53,8 +54,8 @@ export class Fleet {
 
   static async start(options: FleetOptions, redisPid: number, cleanup: Cleanup, deadline: Deadline): Promise<Fleet> {
     const fleet = new Fleet(options, redisPid, cleanup, deadline);
-    await fleet.runtime.redis.ping();
-    await fleet.runtime.queue.queue.waitUntilReady();
+    await internals(fleet.runtime).redis.ping();
+    await internals(fleet.runtime).queue.queue.waitUntilReady();
     const started = await Promise.all(
       Array.from({ length: options.workers }, () =>
         WorkerProcess.start(

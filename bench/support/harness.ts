@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BenchFailure } from './benchmark.ts';
 import type { Runtime } from '../../src/runtime/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Plumbing shared by the process-level benchmarks (e2e, scaling): cleanup in
@@ -160,7 +161,7 @@ export function processesMentioning(needle: string): number[] {
  * session.started, assistant deltas, terminal.completed.
  */
 export async function verifySessions(runtime: Runtime, ids: readonly string[], messages: number): Promise<void> {
-  const { redis, store } = runtime;
+  const { redis, store } = internals(runtime);
   const states = await runtime.sessionStates(ids);
   const notCompleted = ids.filter((id) => states[id] !== 'completed');
   if (notCompleted.length > 0) {

@@ -9,6 +9,7 @@ import { PROMPT } from './fleet.ts';
 import { pool, procCpuMs, withTimeout } from './harness.ts';
 import { median } from './timing.ts';
 import { bareWorker, benchWorker, connector } from './worker.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * `node --import tsx bench/support/queue-floor.ts [sessions]` — not part of
@@ -94,10 +95,10 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
   const prefix = `floor-${round}`;
   const keys = createKeys(prefix);
   const runtime = new Runtime({ connect, prefix });
-  await runtime.redis.ping();
-  await runtime.queue.queue.waitUntilReady();
+  await internals(runtime).redis.ping();
+  await internals(runtime).queue.queue.waitUntilReady();
   const ids = Array.from({ length: N }, (_, i) => `s${i}`);
-  await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT }));
+  await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
   let count = 0;
   let allDone: () => void = () => undefined;
   let fail: (error: Error) => void = () => undefined;
@@ -116,7 +117,7 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
   if (mode === 'session') {
     const worker = benchWorker(connect, keys, {
       concurrency: CONCURRENCY,
-      agentOptions: { pi: fakeAgent.fakeHostOptions({ messages: MESSAGES }) },
+      agentOptions: fakeAgent.fakeHostOptions({ messages: MESSAGES }),
       log: (_level, message) => {
         if (message === 'session released') one();
       },
@@ -160,7 +161,6 @@ try {
   }
   console.log(JSON.stringify({ diagnostic: 'queue-floor', sessions: N, concurrency: CONCURRENCY, ...summary }));
 } finally {
-  fakeAgent.uninstall();
   closeAll();
   await server.stop();
 }

@@ -8,6 +8,7 @@ import * as fakeAgent from './fake-agent.ts';
 import { PROMPT } from './fleet.ts';
 import { pool, withTimeout } from './harness.ts';
 import { bareWorker, benchWorker, connector } from './worker.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * `node --import tsx bench/support/round-trips.ts [sessions]` — not part of
@@ -86,7 +87,7 @@ async function main(): Promise<void> {
     const done = new Promise<void>((resolve) => (allReleased = resolve));
     const worker = benchWorker(connect, keys, {
       concurrency: CONCURRENCY,
-      agentOptions: { pi: fakeAgent.fakeHostOptions({ messages: MESSAGES }) },
+      agentOptions: fakeAgent.fakeHostOptions({ messages: MESSAGES }),
       log: (_level, message, fields) => {
         if (message === 'session released' && typeof fields?.sessionId === 'string' && fields.sessionId.startsWith('s')) {
           released.add(fields.sessionId);
@@ -94,15 +95,15 @@ async function main(): Promise<void> {
         }
       },
     });
-    await runtime.redis.ping();
+    await internals(runtime).redis.ping();
     await worker.start();
     // A few untimed sessions first: the scripts are loaded (SCRIPT LOAD / EVAL fallbacks) before counting.
-    await pool(['w1', 'w2', 'w3'], 3, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT }));
+    await pool(['w1', 'w2', 'w3'], 3, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
     await new Promise((resolve) => setTimeout(resolve, 500));
     await refreshNames();
     counts = fresh();
     const ids = Array.from({ length: N }, (_, i) => `s${i}`);
-    await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT }));
+    await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
     await withTimeout(done, 120_000, `${N} sessions released`);
     const sessionCounts: Counts = counts;
     counts = null;
@@ -137,7 +138,6 @@ async function main(): Promise<void> {
     await queue.close();
     report(`bare BullMQ job (add → no-op processor → completed), ${N} jobs`, bareCounts);
   } finally {
-    fakeAgent.uninstall();
     monitor.disconnect();
     closeAll();
     await server.stop();

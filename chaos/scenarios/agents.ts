@@ -5,7 +5,7 @@
  * state its agent's behaviour calls for, with the failure category and the number of attempts the
  * retry policy gives, and nothing of theirs may stay alive.
  */
-import type { FailureCategory } from '../../src/protocol/index.ts';
+import type { FailureCategory } from '../../src/index.ts';
 import { readLog } from '../checks.ts';
 import type { Ledger, TurnExpectation } from '../ledger.ts';
 import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';

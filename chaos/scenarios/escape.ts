@@ -8,6 +8,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Ledger } from '../ledger.ts';
 import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 // The kill -9 may hit any session its worker drives: attempts are not counted, only the end state.
 const FAST = { maxAttempts: 3, initialDelayMs: 100, multiplier: 1, maxDelayMs: 100, jitter: 'none' };
@@ -67,7 +68,7 @@ export const escape: ScenarioDefinition = {
       checks.push(leftAfterEnd(s.sessionId));
     }
     if ((await started(killed.sessionId)) === null) violations.push(`${killed.sessionId}: its tool never started`);
-    const lease = await runtime.redis.get(runtime.keys.session(killed.sessionId, 'lease'));
+    const lease = await internals(runtime).redis.get(internals(runtime).keys.session(killed.sessionId, 'lease'));
     const holder = lease === null ? undefined : cluster.liveWorkers().find((w) => lease.startsWith(`${w.workerId}#`));
     if (holder === undefined) violations.push(`${killed.sessionId}: no live worker holds it mid-tool`);
     else {

@@ -13,6 +13,7 @@ import type { Ledger } from '../ledger.ts';
 import { sleep, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
 import { sendCommands } from '../../src/runtime/redis/probe.ts';
 import { keySlot } from '../../src/runtime/redis/slot.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /** How long the sessions of the promoted master are watched before the killed node is started again. */
 const HELD_WINDOW_MS = 8000;
@@ -33,7 +34,7 @@ const POLICY = { maxAttempts: 100, initialDelayMs: 150, multiplier: 1.5, maxDela
 
 /** Which master's port serves each slot range now (CLUSTER SLOTS). */
 async function slotOwners(ctx: ScenarioContext): Promise<Array<{ from: number; to: number; port: number }>> {
-  const layout = (await ctx.cluster.runtime.redis.cluster('SLOTS')) as unknown as Array<[number, number, [string, number]]>;
+  const layout = (await internals(ctx.cluster.runtime).redis.cluster('SLOTS')) as unknown as Array<[number, number, [string, number]]>;
   return layout.map(([from, to, master]) => ({ from, to, port: Number(master[1]) }));
 }
 
@@ -60,10 +61,10 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
       // The victim: the master whose slots hold the most sessions being driven now.
       const owners = await slotOwners(ctx);
       const ownerOf = (id: string): number => {
-        const slot = keySlot(runtime.keys.session(id, 'meta'));
+        const slot = keySlot(internals(runtime).keys.session(id, 'meta'));
         return owners.find((o) => slot >= o.from && slot <= o.to)?.port ?? -1;
       };
-      const leases = await Promise.all(ids.map((id) => runtime.redis.get(runtime.keys.session(id, 'lease'))));
+      const leases = await Promise.all(ids.map((id) => internals(runtime).redis.get(internals(runtime).keys.session(id, 'lease'))));
       const driven = new Map<number, number>();
       ids.forEach((id, i) => {
         if (leases[i] !== null) driven.set(ownerOf(id), (driven.get(ownerOf(id)) ?? 0) + 1);
@@ -75,7 +76,7 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
       // What each of its sessions had stored just before the kill: its last message.
       const before = new Map<string, { seq: string; content: string }>();
       for (const id of onVictim) {
-        const last = (await runtime.redis.xrevrange(runtime.keys.session(id, 'log'), '+', '-', 'COUNT', 1)) as Array<[string, string[]]>;
+        const last = (await internals(runtime).redis.xrevrange(internals(runtime).keys.session(id, 'log'), '+', '-', 'COUNT', 1)) as Array<[string, string[]]>;
         const entry = last[0];
         if (entry !== undefined) before.set(id, { seq: entry[0], content: JSON.stringify(entry[1]) });
       }
@@ -84,7 +85,7 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
       await redisCluster.waitHealthy(90_000).catch(() => undefined);
       const healedMs = Date.now() - killedAt;
       // The promoted replica has no replica of its own until the dead node is back: watch its sessions for a while.
-      const seqOf = async (id: string): Promise<number> => Number((await runtime.redis.get(runtime.keys.session(id, 'seq'))) ?? 0);
+      const seqOf = async (id: string): Promise<number> => Number((await internals(runtime).redis.get(internals(runtime).keys.session(id, 'seq'))) ?? 0);
       const atHeal = await Promise.all(onVictim.map(seqOf));
       await sleep(HELD_WINDOW_MS);
       const afterWindow = await Promise.all(onVictim.map(seqOf));
@@ -99,7 +100,7 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
 
       const lost: string[] = [];
       for (const [id, seen] of before) {
-        const now = (await runtime.redis.xrange(runtime.keys.session(id, 'log'), seen.seq, seen.seq)) as Array<[string, string[]]>;
+        const now = (await internals(runtime).redis.xrange(internals(runtime).keys.session(id, 'log'), seen.seq, seen.seq)) as Array<[string, string[]]>;
         const entry = now[0];
         if (entry === undefined) lost.push(`${id}: message ${seen.seq} is gone`);
         else if (JSON.stringify(entry[1]) !== seen.content) lost.push(`${id}: message ${seen.seq} was lost and its seq reused by a later message`);

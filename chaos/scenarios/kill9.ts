@@ -7,6 +7,7 @@
 import { PI_SLOW_MODEL } from '../cluster.ts';
 import type { Ledger, PromptSpec } from '../ledger.ts';
 import { check, sleep, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /** Enough attempts that a turn hit by many kills still completes: the check expects every turn to complete. */
 const POLICY = { maxAttempts: 100, initialDelayMs: 150, multiplier: 1.5, maxDelayMs: 1000, jitter: 'none' };
@@ -46,7 +47,7 @@ async function stateClasses(ctx: ScenarioContext, ids: readonly string[], precis
   const runtime = ctx.cluster.runtime;
   const out = new Map<string, string>();
   const states = await runtime.sessionStates(ids);
-  const inboxes = await Promise.all(ids.map((id) => runtime.redis.llen(runtime.keys.session(id, 'inbox'))));
+  const inboxes = await Promise.all(ids.map((id) => internals(runtime).redis.llen(internals(runtime).keys.session(id, 'inbox'))));
   const mailboxes = precise ? await Promise.all(ids.map(async (id) => (await runtime.getSession(id))?.context?.mailbox.length ?? 0)) : [];
   ids.forEach((id, i) => {
     const state = states[id] ?? 'queued';
@@ -98,7 +99,7 @@ export const kill9: ScenarioDefinition = {
       await sleep(1500);
       for (let cycle = 1; cycle <= cycles; cycle++) {
         // A random worker that drives something now (else any): kill -9 lands during attempts.
-        const leases = await cluster.runtime.redis.mget(...sessions.map((s) => cluster.runtime.keys.session(s.id, 'lease')));
+        const leases = await internals(cluster.runtime).redis.mget(...sessions.map((s) => internals(cluster.runtime).keys.session(s.id, 'lease')));
         const holders = new Set(leases.filter((l): l is string => l !== null).map((l) => l.slice(0, l.lastIndexOf('#'))));
         const live = cluster.liveWorkers();
         const driving = live.filter((w) => holders.has(w.workerId));

@@ -13,6 +13,7 @@ import { TEST_POLICY } from '../../test/support/runtime.ts';
 import type { ScriptStep } from '../../test/support/fake-model-server.ts';
 import type { Ledger } from '../ledger.ts';
 import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 const A = 'limits-a';
 const B = 'limits-b';
@@ -83,7 +84,7 @@ export const limits: ScenarioDefinition = {
           async () => {
             const ids = ledger.ids();
             const [leases, states] = await Promise.all([
-              cluster.runtime.redis.mget(...ids.map((id) => cluster.runtime.keys.session(id, 'lease'))),
+              internals(cluster.runtime).redis.mget(...ids.map((id) => internals(cluster.runtime).keys.session(id, 'lease'))),
               cluster.runtime.sessionStates(ids),
             ]);
             const holding = new Map<string, number>();

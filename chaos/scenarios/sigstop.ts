@@ -10,6 +10,7 @@ import { readLog } from '../checks.ts';
 import type { ManagedWorker } from '../cluster.ts';
 import type { Ledger } from '../ledger.ts';
 import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 const POLICY = { maxAttempts: 10, initialDelayMs: 100, multiplier: 1, maxDelayMs: 100, jitter: 'none' };
 
@@ -42,7 +43,7 @@ export const sigstop: ScenarioDefinition = {
       }
       // A worker that drives sessions whose agents are running.
       const chosen = await waitFor(async () => {
-        const [leases, records] = await Promise.all([runtime.redis.mget(...ids.map((id) => runtime.keys.session(id, 'lease'))), cluster.procRecords()]);
+        const [leases, records] = await Promise.all([internals(runtime).redis.mget(...ids.map((id) => internals(runtime).keys.session(id, 'lease'))), cluster.procRecords()]);
         const candidates: Array<{ worker: ManagedWorker; held: Held[] }> = [];
         for (const worker of cluster.liveWorkers()) {
           const held: Held[] = [];
@@ -70,7 +71,7 @@ export const sigstop: ScenarioDefinition = {
       // Frozen: its leases and locks run out; the stalled jobs go to the other workers.
       const takenOver = await waitFor(
         async () => {
-          const leases = await runtime.redis.mget(...held.map((h) => runtime.keys.session(h.sessionId, 'lease')));
+          const leases = await internals(runtime).redis.mget(...held.map((h) => internals(runtime).keys.session(h.sessionId, 'lease')));
           const views = await Promise.all(held.map((h) => runtime.getSession(h.sessionId)));
           // Taken over: another worker holds it and runs a later attempt (or it is already done).
           return held.every((h, i) => {
@@ -90,7 +91,7 @@ export const sigstop: ScenarioDefinition = {
       await sleep(1000);
       const frozenMs = Date.now() - stoppedAt;
       const seqAtThaw = new Map<string, number>();
-      for (const h of held) seqAtThaw.set(h.sessionId, await runtime.store.lastSeq(h.sessionId));
+      for (const h of held) seqAtThaw.set(h.sessionId, await internals(runtime).store.lastSeq(h.sessionId));
       cluster.sigcont(worker);
       const thawedAt = Date.now();
       // It must stop its agents (their whole trees) and give the sessions up as stale.

@@ -1,5 +1,5 @@
-import { sessionMachine } from '../../machines/session.machine.ts';
+import { SESSION_STATES as STATES } from '../../machines/states.ts';
 import type { SessionState } from './types.ts';
 
-/** Every state a session can be in, read from the session machine (and `queued`, before its first prompt is taken). */
-export const SESSION_STATES: readonly SessionState[] = Object.freeze(['queued', ...(Object.keys(sessionMachine.root.states) as SessionState[])]);
+/** Every state a session can be in: the session machine's (and `queued`, before its first prompt is taken). */
+export const SESSION_STATES: readonly SessionState[] = Object.freeze([...STATES]);

@@ -1,10 +1,9 @@
-import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { pickEnv } from '../process/sealed-env.ts';
 import { PolicySchema } from '../policy/schema.ts';
-import { ATTEMPT_DEFAULTS, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from './defaults.ts';
+import { ATTEMPT_DEFAULTS, defaultStateDir, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, QUEUE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from './defaults.ts';
+import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
 import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import { parseDuration } from './duration.ts';
 import { readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
@@ -44,7 +43,7 @@ export const ConfigSchema = z.strictObject({
   /** The activation queue: how many partitions (BullMQ queues, each its own hash tag) and which of them this worker consumes. */
   queue: z
     .strictObject({
-      partitions: integer(1, 1024).default(1),
+      partitions: integer(1, 1024).default(QUEUE_DEFAULTS.partitions),
       /** Partition numbers this worker takes jobs from (default: every partition). */
       consume: z.preprocess(commaList, z.array(integer(0, 1023)).min(1, 'must name at least one partition')).optional(),
     })
@@ -56,14 +55,8 @@ export const ConfigSchema = z.strictObject({
       waitTimeout: duration(10, 60_000).default(1_000),
     })
     .prefault({}),
-  prefix: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-')
-    .default('sessiond'),
-  stateDir: z
-    .string()
-    .min(1)
-    .default(join(process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'sessiond')),
+  prefix: z.string().regex(PREFIX_PATTERN, 'must be 1-64 letters, digits or _.-').default('sessiond'),
+  stateDir: z.string().min(1).default(defaultStateDir()),
   /** Where a session runs when its caller names no cwd, and the default allowed root of `policy.workspaceRoots`. */
   workspace: z.string().min(1).default(process.cwd()),
   /** What callers may choose (src/policy): agents, cwd roots, permission ceilings, limits. Env SESSIOND_POLICY, JSON. */
@@ -180,118 +173,13 @@ function jsonText(value: unknown): unknown {
 /** Defined with every other error of sessiond in src/errors.ts. */
 export { ConfigError };
 
-/** Environment variables → config paths. Values are strings; the schema converts them. */
-const ENV_MAP: Record<string, string> = {
-  REDIS_URL: 'redisUrl',
-  SESSIOND_QUEUE_PARTITIONS: 'queue.partitions',
-  SESSIOND_QUEUE_PARTITIONS_CONSUMED: 'queue.consume',
-  SESSIOND_REDIS_WAIT_REPLICAS: 'redis.waitReplicas',
-  SESSIOND_REDIS_WAIT_TIMEOUT: 'redis.waitTimeout',
-  SESSIOND_PREFIX: 'prefix',
-  SESSIOND_STATE_DIR: 'stateDir',
-  SESSIOND_CONCURRENCY: 'worker.concurrency',
-  SESSIOND_LEASE_TTL: 'worker.leaseTtl',
-  SESSIOND_STALLED_INTERVAL: 'worker.stalledInterval',
-  SESSIOND_HOLD_BACKOFF: 'worker.holdBackoff',
-  SESSIOND_POLL: 'worker.poll',
-  SESSIOND_HEARTBEAT: 'worker.heartbeat',
-  SESSIOND_SHUTDOWN_GRACE: 'worker.shutdownGrace',
-  SESSIOND_ATTEMPT_PIDS_MAX: 'worker.attemptPidsMax',
-  SESSIOND_ATTEMPT_MEMORY_MAX_MB: 'worker.attemptMemoryMaxMb',
-  SESSIOND_WORKSPACE: 'workspace',
-  SESSIOND_PI_COMMAND: 'pi.command',
-  SESSIOND_PI_AGENT_DIR: 'pi.agentDir',
-  SESSIOND_PI_SESSION_DIR: 'pi.sessionDir',
-  SESSIOND_PI_IDLE_TIMEOUT: 'pi.idleTimeout',
-  SESSIOND_RETENTION: 'lifecycle.retention',
-  SESSIOND_MAX_RETENTION: 'lifecycle.maxRetention',
-  SESSIOND_MAX_QUEUED_PROMPTS: 'lifecycle.maxQueuedPrompts',
-  SESSIOND_MAX_LOG_MESSAGES: 'lifecycle.maxLogMessages',
-  SESSIOND_SWEEP_INTERVAL: 'lifecycle.sweepInterval',
-  SESSIOND_HTTP_HOST: 'http.host',
-  SESSIOND_HTTP_PORT: 'http.port',
-  SESSIOND_API_TOKEN: 'http.token',
-  SESSIOND_API_TOKEN_SCOPE: 'http.tokenScope',
-  SESSIOND_API_TOKENS: 'http.tokens',
-  SESSIOND_API_TOKENS_FILE: 'http.tokensFile',
-  SESSIOND_HTTP_SECRET: 'http.secret',
-  SESSIOND_ALLOWED_HOSTS: 'http.allowedHosts',
-  SESSIOND_ALLOWED_ORIGINS: 'http.allowedOrigins',
-  SESSIOND_MAX_STREAMS: 'http.maxStreams',
-  SESSIOND_STREAM_IDLE_TIMEOUT: 'http.streamIdleTimeout',
-  SESSIOND_STREAM_TICKET_TTL: 'http.streamTicketTtl',
-  SESSIOND_LOGIN_TTL: 'http.loginTtl',
-  SESSIOND_TLS_CERT: 'http.tlsCert',
-  SESSIOND_TLS_KEY: 'http.tlsKey',
-  SESSIOND_LIMITS: 'limits',
-};
-
-function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
-  const parts = path.split('.');
-  let node = target;
-  for (const part of parts.slice(0, -1)) {
-    const next = node[part];
-    node[part] = next !== null && typeof next === 'object' ? next : {};
-    node = node[part] as Record<string, unknown>;
-  }
-  node[parts.at(-1) as string] = value;
-}
-
 /**
  * Loads the configuration. `flags` are dotted paths (`worker.concurrency`) set
  * by the CLI. Throws ConfigError naming every bad field; never logs a value
  * (the Redis URL and the API token are secrets).
  */
 export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = process.env): Config {
-  const raw: Record<string, unknown> = {};
-  const file = env.SESSIOND_CONFIG;
-  if (file !== undefined && file !== '') {
-    let text: string;
-    try {
-      text = readFileSync(resolve(file), 'utf8');
-    } catch (error) {
-      throw new ConfigError(`SESSIOND_CONFIG: cannot read ${file}: ${(error as Error).message}`);
-    }
-    try {
-      Object.assign(raw, JSON.parse(text) as Record<string, unknown>);
-    } catch {
-      throw new ConfigError(`SESSIOND_CONFIG: ${file} is not valid JSON`);
-    }
-  }
-  for (const [name, path] of Object.entries(ENV_MAP)) {
-    const value = env[name];
-    if (value !== undefined && value !== '') setPath(raw, path, value);
-  }
-  if (env.SESSIOND_PI_ARGS !== undefined && env.SESSIOND_PI_ARGS !== '') {
-    try {
-      setPath(raw, 'pi.extraArgs', JSON.parse(env.SESSIOND_PI_ARGS) as unknown);
-    } catch {
-      throw new ConfigError('SESSIOND_PI_ARGS: must be a JSON array of strings, e.g. ["--no-context-files"]');
-    }
-  }
-  if (env.SESSIOND_AGENT_OPTIONS !== undefined && env.SESSIOND_AGENT_OPTIONS !== '') {
-    try {
-      setPath(raw, 'agents', JSON.parse(env.SESSIOND_AGENT_OPTIONS) as unknown);
-    } catch {
-      throw new ConfigError('SESSIOND_AGENT_OPTIONS: must be a JSON object by agent name, e.g. {"claude-code":{"command":"/usr/local/bin/claude"}}');
-    }
-  }
-  if (env.SESSIOND_POLICY !== undefined && env.SESSIOND_POLICY !== '') {
-    try {
-      setPath(raw, 'policy', JSON.parse(env.SESSIOND_POLICY) as unknown);
-    } catch {
-      throw new ConfigError('SESSIOND_POLICY: must be a JSON object, e.g. {"agents":["pi"],"workspaceRoots":["/srv/work"]}');
-    }
-  }
-  if (env.SESSIOND_AGENT_ENV !== undefined && env.SESSIOND_AGENT_ENV !== '')
-    setPath(
-      raw,
-      'agentEnv',
-      env.SESSIOND_AGENT_ENV.split(',')
-        .map((name) => name.trim())
-        .filter((name) => name !== ''),
-    );
-  for (const [path, value] of Object.entries(flags)) if (value !== undefined) setPath(raw, path, value);
+  const raw = rawConfig(flags, env);
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
     const envName = (path: string) => Object.entries(ENV_MAP).find(([, p]) => p === path || path.startsWith(`${p}.`))?.[0];

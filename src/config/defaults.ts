@@ -3,6 +3,8 @@
  * runtime's constructors (SessionWorker, Runtime) read them from here, so the two cannot drift.
  * Durations are in milliseconds.
  */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -91,6 +93,23 @@ export const LIFECYCLE_DEFAULTS = {
    */
   maxLogMessages: 100_000,
 } as const;
+
+/** The activation queue (config `queue.*`). */
+export const QUEUE_DEFAULTS = {
+  /**
+   * Partitions of the activation queue (BullMQ queues, each its own hash tag).
+   * @default 1
+   */
+  partitions: 1,
+} as const;
+
+/**
+ * Where sessiond keeps its local state (config `stateDir`): a redis-server it started, pi's session files.
+ * @default $XDG_STATE_HOME/sessiond, else ~/.local/state/sessiond
+ */
+export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'sessiond');
+}
 
 /** The HTTP API and dashboard (config `http.*`, `createApp` options). */
 export const HTTP_DEFAULTS = {

@@ -1,24 +1,12 @@
 import { z } from 'zod';
+import { FAILURE_CATEGORIES } from './failure-categories.ts';
 
 /**
  * The shared message contract. Every layer speaks only this.
  * Contract: `type` discriminates; `content` holds at least the fields below.
  */
 
-export const FAILURE_CATEGORIES = [
-  'network',
-  'timeout',
-  'rate_limited',
-  'server_error',
-  'auth',
-  'bad_request',
-  'process_crash',
-  'startup',
-  'invalid_output',
-  /** A deployment limit was reached (e.g. the session's message log is full): sessiond ended the attempt. */
-  'quota',
-  'unknown',
-] as const;
+export { FAILURE_CATEGORIES };
 
 export const FailureCategorySchema = z.enum(FAILURE_CATEGORIES);
 export type FailureCategory = z.infer<typeof FailureCategorySchema>;

@@ -4,6 +4,7 @@ import { CHANGED_WINDOW_MS, lifecycleKeys } from './lifecycle/keys.ts';
 import type { Runtime, SessionView } from './runtime.ts';
 import { counterTotals, foldCounters, parseField } from './counters.ts';
 import { sessionUsage, TOKEN_KINDS, type SessionUsage, type UsageTotals } from './usage/usage.ts';
+import { internals } from './internals.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
@@ -203,20 +204,20 @@ export class RuntimeMetrics {
     // activity, not the number of sessions stored.
     const since = this.#since ?? now - CHANGED_WINDOW_MS;
     // One pipeline per index shard (each a slot of its own, see keys.ts): its state sets' sizes and what changed in it.
-    const shards = await runtime.queue.fleetShards();
+    const shards = await internals(runtime).queue.fleetShards();
     const perShard = Array.from({ length: shards }, (_, n) => {
-      const lk = lifecycleKeys(runtime.keys, n);
-      const pipeline = runtime.redis.pipeline();
+      const lk = lifecycleKeys(internals(runtime).keys, n);
+      const pipeline = internals(runtime).redis.pipeline();
       for (const state of SESSION_STATES) pipeline.zcard(lk.byState(state));
       pipeline.zrangebyscore(lk.changed, since, '+inf');
       return pipeline.exec();
     });
     const [shardReplies, counts, workers, limits, approvals] = await Promise.all([
       Promise.all(perShard),
-      runtime.queue.jobCounts(...QUEUE_STATES),
+      internals(runtime).queue.jobCounts(...QUEUE_STATES),
       runtime.workers(),
       runtime.limitsView(),
-      runtime.approvals.waitingCount(now),
+      internals(runtime).approvals.waitingCount(now),
     ]);
     this.#limitInUse.reset();
     this.#limitWaiting.reset();
@@ -244,14 +245,16 @@ export class RuntimeMetrics {
     if (this.#since === null) {
       // At start, what changed in the hour before is only folded (its counters into the fleet totals,
       // which no serve may have done yet), and nothing of it is kept: the histograms count from now on.
-      await this.#each(ids, (id) => foldCounters(runtime.redis, runtime.keys, id));
+      await this.#each(ids, (id) => foldCounters(internals(runtime).redis, internals(runtime).keys, id));
       // The sessions parked at a quota wall are observed, for their reset (as many as are parked).
-      const parked = await Promise.all(Array.from({ length: shards }, (_, n) => runtime.redis.zrange(lifecycleKeys(runtime.keys, n).byState('parked'), 0, -1)));
+      const parked = await Promise.all(
+        Array.from({ length: shards }, (_, n) => internals(runtime).redis.zrange(lifecycleKeys(internals(runtime).keys, n).byState('parked'), 0, -1)),
+      );
       await this.#each(parked.flat(), (id) => this.#observe(id));
     } else {
       await this.#each(ids, (id) => this.#observe(id));
     }
-    this.#report(await counterTotals(runtime.redis, runtime.keys));
+    this.#report(await counterTotals(internals(runtime).redis, internals(runtime).keys));
     const parkedNow = shardReplies.reduce((sum, _, shard) => sum + Number(reply(SESSION_STATES.indexOf('parked'), shard)), 0);
     if (parkedNow === 0) this.#parked.clear();
     this.#parkedNextReset.reset();
@@ -280,7 +283,7 @@ export class RuntimeMetrics {
 
   /** Counts what changed in the session since the last refresh; returns its state (null: gone). */
   async #observe(sessionId: string): Promise<string | null> {
-    const meta = await this.#runtime.store.meta(sessionId);
+    const meta = await internals(this.#runtime).store.meta(sessionId);
     if (meta === null) {
       this.#seen.delete(sessionId);
       this.#parked.delete(sessionId);
@@ -294,7 +297,7 @@ export class RuntimeMetrics {
       return state;
     }
     // Its attempt and retry counters into the fleet totals (a fold adds only what is new).
-    await foldCounters(this.#runtime.redis, this.#runtime.keys, sessionId);
+    await foldCounters(internals(this.#runtime).redis, internals(this.#runtime).keys, sessionId);
     const view = await this.#runtime.getSession(sessionId);
     if (view !== null) {
       const next = this.#count(view, version, seen);

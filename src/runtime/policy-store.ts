@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { DEFAULT_RETRY_POLICY, mergeRetryPolicy, parseRetryPolicy, type RetryPolicy, type RetryPolicyResult } from '../retry/index.ts';
+import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import type { Keys } from './keys.ts';
 
 /** How long a worker trusts its copy of the global policy without a pub/sub invalidation. */
@@ -8,7 +8,8 @@ const CACHE_MS = 5_000;
 /**
  * The global default retry policy, stored in Redis. Workers read it at each
  * activation (cached briefly, dropped at once on a `policy` event), so a change
- * takes effect without a restart.
+ * takes effect without a restart. The policy's schema (zod) is loaded on first use, not by a
+ * process that only reads sessions.
  */
 export class PolicyStore {
   readonly #redis: Redis;
@@ -27,6 +28,7 @@ export class PolicyStore {
   async get(): Promise<RetryPolicy> {
     if (this.#cached !== null && Date.now() - this.#cached.at < CACHE_MS) return this.#cached.policy;
     const raw = await this.#redis.get(this.#keys.policy);
+    const { DEFAULT_RETRY_POLICY, parseRetryPolicy } = await import('../retry/policy.ts');
     let policy = DEFAULT_RETRY_POLICY;
     if (raw !== null) {
       const parsed = parseRetryPolicy(safeJson(raw));
@@ -38,6 +40,7 @@ export class PolicyStore {
 
   /** Validates `patch` over the current policy; on error nothing is written. */
   async update(patch: unknown): Promise<RetryPolicyResult> {
+    const { mergeRetryPolicy } = await import('../retry/policy.ts');
     const result = mergeRetryPolicy(await this.get(), patch);
     if (result.ok) {
       await this.#redis.set(this.#keys.policy, JSON.stringify(result.policy));
@@ -49,6 +52,7 @@ export class PolicyStore {
   async reset(): Promise<RetryPolicy> {
     await this.#redis.del(this.#keys.policy);
     this.invalidate();
+    const { DEFAULT_RETRY_POLICY } = await import('../retry/policy.ts');
     return DEFAULT_RETRY_POLICY;
   }
 }

@@ -1,15 +1,16 @@
 import { randomUUID } from 'node:crypto';
+import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { z } from 'zod';
 import type { PersistedSession } from '../../machines/restore.ts';
 import type { SessionContext } from '../../machines/types.ts';
-import { mergeRetryPolicy, DEFAULT_RETRY_POLICY, type RetryPolicy, type RetryPolicyResult } from '../retry/index.ts';
+import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import { EventBus } from './event-bus.ts';
+import { exposeInternals } from './internals.ts';
 import { MessageHub } from './message-hub.ts';
 import { hgetEach } from './redis/batch.ts';
 import { createKeys, SESSION_ID_PATTERN, type Keys } from './keys.ts';
 import { PolicyStore } from './policy-store.ts';
-import { createSessionQueue, MAX_PRIORITY, MIN_PRIORITY, newJobId, type SessionQueue } from './queue.ts';
+import { createSessionQueue, newJobId, type SessionQueue } from './queue.ts';
 import { parseEntry, SessionStore, type StoredMessage } from './store/session-store.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
@@ -19,10 +20,11 @@ import { ConflictError, QuotaError } from './lifecycle/errors.ts';
 import { LIFECYCLE_DEFAULTS, type LifecycleLimits } from './lifecycle/limits.ts';
 import { removeSession } from './lifecycle/remove.ts';
 import { AUDIT_MAX, lifecycleKeys } from './lifecycle/keys.ts';
-import { exportSession, importSession, type ImportResult } from './lifecycle/transfer.ts';
+import type { ImportResult } from './lifecycle/transfer.ts';
 import { listPage, type ListFilter, type ListPage } from './lifecycle/listing.ts';
 import { hasErrorCode, InputError, NotFoundError } from '../errors.ts';
-import { FleetLimits, type LimitRule, type LimitStatus } from './limits/index.ts';
+import { FleetLimits, type LimitStatus } from './limits/fleet-limits.ts';
+import type { LimitRule } from './limits/match.ts';
 import { promoteActivations } from './limits/wake.ts';
 import { pushRetry } from './retry-turn.ts';
 import { requestResume, wallToken } from './resume-parked.ts';
@@ -53,29 +55,7 @@ redis.call('HSET', KEYS[1], 'policy', ARGV[1])
 return 1
 `;
 
-export const EnqueueRequestSchema = z.strictObject({
-  sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-, and not . or ..').optional(),
-  // Its maximum length is the deployment policy's (maxPromptChars).
-  prompt: z.string().refine((p) => p.trim() !== '', 'must not be empty'),
-  // Checked by the agent registry's TurnOptionsSchema in enqueue (loaded with the agents, on first use).
-  options: z.record(z.string(), z.unknown()).optional(),
-  retryPolicy: z.record(z.string(), z.unknown()).optional(),
-  /** How long the session is kept once finished (a duration, `0`: forever), within the deployment's maximum. */
-  retention: z.union([z.string(), z.number().int().nonnegative()]).optional(),
-  /** The caller's tenant, recorded with a new session (fleet limits may match on it). */
-  tenant: z
-    .string()
-    .regex(/^[A-Za-z0-9_.@-]{1,100}$/, 'must be 1-100 letters, digits or _.@-')
-    .optional(),
-  /** Higher starts first under a fleet limit or a full fleet; applies to the session from this prompt on. */
-  priority: z
-    .number({ error: `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}` })
-    .int(`must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
-    .min(MIN_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
-    .max(MAX_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
-    .optional(),
-});
-export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
+export type { EnqueueRequest } from './enqueue-request.ts';
 
 export interface SessionView {
   sessionId: string;
@@ -146,57 +126,84 @@ export interface LimitView {
  * and refused with an InputError naming the field, with nothing written.
  */
 export class Runtime {
-  readonly keys: Keys;
-  readonly redis: Redis;
-  readonly store: SessionStore;
-  readonly queue: SessionQueue;
-  readonly policies: PolicyStore;
-  readonly approvals: ApprovalStore;
+  readonly #keys: Keys;
+  readonly #redis: Redis;
+  readonly #store: SessionStore;
+  readonly #queue: SessionQueue;
+  readonly #policies: PolicyStore;
+  readonly #approvals: ApprovalStore;
   readonly #bus: EventBus;
   #policy: DeploymentPolicy | undefined;
   readonly #loadPolicy: (() => Promise<DeploymentPolicy>) | undefined;
   readonly #connect: (role: string) => Redis;
   #hub: MessageHub | null = null;
-  readonly limits: LifecycleLimits;
-  readonly fleetLimits: FleetLimits;
+  readonly #limits: LifecycleLimits;
+  readonly #fleetLimits: FleetLimits;
 
   constructor(options: RuntimeOptions) {
-    this.keys = createKeys(options.prefix ?? 'sessiond');
+    this.#keys = createKeys(options.prefix ?? 'sessiond');
     this.#connect = options.connect;
     if (typeof options.policy === 'function') this.#loadPolicy = options.policy;
     else this.#policy = options.policy;
-    this.redis = options.connect('runtime');
-    this.limits = { ...LIFECYCLE_DEFAULTS, ...options.limits };
-    this.store = new SessionStore(this.redis, this.keys, { retentionMs: this.limits.retentionMs });
-    this.queue = createSessionQueue(() => options.connect('runtime-queue'), this.keys, { partitions: options.queuePartitions ?? 1 });
-    this.policies = new PolicyStore(this.redis, this.keys);
-    this.approvals = new ApprovalStore(this.redis, this.keys);
+    this.#redis = options.connect('runtime');
+    this.#limits = { ...LIFECYCLE_DEFAULTS, ...options.limits };
+    this.#store = new SessionStore(this.#redis, this.#keys, { retentionMs: this.#limits.retentionMs });
+    this.#queue = createSessionQueue(() => options.connect('runtime-queue'), this.#keys, { partitions: options.queuePartitions ?? 1 });
+    this.#policies = new PolicyStore(this.#redis, this.#keys);
+    this.#approvals = new ApprovalStore(this.#redis, this.#keys);
     // Publishing only: the subscriber connection is made lazily by those who listen.
-    this.#bus = new EventBus(this.redis, this.redis, this.keys);
-    this.fleetLimits = new FleetLimits(this.redis, this.keys.prefix, options.fleetLimits ?? []);
+    this.#bus = new EventBus(this.#redis, this.#redis, this.#keys);
+    this.#fleetLimits = new FleetLimits(this.#redis, this.#keys.prefix, options.fleetLimits ?? []);
+    // For sessiond's own workers, metrics and tests (src/runtime/internals.ts, not exported by the package).
+    exposeInternals(this, {
+      keys: this.#keys,
+      redis: this.#redis,
+      store: this.#store,
+      queue: this.#queue,
+      policies: this.#policies,
+      approvals: this.#approvals,
+      limits: this.#limits,
+      fleetLimits: this.#fleetLimits,
+    });
+  }
+
+  /** Reaches Redis (a health check, or a client's first contact); rejects when it cannot. */
+  async ping(): Promise<void> {
+    await this.#redis.ping();
+  }
+
+  /** The seq of the session's last stored message: 0 before its first (or for an unknown session). */
+  async lastSeq(sessionId: string): Promise<number> {
+    checkSessionId(sessionId);
+    return this.#store.lastSeq(sessionId);
+  }
+
+  /** The activation queue's BullMQ queue (partition 0: with one partition, the whole queue), for an operator's view such as Bull Board. */
+  bullQueue(): Queue {
+    return this.#queue.queue;
   }
 
   /** Stops starting attempts fleet-wide (no `limit`) or under one limit: running turns finish, cancels still work. */
   async pauseDispatch(limit?: string): Promise<{ paused: string[] }> {
     this.#checkLimitName(limit);
-    await this.fleetLimits.pause(limit);
+    await this.#fleetLimits.pause(limit);
     await this.#bus.publish({ sessionId: '*', kind: 'dispatch' });
-    return { paused: await this.fleetLimits.paused() };
+    return { paused: await this.#fleetLimits.paused() };
   }
 
   /** Starts attempts again (fleet-wide or under one limit); the sessions waiting for it are woken in order. */
   async resumeDispatch(limit?: string): Promise<{ paused: string[]; woken: number }> {
     this.#checkLimitName(limit);
-    await this.fleetLimits.resume(limit);
+    await this.#fleetLimits.resume(limit);
     await this.#bus.publish({ sessionId: '*', kind: 'dispatch' });
-    const woken = await promoteActivations(this.store, this.queue, await this.fleetLimits.wakeable());
-    return { paused: await this.fleetLimits.paused(), woken };
+    const woken = await promoteActivations(this.#store, this.#queue, await this.#fleetLimits.wakeable());
+    return { paused: await this.#fleetLimits.paused(), woken };
   }
 
   #checkLimitName(limit: string | undefined): void {
     if (limit === undefined) return;
-    if (!this.fleetLimits.rules.some((r) => r.name === limit)) {
-      const names = this.fleetLimits.rules.map((r) => r.name);
+    if (!this.#fleetLimits.rules.some((r) => r.name === limit)) {
+      const names = this.#fleetLimits.rules.map((r) => r.name);
       throw new InputError([
         { field: 'limit', message: `no limit is named ${JSON.stringify(limit)} (${names.length === 0 ? 'this deployment has no limits' : `limits: ${names.join(', ')}`})` },
       ]);
@@ -205,8 +212,8 @@ export class Runtime {
 
   /** Every configured limit with what is held and waiting under it now, and whether dispatch is paused. */
   async limitsView(): Promise<{ paused: boolean; limits: LimitView[] }> {
-    const [status, paused] = await Promise.all([this.fleetLimits.status(), this.fleetLimits.paused()]);
-    const limits = this.fleetLimits.rules.map((rule): LimitView => {
+    const [status, paused] = await Promise.all([this.#fleetLimits.status(), this.#fleetLimits.paused()]);
+    const limits = this.#fleetLimits.rules.map((rule): LimitView => {
       const keys = status.filter((s) => s.name === rule.name);
       return {
         name: rule.name,
@@ -232,6 +239,9 @@ export class Runtime {
     // the policy first: resolving it registers a library caller's own agents.
     const policy = await this.#deploymentPolicy();
     const { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } = await import('./enqueue-checks.ts');
+    // Its schemas (zod) and the retry policy's are loaded by the first write, not by a read.
+    const { EnqueueRequestSchema, zodIssues } = await import('./enqueue-request.ts');
+    const { DEFAULT_RETRY_POLICY, mergeRetryPolicy } = await import('../retry/policy.ts');
     const parsed = EnqueueRequestSchema.safeParse(input);
     const rawOptions = (input as { options?: unknown } | null)?.options;
     const optionIssues =
@@ -258,17 +268,17 @@ export class Runtime {
     const create: Record<string, string> = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
     if (request.tenant !== undefined) create.tenant = request.tenant;
     // A new session's fleet-index shard is its partition's now, kept for good (see keys.ts); the count is recorded first, so readers merge that shard.
-    const shard = this.queue.indexShardOf(sessionId);
+    const shard = this.#queue.indexShardOf(sessionId);
     if (shard > 0) {
       create.shard = String(shard);
-      await this.queue.knownPartitions();
+      await this.#queue.knownPartitions();
     }
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
-    const result = await this.store.enqueue(sessionId, create, prompt, policyJson, jobId, {
+    const result = await this.#store.enqueue(sessionId, create, prompt, policyJson, jobId, {
       ...(how.mustExist === true ? { mustExist: true } : {}),
-      maxQueued: this.limits.maxQueuedPrompts,
-      maxLog: this.limits.maxLogMessages,
+      maxQueued: this.#limits.maxQueuedPrompts,
+      maxLog: this.#limits.maxLogMessages,
       ...(retentionMs === undefined ? {} : { retentionMs }),
       ...(request.priority === undefined ? {} : { priority: request.priority }),
     });
@@ -290,7 +300,7 @@ export class Runtime {
     const writes: Array<Promise<unknown>> = [];
     // Listed when new; active again, so not expiring (a revived session's clock restarts when it finishes).
     writes.push(
-      this.store.index(
+      this.#store.index(
         sessionId,
         {
           ...(result.created ? { created: true, state: 'queued' } : { touch: true }),
@@ -300,7 +310,7 @@ export class Runtime {
         result.shard,
       ),
     );
-    if (result.jobId !== null) writes.push(this.queue.addActivation(sessionId, result.jobId, result.priority));
+    if (result.jobId !== null) writes.push(this.#queue.addActivation(sessionId, result.jobId, result.priority));
     await Promise.all(writes);
     // A new activation means nobody holds the session: there is no one to tell.
     if (result.jobId === null) await this.#bus.publish({ sessionId, kind: 'prompt' });
@@ -321,7 +331,7 @@ export class Runtime {
     if (turn === null || turn.status !== 'failed')
       throw new ConflictError(`session "${sessionId}": its last turn ${turn === null ? 'does not exist' : `is ${turn.status}, not failed`}: there is nothing to retry`);
     const prompt = { id: randomUUID(), text: turn.text, options: turn.options, enqueuedAt: Date.now(), retryOf: turn.index };
-    const result = await pushRetry(this.store, sessionId, turn.index, prompt, newJobId(sessionId));
+    const result = await pushRetry(this.#store, sessionId, turn.index, prompt, newJobId(sessionId));
     if (!result.ok) {
       if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
       if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted`);
@@ -333,8 +343,8 @@ export class Runtime {
         `session "${sessionId}": turn ${turn.index} is no longer its failed last turn (now ${result.status}, turn ${result.turnIndex}): there is nothing to retry`,
       );
     }
-    await this.store.index(sessionId, { touch: true, expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) });
-    if (result.jobId !== null) await this.queue.addActivation(sessionId, result.jobId);
+    await this.#store.index(sessionId, { touch: true, expireAt: 'remove', ...(result.jobId !== null ? { activation: 'add' as const } : {}) });
+    if (result.jobId !== null) await this.#queue.addActivation(sessionId, result.jobId);
     else await this.#bus.publish({ sessionId, kind: 'prompt' });
     return { sessionId, turn: result.turn, retryOf: turn.index };
   }
@@ -352,11 +362,11 @@ export class Runtime {
     const wall = context?.turn?.quotaWall ?? null;
     if (view.state !== 'parked' || context === null || wall === null)
       throw new ConflictError(`session "${sessionId}" is ${view.state}, not parked at a quota wall: there is nothing to resume`);
-    if (!(await requestResume(this.store, sessionId, wallToken(context)))) throw new ConflictError(`session "${sessionId}" is being deleted`);
+    if (!(await requestResume(this.#store, sessionId, wallToken(context)))) throw new ConflictError(`session "${sessionId}" is being deleted`);
     await this.#bus.publish({ sessionId, kind: 'resume' });
     // Parked, nobody holds it: run its (delayed) activation now; its holder reads the request.
-    const jobId = await this.store.activeJobId(sessionId);
-    const job = jobId === null ? undefined : await this.queue.getJob(jobId);
+    const jobId = await this.#store.activeJobId(sessionId);
+    const job = jobId === null ? undefined : await this.#queue.getJob(jobId);
     const delayed = job !== undefined && (await job.isDelayed());
     if (delayed) await job.promote().catch(() => undefined);
     return { sessionId, turn: context.turnIndex, parkedUntil: wall.until, delivered: delayed ? 'activation' : 'worker' };
@@ -381,7 +391,7 @@ export class Runtime {
     if (filter.max !== undefined && (!Number.isSafeInteger(filter.max) || filter.max < 1 || filter.max > BULK_CANCEL_MAX))
       issues.push({ field: 'max', message: `must be an integer from 1 to ${BULK_CANCEL_MAX}` });
     if (issues.length > 0) throw new InputError(issues);
-    const matched = await selectForCancel(this.redis, this.keys, await this.queue.fleetShards(), {
+    const matched = await selectForCancel(this.#redis, this.#keys, await this.#queue.fleetShards(), {
       state: filter.state as string,
       ...(typeof filter.agent === 'string' ? { agent: filter.agent } : {}),
       ...(filter.max === undefined ? {} : { max: filter.max }),
@@ -402,7 +412,7 @@ export class Runtime {
   /** The prompts of the session waiting for their turn, in order. NotFoundError for an unknown session. */
   async queuedPrompts(sessionId: string): Promise<QueuedPrompt[]> {
     checkSessionId(sessionId);
-    const [view, meta] = await Promise.all([this.getSession(sessionId), this.store.meta(sessionId)]);
+    const [view, meta] = await Promise.all([this.getSession(sessionId), this.#store.meta(sessionId)]);
     if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
     const removing = unqueueRequests(meta ?? {});
     const context = view.context;
@@ -416,7 +426,7 @@ export class Runtime {
       out.push({ position: out.length + 1, id: p.id, text: p.text, enqueuedAt: p.enqueuedAt ?? null, where, ...(p.retryOf === undefined ? {} : { retryOf: p.retryOf }) });
     };
     for (const p of context?.mailbox ?? []) add(p, 'mailbox');
-    for (const p of await this.store.inbox(sessionId)) if (p.removed !== true) add(p, 'inbox');
+    for (const p of await this.#store.inbox(sessionId)) if (p.removed !== true) add(p, 'inbox');
     return out;
   }
 
@@ -430,9 +440,9 @@ export class Runtime {
     if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(promptId)) throw new InputError([{ field: 'promptId', message: `must be a prompt id as listed (got ${JSON.stringify(promptId)})` }]);
     const deadline = Date.now() + (options.waitMs ?? 10_000);
     const field = unqueueField(promptId);
-    const meta = this.store.key(sessionId, 'meta');
+    const meta = this.#store.key(sessionId, 'meta');
     for (;;) {
-      const result = await removeQueued(this.store, sessionId, promptId);
+      const result = await removeQueued(this.#store, sessionId, promptId);
       if (result === 'removed') break;
       if (result === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
       if (result === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted`);
@@ -442,9 +452,9 @@ export class Runtime {
       for (;;) {
         await this.#bus.publish({ sessionId, kind: 'unqueue' });
         await new Promise((resolve) => setTimeout(resolve, 100));
-        const [outcome, held] = await Promise.all([this.redis.hget(meta, field), this.redis.exists(this.store.key(sessionId, 'lease'))]);
+        const [outcome, held] = await Promise.all([this.#redis.hget(meta, field), this.#redis.exists(this.#store.key(sessionId, 'lease'))]);
         if (outcome === 'removed' || outcome === 'started') {
-          await this.redis.hdel(meta, field);
+          await this.#redis.hdel(meta, field);
           if (outcome === 'started') throw new ConflictError(`prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`);
           return { sessionId, promptId, removed: true };
         }
@@ -456,7 +466,7 @@ export class Runtime {
           );
       }
     }
-    await this.store.index(sessionId, { touch: true });
+    await this.#store.index(sessionId, { touch: true });
     return { sessionId, promptId, removed: true };
   }
 
@@ -481,7 +491,7 @@ export class Runtime {
   #retention(value: string | number): number {
     const parsed = typeof value === 'number' ? { ok: true as const, ms: value } : parseDuration(value);
     if (!parsed.ok) throw new InputError([{ field: 'retention', message: parsed.message }]);
-    const max = this.limits.maxRetentionMs;
+    const max = this.#limits.maxRetentionMs;
     if (max > 0 && (parsed.ms === 0 || parsed.ms > max))
       throw new InputError([
         { field: 'retention', message: `must be at most ${max} ms (the deployment's maximum retention)${parsed.ms === 0 ? '; 0 (forever) is not allowed' : ''}` },
@@ -501,15 +511,15 @@ export class Runtime {
    */
   async deleteSession(sessionId: string, options: { force?: boolean; waitMs?: number; actor?: string } = {}): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> {
     checkSessionId(sessionId);
-    const result = await removeSession({ redis: this.redis, keys: this.keys, queue: this.queue, publish: (event) => this.#bus.publish(event) }, sessionId, {
+    const result = await removeSession({ redis: this.#redis, keys: this.#keys, queue: this.#queue, publish: (event) => this.#bus.publish(event) }, sessionId, {
       mode: options.force === true ? 'force' : 'finished',
       tombstoneMs: 3_600_000,
       ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
     });
     if (result.outcome === 'unknown') throw new NotFoundError(`unknown session "${sessionId}"`);
     const outcome = result.outcome === 'active' ? 'refused' : result.outcome === 'removed' ? 'deleted' : 'already-deleted';
-    await this.redis.xadd(
-      lifecycleKeys(this.keys).deletions,
+    await this.#redis.xadd(
+      lifecycleKeys(this.#keys).deletions,
       'MAXLEN',
       '~',
       AUDIT_MAX,
@@ -535,7 +545,7 @@ export class Runtime {
 
   /** The deletion audit stream, newest first (at most `limit` entries; about AUDIT_MAX are kept). */
   async deletions(limit = 100): Promise<Array<{ at: number; sessionId: string; actor: string; force: boolean; outcome: string; cancelled: boolean }>> {
-    const entries = (await this.redis.xrevrange(lifecycleKeys(this.keys).deletions, '+', '-', 'COUNT', Math.max(1, limit))) as Array<[string, string[]]>;
+    const entries = (await this.#redis.xrevrange(lifecycleKeys(this.#keys).deletions, '+', '-', 'COUNT', Math.max(1, limit))) as Array<[string, string[]]>;
     return entries.map(([id, flat]) => {
       const f: Record<string, string> = {};
       for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
@@ -553,27 +563,27 @@ export class Runtime {
   /** Cancels the session's current turn, wherever it runs. Throws NotFoundError for an unknown session. */
   async cancel(sessionId: string, reason = 'cancelled by operator'): Promise<{ delivered: 'worker' | 'activation' }> {
     checkSessionId(sessionId);
-    const { code, jobId } = await this.store.requestCancel(sessionId, reason, newJobId(sessionId));
+    const { code, jobId } = await this.#store.requestCancel(sessionId, reason, newJobId(sessionId));
     if (code === -1) throw new NotFoundError(`unknown session "${sessionId}"`);
     await this.#bus.publish({ sessionId, kind: 'cancel' });
     if (code === 2) {
       // Parked in a long backoff: run its activation now, so the cancel does not wait for nextRetryAt.
-      const job = await this.queue.getJob(jobId);
+      const job = await this.#queue.getJob(jobId);
       if (job !== undefined && (await job.isDelayed())) await job.promote().catch(() => undefined);
     }
     if (code === 3) {
-      await this.store.index(sessionId, { activation: 'add' });
-      await this.queue.addActivation(sessionId, jobId);
+      await this.#store.index(sessionId, { activation: 'add' });
+      await this.#queue.addActivation(sessionId, jobId);
     }
     return { delivered: code === 1 ? 'worker' : 'activation' };
   }
 
   async getSession(sessionId: string): Promise<SessionView | null> {
     if (!SESSION_ID_PATTERN.test(sessionId)) return null;
-    const view = await this.store.view(sessionId);
+    const view = await this.#store.view(sessionId);
     if (view === null) return null;
     const { meta, snapshot: snapshotRaw, inbox, history, lastSeq, heldBy, cancel } = view;
-    const approvals = await this.approvals.list(sessionId);
+    const approvals = await this.#approvals.list(sessionId);
     const persisted = snapshotRaw === null ? null : (JSON.parse(snapshotRaw) as PersistedSession);
     return {
       sessionId,
@@ -613,19 +623,19 @@ export class Runtime {
     if (!REQUEST_ID_PATTERN.test(requestId))
       throw new InputError([{ field: 'requestId', message: `must be an approval request id such as t1-0123456789ab-1 (got ${JSON.stringify(requestId.slice(0, 100))})` }]);
     if (reason !== undefined && reason.length > 1000) throw new InputError([{ field: 'reason', message: 'must be at most 1000 characters' }]);
-    const stored = await this.approvals.get(sessionId, requestId);
+    const stored = await this.#approvals.get(sessionId, requestId);
     if (stored === null) {
-      if ((await this.store.meta(sessionId)) === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+      if ((await this.#store.meta(sessionId)) === null) throw new NotFoundError(`unknown session "${sessionId}"`);
       throw new NotFoundError(`session "${sessionId}" has no approval request "${requestId}" (its turn may be over)`);
     }
     const chosen = chooseOption(stored.request.options, verdict, option);
     if (!chosen.ok) throw new InputError([{ field: 'option', message: chosen.message }]);
     const at = Date.now();
     const outcome = verdict === 'allow' ? 'allowed' : 'denied';
-    const result = await this.approvals.decide(sessionId, requestId, { outcome, optionId: chosen.optionId, by, at, ...(reason === undefined ? {} : { reason }) });
+    const result = await this.#approvals.decide(sessionId, requestId, { outcome, optionId: chosen.optionId, by, at, ...(reason === undefined ? {} : { reason }) });
     if (!result.found) throw new NotFoundError(`session "${sessionId}" has no approval request "${requestId}"`);
     if (!result.decided) throw new ConflictError(`approval request "${requestId}" was already decided (${result.decision.outcome} by ${result.decision.by})`);
-    await this.approvals.markAnswered(sessionId, requestId);
+    await this.#approvals.markAnswered(sessionId, requestId);
     await this.#bus.publish({ sessionId, kind: 'approval' });
     return { sessionId, requestId, outcome, optionId: chosen.optionId, by, at };
   }
@@ -638,7 +648,7 @@ export class Runtime {
   /** A page of sessions, newest first, from `cursor` (the `next` of the previous page); InputError for a bad cursor. */
   async listPage(filter: ListFilter = {}): Promise<ListPage> {
     try {
-      return await listPage(this.redis, this.keys, filter, await this.queue.fleetShards());
+      return await listPage(this.#redis, this.#keys, filter, await this.#queue.fleetShards());
     } catch (error) {
       if (hasErrorCode(error, 'invalid_cursor')) throw new InputError([{ field: 'cursor', message: error.message }]);
       throw error;
@@ -648,21 +658,23 @@ export class Runtime {
   /** The session as a versioned JSON-lines archive (see lifecycle/archive.ts). NotFoundError for an unknown id. */
   async exportSession(sessionId: string): Promise<string> {
     checkSessionId(sessionId);
-    const archive = await exportSession(this.redis, this.keys, sessionId);
+    const { exportSession } = await import('./lifecycle/transfer.ts');
+    const archive = await exportSession(this.#redis, this.#keys, sessionId);
     if (archive === null) throw new NotFoundError(`unknown session "${sessionId}"`);
     return archive;
   }
 
   /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
   async importSession(text: string, options: { as?: string } = {}): Promise<ImportResult> {
-    return importSession(this.store, this.queue, text, options);
+    const { importSession } = await import('./lifecycle/transfer.ts');
+    return importSession(this.#store, this.#queue, text, options);
   }
 
   /** A number that changes whenever anything shown in the listing changes (for ETags). */
   async listingVersion(): Promise<string> {
     // One counter per index shard, each only ever going up: their sum changes whenever one does.
-    const shards = await this.queue.fleetShards();
-    const versions = await Promise.all(Array.from({ length: shards }, (_, n) => this.redis.get(lifecycleKeys(this.keys, n).version)));
+    const shards = await this.#queue.fleetShards();
+    const versions = await Promise.all(Array.from({ length: shards }, (_, n) => this.#redis.get(lifecycleKeys(this.#keys, n).version)));
     return String(versions.reduce((sum, v) => sum + Number(v ?? 0), 0));
   }
 
@@ -670,8 +682,8 @@ export class Runtime {
   async sessionStates(ids: readonly string[]): Promise<Record<string, string | null>> {
     if (ids.length === 0) return {};
     const states = await hgetEach(
-      this.redis,
-      ids.map((id) => this.store.key(id, 'meta')),
+      this.#redis,
+      ids.map((id) => this.#store.key(id, 'meta')),
       'state',
     );
     return Object.fromEntries(ids.map((id, i) => [id, states[i] ?? null]));
@@ -679,7 +691,7 @@ export class Runtime {
 
   async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
     checkSessionId(sessionId);
-    return this.store.readMessages(sessionId, fromSeq, count);
+    return this.#store.readMessages(sessionId, fromSeq, count);
   }
 
   /**
@@ -694,7 +706,7 @@ export class Runtime {
     let next = Math.max(1, fromSeq);
     try {
       while (!signal.aborted) {
-        const batch = await reader.xread('COUNT', 500, 'BLOCK', 1000, 'STREAMS', this.store.key(sessionId, 'log'), `${next - 1}-0`).catch((error: Error) => {
+        const batch = await reader.xread('COUNT', 500, 'BLOCK', 1000, 'STREAMS', this.#store.key(sessionId, 'log'), `${next - 1}-0`).catch((error: Error) => {
           if (signal.aborted) return null;
           throw error;
         });
@@ -716,12 +728,12 @@ export class Runtime {
   async getPolicy(sessionId?: string): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }> {
     if (sessionId !== undefined) {
       checkSessionId(sessionId);
-      const meta = await this.store.meta(sessionId);
+      const meta = await this.#store.meta(sessionId);
       if (meta === null) throw new NotFoundError(`unknown session "${sessionId}"`);
       if (meta.policy) return { policy: safeJson(meta.policy) as RetryPolicy, source: 'session' };
     }
-    const stored = await this.redis.exists(this.keys.policy);
-    return { policy: await this.policies.get(), source: stored ? 'global' : 'default' };
+    const stored = await this.#redis.exists(this.#keys.policy);
+    return { policy: await this.#policies.get(), source: stored ? 'global' : 'default' };
   }
 
   /** Validates `patch` over the policy in force; on error nothing is changed. */
@@ -734,16 +746,17 @@ export class Runtime {
     const overPark = parkLimitIssues(patch, deployment, '');
     if (overPark.length > 0) return { ok: false, errors: overPark.map((i) => ({ field: i.field, message: `${i.field}: ${i.message}` })) };
     if (sessionId === undefined) {
-      this.policies.invalidate();
-      const result = await this.policies.update(patch);
+      this.#policies.invalidate();
+      const result = await this.#policies.update(patch);
       if (result.ok) await this.#bus.publish({ sessionId: '*', kind: 'policy' });
       return result;
     }
     const { policy } = await this.getPolicy(sessionId);
+    const { mergeRetryPolicy } = await import('../retry/policy.ts');
     const result = mergeRetryPolicy(policy, patch);
     if (result.ok) {
       // Only into a session that still exists and is not being deleted (a bare HSET after a delete would leave half a session).
-      const set = await this.redis.eval(SET_POLICY, 1, this.store.key(sessionId, 'meta'), JSON.stringify(result.policy));
+      const set = await this.#redis.eval(SET_POLICY, 1, this.#store.key(sessionId, 'meta'), JSON.stringify(result.policy));
       if (set === 0) throw new NotFoundError(`unknown session "${sessionId}"`);
       await this.#bus.publish({ sessionId, kind: 'policy' });
     }
@@ -752,19 +765,19 @@ export class Runtime {
 
   async resetPolicy(sessionId?: string): Promise<RetryPolicy> {
     if (sessionId === undefined) {
-      const policy = await this.policies.reset();
+      const policy = await this.#policies.reset();
       await this.#bus.publish({ sessionId: '*', kind: 'policy' });
       return policy;
     }
     checkSessionId(sessionId);
-    if ((await this.store.meta(sessionId)) === null) throw new NotFoundError(`unknown session "${sessionId}"`);
-    await this.redis.hdel(this.store.key(sessionId, 'meta'), 'policy');
+    if ((await this.#store.meta(sessionId)) === null) throw new NotFoundError(`unknown session "${sessionId}"`);
+    await this.#redis.hdel(this.#store.key(sessionId, 'meta'), 'policy');
     await this.#bus.publish({ sessionId, kind: 'policy' });
     return (await this.getPolicy(sessionId)).policy;
   }
 
   async workers(): Promise<WorkerHeartbeat[]> {
-    const raw = await this.redis.hgetall(this.keys.workers);
+    const raw = await this.#redis.hgetall(this.#keys.workers);
     return Object.values(raw).map((v) => JSON.parse(v) as WorkerHeartbeat);
   }
 
@@ -775,27 +788,23 @@ export class Runtime {
   get messageHub(): MessageHub {
     this.#hub ??= new MessageHub({
       connect: () => this.#connect('stream-hub'),
-      redis: this.redis,
-      logKey: (id) => this.store.key(id, 'log'),
-      existsKey: (id) => this.store.key(id, 'meta'),
+      redis: this.#redis,
+      logKey: (id) => this.#store.key(id, 'log'),
+      existsKey: (id) => this.#store.key(id, 'meta'),
     });
     return this.#hub;
   }
 
   async close(): Promise<void> {
     await this.#hub?.close();
-    await this.queue.close();
-    await this.redis.quit().catch(() => undefined);
+    await this.#queue.close();
+    await this.#redis.quit().catch(() => undefined);
   }
 }
 
 function checkSessionId(sessionId: string): void {
   if (!SESSION_ID_PATTERN.test(sessionId))
     throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.-, and not . or .. (got ${JSON.stringify(sessionId)})` }]);
-}
-
-export function zodIssues(error: z.ZodError | undefined, prefix: readonly PropertyKey[] = []): Array<{ field: string; message: string }> {
-  return (error?.issues ?? []).map((issue) => ({ field: [...prefix, ...issue.path].join('.') || '(body)', message: issue.message }));
 }
 
 function safeJson(raw: string | undefined): unknown {

@@ -1,7 +1,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AgentMapper, AttemptExit } from '../../src/agents/shared/agent-mapper.ts';
-import type { CliMessage } from '../../src/protocol/index.ts';
+import type { CliMessage } from '../../src/index.ts';
 
 /** What every agent's recorded transcripts share: where they are, how they are read and mapped. */
 

@@ -16,7 +16,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { AGENT_NAMES, AGENTS, type AgentName } from '../../src/agents/registry.ts';
 import { agentHostOptions, loadConfig } from '../../src/config/config.ts';
 import { isBaseEnvName } from '../../src/process/index.ts';
-import type { CliMessage } from '../../src/protocol/index.ts';
+import type { CliMessage } from '../../src/index.ts';
 import { attemptOptions } from '../../src/runtime/deployment-policy.ts';
 import { claudeBin, createClaudeEnv, type ClaudeEnv } from '../support/claude-code-env.ts';
 import { hasToolResult, startFakeAnthropicServer, type FakeAnthropicServer } from '../support/fake-anthropic-server.ts';

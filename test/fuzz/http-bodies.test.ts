@@ -6,6 +6,7 @@ import { createApp } from '../../src/interfaces/http/app.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
 import { connector } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 let redis: RedisServer;
 let runtime: Runtime;
@@ -20,8 +21,8 @@ beforeAll(async () => {
   prefix = uniquePrefix('fuzz-http');
   runtime = new Runtime({ connect: c.connect, prefix });
   // BullMQ writes its queue's meta key once, when the queue first connects: before any request.
-  await runtime.queue.queue.waitUntilReady();
-  await runtime.queue.queue.getJobCounts();
+  await internals(runtime).queue.queue.waitUntilReady();
+  await internals(runtime).queue.queue.getJobCounts();
   app = createApp({ runtime, config: loadConfig({ prefix, 'http.bodyLimitBytes': 8192 }, {}), logger: pino({ level: 'silent' }) });
 });
 
@@ -65,7 +66,7 @@ const body = fc.oneof(
 
 /** The keys of the prefix (sessions, indexes, queue) and the global policy's value: what a refused request must leave as it was. */
 async function written(): Promise<{ keys: string[]; policy: string | null }> {
-  return { keys: (await runtime.redis.keys(`*${prefix}*`)).sort(), policy: await runtime.redis.get(runtime.keys.policy) };
+  return { keys: (await internals(runtime).redis.keys(`*${prefix}*`)).sort(), policy: await internals(runtime).redis.get(internals(runtime).keys.policy) };
 }
 
 function send(method: string, path: string, payload: unknown) {

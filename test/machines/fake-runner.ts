@@ -1,4 +1,4 @@
-import type { CliMessage, FailureCategory } from '../../src/protocol/index.ts';
+import type { CliMessage, FailureCategory } from '../../src/index.ts';
 import type { AttemptMeta, AttemptRequest, AttemptRunner } from '../../machines/types.ts';
 
 export type Step =

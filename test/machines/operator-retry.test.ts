@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { createSessionMachine } from '../../machines/session.machine.ts';
 import { startSessionActor } from '../../machines/restore.ts';
 import { CONTINUATION_PROMPT } from '../../machines/retry-request.ts';
-import type { RetryPolicy } from '../../src/retry/index.ts';
+import type { RetryPolicy } from '../../src/index.ts';
 import { FakeRunner, type Step } from './fake-runner.ts';
 import { ctx, policy, settle, useFakeClock } from './harness.ts';
 

@@ -9,7 +9,7 @@ import { CONTINUATION_PROMPT } from '../../machines/retry-request.ts';
 import type { AttemptMeta, AttemptRunner } from '../../machines/types.ts';
 import { agentRun } from '../../src/agents/registry.ts';
 import { findProcessesByMarker } from '../../src/process/index.ts';
-import type { CliMessage } from '../../src/protocol/index.ts';
+import type { CliMessage } from '../../src/index.ts';
 import { parseRetryPolicy } from '../../src/retry/index.ts';
 import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
 import { createPiEnv, type PiEnv } from '../support/pi-env.ts';

@@ -23,6 +23,10 @@ describe('the session states', () => {
     expect([...SESSION_STATES].sort()).toEqual(['queued', ...chartStates].sort());
   });
 
+  it('are listed in the order the machine declares them', () => {
+    expect([...MACHINE_STATES]).toEqual(Object.keys(sessionMachine.root.states));
+  });
+
   it('include the states a restore alone reaches', () => {
     expect(SESSION_STATES).toContain('interrupted');
     expect(SESSION_STATES).toContain('cancelInterrupted');

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { createSessionMachine, turnDeadline } from '../../machines/session.machine.ts';
 import { persistSession, startSessionActor } from '../../machines/restore.ts';
-import type { RetryPolicy } from '../../src/retry/index.ts';
+import type { RetryPolicy } from '../../src/index.ts';
 import { FakeRunner, type Step } from './fake-runner.ts';
 import { ctx, policy, settle, state, useFakeClock } from './harness.ts';
 

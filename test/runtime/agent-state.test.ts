@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { piHostOptions, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * pi keeps its conversation in a local session file. Turn 2 may run on another host than turn 1:
@@ -43,7 +44,7 @@ describe('agent state travels with the session', () => {
     expect(piSessionId).toMatch(/^[0-9a-f-]{8,}$/);
     expect(readdirSync(sessionsA).filter((n) => n.endsWith(`_${piSessionId}.jsonl`))).toHaveLength(1);
     // The file is in Redis with the session, not only on host A.
-    expect(await h.runtime.store.agentState(sessionId, `pi:${piSessionId}`)).toContain(TURN_1);
+    expect(await internals(h.runtime).store.agentState(sessionId, `pi:${piSessionId}`)).toContain(TURN_1);
 
     // Host A goes away; host B has never seen this session.
     await hostA.close(2000);
@@ -67,6 +68,6 @@ describe('agent state travels with the session', () => {
     expect(readdirSync(sessionsB).filter((n) => n.endsWith(`_${piSessionId}.jsonl`))).toHaveLength(1);
     expect(hostB.activeSessions).toEqual([]);
     // Turn 2's exchange went back to Redis too, for the next host.
-    expect(await h.runtime.store.agentState(sessionId, `pi:${piSessionId}`)).toContain(TURN_2);
+    expect(await internals(h.runtime).store.agentState(sessionId, `pi:${piSessionId}`)).toContain(TURN_2);
   });
 });

@@ -3,6 +3,7 @@ import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { BACKENDS, assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Durable backoff and the retry policy's configuration: a session waiting out a long backoff
@@ -52,11 +53,11 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
     expect(parked.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.delayMs])).toEqual([['failed', 'server_error', BACKOFF_MS]]);
     // No worker slot: the worker drives nothing, and the activation waits in BullMQ as a delayed job.
     expect(first.activeSessions).toEqual([]);
-    const jobId = await h.runtime.store.activeJobId(sessionId);
+    const jobId = await internals(h.runtime).store.activeJobId(sessionId);
     if (jobId === null) throw new Error('no activation');
-    const job = await h.runtime.queue.queue.getJob(jobId);
+    const job = await internals(h.runtime).queue.queue.getJob(jobId);
     expect(await job?.isDelayed()).toBe(true);
-    expect((await h.runtime.queue.queue.getDelayed()).map((j) => j.id)).toEqual([jobId]);
+    expect((await internals(h.runtime).queue.queue.getDelayed()).map((j) => j.id)).toEqual([jobId]);
 
     // Every worker goes away; a new one starts while the backoff still runs.
     await first.close(2000);

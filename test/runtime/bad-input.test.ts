@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { InputError, NotFoundError } from '../../src/runtime/runtime.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Bad input gets a clear error naming what is wrong, and writes nothing: refused requests
@@ -51,9 +52,9 @@ describe('bad input: clear errors, nothing written', () => {
   it('refused enqueue requests name the field and write nothing (not a key, not a job)', async () => {
     // No worker yet: nothing else writes, so the whole database must stay as it is. (The queue
     // writes its own meta key once connected: a command on its connection waits for that.)
-    await h.runtime.queue.queue.getJobCounts();
-    const before = await h.runtime.redis.dbsize();
-    const keysBefore = await h.runtime.redis.keys('*');
+    await internals(h.runtime).queue.queue.getJobCounts();
+    const before = await internals(h.runtime).redis.dbsize();
+    const keysBefore = await internals(h.runtime).redis.keys('*');
 
     const policy = await refused(h.runtime.enqueue({ prompt: 'hi', retryPolicy: { maxAttempts: 0 } }));
     expect(policy.issues).toEqual([{ field: 'retryPolicy.maxAttempts', message: expect.stringContaining('must be an integer from 1 to 100') }]);
@@ -86,9 +87,9 @@ describe('bad input: clear errors, nothing written', () => {
     expect(global).toMatchObject({ ok: false, errors: [{ field: 'maxAttempts' }] });
     expect(await h.runtime.getPolicy()).toMatchObject({ source: 'default' });
 
-    expect(await h.runtime.redis.dbsize()).toBe(before);
-    expect((await h.runtime.redis.keys('*')).sort()).toEqual(keysBefore.sort());
-    expect(await h.runtime.queue.queue.getJobCounts()).toEqual(expect.objectContaining({ waiting: 0, delayed: 0, active: 0, completed: 0, failed: 0 }));
+    expect(await internals(h.runtime).redis.dbsize()).toBe(before);
+    expect((await internals(h.runtime).redis.keys('*')).sort()).toEqual(keysBefore.sort());
+    expect(await internals(h.runtime).queue.queue.getJobCounts()).toEqual(expect.objectContaining({ waiting: 0, delayed: 0, active: 0, completed: 0, failed: 0 }));
   });
 
   it('an unknown session id: getSession → null, cancel/policy → NotFoundError, a bad id → InputError; nothing written', async () => {
@@ -96,8 +97,8 @@ describe('bad input: clear errors, nothing written', () => {
     existing = (await h.runtime.enqueue({ prompt: 'A real one', options: { provider: 'fake', model: 'text', cwd: env.cwd } })).sessionId;
     await turnEnded(h.runtime, existing);
     // The end of its activation reaches the fleet index a moment after the turn (batched per tick).
-    await until(async () => (await h.runtime.redis.zscore(h.runtime.keys.activations, existing)) === null);
-    const before = await prefixState(h.runtime.redis, h.prefix);
+    await until(async () => (await internals(h.runtime).redis.zscore(internals(h.runtime).keys.activations, existing)) === null);
+    const before = await prefixState(internals(h.runtime).redis, h.prefix);
 
     expect(await h.runtime.getSession('no-such-session')).toBeNull();
     expect(await h.runtime.getSession('x:y')).toBeNull();
@@ -111,12 +112,12 @@ describe('bad input: clear errors, nothing written', () => {
     expect(await h.runtime.readMessages('no-such-session')).toEqual([]);
     await refused(h.runtime.readMessages('x:y'));
 
-    expect(await prefixState(h.runtime.redis, h.prefix)).toEqual(before);
+    expect(await prefixState(internals(h.runtime).redis, h.prefix)).toEqual(before);
   });
 
   it('malformed activation jobs and jobs for unknown sessions are taken, refused with a reason, and change nothing', async () => {
-    const before = await prefixState(h.runtime.redis, h.prefix);
-    const queue = h.runtime.queue.queue;
+    const before = await prefixState(internals(h.runtime).redis, h.prefix);
+    const queue = internals(h.runtime).queue.queue;
     const keep = { removeOnComplete: false, removeOnFail: false, attempts: 1 };
     const jobs: Array<[Job, RegExp]> = [
       [await queue.add('activate', {}, keep), /^ignored: job data: sessionId must match/],
@@ -142,7 +143,7 @@ describe('bad input: clear errors, nothing written', () => {
     // No session appeared, the real one is untouched, and nothing else under the prefix changed.
     expect(await h.runtime.getSession('no-such-session')).toBeNull();
     expect(await h.runtime.listSessions()).toEqual([{ sessionId: existing, state: 'completed' }]);
-    expect(await prefixState(h.runtime.redis, h.prefix)).toEqual(before);
+    expect(await prefixState(internals(h.runtime).redis, h.prefix)).toEqual(before);
     for (const [job] of jobs) await job.remove();
   });
 });

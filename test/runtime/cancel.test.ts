@@ -13,6 +13,7 @@ import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisServer } from '../support/redis.ts';
 import { BACKENDS, expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Cancel from anywhere: from another process while a worker holds the session (pub/sub), for a
@@ -143,8 +144,8 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
       );
       expect(parked.context?.nextRetryAt).toBeGreaterThan(Date.now() + 30_000);
       expect(worker.activeSessions).not.toContain(sessionId);
-      const jobId = await h.runtime.store.activeJobId(sessionId);
-      expect(await (await h.runtime.queue.queue.getJob(jobId ?? ''))?.isDelayed()).toBe(true);
+      const jobId = await internals(h.runtime).store.activeJobId(sessionId);
+      expect(await (await internals(h.runtime).queue.queue.getJob(jobId ?? ''))?.isDelayed()).toBe(true);
 
       expect(await cancelFromAnotherProcess(sessionId, 'no more retries')).toEqual({ sessionId, delivered: 'activation' });
 
@@ -164,10 +165,10 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
       // The test drives the session as a worker would, with a store that lets a cancel in right
       // before its release: the lease is still held, so the cancel is told to this holder only.
       let delivered: string | null = null;
-      const store = new RacingStore(connect('race-holder'), runtime.keys, async () => {
+      const store = new RacingStore(connect('race-holder'), internals(runtime).keys, async () => {
         delivered = (await runtime.cancel(sessionId, 'too late')).delivered;
       });
-      const bus = new EventBus(connect('race-events'), store.redis, runtime.keys);
+      const bus = new EventBus(connect('race-events'), store.redis, internals(runtime).keys);
       await bus.start();
       const lease = await store.acquire(sessionId, 'race-holder', 60_000);
       if (!lease.ok) throw new Error('no lease');

@@ -6,6 +6,7 @@ import { liveSleeps } from '../support/ps.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess } from '../support/worker-process.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * No process of an attempt outlives it, however the attempt ends: a tool's `sleep &`, a `setsid`
@@ -41,7 +42,7 @@ useRuntimeSuite(
     scripts: SCRIPTS,
     cleanup: async () => {
       await killAllWorkerProcesses();
-      if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+      if (h !== undefined) await reapOrphans(markerScope(internals(h.runtime).keys.prefix));
     },
   },
   (s) => {

@@ -3,6 +3,7 @@ import { DEFAULT_TEXT } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
 import { turnEnded, useRuntimeSuite, type Harness } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Attempts and retries are counted where they happen (in the fenced write that records an attempt's
@@ -69,7 +70,7 @@ describe('attempts and retries counted where they happen', () => {
     expect(value(after, ATTEMPTS_OK) - value(before, ATTEMPTS_OK)).toBe(1);
     expect(value(after, ATTEMPTS_500) - value(before, ATTEMPTS_500)).toBe(1);
     expect(value(after, RETRIES_500) - value(before, RETRIES_500)).toBe(1);
-    expect(await h.runtime.redis.hexists(`{${h.prefix}}:counters-folded`, sessionId)).toBe(0);
-    expect(await h.runtime.redis.exists(h.runtime.keys.session(sessionId, 'counters'))).toBe(0);
+    expect(await internals(h.runtime).redis.hexists(`{${h.prefix}}:counters-folded`, sessionId)).toBe(0);
+    expect(await internals(h.runtime).redis.exists(internals(h.runtime).keys.session(sessionId, 'counters'))).toBe(0);
   });
 });

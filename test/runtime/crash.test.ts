@@ -5,6 +5,7 @@ import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server
 import type { PiEnv } from '../support/pi-env.ts';
 import { BACKENDS, assistantText, expectWholeLog, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * kill -9 of a `sessiond worker` process in the middle of an attempt: a second worker process,
@@ -29,7 +30,7 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
       cleanup: async () => {
         await killAllWorkerProcesses();
         // Whatever a killed worker left on this host (nothing, if the test passed).
-        if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+        if (h !== undefined) await reapOrphans(markerScope(internals(h.runtime).keys.prefix));
       },
     },
     (s) => {

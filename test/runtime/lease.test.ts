@@ -6,6 +6,7 @@ import type { SessionWorker } from '../../src/runtime/worker.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { assistantText, BACKENDS, expectWholeLog, agentRecords, sessionDump, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Single activation: a session is driven by at most one worker, even when a lease runs out under
@@ -52,7 +53,7 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
   let workerB: SessionWorker;
 
   it('an expired lease is taken over by another worker; the stale holder (its old token) writes nothing', async () => {
-    const { store } = h.runtime;
+    const { store } = internals(h.runtime);
     const { sessionId } = await h.runtime.enqueue({ prompt: 'Count to twelve', options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
 
     // "Worker A" takes the lease, then stalls past its TTL without renewing it.
@@ -85,16 +86,16 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
 
     // And once B is done: A's token is still refused and nothing of the session changes.
     await until(async () => (await store.leaseHolder(sessionId)) === null, 10_000, 'B to release the session');
-    const before = await sessionDump(h.runtime.redis, h.runtime.keys, sessionId);
+    const before = await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, sessionId);
     await expect(store.write(sessionId, a.token, staleBatch)).rejects.toBeInstanceOf(StaleLeaseError);
     expect(await store.release(sessionId, a.token, 'idle')).toBe(-1);
-    expect(await sessionDump(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(before);
+    expect(await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual(before);
   });
 
   // The rest is the same code on a cluster: only the takeover above runs there too.
   if (backend === 'single') {
     it('a holder whose renewal fails (its lease was taken) stops its agent and writes nothing more', async () => {
-      const { store } = h.runtime;
+      const { store } = internals(h.runtime);
       const { sessionId } = await h.runtime.enqueue({
         prompt: 'Sleep',
         options: { provider: 'fake', model: TOOL_ONCE, cwd: env.cwd },
@@ -112,20 +113,20 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
       expect(holder?.startsWith(`${workerB.id}#`)).toBe(true);
 
       // Another worker takes the lease over (as after an expiry): from this instant every write of B is refused.
-      await h.runtime.redis.set(store.key(sessionId, 'lease'), 'intruder#999', 'PX', 120_000);
-      const atTakeover = await sessionDump(h.runtime.redis, h.runtime.keys, sessionId);
+      await internals(h.runtime).redis.set(store.key(sessionId, 'lease'), 'intruder#999', 'PX', 120_000);
+      const atTakeover = await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, sessionId);
 
       // B's next renewal fails: it stops the agent's whole tree and gives the session up…
       await until(async () => (await findProcessesByMarker(record.marker)).length === 0, 20_000, 'the stale holder to stop its agent');
       await until(async () => !workerB.activeSessions.includes(sessionId), 20_000, 'the stale holder to let the session go');
       // …having written nothing: not the agent's last messages, not a transition, not the snapshot.
-      expect(await sessionDump(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(atTakeover);
+      expect(await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual(atTakeover);
       expect(await store.leaseHolder(sessionId)).toBe('intruder#999');
       expect((await h.runtime.getSession(sessionId))?.context?.turn?.status).toBe('running');
 
       // The intruder goes away without a word: the session's activation is found again (the
       // reconciler re-adds its job), the attempt B ran is recorded interrupted, and a retry completes it.
-      await h.runtime.redis.del(store.key(sessionId, 'lease'));
+      await internals(h.runtime).redis.del(store.key(sessionId, 'lease'));
       const session = await turnEnded(h.runtime, sessionId, 1, 45_000);
       expect(session.state).toBe('completed');
       expect(session.context?.turn?.attempts.map((x) => x.outcome)).toEqual(['interrupted', 'completed']);
@@ -134,7 +135,7 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
     });
 
     it('an activation delivered twice while the session is driven does not run it twice', async () => {
-      const { store } = h.runtime;
+      const { store } = internals(h.runtime);
       const second = await h.startWorker();
       server.reset();
       const { sessionId } = await h.runtime.enqueue({ prompt: 'Count again', options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
@@ -144,13 +145,13 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
 
       // At-least-once delivery: more activation jobs for the same session while one worker drives it.
       const duplicates = [newJobId(sessionId), newJobId(sessionId)];
-      for (const jobId of duplicates) await h.runtime.queue.addActivation(sessionId, jobId);
+      for (const jobId of duplicates) await internals(h.runtime).queue.addActivation(sessionId, jobId);
 
       const session = await turnEnded(h.runtime, sessionId);
       expect(session.state).toBe('completed');
       // The duplicates are taken (by either worker), find the session busy or done, and end without running it.
       await until(
-        async () => (await Promise.all(duplicates.map((id) => h.runtime.queue.queue.getJob(id)))).every((job) => job === undefined),
+        async () => (await Promise.all(duplicates.map((id) => internals(h.runtime).queue.queue.getJob(id)))).every((job) => job === undefined),
         30_000,
         'the duplicate jobs to finish',
       );

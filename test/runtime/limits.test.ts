@@ -4,6 +4,7 @@ import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server
 import { httpPi, rules, runtimeWith } from '../support/limits.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Fleet-wide limits: attempts under a limit never exceed it across workers, a session waiting for
@@ -96,7 +97,7 @@ describe('fleet limits', () => {
     const fleetLimits = rules([{ name: 'one-at-a-time', match: { model: OTHER }, maxConcurrent: 1 }]);
     const rt = runtimeWith(h, fleetLimits);
     // A worker that died holding the only slot: its hold is never renewed nor released.
-    const dead = await rt.fleetLimits.acquire(
+    const dead = await internals(rt).fleetLimits.acquire(
       'dead-worker-session',
       [{ name: 'one-at-a-time', key: 'one-at-a-time', maxConcurrent: 1, maxStartsPerMinute: 0, maxTokensPerMinute: 0 }],
       {

@@ -9,6 +9,7 @@ import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisCluster } from '../support/redis-cluster.ts';
 import { balance, probeMasters } from '../support/spread.ts';
 import { expectWholeLog, TEST_POLICY, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * The partitioned activation queue (SESSIOND_QUEUE_PARTITIONS), on a real Redis Cluster: each
@@ -70,14 +71,16 @@ describe('the partitioned queue on a Redis Cluster', () => {
     for (const sessionId of ids) await runtime.enqueue({ sessionId, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
     // Each job is waiting in its session's partition, under that partition's hash tag.
     for (const sessionId of ids) {
-      const jobId = await runtime.store.activeJobId(sessionId);
-      const job = await runtime.queue.partition(partitionOf(sessionId, 6)).getJob(jobId ?? '');
+      const jobId = await internals(runtime).store.activeJobId(sessionId);
+      const job = await internals(runtime)
+        .queue.partition(partitionOf(sessionId, 6))
+        .getJob(jobId ?? '');
       expect(job?.data).toEqual({ sessionId });
     }
     // The six partitions' keys live on the three masters, two on each (their tags are chosen so, whatever the prefix).
-    const slots = await Promise.all([0, 1, 2, 3, 4, 5].map((n) => h.runtime.redis.cluster('KEYSLOT', `${createKeys(h.prefix).queuePartitionPrefix(n)}:sessions:meta`)));
+    const slots = await Promise.all([0, 1, 2, 3, 4, 5].map((n) => internals(h.runtime).redis.cluster('KEYSLOT', `${createKeys(h.prefix).queuePartitionPrefix(n)}:sessions:meta`)));
     const owners = new Map<string, number>();
-    const layout = await h.runtime.redis.cluster('SLOTS');
+    const layout = await internals(h.runtime).redis.cluster('SLOTS');
     for (const slot of slots as number[]) {
       const owner = String(layout.find(([from, to]) => slot >= from && slot <= to)?.[2]?.[1]);
       owners.set(owner, (owners.get(owner) ?? 0) + 1);
@@ -130,14 +133,14 @@ describe('the partitioned queue on a Redis Cluster', () => {
       await six.enqueue({ sessionId: `idx6-${i}`, prompt: 'Say hello', options });
       ids.push(`idx6-${i}`);
     }
-    await six.store.flushIndex();
+    await internals(six).store.flushIndex();
     // Each session's listing entry is in its shard (0 for those of 1 partition, its partition's + 1 for the others), and every shard holds some.
     for (const id of ids) {
       const shard = id.startsWith('idx1-') ? 0 : partitionOf(id, 6) + 1;
-      expect(await h.runtime.redis.zscore(sessionsKey(keys, shard), id)).not.toBeNull();
-      expect(await h.runtime.redis.zscore(lifecycleKeys(keys, shard).byState('queued'), id)).not.toBeNull();
+      expect(await internals(h.runtime).redis.zscore(sessionsKey(keys, shard), id)).not.toBeNull();
+      expect(await internals(h.runtime).redis.zscore(lifecycleKeys(keys, shard).byState('queued'), id)).not.toBeNull();
     }
-    for (let n = 0; n <= 6; n += 1) expect(await h.runtime.redis.zcard(sessionsKey(keys, n))).toBeGreaterThan(0);
+    for (let n = 0; n <= 6; n += 1) expect(await internals(h.runtime).redis.zcard(sessionsKey(keys, n))).toBeGreaterThan(0);
 
     // The 1-partition deployment merges every shard: pages of 5 give each session once, newest first, as one big page does.
     const whole = (await one.listPage({ limit: 1000, state: 'queued' })).sessions.map((s) => s.sessionId);
@@ -159,9 +162,9 @@ describe('the partitioned queue on a Redis Cluster', () => {
     const victim = ids.find((id) => id.startsWith('idx6-')) as string;
     await one.deleteSession(victim, { force: true, waitMs: 0 });
     const shard = partitionOf(victim, 6) + 1;
-    expect(await h.runtime.redis.zscore(sessionsKey(keys, shard), victim)).toBeNull();
-    expect(await h.runtime.redis.zscore(lifecycleKeys(keys, shard).byState('queued'), victim)).toBeNull();
-    expect(await h.runtime.redis.hget(lifecycleKeys(keys, shard).states, victim)).toBeNull();
+    expect(await internals(h.runtime).redis.zscore(sessionsKey(keys, shard), victim)).toBeNull();
+    expect(await internals(h.runtime).redis.zscore(lifecycleKeys(keys, shard).byState('queued'), victim)).toBeNull();
+    expect(await internals(h.runtime).redis.hget(lifecycleKeys(keys, shard).states, victim)).toBeNull();
     expect((await one.listPage({ limit: 1000 })).sessions.map((s) => s.sessionId)).not.toContain(victim);
     await Promise.all([one.close(), six.close()]);
   }, 180_000);
@@ -172,7 +175,7 @@ describe('the partitioned queue on a Redis Cluster', () => {
     try {
       await probe.reset();
       for (let i = 0; i < 1500; i += 50) await Promise.all(Array.from({ length: 50 }, (_, j) => runtime.enqueue({ sessionId: `spread-${i + j}`, prompt: 'Say hello' })));
-      await runtime.store.flushIndex();
+      await internals(runtime).store.flushIndex();
       const { commands, memory } = await probe.read();
       // Every master served a share (1,500 sessions take tens of thousands of commands), and none much more than another.
       expect(Math.min(...commands)).toBeGreaterThan(1500);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SessionView } from '../../src/runtime/runtime.ts';
+import type { SessionView } from '../../src/index.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisServer } from '../support/redis.ts';
 import { assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';

@@ -5,6 +5,7 @@ import { hasToolResult, type FakeModelServer } from '../support/fake-model-serve
 import type { PiEnv } from '../support/pi-env.ts';
 import { assistantText, expectWholeLog, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Graceful shutdown of a `sessiond worker` process (SIGTERM): it stops taking jobs, lets running
@@ -32,7 +33,7 @@ useRuntimeSuite(
     },
     cleanup: async () => {
       await killAllWorkerProcesses();
-      if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+      if (h !== undefined) await reapOrphans(markerScope(internals(h.runtime).keys.prefix));
     },
   },
   (s) => {
@@ -68,9 +69,9 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
     const left = await h.runtime.getSession(sessionId);
     expect(left).toMatchObject({ state: 'running', heldBy: null });
     expect(left?.context?.turn?.attempts.map((a) => a.outcome)).toEqual([null]);
-    const jobId = await h.runtime.store.activeJobId(sessionId);
+    const jobId = await internals(h.runtime).store.activeJobId(sessionId);
     expect(jobId).not.toBeNull();
-    expect(await h.runtime.queue.queue.getJob(jobId ?? '')).toBeDefined();
+    expect(await internals(h.runtime).queue.queue.getJob(jobId ?? '')).toBeDefined();
 
     // Another worker takes it: the attempt is recorded interrupted, the retry completes the turn.
     const other = await h.startWorker();
@@ -108,6 +109,6 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
     expect(await agentRecords(sessionId)).toEqual([]);
     // Given back as done, not as interrupted: no activation is left to run again for nothing.
     expect(session?.heldBy).toBeNull();
-    expect(await h.runtime.store.activeJobId(sessionId)).toBeNull();
+    expect(await internals(h.runtime).store.activeJobId(sessionId)).toBeNull();
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Defense in depth: whoever can write to Redis must not be able to widen what an agent may do.
@@ -33,16 +34,16 @@ async function tampered(change: (sessionId: string) => Promise<unknown>): Promis
 
 /** Rewrites the options of the session's queued prompt, as a Redis writer could. */
 async function rewritePrompt(sessionId: string, options: Record<string, unknown>): Promise<void> {
-  const key = h.runtime.keys.session(sessionId, 'inbox');
-  const [raw] = await h.runtime.redis.lrange(key, 0, 0);
-  await h.runtime.redis.lset(key, 0, JSON.stringify({ ...(JSON.parse(raw ?? '{}') as object), options }));
+  const key = internals(h.runtime).keys.session(sessionId, 'inbox');
+  const [raw] = await internals(h.runtime).redis.lrange(key, 0, 0);
+  await internals(h.runtime).redis.lset(key, 0, JSON.stringify({ ...(JSON.parse(raw ?? '{}') as object), options }));
 }
 
 describe('a stored request is checked again by the worker', () => {
   it('an executable written into the session options in Redis fails the turn as bad_request, and no agent runs', async () => {
     const failure = await tampered((id) =>
-      h.runtime.redis.hset(
-        h.runtime.keys.session(id, 'meta'),
+      internals(h.runtime).redis.hset(
+        internals(h.runtime).keys.session(id, 'meta'),
         'options',
         JSON.stringify({ provider: 'fake', model: 'text', cwd: env.cwd, command: '/bin/sh', env: { X: '1' }, extraArgs: ['-c', 'id'] }),
       ),

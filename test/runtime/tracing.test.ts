@@ -11,6 +11,7 @@ import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../supp
 import type { PiEnv } from '../support/pi-env.ts';
 import { assistantText, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * OpenTelemetry traces exported over OTLP/HTTP to an in-process receiver on 127.0.0.1: one trace
@@ -64,7 +65,7 @@ describe('traces', () => {
       },
       cleanup: async () => {
         await killAllWorkerProcesses();
-        if (h !== undefined) await reapOrphans(markerScope(h.runtime.keys.prefix));
+        if (h !== undefined) await reapOrphans(markerScope(internals(h.runtime).keys.prefix));
       },
     },
     (s) => {
@@ -146,7 +147,7 @@ describe('traces', () => {
     });
     await until(async () => assistantText(await h.runtime.readMessages(sessionId)) === 'Partial answer', 60_000, 'the partial answer in the log');
     // Stored with the turn before its first attempt started.
-    const stored = parseTurnTrace((await h.runtime.store.meta(sessionId))?.trace, 1);
+    const stored = parseTurnTrace((await internals(h.runtime).store.meta(sessionId))?.trace, 1);
     if (stored === null) throw new Error('no trace context stored with the turn');
     firstWorker.kill('SIGKILL');
     await firstWorker.exited;

@@ -8,6 +8,7 @@ import { liveSleeps } from '../support/ps.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { agentRecords, connector, sessionDump, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import type { RedisServer } from '../support/redis.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * maxTurnMs: a wall-clock limit per turn (retry policy), capped by the deployment's. At the limit
@@ -66,7 +67,7 @@ describe('maxTurnMs', () => {
         issues: [{ field: 'retryPolicy.maxTurnMs', message: "60000 is above this deployment's maximum of 4000 ms (policy.maxTurnMs)" }],
       });
       await expect(runtime.enqueue({ sessionId: 'no-limit', prompt: 'x', retryPolicy: { maxTurnMs: 0 } })).rejects.toBeInstanceOf(InputError);
-      expect(await sessionDump(h.runtime.redis, h.runtime.keys, 'too-long')).toMatchObject({ meta: {}, snapshot: null, inbox: [] });
+      expect(await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, 'too-long')).toMatchObject({ meta: {}, snapshot: null, inbox: [] });
       expect(await runtime.setPolicy({ maxTurnMs: 600_000 })).toMatchObject({ ok: false, errors: [{ field: 'maxTurnMs' }] });
 
       // A worker of that deployment stops a turn that named no limit at the deployment's.

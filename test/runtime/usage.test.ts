@@ -11,6 +11,7 @@ import type { PiEnv } from '../support/pi-env.ts';
 import { runCli } from '../support/cli.ts';
 import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { workerEnv } from '../support/worker-process.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * Token usage with real pi against the fake model (its usage chunk says how many tokens a request
@@ -111,11 +112,11 @@ describe('token usage', () => {
     expect(cli.stdout).toMatch(/attempt 1: completed, tokens 200 in \/ 50 out/);
     expect(cli.stdout).toMatch(/tokens \(session\): 320 in \/ 80 out/);
     // Without an OTLP endpoint nothing of tracing happens: no trace context is stored.
-    expect((await h.runtime.store.meta(sessionId))?.trace).toBeUndefined();
+    expect((await internals(h.runtime).store.meta(sessionId))?.trace).toBeUndefined();
   });
 
   it('a batch sent again after its reply was lost counts its tokens once', async () => {
-    const store = h.runtime.store;
+    const store = internals(h.runtime).store;
     const sessionId = `usage-replay-${randomUUID().slice(0, 8)}`;
     // A session nobody drives (no activation job): this test holds its lease.
     await store.enqueue(sessionId, { agent: 'pi', options: '{}' }, { id: 'p1', text: 'hi', options: {}, enqueuedAt: Date.now() }, null, 'no-job');

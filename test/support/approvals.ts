@@ -1,4 +1,5 @@
 import type { Runtime } from '../../src/runtime/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 
 /**
  * A permission request waiting in the session, as an attempt in `ask` mode stores it (see
@@ -19,6 +20,6 @@ export async function seedApproval(runtime: Runtime, sessionId: string, requestI
     requestedAt: Date.now(),
     deadlineAt: Date.now() + 60_000,
   };
-  await runtime.redis.hset(runtime.keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
+  await internals(runtime).redis.hset(internals(runtime).keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
   return requestId;
 }

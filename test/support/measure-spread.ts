@@ -2,6 +2,7 @@ import { tmpdir } from 'node:os';
 import { deploymentPolicy } from '../../src/runtime/deployment-policy.ts';
 import { createRedis } from '../../src/runtime/redis/connection.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
 import { startRedisCluster } from './redis-cluster.ts';
 import { balance, probeMasters } from './spread.ts';
 
@@ -28,7 +29,7 @@ const rt = new Runtime({ connect, prefix, policy: TEST_POLICY, queuePartitions: 
 const probe = await probeMasters(c);
 await probe.reset();
 for (let i = 0; i < sessions; i += 50) await Promise.all(Array.from({ length: Math.min(50, sessions - i) }, (_, j) => rt.enqueue({ sessionId: `s-${i + j}`, prompt: 'hello' })));
-await rt.store.flushIndex();
+await internals(rt).store.flushIndex();
 const { commands, memory } = await probe.read();
 console.log(JSON.stringify({ partitions, prefix, sessions, commands, cmdRatio: balance(commands), memory, memRatio: balance(memory) }));
 await rt.close();

@@ -9,7 +9,7 @@ import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/ru
 import { createSessionQueue } from '../../src/runtime/queue.ts';
 import { createKeys, type Keys } from '../../src/runtime/keys.ts';
 import { findAgentProcesses } from '../../src/runtime/orphans.ts';
-import type { SessionView } from '../../src/runtime/runtime.ts';
+import type { SessionView } from '../../src/index.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import { startFakeModelServer, type FakeModelServer, type Script } from './fake-model-server.ts';
 import type { PiEnv } from './pi-env.ts';

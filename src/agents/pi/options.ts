@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { ATTEMPT_DEFAULTS } from '../../config/defaults.ts';
 
-export const THINKING_LEVELS = ['off', 'minimal', 'low', 'medium', 'high', 'xhigh'] as const;
+import { THINKING_LEVELS } from './thinking-levels.ts';
+
+export { THINKING_LEVELS };
 
 const SessionSchema = z.discriminatedUnion('mode', [
   z.object({ mode: z.literal('new') }),

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { THINKING_LEVELS } from '../../agents/pi/options.ts';
+import { THINKING_LEVELS } from '../../agents/pi/thinking-levels.ts';
 import { collectAgentOption, parseDurationOption } from './parse-options.ts';
 
 /** The agent flags `run` and `enqueue` share. */

@@ -1,6 +1,8 @@
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { lifecycleLimits, loadConfig, type Config } from '../../config/config.ts';
+import type { Config } from '../../config/config.ts';
+import { clientSettingsOf, plainClientSettings, type ClientSettings } from '../../config/client-settings.ts';
+import { rawConfig } from '../../config/raw.ts';
 import { createRedis, ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { clientOf, type Client } from '../../api/client.ts';
@@ -9,8 +11,10 @@ import { CliError } from './cli-error.ts';
 
 export { CliError } from './cli-error.ts';
 
-export interface RuntimeContext {
-  config: Config;
+/** What a client command (`inspect`, `list`, `enqueue`, …) works with: openClient. */
+export interface ClientContext {
+  /** What of the configuration a client needs (Redis, prefix, retention and quotas, fleet limits). */
+  settings: ClientSettings;
   /** The deployment policy of this configuration, checked on first use (it loads the agents: a read-only command never does). */
   policy(): Promise<DeploymentPolicy>;
   url: string;
@@ -21,31 +25,64 @@ export interface RuntimeContext {
   close(): Promise<void>;
 }
 
+/** What the server commands (`worker`, `serve`, `demo`) work with: openRuntime, the whole configuration checked. */
+export interface RuntimeContext extends ClientContext {
+  config: Config;
+}
+
 /**
  * Finds Redis: REDIS_URL (or the config file's redisUrl), else a server on
  * 127.0.0.1:6379, else a redis-server started here with its data under the
  * state dir; when there is none, says how to get one.
  */
-export async function resolveRedisUrl(config: Config): Promise<string> {
+export async function resolveRedisUrl(config: { redisUrl?: string | undefined; stateDir: string }): Promise<string> {
   if (config.redisUrl !== undefined) return config.redisUrl;
   const local = await ensureLocalRedis({ dataDir: join(config.stateDir, 'redis') });
   if ('error' in local) throw new CliError(local.error, 2);
   return local.url;
 }
 
-export async function openRuntime(flags: Record<string, unknown> = {}): Promise<RuntimeContext> {
-  let config: Config;
+async function loadWhole(flags: Record<string, unknown>): Promise<Config> {
+  const { loadConfig } = await import('../../config/config.ts');
   try {
-    config = loadConfig(flags);
+    return loadConfig(flags);
   } catch (error) {
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
+}
+
+/**
+ * A client command's context. A configuration of nothing but REDIS_URL, SESSIOND_PREFIX and
+ * SESSIOND_STATE_DIR is read without its schema (config/client-settings.ts), so `inspect` answers
+ * without loading zod; any other setting loads and checks the whole configuration first, as
+ * openRuntime does. The deployment policy is loaded on first use (by a write).
+ */
+export async function openClient(flags: Record<string, unknown> = {}): Promise<ClientContext> {
+  let raw: Record<string, unknown>;
+  try {
+    raw = rawConfig(flags);
+  } catch (error) {
+    throw new CliError(`configuration: ${(error as Error).message}`);
+  }
+  const plain = plainClientSettings(raw);
+  return connectContext(plain ?? clientSettingsOf(await loadWhole(flags)), flags);
+}
+
+/** A server command's context: the whole configuration, checked. */
+export async function openRuntime(flags: Record<string, unknown> = {}): Promise<RuntimeContext> {
+  const config = await loadWhole(flags);
+  return { ...(await connectContext(clientSettingsOf(config), flags, config)), config };
+}
+
+async function connectContext(settings: ClientSettings, flags: Record<string, unknown>, config?: Config): Promise<ClientContext> {
   let resolved: Promise<DeploymentPolicy> | null = null;
   const policy = (): Promise<DeploymentPolicy> =>
-    (resolved ??= import('../../runtime/deployment-policy.ts')
-      .then(({ deploymentPolicy }) => deploymentPolicy(config))
-      .catch((error: Error) => Promise.reject(new CliError(`configuration: ${error.message}`))));
-  const url = await resolveRedisUrl(config);
+    (resolved ??= (async () => {
+      const whole = config ?? (await loadWhole(flags));
+      const { deploymentPolicy } = await import('../../runtime/deployment-policy.ts');
+      return deploymentPolicy(whole);
+    })().catch((error: Error) => Promise.reject(error instanceof CliError ? error : new CliError(`configuration: ${error.message}`))));
+  const url = await resolveRedisUrl(settings);
   // Connections made here are closed with the context; one closed earlier (a follower that ended) leaves the set.
   const made = new Set<Redis>();
   const connect = (role: string): Redis => {
@@ -54,15 +91,22 @@ export async function openRuntime(flags: Record<string, unknown> = {}): Promise<
     redis.once('end', () => made.delete(redis));
     return redis;
   };
-  const runtime = new Runtime({ connect, prefix: config.prefix, policy, limits: lifecycleLimits(config), queuePartitions: config.queue.partitions, fleetLimits: config.limits });
+  const runtime = new Runtime({
+    connect,
+    prefix: settings.prefix,
+    policy,
+    limits: settings.lifecycle,
+    queuePartitions: settings.queuePartitions,
+    fleetLimits: settings.fleetLimits,
+  });
   try {
-    await runtime.redis.ping();
+    await runtime.ping();
   } catch (error) {
     made.forEach((r) => r.disconnect());
     throw new CliError(`cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`, 2);
   }
   return {
-    config,
+    settings,
     policy,
     url,
     client: clientOf(runtime),

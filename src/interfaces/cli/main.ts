@@ -1,4 +1,4 @@
-import { Command, CommanderError } from 'commander';
+import type { Command } from 'commander';
 import { registerNormalize } from './commands/normalize.ts';
 import { registerRun } from './commands/run.ts';
 import { registerWorker } from './commands/worker.ts';
@@ -20,16 +20,11 @@ import { registerPolicy } from './commands/policy.ts';
 import { registerAgents } from './commands/agents.ts';
 import { registerApprovals } from './commands/approve.ts';
 import { registerAcp } from './commands/acp.ts';
-import { CliError } from './cli-error.ts';
-import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
+import { baseProgram, overrideExits, runProgram } from './program-base.ts';
 
+/** The whole program, every command registered (`sessiond --help`, and any command entry.ts does not know). */
 export function buildProgram(): Command {
-  const program = new Command('sessiond')
-    .description('Chat sessions with CLI coding agents as durable actors')
-    .version('0.1.0')
-    .addHelpText('after', EXIT_CODES_HELP)
-    .exitOverride()
-    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+  const program = baseProgram();
   registerNormalize(program);
   registerRun(program);
   registerWorker(program);
@@ -51,30 +46,10 @@ export function buildProgram(): Command {
   registerAgents(program);
   registerDemo(program);
   registerServe(program);
-  const override = (command: Command): void => {
-    command.exitOverride();
-    command.commands.forEach(override);
-  };
-  program.commands.forEach(override);
-  return program;
+  return overrideExits(program);
 }
 
 /** Runs the CLI; returns the process exit code. Never throws. */
 export async function main(argv: readonly string[]): Promise<number> {
-  const program = buildProgram();
-  try {
-    await program.parseAsync([...argv]);
-    return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.ok;
-  } catch (error) {
-    if (error instanceof CommanderError) {
-      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return ExitCode.ok;
-      return ExitCode.usage;
-    }
-    if (error instanceof CliError) {
-      process.stderr.write(`sessiond: ${error.message}\n`);
-      return error.exitCode;
-    }
-    process.stderr.write(`sessiond: ${(error as Error).message}\n`);
-    return ExitCode.failed;
-  }
+  return runProgram(buildProgram(), argv);
 }

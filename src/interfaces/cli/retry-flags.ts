@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { Option } from 'commander';
-import { FAILURE_CATEGORIES } from '../../protocol/index.ts';
+import { FAILURE_CATEGORIES } from '../../protocol/failure-categories.ts';
 import { parseDurationOption, parseIntegerOption } from './parse-options.ts';
 import { InvalidArgumentError } from 'commander';
 

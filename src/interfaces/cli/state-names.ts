@@ -1,19 +1,8 @@
+import { SESSION_STATES } from '../../../machines/states.ts';
+
 /**
- * The session states `list --state` offers, for its help and choices without loading the machine
- * (machines/states.ts imports it; `sessiond --help` should not). test/machines/states.test.ts keeps
- * this list equal to the machine's own states plus `queued`.
+ * The session states `list --state` offers: `queued` and the machine's states, from
+ * machines/states.ts (a plain list: `sessiond --help` loads neither xstate nor the machine).
+ * test/machines/states.test.ts keeps them equal to the machine's own states.
  */
-export const LIST_STATES = [
-  'queued',
-  'idle',
-  'running',
-  'backoff',
-  'parked',
-  'waiting',
-  'cancelling',
-  'interrupted',
-  'cancelInterrupted',
-  'completed',
-  'failed',
-  'cancelled',
-] as const;
+export const LIST_STATES: readonly string[] = SESSION_STATES;

@@ -106,8 +106,8 @@ export function createApp(options: AppOptions): Hono {
   if (options.dashboard !== false) registerDashboard(app, { tokenRequired: auth.required });
   // With tokens, Bull Board is read-only at /queues (read) and has its actions at /queues-admin (admin only).
   if (options.bullBoard !== false) {
-    mountBullBoard(app, runtime.queue.queue, { basePath: BULL_BOARD_PATH, readOnly: auth.required });
-    if (auth.required) mountBullBoard(app, runtime.queue.queue, { basePath: BULL_BOARD_ADMIN_PATH, readOnly: false });
+    mountBullBoard(app, runtime.bullQueue(), { basePath: BULL_BOARD_PATH, readOnly: auth.required });
+    if (auth.required) mountBullBoard(app, runtime.bullQueue(), { basePath: BULL_BOARD_ADMIN_PATH, readOnly: false });
   }
 
   return app;

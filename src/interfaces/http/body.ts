@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
-import { zodIssues } from '../../runtime/runtime.ts';
+import { zodIssues } from '../../runtime/enqueue-request.ts';
 
 export interface Issue {
   field: string;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EnqueueRequestSchema } from '../../runtime/runtime.ts';
+import { EnqueueRequestSchema } from '../../runtime/enqueue-request.ts';
 import { SESSION_STATES, type SessionState } from '../../../machines/states.ts';
 
 /**

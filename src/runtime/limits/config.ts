@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import { derivedName, type LimitRule } from './match.ts';
+
+export { derivedName, limitKeysFor, MATCH_FIELDS, type LimitKey, type LimitRule, type MatchField, type MatchValues } from './match.ts';
 
 /**
  * Fleet-wide limits (SESSIOND_LIMITS, `limits` in the config file): each matches sessions by the
@@ -7,8 +10,6 @@ import { z } from 'zod';
  * flight (`maxConcurrent`), attempt starts per minute (`maxStartsPerMinute`) and/or tokens per
  * minute (`maxTokensPerMinute`, counted from the usage of the attempts that ended).
  */
-export const MATCH_FIELDS = ['agent', 'provider', 'model', 'account', 'tenant'] as const;
-export type MatchField = (typeof MATCH_FIELDS)[number];
 
 const matchValue = z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
 
@@ -45,21 +46,6 @@ export const LimitSchema = z
     path: ['maxConcurrent'],
   });
 
-export interface LimitRule {
-  name: string;
-  match: Partial<Record<MatchField, string>>;
-  maxConcurrent: number;
-  maxStartsPerMinute: number;
-  /** Tokens the attempts under it reported in the last minute, at most (0: no cap): over it, new starts wait. */
-  maxTokensPerMinute: number;
-}
-
-/** A limit's name when the operator gave none: its match, e.g. `provider=anthropic,tenant=*` (`all` for an empty match). */
-export function derivedName(match: Partial<Record<MatchField, string>>): string {
-  const parts = MATCH_FIELDS.filter((f) => match[f] !== undefined).map((f) => `${f}=${match[f] ?? ''}`);
-  return parts.length === 0 ? 'all' : parts.join(',');
-}
-
 export const LimitsSchema = z
   .array(LimitSchema)
   .max(100, 'at most 100 limits')
@@ -94,43 +80,4 @@ export function parseLimits(input: unknown, field = 'limits'): LimitsResult {
   const parsed = LimitsSchema.safeParse(value);
   if (parsed.success) return { ok: true, limits: parsed.data };
   return { ok: false, errors: parsed.error.issues.map((i) => ({ field: [field, ...i.path.map(String)].join('.'), message: i.message })) };
-}
-
-/** What a session's next attempt is matched on. */
-export type MatchValues = Partial<Record<MatchField, string>>;
-
-/** One limit's key for one session: the limit and the distinct values its `*` fields took. */
-export interface LimitKey {
-  /** The limit's name (the metrics label). */
-  name: string;
-  /** Unique per limit and distinct value: the name, then `|field=value` per `*` field. */
-  key: string;
-  maxConcurrent: number;
-  maxStartsPerMinute: number;
-  maxTokensPerMinute: number;
-}
-
-/** The limit keys an attempt with these values falls under (a `*` field the attempt has no value for does not match). */
-export function limitKeysFor(rules: readonly LimitRule[], values: MatchValues): LimitKey[] {
-  const keys: LimitKey[] = [];
-  for (const rule of rules) {
-    let key = rule.name;
-    let matches = true;
-    for (const field of MATCH_FIELDS) {
-      const want = rule.match[field];
-      if (want === undefined) continue;
-      const have = values[field];
-      if (have === undefined || have === '') {
-        matches = false;
-        break;
-      }
-      if (want === '*') key += `|${field}=${have}`;
-      else if (want !== have) {
-        matches = false;
-        break;
-      }
-    }
-    if (matches) keys.push({ name: rule.name, key, maxConcurrent: rule.maxConcurrent, maxStartsPerMinute: rule.maxStartsPerMinute, maxTokensPerMinute: rule.maxTokensPerMinute });
-  }
-  return keys;
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { WaitingFor } from '../../../machines/types.ts';
-import { limitKeysFor, type LimitKey, type LimitRule, type MatchValues } from './config.ts';
+import { limitKeysFor, type LimitKey, type LimitRule, type MatchValues } from './match.ts';
 import { ACQUIRE, FORGET, RELEASE, RENEW, WAKE } from './scripts.ts';
 
 /** The fleet's own limit key: no caps, only paused dispatch (`sessiond pause`). */

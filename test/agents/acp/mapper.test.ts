@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { AcpLineMapper, AcpUpdates } from '../../../src/agents/acp/mapper.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
 
 /** Recordings of real `gemini --acp` (0.61.0), `qwen --acp` (0.24.4), `opencode acp` (1.18.33) and `claude-agent-acp` (0.101.0), see record-acp-transcripts.ts, read back. */

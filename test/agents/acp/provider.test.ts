@@ -6,7 +6,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { AcpOptionsInput } from '../../../src/agents/acp/options.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
 import { livePids, livePidsMatching } from '../../support/processes.ts';

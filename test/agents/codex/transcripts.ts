@@ -1,6 +1,6 @@
 import { CodexMapper, type CodexMapperOptions } from '../../../src/agents/codex/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, recordedExitOf, thoughtText } from '../fixtures.ts';
 
 export const CODEX_FIXTURES = fixtureDir('codex');

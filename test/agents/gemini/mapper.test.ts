@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GeminiMapper } from '../../../src/agents/gemini/mapper.ts';
-import { type CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import { assistantText, CLEAN_EXIT, expectedAssistantText, mapLines, mapRecorded, readTranscript, recordedExit, transcriptNames } from './transcripts.ts';
 import { failure, terminalOf } from '../contract.ts';
 import { expectContract, expectOneResultPerToolCall } from '../contract.ts';

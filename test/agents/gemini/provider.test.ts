@@ -7,7 +7,7 @@ import type { GeminiOptionsInput } from '../../../src/agents/gemini/options.ts';
 import { runGemini } from '../../../src/agents/gemini/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
-import type { CliMessage, MessageOf } from '../../../src/protocol/index.ts';
+import type { CliMessage, MessageOf } from '../../../src/index.ts';
 import { declaredTools, startFakeGeminiServer, userTexts, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { createGeminiEnv, geminiBin, type GeminiEnv } from './gemini-env.ts';

@@ -1,6 +1,6 @@
 import { GeminiMapper, type GeminiMapperOptions } from '../../../src/agents/gemini/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, recordedExitOf, thoughtText } from '../fixtures.ts';
 
 export const GEMINI_FIXTURES = fixtureDir('gemini');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import {
   assistantText,
   CLEAN_EXIT,

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PiMapper, type PiMapperOptions } from '../../../src/agents/pi/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
-import type { CliMessage } from '../../../src/protocol/index.ts';
+import type { CliMessage } from '../../../src/index.ts';
 import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, thoughtText } from '../fixtures.ts';
 
 export const PI_FIXTURES = fixtureDir('pi');

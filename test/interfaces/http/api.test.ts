@@ -14,6 +14,7 @@ import { type PiEnv } from '../../support/pi-env.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 import { connector, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { asMessage, readSse, type StreamedMessage } from './sse-client.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 const SLOW_WORDS = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'word0' : ` word${i}`));
@@ -333,7 +334,7 @@ describe('messages', () => {
     third.abort();
 
     // Streams share the hub's one blocking reader: no connection of their own.
-    const list = (await h.runtime.redis.client('LIST')) as string;
+    const list = (await internals(h.runtime).redis.client('LIST')) as string;
     expect(list).not.toContain('name=test:follow');
     expect(list.split('\n').filter((l) => l.includes('name=test:stream-hub'))).toHaveLength(1);
     await until(async () => h.runtime.messageHub.followers === 0, 5000, 'the followers to leave the hub');

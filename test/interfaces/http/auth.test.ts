@@ -13,6 +13,7 @@ import { ROUTE_SCOPES, SCOPE_KEY, type RouteScope } from '../../../src/interface
 import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
 import type { Redis } from 'ioredis';
 import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /**
  * Who may read and who may act: every operation of the OpenAPI document (so a
@@ -82,8 +83,11 @@ async function failTheTurn(sessionId: string): Promise<void> {
     mailbox: [],
     finishedPromptIds: ['p'],
   };
-  await h.runtime.redis.set(h.runtime.store.key(sessionId, 'snapshot'), JSON.stringify({ version: 1, snapshot: { status: 'active', value: 'failed', context } }));
-  await h.runtime.redis.del(h.runtime.store.key(sessionId, 'inbox'));
+  await internals(h.runtime).redis.set(
+    internals(h.runtime).store.key(sessionId, 'snapshot'),
+    JSON.stringify({ version: 1, snapshot: { status: 'active', value: 'failed', context } }),
+  );
+  await internals(h.runtime).redis.del(internals(h.runtime).store.key(sessionId, 'inbox'));
 }
 
 /** Makes the session's (queued) prompt a turn 1 parked at a quota wall an hour away, as a worker leaves it. */
@@ -126,9 +130,12 @@ async function parkTheTurn(sessionId: string): Promise<void> {
     mailbox: [],
     finishedPromptIds: [],
   };
-  await h.runtime.redis.set(h.runtime.store.key(sessionId, 'snapshot'), JSON.stringify({ version: 1, snapshot: { status: 'active', value: 'parked', context } }));
-  await h.runtime.redis.hset(h.runtime.store.key(sessionId, 'meta'), 'state', 'parked');
-  await h.runtime.redis.del(h.runtime.store.key(sessionId, 'inbox'));
+  await internals(h.runtime).redis.set(
+    internals(h.runtime).store.key(sessionId, 'snapshot'),
+    JSON.stringify({ version: 1, snapshot: { status: 'active', value: 'parked', context } }),
+  );
+  await internals(h.runtime).redis.hset(internals(h.runtime).store.key(sessionId, 'meta'), 'state', 'parked');
+  await internals(h.runtime).redis.del(internals(h.runtime).store.key(sessionId, 'inbox'));
 }
 
 interface Operation {
@@ -268,7 +275,7 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
         path += `?ticket=${encodeURIComponent(issued.ticket)}`;
       }
       const want = expected(op, cred, binding);
-      const before = want === 'allowed' ? '' : await fingerprint(h.runtime.redis);
+      const before = want === 'allowed' ? '' : await fingerprint(internals(h.runtime).redis);
       const r = await send(app, op.method, path, headers, bodyFor(op));
       const cell = `${binding} ${op.method} ${op.path} [${cred}]`;
       if (op.operationId === 'streamEvents' && r.status === 200) await r.body?.cancel();
@@ -278,7 +285,7 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
           failures.push(`${cell}: ${r.status}, wanted one of ${op.successCodes.join('/')}`);
       } else {
         if (r.status !== want) failures.push(`${cell}: ${r.status}, wanted ${want}`);
-        else if ((await fingerprint(h.runtime.redis)) !== before) failures.push(`${cell}: refused, but Redis changed`);
+        else if ((await fingerprint(internals(h.runtime).redis)) !== before) failures.push(`${cell}: refused, but Redis changed`);
       }
     }
   }
@@ -326,11 +333,11 @@ describe('scopes beyond the route', () => {
 
   it('a write token may create sessions but not give one a retry policy (403 naming retryPolicy, nothing written)', async () => {
     const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
-    const before = await fingerprint(h.runtime.redis);
+    const before = await fingerprint(internals(h.runtime).redis);
     const r = await send(app, 'POST', '/api/sessions', { authorization: `Bearer ${TOKENS.write}` }, { prompt: 'hi', retryPolicy: { maxAttempts: 50 } });
     expect(r.status).toBe(403);
     expect(await r.json()).toMatchObject({ issues: [{ field: 'retryPolicy' }] });
-    expect(await fingerprint(h.runtime.redis)).toBe(before);
+    expect(await fingerprint(internals(h.runtime).redis)).toBe(before);
     const ok = await send(app, 'POST', '/api/sessions', { authorization: `Bearer ${TOKENS.admin}` }, { prompt: 'hi', retryPolicy: { maxAttempts: 5 } });
     expect(ok.status).toBe(201);
   });
@@ -349,21 +356,21 @@ describe('scopes beyond the route', () => {
     const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger() });
     expect((await send(app, 'GET', '/queues/api/queues')).status).toBe(401);
     expect((await send(app, 'GET', '/queues/api/queues', { authorization: `Bearer ${TOKENS.read}` })).status).toBe(200);
-    const queue = h.runtime.queue.name;
-    const before = await fingerprint(h.runtime.redis);
+    const queue = internals(h.runtime).queue.name;
+    const before = await fingerprint(internals(h.runtime).redis);
     for (const token of [TOKENS.read, TOKENS.write]) {
       for (const base of ['/queues', '/queues-admin']) {
         expect((await send(app, 'PUT', `${base}/api/queues/${encodeURIComponent(queue)}/pause`, { authorization: `Bearer ${token}` })).status).toBe(403);
       }
       expect((await send(app, 'GET', '/queues-admin/api/queues', { authorization: `Bearer ${token}` })).status).toBe(403);
     }
-    expect(await fingerprint(h.runtime.redis)).toBe(before);
+    expect(await fingerprint(internals(h.runtime).redis)).toBe(before);
     // Admin: the actions work at /queues-admin.
     const admin = { authorization: `Bearer ${TOKENS.admin}` };
     expect((await send(app, 'PUT', `/queues-admin/api/queues/${encodeURIComponent(queue)}/pause`, admin)).status).toBe(200);
-    expect(await h.runtime.queue.queue.isPaused()).toBe(true);
+    expect(await internals(h.runtime).queue.queue.isPaused()).toBe(true);
     expect((await send(app, 'PUT', `/queues-admin/api/queues/${encodeURIComponent(queue)}/resume`, admin)).status).toBe(200);
-    expect(await h.runtime.queue.queue.isPaused()).toBe(false);
+    expect(await internals(h.runtime).queue.queue.isPaused()).toBe(false);
   });
 
   it('a token removed from the configuration no longer opens its cookie or tickets; a narrowed one narrows them', async () => {

@@ -10,6 +10,7 @@ import { Runtime } from '../../../src/runtime/runtime.ts';
 import { runCli } from '../../support/cli.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 import { connector } from '../../support/runtime.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /**
  * Callers choose less than the operator: every escalation a caller can try through the HTTP API
@@ -44,8 +45,8 @@ beforeAll(async () => {
   closeAll = c.closeAll;
   prefix = uniquePrefix('escalation');
   runtime = new Runtime({ connect: c.connect, prefix, policy: deploymentPolicy({ policy: POLICY(workspace), workspace }) });
-  await runtime.queue.queue.waitUntilReady();
-  await runtime.queue.queue.getJobCounts();
+  await internals(runtime).queue.queue.waitUntilReady();
+  await internals(runtime).queue.queue.getJobCounts();
   app = createApp({ runtime, config: loadConfig({ prefix }, {}), logger: pino({ level: 'silent' }) });
 });
 
@@ -57,7 +58,7 @@ afterAll(async () => {
 });
 
 async function keys(): Promise<string[]> {
-  return (await runtime.redis.keys('*')).sort();
+  return (await internals(runtime).redis.keys('*')).sort();
 }
 
 function post(body: unknown) {

@@ -7,6 +7,7 @@ import { RuntimeMetrics } from '../../../src/runtime/metrics.ts';
 import { leftovers } from '../../support/lifecycle.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import { turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /** The lifecycle routes over HTTP: DELETE /api/sessions/:id and the quota errors of the prompt routes. */
 
@@ -63,7 +64,7 @@ describe('DELETE /api/sessions/:id', () => {
     expect(JSON.parse(archive.split('\n')[0] as string)).toMatchObject({ kind: 'sessiond.archive', version: 1, sessionId: id });
     expect(archive.split('\n').slice(1)).toEqual((await h.runtime.exportSession(id)).split('\n').slice(1));
     expect(await call('DELETE', `/api/sessions/${id}`)).toEqual({ status: 200, body: { sessionId: id, deleted: true, cancelled: false } });
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, id)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, id)).toEqual([]);
     expect((await call('GET', `/api/sessions/${id}/export`)).status).toBe(404);
     expect(await call('DELETE', `/api/sessions/${id}`)).toEqual({ status: 200, body: { sessionId: id, deleted: false, cancelled: false } });
     // Both calls are in the deletion audit stream, newest first, with who asked (no token configured: open, admin).
@@ -73,7 +74,7 @@ describe('DELETE /api/sessions/:id', () => {
     ]);
     expect((await call('GET', `/api/sessions/${id}`)).status).toBe(404);
     expect((await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'Still there?' })).status).toBe(404);
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, id)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, id)).toEqual([]);
     // Audited: one log line names the deletion (never a body or a token).
     expect(logLines.some((l) => l.includes('"audit":"session.delete"') && l.includes(id))).toBe(true);
   });
@@ -118,7 +119,7 @@ describe('DELETE /api/sessions/:id', () => {
     expect(refused.body.error).toContain('is active');
     expect((await h.runtime.getSession(id))?.state).toBe('running');
     expect(await call('DELETE', `/api/sessions/${id}?force=true`)).toEqual({ status: 200, body: { sessionId: id, deleted: true, cancelled: true } });
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, id)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, id)).toEqual([]);
   });
 });
 
@@ -159,7 +160,7 @@ describe('GET /api/sessions: cursor pages from the index, ETag / 304 when nothin
     const created = await call('POST', '/api/sessions', { prompt: 'Tag me', options: opts('text') });
     const id = created.body.sessionId as string;
     await turnEnded(h.runtime, id);
-    await until(async () => (await h.runtime.redis.hget(`{${h.prefix}}:states`, id)) === 'completed', 5000, 'the index');
+    await until(async () => (await internals(h.runtime).redis.hget(`{${h.prefix}}:states`, id)) === 'completed', 5000, 'the index');
     const first = await fetch(`${server.url}/api/sessions`);
     const etag = first.headers.get('etag');
     expect(first.status).toBe(200);
@@ -183,10 +184,10 @@ describe('GET /api/sessions: cursor pages from the index, ETag / 304 when nothin
   });
 
   it('/metrics counts sessions by state from the index, without reading sessions that did not change', async () => {
-    await until(async () => (await h.runtime.redis.zcard(`{${h.prefix}}:state:completed`)) > 0, 5000, 'completed sessions');
-    const completed = await h.runtime.redis.zcard(`{${h.prefix}}:state:completed`);
+    await until(async () => (await internals(h.runtime).redis.zcard(`{${h.prefix}}:state:completed`)) > 0, 5000, 'completed sessions');
+    const completed = await internals(h.runtime).redis.zcard(`{${h.prefix}}:state:completed`);
     // Forget what changed: a refresh has no session to read, and the counts are still whole.
-    await h.runtime.redis.del(`{${h.prefix}}:changed`);
+    await internals(h.runtime).redis.del(`{${h.prefix}}:changed`);
     const metrics = new RuntimeMetrics(h.runtime, { cacheMs: 0 });
     const text = await metrics.render();
     expect(text).toContain(`sessiond_sessions{state="completed"} ${completed}`);

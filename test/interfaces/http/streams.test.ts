@@ -12,6 +12,7 @@ import { type RedisServer } from '../../support/redis.ts';
 import { until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { runStreamLoad } from '../../support/sse-load.ts';
 import { asMessage, readSse } from './sse-client.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /**
  * Bounded event streams: one shared Redis reader per server, a cap on
@@ -166,7 +167,7 @@ describe('MessageHub', () => {
 
   it('fans out several sessions over one reader: history then live, no gap, no duplicate; a follower that falls behind is ended, the others go on', async () => {
     const writer = h.connect('hub-writer');
-    const hub = new MessageHub({ connect: () => h.connect('hub-reader'), redis: h.runtime.redis, logKey: key, maxQueued: 5 });
+    const hub = new MessageHub({ connect: () => h.connect('hub-reader'), redis: internals(h.runtime).redis, logKey: key, maxQueued: 5 });
     try {
       for (let seq = 1; seq <= 3; seq += 1) await add(writer, 'a', seq);
       const stop = new AbortController();
@@ -193,7 +194,7 @@ describe('MessageHub', () => {
       expect(rest).toEqual([]); // its stream ended; a client resumes from its last seq (4)
       stop.abort();
       await until(async () => hub.followers === 0 || null, 5000, 'the followers to leave');
-      const list = (await h.runtime.redis.client('LIST')) as string;
+      const list = (await internals(h.runtime).redis.client('LIST')) as string;
       expect(list.split('\n').filter((l) => l.includes('name=test:hub-reader'))).toHaveLength(1);
     } finally {
       await hub.close();
@@ -203,7 +204,7 @@ describe('MessageHub', () => {
 
   it('a follower that joins while the reader is blocked past the seq it wants still gets every message (none skipped)', async () => {
     const writer = h.connect('hub-writer-2');
-    const hub = new MessageHub({ connect: () => h.connect('hub-reader-2'), redis: h.runtime.redis, logKey: key });
+    const hub = new MessageHub({ connect: () => h.connect('hub-reader-2'), redis: internals(h.runtime).redis, logKey: key });
     try {
       for (let seq = 1; seq <= 48; seq += 1) await add(writer, 'c', seq);
       const stop = new AbortController();

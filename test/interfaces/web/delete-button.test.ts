@@ -10,6 +10,7 @@ import { startServer, type RunningServer } from '../../../src/interfaces/http/se
 import { leftovers } from '../../support/lifecycle.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import { until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /** The dashboard's Delete session button, in Debian's chromium: confirmed, a running turn is cancelled, the session is gone. */
 
@@ -60,7 +61,7 @@ describe('dashboard: Delete session', () => {
     await page.getByTestId('delete').click();
     await page.waitForURL(`${server.url}/`);
     expect(await h.runtime.getSession(sessionId)).toBeNull();
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
     await expect.poll(() => page.locator(`tr[data-session-id="${sessionId}"]`).count(), { timeout: 10_000 }).toBe(0);
   });
 });

@@ -11,6 +11,7 @@ import { leftovers, scanSessionKeys } from '../../support/lifecycle.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
 import { agentRecords, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /**
  * Deletion: a session is removed fleet-wide (every key, checked by scanning; its index entries; its
@@ -34,7 +35,7 @@ async function finishedSession(): Promise<string> {
   const { sessionId } = await h.runtime.enqueue({ prompt: 'Say something', options: opts('text') });
   expect((await turnEnded(h.runtime, sessionId)).state).toBe('completed');
   // The worker's index update (it finished) lands within a tick of its release.
-  await until(async () => (await h.runtime.redis.hget(`{${h.prefix}}:states`, sessionId)) === 'completed', 5000, 'the state index');
+  await until(async () => (await internals(h.runtime).redis.hget(`{${h.prefix}}:states`, sessionId)) === 'completed', 5000, 'the state index');
   return sessionId;
 }
 
@@ -45,11 +46,11 @@ function cli(args: string[]) {
 describe('delete a session', { timeout: 120_000 }, () => {
   it('a finished session: every key of it, its message log and index entries are gone; a second delete is not an error', async () => {
     const sessionId = await finishedSession();
-    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, sessionId)).toEqual(
+    expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual(
       expect.arrayContaining([expect.stringContaining(':log'), expect.stringContaining(':meta'), expect.stringContaining(':agent')]),
     );
     expect(await h.runtime.deleteSession(sessionId)).toEqual({ sessionId, deleted: true, cancelled: false });
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
     expect(await h.runtime.getSession(sessionId)).toBeNull();
     expect((await h.runtime.listSessions()).map((s) => s.sessionId)).not.toContain(sessionId);
 
@@ -71,7 +72,7 @@ describe('delete a session', { timeout: 120_000 }, () => {
     const sessionId = await finishedSession();
     const result = await cli(['delete', sessionId]);
     expect(result).toMatchObject({ exitCode: 0, stdout: `deleted ${sessionId}\n` });
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
     // The deletion is audited: who (this shell's user and host), which session, the outcome.
     const audit = await cli(['deletions', '--limit', '1', '--json']);
     expect(audit.exitCode).toBe(0);
@@ -105,22 +106,22 @@ describe('delete a session', { timeout: 120_000 }, () => {
     expect(JSON.parse(result.stdout)).toEqual({ sessionId, deleted: true, cancelled: true });
     expect(await findProcessesByMarker(record.marker)).toEqual([]);
     expect(await agentRecords(sessionId)).toEqual([]);
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
     // The worker let go of it and took nothing back: no activation comes back to life.
     await new Promise((r) => setTimeout(r, 1500));
     expect(worker.activeSessions).not.toContain(sessionId);
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
   });
 
   it('a queued session nobody runs yet: force removes it with its activation job', async () => {
     // A prefix with no worker: the job waits in the queue.
     const { sessionId } = await h.runtime.enqueue({ prompt: 'Wait', options: opts('text') });
-    const jobId = await h.runtime.store.activeJobId(sessionId);
-    if (worker === null) expect(await h.runtime.queue.queue.getJob(jobId ?? '')).toBeDefined();
+    const jobId = await internals(h.runtime).store.activeJobId(sessionId);
+    if (worker === null) expect(await internals(h.runtime).queue.queue.getJob(jobId ?? '')).toBeDefined();
     await expect(h.runtime.deleteSession(sessionId)).rejects.toThrow(/is active/);
     expect(await h.runtime.deleteSession(sessionId, { force: true })).toMatchObject({ deleted: true });
-    expect(await h.runtime.queue.queue.getJob(jobId ?? '')).toBeUndefined();
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await internals(h.runtime).queue.queue.getJob(jobId ?? '')).toBeUndefined();
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
   });
 
   it(
@@ -156,7 +157,7 @@ describe('delete a session', { timeout: 120_000 }, () => {
         if (deleted === 'deleted') {
           expect(accepted).toBe(0);
           expect(new Set(results)).toEqual(new Set(results.filter((r) => r === 'ConflictError' || r === 'NotFoundError')));
-          expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+          expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
         } else {
           expect(deleted).toBe('ConflictError');
           expect(accepted).toBeGreaterThan(0);
@@ -166,7 +167,7 @@ describe('delete a session', { timeout: 120_000 }, () => {
           expect(view?.queued.map((p) => p.text)).toHaveLength(accepted);
           expect((await h.runtime.readMessages(sessionId)).length).toBe(view?.lastSeq);
           expect(await h.runtime.deleteSession(sessionId, { force: true })).toMatchObject({ deleted: true });
-          expect(await leftovers(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+          expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
         }
         outcomes.push(`${String(deleted)}:${accepted}`);
       }
@@ -175,19 +176,19 @@ describe('delete a session', { timeout: 120_000 }, () => {
   );
 
   it('a deletion cut short (after its mark, after its keys went) is finished by the next sweep: nothing half-deleted is left', async () => {
-    const deps = { redis: h.runtime.redis, keys: h.runtime.keys, queue: h.runtime.queue, publish: () => Promise.resolve() };
+    const deps = { redis: internals(h.runtime).redis, keys: internals(h.runtime).keys, queue: internals(h.runtime).queue, publish: () => Promise.resolve() };
     const marked = await finishedSession();
     const purged = await finishedSession();
     expect(await removeSession(deps, marked, { mode: 'finished', stopAfter: 'mark' })).toMatchObject({ outcome: 'stopped' });
     expect(await removeSession(deps, purged, { mode: 'finished', stopAfter: 'purge' })).toMatchObject({ outcome: 'stopped' });
     // Marked: no prompt is taken any more, the session stays whole until the sweep.
     await expect(h.runtime.enqueue({ sessionId: marked, prompt: 'too late' })).rejects.toThrow(/being deleted/);
-    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, marked)).not.toEqual([]);
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, purged)).not.toEqual([]);
+    expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, marked)).not.toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, purged)).not.toEqual([]);
 
     const result = await sweep(deps, { retentionMs: 0, resumeAfterMs: 0 });
     expect(result).toMatchObject({ ran: true, resumed: 2 });
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, marked)).toEqual([]);
-    expect(await leftovers(h.runtime.redis, h.runtime.keys, purged)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, marked)).toEqual([]);
+    expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, purged)).toEqual([]);
   });
 });

@@ -7,6 +7,7 @@ import { Runtime } from '../../../src/runtime/runtime.ts';
 import { agentRecords, connector, expectWholeLog, harness, sessionDump, TEST_POLICY, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /**
  * Quotas: a session takes at most maxQueuedPrompts waiting prompts (those in its inbox and those its
@@ -57,12 +58,12 @@ describe('quotas', { timeout: 120_000 }, () => {
     const { sessionId } = await runtime.enqueue({ prompt: 'one', options: opts('text') });
     await runtime.enqueue({ sessionId, prompt: 'two' });
     await runtime.enqueue({ sessionId, prompt: 'three' });
-    const before = await sessionDump(runtime.redis, runtime.keys, sessionId);
+    const before = await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId);
     const error = await runtime.enqueue({ sessionId, prompt: 'four' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QuotaError);
     expect(error).toMatchObject({ limit: 'maxQueuedPrompts', max: 3, status: 429 });
     expect((error as Error).message).toBe(`session "${sessionId}" already has 3 prompts waiting (maxQueuedPrompts 3): the prompt was not stored`);
-    expect(await sessionDump(runtime.redis, runtime.keys, sessionId)).toEqual(before);
+    expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
 
     const app = createApp({ runtime, config: loadConfig({ prefix: idle.prefix }, {}), logger: pino({ level: 'silent' }), dashboard: false, bullBoard: false });
     const response = await app.request(`/api/sessions/${sessionId}/prompts`, {
@@ -72,7 +73,7 @@ describe('quotas', { timeout: 120_000 }, () => {
     });
     expect(response.status).toBe(429);
     expect(await response.json()).toMatchObject({ limit: 'maxQueuedPrompts', max: 3, error: expect.stringContaining('maxQueuedPrompts 3') });
-    expect(await sessionDump(runtime.redis, runtime.keys, sessionId)).toEqual(before);
+    expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
   });
 
   it('prompts a worker has already taken into the mailbox count as waiting; every accepted prompt runs', async () => {
@@ -82,7 +83,7 @@ describe('quotas', { timeout: 120_000 }, () => {
     await runtime.enqueue({ sessionId, prompt: 'second', options: opts('text') });
     await runtime.enqueue({ sessionId, prompt: 'third', options: opts('text') });
     // The worker takes them off the inbox into its mailbox: they still wait.
-    await until(async () => (await runtime.store.inbox(sessionId)).length === 0, 10_000, 'the holder to take the prompts');
+    await until(async () => (await internals(runtime).store.inbox(sessionId)).length === 0, 10_000, 'the holder to take the prompts');
     await expect(runtime.enqueue({ sessionId, prompt: 'fourth' })).rejects.toMatchObject({ limit: 'maxQueuedPrompts' });
     const done = await turnEnded(runtime, sessionId, 3, 90_000);
     expect(done.context?.turnIndex).toBe(3);
@@ -109,12 +110,12 @@ describe('quotas', { timeout: 120_000 }, () => {
 
     // The deployment's limit, as the worker has it.
     const runtime = limitedRuntime(h.prefix, { maxLogMessages: LOG_CAP });
-    const before = await sessionDump(runtime.redis, runtime.keys, sessionId);
+    const before = await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId);
     await expect(runtime.enqueue({ sessionId, prompt: 'more' })).rejects.toMatchObject({
       limit: 'maxLogMessages',
       status: 409,
       message: `session "${sessionId}" has ${LOG_CAP} messages stored, its message log is full (maxLogMessages ${LOG_CAP}): the prompt was not stored`,
     });
-    expect(await sessionDump(runtime.redis, runtime.keys, sessionId)).toEqual(before);
+    expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
   });
 });

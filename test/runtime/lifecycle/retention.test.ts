@@ -8,6 +8,7 @@ import { leftovers, scanSessionKeys } from '../../support/lifecycle.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
 import { connector, harness, TEST_POLICY, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /**
  * Retention: a finished session expires whole (no key of it left, checked by scanning), an active,
@@ -40,18 +41,19 @@ useRuntimeSuite(
 
 const opts = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const gone = (id: string, timeoutMs = 20_000) => until(async () => (await leftovers(h.runtime.redis, h.runtime.keys, id)).length === 0, timeoutMs, `${id} to expire`);
+const gone = (id: string, timeoutMs = 20_000) =>
+  until(async () => (await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, id)).length === 0, timeoutMs, `${id} to expire`);
 
 describe('retention', { timeout: 120_000 }, () => {
   it('a finished session disappears whole once its retention has run out: no key of it is left', async () => {
     const { sessionId } = await h.runtime.enqueue({ prompt: 'Hello', options: opts('text') });
     await turnEnded(h.runtime, sessionId);
     const finishedAt = Date.now();
-    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, sessionId)).not.toEqual([]);
+    expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).not.toEqual([]);
     await gone(sessionId);
     expect(Date.now() - finishedAt).toBeGreaterThan(RETENTION_MS - 500);
     // Expiry leaves no tombstone either: nothing of the session at all.
-    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([]);
+    expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
     expect(await h.runtime.getSession(sessionId)).toBeNull();
   });
 
@@ -82,13 +84,13 @@ describe('retention', { timeout: 120_000 }, () => {
 
   it('a queued session (no worker takes it) is never expired, even asked directly', async () => {
     const { sessionId } = await idle.runtime.enqueue({ prompt: 'Wait for a worker', options: opts('text') });
-    const deps = { redis: idle.runtime.redis, keys: idle.runtime.keys, queue: idle.runtime.queue, publish: () => Promise.resolve() };
+    const deps = { redis: internals(idle.runtime).redis, keys: internals(idle.runtime).keys, queue: internals(idle.runtime).queue, publish: () => Promise.resolve() };
     expect(await removeSession(deps, sessionId, { mode: 'expire', retentionMs: 1 })).toMatchObject({ outcome: 'active', state: 'queued' });
     // Even listed as due in the expiry index, the sweep leaves it (and drops the stale entry).
-    await idle.runtime.redis.zadd(lifecycleKeys(idle.runtime.keys).finished, 1, sessionId);
+    await internals(idle.runtime).redis.zadd(lifecycleKeys(internals(idle.runtime).keys).finished, 1, sessionId);
     expect(await sweep(deps, { retentionMs: 1 })).toMatchObject({ ran: true, expired: 0 });
     expect((await idle.runtime.getSession(sessionId))?.queued).toHaveLength(1);
-    expect(await idle.runtime.redis.zscore(lifecycleKeys(idle.runtime.keys).finished, sessionId)).toBeNull();
+    expect(await internals(idle.runtime).redis.zscore(lifecycleKeys(internals(idle.runtime).keys).finished, sessionId)).toBeNull();
   });
 
   it('a new prompt revives a finished session and restarts its clock', async () => {
@@ -113,13 +115,17 @@ describe('retention', { timeout: 120_000 }, () => {
     const w = await idle.startWorker({ retentionMs: 60_000, sweepIntervalMs: 3_600_000 });
     await turnEnded(idle.runtime, sessionId);
     await w.close(2000);
-    const deps = { redis: idle.runtime.redis, keys: idle.runtime.keys, queue: idle.runtime.queue, publish: () => Promise.resolve() };
-    await until(async () => (await idle.runtime.store.leaseHolder(sessionId)) === null && (await idle.runtime.store.activeJobId(sessionId)) === null, 5000, 'the release');
+    const deps = { redis: internals(idle.runtime).redis, keys: internals(idle.runtime).keys, queue: internals(idle.runtime).queue, publish: () => Promise.resolve() };
+    await until(
+      async () => (await internals(idle.runtime).store.leaseHolder(sessionId)) === null && (await internals(idle.runtime).store.activeJobId(sessionId)) === null,
+      5000,
+      'the release',
+    );
     expect(await removeSession(deps, sessionId, { mode: 'expire', retentionMs: 1, stopAfter: 'mark' })).toMatchObject({ outcome: 'stopped' });
-    expect(await scanSessionKeys(idle.runtime.redis, idle.runtime.keys, sessionId)).not.toEqual([]);
+    expect(await scanSessionKeys(internals(idle.runtime).redis, internals(idle.runtime).keys, sessionId)).not.toEqual([]);
     expect(await sweep(deps, { retentionMs: 1, resumeAfterMs: 0 })).toMatchObject({ resumed: 1 });
-    expect(await leftovers(idle.runtime.redis, idle.runtime.keys, sessionId)).toEqual([]);
-    expect(await scanSessionKeys(idle.runtime.redis, idle.runtime.keys, sessionId)).toEqual([]);
+    expect(await leftovers(internals(idle.runtime).redis, internals(idle.runtime).keys, sessionId)).toEqual([]);
+    expect(await scanSessionKeys(internals(idle.runtime).redis, internals(idle.runtime).keys, sessionId)).toEqual([]);
   });
 
   it('a session stored before the lifecycle indexes existed is indexed by the sweeper, counted by state, and expires like the others', async () => {
@@ -132,18 +138,18 @@ describe('retention', { timeout: 120_000 }, () => {
     }
     await w.close(2000);
     // What an older sessiond left: listed, but in no state set and not in the expiry index.
-    const lk = lifecycleKeys(idle.runtime.keys);
-    const r = idle.runtime.redis;
+    const lk = lifecycleKeys(internals(idle.runtime).keys);
+    const r = internals(idle.runtime).redis;
     await r.hdel(lk.states, ...ids);
     await r.zrem(lk.byState('completed'), ...ids);
     await r.zrem(lk.finished, ...ids);
     await r.del(lk.backfill);
     expect((await idle.runtime.listPage({ state: 'completed' })).sessions.map((s) => s.sessionId)).not.toContain(ids[0]);
-    const deps = { redis: r, keys: idle.runtime.keys, queue: idle.runtime.queue, publish: () => Promise.resolve() };
+    const deps = { redis: r, keys: internals(idle.runtime).keys, queue: internals(idle.runtime).queue, publish: () => Promise.resolve() };
 
     expect(await sweep(deps, { retentionMs: 60_000 })).toMatchObject({ ran: true, backfilled: 2, expired: 0 });
     expect((await idle.runtime.listPage({ state: 'completed' })).sessions.map((s) => s.sessionId)).toEqual(expect.arrayContaining(ids));
-    const updatedAt = Number(await r.hget(idle.runtime.keys.session(ids[0] as string, 'meta'), 'updatedAt'));
+    const updatedAt = Number(await r.hget(internals(idle.runtime).keys.session(ids[0] as string, 'meta'), 'updatedAt'));
     expect(Number(await r.zscore(lk.finished, ids[0] as string))).toBe(updatedAt + 60_000);
     // The walk is through: later sweeps do not look again.
     expect(await r.get(lk.backfill)).toBe('done');
@@ -152,8 +158,8 @@ describe('retention', { timeout: 120_000 }, () => {
     // Indexed, they expire like any finished session: whole.
     for (const id of ids) await r.zadd(lk.finished, 1, id);
     expect(await sweep(deps, { retentionMs: 1 })).toMatchObject({ expired: 2 });
-    for (const id of ids) expect(await scanSessionKeys(r, idle.runtime.keys, id)).toEqual([]);
-    expect(await leftovers(r, idle.runtime.keys, ids[0] as string)).toEqual([]);
+    for (const id of ids) expect(await scanSessionKeys(r, internals(idle.runtime).keys, id)).toEqual([]);
+    expect(await leftovers(r, internals(idle.runtime).keys, ids[0] as string)).toEqual([]);
   });
 
   it('a session may choose its own retention at enqueue, within the deployment maximum', async () => {
@@ -168,7 +174,7 @@ describe('retention', { timeout: 120_000 }, () => {
       await turnEnded(h.runtime, sessionId);
       await sleep(RETENTION_MS + 1500);
       expect(await h.runtime.getSession(sessionId)).toMatchObject({ state: 'completed' });
-      const expireAt = Number(await h.runtime.redis.zscore(lifecycleKeys(h.runtime.keys).finished, sessionId));
+      const expireAt = Number(await internals(h.runtime).redis.zscore(lifecycleKeys(internals(h.runtime).keys).finished, sessionId));
       expect(expireAt).toBeGreaterThan(Date.now() + 3_500_000);
       expect(await runtime.deleteSession(sessionId)).toMatchObject({ deleted: true });
     } finally {

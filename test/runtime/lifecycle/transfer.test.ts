@@ -11,6 +11,7 @@ import type { FakeModelServer } from '../../support/fake-model-server.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
 import { harness, piHostOptions, turnEnded, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 
 /**
  * Export and import: a versioned JSON-lines archive; a round trip gives back the same session, and a
@@ -62,7 +63,7 @@ async function comparable(hh: Harness, sessionId: string) {
     ...rest,
     context: context === null ? null : { ...context, sessionId: '*' },
     messages: await hh.runtime.readMessages(sessionId),
-    agent: await hh.runtime.redis.hgetall(hh.runtime.keys.session(sessionId, 'agent')),
+    agent: await internals(hh.runtime).redis.hgetall(internals(hh.runtime).keys.session(sessionId, 'agent')),
   };
 }
 
@@ -116,7 +117,7 @@ describe('export and import', { timeout: 120_000 }, () => {
 
     // Delete it here, bring it back from the archive, and go on with the conversation on a host that never saw it.
     expect((await cli(['delete', sessionId])).exitCode).toBe(0);
-    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, sessionId)).toEqual([`${h.prefix}:{s:${sessionId}}:gone`]);
+    expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([`${h.prefix}:{s:${sessionId}}:gone`]);
     expect((await cli(['import', archivePath])).exitCode).toBe(0);
     expect(await comparable(h, sessionId)).toEqual(original);
 
@@ -166,7 +167,7 @@ describe('export and import', { timeout: 120_000 }, () => {
     const result = await cli(['import', path, '--as', 'from-the-future']);
     expect(result.exitCode).toBe(2);
     expect(result.stderr).toContain('archive line 1: version 2 is not supported (this build reads version 1; it was written by a newer sessiond); nothing was written');
-    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, 'from-the-future')).toEqual([]);
+    expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, 'from-the-future')).toEqual([]);
   });
 
   it('truncated, hostile and malformed archives: refused with the line named, nothing written', async () => {
@@ -198,8 +199,8 @@ describe('export and import', { timeout: 120_000 }, () => {
       await expect(h.runtime.importSession(text, { as: 'fuzz-target' }), name).rejects.toBeInstanceOf(ArchiveError);
     }
     await expect(h.runtime.importSession(archiveText, { as: '../escape' })).rejects.toThrow(/--as: a session id must be/);
-    expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, 'fuzz-target')).toEqual([]);
-    expect(await fleetMentions(h.runtime.redis, h.runtime.keys, 'fuzz-target')).toEqual([]);
+    expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, 'fuzz-target')).toEqual([]);
+    expect(await fleetMentions(internals(h.runtime).redis, internals(h.runtime).keys, 'fuzz-target')).toEqual([]);
   });
 
   it('fuzzed archives: every import either writes the whole session or refuses with an ArchiveError and writes nothing', async () => {
@@ -236,8 +237,8 @@ describe('export and import', { timeout: 120_000 }, () => {
         } catch (error) {
           if (!(error instanceof ArchiveError) && !(error instanceof ConflictError)) throw error;
           expect(valid).toBe(false);
-          expect(await scanSessionKeys(h.runtime.redis, h.runtime.keys, target)).toEqual([]);
-          expect(await fleetMentions(h.runtime.redis, h.runtime.keys, target)).toEqual([]);
+          expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, target)).toEqual([]);
+          expect(await fleetMentions(internals(h.runtime).redis, internals(h.runtime).keys, target)).toEqual([]);
         }
       }),
       { numRuns: 150, seed: 1313 },

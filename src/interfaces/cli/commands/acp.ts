@@ -20,8 +20,8 @@ async function runAcpServer(flags: { agent?: string; agentOption?: Record<string
   const { Readable, Writable } = await import('node:stream');
   const acp = await import('@agentclientprotocol/sdk');
   const { serveAcp } = await import('../../acp/server.ts');
-  const { openRuntime } = await import('../context.ts');
-  const ctx = await openRuntime();
+  const { openClient } = await import('../context.ts');
+  const ctx = await openClient();
   const defaults = { ...(flags.agentOption ?? {}), ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }), ...(flags.agent === undefined ? {} : { agent: flags.agent }) };
   // stdout is the protocol's: nothing else may be written there.
   const connection = serveAcp(

@@ -31,8 +31,8 @@ export function registerApprovals(program: Command): void {
 }
 
 async function decide(verdict: ApprovalVerdict, sessionId: string, requestId: string, flags: { option?: string; reason?: string; json?: boolean }): Promise<number> {
-  const { openRuntime } = await import('../context.ts');
-  const ctx = await openRuntime();
+  const { openClient } = await import('../context.ts');
+  const ctx = await openClient();
   try {
     const result = await ctx.runtime.decideApproval(sessionId, requestId, verdict, `cli:${operatorName()}`, flags.option, flags.reason);
     if (flags.json === true) printJson(result);

@@ -25,8 +25,8 @@ export function registerCancel(program: Command): void {
     .action(async (sessionId: string | undefined, flags: CancelFlags) => {
       const bulk = flags.state !== undefined || flags.agent !== undefined || flags.dryRun === true;
       if (bulk === (sessionId !== undefined)) throw new CliError('give either a session id or --state [--agent] [--dry-run]', ExitCode.usage);
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         if (sessionId === undefined) {
           const result = await ctx.runtime.cancelMatching({

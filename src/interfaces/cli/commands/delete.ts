@@ -25,8 +25,8 @@ export function registerDelete(program: Command): void {
     .action(async (flags: { limit: string; json?: boolean }) => {
       const limit = Number(flags.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new CliError(`--limit: must be an integer from 1 to 10000 (got "${flags.limit}")`, ExitCode.usage);
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         const entries = await ctx.runtime.deletions(limit);
         if (flags.json === true) printJson(entries);
@@ -47,8 +47,8 @@ export function registerDelete(program: Command): void {
     .option('--force', 'also a session that is active: its running turn is cancelled first (the process tree gone)')
     .option('--json', 'print {"sessionId","deleted","cancelled"}')
     .action(async (sessionId: string, flags: { force?: boolean; json?: boolean }) => {
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         const result = await ctx.client.delete(sessionId, { force: flags.force === true, actor: cliActor() });
         if (flags.json === true) printJson(result);

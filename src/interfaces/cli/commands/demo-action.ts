@@ -5,6 +5,7 @@ import { DEMO_MODELS, DEMO_PROVIDER, DEMO_SCRIPTS, writeDemoAgentDir } from '../
 import { startFakeModelServer } from '../../../demo/model-server.ts';
 import { summarize } from '../../../runtime/inspect.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
+import { createKeys } from '../../../runtime/keys.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
 import { CliError, openRuntime, type RuntimeContext } from '../context.ts';
@@ -73,8 +74,8 @@ export async function runDemo(): Promise<number> {
   writeDemoAgentDir(agentDir, server.url);
   const worker = new SessionWorker({
     connect: ctx.connect,
-    keys: ctx.runtime.keys,
-    queue: createSessionQueue(ctx.connect('demo-queue'), ctx.runtime.keys),
+    keys: createKeys(ctx.settings.prefix),
+    queue: createSessionQueue(ctx.connect('demo-queue'), createKeys(ctx.settings.prefix)),
     concurrency: 2,
     leaseTtlMs: 10_000,
     stalledIntervalMs: 5_000,

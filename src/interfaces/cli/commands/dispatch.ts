@@ -66,8 +66,8 @@ export function registerDispatch(program: Command): void {
 }
 
 async function withRuntime(fn: (runtime: Runtime) => Promise<void>): Promise<void> {
-  const { openRuntime } = await import('../context.ts');
-  const ctx = await openRuntime();
+  const { openClient } = await import('../context.ts');
+  const ctx = await openClient();
   try {
     await fn(ctx.runtime);
   } catch (error) {

@@ -47,10 +47,10 @@ export function registerEnqueue(program: Command): void {
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const options = { ...(flags.agent === undefined ? {} : { agent: flags.agent }), ...agentOptionsFromFlags(flags) };
   const retryPolicy = retryPatchFromFlags(flags);
-  const { openRuntime } = await import('../context.ts');
-  const ctx = await openRuntime();
+  const { openClient } = await import('../context.ts');
+  const ctx = await openClient();
   try {
-    const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.store.lastSeq(flags.session).catch(() => 0)) + 1;
+    const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.lastSeq(flags.session).catch(() => 0)) + 1;
     let result;
     try {
       result = await ctx.runtime.enqueue({

@@ -12,8 +12,8 @@ export function registerInspect(program: Command): void {
     .argument('<sessionId>')
     .option('--json', 'one JSON object')
     .action(async (sessionId: string, flags: { json?: boolean }) => {
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         const view = await ctx.client.inspect(sessionId);
         if (view === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);

@@ -18,8 +18,8 @@ export function registerList(program: Command): void {
     .option('--paged', 'with --json, print the page and the cursor of the next one')
     .action(async (flags: { state?: string; limit: number; cursor?: string; json?: boolean; paged?: boolean }) => {
       const { hasErrorCode } = await import('../../../errors.ts');
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         const page = await ctx.client
           .list({

@@ -12,8 +12,8 @@ export function registerPrompts(program: Command): void {
     .option('--remove <promptId>', 'remove this queued prompt (its id as listed)')
     .option('--json', 'print JSON')
     .action(async (sessionId: string, flags: { remove?: string; json?: boolean }) => {
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         if (flags.remove !== undefined) {
           const result = await ctx.runtime.removeQueuedPrompt(sessionId, flags.remove);

@@ -50,8 +50,8 @@ export function registerRetryPolicy(program: Command): void {
 }
 
 async function withRuntime(fn: (runtime: RuntimeContext['runtime']) => Promise<void>): Promise<void> {
-  const { openRuntime } = await import('../context.ts');
-  const ctx = await openRuntime();
+  const { openClient } = await import('../context.ts');
+  const ctx = await openClient();
   try {
     await fn(ctx.runtime);
   } catch (error) {

@@ -12,10 +12,10 @@ export function registerRetry(program: Command): void {
     .option('--json', 'print {"sessionId","turn","retryOf"}')
     .option('--follow', 'stream the new turn until it ends (exit 0 completed, 1 failed, 130 cancelled)')
     .action(async (sessionId: string, flags: { json?: boolean; follow?: boolean }) => {
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
-        const fromSeq = (await ctx.runtime.store.lastSeq(sessionId).catch(() => 0)) + 1;
+        const fromSeq = (await ctx.runtime.lastSeq(sessionId).catch(() => 0)) + 1;
         let result;
         try {
           result = await ctx.runtime.retry(sessionId);

@@ -12,8 +12,8 @@ export function registerTransfer(program: Command): void {
     .argument('<sessionId>')
     .option('--out <file>', 'write the archive to this file instead of stdout')
     .action(async (sessionId: string, flags: { out?: string }) => {
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         const archive = await ctx.client.export(sessionId);
         if (flags.out === undefined) process.stdout.write(archive);
@@ -42,8 +42,8 @@ export function registerTransfer(program: Command): void {
       } catch (error) {
         throw new CliError(`cannot read ${file}: ${(error as Error).message}`, ExitCode.usage);
       }
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         const result = await ctx.client.import(text, flags.as === undefined ? {} : { as: flags.as });
         if (flags.json === true) printJson(result);

@@ -12,9 +12,9 @@ export function registerWatch(program: Command): void {
     .option('--json', 'one line per stored message: {"seq","turn","attempt","type","content"}')
     .option('--follow', 'keep waiting for later turns (until Ctrl+C)')
     .action(async (sessionId: string, flags: { from: number; json?: boolean; follow?: boolean }) => {
-      const { openRuntime } = await import('../context.ts');
+      const { openClient } = await import('../context.ts');
       const { followSession } = await import('../follow.ts');
-      const ctx = await openRuntime();
+      const ctx = await openClient();
       try {
         if ((await ctx.runtime.getSession(sessionId)) === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
         const controller = new AbortController();

@@ -2,6 +2,7 @@ import { AGENT_NAMES } from '../../../agents/registry.ts';
 import { agentHostOptions, attemptLimits } from '../../../config/config.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
+import { createKeys } from '../../../runtime/keys.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
 import { createLogger } from '../../log.ts';
 import { openRuntime } from '../context.ts';
@@ -13,8 +14,8 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
   const { config } = ctx;
   const worker = new SessionWorker({
     connect: ctx.connect,
-    keys: ctx.runtime.keys,
-    queue: createSessionQueue(ctx.connect('worker-queue'), ctx.runtime.keys, { partitions: config.queue.partitions }),
+    keys: createKeys(ctx.settings.prefix),
+    queue: createSessionQueue(ctx.connect('worker-queue'), createKeys(ctx.settings.prefix), { partitions: config.queue.partitions }),
     ...(config.queue.consume === undefined ? {} : { consumePartitions: config.queue.consume }),
     waitReplicas: config.redis.waitReplicas,
     waitTimeoutMs: config.redis.waitTimeout,

@@ -10,7 +10,7 @@ export function registerOperationRoutes(ctx: RouteContext): void {
   const { app, runtime, auth, metrics, workerStaleMs } = ctx;
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
-    const ping = await withTimeout(runtime.redis.ping(), 1000).then(
+    const ping = await withTimeout(runtime.ping(), 1000).then(
       (r) => (r === null ? 'Redis did not answer PING within 1 s' : null),
       (error: Error) => `Redis PING failed: ${error.message}`,
     );

@@ -1,0 +1,59 @@
+import { LIFECYCLE_DEFAULTS, QUEUE_DEFAULTS, defaultStateDir } from './defaults.ts';
+import { PREFIX_PATTERN } from './raw.ts';
+import { parseRedisTarget } from '../runtime/redis/connection.ts';
+import type { Config } from './config.ts';
+import type { LimitRule } from '../runtime/limits/match.ts';
+
+/** What a client command (`inspect`, `list`, `enqueue`, …) needs of the configuration. */
+export interface ClientSettings {
+  redisUrl: string | undefined;
+  prefix: string;
+  stateDir: string;
+  queuePartitions: number;
+  lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number };
+  fleetLimits: readonly LimitRule[];
+}
+
+/** The fields a raw configuration may name and still be read without the schema. */
+const PLAIN_FIELDS: ReadonlySet<string> = new Set(['redisUrl', 'prefix', 'stateDir']);
+
+/**
+ * The client settings of a raw configuration (raw.ts) that names nothing but `redisUrl`, `prefix`
+ * and `stateDir`, each valid by the schema's own rule — the common case of an operator's shell —
+ * without loading the schema (zod): for such an input the schema gives exactly these values
+ * (test/config/client-settings.test.ts compares the two). Anything else is null: the caller then
+ * loads the whole configuration (loadConfig), which checks every field and names a bad one.
+ */
+export function plainClientSettings(raw: Record<string, unknown>): ClientSettings | null {
+  for (const [field, value] of Object.entries(raw)) if (!PLAIN_FIELDS.has(field) || typeof value !== 'string') return null;
+  const { redisUrl, prefix, stateDir } = raw as { redisUrl?: string; prefix?: string; stateDir?: string };
+  if (redisUrl !== undefined && !parseRedisTarget(redisUrl).ok) return null;
+  if (prefix !== undefined && !PREFIX_PATTERN.test(prefix)) return null;
+  if (stateDir !== undefined && stateDir === '') return null;
+  return {
+    redisUrl,
+    prefix: prefix ?? 'sessiond',
+    stateDir: stateDir ?? defaultStateDir(),
+    queuePartitions: QUEUE_DEFAULTS.partitions,
+    lifecycle: {
+      retentionMs: LIFECYCLE_DEFAULTS.retentionMs,
+      maxRetentionMs: LIFECYCLE_DEFAULTS.maxRetentionMs,
+      maxQueuedPrompts: LIFECYCLE_DEFAULTS.maxQueuedPrompts,
+      maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
+    },
+    fleetLimits: [],
+  };
+}
+
+/** The client settings of a whole (checked) configuration. */
+export function clientSettingsOf(config: Config): ClientSettings {
+  const l = config.lifecycle;
+  return {
+    redisUrl: config.redisUrl,
+    prefix: config.prefix,
+    stateDir: config.stateDir,
+    queuePartitions: config.queue.partitions,
+    lifecycle: { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages },
+    fleetLimits: config.limits,
+  };
+}

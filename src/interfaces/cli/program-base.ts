@@ -1,0 +1,42 @@
+import { Command, CommanderError } from 'commander';
+import { CliError } from './cli-error.ts';
+import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
+
+/** The `sessiond` program without its commands: what the whole program (main.ts) and the fast entry (entry.ts) share. */
+export function baseProgram(): Command {
+  return new Command('sessiond')
+    .description('Chat sessions with CLI coding agents as durable actors')
+    .version('0.1.0')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+}
+
+/** Every command (and sub-command) of `program` throws instead of exiting, as the program does. */
+export function overrideExits(program: Command): Command {
+  const override = (command: Command): void => {
+    command.exitOverride();
+    command.commands.forEach(override);
+  };
+  program.commands.forEach(override);
+  return program;
+}
+
+/** Runs `program` on argv; returns the process exit code. Never throws. */
+export async function runProgram(program: Command, argv: readonly string[]): Promise<number> {
+  try {
+    await program.parseAsync([...argv]);
+    return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return ExitCode.ok;
+      return ExitCode.usage;
+    }
+    if (error instanceof CliError) {
+      process.stderr.write(`sessiond: ${error.message}\n`);
+      return error.exitCode;
+    }
+    process.stderr.write(`sessiond: ${(error as Error).message}\n`);
+    return ExitCode.failed;
+  }
+}
