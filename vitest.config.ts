@@ -2,24 +2,32 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * The suites are split so `npm test` stays within its time budget (~15 min on a 2-core host):
- * - `core` (`npm test`): every suite on a single redis-server, one real-CLI suite per agent kind
- *   (the ACP client on the real gemini, plus the 500-then-success runs of opencode and claude);
- *   a real Redis Cluster still runs in `test/runtime/redis/cluster.test.ts` and `partitions.test.ts`.
+ * - `core` (`npm test`): every suite on a single redis-server, each agent's real CLI at least once
+ *   (the ACP client on the real gemini, with its approval flow); a real Redis Cluster still runs in
+ *   `test/runtime/redis/cluster.test.ts` and `partitions.test.ts`.
  * - `cluster` (`npm run test:cluster`): the runtime suites written with `describe.each(BACKENDS)` on a
  *   real 3-master Redis Cluster, and the `WAIT` failover test.
- * - `agents` (`npm run test:agents`): the long real-CLI suites of Qwen Code, OpenCode and the Claude
- *   Code ACP adapter, and their approval flows (gemini's stays in `core`).
+ * - `agents` (`npm run test:agents`): the real-CLI suites of Qwen Code, OpenCode and the Claude Code
+ *   ACP adapter (their own suites, their approval flows, their runs through the session machine) and
+ *   `sessiond agents` asking each ACP agent.
+ * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install)
+ *   and the 200 sessions under a fleet limit.
  * - `all` (`npm run test:all`): everything, on both backends.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
 const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts'];
-const AGENT_SUITES = [...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`), 'test/agents/acp/acp-clis-approvals.test.ts'];
+const AGENT_SUITES = [
+  ...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`),
+  ...['acp-clis-approvals', 'acp-clis-runtime', 'agents-command'].map((name) => `test/agents/acp/${name}.test.ts`),
+];
+const LONG_SUITES = ['test/chaos/chaos.test.ts', 'test/package/package.test.ts', 'test/runtime/limits.test.ts'];
 
 const SETS = {
-  core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES], backends: 'single' },
+  core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES, ...LONG_SUITES], backends: 'single' },
   cluster: { include: [...CLUSTER_VARIANTS, ...CLUSTER_ONLY], exclude: [], backends: 'cluster' },
   agents: { include: AGENT_SUITES, exclude: [], backends: 'single' },
+  long: { include: LONG_SUITES, exclude: [], backends: 'single' },
   all: { include: ['test/**/*.test.ts'], exclude: [], backends: 'single,cluster' },
 } as const;
 

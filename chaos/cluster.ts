@@ -20,7 +20,7 @@ import { markerScope, parseMarker, reapOrphans } from '../src/runtime/orphans.ts
 import { Runtime } from '../src/runtime/runtime.ts';
 import { startFakeModelServer, type FakeModelServer } from '../test/support/fake-model-server.ts';
 import { createPiEnv, piBin, type PiEnv } from '../test/support/pi-env.ts';
-import { startRedisCluster, type RedisCluster } from '../test/support/redis-cluster.ts';
+import { clusterAsServer, startRedisCluster, type RedisCluster } from '../test/support/redis-cluster.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../test/support/redis.ts';
 import { connector, TEST_POLICY } from '../test/support/runtime.ts';
 import { AGENT_ENV_NAMES, startWorkerProcess, type WorkerProcess } from '../test/support/worker-process.ts';
@@ -192,7 +192,7 @@ export class Cluster {
       this.options.backend === 'redis-cluster'
         ? startRedisCluster({ aof: true }).then((c) => {
             this.redisCluster = c;
-            return clusterServer(c);
+            return clusterAsServer(c);
           })
         : startRedis({ aof: true });
     [this.redis, this.model] = await Promise.all([redis, startFakeModelServer({ scripts: { [PI_SLOW_MODEL]: { text: PI_SLOW_TEXT, chunkDelayMs: 110 } } })]);
@@ -356,25 +356,4 @@ export class Cluster {
     rmSync(this.root, { recursive: true, force: true });
     roots.delete(this.root);
   }
-}
-
-/** A Redis Cluster in the place of the world's redis-server: its url and stop(); the whole-server controls name the cluster's nodes instead. */
-function clusterServer(cluster: RedisCluster): RedisServer {
-  const first = cluster.nodes[0]?.server;
-  if (first === undefined) throw new Error('a cluster without nodes');
-  const refuse = (): never => {
-    throw new Error('a whole-server control on a Redis Cluster world: use redisCluster (its nodes)');
-  };
-  return {
-    url: cluster.url,
-    port: first.port,
-    dir: first.dir,
-    pid: first.pid,
-    password: undefined,
-    stop: () => cluster.stop(),
-    kill: refuse,
-    restart: refuse,
-    pause: refuse,
-    resume: refuse,
-  };
 }

@@ -3,16 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createKeys } from '../../src/runtime/keys.ts';
 import { ConflictError } from '../../src/runtime/lifecycle/errors.ts';
 import { deploymentPolicy } from '../../src/runtime/deployment-policy.ts';
 import { summarize } from '../../src/runtime/inspect.ts';
 import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
-import { createSessionQueue } from '../../src/runtime/queue.ts';
 import { InputError, NotFoundError, Runtime } from '../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
-import { SessionWorker, WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
-import { assistantText, FAST_WORKER, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
+import { assistantText, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
+import { deploymentWith } from '../support/approvals.ts';
 
 /**
  * Durable tool approvals with a real ACP agent process (the fake one, on the SDK's agent side) in
@@ -137,21 +135,7 @@ describe('durable tool approvals (permissionMode ask)', () => {
   });
 
   it("nobody answers within the policy's deadline: the request is denied by the deadline", async () => {
-    const prefix = `${h.prefix}-deadline`;
-    const keys = createKeys(prefix);
-    const short = policyWith({ deadlineMs: 1000 });
-    const rt = new Runtime({ connect: h.connect, prefix, policy: short });
-    const worker = new SessionWorker({
-      ...WORKER_DEFAULTS,
-      ...FAST_WORKER,
-      connect: h.connect,
-      keys,
-      queue: createSessionQueue(h.connect('deadline-queue'), keys),
-      concurrency: 1,
-      agentOptions: OPERATOR,
-      policy: short,
-    });
-    await worker.start();
+    const { runtime: rt, close } = await deploymentWith(h, policyWith({ deadlineMs: 1000 }), OPERATOR);
     try {
       const { sessionId } = await rt.enqueue({ prompt: 'ask', options: ASK });
       expect((await turnEnded(rt, sessionId)).state).toBe('completed');
@@ -162,8 +146,7 @@ describe('durable tool approvals (permissionMode ask)', () => {
       expect(decided).toMatchObject({ outcome: 'denied', optionId: 'no', by: 'deadline' });
       expect(Number(decided?.at)).toBeGreaterThanOrEqual(Number(requested?.deadlineAt));
     } finally {
-      await worker.close(2000);
-      await rt.close();
+      await close();
     }
   });
 });

@@ -1,5 +1,10 @@
-import type { Runtime } from '../../src/runtime/runtime.ts';
+import type { DeploymentPolicy } from '../../src/policy/schema.ts';
+import { createKeys } from '../../src/runtime/keys.ts';
+import { createSessionQueue } from '../../src/runtime/queue.ts';
+import { Runtime } from '../../src/runtime/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
+import { SessionWorker, WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
+import { FAST_WORKER, type Harness } from './runtime.ts';
 
 /**
  * A permission request waiting in the session, as an attempt in `ask` mode stores it (see
@@ -22,4 +27,36 @@ export async function seedApproval(runtime: Runtime, sessionId: string, requestI
   };
   await internals(runtime).redis.hset(internals(runtime).keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
   return requestId;
+}
+
+/**
+ * A runtime and a worker of their own (a prefix of their own, the harness's Redis) under another
+ * deployment policy, e.g. a short approvals deadline.
+ */
+export async function deploymentWith(
+  h: Harness,
+  policy: DeploymentPolicy,
+  agentOptions: Record<string, Record<string, unknown>>,
+): Promise<{ runtime: Runtime; close(): Promise<void> }> {
+  const prefix = `${h.prefix}-deadline`;
+  const keys = createKeys(prefix);
+  const runtime = new Runtime({ connect: h.connect, prefix, policy });
+  const worker = new SessionWorker({
+    ...WORKER_DEFAULTS,
+    ...FAST_WORKER,
+    connect: h.connect,
+    keys,
+    queue: createSessionQueue(h.connect('deadline-queue'), keys),
+    concurrency: 1,
+    agentOptions,
+    policy,
+  });
+  await worker.start();
+  return {
+    runtime,
+    close: async () => {
+      await worker.close(2000);
+      await runtime.close();
+    },
+  };
 }

@@ -128,3 +128,24 @@ export async function startRedisCluster(options: StartClusterOptions = {}): Prom
   }
   return cluster;
 }
+
+/** A cluster in the place of one redis-server: url and stop() work; the whole-server controls (kill, restart, pause) throw, naming the nodes instead. */
+export function clusterAsServer(cluster: RedisCluster): RedisServer {
+  const first = cluster.nodes[0]?.server;
+  if (first === undefined) throw new Error('a cluster without nodes');
+  const refuse = (): never => {
+    throw new Error("a whole-server control on a Redis Cluster: use the cluster's nodes instead");
+  };
+  return {
+    url: cluster.url,
+    port: first.port,
+    dir: first.dir,
+    pid: first.pid,
+    password: undefined,
+    stop: () => cluster.stop(),
+    kill: refuse,
+    restart: refuse,
+    pause: refuse,
+    resume: refuse,
+  };
+}

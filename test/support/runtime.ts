@@ -15,7 +15,7 @@ import { startFakeModelServer, type FakeModelServer, type Script } from './fake-
 import type { PiEnv } from './pi-env.ts';
 import { createPiEnv, NO_DISCOVERY, piBin } from './pi-env.ts';
 import { startRedis, uniquePrefix, type RedisServer } from './redis.ts';
-import { startRedisCluster, type RedisCluster } from './redis-cluster.ts';
+import { clusterAsServer, startRedisCluster, type RedisCluster } from './redis-cluster.ts';
 import { createRedis } from '../../src/runtime/redis/connection.ts';
 
 /** What a runtime suite runs on: one redis-server, or a real 3-master Redis Cluster (redis-cluster.ts). */
@@ -119,27 +119,6 @@ export function useRuntimeSuite(
       suite.env?.cleanup();
     }
   });
-}
-
-/** A cluster in the place of a RedisServer: url and stop() work; kill/restart/pause name the cluster's own controls. */
-function clusterAsServer(cluster: RedisCluster): RedisServer {
-  const first = cluster.nodes[0]?.server;
-  if (first === undefined) throw new Error('a cluster without nodes');
-  const refuse = (): never => {
-    throw new Error('a whole-server control on a cluster: use suite.cluster (its nodes) instead');
-  };
-  return {
-    url: cluster.url,
-    port: first.port,
-    dir: first.dir,
-    pid: first.pid,
-    password: undefined,
-    stop: () => cluster.stop(),
-    kill: refuse,
-    restart: refuse,
-    pause: refuse,
-    resume: refuse,
-  };
 }
 
 /** The tests' sessions run in temp dirs: the workspace of their deployment policy. */

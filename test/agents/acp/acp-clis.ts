@@ -27,11 +27,9 @@ import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import type { CliMessage } from '../../../src/protocol/index.ts';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
-import { createKeys } from '../../../src/runtime/keys.ts';
-import { createSessionQueue } from '../../../src/runtime/queue.ts';
-import { Runtime } from '../../../src/runtime/runtime.ts';
-import { SessionWorker, WORKER_DEFAULTS } from '../../../src/runtime/worker.ts';
-import { FAST_WORKER, type Harness } from '../../support/runtime.ts';
+import type { Runtime } from '../../../src/runtime/runtime.ts';
+import { deploymentWith } from '../../support/approvals.ts';
+import type { Harness } from '../../support/runtime.ts';
 import { createGeminiEnv, geminiBin, RECORDING_SETTINGS, REPO_ROOT } from '../gemini/gemini-env.ts';
 
 export const opencodeBin = join(REPO_ROOT, 'agent-clis', 'node_modules', '.bin', 'opencode');
@@ -183,32 +181,11 @@ export async function waitFor(check: () => boolean, what: string, ms = 30_000): 
  * A runtime and a worker of their own (own prefix, same Redis) whose policy denies a permission
  * request nobody answered within `deadlineMs`: for the deadline case of an approval flow.
  */
-export async function shortDeadline(
+export function shortDeadline(
   h: Harness,
   operator: Record<string, Record<string, unknown>>,
   policy: Record<string, unknown>,
   deadlineMs = 1000,
 ): Promise<{ runtime: Runtime; close(): Promise<void> }> {
-  const prefix = `${h.prefix}-deadline`;
-  const keys = createKeys(prefix);
-  const short = deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: { ...policy, approvals: { deadlineMs } } });
-  const runtime = new Runtime({ connect: h.connect, prefix, policy: short });
-  const worker = new SessionWorker({
-    ...WORKER_DEFAULTS,
-    ...FAST_WORKER,
-    connect: h.connect,
-    keys,
-    queue: createSessionQueue(h.connect('deadline-queue'), keys),
-    concurrency: 1,
-    agentOptions: operator,
-    policy: short,
-  });
-  await worker.start();
-  return {
-    runtime,
-    close: async () => {
-      await worker.close(2000);
-      await runtime.close();
-    },
-  };
+  return deploymentWith(h, deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: { ...policy, approvals: { deadlineMs } } }), operator);
 }
