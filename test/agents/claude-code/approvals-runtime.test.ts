@@ -2,6 +2,10 @@ import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { runClaudeCode } from '../../../src/agents/claude-code/provider.ts';
+import type { ApprovalGate } from '../../../src/agents/shared/approval-gate.ts';
+import { findProcessesByMarker } from '../../../src/process/index.ts';
+import type { CliMessage } from '../../../src/protocol/index.ts';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../../src/runtime/store/session-store.ts';
@@ -101,5 +105,35 @@ describe('claude-code permission prompts with permissionPrompts "ask"', () => {
 
   it('a caller cannot turn the prompts on or off: permissionPrompts is the operator’s', async () => {
     await expect(runtime.enqueue({ prompt: 'Make the file', options: { ...ASK(), permissionPrompts: 'none' } })).rejects.toThrow(/permissionPrompts/);
+  });
+});
+
+describe('claude-code asking, one attempt', () => {
+  it('cancel while its prompt waits: the prompt gets no answer, the attempt rejects with the AbortError and leaves no process', async () => {
+    const controller = new AbortController();
+    let marker = '';
+    let asked: AbortSignal | null = null;
+    // A gate nobody answers: the cancel comes while Claude Code waits for its control_response.
+    const gate: ApprovalGate = {
+      ask: (_request, _emit, signal) => {
+        asked = signal;
+        setImmediate(() => controller.abort());
+        return new Promise((resolve) => signal.addEventListener('abort', () => resolve(null), { once: true }));
+      },
+    };
+    const seen: CliMessage[] = [];
+    const run = (async () => {
+      for await (const m of runClaudeCode(
+        { prompt: 'Make the file', model: MODEL, ...env.options, permissionPrompts: 'ask' },
+        { signal: controller.signal, approvals: gate, onSpawn: (a) => (marker = a.marker) },
+      ))
+        seen.push(m);
+    })();
+    await expect(run).rejects.toMatchObject({ name: 'AbortError' });
+    expect((asked as AbortSignal | null)?.aborted).toBe(true);
+    expect(seen.some((m) => m.type === 'tool.call')).toBe(true);
+    expect(marker).not.toBe('');
+    expect(await findProcessesByMarker(marker)).toEqual([]);
+    expect(existsSync(made())).toBe(false);
   });
 });
