@@ -22,6 +22,20 @@ import { agentEnv } from '../shared/agent-env.ts';
 export const PERMISSION_MODES = ['default', 'acceptEdits', 'dontAsk', 'plan', 'bypassPermissions'] as const;
 export type PermissionMode = (typeof PERMISSION_MODES)[number];
 
+/**
+ * Who answers what the permission mode leaves to a prompt (the operator's choice, in the host
+ * configuration; a caller cannot set it):
+ * - `none` (the default): nobody, it is denied (`--permission-prompts none`).
+ * - `ask`: an operator, through the durable approvals (`approval.requested` / `approval.decided`,
+ *   see src/runtime/approvals/): Claude Code runs with `--input-format stream-json
+ *   --permission-prompt-tool stdio` and each prompt (a `can_use_tool` control request) waits for
+ *   `sessiond approve` / `deny`, the API or the dashboard; the deployment policy's deadline denies,
+ *   its `approvals.autoAllow` rules may allow at once (see control.ts). Without the durable runtime
+ *   (`sessiond run`) nobody can be asked: it runs as `none`.
+ */
+export const PERMISSION_PROMPTS = ['none', 'ask'] as const;
+export type PermissionPrompts = (typeof PERMISSION_PROMPTS)[number];
+
 /** A Claude Code permission rule: a tool name, optionally with a specifier, e.g. `Edit`, `Bash(git log *)`, `mcp__srv__tool`. */
 const TOOL_RULE = /^[A-Za-z_][\w-]*(\([^\n]*\))?$/;
 
@@ -44,6 +58,7 @@ export const ClaudeCodeOptionsSchema = z.strictObject({
   model: z.string().min(1).optional(),
   session: SessionSchema.default({ mode: 'new' }),
   permissionMode: z.enum(PERMISSION_MODES).default('default'),
+  permissionPrompts: z.enum(PERMISSION_PROMPTS).default('none'),
   /** Rules that run without asking (`--allowedTools`), e.g. `["Bash(npm test *)", "Edit"]`. */
   allowedTools: z.array(z.string().regex(TOOL_RULE, 'must be a tool rule like Edit or Bash(git log *)')).default([]),
   /** Rules that are always denied (`--disallowedTools`). */
@@ -67,14 +82,19 @@ export type ClaudeCodeOptionsInput = z.input<typeof ClaudeCodeOptionsSchema>;
 export type ClaudeCodeOptions = z.output<typeof ClaudeCodeOptionsSchema>;
 
 /**
- * Claude Code's argv for one attempt. The prompt is not here: it goes on stdin (see provider.ts).
+ * Claude Code's argv for one attempt. The prompt is not here: it goes on stdin (see provider.ts),
+ * as plain text, or with `permissionPrompts: "ask"` as a stream-json user message on a stdin that
+ * stays open for the answers to its permission prompts (see control.ts).
  * `--allowedTools` is variadic: each rule is passed as `--allowedTools=<rule>` so that nothing
  * after it is taken for another rule (repeated flags add up).
  */
 export function claudeCodeArgs(options: ClaudeCodeOptions): string[] {
-  const args = ['-p', '--output-format', 'stream-json', '--verbose'];
+  const asking = options.permissionPrompts === 'ask';
+  const args = asking ? ['-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose'] : ['-p', '--output-format', 'stream-json', '--verbose'];
   if (options.includePartialMessages) args.push('--include-partial-messages');
-  args.push('--permission-mode', options.permissionMode, '--permission-prompts', 'none');
+  args.push('--permission-mode', options.permissionMode);
+  if (asking) args.push('--permission-prompts', 'host', '--permission-prompt-tool', 'stdio');
+  else args.push('--permission-prompts', 'none');
   for (const rule of options.allowedTools) args.push(`--allowedTools=${rule}`);
   for (const rule of options.disallowedTools) args.push(`--disallowedTools=${rule}`);
   if (options.model !== undefined) args.push('--model', options.model);

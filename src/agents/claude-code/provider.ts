@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { runClaudeCodeAsking } from './control.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
 import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptionsInput } from './options.ts';
 
@@ -44,11 +45,20 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
     return;
   }
 
+  const command = await resolveCommand(options.command, env);
+  const cwd = options.cwd === undefined ? {} : { cwd: resolve(options.cwd) };
+  if (options.permissionPrompts === 'ask' && context.approvals !== undefined) {
+    // Its permission prompts go to the attempt's approval gate over the stream-json control protocol.
+    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
+    yield* runClaudeCodeAsking(spec, options.prompt, mapper, context.approvals, context);
+    return;
+  }
   yield* runAgentAttempt(
     {
-      command: await resolveCommand(options.command, env),
-      args: claudeCodeArgs(options),
-      ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
+      command,
+      // Nobody to ask outside the durable runtime: what would prompt is denied, as with `none`.
+      args: claudeCodeArgs({ ...options, permissionPrompts: 'none' }),
+      ...cwd,
       env,
       // The prompt travels on stdin, then stdin is closed: Claude Code reads it at EOF, and no
       // prompt text can be taken for one of its flags (FIXED_ENV also turns off `@file` expansion).

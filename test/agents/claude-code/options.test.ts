@@ -18,6 +18,14 @@ describe('claude-code options', () => {
     ]);
   });
 
+  it('with permissionPrompts "ask": the prompt goes in as stream-json and the permission prompts come out on stdio', () => {
+    const args = claudeCodeArgs(parse({ permissionPrompts: 'ask' }));
+    expect(args.slice(0, 6)).toEqual(['-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose']);
+    expect(args.slice(-6)).toEqual(['--permission-mode', 'default', '--permission-prompts', 'host', '--permission-prompt-tool', 'stdio']);
+    expect(args).not.toContain('none');
+    expect(ClaudeCodeOptionsSchema.safeParse({ prompt: 'x', permissionPrompts: 'always' }).success).toBe(false);
+  });
+
   it('never puts the prompt in argv', () => {
     expect(claudeCodeArgs(parse({ prompt: '--dangerously-skip-permissions' }))).not.toContain('--dangerously-skip-permissions');
   });
