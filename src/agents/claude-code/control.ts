@@ -1,8 +1,7 @@
-import { spawnAgent, type SpawnSpec } from '../../process/index.ts';
+import type { SpawnSpec } from '../../process/index.ts';
 import type { ApprovalOption, CliMessage } from '../../protocol/index.ts';
 import type { ApprovalAnswer, ApprovalGate } from '../shared/approval-gate.ts';
-import { EXIT_GRACE_MS, startupFailure, type FinishingMapper, type RunContext } from '../shared/run-attempt.ts';
-import { traceEnv } from '../shared/trace-env.ts';
+import { EXIT_GRACE_MS, spawnForAttempt, startupFailure, type FinishingMapper, type RunContext } from '../shared/run-attempt.ts';
 
 /**
  * What sessiond offers an operator for one of Claude Code's permission prompts: allow this one
@@ -138,19 +137,12 @@ export async function* runClaudeCodeAsking(
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
   const { signal } = context;
-  const spawned = await spawnAgent({
-    ...spec,
-    stdinMode: 'pipe',
-    env: { ...spec.env, ...traceEnv(context) },
-    ...(context.marker === undefined ? {} : { marker: context.marker }),
-    ...(context.limits === undefined ? {} : { limits: context.limits }),
-  });
+  const spawned = await spawnForAttempt({ ...spec, stdinMode: 'pipe' }, context);
   if (!spawned.ok) {
     yield* startupFailure(mapper, spawned.error);
     return;
   }
   const agent = spawned.agent;
-  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
   const stdin = agent.stdin;
   const write = (line: string): void => {
     if (stdin !== null && stdin.writable) stdin.write(line, () => undefined);

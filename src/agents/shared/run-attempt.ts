@@ -32,6 +32,18 @@ export function startupFailure(mapper: AgentMapper, message: string): CliMessage
   return mapper.complete({ exitCode: null, signal: null, stopReason: null, stderrTail: '', spawnError: message });
 }
 
+/** Spawns an attempt's process with the attempt's trace context, marker and limits, and tells `onSpawn` once it runs. */
+export async function spawnForAttempt(spec: SpawnSpec, context: RunContext): ReturnType<typeof spawnAgent> {
+  const spawned = await spawnAgent({
+    ...spec,
+    env: { ...spec.env, ...traceEnv(context) },
+    ...(context.marker === undefined ? {} : { marker: context.marker }),
+    ...(context.limits === undefined ? {} : { limits: context.limits }),
+  });
+  if (spawned.ok) context.onSpawn?.({ pid: spawned.agent.pid, marker: spawned.agent.marker, startTime: spawned.agent.startTime });
+  return spawned;
+}
+
 /**
  * One attempt of an agent process: spawn it (never through a shell), map its
  * stdout line by line, end with the mapper's terminal message. Shared by every
@@ -49,18 +61,12 @@ export function startupFailure(mapper: AgentMapper, message: string): CliMessage
  */
 export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
   const { signal } = context;
-  const spawned = await spawnAgent({
-    ...spec,
-    env: { ...spec.env, ...traceEnv(context) },
-    ...(context.marker === undefined ? {} : { marker: context.marker }),
-    ...(context.limits === undefined ? {} : { limits: context.limits }),
-  });
+  const spawned = await spawnForAttempt(spec, context);
   if (!spawned.ok) {
     yield* startupFailure(mapper, spawned.error);
     return;
   }
   const agent = spawned.agent;
-  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
   const onAbort = (): void => void agent.stop('requested');
   signal?.addEventListener('abort', onAbort, { once: true });
   if (signal?.aborted === true) onAbort();
