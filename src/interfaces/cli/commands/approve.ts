@@ -1,8 +1,7 @@
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
-import { hasErrorCode } from '../../../errors.ts';
 import type { ApprovalVerdict } from '../../../runtime/approvals/decide.ts';
-import { CliError } from '../cli-error.ts';
+import { sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 
@@ -39,10 +38,7 @@ async function decide(verdict: ApprovalVerdict, sessionId: string, requestId: st
     else process.stdout.write(`${requestId}: ${result.outcome}${result.optionId === null ? '' : ` (option ${result.optionId})`} by ${result.by}\n`);
     return ExitCode.ok;
   } catch (error) {
-    if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
-    if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
-    if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
-    throw error;
+    throw sessionCommandError(error);
   } finally {
     await ctx.close();
   }

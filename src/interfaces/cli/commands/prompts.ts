@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
-import { hasErrorCode } from '../../../errors.ts';
-import { CliError } from '../cli-error.ts';
-import { ExitCode } from '../exit-codes.ts';
+import { sessionCommandError } from '../cli-error.ts';
 import { printJson } from '../present.ts';
 
 export function registerPrompts(program: Command): void {
@@ -26,10 +24,7 @@ export function registerPrompts(program: Command): void {
         else if (prompts.length === 0) process.stdout.write(`no prompt waits in ${sessionId}\n`);
         else for (const p of prompts) process.stdout.write(`${p.position}. ${p.id}  ${oneLine(p.text)}${p.retryOf === undefined ? '' : `  (retry of turn ${p.retryOf})`}\n`);
       } catch (error) {
-        if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
-        if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
-        if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
-        throw error;
+        throw sessionCommandError(error);
       } finally {
         await ctx.close();
       }

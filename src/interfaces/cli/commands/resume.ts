@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
-import { hasErrorCode } from '../../../errors.ts';
-import { CliError } from '../cli-error.ts';
-import { ExitCode } from '../exit-codes.ts';
+import { sessionCommandError } from '../cli-error.ts';
 import { printJson } from '../present.ts';
 
 /** `sessiond resume ID`: a session parked at a quota wall starts its next attempt now (`resume-dispatch` is for paused dispatch). */
@@ -21,10 +19,7 @@ export function registerResume(program: Command): void {
         try {
           result = await ctx.runtime.resumeParked(sessionId);
         } catch (error) {
-          if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
-          if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
-          if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
-          throw error;
+          throw sessionCommandError(error);
         }
         if (flags.json === true) printJson(result);
         else process.stdout.write(`${sessionId} resumed: turn ${result.turn} goes on now (its quota wall was to lift at ${new Date(result.parkedUntil).toISOString()})\n`);

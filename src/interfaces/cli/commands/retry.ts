@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { hasErrorCode } from '../../../errors.ts';
-import { CliError } from '../cli-error.ts';
+import { sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 
@@ -20,10 +19,7 @@ export function registerRetry(program: Command): void {
         try {
           result = await ctx.runtime.retry(sessionId);
         } catch (error) {
-          if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
-          if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
-          if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
-          throw error;
+          throw sessionCommandError(error);
         }
         if (flags.json === true && flags.follow !== true) printJson(result);
         else if (flags.follow !== true) process.stdout.write(`turn ${result.retryOf} of ${sessionId} queued again as turn ${result.turn}\n`);
