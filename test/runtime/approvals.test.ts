@@ -10,7 +10,7 @@ import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
 import { InputError, NotFoundError, Runtime } from '../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import { assistantText, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
-import { deploymentWith } from '../support/approvals.ts';
+import { deploymentWith, ofType } from '../support/approvals.ts';
 
 /**
  * Durable tool approvals with a real ACP agent process (the fake one, on the SDK's agent side) in
@@ -42,7 +42,6 @@ afterAll(async () => {
   rmSync(state, { recursive: true, force: true });
 });
 
-const ofType = (messages: readonly StoredMessage[], type: string) => messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
 /** How often the fake agent's shell tool ran in the agent sessions of this log (it appends its own session id to `ran` when allowed). */
 function ranIn(messages: readonly StoredMessage[]): number {
   const agentSessions = new Set(

@@ -1,10 +1,11 @@
 import type { DeploymentPolicy } from '../../src/policy/schema.ts';
+import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import { createKeys } from '../../src/runtime/keys.ts';
 import { createSessionQueue } from '../../src/runtime/queue.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 import { SessionWorker, WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
-import { FAST_WORKER, type Harness } from './runtime.ts';
+import { FAST_WORKER, until, type Harness } from './runtime.ts';
 
 /**
  * A permission request waiting in the session, as an attempt in `ask` mode stores it (see
@@ -59,4 +60,13 @@ export async function deploymentWith(
       await runtime.close();
     },
   };
+}
+
+/** The contents of the session's messages of one type, in order. */
+export const ofType = (messages: readonly StoredMessage[], type: string): Array<Record<string, unknown>> =>
+  messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
+
+/** The session's first `approval.requested`, once its attempt has asked (a real agent may take a while). */
+export function firstApprovalRequest(runtime: Runtime, sessionId: string, timeoutMs = 120_000): Promise<Record<string, unknown>> {
+  return until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], timeoutMs, 'approval.requested');
 }

@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import type { StoredMessage } from '../../../src/runtime/store/session-store.ts';
 import { startFakeAnthropicServer, type FakeAnthropicServer, type ScriptContext as AnthropicContext } from '../../support/fake-anthropic-server.ts';
 import type { ScriptContext as OpenAiContext } from '../../support/fake-model-server.ts';
 import { agentRecords, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { claudeAcpEnv, OPENCODE_TITLE_MODEL, opencodeEnv, qwenEnv, shortDeadline, type AcpCliEnv } from './acp-clis.ts';
+import { ofType } from '../../support/approvals.ts';
 
 /**
  * The approval flow of `acp:qwen`, `acp:opencode` and `acp:claude` on their real CLIs in the
@@ -83,7 +83,6 @@ afterAll(async () => {
   for (const env of Object.values(envs)) env.cleanup();
 });
 
-const ofType = (messages: readonly StoredMessage[], type: string) => messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
 const made = (agent: string, file: string) => existsSync(join(envs[agent]!.cwd, file));
 
 // Budgets for a loaded host, not timing assertions.

@@ -2,10 +2,10 @@ import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import type { StoredMessage } from '../../../src/runtime/store/session-store.ts';
 import { geminiBuiltinScripts, startFakeGeminiServer, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
-import { agentRecords, assistantText, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { agentRecords, assistantText, turnEnded, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { geminiAcpEnv, shortDeadline, type AcpCliEnv } from './acp-clis.ts';
+import { ofType, firstApprovalRequest } from '../../support/approvals.ts';
 
 /**
  * `acp:gemini` (the real gemini 0.61 --acp) through the durable runtime: a 500, then success, one
@@ -51,7 +51,6 @@ describe('acp:gemini in the durable runtime', () => {
   });
 });
 
-const ofType = (messages: readonly StoredMessage[], type: string) => messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
 /** Whether the shell command ran: its `ls` error is in what gemini sent the model after the tool. */
 const commandRan = (from: number) =>
   JSON.stringify(
@@ -66,7 +65,7 @@ describe('acp:gemini permission requests in ask mode', () => {
   it('approve: gemini gets its allow option, the command runs and the model gets its output', async () => {
     const before = gemini.requestsFor(ASK_MODEL).length;
     const { sessionId } = await runtime.enqueue({ prompt: 'Run the command', options: ASK() });
-    const requested = await until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], 120_000, 'approval.requested');
+    const requested = await firstApprovalRequest(runtime, sessionId);
     expect(requested).toMatchObject({ kind: 'execute' });
     expect((requested.options as Array<{ kind: string }>).map((o) => o.kind)).toContain('allow_once');
     expect(commandRan(before)).toBe(false);
@@ -82,7 +81,7 @@ describe('acp:gemini permission requests in ask mode', () => {
   it('deny: gemini gets its reject option, the command does not run, tool.failed says so and the turn completes', async () => {
     const before = gemini.requestsFor(ASK_MODEL).length;
     const { sessionId } = await runtime.enqueue({ prompt: 'Run the command', options: ASK() });
-    const requested = await until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], 120_000, 'approval.requested');
+    const requested = await firstApprovalRequest(runtime, sessionId);
     await runtime.decideApproval(sessionId, String(requested.requestId), 'deny', 'cli:test');
     expect((await turnEnded(runtime, sessionId, 1, 120_000)).state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);

@@ -8,11 +8,11 @@ import { findProcessesByMarker } from '../../../src/process/index.ts';
 import type { CliMessage } from '../../../src/protocol/index.ts';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import type { StoredMessage } from '../../../src/runtime/store/session-store.ts';
 import { claudeBin, createClaudeEnv, type ClaudeEnv } from '../../support/claude-code-env.ts';
 import { startFakeAnthropicServer, type FakeAnthropicServer } from '../../support/fake-anthropic-server.ts';
-import { agentRecords, assistantText, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { agentRecords, assistantText, turnEnded, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { shortDeadline } from '../acp/acp-clis.ts';
+import { ofType, firstApprovalRequest } from '../../support/approvals.ts';
 
 /**
  * The native `claude-code` agent (the real Claude Code 2.1.332) in the durable runtime with the
@@ -49,13 +49,12 @@ afterAll(async () => {
 const made = () => join(env.cwd, 'made-by-tool.txt');
 beforeEach(() => rmSync(made(), { force: true }));
 
-const ofType = (messages: readonly StoredMessage[], type: string) => messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
 const ASK = () => ({ agent: 'claude-code', model: MODEL, cwd: env.cwd });
 
 describe('claude-code permission prompts with permissionPrompts "ask"', () => {
   it('approve: approval.requested names the Bash command, the allow goes back to Claude Code and the command runs', async () => {
     const { sessionId } = await runtime.enqueue({ prompt: 'Make the file', options: ASK() });
-    const requested = await until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], 120_000, 'approval.requested');
+    const requested = await firstApprovalRequest(runtime, sessionId);
     expect(requested).toMatchObject({ tool: 'Bash', kind: 'execute', arguments: { command: 'touch made-by-tool.txt && echo hi' } });
     expect((requested.options as Array<{ kind: string }>).map((o) => o.kind)).toEqual(['allow_once', 'reject_once']);
     expect(existsSync(made())).toBe(false);
@@ -72,7 +71,7 @@ describe('claude-code permission prompts with permissionPrompts "ask"', () => {
   it('deny: the command does not run, the model is told it was denied, and the turn completes', async () => {
     const before = server.requestsFor(MODEL).length;
     const { sessionId } = await runtime.enqueue({ prompt: 'Make the file', options: ASK() });
-    const requested = await until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], 120_000, 'approval.requested');
+    const requested = await firstApprovalRequest(runtime, sessionId);
     await runtime.decideApproval(sessionId, String(requested.requestId), 'deny', 'cli:test');
     expect((await turnEnded(runtime, sessionId, 1, 120_000)).state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);
