@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 // `npm run build`: tsc (tsconfig.build.json) → dist/ with .d.ts and source maps, then the files the
 // compiled code reads at run time next to it: the dashboard's assets (everything in
-// src/interfaces/web/ that is not TypeScript). A clean build: dist/ is removed first.
+// src/interfaces/web/ that is not TypeScript), then the bundle of the CLI's fast commands in
+// dist/cli/ (scripts/bundle-cli.mjs). A clean build: dist/ is removed first.
 import { execFileSync } from 'node:child_process';
 import { cpSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundleCli } from './bundle-cli.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
@@ -22,3 +24,4 @@ function copyAssets(dir) {
   }
 }
 copyAssets(join(root, 'src', 'interfaces', 'web'));
+await bundleCli({ root, outdir: join(dist, 'cli') });

@@ -85,7 +85,7 @@ export function newJobId(sessionId: string): string {
  */
 // bullmq is CommonJS (Node's `import` of it loads the same module): required on first use, so a
 // command that never touches the queue (`sessiond inspect`, `list`) does not pay for loading it.
-const require = createRequire(import.meta.url);
+const requireHere = createRequire(import.meta.url);
 
 export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, options: { partitions?: number } = {}): SessionQueue {
   const partitions = options.partitions ?? 1;
@@ -97,7 +97,7 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
   const partition = (n: number): Queue => {
     let queue = queues.get(n);
     if (queue === undefined) {
-      const { Queue: BullQueue } = require('bullmq') as typeof import('bullmq');
+      const { Queue: BullQueue } = requireHere('bullmq') as typeof import('bullmq');
       queue = new BullQueue(QUEUE_NAME, { connection: connection(), prefix: keys.queuePartitionPrefix(n), defaultJobOptions: JOB_OPTIONS });
       queues.set(n, queue);
     }

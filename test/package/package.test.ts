@@ -19,6 +19,8 @@ const TSC = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 let redis: RedisServer;
 let work: string;
 let project: string;
+/** The session the README's program completes (read by the executable's test after it). */
+let programSession: string | undefined;
 
 /** The ```ts block of the README's "Use it from TypeScript" section. */
 function readmeExample(): string {
@@ -103,6 +105,7 @@ describe('the npm package', () => {
     expect(existsSync(join(installed, 'dist', 'src', 'index.js'))).toBe(true);
     expect(existsSync(join(installed, 'dist', 'src', 'index.d.ts'))).toBe(true);
     expect(existsSync(join(installed, 'dist', 'src', 'interfaces', 'web', 'index.html'))).toBe(true);
+    expect(existsSync(join(installed, 'dist', 'cli', 'fast.js'))).toBe(true);
     expect(existsSync(join(installed, 'src'))).toBe(false);
     expect(existsSync(join(installed, 'test'))).toBe(false);
     expect(existsSync(join(project, 'node_modules', 'tsx'))).toBe(false);
@@ -121,6 +124,7 @@ describe('the npm package', () => {
     const { stdout } = await run(process.execPath, [join(project, 'dist', 'main.js')], { cwd: project, env, timeout: 120_000 });
     expect(stdout.match(/^HELLO!$/gm)).toHaveLength(2);
     expect(stdout).toMatch(/^turn 1 of [0-9a-f-]{36}: completed$/m);
+    programSession = /^turn 1 of ([0-9a-f-]{36}): completed$/m.exec(stdout)![1]!;
     expect(stdout).toContain('state completed; messages 1:session.started 2:assistant 3:assistant 4:terminal.completed');
     expect(stdout).toContain('not found: unknown session "no-such-session"');
   }, 150_000);
@@ -130,5 +134,17 @@ describe('the npm package', () => {
     const { stdout } = await run(bin, ['--help'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, timeout: 60_000 });
     expect(stdout).toContain('Usage: sessiond');
     expect(stdout).toContain('inspect');
+  }, 70_000);
+
+  it("the installed executable's fast commands (its bundle) inspect and list the program's session", async () => {
+    expect(programSession).toBeDefined();
+    const bin = join(project, 'node_modules', '.bin', 'sessiond');
+    const env = { PATH: process.env.PATH ?? '', HOME: work, REDIS_URL: redis.url };
+    const inspect = await run(bin, ['inspect', programSession!, '--json'], { cwd: project, env, timeout: 60_000 });
+    expect(JSON.parse(inspect.stdout)).toMatchObject({ sessionId: programSession, state: 'completed', turn: { status: 'completed' } });
+    const list = await run(bin, ['list', '--json'], { cwd: project, env, timeout: 60_000 });
+    expect(JSON.parse(list.stdout)).toContainEqual({ sessionId: programSession, state: 'completed' });
+    const unknown = await run(bin, ['inspect', 'no-such-session'], { cwd: project, env, timeout: 60_000 }).catch((error: { code?: unknown; stderr?: string }) => error);
+    expect(unknown).toMatchObject({ code: 3, stderr: 'sessiond: unknown session "no-such-session"\n' });
   }, 70_000);
 });

@@ -22,7 +22,7 @@ import { registerApprovals } from './commands/approve.ts';
 import { registerAcp } from './commands/acp.ts';
 import { baseProgram, overrideExits, runProgram } from './program-base.ts';
 
-/** The whole program, every command registered (`sessiond --help`, and any command entry.ts does not know). */
+/** The whole program, every command registered (`sessiond --help`, and any command fast.ts does not list). */
 export function buildProgram(): Command {
   const program = baseProgram();
   registerNormalize(program);

@@ -1,0 +1,75 @@
+// The CLI's fast commands (src/interfaces/cli/fast.ts) as one bundle for the package's executable:
+// each command's code, the runtime it reaches, commander and ioredis in a few ESM chunks, so
+// `sessiond inspect` resolves, reads and compiles a handful of files instead of about a hundred and
+// fifty (bench/cli.ts measures it). Every other package stays an import of node_modules, loaded as
+// published. The chunks live in dist/cli/, so what resolves modules or files from its own place
+// (createRequire in runtime/queue.ts, the package root in agents/shared/agent-env.ts) finds the
+// package's node_modules as dist/src does.
+//
+// One cost: a command that adds or removes activation jobs (`enqueue`, `cancel`, `delete`…) loads
+// BullMQ from node_modules, and BullMQ its own ioredis, beside the bundled one; BullMQ takes the
+// bundled connection as any ioredis client (it checks the shape, not the class). Those commands
+// load zod, the agents and BullMQ anyway, so the second ioredis is a small part of their start.
+import { build } from 'esbuild';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+/** The packages bundled in with their dependencies: pure JavaScript, nothing read from their own directory. */
+const BUNDLED_ROOTS = ['commander', 'ioredis'];
+
+function packageDir(name, from) {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, 'node_modules', name);
+    if (existsSync(join(candidate, 'package.json'))) return candidate;
+    if (dirname(dir) === dir) throw new Error(`bundle-cli: package ${name} is not installed (looked from ${from})`);
+  }
+}
+
+/** The names of `roots` and of every package they depend on (their `dependencies`, as installed). */
+function dependencyClosure(roots, root) {
+  const names = new Set();
+  const visit = (name, from) => {
+    if (names.has(name)) return;
+    names.add(name);
+    const dir = packageDir(name, from);
+    const { dependencies = {} } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+    for (const dependency of Object.keys(dependencies)) visit(dependency, dir);
+  };
+  for (const name of roots) visit(name, root);
+  return names;
+}
+
+/** Builds the bundle into outdir (its files: fast.js, its chunks, their source maps). */
+export async function bundleCli({ root, outdir }) {
+  const bundled = dependencyClosure(BUNDLED_ROOTS, root);
+  await build({
+    absWorkingDir: root,
+    entryPoints: { fast: 'src/interfaces/cli/fast.ts' },
+    outdir,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20.6',
+    sourcemap: true,
+    sourcesContent: false,
+    minifyWhitespace: true,
+    minifySyntax: true,
+    keepNames: true,
+    logLevel: 'warning',
+    // The bundled CommonJS packages require Node's own modules: a `require` for them in each chunk.
+    banner: { js: "import { createRequire as __sessiondCreateRequire } from 'node:module'; const require = __sessiondCreateRequire(import.meta.url);" },
+    plugins: [
+      {
+        name: 'node_modules-external',
+        setup(b) {
+          b.onResolve({ filter: /^[^./]/ }, (args) => {
+            if (args.path.startsWith('node:')) return { path: args.path, external: true };
+            const name = args.path.startsWith('@') ? args.path.split('/').slice(0, 2).join('/') : args.path.split('/')[0];
+            return bundled.has(name) ? undefined : { path: args.path, external: true };
+          });
+        },
+      },
+    ],
+  });
+}
