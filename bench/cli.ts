@@ -1,10 +1,11 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
+import { buildCheckout } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 
 /**
@@ -47,11 +48,7 @@ function timeProcess(args: readonly string[], env: NodeJS.ProcessEnv, expect: (s
 }
 
 export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
-  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
-  if (process.env.BENCH_CLI_BIN === undefined && pkg.scripts?.build !== undefined) {
-    const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
-    if (build.status !== 0) throw new BenchFailure(`npm run build exited with ${build.status ?? build.signal}`);
-  }
+  if (process.env.BENCH_CLI_BIN === undefined) buildCheckout(ROOT);
   if (!existsSync(BIN)) throw new BenchFailure(`no ${BIN}`);
   const redis = await startRedis();
   try {

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -183,4 +184,16 @@ export async function verifySessions(runtime: Runtime, ids: readonly string[], m
       throw new BenchFailure(`session ${id}: messages read back do not match (${read.length} read, first bad index ${bad}, types ${types.slice(0, 3).join(',')}…${types.at(-1)})`);
     }
   }
+}
+
+/**
+ * Builds the checkout at `root` (`npm run build`) when its package has a build script, so that what
+ * a benchmark runs of its dist/ is what these sources give. False when there is nothing to build.
+ */
+export function buildCheckout(root: string): boolean {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
+  if (pkg.scripts?.build === undefined) return false;
+  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+  if (build.status !== 0) throw new BenchFailure(`npm run build in ${root} exited with ${build.status ?? build.signal}`);
+  return true;
 }
