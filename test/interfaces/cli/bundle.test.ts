@@ -1,17 +1,14 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { execa, type ResultPromise } from 'execa';
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleCli } from '../../../scripts/bundle-cli.mjs';
 import { FAST_COMMANDS } from '../../../src/interfaces/cli/fast.ts';
 import { buildProgram } from '../../../src/interfaces/cli/main.ts';
-import { jsonLines, sessiond } from '../../support/cli.ts';
-import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
-import { createPiEnv, NO_DISCOVERY, piBin, REPO_ROOT, type PiEnv } from '../../support/pi-env.ts';
-import { AGENT_ENV_NAMES } from '../../support/worker-process.ts';
-import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
+import { jsonLines } from '../../support/cli.ts';
+import { startCliDeployment, type CliDeployment } from '../../support/cli-deployment.ts';
+import { REPO_ROOT } from '../../support/pi-env.ts';
 
 // The package's executable runs its fast commands from one bundle (scripts/bundle-cli.mjs, in
 // dist/cli/). This builds that bundle from the sources as they are now, into a directory inside the
@@ -20,12 +17,7 @@ import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.
 // against a real redis-server and a worker running real pi turns.
 let outdir: string;
 let runner: string;
-let redis: RedisServer;
-let server: FakeModelServer;
-let env: PiEnv;
-let stateDir: string;
-let worker: ResultPromise;
-let cliEnv: Record<string, string>;
+let deployment: CliDeployment;
 
 beforeAll(async () => {
   const cache = join(REPO_ROOT, 'node_modules', '.cache');
@@ -34,47 +26,20 @@ beforeAll(async () => {
   // What bin/sessiond.mjs does with dist/cli/fast.js; a command line it does not list exits 99 here.
   runner = join(outdir, 'run.mjs');
   writeFileSync(runner, "const { runFast } = await import('./fast.js');\nprocess.exit((await runFast(process.argv)) ?? 99);\n");
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer(), bundleCli({ root: REPO_ROOT, outdir })]);
-  env = createPiEnv({ serverUrl: server.url });
-  stateDir = mkdtempSync(join(tmpdir(), 'sessiond-bundle-'));
-  cliEnv = {
-    ...env.env,
-    PATH: process.env.PATH ?? '',
-    REDIS_URL: redis.url,
-    SESSIOND_PREFIX: uniquePrefix('bundle'),
-    SESSIOND_STATE_DIR: stateDir,
-    SESSIOND_PI_COMMAND: piBin,
-    SESSIOND_PI_AGENT_DIR: env.agentDir,
-    SESSIOND_PI_SESSION_DIR: env.sessionDir,
-    SESSIOND_PI_ARGS: JSON.stringify(NO_DISCOVERY),
-    SESSIOND_LEASE_TTL: '3s',
-    SESSIOND_STALLED_INTERVAL: '1s',
-    SESSIOND_POLL: '250ms',
-    SESSIOND_HEARTBEAT: '1s',
-    SESSIOND_LOG_LEVEL: 'warn',
-    SESSIOND_WORKSPACE: tmpdir(),
-    SESSIOND_AGENT_ENV: AGENT_ENV_NAMES.join(','),
-  };
-  worker = sessiond(['worker', '--concurrency', '2'], { env: cliEnv });
-  worker.catch(() => undefined);
+  [deployment] = await Promise.all([startCliDeployment('bundle'), bundleCli({ root: REPO_ROOT, outdir })]);
 }, 120_000);
 
 afterAll(async () => {
-  worker?.kill('SIGTERM');
-  await worker?.catch(() => undefined);
-  await server?.close();
-  await redis?.stop();
-  env?.cleanup();
-  if (stateDir !== undefined) rmSync(stateDir, { recursive: true, force: true });
+  await deployment?.stop();
   if (outdir !== undefined) rmSync(outdir, { recursive: true, force: true });
 });
 
 async function bundled(args: readonly string[]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
-  const result = await execa(process.execPath, [runner, ...args], { reject: false, env: cliEnv, extendEnv: false, stdin: 'ignore', timeout: 120_000, cwd: REPO_ROOT });
+  const result = await execa(process.execPath, [runner, ...args], { reject: false, env: deployment.cliEnv, extendEnv: false, stdin: 'ignore', timeout: 120_000, cwd: REPO_ROOT });
   return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) };
 }
 
-const model = (m: string) => ['--provider', 'fake', '--model', m, '--cwd', env.cwd];
+const model = (m: string) => deployment.model(m);
 
 describe("the package's CLI bundle", () => {
   it('gives every fast command the help the whole program gives it', async () => {
@@ -126,7 +91,7 @@ describe("the package's CLI bundle", () => {
     const cancelled = await bundled(['inspect', sessionId, '--json']);
     expect(JSON.parse(cancelled.stdout)).toMatchObject({ sessionId, turn: { status: 'cancelled' } });
 
-    const archive = join(stateDir, 'archive.jsonl');
+    const archive = join(deployment.stateDir, 'archive.jsonl');
     const exported = await bundled(['export', sessionId, '--out', archive]);
     expect(exported.exitCode, exported.stderr).toBe(0);
     expect(readFileSync(archive, 'utf8').split('\n')[0]).toContain('"sessiond.archive"');
@@ -161,7 +126,7 @@ describe("the package's CLI bundle", () => {
 
   it('ends as on Ctrl+C, with no stack trace, when the reader of its output goes away', async () => {
     await bundled(['enqueue', '--session', 'bundle-epipe', ...model('text'), 'hi']);
-    const child = spawn(process.execPath, [runner, 'list'], { env: cliEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [runner, 'list'], { env: deployment.cliEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.destroy(); // the reader is gone before the first line is written
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));

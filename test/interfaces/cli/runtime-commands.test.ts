@@ -1,58 +1,19 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jsonLines, runCli, sessiond } from '../../support/cli.ts';
-import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
-import { createPiEnv, NO_DISCOVERY, piBin, type PiEnv } from '../../support/pi-env.ts';
-import { AGENT_ENV_NAMES } from '../../support/worker-process.ts';
-import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
+import { startCliDeployment, type CliDeployment } from '../../support/cli-deployment.ts';
 
-let redis: RedisServer;
-let server: FakeModelServer;
-let env: PiEnv;
-let stateDir: string;
-let worker: ResultPromise;
-let cliEnv: Record<string, string>;
+let deployment: CliDeployment;
 
 beforeAll(async () => {
-  [redis, server] = await Promise.all([startRedis(), startFakeModelServer()]);
-  env = createPiEnv({ serverUrl: server.url });
-  stateDir = mkdtempSync(join(tmpdir(), 'sessiond-cli-'));
-  cliEnv = {
-    ...env.env,
-    PATH: process.env.PATH ?? '',
-    REDIS_URL: redis.url,
-    SESSIOND_PREFIX: uniquePrefix('cli'),
-    SESSIOND_STATE_DIR: stateDir,
-    SESSIOND_PI_COMMAND: piBin,
-    SESSIOND_PI_AGENT_DIR: env.agentDir,
-    SESSIOND_PI_SESSION_DIR: env.sessionDir,
-    SESSIOND_PI_ARGS: JSON.stringify(NO_DISCOVERY),
-    SESSIOND_LEASE_TTL: '3s',
-    SESSIOND_STALLED_INTERVAL: '1s',
-    SESSIOND_POLL: '250ms',
-    SESSIOND_HEARTBEAT: '1s',
-    SESSIOND_LOG_LEVEL: 'warn',
-    SESSIOND_WORKSPACE: tmpdir(),
-    SESSIOND_AGENT_ENV: AGENT_ENV_NAMES.join(','),
-  };
-  worker = sessiond(['worker', '--concurrency', '2'], { env: cliEnv });
-  worker.catch(() => undefined);
+  deployment = await startCliDeployment('cli');
 });
 
 afterAll(async () => {
-  worker.kill('SIGTERM');
-  await worker.catch(() => undefined);
-  await server.close();
-  await redis.stop();
-  env.cleanup();
-  rmSync(stateDir, { recursive: true, force: true });
+  await deployment?.stop();
 });
 
-const cli = (args: string[]) => runCli(args, { env: cliEnv });
-const model = (m: string) => ['--provider', 'fake', '--model', m, '--cwd', env.cwd];
+const cli = (args: string[]) => runCli(args, { env: deployment.cliEnv });
+const model = (m: string) => deployment.model(m);
 
 describe('sessiond CLI against a real Redis and a worker process', () => {
   it('enqueue --follow streams the turn and exits 0 when it completes; inspect, watch and list show it', async () => {
@@ -84,7 +45,7 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
   });
 
   it('enqueue --json prints {sessionId, turn}; a retried failure shows its attempts; --follow exits 1 when the turn fails', async () => {
-    server.setScript('cli-flaky', [{ status: 500 }, { text: 'second time lucky' }]);
+    deployment.server.setScript('cli-flaky', [{ status: 500 }, { text: 'second time lucky' }]);
     const queued = await cli(['enqueue', ...model('cli-flaky'), '--retry-initial-delay', '200ms', '--retry-jitter', 'none', '--json', 'try']);
     expect(queued.exitCode).toBe(0);
     const { sessionId, turn } = JSON.parse(queued.stdout) as { sessionId: string; turn: number };
@@ -99,7 +60,7 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
   });
 
   it('cancel from another command ends a followed turn: enqueue --follow exits 130', async () => {
-    const follow = sessiond(['enqueue', ...model('long-tool'), '--follow', '--json', 'Run a long command'], { env: cliEnv });
+    const follow = sessiond(['enqueue', ...model('long-tool'), '--follow', '--json', 'Run a long command'], { env: deployment.cliEnv });
     let out = '';
     let err = '';
     follow.stderr?.on('data', (d: Buffer) => (err += d.toString()));
