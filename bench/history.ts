@@ -33,7 +33,8 @@ import { internals } from '../src/runtime/internals.ts';
  * (SETTLE_S after its first /metrics), `/metrics` (median of scrapes spaced past its 3 s cache, each a
  * refresh; the first of a fresh `serve` is shown too), `GET /api/sessions`
  * first page and 50th page (cursor; 100 per page), `serve`'s RSS over the idle window (the median of a sample a second). Latency ratios are the median of
- * REPEAT paired ratios.
+ * REPEAT paired ratios. Beside each store, a bare redis-server of its size (bareRedis), idle over the
+ * same window: the baseline of redis-server's idle CPU, what Redis itself takes with that much data.
  * Retention: on a redis-server of its own, INFO used_memory before RETAINED sessions are created
  * (after a warm-up that loads the scripts) and after the sweeper has expired them all (target ≤ 1.1).
  *
@@ -179,6 +180,8 @@ interface Reading {
   sessions: number;
   serveCpuMsPerSec: number;
   redisCpuMsPerSec: number;
+  /** The bare redis-server of the same size (see bareRedis): Redis's own idle cost with that much data. */
+  bareRedisCpuMsPerSec: number;
   firstMetricsMs: number;
   /** Median of REPEAT scrapes spaced past the metrics cache (each one a refresh). */
   metricsMs: number;
@@ -194,15 +197,36 @@ async function timed(url: string, init?: RequestInit): Promise<{ ms: number; res
   return { ms: performance.now() - started, response, body };
 }
 
+/**
+ * Redis's own idle cost with a store's amount of data, measured beside it: a bare redis-server (no
+ * client once filled) holding as many keys (`DEBUG POPULATE`) of the store's mean size. Its ratio
+ * 100k ÷ 10k is what redis-server's idle CPU grows by with no sessiond at all (its cron over ten
+ * times the data: ~1.17-1.2 × here). Returns its pid.
+ */
+async function bareRedis(store: Redis, sessions: number, cleanup: Cleanup, log: (line: string) => void): Promise<number> {
+  const server = await startRedis({ extraArgs: ['--enable-debug-command', 'yes'] });
+  cleanup.add(`bare redis-server (${sessions} sessions' size)`, () => server.stop());
+  const [keys, used] = [await store.dbsize(), await usedMemory(store)];
+  const bare = new Redis(server.url, { maxRetriesPerRequest: null });
+  try {
+    await bare.call('DEBUG', 'POPULATE', String(keys), 'bare', String(Math.max(1, Math.round(used / keys) - 64)));
+    log(`  a bare redis-server of that size: ${await bare.dbsize()} keys, used_memory ${((await usedMemory(bare)) / 2 ** 20).toFixed(0)} MiB`);
+  } finally {
+    bare.disconnect();
+  }
+  return server.pid;
+}
+
 /** One deployment under measurement: its redis-server and a fresh `sessiond serve` on it. */
 interface Deployment {
   sessions: number;
   redisPid: number;
+  barePid: number;
   child: ChildProcess;
   base: string;
 }
 
-async function startServe(redisUrl: string, redisPid: number, prefix: string, sessions: number, stateDir: string, cleanup: Cleanup): Promise<Deployment> {
+async function startServe(redisUrl: string, redisPid: number, barePid: number, prefix: string, sessions: number, stateDir: string, cleanup: Cleanup): Promise<Deployment> {
   const port = await freePort();
   const child: ChildProcess = spawn(process.execPath, [serveBin(SERVE_ROOT), 'serve', '--port', String(port)], {
     cwd: SERVE_ROOT,
@@ -224,7 +248,7 @@ async function startServe(redisUrl: string, redisPid: number, prefix: string, se
     if (Date.now() > deadline || child.exitCode !== null) throw new BenchFailure(`serve did not start (exit ${String(child.exitCode)})`);
     await sleep(100);
   }
-  return { sessions, redisPid, child, base };
+  return { sessions, redisPid, barePid, child, base };
 }
 
 /** The median of the paired ratios large ÷ small (each pair measured back to back, in alternating order). */
@@ -251,7 +275,7 @@ async function measureAll(
   }
   // Background refreshes (every 5 s) have run before the window, and the start-up heap is given back (see SETTLE_S).
   await sleep(SETTLE_S * 1000);
-  const cpu0 = deployments.map((d) => [cpuMs(d.child.pid ?? 0), cpuMs(d.redisPid)] as const);
+  const cpu0 = deployments.map((d) => [cpuMs(d.child.pid ?? 0), cpuMs(d.redisPid), cpuMs(d.barePid)] as const);
   const t0 = performance.now();
   // Memory at rest: every deployment's RSS once a second over the idle window, before the requests
   // below leave garbage of their own; a reading is the median of its samples, not one instant of a GC cycle.
@@ -261,7 +285,10 @@ async function measureAll(
     await sleep(1000);
   }
   const seconds = (performance.now() - t0) / 1000;
-  const cpu = deployments.map((d, i) => [(cpuMs(d.child.pid ?? 0) - (cpu0[i]?.[0] ?? 0)) / seconds, (cpuMs(d.redisPid) - (cpu0[i]?.[1] ?? 0)) / seconds] as const);
+  const cpu = deployments.map(
+    (d, i) =>
+      [(cpuMs(d.child.pid ?? 0) - (cpu0[i]?.[0] ?? 0)) / seconds, (cpuMs(d.redisPid) - (cpu0[i]?.[1] ?? 0)) / seconds, (cpuMs(d.barePid) - (cpu0[i]?.[2] ?? 0)) / seconds] as const,
+  );
   const rss = rssSamples.map((samples) => median(samples));
 
   /** REPEAT rounds; in each, every deployment once, the order alternating round by round. */
@@ -298,6 +325,7 @@ async function measureAll(
       sessions: d.sessions,
       serveCpuMsPerSec: cpu[i]?.[0] ?? Number.NaN,
       redisCpuMsPerSec: cpu[i]?.[1] ?? Number.NaN,
+      bareRedisCpuMsPerSec: cpu[i]?.[2] ?? Number.NaN,
       firstMetricsMs: firsts[i] ?? Number.NaN,
       metricsMs: median(scrapes[i] ?? []),
       listFirstPageMs: median(page1[i] ?? []),
@@ -305,7 +333,7 @@ async function measureAll(
       serveRssBytes: rss[i] ?? Number.NaN,
     };
     log(
-      `  ${d.sessions} stored sessions: serve idle ${reading.serveCpuMsPerSec.toFixed(2)} ms CPU/s, redis-server idle ${reading.redisCpuMsPerSec.toFixed(2)} ms CPU/s (over the same ${seconds.toFixed(0)} s); first /metrics ${reading.firstMetricsMs.toFixed(0)} ms, ` +
+      `  ${d.sessions} stored sessions: serve idle ${reading.serveCpuMsPerSec.toFixed(2)} ms CPU/s, redis-server idle ${reading.redisCpuMsPerSec.toFixed(2)} ms CPU/s (a bare one of its size ${reading.bareRedisCpuMsPerSec.toFixed(2)}; over the same ${seconds.toFixed(0)} s); first /metrics ${reading.firstMetricsMs.toFixed(0)} ms, ` +
         `later ones (each a refresh) ${reading.metricsMs.toFixed(1)} ms; list page 1 ${reading.listFirstPageMs.toFixed(1)} ms, page 50 ${reading.list50thPageMs.toFixed(1)} ms; serve RSS ${(reading.serveRssBytes / 2 ** 20).toFixed(0)} MiB`,
     );
     return reading;
@@ -380,7 +408,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     log(
       `${COUNTS.join(' and ')} stored finished sessions (each a completed turn of ${MESSAGES} messages, copied from one real session), each on its own redis-server with its own \`sessiond serve\`${SERVE_ROOT === ROOT ? '' : ` from ${SERVE_ROOT}`}, no worker, measured side by side`,
     );
-    const populated: Array<{ server: (typeof servers)[number]; count: number }> = [];
+    const populated: Array<{ server: (typeof servers)[number]; count: number; bare: number }> = [];
     for (const [i, count] of COUNTS.entries()) {
       const server = servers[i] as (typeof servers)[number];
       const redis = new Redis(server.url, { maxRetriesPerRequest: null });
@@ -391,16 +419,17 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       log(
         `  created ${count} sessions in ${((performance.now() - started) / 1000).toFixed(1)} s (pipelined writes), Redis used_memory ${((await usedMemory(redis)) / 2 ** 20).toFixed(0)} MiB`,
       );
-      populated.push({ server, count });
+      populated.push({ server, count, bare: await bareRedis(redis, count, cleanup, log) });
     }
     // Every `serve` starts once every store is filled, so that all are the same age when measured.
-    const deployments = await Promise.all(populated.map(({ server, count }) => startServe(server.url, server.pid, prefix, count, stateDir, cleanup)));
+    const deployments = await Promise.all(populated.map(({ server, count, bare }) => startServe(server.url, server.pid, bare, prefix, count, stateDir, cleanup)));
     const { readings, paired } = await measureAll(deployments, log);
     const [small, large] = [readings[0], readings.at(-1)];
     const ratio = (f: (r: Reading) => number) => (small === undefined || large === undefined || readings.length < 2 ? Number.NaN : f(large) / f(small));
     const pairs = (times: number[][]) => (readings.length < 2 ? Number.NaN : pairedRatio(times[0] ?? [], times.at(-1) ?? []));
     const idleCpuRatio = ratio((r) => r.serveCpuMsPerSec);
     const redisIdleCpuRatio = ratio((r) => r.redisCpuMsPerSec);
+    const bareRedisIdleCpuRatio = ratio((r) => r.bareRedisCpuMsPerSec);
     const metricsLatencyRatio = pairs(paired.metrics);
     const firstMetricsRatio = ratio((r) => r.firstMetricsMs);
     const listPageRatio = pairs(paired.page50);
@@ -408,7 +437,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const memoryRatio = ratio((r) => r.serveRssBytes);
     if (readings.length > 1) {
       log(
-        `  ratios ${COUNTS.at(-1)} ÷ ${COUNTS[0]} (target ≤ 1.2; latencies: median of paired ratios): serve idle CPU ${idleCpuRatio.toFixed(2)}, redis idle CPU ${redisIdleCpuRatio.toFixed(2)}, /metrics ${metricsLatencyRatio.toFixed(2)} (the first of a fresh serve ${firstMetricsRatio.toFixed(2)}), ` +
+        `  ratios ${COUNTS.at(-1)} ÷ ${COUNTS[0]} (target ≤ 1.2; latencies: median of paired ratios): serve idle CPU ${idleCpuRatio.toFixed(2)}, redis idle CPU ${redisIdleCpuRatio.toFixed(2)} (a bare redis-server's ${bareRedisIdleCpuRatio.toFixed(2)}), /metrics ${metricsLatencyRatio.toFixed(2)} (the first of a fresh serve ${firstMetricsRatio.toFixed(2)}), ` +
           `list page 1 ${listFirstPageRatio.toFixed(2)}, page 50 ${listPageRatio.toFixed(2)}, serve RSS ${memoryRatio.toFixed(2)}`,
       );
     }
@@ -422,6 +451,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       listPageRatio: orNull(round(listPageRatio, 3)),
       memoryAfterExpiryRatio: orNull(round(memoryAfterExpiryRatio, 3)),
       redisIdleCpuRatio: orNull(round(redisIdleCpuRatio, 3)),
+      bareRedisIdleCpuRatio: orNull(round(bareRedisIdleCpuRatio, 3)),
       firstMetricsRatio: orNull(round(firstMetricsRatio, 3)),
       listFirstPageRatio: orNull(round(listFirstPageRatio, 3)),
       serveMemoryRatio: orNull(round(memoryRatio, 3)),
@@ -429,6 +459,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
         sessions: r.sessions,
         serveCpuMsPerSec: round(r.serveCpuMsPerSec, 2),
         redisCpuMsPerSec: round(r.redisCpuMsPerSec, 2),
+        bareRedisCpuMsPerSec: round(r.bareRedisCpuMsPerSec, 2),
         firstMetricsMs: round(r.firstMetricsMs, 1),
         metricsMs: round(r.metricsMs, 1),
         listFirstPageMs: round(r.listFirstPageMs, 2),
