@@ -200,8 +200,10 @@ async function timed(url: string, init?: RequestInit): Promise<{ ms: number; res
 /**
  * Redis's own idle cost with a store's amount of data, measured beside it: a bare redis-server (no
  * client once filled) holding as many keys (`DEBUG POPULATE`) of the store's mean size. Its ratio
- * 100k ÷ 10k is what redis-server's idle CPU grows by with no sessiond at all (its cron over ten
- * times the data: ~1.17-1.2 × here). Returns its pid.
+ * 100k ÷ 10k is what redis-server's idle CPU does with no sessiond at all: alone on this machine, two
+ * such servers with 10 × the keys of the other idle at 1.17-1.20 × (Redis's cron over more data); in
+ * this benchmark, six processes on two cores, a pair has measured 0.73 ×: the noise band of a figure
+ * of ~2 ms/s. Returns its pid.
  */
 async function bareRedis(store: Redis, sessions: number, cleanup: Cleanup, log: (line: string) => void): Promise<number> {
   const server = await startRedis({ extraArgs: ['--enable-debug-command', 'yes'] });
