@@ -164,6 +164,9 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
     },
     async close() {
       await Promise.all([...queues.values()].map((q) => q.close()));
+      // A connection made here (connect given as a function) is this queue's own, closed with it
+      // (BullMQ leaves a connection it was given open); one passed in is the caller's.
+      if (typeof connect === 'function' && made !== null) await made.quit().catch(() => made?.disconnect());
     },
   };
 }

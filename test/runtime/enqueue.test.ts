@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { PiEnv } from '../support/pi-env.ts';
-import { assistantText, BACKENDS, expectWholeLog, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import type { Redis } from 'ioredis';
+import { Runtime } from '../../src/runtime/runtime.ts';
+import { assistantText, BACKENDS, expectWholeLog, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 
 let env: PiEnv;
 let h: Harness;
@@ -30,6 +32,26 @@ describe.each(BACKENDS)('durable sessions: enqueue through a real worker, on %s 
 
   // On the cluster only the scenarios that touch its routing run again (the rest is the same code).
   if (backend === 'single') {
+    it("close() ends every Redis connection the runtime made, the activation queue's included", async () => {
+      const made: Array<{ role: string; redis: Redis }> = [];
+      const runtime = new Runtime({
+        connect: (role) => {
+          const redis = h.connect(role);
+          made.push({ role, redis });
+          return redis;
+        },
+        prefix: h.prefix,
+        policy: TEST_POLICY,
+      });
+      const { sessionId } = await runtime.enqueue({ prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+      await ended(sessionId);
+      await runtime.close();
+      expect(made.map((m) => m.role)).toEqual(expect.arrayContaining(['runtime', 'runtime-queue']));
+      // Each one closed: nothing of it keeps an embedder's process from exiting.
+      await until(async () => made.every((m) => m.redis.status === 'end'), 5_000, 'every connection to end');
+      expect(made.filter((m) => m.redis.status !== 'end').map((m) => `${m.role}: ${m.redis.status}`)).toEqual([]);
+    });
+
     it('the longest session id the API accepts (100 characters) runs its turn; . and .. are refused', async () => {
       const sessionId = `${'a'.repeat(60)}.${'b'.repeat(39)}`;
       expect(sessionId).toHaveLength(100);
