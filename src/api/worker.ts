@@ -45,7 +45,7 @@ export interface WorkerOptions {
 
 /** What a worker tells its embedder. */
 export interface WorkerEvents {
-  /** A turn ended: `failureReason` is `not_retryable`, `attempts_exhausted` or `retry_disabled` for a failed one. */
+  /** A turn ended, told once its end is stored (`inspect` from the listener shows it): `failureReason` is `not_retryable`, `attempts_exhausted` or `retry_disabled` for a failed one. */
   turnEnded: { sessionId: string; turn: number; status: 'completed' | 'failed' | 'cancelled'; failureReason: string | null; cancelReason: string | null };
   /** An attempt ended failed; the session machine decides whether it is retried. */
   attemptFailed: { sessionId: string; turn: number; attempt: number; category: FailureCategory; text: string };

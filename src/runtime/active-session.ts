@@ -323,15 +323,15 @@ export class ActiveSession {
       for (const field of tally.ended(snapshot.context)) this.#writer.count(field);
       if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
         const { turnIndex, turn } = snapshot.context;
-        tell(() =>
-          events.turnEnded?.({
-            sessionId: this.#sessionId,
-            turn: turnIndex,
-            status: transition.to as 'completed' | 'failed' | 'cancelled',
-            failureReason: turn?.failureReason ?? null,
-            cancelReason: turn?.cancelReason ?? null,
-          }),
-        );
+        const ended = {
+          sessionId: this.#sessionId,
+          turn: turnIndex,
+          status: transition.to as 'completed' | 'failed' | 'cancelled',
+          failureReason: turn?.failureReason ?? null,
+          cancelReason: turn?.cancelReason ?? null,
+        };
+        // Told once the end is stored (with the write that records it): a listener that reads the session then sees it ended.
+        this.#writer.landed(() => tell(() => events.turnEnded?.(ended)));
       }
     };
     const policy = await this.#policy();

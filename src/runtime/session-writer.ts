@@ -32,7 +32,9 @@ export class SessionWriter {
   /** The number of this writer's next batch (see WRITE: a batch sent again after it landed writes nothing). */
   #nextWriteId = 1;
   /** A batch whose call failed (it may have landed or not): sent again, alone and with its number, before anything else. */
-  #unsent: { id: number; batch: Batch } | null = null;
+  #unsent: { id: number; batch: Batch; landed: Array<() => void> } | null = null;
+  /** Called once the pending batch is in Redis (see landed()). */
+  #landed: Array<() => void> = [];
   /** Serialises the session's latest snapshot, when it changed since the last write. */
   #take: (() => SnapshotValue) | null = null;
 
@@ -103,6 +105,16 @@ export class SessionWriter {
     this.#pending.counters.push([field, by]);
   }
 
+  /**
+   * Calls `then` once everything pending now is in Redis, with the write that takes it as it would
+   * go anyway (no write of its own: a quiescent state goes with the release). Never, if that write
+   * finds the lease lost (what it held is then not this holder's to tell of).
+   */
+  landed(then: () => void): void {
+    if (isEmpty(this.#pending) && this.#take === null && this.#unsent === null) callAll([then]);
+    else this.#landed.push(then);
+  }
+
   /** Writes everything pending; resolves once it is in Redis. */
   flush(): Promise<void> {
     return this.#enqueue(async () => {
@@ -144,19 +156,24 @@ export class SessionWriter {
     const unsent = this.#unsent;
     if (unsent !== null) {
       this.#unsent = null;
-      await this.#send(unsent.id, unsent.batch);
+      await this.#send(unsent.id, unsent.batch, undefined, unsent.landed);
     }
     this.materialize();
     const batch = this.#pending;
-    if (isEmpty(batch) && release === undefined) return null;
+    const landed = this.#landed;
+    this.#landed = [];
+    if (isEmpty(batch) && release === undefined) {
+      callAll(landed);
+      return null;
+    }
     this.#pending = emptyBatch();
     const id = this.#nextWriteId;
     this.#nextWriteId += 1;
-    return this.#send(id, batch, release);
+    return this.#send(id, batch, release, landed);
   }
 
   /** One fenced write; a batch whose call failed for another reason than a stale lease is kept to be sent again. */
-  async #send(id: number, batch: Batch, release?: 'idle' | 'keep'): Promise<1 | 0 | null> {
+  async #send(id: number, batch: Batch, release?: 'idle' | 'keep', landed: Array<() => void> = []): Promise<1 | 0 | null> {
     try {
       const result = await this.#store.write(this.#sessionId, this.#token, {
         ...(release === undefined ? {} : { release }),
@@ -171,6 +188,7 @@ export class SessionWriter {
         usage: batch.usage,
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
       });
+      callAll(landed);
       return result.released;
     } catch (error) {
       if ((error as Error).name === 'StaleLeaseError') {
@@ -179,8 +197,18 @@ export class SessionWriter {
       }
       // Redis unreachable for a moment: the call may have landed or not. The batch goes again, with
       // the same number (written once either way), before anything written after it.
-      this.#unsent = { id, batch };
+      this.#unsent = { id, batch, landed };
       throw error;
+    }
+  }
+}
+
+function callAll(calls: ReadonlyArray<() => void>): void {
+  for (const call of calls) {
+    try {
+      call();
+    } catch {
+      // A caller's callback never breaks the writer.
     }
   }
 }

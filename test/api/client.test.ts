@@ -27,12 +27,20 @@ let redis: RedisServer;
 let client: Client;
 let worker: Worker;
 const events: Array<{ kind: keyof WorkerEvents; payload: unknown }> = [];
+/** What `inspect` said from inside each turnEnded listener: the state stored when the worker told of the end. */
+const statesWhenTold = new Map<string, Promise<string | undefined>>();
 
 beforeAll(async () => {
   redis = await startRedis();
   const prefix = uniquePrefix('api');
   worker = createWorker({ redis: redis.url, prefix, agents: [flaky], concurrency: 2 });
-  worker.on('turnEnded', (payload) => events.push({ kind: 'turnEnded', payload }));
+  worker.on('turnEnded', (payload) => {
+    events.push({ kind: 'turnEnded', payload });
+    statesWhenTold.set(
+      `${payload.sessionId}/${payload.turn}`,
+      client.inspect(payload.sessionId).then((view) => view?.state),
+    );
+  });
   worker.on('attemptFailed', (payload) => events.push({ kind: 'attemptFailed', payload }));
   await worker.start();
   client = createClient({ redis: redis.url, prefix, agents: [flaky] });
@@ -79,6 +87,19 @@ describe('createClient / createWorker / defineAgent', () => {
     expect(seen.slice(0, 2).map((m) => m.type)).toEqual(['terminal.failed', 'assistant']);
     expect((await client.inspect(sessionId))?.state).toBe('cancelled');
     expect(events).toContainEqual({ kind: 'turnEnded', payload: { sessionId, turn: 1, status: 'cancelled', failureReason: null, cancelReason: 'from the test' } });
+  });
+
+  it('tells of a turn’s end once it is stored: a turnEnded listener that inspects the session sees it ended', async () => {
+    const done = await client.enqueue({ prompt: 'three', options: { agent: 'flaky' } });
+    const held = await client.enqueue({ prompt: 'four', options: { agent: 'flaky', hold: true } });
+    for await (const message of client.watch(held.sessionId, { follow: true })) if (message.type === 'assistant') break;
+    await client.cancel(held.sessionId, 'told');
+    const told = async (sessionId: string) => {
+      for (let i = 0; i < 200 && !statesWhenTold.has(`${sessionId}/1`); i += 1) await new Promise((resolve) => setTimeout(resolve, 25));
+      return statesWhenTold.get(`${sessionId}/1`);
+    };
+    expect(await told(done.sessionId)).toBe('completed');
+    expect(await told(held.sessionId)).toBe('cancelled');
   });
 
   it("refuses a custom agent's bad option naming the field, with nothing written; errors carry their stable code", async () => {
