@@ -11,9 +11,9 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `sessiond ARGS` as a user would: a separate process, through the dev bin (the same main as the package's). */
-export function sessiond(args: readonly string[], options: { input?: string; env?: Record<string, string>; cwd?: string } = {}): ResultPromise {
-  return execa(process.execPath, [SESSIOND_BIN, ...args], {
+/** Runs `sessiond ARGS` as a user would: a separate process, through the dev bin (the same main as the package's) unless `bin` names another. */
+export function sessiond(args: readonly string[], options: { input?: string; env?: Record<string, string>; cwd?: string; bin?: string } = {}): ResultPromise {
+  return execa(process.execPath, [options.bin ?? SESSIOND_BIN, ...args], {
     reject: false,
     cwd: options.cwd ?? REPO_ROOT,
     env: options.env ?? {},

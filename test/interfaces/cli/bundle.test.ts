@@ -1,12 +1,11 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleCli } from '../../../scripts/bundle-cli.mjs';
 import { FAST_COMMANDS } from '../../../src/interfaces/cli/fast.ts';
 import { buildProgram } from '../../../src/interfaces/cli/main.ts';
-import { jsonLines } from '../../support/cli.ts';
+import { jsonLines, runCli } from '../../support/cli.ts';
 import { startCliDeployment, type CliDeployment } from '../../support/cli-deployment.ts';
 import { REPO_ROOT } from '../../support/pi-env.ts';
 
@@ -34,10 +33,7 @@ afterAll(async () => {
   if (outdir !== undefined) rmSync(outdir, { recursive: true, force: true });
 });
 
-async function bundled(args: readonly string[]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
-  const result = await execa(process.execPath, [runner, ...args], { reject: false, env: deployment.cliEnv, extendEnv: false, stdin: 'ignore', timeout: 120_000, cwd: REPO_ROOT });
-  return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) };
-}
+const bundled = (args: readonly string[]) => runCli(args, { env: deployment.cliEnv, bin: runner });
 
 const model = (m: string) => deployment.model(m);
 
