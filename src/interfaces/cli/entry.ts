@@ -2,8 +2,6 @@ import type { Command } from 'commander';
 import { fastProgram } from './fast.ts';
 import { runProgram } from './program-base.ts';
 
-export { FAST_COMMANDS } from './fast.ts';
-
 /** The program for this command line: only its command when FAST_COMMANDS knows it (fast.ts), else the whole program. */
 export async function programFor(argv: readonly string[]): Promise<Command> {
   return (await fastProgram(argv)) ?? (await import('./main.ts')).buildProgram();

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { FAST_COMMANDS, programFor } from '../../../src/interfaces/cli/entry.ts';
+import { programFor } from '../../../src/interfaces/cli/entry.ts';
+import { FAST_COMMANDS } from '../../../src/interfaces/cli/fast.ts';
 import { buildProgram } from '../../../src/interfaces/cli/main.ts';
 
 const argv = (...words: string[]): string[] => ['node', 'sessiond', ...words];
