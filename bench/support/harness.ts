@@ -188,12 +188,11 @@ export async function verifySessions(runtime: Runtime, ids: readonly string[], m
 
 /**
  * Builds the checkout at `root` (`npm run build`) when its package has a build script, so that what
- * a benchmark runs of its dist/ is what these sources give. False when there is nothing to build.
+ * a benchmark runs of its dist/ is what these sources give.
  */
-export function buildCheckout(root: string): boolean {
+export function buildCheckout(root: string): void {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
-  if (pkg.scripts?.build === undefined) return false;
+  if (pkg.scripts?.build === undefined) return;
   const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
   if (build.status !== 0) throw new BenchFailure(`npm run build in ${root} exited with ${build.status ?? build.signal}`);
-  return true;
 }
