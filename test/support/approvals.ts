@@ -5,7 +5,7 @@ import { createSessionQueue } from '../../src/runtime/queue.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 import { SessionWorker, WORKER_DEFAULTS } from '../../src/runtime/worker.ts';
-import { FAST_WORKER, until, type Harness } from './runtime.ts';
+import { FAST_WORKER, turnEnded, until, type Harness } from './runtime.ts';
 
 /**
  * A permission request waiting in the session, as an attempt in `ask` mode stores it (see
@@ -69,4 +69,17 @@ export const ofType = (messages: readonly StoredMessage[], type: string): Array<
 /** The session's first `approval.requested`, once its attempt has asked (a real agent may take a while). */
 export function firstApprovalRequest(runtime: Runtime, sessionId: string, timeoutMs = 120_000): Promise<Record<string, unknown>> {
   return until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], timeoutMs, 'approval.requested');
+}
+
+/** Answers the request as `cli:test` and waits for turn 1 to end (a real agent goes on after it): the state it ended in, and the session's messages. */
+export async function decideAndEnd(
+  runtime: Runtime,
+  sessionId: string,
+  request: Record<string, unknown>,
+  decision: 'allow' | 'deny',
+  optionId?: string,
+): Promise<{ state: string; messages: StoredMessage[] }> {
+  await runtime.decideApproval(sessionId, String(request.requestId), decision, 'cli:test', optionId);
+  const { state } = await turnEnded(runtime, sessionId, 1, 120_000);
+  return { state, messages: await runtime.readMessages(sessionId) };
 }

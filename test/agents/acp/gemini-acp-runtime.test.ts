@@ -5,7 +5,7 @@ import { Runtime } from '../../../src/runtime/runtime.ts';
 import { geminiBuiltinScripts, startFakeGeminiServer, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
 import { agentRecords, assistantText, turnEnded, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { geminiAcpEnv, shortDeadline, type AcpCliEnv } from './acp-clis.ts';
-import { ofType, firstApprovalRequest } from '../../support/approvals.ts';
+import { decideAndEnd, ofType, firstApprovalRequest } from '../../support/approvals.ts';
 
 /**
  * `acp:gemini` (the real gemini 0.61 --acp) through the durable runtime: a 500, then success, one
@@ -69,9 +69,8 @@ describe('acp:gemini permission requests in ask mode', () => {
     expect(requested).toMatchObject({ kind: 'execute' });
     expect((requested.options as Array<{ kind: string }>).map((o) => o.kind)).toContain('allow_once');
     expect(commandRan(before)).toBe(false);
-    await runtime.decideApproval(sessionId, String(requested.requestId), 'allow', 'cli:test', 'allow_once');
-    expect((await turnEnded(runtime, sessionId, 1, 120_000)).state).toBe('completed');
-    const messages = await runtime.readMessages(sessionId);
+    const { state, messages } = await decideAndEnd(runtime, sessionId, requested, 'allow', 'allow_once');
+    expect(state).toBe('completed');
     expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'allowed', by: 'cli:test' })]);
     expect(commandRan(before)).toBe(true);
     expect(assistantText(messages)).toBe('The command failed.');
@@ -82,9 +81,8 @@ describe('acp:gemini permission requests in ask mode', () => {
     const before = gemini.requestsFor(ASK_MODEL).length;
     const { sessionId } = await runtime.enqueue({ prompt: 'Run the command', options: ASK() });
     const requested = await firstApprovalRequest(runtime, sessionId);
-    await runtime.decideApproval(sessionId, String(requested.requestId), 'deny', 'cli:test');
-    expect((await turnEnded(runtime, sessionId, 1, 120_000)).state).toBe('completed');
-    const messages = await runtime.readMessages(sessionId);
+    const { state, messages } = await decideAndEnd(runtime, sessionId, requested, 'deny');
+    expect(state).toBe('completed');
     expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'cli:test' })]);
     expect(ofType(messages, 'tool.failed')).toHaveLength(1);
     expect(commandRan(before)).toBe(false);

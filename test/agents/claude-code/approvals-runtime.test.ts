@@ -12,7 +12,7 @@ import { claudeBin, createClaudeEnv, type ClaudeEnv } from '../../support/claude
 import { startFakeAnthropicServer, type FakeAnthropicServer } from '../../support/fake-anthropic-server.ts';
 import { agentRecords, assistantText, turnEnded, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { shortDeadline } from '../acp/acp-clis.ts';
-import { ofType, firstApprovalRequest } from '../../support/approvals.ts';
+import { decideAndEnd, ofType, firstApprovalRequest } from '../../support/approvals.ts';
 
 /**
  * The native `claude-code` agent (the real Claude Code 2.1.332) in the durable runtime with the
@@ -58,9 +58,8 @@ describe('claude-code permission prompts with permissionPrompts "ask"', () => {
     expect(requested).toMatchObject({ tool: 'Bash', kind: 'execute', arguments: { command: 'touch made-by-tool.txt && echo hi' } });
     expect((requested.options as Array<{ kind: string }>).map((o) => o.kind)).toEqual(['allow_once', 'reject_once']);
     expect(existsSync(made())).toBe(false);
-    await runtime.decideApproval(sessionId, String(requested.requestId), 'allow', 'cli:test', 'allow_once');
-    expect((await turnEnded(runtime, sessionId, 1, 120_000)).state).toBe('completed');
-    const messages = await runtime.readMessages(sessionId);
+    const { state, messages } = await decideAndEnd(runtime, sessionId, requested, 'allow', 'allow_once');
+    expect(state).toBe('completed');
     expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'allowed', by: 'cli:test' })]);
     expect(existsSync(made())).toBe(true);
     expect(ofType(messages, 'tool.completed')).toEqual([expect.objectContaining({ result: expect.objectContaining({ content: 'hi' }) })]);
@@ -72,9 +71,8 @@ describe('claude-code permission prompts with permissionPrompts "ask"', () => {
     const before = server.requestsFor(MODEL).length;
     const { sessionId } = await runtime.enqueue({ prompt: 'Make the file', options: ASK() });
     const requested = await firstApprovalRequest(runtime, sessionId);
-    await runtime.decideApproval(sessionId, String(requested.requestId), 'deny', 'cli:test');
-    expect((await turnEnded(runtime, sessionId, 1, 120_000)).state).toBe('completed');
-    const messages = await runtime.readMessages(sessionId);
+    const { state, messages } = await decideAndEnd(runtime, sessionId, requested, 'deny');
+    expect(state).toBe('completed');
     expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'cli:test' })]);
     expect(ofType(messages, 'tool.failed')).toHaveLength(1);
     expect(existsSync(made())).toBe(false);
