@@ -1,6 +1,6 @@
 import { runtimeOf } from '../../../api/bind.ts';
+import { createMetrics } from '../../../api/metrics.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
-import { RuntimeMetrics } from '../../../runtime/metrics.ts';
 import { startServer } from '../../http/server.ts';
 import { createLogger } from '../../log.ts';
 import { CliError, openRuntime } from '../context.ts';
@@ -24,7 +24,7 @@ export async function runServe(flags: ServeFlags): Promise<number> {
     await ctx.close();
     throw error;
   });
-  const metrics = new RuntimeMetrics(runtime, { workerStaleMs: Math.max(5000, 3 * config.worker.heartbeat) });
+  const metrics = createMetrics(ctx.client, { workerStaleMs: Math.max(5000, 3 * config.worker.heartbeat) });
   let server;
   try {
     server = await startServer({ runtime, config, logger: log, metrics });
