@@ -3,7 +3,7 @@ import { createMetrics } from '../../../api/metrics.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { startServer } from '../../http/server.ts';
 import { createLogger } from '../../log.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError, openServerContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 
 export interface ServeFlags {
@@ -15,7 +15,7 @@ export interface ServeFlags {
 
 export async function runServe(flags: ServeFlags): Promise<number> {
   const log = createLogger('sessiond-http');
-  const ctx = await openRuntime({ 'http.host': flags.host, 'http.port': flags.port, 'http.tlsCert': flags.tlsCert, 'http.tlsKey': flags.tlsKey });
+  const ctx = await openServerContext({ 'http.host': flags.host, 'http.port': flags.port, 'http.tlsCert': flags.tlsCert, 'http.tlsKey': flags.tlsKey });
   const { config } = ctx;
   // Until the HTTP server takes the client (issue 26, routes lane): the runtime under it.
   const runtime = runtimeOf(ctx.client);
