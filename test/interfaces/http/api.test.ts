@@ -5,7 +5,12 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
 import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
-import { ApprovalBody, CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from '../../../src/interfaces/http/schemas.ts';
+import { ApprovalBody } from '../../../src/interfaces/http/routes/approvals.ts';
+import { CancelBody } from '../../../src/interfaces/http/routes/controls.ts';
+import { DispatchBody } from '../../../src/interfaces/http/routes/limits.ts';
+import { PromptBody } from '../../../src/interfaces/http/routes/prompts.ts';
+import { CreateSessionBody } from '../../../src/interfaces/http/routes/sessions.ts';
+import { LoginBody } from '../../../src/interfaces/http/auth/routes.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../../src/retry/index.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
@@ -505,6 +510,20 @@ describe('OpenAPI', () => {
     expect([...served].sort()).toEqual([...documented].sort());
     // Bull Board is mounted (its own UI and API, outside this document).
     expect(app.routes.some((r) => r.path.startsWith('/queues'))).toBe(true);
+  });
+
+  it('every API path with a session id answers 404 naming an id that cannot be one, before reading its query or body', async () => {
+    const withId = Object.entries(doc.paths)
+      .filter(([path]) => path.startsWith('/api/') && path.includes('{id}'))
+      .flatMap(([path, ops]) => Object.keys(ops).map((method) => ({ method: method.toUpperCase(), path })));
+    expect(withId.length).toBeGreaterThanOrEqual(15);
+    for (const { method, path } of withId) {
+      const target = `${path.replace('{id}', 'no%20such%20id').replace(/\{[A-Za-z]+\}/g, 'x')}?from=nope&force=maybe`;
+      const r = await call(method, target, method === 'GET' || method === 'DELETE' ? undefined : { unexpected: true });
+      expect({ route: `${method} ${path}`, status: r.status, body: r.body }).toEqual({ route: `${method} ${path}`, status: 404, body: { error: 'unknown session "no such id"' } });
+    }
+    // The dashboard's page of a session renders any id (it says when a session is unknown).
+    expect((await fetch(`${server.url}/sessions/no%20such%20id`)).status).toBe(200);
   });
 
   it('is OpenAPI 3.1, every $ref resolves, and it is served at /openapi.json', async () => {
