@@ -16,12 +16,35 @@
  * const worker = createWorker({ redis: 'redis://127.0.0.1:6379', agents: [echo] });
  * await worker.start();
  * const client = createClient({ redis: 'redis://127.0.0.1:6379', agents: [echo] });
- * const { sessionId } = await client.enqueue({ prompt: 'hello', options: { agent: 'echo' } });
- * for await (const message of client.watch(sessionId)) console.log(message.seq, message.type);
+ * const { sessionId } = await client.sessions.enqueue({ prompt: 'hello', options: { agent: 'echo' } });
+ * for await (const message of client.session(sessionId).watch()) console.log(message.seq, message.type);
  * await client.close();
  * await worker.close();
  */
-export { createClient, type Client, type ClientOptions, type RedisOption } from './api/client.ts';
+export {
+  createClient,
+  type ApprovalsClient,
+  type ApprovalVerdict,
+  type Client,
+  type ClientOptions,
+  type DeletionRecord,
+  type DeploymentClient,
+  type DispatchClient,
+  type EnqueueRequest,
+  type FleetLimitView,
+  type ImportResult,
+  type LifecycleOptions,
+  type ListPage,
+  type PromptsClient,
+  type QueuedPrompt,
+  type RedisOption,
+  type RetryPolicyClient,
+  type SessionHandle,
+  type SessionsClient,
+  type SessionView,
+  type StoredApproval,
+  type WorkerHeartbeat,
+} from './api/client.ts';
 export { createWorker, type Worker, type WorkerEvents, type WorkerOptions } from './api/worker.ts';
 export { defineAgent, type AgentAttempt, type AgentSpec, type DefinedAgent } from './api/define-agent.ts';
 export type { WatchOptions } from './api/watch.ts';
@@ -40,7 +63,5 @@ export {
   type TerminalMessage,
 } from './protocol/index.ts';
 export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';
-export type { EnqueueRequest, SessionView } from './runtime/runtime.ts';
-export type { ListPage } from './runtime/lifecycle/listing.ts';
 export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy } from './policy/index.ts';
 export { ArchiveError, ConflictError, ERROR_CODES, hasErrorCode, InputError, NotFoundError, QuotaError, SessiondError, type ErrorCode } from './errors.ts';

@@ -1,16 +1,25 @@
+import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { PolicyInput } from '../policy/index.ts';
+import type { DeploymentPolicy, PolicyInput } from '../policy/index.ts';
 import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
+import type { ApprovalVerdict } from '../runtime/approvals/decide.ts';
+import type { StoredApproval } from '../runtime/approvals/store.ts';
+import type { EnqueueRequest } from '../runtime/enqueue-request.ts';
 import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
+import type { ImportResult } from '../runtime/lifecycle/transfer.ts';
 import { createRedis } from '../runtime/redis/connection.ts';
-import { Runtime, type EnqueueRequest, type SessionView } from '../runtime/runtime.ts';
+import type { FleetLimitView, QueuedPrompt, SessionView, WorkerHeartbeat } from '../runtime/runtime.ts';
+import { bindClient } from './bind.ts';
 import type { DefinedAgent } from './define-agent.ts';
 import type { SessionState, StoredMessage } from './types.ts';
-import { watchSession, type WatchOptions } from './watch.ts';
+import type { WatchOptions } from './watch.ts';
 
 /** Where Redis is: a URL (`redis://…`, `rediss://…`), or a function making a new connection (sessiond opens several). */
 export type RedisOption = string | ((role: string) => Redis);
+
+/** A session's retention and quotas (docs/concepts.md "lifecycle"): the operator's, never a caller's. */
+export type LifecycleOptions = LifecycleLimits;
 
 export interface ClientOptions {
   redis: RedisOption;
@@ -22,46 +31,142 @@ export interface ClientOptions {
   policy?: PolicyInput;
   /** The workspace: a session's cwd when its caller names none, and the default allowed root. @default process.cwd() */
   workspace?: string;
-  /** Retention and quotas (see README "Data lifecycle"). */
-  limits?: Partial<LifecycleLimits>;
+  /** Retention and quotas (as `lifecycle` in the config file). */
+  lifecycle?: Partial<LifecycleOptions>;
 }
 
-/** The sessiond client: everything a caller does, against the Redis the workers use. */
-export interface Client {
-  /** Adds a prompt to a session (created unless it exists) and makes sure a worker runs it. */
-  enqueue(request: EnqueueRequest): Promise<{ sessionId: string; turn: number; created: boolean }>;
-  /** Adds a prompt to an existing session (NotFoundError otherwise). */
-  prompt(sessionId: string, request: Omit<EnqueueRequest, 'sessionId' | 'retryPolicy' | 'retention'>): Promise<{ sessionId: string; turn: number }>;
-  /** The session's stored messages from `from`, then live ones; ends with the latest turn unless `follow`. */
-  watch(sessionId: string, options?: WatchOptions): AsyncIterable<StoredMessage>;
-  /** A page of the message log (no waiting). */
-  messages(sessionId: string, options?: { from?: number; limit?: number }): Promise<StoredMessage[]>;
-  /** The session's state, latest turn, attempts, history, …; null for an unknown id. */
-  inspect(sessionId: string): Promise<SessionView | null>;
-  /** Sessions newest first; `next` is the cursor of the next page (null on the last). */
+export type { ApprovalVerdict, EnqueueRequest, FleetLimitView, ImportResult, ListPage, QueuedPrompt, SessionView, StoredApproval, WorkerHeartbeat };
+
+/** The deletion audit: one entry per delete that reached the session (deleted, already deleted, refused as active). */
+export interface DeletionRecord {
+  at: number;
+  sessionId: string;
+  actor: string;
+  force: boolean;
+  outcome: string;
+  cancelled: boolean;
+}
+
+/** Every session: list, enqueue into (creating), import, cancel in bulk, the deletion audit. */
+export interface SessionsClient {
+  /** A page of sessions, newest first; `next` is the cursor of the next page (null on the last). InputError for a bad cursor. */
   list(options?: { state?: SessionState; cursor?: string; limit?: number }): Promise<ListPage>;
-  /** Cancels the current turn wherever it runs (NotFoundError for an unknown id). */
-  cancel(sessionId: string, reason?: string): Promise<{ delivered: 'worker' | 'activation' }>;
+  /**
+   * Adds a prompt to a session (created unless it exists; a new id unless `sessionId`) and makes sure a worker
+   * runs it. Refused with nothing written: InputError, ConflictError (being deleted), QuotaError.
+   */
+  enqueue(request: EnqueueRequest): Promise<{ sessionId: string; turn: number; created: boolean }>;
+  /** Restores an archive (as `as`, default its own id). Under a new id the copy's agent conversation is `forked` (continues the original's) or `new`. */
+  import(archive: string, options?: { as?: string }): Promise<ImportResult>;
+  /** Cancels every session in `state` (queued, running, backoff, parked), optionally of one agent; `dryRun` only lists them. */
+  cancelMatching(filter: {
+    state?: unknown;
+    agent?: unknown;
+    dryRun?: boolean;
+    reason?: string;
+    max?: number;
+  }): Promise<{ dryRun: boolean; matched: Array<{ sessionId: string; state: string; agent: string }>; cancelled: number }>;
+  /** The deletion audit, newest first (at most `limit`, default 100). */
+  deletions(options?: { limit?: number }): Promise<DeletionRecord[]>;
+  /** A value that changes whenever anything a listing shows changes (an ETag). */
+  listingVersion(): Promise<string>;
+}
+
+/**
+ * One session, by id. Making a handle reads nothing; each method is one operation. Contract: a
+ * malformed id is an InputError naming `sessionId`; an unknown one a NotFoundError (`inspect`
+ * returns null instead; `lastSeq` 0).
+ */
+export interface SessionHandle {
+  readonly sessionId: string;
+  /** The session's state, latest turn, attempts, history, approvals, usage…; null for an unknown (or malformed) id. */
+  inspect(): Promise<SessionView | null>;
+  /** A page of the message log from seq `from` (default 1), at most `limit` (default 1000); no waiting. */
+  messages(options?: { from?: number; limit?: number }): Promise<StoredMessage[]>;
+  /** The seq of the last stored message: 0 before the first (or for an unknown session). */
+  lastSeq(): Promise<number>;
+  /** The stored messages from `from`, then live ones; ends with the latest turn unless `follow`. */
+  watch(options?: WatchOptions): AsyncIterable<StoredMessage>;
+  /** Adds a prompt to this existing session (NotFoundError otherwise): its next turn. */
+  prompt(request: Omit<EnqueueRequest, 'sessionId' | 'retryPolicy' | 'retention'>): Promise<{ sessionId: string; turn: number }>;
+  /** Cancels the current turn wherever it runs. */
+  cancel(reason?: string): Promise<{ delivered: 'worker' | 'activation' }>;
+  /**
+   * Retries the failed last turn as a new turn (the operator's turn retry: same prompt and options, a new
+   * series of attempts). ConflictError when the last turn did not fail, a prompt waits or a cancel is pending.
+   */
+  retry(): Promise<{ sessionId: string; turn: number; retryOf: number }>;
   /** Resumes a session parked at a quota wall now, before the provider's reset (ConflictError when it is not parked). */
-  resume(sessionId: string): Promise<{ sessionId: string; turn: number; parkedUntil: number; delivered: 'worker' | 'activation' }>;
-  /** Deletes a session fleet-wide: a finished one, or with `force` a running one (its turn cancelled first). */
-  delete(
-    sessionId: string,
-    options?: { force?: boolean; /** Who asks, for the deletion audit log (e.g. `app:alice`). */ actor?: string },
-  ): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }>;
+  resume(): Promise<{ sessionId: string; turn: number; parkedUntil: number; delivered: 'worker' | 'activation' }>;
+  /** Deletes the session fleet-wide: a finished one, or with `force` a running one (its turn cancelled first). `actor` is who asks, for the deletion audit. */
+  delete(options?: { force?: boolean; actor?: string; waitMs?: number }): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }>;
   /** The session as a versioned JSON-lines archive. */
-  export(sessionId: string): Promise<string>;
-  /** Restores an archive (as `as`, default its own id). */
-  /** Under a new id (`as`), the copy gets an agent conversation of its own: `conversation` says whether it continues the original's (`forked`) or starts anew (`new`). */
-  import(archive: string, options?: { as?: string }): Promise<{ sessionId: string; messages: number; state: string; conversation: 'kept' | 'forked' | 'new' }>;
-  retryPolicy: {
-    /** The policy in force: the session's own, else the global one, else the defaults. */
-    get(options?: { sessionId?: string }): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }>;
-    /** Validates `patch` over the policy in force; `{ ok: false, errors }` changes nothing. */
-    set(patch: Partial<RetryPolicy>, options?: { sessionId?: string }): Promise<RetryPolicyResult>;
-    /** Back to the defaults (global), or to following the global one (a session). */
-    reset(options?: { sessionId?: string }): Promise<RetryPolicy>;
-  };
+  export(): Promise<string>;
+}
+
+/** Prompts waiting for their turn. */
+export interface PromptsClient {
+  /** The session's queued prompts, in the order their turns will run. NotFoundError for an unknown session. */
+  list(sessionId: string): Promise<QueuedPrompt[]>;
+  /** Removes a queued prompt. ConflictError when its turn has started (cancel it instead), NotFoundError when there is no such prompt. */
+  remove(sessionId: string, promptId: string, options?: { waitMs?: number }): Promise<{ sessionId: string; promptId: string; removed: true }>;
+}
+
+/** An operator's answers to the agents' permission requests. */
+export interface ApprovalsClient {
+  /**
+   * Answers a permission request of the session's current turn (`by`: who, for the audit). The first decision
+   * wins (ConflictError after it); `option` picks one of the agent's options for that verdict.
+   */
+  decide(
+    sessionId: string,
+    requestId: string,
+    decision: { verdict: ApprovalVerdict; by: string; option?: string; reason?: string },
+  ): Promise<{ sessionId: string; requestId: string; outcome: 'allowed' | 'denied'; optionId: string | null; by: string; at: number }>;
+}
+
+/** The retry policy: how the session machine retries a failed attempt (global, or one session's own). */
+export interface RetryPolicyClient {
+  /** The policy in force: the session's own, else the global one, else the defaults. */
+  get(options?: { sessionId?: string }): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }>;
+  /** Validates `patch` over the policy in force; `{ ok: false, errors }` changes nothing. */
+  set(patch: Partial<RetryPolicy>, options?: { sessionId?: string }): Promise<RetryPolicyResult>;
+  /** Back to the defaults (global), or to following the global one (a session). */
+  reset(options?: { sessionId?: string }): Promise<RetryPolicy>;
+}
+
+/** Dispatch: whether workers start attempts, fleet-wide or under one fleet limit. */
+export interface DispatchClient {
+  /** Stops starting attempts (fleet-wide, or under the fleet limit named `limit`): running turns finish, cancels still work. */
+  pause(limit?: string): Promise<{ paused: string[] }>;
+  /** Starts attempts again; the sessions waiting for it are woken in order. */
+  resume(limit?: string): Promise<{ paused: string[]; woken: number }>;
+  /** Every fleet limit with what is held and waiting under it now, and whether dispatch is paused fleet-wide. */
+  status(): Promise<{ paused: boolean; limits: FleetLimitView[] }>;
+}
+
+/** The deployment this client talks to: its policy, its workers, its queue. */
+export interface DeploymentClient {
+  /** Reaches Redis; rejects when it cannot. */
+  ping(): Promise<void>;
+  /** The deployment policy: what callers may choose (resolved on first use). */
+  policy(): Promise<DeploymentPolicy>;
+  /** The workers' latest heartbeats. */
+  workers(): Promise<WorkerHeartbeat[]>;
+  /** The activation queue's BullMQ queue (partition 0), for an operator's view such as Bull Board. */
+  bullQueue(): Queue;
+}
+
+/** The sessiond client, by noun: everything a caller does, against the Redis the workers use. */
+export interface Client {
+  sessions: SessionsClient;
+  /** A handle on one session (no request is made until a method is called). */
+  session(sessionId: string): SessionHandle;
+  prompts: PromptsClient;
+  approvals: ApprovalsClient;
+  retryPolicy: RetryPolicyClient;
+  dispatch: DispatchClient;
+  deployment: DeploymentClient;
   /** Closes every connection this client opened. */
   close(): Promise<void>;
 }
@@ -78,62 +183,32 @@ export function connections(redis: RedisOption): { connect: (role: string) => Re
   return { connect, closeAll: () => made.forEach((c) => c.disconnect()) };
 }
 
-/** A Runtime for library callers: the agents registered and the policy resolved on first enqueue (a read loads neither). */
-export function openRuntime(options: ClientOptions, connect: (role: string) => Redis): Runtime {
-  return new Runtime({
-    connect,
-    ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
-    ...(options.limits === undefined ? {} : { limits: options.limits }),
-    policy: async () => {
-      const { registerAgent } = await import('../agents/registry.ts');
-      for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
-      const { deploymentPolicy } = await import('../runtime/deployment-policy.ts');
-      return deploymentPolicy({
-        ...(options.policy === undefined ? {} : { policy: options.policy }),
-        ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
-      });
-    },
-  });
-}
-
-/** The client over a Runtime (the CLI passes its own, configured from the environment). */
-export function clientOf(runtime: Runtime, onClose: () => void | Promise<void> = () => undefined): Client {
-  return {
-    enqueue: (request) => runtime.enqueue(request),
-    prompt: async (sessionId, request) => {
-      const { turn } = await runtime.enqueue({ ...request, sessionId }, { mustExist: true });
-      return { sessionId, turn };
-    },
-    // The log holds what the agents yielded, CliMessages (typed at the agent boundary).
-    watch: (sessionId, options) => watchSession(runtime, sessionId, options) as AsyncIterable<StoredMessage>,
-    messages: async (sessionId, options = {}) => (await runtime.readMessages(sessionId, options.from ?? 1, options.limit ?? 1000)) as StoredMessage[],
-    inspect: (sessionId) => runtime.getSession(sessionId),
-    list: (options = {}) => runtime.listPage(options),
-    cancel: (sessionId, reason) => runtime.cancel(sessionId, reason),
-    resume: (sessionId) => runtime.resumeParked(sessionId),
-    delete: (sessionId, options = {}) => runtime.deleteSession(sessionId, options),
-    export: (sessionId) => runtime.exportSession(sessionId),
-    import: (archive, options) => runtime.importSession(archive, options),
-    retryPolicy: {
-      get: (options = {}) => runtime.getPolicy(options.sessionId),
-      set: (patch, options = {}) => runtime.setPolicy(patch, options.sessionId),
-      reset: (options = {}) => runtime.resetPolicy(options.sessionId),
-    },
-    async close() {
-      await runtime.close();
-      await onClose();
-    },
-  };
-}
-
 /**
- * A client of a sessiond deployment: enqueue prompts, watch their messages, inspect, list,
- * cancel, delete, export/import sessions, configure the retry policy. Connects lazily.
+ * A client of a sessiond deployment, by noun: `client.sessions` (list, enqueue, import…),
+ * `client.session(id)` (inspect, watch, cancel, delete…), `client.prompts`, `client.approvals`,
+ * `client.retryPolicy`, `client.dispatch`, `client.deployment`. Connects lazily.
  *
  * Contract: input is validated first and refused with an InputError naming the field, with
  * nothing written; an unknown session is a NotFoundError (`inspect` returns null instead).
  */
 export function createClient(options: ClientOptions): Client {
   const { connect, closeAll } = connections(options.redis);
-  return clientOf(openRuntime(options, connect), closeAll);
+  return bindClient(
+    {
+      connect,
+      ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
+      ...(options.lifecycle === undefined ? {} : { limits: options.lifecycle }),
+      // The agents registered and the policy resolved on first enqueue (a read loads neither).
+      policy: async () => {
+        const { registerAgent } = await import('../agents/registry.ts');
+        for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
+        const { deploymentPolicy } = await import('../runtime/deployment-policy.ts');
+        return deploymentPolicy({
+          ...(options.policy === undefined ? {} : { policy: options.policy }),
+          ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
+        });
+      },
+    },
+    closeAll,
+  );
 }

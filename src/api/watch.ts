@@ -9,6 +9,12 @@ export interface WatchOptions {
   follow?: boolean;
   /** Ends the iteration (no error) when aborted. */
   signal?: AbortSignal;
+  /**
+   * Read live messages through the client's one shared blocking connection, as many concurrent watchers
+   * (the HTTP event streams) do, instead of a connection of its own. A shared watcher that falls far
+   * behind is ended (resume with `from: lastSeq + 1`); it also ends once the session is gone.
+   */
+  shared?: boolean;
 }
 
 const SETTLED_POLL_MS = 200;
@@ -39,7 +45,8 @@ export async function* watchSession(runtime: Runtime, sessionId: string, options
           }
         })();
   try {
-    for await (const message of runtime.followMessages(sessionId, yielded + 1, reader.signal)) {
+    const source = options.shared === true ? runtime.messageHub.follow(sessionId, yielded + 1, reader.signal) : runtime.followMessages(sessionId, yielded + 1, reader.signal);
+    for await (const message of source) {
       yield message;
       yielded = message.seq;
     }

@@ -108,7 +108,7 @@ export interface RuntimeOptions {
 }
 
 /** A fleet limit as operators see it: its rule and each of its keys in use. */
-export interface LimitView {
+export interface FleetLimitView {
   name: string;
   match: LimitRule['match'];
   maxConcurrent: number | null;
@@ -211,9 +211,9 @@ export class Runtime {
   }
 
   /** Every configured limit with what is held and waiting under it now, and whether dispatch is paused. */
-  async limitsView(): Promise<{ paused: boolean; limits: LimitView[] }> {
+  async limitsView(): Promise<{ paused: boolean; limits: FleetLimitView[] }> {
     const [status, paused] = await Promise.all([this.#fleetLimits.status(), this.#fleetLimits.paused()]);
-    const limits = this.#fleetLimits.rules.map((rule): LimitView => {
+    const limits = this.#fleetLimits.rules.map((rule): FleetLimitView => {
       const keys = status.filter((s) => s.name === rule.name);
       return {
         name: rule.name,

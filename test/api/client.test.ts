@@ -38,7 +38,10 @@ beforeAll(async () => {
     events.push({ kind: 'turnEnded', payload });
     statesWhenTold.set(
       `${payload.sessionId}/${payload.turn}`,
-      client.inspect(payload.sessionId).then((view) => view?.state),
+      client
+        .session(payload.sessionId)
+        .inspect()
+        .then((view) => view?.state),
     );
   });
   worker.on('attemptFailed', (payload) => events.push({ kind: 'attemptFailed', payload }));
@@ -61,39 +64,39 @@ async function collect(iterable: AsyncIterable<StoredMessage>): Promise<StoredMe
 
 describe('createClient / createWorker / defineAgent', () => {
   it("runs a custom agent's turn through the retry: watch streams every message once, in order, and ends with the turn; the worker tells of the failed attempt and the turn's end", async () => {
-    const { sessionId, created } = await client.enqueue({ prompt: 'one', options: { agent: 'flaky' } });
+    const { sessionId, created } = await client.sessions.enqueue({ prompt: 'one', options: { agent: 'flaky' } });
     expect(created).toBe(true);
-    const messages = await collect(client.watch(sessionId));
+    const messages = await collect(client.session(sessionId).watch());
     expect(messages.map((m) => `${m.seq} ${m.turn}/${m.attempt} ${m.type}`)).toEqual(['1 1/1 terminal.failed', '2 1/2 assistant', '3 1/2 terminal.completed']);
-    expect((await client.inspect(sessionId))?.state).toBe('completed');
+    expect((await client.session(sessionId).inspect())?.state).toBe('completed');
     expect(events).toContainEqual({ kind: 'attemptFailed', payload: { sessionId, turn: 1, attempt: 1, category: 'server_error', text: 'HTTP 503' } });
     expect(events).toContainEqual({ kind: 'turnEnded', payload: { sessionId, turn: 1, status: 'completed', failureReason: null, cancelReason: null } });
     // Resumed from a seq: only what follows it.
-    expect((await collect(client.watch(sessionId, { from: 3 }))).map((m) => m.seq)).toEqual([3]);
+    expect((await collect(client.session(sessionId).watch({ from: 3 }))).map((m) => m.seq)).toEqual([3]);
   });
 
   it('watch with follow ends when its signal aborts; cancel ends a held turn cancelled, and the worker says so', async () => {
-    const { sessionId } = await client.enqueue({ prompt: 'two', options: { agent: 'flaky', hold: true } });
+    const { sessionId } = await client.sessions.enqueue({ prompt: 'two', options: { agent: 'flaky', hold: true } });
     const controller = new AbortController();
     const off = worker.on('turnEnded', (turn) => {
       if (turn.sessionId === sessionId) controller.abort();
     });
     const seen: StoredMessage[] = [];
-    for await (const message of client.watch(sessionId, { follow: true, signal: controller.signal })) {
+    for await (const message of client.session(sessionId).watch({ follow: true, signal: controller.signal })) {
       seen.push(message);
-      if (message.type === 'assistant') await client.cancel(sessionId, 'from the test');
+      if (message.type === 'assistant') await client.session(sessionId).cancel('from the test');
     }
     off();
     expect(seen.slice(0, 2).map((m) => m.type)).toEqual(['terminal.failed', 'assistant']);
-    expect((await client.inspect(sessionId))?.state).toBe('cancelled');
+    expect((await client.session(sessionId).inspect())?.state).toBe('cancelled');
     expect(events).toContainEqual({ kind: 'turnEnded', payload: { sessionId, turn: 1, status: 'cancelled', failureReason: null, cancelReason: 'from the test' } });
   });
 
   it('tells of a turn’s end once it is stored: a turnEnded listener that inspects the session sees it ended', async () => {
-    const done = await client.enqueue({ prompt: 'three', options: { agent: 'flaky' } });
-    const held = await client.enqueue({ prompt: 'four', options: { agent: 'flaky', hold: true } });
-    for await (const message of client.watch(held.sessionId, { follow: true })) if (message.type === 'assistant') break;
-    await client.cancel(held.sessionId, 'told');
+    const done = await client.sessions.enqueue({ prompt: 'three', options: { agent: 'flaky' } });
+    const held = await client.sessions.enqueue({ prompt: 'four', options: { agent: 'flaky', hold: true } });
+    for await (const message of client.session(held.sessionId).watch({ follow: true })) if (message.type === 'assistant') break;
+    await client.session(held.sessionId).cancel('told');
     const told = async (sessionId: string) => {
       for (let i = 0; i < 200 && !statesWhenTold.has(`${sessionId}/1`); i += 1) await new Promise((resolve) => setTimeout(resolve, 25));
       return statesWhenTold.get(`${sessionId}/1`);
@@ -103,12 +106,15 @@ describe('createClient / createWorker / defineAgent', () => {
   });
 
   it("refuses a custom agent's bad option naming the field, with nothing written; errors carry their stable code", async () => {
-    const error = await client.enqueue({ sessionId: 'refused', prompt: 'x', options: { agent: 'flaky', hold: 'yes' } }).catch((e: unknown) => e);
+    const error = await client.sessions.enqueue({ sessionId: 'refused', prompt: 'x', options: { agent: 'flaky', hold: 'yes' } }).catch((e: unknown) => e);
     expect(hasErrorCode(error, 'invalid_input')).toBe(true);
     expect((error as Error).message).toContain('options.hold');
-    expect(await client.inspect('refused')).toBeNull();
-    const missing = await client.cancel('refused').catch((e: unknown) => e);
+    expect(await client.session('refused').inspect()).toBeNull();
+    const missing = await client
+      .session('refused')
+      .cancel()
+      .catch((e: unknown) => e);
     expect(hasErrorCode(missing, 'not_found')).toBe(true);
-    expect((await client.list({ state: 'completed' })).sessions.length).toBeGreaterThanOrEqual(1);
+    expect((await client.sessions.list({ state: 'completed' })).sessions.length).toBeGreaterThanOrEqual(1);
   });
 });

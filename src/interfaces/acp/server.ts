@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import * as acp from '@agentclientprotocol/sdk';
 import { admitTurn } from '../../runtime/deployment-policy.ts';
-import { ConflictError, QuotaError } from '../../runtime/lifecycle/errors.ts';
-import { InputError, NotFoundError, type Runtime } from '../../runtime/runtime.ts';
+import type { Client } from '../../api/client.ts';
+import { ConflictError, InputError, NotFoundError, QuotaError } from '../../errors.ts';
 import type { StoredMessage } from '../../runtime/store/session-store.ts';
 import { turnPromptsOf } from '../../runtime/turn-prompts.ts';
 import { lastAttempts, promptText, updateOf } from './updates.ts';
@@ -14,7 +14,8 @@ const TOOL_KINDS = new Set(['read', 'edit', 'delete', 'move', 'search', 'execute
 const MAX_SESSIONS = 1000;
 
 export interface AcpServerOptions {
-  runtime: Runtime;
+  /** The public client every session operation goes through. */
+  client: Client;
   /** The agent and its options from `sessiond acp`'s flags (a client's `_meta.sessiond` may add to them; the policy bounds both). */
   defaults: Record<string, unknown>;
   /** How often a prompt looks for new messages and the turn's end when nothing came. Default 100 ms. */
@@ -48,7 +49,7 @@ interface Known {
  *   attempt's messages.
  */
 export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.AgentConnection {
-  const { runtime } = options;
+  const { client: sessiond } = options;
   const pollMs = options.pollMs ?? 100;
   const known = new Map<string, Known>();
   const remember = (id: string, value: Known): void => {
@@ -68,17 +69,20 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
     }))
     .onRequest('session/new', async ({ params }) => {
       const chosen = sessionOptions(options.defaults, params._meta, params.cwd);
-      const admitted = await admitTurn(await runtime.resolvedPolicy(), chosen);
+      const admitted = await admitTurn(await sessiond.deployment.policy(), chosen);
       if (!admitted.ok) throw acp.RequestError.invalidParams({ issues: admitted.issues }, admitted.issues.map((i) => `${i.field}: ${i.message}`).join('; '));
       const sessionId = randomUUID();
       remember(sessionId, { options: chosen, exists: false });
       return { sessionId };
     })
     .onRequest('session/load', async ({ params, client }) => {
-      const view = await runtime.getSession(params.sessionId).catch(() => null);
+      const view = await sessiond
+        .session(params.sessionId)
+        .inspect()
+        .catch(() => null);
       if (view === null) throw new acp.RequestError(-32002, `unknown session "${params.sessionId}"`);
       remember(params.sessionId, { options: {}, exists: true });
-      const messages = lastAttempts(await readAll(runtime, params.sessionId));
+      const messages = lastAttempts(await readAll(sessiond, params.sessionId));
       const prompts = turnPromptsOf(view.history);
       // The current turn's text is in the session's context too (its history entry may be trimmed away).
       const current = view.context?.turn ?? null;
@@ -100,25 +104,28 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       return {};
     })
     .onNotification('session/cancel', async ({ params }) => {
-      await runtime.cancel(params.sessionId, 'cancelled by the ACP client').catch(() => undefined);
+      await sessiond
+        .session(params.sessionId)
+        .cancel('cancelled by the ACP client')
+        .catch(() => undefined);
     })
     .onRequest('session/prompt', async ({ params, client }) => {
       const sessionId = params.sessionId;
       const text = promptText(params.prompt);
       if (text.trim() === '') throw acp.RequestError.invalidParams({ field: 'prompt' }, 'prompt: must hold some text');
-      const session = known.get(sessionId) ?? (await loadKnown(runtime, sessionId));
+      const session = known.get(sessionId) ?? (await loadKnown(sessiond, sessionId));
       if (session === null) throw new acp.RequestError(-32002, `unknown session "${sessionId}": create it with session/new or load it`);
-      const before = (await runtime.getSession(sessionId))?.lastSeq ?? 0;
+      const before = (await sessiond.session(sessionId).inspect())?.lastSeq ?? 0;
       let turn: number;
       try {
-        ({ turn } = await runtime.enqueue({ sessionId, prompt: text, ...(session.exists ? {} : { options: session.options }) }));
+        ({ turn } = await sessiond.sessions.enqueue({ sessionId, prompt: text, ...(session.exists ? {} : { options: session.options }) }));
       } catch (error) {
         if (error instanceof InputError) throw acp.RequestError.invalidParams({ issues: error.issues }, error.message);
         if (error instanceof QuotaError || error instanceof ConflictError || error instanceof NotFoundError) throw acp.RequestError.internalError(undefined, error.message);
         throw error;
       }
       remember(sessionId, { ...session, exists: true });
-      return followTurn({ runtime, client, sessionId, turn, from: before + 1, pollMs, closed: () => closed });
+      return followTurn({ sessiond, client, sessionId, turn, from: before + 1, pollMs, closed: () => closed });
     })
     .connect(stream);
   void connection.closed.then(() => (closed = true));
@@ -137,15 +144,18 @@ function sessionOptions(defaults: Record<string, unknown>, meta: unknown, cwd: s
   };
 }
 
-async function loadKnown(runtime: Runtime, sessionId: string): Promise<Known | null> {
-  const view = await runtime.getSession(sessionId).catch(() => null);
+async function loadKnown(sessiond: Client, sessionId: string): Promise<Known | null> {
+  const view = await sessiond
+    .session(sessionId)
+    .inspect()
+    .catch(() => null);
   return view === null ? null : { options: {}, exists: true };
 }
 
-async function readAll(runtime: Runtime, sessionId: string): Promise<StoredMessage[]> {
+async function readAll(sessiond: Client, sessionId: string): Promise<StoredMessage[]> {
   const out: StoredMessage[] = [];
   for (let from = 1; ;) {
-    const batch = await runtime.readMessages(sessionId, from, 1000);
+    const batch = await sessiond.session(sessionId).messages({ from, limit: 1000 });
     if (batch.length === 0) return out;
     out.push(...batch);
     from = (batch.at(-1)?.seq ?? from) + 1;
@@ -153,7 +163,7 @@ async function readAll(runtime: Runtime, sessionId: string): Promise<StoredMessa
 }
 
 interface Follow {
-  runtime: Runtime;
+  sessiond: Client;
   client: acp.AgentContext;
   sessionId: string;
   turn: number;
@@ -164,17 +174,18 @@ interface Follow {
 
 /** Streams the turn's messages to the client until the turn has ended and every message of it was sent. */
 async function followTurn(f: Follow): Promise<acp.PromptResponse> {
-  const { runtime, client, sessionId, turn } = f;
+  const { sessiond, client, sessionId, turn } = f;
+  const session = sessiond.session(sessionId);
   const asked = new Set<string>();
   let from = f.from;
   let stopReason = 'end_turn';
   for (;;) {
     if (f.closed()) return { stopReason: 'cancelled' };
-    const batch = await runtime.readMessages(sessionId, from, 500);
+    const batch = await session.messages({ from, limit: 500 });
     for (const message of batch) {
       from = message.seq + 1;
       if (message.turn !== turn) continue;
-      if (message.type === 'approval.requested') void forwardApproval(runtime, client, sessionId, message, asked);
+      if (message.type === 'approval.requested') void forwardApproval(sessiond, client, sessionId, message, asked);
       if (message.type === 'terminal.completed') {
         const reason = String((message.content as { stopReason?: unknown }).stopReason ?? '');
         stopReason = STOP_REASONS.has(reason) ? reason : 'end_turn';
@@ -183,7 +194,7 @@ async function followTurn(f: Follow): Promise<acp.PromptResponse> {
       if (update !== null) await client.notify('session/update', { sessionId, update });
     }
     if (batch.length > 0) continue;
-    const view = await runtime.getSession(sessionId);
+    const view = await session.inspect();
     const context = view?.context ?? null;
     const ended = context !== null && (context.turnIndex > turn || (context.turnIndex === turn && ['completed', 'failed', 'cancelled'].includes(view?.state ?? '')));
     if (view !== null && ended && view.lastSeq < from) {
@@ -203,7 +214,7 @@ async function followTurn(f: Follow): Promise<acp.PromptResponse> {
 }
 
 /** An agent's permission request, asked of the client; its answer is the approval decision. Never throws. */
-async function forwardApproval(runtime: Runtime, client: acp.AgentContext, sessionId: string, message: StoredMessage, asked: Set<string>): Promise<void> {
+async function forwardApproval(sessiond: Client, client: acp.AgentContext, sessionId: string, message: StoredMessage, asked: Set<string>): Promise<void> {
   const c = message.content as {
     requestId: string;
     toolCallId: string;
@@ -230,7 +241,7 @@ async function forwardApproval(runtime: Runtime, client: acp.AgentContext, sessi
     });
     const chosen = answer.outcome.outcome === 'selected' ? c.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId) : undefined;
     const verdict = chosen?.kind.startsWith('allow') === true ? 'allow' : 'deny';
-    await runtime.decideApproval(sessionId, c.requestId, verdict, 'acp', chosen?.optionId);
+    await sessiond.approvals.decide(sessionId, c.requestId, { verdict, by: 'acp', ...(chosen === undefined ? {} : { option: chosen.optionId }) });
   } catch {
     // Decided by someone else first, the turn over, or the client gone: nothing to deliver.
   }

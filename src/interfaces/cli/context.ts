@@ -5,8 +5,8 @@ import { clientSettingsOf, plainClientSettings, type ClientSettings } from '../.
 import { rawConfig } from '../../config/raw.ts';
 import { createRedis, ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
-import { clientOf, type Client } from '../../api/client.ts';
-import { Runtime } from '../../runtime/runtime.ts';
+import { bindClient } from '../../api/bind.ts';
+import type { Client } from '../../api/client.ts';
 import { CliError } from './cli-error.ts';
 
 export { CliError } from './cli-error.ts';
@@ -18,9 +18,8 @@ export interface ClientContext {
   /** The deployment policy of this configuration, checked on first use (it loads the agents: a read-only command never does). */
   policy(): Promise<DeploymentPolicy>;
   url: string;
-  /** The public client (src/api), over `runtime`: what the commands a library user also has go through. */
+  /** The public client (src/api): every command reaches sessions through it, as a library user does. */
   client: Client;
-  runtime: Runtime;
   connect: (role: string) => Redis;
   close(): Promise<void>;
 }
@@ -91,7 +90,7 @@ async function connectContext(settings: ClientSettings, flags: Record<string, un
     redis.once('end', () => made.delete(redis));
     return redis;
   };
-  const runtime = new Runtime({
+  const client = bindClient({
     connect,
     prefix: settings.prefix,
     policy,
@@ -100,7 +99,7 @@ async function connectContext(settings: ClientSettings, flags: Record<string, un
     fleetLimits: settings.fleetLimits,
   });
   try {
-    await runtime.ping();
+    await client.deployment.ping();
   } catch (error) {
     made.forEach((r) => r.disconnect());
     throw new CliError(`cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`, 2);
@@ -109,11 +108,10 @@ async function connectContext(settings: ClientSettings, flags: Record<string, un
     settings,
     policy,
     url,
-    client: clientOf(runtime),
-    runtime,
+    client,
     connect,
     async close() {
-      await runtime.close().catch(() => undefined);
+      await client.close().catch(() => undefined);
       made.forEach((r) => r.disconnect());
     },
   };

@@ -1,7 +1,7 @@
 import { isSettledState } from '../../../machines/states.ts';
 import { isSettled, summarize, type SessionSummary } from '../../runtime/inspect.ts';
-import type { Runtime } from '../../runtime/runtime.ts';
-import type { StoredMessage } from '../../runtime/store/session-store.ts';
+import type { SessionHandle } from '../../api/client.ts';
+import type { StoredMessage } from '../../api/types.ts';
 import { colors, formatMs, Spinner } from './present.ts';
 
 export interface FollowOptions {
@@ -18,7 +18,8 @@ export interface FollowOptions {
  * transcript: assistant text as it streams, thoughts set apart, tool calls with
  * their status, attempt boundaries with the failure category and the backoff.
  */
-export async function followSession(runtime: Runtime, sessionId: string, options: FollowOptions): Promise<SessionSummary | null> {
+export async function followSession(session: SessionHandle, options: FollowOptions): Promise<SessionSummary | null> {
+  const { sessionId } = session;
   const c = colors();
   const spinner = new Spinner();
   const reader = new AbortController();
@@ -87,7 +88,7 @@ export async function followSession(runtime: Runtime, sessionId: string, options
         // The message may be read before the snapshot recording the attempt's outcome: wait for it briefly.
         let attempt: { outcome: string | null; delayMs?: number } | undefined;
         for (let i = 0; i < 20; i++) {
-          const view = await runtime.getSession(sessionId);
+          const view = await session.inspect();
           attempt = view === null ? undefined : summarize(view).turn?.attempts.find((a) => a.attempt === m.attempt);
           if (attempt === undefined || attempt.outcome !== null) break;
           await new Promise((r) => setTimeout(r, 50));
@@ -106,7 +107,7 @@ export async function followSession(runtime: Runtime, sessionId: string, options
 
   const watcher = (async () => {
     while (!reader.signal.aborted) {
-      const view = await runtime.getSession(sessionId);
+      const view = await session.inspect();
       if (view !== null) {
         last = summarize(view);
         if (!options.json && last.turn !== null) {
@@ -127,7 +128,7 @@ export async function followSession(runtime: Runtime, sessionId: string, options
   })();
 
   try {
-    for await (const message of runtime.followMessages(sessionId, options.fromSeq, reader.signal)) {
+    for await (const message of session.watch({ from: options.fromSeq, follow: true, signal: reader.signal })) {
       await render(message);
       printed = message.seq;
     }

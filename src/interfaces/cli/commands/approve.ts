@@ -33,7 +33,12 @@ async function decide(verdict: ApprovalVerdict, sessionId: string, requestId: st
   const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
-    const result = await ctx.runtime.decideApproval(sessionId, requestId, verdict, `cli:${operatorName()}`, flags.option, flags.reason);
+    const result = await ctx.client.approvals.decide(sessionId, requestId, {
+      verdict,
+      by: `cli:${operatorName()}`,
+      ...(flags.option === undefined ? {} : { option: flags.option }),
+      ...(flags.reason === undefined ? {} : { reason: flags.reason }),
+    });
     if (flags.json === true) printJson(result);
     else process.stdout.write(`${requestId}: ${result.outcome}${result.optionId === null ? '' : ` (option ${result.optionId})`} by ${result.by}\n`);
     return ExitCode.ok;

@@ -29,7 +29,7 @@ export function registerCancel(program: Command): void {
       const ctx = await openClient();
       try {
         if (sessionId === undefined) {
-          const result = await ctx.runtime.cancelMatching({
+          const result = await ctx.client.sessions.cancelMatching({
             state: flags.state,
             ...(flags.agent === undefined ? {} : { agent: flags.agent }),
             dryRun: flags.dryRun === true,
@@ -42,7 +42,7 @@ export function registerCancel(program: Command): void {
           }
           return;
         }
-        const result = await ctx.client.cancel(sessionId, flags.reason);
+        const result = await ctx.client.session(sessionId).cancel(flags.reason);
         if (flags.json === true) printJson({ sessionId, ...result });
         else process.stdout.write(`cancel requested for ${sessionId} (${result.delivered === 'worker' ? 'sent to the worker that runs it' : 'applied at its next activation'})\n`);
       } catch (error) {

@@ -28,7 +28,7 @@ export function registerDelete(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
-        const entries = await ctx.runtime.deletions(limit);
+        const entries = await ctx.client.sessions.deletions({ limit });
         if (flags.json === true) printJson(entries);
         else
           for (const e of entries)
@@ -50,7 +50,7 @@ export function registerDelete(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
-        const result = await ctx.client.delete(sessionId, { force: flags.force === true, actor: cliActor() });
+        const result = await ctx.client.session(sessionId).delete({ force: flags.force === true, actor: cliActor() });
         if (flags.json === true) printJson(result);
         else
           process.stdout.write(

@@ -120,31 +120,32 @@ export async function runDemo(): Promise<number> {
 
 async function play(ctx: RuntimeContext, scene: Scene, cwd: string): Promise<{ scene: Scene; sessionId: string; status: string }> {
   const sessionId = `demo-${scene.model.replace('demo-', '')}-${Date.now().toString(36)}`;
-  await ctx.runtime.enqueue({
+  await ctx.client.sessions.enqueue({
     sessionId,
     prompt: scene.prompt,
     options: { provider: DEMO_PROVIDER, model: scene.model, cwd },
     retryPolicy: { initialDelayMs: 1000, jitter: 'none', maxAttempts: 3 },
   });
+  const session = ctx.client.session(sessionId);
   const controller = new AbortController();
   let canceller: Promise<void> = Promise.resolve();
   if (scene.cancelOnTool === true) {
     canceller = (async () => {
       for (let i = 0; i < 600; i++) {
-        const messages = await ctx.runtime.readMessages(sessionId);
+        const messages = await session.messages();
         if (messages.some((m) => m.type === 'tool.update' || m.type === 'tool.call')) {
           await new Promise((r) => setTimeout(r, 500));
           process.stdout.write(`\n${colors().yellow('→ cancel requested')}\n`);
-          await ctx.runtime.cancel(sessionId, 'demo: cancel during a long tool');
+          await session.cancel('demo: cancel during a long tool');
           return;
         }
         await new Promise((r) => setTimeout(r, 100));
       }
     })();
   }
-  await followSession(ctx.runtime, sessionId, { fromSeq: 1, json: false, until: 1, signal: controller.signal });
+  await followSession(session, { fromSeq: 1, json: false, until: 1, signal: controller.signal });
   await canceller;
-  const view = await ctx.runtime.getSession(sessionId);
+  const view = await session.inspect();
   const status = view === null ? 'missing' : (summarize(view).turn?.status ?? 'unknown');
   return { scene, sessionId, status };
 }

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { hasErrorCode } from '../../../errors.ts';
-import type { Runtime } from '../../../runtime/runtime.ts';
+import type { DispatchClient } from '../../../api/client.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
@@ -13,8 +13,8 @@ export function registerDispatch(program: Command): void {
     .option('--limit <name>', 'only the sessions under this fleet limit')
     .option('--json', 'print {"paused"}')
     .action(async (flags: { limit?: string; json?: boolean }) => {
-      await withRuntime(async (runtime) => {
-        const result = await runtime.pauseDispatch(flags.limit);
+      await withDispatch(async (dispatch) => {
+        const result = await dispatch.pause(flags.limit);
         if (flags.json === true) printJson(result);
         else process.stdout.write(`dispatch paused ${flags.limit === undefined ? 'fleet-wide' : `under limit ${flags.limit}`} (paused: ${result.paused.join(', ')})\n`);
       });
@@ -25,8 +25,8 @@ export function registerDispatch(program: Command): void {
     .option('--limit <name>', 'only the sessions under this fleet limit')
     .option('--json', 'print {"paused","woken"}')
     .action(async (flags: { limit?: string; json?: boolean }) => {
-      await withRuntime(async (runtime) => {
-        const result = await runtime.resumeDispatch(flags.limit);
+      await withDispatch(async (dispatch) => {
+        const result = await dispatch.resume(flags.limit);
         if (flags.json === true) printJson(result);
         else
           process.stdout.write(
@@ -39,8 +39,8 @@ export function registerDispatch(program: Command): void {
     .description('The fleet limits: what each holds and how many sessions wait, cooldowns, paused dispatch')
     .option('--json', 'print the whole view as JSON')
     .action(async (flags: { json?: boolean }) => {
-      await withRuntime(async (runtime) => {
-        const view = await runtime.limitsView();
+      await withDispatch(async (dispatch) => {
+        const view = await dispatch.status();
         if (flags.json === true) {
           printJson(view);
           return;
@@ -65,11 +65,11 @@ export function registerDispatch(program: Command): void {
     });
 }
 
-async function withRuntime(fn: (runtime: Runtime) => Promise<void>): Promise<void> {
+async function withDispatch(fn: (dispatch: DispatchClient) => Promise<void>): Promise<void> {
   const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
-    await fn(ctx.runtime);
+    await fn(ctx.client.dispatch);
   } catch (error) {
     if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
     throw error;

@@ -50,10 +50,16 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
-    const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.lastSeq(flags.session).catch(() => 0)) + 1;
+    const fromSeq =
+      flags.session === undefined
+        ? 1
+        : (await ctx.client
+            .session(flags.session)
+            .lastSeq()
+            .catch(() => 0)) + 1;
     let result;
     try {
-      result = await ctx.runtime.enqueue({
+      result = await ctx.client.sessions.enqueue({
         prompt,
         ...(flags.session === undefined ? {} : { sessionId: flags.session }),
         ...(Object.keys(options).length === 0 ? {} : { options }),
@@ -78,12 +84,15 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
       if (interrupted) return;
       interrupted = true;
       process.stderr.write('\nsessiond: cancelling the turn…\n');
-      void ctx.runtime.cancel(result.sessionId, 'Ctrl+C from enqueue --follow').catch(() => undefined);
+      void ctx.client
+        .session(result.sessionId)
+        .cancel('Ctrl+C from enqueue --follow')
+        .catch(() => undefined);
     };
     process.on('SIGINT', onSignal);
     try {
       const { followSession } = await import('../follow.ts');
-      const summary = await followSession(ctx.runtime, result.sessionId, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
+      const summary = await followSession(ctx.client.session(result.sessionId), { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
       const turn = summary?.turn;
       if (interrupted || turn?.status === 'cancelled') return ExitCode.interrupted;
       if (turn?.status === 'failed') {

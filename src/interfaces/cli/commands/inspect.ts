@@ -15,7 +15,7 @@ export function registerInspect(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
-        const view = await ctx.client.inspect(sessionId);
+        const view = await ctx.client.session(sessionId).inspect();
         if (view === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
         const summary = summarize(view);
         if (flags.json === true) printJson(summary);

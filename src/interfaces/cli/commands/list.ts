@@ -21,7 +21,7 @@ export function registerList(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
-        const page = await ctx.client
+        const page = await ctx.client.sessions
           .list({
             ...(flags.state === undefined ? {} : { state: flags.state as SessionState }),
             ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }),

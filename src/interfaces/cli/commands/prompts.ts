@@ -14,12 +14,12 @@ export function registerPrompts(program: Command): void {
       const ctx = await openClient();
       try {
         if (flags.remove !== undefined) {
-          const result = await ctx.runtime.removeQueuedPrompt(sessionId, flags.remove);
+          const result = await ctx.client.prompts.remove(sessionId, flags.remove);
           if (flags.json === true) printJson(result);
           else process.stdout.write(`removed prompt ${flags.remove} from ${sessionId}\n`);
           return;
         }
-        const prompts = await ctx.runtime.queuedPrompts(sessionId);
+        const prompts = await ctx.client.prompts.list(sessionId);
         if (flags.json === true) printJson({ sessionId, prompts });
         else if (prompts.length === 0) process.stdout.write(`no prompt waits in ${sessionId}\n`);
         else for (const p of prompts) process.stdout.write(`${p.position}. ${p.id}  ${oneLine(p.text)}${p.retryOf === undefined ? '' : `  (retry of turn ${p.retryOf})`}\n`);

@@ -12,12 +12,12 @@ export function registerResume(program: Command): void {
     .argument('<sessionId>')
     .option('--json', 'print {"sessionId","turn","parkedUntil","delivered"}')
     .action(async (sessionId: string, flags: { json?: boolean }) => {
-      const { openRuntime } = await import('../context.ts');
-      const ctx = await openRuntime();
+      const { openClient } = await import('../context.ts');
+      const ctx = await openClient();
       try {
         let result;
         try {
-          result = await ctx.runtime.resumeParked(sessionId);
+          result = await ctx.client.session(sessionId).resume();
         } catch (error) {
           throw sessionCommandError(error);
         }

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { RetryPolicy } from '../../../retry/index.ts';
 import { CliError } from '../cli-error.ts';
-import type { RuntimeContext } from '../context.ts';
+import type { RetryPolicyClient } from '../../../api/client.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { formatMs, printJson } from '../present.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
@@ -15,8 +15,8 @@ export function registerRetryPolicy(program: Command): void {
     .option('--session <id>', "this session's policy")
     .option('--json', 'one JSON object')
     .action(async (flags: { session?: string; json?: boolean }) =>
-      withRuntime(async (runtime) => {
-        const { policy: p, source } = await runtime.getPolicy(flags.session);
+      withRetryPolicy(async (retryPolicy) => {
+        const { policy: p, source } = await retryPolicy.get(sessionOption(flags.session));
         if (flags.json === true) printJson({ ...p, source });
         else process.stdout.write(render(p, source));
       }),
@@ -28,10 +28,10 @@ export function registerRetryPolicy(program: Command): void {
     .option('--session <id>', "change this session's policy");
   addRetryPolicyOptions(set, 'policy');
   set.option('--json', 'print the new policy as JSON').action(async (flags: RetryFlags & { session?: string; json?: boolean }) =>
-    withRuntime(async (runtime) => {
+    withRetryPolicy(async (retryPolicy) => {
       const patch = retryPatchFromFlags(flags);
       if (patch === undefined) throw new CliError('retry-policy set: give at least one field, e.g. --retry-max-attempts 5 (see --help)', ExitCode.usage);
-      const result = await runtime.setPolicy(patch, flags.session);
+      const result = await retryPolicy.set(patch, sessionOption(flags.session));
       if (!result.ok) throw new CliError(`retry policy not changed: ${result.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`, ExitCode.usage);
       if (flags.json === true) printJson(result.policy);
       else process.stdout.write(render(result.policy, flags.session === undefined ? 'global' : 'session'));
@@ -42,18 +42,22 @@ export function registerRetryPolicy(program: Command): void {
     .command('reset')
     .option('--session <id>', "drop this session's own policy (it follows the global one again)")
     .action(async (flags: { session?: string }) =>
-      withRuntime(async (runtime) => {
-        const p = await runtime.resetPolicy(flags.session);
+      withRetryPolicy(async (retryPolicy) => {
+        const p = await retryPolicy.reset(sessionOption(flags.session));
         process.stdout.write(render(p, flags.session === undefined ? 'default' : 'global'));
       }),
     );
 }
 
-async function withRuntime(fn: (runtime: RuntimeContext['runtime']) => Promise<void>): Promise<void> {
+function sessionOption(sessionId: string | undefined): { sessionId?: string } {
+  return sessionId === undefined ? {} : { sessionId };
+}
+
+async function withRetryPolicy(fn: (retryPolicy: RetryPolicyClient) => Promise<void>): Promise<void> {
   const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
-    await fn(ctx.runtime);
+    await fn(ctx.client.retryPolicy);
   } catch (error) {
     if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
     throw error;

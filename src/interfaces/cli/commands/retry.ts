@@ -14,10 +14,11 @@ export function registerRetry(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
-        const fromSeq = (await ctx.runtime.lastSeq(sessionId).catch(() => 0)) + 1;
+        const session = ctx.client.session(sessionId);
+        const fromSeq = (await session.lastSeq().catch(() => 0)) + 1;
         let result;
         try {
-          result = await ctx.runtime.retry(sessionId);
+          result = await session.retry();
         } catch (error) {
           throw sessionCommandError(error);
         }
@@ -25,9 +26,7 @@ export function registerRetry(program: Command): void {
         else if (flags.follow !== true) process.stdout.write(`turn ${result.retryOf} of ${sessionId} queued again as turn ${result.turn}\n`);
         if (flags.follow !== true) return;
         const controller = new AbortController();
-        const summary = await (
-          await import('../follow.ts')
-        ).followSession(ctx.runtime, sessionId, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
+        const summary = await (await import('../follow.ts')).followSession(session, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
         const status = summary?.turn?.status;
         if (status === 'cancelled') process.exitCode = ExitCode.interrupted;
         else if (status === 'failed') process.exitCode = ExitCode.failed;

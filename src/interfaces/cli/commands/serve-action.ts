@@ -1,5 +1,6 @@
+import { runtimeOf } from '../../../api/bind.ts';
+import { createMetrics } from '../../../api/metrics.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
-import { RuntimeMetrics } from '../../../runtime/metrics.ts';
 import { startServer } from '../../http/server.ts';
 import { createLogger } from '../../log.ts';
 import { CliError, openRuntime } from '../context.ts';
@@ -15,13 +16,15 @@ export interface ServeFlags {
 export async function runServe(flags: ServeFlags): Promise<number> {
   const log = createLogger('sessiond-http');
   const ctx = await openRuntime({ 'http.host': flags.host, 'http.port': flags.port, 'http.tlsCert': flags.tlsCert, 'http.tlsKey': flags.tlsKey });
-  const { config, runtime } = ctx;
+  const { config } = ctx;
+  // Until the HTTP server takes the client (issue 26, routes lane): the runtime under it.
+  const runtime = runtimeOf(ctx.client);
   // The deployment policy is checked at start (a bad one is a usage error now, not at the first request).
   await ctx.policy().catch(async (error: unknown) => {
     await ctx.close();
     throw error;
   });
-  const metrics = new RuntimeMetrics(runtime, { workerStaleMs: Math.max(5000, 3 * config.worker.heartbeat) });
+  const metrics = createMetrics(ctx.client, { workerStaleMs: Math.max(5000, 3 * config.worker.heartbeat) });
   let server;
   try {
     server = await startServer({ runtime, config, logger: log, metrics });

@@ -15,7 +15,7 @@ export function registerTransfer(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
-        const archive = await ctx.client.export(sessionId);
+        const archive = await ctx.client.session(sessionId).export();
         if (flags.out === undefined) process.stdout.write(archive);
         else
           await writeFile(flags.out, archive, { flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
@@ -45,7 +45,7 @@ export function registerTransfer(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
-        const result = await ctx.client.import(text, flags.as === undefined ? {} : { as: flags.as });
+        const result = await ctx.client.sessions.import(text, flags.as === undefined ? {} : { as: flags.as });
         if (flags.json === true) printJson(result);
         else {
           const conversation = {

@@ -16,11 +16,12 @@ export function registerWatch(program: Command): void {
       const { followSession } = await import('../follow.ts');
       const ctx = await openClient();
       try {
-        if ((await ctx.runtime.getSession(sessionId)) === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
+        const session = ctx.client.session(sessionId);
+        if ((await session.inspect()) === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
         const controller = new AbortController();
         const onSignal = (): void => controller.abort();
         process.once('SIGINT', onSignal);
-        await followSession(ctx.runtime, sessionId, {
+        await followSession(session, {
           fromSeq: flags.from,
           json: flags.json === true,
           until: flags.follow === true ? 'never' : 'latest',

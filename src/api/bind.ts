@@ -1,0 +1,81 @@
+import { Runtime, type RuntimeOptions } from '../runtime/runtime.ts';
+import type { Client, SessionHandle } from './client.ts';
+import type { StoredMessage } from './types.ts';
+import { watchSession } from './watch.ts';
+
+const RUNTIMES = new WeakMap<Client, Runtime>();
+
+/**
+ * The client over a new Runtime made from `options` (createClient's, or the CLI's from its configuration).
+ * `onClose` runs after the runtime's connections are closed.
+ */
+export function bindClient(options: RuntimeOptions, onClose: () => void | Promise<void> = () => undefined): Client {
+  const runtime = new Runtime(options);
+  const session = (sessionId: string): SessionHandle => ({
+    sessionId,
+    inspect: () => runtime.getSession(sessionId),
+    // The log holds what the agents yielded, CliMessages (typed at the agent boundary).
+    messages: async (o = {}) => (await runtime.readMessages(sessionId, o.from ?? 1, o.limit ?? 1000)) as StoredMessage[],
+    lastSeq: () => runtime.lastSeq(sessionId),
+    watch: (o) => watchSession(runtime, sessionId, o) as AsyncIterable<StoredMessage>,
+    prompt: async (request) => {
+      const { turn } = await runtime.enqueue({ ...request, sessionId }, { mustExist: true });
+      return { sessionId, turn };
+    },
+    cancel: (reason) => runtime.cancel(sessionId, reason),
+    retry: () => runtime.retry(sessionId),
+    resume: () => runtime.resumeParked(sessionId),
+    delete: (o = {}) => runtime.deleteSession(sessionId, o),
+    export: () => runtime.exportSession(sessionId),
+  });
+  const client: Client = {
+    sessions: {
+      list: (o = {}) => runtime.listPage(o),
+      enqueue: (request) => runtime.enqueue(request),
+      import: (archive, o) => runtime.importSession(archive, o),
+      cancelMatching: (filter) => runtime.cancelMatching(filter),
+      deletions: (o = {}) => runtime.deletions(o.limit),
+      listingVersion: () => runtime.listingVersion(),
+    },
+    session,
+    prompts: {
+      list: (sessionId) => runtime.queuedPrompts(sessionId),
+      remove: (sessionId, promptId, o) => runtime.removeQueuedPrompt(sessionId, promptId, o),
+    },
+    approvals: {
+      decide: (sessionId, requestId, d) => runtime.decideApproval(sessionId, requestId, d.verdict, d.by, d.option, d.reason),
+    },
+    retryPolicy: {
+      get: (o = {}) => runtime.getPolicy(o.sessionId),
+      set: (patch, o = {}) => runtime.setPolicy(patch, o.sessionId),
+      reset: (o = {}) => runtime.resetPolicy(o.sessionId),
+    },
+    dispatch: {
+      pause: (limit) => runtime.pauseDispatch(limit),
+      resume: (limit) => runtime.resumeDispatch(limit),
+      status: () => runtime.limitsView(),
+    },
+    deployment: {
+      ping: () => runtime.ping(),
+      policy: () => runtime.resolvedPolicy(),
+      workers: () => runtime.workers(),
+      bullQueue: () => runtime.bullQueue(),
+    },
+    async close() {
+      await runtime.close();
+      await onClose();
+    },
+  };
+  RUNTIMES.set(client, runtime);
+  return client;
+}
+
+/**
+ * The Runtime under a client made here: for sessiond's own HTTP server and metrics while they move onto the
+ * client (not exported by the package).
+ */
+export function runtimeOf(client: Client): Runtime {
+  const runtime = RUNTIMES.get(client);
+  if (runtime === undefined) throw new TypeError('runtimeOf: not a client made by createClient');
+  return runtime;
+}
