@@ -73,10 +73,10 @@ export const authRoutes = [
       '404': error('unknown session'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { id }, { auth, runtime }) {
+    async handler(c, { id }, { auth, client }) {
       const principal = auth.principalOf(c);
       if (principal === null) throw new HttpError(401, 'no credential');
-      await sessionOr404(runtime, id);
+      await sessionOr404(client, id);
       const { ticket, expiresAt } = auth.issueTicket(principal, id);
       return c.json({ ticket, expiresAt, url: `/api/sessions/${encodeURIComponent(id)}/events?ticket=${encodeURIComponent(ticket)}` });
     },

@@ -56,10 +56,10 @@ export const approvalRoutes = [
       '409': error('the request was already decided'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { id, body }, { runtime, auth, logger }) {
+    async handler(c, { id, body }, { client, auth, logger }) {
       const principal = auth.principalOf(c);
       const by = `http:${principal?.name ?? principal?.via ?? 'open'}`;
-      const result = await runtime.decideApproval(id, c.req.param('requestId') ?? '', body.decision, by, body.option, body.reason);
+      const result = await client.approvals.decide(id, c.req.param('requestId') ?? '', { verdict: body.decision, by, option: body.option, reason: body.reason });
       logger.info({ audit: 'approval.decide', sessionId: id, requestId: result.requestId, outcome: result.outcome, by }, 'approval decided');
       return c.json(result, 200);
     },

@@ -1,5 +1,5 @@
 import type { Config } from '../../../config/config.ts';
-import type { Runtime } from '../../../runtime/runtime.ts';
+import type { Client } from '../../../api/client.ts';
 import type { RuntimeMetrics } from '../../../runtime/metrics.ts';
 import type { Logger } from '../../log.ts';
 import type { Auth } from '../auth/guard.ts';
@@ -8,7 +8,8 @@ import { routeFor, type Json } from '../route.ts';
 
 /** What every route's handler is given by createApp. */
 export interface RouteContext {
-  runtime: Runtime;
+  /** Every handler reaches sessions through the public client, as any caller of the library does. */
+  client: Client;
   config: Config;
   logger: Logger;
   auth: Auth;

@@ -30,8 +30,8 @@ export const controlRoutes = [
       '404': error('unknown session'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { id, body }, { runtime }) {
-      const { delivered } = await runtime.cancel(id, body.reason);
+    async handler(c, { id, body }, { client }) {
+      const { delivered } = await client.session(id).cancel(body.reason);
       return c.json({ sessionId: id, delivered }, 202);
     },
   }),
@@ -53,7 +53,7 @@ export const controlRoutes = [
       '404': error('unknown session'),
       '409': error('the last turn did not fail, a prompt waits, a cancel is pending, or the session is being deleted'),
     },
-    handler: async (c, { id }, { runtime }) => c.json(await runtime.retry(id), 202),
+    handler: async (c, { id }, { client }) => c.json(await client.session(id).retry(), 202),
   }),
   defineRoute({
     method: 'post',
@@ -75,7 +75,7 @@ export const controlRoutes = [
       '404': error('unknown session'),
       '409': error('the session is not parked at a quota wall, or is being deleted'),
     },
-    handler: async (c, { id }, { runtime }) => c.json(await runtime.resumeParked(id), 202),
+    handler: async (c, { id }, { client }) => c.json(await client.session(id).resume(), 202),
   }),
   defineRoute({
     method: 'post',
@@ -84,7 +84,7 @@ export const controlRoutes = [
     tags: ['sessions'],
     summary: 'Cancel every session in a state (queued, running, backoff, parked), optionally of one agent; `dryRun=true` lists them and cancels nothing',
     scope: 'admin',
-    // From the query (no body): ?state=S&agent=A&dryRun=true; the runtime validates state and agent.
+    // From the query (no body): ?state=S&agent=A&dryRun=true; the client validates state and agent.
     parameters: [
       { name: 'state', in: 'query', required: true, schema: { enum: ['queued', 'running', 'backoff', 'parked'] } },
       { name: 'agent', in: 'query', schema: { type: 'string' } },
@@ -106,10 +106,15 @@ export const controlRoutes = [
       ),
       '400': json(ref('ValidationError'), 'a bad state, agent'),
     },
-    async handler(c, { query: q }, { runtime }) {
+    async handler(c, { query: q }, { client }) {
       const dryRun = q.dryRun === 'true' || q.dryRun === '1';
       return c.json(
-        await runtime.cancelMatching({ state: q.state, ...(q.agent === undefined ? {} : { agent: q.agent }), dryRun, ...(q.reason === undefined ? {} : { reason: q.reason }) }),
+        await client.sessions.cancelMatching({
+          state: q.state,
+          ...(q.agent === undefined ? {} : { agent: q.agent }),
+          dryRun,
+          ...(q.reason === undefined ? {} : { reason: q.reason }),
+        }),
       );
     },
   }),

@@ -20,7 +20,7 @@ export const limitRoutes = [
     summary: 'The fleet limits: each rule, what its keys hold and how many sessions wait, cooldowns, and whether dispatch is paused',
     scope: 'read',
     responses: { '200': json({ type: 'object', required: ['paused', 'limits'] }, 'the limits') },
-    handler: async (c, _input, { runtime }) => c.json(await runtime.limitsView()),
+    handler: async (c, _input, { client }) => c.json(await client.dispatch.status()),
   }),
   defineRoute({
     method: 'post',
@@ -31,7 +31,7 @@ export const limitRoutes = [
     scope: 'admin',
     body: { schema: DispatchBody, required: false, examples: FLEET },
     responses: { '200': json({ type: 'object', required: ['paused'] }, 'what is paused now'), '400': invalid(), ...MUTATING_ERRORS },
-    handler: async (c, { body }, { runtime }) => c.json(await runtime.pauseDispatch(body.limit), 200),
+    handler: async (c, { body }, { client }) => c.json(await client.dispatch.pause(body.limit), 200),
   }),
   defineRoute({
     method: 'post',
@@ -46,6 +46,6 @@ export const limitRoutes = [
       '400': invalid(),
       ...MUTATING_ERRORS,
     },
-    handler: async (c, { body }, { runtime }) => c.json(await runtime.resumeDispatch(body.limit), 200),
+    handler: async (c, { body }, { client }) => c.json(await client.dispatch.resume(body.limit), 200),
   }),
 ];

@@ -28,10 +28,10 @@ export const messageRoutes = [
     ],
     query: MessagesQuery,
     responses: { '200': json(ref('MessagePage'), 'the page; ask again from `nextFrom`'), '400': invalid(), '404': error('unknown session') },
-    async handler(c, { id, query }, { runtime }) {
-      const view = await sessionOr404(runtime, id);
+    async handler(c, { id, query }, { client }) {
+      const view = await sessionOr404(client, id);
       const from = query.from ?? 1;
-      const messages = await runtime.readMessages(id, from, query.limit ?? 500);
+      const messages = await client.session(id).messages({ from, limit: query.limit ?? 500 });
       const last = messages.at(-1);
       return c.json({ sessionId: id, from, messages, nextFrom: last === undefined ? from : last.seq + 1, lastSeq: view.lastSeq });
     },
@@ -67,8 +67,8 @@ export const messageRoutes = [
       '404': error('unknown session'),
       '503': error('`http.maxStreams` streams are live; `Retry-After` says when to try again'),
     },
-    async handler(c, { id, query }, { runtime, auth, streams }) {
-      await sessionOr404(runtime, id);
+    async handler(c, { id, query }, { client, auth, streams }) {
+      await sessionOr404(client, id);
       const lastEventId = c.req.header('last-event-id');
       let from = query.from ?? 1;
       if (lastEventId !== undefined && lastEventId.trim() !== '') {

@@ -42,19 +42,19 @@ export const operationRoutes = [
       ),
       '503': json({ type: 'object', required: ['status', 'reason'], properties: { status: { const: 'unready' }, reason: { type: 'string' } } }, 'not ready, with the reason'),
     },
-    async handler(c, _input, { runtime, auth, workerStaleMs }) {
-      const ping = await withTimeout(runtime.ping(), 1000).then(
+    async handler(c, _input, { client, auth, workerStaleMs }) {
+      const ping = await withTimeout(client.deployment.ping(), 1000).then(
         (r) => (r === null ? 'Redis did not answer PING within 1 s' : null),
         (error: Error) => `Redis PING failed: ${error.message}`,
       );
       // Without a credential (when one is configured): ready or not, no details.
       if (auth.principalOf(c) === null) {
-        const ready = ping === null && (await runtime.workers()).some((w) => Date.now() - w.lastSeen <= workerStaleMs);
+        const ready = ping === null && (await client.deployment.workers()).some((w) => Date.now() - w.lastSeen <= workerStaleMs);
         return c.json({ status: ready ? 'ready' : 'unready' }, ready ? 200 : 503);
       }
       if (ping !== null) return c.json({ status: 'unready', reason: ping }, 503);
       const now = Date.now();
-      const workers = await runtime.workers();
+      const workers = await client.deployment.workers();
       const live = workers.filter((w) => now - w.lastSeen <= workerStaleMs);
       if (live.length === 0) {
         const last = Math.max(0, ...workers.map((w) => w.lastSeen));
@@ -113,7 +113,7 @@ export const operationRoutes = [
         'the deployment policy',
       ),
     },
-    handler: async (c, _input, { runtime }) => c.json(await runtime.resolvedPolicy()),
+    handler: async (c, _input, { client }) => c.json(await client.deployment.policy()),
   }),
 ];
 

@@ -24,9 +24,9 @@ export const promptRoutes = [
       '429': error('too many prompts waiting (`limit`: maxQueuedPrompts): the prompt was not stored'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { id, body }, { runtime }) {
-      await sessionOr404(runtime, id);
-      const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id }, { mustExist: true });
+    async handler(c, { id, body }, { client }) {
+      await sessionOr404(client, id);
+      const { sessionId, turn } = await client.session(id).prompt(body);
       return c.json({ sessionId, turn }, 202);
     },
   }),
@@ -65,7 +65,7 @@ export const promptRoutes = [
       ),
       '404': error('unknown session'),
     },
-    handler: async (c, { id }, { runtime }) => c.json({ sessionId: id, prompts: await runtime.queuedPrompts(id) }),
+    handler: async (c, { id }, { client }) => c.json({ sessionId: id, prompts: await client.prompts.list(id) }),
   }),
   defineRoute({
     method: 'delete',
@@ -88,6 +88,6 @@ export const promptRoutes = [
       '404': error('unknown session, or no such queued prompt'),
       '409': error('its turn has started (cancel the turn instead), the session is being deleted, or its worker did not answer in time'),
     },
-    handler: async (c, { id }, { runtime }) => c.json(await runtime.removeQueuedPrompt(id, c.req.param('promptId') ?? '')),
+    handler: async (c, { id }, { client }) => c.json(await client.prompts.remove(id, c.req.param('promptId') ?? '')),
   }),
 ];

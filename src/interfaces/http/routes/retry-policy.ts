@@ -1,12 +1,13 @@
 import { z } from 'zod';
-import { RetryPolicySchema } from '../../../retry/policy.ts';
+import { RetryPolicySchema, type RetryPolicy } from '../../../retry/policy.ts';
 import { error, invalid, json, MUTATING_ERRORS, ref, schemaOf } from '../route.ts';
 import { defineRoute } from './context.ts';
 import { policyError } from './views.ts';
 
 /**
- * A patch of the policy: any JSON here, since the runtime merges it over the policy in force and names each
- * field out of range with its allowed range (nothing is changed then). Documented as the policy's fields.
+ * A patch of the policy: any JSON here, since the client merges it over the policy in force and names each
+ * field out of range with its allowed range (nothing is changed then); hence the cast to a patch's type below.
+ * Documented as the policy's fields.
  */
 const patch = (examples: Record<string, { summary: string; value: unknown }>) => ({ schema: z.unknown(), document: schemaOf(RetryPolicySchema, 'input'), examples });
 
@@ -20,7 +21,7 @@ export const retryPolicyRoutes = [
     summary: 'The global retry policy',
     scope: 'read',
     responses: { '200': json(ref('PolicyResponse'), 'the policy and where it comes from') },
-    handler: async (c, _input, { runtime }) => c.json(await runtime.getPolicy()),
+    handler: async (c, _input, { client }) => c.json(await client.retryPolicy.get()),
   }),
   defineRoute({
     method: 'put',
@@ -35,8 +36,8 @@ export const retryPolicyRoutes = [
       '400': invalid('a field is out of range (`issues` name it and the allowed range); nothing changed'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { body }, { runtime }) {
-      const result = await runtime.setPolicy(body);
+    async handler(c, { body }, { client }) {
+      const result = await client.retryPolicy.set(body as Partial<RetryPolicy>);
       if (!result.ok) throw policyError(result.errors);
       return c.json({ policy: result.policy, source: 'global' });
     },
@@ -49,7 +50,7 @@ export const retryPolicyRoutes = [
     summary: 'Back to the defaults',
     scope: 'admin',
     responses: { '200': json(ref('PolicyResponse'), 'the default policy'), ...MUTATING_ERRORS },
-    handler: async (c, _input, { runtime }) => c.json({ policy: await runtime.resetPolicy(), source: 'default' }),
+    handler: async (c, _input, { client }) => c.json({ policy: await client.retryPolicy.reset(), source: 'default' }),
   }),
   defineRoute({
     method: 'get',
@@ -59,7 +60,7 @@ export const retryPolicyRoutes = [
     summary: 'The policy in force for a session: its own, else the global one',
     scope: 'read',
     responses: { '200': json(ref('PolicyResponse'), 'the policy and its source'), '404': error('unknown session') },
-    handler: async (c, { id }, { runtime }) => c.json(await runtime.getPolicy(id)),
+    handler: async (c, { id }, { client }) => c.json(await client.retryPolicy.get({ sessionId: id })),
   }),
   defineRoute({
     method: 'put',
@@ -75,8 +76,8 @@ export const retryPolicyRoutes = [
       '404': error('unknown session'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { id, body }, { runtime }) {
-      const result = await runtime.setPolicy(body, id);
+    async handler(c, { id, body }, { client }) {
+      const result = await client.retryPolicy.set(body as Partial<RetryPolicy>, { sessionId: id });
       if (!result.ok) throw policyError(result.errors);
       return c.json({ policy: result.policy, source: 'session' });
     },
@@ -89,9 +90,9 @@ export const retryPolicyRoutes = [
     summary: "Drop a session's own policy: it follows the global one again",
     scope: 'admin',
     responses: { '200': json(ref('PolicyResponse'), 'the policy now in force'), '404': error('unknown session'), ...MUTATING_ERRORS },
-    async handler(c, { id }, { runtime }) {
-      const policy = await runtime.resetPolicy(id);
-      return c.json({ policy, source: (await runtime.getPolicy(id)).source });
+    async handler(c, { id }, { client }) {
+      const policy = await client.retryPolicy.reset({ sessionId: id });
+      return c.json({ policy, source: (await client.retryPolicy.get({ sessionId: id })).source });
     },
   }),
 ];

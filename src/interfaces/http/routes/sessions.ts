@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SESSION_STATES, type SessionState } from '../../../../machines/states.ts';
 import { EnqueueRequestSchema } from '../../../runtime/enqueue-request.ts';
-import type { SessionView } from '../../../runtime/runtime.ts';
+import type { SessionView } from '../../../api/client.ts';
 import { HttpError } from '../body.ts';
 import { error, invalid, json, MUTATING_ERRORS, queryInt, ref } from '../route.ts';
 import { defineRoute } from './context.ts';
@@ -45,16 +45,16 @@ export const sessionRoutes = [
       '304': { description: 'nothing in the listing changed since that ETag' },
       '400': invalid(),
     },
-    async handler(c, { query }, { runtime }) {
+    async handler(c, { query }, { client }) {
       // Nothing shown in the listing changed since the caller's copy: 304, without reading a session.
-      const etag = `W/"${await runtime.listingVersion()}.${Buffer.from(new URL(c.req.url).search, 'utf8').toString('base64url')}"`;
+      const etag = `W/"${await client.sessions.listingVersion()}.${Buffer.from(new URL(c.req.url).search, 'utf8').toString('base64url')}"`;
       if (c.req.header('if-none-match') === etag) return c.body(null, 304, { ETag: etag });
-      const page = await runtime.listPage({
+      const page = await client.sessions.list({
         ...(query.state === undefined ? {} : { state: query.state }),
         ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
         limit: query.limit ?? 100,
       });
-      const views = await Promise.all(page.sessions.map((s) => runtime.getSession(s.sessionId)));
+      const views = await Promise.all(page.sessions.map((s) => client.session(s.sessionId).inspect()));
       return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next }, 200, { ETag: etag });
     },
   }),
@@ -86,12 +86,12 @@ export const sessionRoutes = [
       '400': invalid('malformed JSON, or a field is invalid (`issues` name each one)'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { body }, { runtime, auth }) {
+    async handler(c, { body }, { client, auth }) {
       // A retry policy is the admin's to set, also when it comes with a new session.
       if (body.retryPolicy !== undefined && auth.principalOf(c)?.scope !== 'admin') {
         throw new HttpError(403, 'setting a retry policy needs an admin token', [{ field: 'retryPolicy', message: 'needs scope admin' }]);
       }
-      const { sessionId, turn, created } = await runtime.enqueue(body);
+      const { sessionId, turn, created } = await client.sessions.enqueue(body);
       return c.json({ sessionId, turn, created }, created ? 201 : 202);
     },
   }),
@@ -103,7 +103,7 @@ export const sessionRoutes = [
     summary: 'A session: state, latest turn with its attempts, transition history, machine context',
     scope: 'read',
     responses: { '200': json(ref('SessionDetail'), 'the session'), '404': error('unknown session') },
-    handler: async (c, { id }, { runtime }) => c.json(detail(await sessionOr404(runtime, id))),
+    handler: async (c, { id }, { client }) => c.json(detail(await sessionOr404(client, id))),
   }),
   defineRoute({
     method: 'delete',
@@ -130,10 +130,10 @@ export const sessionRoutes = [
       '409': error('the session is active and force was not given'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { id, query }, { runtime, auth, logger }) {
+    async handler(c, { id, query }, { client, auth, logger }) {
       const principal = auth.principalOf(c);
       const actor = principal === null ? 'http:anonymous' : `http:${principal.name ?? principal.via}(${principal.scope})`;
-      const result = await runtime.deleteSession(id, { force: query.force === true, actor });
+      const result = await client.session(id).delete({ force: query.force === true, actor });
       logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
       return c.json(result, 200);
     },
@@ -150,8 +150,8 @@ export const sessionRoutes = [
       '404': error('unknown session'),
       '409': error('the session is being deleted'),
     },
-    async handler(c, { id }, { runtime }) {
-      const archive = await runtime.exportSession(id);
+    async handler(c, { id }, { client }) {
+      const archive = await client.session(id).export();
       return c.body(archive, 200, { 'Content-Type': 'application/x-ndjson; charset=utf-8', 'Content-Disposition': `attachment; filename="${id}.sessiond.jsonl"` });
     },
   }),

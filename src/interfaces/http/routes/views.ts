@@ -1,11 +1,11 @@
 import { awaitingApproval, summarize } from '../../../runtime/inspect.ts';
-import type { Runtime, SessionView } from '../../../runtime/runtime.ts';
+import type { Client, SessionView } from '../../../api/client.ts';
 import { HttpError } from '../body.ts';
 import { unknownSession } from '../route.ts';
 
 /** The session (its id already checked by the route), or a 404. */
-export async function sessionOr404(runtime: Runtime, id: string): Promise<SessionView> {
-  const view = await runtime.getSession(id);
+export async function sessionOr404(client: Client, id: string): Promise<SessionView> {
+  const view = await client.session(id).inspect();
   if (view === null) throw unknownSession(id);
   return view;
 }
