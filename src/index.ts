@@ -45,7 +45,7 @@ export {
   type StoredApproval,
   type WorkerHeartbeat,
 } from './api/client.ts';
-export { createWorker, type Worker, type WorkerEvents, type WorkerOptions } from './api/worker.ts';
+export { createWorker, type AttemptCeilings, type Worker, type WorkerEvents, type WorkerOptions } from './api/worker.ts';
 export { defineAgent, type AgentAttempt, type AgentSpec, type DefinedAgent } from './api/define-agent.ts';
 export type { WatchOptions } from './api/watch.ts';
 export type { MachineState, SessionState, StoredMessage } from './api/types.ts';

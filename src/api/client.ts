@@ -28,7 +28,7 @@ export interface ClientOptions {
   /** Agents of your own (defineAgent) that callers may choose; the workers need them too. */
   agents?: readonly DefinedAgent[];
   /** The deployment policy requests are checked against (as `policy` in the config file). @default every agent, `workspace` the process's cwd */
-  policy?: PolicyInput;
+  deploymentPolicy?: PolicyInput;
   /** The workspace: a session's cwd when its caller names none, and the default allowed root. @default process.cwd() */
   workspace?: string;
   /** Retention and quotas (as `lifecycle` in the config file). */
@@ -204,7 +204,7 @@ export function createClient(options: ClientOptions): Client {
         for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
         const { deploymentPolicy } = await import('../runtime/deployment-policy.ts');
         return deploymentPolicy({
-          ...(options.policy === undefined ? {} : { policy: options.policy }),
+          ...(options.deploymentPolicy === undefined ? {} : { policy: options.deploymentPolicy }),
           ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
         });
       },

@@ -9,8 +9,8 @@ export interface AgentAttempt<Options> {
   prompt: string;
   /** The caller's options for this turn, validated by the agent's `options` schema (plus `cwd`, which the deployment policy fills in). */
   options: Options & { cwd?: string };
-  /** The agent session to resume (the `sessionId` of an earlier `session.started` of this session), or null. */
-  resumeSessionId: string | null;
+  /** The agent session to continue (the `sessionId` of an earlier `session.started` of this session), or null: start a new one. */
+  agentSessionId: string | null;
   /** Aborted when the attempt must stop (cancel, idle timeout, worker shutdown): stop, then return. */
   signal: AbortSignal;
 }
@@ -63,7 +63,7 @@ export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(s
       spec.run({
         prompt: request.text,
         options: request.options as z.infer<Schema> & { cwd?: string },
-        resumeSessionId: request.resumeSessionId,
+        agentSessionId: request.resumeSessionId,
         signal: context.signal ?? new AbortController().signal,
       }),
     // `sessiond normalize` of a custom agent's output: one CliMessage as JSON per line.

@@ -1,12 +1,15 @@
 import { registerAgent } from '../agents/registry.ts';
 import type { PolicyInput } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
+
+/** The ceilings of one attempt's cgroup: its process count and memory (docs/concepts.md "ceilings"). */
+export type AttemptCeilings = AttemptLimits;
 import type { FailureCategory } from '../protocol/index.ts';
 import { deploymentPolicy } from '../runtime/deployment-policy.ts';
 import { createKeys } from '../runtime/keys.ts';
 import { createSessionQueue } from '../runtime/queue.ts';
 import { SessionWorker, WORKER_DEFAULTS } from '../runtime/worker.ts';
-import { connections, type RedisOption } from './client.ts';
+import { connections, type LifecycleOptions, type RedisOption } from './client.ts';
 import type { DefinedAgent } from './define-agent.ts';
 
 export interface WorkerOptions {
@@ -20,7 +23,7 @@ export interface WorkerOptions {
   /** Host options per agent (its `command`, `env`, `args`…): the operator's, never a caller's. @default {} */
   agentOptions?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** The deployment policy every stored request is checked against again at each attempt. @default every agent, `workspace` the process's cwd */
-  policy?: PolicyInput;
+  deploymentPolicy?: PolicyInput;
   /** A session's cwd when its caller names none, and the default allowed root. @default process.cwd() */
   workspace?: string;
   /** Session lease and BullMQ lock: a dead worker's sessions are taken over after about this. @default 30000 */
@@ -35,12 +38,10 @@ export interface WorkerOptions {
   heartbeatMs?: number;
   /** How long running attempts may go on once `close()` is called. @default 10000 */
   shutdownGraceMs?: number;
-  /** A finished session is removed this long after it finished (0: kept). @default 0 */
-  retentionMs?: number;
-  /** Messages one session's log may hold (0: no limit). @default 0 */
-  maxLogMessages?: number;
-  /** Ceilings of each attempt's cgroup, where the host has cgroup containment. */
-  limits?: AttemptLimits;
+  /** What the worker enforces of the lifecycle limits (as `createClient`'s `lifecycle`): `retentionMs`, a finished session removed this long after it finished (0: kept, the default); `maxLogMessages`, the messages one session's log may hold (0: no limit, the default). */
+  lifecycle?: Partial<Pick<LifecycleOptions, 'retentionMs' | 'maxLogMessages'>>;
+  /** The ceilings of each attempt's cgroup (`pidsMax`, `memoryMaxBytes`), where the host has cgroup containment. */
+  attemptCeilings?: AttemptCeilings;
 }
 
 /** What a worker tells its embedder. */
@@ -90,13 +91,13 @@ export function createWorker(options: WorkerOptions): Worker {
     heartbeatMs: options.heartbeatMs ?? WORKER_DEFAULTS.heartbeatMs,
     agentOptions: options.agentOptions ?? {},
     policy: deploymentPolicy({
-      ...(options.policy === undefined ? {} : { policy: options.policy }),
+      ...(options.deploymentPolicy === undefined ? {} : { policy: options.deploymentPolicy }),
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
       agents: options.agentOptions ?? {},
     }),
-    ...(options.limits === undefined ? {} : { limits: options.limits }),
-    ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
-    ...(options.maxLogMessages === undefined ? {} : { maxLogMessages: options.maxLogMessages }),
+    ...(options.attemptCeilings === undefined ? {} : { limits: options.attemptCeilings }),
+    ...(options.lifecycle?.retentionMs === undefined ? {} : { retentionMs: options.lifecycle.retentionMs }),
+    ...(options.lifecycle?.maxLogMessages === undefined ? {} : { maxLogMessages: options.lifecycle.maxLogMessages }),
     log: (level, message, fields) => {
       if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
     },

@@ -24,8 +24,8 @@ export interface ClientContext {
   close(): Promise<void>;
 }
 
-/** What the server commands (`worker`, `serve`, `demo`) work with: openRuntime, the whole configuration checked. */
-export interface RuntimeContext extends ClientContext {
+/** What the server commands (`worker`, `serve`, `demo`) work with: openServerContext, the whole configuration checked. */
+export interface ServerContext extends ClientContext {
   config: Config;
 }
 
@@ -54,7 +54,7 @@ async function loadWhole(flags: Record<string, unknown>): Promise<Config> {
  * A client command's context. A configuration of nothing but REDIS_URL, SESSIOND_PREFIX and
  * SESSIOND_STATE_DIR is read without its schema (config/client-settings.ts), so `inspect` answers
  * without loading zod; any other setting loads and checks the whole configuration first, as
- * openRuntime does. The deployment policy is loaded on first use (by a write).
+ * openServerContext does. The deployment policy is loaded on first use (by a write).
  */
 export async function openClient(flags: Record<string, unknown> = {}): Promise<ClientContext> {
   let raw: Record<string, unknown>;
@@ -68,7 +68,7 @@ export async function openClient(flags: Record<string, unknown> = {}): Promise<C
 }
 
 /** A server command's context: the whole configuration, checked. */
-export async function openRuntime(flags: Record<string, unknown> = {}): Promise<RuntimeContext> {
+export async function openServerContext(flags: Record<string, unknown> = {}): Promise<ServerContext> {
   const config = await loadWhole(flags);
   return { ...(await connectContext(clientSettingsOf(config), flags, config)), config };
 }

@@ -75,7 +75,7 @@ export function policyEditor({ path, title, allowReset }) {
     h(
       'div',
       { class: 'actions' },
-      h('button', { type: 'submit', class: 'primary', 'data-testid': 'policy-save' }, 'Save policy'),
+      h('button', { type: 'submit', class: 'primary', 'data-testid': 'policy-save' }, 'Save retry policy'),
       allowReset ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'policy-reset', onclick: reset }, allowReset) : null,
       h('span', { class: 'form-error' }),
       h('span', { class: 'form-ok', 'data-testid': 'policy-ok' }),

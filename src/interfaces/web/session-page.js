@@ -49,7 +49,7 @@ export function sessionPage(main, sessionId) {
     showOk(promptForm, `queued as turn ${result.data.turn}`);
   });
 
-  const policy = policyEditor({ path: `/api/sessions/${enc}/retry-policy`, title: 'Retry policy of this session', allowReset: 'Follow the global policy' });
+  const policy = policyEditor({ path: `/api/sessions/${enc}/retry-policy`, title: 'Retry policy of this session', allowReset: 'Follow the global retry policy' });
 
   fill(
     main,
@@ -253,7 +253,7 @@ export function sessionPage(main, sessionId) {
       h('span', {}, 'agent ', h('b', { 'data-testid': 'session-agent' }, view.agent)),
       h('span', {}, 'turn ', h('b', {}, turn ? `#${turn.index} ${turn.status}` : '–')),
       turn?.failureReason ? h('span', {}, 'failure ', h('b', {}, turn.failureReason)) : null,
-      view.waitingFor ? h('span', { 'data-testid': 'session-waiting-for' }, 'waiting for limit ', h('b', {}, view.waitingFor.limit), ` (${view.waitingFor.reason})`) : null,
+      view.waitingFor ? h('span', { 'data-testid': 'session-waiting-for' }, 'waiting for fleet limit ', h('b', {}, view.waitingFor.limit), ` (${view.waitingFor.reason})`) : null,
       view.parkedUntil
         ? h(
             'span',

@@ -8,7 +8,7 @@ import { createSessionQueue } from '../../../runtime/queue.ts';
 import { createKeys } from '../../../runtime/keys.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
-import { CliError, openRuntime, type RuntimeContext } from '../context.ts';
+import { CliError, openServerContext, type ServerContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { followSession } from '../follow.ts';
 import { colors } from '../present.ts';
@@ -67,7 +67,7 @@ export async function runDemo(): Promise<number> {
   const demoDir = join(demoStateDir(), 'demo');
   const cwd = join(demoDir, 'work');
   // The demo's sessions run in its own work dir: the workspace of its deployment policy.
-  const ctx = await openRuntime({ workspace: cwd });
+  const ctx = await openServerContext({ workspace: cwd });
   const server = await startFakeModelServer({ scripts: DEMO_SCRIPTS });
   const agentDir = join(demoDir, 'agent');
   mkdirSync(cwd, { recursive: true });
@@ -118,7 +118,7 @@ export async function runDemo(): Promise<number> {
   return ok ? ExitCode.ok : ExitCode.failed;
 }
 
-async function play(ctx: RuntimeContext, scene: Scene, cwd: string): Promise<{ scene: Scene; sessionId: string; status: string }> {
+async function play(ctx: ServerContext, scene: Scene, cwd: string): Promise<{ scene: Scene; sessionId: string; status: string }> {
   const sessionId = `demo-${scene.model.replace('demo-', '')}-${Date.now().toString(36)}`;
   await ctx.client.sessions.enqueue({
     sessionId,

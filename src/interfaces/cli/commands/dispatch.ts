@@ -9,7 +9,7 @@ import { printJson } from '../present.ts';
 export function registerDispatch(program: Command): void {
   program
     .command('pause')
-    .description('Pause starting attempts, fleet-wide or under one limit: running turns finish, nothing new starts, cancels still work')
+    .description('Pause starting attempts, fleet-wide or under one fleet limit: running turns finish, nothing new starts, cancels still work')
     .option('--limit <name>', 'only the sessions under this fleet limit')
     .option('--json', 'print {"paused"}')
     .action(async (flags: { limit?: string; json?: boolean }) => {
@@ -21,7 +21,7 @@ export function registerDispatch(program: Command): void {
     });
   program
     .command('resume-dispatch')
-    .description('Start attempts again, fleet-wide or under one limit; the sessions waiting for it are woken in order')
+    .description('Start attempts again, fleet-wide or under one fleet limit; the sessions waiting for it are woken in order')
     .option('--limit <name>', 'only the sessions under this fleet limit')
     .option('--json', 'print {"paused","woken"}')
     .action(async (flags: { limit?: string; json?: boolean }) => {

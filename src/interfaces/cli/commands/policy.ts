@@ -7,7 +7,7 @@ export function registerPolicy(program: Command): void {
   const policy = program.command('policy').description("The deployment policy: what callers may choose (from the config file's `policy`, SESSIOND_POLICY, SESSIOND_WORKSPACE)");
   policy
     .command('show')
-    .description('Print the policy in force, every default filled in; exit 2 when it is invalid (the error names the field)')
+    .description('Print the deployment policy in force, every default filled in; exit 2 when it is invalid (the error names the field)')
     .option('--json', 'print it as JSON')
     .action(async (flags: { json?: boolean }) => {
       const { loadConfig } = await import('../../../config/config.ts');

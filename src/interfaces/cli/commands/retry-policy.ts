@@ -24,7 +24,7 @@ export function registerRetryPolicy(program: Command): void {
 
   const set = policy
     .command('set')
-    .description('Change fields of the policy; a bad value is refused with its field and range, and nothing is changed')
+    .description('Change fields of the retry policy; a bad value is refused with its field and range, and nothing is changed')
     .option('--session <id>', "change this session's policy");
   addRetryPolicyOptions(set, 'policy');
   set.option('--json', 'print the new policy as JSON').action(async (flags: RetryFlags & { session?: string; json?: boolean }) =>

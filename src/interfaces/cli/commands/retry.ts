@@ -6,7 +6,9 @@ import { printJson } from '../present.ts';
 export function registerRetry(program: Command): void {
   program
     .command('retry')
-    .description("Re-run the session's failed last turn as a new turn (same prompt, a new series of attempts under the current policy); exit 1 when its last turn did not fail")
+    .description(
+      "Retry the session's failed last turn as a new turn (a turn retry: same prompt, attempts from 1 under the retry policy in force); exit 1 when its last turn did not fail",
+    )
     .argument('<sessionId>')
     .option('--json', 'print {"sessionId","turn","retryOf"}')
     .option('--follow', 'stream the new turn until it ends (exit 0 completed, 1 failed, 130 cancelled)')

@@ -2,7 +2,7 @@ import { createMetrics } from '../../../api/metrics.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { startServer } from '../../http/server.ts';
 import { createLogger } from '../../log.ts';
-import { CliError, openRuntime } from '../context.ts';
+import { CliError, openServerContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 
 export interface ServeFlags {
@@ -14,7 +14,7 @@ export interface ServeFlags {
 
 export async function runServe(flags: ServeFlags): Promise<number> {
   const log = createLogger('sessiond-http');
-  const ctx = await openRuntime({ 'http.host': flags.host, 'http.port': flags.port, 'http.tlsCert': flags.tlsCert, 'http.tlsKey': flags.tlsKey });
+  const ctx = await openServerContext({ 'http.host': flags.host, 'http.port': flags.port, 'http.tlsCert': flags.tlsCert, 'http.tlsKey': flags.tlsKey });
   const { config } = ctx;
   // The deployment policy is checked at start (a bad one is a usage error now, not at the first request).
   await ctx.policy().catch(async (error: unknown) => {

@@ -5,12 +5,12 @@ import { createSessionQueue } from '../../../runtime/queue.ts';
 import { createKeys } from '../../../runtime/keys.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
 import { createLogger } from '../../log.ts';
-import { openRuntime } from '../context.ts';
+import { openServerContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
 
 export async function runWorker(flags: { concurrency?: number }): Promise<number> {
   const log = createLogger('sessiond-worker');
-  const ctx = await openRuntime({ 'worker.concurrency': flags.concurrency });
+  const ctx = await openServerContext({ 'worker.concurrency': flags.concurrency });
   const { config } = ctx;
   const worker = new SessionWorker({
     connect: ctx.connect,

@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto';
+import { newJobId } from '../queue.ts';
+import { parseDuration } from '../../config/duration.ts';
+import { ConflictError, InputError, NotFoundError, QuotaError } from '../../errors.ts';
+import { type CallerParts } from './parts.ts';
+
+// Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
+
+/**
+ * Adds a prompt (creating the session unless `mustExist`). Refused with nothing written: InputError
+ * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
+ */
+export async function enqueue(parts: CallerParts, input: unknown, how: { mustExist?: boolean } = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
+  // The agents (and their option schemas) are loaded by the first enqueue, not by every command;
+  // the policy first: resolving it registers a library caller's own agents.
+  const policy = await parts.deploymentPolicy();
+  const { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } = await import('../enqueue-checks.ts');
+  // Its schemas (zod) and the retry policy's are loaded by the first write, not by a read.
+  const { EnqueueRequestSchema, zodIssues } = await import('../enqueue-request.ts');
+  const { DEFAULT_RETRY_POLICY, mergeRetryPolicy } = await import('../../retry/policy.ts');
+  const parsed = EnqueueRequestSchema.safeParse(input);
+  const rawOptions = (input as { options?: unknown } | null)?.options;
+  const optionIssues =
+    rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions) ? [] : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
+  if (!parsed.success || optionIssues.length > 0) throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
+  const request = parsed.data;
+  let policyJson: string | null = null;
+  if (request.retryPolicy !== undefined) {
+    const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
+    if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
+    const { parkLimitIssues, turnLimitIssue } = await import('../deployment-policy.ts');
+    const deployment = await parts.deploymentPolicy();
+    const overLimit = turnLimitIssue(request.retryPolicy, deployment);
+    const overPark = parkLimitIssues(request.retryPolicy, deployment);
+    if (overLimit !== null || overPark.length > 0) throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
+    policyJson = JSON.stringify(policy.policy);
+  }
+  const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
+  const options = request.options ?? {};
+  // The deployment's policy before anything is written; the worker checks the stored request again.
+  const admitted = await admitTurn(policy, options, request.prompt);
+  if (!admitted.ok) throw new InputError(admitted.issues);
+  const sessionId = request.sessionId ?? randomUUID();
+  const create: Record<string, string> = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
+  if (request.tenant !== undefined) create.tenant = request.tenant;
+  // A new session's fleet-index shard is its partition's now, kept for good (see keys.ts); the count is recorded first, so readers merge that shard.
+  const shard = parts.queue.indexShardOf(sessionId);
+  if (shard > 0) {
+    create.shard = String(shard);
+    await parts.queue.knownPartitions();
+  }
+  const jobId = newJobId(sessionId);
+  const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
+  const result = await parts.store.enqueue(sessionId, create, prompt, policyJson, jobId, {
+    ...(how.mustExist === true ? { mustExist: true } : {}),
+    maxQueued: parts.limits.maxQueuedPrompts,
+    maxLog: parts.limits.maxLogMessages,
+    ...(retentionMs === undefined ? {} : { retentionMs }),
+    ...(request.priority === undefined ? {} : { priority: request.priority }),
+  });
+  if (!result.ok) {
+    if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
+    if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);
+    if (result.reason === 'queue_full')
+      throw new QuotaError(
+        'maxQueuedPrompts',
+        result.limit,
+        `session "${sessionId}" already has ${result.count} prompts waiting (maxQueuedPrompts ${result.limit}): the prompt was not stored`,
+      );
+    throw new QuotaError(
+      'maxLogMessages',
+      result.limit,
+      `session "${sessionId}" has ${result.count} messages stored, its message log is full (maxLogMessages ${result.limit}): the prompt was not stored`,
+    );
+  }
+  const writes: Array<Promise<unknown>> = [];
+  // Listed when new; active again, so not expiring (a revived session's clock restarts when it finishes).
+  writes.push(
+    parts.store.index(
+      sessionId,
+      {
+        ...(result.created ? { created: true, state: 'queued' } : { touch: true }),
+        expireAt: 'remove',
+        ...(result.jobId !== null ? { activation: 'add' as const } : {}),
+      },
+      result.shard,
+    ),
+  );
+  if (result.jobId !== null) writes.push(parts.queue.addActivation(sessionId, result.jobId, result.priority));
+  await Promise.all(writes);
+  // A new activation means nobody holds the session: there is no one to tell.
+  if (result.jobId === null) await parts.bus.publish({ sessionId, kind: 'prompt' });
+  return { sessionId, turn: result.turn, created: result.created };
+}
+
+/** A caller's retention for a session, in ms (0: forever), within the deployment's maximum. */
+function retention(parts: CallerParts, value: string | number): number {
+  const parsed = typeof value === 'number' ? { ok: true as const, ms: value } : parseDuration(value);
+  if (!parsed.ok) throw new InputError([{ field: 'retention', message: parsed.message }]);
+  const max = parts.limits.maxRetentionMs;
+  if (max > 0 && (parsed.ms === 0 || parsed.ms > max))
+    throw new InputError([
+      { field: 'retention', message: `must be at most ${max} ms (the deployment's maximum retention)${parsed.ms === 0 ? '; 0 (forever) is not allowed' : ''}` },
+    ]);
+  return parsed.ms;
+}

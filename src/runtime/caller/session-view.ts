@@ -1,0 +1,78 @@
+import type { PersistedSession } from '../../../machines/restore.ts';
+import { SESSION_ID_PATTERN } from '../keys.ts';
+import { DEFAULT_AGENT } from '../../agents/default-agent.ts';
+import { sessionUsage } from '../usage/usage.ts';
+import type { RetryPolicy } from '../../retry/index.ts';
+import { parseEntry, type StoredMessage } from '../store/session-store.ts';
+import type { SessionView } from './types.ts';
+import { checkSessionId, safeJson, type CallerParts } from './parts.ts';
+
+// Reading one session: its view (state, context, history, approvals, usage), its message log, live.
+
+export async function getSession(parts: CallerParts, sessionId: string): Promise<SessionView | null> {
+  if (!SESSION_ID_PATTERN.test(sessionId)) return null;
+  const view = await parts.store.view(sessionId);
+  if (view === null) return null;
+  const { meta, snapshot: snapshotRaw, inbox, history, lastSeq, heldBy, cancel } = view;
+  const approvals = await parts.approvals.list(sessionId);
+  const persisted = snapshotRaw === null ? null : (JSON.parse(snapshotRaw) as PersistedSession);
+  return {
+    sessionId,
+    state: meta.state ?? 'queued',
+    createdAt: Number(meta.createdAt),
+    updatedAt: Number(meta.updatedAt ?? meta.createdAt),
+    agent: meta.agent ?? DEFAULT_AGENT,
+    options: safeJson(meta.options) as Record<string, unknown>,
+    policyOverride: meta.policy ? (safeJson(meta.policy) as RetryPolicy) : null,
+    context: persisted?.snapshot.context ?? null,
+    queued: inbox.filter((p) => p.removed !== true).map((p) => ({ id: p.id, text: p.text, enqueuedAt: p.enqueuedAt })),
+    history: history as SessionView['history'],
+    lastSeq,
+    heldBy,
+    cancelRequested: cancel !== null,
+    approvals,
+    usage: sessionUsage(meta),
+  };
+}
+
+/** The seq of the session's last stored message: 0 before its first (or for an unknown session). */
+export async function lastSeq(parts: CallerParts, sessionId: string): Promise<number> {
+  checkSessionId(sessionId);
+  return parts.store.lastSeq(sessionId);
+}
+
+export async function readMessages(parts: CallerParts, sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
+  checkSessionId(sessionId);
+  return parts.store.readMessages(sessionId, fromSeq, count);
+}
+
+/**
+ * Every message from `fromSeq` on, then new ones as they are written, until
+ * the signal aborts. Uses its own blocking connection.
+ */
+export async function* followMessages(parts: CallerParts, sessionId: string, fromSeq: number, signal: AbortSignal): AsyncGenerator<StoredMessage> {
+  checkSessionId(sessionId);
+  const reader = parts.connect('follow');
+  const stop = (): void => reader.disconnect();
+  signal.addEventListener('abort', stop, { once: true });
+  let next = Math.max(1, fromSeq);
+  try {
+    while (!signal.aborted) {
+      const batch = await reader.xread('COUNT', 500, 'BLOCK', 1000, 'STREAMS', parts.store.key(sessionId, 'log'), `${next - 1}-0`).catch((error: Error) => {
+        if (signal.aborted) return null;
+        throw error;
+      });
+      if (batch === null) continue;
+      for (const [, entries] of batch) {
+        for (const [, fields] of entries) {
+          const message = parseEntry(fields);
+          next = message.seq + 1;
+          yield message;
+        }
+      }
+    }
+  } finally {
+    signal.removeEventListener('abort', stop);
+    reader.disconnect();
+  }
+}

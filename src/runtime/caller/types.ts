@@ -1,0 +1,84 @@
+import type { Redis } from 'ioredis';
+import type { SessionContext } from '../../../machines/types.ts';
+import type { DeploymentPolicy } from '../../policy/index.ts';
+import type { RetryPolicy } from '../../retry/index.ts';
+import type { StoredApproval } from '../approvals/store.ts';
+import type { LifecycleLimits } from '../lifecycle/limits.ts';
+import type { LimitStatus } from '../limits/fleet-limits.ts';
+import type { LimitRule } from '../limits/match.ts';
+import type { TurnPrompt } from '../turn-prompts.ts';
+import type { SessionUsage } from '../usage/usage.ts';
+
+/** A prompt waiting for its turn, in the order the turns will run. */
+export interface QueuedPrompt {
+  position: number;
+  id: string;
+  text: string;
+  enqueuedAt: number | null;
+  /** In the holder's mailbox (read from the inbox already) or still in the inbox. */
+  where: 'mailbox' | 'inbox';
+  retryOf?: number;
+}
+
+export interface SessionView {
+  sessionId: string;
+  state: string;
+  createdAt: number;
+  updatedAt: number;
+  agent: string;
+  options: Record<string, unknown>;
+  policyOverride: RetryPolicy | null;
+  context: SessionContext | null;
+  /** Prompts enqueued but not yet taken by the session's actor. */
+  queued: Array<{ id: string; text: string; enqueuedAt: number }>;
+  /** A transition that started a turn carries its prompt (see turn-prompts.ts). */
+  history: Array<{ at: number; from: string; to: string; event: string; prompt?: TurnPrompt }>;
+  lastSeq: number;
+  heldBy: string | null;
+  cancelRequested: boolean;
+  /** The permission requests of the session's current turn (decided ones included). */
+  approvals: StoredApproval[];
+  /** Token usage summed per session, latest turn and attempt (null: none reported yet). */
+  usage: SessionUsage | null;
+}
+
+export interface WorkerHeartbeat {
+  id: string;
+  host: string;
+  pid: number;
+  lastSeen: number;
+  active: number;
+  /** How the worker contains its attempts' processes (absent from workers older than this field). */
+  containment?: { mode: 'cgroup' | 'sweep'; detail: string };
+  /** The queue partitions it consumes (absent from workers older than this field). */
+  partitions?: number[];
+}
+
+export interface RuntimeOptions {
+  connect: (role: string) => Redis;
+  prefix?: string;
+  /**
+   * What callers may choose (src/policy), or a function giving it on first use (it is needed by
+   * enqueue, not by reads); default: the default policy with this process's cwd as the workspace.
+   */
+  policy?: DeploymentPolicy | (() => Promise<DeploymentPolicy>);
+  /** The deployment's retention and quotas (defaults: LIFECYCLE_DEFAULTS). */
+  limits?: Partial<LifecycleLimits>;
+  /** Partitions of the activation queue (SESSIOND_QUEUE_PARTITIONS, default 1). */
+  queuePartitions?: number;
+  /** The fleet-wide limits the workers enforce (SESSIOND_LIMITS), for status and pausing by name. */
+  fleetLimits?: readonly LimitRule[];
+}
+
+/** A fleet limit as operators see it: its rule and each of its keys in use. */
+export interface FleetLimitView {
+  name: string;
+  match: LimitRule['match'];
+  maxConcurrent: number | null;
+  maxStartsPerMinute: number | null;
+  maxTokensPerMinute: number | null;
+  paused: boolean;
+  inUse: number;
+  waiting: number;
+  keys: LimitStatus[];
+}
