@@ -117,4 +117,45 @@ describe('createClient / createWorker / defineAgent', () => {
     expect(hasErrorCode(missing, 'not_found')).toBe(true);
     expect((await client.sessions.list({ state: 'completed' })).sessions.length).toBeGreaterThanOrEqual(1);
   });
+
+  it('by noun: a failed turn retried from its handle, a shared watch, the queued prompts, dispatch, the deployment, a delete and its audit', async () => {
+    // A turn that fails (one attempt allowed, and the flaky agent fails the first), then a turn retry: the same prompt as turn 2, which completes.
+    const { sessionId } = await client.sessions.enqueue({ prompt: 'five', options: { agent: 'flaky' }, retryPolicy: { maxAttempts: 1 } });
+    const session = client.session(sessionId);
+    await collect(session.watch());
+    expect((await session.inspect())?.context?.turn?.status).toBe('failed');
+    expect(await session.retry()).toEqual({ sessionId, turn: 2, retryOf: 1 });
+    const shared = await collect(session.watch({ shared: true }));
+    expect(shared.map((m) => `${m.seq} ${m.turn}/${m.attempt} ${m.type}`)).toEqual(['1 1/1 terminal.failed', '2 2/1 assistant', '3 2/1 terminal.completed']);
+    expect(await session.lastSeq()).toBe(3);
+    expect((await session.messages({ from: 2, limit: 1 })).map((m) => m.seq)).toEqual([2]);
+
+    // A prompt waiting behind a held turn is listed, then removed, and never runs (the session's own retry policy lets the flaky agent's second attempt run).
+    expect((await client.retryPolicy.set({ maxAttempts: 2 }, { sessionId })).ok).toBe(true);
+    await session.prompt({ prompt: 'six', options: { agent: 'flaky', hold: true } });
+    for await (const message of session.watch({ from: 4, follow: true })) if (message.type === 'assistant') break;
+    const { turn: waitingTurn } = await session.prompt({ prompt: 'seven' });
+    const queued = await client.prompts.list(sessionId);
+    expect(queued.map((p) => p.text)).toEqual(['seven']);
+    expect(await client.prompts.remove(sessionId, queued[0]?.id ?? '')).toEqual({ sessionId, promptId: queued[0]?.id, removed: true });
+    expect(await client.prompts.list(sessionId)).toEqual([]);
+    await session.cancel('done with it');
+    await collect(session.watch({ from: 4 }));
+    expect((await session.inspect())?.context?.turnIndex).toBe(waitingTurn - 1);
+
+    // Dispatch: paused fleet-wide, then resumed.
+    expect(await client.dispatch.pause()).toEqual({ paused: ['*'] });
+    expect(await client.dispatch.status()).toEqual({ paused: true, limits: [] });
+    expect((await client.dispatch.resume()).paused).toEqual([]);
+
+    // The deployment: Redis answers, this worker's heartbeat, the policy's agents include ours.
+    await client.deployment.ping();
+    expect((await client.deployment.workers()).map((w) => w.id)).toContain(worker.id);
+    expect((await client.deployment.policy()).agents).toContain('flaky');
+
+    // Deleted (finished), recorded in the audit with who asked; gone afterwards.
+    expect(await session.delete({ actor: 'app:test' })).toEqual({ sessionId, deleted: true, cancelled: false });
+    expect((await client.sessions.deletions({ limit: 1 }))[0]).toMatchObject({ sessionId, actor: 'app:test', outcome: 'deleted', force: false });
+    expect(await session.inspect()).toBeNull();
+  });
 });
