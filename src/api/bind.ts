@@ -10,7 +10,11 @@ const RUNTIMES = new WeakMap<Client, Runtime>();
  * `onClose` runs after the runtime's connections are closed.
  */
 export function bindClient(options: RuntimeOptions, onClose: () => void | Promise<void> = () => undefined): Client {
-  const runtime = new Runtime(options);
+  return clientOver(new Runtime(options), onClose);
+}
+
+/** The client over a Runtime made elsewhere (the tests', which drive one of their own); `close()` closes that runtime. */
+export function clientOver(runtime: Runtime, onClose: () => void | Promise<void> = () => undefined): Client {
   const session = (sessionId: string): SessionHandle => ({
     sessionId,
     inspect: () => runtime.getSession(sessionId),

@@ -32,6 +32,7 @@ const integer = (min: number, max: number) =>
   );
 
 export const ConfigSchema = z.strictObject({
+  /** Where Redis is: `redis://[user:pass@]host:port[/db]` or `rediss://`; a Redis Cluster: `redis+cluster://host:port[,host:port…]` (seed nodes) or `rediss+cluster://`. Unset: a local Redis. */
   redisUrl: z
     .string()
     .superRefine((url, ctx) => {
@@ -51,11 +52,15 @@ export const ConfigSchema = z.strictObject({
   /** Fenced session writes wait for this many replicas to acknowledge them (Redis WAIT); 0: do not wait. */
   redis: z
     .strictObject({
+      /** Replicas that must acknowledge each fenced session write (Redis WAIT); 0: do not wait. */
       waitReplicas: integer(0, 16).default(0),
+      /** How long a fenced write waits for those replicas. */
       waitTimeout: duration(10, 60_000).default(1_000),
     })
     .prefault({}),
+  /** The key prefix every key of this deployment shares (workers, servers and clients of one deployment use the same). */
   prefix: z.string().regex(PREFIX_PATTERN, 'must be 1-64 letters, digits or _.-').default('sessiond'),
+  /** Local state: a redis-server sessiond started, pi's session files. */
   stateDir: z.string().min(1).default(defaultStateDir()),
   /** Where a session runs when its caller names no cwd, and the default allowed root of `policy.workspaceRoots`. */
   workspace: z.string().min(1).default(process.cwd()),
@@ -83,9 +88,13 @@ export const ConfigSchema = z.strictObject({
     .prefault({}),
   pi: z
     .strictObject({
+      /** The pi executable (PATH, then `node_modules/.bin`). */
       command: z.string().min(1).default('pi'),
+      /** The pi agent dir (models, auth) on the worker's host; default `$PI_CODING_AGENT_DIR` or `~/.pi/agent`. */
       agentDir: z.string().min(1).optional(),
+      /** Where pi session files live on the worker's host; default `<stateDir>/pi-sessions`. */
       sessionDir: z.string().min(1).optional(),
+      /** Extra pi argv (env: a JSON array). */
       extraArgs: z.array(z.string()).default([]),
       idleTimeout: duration(1000, 86_400_000).default(ATTEMPT_DEFAULTS.idleTimeoutMs),
     })

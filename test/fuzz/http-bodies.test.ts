@@ -7,6 +7,7 @@ import { Runtime } from '../../src/runtime/runtime.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
 import { connector } from '../support/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
+import { clientOver } from '../../src/api/bind.ts';
 
 let redis: RedisServer;
 let runtime: Runtime;
@@ -23,7 +24,7 @@ beforeAll(async () => {
   // BullMQ writes its queue's meta key once, when the queue first connects: before any request.
   await internals(runtime).queue.queue.waitUntilReady();
   await internals(runtime).queue.queue.getJobCounts();
-  app = createApp({ runtime, config: loadConfig({ prefix, 'http.bodyLimitBytes': 8192 }, {}), logger: pino({ level: 'silent' }) });
+  app = createApp({ client: clientOver(runtime), config: loadConfig({ prefix, 'http.bodyLimitBytes': 8192 }, {}), logger: pino({ level: 'silent' }) });
 });
 
 afterAll(async () => {

@@ -5,7 +5,7 @@ import { sessionMachine } from '../../machines/session.machine.ts';
 import { MACHINE_STATES, QUIESCENT_STATES, SESSION_STATES, SETTLED_STATES } from '../../machines/states.ts';
 import { registerList } from '../../src/interfaces/cli/commands/list.ts';
 import { openApiDocument } from '../../src/interfaces/http/openapi.ts';
-import { ListQuery } from '../../src/interfaces/http/schemas.ts';
+import { ListQuery } from '../../src/interfaces/http/routes/sessions.ts';
 
 // The machine's states as the statechart export sees them: independent of machines/states.ts.
 const chartStates = exportChart(sessionMachine).states.map((s) => s.name);

@@ -12,6 +12,7 @@ import { runCli } from '../support/cli.ts';
 import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
 import { workerEnv } from '../support/worker-process.ts';
 import { internals } from '../../src/runtime/internals.ts';
+import { clientOver } from '../../src/api/bind.ts';
 
 /**
  * Token usage with real pi against the fake model (its usage chunk says how many tokens a request
@@ -98,7 +99,13 @@ describe('token usage', () => {
     expect(tokensLine(await metrics.registry.metrics(), SECOND, 'input')).toBe(200);
 
     // The API's view of the session carries the same sums.
-    const app = createApp({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, {}), logger: createLogger('usage-test', 'silent'), dashboard: false, bullBoard: false });
+    const app = createApp({
+      client: clientOver(h.runtime),
+      config: loadConfig({ prefix: h.prefix }, {}),
+      logger: createLogger('usage-test', 'silent'),
+      dashboard: false,
+      bullBoard: false,
+    });
     const api = (await (await app.request(`/api/sessions/${sessionId}`)).json()) as ReturnType<typeof summarize>;
     expect(api.usage?.total).toMatchObject({ input: 320, output: 80 });
     expect(api.turn?.attempts[0]?.usage).toMatchObject({ input: 200, output: 50 });

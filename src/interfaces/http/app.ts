@@ -3,31 +3,28 @@ import { bodyLimit } from 'hono/body-limit';
 import type { Config } from '../../config/config.ts';
 import { HTTP_DEFAULTS } from '../../config/defaults.ts';
 import { hasErrorCode } from '../../errors.ts';
-import { SESSION_ID_PATTERN } from '../../runtime/keys.ts';
-import { RuntimeMetrics } from '../../runtime/metrics.ts';
-import type { Runtime } from '../../runtime/runtime.ts';
+import type { Client } from '../../api/client.ts';
+import { createMetrics } from '../../api/metrics.ts';
+import type { RuntimeMetrics } from '../../runtime/metrics.ts';
 import type { Logger } from '../log.ts';
-import { registerDashboard } from '../web/routes.ts';
+import { loadDashboard } from '../web/routes.ts';
 import { mountBullBoard } from '../web/bull-board.ts';
 import { Auth, BULL_BOARD_ADMIN_PATH, BULL_BOARD_PATH } from './auth/guard.ts';
-import { registerAuthRoutes } from './auth/routes.ts';
 import { HttpError } from './body.ts';
 import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
-import { registerControls } from './controls.ts';
+import { mountRoutes } from './route.ts';
 import type { RouteContext } from './routes/context.ts';
-import { registerMessageRoutes } from './routes/messages.ts';
-import { registerOperationRoutes } from './routes/operations.ts';
-import { registerRetryPolicyRoutes } from './routes/retry-policy.ts';
-import { registerSessionRoutes } from './routes/sessions.ts';
+import { API_ROUTES, dashboardRoutes } from './routes/index.ts';
 
 export interface AppOptions {
-  runtime: Runtime;
+  /** The deployment's client (createClient): every route goes through it. */
+  client: Client;
   config: Config;
   logger: Logger;
   /** Aborting it ends every live event stream (server shutdown). */
   signal?: AbortSignal;
-  /** Defaults to metrics of `runtime` with a 3 s cache. */
+  /** Defaults to metrics of `client` with a 3 s cache. */
   metrics?: RuntimeMetrics;
   /** SSE keep-alive comment interval. Default 15 s. */
   keepAliveMs?: number;
@@ -43,21 +40,24 @@ export interface AppOptions {
 
 /**
  * The HTTP API (and, unless disabled, the dashboard and Bull Board). Handlers
- * only translate HTTP to runtime calls and back: no business logic here. The
- * routes are in groups, one file each under routes/ (operations, sessions,
- * messages, retry policy); auth/routes.ts has login and stream tickets.
+ * only translate HTTP to calls of the public client and back: no business logic here. Each
+ * route is declared whole in one place (route.ts: path, schemas, scope,
+ * handler), in groups by noun under routes/ (auth/routes.ts has login and
+ * stream tickets; web/routes.ts the dashboard); the OpenAPI document is
+ * assembled from them.
  *
  * Auth (auth/guard.ts): with a token configured, every route but the public
- * ones needs a credential whose scope covers it (declared per operation in the
- * OpenAPI document). Bound to anything but loopback, a token is required
- * (createApp throws without one).
+ * ones needs a credential whose scope covers it (declared by each route, read
+ * from the OpenAPI document). Bound to anything but loopback, a token is
+ * required (createApp throws without one).
  */
 export function createApp(options: AppOptions): Hono {
-  const { runtime, config, logger } = options;
-  const auth = new Auth({ http: config.http, logger, document: openApiDocument() });
-  const metrics = options.metrics ?? new RuntimeMetrics(runtime, { workerStaleMs: staleMs(options) });
+  const { client, config, logger } = options;
+  const document = openApiDocument();
+  const auth = new Auth({ http: config.http, logger, document });
+  const metrics = options.metrics ?? createMetrics(client, { workerStaleMs: staleMs(options) });
   const streams = new EventStreams({
-    runtime,
+    client,
     logger,
     signal: options.signal,
     keepAliveMs: options.keepAliveMs ?? HTTP_DEFAULTS.keepAliveMs,
@@ -92,22 +92,15 @@ export function createApp(options: AppOptions): Hono {
   });
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
 
-  const routes: RouteContext = { app, runtime, config, logger, auth, metrics, streams, workerStaleMs: staleMs(options) };
-  registerOperationRoutes(routes);
-  registerSessionRoutes(routes);
-  registerMessageRoutes(routes);
-  registerRetryPolicyRoutes(routes);
-  registerControls(app, runtime);
-
-  // ---- auth: login cookie, stream tickets -------------------------------------------------
-  registerAuthRoutes(app, auth, { secure: options.secureCookies === true, sessionExists: async (id) => SESSION_ID_PATTERN.test(id) && (await runtime.getSession(id)) !== null });
+  const routes: RouteContext = { client, config, logger, auth, metrics, streams, workerStaleMs: staleMs(options), secureCookies: options.secureCookies === true, document };
+  mountRoutes(app, API_ROUTES, routes);
 
   // ---- dashboard and Bull Board -----------------------------------------------------------
-  if (options.dashboard !== false) registerDashboard(app, { tokenRequired: auth.required });
+  if (options.dashboard !== false) mountRoutes(app, dashboardRoutes, loadDashboard({ tokenRequired: auth.required }));
   // With tokens, Bull Board is read-only at /queues (read) and has its actions at /queues-admin (admin only).
   if (options.bullBoard !== false) {
-    mountBullBoard(app, runtime.bullQueue(), { basePath: BULL_BOARD_PATH, readOnly: auth.required });
-    if (auth.required) mountBullBoard(app, runtime.bullQueue(), { basePath: BULL_BOARD_ADMIN_PATH, readOnly: false });
+    mountBullBoard(app, client.deployment.bullQueue(), { basePath: BULL_BOARD_PATH, readOnly: auth.required });
+    if (auth.required) mountBullBoard(app, client.deployment.bullQueue(), { basePath: BULL_BOARD_ADMIN_PATH, readOnly: false });
   }
 
   return app;

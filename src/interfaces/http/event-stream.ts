@@ -1,12 +1,12 @@
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
-import type { Runtime } from '../../runtime/runtime.ts';
+import type { Client } from '../../api/client.ts';
 import type { Logger } from '../log.ts';
 import type { Principal } from './auth/credentials.ts';
 import { HttpError } from './body.ts';
 
 export interface EventStreamOptions {
-  runtime: Runtime;
+  client: Client;
   logger: Logger;
   /** Aborting it ends every live stream (server shutdown). */
   signal?: AbortSignal | undefined;
@@ -21,7 +21,7 @@ export interface EventStreamOptions {
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * `GET /api/sessions/:id/events`: SSE from the runtime's shared message hub
+ * `GET /api/sessions/:id/events`: SSE from the client's shared watch
  * (one Redis reader for every stream), bounded: at most `maxStreams` at once,
  * closed after `idleMs` without a message, and when the credential it was
  * opened with (a stream ticket, the login cookie) expires — a client resumes
@@ -45,7 +45,7 @@ export class EventStreams {
       throw new HttpError(503, `too many live event streams (http.maxStreams = ${this.#o.maxStreams}); try again shortly`);
     }
     this.#live += 1;
-    const { runtime, logger, keepAliveMs, idleMs } = this.#o;
+    const { client, logger, keepAliveMs, idleMs } = this.#o;
     const shutdown = this.#o.signal;
     let released = false;
     const release = (): void => {
@@ -74,14 +74,14 @@ export class EventStreams {
           const expiry = left === null || left > MAX_TIMER_MS ? null : setTimeout(abort, Math.max(0, left));
           try {
             await stream.write('retry: 2000\n\n');
-            for await (const m of runtime.messageHub.follow(sessionId, from, controller.signal)) {
+            for await (const m of client.session(sessionId).watch({ from, follow: true, shared: true, signal: controller.signal })) {
               await stream.writeSSE({ id: String(m.seq), event: m.type, data: JSON.stringify({ seq: m.seq, turn: m.turn, attempt: m.attempt, type: m.type, content: m.content }) });
               lastMessageAt = Date.now();
               if (stream.aborted || stream.closed) break;
             }
             // The hub ended the stream without an abort: the session is gone (deleted, expired). Say so, so
             // that a client does not reconnect to a 404.
-            if (!controller.signal.aborted && !stream.closed && (await runtime.getSession(sessionId)) === null) {
+            if (!controller.signal.aborted && !stream.closed && (await client.session(sessionId).inspect()) === null) {
               await stream.writeSSE({ event: 'session.deleted', data: JSON.stringify({ sessionId }) });
             }
           } finally {

@@ -15,25 +15,30 @@ const matchValue = z.string().min(1, 'must not be empty').max(200, 'must be at m
 
 export const LimitSchema = z
   .strictObject({
+    /** The limit's name (`sessiond pause --limit NAME`, `POST /api/dispatch/pause`); default: derived from its match. */
     name: z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-')
       .optional(),
+    /** Which sessions it applies to, by the attempt's agent, provider and model, the `account` label of the agent's host options, and the caller's `tenant`; `*`: one limit per distinct value; absent: any. */
     match: z
       .strictObject({ agent: matchValue.optional(), provider: matchValue.optional(), model: matchValue.optional(), account: matchValue.optional(), tenant: matchValue.optional() })
       .prefault({}),
+    /** Attempts in flight at once under this limit. */
     maxConcurrent: z
       .number({ error: 'must be an integer from 1 to 100000' })
       .int('must be an integer from 1 to 100000')
       .min(1, 'must be an integer from 1 to 100000')
       .max(100_000, 'must be an integer from 1 to 100000')
       .optional(),
+    /** Attempt starts per minute under this limit. */
     maxStartsPerMinute: z
       .number({ error: 'must be an integer from 1 to 1000000' })
       .int('must be an integer from 1 to 1000000')
       .min(1, 'must be an integer from 1 to 1000000')
       .max(1_000_000, 'must be an integer from 1 to 1000000')
       .optional(),
+    /** Tokens per minute under this limit, counted from the usage of the attempts that ended. */
     maxTokensPerMinute: z
       .number({ error: 'must be an integer from 1 to 1000000000' })
       .int('must be an integer from 1 to 1000000000')

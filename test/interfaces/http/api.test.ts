@@ -5,7 +5,12 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
 import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
-import { ApprovalBody, CancelBody, CreateSessionBody, DispatchBody, LoginBody, PromptBody } from '../../../src/interfaces/http/schemas.ts';
+import { ApprovalBody } from '../../../src/interfaces/http/routes/approvals.ts';
+import { CancelBody } from '../../../src/interfaces/http/routes/controls.ts';
+import { DispatchBody } from '../../../src/interfaces/http/routes/limits.ts';
+import { PromptBody } from '../../../src/interfaces/http/routes/prompts.ts';
+import { CreateSessionBody } from '../../../src/interfaces/http/routes/sessions.ts';
+import { LoginBody } from '../../../src/interfaces/http/auth/routes.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../../src/retry/index.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
@@ -15,6 +20,7 @@ import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.
 import { connector, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { asMessage, readSse, type StreamedMessage } from './sse-client.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 const TOKEN = 'test-token-0123456789abcdef';
 const SLOW_WORDS = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'word0' : ` word${i}`));
@@ -44,7 +50,7 @@ useRuntimeSuite(
     ({ redis, server: model, env, h } = s);
     await h.startWorker();
     config = loadConfig({ prefix: h.prefix, 'http.bodyLimitBytes': 4096 }, {});
-    server = await startServer({ runtime: h.runtime, config, logger: captureLogger(), port: 0, keepAliveMs: 200 });
+    server = await startServer({ client: clientOver(h.runtime), config, logger: captureLogger(), port: 0, keepAliveMs: 200 });
     // The first scrape: the histograms count from here on (the /metrics test reads what the tests below ran).
     await fetch(`${server.url}/metrics`);
   },
@@ -341,7 +347,7 @@ describe('messages', () => {
   });
 
   it('closing the server ends live streams', async () => {
-    const other = await startServer({ runtime: h.runtime, config, logger: captureLogger(), port: 0 });
+    const other = await startServer({ client: clientOver(h.runtime), config, logger: captureLogger(), port: 0 });
     const id = await createSession('text');
     await turnEnded(h.runtime, id);
     const response = await fetch(`${other.url}/api/sessions/${id}/events`);
@@ -442,7 +448,7 @@ describe('operations', () => {
   it('/readyz is 503 with the reason: no worker seen; Redis unreachable', async () => {
     const { connect, closeAll } = connector(redis.url);
     const lonely = new Runtime({ connect, prefix: uniquePrefix('no-workers') });
-    const app = createApp({ runtime: lonely, config, logger: captureLogger(), dashboard: false, bullBoard: false });
+    const app = createApp({ client: clientOver(lonely), config, logger: captureLogger(), dashboard: false, bullBoard: false });
     const r = await app.request('/readyz');
     expect(r.status).toBe(503);
     expect(await r.json()).toMatchObject({ status: 'unready', reason: 'no worker has ever sent a heartbeat' });
@@ -452,7 +458,7 @@ describe('operations', () => {
     const doomed = await startRedis();
     const down = connector(doomed.url);
     const gone = new Runtime({ connect: down.connect, prefix: uniquePrefix('down') });
-    const app2 = createApp({ runtime: gone, config, logger: captureLogger(), dashboard: false, bullBoard: false });
+    const app2 = createApp({ client: clientOver(gone), config, logger: captureLogger(), dashboard: false, bullBoard: false });
     await doomed.stop();
     const r2 = await app2.request('/readyz');
     expect(r2.status).toBe(503);
@@ -499,12 +505,26 @@ describe('OpenAPI', () => {
   };
 
   it('every route the app serves is in the document, and every documented operation is served', () => {
-    const app = createApp({ runtime: h.runtime, config, logger: captureLogger() });
+    const app = createApp({ client: clientOver(h.runtime), config, logger: captureLogger() });
     const served = new Set(app.routes.filter((r) => r.method !== 'ALL' && !r.path.startsWith('/queues')).map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)/g, '{$1}')}`));
     const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)));
     expect([...served].sort()).toEqual([...documented].sort());
     // Bull Board is mounted (its own UI and API, outside this document).
     expect(app.routes.some((r) => r.path.startsWith('/queues'))).toBe(true);
+  });
+
+  it('every API path with a session id answers 404 naming an id that cannot be one, before reading its query or body', async () => {
+    const withId = Object.entries(doc.paths)
+      .filter(([path]) => path.startsWith('/api/') && path.includes('{id}'))
+      .flatMap(([path, ops]) => Object.keys(ops).map((method) => ({ method: method.toUpperCase(), path })));
+    expect(withId.length).toBeGreaterThanOrEqual(15);
+    for (const { method, path } of withId) {
+      const target = `${path.replace('{id}', 'no%20such%20id').replace(/\{[A-Za-z]+\}/g, 'x')}?from=nope&force=maybe`;
+      const r = await call(method, target, method === 'GET' || method === 'DELETE' ? undefined : { unexpected: true });
+      expect({ route: `${method} ${path}`, status: r.status, body: r.body }).toEqual({ route: `${method} ${path}`, status: 404, body: { error: 'unknown session "no such id"' } });
+    }
+    // The dashboard's page of a session renders any id (it says when a session is unknown).
+    expect((await fetch(`${server.url}/sessions/no%20such%20id`)).status).toBe(200);
   });
 
   it('is OpenAPI 3.1, every $ref resolves, and it is served at /openapi.json', async () => {
@@ -561,12 +581,14 @@ describe('OpenAPI', () => {
 
 describe('auth and request guards', () => {
   it('refuses to bind anywhere but loopback without a token', async () => {
-    await expect(startServer({ runtime: h.runtime, config, logger: captureLogger(), host: '0.0.0.0', port: 0 })).rejects.toThrow(/without an API token/);
-    expect(() => createApp({ runtime: h.runtime, config: { ...config, http: { ...config.http, host: '0.0.0.0' } }, logger: captureLogger() })).toThrow(/SESSIOND_API_TOKEN/);
+    await expect(startServer({ client: clientOver(h.runtime), config, logger: captureLogger(), host: '0.0.0.0', port: 0 })).rejects.toThrow(/without an API token/);
+    expect(() => createApp({ client: clientOver(h.runtime), config: { ...config, http: { ...config.http, host: '0.0.0.0' } }, logger: captureLogger() })).toThrow(
+      /SESSIOND_API_TOKEN/,
+    );
   });
 
   it('a token configured on loopback is enforced too, reads included (route × scope matrix: auth.test.ts)', async () => {
-    const app = createApp({ runtime: h.runtime, config: { ...config, http: { ...config.http, token: TOKEN } }, logger: captureLogger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: { ...config, http: { ...config.http, token: TOKEN } }, logger: captureLogger(), bullBoard: false });
     expect((await app.request('/api/retry-policy', { method: 'DELETE' })).status).toBe(401);
     expect((await app.request('/api/sessions')).status).toBe(401);
     expect((await app.request('/api/sessions', { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
@@ -583,7 +605,7 @@ describe('auth and request guards', () => {
     expect(same.status).toBe(200);
     await call('DELETE', '/api/retry-policy');
 
-    const app = createApp({ runtime: h.runtime, config, logger: captureLogger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config, logger: captureLogger(), bullBoard: false });
     const rebound = await app.request('http://evil.example/api/sessions', { headers: { host: 'evil.example' } });
     expect(rebound.status).toBe(421);
     const local = await app.request('http://localhost:7420/healthz', { headers: { host: 'localhost:7420' } });

@@ -14,6 +14,7 @@ import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/
 import type { Redis } from 'ioredis';
 import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /**
  * Who may read and who may act: every operation of the OpenAPI document (so a
@@ -294,29 +295,29 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
 
 describe('route × scope matrix (generated from the OpenAPI document)', () => {
   it('loopback with tokens: no token, a wrong one and an expired ticket are 401; each scope reaches what it covers and gets 403 above it; refusals write nothing', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ host: '127.0.0.1', tokens: tokenList }), logger: logger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ host: '127.0.0.1', tokens: tokenList }), logger: logger(), bullBoard: false });
     expect(await runMatrix(app, 'tokens')).toEqual([]);
   }, 120_000);
 
   it('a non-loopback bind (0.0.0.0) with tokens: the same matrix', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ host: '0.0.0.0', tokens: tokenList }), logger: logger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ host: '0.0.0.0', tokens: tokenList }), logger: logger(), bullBoard: false });
     expect(await runMatrix(app, 'tokens')).toEqual([]);
   }, 120_000);
 
   it('loopback without any token: every route is open, as before', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ host: '127.0.0.1' }), logger: logger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ host: '127.0.0.1' }), logger: logger(), bullBoard: false });
     expect(await runMatrix(app, 'open')).toEqual([]);
   }, 120_000);
 
   it('refuses to serve off loopback without a token', () => {
-    expect(() => createApp({ runtime: h.runtime, config: configFor({ host: '0.0.0.0' }), logger: logger() })).toThrow(/without an API token/);
+    expect(() => createApp({ client: clientOver(h.runtime), config: configFor({ host: '0.0.0.0' }), logger: logger() })).toThrow(/without an API token/);
   });
 });
 
 describe('scopes beyond the route', () => {
   it('SESSIOND_API_TOKEN is one admin token; SESSIOND_API_TOKEN_SCOPE narrows it', async () => {
     const env = { SESSIOND_API_TOKEN: TOKENS.admin, SESSIOND_HTTP_HOST: '0.0.0.0' };
-    const admin = createApp({ runtime: h.runtime, config: { ...loadConfig({ prefix: h.prefix }, env) }, logger: logger(), bullBoard: false });
+    const admin = createApp({ client: clientOver(h.runtime), config: { ...loadConfig({ prefix: h.prefix }, env) }, logger: logger(), bullBoard: false });
     const put = await send(admin, 'PUT', '/api/retry-policy', { authorization: `Bearer ${TOKENS.admin}` }, { maxAttempts: 7 });
     expect(put.status).toBe(200);
     expect((await send(admin, 'DELETE', '/api/retry-policy', { authorization: `Bearer ${TOKENS.admin}` })).status).toBe(200);
@@ -326,13 +327,18 @@ describe('scopes beyond the route', () => {
       via: 'bearer',
     });
 
-    const reader = createApp({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, { ...env, SESSIOND_API_TOKEN_SCOPE: 'read' }), logger: logger(), bullBoard: false });
+    const reader = createApp({
+      client: clientOver(h.runtime),
+      config: loadConfig({ prefix: h.prefix }, { ...env, SESSIOND_API_TOKEN_SCOPE: 'read' }),
+      logger: logger(),
+      bullBoard: false,
+    });
     expect((await send(reader, 'GET', '/api/sessions', { authorization: `Bearer ${TOKENS.admin}` })).status).toBe(200);
     expect((await send(reader, 'PUT', '/api/retry-policy', { authorization: `Bearer ${TOKENS.admin}` }, { maxAttempts: 7 })).status).toBe(403);
   });
 
   it('a write token may create sessions but not give one a retry policy (403 naming retryPolicy, nothing written)', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
     const before = await fingerprint(internals(h.runtime).redis);
     const r = await send(app, 'POST', '/api/sessions', { authorization: `Bearer ${TOKENS.write}` }, { prompt: 'hi', retryPolicy: { maxAttempts: 50 } });
     expect(r.status).toBe(403);
@@ -343,7 +349,7 @@ describe('scopes beyond the route', () => {
   });
 
   it('/readyz says ready or unready without details unless authenticated', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
     const anonymous = await send(app, 'GET', '/readyz');
     expect(anonymous.status).toBe(503);
     expect(await anonymous.json()).toEqual({ status: 'unready' });
@@ -353,7 +359,7 @@ describe('scopes beyond the route', () => {
   });
 
   it('Bull Board: reads need read; its actions (at /queues-admin) need admin', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger() });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ tokens: tokenList }), logger: logger() });
     expect((await send(app, 'GET', '/queues/api/queues')).status).toBe(401);
     expect((await send(app, 'GET', '/queues/api/queues', { authorization: `Bearer ${TOKENS.read}` })).status).toBe(200);
     const queue = internals(h.runtime).queue.name;
@@ -375,7 +381,7 @@ describe('scopes beyond the route', () => {
 
   it('a token removed from the configuration no longer opens its cookie or tickets; a narrowed one narrows them', async () => {
     const app = createApp({
-      runtime: h.runtime,
+      client: clientOver(h.runtime),
       config: configFor({ tokens: tokenList, secret: 'a-shared-secret-of-at-least-32-chars!', streamTicketTtl: 60_000 }),
       logger: logger(),
       bullBoard: false,
@@ -389,12 +395,12 @@ describe('scopes beyond the route', () => {
     await stream.body?.cancel();
     const secret = 'a-shared-secret-of-at-least-32-chars!';
     const removed = createApp({
-      runtime: h.runtime,
+      client: clientOver(h.runtime),
       config: configFor({ tokens: tokenList.filter((t) => t.scope !== 'write'), secret, streamTicketTtl: 60_000 }),
       logger: logger(),
       bullBoard: false,
     });
-    const kept = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList, secret, streamTicketTtl: 60_000 }), logger: logger(), bullBoard: false });
+    const kept = createApp({ client: clientOver(h.runtime), config: configFor({ tokens: tokenList, secret, streamTicketTtl: 60_000 }), logger: logger(), bullBoard: false });
     const still = await send(kept, 'GET', `/api/sessions/${sessionId}/events?ticket=${encodeURIComponent(ticket)}`);
     expect(still.status).toBe(200); // the same secret, the token still there: the ticket holds on another server
     await still.body?.cancel();
@@ -402,7 +408,7 @@ describe('scopes beyond the route', () => {
     expect((await send(removed, 'GET', `/api/sessions/${sessionId}/events?ticket=${encodeURIComponent(ticket)}`)).status).toBe(401);
     // Its token narrowed to read: the cookie is read now, whatever it was signed with.
     const narrowed = createApp({
-      runtime: h.runtime,
+      client: clientOver(h.runtime),
       config: configFor({ tokens: tokenList.map((t) => (t.scope === 'write' ? { ...t, scope: 'read' } : t)), secret }),
       logger: logger(),
       bullBoard: false,
@@ -414,7 +420,7 @@ describe('scopes beyond the route', () => {
 
 describe('logout', () => {
   it('clears the cookie, and this server refuses a copy of the old one from then on', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
     const login = await send(app, 'POST', '/api/login', {}, { token: TOKENS.read });
     expect(login.headers.get('set-cookie')).toMatch(/^sessiond_login=[^;]+; Max-Age=43200; Path=\/; HttpOnly; SameSite=Strict$/);
     const cookie = login.headers.get('set-cookie')?.split(';')[0] ?? '';
@@ -480,7 +486,7 @@ describe('tokens configuration', () => {
 describe('audit log', () => {
   it('one line per mutating and per refused request: token name, scope, route, session id, outcome, client — never the token', async () => {
     logLines.length = 0;
-    const app = createApp({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ tokens: tokenList }), logger: logger(), bullBoard: false });
     const { sessionId } = await h.runtime.enqueue({ prompt: 'audited' });
     await send(app, 'POST', `/api/sessions/${sessionId}/cancel`, { authorization: `Bearer ${TOKENS.write}` }, { reason: 'audit me' });
     await send(app, 'PUT', '/api/retry-policy', { authorization: `Bearer ${TOKENS.read}` }, { maxAttempts: 3 });
@@ -509,7 +515,7 @@ describe('audit log', () => {
 
     // Over a real socket: the client's address; a login's token (in its body) is never logged either.
     logLines.length = 0;
-    const server = await startServer({ runtime: h.runtime, config: configFor({ tokens: tokenList }), logger: logger(), port: 0, bullBoard: false });
+    const server = await startServer({ client: clientOver(h.runtime), config: configFor({ tokens: tokenList }), logger: logger(), port: 0, bullBoard: false });
     try {
       await fetch(`${server.url}/api/sessions`);
       await fetch(`${server.url}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: TOKENS.admin }) });

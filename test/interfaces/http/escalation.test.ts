@@ -11,6 +11,7 @@ import { runCli } from '../../support/cli.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 import { connector } from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /**
  * Callers choose less than the operator: every escalation a caller can try through the HTTP API
@@ -47,7 +48,7 @@ beforeAll(async () => {
   runtime = new Runtime({ connect: c.connect, prefix, policy: deploymentPolicy({ policy: POLICY(workspace), workspace }) });
   await internals(runtime).queue.queue.waitUntilReady();
   await internals(runtime).queue.queue.getJobCounts();
-  app = createApp({ runtime, config: loadConfig({ prefix }, {}), logger: pino({ level: 'silent' }) });
+  app = createApp({ client: clientOver(runtime), config: loadConfig({ prefix }, {}), logger: pino({ level: 'silent' }) });
 });
 
 afterAll(async () => {

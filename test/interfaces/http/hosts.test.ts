@@ -8,6 +8,7 @@ import { createApp } from '../../../src/interfaces/http/app.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY } from '../../../src/retry/index.ts';
 import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /**
  * DNS rebinding and origins on every binding, and the two ways a reverse proxy
@@ -88,7 +89,7 @@ async function proxy(upstream: RunningServer, mode: 'keep' | 'rewrite'): Promise
 }
 
 async function serve(http: Record<string, unknown>): Promise<RunningServer> {
-  const server = await startServer({ runtime: h.runtime, config: configFor(http), logger: quiet(), port: 0, bullBoard: false });
+  const server = await startServer({ client: clientOver(h.runtime), config: configFor(http), logger: quiet(), port: 0, bullBoard: false });
   servers.push(server);
   return server;
 }
@@ -106,11 +107,11 @@ describe('Host check (DNS rebinding) on every binding', () => {
   });
 
   it('off loopback: a foreign Host is 421 even with an admin token; the bound address and localhost work', async () => {
-    const app = createApp({ runtime: h.runtime, config: configFor({ host: '0.0.0.0', token: ADMIN }), logger: quiet(), bullBoard: false });
+    const app = createApp({ client: clientOver(h.runtime), config: configFor({ host: '0.0.0.0', token: ADMIN }), logger: quiet(), bullBoard: false });
     const auth = { authorization: `Bearer ${ADMIN}` };
     expect((await app.request('http://rebind.attacker.example/api/sessions', { headers: { host: 'rebind.attacker.example', ...auth } })).status).toBe(421);
     expect((await app.request('http://localhost:7420/api/sessions', { headers: { host: 'localhost:7420', ...auth } })).status).toBe(200);
-    const bound = createApp({ runtime: h.runtime, config: configFor({ host: '10.1.2.3', token: ADMIN }), logger: quiet(), bullBoard: false });
+    const bound = createApp({ client: clientOver(h.runtime), config: configFor({ host: '10.1.2.3', token: ADMIN }), logger: quiet(), bullBoard: false });
     expect((await bound.request('http://10.1.2.3:7420/api/sessions', { headers: { host: '10.1.2.3:7420', ...auth } })).status).toBe(200);
     expect((await bound.request('http://evil.example/api/sessions', { headers: { host: 'evil.example:7420', ...auth } })).status).toBe(421);
   });

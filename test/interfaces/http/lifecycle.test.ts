@@ -8,6 +8,7 @@ import { leftovers } from '../../support/lifecycle.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import { turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /** The lifecycle routes over HTTP: DELETE /api/sessions/:id and the quota errors of the prompt routes. */
 
@@ -32,7 +33,7 @@ useRuntimeSuite(
   async (s) => {
     ({ env, h } = s);
     await h.startWorker();
-    server = await startServer({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, {}), logger: captureLogger(), port: 0 });
+    server = await startServer({ client: clientOver(h.runtime), config: loadConfig({ prefix: h.prefix }, {}), logger: captureLogger(), port: 0 });
   },
 );
 

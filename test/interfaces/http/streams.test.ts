@@ -13,6 +13,7 @@ import { until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { runStreamLoad } from '../../support/sse-load.ts';
 import { asMessage, readSse } from './sse-client.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /**
  * Bounded event streams: one shared Redis reader per server, a cap on
@@ -46,7 +47,7 @@ function configFor(http: Record<string, unknown>): Config {
 }
 
 async function serve(http: Record<string, unknown>, keepAliveMs = 200): Promise<RunningServer> {
-  const server = await startServer({ runtime: h.runtime, config: configFor(http), logger: pino({ level: 'silent' }), port: 0, keepAliveMs, bullBoard: false });
+  const server = await startServer({ client: clientOver(h.runtime), config: configFor(http), logger: pino({ level: 'silent' }), port: 0, keepAliveMs, bullBoard: false });
   servers.push(server);
   return server;
 }

@@ -11,6 +11,7 @@ import { startServer, type RunningServer } from '../../../src/interfaces/http/se
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import { assistantText, turnEnded, until, useRuntimeSuite } from '../../support/runtime.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /** The dashboard's approval panel, in Debian's chromium: an agent's permission request is shown awaiting approval, in the list too; Allow gives it to the agent. */
 
@@ -39,7 +40,7 @@ useRuntimeSuite(
   async (s) => {
     runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
     await s.h.startWorker({ agentOptions: OPERATOR, policy });
-    server = await startServer({ runtime, config: loadConfig({ prefix: s.h.prefix }, {}), logger: pino({ level: 'silent' }), port: 0 });
+    server = await startServer({ client: clientOver(runtime), config: loadConfig({ prefix: s.h.prefix }, {}), logger: pino({ level: 'silent' }), port: 0 });
     userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
     context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());

@@ -10,6 +10,7 @@ import { loadConfig, type Config } from '../../../src/config/config.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { type PiEnv } from '../../support/pi-env.ts';
 import { until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /**
  * The dashboard's login in Debian's chromium: a read token sees the list and
@@ -46,7 +47,7 @@ useRuntimeSuite(
     const tokens = Object.entries(TOKENS).map(([scope, token]) => ({ name: `${scope}-person`, scope: scope as 'read', sha256: sha(token) }));
     // Stream tickets of 1 s: a 4 s turn outlives several of them.
     const config: Config = { ...base, http: { ...base.http, tokens, streamTicketTtl: 1000 } };
-    server = await startServer({ runtime: h.runtime, config, logger: pino({ level: 'silent' }), port: 0 });
+    server = await startServer({ client: clientOver(h.runtime), config, logger: pino({ level: 'silent' }), port: 0 });
     userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
     context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());

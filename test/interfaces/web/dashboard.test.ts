@@ -11,6 +11,7 @@ import { DEFAULT_RETRY_POLICY } from '../../../src/retry/index.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../../support/fake-model-server.ts';
 import { type PiEnv } from '../../support/pi-env.ts';
 import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /**
  * The dashboard end to end: a real server, Runtime, worker running real pi
@@ -47,7 +48,7 @@ useRuntimeSuite(
 async function startBrowserAndServer(): Promise<void> {
   await h.startWorker();
   const config = loadConfig({ prefix: h.prefix }, {});
-  server = await startServer({ runtime: h.runtime, config, logger: pino({ level: 'silent' }), port: 0 });
+  server = await startServer({ client: clientOver(h.runtime), config, logger: pino({ level: 'silent' }), port: 0 });
   userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
   context = await launchChromium(userDataDir);
   page = context.pages()[0] ?? (await context.newPage());

@@ -11,6 +11,7 @@ import { leftovers } from '../../support/lifecycle.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import { until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /** The dashboard's Delete session button, in Debian's chromium: confirmed, a running turn is cancelled, the session is gone. */
 
@@ -34,7 +35,7 @@ useRuntimeSuite(
   async (s) => {
     ({ env, h } = s);
     await h.startWorker();
-    server = await startServer({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, {}), logger: pino({ level: 'silent' }), port: 0 });
+    server = await startServer({ client: clientOver(h.runtime), config: loadConfig({ prefix: h.prefix }, {}), logger: pino({ level: 'silent' }), port: 0 });
     userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
     context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());

@@ -8,6 +8,7 @@ import { agentRecords, connector, expectWholeLog, harness, sessionDump, TEST_POL
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { clientOver } from '../../../src/api/bind.ts';
 
 /**
  * Quotas: a session takes at most maxQueuedPrompts waiting prompts (those in its inbox and those its
@@ -65,7 +66,7 @@ describe('quotas', { timeout: 120_000 }, () => {
     expect((error as Error).message).toBe(`session "${sessionId}" already has 3 prompts waiting (maxQueuedPrompts 3): the prompt was not stored`);
     expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
 
-    const app = createApp({ runtime, config: loadConfig({ prefix: idle.prefix }, {}), logger: pino({ level: 'silent' }), dashboard: false, bullBoard: false });
+    const app = createApp({ client: clientOver(runtime), config: loadConfig({ prefix: idle.prefix }, {}), logger: pino({ level: 'silent' }), dashboard: false, bullBoard: false });
     const response = await app.request(`/api/sessions/${sessionId}/prompts`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

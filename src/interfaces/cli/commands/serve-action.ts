@@ -1,4 +1,3 @@
-import { runtimeOf } from '../../../api/bind.ts';
 import { createMetrics } from '../../../api/metrics.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { startServer } from '../../http/server.ts';
@@ -17,8 +16,6 @@ export async function runServe(flags: ServeFlags): Promise<number> {
   const log = createLogger('sessiond-http');
   const ctx = await openServerContext({ 'http.host': flags.host, 'http.port': flags.port, 'http.tlsCert': flags.tlsCert, 'http.tlsKey': flags.tlsKey });
   const { config } = ctx;
-  // Until the HTTP server takes the client (issue 26, routes lane): the runtime under it.
-  const runtime = runtimeOf(ctx.client);
   // The deployment policy is checked at start (a bad one is a usage error now, not at the first request).
   await ctx.policy().catch(async (error: unknown) => {
     await ctx.close();
@@ -27,7 +24,7 @@ export async function runServe(flags: ServeFlags): Promise<number> {
   const metrics = createMetrics(ctx.client, { workerStaleMs: Math.max(5000, 3 * config.worker.heartbeat) });
   let server;
   try {
-    server = await startServer({ runtime, config, logger: log, metrics });
+    server = await startServer({ client: ctx.client, config, logger: log, metrics });
   } catch (error) {
     await ctx.close();
     throw new CliError((error as Error).message, ExitCode.usage);

@@ -1,56 +1,121 @@
 import { exportChart } from '../../../../machines/definition.ts';
 import { sessionMachine } from '../../../../machines/session.machine.ts';
-import { openApiDocument } from '../openapi.ts';
-import { readJson, validate } from '../body.ts';
-import { DispatchBody } from '../schemas.ts';
-import type { RouteContext } from './context.ts';
+import { json, ref } from '../route.ts';
+import { defineRoute } from './context.ts';
 
 /** Health, readiness, metrics, the OpenAPI document, the statechart and the deployment policy. */
-export function registerOperationRoutes(ctx: RouteContext): void {
-  const { app, runtime, auth, metrics, workerStaleMs } = ctx;
-  app.get('/healthz', (c) => c.json({ status: 'ok' }));
-  app.get('/readyz', async (c) => {
-    const ping = await withTimeout(runtime.ping(), 1000).then(
-      (r) => (r === null ? 'Redis did not answer PING within 1 s' : null),
-      (error: Error) => `Redis PING failed: ${error.message}`,
-    );
-    // Without a credential (when one is configured): ready or not, no details.
-    if (auth.principalOf(c) === null) {
-      const ready = ping === null && (await runtime.workers()).some((w) => Date.now() - w.lastSeen <= workerStaleMs);
-      return c.json({ status: ready ? 'ready' : 'unready' }, ready ? 200 : 503);
-    }
-    if (ping !== null) return c.json({ status: 'unready', reason: ping }, 503);
-    const now = Date.now();
-    const workers = await runtime.workers();
-    const live = workers.filter((w) => now - w.lastSeen <= workerStaleMs);
-    if (live.length === 0) {
-      const last = Math.max(0, ...workers.map((w) => w.lastSeen));
-      const reason = workers.length === 0 ? 'no worker has ever sent a heartbeat' : `no worker heartbeat in the last ${workerStaleMs} ms (last ${now - last} ms ago)`;
-      return c.json({ status: 'unready', reason, workers: 0 }, 503);
-    }
-    // Each live worker's containment: a host without cgroups is said here, not only in its log.
-    const containment = live.map((w) => ({ worker: w.id, mode: w.containment?.mode ?? 'sweep', detail: w.containment?.detail ?? 'worker predates containment reports' }));
-    return c.json({ status: 'ready', workers: live.length, containment });
-  });
-  app.get('/metrics', async (c) => {
-    const text = await metrics.render();
-    return c.body(text, 200, { 'Content-Type': metrics.contentType });
-  });
-  app.get('/openapi.json', (c) => c.json(openApiDocument()));
-  app.get('/api/chart', (c) => c.json(exportChart(sessionMachine)));
-  app.get('/api/deployment-policy', async (c) => c.json(await runtime.resolvedPolicy()));
-
-  // ---- fleet limits and dispatch ------------------------------------------------------------
-  app.get('/api/limits', async (c) => c.json(await runtime.limitsView()));
-  app.post('/api/dispatch/pause', async (c) => {
-    const body = validate(DispatchBody, (await readJson(c)) ?? {});
-    return c.json(await runtime.pauseDispatch(body.limit), 200);
-  });
-  app.post('/api/dispatch/resume', async (c) => {
-    const body = validate(DispatchBody, (await readJson(c)) ?? {});
-    return c.json(await runtime.resumeDispatch(body.limit), 200);
-  });
-}
+export const operationRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/healthz',
+    operationId: 'health',
+    tags: ['operations'],
+    summary: 'The process is up',
+    scope: 'public',
+    responses: { '200': json({ type: 'object', properties: { status: { const: 'ok' } } }, 'up') },
+    handler: (c) => c.json({ status: 'ok' }),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/readyz',
+    operationId: 'ready',
+    tags: ['operations'],
+    summary: 'Redis answers PING and a worker heartbeat was seen recently',
+    scope: 'public',
+    responses: {
+      '200': json(
+        {
+          type: 'object',
+          required: ['status'],
+          description: '`workers` and `containment` only with a credential, when a token is configured',
+          properties: {
+            status: { const: 'ready' },
+            workers: { type: 'integer' },
+            containment: {
+              type: 'array',
+              description: 'per live worker: `cgroup` (a cgroup per attempt, killed whole) or `sweep` (marker, group and parent links only), with the detail',
+              items: { type: 'object' },
+            },
+          },
+        },
+        'ready',
+      ),
+      '503': json({ type: 'object', required: ['status', 'reason'], properties: { status: { const: 'unready' }, reason: { type: 'string' } } }, 'not ready, with the reason'),
+    },
+    async handler(c, _input, { client, auth, workerStaleMs }) {
+      const ping = await withTimeout(client.deployment.ping(), 1000).then(
+        (r) => (r === null ? 'Redis did not answer PING within 1 s' : null),
+        (error: Error) => `Redis PING failed: ${error.message}`,
+      );
+      // Without a credential (when one is configured): ready or not, no details.
+      if (auth.principalOf(c) === null) {
+        const ready = ping === null && (await client.deployment.workers()).some((w) => Date.now() - w.lastSeen <= workerStaleMs);
+        return c.json({ status: ready ? 'ready' : 'unready' }, ready ? 200 : 503);
+      }
+      if (ping !== null) return c.json({ status: 'unready', reason: ping }, 503);
+      const now = Date.now();
+      const workers = await client.deployment.workers();
+      const live = workers.filter((w) => now - w.lastSeen <= workerStaleMs);
+      if (live.length === 0) {
+        const last = Math.max(0, ...workers.map((w) => w.lastSeen));
+        const reason = workers.length === 0 ? 'no worker has ever sent a heartbeat' : `no worker heartbeat in the last ${workerStaleMs} ms (last ${now - last} ms ago)`;
+        return c.json({ status: 'unready', reason, workers: 0 }, 503);
+      }
+      // Each live worker's containment: a host without cgroups is said here, not only in its log.
+      const containment = live.map((w) => ({ worker: w.id, mode: w.containment?.mode ?? 'sweep', detail: w.containment?.detail ?? 'worker predates containment reports' }));
+      return c.json({ status: 'ready', workers: live.length, containment });
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/metrics',
+    operationId: 'metrics',
+    tags: ['operations'],
+    summary: 'Prometheus metrics (text format)',
+    scope: 'read',
+    responses: { '200': { description: 'the metrics', content: { 'text/plain': { schema: { type: 'string' } } } } },
+    async handler(c, _input, { metrics }) {
+      const text = await metrics.render();
+      return c.body(text, 200, { 'Content-Type': metrics.contentType });
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/openapi.json',
+    operationId: 'openapi',
+    tags: ['operations'],
+    summary: 'This document',
+    scope: 'read',
+    responses: { '200': json({ type: 'object' }, 'the OpenAPI document') },
+    handler: (c, _input, { document }) => c.json(document),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/api/chart',
+    operationId: 'getChart',
+    tags: ['sessions'],
+    summary: "The session machine's states and transitions",
+    scope: 'read',
+    responses: { '200': json(ref('Chart'), 'the statechart') },
+    handler: (c) => c.json(exportChart(sessionMachine)),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/api/deployment-policy',
+    operationId: 'getDeploymentPolicy',
+    tags: ['sessions'],
+    summary:
+      "What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent's permission ceiling, allowed lists and switches",
+    scope: 'read',
+    responses: {
+      '200': json(
+        { type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions', 'approvals'] },
+        'the deployment policy',
+      ),
+    },
+    handler: async (c, _input, { client }) => c.json(await client.deployment.policy()),
+  }),
+];
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
   let timer: NodeJS.Timeout | undefined;

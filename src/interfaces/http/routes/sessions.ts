@@ -1,78 +1,158 @@
-import { SESSION_ID_PATTERN } from '../../../runtime/keys.ts';
-import type { SessionView } from '../../../runtime/runtime.ts';
-import { HttpError, readJson, validate } from '../body.ts';
-import { ApprovalBody, CancelBody, CreateSessionBody, DeleteQuery, ListQuery, PromptBody } from '../schemas.ts';
-import type { RouteContext } from './context.ts';
-import { detail, listItem, sessionOr404, unknown } from './views.ts';
+import { z } from 'zod';
+import { SESSION_STATES, type SessionState } from '../../../../machines/states.ts';
+import { EnqueueRequestSchema } from '../../../runtime/enqueue-request.ts';
+import type { SessionView } from '../../../api/client.ts';
+import { HttpError } from '../body.ts';
+import { error, invalid, json, MUTATING_ERRORS, queryInt, ref } from '../route.ts';
+import { defineRoute } from './context.ts';
+import { detail, listItem, sessionOr404 } from './views.ts';
 
-/** Sessions: list, create, read, add a prompt, export, delete, cancel. */
-export function registerSessionRoutes(ctx: RouteContext): void {
-  const { app, runtime, auth, logger } = ctx;
-  app.get('/api/sessions', async (c) => {
-    const query = validate(ListQuery, c.req.query());
-    // Nothing shown in the listing changed since the caller's copy: 304, without reading a session.
-    const etag = `W/"${await runtime.listingVersion()}.${Buffer.from(new URL(c.req.url).search, 'utf8').toString('base64url')}"`;
-    if (c.req.header('if-none-match') === etag) return c.body(null, 304, { ETag: etag });
-    const page = await runtime.listPage({
-      ...(query.state === undefined ? {} : { state: query.state }),
-      ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
-      limit: query.limit ?? 100,
-    });
-    const views = await Promise.all(page.sessions.map((s) => runtime.getSession(s.sessionId)));
-    return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next }, 200, { ETag: etag });
-  });
-  app.post('/api/sessions', async (c) => {
-    const body = validate(CreateSessionBody, await readJson(c));
-    // A retry policy is the admin's to set, also when it comes with a new session.
-    if (body.retryPolicy !== undefined && auth.principalOf(c)?.scope !== 'admin') {
-      throw new HttpError(403, 'setting a retry policy needs an admin token', [{ field: 'retryPolicy', message: 'needs scope admin' }]);
-    }
-    const { sessionId, turn, created } = await runtime.enqueue(body);
-    return c.json({ sessionId, turn, created }, created ? 201 : 202);
-  });
-  app.get('/api/sessions/:id', async (c) => {
-    const view = await sessionOr404(runtime, c.req.param('id'));
-    return c.json(detail(view));
-  });
-  app.post('/api/sessions/:id/prompts', async (c) => {
-    const id = c.req.param('id');
-    const body = validate(PromptBody, await readJson(c));
-    await sessionOr404(runtime, id);
-    const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id }, { mustExist: true });
-    return c.json({ sessionId, turn }, 202);
-  });
-  app.get('/api/sessions/:id/export', async (c) => {
-    const id = c.req.param('id');
-    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
-    const archive = await runtime.exportSession(id);
-    return c.body(archive, 200, { 'Content-Type': 'application/x-ndjson; charset=utf-8', 'Content-Disposition': `attachment; filename="${id}.sessiond.jsonl"` });
-  });
-  // Deletes the session fleet-wide (a running turn is cancelled first with ?force=true). To be admin-scoped with scoped tokens.
-  app.delete('/api/sessions/:id', async (c) => {
-    const id = c.req.param('id');
-    const query = validate(DeleteQuery, c.req.query());
-    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
-    const principal = auth.principalOf(c);
-    const actor = principal === null ? 'http:anonymous' : `http:${principal.name ?? principal.via}(${principal.scope})`;
-    const result = await runtime.deleteSession(id, { force: query.force === true, actor });
-    logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
-    return c.json(result, 200);
-  });
-  app.post('/api/sessions/:id/approvals/:requestId', async (c) => {
-    const id = c.req.param('id');
-    const body = validate(ApprovalBody, await readJson(c));
-    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
-    const principal = auth.principalOf(c);
-    const by = `http:${principal?.name ?? principal?.via ?? 'open'}`;
-    const result = await runtime.decideApproval(id, c.req.param('requestId'), body.decision, by, body.option, body.reason);
-    logger.info({ audit: 'approval.decide', sessionId: id, requestId: result.requestId, outcome: result.outcome, by }, 'approval decided');
-    return c.json(result, 200);
-  });
-  app.post('/api/sessions/:id/cancel', async (c) => {
-    const id = c.req.param('id');
-    const body = validate(CancelBody, (await readJson(c)) ?? {});
-    if (!SESSION_ID_PATTERN.test(id)) throw unknown(id);
-    const { delivered } = await runtime.cancel(id, body.reason);
-    return c.json({ sessionId: id, delivered }, 202);
-  });
-}
+/** `POST /api/sessions`: the runtime's enqueue request. */
+export const CreateSessionBody = EnqueueRequestSchema;
+
+export const ListQuery = z.object({
+  state: z.enum(SESSION_STATES as [SessionState, ...SessionState[]], { error: `must be one of ${SESSION_STATES.join(', ')}` }).optional(),
+  limit: queryInt(1, 1000).optional(),
+  cursor: z.string().max(1000, 'must be the `next` of an earlier page').optional(),
+});
+
+/** `DELETE /api/sessions/:id?force=true`. */
+export const DeleteQuery = z.object({
+  force: z
+    .enum(['true', 'false', '1', '0'], { error: 'must be true or false' })
+    .transform((v) => v === 'true' || v === '1')
+    .optional(),
+});
+
+/** Sessions: list, create, read, export, delete. */
+export const sessionRoutes = [
+  defineRoute({
+    method: 'get',
+    path: '/api/sessions',
+    operationId: 'listSessions',
+    tags: ['sessions'],
+    summary: 'List sessions, newest first, optionally of one state',
+    scope: 'read',
+    parameters: [
+      { name: 'state', in: 'query', schema: { type: 'string', enum: SESSION_STATES } },
+      { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+      { name: 'cursor', in: 'query', description: 'the `next` of the previous page', schema: { type: 'string' } },
+      { name: 'If-None-Match', in: 'header', description: 'the `ETag` of an earlier answer: 304 when nothing in the listing changed', schema: { type: 'string' } },
+    ],
+    query: ListQuery,
+    responses: {
+      '200': json(ref('SessionList'), 'the sessions (an `ETag` header; `next`: the cursor of the next page, null on the last)'),
+      '304': { description: 'nothing in the listing changed since that ETag' },
+      '400': invalid(),
+    },
+    async handler(c, { query }, { client }) {
+      // Nothing shown in the listing changed since the caller's copy: 304, without reading a session.
+      const etag = `W/"${await client.sessions.listingVersion()}.${Buffer.from(new URL(c.req.url).search, 'utf8').toString('base64url')}"`;
+      if (c.req.header('if-none-match') === etag) return c.body(null, 304, { ETag: etag });
+      const page = await client.sessions.list({
+        ...(query.state === undefined ? {} : { state: query.state }),
+        ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
+        limit: query.limit ?? 100,
+      });
+      const views = await Promise.all(page.sessions.map((s) => client.session(s.sessionId).inspect()));
+      return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next }, 200, { ETag: etag });
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/api/sessions',
+    operationId: 'createSession',
+    tags: ['sessions'],
+    summary: 'Create a session with a prompt (or add the prompt to the session `sessionId` if it exists)',
+    scope: 'write',
+    body: {
+      schema: CreateSessionBody,
+      examples: {
+        minimal: { summary: 'a prompt, default agent options', value: { prompt: 'List the files in this directory' } },
+        full: {
+          summary: 'own id, agent options and a retry policy of its own',
+          value: {
+            sessionId: 'build-42',
+            prompt: 'Fix the failing test',
+            options: { cwd: '/tmp', provider: 'fake', model: 'text', thinking: 'low' },
+            retryPolicy: { maxAttempts: 3, initialDelayMs: 500 },
+          },
+        },
+      },
+    },
+    responses: {
+      '201': json(ref('Enqueued'), 'created; the prompt is turn 1'),
+      '202': json(ref('Enqueued'), 'the session existed: the prompt was added to it'),
+      '400': invalid('malformed JSON, or a field is invalid (`issues` name each one)'),
+      ...MUTATING_ERRORS,
+    },
+    async handler(c, { body }, { client, auth }) {
+      // A retry policy is the admin's to set, also when it comes with a new session.
+      if (body.retryPolicy !== undefined && auth.principalOf(c)?.scope !== 'admin') {
+        throw new HttpError(403, 'setting a retry policy needs an admin token', [{ field: 'retryPolicy', message: 'needs scope admin' }]);
+      }
+      const { sessionId, turn, created } = await client.sessions.enqueue(body);
+      return c.json({ sessionId, turn, created }, created ? 201 : 202);
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/api/sessions/{id}',
+    operationId: 'getSession',
+    tags: ['sessions'],
+    summary: 'A session: state, latest turn with its attempts, transition history, machine context',
+    scope: 'read',
+    responses: { '200': json(ref('SessionDetail'), 'the session'), '404': error('unknown session') },
+    handler: async (c, { id }, { client }) => c.json(detail(await sessionOr404(client, id))),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/api/sessions/{id}',
+    operationId: 'deleteSession',
+    tags: ['sessions'],
+    summary: 'Delete a session fleet-wide: every key, its message log, agent state, activation job and index entries',
+    description:
+      'Without `force`, only a finished session (nothing running, waiting, backing off or queued); with `force=true` a running turn is cancelled first (its process tree gone). Deleting again within the hour answers `deleted: false`.',
+    scope: 'admin',
+    parameters: [{ name: 'force', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] } }],
+    query: DeleteQuery,
+    responses: {
+      '200': json(
+        {
+          type: 'object',
+          required: ['sessionId', 'deleted', 'cancelled'],
+          properties: { sessionId: { type: 'string' }, deleted: { type: 'boolean' }, cancelled: { type: 'boolean' } },
+        },
+        'deleted (deleted: false when it already was)',
+      ),
+      '400': invalid(),
+      '404': error('unknown session'),
+      '409': error('the session is active and force was not given'),
+      ...MUTATING_ERRORS,
+    },
+    async handler(c, { id, query }, { client, auth, logger }) {
+      const principal = auth.principalOf(c);
+      const actor = principal === null ? 'http:anonymous' : `http:${principal.name ?? principal.via}(${principal.scope})`;
+      const result = await client.session(id).delete({ force: query.force === true, actor });
+      logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
+      return c.json(result, 200);
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/api/sessions/{id}/export',
+    operationId: 'exportSession',
+    tags: ['sessions'],
+    summary: 'The session as a versioned JSON-lines archive (header, meta, snapshot, history, every message, agent state, queued prompts, end) for `sessiond import`',
+    scope: 'read',
+    responses: {
+      '200': { description: 'the archive', content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
+      '404': error('unknown session'),
+      '409': error('the session is being deleted'),
+    },
+    async handler(c, { id }, { client }) {
+      const archive = await client.session(id).export();
+      return c.body(archive, 200, { 'Content-Type': 'application/x-ndjson; charset=utf-8', 'Content-Disposition': `attachment; filename="${id}.sessiond.jsonl"` });
+    },
+  }),
+];

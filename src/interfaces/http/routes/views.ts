@@ -1,15 +1,12 @@
 import { awaitingApproval, summarize } from '../../../runtime/inspect.ts';
-import { SESSION_ID_PATTERN } from '../../../runtime/keys.ts';
-import type { Runtime, SessionView } from '../../../runtime/runtime.ts';
+import type { Client, SessionView } from '../../../api/client.ts';
 import { HttpError } from '../body.ts';
+import { unknownSession } from '../route.ts';
 
-export function unknown(id: string): HttpError {
-  return new HttpError(404, `unknown session "${id}"`);
-}
-
-export async function sessionOr404(runtime: Runtime, id: string): Promise<SessionView> {
-  const view = SESSION_ID_PATTERN.test(id) ? await runtime.getSession(id) : null;
-  if (view === null) throw unknown(id);
+/** The session (its id already checked by the route), or a 404. */
+export async function sessionOr404(client: Client, id: string): Promise<SessionView> {
+  const view = await client.session(id).inspect();
+  if (view === null) throw unknownSession(id);
   return view;
 }
 
