@@ -294,6 +294,7 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     try {
       body = JSON.parse(raw) as ChatCompletionRequestBody;
     } catch {
+      // The client is told: a 400 naming the bad body.
       writeError(res, { status: 400, body: { error: { message: 'fake: invalid JSON body', type: 'invalid_request_error' } } });
       return;
     }

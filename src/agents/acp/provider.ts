@@ -159,6 +159,7 @@ class AcpTurn {
       this.#stopping.abort();
       // ACP's cancel first: the agent ends its prompt (stop reason `cancelled`) and its tools.
       if (this.#sessionId !== null && this.#promptSent && !this.#agentExited()) {
+        // Best effort: the stop below kills the process tree if the agent ignores or cannot take the notification.
         void connection.agent.notify('session/cancel', { sessionId: this.#sessionId }).catch(() => undefined);
         await Promise.race([settled, delay(this.#options.cancelGraceMs)]);
       }

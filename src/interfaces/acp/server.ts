@@ -75,6 +75,7 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       return { sessionId };
     })
     .onRequest('session/load', async ({ params, client }) => {
+      // An unknown or unreadable session is the error thrown just below.
       const view = await runtime.getSession(params.sessionId).catch(() => null);
       if (view === null) throw new acp.RequestError(-32002, `unknown session "${params.sessionId}"`);
       remember(params.sessionId, { options: {}, exists: true });
@@ -100,6 +101,7 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       return {};
     })
     .onNotification('session/cancel', async ({ params }) => {
+      // A notification has no answer; a session already ended has nothing to cancel.
       await runtime.cancel(params.sessionId, 'cancelled by the ACP client').catch(() => undefined);
     })
     .onRequest('session/prompt', async ({ params, client }) => {
@@ -138,6 +140,7 @@ function sessionOptions(defaults: Record<string, unknown>, meta: unknown, cwd: s
 }
 
 async function loadKnown(runtime: Runtime, sessionId: string): Promise<Known | null> {
+  // Unknown or unreadable: treated as a session that does not exist.
   const view = await runtime.getSession(sessionId).catch(() => null);
   return view === null ? null : { options: {}, exists: true };
 }

@@ -113,6 +113,7 @@ async function connectContext(settings: ClientSettings, flags: Record<string, un
     runtime,
     connect,
     async close() {
+      // Closing on the way out: the connections are dropped just below anyway.
       await runtime.close().catch(() => undefined);
       made.forEach((r) => r.disconnect());
     },

@@ -413,6 +413,7 @@ export function parseEntry(fields: string[]): StoredMessage {
   try {
     content = JSON.parse(record.content ?? 'null');
   } catch {
+    // A content that is not JSON is returned as the text it is.
     content = record.content ?? null;
   }
   return { seq: Number(record.seq), turn: Number(record.turn), attempt: Number(record.attempt), type: record.type ?? '', content };

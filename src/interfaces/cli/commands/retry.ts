@@ -14,6 +14,7 @@ export function registerRetry(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
+        // A log not readable yet follows from its first message.
         const fromSeq = (await ctx.runtime.lastSeq(sessionId).catch(() => 0)) + 1;
         let result;
         try {
