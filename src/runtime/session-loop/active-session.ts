@@ -1,6 +1,6 @@
 import { startSessionActor, stateName, type PersistedSession, type SessionActor } from '../../../machines/restore.ts';
 import { isAttemptState } from '../../../machines/states.ts';
-import { turnDeadline } from '../../../machines/session.machine.ts';
+import { turnDeadline } from '../../../machines/turn.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import { ApprovalStore } from '../approvals/store.ts';
 import type { EventBus } from '../event-bus.ts';
