@@ -3,7 +3,7 @@
  * SessionStore: the same reads `inspect` and `watch` use) and returns a CheckResult: its name, ok,
  * a one-line summary and the violations it found. None throws for a failed check.
  */
-import { FINISHED_PROMPTS_KEPT } from '../machines/session.machine.ts';
+import { FINISHED_PROMPTS_KEPT } from '../machines/turn.ts';
 import type { Runtime } from '../src/runtime/runtime.ts';
 import { assistantText } from '../test/support/runtime.ts';
 import type { StoredMessage } from '../src/runtime/store/session-store.ts';

@@ -1,12 +1,11 @@
 import { and, assign, enqueueActions, setup } from 'xstate';
-import type { TerminalMessage } from '../src/protocol/index.ts';
-import { decideRetry, DEFAULT_RETRY_POLICY, type RetryDecision } from '../src/retry/index.ts';
+import { DEFAULT_RETRY_POLICY } from '../src/retry/index.ts';
 import { createAttemptActors } from './attempt-actor.ts';
-import { retryRequest } from './retry-request.ts';
-import type { AttemptRecord, AttemptRequest, AttemptRunner, MessageSink, PromptInput, SessionContext, SessionEvent, SessionInput, TurnState, TurnStatus } from './types.ts';
+import { attemptRequest, decisionFor, endTurn, failureOf, newTurn, now, patchLastAttempt, timeoutText, turnDeadline } from './turn.ts';
+import type { AttemptRecord, AttemptRequest, AttemptRunner, MessageSink, SessionContext, SessionEvent, SessionInput } from './types.ts';
 
-/** How many ended prompt ids the context remembers (to refuse a prompt id that already ran). */
-export const FINISHED_PROMPTS_KEPT = 200;
+/** The id of the delayed `turn.deadline` event, so that it can be cancelled and armed again. */
+const DEADLINE_ID = 'turnDeadline';
 
 const unconfigured = createAttemptActors(
   () => {
@@ -14,78 +13,6 @@ const unconfigured = createAttemptActors(
   },
   () => undefined,
 );
-
-type Failure = Extract<TerminalMessage, { type: 'terminal.failed' }>['content'];
-
-function now(): number {
-  return Date.now();
-}
-
-function newTurn(index: number, prompt: PromptInput, previous: TurnState | null = null): TurnState {
-  // A retry of the failed turn just before this one carries what its last attempt left in the agent's session.
-  const retried = prompt.retryOf !== undefined && previous !== null && previous.index === prompt.retryOf && previous.status === 'failed' ? previous : null;
-  return {
-    ...(prompt.retryOf === undefined ? {} : { retryOf: { turn: prompt.retryOf, promptRecorded: retried?.attempts.at(-1)?.promptRecorded === true } }),
-    index,
-    promptId: prompt.id,
-    text: prompt.text,
-    options: prompt.options ?? {},
-    status: 'running',
-    failureReason: null,
-    cancelReason: null,
-    startedAt: now(),
-    endedAt: null,
-    attempts: [],
-  };
-}
-
-function patchLastAttempt(turn: TurnState, patch: Partial<AttemptRecord>): AttemptRecord[] {
-  const attempts = turn.attempts.slice();
-  const last = attempts.at(-1);
-  if (last !== undefined) attempts[attempts.length - 1] = { ...last, ...patch };
-  return attempts;
-}
-
-function endTurn(context: SessionContext, status: TurnStatus, patch: Partial<TurnState> = {}): Partial<SessionContext> {
-  const turn = context.turn;
-  if (turn === null) return {};
-  const kept = context.finishedPromptIds;
-  const finished = kept.length < FINISHED_PROMPTS_KEPT ? [...kept, turn.promptId] : [...kept.slice(kept.length - FINISHED_PROMPTS_KEPT + 1), turn.promptId];
-  // A turn ended while parked (cancelled, timed out) is no longer behind its wall.
-  const wall = turn.quotaWall === undefined || turn.quotaWall === null ? {} : { quotaWall: null };
-  return { turn: { ...turn, ...wall, ...patch, status, endedAt: now() }, nextRetryAt: null, finishedPromptIds: finished };
-}
-
-/** The failure of the attempt that just ended, from its terminal message or from an interruption. */
-function failureOf(event: SessionEvent): Failure | null {
-  if (event.type === 'attempt.ended') return event.terminal.type === 'terminal.failed' ? event.terminal.content : null;
-  if (event.type === 'session.restored') {
-    return { text: 'the attempt was interrupted (its worker stopped or crashed)', category: 'process_crash', stderr: '', invalid_output_lines: [] };
-  }
-  return null;
-}
-
-/** The id of the delayed `turn.deadline` event, so that it can be cancelled and armed again. */
-const DEADLINE_ID = 'turnDeadline';
-
-/** When the current turn must end (its start + the policy's `maxTurnMs`), or null without a limit. */
-export function turnDeadline(context: Pick<SessionContext, 'turn' | 'policy'>): number | null {
-  const limit = context.policy.maxTurnMs ?? 0;
-  if (context.turn === null || limit <= 0) return null;
-  return context.turn.startedAt + limit;
-}
-
-function timeoutText(context: SessionContext): string {
-  return `the turn reached its wall-clock limit (maxTurnMs ${context.policy.maxTurnMs ?? 0} ms)`;
-}
-
-function decisionFor(context: SessionContext, event: SessionEvent): RetryDecision | null {
-  const failure = failureOf(event);
-  if (failure === null) return null;
-  // Attempts that ended on a free quota wall do not count against maxAttempts.
-  const free = context.turn?.freeWalls ?? 0;
-  return decideRetry(context.policy, failure, Math.max(1, context.attempt - free), Math.random, free);
-}
 
 export const sessionMachine = setup({
   types: {
@@ -374,32 +301,7 @@ export const sessionMachine = setup({
   },
 });
 
-function attemptRequest(context: SessionContext): AttemptRequest {
-  const turn = context.turn;
-  if (turn === null) throw new Error('running without a turn');
-  // The attempt before this one: of this turn, or for an operator's retry, the failed turn's last.
-  const previous = turn.attempts.at(-2) ?? turn.retryOf ?? null;
-  const resumable = context.agentSessionResumable ? context.agentSessionId : null;
-  const { text, continuation } = retryRequest(turn.text, previous ?? null, resumable);
-  return {
-    sessionId: context.sessionId,
-    turn: turn.index,
-    attempt: context.attempt,
-    promptId: turn.promptId,
-    text,
-    continuation,
-    agentSessionId: resumable,
-    options: turn.options,
-  };
-}
-
 export type SessionMachine = typeof sessionMachine;
-
-/** The turn options of the attempt the machine is about to start: a retry's turn, else the next prompt's. */
-export function nextAttemptOptions(context: SessionContext): Readonly<Record<string, unknown>> {
-  if (context.turn !== null && (context.turn.status === 'backoff' || context.turn.status === 'parked' || context.turn.status === 'running')) return context.turn.options;
-  return context.mailbox[0]?.options ?? {};
-}
 
 /** The session machine with a real attempt runner and message sink. */
 export function createSessionMachine(runner: AttemptRunner, sink: MessageSink): SessionMachine {

@@ -75,6 +75,7 @@ export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(s
           try {
             return [CliMessageSchema.parse(JSON.parse(line))];
           } catch {
+            // The line is kept as an invalid line (reported with the attempt), never thrown.
             invalid.push(line.slice(0, 500));
             return [];
           }

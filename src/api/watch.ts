@@ -53,6 +53,7 @@ export async function* watchSession(runtime: Runtime, sessionId: string, options
   } finally {
     reader.abort();
     options.signal?.removeEventListener('abort', stop);
+    // The watcher's own errors reached the caller through the iterator already; this only waits for it to end.
     await watcher.catch(() => undefined);
   }
 }

@@ -175,6 +175,7 @@ function jsonText(value: unknown): unknown {
   try {
     return JSON.parse(value) as unknown;
   } catch {
+    // Not JSON: the value is the string as given (the schema then says what is wrong with it).
     return value;
   }
 }

@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Script } from './model-server.ts';
+import type { Script } from './model-scripts.ts';
 
 /** The provider name the demo's pi agent dir declares for the scripted model. */
 export const DEMO_PROVIDER = 'sessiond-demo';

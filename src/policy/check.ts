@@ -100,6 +100,7 @@ async function realPathOf(path: string): Promise<string> {
   try {
     return await realpath(absolute);
   } catch {
+    // Not there yet: the nearest existing parent is resolved instead.
     const parent = dirname(absolute);
     if (parent === absolute) return absolute;
     return join(await realPathOf(parent), basename(absolute));

@@ -73,6 +73,7 @@ function mounts(): Mount[] {
       .filter((f) => f.length >= 4)
       .map((f) => ({ dir: unescapeMount(f[1] ?? ''), type: f[2] ?? '', options: (f[3] ?? '').split(',') }));
   } catch {
+    // No readable mount table: no cgroup v2 mount (containment falls back to the sweep, and says so).
     return [];
   }
 }
@@ -160,6 +161,7 @@ function enable(own: string, base: string, controller: string): boolean {
     }
     return true;
   } catch {
+    // Not writable: the caller reports cgroups unusable.
     return false;
   }
 }
@@ -183,6 +185,7 @@ export function createAttemptCgroup(name: string, limits: AttemptLimits = {}): A
   try {
     for (const { dir } of dirs) mkdirSync(dir);
   } catch {
+    // The caller reports the failure; this only removes what was made.
     for (const { dir } of dirs) removeQuietly(dir);
     return null;
   }
@@ -240,6 +243,7 @@ export function listAttemptCgroups(): string[] {
       .filter((e) => e.isDirectory() && !e.name.startsWith('probe-'))
       .map((e) => e.name);
   } catch {
+    // A cgroup already gone has no children.
     return [];
   }
 }
@@ -277,6 +281,7 @@ function listed(dir: string): number[] {
       .filter((line) => /^\d+$/.test(line))
       .map(Number);
   } catch {
+    // A cgroup already gone holds no process.
     return [];
   }
 }

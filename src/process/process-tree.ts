@@ -28,6 +28,7 @@ async function readStat(pid: number): Promise<ProcStat | null> {
   try {
     text = await readFile(`/proc/${pid}/stat`, 'utf8');
   } catch {
+    // The process is gone (or not ours to read): no stat.
     return null;
   }
   // comm (field 2) may hold spaces and parentheses: the fields after it start after the last ')'.
@@ -75,6 +76,7 @@ async function markerOf(pid: number): Promise<string | null> {
   try {
     environ = Buffer.concat([Buffer.from([0]), await readFile(`/proc/${pid}/environ`), Buffer.from([0])]);
   } catch {
+    // The process is gone (or not ours to read): no marker.
     return null;
   }
   const at = environ.indexOf(MARKER_ENTRY);
@@ -96,6 +98,7 @@ async function scanProcesses(marker: string | null): Promise<ScannedProcess[]> {
   try {
     entries = await readdir('/proc');
   } catch {
+    // No /proc: no process to find.
     return [];
   }
   const pids = entries
@@ -236,6 +239,7 @@ async function treeKillQuietly(pid: number): Promise<void> {
         resolve();
       });
     } catch {
+      // tree-kill could not start: the kill of the marked processes that follows still covers the tree.
       clearTimeout(timer);
       resolve();
     }

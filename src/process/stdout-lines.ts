@@ -58,6 +58,7 @@ export async function* readStdoutLines(stream: Readable, hooks: StdoutReadHooks)
     try {
       const result = await Promise.race([pending, quiet.promise]);
       if (result === QUIET) {
+        // The stream is being destroyed: its pending read may reject, and nobody waits for it.
         pending.catch(() => undefined);
         stream.destroy();
         return null;
@@ -84,6 +85,7 @@ export async function* readStdoutLines(stream: Readable, hooks: StdoutReadHooks)
     if (last !== undefined) yield last;
   } finally {
     if (!finished) {
+      // Ending early: an error closing the iterator changes nothing, the stream is drained below.
       await chunks.return?.().catch(() => undefined);
       void drain(stream);
     }

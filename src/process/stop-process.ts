@@ -65,6 +65,7 @@ async function within(promise: Promise<unknown>, ms: number): Promise<void> {
     await Promise.race([
       promise.then(
         () => undefined,
+        // Only waits for the end: how the process ended is reported by its owner.
         () => undefined,
       ),
       new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))),

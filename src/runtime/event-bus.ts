@@ -36,6 +36,7 @@ export class EventBus {
       try {
         event = JSON.parse(raw) as BusEvent;
       } catch {
+        // Not an event of ours: the bus is best effort, what matters is in Redis.
         return;
       }
       for (const listener of this.#all) listener(event);

@@ -124,6 +124,7 @@ export class MessageHub {
     this.#idle?.();
     this.#pollWake?.();
     this.#reader?.disconnect();
+    // Closing: the loop's errors were handed to its followers already.
     await this.#loop?.catch(() => undefined);
     this.#reader = null;
   }
@@ -147,6 +148,7 @@ export class MessageHub {
     this.#pollWake?.();
     // A blocking XREAD that does not name this session's log: have it return now (as a timeout) so the next one does.
     if (fresh && this.#blockingOn !== null && !this.#blockingOn.has(follower.sessionId) && this.#readerId !== null) {
+      // A hint to stop blocking now: the read times out by itself.
       this.#options.redis.client('UNBLOCK', this.#readerId, 'TIMEOUT').catch(() => undefined);
     }
   }
@@ -188,6 +190,7 @@ export class MessageHub {
       reader.on('ready', () => {
         reader.client('ID').then(
           (id) => (this.#readerId = Number(id)),
+          // No id: the reader is not unblocked early, its reads time out by themselves.
           () => (this.#readerId = null),
         );
       });
@@ -200,6 +203,7 @@ export class MessageHub {
   async #clusterRound(keys: string[], ids: string[]): Promise<Array<[string, Array<[string, string[]]>]> | null> {
     const replies = await Promise.all(
       keys.map((key, i) =>
+        // A stream not readable now is read again on the next round.
         (this.#options.redis.xread('COUNT', PAGE, 'STREAMS', key, ids[i] as string) as Promise<Array<[string, Array<[string, string[]]>]> | null>).catch(() => null),
       ),
     );

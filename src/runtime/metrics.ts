@@ -186,6 +186,7 @@ export class RuntimeMetrics {
         .then(() => {
           this.#refreshedAt = Date.now();
         })
+        // Counted: sessiond_metrics_refresh_errors_total says so.
         .catch(() => {
           this.#refreshErrors.inc();
         })

@@ -61,6 +61,7 @@ function safeJson(raw: string): unknown {
   try {
     return JSON.parse(raw) as unknown;
   } catch {
+    // Not JSON: no stored policy (the default applies).
     return null;
   }
 }

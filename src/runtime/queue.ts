@@ -113,6 +113,7 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
           return count > 1 ? count + 1 : 1;
         });
       shards = { at: Date.now(), count };
+      // The count is read again next time.
       count.catch(() => {
         if (shards?.count === count) shards = null;
       });
@@ -220,6 +221,7 @@ async function reconcileShard(store: SessionStore, sessionQueue: SessionQueue, a
     const job = await sessionQueue.getJob(jobId);
     const state = job === undefined ? 'missing' : await job.getState();
     if (state === 'missing' || state === 'unknown' || state === 'completed' || state === 'failed') {
+      // A job gone meanwhile needs no removal; the activation is added anew below.
       if (job !== undefined) await job.remove().catch(() => undefined);
       await sessionQueue.addActivation(sessionId, jobId);
       readded += 1;

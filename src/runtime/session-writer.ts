@@ -136,6 +136,7 @@ export class SessionWriter {
     const run = this.#chain.then(write);
     this.#chain = run.then(
       () => undefined,
+      // The caller of each write gets its error; the chain only keeps the order.
       () => undefined,
     );
     return run;
@@ -146,6 +147,7 @@ export class SessionWriter {
     if (this.#timer !== undefined) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
+      // A failed write is kept in `failure` (and sent again), which the holder reads.
       this.flush().catch(() => undefined);
     }, FLUSH_DELAY_MS);
   }

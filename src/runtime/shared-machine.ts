@@ -1,5 +1,6 @@
 import { createAttemptActors } from '../../machines/attempt-actor.ts';
-import { nextAttemptOptions, withAttemptActors, type SessionMachine } from '../../machines/session.machine.ts';
+import { withAttemptActors, type SessionMachine } from '../../machines/session.machine.ts';
+import { nextAttemptOptions } from '../../machines/turn.ts';
 import type { AttemptRunner, MessageSink } from '../../machines/types.ts';
 
 /** Says whether the attempt with these turn options must wait for the runtime's admission (fleet limits, paused dispatch). */

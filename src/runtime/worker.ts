@@ -6,7 +6,7 @@ import { isAttemptState } from '../../machines/states.ts';
 import { SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { detectContainment, type AttemptLimits } from '../process/index.ts';
-import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
+import { ActiveSession, type ActiveSessionConfig } from './session-loop/active-session.ts';
 import { createTracing, type Tracing } from './tracing/tracing.ts';
 import { deploymentPolicy } from './deployment-policy.ts';
 import { EventBus } from './event-bus.ts';
@@ -136,8 +136,16 @@ export class SessionWorker {
     return [...this.#active.keys()];
   }
 
+  /** The embedder's log (nowhere by default). */
+  readonly #log: NonNullable<WorkerOptions['log']> = (level, message, fields) => this.#options.log?.(level, message, fields);
+
+  /** A periodic or best-effort step that failed: said, and tried again at its next turn. */
+  #warn(message: string): (error: unknown) => void {
+    return (error) => this.#log('warn', message, { error: error instanceof Error ? error.message : String(error) });
+  }
+
   async start(): Promise<void> {
-    const log = this.#options.log ?? (() => undefined);
+    const log = this.#log;
     // Said once: how this worker keeps the processes of an attempt from outliving it.
     if (this.#containment.mode === 'sweep') log('warn', 'attempts are not contained by cgroups on this host', { containment: this.#containment.detail });
     else log('info', 'attempts contained by cgroups', { containment: this.#containment.detail });
@@ -149,14 +157,14 @@ export class SessionWorker {
     this.#bus.on('*', (event) => {
       // A session being deleted: stop its turn now (the process tree gone) and let go.
       if (event.kind === 'delete') this.#active.get(event.sessionId)?.interrupt();
-      if (event.kind === 'dispatch') void this.#refreshPaused().catch(() => undefined);
+      if (event.kind === 'dispatch') void this.#refreshPaused().catch(this.#warn('dispatch state not read (read again every leaseTtlMs/3)'));
       if (event.kind !== 'policy') return;
       this.#policies.invalidate();
       for (const session of this.#active.values()) session.refreshPolicy();
     });
     await this.#refreshPaused();
     await this.#heartbeat();
-    this.#timers.push(setInterval(() => void this.#heartbeat().catch(() => undefined), this.#options.heartbeatMs));
+    this.#timers.push(setInterval(() => void this.#heartbeat().catch(this.#warn('heartbeat not written (tried again next beat)')), this.#options.heartbeatMs));
     // Lapsed holds (a dead worker's) come back, and the waiters there is room for are woken.
     this.#timers.push(
       setInterval(
@@ -164,11 +172,16 @@ export class SessionWorker {
           void this.#refreshPaused()
             .then(() => this.#fleetLimits.wakeable())
             .then((ids) => this.#wake(ids))
-            .catch(() => undefined),
+            .catch(this.#warn('lapsed fleet-limit holds not looked at (looked at again every leaseTtlMs/3)')),
         Math.max(250, Math.floor(this.#options.leaseTtlMs / 3)),
       ),
     );
-    this.#timers.push(setInterval(() => void reconcileActivations(this.#store, this.#options.queue).catch(() => undefined), Math.max(5_000, this.#options.leaseTtlMs)));
+    this.#timers.push(
+      setInterval(
+        () => void reconcileActivations(this.#store, this.#options.queue).catch(this.#warn('activations not reconciled (tried again next round)')),
+        Math.max(5_000, this.#options.leaseTtlMs),
+      ),
+    );
     const lifecycle = {
       redis: this.#redis,
       keys: this.#options.keys,
@@ -181,12 +194,9 @@ export class SessionWorker {
           void sweep(lifecycle, {
             retentionMs: this.#options.retentionMs ?? 0,
             ...(this.#options.sweepResumeAfterMs === undefined ? {} : { resumeAfterMs: this.#options.sweepResumeAfterMs }),
-          }).then(
-            (r) => {
-              if (r.expired + r.resumed > 0) log('info', 'lifecycle sweep', { expired: r.expired, resumed: r.resumed });
-            },
-            () => undefined,
-          ),
+          }).then((r) => {
+            if (r.expired + r.resumed > 0) log('info', 'lifecycle sweep', { expired: r.expired, resumed: r.resumed });
+          }, this.#warn('lifecycle sweep failed (tried again next round)')),
         this.#options.sweepIntervalMs ?? SWEEP_INTERVAL_MS,
       ),
     );
@@ -236,7 +246,7 @@ export class SessionWorker {
   }
 
   async #process(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<string> {
-    const log = this.#options.log ?? (() => undefined);
+    const log = this.#log;
     if (job.name !== ACTIVATION_JOB) return 'ignored: unknown job name';
     const data = parseJobData(job.data);
     if (!data.ok) {
@@ -260,14 +270,11 @@ export class SessionWorker {
     const renew = setInterval(
       () => {
         session?.renewHold();
-        this.#store.renew(sessionId, lease.token, this.#options.leaseTtlMs).then(
-          (ok) => {
-            if (ok) return;
-            lost = true;
-            session?.markStale();
-          },
-          () => undefined,
-        );
+        this.#store.renew(sessionId, lease.token, this.#options.leaseTtlMs).then((ok) => {
+          if (ok) return;
+          lost = true;
+          session?.markStale();
+        }, this.#warn('lease not renewed (tried again next tick; it lapses if none lands)'));
       },
       Math.max(100, Math.floor(this.#options.leaseTtlMs / 3)),
     );
@@ -278,7 +285,7 @@ export class SessionWorker {
       if (isAttemptState(state)) {
         // Taken over while an attempt ran: if its holder died on this host, what that attempt left
         // running goes now, before the attempt is recorded as interrupted (or its cancel as done).
-        await reapOrphans(markerScope(this.#options.keys.prefix)).catch(() => undefined);
+        await reapOrphans(markerScope(this.#options.keys.prefix)).catch(this.#warn('orphan reap failed before a takeover (the attempt is still recorded interrupted)'));
       }
       session = new ActiveSession({
         store: this.#store,
@@ -297,6 +304,7 @@ export class SessionWorker {
           gate: this.#gate,
           tracing: this.#tracing,
           workerId: this.id,
+          ...(this.#options.log === undefined ? {} : { log: this.#options.log }),
         },
         globalPolicy: () => this.#policies.get(),
         loaded: lease.loaded,
@@ -336,10 +344,11 @@ export class SessionWorker {
       } finally {
         clearTimeout(deadline);
       }
-      await this.#store.flushIndex().catch(() => undefined);
+      await this.#store.flushIndex().catch(this.#warn('the fleet index was not flushed on close (the sweeper rebuilds it)'));
       await this.#tracing?.shutdown();
-      await this.#redis.hdel(this.#options.keys.workers, this.id).catch(() => undefined);
+      await this.#redis.hdel(this.#options.keys.workers, this.id).catch(this.#warn('this worker was not removed from the workers hash on close (its heartbeat goes stale)'));
       this.#subscriber.disconnect();
+      // Closing: a connection that cannot say QUIT is gone already.
       await this.#redis.quit().catch(() => undefined);
     })();
     return this.#closing;

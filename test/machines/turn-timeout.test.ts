@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
-import { createSessionMachine, turnDeadline } from '../../machines/session.machine.ts';
+import { createSessionMachine } from '../../machines/session.machine.ts';
+import { turnDeadline } from '../../machines/turn.ts';
 import { persistSession, startSessionActor } from '../../machines/restore.ts';
 import type { RetryPolicy } from '../../src/index.ts';
 import { FakeRunner, type Step } from './fake-runner.ts';

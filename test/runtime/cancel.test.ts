@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
 import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
-import { ActiveSession } from '../../src/runtime/active-session.ts';
+import { ActiveSession } from '../../src/runtime/session-loop/active-session.ts';
 import { EventBus } from '../../src/runtime/event-bus.ts';
 import type { Keys } from '../../src/runtime/keys.ts';
 import { SharedSessionMachine } from '../../src/runtime/shared-machine.ts';

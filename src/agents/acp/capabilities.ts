@@ -59,6 +59,7 @@ async function answerOf(lines: AsyncIterable<string>): Promise<AcpResumeCapabili
     try {
       message = JSON.parse(line) as typeof message;
     } catch {
+      // A line that is not JSON is not the initialize answer: skip it.
       continue;
     }
     if (message?.id !== 1) continue;

@@ -173,6 +173,7 @@ export class AcpLineMapper implements AgentMapper {
     try {
       message = obj(JSON.parse(line) as unknown);
     } catch {
+      // Not JSON: handled below as an invalid line (collected and reported, never thrown).
       message = undefined;
     }
     if (message === undefined) {

@@ -44,6 +44,7 @@ async function tail(file: string): Promise<string> {
       await handle.close();
     }
   } catch {
+    // No readable retry log: no retries to report.
     return '';
   }
 }

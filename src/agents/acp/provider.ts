@@ -14,7 +14,9 @@ import { rpcFailure } from './failure.ts';
 import { OPENCODE_AGENT_NAME, opencodeRetries } from './opencode-retries.ts';
 import { QWEN_AGENT_NAME, qwenRetries } from './qwen-retries.ts';
 import { AcpLineMapper, AcpUpdates, completedMessage } from './mapper.ts';
-import { AcpOptionsSchema, formatOptionErrors, type AcpOptions, type AcpOptionsInput, type PermissionMode } from './options.ts';
+import { MessageQueue } from './message-queue.ts';
+import { AcpOptionsSchema, formatOptionErrors, type AcpOptions, type AcpOptionsInput } from './options.ts';
+import { answerPermission } from './permissions.ts';
 
 /** The request sent after a `session/load` to learn that the agent's replay is over (ACP's `_` prefix: an extension method). */
 export const REPLAY_FENCE_METHOD = '_sessiond/replay_fence';
@@ -81,27 +83,6 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
   }
 }
 
-/** A queue of messages the SDK's handlers fill and the generator drains, in arrival order. */
-class MessageQueue {
-  readonly #items: CliMessage[] = [];
-  #wake: (() => void) | null = null;
-
-  push(messages: readonly CliMessage[]): void {
-    if (messages.length === 0) return;
-    this.#items.push(...messages);
-    this.#wake?.();
-  }
-
-  take(): CliMessage[] {
-    return this.#items.splice(0);
-  }
-
-  next(): Promise<void> {
-    if (this.#items.length > 0) return Promise.resolve();
-    return new Promise<void>((resolve) => (this.#wake = () => resolve())).finally(() => (this.#wake = null));
-  }
-}
-
 class AcpTurn {
   readonly #agent: AgentProcess;
   readonly #options: AcpOptions;
@@ -159,6 +140,7 @@ class AcpTurn {
       this.#stopping.abort();
       // ACP's cancel first: the agent ends its prompt (stop reason `cancelled`) and its tools.
       if (this.#sessionId !== null && this.#promptSent && !this.#agentExited()) {
+        // Best effort: the stop below kills the process tree if the agent ignores or cannot take the notification.
         void connection.agent.notify('session/cancel', { sessionId: this.#sessionId }).catch(() => undefined);
         await Promise.race([settled, delay(this.#options.cancelGraceMs)]);
       }
@@ -382,17 +364,6 @@ class AcpTurn {
     this.#sessionId = sessionId;
     this.#queue.push([{ type, content: { sessionId } }]);
   }
-}
-
-/** sessiond's answer to a permission request, by the attempt's permission mode (see options.ts). */
-export function answerPermission(params: acp.RequestPermissionRequest, mode: PermissionMode): acp.RequestPermissionResponse {
-  const kinds: acp.PermissionOptionKind[] = mode === 'allow' ? ['allow_once'] : ['reject_once', 'reject_always'];
-  for (const kind of kinds) {
-    const option = params.options.find((o) => o.kind === kind);
-    if (option !== undefined) return { outcome: { outcome: 'selected', optionId: option.optionId } };
-  }
-  if (mode === 'allow') return answerPermission(params, 'reject');
-  return { outcome: { outcome: 'cancelled' } };
 }
 
 function delay(ms: number): Promise<void> {

@@ -31,6 +31,7 @@ export async function qwenRetries(chat: QwenChat): Promise<Array<MessageOf<'agen
   const root = chat.env.QWEN_HOME ?? (chat.env.HOME === undefined ? undefined : join(chat.env.HOME, '.qwen'));
   if (root === undefined) return [];
   const file = join(root, 'projects', chat.cwd.replace(/[^a-zA-Z0-9]/g, '-'), 'chats', `${chat.sessionId}.jsonl`);
+  // No chat file (not written yet, or removed): no retries to report.
   const text = await readFile(file, 'utf8').catch(() => '');
   return retriesOf(text.length > MAX_READ_BYTES ? text.slice(-MAX_READ_BYTES) : text, chat.sessionId, chat.since);
 }
@@ -67,6 +68,7 @@ function apiEvent(line: string, sessionId: string, since: number): ApiEvent | nu
   try {
     record = JSON.parse(line) as typeof record;
   } catch {
+    // A line that is not JSON is not a retry record.
     return null;
   }
   const event = record?.systemPayload?.uiEvent;

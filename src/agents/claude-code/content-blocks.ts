@@ -149,6 +149,7 @@ function parseInput(json: string): unknown {
   try {
     return JSON.parse(json) as unknown;
   } catch {
+    // A partial or broken tool input stays visible as the text it is.
     return { partialJson: json };
   }
 }

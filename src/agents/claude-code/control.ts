@@ -50,6 +50,7 @@ export function readControlLine(line: string): ControlLine | null {
   try {
     event = JSON.parse(line);
   } catch {
+    // Not JSON: not a control message (the mapper reports invalid lines).
     return null;
   }
   if (event === null || typeof event !== 'object' || Array.isArray(event)) return null;

@@ -46,9 +46,11 @@ async function findProjectDir(projectsDir: string, sessionId: string): Promise<s
   try {
     dirs = await readdir(projectsDir);
   } catch {
+    // No projects folder: the session was never written on this host.
     return null;
   }
   for (const dir of dirs) {
+    // A project folder that cannot be read does not hold the session.
     const names = await readdir(join(projectsDir, dir)).catch(() => [] as string[]);
     if (names.includes(`${sessionId}.jsonl`)) return dir;
   }
@@ -87,6 +89,7 @@ export async function importClaudeSession(configDir: string, sessionId: string, 
   const local = await findProjectDir(projectsDir, sessionId);
   const dir = join(projectsDir, local ?? (cwd === undefined ? state.projectDir : projectDirName(cwd)));
   const path = join(dir, `${sessionId}.jsonl`);
+  // No local copy yet: the stored state is written in full.
   const existing = local === null ? null : await readFile(path, 'utf8').catch(() => null);
   if (existing !== null && existing.startsWith(state.content)) return;
   await mkdir(dir, { recursive: true, mode: 0o700 });

@@ -48,6 +48,7 @@ function openAiErrorBody(text: string): ClassifiedError | null {
     if (parsed.error === null || typeof parsed.error !== 'object') return null;
     error = parsed.error as Record<string, unknown>;
   } catch {
+    // Not JSON: not a structured error (the caller keeps the raw text).
     return null;
   }
   const kind = `${typeof error.type === 'string' ? error.type : ''} ${typeof error.code === 'string' ? error.code : ''}`;

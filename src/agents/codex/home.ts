@@ -46,6 +46,7 @@ export async function prepareManagedCodexHome(userHome: string, stateDir: string
     const target = join(userHome, entry);
     const present = await lstat(target).then(
       () => true,
+      // Absent or unreadable: the entry is not linked.
       () => false,
     );
     if (present) await linkEntry(target, join(managed, entry));

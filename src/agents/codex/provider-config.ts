@@ -103,6 +103,7 @@ function unescapeBasic(raw: string): string {
   try {
     return JSON.parse(`"${raw}"`) as string;
   } catch {
+    // Not a valid escaped string: used as written.
     return raw;
   }
 }

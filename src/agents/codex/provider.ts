@@ -57,6 +57,7 @@ export async function* runCodex(input: CodexOptionsInput, context: RunContext = 
     return;
   }
   if (!provider.ok) {
+    // Best effort: the temporary folder is private to this attempt and the startup failure is what is reported.
     await rm(tmp, { recursive: true, force: true }).catch(() => undefined);
     yield* startupFailure(mapper, provider.error);
     return;

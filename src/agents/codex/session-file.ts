@@ -24,6 +24,7 @@ async function findRollout(sessionsDir: string, threadId: string): Promise<strin
   try {
     names = await readdir(sessionsDir, { recursive: true });
   } catch {
+    // No sessions folder: the session was never written on this host.
     return null;
   }
   const wanted = threadId.toLowerCase();
@@ -55,6 +56,7 @@ export async function importCodexRollout(codexHome: string, threadId: string, st
   const local = await findRollout(sessionsDir, threadId);
   const path = join(sessionsDir, local ?? state.path);
   if (relative(sessionsDir, path).startsWith('..')) throw new Error(`"${state.path}" leaves the sessions folder`);
+  // No local copy yet: the stored state is written in full.
   const localContent = await readFile(path, 'utf8').catch(() => null);
   if (localContent !== null && localContent.length >= state.content.length && localContent.startsWith(state.content)) return;
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });

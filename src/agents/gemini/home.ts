@@ -55,6 +55,7 @@ export async function prepareManagedGeminiHome(userDir: string, stateDir: string
   await mkdir(join(home, 'tmp'), { recursive: true, mode: 0o700 });
   for (const entry of LINKED_ENTRIES) {
     const target = join(userDir, entry);
+    // Absent in the user's home: its link (if any) goes.
     if ((await lstat(target).catch(() => null)) === null) await unlinkIfLink(join(dir, entry));
     else await linkEntry(target, join(dir, entry));
   }
@@ -86,6 +87,7 @@ export function managedSettings(userSettings: Record<string, unknown>): Record<s
 
 async function writeSettings(userSettingsPath: string, path: string): Promise<void> {
   let userSettings: Record<string, unknown> = {};
+  // No user settings: the managed ones alone.
   const raw = await readFile(userSettingsPath, 'utf8').catch(() => null);
   if (raw !== null && raw.trim() !== '') {
     try {

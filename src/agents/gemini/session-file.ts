@@ -25,9 +25,11 @@ const SLUG = /^[a-z0-9-]+$/;
 /** Finds the chat file of `sessionId` in any project of the managed gemini dir. */
 async function findChatFile(geminiDir: string, sessionId: string): Promise<string | null> {
   const tmp = join(geminiDir, 'tmp');
+  // No tmp folder: no chats on this host.
   const projects = await readdir(tmp).catch(() => [] as string[]);
   for (const project of projects) {
     const chats = join(tmp, project, 'chats');
+    // A project without a readable chats folder holds no chat.
     const names = await readdir(chats).catch(() => [] as string[]);
     for (const name of names) {
       if (FILE_NAME.exec(name)?.[1] !== sessionId.slice(0, 8)) continue;
@@ -39,6 +41,7 @@ async function findChatFile(geminiDir: string, sessionId: string): Promise<strin
 }
 
 async function headerOf(path: string): Promise<Record<string, unknown> | null> {
+  // An unreadable chat file is not the one looked for.
   const text = await readFile(path, 'utf8').catch(() => null);
   if (text === null) return null;
   const newline = text.indexOf('\n');
@@ -46,6 +49,7 @@ async function headerOf(path: string): Promise<Record<string, unknown> | null> {
     const header: unknown = JSON.parse(newline === -1 ? text : text.slice(0, newline));
     return header !== null && typeof header === 'object' && !Array.isArray(header) ? (header as Record<string, unknown>) : null;
   } catch {
+    // A chat whose header is not JSON is not the one looked for.
     return null;
   }
 }
@@ -71,6 +75,7 @@ export async function importGeminiSession(geminiHome: string, state: GeminiSessi
   const chats = join(geminiDir, 'tmp', slug, 'chats');
   await mkdir(chats, { recursive: true, mode: 0o700 });
   const path = join(chats, state.fileName);
+  // No local copy yet: the stored state is written in full.
   const local = await readFile(path, 'utf8').catch(() => null);
   if (local !== null && local.length >= state.content.length && local.startsWith(state.content)) return;
   await writeFileAtomic(path, state.content);
@@ -83,6 +88,7 @@ export async function importGeminiSession(geminiHome: string, state: GeminiSessi
  */
 async function projectSlug(geminiDir: string, root: string): Promise<string> {
   const tmp = join(geminiDir, 'tmp');
+  // No project registry: the project folders are searched instead.
   const registry = await readFile(join(geminiDir, 'projects.json'), 'utf8').catch(() => null);
   if (registry !== null) {
     try {
@@ -92,7 +98,9 @@ async function projectSlug(geminiDir: string, root: string): Promise<string> {
       // gemini resets a corrupt registry; so do we
     }
   }
+  // No tmp folder: no project folder to find.
   for (const candidate of await readdir(tmp).catch(() => [] as string[])) {
+    // A folder without a readable .project_root is not this project's.
     if ((await readFile(join(tmp, candidate, '.project_root'), 'utf8').catch(() => null))?.trim() === root) return candidate;
   }
   const slug = `sessiond-${createHash('sha256').update(root).digest('hex').slice(0, 12)}`;
@@ -101,6 +109,7 @@ async function projectSlug(geminiDir: string, root: string): Promise<string> {
   return slug;
 
   async function ownerOf(dir: string): Promise<'self' | 'none' | 'other'> {
+    // No readable .project_root: the folder is nobody's.
     const owner = await readFile(join(dir, '.project_root'), 'utf8').catch(() => null);
     if (owner === null) return 'none';
     return owner.trim() === root ? 'self' : 'other';

@@ -36,6 +36,7 @@ export async function prepareManagedAgentDir(userDir: string, stateDir: string):
 
 async function writeSettings(userSettingsPath: string, path: string): Promise<void> {
   let userSettings: Record<string, unknown> = {};
+  // No user settings: the managed ones alone.
   const raw = await readFile(userSettingsPath, 'utf8').catch(() => null);
   if (raw !== null) {
     try {

@@ -21,6 +21,7 @@ async function findFile(sessionDir: string, sessionId: string): Promise<string |
   try {
     names = await readdir(sessionDir);
   } catch {
+    // No session folder: the session was never written on this host.
     return null;
   }
   return names.find((name) => FILE_NAME.exec(name)?.[1] === sessionId) ?? null;
@@ -45,6 +46,7 @@ export async function importPiSession(sessionDir: string, state: PiSessionState,
   await mkdir(dir, { recursive: true });
   const content = cwd === undefined ? state.content : withCwd(state.content, resolve(cwd));
   const path = join(dir, state.fileName);
+  // No local copy yet: the stored state is written in full.
   const local = await readFile(path, 'utf8').catch(() => null);
   if (local !== null && local.length >= content.length && bodyOf(local).startsWith(bodyOf(content))) return;
   await writeFileAtomic(path, content);
@@ -71,6 +73,7 @@ function withCwd(content: string, cwd: string): string {
     if (header.type !== 'session' || header.cwd === cwd) return content;
     return JSON.stringify({ ...header, cwd }) + (newline === -1 ? '' : content.slice(newline));
   } catch {
+    // A header that is not JSON is kept as it is.
     return content;
   }
 }

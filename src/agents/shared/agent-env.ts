@@ -49,6 +49,7 @@ export async function resolveAgentCli(command: string, env: Record<string, strin
     await access(candidate, constants.X_OK);
     return candidate;
   } catch {
+    // Not resolvable here: the command is left to the spawn, which reports it missing.
     return command;
   }
 }

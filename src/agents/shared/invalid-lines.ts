@@ -33,6 +33,7 @@ export function parseEventLine(line: string): ParsedLine {
   try {
     value = JSON.parse(line);
   } catch {
+    // The reason is the answer: the line is reported as not JSON.
     return { ok: false, why: 'not JSON' };
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return { ok: false, why: 'not a JSON object' };

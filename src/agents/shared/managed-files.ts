@@ -30,14 +30,17 @@ export async function writeFileAtomic(path: string, text: string): Promise<void>
 
 /** Writes `text` to `path` (mode 0600) unless it already holds exactly that; atomic (see writeFileAtomic). */
 export async function writeFileIfChanged(path: string, text: string): Promise<void> {
+  // No file yet: it is written.
   if ((await readFile(path, 'utf8').catch(() => null)) === text) return;
   await writeFileAtomic(path, text);
 }
 
 /** Makes `path` a symlink to `target` (replacing whatever was there), unless it already is one. */
 export async function linkEntry(target: string, path: string): Promise<void> {
+  // Nothing there yet: the link is made.
   const existing = await lstat(path).catch(() => null);
   if (existing?.isSymbolicLink() && (await readlink(path)) === target) return;
+  // Gone meanwhile is as good as removed; anything else fails the symlink below, which says so.
   if (existing !== null) await unlink(path).catch(() => undefined);
   await symlink(target, path).catch((error: NodeJS.ErrnoException) => {
     // Another attempt linked it at the same moment: same target, nothing to do.
@@ -47,6 +50,8 @@ export async function linkEntry(target: string, path: string): Promise<void> {
 
 /** Removes `path` if it is a symlink (a link to a user file that is gone); leaves anything else. */
 export async function unlinkIfLink(path: string): Promise<void> {
+  // Nothing there: nothing to remove.
   const existing = await lstat(path).catch(() => null);
+  // Gone meanwhile is as good as removed.
   if (existing?.isSymbolicLink()) await unlink(path).catch(() => undefined);
 }

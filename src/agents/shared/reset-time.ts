@@ -73,6 +73,7 @@ function validZone(zone: string): boolean {
     new Intl.DateTimeFormat('en-US', { timeZone: zone });
     return true;
   } catch {
+    // Not a time zone this runtime knows: the caller treats the reset as unknown.
     return false;
   }
 }

@@ -62,6 +62,7 @@ function stableJson(value: unknown): string {
   try {
     return JSON.stringify(value ?? {}) ?? '';
   } catch {
+    // A value JSON cannot write (a cycle, a BigInt) is still shown, as text.
     return String(value);
   }
 }

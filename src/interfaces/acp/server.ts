@@ -76,6 +76,7 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       return { sessionId };
     })
     .onRequest('session/load', async ({ params, client }) => {
+      // An unknown or unreadable session is the error thrown just below.
       const view = await sessiond
         .session(params.sessionId)
         .inspect()
@@ -104,6 +105,7 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       return {};
     })
     .onNotification('session/cancel', async ({ params }) => {
+      // A notification has no answer; a session already ended has nothing to cancel.
       await sessiond
         .session(params.sessionId)
         .cancel('cancelled by the ACP client')
@@ -144,6 +146,7 @@ function sessionOptions(defaults: Record<string, unknown>, meta: unknown, cwd: s
   };
 }
 
+  // Unknown or unreadable: treated as a session that does not exist.
 async function loadKnown(sessiond: Client, sessionId: string): Promise<Known | null> {
   const view = await sessiond
     .session(sessionId)

@@ -111,6 +111,7 @@ async function connectContext(settings: ClientSettings, flags: Record<string, un
     client,
     connect,
     async close() {
+      // Closing on the way out: the connections are dropped just below anyway.
       await client.close().catch(() => undefined);
       made.forEach((r) => r.disconnect());
     },

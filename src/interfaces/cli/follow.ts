@@ -134,6 +134,7 @@ export async function followSession(session: SessionHandle, options: FollowOptio
     }
   } finally {
     reader.abort();
+    // The watcher's errors were printed by the follow already; this only waits for it to end.
     await watcher.catch(() => undefined);
     spinner.clear();
     options.signal.removeEventListener('abort', stop);

@@ -190,16 +190,19 @@ export class ApprovalStore {
     const r = (await this.#redis.eval(CLEAR, 2, this.#keys.session(sessionId, 'lease'), this.#key(sessionId), token)) as number | string[];
     if (r === -1 || !Array.isArray(r)) throw new StaleApprovalError(`session ${sessionId}: the lease was taken over`);
     const ids = r.filter((f) => !f.includes(':'));
+    // The waiting index is a hint for the deadline sweep, which drops entries it finds answered.
     if (ids.length > 0) await this.#redis.zrem(this.waitingKey, ...ids.map((id) => `${sessionId} ${id}`)).catch(() => undefined);
     return ids.length;
   }
 
   /** Fleet index of waiting requests (best effort). */
   async markWaiting(sessionId: string, requestId: string, deadlineAt: number): Promise<void> {
+    // The waiting index is a hint for the deadline sweep; the request itself is stored (fenced) already.
     await this.#redis.zadd(this.waitingKey, deadlineAt, `${sessionId} ${requestId}`).catch(() => undefined);
   }
 
   async markAnswered(sessionId: string, requestId: string): Promise<void> {
+    // The waiting index is a hint for the deadline sweep, which drops entries it finds answered.
     await this.#redis.zrem(this.waitingKey, `${sessionId} ${requestId}`).catch(() => undefined);
   }
 

@@ -105,6 +105,7 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
       }
     }
   } finally {
+    // The lock lapses with its TTL if it cannot be given back.
     await unlock(lk.sweeper, token).catch(() => undefined);
   }
   return { backfilled, resumed, expired, ran: true };

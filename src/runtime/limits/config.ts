@@ -79,6 +79,7 @@ export function parseLimits(input: unknown, field = 'limits'): LimitsResult {
     try {
       value = JSON.parse(input) as unknown;
     } catch {
+      // The error says what is wrong, naming the field.
       return { ok: false, errors: [{ field, message: 'must be a JSON array of limits, e.g. [{"match":{"provider":"anthropic"},"maxConcurrent":20}]' }] };
     }
   }

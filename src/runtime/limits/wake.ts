@@ -10,10 +10,13 @@ import type { SessionStore } from '../store/session-store.ts';
 export async function promoteActivations(store: SessionStore, queue: SessionQueue, sessionIds: readonly string[]): Promise<number> {
   let promoted = 0;
   for (const sessionId of sessionIds) {
+    // A wake is a hint: the session also looks again by itself (limitPollMs).
     const jobId = await store.activeJobId(sessionId).catch(() => null);
     if (jobId === null) continue;
+    // A wake is a hint: the session also looks again by itself (limitPollMs).
     const job = await queue.getJob(jobId).catch(() => undefined);
     if (job === undefined) continue;
+    // A wake is a hint: the session also looks again by itself (limitPollMs).
     const state = await job.getState().catch(() => 'unknown');
     if (state !== 'delayed' && state !== 'prioritized') continue;
     try {

@@ -64,6 +64,7 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
   try {
     parsed = new URL(input);
   } catch {
+    // The error says what is wrong with the URL.
     return fail('not a valid URL (check the host, and percent-encode special characters of the password)');
   }
   const rawHost = parsed.hostname;
@@ -78,6 +79,7 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
     username = decodeURIComponent(parsed.username);
     password = decodeURIComponent(parsed.password);
   } catch {
+    // The error says what is wrong with the URL.
     return fail('the user name or password has an invalid percent-encoding');
   }
 

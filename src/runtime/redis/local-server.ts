@@ -82,6 +82,7 @@ export function isRedisServerProcess(pid: number): boolean {
     if (state === 'Z' || state === 'X') return false;
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('redis-server');
   } catch {
+    // No such process (or not ours): not our redis-server.
     return false;
   }
 }
@@ -95,6 +96,7 @@ async function readPidFile(dataDir: string): Promise<number | null> {
     const pid = Number((await readFile(path.join(dataDir, LOCAL_REDIS_PID_FILE), 'utf8')).trim());
     return Number.isInteger(pid) && pid > 0 ? pid : null;
   } catch {
+    // No pid file: no server of ours.
     return null;
   }
 }
@@ -106,6 +108,7 @@ export async function stopRedisProcess(pid: number, timeoutMs = STOP_TIMEOUT_MS)
     process.kill(pid, 'SIGCONT');
     process.kill(pid, 'SIGTERM');
   } catch {
+    // Already gone.
     return;
   }
   const deadline = Date.now() + timeoutMs;
@@ -116,6 +119,7 @@ export async function stopRedisProcess(pid: number, timeoutMs = STOP_TIMEOUT_MS)
   try {
     process.kill(pid, 'SIGKILL');
   } catch {
+    // Already gone.
     return;
   }
   while (isRedisServerProcess(pid) && Date.now() < deadline + 2000) await delay(20);
@@ -165,6 +169,7 @@ async function logTail(dataDir: string): Promise<string> {
     const text = await readFile(path.join(dataDir, LOCAL_REDIS_LOG_FILE), 'utf8');
     return text.trimEnd().split('\n').slice(-5).join('\n');
   } catch {
+    // No log to quote.
     return '';
   }
 }

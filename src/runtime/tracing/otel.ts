@@ -101,6 +101,7 @@ export class OtelTracing implements Tracing {
   }
 
   async shutdown(): Promise<void> {
+    // Shutting down: spans that cannot be exported now are lost, and tracing never fails the worker.
     await this.#provider.shutdown().catch(() => undefined);
   }
 }

@@ -40,6 +40,7 @@ export function parseTurnTrace(raw: string | undefined, turn: number): TurnTrace
     if (typeof value.spanId !== 'string' || !HEX16.test(value.spanId) || !nonZero(value.spanId)) return null;
     return { version: 1, turn, traceId: value.traceId, spanId: value.spanId };
   } catch {
+    // An unreadable trace context starts a new trace.
     return null;
   }
 }

@@ -60,6 +60,7 @@ function parse(raw: string | undefined): unknown {
   try {
     return JSON.parse(raw) as unknown;
   } catch {
+    // Not JSON: no usage recorded.
     return null;
   }
 }

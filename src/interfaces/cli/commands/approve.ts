@@ -53,6 +53,7 @@ function operatorName(): string {
   try {
     return userInfo().username;
   } catch {
+    // No user name on this host: the decision is recorded by 'unknown'.
     return 'unknown';
   }
 }

@@ -50,6 +50,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
+    // A session not readable yet follows from its first message.
     const fromSeq =
       flags.session === undefined
         ? 1
@@ -84,6 +85,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
       if (interrupted) return;
       interrupted = true;
       process.stderr.write('\nsessiond: cancelling the turn…\n');
+      // The follow prints how the turn ended; a cancel that cannot be sent leaves it running, as without Ctrl+C.
       void ctx.client
         .session(result.sessionId)
         .cancel('Ctrl+C from enqueue --follow')

@@ -16,6 +16,7 @@ export function registerRetry(program: Command): void {
       const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
+        // A log not readable yet follows from its first message.
         const session = ctx.client.session(sessionId);
         const fromSeq = (await session.lastSeq().catch(() => 0)) + 1;
         let result;

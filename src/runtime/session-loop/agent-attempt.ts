@@ -1,8 +1,9 @@
-import { agentDefinition, isAgentName, type AgentDefinition, type AgentName } from '../agents/registry.ts';
-import { attemptOptions } from './deployment-policy.ts';
-import { markerOwner, newMarker } from './orphans.ts';
-import type { SessionWriter } from './session-writer.ts';
-import type { SessionStore } from './store/session-store.ts';
+import { agentDefinition, isAgentName, type AgentDefinition, type AgentName } from '../../agents/registry.ts';
+import { attemptOptions } from '../deployment-policy.ts';
+import { markerOwner, newMarker } from '../orphans.ts';
+import type { SessionWriter } from '../session-writer.ts';
+import type { SessionStore } from '../store/session-store.ts';
+import type { WarnLog } from './config.ts';
 
 /**
  * The per-attempt plumbing between a session and its agent, apart from the session's driving
@@ -55,8 +56,11 @@ export async function importAgentState(attempt: AgentAttempt, store: SessionStor
 }
 
 /** After the attempt, whatever its end: the agent's state goes with the session's next write. Never throws. */
-export async function exportAgentState(attempt: AgentAttempt, writer: SessionWriter, agentSessionId: string | null): Promise<void> {
+export async function exportAgentState(attempt: AgentAttempt, writer: SessionWriter, agentSessionId: string | null, warn: WarnLog): Promise<void> {
   if (agentSessionId === null || attempt.agent.exportState === undefined) return;
-  const state = await attempt.agent.exportState(attempt.options, agentSessionId).catch(() => null);
+  const state = await attempt.agent.exportState(attempt.options, agentSessionId).catch((error: unknown) => {
+    warn("the agent's state was not carried out (its next attempt starts without it)", error, { agent: attempt.agentName });
+    return null;
+  });
   if (state !== null) writer.agentState(stateField(attempt, agentSessionId), state);
 }

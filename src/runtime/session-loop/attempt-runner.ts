@@ -1,0 +1,128 @@
+import type { AttemptRunner } from '../../../machines/types.ts';
+import type { CliMessage } from '../../protocol/index.ts';
+import { AttemptApprovals } from '../approvals/gate.ts';
+import type { ApprovalStore } from '../approvals/store.ts';
+import { admitTurn, refusedAttempt } from '../deployment-policy.ts';
+import { markerScope } from '../orphans.ts';
+import type { SessionWriter } from '../session-writer.ts';
+import type { SessionStore } from '../store/session-store.ts';
+import type { SessionTracer } from '../tracing/session-tracer.ts';
+import { exportAgentState, importAgentState, prepareAgentAttempt } from './agent-attempt.ts';
+import type { ActiveSessionConfig, WarnLog } from './config.ts';
+
+export interface RunnerInit {
+  store: SessionStore;
+  writer: SessionWriter;
+  config: ActiveSessionConfig;
+  sessionId: string;
+  /** The holder's lease token (the approval gate's writes are fenced with it). */
+  token: string;
+  approvals: ApprovalStore;
+  tracer: SessionTracer | null;
+  /** The runner generators of this session still running (aborted ones included). */
+  running: Set<Promise<void>>;
+  /** The attempt's process tree is gone: its fleet-limit hold goes back. */
+  releaseHold: (terminal: CliMessage | null) => Promise<void>;
+  /** An approval request is about to be stored (the holder clears them when the turn is over). */
+  approvalStored: () => void;
+  /** Subscribes to "an approval decision was stored for this session"; returns the unsubscribe. */
+  onDecision: (listener: () => void) => () => void;
+  warn: WarnLog;
+}
+
+/**
+ * One attempt of the session's turn, as the machine's attempt actor runs it: the stored request
+ * checked again against the deployment policy, the agent's own state brought in, the agent run
+ * (its approvals through the session's gate, its log within maxLogMessages), its state carried out.
+ * The actor aborts `signal` when the machine leaves `running` (a cancel, a timeout): the agent's
+ * provider then stops its process tree, and the generator ends.
+ */
+export function attemptRunner(init: RunnerInit): AttemptRunner {
+  const { store, writer, config, sessionId, running, tracer } = init;
+  const scope = markerScope(store.keys.prefix);
+  return async function* runAttempt(request, { signal }) {
+    let ended: () => void = () => undefined;
+    const done = new Promise<void>((resolve) => (ended = resolve));
+    running.add(done);
+    let terminal: CliMessage | null = null;
+    try {
+      // The turn's trace context goes with it: a worker that takes the turn over after a crash joins the same trace.
+      const traced = tracer?.beginAttempt(request.turn, request.attempt) ?? null;
+      if (traced?.store != null) writer.trace(traced.store);
+      // The snapshot saying this attempt runs is in Redis before the agent starts.
+      await writer.flush();
+      // Options read back from Redis are a caller's: checked again, as at enqueue, before anything runs.
+      const admitted = await admitTurn(config.policy, request.options, request.text);
+      if (!admitted.ok) {
+        yield refusedAttempt(admitted.issues);
+        return;
+      }
+      const attempt = await prepareAgentAttempt({ agentName: admitted.agent, hostOptions: config.agentOptions, callerOptions: admitted.options, sessionId, scope });
+      await importAgentState(attempt, store, sessionId, request.agentSessionId);
+      let agentSessionId = request.agentSessionId;
+      // The log cap: one slot is kept for the terminal message that says the log is full.
+      const limit = config.maxLogMessages ?? 0;
+      let room = limit > 0 ? limit - 1 - (await store.lastSeq(sessionId)) : Number.POSITIVE_INFINITY;
+      if (room <= 0) {
+        yield logFull(limit);
+        return;
+      }
+      const gate = new AttemptApprovals({
+        store: init.approvals,
+        sessionId,
+        token: init.token,
+        agent: attempt.agentName,
+        turn: request.turn,
+        attempt: request.attempt,
+        policy: config.policy.approvals,
+        pollMs: config.pollMs,
+        onStore: init.approvalStored,
+        onDecision: init.onDecision,
+      });
+      try {
+        let full = false;
+        for await (const message of attempt.agent.run(
+          { text: request.text, resumeSessionId: request.agentSessionId, options: attempt.options },
+          {
+            signal,
+            marker: attempt.marker,
+            approvals: gate,
+            ...(config.limits === undefined ? {} : { limits: config.limits }),
+            ...(traced === null ? {} : { traceparent: traced.traceparent }),
+          },
+        )) {
+          if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
+          if (room <= 0 && message.type !== 'terminal.completed' && message.type !== 'terminal.failed') {
+            // Leaving the loop stops the agent's process tree before going on.
+            full = true;
+            break;
+          }
+          room -= 1;
+          if (message.type === 'terminal.completed' || message.type === 'terminal.failed') terminal = message;
+          yield message;
+        }
+        if (full) yield logFull(limit);
+      } finally {
+        await exportAgentState(attempt, writer, agentSessionId, init.warn);
+      }
+    } finally {
+      // The agent's process tree is gone: its fleet-limit slot goes back, and whoever it makes room for is woken.
+      await init.releaseHold(terminal).catch((error: unknown) => init.warn('a fleet-limit hold was not given back', error));
+      running.delete(done);
+      ended();
+    }
+  };
+}
+
+/** The terminal message of an attempt stopped because the session's message log is full. */
+function logFull(limit: number): CliMessage {
+  return {
+    type: 'terminal.failed',
+    content: {
+      text: `the session's message log is full (maxLogMessages ${limit}): the attempt was stopped; nothing stored was removed, and the session takes no new prompt`,
+      category: 'quota',
+      stderr: '',
+      invalid_output_lines: [],
+    },
+  };
+}

@@ -1,0 +1,39 @@
+import type { Transition } from '../../../machines/restore.ts';
+import type { SessionContext } from '../../../machines/types.ts';
+import { AttemptTally } from '../counters.ts';
+import type { SessionWriter } from '../session-writer.ts';
+import { TurnPrompts } from '../turn-prompts.ts';
+import { tell, type SessionEvents, type WarnLog } from './config.ts';
+
+const TURN_ENDS = new Set(['completed', 'failed', 'cancelled']);
+
+/**
+ * What each transition of the actor writes besides its snapshot: the history entry (with the prompt
+ * of a turn it starts), the attempt counters, and the embedder's `turnEnded`, told once it is stored.
+ * `restored`: the context of the snapshot the actor starts from (what had ended there was counted by the holder that wrote it).
+ */
+export function transitionRecorder(
+  init: { sessionId: string; writer: SessionWriter; events: SessionEvents | undefined; warn: WarnLog },
+  restored: SessionContext | null,
+): (transition: Transition, snapshot: { context: SessionContext }) => void {
+  const { sessionId, writer, events, warn } = init;
+  const tally = new AttemptTally(restored);
+  const prompts = new TurnPrompts(restored?.turnIndex ?? 0);
+  return (transition, snapshot) => {
+    const prompt = prompts.next(transition.event, snapshot.context);
+    writer.history(prompt === null ? transition : { ...transition, prompt });
+    for (const field of tally.ended(snapshot.context)) writer.count(field);
+    if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
+      const { turnIndex, turn } = snapshot.context;
+      const ended = {
+        sessionId,
+        turn: turnIndex,
+        status: transition.to as 'completed' | 'failed' | 'cancelled',
+        failureReason: turn?.failureReason ?? null,
+        cancelReason: turn?.cancelReason ?? null,
+      };
+      // Told once the end is stored (with the write that records it): a listener that reads the session then sees it ended.
+      writer.landed(() => tell(warn, () => events.turnEnded?.(ended)));
+    }
+  };
+}
