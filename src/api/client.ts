@@ -14,6 +14,8 @@ import { bindClient } from './bind.ts';
 import type { DefinedAgent } from './define-agent.ts';
 import type { SessionState, StoredMessage } from './types.ts';
 import type { WatchOptions } from './watch.ts';
+import { registerAgent } from '../agents/registry.ts';
+import { deploymentPolicy } from '../runtime/deployment-policy.ts';
 
 /** Where Redis is: a URL (`redis://…`, `rediss://…`), or a function making a new connection (sessiond opens several). */
 export type RedisOption = string | ((role: string) => Redis);
@@ -200,9 +202,7 @@ export function createClient(options: ClientOptions): Client {
       ...(options.lifecycle === undefined ? {} : { limits: options.lifecycle }),
       // The agents registered and the policy resolved on first enqueue (a read loads neither).
       policy: async () => {
-        const { registerAgent } = await import('../agents/registry.ts');
         for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
-        const { deploymentPolicy } = await import('../runtime/deployment-policy.ts');
         return deploymentPolicy({
           ...(options.deploymentPolicy === undefined ? {} : { policy: options.deploymentPolicy }),
           ...(options.workspace === undefined ? {} : { workspace: options.workspace }),

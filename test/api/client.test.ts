@@ -153,7 +153,8 @@ describe('createClient / createWorker / defineAgent', () => {
     expect((await client.deployment.workers()).map((w) => w.id)).toContain(worker.id);
     expect((await client.deployment.policy()).agents).toContain('flaky');
 
-    // Deleted (finished), recorded in the audit with who asked; gone afterwards.
+    // Deleted once finished (its worker has let go of it), recorded in the audit with who asked; gone afterwards.
+    for (let i = 0; i < 600 && (await session.inspect())?.heldBy != null; i += 1) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(await session.delete({ actor: 'app:test' })).toEqual({ sessionId, deleted: true, cancelled: false });
     expect((await client.sessions.deletions({ limit: 1 }))[0]).toMatchObject({ sessionId, actor: 'app:test', outcome: 'deleted', force: false });
     expect(await session.inspect()).toBeNull();

@@ -3,6 +3,10 @@ import { newJobId } from '../queue.ts';
 import { parseDuration } from '../../config/duration.ts';
 import { ConflictError, InputError, NotFoundError, QuotaError } from '../../errors.ts';
 import { type CallerParts } from './parts.ts';
+import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../retry/policy.ts';
+import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
+import { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } from '../enqueue-checks.ts';
+import { EnqueueRequestSchema, zodIssues } from '../enqueue-request.ts';
 
 // Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
 
@@ -11,13 +15,8 @@ import { type CallerParts } from './parts.ts';
  * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
  */
 export async function enqueue(parts: CallerParts, input: unknown, how: { mustExist?: boolean } = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
-  // The agents (and their option schemas) are loaded by the first enqueue, not by every command;
-  // the policy first: resolving it registers a library caller's own agents.
+  // The policy first: resolving it registers a library caller's own agents.
   const policy = await parts.deploymentPolicy();
-  const { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } = await import('../enqueue-checks.ts');
-  // Its schemas (zod) and the retry policy's are loaded by the first write, not by a read.
-  const { EnqueueRequestSchema, zodIssues } = await import('../enqueue-request.ts');
-  const { DEFAULT_RETRY_POLICY, mergeRetryPolicy } = await import('../../retry/policy.ts');
   const parsed = EnqueueRequestSchema.safeParse(input);
   const rawOptions = (input as { options?: unknown } | null)?.options;
   const optionIssues =
@@ -28,7 +27,6 @@ export async function enqueue(parts: CallerParts, input: unknown, how: { mustExi
   if (request.retryPolicy !== undefined) {
     const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
     if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
-    const { parkLimitIssues, turnLimitIssue } = await import('../deployment-policy.ts');
     const deployment = await parts.deploymentPolicy();
     const overLimit = turnLimitIssue(request.retryPolicy, deployment);
     const overPark = parkLimitIssues(request.retryPolicy, deployment);

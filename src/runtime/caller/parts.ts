@@ -10,6 +10,7 @@ import { PolicyStore } from '../policy-store.ts';
 import { createSessionQueue, type SessionQueue } from '../queue.ts';
 import { SessionStore } from '../store/session-store.ts';
 import type { RuntimeOptions } from './types.ts';
+import { deploymentPolicy as defaultDeploymentPolicy } from '../deployment-policy.ts';
 
 /**
  * What every caller-side operation (the files of this folder) works with: one Redis connection for
@@ -50,7 +51,7 @@ export function callerParts(options: RuntimeOptions): CallerParts {
     fleetLimits: new FleetLimits(redis, keys.prefix, options.fleetLimits ?? []),
     connect: options.connect,
     async deploymentPolicy() {
-      policy ??= load !== undefined ? await load() : (await import('../deployment-policy.ts')).deploymentPolicy();
+      policy ??= load !== undefined ? await load() : defaultDeploymentPolicy();
       return policy;
     },
   };

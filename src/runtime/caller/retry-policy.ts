@@ -1,6 +1,8 @@
 import type { RetryPolicy, RetryPolicyResult } from '../../retry/index.ts';
 import { NotFoundError } from '../../errors.ts';
 import { checkSessionId, safeJson, type CallerParts } from './parts.ts';
+import { mergeRetryPolicy } from '../../retry/policy.ts';
+import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 
 /** KEYS: meta. ARGV: policyJson. → 1 set | 0 no such session, or one being deleted. */
 const SET_POLICY = `
@@ -25,7 +27,6 @@ export async function getPolicy(parts: CallerParts, sessionId?: string): Promise
 /** Validates `patch` over the policy in force; on error nothing is changed. */
 export async function setPolicy(parts: CallerParts, patch: unknown, sessionId?: string): Promise<RetryPolicyResult> {
   // The deployment's maxTurnMs wins over any stored policy, the global one included.
-  const { parkLimitIssues, turnLimitIssue } = await import('../deployment-policy.ts');
   const deployment = await parts.deploymentPolicy();
   const overLimit = turnLimitIssue(patch, deployment, 'maxTurnMs');
   if (overLimit !== null) return { ok: false, errors: [{ field: 'maxTurnMs', message: `maxTurnMs: ${overLimit.message}` }] };
@@ -38,7 +39,6 @@ export async function setPolicy(parts: CallerParts, patch: unknown, sessionId?: 
     return result;
   }
   const { policy } = await getPolicy(parts, sessionId);
-  const { mergeRetryPolicy } = await import('../../retry/policy.ts');
   const result = mergeRetryPolicy(policy, patch);
   if (result.ok) {
     // Only into a session that still exists and is not being deleted (a bare HSET after a delete would leave half a session).

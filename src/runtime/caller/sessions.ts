@@ -6,6 +6,7 @@ import { listPage as readListPage, type ListFilter, type ListPage } from '../lif
 import { hasErrorCode, InputError, NotFoundError } from '../../errors.ts';
 import type { WorkerHeartbeat } from './types.ts';
 import { checkSessionId, type CallerParts } from './parts.ts';
+import * as transfer from '../lifecycle/transfer.ts';
 
 // Every session: listing, export and import, the listing version; and the deployment's workers, Redis, queue.
 
@@ -27,7 +28,6 @@ export async function listPage(parts: CallerParts, filter: ListFilter = {}): Pro
 /** The session as a versioned JSON-lines archive (see lifecycle/archive.ts). NotFoundError for an unknown id. */
 export async function exportSession(parts: CallerParts, sessionId: string): Promise<string> {
   checkSessionId(sessionId);
-  const transfer = await import('../lifecycle/transfer.ts');
   const archive = await transfer.exportSession(parts.redis, parts.keys, sessionId);
   if (archive === null) throw new NotFoundError(`unknown session "${sessionId}"`);
   return archive;
@@ -35,7 +35,6 @@ export async function exportSession(parts: CallerParts, sessionId: string): Prom
 
 /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
 export async function importSession(parts: CallerParts, text: string, options: { as?: string } = {}): Promise<ImportResult> {
-  const transfer = await import('../lifecycle/transfer.ts');
   return transfer.importSession(parts.store, parts.queue, text, options);
 }
 
