@@ -7,7 +7,7 @@ import type { DeploymentPolicy } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
 import type { RetryPolicy } from '../retry/index.ts';
 import { exportAgentState, importAgentState, prepareAgentAttempt } from './agent-attempt.ts';
-import { admitTurn, boundedRetryPolicy, refusedAttempt } from './deployment-policy.ts';
+import { admitTurn, boundedRetryPolicy, refusedAttempt, storedRetryPolicy } from './deployment-policy.ts';
 import type { AdmissionGate } from './limits/gate.ts';
 import type { Hold, LimitKey, MatchValues } from './limits/index.ts';
 import { turnDeadline } from '../../machines/session.machine.ts';
@@ -476,7 +476,8 @@ export class ActiveSession {
   /** The policy the session's turns run under: its own or the global one, within the deployment's maxTurnMs. */
   async #policy(): Promise<RetryPolicy> {
     const override = this.#meta.policy;
-    const policy = override !== undefined && override !== '' ? (JSON.parse(override) as RetryPolicy) : await this.#globalPolicy();
+    // Issue 25 (import lane): the stored policy is checked again by its schema, as a stored request is (deployment-policy.ts).
+    const policy = override !== undefined && override !== '' ? await storedRetryPolicy(override, () => this.#globalPolicy()) : await this.#globalPolicy();
     return boundedRetryPolicy(policy, this.#config.policy);
   }
 

@@ -667,7 +667,8 @@ export class Runtime {
   /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
   async importSession(text: string, options: { as?: string } = {}): Promise<ImportResult> {
     const { importSession } = await import('./lifecycle/transfer.ts');
-    return importSession(this.#store, this.#queue, text, options);
+    // Checked as a caller's request: the imported retry policy against this deployment's bounds too.
+    return importSession(this.#store, this.#queue, text, { ...(options.as === undefined ? {} : { as: options.as }), deployment: await this.#deploymentPolicy() });
   }
 
   /** A number that changes whenever anything shown in the listing changes (for ETags). */
