@@ -668,7 +668,8 @@ export class Runtime {
   async importSession(text: string, options: { as?: string } = {}): Promise<ImportResult> {
     const { importSession } = await import('./lifecycle/transfer.ts');
     // Checked as a caller's request: the imported retry policy against this deployment's bounds too.
-    return importSession(this.#store, this.#queue, text, { ...(options.as === undefined ? {} : { as: options.as }), deployment: await this.#deploymentPolicy() });
+    const limits = { maxArchiveBytes: this.#limits.maxArchiveBytes, maxArchiveLineBytes: this.#limits.maxArchiveLineBytes };
+    return importSession(this.#store, this.#queue, text, { ...(options.as === undefined ? {} : { as: options.as }), deployment: await this.#deploymentPolicy(), limits });
   }
 
   /** A number that changes whenever anything shown in the listing changes (for ETags). */

@@ -1,4 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { importGeminiSession } from '../../../src/agents/gemini/session-file.ts';
+import { importPiSession } from '../../../src/agents/pi/session-file.ts';
 import { checkClaudeState } from '../../../src/agents/claude-code/session-file.ts';
 import { checkCodexState } from '../../../src/agents/codex/session-file.ts';
 import { checkGeminiState } from '../../../src/agents/gemini/session-file.ts';
@@ -51,6 +56,32 @@ describe('agent state, by each agent’s own rules', () => {
     expect(() => checkAgentLine(`pi:${ID}`, state, new Set([OTHER]), OTHER)).toThrow(/^field: agent session ".*" does not match the snapshot/);
     expect(() => checkAgentLine(`nope:${ID}`, state, new Set([ID]), ID)).toThrow(/^field: agent "nope" is not one this sessiond knows/);
     expect(() => checkAgentLine('pi:-x', state, new Set(['-x']), '-x')).toThrow(/^field: "-x" must be an agent session id/);
+  });
+});
+
+describe('the worker checks a stored state again before it writes a file', () => {
+  const root = mkdtempSync(join(tmpdir(), 'sessiond-state-check-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('pi: a state whose file is another session’s is refused, nothing written', async () => {
+    const dir = join(root, 'pi');
+    mkdirSync(dir);
+    await expect(importPiSession(dir, { fileName: `x_${OTHER}.jsonl`, content: '{"type":"session"}\n' }, undefined, ID)).rejects.toThrow(`is not the one of session ${ID}`);
+    expect(readdirSync(dir)).toEqual([]);
+    await importPiSession(dir, { fileName: `x_${ID}.jsonl`, content: '{"type":"session"}\n' }, undefined, ID);
+    expect(readdirSync(dir)).toEqual([`x_${ID}.jsonl`]);
+  });
+
+  it('gemini: a chat file of that name holding another session’s chat is never replaced', async () => {
+    const home = join(root, 'gemini');
+    const cwd = join(root, 'work');
+    mkdirSync(cwd, { recursive: true });
+    const fileName = `session-2026-12-01T10-00-${ID.slice(0, 8)}.jsonl`;
+    await importGeminiSession(home, { version: 1, fileName, content: `${JSON.stringify({ sessionId: OTHER })}\nvictim\n` }, cwd);
+    const [project] = readdirSync(join(home, '.gemini', 'tmp'));
+    const path = join(home, '.gemini', 'tmp', String(project), 'chats', fileName);
+    await expect(importGeminiSession(home, { version: 1, fileName, content: `${JSON.stringify({ sessionId: ID })}\n` }, cwd)).rejects.toThrow("holds another session's chat");
+    expect(readFileSync(path, 'utf8')).toBe(`${JSON.stringify({ sessionId: OTHER })}\nvictim\n`);
   });
 });
 

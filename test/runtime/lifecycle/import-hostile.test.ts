@@ -9,6 +9,8 @@ import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
 import { harness, piHostOptions, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
+import { Runtime } from '../../../src/runtime/runtime.ts';
 
 /**
  * Hostile archives (issue 25, findings 1-3), with real pi against the fake model on one host (one
@@ -216,6 +218,48 @@ describe('an imported retry policy is checked as a caller’s, and bounded again
     const attempts = new Set((await idle.runtime.readMessages(sessionId)).map((m) => m.attempt));
     expect(attempts.size).toBe(4);
     await until(async () => (await idle.runtime.getSession(sessionId))?.state === 'failed');
+  });
+});
+
+describe('an imported retry policy within the deployment’s bounds, and its size limits', { timeout: 120_000 }, () => {
+  it('a maxTurnMs above the deployment’s maximum is refused; no delay and auth retried pass, as a caller may set them; a configured line limit is named', async () => {
+    const v = await victim();
+    const strict = new Runtime({
+      connect: h.connect,
+      prefix: h.prefix,
+      policy: deploymentPolicy({ policy: { maxTurnMs: 60_000 }, workspace: tmpdir() }),
+      limits: { maxArchiveLineBytes: 64 * 1024 },
+    });
+    try {
+      const withPolicy = (sessionId: string, policy: object) =>
+        tampered(
+          v.lines,
+          sessionId,
+          (a) => a,
+          (l) => (l.kind === 'meta' ? { ...l, fields: { ...(l.fields as object), policy: JSON.stringify(policy) } } : l),
+        );
+      await expect(strict.importSession(withPolicy('bounds-1', { maxTurnMs: 3_600_000 }))).rejects.toThrow(
+        "archive line 2: meta: fields.policy: maxTurnMs: 3600000 is above this deployment's maximum of 60000 ms (policy.maxTurnMs)",
+      );
+      await nothingWritten('bounds-1');
+      const loose = { maxAttempts: 100, initialDelayMs: 0, maxDelayMs: 0, retryOn: ['auth', 'startup'] };
+      // The victim's agent session is in use: the copy's conversation is forked.
+      expect(await strict.importSession(withPolicy('bounds-2', loose))).toMatchObject({ sessionId: 'bounds-2', conversation: 'forked' });
+      expect((await strict.getPolicy('bounds-2')).policy).toMatchObject(loose);
+      const big = tampered(
+        v.lines,
+        'bounds-3',
+        (a) => a,
+        (l) => (l.kind === 'message' && l.seq === 1 ? { ...l, content: { text: 'x'.repeat(100_000) } } : l),
+      );
+      const at = big.split('\n').findIndex((l) => l.startsWith('{"kind":"message"')) + 1;
+      await expect(strict.importSession(big)).rejects.toThrow(
+        new RegExp(`archive line ${at}: the line is 100\\d{3} bytes, above this deployment's limit of 65536 per line \\(lifecycle\\.maxArchiveLineBytes\\)`),
+      );
+      await nothingWritten('bounds-3');
+    } finally {
+      await strict.close();
+    }
   });
 });
 
