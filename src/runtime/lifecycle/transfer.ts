@@ -246,6 +246,9 @@ export interface ImportResult {
   sessionId: string;
   messages: number;
   state: string;
-  /** The agent conversation: `kept` (the same id), `forked` (a copy under a new id continues it), `new` (the copy's next turn starts one). */
+  /**
+   * The agent conversation: `kept` (the same id), `forked` (a copy under a new id continues it), `new` (the copy's next turn starts one).
+   * A copy (`as` a new id), or an archive whose agent session another session of the deployment uses, is never `kept`.
+   */
   conversation: 'kept' | 'forked' | 'new';
 }
