@@ -47,6 +47,13 @@ export function checkMetaFields<T extends Partial<Record<string, string>>>(field
   return out as T;
 }
 
+/** The retry policy inside the machine's snapshot (the one its turns ran under): by the same schema. */
+export function checkSnapshotPolicy(policy: unknown): void {
+  if (policy === undefined) return;
+  const parsed = parseRetryPolicy(policy);
+  if (!parsed.ok) throw new Error(`value.snapshot.context.policy: ${parsed.errors.map((e) => e.message).join('; ')}`);
+}
+
 function json(text: string, field: string): unknown {
   try {
     return JSON.parse(text) as unknown;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { SESSION_SNAPSHOT_VERSION } from '../../../machines/restore.ts';
 import { SESSION_ID_PATTERN } from '../keys.ts';
 import { ArchiveError } from '../../errors.ts';
-import { AGENT_SESSION_ID, AGENT_SESSION_ID_RULE, ARCHIVE_LIMITS, checkAgentLine, checkMetaFields, type ArchiveLimits } from './archive-checks.ts';
+import { AGENT_SESSION_ID, AGENT_SESSION_ID_RULE, ARCHIVE_LIMITS, checkAgentLine, checkMetaFields, checkSnapshotPolicy, type ArchiveLimits } from './archive-checks.ts';
 
 /**
  * The session archive: JSON lines, self-describing and versioned. Line 1 is the header
@@ -158,8 +158,10 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
     if (!parsed.success) throw new ArchiveError(`${kind}: ${issue(parsed.error)}`, i + 1);
     const line = parsed.data;
     if (line.kind === 'meta') archive.meta = checked(() => checkMetaFields(line.fields), 'meta', i);
-    else if (line.kind === 'snapshot') archive.snapshot = line.value as Archive['snapshot'];
-    else if (line.kind === 'history') archive.history.push(line.entry);
+    else if (line.kind === 'snapshot') {
+      archive.snapshot = line.value as Archive['snapshot'];
+      checked(() => checkSnapshotPolicy(archive.snapshot?.snapshot.context.policy), 'snapshot', i);
+    } else if (line.kind === 'history') archive.history.push(line.entry);
     else if (line.kind === 'message') {
       const expected = archive.messages.length + 1;
       if (line.seq !== expected) throw new ArchiveError(`message seq ${line.seq} where ${expected} was expected (the log must be whole, in order)`, i + 1);

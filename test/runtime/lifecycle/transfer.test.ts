@@ -227,6 +227,11 @@ describe('export and import', { timeout: 120_000 }, () => {
         /line 2: meta: fields\.policy: maxAttempts: must be an integer from 1 to 100 \(got 1000000\)/,
       ],
       [
+        'the snapshot’s own retry policy out of the schema',
+        edit(2, (l) => withContext(l, { policy: { ...(l.value as { snapshot: { context: { policy: object } } }).snapshot.context.policy, maxAttempts: 1_000_000 } })),
+        /line 3: snapshot: value\.snapshot\.context\.policy: maxAttempts: must be an integer from 1 to 100 \(got 1000000\)/,
+      ],
+      [
         'an agent line mismatching the snapshot',
         edit(agentAt, (l) => ({ ...l, field: `pi:${OTHER_AGENT_SESSION}` })),
         /agent: field: agent session ".*" does not match the snapshot/,
