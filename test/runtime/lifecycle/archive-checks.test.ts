@@ -11,6 +11,7 @@ import { checkPiState } from '../../../src/agents/pi/session-file.ts';
 import { DEFAULT_RETRY_POLICY } from '../../../src/retry/policy.ts';
 import { storedRetryPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { checkAgentLine, checkMetaFields } from '../../../src/runtime/lifecycle/archive-checks.ts';
+import { readArchive, writeArchive, type Archive } from '../../../src/runtime/lifecycle/archive.ts';
 
 /**
  * The rules an archive's fields are checked by at import (pure logic; the real-pi cases, with the
@@ -56,6 +57,32 @@ describe('agent state, by each agent’s own rules', () => {
     expect(() => checkAgentLine(`pi:${ID}`, state, new Set([OTHER]), OTHER)).toThrow(/^field: agent session ".*" does not match the snapshot/);
     expect(() => checkAgentLine(`nope:${ID}`, state, new Set([ID]), ID)).toThrow(/^field: agent "nope" is not one this sessiond knows/);
     expect(() => checkAgentLine('pi:-x', state, new Set(['-x']), '-x')).toThrow(/^field: "-x" must be an agent session id/);
+  });
+});
+
+describe('a legitimate archive with more than one agent conversation', () => {
+  it('keeps the state of an older conversation its log started, next to the snapshot’s', () => {
+    const archive: Archive = {
+      sessionId: 's1',
+      exportedAt: 1,
+      meta: { state: 'completed' },
+      snapshot: { version: 1, snapshot: { value: 'completed', context: { sessionId: 's1', agentSessionId: ID } } },
+      history: [],
+      messages: [
+        { seq: 1, turn: 1, attempt: 1, type: 'session.started', content: { sessionId: OTHER } },
+        { seq: 2, turn: 2, attempt: 1, type: 'session.started', content: { sessionId: ID } },
+      ],
+      agent: [
+        [`pi:${OTHER}`, pi(`t_${OTHER}.jsonl`)],
+        [`pi:${ID}`, pi(`t_${ID}.jsonl`)],
+      ],
+      inbox: [],
+    };
+    expect(readArchive(writeArchive(archive)).agent).toEqual(archive.agent);
+    // Without the message that started it, the older line matches nothing of this session.
+    expect(() => readArchive(writeArchive({ ...archive, messages: archive.messages.slice(1).map((m) => ({ ...m, seq: 1 })) }))).toThrow(
+      /archive line 5: agent: field: agent session ".*" does not match the snapshot/,
+    );
   });
 });
 
