@@ -40,4 +40,11 @@ export interface AgentDefinition {
    * conversation. Pure; throws for a state it cannot read.
    */
   forkState?(state: string, from: string, to: string): string;
+  /**
+   * Checks a state as an archive brings it, before anything is written: `agentSessionId` has this
+   * agent's id shape, and the state is that session's own (its file is the one of that id, under
+   * the agent's own folder). Pure; throws an Error whose message starts with the field at fault
+   * (`field: …` for the id, `value.<name>: …` for the state). `importState` runs it too.
+   */
+  checkState?(state: string, agentSessionId: string): void;
 }

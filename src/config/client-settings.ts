@@ -10,7 +10,7 @@ export interface ClientSettings {
   prefix: string;
   stateDir: string;
   queuePartitions: number;
-  lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number };
+  lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number; maxArchiveBytes: number; maxArchiveLineBytes: number };
   fleetLimits: readonly LimitRule[];
 }
 
@@ -40,6 +40,8 @@ export function plainClientSettings(raw: Record<string, unknown>): ClientSetting
       maxRetentionMs: LIFECYCLE_DEFAULTS.maxRetentionMs,
       maxQueuedPrompts: LIFECYCLE_DEFAULTS.maxQueuedPrompts,
       maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
+      maxArchiveBytes: LIFECYCLE_DEFAULTS.maxArchiveBytes,
+      maxArchiveLineBytes: LIFECYCLE_DEFAULTS.maxArchiveLineBytes,
     },
     fleetLimits: [],
   };
@@ -53,7 +55,14 @@ export function clientSettingsOf(config: Config): ClientSettings {
     prefix: config.prefix,
     stateDir: config.stateDir,
     queuePartitions: config.queue.partitions,
-    lifecycle: { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages },
+    lifecycle: {
+      retentionMs: l.retention,
+      maxRetentionMs: l.maxRetention,
+      maxQueuedPrompts: l.maxQueuedPrompts,
+      maxLogMessages: l.maxLogMessages,
+      maxArchiveBytes: l.maxArchiveBytes,
+      maxArchiveLineBytes: l.maxArchiveLineBytes,
+    },
     fleetLimits: config.limits,
   };
 }

@@ -113,6 +113,8 @@ export const ConfigSchema = z.strictObject({
       maxRetention: duration(0, 315_360_000_000).default(LIFECYCLE_DEFAULTS.maxRetentionMs),
       maxQueuedPrompts: integer(1, 1_000_000).default(LIFECYCLE_DEFAULTS.maxQueuedPrompts),
       maxLogMessages: integer(100, 100_000_000).default(LIFECYCLE_DEFAULTS.maxLogMessages),
+      maxArchiveBytes: integer(1024, 4 * 1024 * 1024 * 1024).default(LIFECYCLE_DEFAULTS.maxArchiveBytes),
+      maxArchiveLineBytes: integer(1024, 1024 * 1024 * 1024).default(LIFECYCLE_DEFAULTS.maxArchiveLineBytes),
       sweepInterval: duration(100, 3_600_000).default(SWEEP_INTERVAL_MS),
     })
     .prefault({}),
@@ -218,9 +220,23 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
 }
 
 /** The deployment's retention and quotas, as the runtime takes them. */
-export function lifecycleLimits(config: Config): { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number } {
+export function lifecycleLimits(config: Config): {
+  retentionMs: number;
+  maxRetentionMs: number;
+  maxQueuedPrompts: number;
+  maxLogMessages: number;
+  maxArchiveBytes: number;
+  maxArchiveLineBytes: number;
+} {
   const l = config.lifecycle;
-  return { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages };
+  return {
+    retentionMs: l.retention,
+    maxRetentionMs: l.maxRetention,
+    maxQueuedPrompts: l.maxQueuedPrompts,
+    maxLogMessages: l.maxLogMessages,
+    maxArchiveBytes: l.maxArchiveBytes,
+    maxArchiveLineBytes: l.maxArchiveLineBytes,
+  };
 }
 
 /**

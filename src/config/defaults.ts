@@ -92,6 +92,16 @@ export const LIFECYCLE_DEFAULTS = {
    * @default 100_000
    */
   maxLogMessages: 100_000,
+  /**
+   * The largest archive `sessiond import` reads, in bytes.
+   * @default 268_435_456 (256 MiB)
+   */
+  maxArchiveBytes: 256 * 1024 * 1024,
+  /**
+   * The longest line of an archive (a message, an agent's state), in bytes.
+   * @default 16_777_216 (16 MiB)
+   */
+  maxArchiveLineBytes: 16 * 1024 * 1024,
 } as const;
 
 /** The activation queue (config `queue.*`). */

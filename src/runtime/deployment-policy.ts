@@ -4,6 +4,7 @@ import type { MessageOf } from '../protocol/index.ts';
 import { checkTurn, PolicySchema, resolvePolicy, type DeploymentPolicy, type PolicyInput, type PolicyIssue } from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../retry/index.ts';
+import { mergeRetryPolicy, parseRetryPolicy, RETRY_POLICY_FIELDS } from '../retry/policy.ts';
 import { TurnOptionsSchema } from './turn-options.ts';
 
 /** The deployment policy of a configuration (its `policy` and `workspace`). Throws PolicyError naming the field. */
@@ -68,6 +69,34 @@ export function boundedRetryPolicy(
   if (maxPark !== null && ownPark > maxPark) patch.maxParkMs = maxPark;
   if (deployment.rateLimitAttempts === 'counted' && policy.rateLimitAttempts !== 'counted') patch.rateLimitAttempts = 'counted';
   return Object.keys(patch).length === 0 ? policy : Object.freeze({ ...policy, ...patch });
+}
+
+/**
+ * A session's stored retry policy as a worker reads it, checked again by the schema as a stored
+ * request is (an import of an older sessiond, or a hand-edited Redis, may have stored anything): a
+ * valid one as it is; otherwise each field the schema refuses (or that is missing) takes its value
+ * in `fallback()` — the policy in force for sessions without one of their own — and an unreadable
+ * one is `fallback()` whole. The deployment's bounds go over the result (boundedRetryPolicy).
+ */
+export async function storedRetryPolicy(raw: string, fallback: () => Promise<RetryPolicy>): Promise<RetryPolicy> {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return fallback();
+  }
+  const whole = parseRetryPolicy(value);
+  if (whole.ok) return whole.policy;
+  const base = await fallback();
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return base;
+  const fields = new Map(Object.entries(value).filter(([name]) => (RETRY_POLICY_FIELDS as readonly string[]).includes(name)));
+  // Each round drops the fields at fault; a policy has a dozen fields, so this ends.
+  for (let round = 0; round <= RETRY_POLICY_FIELDS.length; round += 1) {
+    const merged = mergeRetryPolicy(base, Object.fromEntries(fields));
+    if (merged.ok) return merged.policy;
+    for (const error of merged.errors) fields.delete(error.field);
+  }
+  return base;
 }
 
 /**

@@ -23,6 +23,8 @@ describe('option defaults', () => {
       maxRetention: LIFECYCLE_DEFAULTS.maxRetentionMs,
       maxQueuedPrompts: LIFECYCLE_DEFAULTS.maxQueuedPrompts,
       maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
+      maxArchiveBytes: LIFECYCLE_DEFAULTS.maxArchiveBytes,
+      maxArchiveLineBytes: LIFECYCLE_DEFAULTS.maxArchiveLineBytes,
       sweepInterval: SWEEP_INTERVAL_MS,
     });
     expect(config.http).toMatchObject({ host: HTTP_DEFAULTS.host, port: HTTP_DEFAULTS.port, bodyLimitBytes: HTTP_DEFAULTS.bodyLimitBytes, maxStreams: HTTP_DEFAULTS.maxStreams });

@@ -6,7 +6,7 @@ import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
 import type { ClaudeCodeOptionsInput } from './options.ts';
 import { runClaudeCode } from './provider.ts';
-import { claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeSessionState } from './session-file.ts';
+import { checkClaudeState, claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeSessionState } from './session-file.ts';
 
 export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptionsInput>({
   callerOptions: callerOptions({
@@ -34,6 +34,7 @@ export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptio
     const state = await exportClaudeSession(claudeConfigDir(options), agentSessionId);
     return state === null ? null : JSON.stringify(state);
   },
+  checkState: (state, agentSessionId) => void checkClaudeState(state, agentSessionId),
   async importState(options, agentSessionId, state) {
     const cwd = typeof options.cwd === 'string' ? options.cwd : undefined;
     await importClaudeSession(claudeConfigDir(options), agentSessionId, parseClaudeSessionState(state), cwd);

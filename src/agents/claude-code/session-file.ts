@@ -2,6 +2,7 @@ import { homedir } from 'node:os';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { writeFileAtomic } from '../shared/managed-files.ts';
+import { shown, stateObject, stringField } from '../shared/state-check.ts';
 
 /**
  * Claude Code keeps a conversation in one append-only file per session:
@@ -73,6 +74,16 @@ export function parseClaudeSessionState(raw: string): ClaudeSessionState {
     throw new Error(`unknown claude-code session state (version ${String(value.version)})`);
   }
   return { version: value.version, projectDir: value.projectDir, content: value.content };
+}
+
+/** A state as an archive brings it: `sessionId` is a Claude Code session id (a UUID), the project dir a plain name. Throws naming the field. */
+export function checkClaudeState(raw: string, sessionId: string): ClaudeSessionState {
+  if (!SESSION_ID.test(sessionId)) throw new Error(`field: ${shown(sessionId)} is not a Claude Code session id (a UUID)`);
+  const state = stateObject(raw, ['version', 'projectDir', 'content']);
+  if (state.version !== CLAUDE_SESSION_STATE_VERSION) throw new Error(`value.version: must be ${CLAUDE_SESSION_STATE_VERSION}`);
+  const projectDir = stringField(state, 'projectDir');
+  if (!PROJECT_DIR.test(projectDir) || projectDir === '.' || projectDir === '..') throw new Error(`value.projectDir: ${shown(projectDir)} is not a Claude Code project dir name`);
+  return { version: CLAUDE_SESSION_STATE_VERSION, projectDir, content: stringField(state, 'content') };
 }
 
 /**

@@ -8,7 +8,7 @@ import { managedCodexHomePath, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
 import type { CodexOptionsInput } from './options.ts';
 import { runCodex } from './provider.ts';
-import { exportCodexRollout, importCodexRollout, type CodexRolloutState } from './session-file.ts';
+import { checkCodexState, exportCodexRollout, importCodexRollout, type CodexRolloutState } from './session-file.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /** The managed CODEX_HOME these options run in (where the thread rollouts are). */
@@ -46,6 +46,7 @@ export const codex: AgentDefinition = defineAgentDefinition<CodexOptionsInput>({
     const state = await exportCodexRollout(managedHome(options), agentSessionId);
     return state === null ? null : JSON.stringify(state);
   },
+  checkState: (state, agentSessionId) => void checkCodexState(state, agentSessionId),
   async importState(options, agentSessionId, state) {
     await importCodexRollout(managedHome(options), agentSessionId, JSON.parse(state) as CodexRolloutState);
   },

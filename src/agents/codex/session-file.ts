@@ -1,6 +1,7 @@
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { writeFileAtomic } from '../shared/managed-files.ts';
+import { shown, stateObject, stringField } from '../shared/state-check.ts';
 
 /**
  * Codex keeps a thread in one append-only rollout file,
@@ -40,6 +41,20 @@ export async function exportCodexRollout(codexHome: string, threadId: string): P
   const path = await findRollout(sessionsDir, threadId);
   if (path === null) return null;
   return { version: 1, path, content: await readFile(join(sessionsDir, path), 'utf8') };
+}
+
+const THREAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A state as an archive brings it: `threadId` is a Codex thread id (a UUID), the path its own rollout under `sessions/`. Throws naming the field. */
+export function checkCodexState(raw: string, threadId: string): CodexRolloutState {
+  if (!THREAD_ID.test(threadId)) throw new Error(`field: ${shown(threadId)} is not a Codex thread id (a UUID)`);
+  const state = stateObject(raw, ['version', 'path', 'content']);
+  if (state.version !== 1) throw new Error('value.version: must be 1');
+  const path = stringField(state, 'path');
+  const id = ROLLOUT_PATH.exec(path)?.[1];
+  if (id === undefined) throw new Error(`value.path: ${shown(path)} is not a rollout path Codex writes (YYYY/MM/DD/rollout-<time>-<thread id>.jsonl)`);
+  if (id.toLowerCase() !== threadId.toLowerCase()) throw new Error(`value.path: ${shown(path)} is the rollout of thread ${id}, not of ${threadId}`);
+  return { version: 1, path, content: stringField(state, 'content') };
 }
 
 /**

@@ -8,7 +8,7 @@ import { managedHomeForOptions } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
 import type { GeminiOptionsInput } from './options.ts';
 import { runGemini } from './provider.ts';
-import { exportGeminiSession, importGeminiSession, type GeminiSessionState } from './session-file.ts';
+import { checkGeminiState, exportGeminiSession, importGeminiSession } from './session-file.ts';
 
 function envOf(options: Readonly<Record<string, unknown>>): Record<string, string> {
   const raw = options.env;
@@ -41,8 +41,9 @@ export const gemini: AgentDefinition = defineAgentDefinition<GeminiOptionsInput>
     const state = await exportGeminiSession(managedHomeForOptions(options, envOf(options)), agentSessionId);
     return state === null ? null : JSON.stringify(state);
   },
-  async importState(options, _agentSessionId, state) {
+  checkState: (state, agentSessionId) => void checkGeminiState(state, agentSessionId),
+  async importState(options, agentSessionId, state) {
     const cwd = typeof options.cwd === 'string' ? options.cwd : process.cwd();
-    await importGeminiSession(managedHomeForOptions(options, envOf(options)), JSON.parse(state) as GeminiSessionState, cwd);
+    await importGeminiSession(managedHomeForOptions(options, envOf(options)), checkGeminiState(state, agentSessionId), cwd);
   },
 });

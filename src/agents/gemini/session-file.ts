@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { writeFileAtomic } from '../shared/managed-files.ts';
+import { shown, stateObject, stringField } from '../shared/state-check.ts';
 
 /**
  * gemini 0.61 keeps a conversation in one append-only JSONL file per session:
@@ -61,6 +62,36 @@ export async function exportGeminiSession(geminiHome: string, sessionId: string)
   return { version: 1, fileName: path.slice(path.lastIndexOf('/') + 1), content };
 }
 
+const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The `sessionId` of a chat file's first line, or null. */
+function headerSessionId(content: string): unknown {
+  const newline = content.indexOf('\n');
+  try {
+    const header = JSON.parse(newline === -1 ? content : content.slice(0, newline)) as unknown;
+    return header !== null && typeof header === 'object' ? (header as Record<string, unknown>).sessionId : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A state as an archive brings it: `sessionId` is a gemini session id (a UUID), the state that
+ * session's own chat file (its name ends in the id's first 8 characters, its header names the id). Throws naming the field.
+ */
+export function checkGeminiState(raw: string, sessionId: string): GeminiSessionState {
+  if (!SESSION_ID.test(sessionId)) throw new Error(`field: ${shown(sessionId)} is not a gemini session id (a UUID)`);
+  const state = stateObject(raw, ['version', 'fileName', 'content']);
+  if (state.version !== 1) throw new Error('value.version: must be 1');
+  const fileName = stringField(state, 'fileName');
+  const content = stringField(state, 'content');
+  const prefix = FILE_NAME.exec(fileName)?.[1];
+  if (prefix === undefined) throw new Error(`value.fileName: ${shown(fileName)} is not a chat file name gemini writes (session-<time>-<8 hex>.jsonl, no folder)`);
+  if (prefix !== sessionId.slice(0, 8)) throw new Error(`value.fileName: ${shown(fileName)} is not a chat file of session ${sessionId}`);
+  if (headerSessionId(content) !== sessionId) throw new Error(`value.content: its first line does not name session ${sessionId}`);
+  return { version: 1, fileName, content };
+}
+
 /**
  * Puts a chat file back among the chats of `cwd`'s project in the managed gemini dir, unless
  * the local copy already is the same or further along (a same-host run).
@@ -78,6 +109,8 @@ export async function importGeminiSession(geminiHome: string, state: GeminiSessi
   // No local copy yet: the stored state is written in full.
   const local = await readFile(path, 'utf8').catch(() => null);
   if (local !== null && local.length >= state.content.length && local.startsWith(state.content)) return;
+  // A file of that name holding another session's chat is never replaced (a hostile state naming it).
+  if (local !== null && headerSessionId(local) !== headerSessionId(state.content)) throw new Error(`gemini chat file "${state.fileName}" holds another session's chat`);
   await writeFileAtomic(path, state.content);
 }
 

@@ -6,7 +6,7 @@ import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { PiMapper } from './mapper.ts';
 import type { PiOptionsInput } from './options.ts';
 import { runPi } from './provider.ts';
-import { exportPiSession, forkPiSession, importPiSession, type PiSessionState } from './session-file.ts';
+import { checkPiState, exportPiSession, forkPiSession, importPiSession, type PiSessionState } from './session-file.ts';
 
 function sessionDir(options: Readonly<Record<string, unknown>>): string | null {
   return typeof options.sessionDir === 'string' ? options.sessionDir : null;
@@ -44,9 +44,10 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
     return state === null ? null : JSON.stringify(state);
   },
   forkState: (state, from, to) => JSON.stringify(forkPiSession(JSON.parse(state) as PiSessionState, from, to)),
-  async importState(options, _agentSessionId, state) {
+  checkState: (state, agentSessionId) => void checkPiState(state, agentSessionId),
+  async importState(options, agentSessionId, state) {
     const dir = sessionDir(options);
     if (dir === null) return;
-    await importPiSession(dir, JSON.parse(state) as PiSessionState, typeof options.cwd === 'string' ? options.cwd : undefined);
+    await importPiSession(dir, JSON.parse(state) as PiSessionState, typeof options.cwd === 'string' ? options.cwd : undefined, agentSessionId);
   },
 });

@@ -1,6 +1,7 @@
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { writeFileAtomic } from '../shared/managed-files.ts';
+import { shown, stateObject, stringField } from '../shared/state-check.ts';
 
 /**
  * pi keeps a conversation in one append-only file per session:
@@ -15,6 +16,23 @@ export interface PiSessionState {
 }
 
 const FILE_NAME = /^[\w.:-]+_([0-9a-f-]{8,64})\.jsonl$/;
+/** A pi session id, as pi writes it in its file names (a UUID); never an option (no leading `-`). */
+const SESSION_ID = /^[0-9a-f][0-9a-f-]{7,63}$/;
+
+/**
+ * A state as an archive (or Redis) brings it: `sessionId` is a pi session id and the state is that
+ * session's own file (its name ends in `_<sessionId>.jsonl`, no folder). Throws naming the field.
+ */
+export function checkPiState(raw: string, sessionId: string): PiSessionState {
+  if (!SESSION_ID.test(sessionId)) throw new Error(`field: ${shown(sessionId)} is not a pi session id (lowercase hex and -, 8-64 characters)`);
+  const state = stateObject(raw, ['fileName', 'content']);
+  const content = stringField(state, 'content');
+  const fileName = stringField(state, 'fileName');
+  const id = FILE_NAME.exec(fileName)?.[1];
+  if (id === undefined) throw new Error(`value.fileName: ${shown(fileName)} is not a file name pi writes (<time>_<session id>.jsonl, no folder)`);
+  if (id !== sessionId) throw new Error(`value.fileName: ${shown(fileName)} is the file of pi session ${id}, not of ${sessionId}`);
+  return { fileName, content };
+}
 
 async function findFile(sessionDir: string, sessionId: string): Promise<string | null> {
   let names: string[];
@@ -40,8 +58,11 @@ export async function exportPiSession(sessionDir: string, sessionId: string): Pr
  * `cwd` when given: pi refuses to resume a session whose stored cwd does not
  * exist on this host, and runs its tools there.
  */
-export async function importPiSession(sessionDir: string, state: PiSessionState, cwd?: string): Promise<void> {
-  if (!FILE_NAME.test(state.fileName)) throw new Error(`pi session file name "${state.fileName}" is not one pi writes`);
+export async function importPiSession(sessionDir: string, state: PiSessionState, cwd?: string, sessionId?: string): Promise<void> {
+  const id = FILE_NAME.exec(state.fileName)?.[1];
+  if (id === undefined) throw new Error(`pi session file name "${state.fileName}" is not one pi writes`);
+  // Only the file of the session being resumed: never another session's (a hostile state naming it).
+  if (sessionId !== undefined && id !== sessionId) throw new Error(`pi session file "${state.fileName}" is not the one of session ${sessionId}`);
   const dir = resolve(sessionDir);
   await mkdir(dir, { recursive: true });
   const content = cwd === undefined ? state.content : withCwd(state.content, resolve(cwd));

@@ -35,7 +35,13 @@ export async function exportSession(parts: CallerParts, sessionId: string): Prom
 
 /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
 export async function importSession(parts: CallerParts, text: string, options: { as?: string } = {}): Promise<ImportResult> {
-  return transfer.importSession(parts.store, parts.queue, text, options);
+  // Checked as a caller's request: the imported retry policy against this deployment's bounds too.
+  const limits = { maxArchiveBytes: parts.limits.maxArchiveBytes, maxArchiveLineBytes: parts.limits.maxArchiveLineBytes };
+  return transfer.importSession(parts.store, parts.queue, text, {
+    ...(options.as === undefined ? {} : { as: options.as }),
+    deployment: await parts.deploymentPolicy(),
+    limits,
+  });
 }
 
 /** A number that changes whenever anything shown in the listing changes (for ETags). */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { SESSION_SNAPSHOT_VERSION } from '../../../machines/restore.ts';
 import { SESSION_ID_PATTERN } from '../keys.ts';
 import { ArchiveError } from '../../errors.ts';
+import { AGENT_SESSION_ID, AGENT_SESSION_ID_RULE, ARCHIVE_LIMITS, checkAgentLine, checkMetaFields, checkSnapshotPolicy, type ArchiveLimits } from './archive-checks.ts';
 
 /**
  * The session archive: JSON lines, self-describing and versioned. Line 1 is the header
@@ -28,7 +29,12 @@ const Snapshot = z.strictObject({
   value: z
     .object({
       version: z.literal(SESSION_SNAPSHOT_VERSION, { error: `the snapshot must be version ${SESSION_SNAPSHOT_VERSION}` }),
-      snapshot: z.object({ value: z.unknown(), context: z.object({ sessionId: id }).loose() }).loose(),
+      snapshot: z
+        .object({
+          value: z.unknown(),
+          context: z.object({ sessionId: id, agentSessionId: z.string().regex(AGENT_SESSION_ID, AGENT_SESSION_ID_RULE).nullable().optional() }).loose(),
+        })
+        .loose(),
     })
     .nullable(),
 });
@@ -100,12 +106,22 @@ function issue(error: z.ZodError): string {
   return `${first.path.length === 0 ? '' : `${first.path.join('.')}: `}${first.message}`;
 }
 
-/** Parses and checks a whole archive (nothing is written by this). Throws ArchiveError naming the line. */
-export function readArchive(text: string): Archive {
+/**
+ * Parses and checks a whole archive (nothing is written by this). Throws ArchiveError naming the line.
+ * Beyond the shape of each line, every field is checked as a caller's would be (archive-checks.ts):
+ * the retry policy by its schema, the agent state by its agent's rules and against the snapshot,
+ * the sizes against `limits`.
+ */
+export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS): Archive {
+  const size = Buffer.byteLength(text, 'utf8');
+  if (size > limits.maxArchiveBytes) throw new ArchiveError(`the archive is ${size} bytes, above this deployment's limit of ${limits.maxArchiveBytes} (lifecycle.maxArchiveBytes)`);
   const lines = text.split('\n');
   if (lines.at(-1) === '') lines.pop();
   if (lines.length === 0) throw new ArchiveError('empty: not a sessiond archive');
   const parse = (i: number): unknown => {
+    const bytes = Buffer.byteLength(lines[i] as string, 'utf8');
+    if (bytes > limits.maxArchiveLineBytes)
+      throw new ArchiveError(`the line is ${bytes} bytes, above this deployment's limit of ${limits.maxArchiveLineBytes} per line (lifecycle.maxArchiveLineBytes)`, i + 1);
     try {
       return JSON.parse(lines[i] as string) as unknown;
     } catch {
@@ -141,15 +157,20 @@ export function readArchive(text: string): Archive {
     const parsed = schemas[kind as keyof typeof schemas].safeParse(raw);
     if (!parsed.success) throw new ArchiveError(`${kind}: ${issue(parsed.error)}`, i + 1);
     const line = parsed.data;
-    if (line.kind === 'meta') archive.meta = line.fields;
-    else if (line.kind === 'snapshot') archive.snapshot = line.value as Archive['snapshot'];
-    else if (line.kind === 'history') archive.history.push(line.entry);
+    if (line.kind === 'meta') archive.meta = checked(() => checkMetaFields(line.fields), 'meta', i);
+    else if (line.kind === 'snapshot') {
+      archive.snapshot = line.value as Archive['snapshot'];
+      checked(() => checkSnapshotPolicy(archive.snapshot?.snapshot.context.policy), 'snapshot', i);
+    } else if (line.kind === 'history') archive.history.push(line.entry);
     else if (line.kind === 'message') {
       const expected = archive.messages.length + 1;
       if (line.seq !== expected) throw new ArchiveError(`message seq ${line.seq} where ${expected} was expected (the log must be whole, in order)`, i + 1);
       archive.messages.push({ seq: line.seq, turn: line.turn, attempt: line.attempt, type: line.type, content: line.content });
-    } else if (line.kind === 'agent') archive.agent.push([line.field, line.value]);
-    else if (line.kind === 'inbox') archive.inbox.push(line.prompt);
+    } else if (line.kind === 'agent') {
+      const snapshotId = archive.snapshot?.snapshot.context.agentSessionId;
+      checked(() => checkAgentLine(line.field, line.value, agentSessions(archive), typeof snapshotId === 'string' ? snapshotId : null), 'agent', i);
+      archive.agent.push([line.field, line.value]);
+    } else if (line.kind === 'inbox') archive.inbox.push(line.prompt);
     else {
       const counts = { messages: archive.messages.length, history: archive.history.length, agent: archive.agent.length, inbox: archive.inbox.length };
       for (const [name, n] of Object.entries(counts)) {
@@ -163,4 +184,26 @@ export function readArchive(text: string): Archive {
   if (archive.snapshot !== null && archive.snapshot.snapshot.context.sessionId !== archive.sessionId)
     throw new ArchiveError(`the snapshot is of session "${archive.snapshot.snapshot.context.sessionId}", the header says "${archive.sessionId}"`);
   return archive;
+}
+
+/** Runs a check of archive-checks.ts on line i (0-based): its error becomes the archive's, naming the line. */
+function checked<T>(check: () => T, kind: string, i: number): T {
+  try {
+    return check();
+  } catch (error) {
+    throw new ArchiveError(`${kind}: ${(error as Error).message}`, i + 1);
+  }
+}
+
+/** The agent sessions the archive's session had: the snapshot's, and those its log reports started or resumed. */
+function agentSessions(archive: Archive): Set<string> {
+  const ids = new Set<string>();
+  const current = archive.snapshot?.snapshot.context.agentSessionId;
+  if (typeof current === 'string') ids.add(current);
+  for (const m of archive.messages) {
+    if (m.type !== 'session.started' && m.type !== 'session.resumed') continue;
+    const id = (m.content as { sessionId?: unknown } | null)?.sessionId;
+    if (typeof id === 'string') ids.add(id);
+  }
+  return ids;
 }

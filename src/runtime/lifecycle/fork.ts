@@ -4,6 +4,8 @@ import { agentDefinition, isAgentName } from '../../agents/registry.ts';
 /**
  * `import --as` a new id makes a copy of a session, and the copy must not share the original's
  * agent conversation: on one host both would resume (and append to) the same conversation file.
+ * A plain import whose agent session another session of the deployment uses is forked the same
+ * way (transfer.ts): an archive never reaches another session's conversation.
  * So the copy gets an agent session id of its own, and its stored agent state is rewritten for it
  * by the agent's `forkState` (pi: the file's name and header). An agent without one (or a state it
  * cannot read) makes the copy start a new agent conversation instead; the transcript is kept either way.

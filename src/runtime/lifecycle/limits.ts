@@ -13,6 +13,10 @@ export interface LifecycleLimits {
   maxQueuedPrompts: number;
   /** Messages stored in one session's log at most: the turn that reaches it ends failed (`quota`), later prompts are refused. */
   maxLogMessages: number;
+  /** The largest archive an import reads (bytes): a larger one is refused, naming the limit. */
+  maxArchiveBytes: number;
+  /** The longest line of an archive (bytes): a longer one is refused, naming the line and the limit. */
+  maxArchiveLineBytes: number;
 }
 
 export const LIFECYCLE_DEFAULTS: LifecycleLimits = DEFAULTS;

@@ -4,9 +4,14 @@ import { SESSION_ID_PATTERN } from '../keys.ts';
 import { newJobId, type SessionQueue } from '../queue.ts';
 import { multiValues, parseEntry, type SessionStore } from '../store/session-store.ts';
 import { ArchiveError, ARCHIVED_META, readArchive, writeArchive, type Archive } from './archive.ts';
+import { agentOfField, type ArchiveLimits } from './archive-checks.ts';
 import { ConflictError } from './errors.ts';
 import { forkConversation } from './fork.ts';
+import { sessionsKey } from './keys.ts';
 import { QUIESCENT_STATES } from '../../../machines/states.ts';
+import type { DeploymentPolicy } from '../../policy/index.ts';
+import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../retry/policy.ts';
+import { turnLimitIssue } from '../deployment-policy.ts';
 
 /**
  * KEYS: meta, snapshot, history, log, seq, agent, inbox, active.
@@ -39,6 +44,74 @@ return 1
 
 type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
 
+/**
+ * KEYS: snapshot, agent (of one session). ARGV: a JSON array of agent session ids.
+ * → the first of them this session uses (its snapshot resumes it, or its agent state holds it), else false.
+ */
+const USES_AGENT_SESSION = `
+local ids = cjson.decode(ARGV[1])
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local ok, value = pcall(cjson.decode, raw)
+  if ok and type(value) == 'table' and type(value.snapshot) == 'table' and type(value.snapshot.context) == 'table' then
+    local current = value.snapshot.context.agentSessionId
+    for _, id in ipairs(ids) do if current == id then return id end end
+  end
+end
+for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
+  for _, id in ipairs(ids) do if string.sub(field, -(#id + 1)) == ':' .. id then return id end end
+end
+return false
+`;
+
+/** Sessions read per round trip when looking for an agent session id in use. */
+const SCAN_BATCH = 500;
+
+/**
+ * The first of `ids` another session of this deployment already uses (its snapshot resumes it, or
+ * its stored agent state holds it), else null: every session of the listing is looked at, one
+ * round trip per SCAN_BATCH sessions. An import is rare; sharing an agent conversation is not an option.
+ */
+async function agentSessionInUse(store: SessionStore, queue: SessionQueue, ids: readonly string[]): Promise<string | null> {
+  if (ids.length === 0) return null;
+  const redis = store.redis;
+  if (!('sessiondUsesAgentSession' in redis)) redis.defineCommand('sessiondUsesAgentSession', { numberOfKeys: 2, lua: USES_AGENT_SESSION });
+  const arg = JSON.stringify(ids);
+  const shards = await queue.fleetShards();
+  for (let shard = 0; shard < shards; shard += 1) {
+    const listing = sessionsKey(store.keys, shard);
+    for (let start = 0; ; start += SCAN_BATCH) {
+      const sessions = await redis.zrange(listing, start, start + SCAN_BATCH - 1);
+      if (sessions.length === 0) break;
+      const pipeline = redis.pipeline() as unknown as Record<string, (...args: string[]) => unknown> & { exec(): Promise<Array<[Error | null, unknown]> | null> };
+      for (const id of sessions) (pipeline.sessiondUsesAgentSession as (...args: string[]) => unknown).call(pipeline, store.key(id, 'snapshot'), store.key(id, 'agent'), arg);
+      for (const [error, used] of (await pipeline.exec()) ?? []) {
+        if (error !== null) throw error;
+        if (typeof used === 'string') return used;
+      }
+      if (sessions.length < SCAN_BATCH) break;
+    }
+  }
+  return null;
+}
+
+/**
+ * An imported retry policy (complete: the schema filled it, archive-checks.ts) against the deployment's
+ * bounds, as a caller's policy is checked: a field the caller named above the deployment's maximum is
+ * refused. A stored policy carries every field, so one at its default counts as not named: the worker
+ * puts the deployment's bound over it, as for a caller who named none.
+ */
+function policyBoundsIssue(policy: RetryPolicy, deployment: Pick<DeploymentPolicy, 'maxTurnMs' | 'maxParkMs'>): string | null {
+  const named: Record<string, unknown> = {};
+  if (policy.maxTurnMs !== DEFAULT_RETRY_POLICY.maxTurnMs) named.maxTurnMs = policy.maxTurnMs;
+  const turn = turnLimitIssue(named, deployment, 'maxTurnMs');
+  if (turn !== null) return `${turn.field}: ${turn.message}`;
+  const maxPark = deployment.maxParkMs;
+  if (maxPark !== null && policy.maxParkMs !== DEFAULT_RETRY_POLICY.maxParkMs && policy.maxParkMs > maxPark)
+    return `maxParkMs: ${policy.maxParkMs} is above this deployment's maximum of ${maxPark} ms (policy.maxParkMs)`;
+  return null;
+}
+
 /** Reads the whole session in one MULTI (one slot: a consistent picture) as an archive; null for an unknown id. */
 export async function exportSession(redis: Redis, keys: Keys, sessionId: string): Promise<string | null> {
   const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
@@ -70,21 +143,38 @@ export async function exportSession(redis: Redis, keys: Keys, sessionId: string)
   return writeArchive(archive);
 }
 
+/** What an import is checked against: the deployment's policy (its bounds on a retry policy) and its archive size limits. */
+export interface ImportOptions {
+  /** Import it under this id (default: the archive's own). */
+  as?: string;
+  deployment?: Pick<DeploymentPolicy, 'maxTurnMs' | 'maxParkMs'>;
+  limits?: ArchiveLimits;
+}
+
 /**
  * Restores an archive as session `as` (default: its own id) — another prefix or another Redis.
- * Contract: the whole archive is checked first (ArchiveError naming the line), then written in one
- * script call, so a refused import writes nothing; an existing session is never overwritten
- * (ConflictError). A session with prompts waiting or a turn cut short gets an activation job.
- * Under a new id (`as` other than the archive's), the copy gets an agent conversation of its own (fork.ts).
+ * Contract: the whole archive is checked first (ArchiveError naming the line), every field as a
+ * caller's would be (archive.ts, archive-checks.ts, and the retry policy against `deployment`), then
+ * written in one script call, so a refused import writes nothing; an existing session is never
+ * overwritten (ConflictError). A session with prompts waiting or a turn cut short gets an activation job.
+ * The imported session's agent conversation is always its own: under a new id (`as` other than the
+ * archive's), or when another session of this deployment already uses one of its agent session ids,
+ * it gets an agent conversation of its own (fork.ts); nothing of another session is ever reached.
  */
-export async function importSession(store: SessionStore, queue: SessionQueue, text: string, options: { as?: string } = {}): Promise<ImportResult> {
-  const archive = readArchive(text);
+export async function importSession(store: SessionStore, queue: SessionQueue, text: string, options: ImportOptions = {}): Promise<ImportResult> {
+  const archive = readArchive(text, options.limits);
   const sessionId = options.as ?? archive.sessionId;
   if (!SESSION_ID_PATTERN.test(sessionId)) throw new ArchiveError(`--as: a session id must be 1-100 letters, digits or _.- (got ${JSON.stringify(sessionId)})`);
+  if (archive.meta.policy !== undefined && options.deployment !== undefined) {
+    const issue = policyBoundsIssue(JSON.parse(archive.meta.policy) as RetryPolicy, options.deployment);
+    if (issue !== null) throw new ArchiveError(`meta: fields.policy: ${issue}`, 2);
+  }
   const context = archive.snapshot?.snapshot.context;
   const copy = sessionId !== archive.sessionId;
   const agentSessionId = typeof context?.agentSessionId === 'string' ? context.agentSessionId : null;
-  const fork = copy ? forkConversation(agentSessionId, archive.agent) : { agentSessionId, agent: archive.agent, conversation: 'kept' as const };
+  const ids = [...new Set([...(agentSessionId === null ? [] : [agentSessionId]), ...archive.agent.map(([field]) => agentOfField(field).id)])];
+  const shared = !copy && (await agentSessionInUse(store, queue, ids)) !== null;
+  const fork = copy || shared ? forkConversation(agentSessionId, archive.agent) : { agentSessionId, agent: archive.agent, conversation: 'kept' as const };
   const agent = fork.agent;
   const snapshot =
     archive.snapshot === null || context === undefined
@@ -156,6 +246,9 @@ export interface ImportResult {
   sessionId: string;
   messages: number;
   state: string;
-  /** The agent conversation: `kept` (the same id), `forked` (a copy under a new id continues it), `new` (the copy's next turn starts one). */
+  /**
+   * The agent conversation: `kept` (the same id), `forked` (a copy under a new id continues it), `new` (the copy's next turn starts one).
+   * A copy (`as` a new id), or an archive whose agent session another session of the deployment uses, is never `kept`.
+   */
   conversation: 'kept' | 'forked' | 'new';
 }

@@ -1,7 +1,7 @@
 import { stateName } from '../../../machines/restore.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
-import { boundedRetryPolicy } from '../deployment-policy.ts';
+import { boundedRetryPolicy, storedRetryPolicy } from '../deployment-policy.ts';
 import { consumeResume, RESUME_FIELD, wallToken } from '../resume-parked.ts';
 import type { LoadedSession } from '../store/session-store.ts';
 import type { WarnLog } from './config.ts';
@@ -61,7 +61,8 @@ export class TurnPolicy {
 
   async of(meta: Readonly<Record<string, string>>): Promise<RetryPolicy> {
     const override = meta.policy;
-    const policy = override !== undefined && override !== '' ? (JSON.parse(override) as RetryPolicy) : await this.#global();
+    // The stored policy is checked again by its schema, as a stored request is (an archive may have carried it).
+    const policy = override !== undefined && override !== '' ? await storedRetryPolicy(override, () => this.#global()) : await this.#global();
     return boundedRetryPolicy(policy, this.#deployment);
   }
 

@@ -67,6 +67,15 @@ async function comparable(hh: Harness, sessionId: string) {
   };
 }
 
+/** An agent session id of no session of this archive. */
+const OTHER_AGENT_SESSION = '7f7f7f7f-2222-4b4b-8c8c-000000000002';
+const piState = (line: Record<string, unknown>) => JSON.parse(String(line.value)) as { fileName: string; content: string };
+const agentIdOf = (line: Record<string, unknown>) => String(line.field).slice('pi:'.length);
+function withContext(line: Record<string, unknown>, patch: Record<string, unknown>): Record<string, unknown> {
+  const value = line.value as { snapshot: { context: Record<string, unknown> } };
+  return { ...line, value: { ...value, snapshot: { ...value.snapshot, context: { ...value.snapshot.context, ...patch } } } };
+}
+
 let archivePath = '';
 let archiveText = '';
 
@@ -193,6 +202,45 @@ describe('export and import', { timeout: 120_000 }, () => {
       ['an unknown kind', [...lines.slice(0, 3), '{"kind":"shell","cmd":"rm -rf /"}', ...lines.slice(3)].join('\n'), /line 4: unknown line kind "shell"/],
       ['a line after the end', [...lines, lines[1]].join('\n'), /a line after the end line/],
       ['snapshot version from elsewhere', edit(2, (l) => ({ ...l, value: { ...(l.value as object), version: 9 } })), /the snapshot must be version 1/],
+      // Issue 25: every field checked as a caller's would be, by the agent's own rules, before anything is written.
+      [
+        'traversal fileName',
+        edit(agentAt, (l) => ({ ...l, value: JSON.stringify({ ...piState(l), fileName: `../../../tmp/x_${agentIdOf(l)}.jsonl` }) })),
+        /line \d+: agent: value\.fileName: .* is not a file name pi writes/,
+      ],
+      [
+        'an agentSessionId that is an option',
+        edit(2, (l) => withContext(l, { agentSessionId: '--extension=/tmp/evil.ts' })),
+        /line 3: snapshot: value\.snapshot\.context\.agentSessionId: must be an agent session id/,
+      ],
+      [
+        'a 30 MB message line',
+        edit(messageAt, (l) => ({ ...l, content: { text: 'x'.repeat(30 * 1024 * 1024) } })),
+        new RegExp(`line ${messageAt + 1}: the line is 3145\\d{4} bytes, above this deployment's limit of 16777216 per line \\(lifecycle\\.maxArchiveLineBytes\\)`),
+      ],
+      [
+        'maxAttempts 1,000,000, no delay, auth and startup retried',
+        edit(1, (l) => ({
+          ...l,
+          fields: { ...(l.fields as object), policy: JSON.stringify({ maxAttempts: 1_000_000, initialDelayMs: 0, retryOn: ['auth', 'startup', 'network'] }) },
+        })),
+        /line 2: meta: fields\.policy: maxAttempts: must be an integer from 1 to 100 \(got 1000000\)/,
+      ],
+      [
+        'the snapshot’s own retry policy out of the schema',
+        edit(2, (l) => withContext(l, { policy: { ...(l.value as { snapshot: { context: { policy: object } } }).snapshot.context.policy, maxAttempts: 1_000_000 } })),
+        /line 3: snapshot: value\.snapshot\.context\.policy: maxAttempts: must be an integer from 1 to 100 \(got 1000000\)/,
+      ],
+      [
+        'an agent line mismatching the snapshot',
+        edit(agentAt, (l) => ({ ...l, field: `pi:${OTHER_AGENT_SESSION}` })),
+        /agent: field: agent session ".*" does not match the snapshot/,
+      ],
+      [
+        'an agent line naming another session’s file',
+        edit(agentAt, (l) => ({ ...l, value: JSON.stringify({ ...piState(l), fileName: `2026-12-01T10-00-00-000Z_${OTHER_AGENT_SESSION}.jsonl` }) })),
+        /agent: value\.fileName: ".*" is the file of pi session/,
+      ],
     ];
     for (const [name, text, error] of cases) {
       await expect(h.runtime.importSession(text, { as: 'fuzz-target' }), name).rejects.toThrow(error);
