@@ -6,7 +6,7 @@ import { ATTEMPT_DEFAULTS, defaultStateDir, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, Q
 import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
 import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import { parseDuration } from './duration.ts';
-import { readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
+import { CallerSchema, readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
 import { ConfigError } from '../errors.ts';
 import { LimitsSchema } from '../runtime/limits/config.ts';
 
@@ -107,6 +107,12 @@ export const ConfigSchema = z.strictObject({
       sweepInterval: duration(100, 3_600_000).default(SWEEP_INTERVAL_MS),
     })
     .prefault({}),
+  /**
+   * The local caller: the CLI, the HTTP API with no token configured, and SESSIOND_API_TOKEN. Its
+   * tenant (env SESSIOND_TENANT) and the highest priority it may ask for (SESSIOND_MAX_PRIORITY);
+   * tokens of http.tokens name their own (docs/security.md).
+   */
+  caller: CallerSchema,
   http: z
     .strictObject({
       host: z.string().min(1).default(HTTP_DEFAULTS.host),

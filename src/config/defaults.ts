@@ -111,6 +111,30 @@ export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'sessiond');
 }
 
+/** What an API token may do when its entry does not say (config `http.tokens[]`; docs/security.md). */
+export const TOKEN_DEFAULTS = {
+  /**
+   * The highest priority a token's requests may ask for.
+   * @default 0
+   */
+  maxPriority: 0,
+  /**
+   * Sessions created with one token that exist at once.
+   * @default 10_000
+   */
+  maxSessions: 10_000,
+  /**
+   * Live event streams one token holds on one server (of http.maxStreams).
+   * @default 100
+   */
+  maxStreams: 100,
+  /**
+   * The local caller's tenant (config `caller.tenant`: the CLI, the HTTP API with no token, SESSIOND_API_TOKEN).
+   * @default 'local'
+   */
+  localTenant: 'local',
+} as const;
+
 /** The HTTP API and dashboard (config `http.*`, `createApp` options). */
 export const HTTP_DEFAULTS = {
   /**

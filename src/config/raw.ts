@@ -55,6 +55,8 @@ export const ENV_MAP: Record<string, string> = {
   SESSIOND_TLS_CERT: 'http.tlsCert',
   SESSIOND_TLS_KEY: 'http.tlsKey',
   SESSIOND_LIMITS: 'limits',
+  SESSIOND_TENANT: 'caller.tenant',
+  SESSIOND_MAX_PRIORITY: 'caller.maxPriority',
 };
 
 function setPath(target: Record<string, unknown>, path: string, value: unknown): void {

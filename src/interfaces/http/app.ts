@@ -54,7 +54,7 @@ export interface AppOptions {
  */
 export function createApp(options: AppOptions): Hono {
   const { runtime, config, logger } = options;
-  const auth = new Auth({ http: config.http, logger, document: openApiDocument() });
+  const auth = new Auth({ http: config.http, caller: config.caller, logger, document: openApiDocument() });
   const metrics = options.metrics ?? new RuntimeMetrics(runtime, { workerStaleMs: staleMs(options) });
   const streams = new EventStreams({
     runtime,

@@ -324,6 +324,8 @@ describe('scopes beyond the route', () => {
       name: 'SESSIOND_API_TOKEN',
       scope: 'admin',
       via: 'bearer',
+      tenant: 'local',
+      maxPriority: 1000,
     });
 
     const reader = createApp({ runtime: h.runtime, config: loadConfig({ prefix: h.prefix }, { ...env, SESSIOND_API_TOKEN_SCOPE: 'read' }), logger: logger(), bullBoard: false });

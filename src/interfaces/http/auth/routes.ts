@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { readJson, validate, HttpError } from '../body.ts';
 import { LoginBody } from '../schemas.ts';
-import { LOGIN_COOKIE, type Auth } from './guard.ts';
+import { clientAddress, LOGIN_COOKIE, type Auth } from './guard.ts';
 
 export interface AuthRoutesOptions {
   /** Mark the cookie Secure: the server speaks HTTPS (or sits behind an HTTPS proxy). */
@@ -15,9 +15,17 @@ export interface AuthRoutesOptions {
 export function registerAuthRoutes(app: Hono, auth: Auth, options: AuthRoutesOptions): void {
   app.post('/api/login', async (c) => {
     const body = validate(LoginBody, await readJson(c));
-    if (!auth.required) return c.json({ name: null, scope: 'admin', via: 'open' });
+    if (!auth.required) return c.json(auth.open);
+    // Refused before the token is looked at: past the limit, trying the right one teaches nothing either.
+    const client = clientAddress(c);
+    const allowed = auth.logins.check(client);
+    if (!allowed.ok) {
+      c.header('Retry-After', String(allowed.retryAfterS));
+      return c.json({ error: `too many failed logins from this address: try again in ${allowed.retryAfterS} s` }, 429);
+    }
     const login = auth.login(body.token);
     if (login === null) {
+      auth.logins.failed(client);
       c.header('WWW-Authenticate', 'Bearer realm="sessiond"');
       return c.json({ error: 'invalid token' }, 401);
     }
