@@ -3,6 +3,7 @@ import { PREFIX_PATTERN } from './raw.ts';
 import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import type { Config } from './config.ts';
 import type { LimitRule } from '../runtime/limits/match.ts';
+import { DEFAULT_CALLER, type CallerIdentity } from './caller.ts';
 
 /** What a client command (`inspect`, `list`, `enqueue`, …) needs of the configuration. */
 export interface ClientSettings {
@@ -12,6 +13,8 @@ export interface ClientSettings {
   queuePartitions: number;
   lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number };
   fleetLimits: readonly LimitRule[];
+  /** The local caller's tenant and highest priority (config `caller`). */
+  caller: CallerIdentity;
 }
 
 /** The fields a raw configuration may name and still be read without the schema. */
@@ -42,6 +45,7 @@ export function plainClientSettings(raw: Record<string, unknown>): ClientSetting
       maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
     },
     fleetLimits: [],
+    caller: DEFAULT_CALLER,
   };
 }
 
@@ -55,5 +59,6 @@ export function clientSettingsOf(config: Config): ClientSettings {
     queuePartitions: config.queue.partitions,
     lifecycle: { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages },
     fleetLimits: config.limits,
+    caller: config.caller,
   };
 }

@@ -133,6 +133,11 @@ export const TOKEN_DEFAULTS = {
    * @default 'local'
    */
   localTenant: 'local',
+  /**
+   * The local caller's highest priority (config `caller.maxPriority`): the operator's, the queue's highest.
+   * @default 1000
+   */
+  localMaxPriority: 1000,
 } as const;
 
 /** The HTTP API and dashboard (config `http.*`, `createApp` options). */

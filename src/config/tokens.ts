@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import type { CallerIdentity } from './caller.ts';
 import { TOKEN_DEFAULTS } from './defaults.ts';
+
+export { callerIssues, type CallerIdentity } from './caller.ts';
 
 /**
  * API token configuration: named tokens, each with a scope, stored as the SHA-256
@@ -31,12 +34,6 @@ const cap = (max: number) =>
     .int(`must be an integer from 1 to ${max}`)
     .min(1, `must be an integer from 1 to ${max}`)
     .max(max, `must be an integer from 1 to ${max}`);
-
-/** Who a caller is beyond its scope: the tenant its sessions are recorded under and the highest priority it may ask for. */
-export interface CallerIdentity {
-  tenant: string;
-  maxPriority: number;
-}
 
 export const TokenEntrySchema = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits or _.-'),
@@ -72,7 +69,7 @@ export function tokenLimits(
 export const CallerSchema = z
   .strictObject({
     tenant: z.string().regex(TENANT_PATTERN, TENANT_MESSAGE).default(TOKEN_DEFAULTS.localTenant),
-    maxPriority: z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v), priority).default(PRIORITY_RANGE.max),
+    maxPriority: z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v), priority).default(TOKEN_DEFAULTS.localMaxPriority),
   })
   .prefault({});
 

@@ -63,6 +63,10 @@ export function createApp(options: AppOptions): Hono {
     keepAliveMs: options.keepAliveMs ?? HTTP_DEFAULTS.keepAliveMs,
     maxStreams: config.http.maxStreams,
     idleMs: config.http.streamIdleTimeout,
+    tokenCap: (principal) => {
+      const caps = auth.capsOf(principal);
+      return caps === null || principal?.name == null ? null : { name: principal.name, maxStreams: caps.maxStreams };
+    },
   });
   const app = new Hono();
 

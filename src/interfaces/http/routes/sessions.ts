@@ -2,6 +2,7 @@ import { SESSION_ID_PATTERN } from '../../../runtime/keys.ts';
 import type { SessionView } from '../../../runtime/runtime.ts';
 import { HttpError, readJson, validate } from '../body.ts';
 import { ApprovalBody, CancelBody, CreateSessionBody, DeleteQuery, ListQuery, PromptBody } from '../schemas.ts';
+import { callerRequest } from '../auth/caller.ts';
 import type { RouteContext } from './context.ts';
 import { detail, listItem, sessionOr404, unknown } from './views.ts';
 
@@ -27,7 +28,9 @@ export function registerSessionRoutes(ctx: RouteContext): void {
     if (body.retryPolicy !== undefined && auth.principalOf(c)?.scope !== 'admin') {
       throw new HttpError(403, 'setting a retry policy needs an admin token', [{ field: 'retryPolicy', message: 'needs scope admin' }]);
     }
-    const { sessionId, turn, created } = await runtime.enqueue(body);
+    // Issue 25: the tenant and the highest priority are the credential's, the session cap its token's (auth/caller.ts).
+    const { request, how } = callerRequest(auth, auth.principalOf(c), body);
+    const { sessionId, turn, created } = await runtime.enqueue(request, how);
     return c.json({ sessionId, turn, created }, created ? 201 : 202);
   });
   app.get('/api/sessions/:id', async (c) => {
@@ -38,7 +41,8 @@ export function registerSessionRoutes(ctx: RouteContext): void {
     const id = c.req.param('id');
     const body = validate(PromptBody, await readJson(c));
     await sessionOr404(runtime, id);
-    const { sessionId, turn } = await runtime.enqueue({ ...body, sessionId: id }, { mustExist: true });
+    const { request } = callerRequest(auth, auth.principalOf(c), body);
+    const { sessionId, turn } = await runtime.enqueue({ ...request, sessionId: id }, { mustExist: true });
     return c.json({ sessionId, turn }, 202);
   });
   app.get('/api/sessions/:id/export', async (c) => {
