@@ -39,6 +39,8 @@ export interface WorkerOptions {
   retentionMs?: number;
   /** Messages one session's log may hold (0: no limit). @default 0 */
   maxLogMessages?: number;
+  /** Bytes of message content one session's log may hold (0: no limit). @default 67_108_864 (64 MiB) */
+  maxLogBytes?: number;
   /** Ceilings of each attempt's cgroup, where the host has cgroup containment. */
   limits?: AttemptLimits;
 }
@@ -97,6 +99,7 @@ export function createWorker(options: WorkerOptions): Worker {
     ...(options.limits === undefined ? {} : { limits: options.limits }),
     ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
     ...(options.maxLogMessages === undefined ? {} : { maxLogMessages: options.maxLogMessages }),
+    ...(options.maxLogBytes === undefined ? {} : { maxLogBytes: options.maxLogBytes }),
     log: (level, message, fields) => {
       if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
     },

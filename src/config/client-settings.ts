@@ -11,7 +11,7 @@ export interface ClientSettings {
   prefix: string;
   stateDir: string;
   queuePartitions: number;
-  lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number };
+  lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number; maxLogBytes: number };
   fleetLimits: readonly LimitRule[];
   /** The local caller's tenant and highest priority (config `caller`). */
   caller: CallerIdentity;
@@ -43,6 +43,7 @@ export function plainClientSettings(raw: Record<string, unknown>): ClientSetting
       maxRetentionMs: LIFECYCLE_DEFAULTS.maxRetentionMs,
       maxQueuedPrompts: LIFECYCLE_DEFAULTS.maxQueuedPrompts,
       maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
+      maxLogBytes: LIFECYCLE_DEFAULTS.maxLogBytes,
     },
     fleetLimits: [],
     caller: DEFAULT_CALLER,
@@ -57,7 +58,7 @@ export function clientSettingsOf(config: Config): ClientSettings {
     prefix: config.prefix,
     stateDir: config.stateDir,
     queuePartitions: config.queue.partitions,
-    lifecycle: { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages },
+    lifecycle: { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages, maxLogBytes: l.maxLogBytes },
     fleetLimits: config.limits,
     caller: config.caller,
   };

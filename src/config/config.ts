@@ -104,6 +104,7 @@ export const ConfigSchema = z.strictObject({
       maxRetention: duration(0, 315_360_000_000).default(LIFECYCLE_DEFAULTS.maxRetentionMs),
       maxQueuedPrompts: integer(1, 1_000_000).default(LIFECYCLE_DEFAULTS.maxQueuedPrompts),
       maxLogMessages: integer(100, 100_000_000).default(LIFECYCLE_DEFAULTS.maxLogMessages),
+      maxLogBytes: integer(4096, 1_099_511_627_776).default(LIFECYCLE_DEFAULTS.maxLogBytes),
       sweepInterval: duration(100, 3_600_000).default(SWEEP_INTERVAL_MS),
     })
     .prefault({}),
@@ -214,9 +215,9 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
 }
 
 /** The deployment's retention and quotas, as the runtime takes them. */
-export function lifecycleLimits(config: Config): { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number } {
+export function lifecycleLimits(config: Config): { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number; maxLogBytes: number } {
   const l = config.lifecycle;
-  return { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages };
+  return { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages, maxLogBytes: l.maxLogBytes };
 }
 
 /**

@@ -92,6 +92,12 @@ export const LIFECYCLE_DEFAULTS = {
    * @default 100_000
    */
   maxLogMessages: 100_000,
+  /**
+   * Bytes of message content stored in one session's log at most (64 MiB): with a token's
+   * maxSessions, what one caller can make Redis hold is bounded.
+   * @default 67_108_864
+   */
+  maxLogBytes: 64 * 1024 * 1024,
 } as const;
 
 /** The activation queue (config `queue.*`). */

@@ -38,6 +38,7 @@ export const ENV_MAP: Record<string, string> = {
   SESSIOND_MAX_RETENTION: 'lifecycle.maxRetention',
   SESSIOND_MAX_QUEUED_PROMPTS: 'lifecycle.maxQueuedPrompts',
   SESSIOND_MAX_LOG_MESSAGES: 'lifecycle.maxLogMessages',
+  SESSIOND_MAX_LOG_BYTES: 'lifecycle.maxLogBytes',
   SESSIOND_SWEEP_INTERVAL: 'lifecycle.sweepInterval',
   SESSIOND_HTTP_HOST: 'http.host',
   SESSIOND_HTTP_PORT: 'http.port',

@@ -3,6 +3,7 @@ import { persistSession, startSessionActor, stateName, type PersistedSession, ty
 import { isAttemptState, QUIESCENT_MACHINE_STATES } from '../../machines/states.ts';
 import type { AttemptRunner, MessageSink, SessionContext } from '../../machines/types.ts';
 import type { CliMessage } from '../protocol/index.ts';
+import { LogRoom } from './store/log-room.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
 import type { RetryPolicy } from '../retry/index.ts';
@@ -43,6 +44,8 @@ export interface ActiveSessionConfig {
   limits?: AttemptLimits;
   /** Messages the session's log may hold (0: no limit): the attempt that reaches it is stopped and ends failed, category `quota`. */
   maxLogMessages?: number;
+  /** Bytes of message content the session's log may hold (0: no limit): as maxLogMessages. */
+  maxLogBytes?: number;
   /** Fleet limits and paused dispatch: an attempt they apply to waits (parked) until admitted. */
   gate?: AdmissionGate;
   /** Told of what an embedder may observe (src/api/worker.ts); a listener that throws changes nothing. */
@@ -673,11 +676,10 @@ export class ActiveSession {
         const attempt = await prepareAgentAttempt({ agentName: admitted.agent, hostOptions: config.agentOptions, callerOptions: admitted.options, sessionId, scope });
         await importAgentState(attempt, store, sessionId, request.agentSessionId);
         let agentSessionId = request.agentSessionId;
-        // The log cap: one slot is kept for the terminal message that says the log is full.
-        const limit = config.maxLogMessages ?? 0;
-        let room = limit > 0 ? limit - 1 - (await store.lastSeq(sessionId)) : Number.POSITIVE_INFINITY;
-        if (room <= 0) {
-          yield logFull(limit);
+        // The log caps (messages, bytes: store/log-room.ts): one slot is kept for the terminal message that says the log is full.
+        const room = await LogRoom.open(store, sessionId, { maxLogMessages: config.maxLogMessages ?? 0, maxLogBytes: config.maxLogBytes ?? 0 });
+        if (room.full) {
+          yield room.fullMessage();
           return;
         }
         const gate = new AttemptApprovals({
@@ -708,16 +710,15 @@ export class ActiveSession {
             },
           )) {
             if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
-            if (room <= 0 && message.type !== 'terminal.completed' && message.type !== 'terminal.failed') {
+            if (!room.admit(message)) {
               // Leaving the loop stops the agent's process tree before going on.
               full = true;
               break;
             }
-            room -= 1;
             if (message.type === 'terminal.completed' || message.type === 'terminal.failed') terminal = message;
             yield message;
           }
-          if (full) yield logFull(limit);
+          if (full) yield room.fullMessage();
         } finally {
           await exportAgentState(attempt, writer, agentSessionId);
         }
@@ -733,19 +734,6 @@ export class ActiveSession {
 
 function startedIn(context: { turn: { promptId: string } | null; finishedPromptIds: string[] }, id: string): boolean {
   return context.turn?.promptId === id || context.finishedPromptIds.includes(id);
-}
-
-/** The terminal message of an attempt stopped because the session's message log is full. */
-function logFull(limit: number): CliMessage {
-  return {
-    type: 'terminal.failed',
-    content: {
-      text: `the session's message log is full (maxLogMessages ${limit}): the attempt was stopped; nothing stored was removed, and the session takes no new prompt`,
-      category: 'quota',
-      stderr: '',
-      invalid_output_lines: [],
-    },
-  };
 }
 
 function parseObject(raw: string | undefined): Record<string, unknown> {

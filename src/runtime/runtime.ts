@@ -284,6 +284,7 @@ export class Runtime {
         ...(how.mustExist === true ? { mustExist: true } : {}),
         maxQueued: this.#limits.maxQueuedPrompts,
         maxLog: this.#limits.maxLogMessages,
+        maxLogBytes: this.#limits.maxLogBytes,
         ...(retentionMs === undefined ? {} : { retentionMs }),
         ...(request.priority === undefined ? {} : { priority: request.priority }),
       })
@@ -301,6 +302,12 @@ export class Runtime {
           'maxQueuedPrompts',
           result.limit,
           `session "${sessionId}" already has ${result.count} prompts waiting (maxQueuedPrompts ${result.limit}): the prompt was not stored`,
+        );
+      if (result.reason === 'log_bytes_full')
+        throw new QuotaError(
+          'maxLogBytes',
+          result.limit,
+          `session "${sessionId}" has ${result.count} bytes of messages stored, its message log is full (maxLogBytes ${result.limit}): the prompt was not stored`,
         );
       throw new QuotaError(
         'maxLogMessages',
