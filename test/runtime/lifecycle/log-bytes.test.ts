@@ -88,5 +88,11 @@ describe('maxLogBytes', { timeout: 120_000 }, () => {
       await api.close(500);
     }
     expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
+
+    // An imported copy counts its log's bytes too: its next prompt is refused the same way.
+    const copy = `${sessionId}-copy`;
+    await runtime.importSession(await runtime.exportSession(sessionId), { as: copy });
+    expect(Number(await internals(runtime).redis.hget(internals(runtime).store.key(copy, 'meta'), 'logBytes'))).toBe(bytesOf(messages));
+    await expect(runtime.enqueue({ sessionId: copy, prompt: 'more' })).rejects.toMatchObject({ limit: 'maxLogBytes', status: 409 });
   });
 });
