@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { LOGIN_BURST, LOGIN_REFILL_MS, LoginLimiter } from '../../../../src/interfaces/http/auth/login-limiter.ts';
-import { PRIORITY_RANGE } from '../../../../src/config/tokens.ts';
-import { MAX_PRIORITY, MIN_PRIORITY } from '../../../../src/runtime/queue.ts';
 
 describe('LoginLimiter', () => {
   it('allows LOGIN_BURST failures, then refuses with the seconds until the next one; refills one per LOGIN_REFILL_MS', () => {
@@ -23,11 +21,5 @@ describe('LoginLimiter', () => {
     const limiter = new LoginLimiter({ maxClients: 100 });
     for (let i = 0; i < 10_000; i++) limiter.failed(`10.1.${i >> 8}.${i & 255}`, 0);
     expect(limiter.size).toBe(100);
-  });
-});
-
-describe('priority range', () => {
-  it('the tokens config and the activation queue agree on it', () => {
-    expect(PRIORITY_RANGE).toEqual({ min: MIN_PRIORITY, max: MAX_PRIORITY });
   });
 });
