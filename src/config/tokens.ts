@@ -65,7 +65,7 @@ export function tokenLimits(
   };
 }
 
-/** The local caller (the CLI, the HTTP API with no token configured, SESSIOND_API_TOKEN): config `caller`. */
+/** The local caller (the CLI, `sessiond acp`, the HTTP API with no token configured, SESSIOND_API_TOKEN): config `caller`. */
 export const CallerSchema = z
   .strictObject({
     tenant: z.string().regex(TENANT_PATTERN, TENANT_MESSAGE).default(TOKEN_DEFAULTS.localTenant),

@@ -21,6 +21,8 @@ export interface AcpServerOptions {
   pollMs?: number;
   /** `sessiond`'s version, as `initialize` reports it. */
   version?: string;
+  /** The tenant of the sessions it creates: the local caller's (config `caller.tenant`; issue 25). */
+  tenant?: string;
 }
 
 interface Known {
@@ -111,7 +113,12 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       const before = (await runtime.getSession(sessionId))?.lastSeq ?? 0;
       let turn: number;
       try {
-        ({ turn } = await runtime.enqueue({ sessionId, prompt: text, ...(session.exists ? {} : { options: session.options }) }));
+        ({ turn } = await runtime.enqueue({
+          sessionId,
+          prompt: text,
+          ...(session.exists ? {} : { options: session.options }),
+          ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
+        }));
       } catch (error) {
         if (error instanceof InputError) throw acp.RequestError.invalidParams({ issues: error.issues }, error.message);
         if (error instanceof QuotaError || error instanceof ConflictError || error instanceof NotFoundError) throw acp.RequestError.internalError(undefined, error.message);
