@@ -33,7 +33,7 @@ import { BULK_CANCEL_MAX, CANCELLABLE_STATES, selectForCancel } from './bulk-can
 import { ApprovalStore, type StoredApproval } from './approvals/store.ts';
 import { chooseOption, REQUEST_ID_PATTERN, type ApprovalVerdict } from './approvals/decide.ts';
 import type { TurnPrompt } from './turn-prompts.ts';
-import { OwnerSessions, reserveOwnedSession, type SessionOwner } from './limits/owner-sessions.ts';
+import { withOwnerSlot, type SessionOwner } from './limits/owner-sessions.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
 export interface QueuedPrompt {
@@ -276,24 +276,18 @@ export class Runtime {
     }
     const jobId = newJobId(sessionId);
     const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
-    // --- auth lane (issue 25): the owner token's session cap, a slot reserved before the session is created.
+    // Issue 25 (auth lane): a new session takes a slot of its owner token's maxSessions (limits/owner-sessions.ts).
     const owner = how.mustExist === true ? undefined : how.owner;
-    const reserved = owner === undefined ? false : await reserveOwnedSession(this.#redis, this.#keys, owner, sessionId);
-    const result = await this.#store
-      .enqueue(sessionId, create, prompt, policyJson, jobId, {
+    const result = await withOwnerSlot(this.#redis, this.#keys, owner, sessionId, () =>
+      this.#store.enqueue(sessionId, create, prompt, policyJson, jobId, {
         ...(how.mustExist === true ? { mustExist: true } : {}),
         maxQueued: this.#limits.maxQueuedPrompts,
         maxLog: this.#limits.maxLogMessages,
         maxLogBytes: this.#limits.maxLogBytes,
         ...(retentionMs === undefined ? {} : { retentionMs }),
         ...(request.priority === undefined ? {} : { priority: request.priority }),
-      })
-      .catch(async (error: unknown) => {
-        if (reserved && owner !== undefined) await new OwnerSessions(this.#redis, this.#keys).release(owner.name, sessionId);
-        throw error;
-      });
-    if (reserved && owner !== undefined && !(result.ok && result.created)) await new OwnerSessions(this.#redis, this.#keys).release(owner.name, sessionId);
-    // --- end auth lane
+      }),
+    );
     if (!result.ok) {
       if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
       if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);

@@ -97,3 +97,29 @@ export async function reserveOwnedSession(redis: Redis, keys: Keys, owner: Sessi
   }
   return result.reserved;
 }
+
+/**
+ * Runs `create` (an enqueue that may create `sessionId`) holding a slot of the owner's session cap:
+ * the slot is taken first (QuotaError `maxSessions` at the cap, nothing written) and given back
+ * when the session was not created (it existed, or the enqueue was refused or threw). No owner: just `create`.
+ */
+export async function withOwnerSlot<R extends { ok: boolean; created?: boolean }>(
+  redis: Redis,
+  keys: Keys,
+  owner: SessionOwner | undefined,
+  sessionId: string,
+  create: () => Promise<R>,
+): Promise<R> {
+  if (owner === undefined) return create();
+  const reserved = await reserveOwnedSession(redis, keys, owner, sessionId);
+  const release = (): Promise<void> => (reserved ? new OwnerSessions(redis, keys).release(owner.name, sessionId) : Promise.resolve());
+  let result: R;
+  try {
+    result = await create();
+  } catch (error) {
+    await release();
+    throw error;
+  }
+  if (!(result.ok && result.created === true)) await release();
+  return result;
+}
