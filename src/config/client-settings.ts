@@ -3,6 +3,7 @@ import { PREFIX_PATTERN } from './raw.ts';
 import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import type { Config } from './config.ts';
 import type { LimitRule } from '../runtime/limits/match.ts';
+import { DEFAULT_CALLER, type CallerIdentity } from './caller.ts';
 
 /** What a client command (`inspect`, `list`, `enqueue`, …) needs of the configuration. */
 export interface ClientSettings {
@@ -10,8 +11,10 @@ export interface ClientSettings {
   prefix: string;
   stateDir: string;
   queuePartitions: number;
-  lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number };
+  lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number; maxLogBytes: number };
   fleetLimits: readonly LimitRule[];
+  /** The local caller's tenant and highest priority (config `caller`). */
+  caller: CallerIdentity;
 }
 
 /** The fields a raw configuration may name and still be read without the schema. */
@@ -40,8 +43,10 @@ export function plainClientSettings(raw: Record<string, unknown>): ClientSetting
       maxRetentionMs: LIFECYCLE_DEFAULTS.maxRetentionMs,
       maxQueuedPrompts: LIFECYCLE_DEFAULTS.maxQueuedPrompts,
       maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
+      maxLogBytes: LIFECYCLE_DEFAULTS.maxLogBytes,
     },
     fleetLimits: [],
+    caller: DEFAULT_CALLER,
   };
 }
 
@@ -53,7 +58,8 @@ export function clientSettingsOf(config: Config): ClientSettings {
     prefix: config.prefix,
     stateDir: config.stateDir,
     queuePartitions: config.queue.partitions,
-    lifecycle: { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages },
+    lifecycle: { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages, maxLogBytes: l.maxLogBytes },
     fleetLimits: config.limits,
+    caller: config.caller,
   };
 }

@@ -6,7 +6,7 @@ import { ATTEMPT_DEFAULTS, defaultStateDir, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, Q
 import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
 import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import { parseDuration } from './duration.ts';
-import { readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
+import { CallerSchema, readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
 import { ConfigError } from '../errors.ts';
 import { LimitsSchema } from '../runtime/limits/config.ts';
 
@@ -113,9 +113,16 @@ export const ConfigSchema = z.strictObject({
       maxRetention: duration(0, 315_360_000_000).default(LIFECYCLE_DEFAULTS.maxRetentionMs),
       maxQueuedPrompts: integer(1, 1_000_000).default(LIFECYCLE_DEFAULTS.maxQueuedPrompts),
       maxLogMessages: integer(100, 100_000_000).default(LIFECYCLE_DEFAULTS.maxLogMessages),
+      maxLogBytes: integer(4096, 1_099_511_627_776).default(LIFECYCLE_DEFAULTS.maxLogBytes),
       sweepInterval: duration(100, 3_600_000).default(SWEEP_INTERVAL_MS),
     })
     .prefault({}),
+  /**
+   * The local caller: the CLI, the HTTP API with no token configured, and SESSIOND_API_TOKEN. Its
+   * tenant (env SESSIOND_TENANT) and the highest priority it may ask for (SESSIOND_MAX_PRIORITY);
+   * tokens of http.tokens name their own (docs/security.md).
+   */
+  caller: CallerSchema,
   http: z
     .strictObject({
       host: z.string().min(1).default(HTTP_DEFAULTS.host),
@@ -218,9 +225,9 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
 }
 
 /** The deployment's retention and quotas, as the runtime takes them. */
-export function lifecycleLimits(config: Config): { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number } {
+export function lifecycleLimits(config: Config): { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number; maxLogBytes: number } {
   const l = config.lifecycle;
-  return { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages };
+  return { retentionMs: l.retention, maxRetentionMs: l.maxRetention, maxQueuedPrompts: l.maxQueuedPrompts, maxLogMessages: l.maxLogMessages, maxLogBytes: l.maxLogBytes };
 }
 
 /**

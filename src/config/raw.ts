@@ -38,6 +38,7 @@ export const ENV_MAP: Record<string, string> = {
   SESSIOND_MAX_RETENTION: 'lifecycle.maxRetention',
   SESSIOND_MAX_QUEUED_PROMPTS: 'lifecycle.maxQueuedPrompts',
   SESSIOND_MAX_LOG_MESSAGES: 'lifecycle.maxLogMessages',
+  SESSIOND_MAX_LOG_BYTES: 'lifecycle.maxLogBytes',
   SESSIOND_SWEEP_INTERVAL: 'lifecycle.sweepInterval',
   SESSIOND_HTTP_HOST: 'http.host',
   SESSIOND_HTTP_PORT: 'http.port',
@@ -55,6 +56,8 @@ export const ENV_MAP: Record<string, string> = {
   SESSIOND_TLS_CERT: 'http.tlsCert',
   SESSIOND_TLS_KEY: 'http.tlsKey',
   SESSIOND_LIMITS: 'limits',
+  SESSIOND_TENANT: 'caller.tenant',
+  SESSIOND_MAX_PRIORITY: 'caller.maxPriority',
 };
 
 function setPath(target: Record<string, unknown>, path: string, value: unknown): void {

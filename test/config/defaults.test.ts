@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
-import { ATTEMPT_DEFAULTS, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from '../../src/config/defaults.ts';
+import { ATTEMPT_DEFAULTS, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, TOKEN_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from '../../src/config/defaults.ts';
 import { PiOptionsSchema } from '../../src/agents/pi/options.ts';
 
 describe('option defaults', () => {
@@ -23,8 +23,10 @@ describe('option defaults', () => {
       maxRetention: LIFECYCLE_DEFAULTS.maxRetentionMs,
       maxQueuedPrompts: LIFECYCLE_DEFAULTS.maxQueuedPrompts,
       maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
+      maxLogBytes: LIFECYCLE_DEFAULTS.maxLogBytes,
       sweepInterval: SWEEP_INTERVAL_MS,
     });
+    expect(config.caller).toEqual({ tenant: TOKEN_DEFAULTS.localTenant, maxPriority: TOKEN_DEFAULTS.localMaxPriority });
     expect(config.http).toMatchObject({ host: HTTP_DEFAULTS.host, port: HTTP_DEFAULTS.port, bodyLimitBytes: HTTP_DEFAULTS.bodyLimitBytes, maxStreams: HTTP_DEFAULTS.maxStreams });
   });
 

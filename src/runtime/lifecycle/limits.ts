@@ -13,6 +13,8 @@ export interface LifecycleLimits {
   maxQueuedPrompts: number;
   /** Messages stored in one session's log at most: the turn that reaches it ends failed (`quota`), later prompts are refused. */
   maxLogMessages: number;
+  /** Bytes of message content stored in one session's log at most: as maxLogMessages, measured in bytes. */
+  maxLogBytes: number;
 }
 
 export const LIFECYCLE_DEFAULTS: LifecycleLimits = DEFAULTS;
