@@ -55,9 +55,9 @@ export class ConflictError extends SessiondError {
   override readonly code = 'conflict';
 }
 
-export type QuotaLimit = 'maxQueuedPrompts' | 'maxLogMessages';
+export type QuotaLimit = 'maxQueuedPrompts' | 'maxLogMessages' | 'maxLogBytes' | 'maxSessions' | 'maxStreams';
 
-/** A deployment limit would be exceeded; nothing was written. `limit` names it. HTTP 429 (queued prompts) or 409 (message log). */
+/** A limit would be exceeded; nothing was written. `limit` names it. HTTP 429 (queued prompts, sessions or streams of a token) or 409 (message log). */
 export class QuotaError extends SessiondError {
   override readonly name = 'QuotaError';
   override readonly code = 'quota_exceeded';
@@ -68,7 +68,7 @@ export class QuotaError extends SessiondError {
     super(message);
     this.limit = limit;
     this.max = max;
-    this.status = limit === 'maxQueuedPrompts' ? 429 : 409;
+    this.status = limit === 'maxLogMessages' || limit === 'maxLogBytes' ? 409 : 429;
   }
 }
 

@@ -40,6 +40,7 @@ export {
   type RedisOption,
   type RetryPolicyClient,
   type SessionHandle,
+  type SessionOwner,
   type SessionsClient,
   type SessionView,
   type StoredApproval,

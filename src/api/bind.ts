@@ -35,7 +35,7 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
   const client: Client = {
     sessions: {
       list: (o = {}) => runtime.listPage(o),
-      enqueue: (request) => runtime.enqueue(request),
+      enqueue: (request, o = {}) => runtime.enqueue(request, o.owner === undefined ? {} : { owner: o.owner }),
       import: (archive, o) => runtime.importSession(archive, o),
       cancelMatching: (filter) => runtime.cancelMatching(filter),
       deletions: (o = {}) => runtime.deletions(o.limit),

@@ -49,15 +49,25 @@ export interface DeletionRecord {
   cancelled: boolean;
 }
 
+/**
+ * Who creates a session, for its session cap (docs/security.md): a name (an API token's) and the sessions
+ * created under that name that may exist at once. A new session over the cap is a QuotaError `maxSessions`.
+ */
+export interface SessionOwner {
+  name: string;
+  maxSessions: number;
+}
+
 /** Every session: list, enqueue into (creating), import, cancel in bulk, the deletion audit. */
 export interface SessionsClient {
   /** A page of sessions, newest first; `next` is the cursor of the next page (null on the last). InputError for a bad cursor. */
   list(options?: { state?: SessionState; cursor?: string; limit?: number }): Promise<ListPage>;
   /**
    * Adds a prompt to a session (created unless it exists; a new id unless `sessionId`) and makes sure a worker
-   * runs it. Refused with nothing written: InputError, ConflictError (being deleted), QuotaError.
+   * runs it. Refused with nothing written: InputError, ConflictError (being deleted), QuotaError. With `owner`,
+   * a new session takes a slot of that owner's session cap (QuotaError `maxSessions` when it has none left).
    */
-  enqueue(request: EnqueueRequest): Promise<{ sessionId: string; turn: number; created: boolean }>;
+  enqueue(request: EnqueueRequest, options?: { owner?: SessionOwner }): Promise<{ sessionId: string; turn: number; created: boolean }>;
   /** Restores an archive (as `as`, default its own id). Under a new id the copy's agent conversation is `forked` (continues the original's) or `new`. */
   import(archive: string, options?: { as?: string }): Promise<ImportResult>;
   /** Cancels every session in `state` (queued, running, backoff, parked), optionally of one agent; `dryRun` only lists them. */

@@ -38,8 +38,12 @@ export interface WorkerOptions {
   heartbeatMs?: number;
   /** How long running attempts may go on once `close()` is called. @default 10000 */
   shutdownGraceMs?: number;
-  /** What the worker enforces of the lifecycle limits (as `createClient`'s `lifecycle`): `retentionMs`, a finished session removed this long after it finished (0: kept, the default); `maxLogMessages`, the messages one session's log may hold (0: no limit, the default). */
-  lifecycle?: Partial<Pick<LifecycleOptions, 'retentionMs' | 'maxLogMessages'>>;
+  /**
+   * What the worker enforces of the lifecycle limits (as `createClient`'s `lifecycle`): `retentionMs`, a finished session removed this long after it finished (0: kept, the default);
+   * `maxLogMessages`, the messages one session's log may hold (0: no limit, the default); `maxLogBytes`, the bytes of message content one session's log may hold
+   * (0: no limit; default 67_108_864, 64 MiB).
+   */
+  lifecycle?: Partial<Pick<LifecycleOptions, 'retentionMs' | 'maxLogMessages' | 'maxLogBytes'>>;
   /** The ceilings of each attempt's cgroup (`pidsMax`, `memoryMaxBytes`), where the host has cgroup containment. */
   attemptCeilings?: AttemptCeilings;
 }
@@ -98,6 +102,7 @@ export function createWorker(options: WorkerOptions): Worker {
     ...(options.attemptCeilings === undefined ? {} : { limits: options.attemptCeilings }),
     ...(options.lifecycle?.retentionMs === undefined ? {} : { retentionMs: options.lifecycle.retentionMs }),
     ...(options.lifecycle?.maxLogMessages === undefined ? {} : { maxLogMessages: options.lifecycle.maxLogMessages }),
+    ...(options.lifecycle?.maxLogBytes === undefined ? {} : { maxLogBytes: options.lifecycle.maxLogBytes }),
     log: (level, message, fields) => {
       if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
     },

@@ -3,6 +3,7 @@ import { PREFIX_PATTERN } from './raw.ts';
 import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import type { Config } from './config.ts';
 import type { LimitRule } from '../runtime/limits/match.ts';
+import { DEFAULT_CALLER, type CallerIdentity } from './caller.ts';
 
 /** What a client command (`inspect`, `list`, `enqueue`, …) needs of the configuration. */
 export interface ClientSettings {
@@ -10,8 +11,18 @@ export interface ClientSettings {
   prefix: string;
   stateDir: string;
   queuePartitions: number;
-  lifecycle: { retentionMs: number; maxRetentionMs: number; maxQueuedPrompts: number; maxLogMessages: number; maxArchiveBytes: number; maxArchiveLineBytes: number };
+  lifecycle: {
+    retentionMs: number;
+    maxRetentionMs: number;
+    maxQueuedPrompts: number;
+    maxLogMessages: number;
+    maxArchiveBytes: number;
+    maxArchiveLineBytes: number;
+    maxLogBytes: number;
+  };
   fleetLimits: readonly LimitRule[];
+  /** The local caller's tenant and highest priority (config `caller`). */
+  caller: CallerIdentity;
 }
 
 /** The fields a raw configuration may name and still be read without the schema. */
@@ -42,8 +53,10 @@ export function plainClientSettings(raw: Record<string, unknown>): ClientSetting
       maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
       maxArchiveBytes: LIFECYCLE_DEFAULTS.maxArchiveBytes,
       maxArchiveLineBytes: LIFECYCLE_DEFAULTS.maxArchiveLineBytes,
+      maxLogBytes: LIFECYCLE_DEFAULTS.maxLogBytes,
     },
     fleetLimits: [],
+    caller: DEFAULT_CALLER,
   };
 }
 
@@ -62,7 +75,9 @@ export function clientSettingsOf(config: Config): ClientSettings {
       maxLogMessages: l.maxLogMessages,
       maxArchiveBytes: l.maxArchiveBytes,
       maxArchiveLineBytes: l.maxArchiveLineBytes,
+      maxLogBytes: l.maxLogBytes,
     },
     fleetLimits: config.limits,
+    caller: config.caller,
   };
 }

@@ -6,7 +6,7 @@ import { ATTEMPT_DEFAULTS, defaultStateDir, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, Q
 import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
 import { parseRedisTarget } from '../runtime/redis/connection.ts';
 import { parseDuration } from './duration.ts';
-import { readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
+import { CallerSchema, readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
 import { ConfigError } from '../errors.ts';
 import { LimitsSchema } from '../runtime/limits/config.ts';
 
@@ -115,9 +115,16 @@ export const ConfigSchema = z.strictObject({
       maxLogMessages: integer(100, 100_000_000).default(LIFECYCLE_DEFAULTS.maxLogMessages),
       maxArchiveBytes: integer(1024, 4 * 1024 * 1024 * 1024).default(LIFECYCLE_DEFAULTS.maxArchiveBytes),
       maxArchiveLineBytes: integer(1024, 1024 * 1024 * 1024).default(LIFECYCLE_DEFAULTS.maxArchiveLineBytes),
+      maxLogBytes: integer(4096, 1_099_511_627_776).default(LIFECYCLE_DEFAULTS.maxLogBytes),
       sweepInterval: duration(100, 3_600_000).default(SWEEP_INTERVAL_MS),
     })
     .prefault({}),
+  /**
+   * The local caller: the CLI, the HTTP API with no token configured, and SESSIOND_API_TOKEN. Its
+   * tenant (env SESSIOND_TENANT) and the highest priority it may ask for (SESSIOND_MAX_PRIORITY);
+   * tokens of http.tokens name their own (docs/security.md).
+   */
+  caller: CallerSchema,
   http: z
     .strictObject({
       host: z.string().min(1).default(HTTP_DEFAULTS.host),
@@ -227,6 +234,7 @@ export function lifecycleLimits(config: Config): {
   maxLogMessages: number;
   maxArchiveBytes: number;
   maxArchiveLineBytes: number;
+  maxLogBytes: number;
 } {
   const l = config.lifecycle;
   return {
@@ -236,6 +244,7 @@ export function lifecycleLimits(config: Config): {
     maxLogMessages: l.maxLogMessages,
     maxArchiveBytes: l.maxArchiveBytes,
     maxArchiveLineBytes: l.maxArchiveLineBytes,
+    maxLogBytes: l.maxLogBytes,
   };
 }
 

@@ -102,6 +102,12 @@ export const LIFECYCLE_DEFAULTS = {
    * @default 16_777_216 (16 MiB)
    */
   maxArchiveLineBytes: 16 * 1024 * 1024,
+  /**
+   * Bytes of message content stored in one session's log at most (64 MiB): with a token's
+   * maxSessions, what one caller can make Redis hold is bounded.
+   * @default 67_108_864
+   */
+  maxLogBytes: 64 * 1024 * 1024,
 } as const;
 
 /** The activation queue (config `queue.*`). */
@@ -120,6 +126,35 @@ export const QUEUE_DEFAULTS = {
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'sessiond');
 }
+
+/** What an API token may do when its entry does not say (config `http.tokens[]`; docs/security.md). */
+export const TOKEN_DEFAULTS = {
+  /**
+   * The highest priority a token's requests may ask for.
+   * @default 0
+   */
+  maxPriority: 0,
+  /**
+   * Sessions created with one token that exist at once.
+   * @default 10_000
+   */
+  maxSessions: 10_000,
+  /**
+   * Live event streams one token holds on one server (of http.maxStreams).
+   * @default 100
+   */
+  maxStreams: 100,
+  /**
+   * The local caller's tenant (config `caller.tenant`: the CLI, the HTTP API with no token, SESSIOND_API_TOKEN).
+   * @default 'local'
+   */
+  localTenant: 'local',
+  /**
+   * The local caller's highest priority (config `caller.maxPriority`): the operator's, the queue's highest.
+   * @default 1000
+   */
+  localMaxPriority: 1000,
+} as const;
 
 /** The HTTP API and dashboard (config `http.*`, `createApp` options). */
 export const HTTP_DEFAULTS = {

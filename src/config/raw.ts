@@ -40,6 +40,7 @@ export const ENV_MAP: Record<string, string> = {
   SESSIOND_MAX_LOG_MESSAGES: 'lifecycle.maxLogMessages',
   SESSIOND_MAX_ARCHIVE_BYTES: 'lifecycle.maxArchiveBytes',
   SESSIOND_MAX_ARCHIVE_LINE_BYTES: 'lifecycle.maxArchiveLineBytes',
+  SESSIOND_MAX_LOG_BYTES: 'lifecycle.maxLogBytes',
   SESSIOND_SWEEP_INTERVAL: 'lifecycle.sweepInterval',
   SESSIOND_HTTP_HOST: 'http.host',
   SESSIOND_HTTP_PORT: 'http.port',
@@ -57,6 +58,8 @@ export const ENV_MAP: Record<string, string> = {
   SESSIOND_TLS_CERT: 'http.tlsCert',
   SESSIOND_TLS_KEY: 'http.tlsKey',
   SESSIOND_LIMITS: 'limits',
+  SESSIOND_TENANT: 'caller.tenant',
+  SESSIOND_MAX_PRIORITY: 'caller.maxPriority',
 };
 
 function setPath(target: Record<string, unknown>, path: string, value: unknown): void {

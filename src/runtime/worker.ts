@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { isAttemptState } from '../../machines/states.ts';
-import { SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
+import { LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import { detectContainment, type AttemptLimits } from '../process/index.ts';
 import { ActiveSession, type ActiveSessionConfig } from './session-loop/active-session.ts';
@@ -46,6 +46,8 @@ export interface WorkerOptions {
   sweepResumeAfterMs?: number;
   /** Messages one session's log may hold; the turn that reaches it ends failed (`quota`). 0: no limit. */
   maxLogMessages?: number;
+  /** Bytes of message content one session's log may hold; as maxLogMessages. @default LIFECYCLE_DEFAULTS.maxLogBytes (64 MiB) */
+  maxLogBytes?: number;
   /**
    * The queue partitions this worker takes jobs from (SESSIOND_QUEUE_PARTITIONS_CONSUMED). Default:
    * every partition below the highest count the deployment has used, so that a partition a smaller
@@ -300,6 +302,7 @@ export class SessionWorker {
           policy: this.#policy,
           ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
           ...(this.#options.maxLogMessages === undefined ? {} : { maxLogMessages: this.#options.maxLogMessages }),
+          maxLogBytes: this.#options.maxLogBytes ?? LIFECYCLE_DEFAULTS.maxLogBytes,
           ...(this.#options.events === undefined ? {} : { events: this.#options.events }),
           gate: this.#gate,
           tracing: this.#tracing,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
-import { ATTEMPT_DEFAULTS, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from '../../src/config/defaults.ts';
+import { ATTEMPT_DEFAULTS, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, TOKEN_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from '../../src/config/defaults.ts';
 import { PiOptionsSchema } from '../../src/agents/pi/options.ts';
 
 describe('option defaults', () => {
@@ -25,8 +25,10 @@ describe('option defaults', () => {
       maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
       maxArchiveBytes: LIFECYCLE_DEFAULTS.maxArchiveBytes,
       maxArchiveLineBytes: LIFECYCLE_DEFAULTS.maxArchiveLineBytes,
+      maxLogBytes: LIFECYCLE_DEFAULTS.maxLogBytes,
       sweepInterval: SWEEP_INTERVAL_MS,
     });
+    expect(config.caller).toEqual({ tenant: TOKEN_DEFAULTS.localTenant, maxPriority: TOKEN_DEFAULTS.localMaxPriority });
     expect(config.http).toMatchObject({ host: HTTP_DEFAULTS.host, port: HTTP_DEFAULTS.port, bodyLimitBytes: HTTP_DEFAULTS.bodyLimitBytes, maxStreams: HTTP_DEFAULTS.maxStreams });
   });
 

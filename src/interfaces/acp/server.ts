@@ -22,6 +22,8 @@ export interface AcpServerOptions {
   pollMs?: number;
   /** `sessiond`'s version, as `initialize` reports it. */
   version?: string;
+  /** The tenant of the sessions it creates: the local caller's (config `caller.tenant`; issue 25). */
+  tenant?: string;
 }
 
 interface Known {
@@ -120,7 +122,12 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       const before = (await sessiond.session(sessionId).inspect())?.lastSeq ?? 0;
       let turn: number;
       try {
-        ({ turn } = await sessiond.sessions.enqueue({ sessionId, prompt: text, ...(session.exists ? {} : { options: session.options }) }));
+        ({ turn } = await sessiond.sessions.enqueue({
+          sessionId,
+          prompt: text,
+          ...(session.exists ? {} : { options: session.options }),
+          ...(options.tenant === undefined ? {} : { tenant: options.tenant }),
+        }));
       } catch (error) {
         if (error instanceof InputError) throw acp.RequestError.invalidParams({ issues: error.issues }, error.message);
         if (error instanceof QuotaError || error instanceof ConflictError || error instanceof NotFoundError) throw acp.RequestError.internalError(undefined, error.message);
@@ -146,7 +153,7 @@ function sessionOptions(defaults: Record<string, unknown>, meta: unknown, cwd: s
   };
 }
 
-  // Unknown or unreadable: treated as a session that does not exist.
+// Unknown or unreadable: treated as a session that does not exist.
 async function loadKnown(sessiond: Client, sessionId: string): Promise<Known | null> {
   const view = await sessiond
     .session(sessionId)

@@ -54,7 +54,7 @@ export interface AppOptions {
 export function createApp(options: AppOptions): Hono {
   const { client, config, logger } = options;
   const document = openApiDocument();
-  const auth = new Auth({ http: config.http, logger, document });
+  const auth = new Auth({ http: config.http, caller: config.caller, logger, document });
   const metrics = options.metrics ?? createMetrics(client, { workerStaleMs: staleMs(options) });
   const streams = new EventStreams({
     client,
@@ -63,6 +63,10 @@ export function createApp(options: AppOptions): Hono {
     keepAliveMs: options.keepAliveMs ?? HTTP_DEFAULTS.keepAliveMs,
     maxStreams: config.http.maxStreams,
     idleMs: config.http.streamIdleTimeout,
+    tokenCap: (principal) => {
+      const caps = auth.capsOf(principal);
+      return caps === null || principal?.name == null ? null : { name: principal.name, maxStreams: caps.maxStreams };
+    },
   });
   const app = new Hono();
 

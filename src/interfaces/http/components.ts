@@ -26,11 +26,13 @@ export function components(): Json {
       Error: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
       Principal: {
         type: 'object',
-        required: ['name', 'scope', 'via'],
+        required: ['name', 'scope', 'via', 'tenant', 'maxPriority'],
         properties: {
           name: { type: ['string', 'null'] },
           scope: { enum: ['read', 'write', 'admin'] },
           via: { enum: ['bearer', 'cookie', 'ticket', 'open'] },
+          tenant: { type: 'string', description: "the tenant this credential's sessions are recorded under (docs/security.md)" },
+          maxPriority: { type: 'integer', description: 'the highest priority its requests may ask for' },
           expiresAt: { type: 'integer' },
         },
       },

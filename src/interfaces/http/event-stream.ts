@@ -3,6 +3,7 @@ import { streamSSE } from 'hono/streaming';
 import type { Client } from '../../api/client.ts';
 import type { Logger } from '../log.ts';
 import type { Principal } from './auth/credentials.ts';
+import { QuotaError } from '../../errors.ts';
 import { HttpError } from './body.ts';
 
 export interface EventStreamOptions {
@@ -15,6 +16,8 @@ export interface EventStreamOptions {
   maxStreams: number;
   /** A stream that sent no message for this long is closed. */
   idleMs: number;
+  /** Issue 25: the streams one token may hold at once on this server (null: no cap, no token configured). */
+  tokenCap?: (principal: Principal | null) => { name: string; maxStreams: number } | null;
 }
 
 /** setTimeout's limit: a credential valid for longer is ended by the idle limit instead. */
@@ -30,6 +33,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export class EventStreams {
   readonly #o: EventStreamOptions;
   #live = 0;
+  /** Live streams per token name (only tokens holding some). */
+  readonly #byToken = new Map<string, number>();
 
   constructor(options: EventStreamOptions) {
     this.#o = options;
@@ -44,12 +49,31 @@ export class EventStreams {
       c.header('Retry-After', '5');
       throw new HttpError(503, `too many live event streams (http.maxStreams = ${this.#o.maxStreams}); try again shortly`);
     }
+    // One token may not take every slot (its cookie and tickets count as the token).
+    const cap = this.#o.tokenCap?.(principal) ?? null;
+    const held = cap === null ? 0 : (this.#byToken.get(cap.name) ?? 0);
+    if (cap !== null && held >= cap.maxStreams) {
+      c.header('Retry-After', '5');
+      throw new QuotaError(
+        'maxStreams',
+        cap.maxStreams,
+        `the token "${cap.name}" already holds ${held} live event streams on this server (its maxStreams ${cap.maxStreams}): close one first`,
+      );
+    }
     this.#live += 1;
+    if (cap !== null) this.#byToken.set(cap.name, held + 1);
     const { client, logger, keepAliveMs, idleMs } = this.#o;
     const shutdown = this.#o.signal;
     let released = false;
     const release = (): void => {
-      if (!released) this.#live -= 1;
+      if (!released) {
+        this.#live -= 1;
+        if (cap !== null) {
+          const left = (this.#byToken.get(cap.name) ?? 1) - 1;
+          if (left > 0) this.#byToken.set(cap.name, left);
+          else this.#byToken.delete(cap.name);
+        }
+      }
       released = true;
     };
     try {

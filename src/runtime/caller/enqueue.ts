@@ -7,14 +7,21 @@ import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../retry/policy.ts';
 import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 import { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } from '../enqueue-checks.ts';
 import { EnqueueRequestSchema, zodIssues } from '../enqueue-request.ts';
+import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
 
 // Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
+
+/** How a prompt is added: `mustExist` refuses an unknown session; `owner` (a token and its maxSessions) holds a slot of its session cap for a new session. */
+export interface EnqueueHow {
+  mustExist?: boolean;
+  owner?: SessionOwner;
+}
 
 /**
  * Adds a prompt (creating the session unless `mustExist`). Refused with nothing written: InputError
  * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
  */
-export async function enqueue(parts: CallerParts, input: unknown, how: { mustExist?: boolean } = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
+export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHow = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
   // The policy first: resolving it registers a library caller's own agents.
   const policy = await parts.deploymentPolicy();
   const parsed = EnqueueRequestSchema.safeParse(input);
@@ -49,13 +56,18 @@ export async function enqueue(parts: CallerParts, input: unknown, how: { mustExi
   }
   const jobId = newJobId(sessionId);
   const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
-  const result = await parts.store.enqueue(sessionId, create, prompt, policyJson, jobId, {
-    ...(how.mustExist === true ? { mustExist: true } : {}),
-    maxQueued: parts.limits.maxQueuedPrompts,
-    maxLog: parts.limits.maxLogMessages,
-    ...(retentionMs === undefined ? {} : { retentionMs }),
-    ...(request.priority === undefined ? {} : { priority: request.priority }),
-  });
+  // Issue 25 (auth lane): a new session takes a slot of its owner token's maxSessions (limits/owner-sessions.ts).
+  const owner = how.mustExist === true ? undefined : how.owner;
+  const result = await withOwnerSlot(parts.redis, parts.keys, owner, sessionId, () =>
+    parts.store.enqueue(sessionId, create, prompt, policyJson, jobId, {
+      ...(how.mustExist === true ? { mustExist: true } : {}),
+      maxQueued: parts.limits.maxQueuedPrompts,
+      maxLog: parts.limits.maxLogMessages,
+      maxLogBytes: parts.limits.maxLogBytes,
+      ...(retentionMs === undefined ? {} : { retentionMs }),
+      ...(request.priority === undefined ? {} : { priority: request.priority }),
+    }),
+  );
   if (!result.ok) {
     if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
     if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);
@@ -64,6 +76,12 @@ export async function enqueue(parts: CallerParts, input: unknown, how: { mustExi
         'maxQueuedPrompts',
         result.limit,
         `session "${sessionId}" already has ${result.count} prompts waiting (maxQueuedPrompts ${result.limit}): the prompt was not stored`,
+      );
+    if (result.reason === 'log_bytes_full')
+      throw new QuotaError(
+        'maxLogBytes',
+        result.limit,
+        `session "${sessionId}" has ${result.count} bytes of messages stored, its message log is full (maxLogBytes ${result.limit}): the prompt was not stored`,
       );
     throw new QuotaError(
       'maxLogMessages',

@@ -17,6 +17,8 @@ export interface LifecycleLimits {
   maxArchiveBytes: number;
   /** The longest line of an archive (bytes): a longer one is refused, naming the line and the limit. */
   maxArchiveLineBytes: number;
+  /** Bytes of message content stored in one session's log at most: as maxLogMessages, measured in bytes. */
+  maxLogBytes: number;
 }
 
 export const LIFECYCLE_DEFAULTS: LifecycleLimits = DEFAULTS;

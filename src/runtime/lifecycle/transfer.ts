@@ -30,12 +30,16 @@ local h, m, a, n = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonu
 local i = 10
 for _ = 1, h do redis.call('RPUSH', KEYS[3], ARGV[i]); i = i + 1 end
 local last = 0
+local bytes = 0
 for _ = 1, m do
   redis.call('XADD', KEYS[4], ARGV[i] .. '-0', 'seq', ARGV[i], 'turn', ARGV[i + 1], 'attempt', ARGV[i + 2], 'type', ARGV[i + 3], 'content', ARGV[i + 4])
   last = ARGV[i]
+  bytes = bytes + #ARGV[i + 4]
   i = i + 5
 end
 if m > 0 then redis.call('SET', KEYS[5], last) end
+-- auth lane (issue 25): the imported log counts against maxLogBytes as a written one does.
+if bytes > 0 then redis.call('HSET', KEYS[1], 'logBytes', bytes) end
 for _ = 1, a do redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1]); i = i + 2 end
 for _ = 1, n do redis.call('RPUSH', KEYS[7], ARGV[i]); i = i + 1 end
 if ARGV[4] ~= '' then redis.call('SET', KEYS[8], ARGV[4]) end

@@ -6,6 +6,7 @@ import { admitTurn, refusedAttempt } from '../deployment-policy.ts';
 import { markerScope } from '../orphans.ts';
 import type { SessionWriter } from '../session-writer.ts';
 import type { SessionStore } from '../store/session-store.ts';
+import { LogRoom } from '../store/log-room.ts';
 import type { SessionTracer } from '../tracing/session-tracer.ts';
 import { exportAgentState, importAgentState, prepareAgentAttempt } from './agent-attempt.ts';
 import type { ActiveSessionConfig, WarnLog } from './config.ts';
@@ -33,7 +34,7 @@ export interface RunnerInit {
 /**
  * One attempt of the session's turn, as the machine's attempt actor runs it: the stored request
  * checked again against the deployment policy, the agent's own state brought in, the agent run
- * (its approvals through the session's gate, its log within maxLogMessages), its state carried out.
+ * (its approvals through the session's gate, its log within maxLogMessages and maxLogBytes), its state carried out.
  * The actor aborts `signal` when the machine leaves `running` (a cancel, a timeout): the agent's
  * provider then stops its process tree, and the generator ends.
  */
@@ -60,11 +61,10 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       const attempt = await prepareAgentAttempt({ agentName: admitted.agent, hostOptions: config.agentOptions, callerOptions: admitted.options, sessionId, scope });
       await importAgentState(attempt, store, sessionId, request.agentSessionId);
       let agentSessionId = request.agentSessionId;
-      // The log cap: one slot is kept for the terminal message that says the log is full.
-      const limit = config.maxLogMessages ?? 0;
-      let room = limit > 0 ? limit - 1 - (await store.lastSeq(sessionId)) : Number.POSITIVE_INFINITY;
-      if (room <= 0) {
-        yield logFull(limit);
+      // The log caps (messages, bytes: store/log-room.ts): one slot is kept for the terminal message that says the log is full.
+      const room = await LogRoom.open(store, sessionId, { maxLogMessages: config.maxLogMessages ?? 0, maxLogBytes: config.maxLogBytes ?? 0 });
+      if (room.full) {
+        yield room.fullMessage();
         return;
       }
       const gate = new AttemptApprovals({
@@ -92,16 +92,15 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
           },
         )) {
           if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
-          if (room <= 0 && message.type !== 'terminal.completed' && message.type !== 'terminal.failed') {
+          if (!room.admit(message)) {
             // Leaving the loop stops the agent's process tree before going on.
             full = true;
             break;
           }
-          room -= 1;
           if (message.type === 'terminal.completed' || message.type === 'terminal.failed') terminal = message;
           yield message;
         }
-        if (full) yield logFull(limit);
+        if (full) yield room.fullMessage();
       } finally {
         await exportAgentState(attempt, writer, agentSessionId, init.warn);
       }
@@ -111,18 +110,5 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       running.delete(done);
       ended();
     }
-  };
-}
-
-/** The terminal message of an attempt stopped because the session's message log is full. */
-function logFull(limit: number): CliMessage {
-  return {
-    type: 'terminal.failed',
-    content: {
-      text: `the session's message log is full (maxLogMessages ${limit}): the attempt was stopped; nothing stored was removed, and the session takes no new prompt`,
-      category: 'quota',
-      stderr: '',
-      invalid_output_lines: [],
-    },
   };
 }

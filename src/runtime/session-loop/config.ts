@@ -21,6 +21,8 @@ export interface ActiveSessionConfig {
   limits?: AttemptLimits;
   /** Messages the session's log may hold (0: no limit): the attempt that reaches it is stopped and ends failed, category `quota`. */
   maxLogMessages?: number;
+  /** Bytes of message content the session's log may hold (0: no limit): as maxLogMessages. */
+  maxLogBytes?: number;
   /** Fleet limits and paused dispatch: an attempt they apply to waits (parked) until admitted. */
   gate?: AdmissionGate;
   /** Told of what an embedder may observe (src/api/worker.ts); a listener that throws changes nothing. */

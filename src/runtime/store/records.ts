@@ -66,6 +66,8 @@ export interface EnqueueLimits {
   maxQueued?: number;
   /** Messages stored at most; a session whose log is full takes no prompt. 0: no limit. */
   maxLog?: number;
+  /** Bytes of message content stored at most (the meta's `logBytes`); as maxLog. 0: no limit. */
+  maxLogBytes?: number;
   /** The session's own retention (ms, 0: forever), recorded with it. */
   retentionMs?: number;
   /** The session's priority from this prompt on (higher starts first under a limit or a full fleet). */
@@ -77,7 +79,8 @@ export type EnqueueResult =
   | { ok: false; reason: 'unknown_session' }
   | { ok: false; reason: 'deleting' }
   | { ok: false; reason: 'queue_full'; limit: number; count: number }
-  | { ok: false; reason: 'log_full'; limit: number; count: number };
+  | { ok: false; reason: 'log_full'; limit: number; count: number }
+  | { ok: false; reason: 'log_bytes_full'; limit: number; count: number };
 
 /** The replies of a session's read-only MULTI, by position; a failed command's error is thrown. */
 export function multiValues(replies: Array<[Error | null, unknown]> | null, sessionId: string): (i: number) => unknown {

@@ -9,9 +9,11 @@ import { COUNT_USAGE } from './usage-script.ts';
 
 /**
  * KEYS: meta, inbox, active, snapshot, seq. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
- * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|'', priority|''.
+ * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|'', priority|'',
+ * maxLogBytes (0 or absent: no limit; the meta's `logBytes`, counted by WRITE).
  * → {turn, created, jobId|'', priority (the session's, '' when none), shard (its fleet-index shard, '' for 0)} | {-1} unknown session (mustExist) | {-2} being deleted
- *   | {-3, limit, queued} too many prompts waiting | {-4, limit, stored} message log full. Refused: nothing written.
+ *   | {-3, limit, queued} too many prompts waiting | {-4, limit, stored} message log full | {-5, limit, bytes} its bytes full.
+ *   Refused: nothing written.
  */
 export const ENQUEUE = `
 local created = 0
@@ -40,6 +42,9 @@ else
   local maxLog = tonumber(ARGV[9])
   local stored = tonumber(redis.call('GET', KEYS[5]) or '0')
   if maxLog > 0 and stored >= maxLog then return {-4, maxLog, stored} end
+  local maxLogBytes = tonumber(ARGV[12] or '0') or 0
+  local bytes = tonumber(redis.call('HGET', KEYS[1], 'logBytes') or '0')
+  if maxLogBytes > 0 and bytes >= maxLogBytes then return {-5, maxLogBytes, bytes} end
 end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'policy', ARGV[5]) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'retention', ARGV[10]) end
@@ -120,11 +125,15 @@ if not (writeId and redis.call('HGET', KEYS[7], 'write') == writeId) then
     redis.call('HSET', KEYS[9], ARGV[i], ARGV[i + 1])
     i = i + 2
   end
+  local logBytes = 0
   for _ = 1, m do
     lastSeq = lastSeq + 1
     redis.call('XADD', KEYS[3], lastSeq .. '-0', 'seq', lastSeq, 'turn', ARGV[i], 'attempt', ARGV[i + 1], 'type', ARGV[i + 2], 'content', ARGV[i + 3])
+    logBytes = logBytes + #ARGV[i + 3]
     i = i + 4
   end
+  -- The log's size in bytes of content (maxLogBytes): kept beside its count (the seq).
+  if logBytes > 0 then redis.call('HINCRBY', KEYS[7], 'logBytes', logBytes) end
   for _ = 1, tonumber(ARGV[12]) do
     redis.call('HINCRBY', KEYS[11], ARGV[i], ARGV[i + 1])
     i = i + 2

@@ -104,12 +104,14 @@ export class SessionStore {
       limits.maxLog ?? 0,
       limits.retentionMs === undefined ? '' : limits.retentionMs,
       limits.priority === undefined ? '' : limits.priority,
+      limits.maxLogBytes ?? 0,
     )) as Array<number | string>;
     const code = Number(r[0]);
     if (code === -1) return { ok: false, reason: 'unknown_session' };
     if (code === -2) return { ok: false, reason: 'deleting' };
     if (code === -3) return { ok: false, reason: 'queue_full', limit: Number(r[1]), count: Number(r[2]) };
     if (code === -4) return { ok: false, reason: 'log_full', limit: Number(r[1]), count: Number(r[2]) };
+    if (code === -5) return { ok: false, reason: 'log_bytes_full', limit: Number(r[1]), count: Number(r[2]) };
     const jobId = String(r[2] ?? '');
     const priority = String(r[3] ?? '');
     return { ok: true, turn: code, created: Number(r[1]) === 1, jobId: jobId === '' ? null : jobId, priority: priority === '' ? 0 : Number(priority), shard: shardOf(r[4]) };
@@ -327,6 +329,11 @@ export class SessionStore {
   async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
     const entries = await this.redis.xrange(this.key(sessionId, 'log'), `${Math.max(1, fromSeq)}-0`, '+', 'COUNT', count);
     return entries.map(([, fields]) => parseEntry(fields));
+  }
+
+  /** Bytes of message content the session's log holds (the meta's `logBytes`, counted by every write). */
+  async logBytes(sessionId: string): Promise<number> {
+    return Number((await this.redis.hget(this.key(sessionId, 'meta'), 'logBytes')) ?? 0);
   }
 
   async lastSeq(sessionId: string): Promise<number> {

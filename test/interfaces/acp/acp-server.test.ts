@@ -11,6 +11,7 @@ import { markerScope, reapOrphans } from '../../../src/runtime/orphans.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import { SESSIOND_BIN } from '../../support/cli.ts';
 import { REPO_ROOT } from '../../support/pi-env.ts';
+import { internals } from '../../../src/runtime/internals.ts';
 import { agentRecords, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, workerEnv, type WorkerProcess, type WorkerProcessOptions } from '../../support/worker-process.ts';
 
@@ -118,6 +119,8 @@ describe('sessiond acp, driven by an ACP client', () => {
       expect(textOf(client, sessionId, 'agent_thought_chunk')).toBe('thinking about it');
       // It is a sessiond session like any other.
       expect((await runtime.getSession(sessionId))?.state).toBe('completed');
+      // Its tenant is the local caller's (config caller.tenant, default local): a {"tenant":"*"} limit applies to it (issue 25).
+      expect(await internals(runtime).redis.hget(internals(runtime).store.key(sessionId, 'meta'), 'tenant')).toBe('local');
     } finally {
       client.close();
     }

@@ -325,6 +325,8 @@ describe('scopes beyond the route', () => {
       name: 'SESSIOND_API_TOKEN',
       scope: 'admin',
       via: 'bearer',
+      tenant: 'local',
+      maxPriority: 1000,
     });
 
     const reader = createApp({

@@ -25,7 +25,7 @@ async function runAcpServer(flags: { agent?: string; agentOption?: Record<string
   const defaults = { ...(flags.agentOption ?? {}), ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }), ...(flags.agent === undefined ? {} : { agent: flags.agent }) };
   // stdout is the protocol's: nothing else may be written there.
   const connection = serveAcp(
-    { client: ctx.client, defaults, version: '0.1.0' },
+    { client: ctx.client, defaults, version: '0.1.0', tenant: ctx.settings.caller.tenant },
     acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>),
   );
   const stop = (): void => connection.close();

@@ -9,6 +9,7 @@ import { parseIntegerOption } from '../parse-options.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/queue.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
+import { callerIssues } from '../../../config/caller.ts';
 
 interface EnqueueFlags extends RetryFlags, AgentFlags {
   session?: string;
@@ -31,10 +32,10 @@ export function registerEnqueue(program: Command): void {
   addRetryPolicyOptions(command, 'retry policy of this session (overrides the global one)');
   command
     .option('--retention <duration>', 'keep the session this long once finished (e.g. 7d; 0: forever), within the deployment maximum')
-    .option('--tenant <name>', 'the tenant of a new session (fleet limits may match on it)')
+    .option('--tenant <name>', 'the tenant of a new session: only the configured one (caller.tenant, SESSIOND_TENANT; default local)')
     .option(
       '--priority <n>',
-      'higher starts first under a fleet limit or a full fleet (-1000…1000, default 0); the session keeps it for its later prompts',
+      'higher starts first under a fleet limit or a full fleet (-1000…caller.maxPriority, default 0); the session keeps it for its later prompts',
       parseIntegerOption('--priority', MIN_PRIORITY, MAX_PRIORITY),
     )
     .option('--json', 'print {"sessionId","turn"}')
@@ -50,6 +51,9 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
+    // Issue 25: the tenant and the highest priority are the local caller's (config `caller`), not what a flag claims.
+    const claimed = callerIssues(ctx.settings.caller, { tenant: flags.tenant, priority: flags.priority });
+    if (claimed.length > 0) throw new CliError(claimed.map((i) => `--${i.field}: ${i.message}`).join('\n'), ExitCode.usage);
     // A session not readable yet follows from its first message.
     const fromSeq =
       flags.session === undefined
@@ -66,7 +70,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         ...(Object.keys(options).length === 0 ? {} : { options }),
         ...(retryPolicy === undefined ? {} : { retryPolicy }),
         ...(flags.retention === undefined ? {} : { retention: flags.retention }),
-        ...(flags.tenant === undefined ? {} : { tenant: flags.tenant }),
+        tenant: ctx.settings.caller.tenant,
         ...(flags.priority === undefined ? {} : { priority: flags.priority }),
       });
     } catch (error) {

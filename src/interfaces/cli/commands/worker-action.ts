@@ -31,6 +31,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
     retentionMs: config.lifecycle.retention,
     sweepIntervalMs: config.lifecycle.sweepInterval,
     maxLogMessages: config.lifecycle.maxLogMessages,
+    maxLogBytes: config.lifecycle.maxLogBytes,
     fleetLimits: config.limits,
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });

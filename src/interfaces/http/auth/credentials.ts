@@ -1,11 +1,15 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Config } from '../../../config/config.ts';
-import type { Scope, TokenEntry } from '../../../config/tokens.ts';
+import { tokenLimits, type CallerIdentity, type Scope, type TokenEntry } from '../../../config/tokens.ts';
 
-/** Who a request is: the token's name (never the token) and the scope it grants. */
+/** Who a request is: the token's name (never the token), the scope it grants, its tenant and highest priority. */
 export interface Principal {
   name: string | null;
   scope: Scope;
+  /** The tenant its sessions are recorded under (a request may not name another). */
+  tenant: string;
+  /** The highest priority its requests may ask for. */
+  maxPriority: number;
   /** How it was shown: a bearer token, the dashboard's login cookie, a stream ticket, or nothing (no token configured, loopback). */
   via: 'bearer' | 'cookie' | 'ticket' | 'open';
   /** When the credential stops working (cookie, ticket), ms since the epoch. */
@@ -27,21 +31,33 @@ function sha256(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }
 
+/** One configured token as the guard holds it: no plaintext, the hash only to compare and to derive a fingerprint from. */
+export interface HeldToken extends CallerIdentity {
+  name: string;
+  scope: Scope;
+  hash: Buffer;
+  maxSessions: number;
+  maxStreams: number;
+}
+
 /**
  * The configured tokens. `verify` hashes what it is given and compares it with
  * every entry's SHA-256 in constant time (no early exit), so neither the match
  * nor its position leaks through timing. Holds no plaintext token.
  */
 export class TokenSet {
-  readonly #entries: Array<{ name: string; scope: Scope; hash: Buffer }>;
+  readonly #entries: HeldToken[];
 
-  constructor(entries: ReadonlyArray<Pick<TokenEntry, 'name' | 'scope' | 'sha256'>>) {
-    this.#entries = entries.map((e) => ({ name: e.name, scope: e.scope, hash: Buffer.from(e.sha256, 'hex') }));
+  constructor(entries: ReadonlyArray<Pick<TokenEntry, 'name' | 'scope' | 'sha256'> & Partial<TokenEntry>>) {
+    this.#entries = entries.map((e) => ({ name: e.name, scope: e.scope, hash: Buffer.from(e.sha256, 'hex'), ...tokenLimits(e) }));
   }
 
-  static fromConfig(http: Config['http']): TokenSet {
-    const entries: Array<Pick<TokenEntry, 'name' | 'scope' | 'sha256'>> = [...http.tokens];
-    if (http.token !== undefined) entries.push({ name: 'SESSIOND_API_TOKEN', scope: http.tokenScope, sha256: sha256(http.token).toString('hex') });
+  /** SESSIOND_API_TOKEN acts as the local caller (`caller`: its tenant and highest priority). */
+  static fromConfig(http: Config['http'], caller: CallerIdentity): TokenSet {
+    const entries: Array<Pick<TokenEntry, 'name' | 'scope' | 'sha256'> & Partial<TokenEntry>> = [...http.tokens];
+    if (http.token !== undefined) {
+      entries.push({ name: 'SESSIOND_API_TOKEN', scope: http.tokenScope, sha256: sha256(http.token).toString('hex'), tenant: caller.tenant, maxPriority: caller.maxPriority });
+    }
     return new TokenSet(entries);
   }
 
@@ -49,26 +65,31 @@ export class TokenSet {
     return this.#entries.length;
   }
 
-  verify(token: string): { name: string; scope: Scope } | null {
+  verify(token: string): HeldToken | null {
     const given = sha256(token);
-    let found: { name: string; scope: Scope } | null = null;
+    let found: HeldToken | null = null;
     for (const entry of this.#entries) {
-      if (timingSafeEqual(given, entry.hash)) found = { name: entry.name, scope: entry.scope };
+      if (timingSafeEqual(given, entry.hash)) found = entry;
     }
     return found;
   }
 
-  /** The scope a token of this name has now (null once it is no longer configured). */
-  scopeOf(name: string): Scope | null {
-    return this.#entries.find((e) => e.name === name)?.scope ?? null;
+  /** The token of this name as configured now (null once it is no longer configured). */
+  entry(name: string): HeldToken | null {
+    return this.#entries.find((e) => e.name === name) ?? null;
   }
 }
 
-/** What a signed value carries: a purpose (so a ticket is never a login and back), the token's name, scope and expiry. */
+/**
+ * What a signed value carries: a purpose (so a ticket is never a login and back), the token's name,
+ * scope, fingerprint and expiry.
+ */
 export interface SignedClaims {
   p: 'stream' | 'login';
   n: string | null;
   sc: Scope;
+  /** The fingerprint of the token it was issued from (Signer.fingerprint): rotated or removed, it no longer matches. */
+  f?: string;
   exp: number;
   /** A stream ticket's session id. */
   s?: string;
@@ -85,6 +106,15 @@ export class Signer {
 
   constructor(secret: string | undefined) {
     this.#key = secret === undefined ? randomBytes(32) : createHash('sha256').update(`sessiond-signing:${secret}`).digest();
+  }
+
+  /**
+   * A token's fingerprint: HMAC of its SHA-256 under this signer's key, 128 bits. It tells whether
+   * the token behind a credential is still the one configured under its name, and says nothing of
+   * the token or its hash to whoever reads the (unencrypted) cookie.
+   */
+  fingerprint(hash: Buffer): string {
+    return createHmac('sha256', this.#key).update('sessiond-token-fingerprint:').update(hash).digest().subarray(0, 16).toString('base64url');
   }
 
   sign(claims: SignedClaims): string {

@@ -1,12 +1,14 @@
+import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Context, MiddlewareHandler } from 'hono';
 import { getCookie } from 'hono/cookie';
 import type { Config } from '../../../config/config.ts';
-import type { Scope } from '../../../config/tokens.ts';
+import type { CallerIdentity, Scope } from '../../../config/tokens.ts';
 import type { Logger } from '../../log.ts';
 import { writeAudit } from './audit.ts';
-import { lowerScope, scopeAllows, Signer, TokenSet, type Principal, type SignedClaims } from './credentials.ts';
+import { lowerScope, scopeAllows, Signer, TokenSet, type HeldToken, type Principal, type SignedClaims } from './credentials.ts';
 import { HostPolicy, isLoopbackHost } from './hosts.ts';
+import { LoginLimiter } from './login-limiter.ts';
 import { matchRoute, routeTable, type RouteMatch, type RouteRule, type RouteScope } from './route-scopes.ts';
 
 declare module 'hono' {
@@ -29,6 +31,8 @@ export const BULL_BOARD_ADMIN_PATH = '/queues-admin';
 
 export interface AuthOptions {
   http: Config['http'];
+  /** The local caller (config `caller`): who a request is with no token configured, and SESSIOND_API_TOKEN's tenant and priority. */
+  caller: CallerIdentity;
   logger: Logger;
   /** The OpenAPI document: its operations' `x-sessiond-scope` is the route table. */
   document: Record<string, unknown>;
@@ -56,11 +60,15 @@ export class Auth {
   readonly #logger: Logger;
   /** Logged-out cookies → their expiry. */
   readonly #revoked = new Map<string, number>();
+  /** Failed logins per client address (429 with Retry-After past the burst). */
+  readonly logins = new LoginLimiter();
+  readonly #caller: CallerIdentity;
 
   constructor(options: AuthOptions) {
     this.#http = options.http;
     this.#logger = options.logger;
-    this.tokens = TokenSet.fromConfig(options.http);
+    this.#caller = options.caller;
+    this.tokens = TokenSet.fromConfig(options.http, options.caller);
     this.signer = new Signer(options.http.secret);
     this.hosts = new HostPolicy({ bound: options.http.host, allowedHosts: options.http.allowedHosts, allowedOrigins: options.http.allowedOrigins });
     this.routes = routeTable(options.document);
@@ -77,10 +85,15 @@ export class Auth {
     return c.get('principal') ?? null;
   }
 
-  /** A stream ticket for `sessionId`: the principal's scope, until the sooner of the TTL and its own expiry. */
+  /**
+   * A stream ticket for `sessionId`: the principal's scope, bound to its token's fingerprint, until the
+   * sooner of the TTL and its own expiry.
+   */
   issueTicket(principal: Principal, sessionId: string, now = Date.now()): { ticket: string; expiresAt: number } {
     const exp = Math.min(now + this.#http.streamTicketTtl, principal.expiresAt ?? Number.POSITIVE_INFINITY);
-    return { ticket: this.signer.sign({ p: 'stream', n: principal.name, sc: principal.scope, exp, s: sessionId }), expiresAt: exp };
+    const held = principal.name === null ? null : this.tokens.entry(principal.name);
+    const f = held === null ? {} : { f: this.signer.fingerprint(held.hash) };
+    return { ticket: this.signer.sign({ p: 'stream', n: principal.name, sc: principal.scope, ...f, exp, s: sessionId }), expiresAt: exp };
   }
 
   /**
@@ -96,16 +109,27 @@ export class Auth {
     while (this.#revoked.size > MAX_REVOKED) this.#revoked.delete(this.#revoked.keys().next().value as string);
   }
 
-  /** A login cookie's value for a valid token, or null. */
+  /** A login cookie's value for a valid token (bound to its fingerprint), or null. */
   login(token: string, now = Date.now()): { value: string; principal: Principal; maxAgeS: number } | null {
     const found = this.tokens.verify(token);
     if (found === null) return null;
     const exp = now + this.#http.loginTtl;
     return {
-      value: this.signer.sign({ p: 'login', n: found.name, sc: found.scope, exp }),
-      principal: { ...found, via: 'cookie', expiresAt: exp },
+      value: this.signer.sign({ p: 'login', n: found.name, sc: found.scope, f: this.signer.fingerprint(found.hash), exp }),
+      principal: { ...principalOf(found, 'cookie'), expiresAt: exp },
       maxAgeS: Math.floor(this.#http.loginTtl / 1000),
     };
+  }
+
+  /** The local caller's principal (no token configured, loopback only). */
+  get open(): Principal {
+    return { name: null, scope: 'admin', via: 'open', tenant: this.#caller.tenant, maxPriority: this.#caller.maxPriority };
+  }
+
+  /** The caps of the principal's token (null: no token configured, nothing capped per token). */
+  capsOf(principal: Principal | null): { maxSessions: number; maxStreams: number } | null {
+    const held = principal?.name == null ? null : this.tokens.entry(principal.name);
+    return held === null ? null : { maxSessions: held.maxSessions, maxStreams: held.maxStreams };
   }
 
   middleware(): MiddlewareHandler {
@@ -136,7 +160,7 @@ export class Auth {
       const need = requiredScope(match, method, path);
       const shown = this.#authenticate(c, match);
       if (!this.required) {
-        principal = { name: null, scope: 'admin', via: 'open' };
+        principal = this.open;
       } else {
         if (shown !== null && 'principal' in shown) principal = shown.principal;
         if (need !== 'public') {
@@ -170,7 +194,7 @@ export class Auth {
       const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
       if (m === null) return { error: 'Authorization must be "Bearer <token>"' };
       const found = this.tokens.verify(m[1] ?? '');
-      return found === null ? { error: 'invalid token' } : { principal: { ...found, via: 'bearer' } };
+      return found === null ? { error: 'invalid token' } : { principal: principalOf(found, 'bearer') };
     }
     const cookie = getCookie(c, LOGIN_COOKIE);
     if (cookie !== undefined && cookie !== '') {
@@ -182,12 +206,22 @@ export class Auth {
     return null;
   }
 
-  /** A signed credential holds as long as its token is still configured, with the lower of the two scopes. */
+  /**
+   * A signed credential holds as long as the very token it was issued from is still configured under
+   * its name (its fingerprint matches: not rotated, not removed), with the lower of the two scopes.
+   */
   #still(claims: SignedClaims, via: 'ticket' | 'cookie'): Authenticated {
-    const now = claims.n === null ? null : this.tokens.scopeOf(claims.n);
+    const now = claims.n === null ? null : this.tokens.entry(claims.n);
     if (now === null) return { error: 'the token behind this credential is no longer configured' };
-    return { principal: { name: claims.n, scope: lowerScope(claims.sc, now), via, expiresAt: claims.exp } };
+    const fingerprint = Buffer.from(this.signer.fingerprint(now.hash));
+    const claimed = Buffer.from(typeof claims.f === 'string' ? claims.f : '');
+    if (claimed.length !== fingerprint.length || !timingSafeEqual(claimed, fingerprint)) return { error: 'the token behind this credential was replaced: log in again' };
+    return { principal: { ...principalOf(now, via), scope: lowerScope(claims.sc, now.scope), expiresAt: claims.exp } };
   }
+}
+
+function principalOf(token: HeldToken, via: Principal['via']): Principal {
+  return { name: token.name, scope: token.scope, via, tenant: token.tenant, maxPriority: token.maxPriority };
 }
 
 function under(path: string, base: string): boolean {
@@ -206,7 +240,8 @@ export function requiredScope(match: RouteMatch | null, method: string, path: st
   return read ? 'read' : 'admin';
 }
 
-function clientAddress(c: Context): string | null {
+/** The address of the client's connection (null in-process, e.g. `app.request`). */
+export function clientAddress(c: Context): string | null {
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   return incoming?.socket?.remoteAddress ?? null;
 }

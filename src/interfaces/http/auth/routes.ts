@@ -4,7 +4,7 @@ import { HttpError } from '../body.ts';
 import { error, invalid, json, MUTATING_ERRORS, ref } from '../route.ts';
 import { defineRoute } from '../routes/context.ts';
 import { sessionOr404 } from '../routes/views.ts';
-import { LOGIN_COOKIE } from './guard.ts';
+import { clientAddress, LOGIN_COOKIE } from './guard.ts';
 
 /** `POST /api/login`. */
 export const LoginBody = z.strictObject({ token: z.string().min(1, 'must not be empty').max(4096, 'must be at most 4096 characters') });
@@ -19,11 +19,24 @@ export const authRoutes = [
     summary: 'Exchange a token for the dashboard login cookie (HttpOnly, SameSite=Strict, Secure over HTTPS)',
     scope: 'public',
     body: { schema: LoginBody, examples: { token: { summary: 'a configured token', value: { token: 'the-token-you-were-given' } } } },
-    responses: { '200': json(ref('Principal'), 'logged in; `Set-Cookie: sessiond_login=…`'), '400': invalid(), ...MUTATING_ERRORS },
+    responses: {
+      '200': json(ref('Principal'), 'logged in; `Set-Cookie: sessiond_login=…`'),
+      '400': invalid(),
+      '429': error('too many failed logins from this client address; `Retry-After` says when to try again'),
+      ...MUTATING_ERRORS,
+    },
     handler(c, { body }, { auth, secureCookies }) {
-      if (!auth.required) return c.json({ name: null, scope: 'admin', via: 'open' });
+      if (!auth.required) return c.json(auth.open);
+      // Refused before the token is looked at: past the limit, trying the right one teaches nothing either.
+      const client = clientAddress(c);
+      const allowed = auth.logins.check(client);
+      if (!allowed.ok) {
+        c.header('Retry-After', String(allowed.retryAfterS));
+        return c.json({ error: `too many failed logins from this address: try again in ${allowed.retryAfterS} s` }, 429);
+      }
       const login = auth.login(body.token);
       if (login === null) {
+        auth.logins.failed(client);
         c.header('WWW-Authenticate', 'Bearer realm="sessiond"');
         return c.json({ error: 'invalid token' }, 401);
       }

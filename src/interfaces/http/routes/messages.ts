@@ -65,6 +65,7 @@ export const messageRoutes = [
       '400': invalid('a bad `from` or `Last-Event-ID`'),
       '401': error('no valid credential, or an expired stream ticket'),
       '404': error('unknown session'),
+      '429': error('the token holds its maxStreams live streams on this server (`limit`: maxStreams); `Retry-After`'),
       '503': error('`http.maxStreams` streams are live; `Retry-After` says when to try again'),
     },
     async handler(c, { id, query }, { client, auth, streams }) {

@@ -1,6 +1,7 @@
 import { EnqueueRequestSchema } from '../../../runtime/enqueue-request.ts';
 import { error, invalid, json, MUTATING_ERRORS, ref } from '../route.ts';
 import { defineRoute } from './context.ts';
+import { callerRequest } from '../auth/caller.ts';
 import { sessionOr404 } from './views.ts';
 
 /** `POST /api/sessions/:id/prompts`. */
@@ -18,15 +19,17 @@ export const promptRoutes = [
     body: { schema: PromptBody, examples: { next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } } } },
     responses: {
       '202': json(ref('Enqueued'), 'queued as the next turn'),
-      '400': invalid(),
+      '400': invalid('malformed JSON, or a field is invalid (`issues` name each one; `priority` above the credential’s maxPriority)'),
       '404': error('unknown session'),
-      '409': error('the session is being deleted, or its message log is full (`limit`: maxLogMessages): the prompt was not stored'),
+      '409': error('the session is being deleted, or its message log is full (`limit`: maxLogMessages, maxLogBytes): the prompt was not stored'),
       '429': error('too many prompts waiting (`limit`: maxQueuedPrompts): the prompt was not stored'),
       ...MUTATING_ERRORS,
     },
-    async handler(c, { id, body }, { client }) {
+    async handler(c, { id, body }, { client, auth }) {
       await sessionOr404(client, id);
-      const { sessionId, turn } = await client.session(id).prompt(body);
+      // Issue 25: the priority at most the credential's maxPriority, its tenant the credential's (auth/caller.ts).
+      const { request } = callerRequest(auth, auth.principalOf(c), body);
+      const { sessionId, turn } = await client.session(id).prompt(request);
       return c.json({ sessionId, turn }, 202);
     },
   }),

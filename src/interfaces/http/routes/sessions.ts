@@ -3,6 +3,7 @@ import { SESSION_STATES, type SessionState } from '../../../../machines/states.t
 import { EnqueueRequestSchema } from '../../../runtime/enqueue-request.ts';
 import type { SessionView } from '../../../api/client.ts';
 import { HttpError } from '../body.ts';
+import { callerRequest } from '../auth/caller.ts';
 import { error, invalid, json, MUTATING_ERRORS, queryInt, ref } from '../route.ts';
 import { defineRoute } from './context.ts';
 import { detail, listItem, sessionOr404 } from './views.ts';
@@ -83,7 +84,9 @@ export const sessionRoutes = [
     responses: {
       '201': json(ref('Enqueued'), 'created; the prompt is turn 1'),
       '202': json(ref('Enqueued'), 'the session existed: the prompt was added to it'),
-      '400': invalid('malformed JSON, or a field is invalid (`issues` name each one)'),
+      '400': invalid('malformed JSON, or a field is invalid (`issues` name each one; `tenant` other than the credential’s, `priority` above its maxPriority)'),
+      '409': error('the session is being deleted, or its message log is full (`limit`: maxLogMessages, maxLogBytes): the prompt was not stored'),
+      '429': error('too many prompts waiting (`limit`: maxQueuedPrompts), or the token has its maxSessions sessions (`limit`: maxSessions): nothing was stored'),
       ...MUTATING_ERRORS,
     },
     async handler(c, { body }, { client, auth }) {
@@ -91,7 +94,9 @@ export const sessionRoutes = [
       if (body.retryPolicy !== undefined && auth.principalOf(c)?.scope !== 'admin') {
         throw new HttpError(403, 'setting a retry policy needs an admin token', [{ field: 'retryPolicy', message: 'needs scope admin' }]);
       }
-      const { sessionId, turn, created } = await client.sessions.enqueue(body);
+      // Issue 25: the tenant and the highest priority are the credential's, the session cap its token's (auth/caller.ts).
+      const { request, how } = callerRequest(auth, auth.principalOf(c), body);
+      const { sessionId, turn, created } = await client.sessions.enqueue(request, how);
       return c.json({ sessionId, turn, created }, created ? 201 : 202);
     },
   }),

@@ -1,0 +1,73 @@
+import type { CliMessage } from '../../protocol/index.ts';
+import type { SessionStore } from './session-store.ts';
+
+/** What a session's message log may hold: messages (maxLogMessages) and bytes of content (maxLogBytes); 0: no limit. */
+export interface LogCaps {
+  maxLogMessages?: number;
+  maxLogBytes?: number;
+}
+
+/** A message's size as the log stores it (the JSON of its content, as the session writer sends it). */
+export function messageBytes(message: CliMessage): number {
+  return Buffer.byteLength(JSON.stringify(message.content ?? null), 'utf8');
+}
+
+/**
+ * The room left in a session's log for one attempt. One message slot is kept for the terminal
+ * message that says the log is full; a terminal message always goes in (so the log may pass
+ * maxLogBytes by that one message). Contract: `admit` says whether a message may be stored; once it
+ * says no, the attempt stops and `fullMessage()` ends it (category `quota`), nothing stored removed.
+ */
+export class LogRoom {
+  #messages: number;
+  #bytes: number;
+  #reason: string | null = null;
+  readonly #caps: LogCaps;
+
+  private constructor(caps: LogCaps, messages: number, bytes: number) {
+    this.#caps = caps;
+    this.#messages = messages;
+    this.#bytes = bytes;
+  }
+
+  static async open(store: SessionStore, sessionId: string, caps: LogCaps): Promise<LogRoom> {
+    const maxMessages = caps.maxLogMessages ?? 0;
+    const maxBytes = caps.maxLogBytes ?? 0;
+    const [seq, bytes] = await Promise.all([maxMessages > 0 ? store.lastSeq(sessionId) : 0, maxBytes > 0 ? store.logBytes(sessionId) : 0]);
+    const room = new LogRoom(caps, maxMessages > 0 ? maxMessages - 1 - seq : Number.POSITIVE_INFINITY, maxBytes > 0 ? maxBytes - bytes : Number.POSITIVE_INFINITY);
+    if (room.#messages <= 0) room.#reason = `maxLogMessages ${maxMessages}`;
+    else if (room.#bytes <= 0) room.#reason = `maxLogBytes ${maxBytes}`;
+    return room;
+  }
+
+  /** The log is full already: the attempt must not start. */
+  get full(): boolean {
+    return this.#reason !== null;
+  }
+
+  admit(message: CliMessage): boolean {
+    const terminal = message.type === 'terminal.completed' || message.type === 'terminal.failed';
+    const size = messageBytes(message);
+    if (!terminal) {
+      if (this.#messages <= 0) this.#reason = `maxLogMessages ${this.#caps.maxLogMessages ?? 0}`;
+      else if (size > this.#bytes) this.#reason = `maxLogBytes ${this.#caps.maxLogBytes ?? 0}`;
+      if (this.#reason !== null) return false;
+    }
+    this.#messages -= 1;
+    this.#bytes -= size;
+    return true;
+  }
+
+  /** The terminal message of an attempt stopped because the log is full. */
+  fullMessage(): CliMessage {
+    return {
+      type: 'terminal.failed',
+      content: {
+        text: `the session's message log is full (${this.#reason ?? 'maxLogMessages'}): the attempt was stopped; nothing stored was removed, and the session takes no new prompt`,
+        category: 'quota',
+        stderr: '',
+        invalid_output_lines: [],
+      },
+    };
+  }
+}
