@@ -8,6 +8,8 @@ import { Runtime, type EnqueueRequest, type SessionView } from '../runtime/runti
 import type { DefinedAgent } from './define-agent.ts';
 import type { SessionState, StoredMessage } from './types.ts';
 import { watchSession, type WatchOptions } from './watch.ts';
+import { registerAgent } from '../agents/registry.ts';
+import { deploymentPolicy } from '../runtime/deployment-policy.ts';
 
 /** Where Redis is: a URL (`redis://…`, `rediss://…`), or a function making a new connection (sessiond opens several). */
 export type RedisOption = string | ((role: string) => Redis);
@@ -85,9 +87,7 @@ export function openRuntime(options: ClientOptions, connect: (role: string) => R
     ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
     ...(options.limits === undefined ? {} : { limits: options.limits }),
     policy: async () => {
-      const { registerAgent } = await import('../agents/registry.ts');
       for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
-      const { deploymentPolicy } = await import('../runtime/deployment-policy.ts');
       return deploymentPolicy({
         ...(options.policy === undefined ? {} : { policy: options.policy }),
         ...(options.workspace === undefined ? {} : { workspace: options.workspace }),

@@ -33,6 +33,11 @@ import { BULK_CANCEL_MAX, CANCELLABLE_STATES, selectForCancel } from './bulk-can
 import { ApprovalStore, type StoredApproval } from './approvals/store.ts';
 import { chooseOption, REQUEST_ID_PATTERN, type ApprovalVerdict } from './approvals/decide.ts';
 import type { TurnPrompt } from './turn-prompts.ts';
+import { admitTurn, TurnOptionsSchema } from './enqueue-checks.ts';
+import { EnqueueRequestSchema, zodIssues } from './enqueue-request.ts';
+import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../retry/policy.ts';
+import { deploymentPolicy, parkLimitIssues, turnLimitIssue } from './deployment-policy.ts';
+import { exportSession, importSession } from './lifecycle/transfer.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
 export interface QueuedPrompt {
@@ -235,13 +240,8 @@ export class Runtime {
    * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
    */
   async enqueue(input: unknown, how: { mustExist?: boolean } = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
-    // The agents (and their option schemas) are loaded by the first enqueue, not by every command;
-    // the policy first: resolving it registers a library caller's own agents.
+    // The policy first: resolving it registers a library caller's own agents.
     const policy = await this.#deploymentPolicy();
-    const { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } = await import('./enqueue-checks.ts');
-    // Its schemas (zod) and the retry policy's are loaded by the first write, not by a read.
-    const { EnqueueRequestSchema, zodIssues } = await import('./enqueue-request.ts');
-    const { DEFAULT_RETRY_POLICY, mergeRetryPolicy } = await import('../retry/policy.ts');
     const parsed = EnqueueRequestSchema.safeParse(input);
     const rawOptions = (input as { options?: unknown } | null)?.options;
     const optionIssues =
@@ -252,7 +252,6 @@ export class Runtime {
     if (request.retryPolicy !== undefined) {
       const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
       if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
-      const { parkLimitIssues, turnLimitIssue } = await import('./deployment-policy.ts');
       const deployment = await this.#deploymentPolicy();
       const overLimit = turnLimitIssue(request.retryPolicy, deployment);
       const overPark = parkLimitIssues(request.retryPolicy, deployment);
@@ -478,7 +477,7 @@ export class Runtime {
 
   /** The deployment policy: the one given, else the default (this process's cwd as the workspace), resolved once. */
   async #deploymentPolicy(): Promise<DeploymentPolicy> {
-    this.#policy ??= this.#loadPolicy !== undefined ? await this.#loadPolicy() : (await import('./deployment-policy.ts')).deploymentPolicy();
+    this.#policy ??= this.#loadPolicy !== undefined ? await this.#loadPolicy() : deploymentPolicy();
     return this.#policy;
   }
 
@@ -658,7 +657,6 @@ export class Runtime {
   /** The session as a versioned JSON-lines archive (see lifecycle/archive.ts). NotFoundError for an unknown id. */
   async exportSession(sessionId: string): Promise<string> {
     checkSessionId(sessionId);
-    const { exportSession } = await import('./lifecycle/transfer.ts');
     const archive = await exportSession(this.#redis, this.#keys, sessionId);
     if (archive === null) throw new NotFoundError(`unknown session "${sessionId}"`);
     return archive;
@@ -666,7 +664,6 @@ export class Runtime {
 
   /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
   async importSession(text: string, options: { as?: string } = {}): Promise<ImportResult> {
-    const { importSession } = await import('./lifecycle/transfer.ts');
     return importSession(this.#store, this.#queue, text, options);
   }
 
@@ -739,7 +736,6 @@ export class Runtime {
   /** Validates `patch` over the policy in force; on error nothing is changed. */
   async setPolicy(patch: unknown, sessionId?: string): Promise<RetryPolicyResult> {
     // The deployment's maxTurnMs wins over any stored policy, the global one included.
-    const { parkLimitIssues, turnLimitIssue } = await import('./deployment-policy.ts');
     const deployment = await this.#deploymentPolicy();
     const overLimit = turnLimitIssue(patch, deployment, 'maxTurnMs');
     if (overLimit !== null) return { ok: false, errors: [{ field: 'maxTurnMs', message: `maxTurnMs: ${overLimit.message}` }] };
@@ -752,7 +748,6 @@ export class Runtime {
       return result;
     }
     const { policy } = await this.getPolicy(sessionId);
-    const { mergeRetryPolicy } = await import('../retry/policy.ts');
     const result = mergeRetryPolicy(policy, patch);
     if (result.ok) {
       // Only into a session that still exists and is not being deleted (a bare HSET after a delete would leave half a session).

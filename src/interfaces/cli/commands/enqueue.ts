@@ -9,6 +9,8 @@ import { parseIntegerOption } from '../parse-options.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/queue.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
+import { openClient } from '../context.ts';
+import { followSession } from '../follow.ts';
 
 interface EnqueueFlags extends RetryFlags, AgentFlags {
   session?: string;
@@ -47,7 +49,6 @@ export function registerEnqueue(program: Command): void {
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const options = { ...(flags.agent === undefined ? {} : { agent: flags.agent }), ...agentOptionsFromFlags(flags) };
   const retryPolicy = retryPatchFromFlags(flags);
-  const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
     const fromSeq = flags.session === undefined ? 1 : (await ctx.runtime.lastSeq(flags.session).catch(() => 0)) + 1;
@@ -82,7 +83,6 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
     };
     process.on('SIGINT', onSignal);
     try {
-      const { followSession } = await import('../follow.ts');
       const summary = await followSession(ctx.runtime, result.sessionId, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
       const turn = summary?.turn;
       if (interrupted || turn?.status === 'cancelled') return ExitCode.interrupted;
