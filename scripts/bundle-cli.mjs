@@ -13,7 +13,7 @@
 import { build } from 'esbuild';
 import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 
 /** routes.ts's line that finds the dashboard's files, replaced in the bundle (see the plugin below). */
 const DASHBOARD_DIR = 'const DIR = dirname(fileURLToPath(import.meta.url));';
@@ -48,9 +48,14 @@ function dependencyClosure(roots, root) {
   return names;
 }
 
-/** Builds the bundle into outdir (its files: fast.js, its chunks, their source maps). */
-export async function bundleCli({ root, outdir }) {
+/**
+ * Builds the bundle into outdir (its files: fast.js, main.js, their chunks, their source maps).
+ * webDir: where the dashboard's files are at run time (default dist/src/interfaces/web/, as the
+ * package has them; bin/sessiond-dev.mjs gives src/interfaces/web/).
+ */
+export async function bundleCli({ root, outdir, webDir = join(root, 'dist', 'src', 'interfaces', 'web') }) {
   const bundled = dependencyClosure(BUNDLED_ROOTS, root);
+  const webFromBundle = `${relative(outdir, webDir).split(sep).join('/')}/`;
   await build({
     absWorkingDir: root,
     entryPoints: { fast: 'src/interfaces/cli/fast.ts', main: 'src/interfaces/cli/main.ts' },
@@ -77,7 +82,7 @@ export async function bundleCli({ root, outdir }) {
           b.onLoad({ filter: /src[\\/]interfaces[\\/]web[\\/]routes\.ts$/ }, async (args) => {
             const source = await readFile(args.path, 'utf8');
             if (!source.includes(DASHBOARD_DIR)) throw new Error(`bundle-cli: ${args.path} no longer has \`${DASHBOARD_DIR}\``);
-            return { contents: source.replace(DASHBOARD_DIR, "const DIR = fileURLToPath(new URL('../src/interfaces/web/', import.meta.url));"), loader: 'ts' };
+            return { contents: source.replace(DASHBOARD_DIR, `const DIR = fileURLToPath(new URL(${JSON.stringify(webFromBundle)}, import.meta.url));`), loader: 'ts' };
           });
         },
       },
