@@ -31,6 +31,18 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  // Typed rules: a promise nobody awaits loses its rejection (an unhandled rejection ends the process).
+  {
+    files: ['**/*.ts'],
+    ignores: ['test/interfaces/web/chart-layout.test.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: { '@typescript-eslint/no-floating-promises': 'error' },
+  },
+  // config/ is read by every part (the CLI, the worker, the server): it imports nothing of runtime/.
+  {
+    files: ['src/config/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/runtime/**'], message: 'config/ imports nothing of runtime/ (runtime/ imports config/).' }] }] },
+  },
   // The dashboard's browser modules (checked by tsc too: tsconfig.web.json).
   {
     files: ['src/interfaces/web/**/*.js'],

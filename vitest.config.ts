@@ -1,30 +1,103 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * The suites are split so `npm test` stays within its time budget (~15 min on a 2-core host):
+ * The suites are split so `npm test` stays within its time budget (~15 min on a 2-core host, with
+ * `npm ci` and `npm run check`):
  * - `core` (`npm test`): every suite on a single redis-server, each agent's real CLI at least once
  *   (the ACP client on the real gemini, with its approval flow); a real Redis Cluster still runs in
- *   `test/runtime/redis/cluster.test.ts` and `partitions.test.ts`.
+ *   `test/runtime/redis/cluster.test.ts` (cross-slot refusal, failover of a connection).
+ * - `unit` (`npm run test:unit`): the pure suites alone (also in `core`): no Redis, no agent CLI, no
+ *   network, and no agent-CLI install first (no `pretest:unit`).
  * - `cluster` (`npm run test:cluster`): the runtime suites written with `describe.each(BACKENDS)` on a
- *   real 3-master Redis Cluster, and the `WAIT` failover test.
+ *   real 3-master Redis Cluster, the `WAIT` failover test, and the partitioned queue on a cluster
+ *   (`partitions.test.ts`, moved from `core`: it boots a cluster of its own and enqueues 1,500
+ *   sessions to measure the spread over the masters; cluster behaviour belongs to this set).
  * - `agents` (`npm run test:agents`): the real-CLI suites of Qwen Code, OpenCode and the Claude Code
  *   ACP adapter (their own suites, their approval flows, their runs through the session machine) and
  *   `sessiond agents` asking each ACP agent.
- * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install)
- *   and the 200 sessions under a fleet limit.
+ * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install),
+ *   the 200 sessions under a fleet limit, and, moved from `core` for the budget: 500 concurrent SSE
+ *   clients against one `serve` (`sse-load.test.ts`, a load test split out of `streams.test.ts`,
+ *   whose limits, hub and tickets stay in `core`); the CLI bundle driven through every fast command
+ *   with real pi turns (`bundle.test.ts`: the same commands run through the sources in `core`'s
+ *   `runtime-commands.test.ts` and friends, and the package test runs the installed bundle); the
+ *   dashboard's approval and delete buttons in a real browser (`approval-buttons`,
+ *   `delete-button.test.ts`: the routes they call are tested over HTTP in `core`, and the
+ *   dashboard's other browser suites stay there).
  * - `all` (`npm run test:all`): everything, on both backends.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
-const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts'];
+const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts', 'test/runtime/partitions.test.ts'];
 const AGENT_SUITES = [
   ...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`),
   ...['acp-clis-approvals', 'acp-clis-runtime', 'agents-command'].map((name) => `test/agents/acp/${name}.test.ts`),
 ];
-const LONG_SUITES = ['test/chaos/chaos.test.ts', 'test/package/package.test.ts', 'test/runtime/limits.test.ts'];
+// The pure suites: no Redis, no agent CLI, no process of an agent, no network (mappers, the machine,
+// retry, policy, config, the CLI's parsing). A new suite of pure logic belongs here too.
+const UNIT_SUITES = [
+  'test/agents/acp/opencode-retries.test.ts',
+  'test/agents/acp/qwen-retries.test.ts',
+  'test/agents/claude-code/control.test.ts',
+  'test/agents/claude-code/mapper.property.test.ts',
+  'test/agents/claude-code/session-file.test.ts',
+  'test/agents/codex/home.test.ts',
+  'test/agents/codex/mapper.property.test.ts',
+  'test/agents/codex/options.test.ts',
+  'test/agents/gemini/home.test.ts',
+  'test/agents/gemini/mapper.property.test.ts',
+  'test/agents/gemini/session-file.test.ts',
+  'test/agents/pi/home.test.ts',
+  'test/agents/pi/mapper.property.test.ts',
+  'test/agents/shared/agent-env.test.ts',
+  'test/agents/shared/reset-time.test.ts',
+  'test/agents/shared/trace-env.test.ts',
+  'test/bench/peers-log-checks.test.ts',
+  'test/config/client-settings.test.ts',
+  'test/config/defaults.test.ts',
+  'test/config/duration.test.ts',
+  'test/errors.test.ts',
+  'test/fuzz/cli-args.test.ts',
+  'test/fuzz/pi-mapper.test.ts',
+  'test/interfaces/cli/agent-names.test.ts',
+  'test/interfaces/cli/entry.test.ts',
+  'test/interfaces/cli/retry-flags.test.ts',
+  'test/interfaces/web/chart-layout.test.ts',
+  'test/interfaces/web/routes.test.ts',
+  'test/machines/operator-retry.test.ts',
+  'test/machines/quota-wall.test.ts',
+  'test/machines/session.machine.test.ts',
+  'test/machines/session.model.test.ts',
+  'test/machines/states.test.ts',
+  'test/machines/turn-timeout.test.ts',
+  'test/policy/check.test.ts',
+  'test/process/idle-timer.test.ts',
+  'test/process/split-lines.test.ts',
+  'test/process/stderr-tail.test.ts',
+  'test/retry/backoff.test.ts',
+  'test/retry/classify.test.ts',
+  'test/retry/index.test.ts',
+  'test/retry/policy.test.ts',
+  'test/runtime/attempt-tally.test.ts',
+  'test/runtime/deployment-policy.test.ts',
+  'test/runtime/lifecycle/fork.test.ts',
+  'test/runtime/limits/config.test.ts',
+  'test/runtime/tracing/trace-context.test.ts',
+  'test/runtime/turn-prompts.test.ts',
+];
+const LONG_SUITES = [
+  'test/chaos/chaos.test.ts',
+  'test/package/package.test.ts',
+  'test/runtime/limits.test.ts',
+  'test/interfaces/http/sse-load.test.ts',
+  'test/interfaces/cli/bundle.test.ts',
+  'test/interfaces/web/approval-buttons.test.ts',
+  'test/interfaces/web/delete-button.test.ts',
+];
 
 const SETS = {
   core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES, ...LONG_SUITES], backends: 'single' },
+  unit: { include: UNIT_SUITES, exclude: [], backends: 'single' },
   cluster: { include: [...CLUSTER_VARIANTS, ...CLUSTER_ONLY], exclude: [], backends: 'cluster' },
   agents: { include: AGENT_SUITES, exclude: [], backends: 'single' },
   long: { include: LONG_SUITES, exclude: [], backends: 'single' },

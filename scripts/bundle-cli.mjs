@@ -12,10 +12,19 @@
 // load zod, the agents and BullMQ anyway, so the second ioredis is a small part of their start.
 import { build } from 'esbuild';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { dirname, join, relative, sep } from 'node:path';
 
-/** The packages bundled in with their dependencies: pure JavaScript, nothing read from their own directory. */
-const BUNDLED_ROOTS = ['commander', 'ioredis'];
+/** routes.ts's line that finds the dashboard's files, replaced in the bundle (see the plugin below). */
+const DASHBOARD_DIR = 'const DIR = dirname(fileURLToPath(import.meta.url));';
+
+/**
+ * The packages bundled in with their dependencies: pure JavaScript, nothing read from their own
+ * directory. Left as imports of node_modules: pino (its transports start workers from its files),
+ * Bull Board (it serves its UI's files), OpenTelemetry (optional, imported only when traces are
+ * exported) and whatever these depend on.
+ */
+const BUNDLED_ROOTS = ['commander', 'ioredis', 'bullmq', 'zod', 'xstate', 'execa', 'hono', '@hono/node-server', 'prom-client', 'tree-kill', '@agentclientprotocol/sdk'];
 
 function packageDir(name, from) {
   for (let dir = from; ; dir = dirname(dir)) {
@@ -39,12 +48,17 @@ function dependencyClosure(roots, root) {
   return names;
 }
 
-/** Builds the bundle into outdir (its files: fast.js, its chunks, their source maps). */
-export async function bundleCli({ root, outdir }) {
+/**
+ * Builds the bundle into outdir (its files: fast.js, main.js, their chunks, their source maps).
+ * webDir: where the dashboard's files are at run time (default dist/src/interfaces/web/, as the
+ * package has them; bin/sessiond-dev.mjs gives src/interfaces/web/).
+ */
+export async function bundleCli({ root, outdir, webDir = join(root, 'dist', 'src', 'interfaces', 'web') }) {
   const bundled = dependencyClosure(BUNDLED_ROOTS, root);
+  const webFromBundle = `${relative(outdir, webDir).split(sep).join('/')}/`;
   await build({
     absWorkingDir: root,
-    entryPoints: { fast: 'src/interfaces/cli/fast.ts' },
+    entryPoints: { fast: 'src/interfaces/cli/fast.ts', main: 'src/interfaces/cli/main.ts' },
     outdir,
     bundle: true,
     splitting: true,
@@ -60,6 +74,18 @@ export async function bundleCli({ root, outdir }) {
     // The bundled CommonJS packages require Node's own modules: a `require` for them in each chunk.
     banner: { js: "import { createRequire as __sessiondCreateRequire } from 'node:module'; const require = __sessiondCreateRequire(import.meta.url);" },
     plugins: [
+      {
+        // The dashboard's files stay in dist/src/interfaces/web/ (scripts/build.mjs copies them there):
+        // routes.ts finds them from its own place, which in the bundle is dist/cli/.
+        name: 'dashboard-dir',
+        setup(b) {
+          b.onLoad({ filter: /src[\\/]interfaces[\\/]web[\\/]routes\.ts$/ }, async (args) => {
+            const source = await readFile(args.path, 'utf8');
+            if (!source.includes(DASHBOARD_DIR)) throw new Error(`bundle-cli: ${args.path} no longer has \`${DASHBOARD_DIR}\``);
+            return { contents: source.replace(DASHBOARD_DIR, `const DIR = fileURLToPath(new URL(${JSON.stringify(webFromBundle)}, import.meta.url));`), loader: 'ts' };
+          });
+        },
+      },
       {
         name: 'node_modules-external',
         setup(b) {

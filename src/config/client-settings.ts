@@ -1,8 +1,8 @@
 import { LIFECYCLE_DEFAULTS, QUEUE_DEFAULTS, defaultStateDir } from './defaults.ts';
 import { PREFIX_PATTERN } from './raw.ts';
-import { parseRedisTarget } from '../runtime/redis/connection.ts';
+import { parseRedisTarget } from './redis-url.ts';
 import type { Config } from './config.ts';
-import type { LimitRule } from '../runtime/limits/match.ts';
+import type { LimitRule } from './limit-rules.ts';
 import { DEFAULT_CALLER, type CallerIdentity } from './caller.ts';
 
 /** What a client command (`inspect`, `list`, `enqueue`, …) needs of the configuration. */

@@ -4,11 +4,11 @@ import { pickEnv } from '../process/sealed-env.ts';
 import { PolicySchema } from '../policy/schema.ts';
 import { ATTEMPT_DEFAULTS, defaultStateDir, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, QUEUE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from './defaults.ts';
 import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
-import { parseRedisTarget } from '../runtime/redis/connection.ts';
+import { parseRedisTarget } from './redis-url.ts';
 import { parseDuration } from './duration.ts';
 import { CallerSchema, readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
 import { ConfigError } from '../errors.ts';
-import { LimitsSchema } from '../runtime/limits/config.ts';
+import { LimitsSchema } from './limits.ts';
 
 /**
  * sessiond's configuration: one schema, read from defaults ← file

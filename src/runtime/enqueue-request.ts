@@ -7,7 +7,7 @@ export const EnqueueRequestSchema = z.strictObject({
   sessionId: z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-, and not . or ..').optional(),
   // Its maximum length is the deployment policy's (maxPromptChars).
   prompt: z.string().refine((p) => p.trim() !== '', 'must not be empty'),
-  // Checked by the agent registry's TurnOptionsSchema in enqueue (loaded with the agents, on first use).
+  // Checked by the agent registry's TurnOptionsSchema in enqueue.
   options: z.record(z.string(), z.unknown()).optional(),
   retryPolicy: z.record(z.string(), z.unknown()).optional(),
   /** How long the session is kept once finished (a duration, `0`: forever), within the deployment's maximum. */

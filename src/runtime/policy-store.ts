@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import type { Keys } from './keys.ts';
+import { DEFAULT_RETRY_POLICY, parseRetryPolicy, mergeRetryPolicy } from '../retry/policy.ts';
 
 /** How long a worker trusts its copy of the global policy without a pub/sub invalidation. */
 const CACHE_MS = 5_000;
@@ -28,7 +29,6 @@ export class PolicyStore {
   async get(): Promise<RetryPolicy> {
     if (this.#cached !== null && Date.now() - this.#cached.at < CACHE_MS) return this.#cached.policy;
     const raw = await this.#redis.get(this.#keys.policy);
-    const { DEFAULT_RETRY_POLICY, parseRetryPolicy } = await import('../retry/policy.ts');
     let policy = DEFAULT_RETRY_POLICY;
     if (raw !== null) {
       const parsed = parseRetryPolicy(safeJson(raw));
@@ -40,7 +40,6 @@ export class PolicyStore {
 
   /** Validates `patch` over the current policy; on error nothing is written. */
   async update(patch: unknown): Promise<RetryPolicyResult> {
-    const { mergeRetryPolicy } = await import('../retry/policy.ts');
     const result = mergeRetryPolicy(await this.get(), patch);
     if (result.ok) {
       await this.#redis.set(this.#keys.policy, JSON.stringify(result.policy));
@@ -52,7 +51,6 @@ export class PolicyStore {
   async reset(): Promise<RetryPolicy> {
     await this.#redis.del(this.#keys.policy);
     this.invalidate();
-    const { DEFAULT_RETRY_POLICY } = await import('../retry/policy.ts');
     return DEFAULT_RETRY_POLICY;
   }
 }

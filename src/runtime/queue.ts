@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import type { Job, JobType, Queue } from 'bullmq';
+import { Queue, type Job, type JobType } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 import { SESSION_ID_PATTERN } from './keys.ts';
@@ -83,9 +82,6 @@ export function newJobId(sessionId: string): string {
  * given count (partitionOf). The count in use is recorded (the highest ever), so that workers keep
  * consuming a partition that a smaller count no longer fills until it is empty.
  */
-// bullmq is CommonJS (Node's `import` of it loads the same module): required on first use, so a
-// command that never touches the queue (`sessiond inspect`, `list`) does not pay for loading it.
-const requireHere = createRequire(import.meta.url);
 
 export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, options: { partitions?: number } = {}): SessionQueue {
   const partitions = options.partitions ?? 1;
@@ -97,8 +93,7 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
   const partition = (n: number): Queue => {
     let queue = queues.get(n);
     if (queue === undefined) {
-      const { Queue: BullQueue } = requireHere('bullmq') as typeof import('bullmq');
-      queue = new BullQueue(QUEUE_NAME, { connection: connection(), prefix: keys.queuePartitionPrefix(n), defaultJobOptions: JOB_OPTIONS });
+      queue = new Queue(QUEUE_NAME, { connection: connection(), prefix: keys.queuePartitionPrefix(n), defaultJobOptions: JOB_OPTIONS });
       queues.set(n, queue);
     }
     return queue;

@@ -2,7 +2,7 @@ import { execa, type ResultPromise } from 'execa';
 import { join } from 'node:path';
 import { REPO_ROOT } from './pi-env.ts';
 
-/** The sources through tsx (bin/sessiond-dev.mjs): what src/ says now, never a stale build. test/package/ runs the compiled bin. */
+/** The sources as they are now (bin/sessiond-dev.mjs bundles them, cached by content): never a stale build. test/package/ runs the compiled bin. */
 export const SESSIOND_BIN = join(REPO_ROOT, 'bin', 'sessiond-dev.mjs');
 
 export interface CliResult {

@@ -8,6 +8,8 @@ import type { DeploymentPolicy } from '../../policy/index.ts';
 import { bindClient } from '../../api/bind.ts';
 import type { Client } from '../../api/client.ts';
 import { CliError } from './cli-error.ts';
+import { loadConfig } from '../../config/config.ts';
+import { deploymentPolicy } from '../../runtime/deployment-policy.ts';
 
 export { CliError } from './cli-error.ts';
 
@@ -15,7 +17,7 @@ export { CliError } from './cli-error.ts';
 export interface ClientContext {
   /** What of the configuration a client needs (Redis, prefix, retention and quotas, fleet limits). */
   settings: ClientSettings;
-  /** The deployment policy of this configuration, checked on first use (it loads the agents: a read-only command never does). */
+  /** The deployment policy of this configuration, resolved on first use (a read-only command never resolves it). */
   policy(): Promise<DeploymentPolicy>;
   url: string;
   /** The public client (src/api): every command reaches sessions through it, as a library user does. */
@@ -42,7 +44,6 @@ export async function resolveRedisUrl(config: { redisUrl?: string | undefined; s
 }
 
 async function loadWhole(flags: Record<string, unknown>): Promise<Config> {
-  const { loadConfig } = await import('../../config/config.ts');
   try {
     return loadConfig(flags);
   } catch (error) {
@@ -52,9 +53,9 @@ async function loadWhole(flags: Record<string, unknown>): Promise<Config> {
 
 /**
  * A client command's context. A configuration of nothing but REDIS_URL, SESSIOND_PREFIX and
- * SESSIOND_STATE_DIR is read without its schema (config/client-settings.ts), so `inspect` answers
- * without loading zod; any other setting loads and checks the whole configuration first, as
- * openServerContext does. The deployment policy is loaded on first use (by a write).
+ * SESSIOND_STATE_DIR is read without its schema (config/client-settings.ts); any other setting is
+ * read and checked whole first, as openServerContext does. The deployment policy is resolved on first
+ * use (by a write).
  */
 export async function openClient(flags: Record<string, unknown> = {}): Promise<ClientContext> {
   let raw: Record<string, unknown>;
@@ -78,7 +79,6 @@ async function connectContext(settings: ClientSettings, flags: Record<string, un
   const policy = (): Promise<DeploymentPolicy> =>
     (resolved ??= (async () => {
       const whole = config ?? (await loadWhole(flags));
-      const { deploymentPolicy } = await import('../../runtime/deployment-policy.ts');
       return deploymentPolicy(whole);
     })().catch((error: Error) => Promise.reject(error instanceof CliError ? error : new CliError(`configuration: ${error.message}`))));
   const url = await resolveRedisUrl(settings);

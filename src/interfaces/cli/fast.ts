@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { baseProgram, overrideExits, runProgram } from './program-base.ts';
 
 type Register = (program: Command) => void;
 
@@ -10,9 +11,10 @@ type Register = (program: Command) => void;
  * two (the same commands, options and help).
  *
  * The package runs these from one bundle (dist/cli/, scripts/bundle-cli.mjs): this module, the
- * commands, the runtime code they reach, commander and ioredis, in chunks loaded as the imports
- * below ask for them, so a command reads a few files rather than about a hundred and fifty. Nothing
- * here is loaded until a command line asks for it: `--help` pays for this table only.
+ * commands, the code they reach and the pure-JavaScript packages, in chunks loaded as the imports
+ * below ask for them (these imports are the bundle's split points; the code they reach imports
+ * statically), so a command reads a few files rather than hundreds. Nothing of a command is loaded
+ * until a command line asks for it.
  */
 export const FAST_COMMANDS: Readonly<Record<string, () => Promise<Register>>> = {
   inspect: async () => (await import('./commands/inspect.ts')).registerInspect,
@@ -34,7 +36,7 @@ export async function fastProgram(argv: readonly string[]): Promise<Command | un
   const name = argv[2];
   const load = name === undefined || !Object.hasOwn(FAST_COMMANDS, name) ? undefined : FAST_COMMANDS[name];
   if (load === undefined) return undefined;
-  const [{ baseProgram, overrideExits }, register] = await Promise.all([import('./program-base.ts'), load()]);
+  const register = await load();
   const program = baseProgram();
   register(program);
   return overrideExits(program);
@@ -44,6 +46,5 @@ export async function fastProgram(argv: readonly string[]): Promise<Command | un
 export async function runFast(argv: readonly string[]): Promise<number | undefined> {
   const program = await fastProgram(argv);
   if (program === undefined) return undefined;
-  const { runProgram } = await import('./program-base.ts');
   return runProgram(program, argv);
 }

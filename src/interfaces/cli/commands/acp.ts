@@ -1,6 +1,10 @@
 import type { Command } from 'commander';
 import { ExitCode } from '../exit-codes.ts';
 import { collectAgentOption } from '../parse-options.ts';
+import { Readable, Writable } from 'node:stream';
+import * as acp from '@agentclientprotocol/sdk';
+import { serveAcp } from '../../acp/server.ts';
+import { openClient } from '../context.ts';
 
 /** `sessiond acp`: speaks the Agent Client Protocol on stdio, as an agent an editor starts (see src/interfaces/acp/server.ts). */
 export function registerAcp(program: Command): void {
@@ -16,11 +20,6 @@ export function registerAcp(program: Command): void {
 }
 
 async function runAcpServer(flags: { agent?: string; agentOption?: Record<string, unknown>; cwd?: string }): Promise<number> {
-  // Loaded when the command runs: the ACP SDK and the runtime are not for `sessiond --help`.
-  const { Readable, Writable } = await import('node:stream');
-  const acp = await import('@agentclientprotocol/sdk');
-  const { serveAcp } = await import('../../acp/server.ts');
-  const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   const defaults = { ...(flags.agentOption ?? {}), ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }), ...(flags.agent === undefined ? {} : { agent: flags.agent }) };
   // stdout is the protocol's: nothing else may be written there.

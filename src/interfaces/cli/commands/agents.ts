@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import type { Config } from '../../../config/config.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
+import { loadConfig } from '../../../config/config.ts';
+import { describeAgents } from './agents-action.ts';
 
 // The command; what it runs is loaded when it runs (see ./agents-action.ts).
 export function registerAgents(program: Command): void {
@@ -10,8 +12,6 @@ export function registerAgents(program: Command): void {
     .description('List every agent this host can run (the registry and its configured acp:<name> agents): CLI version, resume, permission knob')
     .option('--json', 'print them as JSON')
     .action(async (flags: { json?: boolean }) => {
-      const { loadConfig } = await import('../../../config/config.ts');
-      const { describeAgents } = await import('./agents-action.ts');
       let config: Config;
       try {
         config = loadConfig();

@@ -4,6 +4,7 @@ import type { ApprovalVerdict } from '../../../runtime/approvals/decide.ts';
 import { sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
+import { openClient } from '../context.ts';
 
 /** `sessiond approve ID REQUEST [--option O]` and `sessiond deny ID REQUEST`: an operator's answer to an agent's permission request. */
 export function registerApprovals(program: Command): void {
@@ -30,7 +31,6 @@ export function registerApprovals(program: Command): void {
 }
 
 async function decide(verdict: ApprovalVerdict, sessionId: string, requestId: string, flags: { option?: string; reason?: string; json?: boolean }): Promise<number> {
-  const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
     const result = await ctx.client.approvals.decide(sessionId, requestId, {

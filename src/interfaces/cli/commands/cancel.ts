@@ -3,6 +3,7 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 import { hasErrorCode } from '../../../errors.ts';
+import { openClient } from '../context.ts';
 
 interface CancelFlags {
   reason: string;
@@ -25,7 +26,6 @@ export function registerCancel(program: Command): void {
     .action(async (sessionId: string | undefined, flags: CancelFlags) => {
       const bulk = flags.state !== undefined || flags.agent !== undefined || flags.dryRun === true;
       if (bulk === (sessionId !== undefined)) throw new CliError('give either a session id or --state [--agent] [--dry-run]', ExitCode.usage);
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         if (sessionId === undefined) {

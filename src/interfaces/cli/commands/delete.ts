@@ -4,6 +4,7 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 import { hasErrorCode } from '../../../errors.ts';
+import { openClient } from '../context.ts';
 
 /** Who deletes from this shell, for the deletion audit stream. */
 function cliActor(): string {
@@ -25,7 +26,6 @@ export function registerDelete(program: Command): void {
     .action(async (flags: { limit: string; json?: boolean }) => {
       const limit = Number(flags.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new CliError(`--limit: must be an integer from 1 to 10000 (got "${flags.limit}")`, ExitCode.usage);
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         const entries = await ctx.client.sessions.deletions({ limit });
@@ -47,7 +47,6 @@ export function registerDelete(program: Command): void {
     .option('--force', 'also a session that is active: its running turn is cancelled first (the process tree gone)')
     .option('--json', 'print {"sessionId","deleted","cancelled"}')
     .action(async (sessionId: string, flags: { force?: boolean; json?: boolean }) => {
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         const result = await ctx.client.session(sessionId).delete({ force: flags.force === true, actor: cliActor() });

@@ -4,6 +4,7 @@ import type { DispatchClient } from '../../../api/client.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
+import { openClient } from '../context.ts';
 
 /** `sessiond pause`, `sessiond resume-dispatch` and `sessiond limits`: the operator's dispatch controls. */
 export function registerDispatch(program: Command): void {
@@ -66,7 +67,6 @@ export function registerDispatch(program: Command): void {
 }
 
 async function withDispatch(fn: (dispatch: DispatchClient) => Promise<void>): Promise<void> {
-  const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
     await fn(ctx.client.dispatch);

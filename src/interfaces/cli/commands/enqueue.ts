@@ -10,6 +10,8 @@ import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/queue.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
 import { callerIssues } from '../../../config/caller.ts';
+import { openClient } from '../context.ts';
+import { followSession } from '../follow.ts';
 
 interface EnqueueFlags extends RetryFlags, AgentFlags {
   session?: string;
@@ -48,7 +50,6 @@ export function registerEnqueue(program: Command): void {
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   const options = { ...(flags.agent === undefined ? {} : { agent: flags.agent }), ...agentOptionsFromFlags(flags) };
   const retryPolicy = retryPatchFromFlags(flags);
-  const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
     // Issue 25: the tenant and the highest priority are the local caller's (config `caller`), not what a flag claims.
@@ -97,7 +98,6 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
     };
     process.on('SIGINT', onSignal);
     try {
-      const { followSession } = await import('../follow.ts');
       const summary = await followSession(ctx.client.session(result.sessionId), { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
       const turn = summary?.turn;
       if (interrupted || turn?.status === 'cancelled') return ExitCode.interrupted;

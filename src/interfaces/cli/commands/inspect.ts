@@ -4,6 +4,7 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { colors, formatMs, printJson } from '../present.ts';
 import { formatUsage } from '../../../runtime/usage/usage.ts';
+import { openClient } from '../context.ts';
 
 export function registerInspect(program: Command): void {
   program
@@ -12,7 +13,6 @@ export function registerInspect(program: Command): void {
     .argument('<sessionId>')
     .option('--json', 'one JSON object')
     .action(async (sessionId: string, flags: { json?: boolean }) => {
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         const view = await ctx.client.session(sessionId).inspect();

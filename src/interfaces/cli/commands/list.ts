@@ -6,6 +6,8 @@ import { ExitCode } from '../exit-codes.ts';
 import { colors, printJson } from '../present.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 import { LIST_STATES } from '../state-names.ts';
+import { hasErrorCode } from '../../../errors.ts';
+import { openClient } from '../context.ts';
 
 export function registerList(program: Command): void {
   program
@@ -17,8 +19,6 @@ export function registerList(program: Command): void {
     .option('--json', 'one JSON array (with --paged: {"sessions": [...], "next": cursor | null})')
     .option('--paged', 'with --json, print the page and the cursor of the next one')
     .action(async (flags: { state?: string; limit: number; cursor?: string; json?: boolean; paged?: boolean }) => {
-      const { hasErrorCode } = await import('../../../errors.ts');
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         const page = await ctx.client.sessions

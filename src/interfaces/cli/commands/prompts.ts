@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { sessionCommandError } from '../cli-error.ts';
 import { printJson } from '../present.ts';
+import { openClient } from '../context.ts';
 
 export function registerPrompts(program: Command): void {
   program
@@ -10,7 +11,6 @@ export function registerPrompts(program: Command): void {
     .option('--remove <promptId>', 'remove this queued prompt (its id as listed)')
     .option('--json', 'print JSON')
     .action(async (sessionId: string, flags: { remove?: string; json?: boolean }) => {
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         if (flags.remove !== undefined) {

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { sessionCommandError } from '../cli-error.ts';
 import { printJson } from '../present.ts';
+import { openClient } from '../context.ts';
 
 /** `sessiond resume ID`: a session parked at a quota wall starts its next attempt now (`resume-dispatch` is for paused dispatch). */
 export function registerResume(program: Command): void {
@@ -12,7 +13,6 @@ export function registerResume(program: Command): void {
     .argument('<sessionId>')
     .option('--json', 'print {"sessionId","turn","parkedUntil","delivered"}')
     .action(async (sessionId: string, flags: { json?: boolean }) => {
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         let result;

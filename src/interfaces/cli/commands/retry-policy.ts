@@ -6,6 +6,7 @@ import { ExitCode } from '../exit-codes.ts';
 import { formatMs, printJson } from '../present.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
+import { openClient } from '../context.ts';
 
 export function registerRetryPolicy(program: Command): void {
   const policy = program.command('retry-policy').description("Show or change the retry policy: the global default, or one session's (--session)");
@@ -54,7 +55,6 @@ function sessionOption(sessionId: string | undefined): { sessionId?: string } {
 }
 
 async function withRetryPolicy(fn: (retryPolicy: RetryPolicyClient) => Promise<void>): Promise<void> {
-  const { openClient } = await import('../context.ts');
   const ctx = await openClient();
   try {
     await fn(ctx.client.retryPolicy);

@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import { sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
+import { openClient } from '../context.ts';
+import { followSession } from '../follow.ts';
 
 export function registerRetry(program: Command): void {
   program
@@ -13,7 +15,6 @@ export function registerRetry(program: Command): void {
     .option('--json', 'print {"sessionId","turn","retryOf"}')
     .option('--follow', 'stream the new turn until it ends (exit 0 completed, 1 failed, 130 cancelled)')
     .action(async (sessionId: string, flags: { json?: boolean; follow?: boolean }) => {
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         // A log not readable yet follows from its first message.
@@ -29,7 +30,7 @@ export function registerRetry(program: Command): void {
         else if (flags.follow !== true) process.stdout.write(`turn ${result.retryOf} of ${sessionId} queued again as turn ${result.turn}\n`);
         if (flags.follow !== true) return;
         const controller = new AbortController();
-        const summary = await (await import('../follow.ts')).followSession(session, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
+        const summary = await followSession(session, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
         const status = summary?.turn?.status;
         if (status === 'cancelled') process.exitCode = ExitCode.interrupted;
         else if (status === 'failed') process.exitCode = ExitCode.failed;

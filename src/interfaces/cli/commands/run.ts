@@ -8,6 +8,9 @@ import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { InvalidArgumentError, Option } from 'commander';
+import { agentHostOptions, loadConfig } from '../../../config/config.ts';
+import { agentDefinition } from '../../../agents/registry.ts';
+import { acpAgentName } from '../../../agents/acp/registry-entry.ts';
 
 interface RunFlags extends AgentFlags {
   agent: AnyAgentName;
@@ -44,8 +47,6 @@ function parseAgent(value: string): AnyAgentName {
 }
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
-  const { agentHostOptions, loadConfig } = await import('../../../config/config.ts');
-  const { agentDefinition } = await import('../../../agents/registry.ts');
   let config: Config;
   try {
     config = loadConfig();
@@ -53,7 +54,6 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
   const host = agentHostOptions(config, AGENT_NAMES)[flags.agent];
-  const { acpAgentName } = await import('../../../agents/acp/registry-entry.ts');
   const acp = acpAgentName(flags.agent);
   if (acp && typeof host?.command !== 'string') {
     throw new CliError(

@@ -4,6 +4,7 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 import { hasErrorCode } from '../../../errors.ts';
+import { openClient } from '../context.ts';
 
 export function registerTransfer(program: Command): void {
   program
@@ -12,7 +13,6 @@ export function registerTransfer(program: Command): void {
     .argument('<sessionId>')
     .option('--out <file>', 'write the archive to this file instead of stdout')
     .action(async (sessionId: string, flags: { out?: string }) => {
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         const archive = await ctx.client.session(sessionId).export();
@@ -42,7 +42,6 @@ export function registerTransfer(program: Command): void {
       } catch (error) {
         throw new CliError(`cannot read ${file}: ${(error as Error).message}`, ExitCode.usage);
       }
-      const { openClient } = await import('../context.ts');
       const ctx = await openClient();
       try {
         const result = await ctx.client.sessions.import(text, flags.as === undefined ? {} : { as: flags.as });

@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { parseIntegerOption } from '../parse-options.ts';
+import { openClient } from '../context.ts';
+import { followSession } from '../follow.ts';
 
 export function registerWatch(program: Command): void {
   program
@@ -12,8 +14,6 @@ export function registerWatch(program: Command): void {
     .option('--json', 'one line per stored message: {"seq","turn","attempt","type","content"}')
     .option('--follow', 'keep waiting for later turns (until Ctrl+C)')
     .action(async (sessionId: string, flags: { from: number; json?: boolean; follow?: boolean }) => {
-      const { openClient } = await import('../context.ts');
-      const { followSession } = await import('../follow.ts');
       const ctx = await openClient();
       try {
         const session = ctx.client.session(sessionId);
