@@ -1,5 +1,5 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Command } from 'commander';
@@ -22,6 +22,8 @@ interface Block {
   line: number;
   lang: string;
   code: string;
+  /** The source file a sample says it is (a `src/….ts` line just above it): its relative imports are resolved from there. */
+  at?: string;
 }
 
 function markdownFiles(): string[] {
@@ -44,9 +46,12 @@ function blocks(): Block[] {
       const open = /^```(\w+)/.exec(lines[i]!);
       if (open === null) continue;
       const start = i;
+      let above = i - 1;
+      while (above >= 0 && lines[above]!.trim() === '') above--;
+      const at = above >= 0 ? /^`(src\/[\w./-]+\.ts)`$/.exec(lines[above]!.trim())?.[1] : undefined;
       const body: string[] = [];
       for (i++; i < lines.length && !lines[i]!.startsWith('```'); i++) body.push(lines[i]!);
-      out.push({ file: relative(REPO_ROOT, file), line: start + 1, lang: open[1]!, code: body.join('\n') });
+      out.push({ file: relative(REPO_ROOT, file), line: start + 1, lang: open[1]!, code: body.join('\n'), ...(at === undefined ? {} : { at }) });
     }
   }
   return out;
@@ -96,8 +101,13 @@ describe('the docs’ samples', () => {
     try {
       const files = TS.map((block, i) => {
         const path = join(dir, `sample-${i}.ts`);
-        // Each sample is a module of its own (top-level await is allowed in one).
-        writeFileSync(path, `${block.code}\nexport {};\n`);
+        // Each sample is a module of its own (top-level await is allowed in one); a sample that is
+        // a source file of sessiond (add-a-route.md) imports its neighbours as that file would.
+        const code =
+          block.at === undefined
+            ? block.code
+            : block.code.replace(/(from\s+')(\.{1,2}\/[^']+)'/g, (_, from: string, spec: string) => `${from}${join(REPO_ROOT, dirname(block.at!), spec)}'`);
+        writeFileSync(path, `${code}\nexport {};\n`);
         return { path, block };
       });
       const program = ts.createProgram(
