@@ -32,7 +32,7 @@ function readmeExample(): string {
 }
 
 /** Uses every public type, so that `tsc --strict` checks they are exported and fit together. */
-const TYPES_PROBE = `import type { CliMessage, Client, FailureCategory, MachineState, RetryPolicy, SessionState, SessionView, StoredMessage, Worker, WorkerEvents } from 'sessiond';
+const TYPES_PROBE = `import type { CliMessage, Client, FailureCategory, MachineState, RetryPolicy, SessionHandle, SessionState, SessionView, StoredMessage, Worker, WorkerEvents } from 'sessiond';
 import { CliMessageSchema, ConflictError, ERROR_CODES, FAILURE_CATEGORIES, InputError, NotFoundError, QuotaError, SESSION_STATES } from 'sessiond';
 
 export const category: FailureCategory = FAILURE_CATEGORIES[0];
@@ -52,7 +52,7 @@ export function attempts(view: SessionView, policy: RetryPolicy): number {
 }
 export const parsed = CliMessageSchema.safeParse({ type: 'assistant', content: { text: 'x' } }).success;
 export const codes: string[] = [new InputError([{ field: 'prompt', message: 'x' }]).code, new NotFoundError('x').code, new ConflictError('x').code, new QuotaError('maxQueuedPrompts', 1, 'x').code, ERROR_CODES[0]];
-export type Surfaces = [Client['watch'], Worker['on'], WorkerEvents['attemptFailed']];
+export type Surfaces = [SessionHandle['watch'], ReturnType<Client['session']>, Client['sessions']['enqueue'], Worker['on'], WorkerEvents['attemptFailed']];
 `;
 
 beforeAll(async () => {
