@@ -5,6 +5,9 @@ import type { Keys } from './keys.ts';
 import { SESSION_ID_PATTERN } from './keys.ts';
 import type { SessionStore } from './store/session-store.ts';
 import { activationsKey } from './lifecycle/keys.ts';
+import { MAX_PRIORITY, MIN_PRIORITY } from './priority.ts';
+
+export { MAX_PRIORITY, MIN_PRIORITY };
 
 export const QUEUE_NAME = 'sessions';
 export const ACTIVATION_JOB = 'activate';
@@ -173,8 +176,6 @@ export async function recordPartitions(redis: Redis, keys: Keys, partitions: num
 }
 
 /** The session priorities -1000…1000 (higher first) as BullMQ's 1…2001 (lower first); every job has one, so none jumps the line unprioritized. */
-export const MIN_PRIORITY = -1000;
-export const MAX_PRIORITY = 1000;
 export function bullPriority(priority: number): number {
   const p = Number.isInteger(priority) ? Math.min(MAX_PRIORITY, Math.max(MIN_PRIORITY, priority)) : 0;
   return MAX_PRIORITY + 1 - p;

@@ -2,9 +2,7 @@ import type { Command } from 'commander';
 import { ExitCode } from '../exit-codes.ts';
 import { collectAgentOption } from '../parse-options.ts';
 import { Readable, Writable } from 'node:stream';
-import * as acp from '@agentclientprotocol/sdk';
-import { serveAcp } from '../../acp/server.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 /** `sessiond acp`: speaks the Agent Client Protocol on stdio, as an agent an editor starts (see src/interfaces/acp/server.ts). */
 export function registerAcp(program: Command): void {
@@ -20,6 +18,8 @@ export function registerAcp(program: Command): void {
 }
 
 async function runAcpServer(flags: { agent?: string; agentOption?: Record<string, unknown>; cwd?: string }): Promise<number> {
+  // Split point: the ACP SDK and the server load when `acp` runs, not for `--help`.
+  const [acp, { serveAcp }] = await Promise.all([import('@agentclientprotocol/sdk'), import('../../acp/server.ts')]);
   const ctx = await openClient();
   const defaults = { ...(flags.agentOption ?? {}), ...(flags.cwd === undefined ? {} : { cwd: flags.cwd }), ...(flags.agent === undefined ? {} : { agent: flags.agent }) };
   // stdout is the protocol's: nothing else may be written there.

@@ -2,8 +2,6 @@ import type { Command } from 'commander';
 import type { Config } from '../../../config/config.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
-import { loadConfig } from '../../../config/config.ts';
-import { describeAgents } from './agents-action.ts';
 
 // The command; what it runs is loaded when it runs (see ./agents-action.ts).
 export function registerAgents(program: Command): void {
@@ -12,6 +10,8 @@ export function registerAgents(program: Command): void {
     .description('List every agent this host can run (the registry and its configured acp:<name> agents): CLI version, resume, permission knob')
     .option('--json', 'print them as JSON')
     .action(async (flags: { json?: boolean }) => {
+      // Split point: the configuration and the agents load when `agents` runs, not for `--help`.
+      const [{ loadConfig }, { describeAgents }] = await Promise.all([import('../../../config/config.ts'), import('./agents-action.ts')]);
       let config: Config;
       try {
         config = loadConfig();

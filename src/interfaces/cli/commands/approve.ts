@@ -4,7 +4,7 @@ import type { ApprovalVerdict } from '../../../runtime/approvals/decide.ts';
 import { sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 /** `sessiond approve ID REQUEST [--option O]` and `sessiond deny ID REQUEST`: an operator's answer to an agent's permission request. */
 export function registerApprovals(program: Command): void {

@@ -4,7 +4,7 @@ import type { DispatchClient } from '../../../api/client.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 /** `sessiond pause`, `sessiond resume-dispatch` and `sessiond limits`: the operator's dispatch controls. */
 export function registerDispatch(program: Command): void {

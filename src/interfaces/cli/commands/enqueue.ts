@@ -6,11 +6,11 @@ import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { parseIntegerOption } from '../parse-options.ts';
-import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/queue.ts';
+import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/priority.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
 import { callerIssues } from '../../../config/caller.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 import { followSession } from '../follow.ts';
 
 interface EnqueueFlags extends RetryFlags, AgentFlags {

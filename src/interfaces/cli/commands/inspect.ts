@@ -4,7 +4,7 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { colors, formatMs, printJson } from '../present.ts';
 import { formatUsage } from '../../../runtime/usage/usage.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 export function registerInspect(program: Command): void {
   program

@@ -7,7 +7,7 @@ import { colors, printJson } from '../present.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 import { LIST_STATES } from '../state-names.ts';
 import { hasErrorCode } from '../../../errors.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 export function registerList(program: Command): void {
   program

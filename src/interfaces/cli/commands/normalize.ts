@@ -7,7 +7,6 @@ import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
 import type { CliMessage } from '../../../protocol/index.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { parseIntegerOption } from '../parse-options.ts';
-import { agentDefinition } from '../../../agents/registry.ts';
 import { splitLines } from '../../../process/split-lines.ts';
 
 export function registerNormalize(program: Command): void {
@@ -24,6 +23,8 @@ export function registerNormalize(program: Command): void {
 }
 
 async function normalize(file: string | undefined, opts: { exitCode: number; resume?: string; agent: AgentName }): Promise<number> {
+  // Split point: the agents (their mappers) load when `normalize` runs, not for `--help`.
+  const { agentDefinition } = await import('../../../agents/registry.ts');
   const source = file === undefined || file === '-' ? process.stdin : createReadStream(file);
   const mapper = agentDefinition(opts.agent === ('acp' as AgentName) ? 'acp:any' : opts.agent).createMapper(opts.resume === undefined ? {} : { resumeSessionId: opts.resume });
   const write = (messages: CliMessage[]): void => {

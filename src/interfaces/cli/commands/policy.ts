@@ -2,8 +2,6 @@ import type { Command } from 'commander';
 import type { DeploymentPolicy } from '../../../policy/index.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
-import { loadConfig } from '../../../config/config.ts';
-import { deploymentPolicy } from '../../../runtime/deployment-policy.ts';
 
 export function registerPolicy(program: Command): void {
   const policy = program.command('policy').description("The deployment policy: what callers may choose (from the config file's `policy`, SESSIOND_POLICY, SESSIOND_WORKSPACE)");
@@ -12,6 +10,8 @@ export function registerPolicy(program: Command): void {
     .description('Print the deployment policy in force, every default filled in; exit 2 when it is invalid (the error names the field)')
     .option('--json', 'print it as JSON')
     .action(async (flags: { json?: boolean }) => {
+      // Split point: the configuration's schema loads when `policy show` runs, not for `--help`.
+      const [{ loadConfig }, { deploymentPolicy }] = await Promise.all([import('../../../config/config.ts'), import('../../../runtime/deployment-policy.ts')]);
       let resolved: DeploymentPolicy;
       try {
         resolved = deploymentPolicy(loadConfig());

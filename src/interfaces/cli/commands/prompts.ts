@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { sessionCommandError } from '../cli-error.ts';
 import { printJson } from '../present.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 export function registerPrompts(program: Command): void {
   program

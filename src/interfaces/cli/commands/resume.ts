@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { sessionCommandError } from '../cli-error.ts';
 import { printJson } from '../present.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 /** `sessiond resume ID`: a session parked at a quota wall starts its next attempt now (`resume-dispatch` is for paused dispatch). */
 export function registerResume(program: Command): void {

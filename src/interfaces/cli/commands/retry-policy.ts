@@ -6,7 +6,7 @@ import { ExitCode } from '../exit-codes.ts';
 import { formatMs, printJson } from '../present.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 export function registerRetryPolicy(program: Command): void {
   const policy = program.command('retry-policy').description("Show or change the retry policy: the global default, or one session's (--session)");

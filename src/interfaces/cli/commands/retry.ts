@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 import { followSession } from '../follow.ts';
 
 export function registerRetry(program: Command): void {

@@ -8,9 +8,6 @@ import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { InvalidArgumentError, Option } from 'commander';
-import { agentHostOptions, loadConfig } from '../../../config/config.ts';
-import { agentDefinition } from '../../../agents/registry.ts';
-import { acpAgentName } from '../../../agents/acp/registry-entry.ts';
 
 interface RunFlags extends AgentFlags {
   agent: AnyAgentName;
@@ -47,6 +44,12 @@ function parseAgent(value: string): AnyAgentName {
 }
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
+  // Split point: the configuration and the agents load when `run` runs, not for `--help`.
+  const [{ agentHostOptions, loadConfig }, { agentDefinition }, { acpAgentName }] = await Promise.all([
+    import('../../../config/config.ts'),
+    import('../../../agents/registry.ts'),
+    import('../../../agents/acp/registry-entry.ts'),
+  ]);
   let config: Config;
   try {
     config = loadConfig();

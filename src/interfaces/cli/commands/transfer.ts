@@ -4,7 +4,7 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
 import { hasErrorCode } from '../../../errors.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 
 export function registerTransfer(program: Command): void {
   program

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { parseIntegerOption } from '../parse-options.ts';
-import { openClient } from '../context.ts';
+import { openClient } from '../open-client.ts';
 import { followSession } from '../follow.ts';
 
 export function registerWatch(program: Command): void {
