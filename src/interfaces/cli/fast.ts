@@ -12,9 +12,9 @@ type Register = (program: Command) => void;
  *
  * The package runs these from one bundle (dist/cli/, scripts/bundle-cli.mjs): this module, the
  * commands, the code they reach and the pure-JavaScript packages, in chunks loaded as the imports
- * below ask for them (these imports are the bundle's split points; the code they reach imports
- * statically), so a command reads a few files rather than hundreds. Nothing of a command is loaded
- * until a command line asks for it.
+ * below ask for them (these imports are the bundle's split points, with open-client.ts, where a client command's action
+ * loads the runtime; the code they reach imports statically), so a command reads a few files rather
+ * than hundreds. Nothing of a command is loaded until a command line asks for it.
  */
 export const FAST_COMMANDS: Readonly<Record<string, () => Promise<Register>>> = {
   inspect: async () => (await import('./commands/inspect.ts')).registerInspect,
