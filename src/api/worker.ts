@@ -41,6 +41,8 @@ export interface WorkerOptions {
   maxLogMessages?: number;
   /** Ceilings of each attempt's cgroup, where the host has cgroup containment. */
   limits?: AttemptLimits;
+  /** Each attempt's network through a proxy allowing its model host and `policy.network` only, its provider key brokered (docs/network.md). @default true */
+  egress?: boolean;
 }
 
 /** What a worker tells its embedder. */
@@ -51,6 +53,8 @@ export interface WorkerEvents {
   attemptFailed: { sessionId: string; turn: number; attempt: number; category: FailureCategory; text: string };
   /** Something went wrong inside the worker (a queue error…); it goes on. */
   error: { message: string; fields?: Record<string, unknown> };
+  /** An attempt's egress proxy refused a request (the audit record: host, port, session, attempt, reason). */
+  egressRefused: { host: string; port: number; method: string; reason: string; sessionId: string; turn: number | null; attempt: number | null };
 }
 
 export interface Worker {
@@ -74,7 +78,12 @@ export function createWorker(options: WorkerOptions): Worker {
   for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
   const { connect, closeAll } = connections(options.redis);
   const keys = createKeys(options.prefix ?? 'sessiond');
-  const listeners: { [E in keyof WorkerEvents]: Set<(payload: WorkerEvents[E]) => void> } = { turnEnded: new Set(), attemptFailed: new Set(), error: new Set() };
+  const listeners: { [E in keyof WorkerEvents]: Set<(payload: WorkerEvents[E]) => void> } = {
+    turnEnded: new Set(),
+    attemptFailed: new Set(),
+    error: new Set(),
+    egressRefused: new Set(),
+  };
   const emit = <E extends keyof WorkerEvents>(event: E, payload: WorkerEvents[E]): void => {
     for (const listener of listeners[event]) listener(payload);
   };
@@ -97,8 +106,10 @@ export function createWorker(options: WorkerOptions): Worker {
     ...(options.limits === undefined ? {} : { limits: options.limits }),
     ...(options.retentionMs === undefined ? {} : { retentionMs: options.retentionMs }),
     ...(options.maxLogMessages === undefined ? {} : { maxLogMessages: options.maxLogMessages }),
+    ...(options.egress === undefined ? {} : { egress: options.egress }),
     log: (level, message, fields) => {
       if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
+      if (message === 'audit' && fields?.action === 'egress.refused') emit('egressRefused', fields as unknown as WorkerEvents['egressRefused']);
     },
     events: {
       turnEnded: (event) => emit('turnEnded', event),

@@ -24,6 +24,7 @@ import { TurnPrompts } from './turn-prompts.ts';
 import { AttemptApprovals } from './approvals/gate.ts';
 import { ApprovalStore } from './approvals/store.ts';
 import type { InboxPrompt, LoadedSession, SessionStore } from './store/session-store.ts';
+import type { AttemptRefusal } from '../process/egress/index.ts';
 
 /** States in which the session needs nothing more from this worker. */
 const QUIESCENT: ReadonlySet<string> = new Set(QUIESCENT_MACHINE_STATES);
@@ -51,6 +52,12 @@ export interface ActiveSessionConfig {
   tracing?: Tracing | null;
   /** This worker's id (on the spans). */
   workerId?: string;
+  /**
+   * Egress by policy (src/process/egress): each attempt gets a proxy that lets it reach only its
+   * model host and `policy.network` of its agent, and a model bridge holding its key. This is told
+   * of every refused request (the worker audits and counts it). Absent: no egress proxy.
+   */
+  onEgressRefused?: (refusal: AttemptRefusal) => void;
 }
 
 /** What a worker tells its embedder, as the session machine takes it (the fenced write follows at once). */
@@ -705,6 +712,11 @@ export class ActiveSession {
               approvals: gate,
               ...(config.limits === undefined ? {} : { limits: config.limits }),
               ...(traced === null ? {} : { traceparent: traced.traceparent }),
+              ...(config.onEgressRefused === undefined
+                ? {}
+                : {
+                    egress: { sessionId, turn: request.turn, attempt: request.attempt, allow: config.policy.network[attempt.agentName] ?? [], onRefused: config.onEgressRefused },
+                  }),
             },
           )) {
             if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;

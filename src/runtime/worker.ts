@@ -20,6 +20,9 @@ import { sweep } from './lifecycle/sweeper.ts';
 import { FleetLimits, type LimitRule } from './limits/index.ts';
 import type { AdmissionGate } from './limits/gate.ts';
 import { promoteActivations } from './limits/wake.ts';
+import type { AttemptRefusal } from '../process/egress/index.ts';
+import { egressField } from './counters.ts';
+import { lifecycleKeys } from './lifecycle/keys.ts';
 
 export interface WorkerOptions {
   /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
@@ -60,6 +63,12 @@ export interface WorkerOptions {
   /** How often a session waiting for a limit looks again by itself: only a safety net, a release (or a lapsed hold, found every leaseTtlMs/3) wakes it. Default 30 s. */
   limitPollMs?: number;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
+  /**
+   * Egress by policy (src/process/egress): each attempt's network goes through a proxy of this worker
+   * that lets it reach its model host and the policy's `network` hosts only, and its provider key stays
+   * here (brokered). Refusals are audited (`log`, `msg: "audit"`) and counted. Default true.
+   */
+  egress?: boolean;
   /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
   events?: ActiveSessionConfig['events'];
   /** Traces of turns and attempts. Default: OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, none otherwise (see tracing/tracing.ts). */
@@ -218,6 +227,13 @@ export class SessionWorker {
     return this.#consumed;
   }
 
+  /** An attempt's request its egress proxy refused: one audit line (host, port, session, attempt) and the fleet counter. */
+  #egressRefused(refusal: AttemptRefusal): void {
+    const log = this.#options.log ?? (() => undefined);
+    log('warn', 'audit', { audit: true, action: 'egress.refused', ...refusal });
+    this.#redis.hincrby(lifecycleKeys(this.#options.keys).counters, egressField(refusal.reason), 1).catch(() => undefined);
+  }
+
   async #heartbeat(): Promise<void> {
     await this.#redis.hset(
       this.#options.keys.workers,
@@ -297,6 +313,7 @@ export class SessionWorker {
           gate: this.#gate,
           tracing: this.#tracing,
           workerId: this.id,
+          ...(this.#options.egress === false ? {} : { onEgressRefused: (refusal: AttemptRefusal) => this.#egressRefused(refusal) }),
         },
         globalPolicy: () => this.#policies.get(),
         loaded: lease.loaded,

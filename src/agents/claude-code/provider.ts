@@ -2,9 +2,11 @@ import { resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { brokeredEnv, modelRoute, openEgress } from '../shared/brokered.ts';
+import type { AttemptEgress } from '../../process/egress/index.ts';
 import { runClaudeCodeAsking } from './control.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
-import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptionsInput } from './options.ts';
+import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptions, type ClaudeCodeOptionsInput } from './options.ts';
 
 /**
  * Claude Code 2.1.332 on SIGINT stops cleanly: while streaming it prints its `result`
@@ -38,13 +40,46 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
     return;
   }
   const options = parsed.data;
-  const env = claudeCodeEnv(options);
-  const problem = startupProblem(options, env);
+  const ownEnv = claudeCodeEnv(options);
+  const problem = startupProblem(options, ownEnv);
   if (problem !== null) {
     yield* startupFailure(mapper, problem);
     return;
   }
+  // Brokered: Claude Code talks to the worker's model bridge (ANTHROPIC_BASE_URL) with a placeholder
+  // in the variable that held the key (x-api-key for ANTHROPIC_API_KEY, Bearer for ANTHROPIC_AUTH_TOKEN).
+  const keyVar = ownEnv.ANTHROPIC_API_KEY !== undefined && ownEnv.ANTHROPIC_API_KEY !== '' ? 'ANTHROPIC_API_KEY' : 'ANTHROPIC_AUTH_TOKEN';
+  const route = modelRoute(ownEnv.ANTHROPIC_BASE_URL, ANTHROPIC_API, ownEnv[keyVar]);
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, route);
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  try {
+    yield* runClaudeCodeProcess(options, egress === null ? ownEnv : brokeredClaudeEnv(ownEnv, egress, route === null ? null : keyVar), mapper, context);
+  } finally {
+    await egress?.close();
+  }
+}
 
+/** Where Claude Code sends its model requests without ANTHROPIC_BASE_URL. */
+export const ANTHROPIC_API = 'https://api.anthropic.com';
+
+function brokeredClaudeEnv(env: Record<string, string>, egress: AttemptEgress, keyVar: string | null): Record<string, string> {
+  if (keyVar === null || egress.modelBaseUrl === null) return brokeredEnv(env, egress, null);
+  const key = env[keyVar] ?? null;
+  const { ANTHROPIC_API_KEY: _k, ANTHROPIC_AUTH_TOKEN: _t, ...rest } = env;
+  return brokeredEnv(rest, egress, key, { ANTHROPIC_BASE_URL: egress.modelBaseUrl, [keyVar]: egress.placeholderKey });
+}
+
+async function* runClaudeCodeProcess(
+  options: ClaudeCodeOptions,
+  env: Record<string, string>,
+  mapper: ClaudeCodeMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
   const command = await resolveCommand(options.command, env);
   const cwd = options.cwd === undefined ? {} : { cwd: resolve(options.cwd) };
   if (options.permissionPrompts === 'ask' && context.approvals !== undefined) {

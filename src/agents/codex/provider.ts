@@ -4,9 +4,11 @@ import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { brokeredEnv, modelRoute, openEgress } from '../shared/brokered.ts';
+import type { AttemptEgress, ModelRoute } from '../../process/egress/index.ts';
 import { prepareManagedCodexHome, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
-import { codexArgs, CodexOptionsSchema, formatOptionErrors, type CodexOptionsInput } from './options.ts';
+import { codexArgs, CodexOptionsSchema, formatOptionErrors, type CodexOptions, type CodexOptionsInput } from './options.ts';
 import { providerArgs } from './provider-config.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
@@ -42,14 +44,41 @@ export async function* runCodex(input: CodexOptionsInput, context: RunContext = 
     return;
   }
   const options = parsed.data;
-  const env = agentEnv(options.env);
+  const ownEnv = agentEnv(options.env);
+  // Brokered only with a baseUrl provider (sessiond's own): the key is the value of its envKey.
+  const route = options.baseUrl === undefined || options.envKey === undefined ? null : modelRoute(options.baseUrl, options.baseUrl, ownEnv[options.envKey]);
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, route);
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  try {
+    yield* runCodexProcess(options, ownEnv, egress, route, mapper, context);
+  } finally {
+    await egress?.close();
+  }
+}
+
+async function* runCodexProcess(
+  options: CodexOptions,
+  ownEnv: Record<string, string>,
+  egress: AttemptEgress | null,
+  route: ModelRoute | null,
+  mapper: CodexMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
+  const brokered = egress !== null && route !== null && egress.modelBaseUrl !== null && options.envKey !== undefined;
+  const env =
+    egress === null ? ownEnv : brokeredEnv(ownEnv, egress, route?.key ?? null, brokered && options.envKey !== undefined ? { [options.envKey]: egress.placeholderKey } : {});
   let codexHome: string;
   let tmp: string;
   let provider: ReturnType<typeof providerArgs>;
   try {
     const home = await prepareManagedCodexHome(userCodexHome(options.codexHome, env), sessiondStateDir(env));
     codexHome = home.path;
-    provider = providerArgs(options, home.userConfig);
+    provider = providerArgs(brokered && egress.modelBaseUrl !== null ? { ...options, baseUrl: egress.modelBaseUrl } : options, home.userConfig);
     // Codex writes its sandbox helpers under $TMPDIR, and workspace-write lets tools write there: one per attempt.
     tmp = await mkdtemp(join(env.TMPDIR !== undefined && env.TMPDIR !== '' ? env.TMPDIR : tmpdir(), 'sessiond-codex-'));
   } catch (error) {

@@ -2,9 +2,11 @@ import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveAgentCli } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { brokeredEnv, modelRoute, openEgress } from '../shared/brokered.ts';
+import type { AttemptEgress } from '../../process/egress/index.ts';
 import { prepareManagedGeminiHome, userGeminiDir } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
-import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptionsInput } from './options.ts';
+import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptions, type GeminiOptionsInput } from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /**
@@ -53,7 +55,39 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
     return;
   }
   const options = parsed.data;
-  const env = agentEnv(options.env);
+  const ownEnv = agentEnv(options.env);
+  // Brokered: gemini talks to the worker's model bridge (GOOGLE_GEMINI_BASE_URL) with a placeholder GEMINI_API_KEY (sent as x-goog-api-key).
+  const keyVar = ownEnv.GEMINI_API_KEY !== undefined && ownEnv.GEMINI_API_KEY !== '' ? 'GEMINI_API_KEY' : 'GOOGLE_API_KEY';
+  const route = modelRoute(ownEnv.GOOGLE_GEMINI_BASE_URL, GEMINI_API, ownEnv[keyVar]);
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, route);
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  const env =
+    egress === null
+      ? ownEnv
+      : egress.modelBaseUrl === null || route === null
+        ? brokeredEnv(ownEnv, egress, null)
+        : brokeredEnv(withoutKeys(ownEnv), egress, route.key, { GOOGLE_GEMINI_BASE_URL: egress.modelBaseUrl, [keyVar]: egress.placeholderKey });
+  try {
+    yield* runGeminiProcess(options, env, mapper, context);
+  } finally {
+    await egress?.close();
+  }
+}
+
+/** Where gemini sends its model requests without GOOGLE_GEMINI_BASE_URL. */
+export const GEMINI_API = 'https://generativelanguage.googleapis.com';
+
+function withoutKeys(env: Record<string, string>): Record<string, string> {
+  const { GEMINI_API_KEY: _g, GOOGLE_API_KEY: _k, ...rest } = env;
+  return rest;
+}
+
+async function* runGeminiProcess(options: GeminiOptions, env: Record<string, string>, mapper: GeminiMapper, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
   let home: string;
   try {
     home = await prepareManagedGeminiHome(userGeminiDir(options.configDir, env), sessiondStateDir(env));

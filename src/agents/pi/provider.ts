@@ -1,10 +1,13 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
+import { brokeredEnv, openEgress } from '../shared/brokered.ts';
+import type { AttemptEgress } from '../../process/egress/index.ts';
+import { brokeredAgentDir, piModelRoute } from './brokered-agent-dir.ts';
 import { prepareManagedAgentDir, userAgentDir } from './home.ts';
 import { PiMapper } from './mapper.ts';
-import { formatOptionErrors, piArgs, PiOptionsSchema, type PiOptionsInput } from './options.ts';
+import { formatOptionErrors, piArgs, PiOptionsSchema, type PiOptions, type PiOptionsInput } from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /**
@@ -37,15 +40,42 @@ export async function* runPi(input: PiOptionsInput, context: RunContext = {}): A
     return;
   }
   const options = parsed.data;
-  const env = agentEnv(options.env);
-  let agentDir: string;
+  const ownEnv = agentEnv(options.env);
+  let managedDir: string;
   try {
-    agentDir = await prepareManagedAgentDir(userAgentDir(options.agentDir, env), sessiondStateDir(env));
+    managedDir = await prepareManagedAgentDir(userAgentDir(options.agentDir, ownEnv), sessiondStateDir(ownEnv));
   } catch (error) {
     yield* startupFailure(mapper, `cannot prepare pi's agent dir: ${(error as Error).message}`);
     return;
   }
+  const route = context.egress === undefined ? null : await piModelRoute(managedDir, options.provider, ownEnv);
+  let egress: AttemptEgress | null = null;
+  let attemptDir: Awaited<ReturnType<typeof brokeredAgentDir>> | null = null;
+  try {
+    egress = await openEgress(context, route);
+    if (egress !== null)
+      attemptDir = await brokeredAgentDir(managedDir, join(sessiondStateDir(ownEnv), 'pi-attempts'), options.provider, egress.modelBaseUrl, egress.placeholderKey);
+  } catch (error) {
+    await egress?.close();
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  const env = egress === null ? ownEnv : brokeredEnv(ownEnv, egress, route?.key ?? null);
+  try {
+    yield* runPiProcess(options, env, attemptDir?.dir ?? managedDir, mapper, context);
+  } finally {
+    await egress?.close();
+    await attemptDir?.cleanup();
+  }
+}
 
+async function* runPiProcess(
+  options: PiOptions,
+  env: Record<string, string>,
+  agentDir: string,
+  mapper: PiMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
   yield* runAgentAttempt(
     {
       command: await resolveCommand(options.command, env),

@@ -1,4 +1,5 @@
 import type { CliMessage } from '../../protocol/index.ts';
+import type { EgressContext, ReachSockets } from '../../process/egress/index.ts';
 import { spawnAgent, type AgentProcess, type AttemptLimits, type SpawnSpec } from '../../process/index.ts';
 import type { AgentMapper } from './agent-mapper.ts';
 import type { ApprovalGate } from './approval-gate.ts';
@@ -18,6 +19,14 @@ export interface RunContext {
   /** The attempt's W3C trace context: the agent's process gets it as `TRACEPARENT` / `TRACESTATE` (see trace-env.ts). */
   traceparent?: string;
   tracestate?: string;
+  /**
+   * The attempt's network (src/process/egress): a proxy that lets it reach only its model host and
+   * the hosts the deployment policy lists, and a model bridge holding the provider's key. Absent:
+   * the agent reaches the network directly, with its key in its own configuration.
+   */
+  egress?: EgressContext;
+  /** How the agent reaches the egress sockets (a sandbox's bridges); default: loopback ports on the worker. */
+  egressReach?: ReachSockets;
 }
 
 /** A mapper that can tell when the agent printed its final event (then it should exit soon). */

@@ -1,0 +1,78 @@
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ModelRoute } from '../../process/egress/index.ts';
+
+/**
+ * Credential brokering for pi: pi reads its model's base URL and key from `models.json` in its
+ * agent dir (`providers.<id>.baseUrl` / `apiKey`: the key itself or the name of an environment
+ * variable holding it; `!command` keys are not brokered). Under egress each attempt gets an agent
+ * dir of its own: links to the managed dir's entries, except `models.json` (every provider's key
+ * replaced by the placeholder, the attempt's provider pointed at the model bridge) and `auth.json`
+ * (pi's stored logins: left out, they hold keys).
+ */
+
+/** The route of `provider` in the user's models.json (null: not brokerable: no such provider, no baseUrl, a `!command` key, no key). Never throws. */
+export async function piModelRoute(agentDir: string, provider: string | undefined, env: Readonly<Record<string, string>>): Promise<ModelRoute | null> {
+  if (provider === undefined) return null;
+  const models = await readModels(agentDir);
+  const entry = models?.providers?.[provider];
+  if (entry === undefined || typeof entry.baseUrl !== 'string' || typeof entry.apiKey !== 'string' || entry.apiKey.startsWith('!')) return null;
+  const key = env[entry.apiKey] !== undefined && env[entry.apiKey] !== '' ? env[entry.apiKey] : entry.apiKey;
+  try {
+    const url = new URL(entry.baseUrl);
+    return key === undefined || key === '' || !/^https?:$/.test(url.protocol) ? null : { baseUrl: url, key };
+  } catch {
+    return null;
+  }
+}
+
+interface ModelsFile {
+  providers?: Record<string, { baseUrl?: unknown; apiKey?: unknown; [key: string]: unknown }>;
+  [key: string]: unknown;
+}
+
+async function readModels(agentDir: string): Promise<ModelsFile | null> {
+  const raw = await readFile(join(agentDir, 'models.json'), 'utf8').catch(() => null);
+  if (raw === null) return null;
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as ModelsFile) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Entries of the managed dir an attempt under egress does not get. */
+const WITHHELD = new Set(['models.json', 'auth.json']);
+
+/**
+ * Creates the attempt's agent dir under `parent` (removed by the returned cleanup): links to
+ * `managedDir`'s entries but WITHHELD, and a models.json with no key in it. `sessions` is linked
+ * (created in the managed dir first) so that pi's default session dir outlives the attempt.
+ */
+export async function brokeredAgentDir(
+  managedDir: string,
+  parent: string,
+  provider: string | undefined,
+  baseUrl: string | null,
+  placeholder: string,
+): Promise<{ dir: string; cleanup: () => Promise<void> }> {
+  await mkdir(parent, { recursive: true, mode: 0o700 });
+  const dir = await mkdtemp(join(parent, 'attempt-'));
+  const cleanup = (): Promise<void> => rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  try {
+    await mkdir(join(managedDir, 'sessions'), { recursive: true, mode: 0o700 });
+    for (const entry of await readdir(managedDir)) if (!WITHHELD.has(entry)) await symlink(join(managedDir, entry), join(dir, entry));
+    const models = (await readModels(managedDir)) ?? {};
+    const providers: NonNullable<ModelsFile['providers']> = {};
+    for (const [id, entry] of Object.entries(models.providers ?? {})) {
+      const { headers: _headers, ...rest } = entry;
+      providers[id] = { ...rest, ...(entry.apiKey === undefined ? {} : { apiKey: placeholder }), ...(id === provider && baseUrl !== null ? { baseUrl } : {}) };
+    }
+    await writeFile(join(dir, 'models.json'), `${JSON.stringify({ ...models, providers }, null, 2)}\n`, { mode: 0o600 });
+    return { dir, cleanup };
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+}

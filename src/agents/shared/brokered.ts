@@ -1,0 +1,39 @@
+import { openAttemptEgress, type AttemptEgress, type ModelRoute } from '../../process/egress/index.ts';
+import type { RunContext } from './run-attempt.ts';
+
+/**
+ * Credential brokering, the agents' half: each provider says where its model requests go and with
+ * which key (a ModelRoute), and gets back a base URL leading to the worker's model bridge and a
+ * placeholder key to configure the agent with. The real key stays in the worker.
+ */
+
+/** The attempt's egress when the runtime asked for one (null: the agent reaches the network directly). Throws when a listener cannot start. */
+export async function openEgress(context: RunContext, route: ModelRoute | null): Promise<AttemptEgress | null> {
+  if (context.egress === undefined) return null;
+  return openAttemptEgress(context.egress, route, ...(context.egressReach === undefined ? [] : [context.egressReach]));
+}
+
+/** A model route from a base URL (the agent's default when absent) and a key; null when there is no key or the URL is not http(s). */
+export function modelRoute(baseUrl: string | undefined, defaultBaseUrl: string, key: string | undefined): ModelRoute | null {
+  if (key === undefined || key === '') return null;
+  try {
+    const url = new URL(baseUrl !== undefined && baseUrl !== '' ? baseUrl : defaultBaseUrl);
+    return url.protocol === 'https:' || url.protocol === 'http:' ? { baseUrl: url, key } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Keys shorter than this are not searched for in the environment (too likely to match an unrelated value). */
+const MIN_KEY_LENGTH = 8;
+
+/**
+ * The agent's environment under egress: every variable holding the real key removed, `set` (the
+ * placeholder key, the bridge's base URL) and then the proxy variables on top, so that no option
+ * of the agent overrides them.
+ */
+export function brokeredEnv(env: Readonly<Record<string, string>>, egress: AttemptEgress, key: string | null, set: Readonly<Record<string, string>> = {}): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (key === null || key.length < MIN_KEY_LENGTH || !value.includes(key)) out[name] = value;
+  return { ...out, ...set, ...egress.env };
+}
