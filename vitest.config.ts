@@ -12,6 +12,8 @@ import { defineConfig } from 'vitest/config';
  *   `sessiond agents` asking each ACP agent.
  * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install)
  *   and the 200 sessions under a fleet limit.
+ * - `sandboxed`: the process containment suites again, their agents in a bwrap sandbox
+ *   (`SESSIOND_TEST_SANDBOX=bwrap`, see test/support/processes.ts).
  * - `all` (`npm run test:all`): everything, on both backends.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
@@ -22,12 +24,14 @@ const AGENT_SUITES = [
   ...['acp-clis-approvals', 'acp-clis-runtime', 'agents-command'].map((name) => `test/agents/acp/${name}.test.ts`),
 ];
 const LONG_SUITES = ['test/chaos/chaos.test.ts', 'test/package/package.test.ts', 'test/runtime/limits.test.ts'];
+const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map((name) => `test/process/${name}.test.ts`);
 
 const SETS = {
   core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES, ...LONG_SUITES], backends: 'single' },
   cluster: { include: [...CLUSTER_VARIANTS, ...CLUSTER_ONLY], exclude: [], backends: 'cluster' },
   agents: { include: AGENT_SUITES, exclude: [], backends: 'single' },
   long: { include: LONG_SUITES, exclude: [], backends: 'single' },
+  sandboxed: { include: CONTAINMENT_SUITES, exclude: [], backends: 'single', sandbox: 'bwrap' },
   all: { include: ['test/**/*.test.ts'], exclude: [], backends: 'single,cluster' },
 } as const;
 
@@ -39,7 +43,7 @@ export default defineConfig({
   test: {
     include: [...set.include],
     exclude: ['**/node_modules/**', ...set.exclude],
-    env: { SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends },
+    env: { SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends, ...('sandbox' in set ? { SESSIOND_TEST_SANDBOX: set.sandbox } : {}) },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

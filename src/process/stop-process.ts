@@ -11,6 +11,8 @@ const CTRL_C = '\u0003';
 
 export interface StopTarget {
   pid: number;
+  /** Who gets the stage-1 signal: default `pid`; in a bwrap sandbox its init, which passes it on to the agent. */
+  interruptPid?: number;
   marker: string;
   startTime: string | null;
   interruptSignal: NodeJS.Signals;
@@ -50,7 +52,7 @@ export async function stopProcessTree(target: StopTarget): Promise<void> {
 
 function interrupt(target: StopTarget): void {
   try {
-    process.kill(target.pid, target.interruptSignal);
+    process.kill(target.interruptPid ?? target.pid, target.interruptSignal);
   } catch {
     // ESRCH: it is exiting already.
   }

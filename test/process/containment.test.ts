@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { detectContainment, findProcessesByMarker, spawnAgent, type AgentProcess } from '../../src/process/index.ts';
 import { liveSleeps } from '../support/ps.ts';
-import { collect } from '../support/processes.ts';
+import { collect, outlivesAgent, TEST_SANDBOX } from '../support/processes.ts';
 
 const started: AgentProcess[] = [];
 afterEach(async () => {
@@ -15,6 +15,7 @@ async function spawnShell(script: string, limits?: { pidsMax?: number }): Promis
     args: ['-c', script],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SESSIOND_SECRET: 'never-seen' },
     ...(limits === undefined ? {} : { limits }),
+    ...TEST_SANDBOX,
   });
   if (!result.ok) throw new Error(result.error);
   started.push(result.agent);
@@ -40,9 +41,11 @@ describe('containment of an attempt’s processes', () => {
     const agent = await spawnShell('sleep 3011 & setsid sleep 3012 & env -i setsid sleep 3013 & echo started');
     expect(await collect(agent.lines())).toEqual(['started']);
     expect((await agent.exited).exitCode).toBe(0);
-    await until(() => liveSleeps([3011, 3012, 3013]).length === 3, 5000);
-    // The env -i child carries no marker: only its cgroup says whose it is.
-    expect(liveSleeps([3013]).every((p) => p.args === 'sleep 3013')).toBe(true);
+    if (outlivesAgent(agent)) {
+      await until(() => liveSleeps([3011, 3012, 3013]).length === 3, 5000);
+      // The env -i child carries no marker: only its cgroup says whose it is.
+      expect(liveSleeps([3013]).every((p) => p.args === 'sleep 3013')).toBe(true);
+    }
 
     await agent.stop();
 
