@@ -2,8 +2,9 @@ import { resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { brokeredEnv, modelRoute, openEgress } from '../shared/brokered.ts';
-import type { AttemptEgress } from '../../process/egress/index.ts';
+import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
+import type { AttemptEgress, ReachedEgress } from '../../process/egress/index.ts';
+import type { SpawnSpec } from '../../process/index.ts';
 import { runClaudeCodeAsking } from './control.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
 import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptions, type ClaudeCodeOptionsInput } from './options.ts';
@@ -58,7 +59,8 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
     return;
   }
   try {
-    yield* runClaudeCodeProcess(options, egress === null ? ownEnv : brokeredClaudeEnv(ownEnv, egress, route === null ? null : keyVar), mapper, context);
+    const spawnEgress = egressSpawn(egress, (reached) => ({ env: brokeredClaudeEnv(ownEnv, reached, route === null ? null : keyVar, egress?.placeholderKey ?? '') }));
+    yield* runClaudeCodeProcess(options, ownEnv, spawnEgress, mapper, context);
   } finally {
     await egress?.close();
   }
@@ -67,16 +69,17 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
 /** Where Claude Code sends its model requests without ANTHROPIC_BASE_URL. */
 export const ANTHROPIC_API = 'https://api.anthropic.com';
 
-function brokeredClaudeEnv(env: Record<string, string>, egress: AttemptEgress, keyVar: string | null): Record<string, string> {
-  if (keyVar === null || egress.modelBaseUrl === null) return brokeredEnv(env, egress, null);
+function brokeredClaudeEnv(env: Record<string, string>, reached: ReachedEgress, keyVar: string | null, placeholder: string): Record<string, string> {
+  if (keyVar === null || reached.modelBaseUrl === null) return brokeredEnv(env, reached, null);
   const key = env[keyVar] ?? null;
   const { ANTHROPIC_API_KEY: _k, ANTHROPIC_AUTH_TOKEN: _t, ...rest } = env;
-  return brokeredEnv(rest, egress, key, { ANTHROPIC_BASE_URL: egress.modelBaseUrl, [keyVar]: egress.placeholderKey });
+  return brokeredEnv(rest, reached, key, { ANTHROPIC_BASE_URL: reached.modelBaseUrl, [keyVar]: placeholder });
 }
 
 async function* runClaudeCodeProcess(
   options: ClaudeCodeOptions,
   env: Record<string, string>,
+  spawnEgress: Pick<SpawnSpec, 'bridges' | 'finalize'>,
   mapper: ClaudeCodeMapper,
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
@@ -84,7 +87,7 @@ async function* runClaudeCodeProcess(
   const cwd = options.cwd === undefined ? {} : { cwd: resolve(options.cwd) };
   if (options.permissionPrompts === 'ask' && context.approvals !== undefined) {
     // Its permission prompts go to the attempt's approval gate over the stream-json control protocol.
-    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
+    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, ...spawnEgress, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
     yield* runClaudeCodeAsking(spec, options.prompt, mapper, context.approvals, context);
     return;
   }
@@ -95,6 +98,7 @@ async function* runClaudeCodeProcess(
       args: claudeCodeArgs({ ...options, permissionPrompts: 'none' }),
       ...cwd,
       env,
+      ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: Claude Code reads it at EOF, and no
       // prompt text can be taken for one of its flags (FIXED_ENV also turns off `@file` expansion).
       input: options.prompt,

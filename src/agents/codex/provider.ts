@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { brokeredEnv, modelRoute, openEgress } from '../shared/brokered.ts';
+import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
 import type { AttemptEgress, ModelRoute } from '../../process/egress/index.ts';
 import { prepareManagedCodexHome, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
@@ -69,16 +69,16 @@ async function* runCodexProcess(
   mapper: CodexMapper,
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
-  const brokered = egress !== null && route !== null && egress.modelBaseUrl !== null && options.envKey !== undefined;
-  const env =
-    egress === null ? ownEnv : brokeredEnv(ownEnv, egress, route?.key ?? null, brokered && options.envKey !== undefined ? { [options.envKey]: egress.placeholderKey } : {});
+  const env = ownEnv;
   let codexHome: string;
   let tmp: string;
   let provider: ReturnType<typeof providerArgs>;
+  let userConfig: string | null = null;
   try {
     const home = await prepareManagedCodexHome(userCodexHome(options.codexHome, env), sessiondStateDir(env));
     codexHome = home.path;
-    provider = providerArgs(brokered && egress.modelBaseUrl !== null ? { ...options, baseUrl: egress.modelBaseUrl } : options, home.userConfig);
+    userConfig = home.userConfig;
+    provider = providerArgs(options, userConfig);
     // Codex writes its sandbox helpers under $TMPDIR, and workspace-write lets tools write there: one per attempt.
     tmp = await mkdtemp(join(env.TMPDIR !== undefined && env.TMPDIR !== '' ? env.TMPDIR : tmpdir(), 'sessiond-codex-'));
   } catch (error) {
@@ -98,6 +98,14 @@ async function* runCodexProcess(
         args: codexArgs(options, provider.args),
         ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
         env: { ...env, CODEX_HOME: codexHome, TMPDIR: tmp },
+        // Brokered: sessiond's provider points at the model bridge, its envKey variable holds the placeholder.
+        ...egressSpawn(egress, (reached) => {
+          const brokered = route !== null && reached.modelBaseUrl !== null && options.envKey !== undefined;
+          const set = brokered && options.envKey !== undefined && egress !== null ? { [options.envKey]: egress.placeholderKey } : {};
+          const final = providerArgs(brokered && reached.modelBaseUrl !== null ? { ...options, baseUrl: reached.modelBaseUrl } : options, userConfig);
+          if (!final.ok) throw new Error(final.error);
+          return { args: codexArgs(options, final.args), env: { ...brokeredEnv(env, reached, route?.key ?? null, set), CODEX_HOME: codexHome, TMPDIR: tmp } };
+        }),
         // The prompt is the `-` argument: Codex reads it from stdin, which is then closed (Codex
         // waits for EOF), so no prompt text can be taken for one of its flags.
         input: options.prompt,

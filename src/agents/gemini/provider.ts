@@ -2,9 +2,10 @@ import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveAgentCli } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { brokeredEnv, modelRoute, openEgress } from '../shared/brokered.ts';
+import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
+import type { SpawnSpec } from '../../process/index.ts';
 import type { AttemptEgress } from '../../process/egress/index.ts';
-import { prepareManagedGeminiHome, userGeminiDir } from './home.ts';
+import { managedGeminiHome, prepareManagedGeminiHome, userGeminiDir } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
 import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptions, type GeminiOptionsInput } from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
@@ -66,14 +67,17 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
     yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
     return;
   }
-  const env =
-    egress === null
-      ? ownEnv
-      : egress.modelBaseUrl === null || route === null
-        ? brokeredEnv(ownEnv, egress, null)
-        : brokeredEnv(withoutKeys(ownEnv), egress, route.key, { GOOGLE_GEMINI_BASE_URL: egress.modelBaseUrl, [keyVar]: egress.placeholderKey });
+  const spawnEgress = egressSpawn(egress, (reached) => ({
+    env: geminiEnv(
+      reached.modelBaseUrl === null || route === null
+        ? brokeredEnv(ownEnv, reached, null)
+        : brokeredEnv(withoutKeys(ownEnv), reached, route.key, { GOOGLE_GEMINI_BASE_URL: reached.modelBaseUrl, [keyVar]: egress?.placeholderKey ?? '' }),
+      managedGeminiHome(userGeminiDir(options.configDir, ownEnv), sessiondStateDir(ownEnv)),
+      options.env,
+    ),
+  }));
   try {
-    yield* runGeminiProcess(options, env, mapper, context);
+    yield* runGeminiProcess(options, ownEnv, spawnEgress, mapper, context);
   } finally {
     await egress?.close();
   }
@@ -87,7 +91,13 @@ function withoutKeys(env: Record<string, string>): Record<string, string> {
   return rest;
 }
 
-async function* runGeminiProcess(options: GeminiOptions, env: Record<string, string>, mapper: GeminiMapper, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
+async function* runGeminiProcess(
+  options: GeminiOptions,
+  env: Record<string, string>,
+  spawnEgress: Pick<SpawnSpec, 'bridges' | 'finalize'>,
+  mapper: GeminiMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
   let home: string;
   try {
     home = await prepareManagedGeminiHome(userGeminiDir(options.configDir, env), sessiondStateDir(env));
@@ -102,6 +112,7 @@ async function* runGeminiProcess(options: GeminiOptions, env: Record<string, str
       args: geminiArgs(options),
       ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
       env: geminiEnv(env, home, options.env),
+      ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: gemini runs headless on exactly that
       // text (no `-p`), with no argv length limit and nothing in it taken for a flag.
       input: options.prompt,

@@ -47,32 +47,35 @@ const WITHHELD = new Set(['models.json', 'auth.json']);
 
 /**
  * Creates the attempt's agent dir under `parent` (removed by the returned cleanup): links to
- * `managedDir`'s entries but WITHHELD, and a models.json with no key in it. `sessions` is linked
- * (created in the managed dir first) so that pi's default session dir outlives the attempt.
+ * `managedDir`'s entries but WITHHELD; its models.json is written by `writeModels` once the model
+ * bridge's URL is known. `sessions` is linked (created in the managed dir first) so that pi's
+ * default session dir outlives the attempt.
  */
-export async function brokeredAgentDir(
-  managedDir: string,
-  parent: string,
-  provider: string | undefined,
-  baseUrl: string | null,
-  placeholder: string,
-): Promise<{ dir: string; cleanup: () => Promise<void> }> {
+export async function brokeredAgentDir(managedDir: string, parent: string): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   await mkdir(parent, { recursive: true, mode: 0o700 });
   const dir = await mkdtemp(join(parent, 'attempt-'));
   const cleanup = (): Promise<void> => rm(dir, { recursive: true, force: true }).catch(() => undefined);
   try {
     await mkdir(join(managedDir, 'sessions'), { recursive: true, mode: 0o700 });
     for (const entry of await readdir(managedDir)) if (!WITHHELD.has(entry)) await symlink(join(managedDir, entry), join(dir, entry));
-    const models = (await readModels(managedDir)) ?? {};
-    const providers: NonNullable<ModelsFile['providers']> = {};
-    for (const [id, entry] of Object.entries(models.providers ?? {})) {
-      const { headers: _headers, ...rest } = entry;
-      providers[id] = { ...rest, ...(entry.apiKey === undefined ? {} : { apiKey: placeholder }), ...(id === provider && baseUrl !== null ? { baseUrl } : {}) };
-    }
-    await writeFile(join(dir, 'models.json'), `${JSON.stringify({ ...models, providers }, null, 2)}\n`, { mode: 0o600 });
     return { dir, cleanup };
   } catch (error) {
     await cleanup();
     throw error;
   }
+}
+
+/**
+ * Writes the attempt's models.json: the managed dir's, with every provider's key replaced by the
+ * placeholder and its `headers` left out (they may hold credentials), and `provider` pointed at
+ * `baseUrl` (the model bridge; null: left as it was).
+ */
+export async function writeModels(managedDir: string, dir: string, provider: string | undefined, baseUrl: string | null, placeholder: string): Promise<void> {
+  const models = (await readModels(managedDir)) ?? {};
+  const providers: NonNullable<ModelsFile['providers']> = {};
+  for (const [id, entry] of Object.entries(models.providers ?? {})) {
+    const { headers: _headers, ...rest } = entry;
+    providers[id] = { ...rest, ...(entry.apiKey === undefined ? {} : { apiKey: placeholder }), ...(id === provider && baseUrl !== null ? { baseUrl } : {}) };
+  }
+  await writeFile(join(dir, 'models.json'), `${JSON.stringify({ ...models, providers }, null, 2)}\n`, { mode: 0o600 });
 }

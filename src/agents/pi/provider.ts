@@ -2,9 +2,10 @@ import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
-import { brokeredEnv, openEgress } from '../shared/brokered.ts';
+import { brokeredEnv, egressSpawn, openEgress } from '../shared/brokered.ts';
+import type { SpawnSpec } from '../../process/index.ts';
 import type { AttemptEgress } from '../../process/egress/index.ts';
-import { brokeredAgentDir, piModelRoute } from './brokered-agent-dir.ts';
+import { brokeredAgentDir, piModelRoute, writeModels } from './brokered-agent-dir.ts';
 import { prepareManagedAgentDir, userAgentDir } from './home.ts';
 import { PiMapper } from './mapper.ts';
 import { formatOptionErrors, piArgs, PiOptionsSchema, type PiOptions, type PiOptionsInput } from './options.ts';
@@ -53,16 +54,19 @@ export async function* runPi(input: PiOptionsInput, context: RunContext = {}): A
   let attemptDir: Awaited<ReturnType<typeof brokeredAgentDir>> | null = null;
   try {
     egress = await openEgress(context, route);
-    if (egress !== null)
-      attemptDir = await brokeredAgentDir(managedDir, join(sessiondStateDir(ownEnv), 'pi-attempts'), options.provider, egress.modelBaseUrl, egress.placeholderKey);
+    if (egress !== null) attemptDir = await brokeredAgentDir(managedDir, join(sessiondStateDir(ownEnv), 'pi-attempts'));
   } catch (error) {
     await egress?.close();
     yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
     return;
   }
-  const env = egress === null ? ownEnv : brokeredEnv(ownEnv, egress, route?.key ?? null);
+  const dir = attemptDir?.dir ?? managedDir;
+  const spawnEgress = egressSpawn(egress, async (reached) => {
+    await writeModels(managedDir, dir, options.provider, reached.modelBaseUrl, egress?.placeholderKey ?? '');
+    return { env: { ...brokeredEnv(ownEnv, reached, route?.key ?? null), PI_CODING_AGENT_DIR: dir } };
+  });
   try {
-    yield* runPiProcess(options, env, attemptDir?.dir ?? managedDir, mapper, context);
+    yield* runPiProcess(options, ownEnv, dir, spawnEgress, mapper, context);
   } finally {
     await egress?.close();
     await attemptDir?.cleanup();
@@ -73,6 +77,7 @@ async function* runPiProcess(
   options: PiOptions,
   env: Record<string, string>,
   agentDir: string,
+  spawnEgress: Pick<SpawnSpec, 'bridges' | 'finalize'>,
   mapper: PiMapper,
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
@@ -82,6 +87,7 @@ async function* runPiProcess(
       args: piArgs(options),
       ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
       env: { ...env, PI_CODING_AGENT_DIR: agentDir },
+      ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: pi starts at EOF, and no
       // prompt text can be taken for one of pi's flags or `@file` arguments.
       input: options.prompt,

@@ -1,5 +1,5 @@
 import type { CliMessage } from '../../protocol/index.ts';
-import type { EgressContext, ReachSockets } from '../../process/egress/index.ts';
+import type { EgressContext } from '../../process/egress/index.ts';
 import { spawnAgent, type AgentProcess, type AttemptLimits, type SpawnSpec } from '../../process/index.ts';
 import type { AgentMapper } from './agent-mapper.ts';
 import type { ApprovalGate } from './approval-gate.ts';
@@ -25,8 +25,6 @@ export interface RunContext {
    * the agent reaches the network directly, with its key in its own configuration.
    */
   egress?: EgressContext;
-  /** How the agent reaches the egress sockets (a sandbox's bridges); default: loopback ports on the worker. */
-  egressReach?: ReachSockets;
 }
 
 /** A mapper that can tell when the agent printed its final event (then it should exit soon). */
@@ -43,9 +41,20 @@ export function startupFailure(mapper: AgentMapper, message: string): CliMessage
 
 /** Spawns an attempt's process with the attempt's trace context, marker and limits, and tells `onSpawn` once it runs. */
 export async function spawnForAttempt(spec: SpawnSpec, context: RunContext): ReturnType<typeof spawnAgent> {
+  const trace = traceEnv(context);
+  const { finalize } = spec;
   const spawned = await spawnAgent({
     ...spec,
-    env: { ...spec.env, ...traceEnv(context) },
+    env: { ...spec.env, ...trace },
+    // An environment finalize makes (with the bridges' URLs) carries the trace context too.
+    ...(finalize === undefined
+      ? {}
+      : {
+          finalize: async (urls: Readonly<Record<string, string>>) => {
+            const final = await finalize(urls);
+            return final.env === undefined ? final : { ...final, env: { ...final.env, ...trace } };
+          },
+        }),
     ...(context.marker === undefined ? {} : { marker: context.marker }),
     ...(context.limits === undefined ? {} : { limits: context.limits }),
   });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startForwardProxy, type EgressRefusal } from './forward-proxy.ts';
 import type { HostPattern } from './host-pattern.ts';
-import { loopbackBridge } from './loopback.ts';
+import type { Bridge } from '../sandbox/types.ts';
 import { PLACEHOLDER_KEY, startModelBridge } from './model-bridge.ts';
 import type { UnixListener } from './unix-listener.ts';
 
@@ -34,40 +34,28 @@ export interface ModelRoute {
   key: string;
 }
 
-/** The Unix sockets of an attempt's egress, and how the agent reaches them (loopback URLs). */
-export interface Reach {
-  proxy: string;
-  model: string | null;
-  close(): Promise<void>;
+/** The names of an attempt's egress bridges (SpawnSpec.bridges / finalize). */
+export const PROXY_BRIDGE = 'egress-proxy';
+export const MODEL_BRIDGE = 'egress-model';
+
+/** What the agent is configured with once its bridges' URLs are known. */
+export interface ReachedEgress {
+  /** HTTP(S)_PROXY to the proxy, NO_PROXY for the model bridge: set last in the agent's environment. */
+  env: Record<string, string>;
+  /** The base URL the agent is given for its model (null: no model route, nothing brokered). */
+  modelBaseUrl: string | null;
 }
 
-/** Makes sockets reachable for the agent: by default loopback ports on the worker (no sandbox); a sandbox maps them into its own network namespace. */
-export type ReachSockets = (sockets: { proxy: string; model: string | null }) => Promise<Reach>;
-
 export interface AttemptEgress {
-  /** The Unix sockets (for a sandbox's bridges). */
-  readonly sockets: { proxy: string; model: string | null };
-  /** The environment the agent and its tools get: HTTP(S)_PROXY to the proxy, NO_PROXY for the model bridge. */
-  readonly env: Record<string, string>;
-  /** The base URL the agent is given for its model (null: no model route, nothing brokered). */
-  readonly modelBaseUrl: string | null;
+  /** The Unix sockets, as bridges for the spawn (the sandbox makes each reachable from inside). */
+  readonly bridges: ReadonlyArray<Bridge>;
   /** The key the agent is given instead of the real one. */
   readonly placeholderKey: string;
+  /** The agent's proxy variables and model base URL, from the bridges' URLs (SpawnSpec.finalize's argument). Throws when a bridge is missing. */
+  reached(urls: Readonly<Record<string, string>>): ReachedEgress;
   /** Stops the proxy and the bridge, ends their connections, removes their sockets. Idempotent; never throws. */
   close(): Promise<void>;
 }
-
-const defaultReach: ReachSockets = async (sockets) => {
-  const proxy = await loopbackBridge(sockets.proxy);
-  const model =
-    sockets.model === null
-      ? null
-      : await loopbackBridge(sockets.model).catch(async (error: unknown) => {
-          await proxy.close();
-          throw error;
-        });
-  return { proxy: proxy.url, model: model?.url ?? null, close: async () => void (await Promise.all([proxy.close(), model?.close()])) };
-};
 
 /** The model host as a proxy pattern: the agent may reach it through the proxy too (without the key). */
 function modelPattern(url: URL): HostPattern {
@@ -80,9 +68,9 @@ function modelPattern(url: URL): HostPattern {
  * (with a route) the model bridge that carries the real key to the model host. Throws when a
  * listener cannot start (the caller ends the attempt as a startup failure); nothing is left open then.
  */
-export async function openAttemptEgress(context: EgressContext, route: ModelRoute | null, reach: ReachSockets = defaultReach): Promise<AttemptEgress> {
+export async function openAttemptEgress(context: EgressContext, route: ModelRoute | null): Promise<AttemptEgress> {
   const dir = await mkdtemp(join(tmpdir(), 'sessiond-egress-'));
-  const opened: Array<UnixListener | Reach> = [];
+  const opened: UnixListener[] = [];
   const closeAll = async (): Promise<void> => {
     for (const item of opened.reverse()) await item.close().catch(() => undefined);
     await rm(dir, { recursive: true, force: true }).catch(() => undefined);
@@ -95,21 +83,24 @@ export async function openAttemptEgress(context: EgressContext, route: ModelRout
       onRefused: (refusal) => context.onRefused?.({ ...refusal, sessionId: context.sessionId, turn: context.turn ?? null, attempt: context.attempt ?? null }),
     });
     opened.push(proxy);
-    let model: UnixListener | null = null;
+    const bridges: Bridge[] = [{ name: PROXY_BRIDGE, socket: proxy.socketPath }];
     if (route !== null) {
-      model = await startModelBridge({ socketPath: join(dir, 'model.sock'), upstream: new URL(route.baseUrl.origin), key: route.key });
+      const model = await startModelBridge({ socketPath: join(dir, 'model.sock'), upstream: new URL(route.baseUrl.origin), key: route.key });
       opened.push(model);
+      bridges.push({ name: MODEL_BRIDGE, socket: model.socketPath });
     }
-    const sockets = { proxy: proxy.socketPath, model: model?.socketPath ?? null };
-    const reached = await reach(sockets);
-    opened.push(reached);
-    const modelBaseUrl = reached.model === null || route === null ? null : `${reached.model}${route.baseUrl.pathname.replace(/\/$/, '')}${route.baseUrl.search}`;
     let closing: Promise<void> | null = null;
     return {
-      sockets,
-      env: proxyEnv(reached.proxy),
-      modelBaseUrl,
+      bridges,
       placeholderKey: PLACEHOLDER_KEY,
+      reached: (urls) => {
+        const proxyUrl = urls[PROXY_BRIDGE];
+        if (proxyUrl === undefined) throw new Error(`the sandbox gave no URL for bridge ${PROXY_BRIDGE}`);
+        const modelUrl = route === null ? undefined : urls[MODEL_BRIDGE];
+        if (route !== null && modelUrl === undefined) throw new Error(`the sandbox gave no URL for bridge ${MODEL_BRIDGE}`);
+        const modelBaseUrl = route === null || modelUrl === undefined ? null : `${modelUrl}${route.baseUrl.pathname.replace(/\/$/, '')}${route.baseUrl.search}`;
+        return { env: proxyEnv(proxyUrl), modelBaseUrl };
+      },
       close: () => (closing ??= closeAll()),
     };
   } catch (error) {

@@ -3,7 +3,17 @@ import { createServer, request, type IncomingHttpHeaders, type Server } from 'no
 import { connect, createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
-import { openAttemptEgress, parseHostPattern, PLACEHOLDER_KEY, type AttemptRefusal, type HostPattern } from '../../../src/process/egress/index.ts';
+import {
+  MODEL_BRIDGE,
+  openAttemptEgress,
+  parseHostPattern,
+  PLACEHOLDER_KEY,
+  PROXY_BRIDGE,
+  type AttemptEgress,
+  type AttemptRefusal,
+  type HostPattern,
+} from '../../../src/process/egress/index.ts';
+import { openHostBridges } from '../../../src/process/sandbox/host-bridges.ts';
 
 /** A loopback HTTP server that records what it was sent. */
 /**
@@ -36,6 +46,18 @@ afterAll(() => {
   for (const s of [allowed, denied, model]) s.server.close();
 });
 
+/** The egress as an agent without a sandbox reaches it: loopback ports relaying to its sockets (the sandbox's host bridges). */
+async function reach(egress: AttemptEgress): Promise<{ env: Record<string, string>; modelBaseUrl: string | null; close: () => Promise<void> }> {
+  const bridges = await openHostBridges(egress.bridges);
+  return { ...egress.reached(bridges.urls), close: () => bridges.close() };
+}
+
+function socketOf(egress: AttemptEgress, name: string): string {
+  const bridge = egress.bridges.find((b) => b.name === name);
+  if (bridge === undefined) throw new Error(`no bridge ${name}`);
+  return bridge.socket;
+}
+
 async function curl(args: string[], env: Record<string, string>): Promise<{ code: string; body: string }> {
   const out = await execa('curl', ['-sS', '-o', '-', '-w', '\n%{http_code}', '--max-time', '10', ...args], { env, extendEnv: false, reject: false });
   const lines = out.stdout.split('\n');
@@ -49,8 +71,9 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
       { sessionId: 's-1', turn: 2, attempt: 3, allow: [pattern(`127.0.0.2:${allowed.port}`)], onRefused: (r) => refusals.push(r) },
       { baseUrl: new URL(`http://127.0.0.1:${model.port}/v1`), key: 'sk-real-secret' },
     );
+    const reached = await reach(egress);
     try {
-      const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', ...egress.env };
+      const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', ...reached.env };
       // http through the proxy (absolute-URI form), allowed
       expect(await curl([`http://127.0.0.2:${allowed.port}/ok`], env)).toEqual({ code: '200', body: 'hello from /ok' });
       // denied: another loopback port (think Redis or sessiond's API)
@@ -65,20 +88,21 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
         { host: '127.0.0.3', port: denied.port, method: 'CONNECT', reason: 'not allowed', sessionId: 's-1', turn: 2, attempt: 3 },
       ]);
       // the model bridge: the agent's placeholder becomes the real key, on the model host's path
-      expect(egress.modelBaseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
-      const viaBridge = await curl(['-H', `Authorization: Bearer ${PLACEHOLDER_KEY}`, `${egress.modelBaseUrl}/chat/completions`], env);
+      expect(reached.modelBaseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+      const viaBridge = await curl(['-H', `Authorization: Bearer ${PLACEHOLDER_KEY}`, `${reached.modelBaseUrl}/chat/completions`], env);
       expect(viaBridge).toEqual({ code: '200', body: 'hello from /v1/chat/completions' });
       expect(model.seen.at(-1)?.headers.authorization).toBe('Bearer sk-real-secret');
       // a key header with anything but the placeholder is dropped, not passed on
-      await curl(['-H', 'x-api-key: stolen-elsewhere', `${egress.modelBaseUrl}/m`], env);
+      await curl(['-H', 'x-api-key: stolen-elsewhere', `${reached.modelBaseUrl}/m`], env);
       expect(model.seen.at(-1)?.headers['x-api-key']).toBeUndefined();
       // the key never went to the allowed host
       expect(JSON.stringify(allowed.seen)).not.toContain('sk-real-secret');
     } finally {
+      await reached.close();
       await egress.close();
     }
-    expect(existsSync(egress.sockets.proxy)).toBe(false);
-    expect(existsSync(egress.sockets.model!)).toBe(false);
+    expect(existsSync(socketOf(egress, PROXY_BRIDGE))).toBe(false);
+    expect(existsSync(socketOf(egress, MODEL_BRIDGE))).toBe(false);
   });
 
   it('a CONNECT tunnel to an allowed host carries bytes both ways', async () => {
@@ -88,7 +112,7 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
     const egress = await openAttemptEgress({ sessionId: 's', allow: [pattern(`127.0.0.2:${port}`)] }, null);
     try {
       const reply = await new Promise<string>((resolve, reject) => {
-        const req = request({ socketPath: egress.sockets.proxy, method: 'CONNECT', path: `127.0.0.2:${port}` });
+        const req = request({ socketPath: socketOf(egress, PROXY_BRIDGE), method: 'CONNECT', path: `127.0.0.2:${port}` });
         req.on('connect', (res, socket) => {
           expect(res.statusCode).toBe(200);
           socket.once('data', (d: Buffer) => {
@@ -110,12 +134,14 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
   it('an allowed host *name* that resolves to the worker loopback is refused (no way to Redis or the API by DNS)', async () => {
     const refusals: AttemptRefusal[] = [];
     const egress = await openAttemptEgress({ sessionId: 's', allow: [pattern(`localhost:${allowed.port}`)], onRefused: (r) => refusals.push(r) }, null);
+    const reached = await reach(egress);
     try {
       // (curl -x: the proxy for this one request, whatever NO_PROXY says of localhost)
-      const out = await curl(['--noproxy', '', '-x', egress.env.HTTP_PROXY!, `http://localhost:${allowed.port}/x`], { PATH: process.env.PATH ?? '' });
+      const out = await curl(['--noproxy', '', '-x', reached.env.HTTP_PROXY!, `http://localhost:${allowed.port}/x`], { PATH: process.env.PATH ?? '' });
       expect(out.code).toBe('403');
       expect(refusals.map((r) => r.reason)).toEqual(['local address']);
     } finally {
+      await reached.close();
       await egress.close();
     }
   });
@@ -126,7 +152,7 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
     const port = (echo.address() as AddressInfo).port;
     const egress = await openAttemptEgress({ sessionId: 's', allow: [pattern(`127.0.0.2:${port}`)] }, null);
     const socket = await new Promise<import('node:net').Socket>((resolve, reject) => {
-      const req = request({ socketPath: egress.sockets.proxy, method: 'CONNECT', path: `127.0.0.2:${port}` });
+      const req = request({ socketPath: socketOf(egress, PROXY_BRIDGE), method: 'CONNECT', path: `127.0.0.2:${port}` });
       req.on('connect', (_res, s) => resolve(s));
       req.on('error', reject);
       req.end();
@@ -140,6 +166,6 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
     await expect.poll(() => new Promise<number>((r) => echo.getConnections((_e, n) => r(n)))).toBe(0);
     expect(connections).toBeLessThanOrEqual(1);
     // and the proxy no longer listens
-    await expect(new Promise((resolve, reject) => connect(egress.sockets.proxy).on('connect', resolve).on('error', reject))).rejects.toThrow();
+    await expect(new Promise((resolve, reject) => connect(socketOf(egress, PROXY_BRIDGE)).on('connect', resolve).on('error', reject))).rejects.toThrow();
   });
 });
