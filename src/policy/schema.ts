@@ -68,6 +68,8 @@ export const PolicySchema = z.strictObject({
   permissions: z.record(z.string(), PERMISSION).default({}),
   /** Tool approvals (agents in `ask` mode): the deadline and the rules that allow without asking. */
   approvals: APPROVALS.prefault({}),
+  /** `required: true`: an attempt on a worker without a sandbox (mode `none`, see docs/sandbox.md) fails, category `startup`, instead of running unconfined. */
+  sandbox: z.strictObject({ required: z.boolean().default(false) }).prefault({}),
 });
 
 export type ApprovalPolicy = z.output<typeof APPROVALS>;
@@ -93,6 +95,8 @@ export interface DeploymentPolicy {
   permissions: Record<string, AgentPermissions>;
   /** Tool approvals: the deadline and the auto-allow rules. */
   approvals: ApprovalPolicy;
+  /** Attempts need a sandbox (bwrap or landlock): on a worker without one they fail. Absent: not required. */
+  sandbox?: { required: boolean };
 }
 
 export interface AgentPermissions {
@@ -153,5 +157,6 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
     rateLimitAttempts: input.rateLimitAttempts ?? 'free',
     permissions,
     approvals: { deadlineMs: input.approvals.deadlineMs, autoAllow: input.approvals.autoAllow.map((r) => ({ ...r })) },
+    sandbox: { required: input.sandbox.required },
   };
 }

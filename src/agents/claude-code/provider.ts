@@ -3,6 +3,7 @@ import type { CliMessage } from '../../protocol/index.ts';
 import { resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { runClaudeCodeAsking } from './control.ts';
+import { claudeConfigDir } from './session-file.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
 import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptionsInput } from './options.ts';
 
@@ -38,7 +39,9 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
     return;
   }
   const options = parsed.data;
-  const env = claudeCodeEnv(options);
+  // Named explicitly: in a sandbox HOME is the attempt's own, and sessiond finds the session files here.
+  const configDir = claudeConfigDir(options);
+  const env = { ...claudeCodeEnv(options), CLAUDE_CONFIG_DIR: configDir };
   const problem = startupProblem(options, env);
   if (problem !== null) {
     yield* startupFailure(mapper, problem);
@@ -47,9 +50,11 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
 
   const command = await resolveCommand(options.command, env);
   const cwd = options.cwd === undefined ? {} : { cwd: resolve(options.cwd) };
+  // Its config dir holds its settings and every session's transcript: read-write, whole (see docs/sandbox.md).
+  const sandbox = { writable: [configDir] };
   if (options.permissionPrompts === 'ask' && context.approvals !== undefined) {
     // Its permission prompts go to the attempt's approval gate over the stream-json control protocol.
-    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
+    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, sandbox, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
     yield* runClaudeCodeAsking(spec, options.prompt, mapper, context.approvals, context);
     return;
   }
@@ -60,6 +65,7 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
       args: claudeCodeArgs({ ...options, permissionPrompts: 'none' }),
       ...cwd,
       env,
+      sandbox,
       // The prompt travels on stdin, then stdin is closed: Claude Code reads it at EOF, and no
       // prompt text can be taken for one of its flags (FIXED_ENV also turns off `@file` expansion).
       input: options.prompt,

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
+import { managedHomeFiles } from '../shared/sandbox-files.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { prepareManagedCodexHome, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
@@ -69,6 +70,8 @@ export async function* runCodex(input: CodexOptionsInput, context: RunContext = 
         args: codexArgs(options, provider.args),
         ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
         env: { ...env, CODEX_HOME: codexHome, TMPDIR: tmp },
+        // Codex keeps its threads, state and logs in its managed home (read-write); what that links, read-only.
+        sandbox: { ...(await managedHomeFiles(codexHome, { writable: true })), writable: [codexHome, tmp] },
         // The prompt is the `-` argument: Codex reads it from stdin, which is then closed (Codex
         // waits for EOF), so no prompt text can be taken for one of its flags.
         input: options.prompt,
