@@ -15,6 +15,9 @@ import { defineConfig } from 'vitest/config';
  * - `sandboxed`: the process containment suites again, their agents in a bwrap sandbox
  *   (`SESSIOND_TEST_SANDBOX=bwrap`, see test/support/processes.ts).
  * - `all` (`npm run test:all`): everything, on both backends.
+ * Agents run unsandboxed (`SESSIOND_SANDBOX=none`) unless a test asks for a mode or the variable is
+ * set: a bwrap attempt reaches its model only through a bridge (the egress proxy, issue 24), which the
+ * suites that start fake model servers on 127.0.0.1 do not set up; the sandbox's own suites force each mode.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
@@ -43,7 +46,11 @@ export default defineConfig({
   test: {
     include: [...set.include],
     exclude: ['**/node_modules/**', ...set.exclude],
-    env: { SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends, ...('sandbox' in set ? { SESSIOND_TEST_SANDBOX: set.sandbox } : {}) },
+    env: {
+      SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends,
+      SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none',
+      ...('sandbox' in set ? { SESSIOND_TEST_SANDBOX: set.sandbox } : {}),
+    },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

@@ -89,6 +89,8 @@ export const PolicySchema = z.strictObject({
   approvals: APPROVALS.prefault({}),
   /** Egress of attempts: the hosts they may reach through the worker's proxy besides their model host. */
   network: NETWORK.prefault({}),
+  /** `required: true`: an attempt on a worker without a sandbox (mode `none`, see docs/sandbox.md) fails, category `startup`, instead of running unconfined. */
+  sandbox: z.strictObject({ required: z.boolean().default(false) }).prefault({}),
 });
 
 export type ApprovalPolicy = z.output<typeof APPROVALS>;
@@ -116,6 +118,8 @@ export interface DeploymentPolicy {
   approvals: ApprovalPolicy;
   /** Per allowed agent: the hosts its attempts may reach besides their model host (policy.network, global ∪ its own). */
   network: Record<string, HostPattern[]>;
+  /** Attempts need a sandbox (bwrap or landlock): on a worker without one they fail. Absent: not required. */
+  sandbox?: { required: boolean };
 }
 
 export interface AgentPermissions {
@@ -180,6 +184,7 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
     permissions,
     approvals: { deadlineMs: input.approvals.deadlineMs, autoAllow: input.approvals.autoAllow.map((r) => ({ ...r })) },
     network,
+    sandbox: { required: input.sandbox.required },
   };
 }
 

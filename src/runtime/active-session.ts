@@ -710,6 +710,7 @@ export class ActiveSession {
               signal,
               marker: attempt.marker,
               approvals: gate,
+              sandbox: { required: config.policy.sandbox?.required === true },
               ...(config.limits === undefined ? {} : { limits: config.limits }),
               ...(traced === null ? {} : { traceparent: traced.traceparent }),
               ...(config.onEgressRefused === undefined

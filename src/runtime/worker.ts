@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { isAttemptState } from '../../machines/states.ts';
 import { SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
-import { detectContainment, type AttemptLimits } from '../process/index.ts';
+import { detectContainment, detectSandbox, type AttemptLimits } from '../process/index.ts';
 import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
 import { createTracing, type Tracing } from './tracing/tracing.ts';
 import { deploymentPolicy } from './deployment-policy.ts';
@@ -101,6 +101,7 @@ export class SessionWorker {
   readonly #machine = new SharedSessionMachine();
   readonly #policy: DeploymentPolicy;
   readonly #containment = detectContainment();
+  readonly #sandbox = detectSandbox();
   readonly #fleetLimits: FleetLimits;
   readonly #gate: AdmissionGate;
   #paused = false;
@@ -150,6 +151,11 @@ export class SessionWorker {
     // Said once: how this worker keeps the processes of an attempt from outliving it.
     if (this.#containment.mode === 'sweep') log('warn', 'attempts are not contained by cgroups on this host', { containment: this.#containment.detail });
     else log('info', 'attempts contained by cgroups', { containment: this.#containment.detail });
+    // Said once, plainly: what this worker's sandbox cannot stop (docs/sandbox.md).
+    const sandbox = this.#sandbox;
+    if (sandbox.refused !== null) log('error', 'every attempt will be refused: the sandbox asked for is unavailable', { sandbox: sandbox.refused });
+    else if (sandbox.mode === 'bwrap') log('info', 'attempts run sandboxed (bwrap)', { sandbox: sandbox.detail });
+    else log('warn', `attempts run with sandbox mode ${sandbox.mode}, which does not stop everything`, { sandbox: sandbox.detail, gaps: sandbox.gaps });
     this.#tracing = this.#options.tracing !== undefined ? this.#options.tracing : await createTracing();
     if (this.#tracing !== null) log('info', 'traces exported over OTLP/HTTP');
     const reaped = await reapOrphans(markerScope(this.#options.keys.prefix));
@@ -247,6 +253,7 @@ export class SessionWorker {
         concurrency: this.#options.concurrency,
         partitions: this.#consumed,
         containment: { mode: this.#containment.mode, detail: this.#containment.detail },
+        sandbox: { mode: this.#sandbox.mode, detail: this.#sandbox.refused ?? this.#sandbox.detail, gaps: this.#sandbox.gaps, refused: this.#sandbox.refused !== null },
       }),
     );
   }

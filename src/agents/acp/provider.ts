@@ -64,13 +64,14 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
     stderrTailBytes: ACP_STDERR_TAIL_BYTES,
     ...(context.marker === undefined ? {} : { marker: context.marker }),
     ...(context.limits === undefined ? {} : { limits: context.limits }),
+    sandbox: { ...context.sandbox },
   });
   if (!spawned.ok) {
     yield* startupFailure(new AcpLineMapper(), spawned.error);
     return;
   }
   const agent = spawned.agent;
-  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
+  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime, sandbox: agent.sandbox });
   const turn = new AcpTurn(agent, options, env, context.approvals ?? null);
   let finished = false;
   try {

@@ -6,6 +6,7 @@ import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brok
 import type { AttemptEgress, ReachedEgress } from '../../process/egress/index.ts';
 import type { SpawnSpec } from '../../process/index.ts';
 import { runClaudeCodeAsking } from './control.ts';
+import { claudeConfigDir } from './session-file.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
 import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptions, type ClaudeCodeOptionsInput } from './options.ts';
 
@@ -41,7 +42,9 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
     return;
   }
   const options = parsed.data;
-  const ownEnv = claudeCodeEnv(options);
+  // Named explicitly: in a sandbox HOME is the attempt's own, and sessiond finds the session files here.
+  const configDir = claudeConfigDir(options);
+  const ownEnv: Record<string, string> = { ...claudeCodeEnv(options), CLAUDE_CONFIG_DIR: configDir };
   const problem = startupProblem(options, ownEnv);
   if (problem !== null) {
     yield* startupFailure(mapper, problem);
@@ -60,7 +63,7 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
   }
   try {
     const spawnEgress = egressSpawn(egress, (reached) => ({ env: brokeredClaudeEnv(ownEnv, reached, route === null ? null : keyVar, egress?.placeholderKey ?? '') }));
-    yield* runClaudeCodeProcess(options, ownEnv, spawnEgress, mapper, context);
+    yield* runClaudeCodeProcess(options, ownEnv, configDir, spawnEgress, mapper, context);
   } finally {
     await egress?.close();
   }
@@ -79,15 +82,18 @@ function brokeredClaudeEnv(env: Record<string, string>, reached: ReachedEgress, 
 async function* runClaudeCodeProcess(
   options: ClaudeCodeOptions,
   env: Record<string, string>,
+  configDir: string,
   spawnEgress: Pick<SpawnSpec, 'bridges' | 'finalize'>,
   mapper: ClaudeCodeMapper,
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
   const command = await resolveCommand(options.command, env);
   const cwd = options.cwd === undefined ? {} : { cwd: resolve(options.cwd) };
+  // Its config dir holds its settings and every session's transcript: read-write, whole (see docs/sandbox.md).
+  const sandbox = { writable: [configDir] };
   if (options.permissionPrompts === 'ask' && context.approvals !== undefined) {
     // Its permission prompts go to the attempt's approval gate over the stream-json control protocol.
-    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, ...spawnEgress, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
+    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, sandbox, ...spawnEgress, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
     yield* runClaudeCodeAsking(spec, options.prompt, mapper, context.approvals, context);
     return;
   }
@@ -98,6 +104,7 @@ async function* runClaudeCodeProcess(
       args: claudeCodeArgs({ ...options, permissionPrompts: 'none' }),
       ...cwd,
       env,
+      sandbox,
       ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: Claude Code reads it at EOF, and no
       // prompt text can be taken for one of its flags (FIXED_ENV also turns off `@file` expansion).

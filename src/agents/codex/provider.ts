@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
+import { managedHomeFiles } from '../shared/sandbox-files.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
 import type { AttemptEgress, ModelRoute } from '../../process/egress/index.ts';
@@ -98,6 +99,8 @@ async function* runCodexProcess(
         args: codexArgs(options, provider.args),
         ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
         env: { ...env, CODEX_HOME: codexHome, TMPDIR: tmp },
+        // Codex keeps its threads, state and logs in its managed home (read-write); what that links, read-only.
+        sandbox: { ...(await managedHomeFiles(codexHome, { writable: true })), writable: [codexHome, tmp] },
         // Brokered: sessiond's provider points at the model bridge, its envKey variable holds the placeholder.
         ...egressSpawn(egress, (reached) => {
           const brokered = route !== null && reached.modelBaseUrl !== null && options.envKey !== undefined;

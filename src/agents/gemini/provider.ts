@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveAgentCli } from '../shared/agent-env.ts';
+import { managedHomeFiles } from '../shared/sandbox-files.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
 import type { SpawnSpec } from '../../process/index.ts';
@@ -112,6 +113,8 @@ async function* runGeminiProcess(
       args: geminiArgs(options),
       ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
       env: geminiEnv(env, home, options.env),
+      // gemini keeps its chats and settings in its managed home (read-write); what that links, read-only.
+      sandbox: await managedHomeFiles(home, { writable: true }),
       ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: gemini runs headless on exactly that
       // text (no `-p`), with no argv length limit and nothing in it taken for a flag.

@@ -1,11 +1,13 @@
 import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
+import type { SandboxFiles } from '../../process/index.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
 import { brokeredEnv, egressSpawn, openEgress } from '../shared/brokered.ts';
 import type { SpawnSpec } from '../../process/index.ts';
 import type { AttemptEgress } from '../../process/egress/index.ts';
 import { brokeredAgentDir, piModelRoute, writeModels } from './brokered-agent-dir.ts';
+import { ensureDir, managedHomeFiles } from '../shared/sandbox-files.ts';
 import { prepareManagedAgentDir, userAgentDir } from './home.ts';
 import { PiMapper } from './mapper.ts';
 import { formatOptionErrors, piArgs, PiOptionsSchema, type PiOptions, type PiOptionsInput } from './options.ts';
@@ -81,12 +83,14 @@ async function* runPiProcess(
   mapper: PiMapper,
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
+  const cwd = options.cwd === undefined ? undefined : resolve(options.cwd);
   yield* runAgentAttempt(
     {
       command: await resolveCommand(options.command, env),
       args: piArgs(options),
-      ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
+      ...(cwd === undefined ? {} : { cwd }),
       env: { ...env, PI_CODING_AGENT_DIR: agentDir },
+      sandbox: await piSandboxFiles(agentDir, options.session.mode === 'none' ? undefined : options.sessionDir, cwd),
       ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: pi starts at EOF, and no
       // prompt text can be taken for one of pi's flags or `@file` arguments.
@@ -97,4 +101,20 @@ async function* runPiProcess(
     mapper,
     context,
   );
+}
+
+/**
+ * What pi's sandbox shows of its files: the managed agent dir and what it links (models, auth,
+ * themes…) read-only, and only this cwd's session dir read-write (pi keeps `sessions/--<cwd>--/`,
+ * or the operator's `sessionDir`), never the other cwds' conversations.
+ */
+async function piSandboxFiles(agentDir: string, sessionDir: string | undefined, cwd: string | undefined): Promise<SandboxFiles> {
+  const files = await managedHomeFiles(agentDir, { writable: false, skip: ['sessions'] });
+  const made = await ensureDir(sessionDir !== undefined ? resolve(sessionDir) : join(agentDir, 'sessions', piCwdDirName(cwd ?? process.cwd())));
+  return { ...files, writable: made === null ? [] : [made] };
+}
+
+/** pi's name for a cwd's session dir: `--<path with / \\ : as ->--`. */
+export function piCwdDirName(cwd: string): string {
+  return `--${cwd.replace(/^[/\\]/, '').replace(/[/\\:]/g, '-')}--`;
 }

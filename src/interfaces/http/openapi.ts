@@ -524,13 +524,19 @@ function build(): Json {
               {
                 type: 'object',
                 required: ['status'],
-                description: '`workers` and `containment` only with a credential, when a token is configured',
+                description: '`workers`, `containment` and `sandbox` only with a credential, when a token is configured',
                 properties: {
                   status: { const: 'ready' },
                   workers: { type: 'integer' },
                   containment: {
                     type: 'array',
                     description: 'per live worker: `cgroup` (a cgroup per attempt, killed whole) or `sweep` (marker, group and parent links only), with the detail',
+                    items: { type: 'object' },
+                  },
+                  sandbox: {
+                    type: 'array',
+                    description:
+                      'per live worker: its sandbox mode (`bwrap`, `landlock` or `none`), the detail, `gaps` (what the mode cannot stop) and `refused` (the mode asked for is unavailable: attempts fail); see docs/sandbox.md',
                     items: { type: 'object' },
                   },
                 },

@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { helperBinary } from './helper-binary.ts';
@@ -79,27 +79,9 @@ function helper(): string {
   return built.path;
 }
 
-/** `paths` and, for a directory, the targets of the symlinks at its top level (a managed agent dir links the user's files). */
-function withLinkTargets(paths: readonly string[]): string[] {
-  const out = new Set<string>();
-  for (const path of paths) {
-    if (!existsSync(path)) continue;
-    out.add(path);
-    try {
-      if (!lstatSync(path).isDirectory()) continue;
-      for (const entry of readdirSync(path, { withFileTypes: true })) {
-        if (!entry.isSymbolicLink()) continue;
-        try {
-          out.add(realpathSync(join(path, entry.name)));
-        } catch {
-          // a dangling link shows nothing
-        }
-      }
-    } catch {
-      // unreadable: shown as it is
-    }
-  }
-  return [...out];
+/** The paths of `paths` that exist (a missing one is simply not shown). */
+function existing(paths: readonly string[]): string[] {
+  return paths.filter((p) => existsSync(p));
 }
 
 function ensureDirs(paths: readonly string[]): string[] {
@@ -117,7 +99,7 @@ function bwrapLaunch(input: LaunchInput, files: SandboxFiles, bridges: ReadonlyA
   const writable = ensureDirs(files.writable ?? []);
   const cwd = input.cwd;
   const binds = new Map<string, Bind>();
-  for (const path of [...commandPaths(input.command), ...withLinkTargets(files.readOnly ?? [])]) binds.set(path, { kind: '--ro-bind', path });
+  for (const path of [...commandPaths(input.command), ...existing(files.readOnly ?? [])]) binds.set(path, { kind: '--ro-bind', path });
   for (const path of [...writable, ...(cwd === undefined ? [] : [cwd])]) binds.set(path, { kind: '--bind', path });
   // Parents before children: a bind inside another must come after it.
   const ordered = [...binds.values()].sort((a, b) => a.path.split('/').length - b.path.split('/').length);
@@ -193,7 +175,7 @@ function landlockLaunch(input: LaunchInput, files: SandboxFiles, ports: number[]
   const tmp = join(root, 'tmp');
   ensureDirs([home, tmp]);
   const writable = [...ensureDirs(files.writable ?? []), home, tmp, ...(input.cwd === undefined ? [] : [input.cwd])];
-  const readOnly = [...systemPaths(), '/proc', ...commandPaths(input.command), ...withLinkTargets(files.readOnly ?? [])];
+  const readOnly = [...systemPaths(), '/proc', ...commandPaths(input.command), ...existing(files.readOnly ?? [])];
   const args = [
     'landlock',
     ...readOnly.flatMap((p) => ['--ro', p]),

@@ -35,7 +35,7 @@ export interface Bridge {
 
 /** Files of the agent (its config dir, its session files) the sandbox lets it see, besides its cwd. */
 export interface SandboxFiles {
-  /** Visible read-only (a dir with its content; symlinks in a dir's top level are followed and their targets shown too). */
+  /** Visible read-only (a dir with its content; a symlink in it leads nowhere unless its target is listed too). */
   readOnly?: readonly string[];
   /** Visible read-write (made when missing). */
   writable?: readonly string[];

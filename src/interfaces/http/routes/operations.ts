@@ -30,7 +30,9 @@ export function registerOperationRoutes(ctx: RouteContext): void {
     }
     // Each live worker's containment: a host without cgroups is said here, not only in its log.
     const containment = live.map((w) => ({ worker: w.id, mode: w.containment?.mode ?? 'sweep', detail: w.containment?.detail ?? 'worker predates containment reports' }));
-    return c.json({ status: 'ready', workers: live.length, containment });
+    // And each one's sandbox, with what its mode cannot stop.
+    const sandbox = live.map((w) => ({ worker: w.id, ...(w.sandbox ?? { mode: 'none', detail: 'worker predates sandbox reports', gaps: [], refused: false }) }));
+    return c.json({ status: 'ready', workers: live.length, containment, sandbox });
   });
   app.get('/metrics', async (c) => {
     const text = await metrics.render();
