@@ -25,6 +25,8 @@ const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts'];
 const AGENT_SUITES = [
   ...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`),
   ...['acp-clis-approvals', 'acp-clis-runtime', 'agents-command'].map((name) => `test/agents/acp/${name}.test.ts`),
+  // The four real CLIs twice (bwrap and none) through the egress proxy: ~45 s.
+  'test/agents/egress.test.ts',
 ];
 const LONG_SUITES = ['test/chaos/chaos.test.ts', 'test/package/package.test.ts', 'test/runtime/limits.test.ts'];
 const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map((name) => `test/process/${name}.test.ts`);

@@ -5,7 +5,9 @@
  * proxy and copies what the attempt's processes hold (environ, cmdline of every process with the
  * attempt's marker). The fake model must see the real key; nothing of the attempt may hold it.
  *
- * No sandbox here (mode none): the proxy is reached through loopback ports of the worker.
+ * Twice: in a bwrap sandbox (a network namespace with only `lo`: the proxy is the only way out)
+ * and without one (mode none: the same proxy through loopback ports of the worker, which a tool
+ * could bypass; see docs/network.md).
  */
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -20,6 +22,7 @@ import { runPi } from '../../src/agents/pi/provider.ts';
 import type { RunContext } from '../../src/agents/shared/run-attempt.ts';
 import { parseHostPattern, type AttemptRefusal } from '../../src/process/egress/index.ts';
 import type { CliMessage } from '../../src/protocol/index.ts';
+import type { SandboxMode } from '../../src/process/index.ts';
 import { startFakeAnthropicServer, hasToolResult, type FakeAnthropicServer } from '../support/fake-anthropic-server.ts';
 import { startFakeGeminiServer, hasFunctionResponse, type FakeGeminiServer } from '../support/fake-gemini-server.ts';
 import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
@@ -47,33 +50,31 @@ async function hostServer(address: string): Promise<{ server: Server; port: numb
   return { server, port: (server.address() as AddressInfo).port, hits };
 }
 
-/** The tool's command: the same probe for every agent (`sh <probe> <out dir>`). */
-function probeCommand(name: string): string {
-  return `sh ${join(root, 'probe.sh')} ${join(root, 'out', name)}`;
+/** The tool's command: the same probe for every agent, copied into its cwd (a sandbox shows it that, not the test's files). */
+function probeCommand(cwd: string): string {
+  return `sh ${join(cwd, 'probe.sh')} ${join(cwd, 'out')}`;
 }
+
+let probe = '';
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'sessiond-egress-agents-'));
   [allowed, denied] = await Promise.all([hostServer('127.0.0.2'), hostServer('127.0.0.3')]);
   // Runs as the agent's tool: what an injected command would try.
-  writeFileSync(
-    join(root, 'probe.sh'),
-    [
-      'out="$1"; mkdir -p "$out"',
-      `curl -sS --max-time 10 http://127.0.0.2:${allowed.port}/ok > "$out/allowed" 2>&1`,
-      `curl -sS --max-time 10 -o /dev/null -w '%{http_code}' http://127.0.0.3:${denied.port}/x > "$out/denied-http" 2>&1`,
-      `curl -sS --max-time 10 -o /dev/null -w '%{http_code}' https://127.0.0.3:${denied.port}/x > "$out/denied-https" 2>&1`,
-      'env > "$out/tool-env"',
-      // every process of this attempt (its marker): environ and argv
-      'for p in /proc/[0-9]*; do',
-      '  if tr "\\0" "\\n" < $p/environ 2>/dev/null | grep -qx "SESSIOND_AGENT_MARKER=$SESSIOND_AGENT_MARKER"; then',
-      '    { cat $p/environ; echo; cat $p/cmdline; echo; } >> "$out/procs" 2>/dev/null',
-      '  fi',
-      'done',
-      'echo probed',
-    ].join('\n'),
-  );
-  chmodSync(join(root, 'probe.sh'), 0o755);
+  probe = [
+    'out="$1"; mkdir -p "$out"',
+    `curl -sS --max-time 10 http://127.0.0.2:${allowed.port}/ok > "$out/allowed" 2>&1`,
+    `curl -sS --max-time 10 -o /dev/null -w '%{http_code}' http://127.0.0.3:${denied.port}/x > "$out/denied-http" 2>&1`,
+    `curl -sS --max-time 10 -o /dev/null -w '%{http_code}' https://127.0.0.3:${denied.port}/x > "$out/denied-https" 2>&1`,
+    'env > "$out/tool-env"',
+    // every process of this attempt (its marker): environ and argv
+    'for p in /proc/[0-9]*; do',
+    '  if tr "\\0" "\\n" < $p/environ 2>/dev/null | grep -qx "SESSIOND_AGENT_MARKER=$SESSIOND_AGENT_MARKER"; then',
+    '    { cat $p/environ; echo; cat $p/cmdline; echo; } >> "$out/procs" 2>/dev/null',
+    '  fi',
+    'done',
+    'echo probed',
+  ].join('\n');
 });
 
 afterAll(() => {
@@ -88,8 +89,15 @@ function pattern(text: string) {
   return parsed.pattern;
 }
 
-function egressContext(sessionId: string, refusals: AttemptRefusal[]): RunContext {
-  return { egress: { sessionId, turn: 1, attempt: 1, allow: [pattern(`127.0.0.2:${allowed.port}`)], onRefused: (r) => refusals.push(r) } };
+/** The sandbox each spawned attempt ran in (onSpawn). */
+const ranIn = new Map<string, SandboxMode>();
+
+function egressContext(mode: SandboxMode, sessionId: string, refusals: AttemptRefusal[]): RunContext {
+  return {
+    sandbox: { mode },
+    onSpawn: (agent) => ranIn.set(sessionId, agent.sandbox),
+    egress: { sessionId, turn: 1, attempt: 1, allow: [pattern(`127.0.0.2:${allowed.port}`)], onRefused: (r) => refusals.push(r) },
+  };
 }
 
 async function collect(run: AsyncIterable<CliMessage>): Promise<CliMessage[]> {
@@ -113,8 +121,9 @@ function filesUnder(dir: string): Array<{ path: string; text: string }> {
 }
 
 /** What every agent must show: the tool's network as the policy says, no key anywhere in the attempt. */
-function expectContained(name: string, key: string, sessionId: string, refusals: AttemptRefusal[], agentRoot: string): void {
-  const out = join(root, 'out', name);
+function expectContained(key: string, sessionId: string, refusals: AttemptRefusal[], agentRoot: string): void {
+  expect(ranIn.get(sessionId)).toBe(sessionId.endsWith('bwrap') ? 'bwrap' : 'none');
+  const out = join(agentRoot, 'work', 'out');
   expect(readFileSync(join(out, 'allowed'), 'utf8')).toBe('allowed-host-answer');
   expect(readFileSync(join(out, 'denied-http'), 'utf8')).toBe('403');
   expect(readFileSync(join(out, 'denied-https'), 'utf8')).not.toBe('200');
@@ -132,7 +141,7 @@ function expectContained(name: string, key: string, sessionId: string, refusals:
   expect(procs).not.toContain(key);
   expect(toolEnv).not.toContain(key);
   // nor in any file of the agent's dirs (its home, config, state dir, cwd, sessions)
-  const holding = filesUnder(agentRoot).filter((f) => f.text.includes(key));
+  const holding = filesUnder(agentRoot).filter((f) => f.text.includes(key) && !f.path.startsWith(out));
   expect(holding.map((f) => f.path)).toEqual([]);
   expect(denied.hits).toEqual([]);
 }
@@ -140,10 +149,12 @@ function expectContained(name: string, key: string, sessionId: string, refusals:
 function agentRoot(name: string): string {
   const dir = join(root, 'agents', name);
   for (const sub of ['home', 'state', 'work', 'tmp', 'config']) mkdirSync(join(dir, sub), { recursive: true });
+  writeFileSync(join(dir, 'work', 'probe.sh'), probe);
+  chmodSync(join(dir, 'work', 'probe.sh'), 0o755);
   return dir;
 }
 
-describe('egress by policy, credentials brokered, with the real agent CLIs (no sandbox)', () => {
+describe.each(['bwrap', 'none'] as const)('egress by policy, credentials brokered, with the real agent CLIs (sandbox %s)', (mode) => {
   let pi: FakeModelServer;
   let anthropic: FakeAnthropicServer;
   let responses: FakeResponsesServer;
@@ -156,18 +167,20 @@ describe('egress by policy, credentials brokered, with the real agent CLIs (no s
   });
 
   it('pi: models.json key brokered (an env var name in the user models.json), tool egress as the policy says', async () => {
-    const dir = agentRoot('pi');
+    const dir = agentRoot(`pi-${mode}`);
     const agentDir = join(dir, 'home', '.pi', 'agent');
     mkdirSync(agentDir, { recursive: true });
     // The user's models.json names the variable that holds the key, as pi allows.
     writeFileSync(
       join(agentDir, 'models.json'),
       JSON.stringify({
-        providers: { fake: { baseUrl: `${pi.url}`, api: 'openai-completions', apiKey: 'PI_FAKE_KEY', compat: { supportsDeveloperRole: false }, models: [{ id: 'egress-tool' }] } },
+        providers: {
+          fake: { baseUrl: `${pi.url}`, api: 'openai-completions', apiKey: 'PI_FAKE_KEY', compat: { supportsDeveloperRole: false }, models: [{ id: `egress-tool-${mode}` }] },
+        },
       }),
     );
-    pi.setScript('egress-tool', ({ body }) =>
-      (body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'done' } : { toolCalls: [{ name: 'bash', arguments: { command: probeCommand('pi') } }] },
+    pi.setScript(`egress-tool-${mode}`, ({ body }) =>
+      (body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'done' } : { toolCalls: [{ name: 'bash', arguments: { command: probeCommand(join(dir, 'work')) } }] },
     );
     const refusals: AttemptRefusal[] = [];
     const messages = await collect(
@@ -175,7 +188,7 @@ describe('egress by policy, credentials brokered, with the real agent CLIs (no s
         {
           prompt: 'probe',
           provider: 'fake',
-          model: 'egress-tool',
+          model: `egress-tool-${mode}`,
           cwd: join(dir, 'work'),
           agentDir,
           sessionDir: join(dir, 'state', 'sessions'),
@@ -183,28 +196,30 @@ describe('egress by policy, credentials brokered, with the real agent CLIs (no s
           extraArgs: NO_DISCOVERY,
           env: { HOME: join(dir, 'home'), SESSIOND_STATE_DIR: join(dir, 'state'), PI_FAKE_KEY: KEYS.pi },
         },
-        egressContext('sess-pi', refusals),
+        egressContext(mode, `sess-pi-${mode}`, refusals),
       ),
     );
     expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
-    const requests = pi.requestsFor('egress-tool');
+    const requests = pi.requestsFor(`egress-tool-${mode}`);
     expect(requests.length).toBe(2);
     for (const r of requests) expect(r.headers.authorization).toBe(`Bearer ${KEYS.pi}`);
     // the user's models.json holds no key, only a variable name: nothing on disk may hold it
-    expectContained('pi', KEYS.pi, 'sess-pi', refusals, dir);
+    expectContained(KEYS.pi, `sess-pi-${mode}`, refusals, dir);
     // the attempt's agent dir is gone with the attempt
     expect(readdirSync(join(dir, 'state', 'pi-attempts'))).toEqual([]);
   }, 60_000);
 
   it('Claude Code: ANTHROPIC_BASE_URL to the bridge, placeholder ANTHROPIC_API_KEY; the fake API gets the real x-api-key', async () => {
-    const dir = agentRoot('claude');
-    anthropic.setScript('egress-tool', ({ body }) => (hasToolResult(body) ? { text: 'done' } : { toolUses: [{ name: 'Bash', input: { command: probeCommand('claude') } }] }));
+    const dir = agentRoot(`claude-${mode}`);
+    anthropic.setScript(`egress-tool-${mode}`, ({ body }) =>
+      hasToolResult(body) ? { text: 'done' } : { toolUses: [{ name: 'Bash', input: { command: probeCommand(join(dir, 'work')) } }] },
+    );
     const refusals: AttemptRefusal[] = [];
     const messages = await collect(
       runClaudeCode(
         {
           prompt: 'probe',
-          model: 'egress-tool',
+          model: `egress-tool-${mode}`,
           cwd: join(dir, 'work'),
           configDir: join(dir, 'config'),
           tmpDir: join(dir, 'tmp'),
@@ -212,22 +227,22 @@ describe('egress by policy, credentials brokered, with the real agent CLIs (no s
           allowedTools: ['Bash'],
           env: { HOME: join(dir, 'home'), ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: KEYS.claude },
         },
-        egressContext('sess-claude', refusals),
+        egressContext(mode, `sess-claude-${mode}`, refusals),
       ),
     );
     expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
-    const requests = anthropic.requestsFor('egress-tool');
+    const requests = anthropic.requestsFor(`egress-tool-${mode}`);
     expect(requests.length).toBeGreaterThanOrEqual(2);
     for (const r of requests) expect(r.headers['x-api-key']).toBe(KEYS.claude);
-    expectContained('claude', KEYS.claude, 'sess-claude', refusals, dir);
+    expectContained(KEYS.claude, `sess-claude-${mode}`, refusals, dir);
   }, 90_000);
 
   it('Codex: its sessiond provider (baseUrl + envKey) points at the bridge, the envKey variable holds the placeholder', async () => {
-    const dir = agentRoot('codex');
+    const dir = agentRoot(`codex-${mode}`);
     mkdirSync(join(dir, 'home', '.codex'), { recursive: true });
     writeFileSync(join(dir, 'home', '.codex', 'config.toml'), `model = "${FAKE_MODEL}"\n`);
-    responses.setScript('egress-tool', ({ body }) =>
-      hasFunctionCallOutput(body) ? { text: 'done' } : { functionCalls: [{ name: 'exec_command', arguments: { cmd: probeCommand('codex') } }] },
+    responses.setScript(`egress-tool-${mode}`, ({ body }) =>
+      hasFunctionCallOutput(body) ? { text: 'done' } : { functionCalls: [{ name: 'exec_command', arguments: { cmd: probeCommand(join(dir, 'work')) } }] },
     );
     const refusals: AttemptRefusal[] = [];
     const messages = await collect(
@@ -236,7 +251,7 @@ describe('egress by policy, credentials brokered, with the real agent CLIs (no s
           prompt: 'probe',
           cwd: join(dir, 'work'),
           model: FAKE_MODEL,
-          baseUrl: responses.urlFor('egress-tool'),
+          baseUrl: responses.urlFor(`egress-tool-${mode}`),
           envKey: 'OPENAI_FAKE_KEY',
           // Codex's own sandbox cuts its tools off the network: the proxy is what decides here.
           sandbox: 'danger-full-access',
@@ -244,28 +259,28 @@ describe('egress by policy, credentials brokered, with the real agent CLIs (no s
           codexHome: join(dir, 'home', '.codex'),
           env: { HOME: join(dir, 'home'), TMPDIR: join(dir, 'tmp'), SESSIOND_STATE_DIR: join(dir, 'state'), OPENAI_FAKE_KEY: KEYS.codex },
         },
-        egressContext('sess-codex', refusals),
+        egressContext(mode, `sess-codex-${mode}`, refusals),
       ),
     );
     expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
-    const requests = responses.requestsFor('egress-tool');
+    const requests = responses.requestsFor(`egress-tool-${mode}`);
     expect(requests.length).toBeGreaterThanOrEqual(2);
     for (const r of requests) expect(r.headers.authorization).toBe(`Bearer ${KEYS.codex}`);
-    expectContained('codex', KEYS.codex, 'sess-codex', refusals, dir);
+    expectContained(KEYS.codex, `sess-codex-${mode}`, refusals, dir);
   }, 90_000);
 
   it('Gemini: GOOGLE_GEMINI_BASE_URL to the bridge, placeholder GEMINI_API_KEY; the fake API gets the real x-goog-api-key', async () => {
-    const dir = agentRoot('gemini');
+    const dir = agentRoot(`gemini-${mode}`);
     mkdirSync(join(dir, 'home', '.gemini'), { recursive: true });
-    gemini.setScript('egress-tool', ({ body }) =>
-      hasFunctionResponse(body) ? { text: 'done' } : { functionCalls: [{ name: 'run_shell_command', args: { command: probeCommand('gemini'), description: 'probe' } }] },
+    gemini.setScript(`egress-tool-${mode}`, ({ body }) =>
+      hasFunctionResponse(body) ? { text: 'done' } : { functionCalls: [{ name: 'run_shell_command', args: { command: probeCommand(join(dir, 'work')), description: 'probe' } }] },
     );
     const refusals: AttemptRefusal[] = [];
     const messages = await collect(
       runGemini(
         {
           prompt: 'probe',
-          model: 'egress-tool',
+          model: `egress-tool-${mode}`,
           cwd: join(dir, 'work'),
           configDir: join(dir, 'home', '.gemini'),
           approvalMode: 'yolo',
@@ -278,13 +293,13 @@ describe('egress by policy, credentials brokered, with the real agent CLIs (no s
             GOOGLE_GEMINI_BASE_URL: gemini.url,
           },
         },
-        egressContext('sess-gemini', refusals),
+        egressContext(mode, `sess-gemini-${mode}`, refusals),
       ),
     );
     expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
-    const requests = gemini.requestsFor('egress-tool');
+    const requests = gemini.requestsFor(`egress-tool-${mode}`);
     expect(requests.length).toBeGreaterThanOrEqual(2);
     for (const r of requests) expect(r.headers['x-goog-api-key']).toBe(KEYS.gemini);
-    expectContained('gemini', KEYS.gemini, 'sess-gemini', refusals, dir);
+    expectContained(KEYS.gemini, `sess-gemini-${mode}`, refusals, dir);
   }, 90_000);
 });

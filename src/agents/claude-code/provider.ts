@@ -93,7 +93,16 @@ async function* runClaudeCodeProcess(
   const sandbox = { writable: [configDir] };
   if (options.permissionPrompts === 'ask' && context.approvals !== undefined) {
     // Its permission prompts go to the attempt's approval gate over the stream-json control protocol.
-    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, sandbox, ...spawnEgress, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
+    const spec = {
+      command,
+      args: claudeCodeArgs(options),
+      ...cwd,
+      env,
+      sandbox,
+      ...spawnEgress,
+      interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL,
+      idleTimeoutMs: options.idleTimeoutMs,
+    };
     yield* runClaudeCodeAsking(spec, options.prompt, mapper, context.approvals, context);
     return;
   }
