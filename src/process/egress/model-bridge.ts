@@ -1,5 +1,6 @@
-import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpAgent, createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
 import { listenUnix, type UnixListener } from './unix-listener.ts';
 
 /** The key an agent is given instead of its provider's: worthless anywhere but through its model bridge. */
@@ -32,7 +33,11 @@ export interface ModelBridgeOptions {
 export async function startModelBridge(options: ModelBridgeOptions): Promise<UnixListener> {
   const { upstream, key } = options;
   const idleMs = options.idleMs ?? 600_000;
-  const send = upstream.protocol === 'https:' ? httpsRequest : httpRequest;
+  const https = upstream.protocol === 'https:';
+  const send = https ? httpsRequest : httpRequest;
+  // Connections to the model host are kept and reused (one TLS handshake, not one per request); closed with the bridge.
+  const agent = https ? new HttpsAgent({ keepAlive: true, maxSockets: 16 }) : new HttpAgent({ keepAlive: true, maxSockets: 16 });
+  const host = upstream.hostname.replace(/^\[|\]$/g, '');
   const port = upstream.port === '' ? (upstream.protocol === 'https:' ? 443 : 80) : Number(upstream.port);
   const server = createServer({ requestTimeout: 0 }, (req: IncomingMessage, res: ServerResponse) => {
     const path = withKeyQuery(req.url ?? '/', key);
@@ -52,7 +57,16 @@ export async function startModelBridge(options: ModelBridgeOptions): Promise<Uni
     }
     headers.host = upstream.host;
     const out = send(
-      { host: upstream.hostname.replace(/^\[|\]$/g, ''), port, method: req.method, path, headers, agent: false, timeout: idleMs, servername: upstream.hostname },
+      {
+        host: upstream.hostname.replace(/^\[|\]$/g, ''),
+        port,
+        method: req.method,
+        path,
+        headers,
+        agent,
+        timeout: idleMs,
+        ...(https && isIP(host) === 0 ? { servername: host } : {}),
+      },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
@@ -68,7 +82,14 @@ export async function startModelBridge(options: ModelBridgeOptions): Promise<Uni
   });
   server.maxConnections = options.maxConnections ?? 64;
   server.on('clientError', (_error, socket) => socket.destroy());
-  return listenUnix(server, options.socketPath);
+  const listener = await listenUnix(server, options.socketPath);
+  return {
+    socketPath: listener.socketPath,
+    close: async () => {
+      await listener.close();
+      agent.destroy();
+    },
+  };
 }
 
 /** The header value with the placeholder replaced by `key` (`Bearer <placeholder>` → `Bearer <key>`); null when it holds no placeholder. */
