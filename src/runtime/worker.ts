@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { isAttemptState } from '../../machines/states.ts';
 import { SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
-import { detectContainment, detectSandbox, type AttemptLimits } from '../process/index.ts';
+import { detectContainment, detectSandbox, killEscapees, type AttemptLimits } from '../process/index.ts';
 import { ActiveSession, type ActiveSessionConfig } from './active-session.ts';
 import { createTracing, type Tracing } from './tracing/tracing.ts';
 import { deploymentPolicy } from './deployment-policy.ts';
@@ -158,6 +158,8 @@ export class SessionWorker {
     else log('warn', `attempts run with sandbox mode ${sandbox.mode}, which does not stop everything`, { sandbox: sandbox.detail, gaps: sandbox.gaps });
     this.#tracing = this.#options.tracing !== undefined ? this.#options.tracing : await createTracing();
     if (this.#tracing !== null) log('info', 'traces exported over OTLP/HTTP');
+    const escaped = killEscapees();
+    if (escaped > 0) log('warn', "killed processes that had left their attempt's cgroup", { escaped });
     const reaped = await reapOrphans(markerScope(this.#options.keys.prefix));
     if (reaped.reaped > 0) log('warn', 'killed agent processes left by a dead worker', reaped);
     await this.#bus.start();

@@ -108,7 +108,7 @@ async function* runPiProcess(
  * themes…) read-only, and only this cwd's session dir read-write (pi keeps `sessions/--<cwd>--/`,
  * or the operator's `sessionDir`), never the other cwds' conversations.
  */
-async function piSandboxFiles(agentDir: string, sessionDir: string | undefined, cwd: string | undefined): Promise<SandboxFiles> {
+export async function piSandboxFiles(agentDir: string, sessionDir: string | undefined, cwd: string | undefined): Promise<SandboxFiles> {
   const files = await managedHomeFiles(agentDir, { writable: false, skip: ['sessions'] });
   const made = await ensureDir(sessionDir !== undefined ? resolve(sessionDir) : join(agentDir, 'sessions', piCwdDirName(cwd ?? process.cwd())));
   return { ...files, writable: made === null ? [] : [made] };

@@ -6,9 +6,10 @@ import type { SandboxInfo, SandboxMode, SandboxSetting } from './types.ts';
 const SETTINGS: readonly SandboxSetting[] = ['auto', 'bwrap', 'landlock', 'none'];
 
 export const LANDLOCK_GAPS = [
-  "other processes' /proc/<pid>/cmdline stays readable (their environ and memory do not: Landlock denies ptrace access outside its domain)",
-  'no PID, network or mount namespace: TCP is confined by port number (the bridges), not by host; Unix sockets reachable by path (a Redis socket) are not blocked',
+  'no PID, network or mount namespace: TCP is confined by port number (the bridges), not by host, and Unix sockets reachable by path (a Redis socket) are not blocked',
+  'paths outside what it may read can still be seen to exist (stat), though not read or listed',
   '.git/config and .git/hooks inside the workspace stay writable (Landlock cannot narrow a writable tree)',
+  'nested user namespaces are not blocked (they give no way out of the Landlock domain)',
 ];
 export const NONE_GAPS = [
   "no isolation: the agent reads every other process's /proc/<pid>/environ, cmdline and memory as the worker's user",

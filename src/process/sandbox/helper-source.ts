@@ -7,7 +7,7 @@ export const HELPER_SOURCE = String.raw`
  *     connection to the Unix socket SOCKET; starts CMD; forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/
  *     SIGUSR2 to it; reaps every orphan; writes "exit N" or "signal N" to the status fd and exits
  *     when CMD exits (the kernel then kills what is left of the PID namespace).
- *   landlock [--ro PATH]... [--rw PATH]... [--port N]... -- CMD ARGS...
+ *   landlock [--ro PATH]... [--rw PATH]... [--dev PATH] [--proc-self] [--port N]... -- CMD ARGS...
  *     restricts itself with Landlock (ABI >= 4: writes only under --rw, reads only under --ro/--rw,
  *     TCP connect only to --port; ABI >= 6 also scopes signals and abstract Unix sockets), then execs CMD.
  *   landlock-abi: prints the kernel's Landlock ABI version (0: none).
@@ -219,6 +219,8 @@ static int run_landlock(int argc, char **argv) {
     if (strcmp(argv[i], "--ro") == 0 && i + 1 < argc) add_path(ruleset, argv[++i], LL_READ, handled);
     else if (strcmp(argv[i], "--rw") == 0 && i + 1 < argc) add_path(ruleset, argv[++i], handled, handled);
     else if (strcmp(argv[i], "--dev") == 0 && i + 1 < argc) add_path(ruleset, argv[++i], LL_READ | 1ULL << 1 | 1ULL << 15, handled);
+    /* Its own /proc/<pid> (the agent keeps this pid across exec), nobody else's. */
+    else if (strcmp(argv[i], "--proc-self") == 0) add_path(ruleset, "/proc/self", LL_READ, handled);
     else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
       struct ll_net_port_attr rule = {.allowed_access = 1ULL << 1, .port = (uint64_t)atoi(argv[++i])};
       if (syscall(SYS_landlock_add_rule, ruleset, 2, &rule, 0) < 0) die("landlock port rule", argv[i]);

@@ -168,6 +168,13 @@ function privateEnv(env: Record<string, string>, home: string, tmp: string): Rec
   return { ...out, HOME: home, TMPDIR: tmp };
 }
 
+/**
+ * What of /proc a Landlock agent reads besides its own /proc/<pid>: the host-wide figures runtimes
+ * ask for. Not other processes' dirs: Landlock's ptrace rule did not keep their environ readable-proof
+ * on every kernel (measured), so they are simply not readable.
+ */
+const PROC_GLOBALS = ['/proc/cpuinfo', '/proc/meminfo', '/proc/stat', '/proc/loadavg', '/proc/uptime', '/proc/version', '/proc/filesystems', '/proc/sys/kernel', '/proc/sys/vm'];
+
 function landlockLaunch(input: LaunchInput, files: SandboxFiles, ports: number[], closeBridges: () => Promise<void>): Launch {
   const helperPath = helper();
   const root = mkdtempSync(join(tmpdir(), 'sessiond-attempt-'));
@@ -175,12 +182,13 @@ function landlockLaunch(input: LaunchInput, files: SandboxFiles, ports: number[]
   const tmp = join(root, 'tmp');
   ensureDirs([home, tmp]);
   const writable = [...ensureDirs(files.writable ?? []), home, tmp, ...(input.cwd === undefined ? [] : [input.cwd])];
-  const readOnly = [...systemPaths(), '/proc', ...commandPaths(input.command), ...existing(files.readOnly ?? [])];
+  const readOnly = [...systemPaths(), ...PROC_GLOBALS, ...commandPaths(input.command), ...existing(files.readOnly ?? [])];
   const args = [
     'landlock',
     ...readOnly.flatMap((p) => ['--ro', p]),
     '--dev',
     '/dev',
+    '--proc-self',
     ...writable.flatMap((p) => ['--rw', p]),
     ...ports.flatMap((p) => ['--port', String(p)]),
     '--',
