@@ -1,6 +1,8 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
-import { connect, createServer as createTcpServer, type AddressInfo } from 'node:net';
+import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execa } from 'execa';
 import {
@@ -13,6 +15,7 @@ import {
   type AttemptRefusal,
   type HostPattern,
 } from '../../../src/process/egress/index.ts';
+import { startForwardProxy } from '../../../src/process/egress/forward-proxy.ts';
 import { openHostBridges } from '../../../src/process/sandbox/host-bridges.ts';
 
 /** A loopback HTTP server that records what it was sent. */
@@ -151,7 +154,7 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
     await new Promise<void>((r) => echo.listen(0, '127.0.0.2', r));
     const port = (echo.address() as AddressInfo).port;
     const egress = await openAttemptEgress({ sessionId: 's', allow: [pattern(`127.0.0.2:${port}`)] }, null);
-    const socket = await new Promise<import('node:net').Socket>((resolve, reject) => {
+    const socket = await new Promise<Socket>((resolve, reject) => {
       const req = request({ socketPath: socketOf(egress, PROXY_BRIDGE), method: 'CONNECT', path: `127.0.0.2:${port}` });
       req.on('connect', (_res, s) => resolve(s));
       req.on('error', reject);
@@ -167,5 +170,26 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
     expect(connections).toBeLessThanOrEqual(1);
     // and the proxy no longer listens
     await expect(new Promise((resolve, reject) => connect(socketOf(egress, PROXY_BRIDGE)).on('connect', resolve).on('error', reject))).rejects.toThrow();
+  });
+});
+
+describe('bounds', () => {
+  it('the proxy holds at most maxConnections client connections: one more is closed at once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'egress-bounds-'));
+    const proxy = await startForwardProxy({ socketPath: join(dir, 'p.sock'), allow: [], onRefused: () => undefined, maxConnections: 2 });
+    const open = await Promise.all(
+      [0, 1].map(
+        () =>
+          new Promise<Socket>((resolve) => {
+            const s = connect(join(dir, 'p.sock'), () => resolve(s));
+          }),
+      ),
+    );
+    const third = connect(join(dir, 'p.sock'));
+    await new Promise<void>((resolve) => third.once('close', () => resolve()));
+    expect(open.every((s) => !s.destroyed)).toBe(true);
+    for (const s of open) s.destroy();
+    await proxy.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 });
