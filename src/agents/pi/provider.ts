@@ -56,7 +56,7 @@ export async function* runPi(input: PiOptionsInput, context: RunContext = {}): A
   let attemptDir: Awaited<ReturnType<typeof brokeredAgentDir>> | null = null;
   try {
     egress = await openEgress(context, route);
-    if (egress !== null) attemptDir = await brokeredAgentDir(managedDir, join(sessiondStateDir(ownEnv), 'pi-attempts'));
+    if (egress !== null) attemptDir = await brokeredAgentDir(managedDir, join(sessiondStateDir(ownEnv), 'pi-attempts'), route !== null);
   } catch (error) {
     await egress?.close();
     yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
