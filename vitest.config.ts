@@ -25,7 +25,7 @@ const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts'];
 const AGENT_SUITES = [
   ...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`),
   ...['acp-clis-approvals', 'acp-clis-runtime', 'agents-command'].map((name) => `test/agents/acp/${name}.test.ts`),
-  // The four real CLIs twice (bwrap and none) through the egress proxy: ~45 s.
+  // The four real CLIs in each sandbox mode through the egress proxy.
   'test/agents/egress.test.ts',
 ];
 const LONG_SUITES = ['test/chaos/chaos.test.ts', 'test/package/package.test.ts', 'test/runtime/limits.test.ts'];

@@ -109,7 +109,10 @@ export function createWorker(options: WorkerOptions): Worker {
     ...(options.egress === undefined ? {} : { egress: options.egress }),
     log: (level, message, fields) => {
       if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
-      if (message === 'audit' && fields?.action === 'egress.refused') emit('egressRefused', fields as unknown as WorkerEvents['egressRefused']);
+      if (message === 'audit' && fields?.action === 'egress.refused') {
+        const { audit: _audit, action: _action, ...refusal } = fields;
+        emit('egressRefused', refusal as WorkerEvents['egressRefused']);
+      }
     },
     events: {
       turnEnded: (event) => emit('turnEnded', event),

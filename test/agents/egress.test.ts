@@ -5,9 +5,9 @@
  * proxy and copies what the attempt's processes hold (environ, cmdline of every process with the
  * attempt's marker). The fake model must see the real key; nothing of the attempt may hold it.
  *
- * Twice: in a bwrap sandbox (a network namespace with only `lo`: the proxy is the only way out)
- * and without one (mode none: the same proxy through loopback ports of the worker, which a tool
- * could bypass; see docs/network.md).
+ * In each sandbox mode: bwrap (a network namespace with only `lo`: the proxy is the only way out),
+ * landlock (TCP connect limited to the bridges' ports) and none (the same proxy through loopback
+ * ports of the worker, which a tool could bypass; see docs/network.md).
  */
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -67,6 +67,7 @@ beforeAll(async () => {
     `curl -sS --max-time 10 -o /dev/null -w '%{http_code}' http://127.0.0.3:${denied.port}/x > "$out/denied-http" 2>&1`,
     `curl -sS --max-time 10 -o /dev/null -w '%{http_code}' https://127.0.0.3:${denied.port}/x > "$out/denied-https" 2>&1`,
     'env > "$out/tool-env"',
+    ': > "$out/procs"',
     // every process of this attempt (its marker): environ and argv
     'for p in /proc/[0-9]*; do',
     '  if tr "\\0" "\\n" < $p/environ 2>/dev/null | grep -qx "SESSIOND_AGENT_MARKER=$SESSIOND_AGENT_MARKER"; then',
@@ -122,7 +123,7 @@ function filesUnder(dir: string): Array<{ path: string; text: string }> {
 
 /** What every agent must show: the tool's network as the policy says, no key anywhere in the attempt. */
 function expectContained(key: string, sessionId: string, refusals: AttemptRefusal[], agentRoot: string): void {
-  expect(ranIn.get(sessionId)).toBe(sessionId.endsWith('bwrap') ? 'bwrap' : 'none');
+  expect(ranIn.get(sessionId)).toBe(sessionId.slice(sessionId.lastIndexOf('-') + 1));
   const out = join(agentRoot, 'work', 'out');
   expect(readFileSync(join(out, 'allowed'), 'utf8')).toBe('allowed-host-answer');
   expect(readFileSync(join(out, 'denied-http'), 'utf8')).toBe('403');
@@ -136,8 +137,9 @@ function expectContained(key: string, sessionId: string, refusals: AttemptRefusa
   const toolEnv = readFileSync(join(out, 'tool-env'), 'utf8');
   expect(toolEnv).toMatch(/^HTTPS_PROXY=http:\/\/127\.0\.0\.1:\d+$/m);
   const procs = readFileSync(join(out, 'procs'), 'latin1');
-  // the agent's own process is among them (not only the probe's shell)
-  expect(procs.split('\n').filter((l) => l.includes('SESSIOND_AGENT_MARKER=')).length).toBeGreaterThanOrEqual(2);
+  // the agent's own process is among them (not only the probe's shell); under landlock no other
+  // process's environ is readable from inside (docs/sandbox.md): the tool's own env stands for it
+  if (!sessionId.endsWith('landlock')) expect(procs.split('\n').filter((l) => l.includes('SESSIOND_AGENT_MARKER=')).length).toBeGreaterThanOrEqual(2);
   expect(procs).not.toContain(key);
   expect(toolEnv).not.toContain(key);
   // nor in any file of the agent's dirs (its home, config, state dir, cwd, sessions)
@@ -154,7 +156,7 @@ function agentRoot(name: string): string {
   return dir;
 }
 
-describe.each(['bwrap', 'none'] as const)('egress by policy, credentials brokered, with the real agent CLIs (sandbox %s)', (mode) => {
+describe.each(['bwrap', 'landlock', 'none'] as const)('egress by policy, credentials brokered, with the real agent CLIs (sandbox %s)', (mode) => {
   let pi: FakeModelServer;
   let anthropic: FakeAnthropicServer;
   let responses: FakeResponsesServer;
