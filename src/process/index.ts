@@ -27,4 +27,14 @@ export {
   type ContainmentInfo,
 } from './cgroup.ts';
 export type { FinalSpawn } from './types.ts';
-export { detectSandbox, SANDBOX_REFUSED, type Bridge, type SandboxFiles, type SandboxInfo, type SandboxMode, type SandboxRequest, type SandboxSetting } from './sandbox/index.ts';
+export {
+  detectSandbox,
+  probeMode,
+  SANDBOX_REFUSED,
+  type Bridge,
+  type SandboxFiles,
+  type SandboxInfo,
+  type SandboxMode,
+  type SandboxRequest,
+  type SandboxSetting,
+} from './sandbox/index.ts';

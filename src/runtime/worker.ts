@@ -155,7 +155,12 @@ export class SessionWorker {
     const sandbox = this.#sandbox;
     if (sandbox.refused !== null) log('error', 'every attempt will be refused: the sandbox asked for is unavailable', { sandbox: sandbox.refused });
     else if (sandbox.mode === 'bwrap') log('info', 'attempts run sandboxed (bwrap)', { sandbox: sandbox.detail });
-    else log('warn', `attempts run with sandbox mode ${sandbox.mode}, which does not stop everything`, { sandbox: sandbox.detail, gaps: sandbox.gaps });
+    // A warning when auto found less than bwrap; the operator's explicit choice is only stated.
+    else
+      log(sandbox.requested === 'auto' ? 'warn' : 'info', `attempts run with sandbox mode ${sandbox.mode}, which does not stop everything`, {
+        sandbox: sandbox.detail,
+        gaps: sandbox.gaps,
+      });
     this.#tracing = this.#options.tracing !== undefined ? this.#options.tracing : await createTracing();
     if (this.#tracing !== null) log('info', 'traces exported over OTLP/HTTP');
     const escaped = killEscapees();
