@@ -12,7 +12,12 @@ import { defineConfig } from 'vitest/config';
  *   `sessiond agents` asking each ACP agent.
  * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install)
  *   and the 200 sessions under a fleet limit.
+ * - `sandboxed`: the process containment suites again, their agents in a bwrap sandbox
+ *   (`SESSIOND_TEST_SANDBOX=bwrap`, see test/support/processes.ts).
  * - `all` (`npm run test:all`): everything, on both backends.
+ * Agents run unsandboxed (`SESSIOND_SANDBOX=none`) unless a test asks for a mode or the variable is
+ * set: a bwrap attempt reaches its model only through a bridge (the egress proxy, issue 24), which the
+ * suites that start fake model servers on 127.0.0.1 do not set up; the sandbox's own suites force each mode.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
@@ -20,14 +25,18 @@ const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts'];
 const AGENT_SUITES = [
   ...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`),
   ...['acp-clis-approvals', 'acp-clis-runtime', 'agents-command'].map((name) => `test/agents/acp/${name}.test.ts`),
+  // The four real CLIs in each sandbox mode through the egress proxy.
+  'test/agents/egress.test.ts',
 ];
 const LONG_SUITES = ['test/chaos/chaos.test.ts', 'test/package/package.test.ts', 'test/runtime/limits.test.ts'];
+const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map((name) => `test/process/${name}.test.ts`);
 
 const SETS = {
   core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES, ...LONG_SUITES], backends: 'single' },
   cluster: { include: [...CLUSTER_VARIANTS, ...CLUSTER_ONLY], exclude: [], backends: 'cluster' },
   agents: { include: AGENT_SUITES, exclude: [], backends: 'single' },
   long: { include: LONG_SUITES, exclude: [], backends: 'single' },
+  sandboxed: { include: CONTAINMENT_SUITES, exclude: [], backends: 'single', sandbox: 'bwrap' },
   all: { include: ['test/**/*.test.ts'], exclude: [], backends: 'single,cluster' },
 } as const;
 
@@ -39,7 +48,11 @@ export default defineConfig({
   test: {
     include: [...set.include],
     exclude: ['**/node_modules/**', ...set.exclude],
-    env: { SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends },
+    env: {
+      SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends,
+      SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none',
+      ...('sandbox' in set ? { SESSIOND_TEST_SANDBOX: set.sandbox } : {}),
+    },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

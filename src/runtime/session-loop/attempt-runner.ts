@@ -87,8 +87,14 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             signal,
             marker: attempt.marker,
             approvals: gate,
+            sandbox: { required: config.policy.sandbox?.required === true },
             ...(config.limits === undefined ? {} : { limits: config.limits }),
             ...(traced === null ? {} : { traceparent: traced.traceparent }),
+            ...(config.onEgressRefused === undefined
+              ? {}
+              : {
+                  egress: { sessionId, turn: request.turn, attempt: request.attempt, allow: config.policy.network[attempt.agentName] ?? [], onRefused: config.onEgressRefused },
+                }),
           },
         )) {
           if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
