@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { detectContainment, findProcessesByMarker, killEscapees, spawnAgent, type AgentProcess } from '../../src/process/index.ts';
-import { liveSleeps } from '../support/ps.ts';
+import { liveSleeps, type Proc } from '../support/ps.ts';
 import { collect, outlivesAgent, TEST_SANDBOX } from '../support/processes.ts';
 
 const started: AgentProcess[] = [];
@@ -86,13 +86,19 @@ describe('containment of an attempt’s processes', () => {
     const own = /^0::(.*)$/m.exec(readFileSync('/proc/self/cgroup', 'utf8'))?.[1] ?? '/';
     const escaped = spawn('sleep', ['3031'], { stdio: 'ignore' });
     const bystander = spawn('sleep', ['3032'], { stdio: 'ignore' });
-    writeFileSync(join(mount, own, 'sessiond', 'cgroup.procs'), String(escaped.pid));
-    await until(() => liveSleeps([3031, 3032]).length === 2, 5000);
+    // By pid: the host is shared, another run's sleeps of the same length are not this test's.
+    const ours = (d: number): Proc[] => liveSleeps([d]).filter((p) => p.pid === (d === 3031 ? escaped.pid : bystander.pid));
+    try {
+      writeFileSync(join(mount, own, 'sessiond', 'cgroup.procs'), String(escaped.pid));
+      await until(() => ours(3031).length + ours(3032).length === 2, 5000);
 
-    expect(killEscapees()).toBe(1);
+      expect(killEscapees()).toBe(1);
 
-    await until(() => liveSleeps([3031]).length === 0, 5000);
-    expect(liveSleeps([3032])).toHaveLength(1);
-    bystander.kill('SIGKILL');
+      await until(() => ours(3031).length === 0, 5000);
+      expect(ours(3032)).toHaveLength(1);
+    } finally {
+      escaped.kill('SIGKILL');
+      bystander.kill('SIGKILL');
+    }
   });
 });
