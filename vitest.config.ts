@@ -15,9 +15,10 @@ import { defineConfig } from 'vitest/config';
  * - `sandboxed`: the process containment suites again, their agents in a bwrap sandbox
  *   (`SESSIOND_TEST_SANDBOX=bwrap`, see test/support/processes.ts).
  * - `all` (`npm run test:all`): everything, on both backends.
- * Agents run unsandboxed (`SESSIOND_SANDBOX=none`) unless a test asks for a mode or the variable is
- * set: a bwrap attempt reaches its model only through a bridge (the egress proxy, issue 24), which the
- * suites that start fake model servers on 127.0.0.1 do not set up; the sandbox's own suites force each mode.
+ * The files of HOST_SANDBOX run in the host's own sandbox (`SESSIOND_SANDBOX` as set, else `auto`:
+ * bwrap where it works), as a deployment does; the rest run unsandboxed (`SESSIOND_SANDBOX=none`
+ * unless set) because they were not yet checked in bwrap, where their fake models are reached through
+ * the egress bridges. The sandbox's own suites force each mode.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
@@ -30,6 +31,8 @@ const AGENT_SUITES = [
 ];
 const LONG_SUITES = ['test/chaos/chaos.test.ts', 'test/package/package.test.ts', 'test/runtime/limits.test.ts'];
 const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map((name) => `test/process/${name}.test.ts`);
+/** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */
+const HOST_SANDBOX = ['test/process/', 'test/runtime/containment.test.ts', 'test/runtime/sandbox-inspect.test.ts'];
 
 const SETS = {
   core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES, ...LONG_SUITES], backends: 'single' },
@@ -44,15 +47,32 @@ const name = process.env.SESSIOND_TEST_SET ?? 'core';
 if (!(name in SETS)) throw new Error(`SESSIOND_TEST_SET: unknown set '${name}' (one of ${Object.keys(SETS).join(', ')})`);
 const set = SETS[name as keyof typeof SETS];
 
+const env = {
+  SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends,
+  ...('sandbox' in set ? { SESSIOND_TEST_SANDBOX: set.sandbox } : {}),
+};
+const exclude = ['**/node_modules/**', ...set.exclude];
+// The set's files that run in the host's sandbox: all of HOST_SANDBOX for a set of every file, else those it names.
+const wholeTree = (set.include as readonly string[]).includes('test/**/*.test.ts');
+const hostSandboxed = wholeTree
+  ? HOST_SANDBOX.map((entry) => (entry.endsWith('/') ? `${entry}**/*.test.ts` : entry))
+  : set.include.filter((file) => HOST_SANDBOX.some((entry) => file === entry || (entry.endsWith('/') && file.startsWith(entry))));
+const projects = [
+  { extends: true as const, test: { name: 'host-sandbox', include: hostSandboxed, exclude, env: { ...env, SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'auto' } } },
+  {
+    extends: true as const,
+    test: {
+      name: 'unsandboxed',
+      include: [...set.include],
+      exclude: [...exclude, ...HOST_SANDBOX.map((entry) => (entry.endsWith('/') ? `${entry}**` : entry))],
+      env: { ...env, SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none' },
+    },
+  },
+].filter((project) => project.test.include.length > 0);
+
 export default defineConfig({
   test: {
-    include: [...set.include],
-    exclude: ['**/node_modules/**', ...set.exclude],
-    env: {
-      SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends,
-      SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none',
-      ...('sandbox' in set ? { SESSIOND_TEST_SANDBOX: set.sandbox } : {}),
-    },
+    projects,
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
