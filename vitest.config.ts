@@ -24,7 +24,13 @@ import { defineConfig } from 'vitest/config';
  *   dashboard's approval and delete buttons in a real browser (`approval-buttons`,
  *   `delete-button.test.ts`: the routes they call are tested over HTTP in `core`, and the
  *   dashboard's other browser suites stay there).
+ * - `sandboxed` (`SESSIOND_TEST_SET=sandboxed npx vitest run`): the process containment suites again,
+ *   their agents in a bwrap sandbox (`SESSIOND_TEST_SANDBOX=bwrap`, see test/support/processes.ts).
  * - `all` (`npm run test:all`): everything, on both backends.
+ * The files of HOST_SANDBOX run in the host's own sandbox (`SESSIOND_SANDBOX` as set, else `auto`:
+ * bwrap where it works), as a deployment does; the rest run unsandboxed (`SESSIOND_SANDBOX=none`
+ * unless set) because they were not yet checked in bwrap, where their fake models are reached through
+ * the egress bridges. The sandbox's own suites force each mode.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
@@ -32,6 +38,8 @@ const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts', 'test/runtime/partit
 const AGENT_SUITES = [
   ...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`),
   ...['acp-clis-approvals', 'acp-clis-runtime', 'agents-command'].map((name) => `test/agents/acp/${name}.test.ts`),
+  // The four real CLIs in each sandbox mode through the egress proxy.
+  'test/agents/egress.test.ts',
 ];
 // The pure suites: no Redis, no agent CLI, no process of an agent, no network (mappers, the machine,
 // retry, policy, config, the CLI's parsing). A new suite of pure logic belongs here too.
@@ -94,6 +102,9 @@ const LONG_SUITES = [
   'test/interfaces/web/approval-buttons.test.ts',
   'test/interfaces/web/delete-button.test.ts',
 ];
+const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map((name) => `test/process/${name}.test.ts`);
+/** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */
+const HOST_SANDBOX = ['test/process/', 'test/runtime/containment.test.ts', 'test/runtime/sandbox-inspect.test.ts'];
 
 const SETS = {
   core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES, ...LONG_SUITES], backends: 'single' },
@@ -101,6 +112,7 @@ const SETS = {
   cluster: { include: [...CLUSTER_VARIANTS, ...CLUSTER_ONLY], exclude: [], backends: 'cluster' },
   agents: { include: AGENT_SUITES, exclude: [], backends: 'single' },
   long: { include: LONG_SUITES, exclude: [], backends: 'single' },
+  sandboxed: { include: CONTAINMENT_SUITES, exclude: [], backends: 'single', sandbox: 'bwrap' },
   all: { include: ['test/**/*.test.ts'], exclude: [], backends: 'single,cluster' },
 } as const;
 
@@ -108,11 +120,32 @@ const name = process.env.SESSIOND_TEST_SET ?? 'core';
 if (!(name in SETS)) throw new Error(`SESSIOND_TEST_SET: unknown set '${name}' (one of ${Object.keys(SETS).join(', ')})`);
 const set = SETS[name as keyof typeof SETS];
 
+const env = {
+  SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends,
+  ...('sandbox' in set ? { SESSIOND_TEST_SANDBOX: set.sandbox } : {}),
+};
+const exclude = ['**/node_modules/**', ...set.exclude];
+// The set's files that run in the host's sandbox: all of HOST_SANDBOX for a set of every file, else those it names.
+const wholeTree = (set.include as readonly string[]).includes('test/**/*.test.ts');
+const hostSandboxed = wholeTree
+  ? HOST_SANDBOX.map((entry) => (entry.endsWith('/') ? `${entry}**/*.test.ts` : entry))
+  : set.include.filter((file) => HOST_SANDBOX.some((entry) => file === entry || (entry.endsWith('/') && file.startsWith(entry))));
+const projects = [
+  { extends: true as const, test: { name: 'host-sandbox', include: hostSandboxed, exclude, env: { ...env, SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'auto' } } },
+  {
+    extends: true as const,
+    test: {
+      name: 'unsandboxed',
+      include: [...set.include],
+      exclude: [...exclude, ...HOST_SANDBOX.map((entry) => (entry.endsWith('/') ? `${entry}**` : entry))],
+      env: { ...env, SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none' },
+    },
+  },
+].filter((project) => project.test.include.length > 0);
+
 export default defineConfig({
   test: {
-    include: [...set.include],
-    exclude: ['**/node_modules/**', ...set.exclude],
-    env: { SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends },
+    projects,
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

@@ -2,11 +2,13 @@ import { arch, cpus, loadavg, platform, release, totalmem } from 'node:os';
 import * as cli from './cli.ts';
 import * as clusterBench from './cluster.ts';
 import * as e2e from './e2e.ts';
+import * as egressBench from './egress.ts';
 import * as history from './history.ts';
 import * as machineBench from './machine.ts';
 import * as mapper from './mapper.ts';
 import * as peers from './peers.ts';
 import * as queueBench from './queue.ts';
+import * as sandboxBench from './sandbox.ts';
 import * as scaling from './scaling.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
 import { bringUpLoopback, inIsolatedNetwork, isolationProblem, rerunIsolated } from './support/isolated-network.ts';
@@ -24,7 +26,7 @@ import { restateServerBinary } from './peers/restate/harness.ts';
  */
 
 /** Every benchmark, in the order they run. A new one is a module in bench/ exporting `name` and `run`, added here. */
-const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench, queueBench, e2e, scaling, history, cli, peers, clusterBench];
+const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench, queueBench, e2e, scaling, history, cli, peers, clusterBench, sandboxBench, egressBench];
 
 /**
  * The whole run's bound (BENCH_TOTAL_LIMIT_MS, default 25 min; a full run takes about 12-15 min on

@@ -240,6 +240,8 @@ export class Cluster {
           // The fake agent reads these: named, since an agent's env holds nothing else of the worker's.
           SESSIOND_AGENT_ENV: [...AGENT_ENV_NAMES, 'CHAOS_REAL_PI', 'CHAOS_NODE', 'CHAOS_RUN_ID', 'CHAOS_STATE_DIR', 'FAKE_MODEL_URL'].join(','),
           SESSIOND_LOG_LEVEL: 'info',
+          // Unsandboxed unless asked: the fake agent counts attempts in CHAOS_STATE_DIR and real pi asks a 127.0.0.1 fake model.
+          SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none',
           ...(this.options.queuePartitions === undefined ? {} : { SESSIOND_QUEUE_PARTITIONS: String(this.options.queuePartitions) }),
           ...(this.options.workerEnv ?? {}),
           // The one-request agent (test/fixtures/agents/http-pi.sh, for `--model limits-…`) asks here.

@@ -1,5 +1,6 @@
 import { fromCallback, fromPromise } from 'xstate';
 import { isTerminal, type TerminalMessage } from '../src/protocol/index.ts';
+import type { SandboxMode } from '../src/process/sandbox/types.ts';
 import type { AttemptEvent, AttemptRequest, AttemptRunner, MessageSink } from './types.ts';
 
 /**
@@ -22,7 +23,11 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     const run = async (): Promise<void> => {
       let terminal: TerminalMessage | null = null;
       try {
-        for await (const message of runner(input, { signal: controller.signal })) {
+        // The sandbox the agent's process runs in goes on the attempt's record (inspect shows it).
+        const spawned = ({ sandbox }: { sandbox: SandboxMode }): void => {
+          if (!controller.signal.aborted) sendBack({ type: 'attempt.spawned', sandbox });
+        };
+        for await (const message of runner(input, { signal: controller.signal, spawned })) {
           // A sink that has nothing to wait for returns undefined: no microtask per message then.
           const sunk = sink(message, meta);
           if (sunk !== undefined) await sunk;

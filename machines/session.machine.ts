@@ -79,6 +79,10 @@ export const sessionMachine = setup({
       return { attempt, nextRetryAt: null, turn: { ...context.turn, status: 'running', attempts: [...context.turn.attempts, record] } };
     }),
     recordAgentSession: assign(({ event }) => (event.type === 'attempt.session' ? { agentSessionId: event.agentSessionId } : {})),
+    recordSandbox: assign(({ context, event }) => {
+      if (event.type !== 'attempt.spawned' || context.turn === null) return {};
+      return { turn: { ...context.turn, attempts: patchLastAttempt(context.turn, { sandbox: event.sandbox }) } };
+    }),
     completeTurn: assign(({ context }) => {
       if (context.turn === null) return {};
       const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome: 'completed', promptRecorded: true });
@@ -181,6 +185,7 @@ export const sessionMachine = setup({
       },
       on: {
         'attempt.session': { actions: 'recordAgentSession' },
+        'attempt.spawned': { actions: 'recordSandbox' },
         'attempt.ended': [
           { guard: 'attemptCompleted', target: 'completed', actions: 'completeTurn' },
           { guard: 'quotaWall', target: 'parked', actions: 'recordFailure' },

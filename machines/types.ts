@@ -1,4 +1,5 @@
 import type { CliMessage, FailureCategory, TerminalMessage } from '../src/protocol/index.ts';
+import type { SandboxMode } from '../src/process/sandbox/types.ts';
 import type { NoRetryReason, RetryPolicy } from '../src/retry/index.ts';
 
 /** Agent options of one turn (model, thinking level, cwd, …): opaque to the machine, passed to the provider. */
@@ -37,7 +38,13 @@ export interface AttemptMeta {
 }
 
 /** One attempt of the agent. Contract: the provider's — ends with exactly one terminal message, or rejects with the abort reason after the process tree is gone. */
-export type AttemptRunner = (request: AttemptRequest, context: { signal: AbortSignal }) => AsyncIterable<CliMessage>;
+export type AttemptRunner = (request: AttemptRequest, context: AttemptRunContext) => AsyncIterable<CliMessage>;
+
+export interface AttemptRunContext {
+  signal: AbortSignal;
+  /** Called once the agent's process runs, with how it is confined (an agent that spawns no process of sessiond's never calls it). */
+  spawned?: (info: { sandbox: SandboxMode }) => void;
+}
 
 /** Where every streamed message goes (the message log); the machine's context never holds them. */
 export type MessageSink = (message: CliMessage, meta: AttemptMeta) => void | Promise<void>;
@@ -57,6 +64,8 @@ export interface AttemptRecord {
   promptRecorded: boolean;
   /** The attempt ended on a quota wall: the session was parked until the reset; `free`: it did not count against maxAttempts. */
   quotaWall?: 'free' | 'counted';
+  /** How the attempt's agent was confined (src/process/sandbox): absent until its process runs, and for agents sessiond does not spawn. */
+  sandbox?: SandboxMode;
 }
 
 export type TurnStatus = 'running' | 'backoff' | 'parked' | 'cancelling' | 'completed' | 'failed' | 'cancelled';
@@ -139,7 +148,8 @@ export interface SessionInput {
 }
 
 /** What the attempt actor reports to the machine: only what changes the machine's course. */
-export type AttemptEvent = { type: 'attempt.session'; agentSessionId: string } | { type: 'attempt.ended'; terminal: TerminalMessage };
+export type AttemptEvent =
+  { type: 'attempt.session'; agentSessionId: string } | { type: 'attempt.spawned'; sandbox: SandboxMode } | { type: 'attempt.ended'; terminal: TerminalMessage };
 
 export type SessionEvent =
   | { type: 'session.prompt'; prompt: PromptInput }

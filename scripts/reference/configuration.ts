@@ -19,7 +19,14 @@ const SOURCES: Array<{ file: string; roots: Record<string, string> }> = [
   { file: 'src/config/config.ts', roots: { ConfigSchema: '' } },
   {
     file: 'src/policy/schema.ts',
-    roots: { PolicySchema: 'policy', PERMISSION: 'policy.permissions.<agent>', APPROVALS: 'policy.approvals', AUTO_ALLOW_RULE: 'policy.approvals.autoAllow[]' },
+    roots: {
+      PolicySchema: 'policy',
+      PERMISSION: 'policy.permissions.<agent>',
+      APPROVALS: 'policy.approvals',
+      AUTO_ALLOW_RULE: 'policy.approvals.autoAllow[]',
+      NETWORK: 'policy.network',
+      NETWORK_AGENT: 'policy.network.agents.<agent>',
+    },
   },
   { file: 'src/config/limits.ts', roots: { LimitSchema: 'limits[]' } },
 ];

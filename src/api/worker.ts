@@ -46,6 +46,8 @@ export interface WorkerOptions {
   lifecycle?: Partial<Pick<LifecycleOptions, 'retentionMs' | 'maxLogMessages' | 'maxLogBytes'>>;
   /** The ceilings of each attempt's cgroup (`pidsMax`, `memoryMaxBytes`), where the host has cgroup containment. */
   attemptCeilings?: AttemptCeilings;
+  /** Each attempt's network through a proxy allowing its model host and `policy.network` only, its provider key brokered (docs/network.md). @default true */
+  egress?: boolean;
 }
 
 /** What a worker tells its embedder. */
@@ -56,6 +58,8 @@ export interface WorkerEvents {
   attemptFailed: { sessionId: string; turn: number; attempt: number; category: FailureCategory; text: string };
   /** Something went wrong inside the worker (a queue error…); it goes on. */
   error: { message: string; fields?: Record<string, unknown> };
+  /** An attempt's egress proxy refused a request (the audit record: host, port, session, attempt, reason). */
+  egressRefused: { host: string; port: number; method: string; reason: string; sessionId: string; turn: number | null; attempt: number | null };
 }
 
 export interface Worker {
@@ -79,7 +83,12 @@ export function createWorker(options: WorkerOptions): Worker {
   for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
   const { connect, closeAll } = connections(options.redis);
   const keys = createKeys(options.prefix ?? 'sessiond');
-  const listeners: { [E in keyof WorkerEvents]: Set<(payload: WorkerEvents[E]) => void> } = { turnEnded: new Set(), attemptFailed: new Set(), error: new Set() };
+  const listeners: { [E in keyof WorkerEvents]: Set<(payload: WorkerEvents[E]) => void> } = {
+    turnEnded: new Set(),
+    attemptFailed: new Set(),
+    error: new Set(),
+    egressRefused: new Set(),
+  };
   const emit = <E extends keyof WorkerEvents>(event: E, payload: WorkerEvents[E]): void => {
     for (const listener of listeners[event]) listener(payload);
   };
@@ -103,8 +112,13 @@ export function createWorker(options: WorkerOptions): Worker {
     ...(options.lifecycle?.retentionMs === undefined ? {} : { retentionMs: options.lifecycle.retentionMs }),
     ...(options.lifecycle?.maxLogMessages === undefined ? {} : { maxLogMessages: options.lifecycle.maxLogMessages }),
     ...(options.lifecycle?.maxLogBytes === undefined ? {} : { maxLogBytes: options.lifecycle.maxLogBytes }),
+    ...(options.egress === undefined ? {} : { egress: options.egress }),
     log: (level, message, fields) => {
       if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
+      if (message === 'audit' && fields?.action === 'egress.refused') {
+        const { audit: _audit, action: _action, ...refusal } = fields;
+        emit('egressRefused', refusal as WorkerEvents['egressRefused']);
+      }
     },
     events: {
       turnEnded: (event) => emit('turnEnded', event),

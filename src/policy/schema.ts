@@ -2,6 +2,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import type { PermissionKnobs } from './knobs.ts';
 import { PolicyError } from '../errors.ts';
+import { parseHostPattern, type HostPattern } from '../process/egress/host-pattern.ts';
 
 /**
  * The deployment policy: what callers of this deployment (enqueue, the HTTP API) may choose.
@@ -42,6 +43,31 @@ const APPROVALS = z.strictObject({
   autoAllow: z.array(AUTO_ALLOW_RULE).max(100).default([]),
 });
 
+/** A host an attempt may reach through its egress proxy: `host`, `*.domain`, `host:port`, `[v6]:port` (no port: 443 and 80). */
+const HOST_PATTERN = z
+  .string()
+  .max(300)
+  .superRefine((value, ctx) => {
+    const parsed = parseHostPattern(value);
+    if (!parsed.ok) ctx.addIssue({ code: 'custom', message: parsed.error });
+  });
+
+/**
+ * Where attempts may connect besides their model host (src/process/egress). The operator's alone:
+ * no caller option widens it. `allow` holds for every agent; `agents.<name>.allow` adds to it for one.
+ */
+const NETWORK_AGENT = z.strictObject({
+  /** Hosts this agent's attempts may reach besides `policy.network.allow` (the same patterns). */
+  allow: z.array(HOST_PATTERN).max(200),
+});
+
+const NETWORK = z.strictObject({
+  /** Hosts every agent's attempts may reach: `host`, `*.domain`, `host:port`, `[v6]:port` (no port: 443 and 80). */
+  allow: z.array(HOST_PATTERN).max(200).default([]),
+  /** Per agent, hosts its attempts may reach besides `allow`. */
+  agents: z.record(z.string(), NETWORK_AGENT).default({}),
+});
+
 const absolutePath = z
   .string()
   .min(1)
@@ -68,6 +94,15 @@ export const PolicySchema = z.strictObject({
   permissions: z.record(z.string(), PERMISSION).default({}),
   /** Tool approvals (agents in `ask` mode): the deadline and the rules that allow without asking. */
   approvals: APPROVALS.prefault({}),
+  /** Egress of attempts: the hosts they may reach through the worker's proxy besides their model host. */
+  network: NETWORK.prefault({}),
+  /** `required: true`: an attempt on a worker without a sandbox (mode `none`, see docs/sandbox.md) fails, category `startup`, instead of running unconfined. */
+  sandbox: z
+    .strictObject({
+      /** An attempt on a worker whose sandbox mode is `none` fails (category `startup`) instead of running unconfined. */
+      required: z.boolean().default(false),
+    })
+    .prefault({}),
 });
 
 export type ApprovalPolicy = z.output<typeof APPROVALS>;
@@ -93,6 +128,10 @@ export interface DeploymentPolicy {
   permissions: Record<string, AgentPermissions>;
   /** Tool approvals: the deadline and the auto-allow rules. */
   approvals: ApprovalPolicy;
+  /** Per allowed agent: the hosts its attempts may reach besides their model host (policy.network, global ∪ its own). */
+  network: Record<string, HostPattern[]>;
+  /** Attempts need a sandbox (bwrap or landlock): on a worker without one they fail. Absent: not required. */
+  sandbox?: { required: boolean };
 }
 
 export interface AgentPermissions {
@@ -139,7 +178,10 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
     for (const sw of declared.switches ?? []) out.switches.push({ ...sw, enabled: (given.enable ?? []).includes(sw.option) });
     permissions[name] = out;
   }
+  for (const name of Object.keys(input.network.agents)) if (!known.includes(name)) errors.push(`policy.network.agents.${name}: unknown agent (known: ${known.join(', ')})`);
   if (errors.length > 0) throw new PolicyError(errors.join('\n'));
+  const network: Record<string, HostPattern[]> = {};
+  for (const name of agents) network[name] = [...input.network.allow, ...(input.network.agents[name]?.allow ?? [])].map(hostPattern);
   const root = resolve(workspace);
   return {
     agents,
@@ -153,5 +195,14 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
     rateLimitAttempts: input.rateLimitAttempts ?? 'free',
     permissions,
     approvals: { deadlineMs: input.approvals.deadlineMs, autoAllow: input.approvals.autoAllow.map((r) => ({ ...r })) },
+    network,
+    sandbox: { required: input.sandbox.required },
   };
+}
+
+/** A pattern the schema already checked. */
+function hostPattern(text: string): HostPattern {
+  const parsed = parseHostPattern(text);
+  if (!parsed.ok) throw new PolicyError(`policy.network: ${parsed.error}`);
+  return parsed.pattern;
 }

@@ -248,6 +248,25 @@ export function listAttemptCgroups(): string[] {
   }
 }
 
+/**
+ * Kills every process sitting in sessiond's own cgroup (the parent of the attempts' cgroups), where
+ * none belongs: a tool that wrote its pid there left its attempt's cgroup (possible only without a
+ * sandbox, see sandbox/). Run at each attempt's end and at worker start. Never throws; returns how many it signalled.
+ */
+export function killEscapees(): number {
+  const h = host();
+  if (h === null) return 0;
+  const pids = listed(h.base).filter((pid) => pid !== process.pid);
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  return pids.length;
+}
+
 /** Kills and removes the attempt cgroup `name` of this host (orphan reaping). Never throws. */
 export async function killAttemptCgroup(name: string): Promise<{ remaining: number }> {
   const h = host();

@@ -16,4 +16,25 @@ export {
 export { LineSplitter, splitLines } from './split-lines.ts';
 export { DEFAULT_STDERR_TAIL_BYTES, StderrTail } from './stderr-tail.ts';
 export { baseEnv, isBaseEnvName, pickEnv, withoutSessiondEnv, SESSIOND_ENV } from './sealed-env.ts';
-export { createAttemptCgroup, detectContainment, killAttemptCgroup, listAttemptCgroups, type AttemptCgroup, type AttemptLimits, type ContainmentInfo } from './cgroup.ts';
+export {
+  createAttemptCgroup,
+  detectContainment,
+  killAttemptCgroup,
+  killEscapees,
+  listAttemptCgroups,
+  type AttemptCgroup,
+  type AttemptLimits,
+  type ContainmentInfo,
+} from './cgroup.ts';
+export type { FinalSpawn } from './types.ts';
+export {
+  detectSandbox,
+  probeMode,
+  SANDBOX_REFUSED,
+  type Bridge,
+  type SandboxFiles,
+  type SandboxInfo,
+  type SandboxMode,
+  type SandboxRequest,
+  type SandboxSetting,
+} from './sandbox/index.ts';

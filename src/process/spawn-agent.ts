@@ -9,6 +9,7 @@ import { StderrTail } from './stderr-tail.ts';
 import { withoutSessiondEnv } from './sealed-env.ts';
 import { readStdoutLines } from './stdout-lines.ts';
 import { stopProcessTree } from './stop-process.ts';
+import { planLaunch, readInitPid, readStatus, type Launch } from './sandbox/plan.ts';
 import type { AgentProcess, ExitInfo, SpawnResult, SpawnSpec, StopReason } from './types.ts';
 
 const DEFAULT_INTERRUPT_SIGNAL: NodeJS.Signals = 'SIGINT';
@@ -24,6 +25,7 @@ const VALID_MARKER = /^[A-Za-z0-9_.:-]{8,255}$/;
  * Contract: never throws; a command that cannot start is `{ ok: false }` with a message naming it.
  */
 export async function spawnAgent(spec: SpawnSpec): Promise<SpawnResult> {
+  let launch: Launch | null = null;
   try {
     if (spec.cwd !== undefined) {
       const cwdError = await checkCwd(spec.command, spec.cwd);
@@ -33,21 +35,29 @@ export async function spawnAgent(spec: SpawnSpec): Promise<SpawnResult> {
     if (!VALID_MARKER.test(marker)) {
       return { ok: false, error: `command ${JSON.stringify(spec.command)} was not started: invalid marker ${JSON.stringify(marker)}`, code: 'EINVAL' };
     }
+    const planned = await planLaunch(spec);
+    if (!planned.ok) return planned;
+    launch = planned.launch;
+    const started = launch;
     const cgroup = createAttemptCgroup(marker, spec.limits);
     // execa spawns synchronously: inside enter(), the child starts in the attempt's cgroup.
-    const subprocess = cgroup === null ? startSubprocess(spec, marker) : cgroup.enter(() => startSubprocess(spec, marker));
+    const subprocess = cgroup === null ? startSubprocess(spec, started, marker) : cgroup.enter(() => startSubprocess(spec, started, marker));
     if (subprocess.pid === undefined) {
       await cgroup?.kill();
+      await started.close();
       // Node reports a failed exec by leaving pid unset; execa's result (reject: false) says why.
       const result = await subprocess;
       const code = typeof result.code === 'string' ? result.code : undefined;
       const error = describeSpawnError(spec.command, code, result.originalMessage ?? result.shortMessage ?? 'unknown error');
       return code === undefined ? { ok: false, error } : { ok: false, error, code };
     }
-    const agent = createAgentProcess(subprocess, subprocess.pid, spec, marker, cgroup);
+    const sandboxPipes = started.statusPipes ? { init: readInitPid(subprocess.stdio[3]), status: readStatus(subprocess.stdio[4]) } : null;
+    const agent = createAgentProcess(subprocess, subprocess.pid, spec, marker, cgroup, started, sandboxPipes);
     agent.startTime = await processStartTime(agent.pid);
+    if (sandboxPipes !== null) agent.interruptPid = (await sandboxPipes.init) ?? agent.pid;
     return { ok: true, agent };
   } catch (error) {
+    await launch?.close();
     const code = errorCode(error);
     const message = describeSpawnError(spec.command, code, errorText(error));
     return code === undefined ? { ok: false, error: message } : { ok: false, error: message, code };
@@ -66,17 +76,17 @@ async function checkCwd(command: string, cwd: string): Promise<SpawnResult | nul
 }
 
 /** Not async: the subprocess is a thenable that an `await` would run to completion. */
-function startSubprocess(spec: SpawnSpec, marker: string) {
-  return execa(spec.command, [...spec.args], {
-    cwd: spec.cwd,
-    env: { ...withoutSessiondEnv(spec.env), [AGENT_MARKER_ENV]: marker },
+function startSubprocess(spec: SpawnSpec, launch: Launch, marker: string) {
+  const stdin = spec.stdinMode === 'pipe' || spec.input !== undefined ? 'pipe' : 'ignore';
+  return execa(launch.command, [...launch.args], {
+    cwd: launch.cwd,
+    env: { ...withoutSessiondEnv(launch.env), [AGENT_MARKER_ENV]: marker },
     extendEnv: false,
     shell: false,
     // Its own process group, so stage 3 can kill the group (execa's exit cleanup is off with it).
     detached: true,
-    stdin: spec.stdinMode === 'pipe' || spec.input !== undefined ? 'pipe' : 'ignore',
-    stdout: 'pipe',
-    stderr: 'pipe',
+    // In a bwrap sandbox, fd 3 carries bubblewrap's info and fd 4 the agent's exit status (sandbox/plan.ts).
+    stdio: launch.statusPipes ? [stdin, 'pipe', 'pipe', 'pipe', 'pipe'] : [stdin, 'pipe', 'pipe'],
     buffer: false,
     encoding: 'buffer',
     reject: false,
@@ -88,9 +98,21 @@ function startSubprocess(spec: SpawnSpec, marker: string) {
 
 type Subprocess = ReturnType<typeof startSubprocess>;
 
-type MutableAgentProcess = AgentProcess & { startTime: string | null };
+type MutableAgentProcess = AgentProcess & { startTime: string | null; interruptPid: number };
 
-function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec, marker: string, cgroup: AttemptCgroup | null): MutableAgentProcess {
+interface SandboxPipes {
+  status: Promise<{ exitCode: number | null; signal: NodeJS.Signals | null } | null>;
+}
+
+function createAgentProcess(
+  subprocess: Subprocess,
+  pid: number,
+  spec: SpawnSpec,
+  marker: string,
+  cgroup: AttemptCgroup | null,
+  launch: Launch,
+  pipes: SandboxPipes | null,
+): MutableAgentProcess {
   const noop = (): void => undefined;
   // A 'readable' listener keeps stdout in pull mode until lines() reads it: otherwise execa
   // (buffer: false) and Node (when the child exits) resume it and drop what nobody read yet.
@@ -119,16 +141,23 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
 
   const exited = new Promise<ExitInfo>((resolve) => {
     subprocess.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => {
-      exitInfo = { exitCode, signal, stopReason };
-      idle?.cancel();
-      resolve(exitInfo);
+      void (async () => {
+        // In a sandbox, the agent's own exit (code or signal) is what its init reported.
+        const status = pipes === null ? null : await pipes.status;
+        exitInfo = status === null ? { exitCode, signal, stopReason } : { ...status, stopReason };
+        idle?.cancel();
+        void launch.close();
+        resolve(exitInfo);
+      })();
     });
   });
 
   const agent: MutableAgentProcess = {
     pid,
     marker,
+    sandbox: launch.mode,
     startTime: null,
+    interruptPid: pid,
     stdin: keepsStdin ? (subprocess.stdin ?? null) : null,
     exited,
     lines() {
@@ -153,6 +182,7 @@ function createAgentProcess(subprocess: Subprocess, pid: number, spec: SpawnSpec
       idle?.cancel();
       stopRun = stopProcessTree({
         pid,
+        interruptPid: agent.interruptPid,
         marker,
         startTime: agent.startTime,
         interruptSignal: spec.interruptSignal ?? DEFAULT_INTERRUPT_SIGNAL,

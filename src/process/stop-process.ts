@@ -1,5 +1,5 @@
 import type { Writable } from 'node:stream';
-import type { AttemptCgroup } from './cgroup.ts';
+import { killEscapees, type AttemptCgroup } from './cgroup.ts';
 import { killProcessTree } from './process-tree.ts';
 
 /** Stage 2: how long the agent gets to exit after the interrupt. */
@@ -11,6 +11,8 @@ const CTRL_C = '\u0003';
 
 export interface StopTarget {
   pid: number;
+  /** Who gets the stage-1 signal: default `pid`; in a bwrap sandbox its init, which passes it on to the agent. */
+  interruptPid?: number;
   marker: string;
   startTime: string | null;
   interruptSignal: NodeJS.Signals;
@@ -38,6 +40,7 @@ export async function stopProcessTree(target: StopTarget): Promise<void> {
     }
     const deadline = Date.now() + KILL_WAIT_TIMEOUT_MS;
     await target.cgroup?.kill();
+    if (target.cgroup !== undefined && target.cgroup !== null) killEscapees();
     await killProcessTree(target.pid, target.marker, {
       startTime: target.startTime,
       timeoutMs: KILL_WAIT_TIMEOUT_MS,
@@ -50,7 +53,7 @@ export async function stopProcessTree(target: StopTarget): Promise<void> {
 
 function interrupt(target: StopTarget): void {
   try {
-    process.kill(target.pid, target.interruptSignal);
+    process.kill(target.interruptPid ?? target.pid, target.interruptSignal);
   } catch {
     // ESRCH: it is exiting already.
   }

@@ -1,4 +1,5 @@
 import type { AttemptLimits } from './cgroup.ts';
+import type { Bridge, SandboxMode, SandboxRequest } from './sandbox/types.ts';
 
 /** Why sessiond stopped an agent process. */
 export type StopReason = 'requested' | 'idle_timeout' | 'exit_grace';
@@ -34,6 +35,29 @@ export interface SpawnSpec {
   idleTimeoutMs?: number;
   /** Ceilings of the attempt's cgroup (where the host has cgroup containment, see cgroup.ts). */
   limits?: AttemptLimits;
+  /**
+   * Confine the agent (see sandbox/): its files besides the cwd, and optionally the mode (default
+   * this host's, `detectSandbox()`) and whether the policy requires a sandbox. Absent: no sandbox
+   * (and no bridges unless `bridges` is set: then they are opened on the host, mode 'none').
+   */
+  sandbox?: SandboxRequest;
+  /**
+   * Host Unix sockets the agent reaches as `http://127.0.0.1:<port>` (see `Bridge`); their URLs go to
+   * `finalize` before the agent starts.
+   */
+  bridges?: ReadonlyArray<Bridge>;
+  /**
+   * Called once with the bridges' URLs by name, before the spawn: what it returns replaces `args`
+   * and/or `env` (e.g. HTTPS_PROXY, or a base URL in an agent's config). A throw or rejection
+   * refuses the attempt with its message.
+   */
+  finalize?: (urls: Readonly<Record<string, string>>) => FinalSpawn | Promise<FinalSpawn>;
+}
+
+/** What `SpawnSpec.finalize` may replace. */
+export interface FinalSpawn {
+  args?: readonly string[];
+  env?: Record<string, string>;
 }
 
 export interface ExitInfo {
@@ -64,6 +88,8 @@ export interface AgentProcess {
   readonly pid: number;
   /** Unique value of `SESSIOND_AGENT_MARKER` in the agent's env; its descendants inherit it. */
   readonly marker: string;
+  /** How the agent is confined ('none' when no sandbox was asked for). */
+  readonly sandbox: SandboxMode;
   /** /proc start time of the agent (Linux), to tell it apart from a later process with the same pid. */
   readonly startTime: string | null;
   /** The agent's stdin when `stdinMode` is 'pipe', else `null`. */

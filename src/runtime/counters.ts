@@ -27,11 +27,22 @@ export function attemptFields(a: AttemptRecord): string[] {
   return fields;
 }
 
+/** The fleet counter field of requests attempts' egress proxies refused (added to the totals directly: a refusal is not part of a session's fenced state). */
+export function egressField(reason: string): string {
+  return `egress|${reason}`;
+}
+
 /** A parsed counter field (null: not one of ours). */
 export function parseField(
   field: string,
-): { kind: 'attempts'; outcome: string; category: string } | { kind: 'retries'; category: string } | { kind: 'walls'; attempts: string } | null {
+):
+  | { kind: 'attempts'; outcome: string; category: string }
+  | { kind: 'retries'; category: string }
+  | { kind: 'walls'; attempts: string }
+  | { kind: 'egress'; reason: string }
+  | null {
   const parts = field.split('|');
+  if (parts[0] === 'egress' && parts.length === 2) return { kind: 'egress', reason: parts[1] ?? '' };
   if (parts[0] === 'walls' && parts.length === 2) return { kind: 'walls', attempts: parts[1] ?? '' };
   if (parts[0] === 'attempts' && parts.length === 3) return { kind: 'attempts', outcome: parts[1] ?? '', category: parts[2] ?? '' };
   if (parts[0] === 'retries' && parts.length === 2) return { kind: 'retries', category: parts[1] ?? '' };

@@ -25,6 +25,8 @@ export interface SessionSummary {
       delayMs?: number;
       /** It ended on a quota wall; `free`: not counted against maxAttempts. */
       quotaWall?: 'free' | 'counted';
+      /** How the attempt's agent was confined (bwrap, landlock, none); absent until its process runs. */
+      sandbox?: 'bwrap' | 'landlock' | 'none';
       startedAt: number;
       endedAt: number | null;
       /** The tokens this attempt's terminal message reported. */
@@ -99,6 +101,7 @@ export function summarize(view: SessionView): SessionSummary {
         ...(a.errorText === null ? {} : { errorText: a.errorText }),
         ...(a.delayMs === null ? {} : { delayMs: a.delayMs }),
         ...(a.quotaWall === undefined ? {} : { quotaWall: a.quotaWall }),
+        ...(a.sandbox === undefined ? {} : { sandbox: a.sandbox }),
         startedAt: a.startedAt,
         endedAt: a.endedAt,
         ...usageOf(turnUsage?.attempts.find((u) => u.attempt === a.attempt)?.usage),

@@ -86,6 +86,7 @@ export class RuntimeMetrics {
   /** The agent/model pairs `sessiond_tokens_total` has label values for (at most MAX_TOKEN_LABELS). */
   readonly #tokenLabels = new Set<string>();
   readonly #quotaWalls: Counter<'attempts'>;
+  readonly #egressRefused: Counter<'reason'>;
   readonly #parkedNextReset: Gauge;
   /** Sessions seen parked at a quota wall, with its reset (bounded by the parked sessions; left when seen otherwise or gone). */
   readonly #parked = new Map<string, number>();
@@ -135,6 +136,12 @@ export class RuntimeMetrics {
       name: 'sessiond_quota_walls_total',
       help: 'Attempts that ended on a quota wall (a rate limit whose reset lies past maxRetryAfterMs: the session parked until it), by whether the attempt was counted against maxAttempts',
       labelNames: ['attempts'],
+      registers,
+    });
+    this.#egressRefused = new Counter({
+      name: 'sessiond_egress_refused_total',
+      help: 'Requests of attempts their egress proxy refused (a host the policy does not list, a name resolving to a local address…), by reason; each is also an audit log line of the worker',
+      labelNames: ['reason'],
       registers,
     });
     this.#parkedNextReset = new Gauge({
@@ -279,6 +286,7 @@ export class RuntimeMetrics {
       if (parsed?.kind === 'attempts') this.#attempts.inc({ outcome: parsed.outcome, category: parsed.category }, added);
       else if (parsed?.kind === 'retries') this.#retries.inc({ category: parsed.category }, added);
       else if (parsed?.kind === 'walls') this.#quotaWalls.inc({ attempts: parsed.attempts }, added);
+      else if (parsed?.kind === 'egress') this.#egressRefused.inc({ reason: parsed.reason }, added);
     }
   }
 

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { isAttemptState } from '../../machines/states.ts';
 import { LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
-import { detectContainment, type AttemptLimits } from '../process/index.ts';
+import { detectContainment, detectSandbox, killEscapees, type AttemptLimits } from '../process/index.ts';
 import { ActiveSession, type ActiveSessionConfig } from './session-loop/active-session.ts';
 import { createTracing, type Tracing } from './tracing/tracing.ts';
 import { deploymentPolicy } from './deployment-policy.ts';
@@ -20,6 +20,9 @@ import { sweep } from './lifecycle/sweeper.ts';
 import { FleetLimits, type LimitRule } from './limits/index.ts';
 import type { AdmissionGate } from './limits/gate.ts';
 import { promoteActivations } from './limits/wake.ts';
+import type { AttemptRefusal } from '../process/egress/index.ts';
+import { egressField } from './counters.ts';
+import { lifecycleKeys } from './lifecycle/keys.ts';
 
 export interface WorkerOptions {
   /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
@@ -62,6 +65,12 @@ export interface WorkerOptions {
   /** How often a session waiting for a limit looks again by itself: only a safety net, a release (or a lapsed hold, found every leaseTtlMs/3) wakes it. Default 30 s. */
   limitPollMs?: number;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
+  /**
+   * Egress by policy (src/process/egress): each attempt's network goes through a proxy of this worker
+   * that lets it reach its model host and the policy's `network` hosts only, and its provider key stays
+   * here (brokered). Refusals are audited (`log`, `msg: "audit"`) and counted. Default true.
+   */
+  egress?: boolean;
   /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
   events?: ActiveSessionConfig['events'];
   /** Traces of turns and attempts. Default: OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, none otherwise (see tracing/tracing.ts). */
@@ -94,6 +103,7 @@ export class SessionWorker {
   readonly #machine = new SharedSessionMachine();
   readonly #policy: DeploymentPolicy;
   readonly #containment = detectContainment();
+  readonly #sandbox = detectSandbox();
   readonly #fleetLimits: FleetLimits;
   readonly #gate: AdmissionGate;
   #paused = false;
@@ -151,8 +161,20 @@ export class SessionWorker {
     // Said once: how this worker keeps the processes of an attempt from outliving it.
     if (this.#containment.mode === 'sweep') log('warn', 'attempts are not contained by cgroups on this host', { containment: this.#containment.detail });
     else log('info', 'attempts contained by cgroups', { containment: this.#containment.detail });
+    // Said once, plainly: what this worker's sandbox cannot stop (docs/sandbox.md).
+    const sandbox = this.#sandbox;
+    if (sandbox.refused !== null) log('error', 'every attempt will be refused: the sandbox asked for is unavailable', { sandbox: sandbox.refused });
+    else if (sandbox.mode === 'bwrap') log('info', 'attempts run sandboxed (bwrap)', { sandbox: sandbox.detail });
+    // A warning when auto found less than bwrap; the operator's explicit choice is only stated.
+    else
+      log(sandbox.requested === 'auto' ? 'warn' : 'info', `attempts run with sandbox mode ${sandbox.mode}, which does not stop everything`, {
+        sandbox: sandbox.detail,
+        gaps: sandbox.gaps,
+      });
     this.#tracing = this.#options.tracing !== undefined ? this.#options.tracing : await createTracing();
     if (this.#tracing !== null) log('info', 'traces exported over OTLP/HTTP');
+    const escaped = killEscapees();
+    if (escaped > 0) log('warn', "killed processes that had left their attempt's cgroup", { escaped });
     const reaped = await reapOrphans(markerScope(this.#options.keys.prefix));
     if (reaped.reaped > 0) log('warn', 'killed agent processes left by a dead worker', reaped);
     await this.#bus.start();
@@ -230,6 +252,15 @@ export class SessionWorker {
     return this.#consumed;
   }
 
+  /** An attempt's request its egress proxy refused: one audit line (host, port, session, attempt) and the fleet counter. */
+  #egressRefused(refusal: AttemptRefusal): void {
+    const log = this.#options.log ?? (() => undefined);
+    log('warn', 'audit', { audit: true, action: 'egress.refused', ...refusal });
+    this.#redis
+      .hincrby(lifecycleKeys(this.#options.keys).counters, egressField(refusal.reason), 1)
+      .catch((error: unknown) => log('warn', 'the egress refusal was not counted', { error: error instanceof Error ? error.message : String(error) }));
+  }
+
   async #heartbeat(): Promise<void> {
     await this.#redis.hset(
       this.#options.keys.workers,
@@ -243,6 +274,7 @@ export class SessionWorker {
         concurrency: this.#options.concurrency,
         partitions: this.#consumed,
         containment: { mode: this.#containment.mode, detail: this.#containment.detail },
+        sandbox: { mode: this.#sandbox.mode, detail: this.#sandbox.refused ?? this.#sandbox.detail, gaps: this.#sandbox.gaps, refused: this.#sandbox.refused !== null },
       }),
     );
   }
@@ -308,6 +340,7 @@ export class SessionWorker {
           tracing: this.#tracing,
           workerId: this.id,
           ...(this.#options.log === undefined ? {} : { log: this.#options.log }),
+          ...(this.#options.egress === false ? {} : { onEgressRefused: (refusal: AttemptRefusal) => this.#egressRefused(refusal) }),
         },
         globalPolicy: () => this.#policies.get(),
         loaded: lease.loaded,

@@ -1,8 +1,10 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { detectContainment, findProcessesByMarker, spawnAgent, type AgentProcess } from '../../src/process/index.ts';
-import { liveSleeps } from '../support/ps.ts';
-import { collect } from '../support/processes.ts';
+import { detectContainment, findProcessesByMarker, killEscapees, spawnAgent, type AgentProcess } from '../../src/process/index.ts';
+import { liveSleeps, type Proc } from '../support/ps.ts';
+import { collect, outlivesAgent, TEST_SANDBOX } from '../support/processes.ts';
 
 const started: AgentProcess[] = [];
 afterEach(async () => {
@@ -15,6 +17,7 @@ async function spawnShell(script: string, limits?: { pidsMax?: number }): Promis
     args: ['-c', script],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SESSIOND_SECRET: 'never-seen' },
     ...(limits === undefined ? {} : { limits }),
+    ...TEST_SANDBOX,
   });
   if (!result.ok) throw new Error(result.error);
   started.push(result.agent);
@@ -40,9 +43,11 @@ describe('containment of an attempt’s processes', () => {
     const agent = await spawnShell('sleep 3011 & setsid sleep 3012 & env -i setsid sleep 3013 & echo started');
     expect(await collect(agent.lines())).toEqual(['started']);
     expect((await agent.exited).exitCode).toBe(0);
-    await until(() => liveSleeps([3011, 3012, 3013]).length === 3, 5000);
-    // The env -i child carries no marker: only its cgroup says whose it is.
-    expect(liveSleeps([3013]).every((p) => p.args === 'sleep 3013')).toBe(true);
+    if (outlivesAgent(agent)) {
+      await until(() => liveSleeps([3011, 3012, 3013]).length === 3, 5000);
+      // The env -i child carries no marker: only its cgroup says whose it is.
+      expect(liveSleeps([3013]).every((p) => p.args === 'sleep 3013')).toBe(true);
+    }
 
     await agent.stop();
 
@@ -69,5 +74,31 @@ describe('containment of an attempt’s processes', () => {
     await agent.stop();
 
     expect(liveSleeps([3021])).toEqual([]);
+  });
+
+  it('killEscapees kills a process sitting in sessiond’s own cgroup (where a tool that left its attempt’s cgroup lands), and nothing else', async () => {
+    // sessiond's cgroup: the parent of the attempts' (cgroup.ts), where no process belongs.
+    const mount =
+      readFileSync('/proc/mounts', 'utf8')
+        .split('\n')
+        .map((l) => l.split(' '))
+        .find((f) => f[2] === 'cgroup2')?.[1] ?? '';
+    const own = /^0::(.*)$/m.exec(readFileSync('/proc/self/cgroup', 'utf8'))?.[1] ?? '/';
+    const escaped = spawn('sleep', ['3031'], { stdio: 'ignore' });
+    const bystander = spawn('sleep', ['3032'], { stdio: 'ignore' });
+    // By pid: the host is shared, another run's sleeps of the same length are not this test's.
+    const ours = (d: number): Proc[] => liveSleeps([d]).filter((p) => p.pid === (d === 3031 ? escaped.pid : bystander.pid));
+    try {
+      writeFileSync(join(mount, own, 'sessiond', 'cgroup.procs'), String(escaped.pid));
+      await until(() => ours(3031).length + ours(3032).length === 2, 5000);
+
+      expect(killEscapees()).toBe(1);
+
+      await until(() => ours(3031).length === 0, 5000);
+      expect(ours(3032)).toHaveLength(1);
+    } finally {
+      escaped.kill('SIGKILL');
+      bystander.kill('SIGKILL');
+    }
   });
 });

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_MARKER_ENV, spawnAgent } from '../../src/process/index.ts';
-import { baseEnv, collect, fixture, livePids, nextLine, readPids, spawnFixture, stopAllAgents } from '../support/processes.ts';
+import { baseEnv, collect, fixture, livePids, nextLine, outlivesAgent, readPids, spawnFixture, stopAllAgents, TEST_SANDBOX } from '../support/processes.ts';
 
 afterEach(stopAllAgents);
 
@@ -39,10 +39,11 @@ describe('spawnAgent: stdout lines', () => {
   it('ends the lines once the agent exited even if a descendant keeps stdout open', async () => {
     const agent = await spawnFixture('pi-like.mjs', ['--inherit-stdout', '--exit-after-ms', '50']);
     const lines = agent.lines()[Symbol.asyncIterator]();
-    const pids = await readPids(lines);
+    const pids = await readPids(lines, agent);
     expect((await lines.next()).done).toBe(true);
     expect((await agent.exited).exitCode).toBe(0);
-    expect(await livePids(pids.slice(1))).toEqual(pids.slice(1)); // not killed by reading: only stop() kills
+    // Not killed by reading: only stop() kills (or, in a bwrap sandbox, the end of the agent's PID namespace).
+    expect(await livePids(pids.slice(1))).toEqual(outlivesAgent(agent) ? pids.slice(1) : []);
     await agent.stop();
     expect(await livePids(pids)).toEqual([]);
   });
@@ -84,7 +85,9 @@ describe('spawnAgent: environment and stdin', () => {
     const env = JSON.parse(line ?? '{}') as Record<string, string>;
     expect(env.ONLY_THIS).toBe('yes');
     expect(env[AGENT_MARKER_ENV]).toBe(agent.marker);
-    expect(Object.keys(env).filter((key) => !['ONLY_THIS', 'PATH', AGENT_MARKER_ENV].includes(key))).toEqual([]);
+    // A sandbox gives the agent a private HOME and TMPDIR (bubblewrap also sets PWD).
+    const sandboxed = agent.sandbox === 'none' ? [] : agent.sandbox === 'bwrap' ? ['HOME', 'TMPDIR', 'PWD'] : ['HOME', 'TMPDIR'];
+    expect(Object.keys(env).filter((key) => !['ONLY_THIS', 'PATH', AGENT_MARKER_ENV, ...sandboxed].includes(key))).toEqual([]);
   });
 
   it('uses the marker the caller chose, and refuses an unsafe one', async () => {
@@ -93,7 +96,7 @@ describe('spawnAgent: environment and stdin', () => {
     expect(agent.marker).toBe(marker);
     const [line] = await collect(agent.lines());
     expect((JSON.parse(line ?? '{}') as Record<string, string>)[AGENT_MARKER_ENV]).toBe(marker);
-    const refused = await spawnAgent({ command: process.execPath, args: [], env: {}, marker: 'x=y\0z' });
+    const refused = await spawnAgent({ command: process.execPath, args: [], env: {}, marker: 'x=y\0z', ...TEST_SANDBOX });
     expect(refused).toMatchObject({ ok: false, code: 'EINVAL' });
   });
 
@@ -131,7 +134,7 @@ describe('spawnAgent: startup failures', () => {
   });
 
   it('reports a missing command by name, as a value', async () => {
-    const result = await spawnAgent({ command: 'sessiond-no-such-agent', args: ['-p'], env: baseEnv() });
+    const result = await spawnAgent({ command: 'sessiond-no-such-agent', args: ['-p'], env: baseEnv(), ...TEST_SANDBOX });
     expect(result).toMatchObject({ ok: false, code: 'ENOENT' });
     expect(!result.ok && result.error).toContain('"sessiond-no-such-agent"');
   });
@@ -154,20 +157,20 @@ describe('spawnAgent: startup failures', () => {
 
   it('reports a missing cwd, naming the command and the cwd', async () => {
     const cwd = path.join(dir, 'no-such-dir');
-    const result = await spawnAgent({ command: process.execPath, args: [fixture('print-lines.mjs')], cwd, env: {} });
+    const result = await spawnAgent({ command: process.execPath, args: [fixture('print-lines.mjs')], cwd, env: {}, ...TEST_SANDBOX });
     expect(result).toMatchObject({ ok: false, code: 'ENOENT' });
     expect(!result.ok && result.error).toContain(cwd);
     expect(!result.ok && result.error).toContain(process.execPath);
   });
 
   it('runs in the given cwd', async () => {
-    const result = await spawnAgent({ command: 'pwd', args: [], cwd: dir, env: baseEnv() });
+    const result = await spawnAgent({ command: 'pwd', args: [], cwd: dir, env: baseEnv(), ...TEST_SANDBOX });
     if (!result.ok) throw new Error(result.error);
     expect(await collect(result.agent.lines())).toEqual([dir]);
   });
 
   it('passes arguments verbatim, without a shell', async () => {
-    const result = await spawnAgent({ command: 'printf', args: ['%s\\n', '$HOME', '; echo hacked', '*'], env: baseEnv() });
+    const result = await spawnAgent({ command: 'printf', args: ['%s\\n', '$HOME', '; echo hacked', '*'], env: baseEnv(), ...TEST_SANDBOX });
     if (!result.ok) throw new Error(result.error);
     expect(await collect(result.agent.lines())).toEqual(['$HOME', '; echo hacked', '*']);
   });

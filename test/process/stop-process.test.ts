@@ -1,13 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
-import { collect, livePids, markedPids, nextLine, readPids, spawnFixture, stopAllAgents } from '../support/processes.ts';
+import { collect, livePids, markedPids, nextLine, outlivesAgent, readPids, spawnFixture, stopAllAgents } from '../support/processes.ts';
 
 afterEach(stopAllAgents);
 
 describe('AgentProcess.stop', () => {
   it('SIGKILLs an agent that ignores SIGINT and SIGTERM, with its child, leaving nothing with its marker', async () => {
     const agent = await spawnFixture('ignore-signals.mjs');
-    const pids = await readPids(agent.lines()[Symbol.asyncIterator]());
+    const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
     expect(pids).toHaveLength(2);
     expect(await markedPids(agent)).toEqual(expect.arrayContaining(pids));
 
@@ -20,7 +20,7 @@ describe('AgentProcess.stop', () => {
 
   it('kills descendants in their own session and process group, even one that dropped the marker', async () => {
     const agent = await spawnFixture('detached-grandchildren.mjs');
-    const pids = await readPids(agent.lines()[Symbol.asyncIterator]());
+    const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
     expect(pids).toHaveLength(3);
     const [, child, grandchild] = pids;
     expect(await markedPids(agent)).toContain(child);
@@ -35,7 +35,7 @@ describe('AgentProcess.stop', () => {
 
   it('kills the tool child a pi-like agent leaves behind when it dies on SIGINT at once', async () => {
     const agent = await spawnFixture('pi-like.mjs');
-    const pids = await readPids(agent.lines()[Symbol.asyncIterator]());
+    const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
     expect(pids).toHaveLength(2);
 
     await agent.stop();
@@ -47,10 +47,10 @@ describe('AgentProcess.stop', () => {
 
   it('sweeps survivors when called after the agent already exited by itself', async () => {
     const agent = await spawnFixture('pi-like.mjs', ['--exit-after-ms', '0']);
-    const pids = await readPids(agent.lines()[Symbol.asyncIterator]());
+    const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
     expect(await agent.exited).toEqual({ exitCode: 0, signal: null, stopReason: null });
     const sleeper = pids[1] ?? -1;
-    expect(await livePids([sleeper])).toEqual([sleeper]);
+    expect(await livePids([sleeper])).toEqual(outlivesAgent(agent) ? [sleeper] : []);
 
     await agent.stop();
 
@@ -60,7 +60,7 @@ describe('AgentProcess.stop', () => {
 
   it('shares one run between concurrent calls, keeps the first reason, and is safe to call again after', async () => {
     const agent = await spawnFixture('ignore-signals.mjs');
-    const pids = await readPids(agent.lines()[Symbol.asyncIterator]());
+    const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
 
     const first = agent.stop();
     const second = agent.stop('idle_timeout');
@@ -82,7 +82,7 @@ describe('AgentProcess.stop', () => {
 
   it('leaves the processes of other agents alone', async () => {
     const [stopped, other] = await Promise.all([spawnFixture('pi-like.mjs'), spawnFixture('pi-like.mjs')]);
-    const [stoppedPids, otherPids] = await Promise.all([readPids(stopped.lines()[Symbol.asyncIterator]()), readPids(other.lines()[Symbol.asyncIterator]())]);
+    const [stoppedPids, otherPids] = await Promise.all([readPids(stopped.lines()[Symbol.asyncIterator](), stopped), readPids(other.lines()[Symbol.asyncIterator](), other)]);
 
     await stopped.stop();
 
@@ -135,7 +135,7 @@ describe('exit grace', () => {
   it('stops an agent that lingers after its final event, with stopReason exit_grace', async () => {
     const agent = await spawnFixture('ignore-signals.mjs');
     const lines = agent.lines()[Symbol.asyncIterator]();
-    const pids = await readPids(lines);
+    const pids = await readPids(lines, agent);
     expect(JSON.parse(await nextLine(lines))).toEqual({ type: 'final' });
 
     // What runAgentAttempt does once the grace after the final event has passed.

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { detectSandbox } from '../../src/process/index.ts';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
 import { hasToolResult, type FakeModelServer, type Script, type ScriptStep } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
@@ -88,8 +89,13 @@ describe('containment: no process of an attempt outlives it', () => {
     await until(async () => liveSleeps([...sleeps(4131), 4139]).length === 4 || null, 60_000, 'the tool’s processes');
     first.kill('SIGKILL');
     await first.exited;
-    // The escapes outlive their worker: nothing but their cgroup ties them to it.
-    expect(liveSleeps(sleeps(4131)).length).toBe(3);
+    if (detectSandbox().mode === 'bwrap') {
+      // In bubblewrap the agent's PID namespace dies with its worker, the escapes with it.
+      await until(async () => liveSleeps([...sleeps(4131), 4139]).length === 0 || null, 10_000, 'the sandbox to die with its worker');
+    } else {
+      // The escapes outlive their worker: nothing but their cgroup ties them to it.
+      expect(liveSleeps(sleeps(4131)).length).toBe(3);
+    }
     const second = await startWorkerProcess({ redisUrl, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' });
     expect(liveSleeps([...sleeps(4131), 4139])).toEqual([]);
     expect((await turnEnded(h.runtime, sessionId)).state).toBe('failed');

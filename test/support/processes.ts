@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { findProcessesByMarker, isAlive, spawnAgent, type AgentProcess, type SpawnSpec } from '../../src/process/index.ts';
+import { findProcessesByMarker, isAlive, spawnAgent, type AgentProcess, type SandboxMode, type SpawnSpec } from '../../src/process/index.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'agents');
 
@@ -15,11 +15,24 @@ export function baseEnv(): Record<string, string> {
   return { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 }
 
+/**
+ * `SESSIOND_TEST_SANDBOX=bwrap|landlock|none` runs the process tests' agents in that sandbox (the
+ * `sandboxed` set of vitest.config.ts): the fixtures are shown to them read-only.
+ */
+export const TEST_SANDBOX = testSandbox();
+
+function testSandbox(): Pick<SpawnSpec, 'sandbox'> {
+  const mode = process.env.SESSIOND_TEST_SANDBOX;
+  if (mode === undefined || mode === '') return {};
+  if (!['bwrap', 'landlock', 'none'].includes(mode)) throw new Error(`SESSIOND_TEST_SANDBOX: unknown mode ${mode}`);
+  return { sandbox: { mode: mode as SandboxMode, readOnly: [FIXTURES] } };
+}
+
 const started = new Set<AgentProcess>();
 
 /** Spawns `node <fixture> ...args`; fails the test if it does not start. Stopped by `stopAllAgents()`. */
 export async function spawnFixture(name: string, args: readonly string[] = [], spec: Partial<SpawnSpec> = {}): Promise<AgentProcess> {
-  const result = await spawnAgent({ command: process.execPath, args: [fixture(name), ...args], env: baseEnv(), ...spec });
+  const result = await spawnAgent({ command: process.execPath, args: [fixture(name), ...args], env: baseEnv(), ...TEST_SANDBOX, ...spec });
   if (!result.ok) throw new Error(`fixture ${name} did not start: ${result.error}`);
   started.add(result.agent);
   return result.agent;
@@ -39,14 +52,55 @@ export async function nextLine(lines: AsyncIterator<string>): Promise<string> {
   return next.value;
 }
 
-/** Reads lines until one parses as JSON with a `pids` array; returns the pids. */
-export async function readPids(lines: AsyncIterator<string>): Promise<number[]> {
+/**
+ * Reads lines until one parses as JSON with a `pids` array; returns the pids. An agent in a bwrap
+ * sandbox prints the pids of its own PID namespace: with `agent`, they are turned into the host's.
+ */
+export async function readPids(lines: AsyncIterator<string>, agent?: AgentProcess): Promise<number[]> {
   for (;;) {
     const line = await nextLine(lines);
     if (!line.startsWith('{')) continue;
     const parsed = JSON.parse(line) as { pids?: unknown };
-    if (Array.isArray(parsed.pids)) return parsed.pids.map(Number);
+    if (!Array.isArray(parsed.pids)) continue;
+    const pids = parsed.pids.map(Number);
+    return agent?.sandbox === 'bwrap' ? pids.map((pid) => hostPid(agent, pid)) : pids;
   }
+}
+
+/** The host pid of `inner`, a pid of `agent`'s PID namespace (its init is bubblewrap's child); -1 when none. */
+function hostPid(agent: AgentProcess, inner: number): number {
+  const read = (file: string): string => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const init = Number(read(`/proc/${agent.pid}/task/${agent.pid}/children`).trim().split(' ')[0]);
+  const ns = readlinkQuietly(`/proc/${init}/ns/pid`);
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const nspid = /^NSpid:\s+(.*)$/m
+      .exec(read(`/proc/${entry}/status`))?.[1]
+      ?.trim()
+      .split(/\s+/);
+    if (nspid === undefined || nspid.length < 2 || Number(nspid.at(-1)) !== inner) continue;
+    if (ns !== null && readlinkQuietly(`/proc/${entry}/ns/pid`) === ns) return Number(entry);
+  }
+  return -1;
+}
+
+function readlinkQuietly(path: string): string | null {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return null;
+  }
+}
+
+/** In a bwrap sandbox, the agent is its PID namespace's only reason to live: what it leaves dies with it. */
+export function outlivesAgent(agent: AgentProcess): boolean {
+  return agent.sandbox !== 'bwrap';
 }
 
 export async function collect(lines: AsyncIterable<string>): Promise<string[]> {

@@ -86,6 +86,8 @@ export function workerEnv(o: WorkerProcessOptions): Record<string, string> {
     SESSIOND_WORKSPACE: tmpdir(),
     SESSIOND_AGENT_ENV: AGENT_ENV_NAMES.join(','),
     SESSIOND_LOG_LEVEL: 'info',
+    // The test file's sandbox mode (vitest.config.ts: the host's own for HOST_SANDBOX, else none unless set).
+    SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'auto',
     ...(o.extraEnv ?? {}),
   };
 }

@@ -10,6 +10,8 @@ import { EXIT_GRACE_MS, startupFailure, type RunContext } from '../shared/run-at
 import type { ApprovalGate } from '../shared/approval-gate.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { resolveAgentCli } from '../shared/agent-env.ts';
+import { brokeredEnv, egressSpawn, openEgress } from '../shared/brokered.ts';
+import type { AttemptEgress } from '../../process/egress/index.ts';
 import { rpcFailure } from './failure.ts';
 import { OPENCODE_AGENT_NAME, opencodeRetries } from './opencode-retries.ts';
 import { QWEN_AGENT_NAME, qwenRetries } from './qwen-retries.ts';
@@ -55,6 +57,23 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
   }
   const options = parsed.data;
   const env = { ...agentEnv(options.env), ...traceEnv(context) };
+  // Egress without brokering: an ACP agent's model host is not known to sessiond, so it reaches only
+  // what policy.network lists (its model host included), with its own key (docs/network.md).
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, null);
+  } catch (error) {
+    yield* startupFailure(new AcpLineMapper(), `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  try {
+    yield* runAcpProcess(options, env, egress, context);
+  } finally {
+    await egress?.close();
+  }
+}
+
+async function* runAcpProcess(options: AcpOptions, env: Record<string, string>, egress: AttemptEgress | null, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
   const spawned = await spawnAgent({
     command: await resolveAgentCli(options.command, env),
     args: options.args,
@@ -66,13 +85,15 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
     stderrTailBytes: ACP_STDERR_TAIL_BYTES,
     ...(context.marker === undefined ? {} : { marker: context.marker }),
     ...(context.limits === undefined ? {} : { limits: context.limits }),
+    sandbox: { ...context.sandbox },
+    ...egressSpawn(egress, (reached) => ({ env: brokeredEnv(env, reached, null) })),
   });
   if (!spawned.ok) {
     yield* startupFailure(new AcpLineMapper(), spawned.error);
     return;
   }
   const agent = spawned.agent;
-  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime });
+  context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime, sandbox: agent.sandbox });
   const turn = new AcpTurn(agent, options, env, context.approvals ?? null);
   let finished = false;
   try {

@@ -2,9 +2,13 @@ import { resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
+import type { AttemptEgress, ReachedEgress } from '../../process/egress/index.ts';
+import type { SpawnSpec } from '../../process/index.ts';
 import { runClaudeCodeAsking } from './control.ts';
+import { claudeConfigDir } from './session-file.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
-import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptionsInput } from './options.ts';
+import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptions, type ClaudeCodeOptionsInput } from './options.ts';
 
 /**
  * Claude Code 2.1.332 on SIGINT stops cleanly: while streaming it prints its `result`
@@ -38,18 +42,67 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
     return;
   }
   const options = parsed.data;
-  const env = claudeCodeEnv(options);
-  const problem = startupProblem(options, env);
+  // Named explicitly: in a sandbox HOME is the attempt's own, and sessiond finds the session files here.
+  const configDir = claudeConfigDir(options);
+  const ownEnv: Record<string, string> = { ...claudeCodeEnv(options), CLAUDE_CONFIG_DIR: configDir };
+  const problem = startupProblem(options, ownEnv);
   if (problem !== null) {
     yield* startupFailure(mapper, problem);
     return;
   }
+  // Brokered: Claude Code talks to the worker's model bridge (ANTHROPIC_BASE_URL) with a placeholder
+  // in the variable that held the key (x-api-key for ANTHROPIC_API_KEY, Bearer for ANTHROPIC_AUTH_TOKEN).
+  const keyVar = ownEnv.ANTHROPIC_API_KEY !== undefined && ownEnv.ANTHROPIC_API_KEY !== '' ? 'ANTHROPIC_API_KEY' : 'ANTHROPIC_AUTH_TOKEN';
+  const route = modelRoute(ownEnv.ANTHROPIC_BASE_URL, ANTHROPIC_API, ownEnv[keyVar]);
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, route);
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  try {
+    const spawnEgress = egressSpawn(egress, (reached) => ({ env: brokeredClaudeEnv(ownEnv, reached, route === null ? null : keyVar, egress?.placeholderKey ?? '') }));
+    yield* runClaudeCodeProcess(options, ownEnv, configDir, spawnEgress, mapper, context);
+  } finally {
+    await egress?.close();
+  }
+}
 
+/** Where Claude Code sends its model requests without ANTHROPIC_BASE_URL. */
+export const ANTHROPIC_API = 'https://api.anthropic.com';
+
+function brokeredClaudeEnv(env: Record<string, string>, reached: ReachedEgress, keyVar: string | null, placeholder: string): Record<string, string> {
+  if (keyVar === null || reached.modelBaseUrl === null) return brokeredEnv(env, reached, null);
+  const key = env[keyVar] ?? null;
+  const { ANTHROPIC_API_KEY: _k, ANTHROPIC_AUTH_TOKEN: _t, ...rest } = env;
+  return brokeredEnv(rest, reached, key, { ANTHROPIC_BASE_URL: reached.modelBaseUrl, [keyVar]: placeholder });
+}
+
+async function* runClaudeCodeProcess(
+  options: ClaudeCodeOptions,
+  env: Record<string, string>,
+  configDir: string,
+  spawnEgress: Pick<SpawnSpec, 'bridges' | 'finalize'>,
+  mapper: ClaudeCodeMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
   const command = await resolveCommand(options.command, env);
   const cwd = options.cwd === undefined ? {} : { cwd: resolve(options.cwd) };
+  // Its config dir holds its settings and every session's transcript: read-write, whole (see docs/sandbox.md).
+  const sandbox = { writable: [configDir] };
   if (options.permissionPrompts === 'ask' && context.approvals !== undefined) {
     // Its permission prompts go to the attempt's approval gate over the stream-json control protocol.
-    const spec = { command, args: claudeCodeArgs(options), ...cwd, env, interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL, idleTimeoutMs: options.idleTimeoutMs };
+    const spec = {
+      command,
+      args: claudeCodeArgs(options),
+      ...cwd,
+      env,
+      sandbox,
+      ...spawnEgress,
+      interruptSignal: CLAUDE_CODE_INTERRUPT_SIGNAL,
+      idleTimeoutMs: options.idleTimeoutMs,
+    };
     yield* runClaudeCodeAsking(spec, options.prompt, mapper, context.approvals, context);
     return;
   }
@@ -60,6 +113,8 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
       args: claudeCodeArgs({ ...options, permissionPrompts: 'none' }),
       ...cwd,
       env,
+      sandbox,
+      ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: Claude Code reads it at EOF, and no
       // prompt text can be taken for one of its flags (FIXED_ENV also turns off `@file` expansion).
       input: options.prompt,

@@ -3,10 +3,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
+import { managedHomeFiles } from '../shared/sandbox-files.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
+import type { AttemptEgress, ModelRoute } from '../../process/egress/index.ts';
 import { prepareManagedCodexHome, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
-import { codexArgs, CodexOptionsSchema, formatOptionErrors, type CodexOptionsInput } from './options.ts';
+import { codexArgs, CodexOptionsSchema, formatOptionErrors, type CodexOptions, type CodexOptionsInput } from './options.ts';
 import { providerArgs } from './provider-config.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
@@ -42,14 +45,41 @@ export async function* runCodex(input: CodexOptionsInput, context: RunContext = 
     return;
   }
   const options = parsed.data;
-  const env = agentEnv(options.env);
+  const ownEnv = agentEnv(options.env);
+  // Brokered only with a baseUrl provider (sessiond's own): the key is the value of its envKey.
+  const route = options.baseUrl === undefined || options.envKey === undefined ? null : modelRoute(options.baseUrl, options.baseUrl, ownEnv[options.envKey]);
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, route);
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  try {
+    yield* runCodexProcess(options, ownEnv, egress, route, mapper, context);
+  } finally {
+    await egress?.close();
+  }
+}
+
+async function* runCodexProcess(
+  options: CodexOptions,
+  ownEnv: Record<string, string>,
+  egress: AttemptEgress | null,
+  route: ModelRoute | null,
+  mapper: CodexMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
+  const env = ownEnv;
   let codexHome: string;
   let tmp: string;
   let provider: ReturnType<typeof providerArgs>;
+  let userConfig: string | null = null;
   try {
     const home = await prepareManagedCodexHome(userCodexHome(options.codexHome, env), sessiondStateDir(env));
     codexHome = home.path;
-    provider = providerArgs(options, home.userConfig);
+    userConfig = home.userConfig;
+    provider = providerArgs(options, userConfig);
     // Codex writes its sandbox helpers under $TMPDIR, and workspace-write lets tools write there: one per attempt.
     tmp = await mkdtemp(join(env.TMPDIR !== undefined && env.TMPDIR !== '' ? env.TMPDIR : tmpdir(), 'sessiond-codex-'));
   } catch (error) {
@@ -70,6 +100,16 @@ export async function* runCodex(input: CodexOptionsInput, context: RunContext = 
         args: codexArgs(options, provider.args),
         ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
         env: { ...env, CODEX_HOME: codexHome, TMPDIR: tmp },
+        // Codex keeps its threads, state and logs in its managed home (read-write); what that links, read-only.
+        sandbox: { ...(await managedHomeFiles(codexHome, { writable: true })), writable: [codexHome, tmp] },
+        // Brokered: sessiond's provider points at the model bridge, its envKey variable holds the placeholder.
+        ...egressSpawn(egress, (reached) => {
+          const brokered = route !== null && reached.modelBaseUrl !== null && options.envKey !== undefined;
+          const set = brokered && options.envKey !== undefined && egress !== null ? { [options.envKey]: egress.placeholderKey } : {};
+          const final = providerArgs(brokered && reached.modelBaseUrl !== null ? { ...options, baseUrl: reached.modelBaseUrl } : options, userConfig);
+          if (!final.ok) throw new Error(final.error);
+          return { args: codexArgs(options, final.args), env: { ...brokeredEnv(env, reached, route?.key ?? null, set), CODEX_HOME: codexHome, TMPDIR: tmp } };
+        }),
         // The prompt is the `-` argument: Codex reads it from stdin, which is then closed (Codex
         // waits for EOF), so no prompt text can be taken for one of its flags.
         input: options.prompt,

@@ -1,10 +1,14 @@
 import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveAgentCli } from '../shared/agent-env.ts';
+import { managedHomeFiles } from '../shared/sandbox-files.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { prepareManagedGeminiHome, userGeminiDir } from './home.ts';
+import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
+import type { SpawnSpec } from '../../process/index.ts';
+import type { AttemptEgress } from '../../process/egress/index.ts';
+import { managedGeminiHome, prepareManagedGeminiHome, userGeminiDir } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
-import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptionsInput } from './options.ts';
+import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptions, type GeminiOptionsInput } from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /**
@@ -53,7 +57,48 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
     return;
   }
   const options = parsed.data;
-  const env = agentEnv(options.env);
+  const ownEnv = agentEnv(options.env);
+  // Brokered: gemini talks to the worker's model bridge (GOOGLE_GEMINI_BASE_URL) with a placeholder GEMINI_API_KEY (sent as x-goog-api-key).
+  const keyVar = ownEnv.GEMINI_API_KEY !== undefined && ownEnv.GEMINI_API_KEY !== '' ? 'GEMINI_API_KEY' : 'GOOGLE_API_KEY';
+  const route = modelRoute(ownEnv.GOOGLE_GEMINI_BASE_URL, GEMINI_API, ownEnv[keyVar]);
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, route);
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  const spawnEgress = egressSpawn(egress, (reached) => ({
+    env: geminiEnv(
+      reached.modelBaseUrl === null || route === null
+        ? brokeredEnv(ownEnv, reached, null)
+        : brokeredEnv(withoutKeys(ownEnv), reached, route.key, { GOOGLE_GEMINI_BASE_URL: reached.modelBaseUrl, [keyVar]: egress?.placeholderKey ?? '' }),
+      managedGeminiHome(userGeminiDir(options.configDir, ownEnv), sessiondStateDir(ownEnv)),
+      options.env,
+    ),
+  }));
+  try {
+    yield* runGeminiProcess(options, ownEnv, spawnEgress, mapper, context);
+  } finally {
+    await egress?.close();
+  }
+}
+
+/** Where gemini sends its model requests without GOOGLE_GEMINI_BASE_URL. */
+export const GEMINI_API = 'https://generativelanguage.googleapis.com';
+
+function withoutKeys(env: Record<string, string>): Record<string, string> {
+  const { GEMINI_API_KEY: _g, GOOGLE_API_KEY: _k, ...rest } = env;
+  return rest;
+}
+
+async function* runGeminiProcess(
+  options: GeminiOptions,
+  env: Record<string, string>,
+  spawnEgress: Pick<SpawnSpec, 'bridges' | 'finalize'>,
+  mapper: GeminiMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
   let home: string;
   try {
     home = await prepareManagedGeminiHome(userGeminiDir(options.configDir, env), sessiondStateDir(env));
@@ -68,6 +113,9 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
       args: geminiArgs(options),
       ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
       env: geminiEnv(env, home, options.env),
+      // gemini keeps its chats and settings in its managed home (read-write); what that links, read-only.
+      sandbox: await managedHomeFiles(home, { writable: true }),
+      ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: gemini runs headless on exactly that
       // text (no `-p`), with no argv length limit and nothing in it taken for a flag.
       input: options.prompt,

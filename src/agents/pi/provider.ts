@@ -1,10 +1,16 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
+import type { SandboxFiles } from '../../process/index.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
+import { brokeredEnv, egressSpawn, openEgress } from '../shared/brokered.ts';
+import type { SpawnSpec } from '../../process/index.ts';
+import type { AttemptEgress } from '../../process/egress/index.ts';
+import { brokeredAgentDir, piModelRoute, writeModels } from './brokered-agent-dir.ts';
+import { ensureDir, managedHomeFiles } from '../shared/sandbox-files.ts';
 import { prepareManagedAgentDir, userAgentDir } from './home.ts';
 import { PiMapper } from './mapper.ts';
-import { formatOptionErrors, piArgs, PiOptionsSchema, type PiOptionsInput } from './options.ts';
+import { formatOptionErrors, piArgs, PiOptionsSchema, type PiOptions, type PiOptionsInput } from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /**
@@ -37,21 +43,55 @@ export async function* runPi(input: PiOptionsInput, context: RunContext = {}): A
     return;
   }
   const options = parsed.data;
-  const env = agentEnv(options.env);
-  let agentDir: string;
+  const ownEnv = agentEnv(options.env);
+  let managedDir: string;
   try {
-    agentDir = await prepareManagedAgentDir(userAgentDir(options.agentDir, env), sessiondStateDir(env));
+    managedDir = await prepareManagedAgentDir(userAgentDir(options.agentDir, ownEnv), sessiondStateDir(ownEnv));
   } catch (error) {
     yield* startupFailure(mapper, `cannot prepare pi's agent dir: ${(error as Error).message}`);
     return;
   }
+  const route = context.egress === undefined ? null : await piModelRoute(managedDir, options.provider, ownEnv);
+  let egress: AttemptEgress | null = null;
+  let attemptDir: Awaited<ReturnType<typeof brokeredAgentDir>> | null = null;
+  try {
+    egress = await openEgress(context, route);
+    if (egress !== null) attemptDir = await brokeredAgentDir(managedDir, join(sessiondStateDir(ownEnv), 'pi-attempts'), route !== null);
+  } catch (error) {
+    await egress?.close();
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  const dir = attemptDir?.dir ?? managedDir;
+  const spawnEgress = egressSpawn(egress, async (reached) => {
+    await writeModels(managedDir, dir, options.provider, reached.modelBaseUrl, egress?.placeholderKey ?? '');
+    return { env: { ...brokeredEnv(ownEnv, reached, route?.key ?? null), PI_CODING_AGENT_DIR: dir } };
+  });
+  try {
+    yield* runPiProcess(options, ownEnv, dir, spawnEgress, mapper, context);
+  } finally {
+    await egress?.close();
+    await attemptDir?.cleanup();
+  }
+}
 
+async function* runPiProcess(
+  options: PiOptions,
+  env: Record<string, string>,
+  agentDir: string,
+  spawnEgress: Pick<SpawnSpec, 'bridges' | 'finalize'>,
+  mapper: PiMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
+  const cwd = options.cwd === undefined ? undefined : resolve(options.cwd);
   yield* runAgentAttempt(
     {
       command: await resolveCommand(options.command, env),
       args: piArgs(options),
-      ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
+      ...(cwd === undefined ? {} : { cwd }),
       env: { ...env, PI_CODING_AGENT_DIR: agentDir },
+      sandbox: await piSandboxFiles(agentDir, options.session.mode === 'none' ? undefined : options.sessionDir, cwd),
+      ...spawnEgress,
       // The prompt travels on stdin, then stdin is closed: pi starts at EOF, and no
       // prompt text can be taken for one of pi's flags or `@file` arguments.
       input: options.prompt,
@@ -61,4 +101,20 @@ export async function* runPi(input: PiOptionsInput, context: RunContext = {}): A
     mapper,
     context,
   );
+}
+
+/**
+ * What pi's sandbox shows of its files: the managed agent dir and what it links (models, auth,
+ * themes…) read-only, and only this cwd's session dir read-write (pi keeps `sessions/--<cwd>--/`,
+ * or the operator's `sessionDir`), never the other cwds' conversations.
+ */
+export async function piSandboxFiles(agentDir: string, sessionDir: string | undefined, cwd: string | undefined): Promise<SandboxFiles> {
+  const files = await managedHomeFiles(agentDir, { writable: false, skip: ['sessions'] });
+  const made = await ensureDir(sessionDir !== undefined ? resolve(sessionDir) : join(agentDir, 'sessions', piCwdDirName(cwd ?? process.cwd())));
+  return { ...files, writable: made === null ? [] : [made] };
+}
+
+/** pi's name for a cwd's session dir: `--<path with / \\ : as ->--`. */
+export function piCwdDirName(cwd: string): string {
+  return `--${cwd.replace(/^[/\\]/, '').replace(/[/\\:]/g, '-')}--`;
 }

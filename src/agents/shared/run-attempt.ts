@@ -1,5 +1,6 @@
 import type { CliMessage } from '../../protocol/index.ts';
-import { spawnAgent, type AgentProcess, type AttemptLimits, type SpawnSpec } from '../../process/index.ts';
+import type { EgressContext } from '../../process/egress/index.ts';
+import { spawnAgent, type AgentProcess, type AttemptLimits, type SandboxMode, type SpawnSpec } from '../../process/index.ts';
 import type { AgentMapper } from './agent-mapper.ts';
 import type { ApprovalGate } from './approval-gate.ts';
 import { traceEnv } from './trace-env.ts';
@@ -10,7 +11,13 @@ export interface RunContext {
   /** The tree marker to use (the durable runtime records it before the spawn, for orphan reaping). */
   marker?: string;
   /** Sees the process once it is started: the durable runtime records it for orphan reaping. */
-  onSpawn?: (agent: Pick<AgentProcess, 'pid' | 'marker' | 'startTime'>) => void;
+  onSpawn?: (agent: Pick<AgentProcess, 'pid' | 'marker' | 'startTime' | 'sandbox'>) => void;
+  /**
+   * The attempt's sandbox: every attempt of the durable runtime runs in one (the host's mode, see
+   * process/sandbox/), with the files its agent declares; `required` (the deployment policy's
+   * `sandbox.required`) refuses the attempt where the host has none. Absent: the host's mode, not required.
+   */
+  sandbox?: { mode?: SandboxMode; required?: boolean };
   /** Ceilings of the attempt's cgroup (the worker's configuration). */
   limits?: AttemptLimits;
   /** Where an agent in `ask` mode takes its permission requests (the durable runtime's; none: nobody to ask). */
@@ -18,6 +25,12 @@ export interface RunContext {
   /** The attempt's W3C trace context: the agent's process gets it as `TRACEPARENT` / `TRACESTATE` (see trace-env.ts). */
   traceparent?: string;
   tracestate?: string;
+  /**
+   * The attempt's network (src/process/egress): a proxy that lets it reach only its model host and
+   * the hosts the deployment policy lists, and a model bridge holding the provider's key. Absent:
+   * the agent reaches the network directly, with its key in its own configuration.
+   */
+  egress?: EgressContext;
 }
 
 /** A mapper that can tell when the agent printed its final event (then it should exit soon). */
@@ -34,13 +47,25 @@ export function startupFailure(mapper: AgentMapper, message: string): CliMessage
 
 /** Spawns an attempt's process with the attempt's trace context, marker and limits, and tells `onSpawn` once it runs. */
 export async function spawnForAttempt(spec: SpawnSpec, context: RunContext): ReturnType<typeof spawnAgent> {
+  const trace = traceEnv(context);
+  const { finalize } = spec;
   const spawned = await spawnAgent({
     ...spec,
-    env: { ...spec.env, ...traceEnv(context) },
+    env: { ...spec.env, ...trace },
+    // An environment finalize makes (with the bridges' URLs) carries the trace context too.
+    ...(finalize === undefined
+      ? {}
+      : {
+          finalize: async (urls: Readonly<Record<string, string>>) => {
+            const final = await finalize(urls);
+            return final.env === undefined ? final : { ...final, env: { ...final.env, ...trace } };
+          },
+        }),
+    sandbox: { ...spec.sandbox, ...context.sandbox },
     ...(context.marker === undefined ? {} : { marker: context.marker }),
     ...(context.limits === undefined ? {} : { limits: context.limits }),
   });
-  if (spawned.ok) context.onSpawn?.({ pid: spawned.agent.pid, marker: spawned.agent.marker, startTime: spawned.agent.startTime });
+  if (spawned.ok) context.onSpawn?.({ pid: spawned.agent.pid, marker: spawned.agent.marker, startTime: spawned.agent.startTime, sandbox: spawned.agent.sandbox });
   return spawned;
 }
 

@@ -66,6 +66,7 @@ export function components(): Json {
           errorText: { type: 'string' },
           delayMs: { type: 'integer', description: 'the backoff that followed, when a retry was scheduled' },
           quotaWall: { enum: ['free', 'counted'], description: 'it ended on a quota wall (the session parked until the reset); free: not counted against maxAttempts' },
+          sandbox: { enum: ['bwrap', 'landlock', 'none'], description: "how the attempt's agent was confined (docs/sandbox.md); absent until its process runs" },
           startedAt: { type: 'integer' },
           endedAt: { type: ['integer', 'null'] },
           usage: ref('Usage'),

@@ -50,6 +50,8 @@ export interface WorkerHeartbeat {
   active: number;
   /** How the worker contains its attempts' processes (absent from workers older than this field). */
   containment?: { mode: 'cgroup' | 'sweep'; detail: string };
+  /** The worker's sandbox (absent from workers older than this field): `refused`: the mode asked for is unavailable, attempts fail. */
+  sandbox?: { mode: 'bwrap' | 'landlock' | 'none'; detail: string; gaps: string[]; refused: boolean };
   /** The queue partitions it consumes (absent from workers older than this field). */
   partitions?: number[];
 }

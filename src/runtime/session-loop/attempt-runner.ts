@@ -1,4 +1,5 @@
 import type { AttemptRunner } from '../../../machines/types.ts';
+import type { SandboxMode } from '../../process/index.ts';
 import type { CliMessage } from '../../protocol/index.ts';
 import { AttemptApprovals } from '../approvals/gate.ts';
 import type { ApprovalStore } from '../approvals/store.ts';
@@ -41,7 +42,7 @@ export interface RunnerInit {
 export function attemptRunner(init: RunnerInit): AttemptRunner {
   const { store, writer, config, sessionId, running, tracer } = init;
   const scope = markerScope(store.keys.prefix);
-  return async function* runAttempt(request, { signal }) {
+  return async function* runAttempt(request, { signal, spawned }) {
     let ended: () => void = () => undefined;
     const done = new Promise<void>((resolve) => (ended = resolve));
     running.add(done);
@@ -87,8 +88,15 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             signal,
             marker: attempt.marker,
             approvals: gate,
+            sandbox: { required: config.policy.sandbox?.required === true },
+            ...(spawned === undefined ? {} : { onSpawn: (agent: { sandbox: SandboxMode }) => spawned({ sandbox: agent.sandbox }) }),
             ...(config.limits === undefined ? {} : { limits: config.limits }),
             ...(traced === null ? {} : { traceparent: traced.traceparent }),
+            ...(config.onEgressRefused === undefined
+              ? {}
+              : {
+                  egress: { sessionId, turn: request.turn, attempt: request.attempt, allow: config.policy.network[attempt.agentName] ?? [], onRefused: config.onEgressRefused },
+                }),
           },
         )) {
           if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;

@@ -1,4 +1,5 @@
 import type { DeploymentPolicy } from '../../policy/index.ts';
+import type { AttemptRefusal } from '../../process/egress/index.ts';
 import type { AttemptLimits } from '../../process/index.ts';
 import type { AdmissionGate } from '../limits/gate.ts';
 import type { Tracing } from '../tracing/tracing.ts';
@@ -33,6 +34,12 @@ export interface ActiveSessionConfig {
   workerId?: string;
   /** Where the loop says what failed and was let go (a best-effort write, a listener that threw). Default: nowhere. */
   log?: LoopLog;
+  /**
+   * Egress by policy (src/process/egress): each attempt gets a proxy that lets it reach only its
+   * model host and `policy.network` of its agent, and a model bridge holding its key. This is told
+   * of every refused request (the worker audits and counts it). Absent: no egress proxy.
+   */
+  onEgressRefused?: (refusal: AttemptRefusal) => void;
 }
 
 /** What a worker tells its embedder, as the session machine takes it (the fenced write follows at once). */

@@ -438,6 +438,8 @@ describe('operations', () => {
     const ready = await call('GET', '/readyz');
     expect(ready.status).toBe(200);
     expect(ready.body).toMatchObject({ status: 'ready', workers: 1 });
+    // The worker's sandbox, with what its mode cannot stop (the suites run with SESSIOND_SANDBOX=none).
+    expect(ready.body.sandbox).toEqual([expect.objectContaining({ mode: 'none', refused: false, gaps: expect.arrayContaining([expect.stringContaining('/proc/<pid>/environ')]) })]);
     const chart = await call('GET', '/api/chart');
     expect(chart.body.initial).toBe('idle');
     expect(chart.body.states.map((s: { name: string }) => s.name)).toEqual(

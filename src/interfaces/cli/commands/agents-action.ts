@@ -6,6 +6,7 @@ import { AGENT_NAMES, agentDefinition, type AnyAgentName } from '../../../agents
 import { agentEnv } from '../../../agents/shared/agent-env.ts';
 import { agentHostOptions, type Config } from '../../../config/config.ts';
 import type { PermissionKnobs } from '../../../policy/knobs.ts';
+import { detectSandbox } from '../../../process/index.ts';
 
 /** One agent as `sessiond agents` lists it. */
 export interface AgentRow {
@@ -16,6 +17,8 @@ export interface AgentRow {
   version: string | null;
   resume: string;
   permissions: string;
+  /** The sandbox its attempts run in on this host (SESSIOND_SANDBOX and what the host can give; docs/sandbox.md). */
+  sandbox: string;
 }
 
 const DEFAULT_COMMANDS: Record<string, string> = { pi: 'pi', 'claude-code': 'claude', codex: 'codex', gemini: 'gemini' };
@@ -36,6 +39,13 @@ export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = pr
   const host = agentHostOptions(config, AGENT_NAMES, env);
   const names: AnyAgentName[] = [...AGENT_NAMES, ...Object.keys(config.agents).filter(acpAgentName).sort()];
   const rows: AgentRow[] = [];
+  const sandboxHost = detectSandbox(env);
+  const sandbox =
+    sandboxHost.refused !== null
+      ? `refused: ${sandboxHost.refused}`
+      : sandboxHost.gaps.length === 0
+        ? sandboxHost.mode
+        : `${sandboxHost.mode} (${sandboxHost.detail}; does not stop: ${sandboxHost.gaps.join('; ')})`;
   for (const name of names) {
     const options = host[name] ?? {};
     const acp = acpAgentName(name);
@@ -53,6 +63,7 @@ export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = pr
       version,
       resume,
       permissions: describeKnobs(agentDefinition(name).permissions),
+      sandbox,
     });
   }
   return rows;

@@ -23,7 +23,7 @@ export function registerAgents(program: Command): void {
       else
         for (const row of rows)
           process.stdout.write(
-            `${row.name}\n  command: ${row.command}\n  version: ${row.version ?? 'unknown (no answer to --version)'}\n  resume: ${row.resume}\n  permissions: ${row.permissions}\n`,
+            `${row.name}\n  command: ${row.command}\n  version: ${row.version ?? 'unknown (no answer to --version)'}\n  resume: ${row.resume}\n  permissions: ${row.permissions}\n  sandbox: ${row.sandbox}\n`,
           );
       process.exitCode = ExitCode.ok;
     });

@@ -27,13 +27,19 @@ export const operationRoutes = [
         {
           type: 'object',
           required: ['status'],
-          description: '`workers` and `containment` only with a credential, when a token is configured',
+          description: '`workers`, `containment` and `sandbox` only with a credential, when a token is configured',
           properties: {
             status: { const: 'ready' },
             workers: { type: 'integer' },
             containment: {
               type: 'array',
               description: 'per live worker: `cgroup` (a cgroup per attempt, killed whole) or `sweep` (marker, group and parent links only), with the detail',
+              items: { type: 'object' },
+            },
+            sandbox: {
+              type: 'array',
+              description:
+                'per live worker: its sandbox mode (`bwrap`, `landlock` or `none`), the detail, `gaps` (what the mode cannot stop) and `refused` (the mode asked for is unavailable: attempts fail); see docs/sandbox.md',
               items: { type: 'object' },
             },
           },
@@ -63,7 +69,9 @@ export const operationRoutes = [
       }
       // Each live worker's containment: a host without cgroups is said here, not only in its log.
       const containment = live.map((w) => ({ worker: w.id, mode: w.containment?.mode ?? 'sweep', detail: w.containment?.detail ?? 'worker predates containment reports' }));
-      return c.json({ status: 'ready', workers: live.length, containment });
+      // And each one's sandbox, with what its mode cannot stop.
+      const sandbox = live.map((w) => ({ worker: w.id, ...(w.sandbox ?? { mode: 'none', detail: 'worker predates sandbox reports', gaps: [], refused: false }) }));
+      return c.json({ status: 'ready', workers: live.length, containment, sandbox });
     },
   }),
   defineRoute({

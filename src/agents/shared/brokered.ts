@@ -1,0 +1,47 @@
+import { openAttemptEgress, type AttemptEgress, type ModelRoute, type ReachedEgress } from '../../process/egress/index.ts';
+import type { FinalSpawn, SpawnSpec } from '../../process/index.ts';
+import type { RunContext } from './run-attempt.ts';
+
+/**
+ * Credential brokering, the agents' half: each provider says where its model requests go and with
+ * which key (a ModelRoute); the egress's sockets go to the spawn as bridges, and once their URLs
+ * are known (SpawnSpec.finalize) the provider configures the agent with the model bridge's base URL
+ * and a placeholder key. The real key stays in the worker.
+ */
+
+/** The attempt's egress when the runtime asked for one (null: the agent reaches the network directly). Throws when a listener cannot start. */
+export async function openEgress(context: RunContext, route: ModelRoute | null): Promise<AttemptEgress | null> {
+  if (context.egress === undefined) return null;
+  return openAttemptEgress(context.egress, route);
+}
+
+/** The spawn fields that give the agent its egress: the bridges, and a finalize that configures the agent with their URLs. */
+export function egressSpawn(egress: AttemptEgress | null, configure: (reached: ReachedEgress) => FinalSpawn | Promise<FinalSpawn>): Pick<SpawnSpec, 'bridges' | 'finalize'> {
+  if (egress === null) return {};
+  return { bridges: egress.bridges, finalize: (urls) => configure(egress.reached(urls)) };
+}
+
+/** A model route from a base URL (the agent's default when absent) and a key; null when there is no key or the URL is not http(s). */
+export function modelRoute(baseUrl: string | undefined, defaultBaseUrl: string, key: string | undefined): ModelRoute | null {
+  if (key === undefined || key === '') return null;
+  try {
+    const url = new URL(baseUrl !== undefined && baseUrl !== '' ? baseUrl : defaultBaseUrl);
+    return url.protocol === 'https:' || url.protocol === 'http:' ? { baseUrl: url, key } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Keys shorter than this are not searched for in the environment (too likely to match an unrelated value). */
+const MIN_KEY_LENGTH = 8;
+
+/**
+ * The agent's environment under egress: every variable holding the real key removed, `set` (the
+ * placeholder key, the bridge's base URL) and then the proxy variables on top, so that no option
+ * of the agent overrides them.
+ */
+export function brokeredEnv(env: Readonly<Record<string, string>>, reached: ReachedEgress, key: string | null, set: Readonly<Record<string, string>> = {}): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (key === null || key.length < MIN_KEY_LENGTH || !value.includes(key)) out[name] = value;
+  return { ...out, ...set, ...reached.env };
+}

@@ -1,0 +1,36 @@
+import { lstat, mkdir, readdir, realpath } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { SandboxFiles } from '../../process/index.ts';
+
+/**
+ * What an agent's sandbox shows of its managed home (a dir of sessiond's state dir whose top-level
+ * symlinks lead to the user's files): the home itself (read-only, or read-write for an agent that
+ * keeps its own state there), and the targets of its links read-only, but those named in `skip`.
+ * Contract: never throws; what cannot be read is left out (the agent then does without it).
+ */
+export async function managedHomeFiles(home: string, options: { writable: boolean; skip?: readonly string[] }): Promise<SandboxFiles> {
+  const readOnly: string[] = [];
+  const entries = await readdir(home).catch(() => [] as string[]);
+  for (const entry of entries) {
+    if (options.skip?.includes(entry) === true) continue;
+    const path = join(home, entry);
+    const isLink = await lstat(path).then(
+      (s) => s.isSymbolicLink(),
+      () => false,
+    );
+    if (!isLink) continue;
+    const target = await realpath(path).catch(() => null);
+    if (target !== null) readOnly.push(target);
+  }
+  return options.writable ? { readOnly, writable: [home] } : { readOnly: [home, ...readOnly] };
+}
+
+/** Makes `dir` (an agent's session dir) if missing; returns its real path (links resolved), or null when it cannot be made. */
+export async function ensureDir(dir: string): Promise<string | null> {
+  try {
+    await mkdir(dir, { recursive: true });
+    return await realpath(dir);
+  } catch {
+    return null;
+  }
+}
