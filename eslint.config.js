@@ -41,11 +41,29 @@ export default tseslint.config(
   // config/ is read by every part (the CLI, the worker, the server): it imports nothing of runtime/.
   {
     files: ['src/config/**/*.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['**/runtime/**'], message: 'config/ imports nothing of runtime/ (runtime/ imports config/).' }] }] },
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/runtime/**'], message: 'config/ imports nothing of runtime/ (runtime/ imports config/).' },
+          ],
+        },
+      ],
+    },
   },
   // The dashboard's browser modules (checked by tsc too: tsconfig.web.json).
   {
     files: ['src/interfaces/web/**/*.js'],
-    languageOptions: { globals: { document: 'readonly', window: 'readonly', location: 'readonly', history: 'readonly', EventSource: 'readonly', CSS: 'readonly' } },
+    languageOptions: {
+      globals: {
+        document: 'readonly',
+        window: 'readonly',
+        location: 'readonly',
+        history: 'readonly',
+        EventSource: 'readonly',
+        CSS: 'readonly',
+      },
+    },
   },
 );

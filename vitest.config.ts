@@ -33,7 +33,9 @@ import { defineConfig } from 'vitest/config';
  * the egress bridges. The sandbox's own suites force each mode.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
-const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`);
+const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map(
+  (name) => `test/runtime/${name}.test.ts`,
+);
 const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts', 'test/runtime/partitions.test.ts'];
 const AGENT_SUITES = [
   ...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`),
@@ -102,12 +104,18 @@ const LONG_SUITES = [
   'test/interfaces/web/approval-buttons.test.ts',
   'test/interfaces/web/delete-button.test.ts',
 ];
-const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map((name) => `test/process/${name}.test.ts`);
+const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map(
+  (name) => `test/process/${name}.test.ts`,
+);
 /** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */
 const HOST_SANDBOX = ['test/process/', 'test/runtime/containment.test.ts', 'test/runtime/sandbox-inspect.test.ts'];
 
 const SETS = {
-  core: { include: ['test/**/*.test.ts'], exclude: [...CLUSTER_ONLY, ...AGENT_SUITES, ...LONG_SUITES], backends: 'single' },
+  core: {
+    include: ['test/**/*.test.ts'],
+    exclude: [...CLUSTER_ONLY, ...AGENT_SUITES, ...LONG_SUITES],
+    backends: 'single',
+  },
   unit: { include: UNIT_SUITES, exclude: [], backends: 'single' },
   cluster: { include: [...CLUSTER_VARIANTS, ...CLUSTER_ONLY], exclude: [], backends: 'cluster' },
   agents: { include: AGENT_SUITES, exclude: [], backends: 'single' },
@@ -117,7 +125,8 @@ const SETS = {
 } as const;
 
 const name = process.env.SESSIOND_TEST_SET ?? 'core';
-if (!(name in SETS)) throw new Error(`SESSIOND_TEST_SET: unknown set '${name}' (one of ${Object.keys(SETS).join(', ')})`);
+if (!(name in SETS))
+  throw new Error(`SESSIOND_TEST_SET: unknown set '${name}' (one of ${Object.keys(SETS).join(', ')})`);
 const set = SETS[name as keyof typeof SETS];
 
 const env = {
@@ -129,9 +138,19 @@ const exclude = ['**/node_modules/**', ...set.exclude];
 const wholeTree = (set.include as readonly string[]).includes('test/**/*.test.ts');
 const hostSandboxed = wholeTree
   ? HOST_SANDBOX.map((entry) => (entry.endsWith('/') ? `${entry}**/*.test.ts` : entry))
-  : set.include.filter((file) => HOST_SANDBOX.some((entry) => file === entry || (entry.endsWith('/') && file.startsWith(entry))));
+  : set.include.filter((file) =>
+      HOST_SANDBOX.some((entry) => file === entry || (entry.endsWith('/') && file.startsWith(entry))),
+    );
 const projects = [
-  { extends: true as const, test: { name: 'host-sandbox', include: hostSandboxed, exclude, env: { ...env, SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'auto' } } },
+  {
+    extends: true as const,
+    test: {
+      name: 'host-sandbox',
+      include: hostSandboxed,
+      exclude,
+      env: { ...env, SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'auto' },
+    },
+  },
   {
     extends: true as const,
     test: {

@@ -51,7 +51,9 @@ function eachLine(bytes: Buffer, onLine: (line: string) => void): void {
 export function measureAgentMappers(log: (line: string) => void): Record<string, AgentMapperFigure> {
   const figures: Record<string, AgentMapperFigure> = {};
   const others = AGENT_NAMES.filter((n) => n !== 'pi');
-  log(`  other agents' mappers vs their own split + JSON.parse, on their recorded runs repeated to ≥ ${MIN_BYTES / 1e6} MB (best of ${REPETITIONS}):`);
+  log(
+    `  other agents' mappers vs their own split + JSON.parse, on their recorded runs repeated to ≥ ${MIN_BYTES / 1e6} MB (best of ${REPETITIONS}):`,
+  );
   for (const agent of others) {
     const runs = corpus(agent);
     const size = mb(runs.reduce((n, b) => n + b.length, 0));
@@ -78,7 +80,8 @@ export function measureAgentMappers(log: (line: string) => void): Record<string,
     };
     mapperPass();
     baselinePass();
-    if (terminals !== runs.length) throw new BenchFailure(`${agent}: ${terminals} runs ended with a terminal message, expected ${runs.length}`);
+    if (terminals !== runs.length)
+      throw new BenchFailure(`${agent}: ${terminals} runs ended with a terminal message, expected ${runs.length}`);
     const mapperMs: number[] = [];
     const baselineMs: number[] = [];
     for (let i = 0; i < REPETITIONS; i += 1) {
@@ -87,7 +90,11 @@ export function measureAgentMappers(log: (line: string) => void): Record<string,
     }
     const mbPerSec = size / (Math.min(...mapperMs) / 1000);
     const baselineMbPerSec = size / (Math.min(...baselineMs) / 1000);
-    figures[agent] = { mbPerSec: round(mbPerSec, 1), baselineMbPerSec: round(baselineMbPerSec, 1), ratio: round(mbPerSec / baselineMbPerSec, 3) };
+    figures[agent] = {
+      mbPerSec: round(mbPerSec, 1),
+      baselineMbPerSec: round(baselineMbPerSec, 1),
+      ratio: round(mbPerSec / baselineMbPerSec, 3),
+    };
     log(
       `    ${agent.padEnd(12)} ${size.toFixed(1)} MB: mapper ${mbPerSec.toFixed(1)} MB/s, baseline ${baselineMbPerSec.toFixed(1)} MB/s, ratio ${(mbPerSec / baselineMbPerSec).toFixed(3)}`,
     );

@@ -27,7 +27,11 @@ const ROUNDS = Number(process.env.BENCH_CLI_ROUNDS ?? 20);
 const WARMUP = 2;
 const TIMEOUT_MS = 30_000;
 
-function timeProcess(args: readonly string[], env: NodeJS.ProcessEnv, expect: (stdout: string) => boolean): Promise<number> {
+function timeProcess(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  expect: (stdout: string) => boolean,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -40,8 +44,10 @@ function timeProcess(args: readonly string[], env: NodeJS.ProcessEnv, expect: (s
     child.once('close', (code, signal) => {
       const ms = performance.now() - started;
       clearTimeout(timer);
-      if (code !== 0) reject(new BenchFailure(`node ${args.join(' ')} exited with ${code ?? signal}: ${stderr.slice(-500)}`));
-      else if (!expect(stdout)) reject(new BenchFailure(`node ${args.join(' ')} printed something else: ${stdout.slice(0, 300)}`));
+      if (code !== 0)
+        reject(new BenchFailure(`node ${args.join(' ')} exited with ${code ?? signal}: ${stderr.slice(-500)}`));
+      else if (!expect(stdout))
+        reject(new BenchFailure(`node ${args.join(' ')} printed something else: ${stdout.slice(0, 300)}`));
       else resolve(ms);
     });
   });
@@ -54,7 +60,13 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
   try {
     const prefix = `bench-cli-${process.pid}`;
     // One stored session, written as `enqueue` writes it (the bin's own enqueue: no import of the runtime here).
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, REDIS_URL: redis.url, SESSIOND_PREFIX: prefix, SESSIOND_LOG_LEVEL: 'silent' };
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      REDIS_URL: redis.url,
+      SESSIOND_PREFIX: prefix,
+      SESSIOND_LOG_LEVEL: 'silent',
+    };
     const sessionId = 'bench-cli-session';
     await timeProcess([BIN, 'enqueue', '--session', sessionId, 'hello'], env, (out) => out.includes(sessionId));
     const commands: Array<{ key: 'node' | 'help' | 'inspect'; args: string[]; expect: (stdout: string) => boolean }> = [
@@ -77,8 +89,16 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     log(`bin: ${BIN}; ${ROUNDS} paired rounds (after ${WARMUP} warm-up), medians of wall time per process`);
     log(`node -e 0          ${nodeMs.toFixed(1)} ms`);
     log(`sessiond --help    ${helpMs.toFixed(1)} ms  (${(helpMs / nodeMs).toFixed(2)} × node)`);
-    log(`sessiond inspect   ${inspectMs.toFixed(1)} ms  (${ratio.toFixed(2)} × node; target ≤ 250 ms and ≤ 6 ×: ${inspectMs <= 250 && ratio <= 6 ? 'met' : 'NOT met'})`);
-    return { bench: name, inspectMs: round(inspectMs, 1), helpMs: round(helpMs, 1), nodeMs: round(nodeMs, 1), ratio: round(ratio, 2) };
+    log(
+      `sessiond inspect   ${inspectMs.toFixed(1)} ms  (${ratio.toFixed(2)} × node; target ≤ 250 ms and ≤ 6 ×: ${inspectMs <= 250 && ratio <= 6 ? 'met' : 'NOT met'})`,
+    );
+    return {
+      bench: name,
+      inspectMs: round(inspectMs, 1),
+      helpMs: round(helpMs, 1),
+      nodeMs: round(nodeMs, 1),
+      ratio: round(ratio, 2),
+    };
   } finally {
     await redis.stop();
   }

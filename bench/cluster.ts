@@ -48,7 +48,8 @@ const twenty = defineAgent({
   options: z.object({}),
   async *run({ prompt }) {
     yield { type: 'session.started', content: { sessionId: `fake-${prompt.length}` } };
-    for (let i = 0; i < MESSAGES - 2; i += 1) yield { type: 'assistant', content: { text: `part ${i} of the answer. ` } };
+    for (let i = 0; i < MESSAGES - 2; i += 1)
+      yield { type: 'assistant', content: { text: `part ${i} of the answer. ` } };
     yield { type: 'terminal.completed', content: { stopReason: 'stop' } };
   },
 });
@@ -60,7 +61,12 @@ interface RunFigures {
   commands: number[] | null;
 }
 
-async function runOnce(url: string, cluster: RedisCluster | null, partitions: number, waitReplicas: number): Promise<RunFigures> {
+async function runOnce(
+  url: string,
+  cluster: RedisCluster | null,
+  partitions: number,
+  waitReplicas: number,
+): Promise<RunFigures> {
   const made: Redis[] = [];
   const connect = (role: string): Redis => {
     const r = createRedis(url, { role, maxRetriesPerRequest: null, log: () => undefined });
@@ -86,7 +92,9 @@ async function runOnce(url: string, cluster: RedisCluster | null, partitions: nu
   const probe = cluster === null ? null : await probeMasters(cluster);
   const batch = async (ids: readonly string[]): Promise<void> => {
     const done = ids.map((id) => new Promise<void>((resolve) => ended.set(id, resolve)));
-    await pool(ids, 32, (sessionId) => runtime.enqueue({ sessionId, prompt: 'Summarize the session store.', options: { agent: AGENT } }));
+    await pool(ids, 32, (sessionId) =>
+      runtime.enqueue({ sessionId, prompt: 'Summarize the session store.', options: { agent: AGENT } }),
+    );
     await Promise.all(done);
   };
   try {
@@ -118,8 +126,13 @@ async function check(runtime: Runtime, ids: readonly string[]): Promise<void> {
     states = await runtime.sessionStates(ids);
   }
   const notCompleted = ids.filter((id) => states[id] !== 'completed');
-  if (notCompleted.length > 0) throw new BenchFailure(`${notCompleted.length} sessions not completed, e.g. ${notCompleted[0]}: ${states[notCompleted[0] ?? ''] ?? 'no state'}`);
-  const lengths = await Promise.all(ids.map((id) => internals(runtime).redis.xlen(internals(runtime).store.key(id, 'log'))));
+  if (notCompleted.length > 0)
+    throw new BenchFailure(
+      `${notCompleted.length} sessions not completed, e.g. ${notCompleted[0]}: ${states[notCompleted[0] ?? ''] ?? 'no state'}`,
+    );
+  const lengths = await Promise.all(
+    ids.map((id) => internals(runtime).redis.xlen(internals(runtime).store.key(id, 'log'))),
+  );
   const wrong = lengths.findIndex((n) => n !== MESSAGES);
   if (wrong >= 0) throw new BenchFailure(`session ${ids[wrong]} has ${lengths[wrong]} messages, ${MESSAGES} expected`);
 }
@@ -131,11 +144,15 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     cleanup.add('redis-server', () => single.stop());
     const cluster = await startRedisCluster();
     cleanup.add('redis cluster', () => cluster.stop());
-    log(`${SESSIONS} sessions of ${MESSAGES} messages each (in-process agent), one worker of concurrency ${CONCURRENCY}, after ${WARMUP} warm-up sessions`);
+    log(
+      `${SESSIONS} sessions of ${MESSAGES} messages each (in-process agent), one worker of concurrency ${CONCURRENCY}, after ${WARMUP} warm-up sessions`,
+    );
     const describe = (what: string, f: RunFigures): void =>
       log(
         `  ${what}: ${f.sessionsPerSec.toFixed(1)} sessions/s (${f.msPerSession.toFixed(1)} ms per session)` +
-          (f.commands === null ? '' : `, commands per master ${f.commands.join(' / ')}, max ÷ min ${balance(f.commands).toFixed(2)}`),
+          (f.commands === null
+            ? ''
+            : `, commands per master ${f.commands.join(' / ')}, max ÷ min ${balance(f.commands).toFixed(2)}`),
       );
     const one = await runOnce(single.url, null, 1, 0);
     describe('one Redis, 1 partition', one);

@@ -5,7 +5,16 @@ import { startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { writeFakeAgents } from './support/fake-agents.ts';
 import { Fleet, PROMPT, sessionIds, type FleetRun } from './support/fleet.ts';
-import { bounded, orNull, pool, procCpuMs, withTimeout, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
+import {
+  bounded,
+  orNull,
+  pool,
+  procCpuMs,
+  withTimeout,
+  tempDir,
+  type Cleanup,
+  type Deadline,
+} from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 
 /**
@@ -80,7 +89,13 @@ function spawnOnce(command: string, args: readonly string[], lines: number): Pro
   });
 }
 
-async function spawnRun(command: string, args: readonly string[], n: number, lines: number, deadline: Deadline): Promise<Side> {
+async function spawnRun(
+  command: string,
+  args: readonly string[],
+  n: number,
+  lines: number,
+  deadline: Deadline,
+): Promise<Side> {
   const before = procCpuMs('self');
   const start = performance.now();
   await withTimeout(
@@ -101,11 +116,24 @@ async function spawnRun(command: string, args: readonly string[], n: number, lin
 
 function sessionSide(run: FleetRun): Side {
   const c = run.cpuUs;
-  return { perSec: run.perSec, wallMs: run.wallMs, hostCpuUs: c.workers, agentCpuUs: c.agents, totalCpuUs: c.workers + c.agents + c.redis + c.producer };
+  return {
+    perSec: run.perSec,
+    wallMs: run.wallMs,
+    hostCpuUs: c.workers,
+    agentCpuUs: c.agents,
+    totalCpuUs: c.workers + c.agents + c.redis + c.producer,
+  };
 }
 
 async function measureAgent(
-  ctx: { url: string; redisPid: number; runId: string; cleanup: Cleanup; deadline: Deadline; log: (line: string) => void },
+  ctx: {
+    url: string;
+    redisPid: number;
+    runId: string;
+    cleanup: Cleanup;
+    deadline: Deadline;
+    log: (line: string) => void;
+  },
   agent: string,
   command: string,
   stateDir: string,
@@ -118,7 +146,16 @@ async function measureAgent(
   // session, agent_start, turn_start, the user's message_start/end, the assistant's message_start; the deltas; message_end, turn_end, agent_end.
   const lines = 6 + (MESSAGES - 2) + 3;
   const fleet = await Fleet.start(
-    { workers: 1, url: ctx.url, prefix: `bench-${ctx.runId}-e2e-${agent}`, concurrency: CONCURRENCY, piCommand: command, piArgs, stateDir, agentDir },
+    {
+      workers: 1,
+      url: ctx.url,
+      prefix: `bench-${ctx.runId}-e2e-${agent}`,
+      concurrency: CONCURRENCY,
+      piCommand: command,
+      piArgs,
+      stateDir,
+      agentDir,
+    },
     ctx.redisPid,
     ctx.cleanup,
     ctx.deadline,
@@ -170,9 +207,13 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
         `${(median(sides.map((s) => s.hostCpuUs)) / 1000).toFixed(2)} ms orchestrating + ${(median(sides.map((s) => s.agentCpuUs)) / 1000).toFixed(2)} ms in the agent`;
       const sessions = median(r.sessions.map((s) => s.perSec));
       const spawns = median(r.spawns.map((s) => s.perSec));
-      log(`  ${agent === 'node' ? 'fake pi = a Node process (support/fake-pi.mjs)' : '(informational) fake pi = a /bin/sh script, builtins only'}: ${n} sessions per run`);
+      log(
+        `  ${agent === 'node' ? 'fake pi = a Node process (support/fake-pi.mjs)' : '(informational) fake pi = a /bin/sh script, builtins only'}: ${n} sessions per run`,
+      );
       log(`    direct spawns ${fmt(r.spawns)}; sessions ${fmt(r.sessions)}`);
-      log(`    median ${sessions.toFixed(1)} sessions/s vs ${spawns.toFixed(1)} spawns/s: ratio ${(sessions / spawns).toFixed(3)}`);
+      log(
+        `    median ${sessions.toFixed(1)} sessions/s vs ${spawns.toFixed(1)} spawns/s: ratio ${(sessions / spawns).toFixed(3)}`,
+      );
       log(`    CPU per item (median): session ${cpu(r.sessions)}; direct spawn ${cpu(r.spawns)}`);
       const cpuRatio = median(r.spawns.map((s) => s.totalCpuUs)) / median(r.sessions.map((s) => s.totalCpuUs));
       log(
@@ -191,7 +232,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
         sessionsPerSec: orNull(round(sessionsPerSec, 1)),
         baselineSpawnsPerSec: orNull(round(baselineSpawnsPerSec, 1)),
         ratio: orNull(round(sessionsPerSec / baselineSpawnsPerSec, 3)),
-        cpuRatio: orNull(round(median(r.spawns.map((s) => s.totalCpuUs)) / median(r.sessions.map((s) => s.totalCpuUs)), 3)),
+        cpuRatio: orNull(
+          round(median(r.spawns.map((s) => s.totalCpuUs)) / median(r.sessions.map((s) => s.totalCpuUs)), 3),
+        ),
       };
     };
     return {

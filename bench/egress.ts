@@ -32,10 +32,14 @@ async function modelServer(): Promise<{ server: Server; url: string; keys: Set<s
 async function post(agent: Agent, url: string, key: string): Promise<number> {
   const started = process.hrtime.bigint();
   await new Promise<void>((resolve, reject) => {
-    const req = request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      res.on('end', resolve);
-    });
+    const req = request(
+      `${url}/v1/chat/completions`,
+      { method: 'POST', agent, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' } },
+      (res) => {
+        res.resume();
+        res.on('end', resolve);
+      },
+    );
     req.on('error', reject);
     req.end(BODY);
   });
@@ -49,7 +53,10 @@ function median(values: number[]): number {
 
 export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
   const model = await modelServer();
-  const egress = await openAttemptEgress({ sessionId: 'bench', allow: [] }, { baseUrl: new URL(`${model.url}/v1`), key: 'sk-bench-real' });
+  const egress = await openAttemptEgress(
+    { sessionId: 'bench', allow: [] },
+    { baseUrl: new URL(`${model.url}/v1`), key: 'sk-bench-real' },
+  );
   const bridges = await openHostBridges(egress.bridges);
   const reached = egress.reached(bridges.urls);
   const bridged = (reached.modelBaseUrl ?? '').replace(/\/v1$/, '');
@@ -66,11 +73,21 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       direct.push(await post(agent, model.url, 'sk-bench-real'));
       viaBridge.push(await post(agent, bridged, PLACEHOLDER_KEY));
     }
-    if ([...model.keys].some((k) => k !== 'Bearer sk-bench-real')) throw new BenchFailure(`the model server saw another key: ${[...model.keys].join(', ')}`);
+    if ([...model.keys].some((k) => k !== 'Bearer sk-bench-real'))
+      throw new BenchFailure(`the model server saw another key: ${[...model.keys].join(', ')}`);
     const d = median(direct);
     const b = median(viaBridge);
-    log(`model request (4 KiB up, 16 KiB down), median of ${REQUESTS}: direct ${d.toFixed(3)} ms, through the egress bridge ${b.toFixed(3)} ms (+${(b - d).toFixed(3)} ms)`);
-    return { bench: name, requests: REQUESTS, directMedianMs: round(d), bridgedMedianMs: round(b), addedMedianMs: round(b - d), ratio: round(b / d) };
+    log(
+      `model request (4 KiB up, 16 KiB down), median of ${REQUESTS}: direct ${d.toFixed(3)} ms, through the egress bridge ${b.toFixed(3)} ms (+${(b - d).toFixed(3)} ms)`,
+    );
+    return {
+      bench: name,
+      requests: REQUESTS,
+      directMedianMs: round(d),
+      bridgedMedianMs: round(b),
+      addedMedianMs: round(b - d),
+      ratio: round(b / d),
+    };
   } finally {
     agent.destroy();
     await bridges.close();

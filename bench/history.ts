@@ -14,7 +14,16 @@ import { SessionWorker, WORKER_DEFAULTS } from '../src/runtime/worker.ts';
 import { startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { writeFakeAgents } from './support/fake-agents.ts';
-import { bounded, buildCheckout, orNull, procCpuMs, procRssBytes, sleep, tempDir, type Cleanup } from './support/harness.ts';
+import {
+  bounded,
+  buildCheckout,
+  orNull,
+  procCpuMs,
+  procRssBytes,
+  sleep,
+  tempDir,
+  type Cleanup,
+} from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 import { internals } from '../src/runtime/internals.ts';
 
@@ -75,7 +84,8 @@ interface Template {
 function cpuMs(pid: number): number {
   try {
     let ns = 0;
-    for (const tid of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    for (const tid of readdirSync(`/proc/${pid}/task`))
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
     return ns / 1e6;
   } catch {
     return procCpuMs(pid).ownMs;
@@ -87,7 +97,9 @@ function freePort(): Promise<number> {
     const server = createServer();
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -113,13 +125,23 @@ async function template(url: string, prefix: string, cleanup: Cleanup): Promise<
     ...WORKER_DEFAULTS,
     concurrency: 1,
     agentOptions: {
-      pi: { command: fakes.shTurn, agentDir: fakes.agentDir, sessionDir: join(fakes.stateDir, 'pi-sessions'), extraArgs: [], env: { SESSIOND_STATE_DIR: fakes.stateDir } },
+      pi: {
+        command: fakes.shTurn,
+        agentDir: fakes.agentDir,
+        sessionDir: join(fakes.stateDir, 'pi-sessions'),
+        extraArgs: [],
+        env: { SESSIOND_STATE_DIR: fakes.stateDir },
+      },
     },
     retentionMs: 30 * 86_400_000,
   });
   await worker.start();
   try {
-    const { sessionId } = await runtime.enqueue({ sessionId: 'template-session', prompt: 'Summarize the session store.', options: { cwd: '/tmp' } });
+    const { sessionId } = await runtime.enqueue({
+      sessionId: 'template-session',
+      prompt: 'Summarize the session store.',
+      options: { cwd: '/tmp' },
+    });
     const deadline = Date.now() + 60_000;
     while (
       (await internals(runtime).redis.hget(lifecycleKeys(internals(runtime).keys).states, sessionId)) !== 'completed' ||
@@ -139,7 +161,8 @@ async function template(url: string, prefix: string, cleanup: Cleanup): Promise<
       fence: (await internals(runtime).redis.get(k('fence'))) ?? '0',
       agent: await internals(runtime).redis.hgetall(k('agent')),
     };
-    if (t.log.length !== MESSAGES) throw new BenchFailure(`the template session has ${t.log.length} messages, ${MESSAGES} expected`);
+    if (t.log.length !== MESSAGES)
+      throw new BenchFailure(`the template session has ${t.log.length} messages, ${MESSAGES} expected`);
     await runtime.deleteSession(sessionId);
     return t;
   } finally {
@@ -150,7 +173,15 @@ async function template(url: string, prefix: string, cleanup: Cleanup): Promise<
 }
 
 /** Copies the template as sessions `from`…`to-1` of `prefix`, with their fleet index entries, in pipelines of 250. */
-async function populate(redis: Redis, prefix: string, t: Template, from: number, to: number, expireAt: (i: number) => number, updatedAt: number): Promise<void> {
+async function populate(
+  redis: Redis,
+  prefix: string,
+  t: Template,
+  from: number,
+  to: number,
+  expireAt: (i: number) => number,
+  updatedAt: number,
+): Promise<void> {
   const keys = createKeys(prefix);
   const lk = lifecycleKeys(keys);
   for (let start = from; start < to; start += 250) {
@@ -160,7 +191,11 @@ async function populate(redis: Redis, prefix: string, t: Template, from: number,
       const k = (part: (typeof SESSION_PARTS)[number]) => keys.session(id, part);
       const swap = (s: string) => s.replaceAll(t.id, id);
       const created = updatedAt - 1000 + (i % 1000);
-      pipeline.hset(k('meta'), { ...Object.fromEntries(Object.entries(t.meta).map(([f, v]) => [f, swap(v)])), createdAt: String(created), updatedAt: String(updatedAt) });
+      pipeline.hset(k('meta'), {
+        ...Object.fromEntries(Object.entries(t.meta).map(([f, v]) => [f, swap(v)])),
+        createdAt: String(created),
+        updatedAt: String(updatedAt),
+      });
       pipeline.set(k('snapshot'), swap(t.snapshot));
       if (t.history.length > 0) pipeline.rpush(k('history'), ...t.history.map(swap));
       for (const [entryId, fields] of t.log) pipeline.xadd(k('log'), entryId, ...fields);
@@ -205,14 +240,21 @@ async function timed(url: string, init?: RequestInit): Promise<{ ms: number; res
  * this benchmark, six processes on two cores, a pair has measured 0.73 ×: the noise band of a figure
  * of ~2 ms/s. Returns its pid.
  */
-async function bareRedis(store: Redis, sessions: number, cleanup: Cleanup, log: (line: string) => void): Promise<number> {
+async function bareRedis(
+  store: Redis,
+  sessions: number,
+  cleanup: Cleanup,
+  log: (line: string) => void,
+): Promise<number> {
   const server = await startRedis({ extraArgs: ['--enable-debug-command', 'yes'] });
   cleanup.add(`bare redis-server (${sessions} sessions' size)`, () => server.stop());
   const [keys, used] = [await store.dbsize(), await usedMemory(store)];
   const bare = new Redis(server.url, { maxRetriesPerRequest: null });
   try {
     await bare.call('DEBUG', 'POPULATE', String(keys), 'bare', String(Math.max(1, Math.round(used / keys) - 64)));
-    log(`  a bare redis-server of that size: ${await bare.dbsize()} keys, used_memory ${((await usedMemory(bare)) / 2 ** 20).toFixed(0)} MiB`);
+    log(
+      `  a bare redis-server of that size: ${await bare.dbsize()} keys, used_memory ${((await usedMemory(bare)) / 2 ** 20).toFixed(0)} MiB`,
+    );
   } finally {
     bare.disconnect();
   }
@@ -228,11 +270,25 @@ interface Deployment {
   base: string;
 }
 
-async function startServe(redisUrl: string, redisPid: number, barePid: number, prefix: string, sessions: number, stateDir: string, cleanup: Cleanup): Promise<Deployment> {
+async function startServe(
+  redisUrl: string,
+  redisPid: number,
+  barePid: number,
+  prefix: string,
+  sessions: number,
+  stateDir: string,
+  cleanup: Cleanup,
+): Promise<Deployment> {
   const port = await freePort();
   const child: ChildProcess = spawn(process.execPath, [serveBin(SERVE_ROOT), 'serve', '--port', String(port)], {
     cwd: SERVE_ROOT,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', REDIS_URL: redisUrl, SESSIOND_PREFIX: prefix, SESSIOND_STATE_DIR: stateDir },
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: process.env.HOME ?? '/tmp',
+      REDIS_URL: redisUrl,
+      SESSIOND_PREFIX: prefix,
+      SESSIOND_STATE_DIR: stateDir,
+    },
     stdio: ['ignore', 'ignore', 'ignore'],
   });
   cleanup.add(`serve (${sessions} sessions)`, async () => {
@@ -247,7 +303,8 @@ async function startServe(redisUrl: string, redisPid: number, barePid: number, p
       () => false,
     );
     if (ok) break;
-    if (Date.now() > deadline || child.exitCode !== null) throw new BenchFailure(`serve did not start (exit ${String(child.exitCode)})`);
+    if (Date.now() > deadline || child.exitCode !== null)
+      throw new BenchFailure(`serve did not start (exit ${String(child.exitCode)})`);
     await sleep(100);
   }
   return { sessions, redisPid, barePid, child, base };
@@ -270,9 +327,11 @@ async function measureAll(
   const firsts: number[] = [];
   for (const d of deployments) {
     const first = await timed(`${d.base}/metrics`);
-    if (!first.body.includes('sessiond_sessions{state="completed"}')) throw new BenchFailure('/metrics has no sessiond_sessions gauge');
+    if (!first.body.includes('sessiond_sessions{state="completed"}'))
+      throw new BenchFailure('/metrics has no sessiond_sessions gauge');
     const completed = Number(/sessiond_sessions\{state="completed"\} (\d+)/.exec(first.body)?.[1]);
-    if (completed < d.sessions) throw new BenchFailure(`/metrics counts ${completed} completed sessions, ${d.sessions} are stored`);
+    if (completed < d.sessions)
+      throw new BenchFailure(`/metrics counts ${completed} completed sessions, ${d.sessions} are stored`);
     firsts.push(first.ms);
   }
   // Background refreshes (every 5 s) have run before the window, and the start-up heap is given back (see SETTLE_S).
@@ -289,7 +348,11 @@ async function measureAll(
   const seconds = (performance.now() - t0) / 1000;
   const cpu = deployments.map(
     (d, i) =>
-      [(cpuMs(d.child.pid ?? 0) - (cpu0[i]?.[0] ?? 0)) / seconds, (cpuMs(d.redisPid) - (cpu0[i]?.[1] ?? 0)) / seconds, (cpuMs(d.barePid) - (cpu0[i]?.[2] ?? 0)) / seconds] as const,
+      [
+        (cpuMs(d.child.pid ?? 0) - (cpu0[i]?.[0] ?? 0)) / seconds,
+        (cpuMs(d.redisPid) - (cpu0[i]?.[1] ?? 0)) / seconds,
+        (cpuMs(d.barePid) - (cpu0[i]?.[2] ?? 0)) / seconds,
+      ] as const,
   );
   const rss = rssSamples.map((samples) => median(samples));
 
@@ -310,7 +373,9 @@ async function measureAll(
   for (const d of deployments) {
     let cursor: string | null = null;
     for (let page = 1; page < 50; page += 1) {
-      const r = await timed(`${d.base}/api/sessions?limit=100${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`);
+      const r = await timed(
+        `${d.base}/api/sessions?limit=100${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`,
+      );
       const parsed = JSON.parse(r.body) as { next?: string | null };
       // An older build (BENCH_HISTORY_SERVE_ROOT) has no cursor: no 50th page to time.
       if (parsed.next === undefined) break;
@@ -321,7 +386,9 @@ async function measureAll(
   }
   const page50 = cursors.includes(null)
     ? deployments.map(() => [Number.NaN])
-    : await interleaved((d, i) => `${d.base}/api/sessions?limit=100&cursor=${encodeURIComponent(cursors[i] as string)}`);
+    : await interleaved(
+        (d, i) => `${d.base}/api/sessions?limit=100&cursor=${encodeURIComponent(cursors[i] as string)}`,
+      );
   const readings = deployments.map((d, i): Reading => {
     const reading: Reading = {
       sessions: d.sessions,
@@ -348,7 +415,11 @@ async function usedMemory(redis: Redis): Promise<number> {
 }
 
 /** Retention: used_memory before RETAINED sessions are made, and after the sweeper expired them all. */
-async function retention(t: Template, cleanup: Cleanup, log: (line: string) => void): Promise<{ before: number; during: number; after: number; seconds: number }> {
+async function retention(
+  t: Template,
+  cleanup: Cleanup,
+  log: (line: string) => void,
+): Promise<{ before: number; during: number; after: number; seconds: number }> {
   const server = await startRedis();
   cleanup.add('redis-server (retention)', () => server.stop());
   const redis = new Redis(server.url, { maxRetriesPerRequest: null });
@@ -364,7 +435,12 @@ async function retention(t: Template, cleanup: Cleanup, log: (line: string) => v
     prefix,
   });
   cleanup.add('retention runtime', () => runtime.close());
-  const deps = { redis: internals(runtime).redis, keys: internals(runtime).keys, queue: internals(runtime).queue, publish: () => Promise.resolve() };
+  const deps = {
+    redis: internals(runtime).redis,
+    keys: internals(runtime).keys,
+    queue: internals(runtime).queue,
+    publish: () => Promise.resolve(),
+  };
   const updatedAt = Date.now() - 10_000;
   const drain = async () => {
     for (;;) {
@@ -424,11 +500,17 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       populated.push({ server, count, bare: await bareRedis(redis, count, cleanup, log) });
     }
     // Every `serve` starts once every store is filled, so that all are the same age when measured.
-    const deployments = await Promise.all(populated.map(({ server, count, bare }) => startServe(server.url, server.pid, bare, prefix, count, stateDir, cleanup)));
+    const deployments = await Promise.all(
+      populated.map(({ server, count, bare }) =>
+        startServe(server.url, server.pid, bare, prefix, count, stateDir, cleanup),
+      ),
+    );
     const { readings, paired } = await measureAll(deployments, log);
     const [small, large] = [readings[0], readings.at(-1)];
-    const ratio = (f: (r: Reading) => number) => (small === undefined || large === undefined || readings.length < 2 ? Number.NaN : f(large) / f(small));
-    const pairs = (times: number[][]) => (readings.length < 2 ? Number.NaN : pairedRatio(times[0] ?? [], times.at(-1) ?? []));
+    const ratio = (f: (r: Reading) => number) =>
+      small === undefined || large === undefined || readings.length < 2 ? Number.NaN : f(large) / f(small);
+    const pairs = (times: number[][]) =>
+      readings.length < 2 ? Number.NaN : pairedRatio(times[0] ?? [], times.at(-1) ?? []);
     const idleCpuRatio = ratio((r) => r.serveCpuMsPerSec);
     const redisIdleCpuRatio = ratio((r) => r.redisCpuMsPerSec);
     const bareRedisIdleCpuRatio = ratio((r) => r.bareRedisCpuMsPerSec);
@@ -445,7 +527,8 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     }
     const kept = RETAINED > 0 && SERVE_ROOT === ROOT ? await retention(t, cleanup, log) : null;
     const memoryAfterExpiryRatio = kept === null ? Number.NaN : kept.after / kept.before;
-    if (kept !== null) log(`  used_memory after expiry ÷ before creation: ${memoryAfterExpiryRatio.toFixed(3)} (target ≤ 1.1)`);
+    if (kept !== null)
+      log(`  used_memory after expiry ÷ before creation: ${memoryAfterExpiryRatio.toFixed(3)} (target ≤ 1.1)`);
     return {
       bench: name,
       idleCpuRatio: orNull(round(idleCpuRatio, 3)),
@@ -481,6 +564,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
  */
 function serveBin(root: string): string {
   const dev = join(root, 'bin', 'sessiond-dev.mjs');
-  if (existsSync(join(root, 'dist', 'src', 'interfaces', 'cli', 'entry.js')) || !existsSync(dev)) return join(root, 'bin', 'sessiond.mjs');
+  if (existsSync(join(root, 'dist', 'src', 'interfaces', 'cli', 'entry.js')) || !existsSync(dev))
+    return join(root, 'bin', 'sessiond.mjs');
   return dev;
 }

@@ -73,13 +73,21 @@ const BODY: readonly CliMessage[] = (() => {
 const COMPLETED: TerminalMessage = { type: 'terminal.completed', content: { stopReason: 'stop' } };
 const SERVER_ERROR: TerminalMessage = {
   type: 'terminal.failed',
-  content: { text: '500 Internal Server Error', category: 'server_error', stderr: '', invalid_output_lines: [], promptRecorded: true },
+  content: {
+    text: '500 Internal Server Error',
+    category: 'server_error',
+    stderr: '',
+    invalid_output_lines: [],
+    promptRecorded: true,
+  },
 };
 
 /** The in-process provider: one async generator per attempt, MESSAGES_PER_ATTEMPT messages, ending in exactly one terminal message. */
 const fakeProvider: AttemptRunner = async function* (request) {
   const sessionId = request.agentSessionId ?? `agent-${request.sessionId}`;
-  yield request.agentSessionId === null ? { type: 'session.started', content: { sessionId } } : { type: 'session.resumed', content: { sessionId } };
+  yield request.agentSessionId === null
+    ? { type: 'session.started', content: { sessionId } }
+    : { type: 'session.resumed', content: { sessionId } };
   for (const message of BODY) yield message;
   yield request.attempt === 1 && failsFirst(request.turn) ? SERVER_ERROR : COMPLETED;
 };
@@ -141,8 +149,15 @@ async function runMachine(machine: SessionMachine): Promise<{ sink: CountingSink
     if (turn === null) throw new BenchFailure(`machine: no turn after prompt ${id}`);
     tally.add(turn.index, turn.status, turn.attempts.length);
     // The machine's own record of the retry must match what happened.
-    if (failsFirst(turn.index) && (turn.attempts[0]?.outcome !== 'failed' || turn.attempts[0]?.category !== 'server_error' || turn.attempts[0]?.delayMs !== 0)) {
-      throw new BenchFailure(`machine: turn ${turn.index}: first attempt recorded as ${JSON.stringify(turn.attempts[0])}`);
+    if (
+      failsFirst(turn.index) &&
+      (turn.attempts[0]?.outcome !== 'failed' ||
+        turn.attempts[0]?.category !== 'server_error' ||
+        turn.attempts[0]?.delayMs !== 0)
+    ) {
+      throw new BenchFailure(
+        `machine: turn ${turn.index}: first attempt recorded as ${JSON.stringify(turn.attempts[0])}`,
+      );
     }
   }
   const context = actor.getSnapshot().context;
@@ -154,13 +169,16 @@ async function runMachine(machine: SessionMachine): Promise<{ sink: CountingSink
 /** One session actor; all prompts sent at once into its mailbox, then wait for the last turn. Informational. */
 async function runMachineMailbox(machine: SessionMachine): Promise<{ sink: CountingSink; tally: TurnTally }> {
   const { sink, actor } = current(machine);
-  for (let i = 1; i <= TURNS; i += 1) actor.send({ type: 'session.prompt', prompt: { id: `p${i}`, text: PROMPT_TEXT } });
+  for (let i = 1; i <= TURNS; i += 1)
+    actor.send({ type: 'session.prompt', prompt: { id: `p${i}`, text: PROMPT_TEXT } });
   const last = `p${TURNS}`;
   const snapshot = await waitFor(actor, (s) => s.context.turn?.promptId === last && ENDED.has(s.context.turn.status));
   actor.stop();
   const context = snapshot.context;
   if (context.turnIndex !== TURNS || context.mailbox.length !== 0) {
-    throw new BenchFailure(`machine (mailbox): turnIndex ${context.turnIndex}, mailbox ${context.mailbox.length}; expected ${TURNS}, 0`);
+    throw new BenchFailure(
+      `machine (mailbox): turnIndex ${context.turnIndex}, mailbox ${context.mailbox.length}; expected ${TURNS}, 0`,
+    );
   }
   // Turns end and the next starts within one macrostep, so no snapshot shows each ended turn: tally from the sink.
   const tally = new TurnTally();
@@ -225,7 +243,8 @@ async function runTurnByHand(
     try {
       for await (const message of runner(request, { signal: controller.signal })) {
         await sink(message, meta);
-        if (message.type === 'session.started' || message.type === 'session.resumed') session.agentSessionId = message.content.sessionId;
+        if (message.type === 'session.started' || message.type === 'session.resumed')
+          session.agentSessionId = message.content.sessionId;
         else if (isTerminal(message)) terminal = message;
       }
     } catch (error) {
@@ -246,7 +265,10 @@ async function runTurnByHand(
 }
 
 function crashed(text: string): TerminalMessage {
-  return { type: 'terminal.failed', content: { text, category: 'process_crash', stderr: '', invalid_output_lines: [] } };
+  return {
+    type: 'terminal.failed',
+    content: { text, category: 'process_crash', stderr: '', invalid_output_lines: [] },
+  };
 }
 
 // ---------------------------------------------------------------- checks and timing
@@ -257,16 +279,23 @@ function check(side: string, result: { sink: CountingSink; tally: TurnTally }, p
   const failing = Math.floor(TURNS / FAIL_EVERY);
   const attempts = TURNS + failing;
   const problems: string[] = [];
-  if (sink.badAttempts !== 0) problems.push(`${sink.badAttempts} attempts did not bring exactly ${MESSAGES_PER_ATTEMPT} messages ending in their terminal`);
+  if (sink.badAttempts !== 0)
+    problems.push(
+      `${sink.badAttempts} attempts did not bring exactly ${MESSAGES_PER_ATTEMPT} messages ending in their terminal`,
+    );
   if (sink.attempts !== attempts) problems.push(`sink saw ${sink.attempts} attempts, expected ${attempts}`);
-  if (sink.messages !== attempts * MESSAGES_PER_ATTEMPT) problems.push(`sink saw ${sink.messages} messages, expected ${attempts * MESSAGES_PER_ATTEMPT}`);
-  if (sink.completedAttempts !== TURNS) problems.push(`${sink.completedAttempts} terminal.completed, expected ${TURNS}`);
+  if (sink.messages !== attempts * MESSAGES_PER_ATTEMPT)
+    problems.push(`sink saw ${sink.messages} messages, expected ${attempts * MESSAGES_PER_ATTEMPT}`);
+  if (sink.completedAttempts !== TURNS)
+    problems.push(`${sink.completedAttempts} terminal.completed, expected ${TURNS}`);
   if (sink.failedAttempts !== failing) problems.push(`${sink.failedAttempts} terminal.failed, expected ${failing}`);
   if (sink.retryAttempts !== failing) problems.push(`${sink.retryAttempts} retry attempts, expected ${failing}`);
   if (tally.completed !== TURNS) problems.push(`${tally.completed} turns completed, expected ${TURNS}`);
-  if (tally.failed + tally.cancelled !== 0) problems.push(`${tally.failed} turns failed and ${tally.cancelled} cancelled, expected none`);
+  if (tally.failed + tally.cancelled !== 0)
+    problems.push(`${tally.failed} turns failed and ${tally.cancelled} cancelled, expected none`);
   if (tally.retried !== failing) problems.push(`${tally.retried} turns retried, expected ${failing}`);
-  if (perTurn && tally.wrongAttempts !== 0) problems.push(`${tally.wrongAttempts} turns with the wrong number of attempts`);
+  if (perTurn && tally.wrongAttempts !== 0)
+    problems.push(`${tally.wrongAttempts} turns with the wrong number of attempts`);
   if (problems.length > 0) throw new BenchFailure(`${side}:\n  ${problems.join('\n  ')}`);
 }
 
@@ -284,7 +313,11 @@ async function timeAsync(fn: () => Promise<void>): Promise<Timing> {
   return { wallMs, cpuMs: (used.user + used.system) / 1000 };
 }
 
-async function measure(side: string, run: () => Promise<{ sink: CountingSink; tally: TurnTally }>, perTurn = true): Promise<Timing> {
+async function measure(
+  side: string,
+  run: () => Promise<{ sink: CountingSink; tally: TurnTally }>,
+  perTurn = true,
+): Promise<Timing> {
   let result: { sink: CountingSink; tally: TurnTally } | undefined;
   const timing = await timeAsync(async () => {
     result = await run();
@@ -315,7 +348,9 @@ async function measureIdleActors(machine: SessionMachine): Promise<MemoryResult>
     perSession.set(meta.sessionId, count);
     if (isTerminal(message) !== (count === MESSAGES_PER_ATTEMPT)) misplacedTerminals += 1;
   };
-  const live = Array.from({ length: IDLE_ACTORS }, (_, i) => startSessionActor(machine, { input: { sessionId: `idle-${i}`, policy: POLICY } }));
+  const live = Array.from({ length: IDLE_ACTORS }, (_, i) =>
+    startSessionActor(machine, { input: { sessionId: `idle-${i}`, policy: POLICY } }),
+  );
   await Promise.all(
     live.map((actor, i) => {
       const id = `idle-${i}-p1`;
@@ -324,7 +359,12 @@ async function measureIdleActors(machine: SessionMachine): Promise<MemoryResult>
     }),
   );
   const wrongCounts = [...perSession.values()].filter((count) => count !== MESSAGES_PER_ATTEMPT).length;
-  if (perSession.size !== IDLE_ACTORS || wrongCounts !== 0 || misplacedTerminals !== 0 || messages !== IDLE_ACTORS * MESSAGES_PER_ATTEMPT) {
+  if (
+    perSession.size !== IDLE_ACTORS ||
+    wrongCounts !== 0 ||
+    misplacedTerminals !== 0 ||
+    messages !== IDLE_ACTORS * MESSAGES_PER_ATTEMPT
+  ) {
     throw new BenchFailure(
       `idle actors: ${perSession.size} sessions, ${messages} messages, ${wrongCounts} sessions without exactly ${MESSAGES_PER_ATTEMPT}, ${misplacedTerminals} terminals not last; ` +
         `expected ${IDLE_ACTORS} sessions, ${IDLE_ACTORS * MESSAGES_PER_ATTEMPT} messages`,
@@ -354,9 +394,14 @@ async function measureIdleActors(machine: SessionMachine): Promise<MemoryResult>
 
   const wrong = restored.filter((actor) => {
     const snapshot = actor.getSnapshot();
-    return snapshot.status !== 'active' || snapshot.value !== 'completed' || snapshot.context.turn?.status !== 'completed';
+    return (
+      snapshot.status !== 'active' || snapshot.value !== 'completed' || snapshot.context.turn?.status !== 'completed'
+    );
   });
-  if (wrong.length > 0) throw new BenchFailure(`idle actors: ${wrong.length} restored actors are not idle in 'completed': ${JSON.stringify(wrong[0]?.getSnapshot().value)}`);
+  if (wrong.length > 0)
+    throw new BenchFailure(
+      `idle actors: ${wrong.length} restored actors are not idle in 'completed': ${JSON.stringify(wrong[0]?.getSnapshot().value)}`,
+    );
   for (const actor of restored) actor.stop();
   return {
     bytesPerActor: (after - before) / IDLE_ACTORS,
@@ -375,12 +420,16 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     `Session machine (one XState actor) vs. a hand-written loop: ${n(TURNS)} turns of ${MESSAGES_PER_ATTEMPT} messages from an in-process fake provider; ` +
       `every ${FAIL_EVERY}th turn's first attempt fails (server_error) and is retried after 0 ms: ${n(TURNS + failing)} attempts, ${n(messages)} messages`,
   );
-  log(`  prompts sent one at a time, each turn awaited (xstate waitFor) before the next prompt, as a chat user waits for the answer`);
+  log(
+    `  prompts sent one at a time, each turn awaited (xstate waitFor) before the next prompt, as a chat user waits for the answer`,
+  );
 
   // Warm-up (also the first full check of both sides).
   await measure('baseline', runBaseline);
   await measure('machine', () => runMachine(benchMachine));
-  log(`  check ok on every run: sink saw ${MESSAGES_PER_ATTEMPT} messages per attempt, ${n(TURNS)} turns completed, ${n(failing)} retried once`);
+  log(
+    `  check ok on every run: sink saw ${MESSAGES_PER_ATTEMPT} messages per attempt, ${n(TURNS)} turns completed, ${n(failing)} retried once`,
+  );
 
   const machine: Timing[] = [];
   const baseline: Timing[] = [];
@@ -395,7 +444,8 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     }
   }
   const mailbox: Timing[] = [];
-  for (let rep = 0; rep < 2; rep += 1) mailbox.push(await measure('machine (mailbox)', () => runMachineMailbox(benchMachine), false));
+  for (let rep = 0; rep < 2; rep += 1)
+    mailbox.push(await measure('machine (mailbox)', () => runMachineMailbox(benchMachine), false));
 
   const best = (t: Timing[]): number => Math.min(...t.map((x) => x.wallMs));
   const mid = (t: Timing[]): number => median(t.map((x) => x.wallMs));
@@ -410,14 +460,18 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
   const row = (label: string, t: Timing[]): string =>
     `    ${label.padEnd(44)} ${n(TURNS / (best(t) / 1000)).padStart(7)} turns/s ${n(messages / (best(t) / 1000)).padStart(10)} msg/s ` +
     `${(((best(t) / messages) * 1e6) | 0).toString().padStart(5)} ns/msg  (median ${n(TURNS / (mid(t) / 1000))} turns/s, ${n(messages / (mid(t) / 1000))} msg/s)  cpu ${n(bestCpu(t))} ms`;
-  log(`  best of ${REPETITIONS} runs each after a warm-up, alternating order, wall clock (median in brackets, best process CPU time last):`);
+  log(
+    `  best of ${REPETITIONS} runs each after a warm-up, alternating order, wall clock (median in brackets, best process CPU time last):`,
+  );
   log(row('baseline: hand-written loop', baseline));
   log(row('machine: one session actor, awaited turns', machine));
   log(row('machine: all prompts at once (mailbox; 2 runs)', mailbox));
   log(
     `  overhead of the machine: ${(((best(machine) - best(baseline)) / TURNS) * 1000).toFixed(1)} µs per turn (wall, best), ${(((bestCpu(machine) - bestCpu(baseline)) / TURNS) * 1000).toFixed(1)} µs per turn (CPU, best)`,
   );
-  log(`  cross-check on CPU time, ratio: ${(bestCpu(baseline) / bestCpu(machine)).toFixed(3)}; median wall ratio: ${(mid(baseline) / mid(machine)).toFixed(3)}`);
+  log(
+    `  cross-check on CPU time, ratio: ${(bestCpu(baseline) / bestCpu(machine)).toFixed(3)}; median wall ratio: ${(mid(baseline) / mid(machine)).toFixed(3)}`,
+  );
   log(
     `  note: both sides wait out ${n(failing)} retry timers of 0 ms, which Node fires after ≥ 1 ms: the baseline's wall − CPU in its best run is ${n(idleOfBest(baseline))} ms, ` +
       `mostly those waits; the CPU ratio leaves them out (but counts GC threads)`,

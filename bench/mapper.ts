@@ -33,7 +33,9 @@ interface SizeResult {
 }
 
 export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
-  log(`PiMapper.push vs. JSON.parse per line, on generated pi 0.73 transcripts (both split by LineSplitter, ${CHUNK_BYTES / 1024} KiB chunks)`);
+  log(
+    `PiMapper.push vs. JSON.parse per line, on generated pi 0.73 transcripts (both split by LineSplitter, ${CHUNK_BYTES / 1024} KiB chunks)`,
+  );
   const started = performance.now();
   const small = generatePiTranscript({ seed: SEED, minBytes: SMALL_MIN_BYTES });
   const large = generatePiTranscript({ seed: SEED, minBytes: Math.max(LARGE_MIN_BYTES, 2 * small.bytes.length) });
@@ -64,7 +66,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
   }
 
   log(`  best of ${REPETITIONS} runs each after a warm-up, wall clock (median in brackets):`);
-  log(`    ${'size'.padEnd(9)} ${'baseline: split + JSON.parse'.padEnd(36)} ${'PiMapper: split + push'.padEnd(36)} ratio`);
+  log(
+    `    ${'size'.padEnd(9)} ${'baseline: split + JSON.parse'.padEnd(36)} ${'PiMapper: split + push'.padEnd(36)} ratio`,
+  );
   const rows = results.map((r) => {
     const size = mb(r.bytes);
     const mapperMs = Math.min(...r.mapper.map((x) => x.wallMs));
@@ -78,7 +82,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       cpuRatio: Math.min(...r.baseline.map((x) => x.cpuMs)) / Math.min(...r.mapper.map((x) => x.cpuMs)),
     };
     const cell = (timings: Timing[], mbPerSec: number, msPerMb: number): string =>
-      `${mbPerSec.toFixed(1).padStart(6)} MB/s ${msPerMb.toFixed(2).padStart(6)} ms/MB (${(size / (median(timings.map((x) => x.wallMs)) / 1000)).toFixed(1)} MB/s)`.padEnd(36);
+      `${mbPerSec.toFixed(1).padStart(6)} MB/s ${msPerMb.toFixed(2).padStart(6)} ms/MB (${(size / (median(timings.map((x) => x.wallMs)) / 1000)).toFixed(1)} MB/s)`.padEnd(
+        36,
+      );
     log(
       `    ${`${size.toFixed(1)} MB`.padEnd(9)} ${cell(r.baseline, row.baselineMbPerSec, row.baselineMsPerMb)} ${cell(r.mapper, row.mapperMbPerSec, row.mapperMsPerMb)} ${(row.mapperMbPerSec / row.baselineMbPerSec).toFixed(3)}`,
     );
@@ -92,8 +98,12 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
   log(
     `  linearity, ms/MB at ${last.size.toFixed(1)} MB ÷ ms/MB at ${first.size.toFixed(1)} MB (1.00 = linear): PiMapper ${linearity.toFixed(3)}, baseline ${baselineLinearity.toFixed(3)}`,
   );
-  log(`  cross-check on process CPU time (best of ${REPETITIONS}), ratio: ${rows.map((r) => `${r.cpuRatio.toFixed(3)} at ${r.size.toFixed(1)} MB`).join(', ')}`);
-  log(`  ratio at ${last.size.toFixed(1)} MB: ${ratio.toFixed(3)} (target ≥ ${TARGET_RATIO}): ${ratio >= TARGET_RATIO ? 'ok' : 'BELOW TARGET'}`);
+  log(
+    `  cross-check on process CPU time (best of ${REPETITIONS}), ratio: ${rows.map((r) => `${r.cpuRatio.toFixed(3)} at ${r.size.toFixed(1)} MB`).join(', ')}`,
+  );
+  log(
+    `  ratio at ${last.size.toFixed(1)} MB: ${ratio.toFixed(3)} (target ≥ ${TARGET_RATIO}): ${ratio >= TARGET_RATIO ? 'ok' : 'BELOW TARGET'}`,
+  );
   const agents = measureAgentMappers(log);
 
   return {
@@ -138,7 +148,9 @@ function measureMapper(t: PiTranscript): Timing {
   );
   // A cheap check on every timed run; `verify` does the full one.
   if (textChars !== t.text.length || terminal !== 'terminal.completed') {
-    throw new BenchFailure(`timed run: ${textChars} assistant chars (expected ${t.text.length}), terminal ${terminal || 'missing'}`);
+    throw new BenchFailure(
+      `timed run: ${textChars} assistant chars (expected ${t.text.length}), terminal ${terminal || 'missing'}`,
+    );
   }
   return timing;
 }
@@ -173,16 +185,22 @@ function verify(t: PiTranscript): void {
   const text = texts.join('');
   if (text !== t.text) problems.push(`assistant text differs: ${firstDifference(text, t.text)}`);
   if (thoughts.length !== t.thoughts.length || thoughts.some((x, i) => x !== t.thoughts[i])) {
-    problems.push(`assistant.thought: got ${thoughts.length}, expected ${t.thoughts.length}; first difference at #${thoughts.findIndex((x, i) => x !== t.thoughts[i])}`);
+    problems.push(
+      `assistant.thought: got ${thoughts.length}, expected ${t.thoughts.length}; first difference at #${thoughts.findIndex((x, i) => x !== t.thoughts[i])}`,
+    );
   }
   const count = (type: string): number => counts.get(type) ?? 0;
   if (count('tool.call') !== t.toolCalls) problems.push(`tool.call: ${count('tool.call')}, expected ${t.toolCalls}`);
-  if (count('tool.failed') !== t.failedToolCalls) problems.push(`tool.failed: ${count('tool.failed')}, expected ${t.failedToolCalls}`);
-  if (count('tool.completed') !== t.toolCalls - t.failedToolCalls) problems.push(`tool.completed: ${count('tool.completed')}, expected ${t.toolCalls - t.failedToolCalls}`);
+  if (count('tool.failed') !== t.failedToolCalls)
+    problems.push(`tool.failed: ${count('tool.failed')}, expected ${t.failedToolCalls}`);
+  if (count('tool.completed') !== t.toolCalls - t.failedToolCalls)
+    problems.push(`tool.completed: ${count('tool.completed')}, expected ${t.toolCalls - t.failedToolCalls}`);
   if (count('session.started') !== 1) problems.push(`session.started: ${count('session.started')}, expected 1`);
   if (terminal?.type !== 'terminal.completed') problems.push(`terminal: ${JSON.stringify(terminal)}`);
   if (problems.length > 0) {
-    throw new BenchFailure(`PiMapper output does not match the generated ${mb(t.bytes.length).toFixed(1)} MB transcript:\n  ${problems.join('\n  ')}`);
+    throw new BenchFailure(
+      `PiMapper output does not match the generated ${mb(t.bytes.length).toFixed(1)} MB transcript:\n  ${problems.join('\n  ')}`,
+    );
   }
 }
 

@@ -9,7 +9,20 @@ import { BenchFailure } from './support/benchmark.ts';
 import * as fakeAgent from './support/fake-agent.ts';
 import { FAKE_DELTAS, writeFakeAgents, type FakeAgents } from './support/fake-agents.ts';
 import { Fleet, PROMPT, sessionIds } from './support/fleet.ts';
-import { bounded, orNull, percentile, pool, processesMentioning, procCpuMs, procRssBytes, sleep, tempDir, withTimeout, type Cleanup, type Deadline } from './support/harness.ts';
+import {
+  bounded,
+  orNull,
+  percentile,
+  pool,
+  processesMentioning,
+  procCpuMs,
+  procRssBytes,
+  sleep,
+  tempDir,
+  withTimeout,
+  type Cleanup,
+  type Deadline,
+} from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 import { WorkerProcess } from './support/worker-process.ts';
 import { runHandwritten, type HandwrittenResult } from './peers/handwritten.ts';
@@ -103,10 +116,18 @@ const TIME_LIMIT_MS = 12 * 60_000;
 const AGENT_PROFILES = (fakes: FakeAgents): Record<string, AgentProfile> => ({
   in20: { kind: 'inproc', messages: MESSAGES },
   in1000: { kind: 'inproc', messages: LONG_MESSAGES },
-  proc: { kind: 'process', command: fakes.nodeTurn, args: ['--mode', 'json', '--print', '--messages', String(MESSAGES)] },
+  proc: {
+    kind: 'process',
+    command: fakes.nodeTurn,
+    args: ['--mode', 'json', '--print', '--messages', String(MESSAGES)],
+  },
   hang: { kind: 'process', command: fakes.nodeTurn, args: ['--mode', 'json', '--print', '--hang'] },
   stubborn: { kind: 'process', command: fakes.nodeTurn, args: ['--mode', 'json', '--print', '--hang', '--stubborn'] },
-  slow: { kind: 'process', command: fakes.nodeTurn, args: ['--mode', 'json', '--print', '--messages', String(KILL_MESSAGES), '--every', String(KILL_EVERY_MS)] },
+  slow: {
+    kind: 'process',
+    command: fakes.nodeTurn,
+    args: ['--mode', 'json', '--print', '--messages', String(KILL_MESSAGES), '--every', String(KILL_EVERY_MS)],
+  },
   idle: { kind: 'process', command: fakes.shHang, args: [] },
 });
 
@@ -166,24 +187,40 @@ async function restateRun(env: Env, ids: readonly string[], agent: string, messa
   );
   const wallMs = performance.now() - start;
   const cpuMs = cpuOf(pids) + selfCpuMs() - cpu0;
-  if (bad.length > 0) throw new BenchFailure(`Restate: ${bad.length} sessions did not complete as expected, e.g. ${bad[0]}`);
+  if (bad.length > 0)
+    throw new BenchFailure(`Restate: ${bad.length} sessions did not complete as expected, e.g. ${bad[0]}`);
   for (const id of [ids[0], ids[ids.length - 1]]) {
     if (id === undefined) continue;
     const log = await client.messages(id, 1, messages + 10);
     const wrong = log.findIndex((m, i) => m.seq !== i + 1 || m.attempt !== 1 || m.turn !== 1);
-    if (log.length !== messages || wrong >= 0 || log[0]?.type !== 'session.started' || log.at(-1)?.type !== 'terminal.completed') {
-      throw new BenchFailure(`Restate session ${id}: log read back does not match (${log.length} messages, first bad index ${wrong})`);
+    if (
+      log.length !== messages ||
+      wrong >= 0 ||
+      log[0]?.type !== 'session.started' ||
+      log.at(-1)?.type !== 'terminal.completed'
+    ) {
+      throw new BenchFailure(
+        `Restate session ${id}: log read back does not match (${log.length} messages, first bad index ${wrong})`,
+      );
     }
   }
   return { perSec: ids.length / (wallMs / 1000), wallMs, cpuUs: (cpuMs * 1000) / ids.length };
 }
 
-async function untilMessages(client: RestateClient, id: string, atLeast: number, timeoutMs: number): Promise<PeerMessage[]> {
+async function untilMessages(
+  client: RestateClient,
+  id: string,
+  atLeast: number,
+  timeoutMs: number,
+): Promise<PeerMessage[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const log = await client.messages(id, 1, 10_000);
     if (log.length >= atLeast) return log;
-    if (Date.now() > deadline) throw new BenchFailure(`Restate session ${id}: ${log.length} messages after ${timeoutMs} ms, waited for ${atLeast}`);
+    if (Date.now() > deadline)
+      throw new BenchFailure(
+        `Restate session ${id}: ${log.length} messages after ${timeoutMs} ms, waited for ${atLeast}`,
+      );
     await sleep(POLL_MS * 4);
   }
 }
@@ -198,13 +235,21 @@ async function restateCancelRun(env: Env, mode: 'cooperative' | 'stubborn'): Pro
   const measure = async (id: string, invocation: string): Promise<number> => {
     const calledAt = performance.now();
     await client.cancel(invocation);
-    const end = await withTimeout(client.attach(invocation), env.deadline.cap(20_000), `Restate ${id}: the cancelled invocation to end`);
+    const end = await withTimeout(
+      client.attach(invocation),
+      env.deadline.cap(20_000),
+      `Restate ${id}: the cancelled invocation to end`,
+    );
     const ms = performance.now() - calledAt;
-    if (end.status !== 409) throw new BenchFailure(`Restate ${id}: cancelled invocation ended with ${end.status} ${end.body.slice(0, 200)}, expected 409`);
+    if (end.status !== 409)
+      throw new BenchFailure(
+        `Restate ${id}: cancelled invocation ended with ${end.status} ${end.body.slice(0, 200)}, expected 409`,
+      );
     const view = await client.view(id);
     if (view.state !== 'cancelled') throw new BenchFailure(`Restate ${id}: state ${view.state} after cancel`);
     const kept = await client.messages(id);
-    if (!kept.some((m) => m.type === 'session.started') || !kept.some((m) => m.type === 'assistant')) throw new BenchFailure(`Restate ${id}: the partial output did not stay`);
+    if (!kept.some((m) => m.type === 'session.started') || !kept.some((m) => m.type === 'assistant'))
+      throw new BenchFailure(`Restate ${id}: the partial output did not stay`);
     return Math.round(ms);
   };
   // One untimed sample first.
@@ -213,7 +258,10 @@ async function restateCancelRun(env: Env, mode: 'cooperative' | 'stubborn'): Pro
   await untilMessages(client, warm, 2, env.deadline.cap(30_000));
   await measure(warm, warmInv);
   for (let b = 0; samples.length < total; b += 1) {
-    const ids = Array.from({ length: Math.min(batch, total - samples.length) }, (_, i) => `${mode}-b${b}-${i}-${env.runId}`);
+    const ids = Array.from(
+      { length: Math.min(batch, total - samples.length) },
+      (_, i) => `${mode}-b${b}-${i}-${env.runId}`,
+    );
     const invocations = await Promise.all(ids.map((id) => client.send(id, agent, PROMPT)));
     for (const id of ids) await untilMessages(client, id, 2, env.deadline.cap(30_000));
     await sleep(100);
@@ -231,7 +279,10 @@ async function restateCancelRun(env: Env, mode: 'cooperative' | 'stubborn'): Pro
     }
   }
   const survivors = processesMentioning(env.fakes.nodeTurn);
-  if (survivors.length > 0) throw new BenchFailure(`Restate ${mode}: ${survivors.length} fake agent processes alive after their turns were cancelled`);
+  if (survivors.length > 0)
+    throw new BenchFailure(
+      `Restate ${mode}: ${survivors.length} fake agent processes alive after their turns were cancelled`,
+    );
   return samples;
 }
 
@@ -310,7 +361,8 @@ async function sessiondKill(env: Env): Promise<KillResult> {
       for (;;) {
         const states = await fleet.runtime.sessionStates(ids);
         if (ids.every((id) => states[id] === 'completed')) return;
-        if (ids.some((id) => states[id] === 'failed')) throw new BenchFailure(`sessiond: a session failed after the kill: ${JSON.stringify(states)}`);
+        if (ids.some((id) => states[id] === 'failed'))
+          throw new BenchFailure(`sessiond: a session failed after the kill: ${JSON.stringify(states)}`);
         await sleep(POLL_MS * 10);
       }
     })(),
@@ -322,7 +374,13 @@ async function sessiondKill(env: Env): Promise<KillResult> {
   const after = new Map<string, Entry[]>();
   for (const id of ids) after.set(id, (await fleet.runtime.readMessages(id, 1, 1000)).map(entry));
   await fleet.close();
-  return { recoveryMs, ...compareLogs(before, after, KILL_MESSAGES, FAKE_DELTAS), orphansAtCheck, orphansAtEnd, killedAgents: killed.length };
+  return {
+    recoveryMs,
+    ...compareLogs(before, after, KILL_MESSAGES, FAKE_DELTAS),
+    orphansAtCheck,
+    orphansAtEnd,
+    killedAgents: killed.length,
+  };
 }
 
 function entry(m: StoredMessage | PeerMessage): Entry {
@@ -342,14 +400,27 @@ async function restateKill(env: Env): Promise<KillResult> {
   env.restate.service = await RestateService.start(env.restate.port, env.restate.profiles, env.cleanup);
   await sleep(ORPHAN_CHECK_MS - (performance.now() - killedAt));
   const orphansAtCheck = alive(killed);
-  const ends = await withTimeout(Promise.all(invocations.map((inv) => client.attach(inv))), env.deadline.cap(120_000), 'Restate sessions to recover after kill -9');
+  const ends = await withTimeout(
+    Promise.all(invocations.map((inv) => client.attach(inv))),
+    env.deadline.cap(120_000),
+    'Restate sessions to recover after kill -9',
+  );
   const recoveryMs = performance.now() - killedAt;
   const orphansAtEnd = alive(killed);
   const failed = ends.filter((e) => e.status !== 200 || !e.body.includes('"completed"'));
-  if (failed.length > 0) throw new BenchFailure(`Restate: ${failed.length} sessions did not complete after the kill, e.g. ${failed[0]?.status} ${failed[0]?.body.slice(0, 200)}`);
+  if (failed.length > 0)
+    throw new BenchFailure(
+      `Restate: ${failed.length} sessions did not complete after the kill, e.g. ${failed[0]?.status} ${failed[0]?.body.slice(0, 200)}`,
+    );
   const after = new Map<string, Entry[]>();
   for (const id of ids) after.set(id, (await client.messages(id)).map(entry));
-  return { recoveryMs, ...compareLogs(before, after, KILL_MESSAGES, FAKE_DELTAS), orphansAtCheck, orphansAtEnd, killedAgents: killed.length };
+  return {
+    recoveryMs,
+    ...compareLogs(before, after, KILL_MESSAGES, FAKE_DELTAS),
+    orphansAtCheck,
+    orphansAtEnd,
+    killedAgents: killed.length,
+  };
 }
 
 interface SilentKill {
@@ -364,7 +435,10 @@ interface SilentKill {
  * (no write to fail). Its processes are counted ORPHAN_CHECK_MS and SILENT_LATER_MS after the kill,
  * with a replacement worker / service started at once; what is left then is killed here.
  */
-async function silentKill(env: Env, start: (ids: readonly string[]) => Promise<{ parent: number; kill: () => Promise<void>; end: () => Promise<void> }>): Promise<SilentKill> {
+async function silentKill(
+  env: Env,
+  start: (ids: readonly string[]) => Promise<{ parent: number; kill: () => Promise<void>; end: () => Promise<void> }>,
+): Promise<SilentKill> {
   const ids = Array.from({ length: SILENT_SESSIONS }, (_, i) => `silent-${i}-${env.runId}`);
   const side = await start(ids);
   const killed = childrenOf(side.parent);
@@ -429,7 +503,11 @@ async function restateSilentKill(env: Env): Promise<SilentKill> {
       },
       end: async () => {
         await Promise.all(invocations.map((inv) => client.cancel(inv)));
-        await withTimeout(Promise.all(invocations.map((inv) => client.attach(inv))), env.deadline.cap(60_000), 'Restate silent sessions cancelled');
+        await withTimeout(
+          Promise.all(invocations.map((inv) => client.attach(inv))),
+          env.deadline.cap(60_000),
+          'Restate silent sessions cancelled',
+        );
       },
     };
   });
@@ -536,9 +614,14 @@ async function restateMemory(env: Env): Promise<Memory> {
   };
   const cancelAll = async (invocations: readonly string[]): Promise<void> => {
     await Promise.all(invocations.map((inv) => client.cancel(inv)));
-    await withTimeout(Promise.all(invocations.map((inv) => client.attach(inv))), env.deadline.cap(60_000), 'Restate memory sessions cancelled');
+    await withTimeout(
+      Promise.all(invocations.map((inv) => client.attach(inv))),
+      env.deadline.cap(60_000),
+      'Restate memory sessions cancelled',
+    );
   };
-  for (let w = 0; w < MEMORY_WARMUPS; w += 1) await cancelAll(await startAll(Array.from({ length: CONCURRENCY }, (_, i) => `mem-warm${w}-${i}-${env.runId}`)));
+  for (let w = 0; w < MEMORY_WARMUPS; w += 1)
+    await cancelAll(await startAll(Array.from({ length: CONCURRENCY }, (_, i) => `mem-warm${w}-${i}-${env.runId}`)));
   await sleep(1000);
   const rss0 = rss();
   const active = await startAll(Array.from({ length: ACTIVE }, (_, i) => `mem-${i}-${env.runId}`));
@@ -557,12 +640,21 @@ async function restateMemory(env: Env): Promise<Memory> {
   await sleep(1000);
   const idle1 = procRssBytes(env.restate.server.pid);
   const disk1 = dirBytes(env.restate.server.dataDir);
-  return { activeRssBytes: (rss1 - rss0) / ACTIVE, idleMemoryBytes: (idle1 - idle0) / IDLE, idleDiskBytes: (disk1 - disk0) / IDLE };
+  return {
+    activeRssBytes: (rss1 - rss0) / ACTIVE,
+    idleMemoryBytes: (idle1 - idle0) / IDLE,
+    idleDiskBytes: (disk1 - disk0) / IDLE,
+  };
 }
 
 // ---------------------------------------------------------------- the run
 
-async function startRestate(dir: string, fakes: FakeAgents, cleanup: Cleanup, log: (line: string) => void): Promise<RestateSide> {
+async function startRestate(
+  dir: string,
+  fakes: FakeAgents,
+  cleanup: Cleanup,
+  log: (line: string) => void,
+): Promise<RestateSide> {
   const bin = restateServerBinary(log);
   const server = await startRestateServer(bin, dir, cleanup);
   const client = new RestateClient(server.ingress, server.admin);
@@ -577,7 +669,11 @@ async function startRestate(dir: string, fakes: FakeAgents, cleanup: Cleanup, lo
 }
 
 const perSecs = (runs: readonly Rate[]): string => runs.map((r) => `${r.perSec.toFixed(1)}/s`).join(', ');
-const fromThroughput = (t: Throughput): Rate => ({ perSec: t.perSec, wallMs: t.wallMs, cpuUs: t.nodeCpuUs + t.redisCpuUs });
+const fromThroughput = (t: Throughput): Rate => ({
+  perSec: t.perSec,
+  wallMs: t.wallMs,
+  cpuUs: t.nodeCpuUs + t.redisCpuUs,
+});
 
 export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
   return bounded(name, TIME_LIMIT_MS, log, async (cleanup, deadline) => {
@@ -595,7 +691,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const ctx: Ctx = { url: redisServer.url, redisPid: redisServer.pid, runId, deadline, cleanup, log };
     const restate = await startRestate(`${tmp}/restate`, fakes, cleanup, log);
     const env: Env = { ctx, redis, fakes, restate, cleanup, deadline, log, runId };
-    log(`sessiond: one redis-server (AOF on, appendfsync everysec); at most ${CONCURRENCY} turns running at once on each side`);
+    log(
+      `sessiond: one redis-server (AOF on, appendfsync everysec); at most ${CONCURRENCY} turns running at once on each side`,
+    );
 
     // ---- 1. sessions/s
     let counter = 0;
@@ -615,7 +713,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     }
     log(`  sessiond ${perSecs(inproc.sessiond)}; Restate ${perSecs(inproc.restate)}`);
 
-    log(`1b. fake agent process (support/fake-pi.mjs), ${MESSAGES} messages per turn, ${PROCESS_SESSIONS} sessions per run`);
+    log(
+      `1b. fake agent process (support/fake-pi.mjs), ${MESSAGES} messages per turn, ${PROCESS_SESSIONS} sessions per run`,
+    );
     const fleet = await Fleet.start(
       {
         workers: 1,
@@ -635,7 +735,11 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const fleetRun = async (ids: string[]): Promise<Rate> => {
       procIds.push(...ids);
       const r = await fleet.run(ids, deadline.cap(120_000));
-      return { perSec: r.perSec, wallMs: r.wallMs, cpuUs: r.cpuUs.workers + r.cpuUs.agents + r.cpuUs.redis + r.cpuUs.producer };
+      return {
+        perSec: r.perSec,
+        wallMs: r.wallMs,
+        cpuUs: r.cpuUs.workers + r.cpuUs.agents + r.cpuUs.redis + r.cpuUs.producer,
+      };
     };
     await fleetRun(sessionIds(20, 'pw'));
     await restateRun(env, rIds(20, 'pw'), 'proc', MESSAGES);
@@ -654,24 +758,39 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     log(`2. ${LONG_SESSIONS} turns × ${LONG_MESSAGES} messages (in-process fake)`);
     const long = { sessiond: [] as number[], restate: [] as number[] };
     for (let rep = 0; rep < 2; rep += 1) {
-      const s = async () => long.sessiond.push((LONG_SESSIONS * LONG_MESSAGES) / ((await runSessions(ctx, LONG_SESSIONS, LONG_MESSAGES)).wallMs / 1000));
-      const r = async () => long.restate.push((LONG_SESSIONS * LONG_MESSAGES) / ((await restateRun(env, rIds(LONG_SESSIONS, 'l'), 'in1000', LONG_MESSAGES)).wallMs / 1000));
+      const s = async () =>
+        long.sessiond.push(
+          (LONG_SESSIONS * LONG_MESSAGES) / ((await runSessions(ctx, LONG_SESSIONS, LONG_MESSAGES)).wallMs / 1000),
+        );
+      const r = async () =>
+        long.restate.push(
+          (LONG_SESSIONS * LONG_MESSAGES) /
+            ((await restateRun(env, rIds(LONG_SESSIONS, 'l'), 'in1000', LONG_MESSAGES)).wallMs / 1000),
+        );
       if (rep % 2 === 0) await s().then(r);
       else await r().then(s);
     }
-    log(`  sessiond ${long.sessiond.map((x) => x.toFixed(0)).join(', ')} messages/s; Restate ${long.restate.map((x) => x.toFixed(0)).join(', ')} messages/s`);
+    log(
+      `  sessiond ${long.sessiond.map((x) => x.toFixed(0)).join(', ')} messages/s; Restate ${long.restate.map((x) => x.toFixed(0)).join(', ')} messages/s`,
+    );
 
     // ---- 3. cancel
-    log('3. cancel → final state (sessiond: cancel() in another process → the poll sees "cancelled"; Restate: PATCH /invocations/<id>/cancel → the invocation ended)');
+    log(
+      '3. cancel → final state (sessiond: cancel() in another process → the poll sees "cancelled"; Restate: PATCH /invocations/<id>/cancel → the invocation ended)',
+    );
     const client = new CancelClient(ctx.url);
     cleanup.add('cancel client', () => client.stop());
     await withTimeout(client.ready, deadline.cap(60_000), 'the cancel client to start');
     const cancel: Record<string, { sessiond: number[]; restate: number[] }> = {};
     for (const mode of ['cooperative', 'stubborn'] as const) {
       const r = await restateCancelRun(env, mode);
-      const s = (await cancelRun(ctx, client, mode, fakes.nodeTurn, { agentDir: fakes.agentDir, stateDir: fakes.stateDir })).map((x) => x.observedMs);
+      const s = (
+        await cancelRun(ctx, client, mode, fakes.nodeTurn, { agentDir: fakes.agentDir, stateDir: fakes.stateDir })
+      ).map((x) => x.observedMs);
       cancel[mode] = { sessiond: s, restate: r };
-      log(`  ${mode}: sessiond p50 ${percentile(s, 50)} ms, p99 ${percentile(s, 99)} ms; Restate p50 ${percentile(r, 50)} ms, p99 ${percentile(r, 99)} ms`);
+      log(
+        `  ${mode}: sessiond p50 ${percentile(s, 50)} ms, p99 ${percentile(s, 99)} ms; Restate p50 ${percentile(r, 50)} ms, p99 ${percentile(r, 99)} ms`,
+      );
     }
     await client.stop();
 
@@ -686,7 +805,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       `of the ${k.killedAgents} agents of the killed process, ${k.orphansAtCheck} alive ${ORPHAN_CHECK_MS / 1000} s after the kill, ${k.orphansAtEnd} when all had recovered`;
     log(`  sessiond: ${killLine(killS)}`);
     log(`  Restate:  ${killLine(killR)}`);
-    log(`4b. the same kill -9 with ${SILENT_SESSIONS} silent agents (a /bin/sh fake that sleeps after the start of its turn, as pi while the model thinks)`);
+    log(
+      `4b. the same kill -9 with ${SILENT_SESSIONS} silent agents (a /bin/sh fake that sleeps after the start of its turn, as pi while the model thinks)`,
+    );
     const silentR = await restateSilentKill(env);
     const silentS = await sessiondSilentKill(env);
     const silentLine = (k: SilentKill): string =>
@@ -695,15 +816,23 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     log(`  Restate:  ${silentLine(silentR)}`);
 
     // ---- 5. memory
-    log(`5. memory: ${ACTIVE} active sessions (a /bin/sh fake that sleeps), ${IDLE} idle sessions (one completed turn of ${MESSAGES} messages)`);
+    log(
+      `5. memory: ${ACTIVE} active sessions (a /bin/sh fake that sleeps), ${IDLE} idle sessions (one completed turn of ${MESSAGES} messages)`,
+    );
     const memS = await sessiondMemory(env);
     const memR = await restateMemory(env);
     const kb = (b: number | null): string => (b === null ? '-' : `${(b / 1024).toFixed(1)} KiB`);
-    log(`  sessiond: active ${kb(memS.activeRssBytes)} RSS (worker + redis-server); idle ${kb(memS.idleMemoryBytes)} in Redis (used_memory)`);
-    log(`  Restate:  active ${kb(memR.activeRssBytes)} RSS (service + server); idle ${kb(memR.idleMemoryBytes)} server RSS, ${kb(memR.idleDiskBytes)} on disk`);
+    log(
+      `  sessiond: active ${kb(memS.activeRssBytes)} RSS (worker + redis-server); idle ${kb(memS.idleMemoryBytes)} in Redis (used_memory)`,
+    );
+    log(
+      `  Restate:  active ${kb(memR.activeRssBytes)} RSS (service + server); idle ${kb(memR.idleMemoryBytes)} server RSS, ${kb(memR.idleDiskBytes)} on disk`,
+    );
 
     // ---- 6. by hand
-    log('6. by hand: a BullMQ job per prompt running an XState actor, messages appended to a Redis list, no lease or fencing');
+    log(
+      '6. by hand: a BullMQ job per prompt running an XState actor, messages appended to a Redis list, no lease or fencing',
+    );
     const hand: HandwrittenResult = await runHandwritten({
       url: ctx.url,
       redis,
@@ -728,7 +857,10 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       processSessionsPerSec: orNull(round(med(proc[who]), 1)),
       processCpuUsPerSession: orNull(round(median(proc[who].map((r) => r.cpuUs)), 0)),
       messagesPerSec: orNull(round(median(long[who]), 0)),
-      cancelMs: { cooperative: { p50: percentile(coop[who], 50), p99: percentile(coop[who], 99) }, stubborn: { p50: percentile(stub[who], 50), p99: percentile(stub[who], 99) } },
+      cancelMs: {
+        cooperative: { p50: percentile(coop[who], 50), p99: percentile(coop[who], 99) },
+        stubborn: { p50: percentile(stub[who], 50), p99: percentile(stub[who], 99) },
+      },
       cancelSamplesMs: { cooperative: coop[who], stubborn: stub[who] },
       kill: {
         recoveryMs: Math.round(k.recoveryMs),
@@ -746,7 +878,12 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
         idleDiskBytes: m.idleDiskBytes === null ? null : orNull(Math.round(m.idleDiskBytes)),
       },
     });
-    const details = { concurrency: CONCURRENCY, sessiond: side('sessiond', killS, silentS, memS), restate: side('restate', killR, silentR, memR), handwritten: hand };
+    const details = {
+      concurrency: CONCURRENCY,
+      sessiond: side('sessiond', killS, silentS, memS),
+      restate: side('restate', killR, silentR, memR),
+      handwritten: hand,
+    };
     log(`details ${JSON.stringify(details)}`);
     return {
       bench: name,

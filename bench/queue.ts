@@ -11,7 +11,20 @@ import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
 import { SessionWorker, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
-import { bounded, Cleanup, Deadline, orNull, percentile, pool, processesMentioning, procCpuMs, sleep, tempDir, verifySessions, withTimeout } from './support/harness.ts';
+import {
+  bounded,
+  Cleanup,
+  Deadline,
+  orNull,
+  percentile,
+  pool,
+  processesMentioning,
+  procCpuMs,
+  sleep,
+  tempDir,
+  verifySessions,
+  withTimeout,
+} from './support/harness.ts';
 import { writeFakeAgents } from './support/fake-agents.ts';
 import { PRODUCER_IN_FLIGHT, PROMPT } from './support/fleet.ts';
 import * as fakeAgent from './support/fake-agent.ts';
@@ -122,7 +135,8 @@ async function sessionSide(
     concurrency: CONCURRENCY,
     agentOptions,
     log: (level, message, fields) => {
-      if (message === 'session released' && fields?.outcome === 'released' && typeof fields.sessionId === 'string') onReleased(fields.sessionId);
+      if (message === 'session released' && fields?.outcome === 'released' && typeof fields.sessionId === 'string')
+        onReleased(fields.sessionId);
       else if (level !== 'info') problems.push(`${level}: ${message} ${JSON.stringify(fields ?? {})}`);
     },
   });
@@ -160,7 +174,13 @@ function cpuMeter(redisPid: number): () => { nodeMs: number; redisMs: number } {
 }
 
 function throughput(n: number, wallMs: number, cpu: { nodeMs: number; redisMs: number }): Throughput {
-  return { n, wallMs, perSec: n / (wallMs / 1000), nodeCpuUs: (cpu.nodeMs * 1000) / n, redisCpuUs: (cpu.redisMs * 1000) / n };
+  return {
+    n,
+    wallMs,
+    perSec: n / (wallMs / 1000),
+    nodeCpuUs: (cpu.nodeMs * 1000) / n,
+    redisCpuUs: (cpu.redisMs * 1000) / n,
+  };
 }
 
 /**
@@ -186,7 +206,9 @@ export async function runSessions(ctx: Ctx, n: number, messages: number, preload
     const prefix = newPrefix(ctx.runId, 'sessions-pre');
     const { connect, closeAll } = connector(ctx.url);
     const runtime = new Runtime({ connect, prefix });
-    await pool(ids, PRODUCER_IN_FLIGHT, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
+    await pool(ids, PRODUCER_IN_FLIGHT, (sessionId) =>
+      runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }),
+    );
     await runtime.close();
     closeAll();
     side = await sessionSide(ctx, 'sessions-pre', agentOptions, onReleased, {
@@ -200,13 +222,20 @@ export async function runSessions(ctx: Ctx, n: number, messages: number, preload
     side = await sessionSide(ctx, 'sessions', agentOptions, onReleased);
     meter = cpuMeter(ctx.redisPid);
     start = performance.now();
-    await pool(ids, PRODUCER_IN_FLIGHT, (sessionId) => side.runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
+    await pool(ids, PRODUCER_IN_FLIGHT, (sessionId) =>
+      side.runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }),
+    );
   }
-  await withTimeout(done, ctx.deadline.cap(Math.max(60_000, n * messages * 2)), `${n} sessions released (${released.size} so far)`);
+  await withTimeout(
+    done,
+    ctx.deadline.cap(Math.max(60_000, n * messages * 2)),
+    `${n} sessions released (${released.size} so far)`,
+  );
   const wallMs = performance.now() - start;
   const cpu = meter();
   await verifySessions(side.runtime, ids, messages);
-  if (side.problems.length > 0) throw new BenchFailure(`worker reported problems:\n  ${side.problems.slice(0, 5).join('\n  ')}`);
+  if (side.problems.length > 0)
+    throw new BenchFailure(`worker reported problems:\n  ${side.problems.slice(0, 5).join('\n  ')}`);
   await side.close();
   return throughput(n, wallMs, cpu);
 }
@@ -217,7 +246,11 @@ async function runBaseline(ctx: Ctx, n: number, preload = false): Promise<Throug
   const prefix = newPrefix(ctx.runId, 'bullmq');
   const { connect, closeAll } = connector(ctx.url);
   const queuePrefix = createKeys(prefix).queuePrefix;
-  const queue = new Queue(QUEUE_NAME, { connection: connect('base-queue'), prefix: queuePrefix, defaultJobOptions: JOB_OPTIONS });
+  const queue = new Queue(QUEUE_NAME, {
+    connection: connect('base-queue'),
+    prefix: queuePrefix,
+    defaultJobOptions: JOB_OPTIONS,
+  });
   let completed = 0;
   let failed = 0;
   let allDone: () => void = () => undefined;
@@ -240,7 +273,8 @@ async function runBaseline(ctx: Ctx, n: number, preload = false): Promise<Throug
     closeAll();
   });
   await queue.waitUntilReady();
-  const add = (sessionId: string) => queue.add(ACTIVATION_JOB, { sessionId }, { jobId: `${sessionId}.${randomUUID()}` });
+  const add = (sessionId: string) =>
+    queue.add(ACTIVATION_JOB, { sessionId }, { jobId: `${sessionId}.${randomUUID()}` });
   const ids = sessionIds(n);
   let start: number;
   let meter: ReturnType<typeof cpuMeter>;
@@ -272,7 +306,10 @@ export class CancelClient {
   readonly ready: Promise<void>;
 
   constructor(url: string) {
-    this.#child = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'support', 'cancel-client.ts'), url], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
+    this.#child = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'support', 'cancel-client.ts'), url], {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     let markReady: () => void = () => undefined;
     let fail: (error: Error) => void = () => undefined;
     this.ready = new Promise<void>((resolve, reject) => {
@@ -326,16 +363,27 @@ export interface CancelSample {
   callMs: number;
 }
 
-async function pollSession(runtime: Runtime, sessionId: string, until: (view: SessionView) => boolean, timeoutMs: number, what: string): Promise<SessionView> {
+async function pollSession(
+  runtime: Runtime,
+  sessionId: string,
+  until: (view: SessionView) => boolean,
+  timeoutMs: number,
+  what: string,
+): Promise<SessionView> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const view = await runtime.getSession(sessionId);
     if (view !== null && until(view)) return view;
     if (view !== null && view.state === 'failed') {
       const last = (await runtime.readMessages(sessionId, Math.max(1, view.lastSeq), 1))[0];
-      throw new BenchFailure(`${sessionId} failed while waiting for ${what}: ${JSON.stringify(last?.content ?? null).slice(0, 400)}`);
+      throw new BenchFailure(
+        `${sessionId} failed while waiting for ${what}: ${JSON.stringify(last?.content ?? null).slice(0, 400)}`,
+      );
     }
-    if (Date.now() > deadline) throw new BenchFailure(`timed out after ${timeoutMs} ms waiting for ${what} (state ${view?.state ?? 'none'}, lastSeq ${view?.lastSeq ?? '-'})`);
+    if (Date.now() > deadline)
+      throw new BenchFailure(
+        `timed out after ${timeoutMs} ms waiting for ${what} (state ${view?.state ?? 'none'}, lastSeq ${view?.lastSeq ?? '-'})`,
+      );
     await sleep(POLL_MS);
   }
 }
@@ -348,7 +396,12 @@ export async function cancelRun(
   dirs: { agentDir: string; stateDir: string },
 ): Promise<CancelSample[]> {
   const side = await sessionSide(ctx, `cancel-${mode}`, {
-    pi: { command: fakePi, agentDir: dirs.agentDir, env: { SESSIOND_STATE_DIR: dirs.stateDir }, extraArgs: mode === 'stubborn' ? ['--hang', '--stubborn'] : ['--hang'] },
+    pi: {
+      command: fakePi,
+      agentDir: dirs.agentDir,
+      env: { SESSIOND_STATE_DIR: dirs.stateDir },
+      extraArgs: mode === 'stubborn' ? ['--hang', '--stubborn'] : ['--hang'],
+    },
   });
   await client.request(side.prefix, 'warm-up', true);
   const total = mode === 'cooperative' ? COOPERATIVE_SAMPLES : STUBBORN_SAMPLES;
@@ -357,19 +410,34 @@ export async function cancelRun(
 
   const measure = async (sessionId: string): Promise<CancelSample> => {
     const reply = client.request(side.prefix, sessionId);
-    const view = await pollSession(side.runtime, sessionId, (v) => v.state === 'cancelled', ctx.deadline.cap(20_000), `${sessionId} cancelled`);
+    const view = await pollSession(
+      side.runtime,
+      sessionId,
+      (v) => v.state === 'cancelled',
+      ctx.deadline.cap(20_000),
+      `${sessionId} cancelled`,
+    );
     const observedAt = Date.now();
     const r = await withTimeout(reply, ctx.deadline.cap(10_000), `cancel reply for ${sessionId}`);
     if (typeof r.error === 'string') throw new BenchFailure(`cancel ${sessionId}: ${r.error}`);
-    if (r.delivered !== 'worker') throw new BenchFailure(`cancel ${sessionId}: delivered "${String(r.delivered)}", expected "worker" (the session was running)`);
+    if (r.delivered !== 'worker')
+      throw new BenchFailure(
+        `cancel ${sessionId}: delivered "${String(r.delivered)}", expected "worker" (the session was running)`,
+      );
     const calledAt = Number(r.calledAt);
     const transition = view.history.findLast((h) => h.to === 'cancelled');
     if (transition === undefined) throw new BenchFailure(`${sessionId}: no "cancelled" transition in the history`);
     const kept = await side.runtime.readMessages(sessionId, 1, 100);
     if (!kept.some((m) => m.type === 'session.started') || !kept.some((m) => m.type === 'assistant')) {
-      throw new BenchFailure(`${sessionId}: the partial output did not stay in the log (${kept.map((m) => m.type).join(', ')})`);
+      throw new BenchFailure(
+        `${sessionId}: the partial output did not stay in the log (${kept.map((m) => m.type).join(', ')})`,
+      );
     }
-    return { transitionMs: transition.at - calledAt, observedMs: observedAt - calledAt, callMs: Number(r.returnedAt) - calledAt };
+    return {
+      transitionMs: transition.at - calledAt,
+      observedMs: observedAt - calledAt,
+      callMs: Number(r.returnedAt) - calledAt,
+    };
   };
 
   // One untimed sample first, alone. Besides warming up, it makes the first attempt write pi's
@@ -378,7 +446,13 @@ export async function cancelRun(
   // and one of them fails with ENOENT on rename (a `startup` failure). Later attempts find the file
   // as they would write it and do not write it again.
   await side.runtime.enqueue({ sessionId: 'warm-up-0', prompt: PROMPT });
-  await pollSession(side.runtime, 'warm-up-0', (v) => v.state === 'running' && v.lastSeq >= 2, ctx.deadline.cap(30_000), 'warm-up session running with output');
+  await pollSession(
+    side.runtime,
+    'warm-up-0',
+    (v) => v.state === 'running' && v.lastSeq >= 2,
+    ctx.deadline.cap(30_000),
+    'warm-up session running with output',
+  );
   await measure('warm-up-0');
 
   for (let b = 0; samples.length < total; b += 1) {
@@ -386,7 +460,13 @@ export async function cancelRun(
     for (const sessionId of ids) await side.runtime.enqueue({ sessionId, prompt: PROMPT });
     // Every agent is up and has printed its first lines (they are in the log) before any cancel.
     for (const sessionId of ids) {
-      await pollSession(side.runtime, sessionId, (v) => v.state === 'running' && v.lastSeq >= 2, ctx.deadline.cap(30_000), `${sessionId} running with output`);
+      await pollSession(
+        side.runtime,
+        sessionId,
+        (v) => v.state === 'running' && v.lastSeq >= 2,
+        ctx.deadline.cap(30_000),
+        `${sessionId} running with output`,
+      );
     }
     await sleep(100);
     if (mode === 'cooperative') {
@@ -411,8 +491,12 @@ export async function cancelRun(
     `${mode}: worker releasing its sessions`,
   );
   const survivors = processesMentioning(fakePi);
-  if (survivors.length > 0) throw new BenchFailure(`${mode}: ${survivors.length} fake agent processes still alive after their turns were cancelled: ${survivors.join(', ')}`);
-  if (side.problems.length > 0) throw new BenchFailure(`${mode} worker reported problems:\n  ${side.problems.slice(0, 5).join('\n  ')}`);
+  if (survivors.length > 0)
+    throw new BenchFailure(
+      `${mode}: ${survivors.length} fake agent processes still alive after their turns were cancelled: ${survivors.join(', ')}`,
+    );
+  if (side.problems.length > 0)
+    throw new BenchFailure(`${mode} worker reported problems:\n  ${side.problems.slice(0, 5).join('\n  ')}`);
   await side.close();
   return samples;
 }
@@ -423,19 +507,34 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
   return bounded('queue', TIME_LIMIT_MS, log, (cleanup, deadline) => measureAll(log, cleanup, deadline));
 }
 
-async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadline: Deadline): Promise<Record<string, unknown>> {
+async function measureAll(
+  log: (line: string) => void,
+  cleanup: Cleanup,
+  deadline: Deadline,
+): Promise<Record<string, unknown>> {
   const redis: RedisServer = await startRedis();
   cleanup.add('redis-server', () => redis.stop());
-  const ctx: Ctx = { url: redis.url, redisPid: redis.pid, runId: randomBytes(3).toString('hex'), deadline, cleanup, log };
+  const ctx: Ctx = {
+    url: redis.url,
+    redisPid: redis.pid,
+    runId: randomBytes(3).toString('hex'),
+    deadline,
+    cleanup,
+    log,
+  };
   fakeAgent.install();
-  log(`one redis-server (AOF off) on port ${redis.port}; worker concurrency ${CONCURRENCY}, producer ${PRODUCER_IN_FLIGHT} calls in flight, all in this process`);
+  log(
+    `one redis-server (AOF off) on port ${redis.port}; worker concurrency ${CONCURRENCY}, producer ${PRODUCER_IN_FLIGHT} calls in flight, all in this process`,
+  );
 
   let sessionsPerSec = Number.NaN;
   let baselineJobsPerSec = Number.NaN;
   let ratio = Number.NaN;
   if (PARTS.has('1')) {
     // ---- 1. sessions vs bare jobs
-    log(`1. ${SESSIONS} sessions × 1 turn × ${MESSAGES_PER_TURN} messages (in-process fake agent), enqueue → worker → persist, vs ${SESSIONS} bare BullMQ jobs (no-op processor)`);
+    log(
+      `1. ${SESSIONS} sessions × 1 turn × ${MESSAGES_PER_TURN} messages (in-process fake agent), enqueue → worker → persist, vs ${SESSIONS} bare BullMQ jobs (no-op processor)`,
+    );
     await runBaseline(ctx, WARMUP_SESSIONS);
     await runSessions(ctx, WARMUP_SESSIONS, MESSAGES_PER_TURN);
     const sessionRuns: Throughput[] = [];
@@ -450,17 +549,23 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
         baselineRuns.push(await runBaseline(ctx, SESSIONS));
       }
     }
-    const fmt = (runs: Throughput[]): string => runs.map((r) => `${r.perSec.toFixed(0)}/s (${(r.wallMs / 1000).toFixed(2)} s)`).join(', ');
+    const fmt = (runs: Throughput[]): string =>
+      runs.map((r) => `${r.perSec.toFixed(0)}/s (${(r.wallMs / 1000).toFixed(2)} s)`).join(', ');
     log(`  runs after a warm-up of ${WARMUP_SESSIONS}: bare BullMQ ${fmt(baselineRuns)}`);
     log(`                                  sessions    ${fmt(sessionRuns)}`);
     sessionsPerSec = median(sessionRuns.map((r) => r.perSec));
     baselineJobsPerSec = median(baselineRuns.map((r) => r.perSec));
     ratio = sessionsPerSec / baselineJobsPerSec;
-    log(`  median: ${sessionsPerSec.toFixed(1)} sessions/s (${(sessionsPerSec * MESSAGES_PER_TURN).toFixed(0)} messages/s) vs ${baselineJobsPerSec.toFixed(1)} bare jobs/s`);
+    log(
+      `  median: ${sessionsPerSec.toFixed(1)} sessions/s (${(sessionsPerSec * MESSAGES_PER_TURN).toFixed(0)} messages/s) vs ${baselineJobsPerSec.toFixed(1)} bare jobs/s`,
+    );
     log(
       `  ratio ${ratio.toFixed(3)} (target ≥ ${TARGET_RATIO}): ${ratio >= TARGET_RATIO ? 'ok' : 'BELOW TARGET'}; every session checked: completed, ${MESSAGES_PER_TURN} messages with seq 1..${MESSAGES_PER_TURN}`,
     );
-    const cpuOf = (runs: Throughput[]) => ({ node: median(runs.map((r) => r.nodeCpuUs)), redis: median(runs.map((r) => r.redisCpuUs)) });
+    const cpuOf = (runs: Throughput[]) => ({
+      node: median(runs.map((r) => r.nodeCpuUs)),
+      redis: median(runs.map((r) => r.redisCpuUs)),
+    });
     const [sc, bc] = [cpuOf(sessionRuns), cpuOf(baselineRuns)];
     log(
       `  cross-check, CPU per item (median): session ${sc.node.toFixed(0)} µs here + ${sc.redis.toFixed(0)} µs redis-server, bare job ${bc.node.toFixed(0)} µs + ${bc.redis.toFixed(0)} µs; ` +
@@ -488,7 +593,9 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
   const results: Record<string, { p50: number; p99: number; samples: number[] }> = {};
   if (PARTS.has('3')) {
     // ---- 3. cancel latency
-    log(`3. cancel() from another process → the turn's "cancelled" transition, fake pi as a real child process (${COOPERATIVE_SAMPLES} + ${STUBBORN_SAMPLES} samples)`);
+    log(
+      `3. cancel() from another process → the turn's "cancelled" transition, fake pi as a real child process (${COOPERATIVE_SAMPLES} + ${STUBBORN_SAMPLES} samples)`,
+    );
     const fakes = writeFakeAgents(tempDir('sessiond-bench-', cleanup), MESSAGES_PER_TURN);
     const fakePi = fakes.nodeTurn;
     const dirs = { agentDir: fakes.agentDir, stateDir: fakes.stateDir };
@@ -508,7 +615,9 @@ async function measureAll(log: (line: string) => void, cleanup: Cleanup, deadlin
           `seen by getSession p50 ${percentile(o, 50)} ms, p99 ${percentile(o, 99)} ms; cancel() call p50 ${percentile(c, 50)} ms`,
       );
     }
-    log(`  checked: every cancel delivered to the holding worker, the partial output kept in the log, no fake agent process left`);
+    log(
+      `  checked: every cancel delivered to the holding worker, the partial output kept in the log, no fake agent process left`,
+    );
   }
 
   return {

@@ -26,7 +26,19 @@ import { restateServerBinary } from './peers/restate/harness.ts';
  */
 
 /** Every benchmark, in the order they run. A new one is a module in bench/ exporting `name` and `run`, added here. */
-const BENCHMARKS: readonly Benchmark[] = [mapper, machineBench, queueBench, e2e, scaling, history, cli, peers, clusterBench, sandboxBench, egressBench];
+const BENCHMARKS: readonly Benchmark[] = [
+  mapper,
+  machineBench,
+  queueBench,
+  e2e,
+  scaling,
+  history,
+  cli,
+  peers,
+  clusterBench,
+  sandboxBench,
+  egressBench,
+];
 
 /**
  * The whole run's bound (BENCH_TOTAL_LIMIT_MS, default 25 min; a full run takes about 12-15 min on
@@ -41,7 +53,9 @@ const LIMIT_TEXT = `${Number((TOTAL_LIMIT_MS / 60_000).toFixed(2))} min`;
 
 const USAGE = `usage: npm run bench -- [--json] [name ...]\nbenchmarks: ${BENCHMARKS.map((b) => b.name).join(', ')}`;
 
-function parseArgs(argv: readonly string[]): { json: boolean; selected: Benchmark[] } | { exit: number; message: string } {
+function parseArgs(
+  argv: readonly string[],
+): { json: boolean; selected: Benchmark[] } | { exit: number; message: string } {
   let json = false;
   const names: string[] = [];
   for (const arg of argv) {
@@ -53,7 +67,10 @@ function parseArgs(argv: readonly string[]): { json: boolean; selected: Benchmar
   const unknown = names.filter((n) => !BENCHMARKS.some((b) => b.name === n));
   if (unknown.length > 0) {
     const known = BENCHMARKS.map((b) => b.name).join(', ');
-    return { exit: 2, message: `unknown benchmark${unknown.length > 1 ? 's' : ''}: ${unknown.map((n) => `"${n}"`).join(', ')}; known: ${known}` };
+    return {
+      exit: 2,
+      message: `unknown benchmark${unknown.length > 1 ? 's' : ''}: ${unknown.map((n) => `"${n}"`).join(', ')}; known: ${known}`,
+    };
   }
   return { json, selected: names.length === 0 ? [...BENCHMARKS] : BENCHMARKS.filter((b) => names.includes(b.name)) };
 }
@@ -85,7 +102,9 @@ async function main(): Promise<number> {
     // own (installing Restate first, while the registry can still be reached).
     const problem = isolationProblem();
     if (problem !== null) {
-      console.error(`bench: peers needs a network namespace with only loopback (restate-server contacts api.github.com at start-up): ${problem}`);
+      console.error(
+        `bench: peers needs a network namespace with only loopback (restate-server contacts api.github.com at start-up): ${problem}`,
+      );
       return 1;
     }
     restateServerBinary(human);
@@ -130,7 +149,12 @@ async function main(): Promise<number> {
       }
     } catch (error) {
       failed = true;
-      const why = error instanceof BenchFailure ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
+      const why =
+        error instanceof BenchFailure
+          ? error.message
+          : error instanceof Error
+            ? (error.stack ?? error.message)
+            : String(error);
       console.error(`${benchmark.name}: FAILED: ${why}`);
       final = { bench: benchmark.name, failed: true, error: error instanceof Error ? error.message : String(error) };
     }

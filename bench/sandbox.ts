@@ -64,13 +64,17 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
               sandbox: { mode, ...(await piSandboxFiles(agentDir, undefined, pi.cwd)) },
               bridges: [{ name: 'model', socket }],
               finalize: (urls) => {
-                writeFileSync(join(pi.agentDir, 'models.json'), JSON.stringify(modelsJson(`${urls.model ?? ''}/v1`, ['text'], [])));
+                writeFileSync(
+                  join(pi.agentDir, 'models.json'),
+                  JSON.stringify(modelsJson(`${urls.model ?? ''}/v1`, ['text'], [])),
+                );
                 return {};
               },
             }),
       });
       if (!result.ok) throw new BenchFailure(result.error);
-      if (mode === null) writeFileSync(join(pi.agentDir, 'models.json'), JSON.stringify(modelsJson(server.url, ['text'], [])));
+      if (mode === null)
+        writeFileSync(join(pi.agentDir, 'models.json'), JSON.stringify(modelsJson(server.url, ['text'], [])));
       const lines = result.agent.lines()[Symbol.asyncIterator]();
       const first = await lines.next();
       const ms = performance.now() - t0;
@@ -79,7 +83,8 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       }
       const exit = await result.agent.exited;
       await result.agent.stop();
-      if (first.done === true || exit.exitCode !== 0) throw new BenchFailure(`pi (${mode ?? 'unsandboxed'}) failed: ${result.agent.stderrTail()}`);
+      if (first.done === true || exit.exitCode !== 0)
+        throw new BenchFailure(`pi (${mode ?? 'unsandboxed'}) failed: ${result.agent.stderrTail()}`);
       return ms;
     };
     writeFileSync(join(pi.agentDir, 'models.json'), JSON.stringify(modelsJson(server.url, ['text'], [])));
@@ -102,7 +107,12 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     );
 
     // 2. Memory per attempt: bubblewrap + sessiond's init, around a sleeping agent.
-    const sleeper = await spawnAgent({ command: 'sleep', args: ['30'], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, sandbox: { mode: 'bwrap' } });
+    const sleeper = await spawnAgent({
+      command: 'sleep',
+      args: ['30'],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      sandbox: { mode: 'bwrap' },
+    });
     if (!sleeper.ok) throw new BenchFailure(sleeper.error);
     await new Promise((r) => setTimeout(r, 300));
     const bwrapPid = sleeper.agent.pid;
@@ -112,7 +122,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const pssKb = kb(bwrapPid, 'smaps_rollup', 'Pss') + kb(initPid, 'smaps_rollup', 'Pss');
     const rssKb = kb(bwrapPid, 'status', 'VmRSS') + kb(initPid, 'status', 'VmRSS');
     await sleeper.agent.stop();
-    log(`memory a bwrap sandbox adds per attempt (bubblewrap + sessiond's init, the agent not counted): PSS ${pssKb} kB, RSS ${rssKb} kB`);
+    log(
+      `memory a bwrap sandbox adds per attempt (bubblewrap + sessiond's init, the agent not counted): PSS ${pssKb} kB, RSS ${rssKb} kB`,
+    );
 
     // 3. Throughput of the e2e set-up, sandboxed ÷ not.
     const redis = await startRedis();
@@ -154,7 +166,10 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       startRatio: orNull(round(startRatio, 3)),
       throughputRatio: orNull(round(throughputRatio, 3)),
       startMs: { unsandboxed: orNull(round(median(plain), 1)), bwrap: orNull(round(median(boxed), 1)) },
-      sessionsPerSec: { unsandboxed: orNull(round(median(perSec.none), 1)), bwrap: orNull(round(median(perSec.bwrap), 1)) },
+      sessionsPerSec: {
+        unsandboxed: orNull(round(median(perSec.none), 1)),
+        bwrap: orNull(round(median(perSec.bwrap), 1)),
+      },
       addedMemoryKb: { pss: pssKb, rss: rssKb },
     };
   });

@@ -5,7 +5,17 @@ import { startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { HANG_CMDLINE, writeFakeAgents, type FakeAgents } from './support/fake-agents.ts';
 import { Fleet, sessionIds, type FleetRun } from './support/fleet.ts';
-import { bounded, orNull, pool, processesMentioning, procRssBytes, sleep, tempDir, type Cleanup, type Deadline } from './support/harness.ts';
+import {
+  bounded,
+  orNull,
+  pool,
+  processesMentioning,
+  procRssBytes,
+  sleep,
+  tempDir,
+  type Cleanup,
+  type Deadline,
+} from './support/harness.ts';
 import { median, round } from './support/timing.ts';
 import { internals } from '../src/runtime/internals.ts';
 
@@ -58,7 +68,19 @@ const ACTIVE = Number(process.env.BENCH_SCALING_ACTIVE ?? 200);
 const MEMORY_WARMUPS = 2;
 const WARM_ACTIVE = 16;
 const IDLE = 500;
-const SESSION_PARTS: readonly SessionPart[] = ['meta', 'snapshot', 'inbox', 'log', 'seq', 'lease', 'fence', 'cancel', 'history', 'agent', 'active'];
+const SESSION_PARTS: readonly SessionPart[] = [
+  'meta',
+  'snapshot',
+  'inbox',
+  'log',
+  'seq',
+  'lease',
+  'fence',
+  'cancel',
+  'history',
+  'agent',
+  'active',
+];
 /** Everything, setup and teardown included, must end within this. */
 const TIME_LIMIT_MS = 5 * 60_000;
 
@@ -109,7 +131,13 @@ async function throughput(ctx: Ctx): Promise<Record<string, number>> {
   const perSec: Record<string, number> = {};
   for (const k of WORKER_COUNTS) {
     const fleet = fleets.get(k) as Fleet;
-    await fleet.verify([...sessionIds(WARMUP * k, 'warm'), ...Array.from({ length: REPETITIONS }, (_, rep) => sessionIds(SESSIONS, `r${rep}`)).flat()], MESSAGES);
+    await fleet.verify(
+      [
+        ...sessionIds(WARMUP * k, 'warm'),
+        ...Array.from({ length: REPETITIONS }, (_, rep) => sessionIds(SESSIONS, `r${rep}`)).flat(),
+      ],
+      MESSAGES,
+    );
     const r = runs[k] ?? [];
     perSec[k] = median(r.map((x) => x.perSec));
     const busiest = fleet.workers.map((w) => w.released);
@@ -156,7 +184,10 @@ async function waitAllRunning(fleet: Fleet, ids: readonly string[], timeoutMs: n
     const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : 0));
     const ready = ids.filter((_, i) => states[i] === 'running' && (lengths[i] ?? 0) >= 3).length;
     if (ready === ids.length) return;
-    if (Date.now() > deadline) throw new BenchFailure(`timed out after ${(timeoutMs / 1000).toFixed(1)} s: ${ids.length} long-running sessions running (${ready} so far)`);
+    if (Date.now() > deadline)
+      throw new BenchFailure(
+        `timed out after ${(timeoutMs / 1000).toFixed(1)} s: ${ids.length} long-running sessions running (${ready} so far)`,
+      );
     await sleep(100);
   }
 }
@@ -185,7 +216,9 @@ async function activeMemory(ctx: Ctx): Promise<{ rssPerSession: number; heapPerS
   await sleep(500);
   const idle = await workerMemory(fleet);
   const ids = sessionIds(ACTIVE, 'active');
-  await pool(ids, 16, (id) => fleet.runtime.enqueue({ sessionId: id, prompt: 'Summarize the session store in one paragraph.' }));
+  await pool(ids, 16, (id) =>
+    fleet.runtime.enqueue({ sessionId: id, prompt: 'Summarize the session store in one paragraph.' }),
+  );
   await waitAllRunning(fleet, ids, timeout);
   await sleep(500);
   const busy = await workerMemory(fleet);
@@ -195,7 +228,10 @@ async function activeMemory(ctx: Ctx): Promise<{ rssPerSession: number; heapPerS
   const after = await workerMemory(fleet);
   await fleet.close();
   const left = processesMentioning(HANG_CMDLINE);
-  if (left.length > 0) throw new BenchFailure(`${left.length} long-running fake agents still alive after cancel and worker stop: ${left.join(', ')}`);
+  if (left.length > 0)
+    throw new BenchFailure(
+      `${left.length} long-running fake agents still alive after cancel and worker stop: ${left.join(', ')}`,
+    );
   const mib = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
   const rssPerSession = (busy.rss - idle.rss) / ACTIVE;
   const heapPerSession = (busy.heapUsed - idle.heapUsed) / ACTIVE;
@@ -211,13 +247,16 @@ async function activeMemory(ctx: Ctx): Promise<{ rssPerSession: number; heapPerS
 
 // ---------------------------------------------------------------- 3. Redis per idle session
 
-async function idleRedisBytes(ctx: Ctx): Promise<{ keysPerSession: number; indexesPerSession: number; usedMemoryPerSession: number }> {
+async function idleRedisBytes(
+  ctx: Ctx,
+): Promise<{ keysPerSession: number; indexesPerSession: number; usedMemoryPerSession: number }> {
   const fleet = await startFleet(ctx, 'idle', 1, CONCURRENCY, AGENT === 'node' ? ctx.fakes.nodeTurn : ctx.fakes.shTurn);
   const { redis, keys, store } = internals(fleet.runtime);
   const warm = sessionIds(20, 'warm');
   await fleet.run(warm, 60_000);
   await sleep(300);
-  const usedMemory = async (): Promise<number> => Number(/^used_memory:(\d+)/m.exec(await redis.info('memory'))?.[1] ?? Number.NaN);
+  const usedMemory = async (): Promise<number> =>
+    Number(/^used_memory:(\d+)/m.exec(await redis.info('memory'))?.[1] ?? Number.NaN);
   const before = await usedMemory();
   const ids = sessionIds(IDLE, 'idle');
   await fleet.run(ids, ctx.deadline.cap(120_000));
@@ -225,8 +264,11 @@ async function idleRedisBytes(ctx: Ctx): Promise<{ keysPerSession: number; index
   const after = await usedMemory();
   await fleet.verify(ids, MESSAGES);
   const pipeline = redis.pipeline();
-  for (const id of ids) for (const part of SESSION_PARTS) pipeline.call('MEMORY', 'USAGE', store.key(id, part), 'SAMPLES', '0');
-  const usages = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null && typeof value === 'number' ? value : 0));
+  for (const id of ids)
+    for (const part of SESSION_PARTS) pipeline.call('MEMORY', 'USAGE', store.key(id, part), 'SAMPLES', '0');
+  const usages = ((await pipeline.exec()) ?? []).map(([error, value]) =>
+    error === null && typeof value === 'number' ? value : 0,
+  );
   const perPart = new Map<string, number>();
   usages.forEach((bytes, i) => {
     const part = SESSION_PARTS[i % SESSION_PARTS.length] ?? '?';
@@ -235,7 +277,8 @@ async function idleRedisBytes(ctx: Ctx): Promise<{ keysPerSession: number; index
   const keysPerSession = usages.reduce((a, b) => a + b, 0) / ids.length;
   const total = await redis.zcard(keys.sessions);
   let indexes = 0;
-  for (const key of [keys.sessions, keys.activations]) indexes += Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+  for (const key of [keys.sessions, keys.activations])
+    indexes += Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
   const indexesPerSession = indexes / total;
   const usedMemoryPerSession = (after - before) / ids.length;
   await fleet.close();
@@ -247,7 +290,9 @@ async function idleRedisBytes(ctx: Ctx): Promise<{ keysPerSession: number; index
     `  ${IDLE} sessions at rest (one completed turn of ${MESSAGES} messages each, no worker holding them): ${keysPerSession.toFixed(0)} B of session keys (MEMORY USAGE, per key kind: ${parts}) ` +
       `+ ${indexesPerSession.toFixed(0)} B share of the fleet-wide indexes = ${(keysPerSession + indexesPerSession).toFixed(0)} B per session`,
   );
-  ctx.log(`  cross-check: INFO used_memory grew by ${usedMemoryPerSession.toFixed(0)} B per session (everything, BullMQ's bookkeeping included)`);
+  ctx.log(
+    `  cross-check: INFO used_memory grew by ${usedMemoryPerSession.toFixed(0)} B per session (everything, BullMQ's bookkeeping included)`,
+  );
   return { keysPerSession, indexesPerSession, usedMemoryPerSession };
 }
 
@@ -258,7 +303,15 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const redis = await startRedis();
     cleanup.add('redis-server', () => redis.stop());
     const tmp = tempDir('sessiond-bench-scaling-', cleanup);
-    const ctx: Ctx = { url: redis.url, redisPid: redis.pid, runId: randomBytes(3).toString('hex'), cleanup, deadline, log, fakes: writeFakeAgents(tmp, MESSAGES) };
+    const ctx: Ctx = {
+      url: redis.url,
+      redisPid: redis.pid,
+      runId: randomBytes(3).toString('hex'),
+      cleanup,
+      deadline,
+      log,
+      fakes: writeFakeAgents(tmp, MESSAGES),
+    };
     const cores = cpus().length;
     log(
       `1. ${SESSIONS} sessions × 1 turn × ${MESSAGES} messages per run, fake pi = ${AGENT === 'node' ? 'a Node process' : 'a /bin/sh script (builtins only)'}; ` +
@@ -269,12 +322,20 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const one = perSec['1'] ?? Number.NaN;
     const four = perSec['4'] ?? Number.NaN;
     const ratio = four / one;
-    log(`  scaling: 2 workers ${((perSec['2'] ?? Number.NaN) / one).toFixed(2)}× one worker, 4 workers ${ratio.toFixed(2)}× (on ${cores} cores)`);
-    log(`  checked: every session completed, ${MESSAGES} messages each (XLEN), 3 per fleet read back in full; no worker warning or error`);
+    log(
+      `  scaling: 2 workers ${((perSec['2'] ?? Number.NaN) / one).toFixed(2)}× one worker, 4 workers ${ratio.toFixed(2)}× (on ${cores} cores)`,
+    );
+    log(
+      `  checked: every session completed, ${MESSAGES} messages each (XLEN), 3 per fleet read back in full; no worker warning or error`,
+    );
 
-    log(`2. memory per active session: one worker process, concurrency ${ACTIVE}, ${ACTIVE} long-running sessions (fake pi: /bin/sh, prints the start of a turn, then sleeps)`);
+    log(
+      `2. memory per active session: one worker process, concurrency ${ACTIVE}, ${ACTIVE} long-running sessions (fake pi: /bin/sh, prints the start of a turn, then sleeps)`,
+    );
     const active = await activeMemory(ctx);
-    log(`  checked: every session ran, was cancelled (delivered to the worker) and released; no fake agent process left`);
+    log(
+      `  checked: every session ran, was cancelled (delivered to the worker) and released; no fake agent process left`,
+    );
 
     log(`3. memory per idle session (Redis only: a session at rest is not in any worker)`);
     const idle = await idleRedisBytes(ctx);

@@ -42,11 +42,14 @@ if (!existsSync(join(outdir, 'main.js'))) {
   // the builds of the last few minutes, not one per edit ever made.
   for (const entry of readdirSync(cache)) {
     const path = join(cache, entry);
-    if (path !== outdir && Date.now() - statSync(path).mtimeMs > 600_000) rmSync(path, { recursive: true, force: true });
+    if (path !== outdir && Date.now() - statSync(path).mtimeMs > 600_000)
+      rmSync(path, { recursive: true, force: true });
   }
 }
 const { runFast } = await import(pathToFileURL(join(outdir, 'fast.js')).href);
-const code = (await runFast(process.argv)) ?? (await (await import(pathToFileURL(join(outdir, 'main.js')).href)).main(process.argv));
+const code =
+  (await runFast(process.argv)) ??
+  (await (await import(pathToFileURL(join(outdir, 'main.js')).href)).main(process.argv));
 // Pipes and files are written synchronously on POSIX, so nothing printed is lost by exiting here;
 // exiting explicitly keeps a lingering handle (a Redis reconnect timer…) from holding the process.
 process.exit(code);

@@ -67,7 +67,11 @@ export async function unsettledReason(runtime: Runtime, session: LedgerSession):
  * all its prompts as turns that ended, with nothing pending (inbox, mailbox, cancel flag,
  * activation) and nobody holding it.
  */
-export async function checkSettled(runtime: Runtime, ledger: Ledger, deadlineMs: number): Promise<CheckResult & { waitedMs: number }> {
+export async function checkSettled(
+  runtime: Runtime,
+  ledger: Ledger,
+  deadlineMs: number,
+): Promise<CheckResult & { waitedMs: number }> {
   const started = Date.now();
   const sessions = [...ledger.sessions.values()];
   let pending: Array<{ id: string; why: string }> = [];
@@ -81,16 +85,24 @@ export async function checkSettled(runtime: Runtime, ledger: Ledger, deadlineMs:
     await sleep(250);
   }
   const waitedMs = Date.now() - started;
-  const violations = pending.slice(0, MAX_LISTED).map((p) => `${p.id}: ${p.why} (after ${Math.round(deadlineMs / 1000)} s)`);
+  const violations = pending
+    .slice(0, MAX_LISTED)
+    .map((p) => `${p.id}: ${p.why} (after ${Math.round(deadlineMs / 1000)} s)`);
   if (pending.length > MAX_LISTED) violations.push(`…and ${pending.length - MAX_LISTED} more`);
   return {
-    ...check('no session lost or stuck', violations, `${sessions.length} sessions, ${ledger.promptCount()} prompts; settled after ${(waitedMs / 1000).toFixed(1)} s`),
+    ...check(
+      'no session lost or stuck',
+      violations,
+      `${sessions.length} sessions, ${ledger.promptCount()} prompts; settled after ${(waitedMs / 1000).toFixed(1)} s`,
+    ),
     waitedMs,
   };
 }
 
 /** Per (turn, attempt): its messages, and its terminal messages. */
-function groupByAttempt(log: readonly StoredMessage[]): Map<string, { turn: number; attempt: number; messages: StoredMessage[] }> {
+function groupByAttempt(
+  log: readonly StoredMessage[],
+): Map<string, { turn: number; attempt: number; messages: StoredMessage[] }> {
   const groups = new Map<string, { turn: number; attempt: number; messages: StoredMessage[] }>();
   for (const m of log) {
     const key = `${m.turn}/${m.attempt}`;
@@ -124,11 +136,14 @@ export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<Chec
     const ctx = view.context;
     const expected = session.prompts.length;
     const meta = await internals(runtime).store.meta(id);
-    if (Number(meta?.prompts ?? 0) !== expected) violations.push(`${id}: ${meta?.prompts} prompts counted by enqueue, ${expected} enqueued`);
+    if (Number(meta?.prompts ?? 0) !== expected)
+      violations.push(`${id}: ${meta?.prompts} prompts counted by enqueue, ${expected} enqueued`);
     if (ctx.turnIndex !== expected) violations.push(`${id}: ${ctx.turnIndex} turns started for ${expected} prompts`);
     const finished = ctx.finishedPromptIds;
-    if (new Set(finished).size !== finished.length) violations.push(`${id}: a prompt ended twice (finishedPromptIds has duplicates)`);
-    if (finished.length !== Math.min(ctx.turnIndex, FINISHED_PROMPTS_KEPT)) violations.push(`${id}: ${finished.length} prompts ended, ${ctx.turnIndex} turns started`);
+    if (new Set(finished).size !== finished.length)
+      violations.push(`${id}: a prompt ended twice (finishedPromptIds has duplicates)`);
+    if (finished.length !== Math.min(ctx.turnIndex, FINISHED_PROMPTS_KEPT))
+      violations.push(`${id}: ${finished.length} prompts ended, ${ctx.turnIndex} turns started`);
     const turn = ctx.turn;
     if (turn === null) {
       if (expected > 0) violations.push(`${id}: no current turn after ${expected} prompts`);
@@ -143,24 +158,40 @@ export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<Chec
     if (turn.endedAt === null) violations.push(`${id}: turn ${turn.index} is ${status} without an end time`);
     const completedAttempts = turn.attempts.filter((a) => a.outcome === 'completed').length;
     const last = turn.attempts.at(-1);
-    if (turn.attempts.some((a) => a.outcome === null)) violations.push(`${id}: turn ${turn.index} (${status}) has an attempt without an outcome`);
+    if (turn.attempts.some((a) => a.outcome === null))
+      violations.push(`${id}: turn ${turn.index} (${status}) has an attempt without an outcome`);
     if (status === 'completed' && (completedAttempts !== 1 || last?.outcome !== 'completed'))
-      violations.push(`${id}: turn ${turn.index} completed but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`);
-    if (status === 'failed' && (completedAttempts !== 0 || turn.failureReason === null || (last?.outcome !== 'failed' && last?.outcome !== 'interrupted'))) {
-      violations.push(`${id}: turn ${turn.index} failed (${turn.failureReason}) but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`);
+      violations.push(
+        `${id}: turn ${turn.index} completed but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`,
+      );
+    if (
+      status === 'failed' &&
+      (completedAttempts !== 0 ||
+        turn.failureReason === null ||
+        (last?.outcome !== 'failed' && last?.outcome !== 'interrupted'))
+    ) {
+      violations.push(
+        `${id}: turn ${turn.index} failed (${turn.failureReason}) but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`,
+      );
     }
     if (status === 'cancelled' && (completedAttempts !== 0 || turn.cancelReason === null))
-      violations.push(`${id}: turn ${turn.index} cancelled but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`);
+      violations.push(
+        `${id}: turn ${turn.index} cancelled but its attempts are ${JSON.stringify(turn.attempts.map((a) => a.outcome))}`,
+      );
     const prompt = session.prompts.find((p) => p.turn === turn.index);
     if (prompt !== undefined) {
       if (prompt.text !== turn.text)
-        violations.push(`${id}: turn ${turn.index} ran "${turn.text.slice(0, 60)}", but the prompt enqueued as turn ${turn.index} was "${prompt.text.slice(0, 60)}"`);
+        violations.push(
+          `${id}: turn ${turn.index} ran "${turn.text.slice(0, 60)}", but the prompt enqueued as turn ${turn.index} was "${prompt.text.slice(0, 60)}"`,
+        );
       if (prompt.expect !== 'ended' && prompt.expect !== status)
         violations.push(
           `${id}: turn ${turn.index} ("${prompt.text.slice(0, 40)}") ended ${status}, expected ${prompt.expect} (attempts ${JSON.stringify(turn.attempts.map((a) => [a.outcome, a.category]))})`,
         );
       if (prompt.category !== undefined && status === 'failed' && last?.category !== prompt.category)
-        violations.push(`${id}: turn ${turn.index} failed with category ${last?.category}, expected ${prompt.category}`);
+        violations.push(
+          `${id}: turn ${turn.index} failed with category ${last?.category}, expected ${prompt.category}`,
+        );
       if (prompt.attempts !== undefined && turn.attempts.length !== prompt.attempts)
         violations.push(`${id}: turn ${turn.index} took ${turn.attempts.length} attempts, expected ${prompt.attempts}`);
     }
@@ -172,7 +203,9 @@ export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<Chec
     for (const p of session.prompts) {
       if (p.turn === turn.index || p.expect !== 'completed') continue;
       if (!log.some((m) => m.turn === p.turn && m.type === 'terminal.completed'))
-        violations.push(`${id}: turn ${p.turn} ("${p.text.slice(0, 40)}") was expected to complete; its log has no terminal.completed`);
+        violations.push(
+          `${id}: turn ${p.turn} ("${p.text.slice(0, 40)}") was expected to complete; its log has no terminal.completed`,
+        );
     }
   }
   const listed = violations.slice(0, MAX_LISTED * 2);
@@ -202,7 +235,8 @@ export async function checkLogs(runtime: Runtime, ledger: Ledger): Promise<Check
     const lastSeq = await internals(runtime).store.lastSeq(id);
     const gap = log.findIndex((m, i) => m.seq !== i + 1);
     if (gap !== -1) violations.push(`${id}: seq ${log[gap]?.seq} at position ${gap + 1} (a gap or a duplicate)`);
-    if (lastSeq !== log.length) violations.push(`${id}: the seq counter says ${lastSeq}, the log holds ${log.length} messages`);
+    if (lastSeq !== log.length)
+      violations.push(`${id}: the seq counter says ${lastSeq}, the log holds ${log.length} messages`);
     const view = await runtime.getSession(id);
     const turnIndex = view?.context?.turnIndex ?? 0;
     for (let i = 1; i < log.length; i++) {
@@ -210,25 +244,33 @@ export async function checkLogs(runtime: Runtime, ledger: Ledger): Promise<Check
       const b = log[i];
       if (a === undefined || b === undefined) continue;
       if (b.turn < a.turn || (b.turn === a.turn && b.attempt < a.attempt)) {
-        violations.push(`${id}: (turn, attempt) went backwards at seq ${b.seq}: (${a.turn}, ${a.attempt}) then (${b.turn}, ${b.attempt})`);
+        violations.push(
+          `${id}: (turn, attempt) went backwards at seq ${b.seq}: (${a.turn}, ${a.attempt}) then (${b.turn}, ${b.attempt})`,
+        );
         break;
       }
     }
     const beyond = log.find((m) => m.turn > turnIndex || m.turn < 1 || m.attempt < 1);
-    if (beyond !== undefined) violations.push(`${id}: message seq ${beyond.seq} has (turn ${beyond.turn}, attempt ${beyond.attempt}), beyond turn ${turnIndex}`);
+    if (beyond !== undefined)
+      violations.push(
+        `${id}: message seq ${beyond.seq} has (turn ${beyond.turn}, attempt ${beyond.attempt}), beyond turn ${turnIndex}`,
+      );
     const groups = groupByAttempt(log);
     attempts += groups.size;
     const completedAt = new Map<number, number>();
     for (const g of groups.values()) {
       const terminals = g.messages.filter(isTerminal);
-      if (terminals.length > 1) violations.push(`${id}: turn ${g.turn} attempt ${g.attempt} has ${terminals.length} terminal messages`);
+      if (terminals.length > 1)
+        violations.push(`${id}: turn ${g.turn} attempt ${g.attempt} has ${terminals.length} terminal messages`);
       const t = terminals[0];
-      if (t !== undefined && g.messages.at(-1) !== t) violations.push(`${id}: turn ${g.turn} attempt ${g.attempt}: messages after its terminal (seq ${t.seq})`);
+      if (t !== undefined && g.messages.at(-1) !== t)
+        violations.push(`${id}: turn ${g.turn} attempt ${g.attempt}: messages after its terminal (seq ${t.seq})`);
       if (t?.type === 'terminal.completed') completedAt.set(g.turn, g.attempt);
     }
     for (const g of groups.values()) {
       const done = completedAt.get(g.turn);
-      if (done !== undefined && g.attempt > done) violations.push(`${id}: turn ${g.turn} has attempt ${g.attempt} after attempt ${done} completed`);
+      if (done !== undefined && g.attempt > done)
+        violations.push(`${id}: turn ${g.turn} has attempt ${g.attempt} after attempt ${done} completed`);
     }
     if (session.pi) continue;
     for (const p of session.prompts) {
@@ -236,12 +278,19 @@ export async function checkLogs(runtime: Runtime, ledger: Ledger): Promise<Check
       const text = assistantText(log.filter((m) => m.turn === p.turn));
       const tags = new Set([...text.matchAll(/\[([A-Za-z0-9_.:-]+)\]/g)].map((m) => m[1]));
       const foreign = [...tags].filter((t) => t !== p.tag);
-      if (foreign.length > 0) violations.push(`${id}: turn ${p.turn} answered prompt(s) ${foreign.join(', ')}, but the prompt enqueued as turn ${p.turn} was ${p.tag}`);
+      if (foreign.length > 0)
+        violations.push(
+          `${id}: turn ${p.turn} answered prompt(s) ${foreign.join(', ')}, but the prompt enqueued as turn ${p.turn} was ${p.tag}`,
+        );
     }
   }
   const listed = violations.slice(0, MAX_LISTED * 2);
   if (violations.length > listed.length) listed.push(`…and ${violations.length - listed.length} more`);
-  return check('message logs: seq 1..n, (turn, attempt) never backwards, one terminal per attempt', listed, `${messages} messages in ${attempts} attempts`);
+  return check(
+    'message logs: seq 1..n, (turn, attempt) never backwards, one terminal per attempt',
+    listed,
+    `${messages} messages in ${attempts} attempts`,
+  );
 }
 
 /**
@@ -250,14 +299,19 @@ export async function checkLogs(runtime: Runtime, ledger: Ledger): Promise<Check
  * run agents for one session past it), plus the fence counter: every lease ever granted has a
  * higher fence than the one before.
  */
-export async function checkSingleDriver(runtime: Runtime, ledger: Ledger, witness: WitnessReport): Promise<CheckResult> {
+export async function checkSingleDriver(
+  runtime: Runtime,
+  ledger: Ledger,
+  witness: WitnessReport,
+): Promise<CheckResult> {
   const violations = [...witness.driverViolations];
   let acquisitions = 0;
   for (const id of ledger.ids()) {
     const fence = Number((await internals(runtime).redis.get(internals(runtime).keys.session(id, 'fence'))) ?? 0);
     acquisitions += fence;
     const lease = await internals(runtime).store.leaseHolder(id);
-    if (lease !== null && Number(lease.slice(lease.lastIndexOf('#') + 1)) !== fence) violations.push(`${id}: lease ${lease} is not the last fence granted (${fence})`);
+    if (lease !== null && Number(lease.slice(lease.lastIndexOf('#') + 1)) !== fence)
+      violations.push(`${id}: lease ${lease} is not the last fence granted (${fence})`);
   }
   return check(
     'never two workers driving one session',
@@ -276,7 +330,11 @@ function describe(p: ScannedProcess): string {
  * session) — waiting up to `deadlineMs` for stops in progress. Orphans of killed workers had to
  * be reaped meanwhile, and leftovers of ended agents gone within their grace (witness).
  */
-export async function checkNoStrayProcesses(cluster: Cluster, witness: WitnessReport, deadlineMs: number): Promise<CheckResult> {
+export async function checkNoStrayProcesses(
+  cluster: Cluster,
+  witness: WitnessReport,
+  deadlineMs: number,
+): Promise<CheckResult> {
   const started = Date.now();
   let left: ScannedProcess[] = [];
   for (;;) {
@@ -284,7 +342,11 @@ export async function checkNoStrayProcesses(cluster: Cluster, witness: WitnessRe
     if (left.length === 0 || Date.now() - started > deadlineMs) break;
     await sleep(250);
   }
-  const violations = left.slice(0, MAX_LISTED).map((p) => `still alive ${Math.round((Date.now() - started) / 1000)} s after every session settled: ${describe(p)}`);
+  const violations = left
+    .slice(0, MAX_LISTED)
+    .map(
+      (p) => `still alive ${Math.round((Date.now() - started) / 1000)} s after every session settled: ${describe(p)}`,
+    );
   violations.push(...witness.processViolations);
   return check(
     'no agent process alive that should not be',

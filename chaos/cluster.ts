@@ -33,10 +33,18 @@ export const AGENT_COMMAND = join(CHAOS_DIR, 'agent.sh');
 export const FAKE_MODEL = 'chaos';
 /** A fake-model-server model that pi streams for about 2 s. */
 export const PI_SLOW_MODEL = 'chaos-pi-slow';
-export const PI_SLOW_TEXT = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen';
+export const PI_SLOW_TEXT =
+  'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen';
 
 /** Worker timings of the run: short, so that leases run out and stalled jobs are taken again within seconds. */
-export const WORKER_TIMINGS = { leaseTtl: '2s', stalledInterval: '1s', holdBackoff: '1500ms', poll: '250ms', heartbeat: '1s', shutdownGrace: '2s' } as const;
+export const WORKER_TIMINGS = {
+  leaseTtl: '2s',
+  stalledInterval: '1s',
+  holdBackoff: '1500ms',
+  poll: '250ms',
+  heartbeat: '1s',
+  shutdownGrace: '2s',
+} as const;
 
 export type WorkerState = 'running' | 'stopped' | 'dead';
 
@@ -112,9 +120,18 @@ export function scanRunProcessesSync(runId: string, workerPids: ReadonlySet<numb
       if (state === 'Z' || state === 'X') continue;
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
       const markerAt = environ.indexOf(`\0${AGENT_MARKER_ENV}=`);
-      const marker = markerAt === -1 ? null : environ.slice(markerAt + AGENT_MARKER_ENV.length + 2, environ.indexOf('\0', markerAt + 1));
+      const marker =
+        markerAt === -1
+          ? null
+          : environ.slice(markerAt + AGENT_MARKER_ENV.length + 2, environ.indexOf('\0', markerAt + 1));
       const kind: ScannedProcess['kind'] =
-        workerPids.has(pid) || /sessiond\.mjs worker/.test(cmdline) ? 'worker' : marker === null ? 'other' : /^sleep\b|\/sleep\b/.test(cmdline) ? 'tool' : 'agent';
+        workerPids.has(pid) || /sessiond\.mjs worker/.test(cmdline)
+          ? 'worker'
+          : marker === null
+            ? 'other'
+            : /^sleep\b|\/sleep\b/.test(cmdline)
+              ? 'tool'
+              : 'agent';
       out.push({ pid, ppid: Number(fields[1]), state, cmdline, marker, kind });
     } catch {
       // gone meanwhile, or not ours
@@ -195,18 +212,30 @@ export class Cluster {
             return clusterAsServer(c);
           })
         : startRedis({ aof: true });
-    [this.redis, this.model] = await Promise.all([redis, startFakeModelServer({ scripts: { [PI_SLOW_MODEL]: { text: PI_SLOW_TEXT, chunkDelayMs: 110 } } })]);
+    [this.redis, this.model] = await Promise.all([
+      redis,
+      startFakeModelServer({ scripts: { [PI_SLOW_MODEL]: { text: PI_SLOW_TEXT, chunkDelayMs: 110 } } }),
+    ]);
     this.pi = createPiEnv({ serverUrl: this.model.url, extraModels: [PI_SLOW_MODEL], root: join(this.root, 'pi') });
     const { connect, closeAll } = connector(this.redis.url);
     this.connect = connect;
     this.#closeConnections = closeAll;
-    this.runtime = new Runtime({ connect, prefix: this.prefix, policy: TEST_POLICY, queuePartitions: this.options.queuePartitions ?? 1 });
+    this.runtime = new Runtime({
+      connect,
+      prefix: this.prefix,
+      policy: TEST_POLICY,
+      queuePartitions: this.options.queuePartitions ?? 1,
+    });
     this.log(
       `run ${this.runId}: ${this.redisCluster === null ? 'redis-server' : 'Redis Cluster (3 masters + 3 replicas)'} ${this.redis.url} (AOF, fsync always), fake model server ${this.model.url}, prefix ${this.prefix}, dir ${this.root}`,
     );
     for (let slot = 0; slot < this.options.workers; slot++) mkdirSync(this.#hostDir(slot), { recursive: true });
     // pi's managed agent dir, prepared once per "host" before any attempt runs.
-    await Promise.all(Array.from({ length: this.options.workers }, (_, slot) => prepareManagedAgentDir(resolve(this.pi.agentDir), join(this.#hostDir(slot), 'state'))));
+    await Promise.all(
+      Array.from({ length: this.options.workers }, (_, slot) =>
+        prepareManagedAgentDir(resolve(this.pi.agentDir), join(this.#hostDir(slot), 'state')),
+      ),
+    );
     await Promise.all(Array.from({ length: this.options.workers }, (_, slot) => this.startWorker(slot)));
   }
 
@@ -238,11 +267,20 @@ export class Cluster {
           CHAOS_RUN_ID: this.runId,
           CHAOS_STATE_DIR: this.stateDir,
           // The fake agent reads these: named, since an agent's env holds nothing else of the worker's.
-          SESSIOND_AGENT_ENV: [...AGENT_ENV_NAMES, 'CHAOS_REAL_PI', 'CHAOS_NODE', 'CHAOS_RUN_ID', 'CHAOS_STATE_DIR', 'FAKE_MODEL_URL'].join(','),
+          SESSIOND_AGENT_ENV: [
+            ...AGENT_ENV_NAMES,
+            'CHAOS_REAL_PI',
+            'CHAOS_NODE',
+            'CHAOS_RUN_ID',
+            'CHAOS_STATE_DIR',
+            'FAKE_MODEL_URL',
+          ].join(','),
           SESSIOND_LOG_LEVEL: 'info',
           // Unsandboxed unless asked: the fake agent counts attempts in CHAOS_STATE_DIR and real pi asks a 127.0.0.1 fake model.
           SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none',
-          ...(this.options.queuePartitions === undefined ? {} : { SESSIOND_QUEUE_PARTITIONS: String(this.options.queuePartitions) }),
+          ...(this.options.queuePartitions === undefined
+            ? {}
+            : { SESSIOND_QUEUE_PARTITIONS: String(this.options.queuePartitions) }),
           ...(this.options.workerEnv ?? {}),
           // The one-request agent (test/fixtures/agents/http-pi.sh, for `--model limits-…`) asks here.
           FAKE_MODEL_URL: this.model.url,
@@ -283,7 +321,10 @@ export class Cluster {
   }
 
   /** SIGTERM (graceful shutdown: running attempts get the shutdown grace, then are stopped and re-queued); SIGKILL after `graceMs`. */
-  async terminate(worker: ManagedWorker, graceMs = 15_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  async terminate(
+    worker: ManagedWorker,
+    graceMs = 15_000,
+  ): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     worker.proc.kill('SIGTERM');
     const timer = setTimeout(() => worker.proc.kill('SIGKILL'), graceMs);
     const exit = await worker.proc.exited;
@@ -349,7 +390,8 @@ export class Cluster {
     this.#closed = true;
     await this.stopWorkers().catch(() => undefined);
     // What the workers left (agents of killed workers, tool grandchildren): reaped, then killed by run id.
-    if (this.runtime !== undefined) await reapOrphans(markerScope(internals(this.runtime).keys.prefix)).catch(() => undefined);
+    if (this.runtime !== undefined)
+      await reapOrphans(markerScope(internals(this.runtime).keys.prefix)).catch(() => undefined);
     killRunProcessesSync(this.runId);
     await this.runtime?.close().catch(() => undefined);
     this.#closeConnections();

@@ -49,7 +49,14 @@ const argOf = (name) => {
 const sessionDir = argOf('--session-dir');
 const resumeId = argOf('--session');
 
-const usage = { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, totalTokens: 15, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+const usage = {
+  input: 10,
+  output: 5,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 15,
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+};
 const emit = (event) => {
   try {
     process.stdout.write(`${JSON.stringify(event)}\n`);
@@ -71,7 +78,13 @@ function parse(text) {
   const word = text.trim().split(/\s+/)[0] ?? '';
   const match = /^([a-z-]+)(?::([A-Za-z0-9_.]+))?(?:@(\d+))?$/.exec(word);
   if (match === null) return { kind: 'ok', arg: '200', times: Infinity, tag, known: false };
-  return { kind: match[1], arg: match[2], times: match[3] === undefined ? Infinity : Number(match[3]), tag, known: true };
+  return {
+    kind: match[1],
+    arg: match[2],
+    times: match[3] === undefined ? Infinity : Number(match[3]),
+    tag,
+    known: true,
+  };
 }
 
 // --- the session file (pi keeps `<sessionDir>/<timestamp>_<id>.jsonl`, header first) ---------------
@@ -102,7 +115,10 @@ function userTexts(file) {
 function appendToSession(file, message) {
   if (file === null) return;
   try {
-    appendFileSync(file, `${JSON.stringify({ type: 'message', id: randomUUID().slice(0, 8), timestamp: new Date().toISOString(), message })}\n`);
+    appendFileSync(
+      file,
+      `${JSON.stringify({ type: 'message', id: randomUUID().slice(0, 8), timestamp: new Date().toISOString(), message })}\n`,
+    );
   } catch {
     // the session file is best effort
   }
@@ -147,7 +163,10 @@ async function main(stdinText) {
     try {
       mkdirSync(sessionDir, { recursive: true });
       file = join(sessionDir, `${new Date(now).toISOString().replace(/[:.]/g, '-')}_${id}.jsonl`);
-      writeFileSync(file, `${JSON.stringify({ type: 'session', version: 3, id, timestamp: new Date(now).toISOString(), cwd: process.cwd() })}\n`);
+      writeFileSync(
+        file,
+        `${JSON.stringify({ type: 'session', version: 3, id, timestamp: new Date(now).toISOString(), cwd: process.cwd() })}\n`,
+      );
     } catch {
       file = null;
     }
@@ -165,7 +184,16 @@ async function main(stdinText) {
   appendToSession(file, user);
 
   const messages = [user];
-  const assistant = () => ({ role: 'assistant', content: [], api: 'openai-completions', provider: 'fake', model: 'chaos', usage, stopReason: 'stop', timestamp: Date.now() });
+  const assistant = () => ({
+    role: 'assistant',
+    content: [],
+    api: 'openai-completions',
+    provider: 'fake',
+    model: 'chaos',
+    usage,
+    stopReason: 'stop',
+    timestamp: Date.now(),
+  });
 
   /** Streams one text message for about `ms`, at most `stopAfter` deltas (then returns without ending it). */
   async function streamText(ms, { stopAfter = Infinity, between } = {}) {
@@ -177,7 +205,11 @@ async function main(stdinText) {
     for (let i = 0; i < deltas && i < stopAfter; i++) {
       const delta = i === 0 ? `[${spec.tag}] w${i}` : ` w${i}`;
       block.text += delta;
-      emit({ type: 'message_update', assistantMessageEvent: { type: 'text_delta', contentIndex: 0, delta, partial: message }, message });
+      emit({
+        type: 'message_update',
+        assistantMessageEvent: { type: 'text_delta', contentIndex: 0, delta, partial: message },
+        message,
+      });
       if (between !== undefined) between(i);
       await sleep(DELTA_EVERY_MS);
     }
@@ -199,13 +231,24 @@ async function main(stdinText) {
   /** A bash tool call: `command` announced, `work` run as the tool, its result `text`, then an answer. */
   async function toolTurn(command, work) {
     const toolCallId = `call_chaos_${randomUUID().slice(0, 8)}`;
-    const call = { ...assistant(), stopReason: 'toolUse', content: [{ type: 'toolCall', id: toolCallId, name: 'bash', arguments: { command } }] };
+    const call = {
+      ...assistant(),
+      stopReason: 'toolUse',
+      content: [{ type: 'toolCall', id: toolCallId, name: 'bash', arguments: { command } }],
+    };
     emit({ type: 'message_start', message: call });
     endMessage(call);
     emit({ type: 'tool_execution_start', toolCallId, toolName: 'bash', args: { command } });
     const result = { content: [{ type: 'text', text: await work() }] };
     emit({ type: 'tool_execution_end', toolCallId, toolName: 'bash', result, isError: false });
-    const toolResult = { role: 'toolResult', toolCallId, toolName: 'bash', content: result.content, isError: false, timestamp: Date.now() };
+    const toolResult = {
+      role: 'toolResult',
+      toolCallId,
+      toolName: 'bash',
+      content: result.content,
+      isError: false,
+      timestamp: Date.now(),
+    };
     emit({ type: 'message_start', message: toolResult });
     emit({ type: 'message_end', message: toolResult });
     emit({ type: 'turn_start' });

@@ -62,7 +62,11 @@ export class Ledger {
   }
 
   /** Enqueues a prompt through `runtime` and records it. */
-  async enqueue(runtime: Runtime, spec: PromptSpec, piOptions: Record<string, unknown> = {}): Promise<{ sessionId: string; turn: number }> {
+  async enqueue(
+    runtime: Runtime,
+    spec: PromptSpec,
+    piOptions: Record<string, unknown> = {},
+  ): Promise<{ sessionId: string; turn: number }> {
     const sessionId = spec.sessionId ?? this.newSessionId();
     const pi = spec.pi === true;
     this.#tags += 1;
@@ -72,7 +76,12 @@ export class Ledger {
     // Registered before the call: a check running meanwhile must know the session exists.
     const session = this.sessions.get(sessionId) ?? { sessionId, prompts: [], pi };
     this.sessions.set(sessionId, session);
-    const result = await runtime.enqueue({ sessionId, prompt: text, options, ...(spec.retryPolicy === undefined ? {} : { retryPolicy: spec.retryPolicy }) });
+    const result = await runtime.enqueue({
+      sessionId,
+      prompt: text,
+      options,
+      ...(spec.retryPolicy === undefined ? {} : { retryPolicy: spec.retryPolicy }),
+    });
     session.prompts.push({
       turn: result.turn,
       tag,

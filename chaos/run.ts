@@ -19,7 +19,17 @@ import { races } from './scenarios/races.ts';
 import { redisFaults } from './scenarios/redis.ts';
 import { sigstop } from './scenarios/sigstop.ts';
 
-export const SCENARIOS: readonly ScenarioDefinition[] = [kill9, redisFaults, agents, races, sigstop, escape, limits, failover, failoverNoWait];
+export const SCENARIOS: readonly ScenarioDefinition[] = [
+  kill9,
+  redisFaults,
+  agents,
+  races,
+  sigstop,
+  escape,
+  limits,
+  failover,
+  failoverNoWait,
+];
 
 export interface ChaosOptions {
   quick: boolean;
@@ -57,7 +67,9 @@ export function machineDescription(): string {
 }
 
 function formatResult(r: ScenarioResult, index: number, total: number): string {
-  const lines = [`== [${index}/${total}] ${r.name}: ${r.title} — ${r.ok ? 'PASS' : 'FAIL'} (${(r.durationMs / 1000).toFixed(1)} s)`];
+  const lines = [
+    `== [${index}/${total}] ${r.name}: ${r.title} — ${r.ok ? 'PASS' : 'FAIL'} (${(r.durationMs / 1000).toFixed(1)} s)`,
+  ];
   for (const d of r.did) lines.push(`   did:   ${d}`);
   for (const f of r.found) lines.push(`   found: ${f}`);
   for (const c of r.checks) {
@@ -68,7 +80,9 @@ function formatResult(r: ScenarioResult, index: number, total: number): string {
 }
 
 export function summarize(report: Omit<ChaosReport, 'summary' | 'runId'>): string {
-  const lines = [`chaos summary (${report.quick ? 'quick' : 'full'}, seed ${report.seed}, ${(report.durationMs / 1000).toFixed(0)} s; ${report.machine})`];
+  const lines = [
+    `chaos summary (${report.quick ? 'quick' : 'full'}, seed ${report.seed}, ${(report.durationMs / 1000).toFixed(0)} s; ${report.machine})`,
+  ];
   for (const s of report.scenarios) {
     const failed = s.checks.filter((c) => !c.ok);
     lines.push(
@@ -84,9 +98,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const started = Date.now();
   const named = options.only !== undefined && options.only.length > 0;
-  const chosen = SCENARIOS.filter((s) => (named ? (options.only ?? []).includes(s.name) : !(options.quick && s.fullOnly === true)));
+  const chosen = SCENARIOS.filter((s) =>
+    named ? (options.only ?? []).includes(s.name) : !(options.quick && s.fullOnly === true),
+  );
   const machine = machineDescription();
-  log(`chaos: ${options.quick ? 'quick' : 'full'} run of ${chosen.map((s) => s.name).join(', ')}; seed ${options.seed}; ${machine}`);
+  log(
+    `chaos: ${options.quick ? 'quick' : 'full'} run of ${chosen.map((s) => s.name).join(', ')}; seed ${options.seed}; ${machine}`,
+  );
   const results: ScenarioResult[] = [];
   const worldOptions = { log, workers: 3, concurrency: options.quick ? 3 : 4 };
   // The shared world (one redis-server), unless every scenario chosen brings its own.
@@ -126,7 +144,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         durationMs: Date.now() - started,
         did: [],
         found: [],
-        checks: [{ name: 'within the time budget', ok: false, summary: `over ${budget / 1000} s`, violations: [`the run did not end within ${budget / 1000} s; abandoned`] }],
+        checks: [
+          {
+            name: 'within the time budget',
+            ok: false,
+            summary: `over ${budget / 1000} s`,
+            violations: [`the run did not end within ${budget / 1000} s; abandoned`],
+          },
+        ],
         ok: false,
       });
     }
@@ -155,7 +180,9 @@ function parseArgs(argv: readonly string[]): ChaosOptions {
     else if (arg === '--seed') options.seed = Number(argv[++i]);
     else if (arg === '--only') options.only = (argv[++i] ?? '').split(',').filter(Boolean);
     else if (arg === '--help' || arg === '-h') {
-      process.stdout.write(`usage: npm run chaos [-- --quick] [--only ${SCENARIOS.map((s) => s.name).join(',')}] [--seed N]\n`);
+      process.stdout.write(
+        `usage: npm run chaos [-- --quick] [--only ${SCENARIOS.map((s) => s.name).join(',')}] [--seed N]\n`,
+      );
       process.exit(0);
     } else {
       process.stderr.write(`chaos: unknown argument ${arg}\n`);
@@ -168,7 +195,9 @@ function parseArgs(argv: readonly string[]): ChaosOptions {
   }
   const unknown = (options.only ?? []).filter((n) => !SCENARIOS.some((s) => s.name === n));
   if (unknown.length > 0) {
-    process.stderr.write(`chaos: unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}\n`);
+    process.stderr.write(
+      `chaos: unknown scenario(s) ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}\n`,
+    );
     process.exit(2);
   }
   return options;

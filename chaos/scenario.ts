@@ -2,7 +2,16 @@
  * What every chaos scenario shares: a ledger of what it asked for, a witness sampling leases and
  * agent processes while it runs, and the checks run after it (checks.ts), plus its own findings.
  */
-import { check, checkLogs, checkNoStrayProcesses, checkSettled, checkSingleDriver, checkTurns, sleep, type CheckResult } from './checks.ts';
+import {
+  check,
+  checkLogs,
+  checkNoStrayProcesses,
+  checkSettled,
+  checkSingleDriver,
+  checkTurns,
+  sleep,
+  type CheckResult,
+} from './checks.ts';
 
 export { check, sleep } from './checks.ts';
 import type { Cluster, ClusterOptions } from './cluster.ts';
@@ -52,7 +61,11 @@ export interface ScenarioResult {
 }
 
 /** Waits for `probe` to return something truthy; null after `timeoutMs`. */
-export async function waitFor<T>(probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs: number, everyMs = 100): Promise<T | null> {
+export async function waitFor<T>(
+  probe: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  timeoutMs: number,
+  everyMs = 100,
+): Promise<T | null> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -73,7 +86,9 @@ export async function runScenario(def: ScenarioDefinition, ctx: ScenarioContext)
   try {
     await def.run(ctx, ledger, notes);
   } catch (error) {
-    checks.push(check('scenario ran to its end', [`the scenario failed: ${(error as Error).stack ?? String(error)}`], 'it threw'));
+    checks.push(
+      check('scenario ran to its end', [`the scenario failed: ${(error as Error).stack ?? String(error)}`], 'it threw'),
+    );
   }
   try {
     const settled = await checkSettled(ctx.cluster.runtime, ledger, def.settleMs);
@@ -82,7 +97,12 @@ export async function runScenario(def: ScenarioDefinition, ctx: ScenarioContext)
     await sleep(1500);
     const stray = await checkNoStrayProcesses(ctx.cluster, witness.report, 15_000);
     const report = await witness.stop();
-    checks.push(await checkTurns(ctx.cluster.runtime, ledger), await checkLogs(ctx.cluster.runtime, ledger), await checkSingleDriver(ctx.cluster.runtime, ledger, report), stray);
+    checks.push(
+      await checkTurns(ctx.cluster.runtime, ledger),
+      await checkLogs(ctx.cluster.runtime, ledger),
+      await checkSingleDriver(ctx.cluster.runtime, ledger, report),
+      stray,
+    );
   } catch (error) {
     await witness.stop();
     checks.push(check('checks ran', [`a check failed to run: ${(error as Error).stack ?? String(error)}`], 'it threw'));
@@ -98,5 +118,13 @@ export async function runScenario(def: ScenarioDefinition, ctx: ScenarioContext)
             .map((c) => c.name)
             .join('; ')}`,
     );
-  return { name: def.name, title: def.title, durationMs: Date.now() - started, did: notes.did, found: notes.found, checks, ok: def.enforced === false || passed };
+  return {
+    name: def.name,
+    title: def.title,
+    durationMs: Date.now() - started,
+    did: notes.did,
+    found: notes.found,
+    checks,
+    ok: def.enforced === false || passed,
+  };
 }

@@ -104,7 +104,9 @@ export class Witness {
     const sessions = [...this.#sessions()];
     const redis = internals(cluster.runtime).redis;
     // One GET per session (a Redis Cluster refuses an MGET over several slots).
-    const leases = await Promise.all(sessions.map((id) => redis.get(internals(cluster.runtime).keys.session(id, 'lease'))));
+    const leases = await Promise.all(
+      sessions.map((id) => redis.get(internals(cluster.runtime).keys.session(id, 'lease'))),
+    );
     // Read after Redis answered (which may take long: Redis paused): a process list older than the
     // leases could take an agent that just finished for a stale one.
     const now = Date.now();
@@ -121,7 +123,11 @@ export class Witness {
       holders.set(id, holder);
       const seen = this.#fences.get(id);
       if (seen !== undefined) {
-        if (fence < seen.fence) this.#violation('driver', `${id}: the lease went back from fence ${seen.fence} (${seen.holder}) to fence ${fence} (${holder})`);
+        if (fence < seen.fence)
+          this.#violation(
+            'driver',
+            `${id}: the lease went back from fence ${seen.fence} (${seen.holder}) to fence ${fence} (${holder})`,
+          );
         if (fence > seen.fence && holder !== seen.holder) this.report.takeovers += 1;
       }
       if (seen === undefined || fence >= seen.fence) this.#fences.set(id, { fence, holder });
@@ -134,13 +140,18 @@ export class Witness {
       list.push(p);
       byMarker.set(p.marker, list);
     }
-    this.report.maxAgents = Math.max(this.report.maxAgents, [...byMarker.values()].filter((ps) => ps.some((p) => p.kind === 'agent')).length);
+    this.report.maxAgents = Math.max(
+      this.report.maxAgents,
+      [...byMarker.values()].filter((ps) => ps.some((p) => p.kind === 'agent')).length,
+    );
     for (const marker of [...this.#agents.keys()]) {
       if (byMarker.has(marker)) continue;
       const gone = this.#agents.get(marker);
       this.#agents.delete(marker);
-      if (gone?.condition === 'stale' && gone.suspectSince !== null) this.report.maxStaleStopMs = Math.max(this.report.maxStaleStopMs, now - gone.suspectSince);
-      if (gone?.condition === 'orphan' && gone.suspectSince !== null) this.report.maxOrphanLifeMs = Math.max(this.report.maxOrphanLifeMs, now - gone.suspectSince);
+      if (gone?.condition === 'stale' && gone.suspectSince !== null)
+        this.report.maxStaleStopMs = Math.max(this.report.maxStaleStopMs, now - gone.suspectSince);
+      if (gone?.condition === 'orphan' && gone.suspectSince !== null)
+        this.report.maxOrphanLifeMs = Math.max(this.report.maxOrphanLifeMs, now - gone.suspectSince);
     }
 
     // Per session: the running workers that have a live agent for it now.
@@ -166,7 +177,8 @@ export class Witness {
           if (condition === 'orphan') this.report.orphansSeen += 1;
           if (condition === 'stale') this.report.staleAgentsSeen += 1;
         }
-        const grace = condition === 'stale' ? STALE_GRACE_MS : condition === 'orphan' ? ORPHAN_GRACE_MS : STRAY_GRACE_MS;
+        const grace =
+          condition === 'stale' ? STALE_GRACE_MS : condition === 'orphan' ? ORPHAN_GRACE_MS : STRAY_GRACE_MS;
         if (!tracked.reported && now - tracked.suspectSince > grace) {
           tracked.reported = true;
           const what = procs.map((p) => `${p.pid} ${p.kind} "${p.cmdline.slice(0, 80)}"`).join(', ');
@@ -195,10 +207,17 @@ export class Witness {
       if (owners.size < 2) continue;
       // Within the stale grace this is a holder that has not noticed yet; past it, reported above.
       const staleLong = [...this.#agents.values()].some(
-        (t) => t.sessionId === sessionId && t.condition === 'stale' && t.suspectSince !== null && now - t.suspectSince > STALE_GRACE_MS,
+        (t) =>
+          t.sessionId === sessionId &&
+          t.condition === 'stale' &&
+          t.suspectSince !== null &&
+          now - t.suspectSince > STALE_GRACE_MS,
       );
       if (staleLong)
-        this.#violation('driver', `session ${sessionId}: agents of ${owners.size} running workers (pids ${[...owners].sort().join(', ')}) at once, past the stale-holder grace`);
+        this.#violation(
+          'driver',
+          `session ${sessionId}: agents of ${owners.size} running workers (pids ${[...owners].sort().join(', ')}) at once, past the stale-holder grace`,
+        );
     }
   }
 }

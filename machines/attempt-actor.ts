@@ -33,7 +33,10 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
           if (sunk !== undefined) await sunk;
           if (controller.signal.aborted) continue;
           // The machine only needs a session id it does not hold yet (a resumed session keeps its id).
-          if ((message.type === 'session.started' || message.type === 'session.resumed') && message.content.sessionId !== input.agentSessionId) {
+          if (
+            (message.type === 'session.started' || message.type === 'session.resumed') &&
+            message.content.sessionId !== input.agentSessionId
+          ) {
             sendBack({ type: 'attempt.session', agentSessionId: message.content.sessionId });
           }
           if (isTerminal(message)) terminal = message;
@@ -44,7 +47,10 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
       }
       if (controller.signal.aborted) return;
       ended = true;
-      sendBack({ type: 'attempt.ended', terminal: terminal ?? crashed('the provider ended without a terminal message') });
+      sendBack({
+        type: 'attempt.ended',
+        terminal: terminal ?? crashed('the provider ended without a terminal message'),
+      });
     };
     const done = run().finally(() => {
       if (inFlight.get(key) === done) inFlight.delete(key);
@@ -68,5 +74,8 @@ function attemptKey(meta: { sessionId: string; turn: number; attempt: number }):
 }
 
 function crashed(text: string): TerminalMessage {
-  return { type: 'terminal.failed', content: { text, category: 'process_crash', stderr: '', invalid_output_lines: [] } };
+  return {
+    type: 'terminal.failed',
+    content: { text, category: 'process_crash', stderr: '', invalid_output_lines: [] },
+  };
 }

@@ -36,12 +36,16 @@ export function exportChart(machine: AnyStateMachine): Chart {
           : t.eventType.startsWith('xstate.error.actor')
             ? 'error'
             : t.eventType;
-      for (const target of t.target ?? [undefined]) transitions.push({ event, target: local(target?.id), guard: guardName(t.guard) });
+      for (const target of t.target ?? [undefined])
+        transitions.push({ event, target: local(target?.id), guard: guardName(t.guard) });
     }
     for (const t of node.always ?? []) {
-      for (const target of t.target ?? [undefined]) transitions.push({ event: 'always', target: local(target?.id), guard: guardName(t.guard) });
+      for (const target of t.target ?? [undefined])
+        transitions.push({ event: 'always', target: local(target?.id), guard: guardName(t.guard) });
     }
-    const rootOn = [...root.transitions.values()].flat().map((t) => ({ event: t.eventType, target: null, guard: guardName(t.guard) }));
+    const rootOn = [...root.transitions.values()]
+      .flat()
+      .map((t) => ({ event: t.eventType, target: null, guard: guardName(t.guard) }));
     return { name, invokes: node.invoke.map((i) => String(i.src)), transitions: [...transitions, ...rootOn] };
   });
   const initial = root.initial?.target[0]?.id;
@@ -51,6 +55,7 @@ export function exportChart(machine: AnyStateMachine): Chart {
 function guardName(guard: unknown): string | null {
   if (guard === undefined || guard === null) return null;
   if (typeof guard === 'string') return guard;
-  if (typeof guard === 'object' && 'type' in guard && typeof (guard as { type: unknown }).type === 'string') return (guard as { type: string }).type;
+  if (typeof guard === 'object' && 'type' in guard && typeof (guard as { type: unknown }).type === 'string')
+    return (guard as { type: string }).type;
   return 'guard';
 }

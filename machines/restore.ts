@@ -29,7 +29,10 @@ export interface Transition {
 export type SessionActor = Actor<SessionMachine>;
 
 export function persistSession(actor: SessionActor): PersistedSession {
-  return { version: SESSION_SNAPSHOT_VERSION, snapshot: actor.getPersistedSnapshot() as unknown as PersistedMachineSnapshot };
+  return {
+    version: SESSION_SNAPSHOT_VERSION,
+    snapshot: actor.getPersistedSnapshot() as unknown as PersistedMachineSnapshot,
+  };
 }
 
 /** The state's name as operators see it (`running`, `backoff`, …). */
@@ -52,11 +55,18 @@ export function restorableSnapshot(persisted: PersistedSession): PersistedMachin
 }
 
 function migrate(persisted: PersistedSession): PersistedSession {
-  if (persisted === null || typeof persisted !== 'object' || typeof persisted.snapshot !== 'object' || persisted.snapshot === null) {
+  if (
+    persisted === null ||
+    typeof persisted !== 'object' ||
+    typeof persisted.snapshot !== 'object' ||
+    persisted.snapshot === null
+  ) {
     throw new Error('persisted session: not a session snapshot');
   }
   if (persisted.version !== SESSION_SNAPSHOT_VERSION) {
-    throw new Error(`persisted session: version ${String(persisted.version)} is not supported (this build reads version ${SESSION_SNAPSHOT_VERSION})`);
+    throw new Error(
+      `persisted session: version ${String(persisted.version)} is not supported (this build reads version ${SESSION_SNAPSHOT_VERSION})`,
+    );
   }
   return persisted;
 }
@@ -111,7 +121,10 @@ export function startSessionActor(
   let actor: SessionActor;
   if ('persisted' in from) {
     const restored = restorableSnapshot(from.persisted);
-    actor = createActor(logic, { snapshot: restored as never, input: { sessionId: from.persisted.snapshot.context.sessionId } });
+    actor = createActor(logic, {
+      snapshot: restored as never,
+      input: { sessionId: from.persisted.snapshot.context.sessionId },
+    });
     previous = stateName(restored.value);
   } else {
     actor = createActor(logic, { input: from.input });

@@ -11,13 +11,15 @@ import type { AttemptRecord } from './types.ts';
  * - it had not (the agent died or could not start before using the prompt):
  *   send the prompt again, in the session of the previous turns if any.
  */
-export const CONTINUATION_PROMPT = 'Your reply to my last request was interrupted by an error before it finished. Please carry on with that request.';
+export const CONTINUATION_PROMPT =
+  'Your reply to my last request was interrupted by an error before it finished. Please carry on with that request.';
 
 export function retryRequest(
   prompt: string,
   failedAttempt: Pick<AttemptRecord, 'promptRecorded'> | null,
   resumableSession: string | null,
 ): { text: string; continuation: boolean } {
-  if (failedAttempt?.promptRecorded === true && resumableSession !== null) return { text: CONTINUATION_PROMPT, continuation: true };
+  if (failedAttempt?.promptRecorded === true && resumableSession !== null)
+    return { text: CONTINUATION_PROMPT, continuation: true };
   return { text: prompt, continuation: false };
 }

@@ -1,8 +1,26 @@
 import { and, assign, enqueueActions, setup } from 'xstate';
 import { DEFAULT_RETRY_POLICY } from '../src/retry/index.ts';
 import { createAttemptActors } from './attempt-actor.ts';
-import { attemptRequest, decisionFor, endTurn, failureOf, newTurn, now, patchLastAttempt, timeoutText, turnDeadline } from './turn.ts';
-import type { AttemptRecord, AttemptRequest, AttemptRunner, MessageSink, SessionContext, SessionEvent, SessionInput } from './types.ts';
+import {
+  attemptRequest,
+  decisionFor,
+  endTurn,
+  failureOf,
+  newTurn,
+  now,
+  patchLastAttempt,
+  timeoutText,
+  turnDeadline,
+} from './turn.ts';
+import type {
+  AttemptRecord,
+  AttemptRequest,
+  AttemptRunner,
+  MessageSink,
+  SessionContext,
+  SessionEvent,
+  SessionInput,
+} from './types.ts';
 
 /** The id of the delayed `turn.deadline` event, so that it can be cancelled and armed again. */
 const DEADLINE_ID = 'turnDeadline';
@@ -52,7 +70,10 @@ export const sessionMachine = setup({
     enqueuePrompt: assign(({ context, event }) => {
       if (event.type !== 'session.prompt') return {};
       const id = event.prompt.id;
-      const known = context.mailbox.some((p) => p.id === id) || context.turn?.promptId === id || context.finishedPromptIds.includes(id);
+      const known =
+        context.mailbox.some((p) => p.id === id) ||
+        context.turn?.promptId === id ||
+        context.finishedPromptIds.includes(id);
       // The same prompt delivered twice (at-least-once delivery upstream) runs once.
       return known ? {} : { mailbox: [...context.mailbox, event.prompt] };
     }),
@@ -75,10 +96,25 @@ export const sessionMachine = setup({
     startAttempt: assign(({ context }) => {
       if (context.turn === null) return {};
       const attempt = context.attempt + 1;
-      const record: AttemptRecord = { attempt, startedAt: now(), endedAt: null, outcome: null, category: null, errorText: null, delayMs: null, promptRecorded: false };
-      return { attempt, nextRetryAt: null, turn: { ...context.turn, status: 'running', attempts: [...context.turn.attempts, record] } };
+      const record: AttemptRecord = {
+        attempt,
+        startedAt: now(),
+        endedAt: null,
+        outcome: null,
+        category: null,
+        errorText: null,
+        delayMs: null,
+        promptRecorded: false,
+      };
+      return {
+        attempt,
+        nextRetryAt: null,
+        turn: { ...context.turn, status: 'running', attempts: [...context.turn.attempts, record] },
+      };
     }),
-    recordAgentSession: assign(({ event }) => (event.type === 'attempt.session' ? { agentSessionId: event.agentSessionId } : {})),
+    recordAgentSession: assign(({ event }) =>
+      event.type === 'attempt.session' ? { agentSessionId: event.agentSessionId } : {},
+    ),
     recordSandbox: assign(({ context, event }) => {
       if (event.type !== 'attempt.spawned' || context.turn === null) return {};
       return { turn: { ...context.turn, attempts: patchLastAttempt(context.turn, { sandbox: event.sandbox }) } };
@@ -95,56 +131,103 @@ export const sessionMachine = setup({
       const outcome = event.type === 'session.restored' ? 'interrupted' : 'failed';
       const delayMs = decision?.retry === true ? decision.delayMs : null;
       const promptRecorded = failure.promptRecorded === true;
-      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome, category: failure.category, errorText: failure.text, delayMs, promptRecorded });
+      const attempts = patchLastAttempt(context.turn, {
+        endedAt: now(),
+        outcome,
+        category: failure.category,
+        errorText: failure.text,
+        delayMs,
+        promptRecorded,
+      });
       const agentSessionResumable = context.agentSessionResumable || promptRecorded;
-      const lastFailure = { category: failure.category, errorText: failure.text, retryAfterMs: failure.retryAfterMs ?? null, at: now() };
+      const lastFailure = {
+        category: failure.category,
+        errorText: failure.text,
+        retryAfterMs: failure.retryAfterMs ?? null,
+        at: now(),
+      };
       if (decision?.retry === true && decision.wall !== undefined) {
         const { free } = decision.wall;
         const until = now() + decision.delayMs;
         const walled = patchLastAttempt({ ...context.turn, attempts }, { quotaWall: free ? 'free' : 'counted' });
         const quotaWall = { until, since: now(), free, category: failure.category };
         const freeWalls = (context.turn.freeWalls ?? 0) + (free ? 1 : 0);
-        return { lastFailure, agentSessionResumable, nextRetryAt: until, turn: { ...context.turn, status: 'parked', attempts: walled, freeWalls, quotaWall } };
+        return {
+          lastFailure,
+          agentSessionResumable,
+          nextRetryAt: until,
+          turn: { ...context.turn, status: 'parked', attempts: walled, freeWalls, quotaWall },
+        };
       }
       if (decision?.retry === true) {
-        return { lastFailure, agentSessionResumable, nextRetryAt: now() + decision.delayMs, turn: { ...context.turn, status: 'backoff', attempts } };
+        return {
+          lastFailure,
+          agentSessionResumable,
+          nextRetryAt: now() + decision.delayMs,
+          turn: { ...context.turn, status: 'backoff', attempts },
+        };
       }
       const reason = decision?.retry === false ? decision.reason : 'not_retryable';
-      return { lastFailure, agentSessionResumable, ...endTurn({ ...context, turn: { ...context.turn, attempts } }, 'failed', { failureReason: reason }) };
+      return {
+        lastFailure,
+        agentSessionResumable,
+        ...endTurn({ ...context, turn: { ...context.turn, attempts } }, 'failed', { failureReason: reason }),
+      };
     }),
     markCancelling: assign(({ context, event }) => {
       const reason = event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : 'cancelled';
       if (context.turn === null) return {};
-      return { turn: { ...context.turn, status: 'cancelling', cancelReason: reason, attempts: patchLastAttempt(context.turn, { endedAt: now(), outcome: 'cancelled' }) } };
+      return {
+        turn: {
+          ...context.turn,
+          status: 'cancelling',
+          cancelReason: reason,
+          attempts: patchLastAttempt(context.turn, { endedAt: now(), outcome: 'cancelled' }),
+        },
+      };
     }),
     cancelTurn: assign(({ context, event }) => {
-      const reason = event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : (context.turn?.cancelReason ?? 'cancelled');
+      const reason =
+        event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : (context.turn?.cancelReason ?? 'cancelled');
       return endTurn(context, 'cancelled', { cancelReason: reason });
     }),
     /** The wall-clock limit hit while an attempt runs: stop it (three-stage stop) as for a cancel, but the turn will end `failed`. */
     markTimedOut: assign(({ context }) => {
       if (context.turn === null) return {};
-      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome: 'failed', category: 'timeout', errorText: timeoutText(context) });
+      const attempts = patchLastAttempt(context.turn, {
+        endedAt: now(),
+        outcome: 'failed',
+        category: 'timeout',
+        errorText: timeoutText(context),
+      });
       return { turn: { ...context.turn, status: 'cancelling', timedOut: true, attempts } };
     }),
     /** Ends a turn stopped by its wall-clock limit: `failed`, category `timeout`, whatever the retry policy says. */
     failTimedOut: assign(({ context }) => {
       if (context.turn === null) return {};
-      const lastFailure = { category: 'timeout' as const, errorText: timeoutText(context), retryAfterMs: null, at: now() };
+      const lastFailure = {
+        category: 'timeout' as const,
+        errorText: timeoutText(context),
+        retryAfterMs: null,
+        at: now(),
+      };
       return { lastFailure, ...endTurn(context, 'failed', { failureReason: 'turn_timeout', timedOut: true }) };
     }),
     /** (Re)arms the turn's wall-clock limit; a turn without one gets no timer at all. */
     armDeadline: enqueueActions(({ context, enqueue }) => {
       enqueue.cancel(DEADLINE_ID);
       const deadline = turnDeadline(context);
-      if (deadline !== null) enqueue.raise({ type: 'turn.deadline' }, { id: DEADLINE_ID, delay: Math.max(0, deadline - now()) });
+      if (deadline !== null)
+        enqueue.raise({ type: 'turn.deadline' }, { id: DEADLINE_ID, delay: Math.max(0, deadline - now()) });
     }),
     disarmDeadline: enqueueActions(({ enqueue }) => enqueue.cancel(DEADLINE_ID)),
     setPolicy: assign(({ event }) => (event.type === 'session.policy' ? { policy: event.policy } : {})),
     setWaiting: assign(({ event }) => (event.type === 'session.waiting' ? { waitingFor: event.waitingFor } : {})),
     clearWaiting: assign(() => ({ waitingFor: null })),
     /** Leaves a quota wall (at its reset, or resumed by an operator): the turn runs on. */
-    leaveWall: assign(({ context }) => (context.turn === null ? {} : { nextRetryAt: null, turn: { ...context.turn, status: 'running', quotaWall: null } })),
+    leaveWall: assign(({ context }) =>
+      context.turn === null ? {} : { nextRetryAt: null, turn: { ...context.turn, status: 'running', quotaWall: null } },
+    ),
   },
 }).createMachine({
   id: 'session',
@@ -202,7 +285,11 @@ export const sessionMachine = setup({
       entry: 'armDeadline',
       exit: 'disarmDeadline',
       after: {
-        retryDelay: [{ guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' }, { guard: 'admissionRequired', target: 'waiting' }, { target: 'running' }],
+        retryDelay: [
+          { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },
+          { guard: 'admissionRequired', target: 'waiting' },
+          { target: 'running' },
+        ],
       },
       on: {
         'turn.deadline': { guard: 'deadlinePassed', target: 'failed', actions: 'failTimedOut' },

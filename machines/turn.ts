@@ -1,7 +1,15 @@
 import type { TerminalMessage } from '../src/protocol/index.ts';
 import { decideRetry, type RetryDecision } from '../src/retry/index.ts';
 import { retryRequest } from './retry-request.ts';
-import type { AttemptRecord, AttemptRequest, PromptInput, SessionContext, SessionEvent, TurnState, TurnStatus } from './types.ts';
+import type {
+  AttemptRecord,
+  AttemptRequest,
+  PromptInput,
+  SessionContext,
+  SessionEvent,
+  TurnState,
+  TurnStatus,
+} from './types.ts';
 
 /* What the session machine's actions compute on a turn: pure functions of its context and event. */
 
@@ -16,9 +24,17 @@ export function now(): number {
 
 export function newTurn(index: number, prompt: PromptInput, previous: TurnState | null = null): TurnState {
   // A retry of the failed turn just before this one carries what its last attempt left in the agent's session.
-  const retried = prompt.retryOf !== undefined && previous !== null && previous.index === prompt.retryOf && previous.status === 'failed' ? previous : null;
+  const retried =
+    prompt.retryOf !== undefined &&
+    previous !== null &&
+    previous.index === prompt.retryOf &&
+    previous.status === 'failed'
+      ? previous
+      : null;
   return {
-    ...(prompt.retryOf === undefined ? {} : { retryOf: { turn: prompt.retryOf, promptRecorded: retried?.attempts.at(-1)?.promptRecorded === true } }),
+    ...(prompt.retryOf === undefined
+      ? {}
+      : { retryOf: { turn: prompt.retryOf, promptRecorded: retried?.attempts.at(-1)?.promptRecorded === true } }),
     index,
     promptId: prompt.id,
     text: prompt.text,
@@ -39,21 +55,37 @@ export function patchLastAttempt(turn: TurnState, patch: Partial<AttemptRecord>)
   return attempts;
 }
 
-export function endTurn(context: SessionContext, status: TurnStatus, patch: Partial<TurnState> = {}): Partial<SessionContext> {
+export function endTurn(
+  context: SessionContext,
+  status: TurnStatus,
+  patch: Partial<TurnState> = {},
+): Partial<SessionContext> {
   const turn = context.turn;
   if (turn === null) return {};
   const kept = context.finishedPromptIds;
-  const finished = kept.length < FINISHED_PROMPTS_KEPT ? [...kept, turn.promptId] : [...kept.slice(kept.length - FINISHED_PROMPTS_KEPT + 1), turn.promptId];
+  const finished =
+    kept.length < FINISHED_PROMPTS_KEPT
+      ? [...kept, turn.promptId]
+      : [...kept.slice(kept.length - FINISHED_PROMPTS_KEPT + 1), turn.promptId];
   // A turn ended while parked (cancelled, timed out) is no longer behind its wall.
   const wall = turn.quotaWall === undefined || turn.quotaWall === null ? {} : { quotaWall: null };
-  return { turn: { ...turn, ...wall, ...patch, status, endedAt: now() }, nextRetryAt: null, finishedPromptIds: finished };
+  return {
+    turn: { ...turn, ...wall, ...patch, status, endedAt: now() },
+    nextRetryAt: null,
+    finishedPromptIds: finished,
+  };
 }
 
 /** The failure of the attempt that just ended, from its terminal message or from an interruption. */
 export function failureOf(event: SessionEvent): Failure | null {
   if (event.type === 'attempt.ended') return event.terminal.type === 'terminal.failed' ? event.terminal.content : null;
   if (event.type === 'session.restored') {
-    return { text: 'the attempt was interrupted (its worker stopped or crashed)', category: 'process_crash', stderr: '', invalid_output_lines: [] };
+    return {
+      text: 'the attempt was interrupted (its worker stopped or crashed)',
+      category: 'process_crash',
+      stderr: '',
+      invalid_output_lines: [],
+    };
   }
   return null;
 }
@@ -99,6 +131,10 @@ export function attemptRequest(context: SessionContext): AttemptRequest {
 
 /** The turn options of the attempt the machine is about to start: a retry's turn, else the next prompt's. */
 export function nextAttemptOptions(context: SessionContext): Readonly<Record<string, unknown>> {
-  if (context.turn !== null && (context.turn.status === 'backoff' || context.turn.status === 'parked' || context.turn.status === 'running')) return context.turn.options;
+  if (
+    context.turn !== null &&
+    (context.turn.status === 'backoff' || context.turn.status === 'parked' || context.turn.status === 'running')
+  )
+    return context.turn.options;
   return context.mailbox[0]?.options ?? {};
 }

@@ -149,7 +149,9 @@ export interface SessionInput {
 
 /** What the attempt actor reports to the machine: only what changes the machine's course. */
 export type AttemptEvent =
-  { type: 'attempt.session'; agentSessionId: string } | { type: 'attempt.spawned'; sandbox: SandboxMode } | { type: 'attempt.ended'; terminal: TerminalMessage };
+  | { type: 'attempt.session'; agentSessionId: string }
+  | { type: 'attempt.spawned'; sandbox: SandboxMode }
+  | { type: 'attempt.ended'; terminal: TerminalMessage };
 
 export type SessionEvent =
   | { type: 'session.prompt'; prompt: PromptInput }

@@ -24,7 +24,19 @@ const DASHBOARD_DIR = 'const DIR = dirname(fileURLToPath(import.meta.url));';
  * Bull Board (it serves its UI's files), OpenTelemetry (optional, imported only when traces are
  * exported) and whatever these depend on.
  */
-const BUNDLED_ROOTS = ['commander', 'ioredis', 'bullmq', 'zod', 'xstate', 'execa', 'hono', '@hono/node-server', 'prom-client', 'tree-kill', '@agentclientprotocol/sdk'];
+const BUNDLED_ROOTS = [
+  'commander',
+  'ioredis',
+  'bullmq',
+  'zod',
+  'xstate',
+  'execa',
+  'hono',
+  '@hono/node-server',
+  'prom-client',
+  'tree-kill',
+  '@agentclientprotocol/sdk',
+];
 
 function packageDir(name, from) {
   for (let dir = from; ; dir = dirname(dir)) {
@@ -73,7 +85,9 @@ export async function bundleCli({ root, outdir, webDir = join(root, 'dist', 'src
     keepNames: true,
     logLevel: 'warning',
     // The bundled CommonJS packages require Node's own modules: a `require` for them in each chunk.
-    banner: { js: "import { createRequire as __sessiondCreateRequire } from 'node:module'; const require = __sessiondCreateRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __sessiondCreateRequire } from 'node:module'; const require = __sessiondCreateRequire(import.meta.url);",
+    },
     plugins: [
       {
         // The dashboard's files stay in dist/src/interfaces/web/ (scripts/build.mjs copies them there):
@@ -82,8 +96,15 @@ export async function bundleCli({ root, outdir, webDir = join(root, 'dist', 'src
         setup(b) {
           b.onLoad({ filter: /src[\\/]interfaces[\\/]web[\\/]routes\.ts$/ }, async (args) => {
             const source = await readFile(args.path, 'utf8');
-            if (!source.includes(DASHBOARD_DIR)) throw new Error(`bundle-cli: ${args.path} no longer has \`${DASHBOARD_DIR}\``);
-            return { contents: source.replace(DASHBOARD_DIR, `const DIR = fileURLToPath(new URL(${JSON.stringify(webFromBundle)}, import.meta.url));`), loader: 'ts' };
+            if (!source.includes(DASHBOARD_DIR))
+              throw new Error(`bundle-cli: ${args.path} no longer has \`${DASHBOARD_DIR}\``);
+            return {
+              contents: source.replace(
+                DASHBOARD_DIR,
+                `const DIR = fileURLToPath(new URL(${JSON.stringify(webFromBundle)}, import.meta.url));`,
+              ),
+              loader: 'ts',
+            };
           });
         },
       },
@@ -92,7 +113,9 @@ export async function bundleCli({ root, outdir, webDir = join(root, 'dist', 'src
         setup(b) {
           b.onResolve({ filter: /^[^./]/ }, (args) => {
             if (args.path.startsWith('node:')) return { path: args.path, external: true };
-            const name = args.path.startsWith('@') ? args.path.split('/').slice(0, 2).join('/') : args.path.split('/')[0];
+            const name = args.path.startsWith('@')
+              ? args.path.split('/').slice(0, 2).join('/')
+              : args.path.split('/')[0];
             return bundled.has(name) ? undefined : { path: args.path, external: true };
           });
         },

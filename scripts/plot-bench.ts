@@ -83,12 +83,21 @@ function num(value: unknown): number | null {
 }
 
 function numbers(value: unknown): number[] | null {
-  return Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isFinite(v)) ? (value as number[]) : null;
+  return Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isFinite(v))
+    ? (value as number[])
+    : null;
 }
 
 /** A picture of `width` × `height` and the plot area inside these margins. */
 function frame(width: number, height: number, margin: { left: number; right: number; top: number; bottom: number }) {
-  return { width, height, left: margin.left, top: margin.top, plotW: width - margin.left - margin.right, plotH: height - margin.top - margin.bottom };
+  return {
+    width,
+    height,
+    left: margin.left,
+    top: margin.top,
+    plotW: width - margin.left - margin.right,
+    plotH: height - margin.top - margin.bottom,
+  };
 }
 
 function machineLine(machine: Json | undefined): string {
@@ -109,7 +118,8 @@ function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Json | und
   const perSec = scaling.sessionsPerSec as Record<string, unknown> | undefined;
   const workers = ['1', '2', '4'];
   const values = workers.map((w) => num(perSec?.[w]));
-  if (values.some((v) => v === null)) throw new Error('scaling.sessionsPerSec must hold numbers for 1, 2 and 4 workers');
+  if (values.some((v) => v === null))
+    throw new Error('scaling.sessionsPerSec must hold numbers for 1, 2 and 4 workers');
   const rates = values as number[];
   const agent = scaling.agent === 'node' ? 'node' : 'sh';
   const spawnSource = agent === 'sh' ? (e2e?.cheapAgent as Json | undefined) : e2e;
@@ -145,9 +155,14 @@ function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Json | und
   workers.forEach((w, i) => {
     const v = rates[i] ?? 0;
     const cx = left + slot * (i + 0.5);
-    body.push(`<rect x="${(cx - barW / 2).toFixed(1)}" y="${y(v).toFixed(1)}" width="${barW.toFixed(1)}" height="${(top + plotH - y(v)).toFixed(1)}" fill="${BLUE}"/>`);
+    body.push(
+      `<rect x="${(cx - barW / 2).toFixed(1)}" y="${y(v).toFixed(1)}" width="${barW.toFixed(1)}" height="${(top + plotH - y(v)).toFixed(1)}" fill="${BLUE}"/>`,
+    );
     labels.push(text(cx, y(v) - 7, `${fmt(v, 1)}/s`, { size: 13, anchor: 'middle', weight: 'bold', halo: true }));
-    if (i > 0 && one > 0) body.push(text(cx, y(v) + 18, `${(v / one).toFixed(2)}×`, { size: 12, anchor: 'middle', fill: '#fff', weight: 'bold' }));
+    if (i > 0 && one > 0)
+      body.push(
+        text(cx, y(v) + 18, `${(v / one).toFixed(2)}×`, { size: 12, anchor: 'middle', fill: '#fff', weight: 'bold' }),
+      );
     body.push(text(cx, top + plotH + 20, `${w} worker${w === '1' ? '' : 's'}`, { size: 13, anchor: 'middle' }));
   });
   body.push(line(left, top + plotH, left + plotW, top + plotH, INK));
@@ -155,7 +170,9 @@ function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Json | und
   // Linear scaling from one worker, for reference.
   const points = workers.map((w, i) => `${(left + slot * (i + 0.5)).toFixed(1)},${y(one * Number(w)).toFixed(1)}`);
   body.push(`<clipPath id="plot-area"><rect x="${left}" y="${top}" width="${plotW}" height="${plotH}"/></clipPath>`);
-  body.push(`<polyline points="${points.join(' ')}" fill="none" stroke="${GREEN}" stroke-width="1.5" stroke-dasharray="2 4" clip-path="url(#plot-area)"/>`);
+  body.push(
+    `<polyline points="${points.join(' ')}" fill="none" stroke="${GREEN}" stroke-width="1.5" stroke-dasharray="2 4" clip-path="url(#plot-area)"/>`,
+  );
   const legendX = left + plotW + 20;
   let legendY = top + 10;
   const legend = (swatch: string, lines: string[]): void => {
@@ -172,7 +189,15 @@ function throughputSvg(scaling: Json, e2e: Json | undefined, machine: Json | und
   legend(line(legendX, legendY, legendX + 22, legendY, GREEN, 1.5, '2 4'), ['linear scaling', 'from 1 worker']);
   if (spawnRate !== null) {
     body.push(line(left, y(spawnRate), left + plotW, y(spawnRate), ORANGE, 2, '7 4'));
-    labels.push(text(left + plotW - 4, y(spawnRate) - 6, `${fmt(spawnRate, 1)}/s`, { size: 12, anchor: 'end', fill: ORANGE, weight: 'bold', halo: true }));
+    labels.push(
+      text(left + plotW - 4, y(spawnRate) - 6, `${fmt(spawnRate, 1)}/s`, {
+        size: 12,
+        anchor: 'end',
+        fill: ORANGE,
+        weight: 'bold',
+        halo: true,
+      }),
+    );
     legend(line(legendX, legendY, legendX + 22, legendY, ORANGE, 2, '7 4'), [
       'same fake agent spawned',
       `directly by one process${spawnConcurrency === null ? '' : `,`}`,
@@ -191,7 +216,9 @@ function cancelSvg(queue: Json, machine: Json | undefined): string {
   const cooperative = numbers(queue.cancelSamplesMs);
   const stubborn = numbers(queue.cancelStubbornSamplesMs);
   if (cooperative === null || stubborn === null || cooperative.length === 0 || stubborn.length === 0) {
-    throw new Error('queue.cancelSamplesMs and queue.cancelStubbornSamplesMs must be arrays of numbers (run the queue benchmark with its part 3)');
+    throw new Error(
+      'queue.cancelSamplesMs and queue.cancelStubbornSamplesMs must be arrays of numbers (run the queue benchmark with its part 3)',
+    );
   }
   const rows = [
     { label: 'cooperative', detail: 'exits on SIGTERM', samples: cooperative, color: BLUE },
@@ -201,22 +228,34 @@ function cancelSvg(queue: Json, machine: Json | undefined): string {
   const all = [...cooperative, ...stubborn].map((v) => Math.max(v, 1));
   const lo = 10 ** Math.floor(Math.log10(Math.min(...all)));
   const hi = 10 ** Math.ceil(Math.log10(Math.max(...all)));
-  const x = (v: number): number => left + ((Math.log10(Math.max(v, 1)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * plotW;
+  const x = (v: number): number =>
+    left + ((Math.log10(Math.max(v, 1)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * plotW;
   const body: string[] = [];
   body.push(text(width / 2, 28, 'Cancel latency', { size: 18, anchor: 'middle', weight: 'bold' }));
   body.push(
-    text(width / 2, 50, `cancel() called in another process → the turn's "cancelled" transition; every sample, log scale (${cooperative.length} + ${stubborn.length} samples)`, {
-      size: 12,
-      anchor: 'middle',
-      fill: MUTED,
-    }),
+    text(
+      width / 2,
+      50,
+      `cancel() called in another process → the turn's "cancelled" transition; every sample, log scale (${cooperative.length} + ${stubborn.length} samples)`,
+      {
+        size: 12,
+        anchor: 'middle',
+        fill: MUTED,
+      },
+    ),
   );
   for (let decade = lo; decade <= hi; decade *= 10) {
     for (const m of [1, 2, 5]) {
       const v = decade * m;
       if (v > hi) break;
       body.push(line(x(v), top, x(v), top + plotH, m === 1 ? '#ccc' : '#eee'));
-      body.push(text(x(v), top + plotH + 18, v >= 1000 ? `${v / 1000} s` : `${v} ms`, { size: 12, anchor: 'middle', fill: m === 1 ? INK : MUTED }));
+      body.push(
+        text(x(v), top + plotH + 18, v >= 1000 ? `${v / 1000} s` : `${v} ms`, {
+          size: 12,
+          anchor: 'middle',
+          fill: m === 1 ? INK : MUTED,
+        }),
+      );
     }
   }
   body.push(text(left + plotW / 2, top + plotH + 42, 'latency (log scale)', { size: 13, anchor: 'middle' }));
@@ -229,7 +268,9 @@ function cancelSvg(queue: Json, machine: Json | undefined): string {
     // Deterministic jitter, so that samples of equal value do not hide each other.
     row.samples.forEach((v, i) => {
       const jitter = (((i * 37) % 17) / 16 - 0.5) * rowH * 0.45;
-      body.push(`<circle cx="${x(v).toFixed(1)}" cy="${(cy + jitter).toFixed(1)}" r="4" fill="${row.color}" fill-opacity="0.55" stroke="${row.color}" stroke-width="0.8"/>`);
+      body.push(
+        `<circle cx="${x(v).toFixed(1)}" cy="${(cy + jitter).toFixed(1)}" r="4" fill="${row.color}" fill-opacity="0.55" stroke="${row.color}" stroke-width="0.8"/>`,
+      );
     });
     for (const [p, dash] of [
       [50, undefined],
@@ -238,11 +279,24 @@ function cancelSvg(queue: Json, machine: Json | undefined): string {
       const v = percentile(row.samples, p);
       const px = x(v);
       body.push(line(px, cy - rowH * 0.36, px, cy + rowH * 0.36, INK, 2, dash));
-      body.push(text(px, cy - rowH * 0.36 - 5, `p${p} ${fmt(v)} ms`, { size: 11, anchor: p === 50 ? 'end' : 'start', weight: 'bold', halo: true }));
+      body.push(
+        text(px, cy - rowH * 0.36 - 5, `p${p} ${fmt(v)} ms`, {
+          size: 11,
+          anchor: p === 50 ? 'end' : 'start',
+          weight: 'bold',
+          halo: true,
+        }),
+      );
     }
   });
   const m = machineLine(machine);
-  body.push(text(width / 2, height - 12, `${m}${m === '' ? '' : '; '}solid: p50, dashed: p99`, { size: 11, anchor: 'middle', fill: MUTED }));
+  body.push(
+    text(width / 2, height - 12, `${m}${m === '' ? '' : '; '}solid: p50, dashed: p99`, {
+      size: 11,
+      anchor: 'middle',
+      fill: MUTED,
+    }),
+  );
   return svg(width, height, body);
 }
 
@@ -257,14 +311,41 @@ function peersSvg(peers: Json, machine: Json | undefined): string {
   };
   const cancel = peers.cancelP99Ms as Json | undefined;
   const panels: Array<{ title: string; unit: string; values: [number, number]; lowerIsBetter: boolean }> = [
-    { title: 'sessions/s, fake agent process', unit: '/s', values: pair(peers.sessiondSessionsPerSec, peers.restateSessionsPerSec, 'sessions/s'), lowerIsBetter: false },
-    { title: 'messages made durable/s', unit: '/s', values: pair(peers.sessiondMessagesPerSec, peers.restateMessagesPerSec, 'messages/s'), lowerIsBetter: false },
-    { title: 'cancel → final state, p99', unit: ' ms', values: pair(cancel?.sessiond, cancel?.restate, 'cancelP99Ms'), lowerIsBetter: true },
+    {
+      title: 'sessions/s, fake agent process',
+      unit: '/s',
+      values: pair(peers.sessiondSessionsPerSec, peers.restateSessionsPerSec, 'sessions/s'),
+      lowerIsBetter: false,
+    },
+    {
+      title: 'messages made durable/s',
+      unit: '/s',
+      values: pair(peers.sessiondMessagesPerSec, peers.restateMessagesPerSec, 'messages/s'),
+      lowerIsBetter: false,
+    },
+    {
+      title: 'cancel → final state, p99',
+      unit: ' ms',
+      values: pair(cancel?.sessiond, cancel?.restate, 'cancelP99Ms'),
+      lowerIsBetter: true,
+    },
   ];
   const { width, height, top, plotH } = frame(780, 420, { left: 30, right: 30, top: 92, bottom: 70 });
   const body: string[] = [];
-  body.push(text(width / 2, 28, 'sessiond and Restate, the same durable sessions', { size: 18, anchor: 'middle', weight: 'bold' }));
-  body.push(text(width / 2, 50, 'one run, the two sides alternating; each panel on its own scale from 0', { size: 12, anchor: 'middle', fill: MUTED }));
+  body.push(
+    text(width / 2, 28, 'sessiond and Restate, the same durable sessions', {
+      size: 18,
+      anchor: 'middle',
+      weight: 'bold',
+    }),
+  );
+  body.push(
+    text(width / 2, 50, 'one run, the two sides alternating; each panel on its own scale from 0', {
+      size: 12,
+      anchor: 'middle',
+      fill: MUTED,
+    }),
+  );
   const legendY = 70;
   body.push(`<rect x="${width / 2 - 120}" y="${legendY - 10}" width="12" height="12" fill="${BLUE}"/>`);
   body.push(text(width / 2 - 102, legendY, 'sessiond', { size: 12 }));
@@ -280,11 +361,25 @@ function peersSvg(peers: Json, machine: Json | undefined): string {
     panel.values.forEach((v, j) => {
       const h = (v / max) * (plotH - 20);
       const bx = x0 + panelW / 2 + (j === 0 ? -barW - 6 : 6);
-      body.push(`<rect x="${bx.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${barW.toFixed(1)}" height="${h.toFixed(1)}" fill="${j === 0 ? BLUE : ORANGE}"/>`);
-      body.push(text(bx + barW / 2, baseY - h - 6, `${fmt(v, panel.unit === '/s' && v < 100 ? 1 : 0)}${panel.unit}`, { size: 12, anchor: 'middle', weight: 'bold' }));
+      body.push(
+        `<rect x="${bx.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${barW.toFixed(1)}" height="${h.toFixed(1)}" fill="${j === 0 ? BLUE : ORANGE}"/>`,
+      );
+      body.push(
+        text(bx + barW / 2, baseY - h - 6, `${fmt(v, panel.unit === '/s' && v < 100 ? 1 : 0)}${panel.unit}`, {
+          size: 12,
+          anchor: 'middle',
+          weight: 'bold',
+        }),
+      );
     });
     body.push(text(x0 + panelW / 2, baseY + 20, panel.title, { size: 12, anchor: 'middle' }));
-    body.push(text(x0 + panelW / 2, baseY + 36, panel.lowerIsBetter ? '(lower is better)' : '(higher is better)', { size: 11, anchor: 'middle', fill: MUTED }));
+    body.push(
+      text(x0 + panelW / 2, baseY + 36, panel.lowerIsBetter ? '(lower is better)' : '(higher is better)', {
+        size: 11,
+        anchor: 'middle',
+        fill: MUTED,
+      }),
+    );
   });
   body.push(text(width / 2, height - 12, machineLine(machine), { size: 11, anchor: 'middle', fill: MUTED }));
   return svg(width, height, body);
@@ -305,7 +400,9 @@ function parseResults(raw: string): { benchmarks: Json[]; machine?: Json } {
       // not this one
     }
   }
-  throw new Error('no {"benchmarks":[…]} document found (make it with: npm run --silent bench -- --json > bench-results.json)');
+  throw new Error(
+    'no {"benchmarks":[…]} document found (make it with: npm run --silent bench -- --json > bench-results.json)',
+  );
 }
 
 function main(argv: readonly string[]): number {

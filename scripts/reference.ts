@@ -32,7 +32,9 @@ for (const [file, render] of Object.entries(PAGES)) {
   if (current === text) continue;
   if (check) {
     stale += 1;
-    process.stderr.write(`${file} is out of date with the code: run \`npm run docs:reference\` and commit the result\n`);
+    process.stderr.write(
+      `${file} is out of date with the code: run \`npm run docs:reference\` and commit the result\n`,
+    );
   } else {
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, text);

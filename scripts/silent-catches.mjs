@@ -24,7 +24,13 @@ function speaks(node, errorName) {
     if (found) return;
     if (ts.isThrowStatement(n)) found = true;
     else if (ts.isCallExpression(n) && LOGS.test(n.expression.getText())) found = true;
-    else if (errorName !== null && ts.isIdentifier(n) && n.text === errorName && !(ts.isParameter(n.parent) || ts.isVariableDeclaration(n.parent))) found = true;
+    else if (
+      errorName !== null &&
+      ts.isIdentifier(n) &&
+      n.text === errorName &&
+      !(ts.isParameter(n.parent) || ts.isVariableDeclaration(n.parent))
+    )
+      found = true;
     else ts.forEachChild(n, visit);
   };
   visit(node);
@@ -38,7 +44,9 @@ function commented(source, node, anchor) {
   const line = source.getLineAndCharacterOfPosition(anchor.getStart()).line;
   const lines = text.split('\n');
   const catchLine = source.getLineAndCharacterOfPosition(node.getStart()).line;
-  return [line - 1, catchLine - 1, catchLine].some((n) => n >= 0 && /^\s*(\/\/|\*|\/\*)/.test(lines[n] ?? '') && (n !== catchLine || /\/\//.test(lines[n])));
+  return [line - 1, catchLine - 1, catchLine].some(
+    (n) => n >= 0 && /^\s*(\/\/|\*|\/\*)/.test(lines[n] ?? '') && (n !== catchLine || /\/\//.test(lines[n])),
+  );
 }
 
 const sites = [];
@@ -47,22 +55,28 @@ for (const root of ROOTS) {
     const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
     const visit = (node) => {
       if (ts.isCatchClause(node)) {
-        const name = node.variableDeclaration && ts.isIdentifier(node.variableDeclaration.name) ? node.variableDeclaration.name.text : null;
+        const name =
+          node.variableDeclaration && ts.isIdentifier(node.variableDeclaration.name)
+            ? node.variableDeclaration.name.text
+            : null;
         if (!speaks(node.block, name)) sites.push({ path, node, anchor: node, source });
       } else if (
         ts.isCallExpression(node) &&
         ts.isPropertyAccessExpression(node.expression) &&
-        ((node.expression.name.text === 'catch' && node.arguments.length === 1) || (node.expression.name.text === 'then' && node.arguments.length === 2))
+        ((node.expression.name.text === 'catch' && node.arguments.length === 1) ||
+          (node.expression.name.text === 'then' && node.arguments.length === 2))
       ) {
         const handler = node.arguments.at(-1);
-        const param = ts.isArrowFunction(handler) || ts.isFunctionExpression(handler) ? handler.parameters[0] : undefined;
+        const param =
+          ts.isArrowFunction(handler) || ts.isFunctionExpression(handler) ? handler.parameters[0] : undefined;
         const name = param !== undefined && ts.isIdentifier(param.name) ? param.name.text : null;
         const body = ts.isArrowFunction(handler) || ts.isFunctionExpression(handler) ? handler.body : handler;
         // A handler passed by name (`.catch(reject)`) hands the error on.
         if (ts.isIdentifier(handler) || ts.isPropertyAccessExpression(handler)) return ts.forEachChild(node, visit);
         if (!speaks(body, name)) {
           let anchor = node;
-          while (anchor.parent !== undefined && !ts.isStatement(anchor) && !ts.isClassElement(anchor)) anchor = anchor.parent;
+          while (anchor.parent !== undefined && !ts.isStatement(anchor) && !ts.isClassElement(anchor))
+            anchor = anchor.parent;
           sites.push({ path, node: handler, anchor, source });
         }
       }

@@ -29,7 +29,12 @@ export abstract class SessiondError extends Error {
 
 /** True when `error` is one of sessiond's errors with this code, from this realm or another. */
 export function hasErrorCode<C extends ErrorCode>(error: unknown, code: C): error is ErrorByCode[C] {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code && typeof (error as { message?: unknown }).message === 'string';
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    (error as { code?: unknown }).code === code &&
+    typeof (error as { message?: unknown }).message === 'string'
+  );
 }
 
 /** A request's fields are invalid; `issues` name each field. Nothing was written. HTTP 400. */

@@ -46,7 +46,13 @@ export {
   type StoredApproval,
   type WorkerHeartbeat,
 } from './api/client.ts';
-export { createWorker, type AttemptCeilings, type Worker, type WorkerEvents, type WorkerOptions } from './api/worker.ts';
+export {
+  createWorker,
+  type AttemptCeilings,
+  type Worker,
+  type WorkerEvents,
+  type WorkerOptions,
+} from './api/worker.ts';
 export { defineAgent, type AgentAttempt, type AgentSpec, type DefinedAgent } from './api/define-agent.ts';
 export type { WatchOptions } from './api/watch.ts';
 export type { MachineState, SessionState, StoredMessage } from './api/types.ts';
@@ -65,4 +71,14 @@ export {
 } from './protocol/index.ts';
 export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';
 export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy } from './policy/index.ts';
-export { ArchiveError, ConflictError, ERROR_CODES, hasErrorCode, InputError, NotFoundError, QuotaError, SessiondError, type ErrorCode } from './errors.ts';
+export {
+  ArchiveError,
+  ConflictError,
+  ERROR_CODES,
+  hasErrorCode,
+  InputError,
+  NotFoundError,
+  QuotaError,
+  SessiondError,
+  type ErrorCode,
+} from './errors.ts';

@@ -35,7 +35,9 @@ describe('sessiond errors', () => {
 
   it('are recognised by code after a process boundary (serialised) and from another realm, where instanceof is not', () => {
     const original = new QuotaError('maxLogMessages', 10, 'the log is full');
-    const serialised: unknown = JSON.parse(JSON.stringify({ name: original.name, code: original.code, message: original.message, limit: original.limit }));
+    const serialised: unknown = JSON.parse(
+      JSON.stringify({ name: original.name, code: original.code, message: original.message, limit: original.limit }),
+    );
     expect(serialised instanceof QuotaError).toBe(false);
     expect(hasErrorCode(serialised, 'quota_exceeded')).toBe(true);
 
@@ -45,7 +47,14 @@ describe('sessiond errors', () => {
   });
 
   it('ignore what is not an error of theirs', () => {
-    for (const value of [null, undefined, 'not_found', { code: 'not_found' }, new Error('x'), { code: 'ENOENT', message: 'no file' }])
+    for (const value of [
+      null,
+      undefined,
+      'not_found',
+      { code: 'not_found' },
+      new Error('x'),
+      { code: 'ENOENT', message: 'no file' },
+    ])
       expect(hasErrorCode(value, 'not_found')).toBe(false);
   });
 

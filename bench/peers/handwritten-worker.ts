@@ -14,14 +14,18 @@ if (url === undefined || prefix === undefined) {
 }
 const redis = new Redis(url, { maxRetriesPerRequest: null });
 const connection = new Redis(url, { maxRetriesPerRequest: null });
-const worker = new Worker(HANDWRITTEN_QUEUE, handwrittenProcessor(redis, prefix, Number(messages), Number(every), `pid${process.pid}`), {
-  connection,
-  prefix,
-  concurrency: 8,
-  // Short, so that the stall below the benchmark's SIGSTOP is noticed within seconds (BullMQ's defaults: 30 s, 30 s).
-  lockDuration: 2000,
-  stalledInterval: 1000,
-});
+const worker = new Worker(
+  HANDWRITTEN_QUEUE,
+  handwrittenProcessor(redis, prefix, Number(messages), Number(every), `pid${process.pid}`),
+  {
+    connection,
+    prefix,
+    concurrency: 8,
+    // Short, so that the stall below the benchmark's SIGSTOP is noticed within seconds (BullMQ's defaults: 30 s, 30 s).
+    lockDuration: 2000,
+    stalledInterval: 1000,
+  },
+);
 worker.on('error', () => undefined);
 await worker.waitUntilReady();
 process.stdout.write('ready\n');

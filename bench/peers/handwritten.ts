@@ -41,7 +41,13 @@ const STALL_LEASE = '2s';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..', '..');
-const DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];
+const DELTAS = [
+  'Looking at the session store, ',
+  'the writer batches every ',
+  'message of a transition ',
+  'into one fenced Lua call; ',
+  'the lease is checked first. ',
+];
 
 const turnMachine = createMachine({
   id: 'turn',
@@ -62,7 +68,13 @@ interface ListEntry {
 }
 
 /** The processor: one turn of the fake agent (`every` ms between messages; 0: all at once). */
-export function handwrittenProcessor(redis: Redis, prefix: string, messages: number, every: number, who: string): (job: Job) => Promise<string> {
+export function handwrittenProcessor(
+  redis: Redis,
+  prefix: string,
+  messages: number,
+  every: number,
+  who: string,
+): (job: Job) => Promise<string> {
   return async (job) => {
     const { sessionId } = job.data as { sessionId: string };
     const run = `${who}:${randomUUID().slice(0, 8)}`;
@@ -124,7 +136,9 @@ async function throughput(o: HandwrittenOptions, prefix: string, n: number): Pro
   worker.on('failed', () => (failed += 1));
   await worker.waitUntilReady();
   const start = performance.now();
-  await pool(sessionIds(n, 'hw'), PRODUCER_IN_FLIGHT, (sessionId) => queue.add('turn', { sessionId, prompt: PROMPT }, { removeOnComplete: true, removeOnFail: 1000 }));
+  await pool(sessionIds(n, 'hw'), PRODUCER_IN_FLIGHT, (sessionId) =>
+    queue.add('turn', { sessionId, prompt: PROMPT }, { removeOnComplete: true, removeOnFail: 1000 }),
+  );
   await withTimeout(done, o.deadline.cap(60_000), `${n} hand-written turns (${completed} so far)`);
   const wallMs = performance.now() - start;
   await worker.close();
@@ -138,10 +152,22 @@ async function throughput(o: HandwrittenOptions, prefix: string, n: number): Pro
 }
 
 function startHandWorker(o: HandwrittenOptions, prefix: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'handwritten-worker.ts'), o.url, prefix, String(STALL_MESSAGES), String(STALL_EVERY_MS)], {
-    cwd: ROOT,
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(HERE, 'handwritten-worker.ts'),
+      o.url,
+      prefix,
+      String(STALL_MESSAGES),
+      String(STALL_EVERY_MS),
+    ],
+    {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
   o.cleanup.add(`hand-written worker ${child.pid ?? '?'}`, async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGCONT');
@@ -150,7 +176,10 @@ function startHandWorker(o: HandwrittenOptions, prefix: string): Promise<ChildPr
   });
   return withTimeout(
     new Promise<ChildProcess>((resolve, reject) => {
-      createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => line === 'ready' && resolve(child));
+      createInterface({ input: child.stdout as NodeJS.ReadableStream }).on(
+        'line',
+        (line) => line === 'ready' && resolve(child),
+      );
       child.once('exit', (code) => reject(new BenchFailure(`hand-written worker exited (${code})`)));
     }),
     60_000,
@@ -191,7 +220,11 @@ async function handStall(o: HandwrittenOptions, prefix: string): Promise<StallCo
   await sleep(STALL_MS);
   a.kill('SIGCONT');
   await settle(() => Promise.all(lists.map((l) => o.redis.llen(l))), 2000, o.deadline);
-  const logs = await Promise.all(lists.map(async (l) => (await o.redis.lrange(l, 0, -1)).map((s) => JSON.parse(s) as ListEntry).map((m) => ({ type: m.type, by: m.run }))));
+  const logs = await Promise.all(
+    lists.map(async (l) =>
+      (await o.redis.lrange(l, 0, -1)).map((s) => JSON.parse(s) as ListEntry).map((m) => ({ type: m.type, by: m.run })),
+    ),
+  );
   await queue.close();
   connection.disconnect();
   for (const w of [a, b]) w.stdin?.end();
@@ -238,7 +271,9 @@ async function sessiondStall(o: HandwrittenOptions, prefix: string, cleanup: Cle
   );
   const read = (id: string): Promise<StoredMessage[]> => fleet.runtime.readMessages(id, 1, 1000);
   await settle(async () => (await Promise.all(ids.map(read))).map((l) => l.length), 2000, o.deadline);
-  const logs = await Promise.all(ids.map(async (id) => (await read(id)).map((m) => ({ type: m.type, by: `attempt ${m.attempt}` }))));
+  const logs = await Promise.all(
+    ids.map(async (id) => (await read(id)).map((m) => ({ type: m.type, by: `attempt ${m.attempt}` }))),
+  );
   await fleet.close();
   return countStall(logs, STALL_MESSAGES);
 }
@@ -249,7 +284,9 @@ export async function runHandwritten(o: HandwrittenOptions): Promise<Handwritten
   const rates: number[] = [];
   for (let rep = 0; rep < 3; rep += 1) rates.push(await throughput(o, `${base}-${rep}`, o.sessions));
   const perSec = median(rates);
-  o.log(`  by hand: ${rates.map((r) => `${r.toFixed(1)}/s`).join(', ')} sessions/s (in-process fake, ${o.messages} messages, concurrency ${o.concurrency})`);
+  o.log(
+    `  by hand: ${rates.map((r) => `${r.toFixed(1)}/s`).join(', ')} sessions/s (in-process fake, ${o.messages} messages, concurrency ${o.concurrency})`,
+  );
   const hand = await handStall(o, `${base}-stall`);
   const sessiond = await sessiondStall(o, `${base}-sd-stall`, o.cleanup);
   const line = (c: StallCount): string =>

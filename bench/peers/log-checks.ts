@@ -65,7 +65,10 @@ export interface StallCount {
 }
 
 /** Counts the stall's effects from each turn's log: entries in the order they were written, each with the run/attempt that wrote it. */
-export function countStall(logs: ReadonlyArray<ReadonlyArray<{ type: string; by: string }>>, perTurn: number): StallCount {
+export function countStall(
+  logs: ReadonlyArray<ReadonlyArray<{ type: string; by: string }>>,
+  perTurn: number,
+): StallCount {
   const c: StallCount = { turns: logs.length, ranTwice: 0, completedTwice: 0, staleWrites: 0, extraMessages: 0 };
   for (const log of logs) {
     const runs = [...new Set(log.map((m) => m.by))];

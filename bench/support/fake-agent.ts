@@ -37,14 +37,25 @@ export function install(): void {
 
 function specOf(options: Record<string, unknown>): FakeAgentSpec {
   const messages = options.messages;
-  if (typeof messages !== 'number') throw new Error(`${FAKE_AGENT.name}: the worker's agentOptions carry no spec (fakeHostOptions)`);
+  if (typeof messages !== 'number')
+    throw new Error(`${FAKE_AGENT.name}: the worker's agentOptions carry no spec (fakeHostOptions)`);
   return { messages };
 }
 
-const DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];
+const DELTAS = [
+  'Looking at the session store, ',
+  'the writer batches every ',
+  'message of a transition ',
+  'into one fenced Lua call; ',
+  'the lease is checked first. ',
+];
 
 /** Everything at once: session.started, messages − 2 assistant deltas, terminal.completed. */
-async function* fakeRun(spec: FakeAgentSpec, prompt: string, signal: AbortSignal | undefined): AsyncGenerator<CliMessage, void, undefined> {
+async function* fakeRun(
+  spec: FakeAgentSpec,
+  prompt: string,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<CliMessage, void, undefined> {
   signal?.throwIfAborted();
   const deltas = Math.max(0, spec.messages - 2);
   yield { type: 'session.started', content: { sessionId: `fake-${prompt.length}-${deltas}` } };
@@ -52,5 +63,8 @@ async function* fakeRun(spec: FakeAgentSpec, prompt: string, signal: AbortSignal
     if (signal?.aborted === true) throw signal.reason;
     yield { type: 'assistant', content: { text: DELTAS[i % DELTAS.length] ?? '' } };
   }
-  yield { type: 'terminal.completed', content: { stopReason: 'stop', usage: { input: 1200, output: 20 * deltas, totalTokens: 1200 + 20 * deltas } } };
+  yield {
+    type: 'terminal.completed',
+    content: { stopReason: 'stop', usage: { input: 1200, output: 20 * deltas, totalTokens: 1200 + 20 * deltas } },
+  };
 }

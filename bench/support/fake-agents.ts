@@ -64,16 +64,33 @@ export function piTurnLines(deltas: number, complete: boolean): string[] {
   emit({ type: 'session', version: 3, id: randomUUID(), timestamp: new Date(now).toISOString(), cwd: '/tmp' });
   emit({ type: 'agent_start' });
   emit({ type: 'turn_start' });
-  const user = { role: 'user', content: [{ type: 'text', text: 'Summarize the session store in one paragraph.' }], timestamp: now };
+  const user = {
+    role: 'user',
+    content: [{ type: 'text', text: 'Summarize the session store in one paragraph.' }],
+    timestamp: now,
+  };
   emit({ type: 'message_start', message: user });
   emit({ type: 'message_end', message: user });
   const block = { type: 'text', text: '' };
-  const assistant = { role: 'assistant', content: [block], api: 'openai-completions', provider: 'fake', model: 'bench', usage, stopReason: 'stop', timestamp: now };
+  const assistant = {
+    role: 'assistant',
+    content: [block],
+    api: 'openai-completions',
+    provider: 'fake',
+    model: 'bench',
+    usage,
+    stopReason: 'stop',
+    timestamp: now,
+  };
   emit({ type: 'message_start', message: { ...assistant, content: [] } });
   for (let i = 0; i < deltas; i += 1) {
     const delta = FAKE_DELTAS[i % FAKE_DELTAS.length] ?? '';
     block.text += delta;
-    emit({ type: 'message_update', assistantMessageEvent: { type: 'text_delta', contentIndex: 0, delta, partial: assistant }, message: assistant });
+    emit({
+      type: 'message_update',
+      assistantMessageEvent: { type: 'text_delta', contentIndex: 0, delta, partial: assistant },
+      message: assistant,
+    });
   }
   if (complete) {
     emit({ type: 'message_end', message: assistant });

@@ -33,8 +33,16 @@ if (hang) {
   setInterval(() => {}, 1 << 30);
 }
 
-const TURN_DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];
-const deltas = hang ? ['Reading the session ', 'store first, ', 'then the writer…'] : Array.from({ length: messages - 2 }, (_, i) => TURN_DELTAS[i % TURN_DELTAS.length]);
+const TURN_DELTAS = [
+  'Looking at the session store, ',
+  'the writer batches every ',
+  'message of a transition ',
+  'into one fenced Lua call; ',
+  'the lease is checked first. ',
+];
+const deltas = hang
+  ? ['Reading the session ', 'store first, ', 'then the writer…']
+  : Array.from({ length: messages - 2 }, (_, i) => TURN_DELTAS[i % TURN_DELTAS.length]);
 
 const lines = [];
 const emit = (event) => lines.push(JSON.stringify(event));
@@ -61,13 +69,26 @@ process.stdin.on('end', () => {
   const user = { role: 'user', content: [{ type: 'text', text: prompt }], timestamp: now };
   emit({ type: 'message_start', message: user });
   emit({ type: 'message_end', message: user });
-  const assistant = { role: 'assistant', content: [], api: 'openai-completions', provider: 'fake', model: 'bench', usage, stopReason: 'stop', timestamp: now };
+  const assistant = {
+    role: 'assistant',
+    content: [],
+    api: 'openai-completions',
+    provider: 'fake',
+    model: 'bench',
+    usage,
+    stopReason: 'stop',
+    timestamp: now,
+  };
   emit({ type: 'message_start', message: assistant });
   const block = { type: 'text', text: '' };
   assistant.content.push(block);
   for (const delta of deltas) {
     block.text += delta;
-    emit({ type: 'message_update', assistantMessageEvent: { type: 'text_delta', contentIndex: 0, delta, partial: assistant }, message: assistant });
+    emit({
+      type: 'message_update',
+      assistantMessageEvent: { type: 'text_delta', contentIndex: 0, delta, partial: assistant },
+      message: assistant,
+    });
   }
   if (!hang) {
     emit({ type: 'message_end', message: assistant });

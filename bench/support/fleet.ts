@@ -91,9 +91,11 @@ export class Fleet {
       };
       this.#waiters.add(wake);
     });
-    return withTimeout(done, this.#deadline.cap(timeoutMs), () => `${ids.length} sessions released on ${this.#options.prefix} (${ids.length - missing()} so far)`).finally(() =>
-      this.#waiters.delete(wake),
-    );
+    return withTimeout(
+      done,
+      this.#deadline.cap(timeoutMs),
+      () => `${ids.length} sessions released on ${this.#options.prefix} (${ids.length - missing()} so far)`,
+    ).finally(() => this.#waiters.delete(wake));
   }
 
   /** Enqueues one prompt for each of `ids` and waits until all were released; timed from the first enqueue to the last release. */
@@ -136,7 +138,8 @@ export class Fleet {
   #checkWorkers(): void {
     for (const w of this.workers) {
       if (!w.alive) throw new BenchFailure(`worker ${w.pid} died`);
-      if (w.problems.length > 0) throw new BenchFailure(`worker ${w.pid} reported problems:\n  ${w.problems.slice(0, 5).join('\n  ')}`);
+      if (w.problems.length > 0)
+        throw new BenchFailure(`worker ${w.pid} reported problems:\n  ${w.problems.slice(0, 5).join('\n  ')}`);
     }
   }
 

@@ -53,7 +53,13 @@ export class Deadline {
 export function withTimeout<T>(promise: Promise<T>, ms: number, what: string | (() => string)): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new BenchFailure(`timed out after ${(ms / 1000).toFixed(1)} s: ${typeof what === 'string' ? what : what()}`)), ms);
+    timer = setTimeout(
+      () =>
+        reject(
+          new BenchFailure(`timed out after ${(ms / 1000).toFixed(1)} s: ${typeof what === 'string' ? what : what()}`),
+        ),
+      ms,
+    );
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
@@ -63,12 +69,21 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string | (
  * happened. After a timeout, what is still running fails as cleanup stops the
  * processes it talks to: nobody waits for it.
  */
-export async function bounded<T>(what: string, limitMs: number, log: (line: string) => void, measure: (cleanup: Cleanup, deadline: Deadline) => Promise<T>): Promise<T> {
+export async function bounded<T>(
+  what: string,
+  limitMs: number,
+  log: (line: string) => void,
+  measure: (cleanup: Cleanup, deadline: Deadline) => Promise<T>,
+): Promise<T> {
   const cleanup = new Cleanup();
   const deadline = new Deadline(limitMs);
   let watchdog: NodeJS.Timeout | undefined;
   const overall = new Promise<never>((_, reject) => {
-    watchdog = setTimeout(() => reject(new BenchFailure(`the ${what} benchmark did not finish within ${(limitMs / 60_000).toFixed(1)} min`)), limitMs);
+    watchdog = setTimeout(
+      () =>
+        reject(new BenchFailure(`the ${what} benchmark did not finish within ${(limitMs / 60_000).toFixed(1)} min`)),
+      limitMs,
+    );
   });
   const work = measure(cleanup, deadline);
   work.catch(() => undefined);
@@ -120,7 +135,10 @@ export function procCpuMs(pid: number | 'self'): { ownMs: number; childrenMs: nu
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // Fields 14-17 of proc(5), counted from 3 here; in USER_HZ (100) ticks.
-    return { ownMs: (Number(fields[11]) + Number(fields[12])) * 10, childrenMs: (Number(fields[13]) + Number(fields[14])) * 10 };
+    return {
+      ownMs: (Number(fields[11]) + Number(fields[12])) * 10,
+      childrenMs: (Number(fields[13]) + Number(fields[14])) * 10,
+    };
   } catch {
     return { ownMs: Number.NaN, childrenMs: Number.NaN };
   }
@@ -168,20 +186,33 @@ export async function verifySessions(runtime: Runtime, ids: readonly string[], m
   if (notCompleted.length > 0) {
     const id = notCompleted[0] ?? '';
     const last = (await runtime.readMessages(id, 1, 1000)).at(-1);
-    throw new BenchFailure(`${notCompleted.length} sessions not completed, e.g. ${id}: ${states[id] ?? 'no state'} (last message: ${JSON.stringify(last ?? null).slice(0, 400)})`);
+    throw new BenchFailure(
+      `${notCompleted.length} sessions not completed, e.g. ${id}: ${states[id] ?? 'no state'} (last message: ${JSON.stringify(last ?? null).slice(0, 400)})`,
+    );
   }
   const pipeline = redis.pipeline();
   for (const id of ids) pipeline.xlen(store.key(id, 'log'));
   const lengths = ((await pipeline.exec()) ?? []).map(([error, value]) => (error === null ? Number(value) : -1));
   const wrong = ids.map((id, i) => [id, lengths[i]] as const).filter(([, len]) => len !== messages);
-  if (wrong.length > 0) throw new BenchFailure(`${wrong.length} sessions have a log of the wrong length, e.g. ${wrong[0]?.[0]}: ${wrong[0]?.[1]} (expected ${messages})`);
+  if (wrong.length > 0)
+    throw new BenchFailure(
+      `${wrong.length} sessions have a log of the wrong length, e.g. ${wrong[0]?.[0]}: ${wrong[0]?.[1]} (expected ${messages})`,
+    );
   for (const id of [ids[0], ids[Math.floor(ids.length / 2)], ids[ids.length - 1]]) {
     if (id === undefined) continue;
     const read = await runtime.readMessages(id, 1, messages + 10);
     const bad = read.findIndex((m, i) => m.seq !== i + 1 || m.turn !== 1 || m.attempt !== 1);
     const types = read.map((m) => m.type);
-    if (read.length !== messages || bad >= 0 || types[0] !== 'session.started' || types.at(-1) !== 'terminal.completed' || types.slice(1, -1).some((t) => t !== 'assistant')) {
-      throw new BenchFailure(`session ${id}: messages read back do not match (${read.length} read, first bad index ${bad}, types ${types.slice(0, 3).join(',')}…${types.at(-1)})`);
+    if (
+      read.length !== messages ||
+      bad >= 0 ||
+      types[0] !== 'session.started' ||
+      types.at(-1) !== 'terminal.completed' ||
+      types.slice(1, -1).some((t) => t !== 'assistant')
+    ) {
+      throw new BenchFailure(
+        `session ${id}: messages read back do not match (${read.length} read, first bad index ${bad}, types ${types.slice(0, 3).join(',')}…${types.at(-1)})`,
+      );
     }
   }
 }
@@ -194,5 +225,6 @@ export function buildCheckout(root: string): void {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
   if (pkg.scripts?.build === undefined) return;
   const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
-  if (build.status !== 0) throw new BenchFailure(`npm run build in ${root} exited with ${build.status ?? build.signal}`);
+  if (build.status !== 0)
+    throw new BenchFailure(`npm run build in ${root} exited with ${build.status ?? build.signal}`);
 }

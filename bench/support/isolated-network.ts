@@ -20,13 +20,18 @@ function has(command: string): boolean {
 export function isolationProblem(): string | null {
   if (process.platform !== 'linux') return `${process.platform} has no network namespaces`;
   if (process.getuid?.() !== 0) return 'a network namespace needs root here (unshare --net)';
-  for (const command of ['unshare', 'ip']) if (!has(command)) return `${command} is not installed (util-linux, iproute2)`;
+  for (const command of ['unshare', 'ip'])
+    if (!has(command)) return `${command} is not installed (util-linux, iproute2)`;
   return null;
 }
 
 /** Re-runs this very command in a new network namespace (only loopback, brought up by the child); its exit code. */
 export function rerunIsolated(): number {
-  const result = spawnSync('unshare', ['--net', '--', process.execPath, ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, [FLAG]: '1' } });
+  const result = spawnSync(
+    'unshare',
+    ['--net', '--', process.execPath, ...process.execArgv, ...process.argv.slice(1)],
+    { stdio: 'inherit', env: { ...process.env, [FLAG]: '1' } },
+  );
   return result.status ?? 1;
 }
 

@@ -30,7 +30,14 @@ export interface PiTranscript {
 }
 
 const MODEL = 'fake-long';
-const ZERO_USAGE = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+const ZERO_USAGE = {
+  input: 0,
+  output: 0,
+  cacheRead: 0,
+  cacheWrite: 0,
+  totalTokens: 0,
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
+};
 
 type Json = Record<string, unknown>;
 type ArgPairs = Array<[string, string]>;
@@ -66,7 +73,11 @@ export function generatePiTranscript(options: PiTranscriptOptions): PiTranscript
   });
   out.emit({ type: 'agent_start' });
   out.emit({ type: 'turn_start' });
-  const user = { role: 'user', content: [{ type: 'text', text: 'Refactor the session store, explain every change in detail, and run the tests.' }], timestamp: tick(15) };
+  const user = {
+    role: 'user',
+    content: [{ type: 'text', text: 'Refactor the session store, explain every change in detail, and run the tests.' }],
+    timestamp: tick(15),
+  };
   out.emit({ type: 'message_start', message: user });
   out.emit({ type: 'message_end', message: user });
   const conversation: Json[] = [user];
@@ -141,11 +152,30 @@ function closingMessage(rng: Random): MessagePlan {
 function streamAssistant(out: LineSink, rng: Random, plan: MessagePlan, timestamp: number, responseId: string): Json {
   out.emit({
     type: 'message_start',
-    message: { role: 'assistant', content: [], api: 'openai-completions', provider: 'fake', model: MODEL, usage: ZERO_USAGE, stopReason: 'stop', timestamp },
+    message: {
+      role: 'assistant',
+      content: [],
+      api: 'openai-completions',
+      provider: 'fake',
+      model: MODEL,
+      usage: ZERO_USAGE,
+      stopReason: 'stop',
+      timestamp,
+    },
   });
   // `content` is mutated in place between lines: each line is serialized as it is emitted.
   const content: Json[] = [];
-  const snapshot: Json = { role: 'assistant', content, api: 'openai-completions', provider: 'fake', model: MODEL, usage: ZERO_USAGE, stopReason: 'stop', timestamp, responseId };
+  const snapshot: Json = {
+    role: 'assistant',
+    content,
+    api: 'openai-completions',
+    provider: 'fake',
+    model: MODEL,
+    usage: ZERO_USAGE,
+    stopReason: 'stop',
+    timestamp,
+    responseId,
+  };
   const update = (event: Json): void => {
     out.emit({ type: 'message_update', assistantMessageEvent: { ...event, partial: snapshot }, message: snapshot });
   };
@@ -155,7 +185,10 @@ function streamAssistant(out: LineSink, rng: Random, plan: MessagePlan, timestam
     const field = kind === 'thinking' ? 'thinking' : 'text';
     const pieces = chunks(rng, full, 8, 32);
     // pi's snapshot runs ahead: the `_start` event already holds the first delta.
-    const block: Json = kind === 'thinking' ? { type: 'thinking', thinking: pieces[0] ?? '', thinkingSignature: 'reasoning_content' } : { type: 'text', text: pieces[0] ?? '' };
+    const block: Json =
+      kind === 'thinking'
+        ? { type: 'thinking', thinking: pieces[0] ?? '', thinkingSignature: 'reasoning_content' }
+        : { type: 'text', text: pieces[0] ?? '' };
     content.push(block);
     update({ type: `${kind}_start`, contentIndex });
     let sofar = '';
@@ -193,11 +226,22 @@ function streamAssistant(out: LineSink, rng: Random, plan: MessagePlan, timestam
     cacheRead: 0,
     cacheWrite: 0,
     totalTokens: input + output,
-    cost: { input: input * 3e-6, output: output * 15e-6, cacheRead: 0, cacheWrite: 0, total: input * 3e-6 + output * 15e-6 },
+    cost: {
+      input: input * 3e-6,
+      output: output * 15e-6,
+      cacheRead: 0,
+      cacheWrite: 0,
+      total: input * 3e-6 + output * 15e-6,
+    },
   };
   snapshot.stopReason = plan.tools.length > 0 ? 'toolUse' : 'stop';
   plan.tools.forEach((tool, i) => {
-    content[content.length - plan.tools.length + i] = { type: 'toolCall', id: tool.id, name: tool.name, arguments: Object.fromEntries(tool.args) };
+    content[content.length - plan.tools.length + i] = {
+      type: 'toolCall',
+      id: tool.id,
+      name: tool.name,
+      arguments: Object.fromEntries(tool.args),
+    };
   });
   content.forEach((block, contentIndex) => {
     if (block.type === 'thinking') update({ type: 'thinking_end', contentIndex, content: block.thinking });
@@ -242,7 +286,13 @@ function toolCall(rng: Random, id: string): ToolPlan {
       `git diff --stat -- ${path}`,
     ]);
     const output = lines(rng, rng.logInt(50, 3_000), () => `${path}:${rng.int(1, 400)}: ${sentence(rng)}`);
-    return { id, name: 'bash', args: [['command', command]], output: isError ? `${output}\n\nCommand exited with code 1` : output, isError };
+    return {
+      id,
+      name: 'bash',
+      args: [['command', command]],
+      output: isError ? `${output}\n\nCommand exited with code 1` : output,
+      isError,
+    };
   }
   if (r < 0.65) return { id, name: 'read', args: [['path', path]], output: code(rng, rng.logInt(300, 4_000)), isError };
   if (r < 0.85) {
@@ -273,14 +323,32 @@ function toolCall(rng: Random, id: string): ToolPlan {
 
 /** Runs the tools as pi reports it: all starts, progress, ends, then one toolResult message each. */
 function runTools(out: LineSink, rng: Random, tools: ToolPlan[], tick: (ms: number) => number): Json[] {
-  for (const tool of tools) out.emit({ type: 'tool_execution_start', toolCallId: tool.id, toolName: tool.name, args: Object.fromEntries(tool.args) });
+  for (const tool of tools)
+    out.emit({
+      type: 'tool_execution_start',
+      toolCallId: tool.id,
+      toolName: tool.name,
+      args: Object.fromEntries(tool.args),
+    });
   for (const tool of tools) {
     const args = Object.fromEntries(tool.args);
-    out.emit({ type: 'tool_execution_update', toolCallId: tool.id, toolName: tool.name, args, partialResult: { content: [] } });
+    out.emit({
+      type: 'tool_execution_update',
+      toolCallId: tool.id,
+      toolName: tool.name,
+      args,
+      partialResult: { content: [] },
+    });
     const steps = rng.int(1, 3);
     for (let step = 1; step <= steps; step += 1) {
       const partial = tool.output.slice(0, Math.ceil((tool.output.length * step) / steps));
-      out.emit({ type: 'tool_execution_update', toolCallId: tool.id, toolName: tool.name, args, partialResult: { content: [{ type: 'text', text: partial }], details: {} } });
+      out.emit({
+        type: 'tool_execution_update',
+        toolCallId: tool.id,
+        toolName: tool.name,
+        args,
+        partialResult: { content: [{ type: 'text', text: partial }], details: {} },
+      });
     }
   }
   for (const tool of tools) {
@@ -318,9 +386,33 @@ const WORDS = (
   'is are was be can must should will only once twice again already still just never always here there now'
 ).split(' ');
 const RARE = ['naïve', 'café', '—', '→', 'résumé', '“quoted”', 'façade', '…', 'über', '≥'];
-const NOUNS = ['session', 'store', 'mapper', 'queue', 'worker', 'retry', 'policy', 'event', 'stream', 'buffer', 'config', 'timer', 'agent', 'tool'];
+const NOUNS = [
+  'session',
+  'store',
+  'mapper',
+  'queue',
+  'worker',
+  'retry',
+  'policy',
+  'event',
+  'stream',
+  'buffer',
+  'config',
+  'timer',
+  'agent',
+  'tool',
+];
 const DIRS = ['agents/pi', 'agents/shared', 'process', 'protocol', 'retry', 'config', 'store'];
-const IDENTS = ['pushLine', 'applySnapshot', 'TextDeltas', 'runAttempt', 'stopProcess', 'classifyErrorText', 'nextDelay', 'sessionKey'];
+const IDENTS = [
+  'pushLine',
+  'applySnapshot',
+  'TextDeltas',
+  'runAttempt',
+  'stopProcess',
+  'classifyErrorText',
+  'nextDelay',
+  'sessionKey',
+];
 
 function word(rng: Random): string {
   const r = rng.next();
@@ -355,7 +447,8 @@ const CODE_LINES = [
   (rng: Random) => `if (line.trim() === '') return { ok: 'blank' }; // ${sentence(rng)}`,
   (rng: Random) => `  throw new Error(\`cannot ${rng.pick(WORDS)} "\${key}": \${String(error)}\`);`,
   (rng: Random) => `const re = /^\\s*(\\d{3})\\b/; // "${rng.pick(WORDS)}" \\ ${rng.pick(WORDS)}`,
-  (rng: Random) => `\tfor (const ${rng.pick(NOUNS)} of ${rng.pick(NOUNS)}s) out.push(${rng.pick(IDENTS)}(${rng.pick(NOUNS)}));`,
+  (rng: Random) =>
+    `\tfor (const ${rng.pick(NOUNS)} of ${rng.pick(NOUNS)}s) out.push(${rng.pick(IDENTS)}(${rng.pick(NOUNS)}));`,
   (rng: Random) => `export function ${rng.pick(IDENTS)}(${rng.pick(NOUNS)}: string): number {`,
   () => '}',
 ];

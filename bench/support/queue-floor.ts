@@ -57,8 +57,13 @@ const messages = Array.from({ length: MESSAGES }, (_, i) => ({
   content: JSON.stringify({ text: `the writer batches every message ${i}` }),
 }));
 /** The sizes of a real turn's snapshots and transitions (~1 KB each snapshot). */
-const snapshot = (state: string): string => JSON.stringify({ version: 1, snapshot: { status: 'active', value: state, context: { padding: 'x'.repeat(900) }, children: {} } });
-const transition = (from: string, to: string, event: string): string => JSON.stringify({ at: Date.now(), from, to, event });
+const snapshot = (state: string): string =>
+  JSON.stringify({
+    version: 1,
+    snapshot: { status: 'active', value: state, context: { padding: 'x'.repeat(900) }, children: {} },
+  });
+const transition = (from: string, to: string, event: string): string =>
+  JSON.stringify({ at: Date.now(), from, to, event });
 
 /** A BullMQ processor for the modes below `session`. */
 function processor(mode: Mode, store: SessionStore): (job: Job) => Promise<string> {
@@ -71,9 +76,20 @@ function processor(mode: Mode, store: SessionStore): (job: Job) => Promise<strin
       await store.write(sessionId, lease.token, { inboxTrim: 1, release: 'idle' });
       return 'done';
     }
-    const last = { snapshot: snapshot('completed'), state: 'completed', history: [transition('running', 'completed', 'attempt.ended')], messages, release: 'idle' as const };
+    const last = {
+      snapshot: snapshot('completed'),
+      state: 'completed',
+      history: [transition('running', 'completed', 'attempt.ended')],
+      messages,
+      release: 'idle' as const,
+    };
     if (mode === '+ 1 write') {
-      await store.write(sessionId, lease.token, { ...last, writeId: 1, inboxTrim: 1, history: [transition('idle', 'running', 'session.prompt'), ...last.history] });
+      await store.write(sessionId, lease.token, {
+        ...last,
+        writeId: 1,
+        inboxTrim: 1,
+        history: [transition('idle', 'running', 'session.prompt'), ...last.history],
+      });
       return 'done';
     }
     await store.write(sessionId, lease.token, {
@@ -98,7 +114,9 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
   await internals(runtime).redis.ping();
   await internals(runtime).queue.queue.waitUntilReady();
   const ids = Array.from({ length: N }, (_, i) => `s${i}`);
-  await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
+  await pool(ids, 16, (sessionId) =>
+    runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }),
+  );
   let count = 0;
   let allDone: () => void = () => undefined;
   let fail: (error: Error) => void = () => undefined;
@@ -125,7 +143,12 @@ async function measure(mode: Mode): Promise<{ nodeUs: number; redisUs: number; p
     await worker.start();
     close = () => worker.close(2000);
   } else {
-    const worker = bareWorker(connect, keys.queuePrefix, CONCURRENCY, processor(mode, new SessionStore(connect('floor-store'), keys)));
+    const worker = bareWorker(
+      connect,
+      keys.queuePrefix,
+      CONCURRENCY,
+      processor(mode, new SessionStore(connect('floor-store'), keys)),
+    );
     worker.on('completed', one);
     worker.on('failed', (job, error) => fail(new Error(`${mode}: job ${job?.id ?? '?'} failed: ${error.message}`)));
     await worker.waitUntilReady();
@@ -148,11 +171,17 @@ try {
     const order = r % 2 === 0 ? MODES : [...MODES].reverse();
     for (const mode of order) results.get(mode)?.push(await measure(mode));
   }
-  console.log(`worker side only, ${N} sessions enqueued first, concurrency ${CONCURRENCY}; median of ${ROUNDS} rounds after a warm-up (µs of CPU per session)`);
+  console.log(
+    `worker side only, ${N} sessions enqueued first, concurrency ${CONCURRENCY}; median of ${ROUNDS} rounds after a warm-up (µs of CPU per session)`,
+  );
   const summary: Record<string, { nodeUs: number; redisUs: number; perSec: number }> = {};
   for (const mode of MODES) {
     const runs = results.get(mode) ?? [];
-    const row = { nodeUs: median(runs.map((x) => x.nodeUs)), redisUs: median(runs.map((x) => x.redisUs)), perSec: median(runs.map((x) => x.perSec)) };
+    const row = {
+      nodeUs: median(runs.map((x) => x.nodeUs)),
+      redisUs: median(runs.map((x) => x.redisUs)),
+      perSec: median(runs.map((x) => x.perSec)),
+    };
     summary[mode] = row;
     console.log(
       `  ${mode.padEnd(10)} ${row.nodeUs.toFixed(0).padStart(5)} µs here (runs ${runs.map((x) => x.nodeUs.toFixed(0)).join(', ')}), ` +

@@ -56,7 +56,8 @@ async function main(): Promise<void> {
     const scripted = source === 'lua';
     const bucket = scripted ? counts.lua : counts.client;
     // EVALSHA: name the script by its number of keys and first key's tail, enough to tell them apart.
-    const label = command === 'evalsha' || command === 'eval' ? `${command} (${args[3]?.replace(/^.*:/, '…:') ?? '?'})` : command;
+    const label =
+      command === 'evalsha' || command === 'eval' ? `${command} (${args[3]?.replace(/^.*:/, '…:') ?? '?'})` : command;
     bucket.set(label, (bucket.get(label) ?? 0) + 1);
     if (!scripted) {
       const who = `${names.get(source) ?? source}: ${label}`;
@@ -71,7 +72,9 @@ async function main(): Promise<void> {
         .sort((a, b) => b[1] - a[1])
         .map(([k, v]) => `${k} ${(v / N).toFixed(2)}`)
         .join(', ');
-    console.log(`${what}: ${(sum(c.client) / N).toFixed(1)} commands sent per item, ${(sum(c.lua) / N).toFixed(1)} more run inside Lua scripts`);
+    console.log(
+      `${what}: ${(sum(c.client) / N).toFixed(1)} commands sent per item, ${(sum(c.lua) / N).toFixed(1)} more run inside Lua scripts`,
+    );
     console.log(`  sent, by connection: ${top(c.byConnection)}`);
     console.log(`  sent: ${top(c.client)}`);
     console.log(`  inside scripts: ${top(c.lua)}`);
@@ -89,7 +92,11 @@ async function main(): Promise<void> {
       concurrency: CONCURRENCY,
       agentOptions: fakeAgent.fakeHostOptions({ messages: MESSAGES }),
       log: (_level, message, fields) => {
-        if (message === 'session released' && typeof fields?.sessionId === 'string' && fields.sessionId.startsWith('s')) {
+        if (
+          message === 'session released' &&
+          typeof fields?.sessionId === 'string' &&
+          fields.sessionId.startsWith('s')
+        ) {
           released.add(fields.sessionId);
           if (released.size === N) allReleased();
         }
@@ -98,12 +105,16 @@ async function main(): Promise<void> {
     await internals(runtime).redis.ping();
     await worker.start();
     // A few untimed sessions first: the scripts are loaded (SCRIPT LOAD / EVAL fallbacks) before counting.
-    await pool(['w1', 'w2', 'w3'], 3, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
+    await pool(['w1', 'w2', 'w3'], 3, (sessionId) =>
+      runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }),
+    );
     await new Promise((resolve) => setTimeout(resolve, 500));
     await refreshNames();
     counts = fresh();
     const ids = Array.from({ length: N }, (_, i) => `s${i}`);
-    await pool(ids, 16, (sessionId) => runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }));
+    await pool(ids, 16, (sessionId) =>
+      runtime.enqueue({ sessionId, prompt: PROMPT, options: fakeAgent.fakeTurnOptions() }),
+    );
     await withTimeout(done, 120_000, `${N} sessions released`);
     const sessionCounts: Counts = counts;
     counts = null;
@@ -113,7 +124,11 @@ async function main(): Promise<void> {
 
     // ---- bare BullMQ
     const barePrefix = createKeys(`rt-bare-${randomUUID().slice(0, 6)}`).queuePrefix;
-    const queue = new Queue(QUEUE_NAME, { connection: connect('base-queue'), prefix: barePrefix, defaultJobOptions: JOB_OPTIONS });
+    const queue = new Queue(QUEUE_NAME, {
+      connection: connect('base-queue'),
+      prefix: barePrefix,
+      defaultJobOptions: JOB_OPTIONS,
+    });
     let completed = 0;
     let allDone: () => void = () => undefined;
     const finished = new Promise<void>((resolve) => (allDone = resolve));

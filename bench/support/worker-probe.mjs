@@ -23,7 +23,9 @@ try {
 process.on('SIGUSR2', () => {
   gc();
   const m = process.memoryUsage();
-  process.stderr.write(`bench-memory-probe ${JSON.stringify({ rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })}\n`);
+  process.stderr.write(
+    `bench-memory-probe ${JSON.stringify({ rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers })}\n`,
+  );
 });
 
 if (!process.stdin.isTTY) {

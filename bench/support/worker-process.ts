@@ -84,7 +84,11 @@ export class WorkerProcess {
       SESSIOND_CONFIG: '',
       ...options.env,
     };
-    const child = spawn(process.execPath, ['--import', PROBE, BIN, 'worker'], { cwd: ROOT, env, stdio: ['pipe', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', PROBE, BIN, 'worker'], {
+      cwd: ROOT,
+      env,
+      stdio: ['pipe', 'ignore', 'pipe'],
+    });
     const worker = new WorkerProcess(child);
     cleanup.add(`worker ${child.pid ?? '?'}`, () => worker.stop());
     let started: () => void = () => undefined;
@@ -95,7 +99,9 @@ export class WorkerProcess {
     });
     const tail: string[] = [];
     child.once('error', (error) => failed(error));
-    child.once('exit', (code, signal) => failed(new BenchFailure(`worker exited (${code ?? signal}) before it started:\n${tail.join('\n')}`)));
+    child.once('exit', (code, signal) =>
+      failed(new BenchFailure(`worker exited (${code ?? signal}) before it started:\n${tail.join('\n')}`)),
+    );
     child.stdin?.on('error', () => undefined);
     createInterface({ input: child.stderr as NodeJS.ReadableStream }).on('line', (line) => {
       if (line.startsWith(PROBE_PREFIX)) {

@@ -6,8 +6,18 @@ import { createRedis } from '../../src/runtime/redis/index.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/runtime/worker.ts';
 
 /** An in-process SessionWorker as the benchmarks run it: default timings, their concurrency, agents and log. */
-export function benchWorker(connect: (role: string) => Redis, keys: Keys, options: Pick<WorkerOptions, 'concurrency' | 'agentOptions' | 'log'>): SessionWorker {
-  return new SessionWorker({ connect, keys, queue: createSessionQueue(connect('worker-queue'), keys), ...WORKER_DEFAULTS, ...options });
+export function benchWorker(
+  connect: (role: string) => Redis,
+  keys: Keys,
+  options: Pick<WorkerOptions, 'concurrency' | 'agentOptions' | 'log'>,
+): SessionWorker {
+  return new SessionWorker({
+    connect,
+    keys,
+    queue: createSessionQueue(connect('worker-queue'), keys),
+    ...WORKER_DEFAULTS,
+    ...options,
+  });
 }
 
 /** Connections as the sessiond CLI makes them (src/runtime/redis: createRedis), each closed by `closeAll`. */
@@ -22,7 +32,12 @@ export function connector(url: string) {
 }
 
 /** A plain BullMQ worker on the activation queue, with the SessionWorker's lock and stall settings: the baseline's side, or a layer of queue-floor. */
-export function bareWorker(connect: (role: string) => Redis, queuePrefix: string, concurrency: number, processor: Processor): Worker {
+export function bareWorker(
+  connect: (role: string) => Redis,
+  queuePrefix: string,
+  concurrency: number,
+  processor: Processor,
+): Worker {
   return new Worker(QUEUE_NAME, processor, {
     connection: connect('base-worker'),
     prefix: queuePrefix,

@@ -8,9 +8,22 @@
 import type { FailureCategory } from '../../src/index.ts';
 import { readLog } from '../checks.ts';
 import type { Ledger, TurnExpectation } from '../ledger.ts';
-import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import {
+  check,
+  sleep,
+  waitFor,
+  type ScenarioContext,
+  type ScenarioDefinition,
+  type ScenarioNotes,
+} from '../scenario.ts';
 
-const FAST = (maxAttempts: number) => ({ maxAttempts, initialDelayMs: 100, multiplier: 1, maxDelayMs: 100, jitter: 'none' });
+const FAST = (maxAttempts: number) => ({
+  maxAttempts,
+  initialDelayMs: 100,
+  multiplier: 1,
+  maxDelayMs: 100,
+  jitter: 'none',
+});
 
 interface Case {
   behaviour: string;
@@ -29,15 +42,37 @@ interface Case {
 const CASES: Case[] = [
   { behaviour: 'crash', expect: 'failed', category: 'process_crash', attempts: 2, retryPolicy: FAST(2), quick: true },
   { behaviour: 'crash@1', expect: 'completed', attempts: 2, retryPolicy: FAST(3) },
-  { behaviour: 'hang', expect: 'failed', category: 'timeout', attempts: 2, retryPolicy: FAST(2), options: { idleTimeoutMs: 1000 }, quick: true },
+  {
+    behaviour: 'hang',
+    expect: 'failed',
+    category: 'timeout',
+    attempts: 2,
+    retryPolicy: FAST(2),
+    options: { idleTimeoutMs: 1000 },
+    quick: true,
+  },
   // 2 s: the agent's second attempt must not be taken for idle while it starts on a loaded machine.
   { behaviour: 'hang@1', expect: 'completed', attempts: 2, retryPolicy: FAST(3), options: { idleTimeoutMs: 2000 } },
   { behaviour: 'flood-stderr:8', expect: 'completed', attempts: 1, retryPolicy: FAST(1), quick: true },
   { behaviour: 'garbage', expect: 'completed', attempts: 1, retryPolicy: FAST(1), quick: true },
-  { behaviour: 'fail:server_error', expect: 'failed', category: 'server_error', attempts: 3, retryPolicy: FAST(3), quick: true },
+  {
+    behaviour: 'fail:server_error',
+    expect: 'failed',
+    category: 'server_error',
+    attempts: 3,
+    retryPolicy: FAST(3),
+    quick: true,
+  },
   { behaviour: 'fail:auth', expect: 'failed', category: 'auth', attempts: 1, retryPolicy: FAST(3) },
   { behaviour: 'fail:rate_limited@1', expect: 'completed', attempts: 2, retryPolicy: FAST(3) },
-  { behaviour: 'ignore-sigint', expect: 'cancelled', attempts: 1, retryPolicy: FAST(3), cancelAfterMs: 500, quick: true },
+  {
+    behaviour: 'ignore-sigint',
+    expect: 'cancelled',
+    attempts: 1,
+    retryPolicy: FAST(3),
+    cancelAfterMs: 500,
+    quick: true,
+  },
   { behaviour: 'ignore-sigint:1500', expect: 'completed', attempts: 1, retryPolicy: FAST(1) },
   { behaviour: 'tool:60000', expect: 'cancelled', attempts: 1, retryPolicy: FAST(3), cancelAfterMs: 300, quick: true },
   { behaviour: 'ok:6000', expect: 'cancelled', attempts: 1, retryPolicy: FAST(3), cancelAfterMs: 500 },
@@ -74,9 +109,18 @@ export const agents: ScenarioDefinition = {
         });
         if (c.behaviour === 'garbage') garbageSessions.push(sessionId);
         if (c.then !== undefined)
-          await ledger.enqueue(runtime, { sessionId, behaviour: c.then.behaviour, expect: c.then.expect, ...(c.then.attempts ? { attempts: c.then.attempts } : {}) });
+          await ledger.enqueue(runtime, {
+            sessionId,
+            behaviour: c.then.behaviour,
+            expect: c.then.expect,
+            ...(c.then.attempts ? { attempts: c.then.attempts } : {}),
+          });
         if (c.cancelAfterMs === undefined) return;
-        const streaming = await waitFor(async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'assistant' || m.type === 'tool.call'), 30_000);
+        const streaming = await waitFor(
+          async () =>
+            (await runtime.readMessages(sessionId)).some((m) => m.type === 'assistant' || m.type === 'tool.call'),
+          30_000,
+        );
         if (streaming === null) {
           violations.push(`${sessionId} (${c.behaviour}): never started to answer; not cancelled`);
           return;
@@ -99,22 +143,33 @@ export const agents: ScenarioDefinition = {
     notes.did.push(
       `${cases.length} sessions with misbehaving agents: ${cases.map((c) => `${c.behaviour}${c.cancelAfterMs !== undefined ? ' + cancel' : ''}${c.then ? ` then ${c.then.behaviour}` : ''}`).join(', ')}`,
     );
-    if (cancelLatency.length > 0) notes.found.push(`cancel → cancelled: ${cancelLatency.map((c) => `${c.behaviour} ${c.ms} ms`).join(', ')}`);
+    if (cancelLatency.length > 0)
+      notes.found.push(`cancel → cancelled: ${cancelLatency.map((c) => `${c.behaviour} ${c.ms} ms`).join(', ')}`);
     // The SIGINT-ignoring agent goes through the whole three-stage stop: interrupt, 2 s, SIGKILL.
     for (const c of cancelLatency) {
       if (c.behaviour === 'ignore-sigint' && (c.ms < 1900 || c.ms > 10_000))
         violations.push(`ignore-sigint: cancelled after ${c.ms} ms; the three-stage stop takes 2 s (+ the SIGKILL)`);
     }
-    notes.checks.push(check('cancels of misbehaving agents take effect (three-stage stop for one that ignores SIGINT/SIGTERM)', violations, `${cancelLatency.length} cancels`));
+    notes.checks.push(
+      check(
+        'cancels of misbehaving agents take effect (three-stage stop for one that ignores SIGINT/SIGTERM)',
+        violations,
+        `${cancelLatency.length} cancels`,
+      ),
+    );
 
     // garbage: the junk lines are reported with the turn, not lost and not fatal.
     const junk: string[] = [];
     for (const id of garbageSessions) {
-      await waitFor(async () => ((await runtime.getSession(id))?.context?.turn?.status === 'completed' ? true : null), 30_000);
+      await waitFor(
+        async () => ((await runtime.getSession(id))?.context?.turn?.status === 'completed' ? true : null),
+        30_000,
+      );
       const terminal = (await readLog(runtime, id)).find((m) => m.type === 'terminal.completed');
       const lines = (terminal?.content as { invalid_output_lines?: unknown[] } | undefined)?.invalid_output_lines ?? [];
       if (lines.length === 0) junk.push(`${id}: terminal.completed does not report the garbage lines`);
-      else notes.found.push(`garbage: completed, ${lines.length} invalid output line(s) reported in terminal.completed`);
+      else
+        notes.found.push(`garbage: completed, ${lines.length} invalid output line(s) reported in terminal.completed`);
     }
     notes.checks.push(check('garbage output is reported, not fatal', junk, `${garbageSessions.length} session(s)`));
   },

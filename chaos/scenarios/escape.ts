@@ -7,7 +7,14 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Ledger } from '../ledger.ts';
-import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import {
+  check,
+  sleep,
+  waitFor,
+  type ScenarioContext,
+  type ScenarioDefinition,
+  type ScenarioNotes,
+} from '../scenario.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
 // The kill -9 may hit any session its worker drives: attempts are not counted, only the end state.
@@ -53,13 +60,25 @@ export const escape: ScenarioDefinition = {
       if (status === null) return void violations.push(`${sessionId}: its turn did not end within 60 s`);
       const left = escapes(`chaos-escape-${tagOf(sessionId)}`);
       if (left.length > 0)
-        violations.push(`${sessionId} (${status}): ${left.length} tool process(es) alive once the turn was recorded ${status}: ${left.map((p) => p.pid).join(', ')}`);
+        violations.push(
+          `${sessionId} (${status}): ${left.length} tool process(es) alive once the turn was recorded ${status}: ${left.map((p) => p.pid).join(', ')}`,
+        );
     };
 
-    const normal = await Promise.all([1, 2, 3].map(() => ledger.enqueue(runtime, { behaviour: 'escape:300', expect: 'completed', retryPolicy: FAST })));
-    const cancelled = await Promise.all([1, 2].map(() => ledger.enqueue(runtime, { behaviour: 'escape:20000', expect: 'cancelled', retryPolicy: FAST })));
-    const killed = await ledger.enqueue(runtime, { behaviour: 'escape:20000@1', expect: 'completed', attempts: 2, retryPolicy: FAST });
-    const started = async (sessionId: string) => waitFor(() => (escapes(`chaos-escape-${tagOf(sessionId)}`).length === 3 ? true : null), 30_000, 50);
+    const normal = await Promise.all(
+      [1, 2, 3].map(() => ledger.enqueue(runtime, { behaviour: 'escape:300', expect: 'completed', retryPolicy: FAST })),
+    );
+    const cancelled = await Promise.all(
+      [1, 2].map(() => ledger.enqueue(runtime, { behaviour: 'escape:20000', expect: 'cancelled', retryPolicy: FAST })),
+    );
+    const killed = await ledger.enqueue(runtime, {
+      behaviour: 'escape:20000@1',
+      expect: 'completed',
+      attempts: 2,
+      retryPolicy: FAST,
+    });
+    const started = async (sessionId: string) =>
+      waitFor(() => (escapes(`chaos-escape-${tagOf(sessionId)}`).length === 3 ? true : null), 30_000, 50);
 
     const checks: Array<Promise<void>> = normal.map((s) => leftAfterEnd(s.sessionId));
     for (const s of cancelled) {
@@ -76,15 +95,31 @@ export const escape: ScenarioDefinition = {
       const orphans = escapes(`chaos-escape-${tagOf(killed.sessionId)}`).length;
       await cluster.startWorker(holder.slot);
       const left = escapes(`chaos-escape-${tagOf(killed.sessionId)}`);
-      notes.did.push(`kill -9 of worker ${holder.pid} mid-tool: ${orphans} tool process(es) outlived it; a replacement worker started`);
-      if (left.length > 0) violations.push(`${killed.sessionId}: ${left.length} tool process(es) of the killed worker alive after a replacement worker started`);
+      notes.did.push(
+        `kill -9 of worker ${holder.pid} mid-tool: ${orphans} tool process(es) outlived it; a replacement worker started`,
+      );
+      if (left.length > 0)
+        violations.push(
+          `${killed.sessionId}: ${left.length} tool process(es) of the killed worker alive after a replacement worker started`,
+        );
     }
     checks.push(leftAfterEnd(killed.sessionId));
     await Promise.all(checks);
     await sleep(200);
     const anyLeft = escapes();
-    if (anyLeft.length > 0) violations.push(`${anyLeft.length} escape process(es) alive at the end: ${anyLeft.map((p) => `${p.name} (${p.pid})`).join(', ')}`);
-    notes.did.push(`${normal.length} turns that complete with three escapes each, ${cancelled.length} cancelled mid-tool, 1 whose worker was killed mid-tool`);
-    notes.checks.push(check('no process of an attempt outlives it (cmd &, setsid, env -i setsid)', violations, `${normal.length + cancelled.length + 1} sessions, 3 escapes each`));
+    if (anyLeft.length > 0)
+      violations.push(
+        `${anyLeft.length} escape process(es) alive at the end: ${anyLeft.map((p) => `${p.name} (${p.pid})`).join(', ')}`,
+      );
+    notes.did.push(
+      `${normal.length} turns that complete with three escapes each, ${cancelled.length} cancelled mid-tool, 1 whose worker was killed mid-tool`,
+    );
+    notes.checks.push(
+      check(
+        'no process of an attempt outlives it (cmd &, setsid, env -i setsid)',
+        violations,
+        `${normal.length + cancelled.length + 1} sessions, 3 escapes each`,
+      ),
+    );
   },
 };

@@ -24,7 +24,8 @@ async function waitForReplica(port: number, timeoutMs: number): Promise<boolean>
   while (Date.now() < deadline) {
     const result = await sendCommands({ port, timeoutMs: 1000 }, [['INFO', 'replication']]);
     const reply = result.ok ? result.replies[0] : undefined;
-    if (reply?.kind === 'bulk' && reply.value.includes('role:slave') && reply.value.includes('master_link_status:up')) return true;
+    if (reply?.kind === 'bulk' && reply.value.includes('role:slave') && reply.value.includes('master_link_status:up'))
+      return true;
     await sleep(250);
   }
   return false;
@@ -34,7 +35,9 @@ const POLICY = { maxAttempts: 100, initialDelayMs: 150, multiplier: 1.5, maxDela
 
 /** Which master's port serves each slot range now (CLUSTER SLOTS). */
 async function slotOwners(ctx: ScenarioContext): Promise<Array<{ from: number; to: number; port: number }>> {
-  const layout = (await internals(ctx.cluster.runtime).redis.cluster('SLOTS')) as unknown as Array<[number, number, [string, number]]>;
+  const layout = (await internals(ctx.cluster.runtime).redis.cluster('SLOTS')) as unknown as Array<
+    [number, number, [string, number]]
+  >;
   return layout.map(([from, to, master]) => ({ from, to, port: Number(master[1]) }));
 }
 
@@ -43,7 +46,11 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
     name: wait ? 'failover' : 'failover-nowait',
     title: `a Redis Cluster master kill -9ed mid-run, ${wait ? 'with SESSIOND_REDIS_WAIT_REPLICAS=1' : 'without WAIT (what is lost is reported, not enforced)'}`,
     settleMs: 150_000,
-    world: { backend: 'redis-cluster', queuePartitions: 6, workerEnv: wait ? { SESSIOND_REDIS_WAIT_REPLICAS: '1', SESSIOND_REDIS_WAIT_TIMEOUT: '1s' } : {} },
+    world: {
+      backend: 'redis-cluster',
+      queuePartitions: 6,
+      workerEnv: wait ? { SESSIOND_REDIS_WAIT_REPLICAS: '1', SESSIOND_REDIS_WAIT_TIMEOUT: '1s' } : {},
+    },
     enforced: wait,
     fullOnly: true,
     async run(ctx: ScenarioContext, ledger: Ledger, notes: ScenarioNotes) {
@@ -55,7 +62,13 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
       const ids = Array.from({ length: count }, () => ledger.newSessionId());
       // Two prompts each, long enough that the kill lands while they stream.
       for (const sessionId of ids)
-        for (let i = 0; i < 2; i += 1) await ledger.enqueue(runtime, { sessionId, behaviour: `ok:${random.int(2500, 5000)}`, expect: 'completed', retryPolicy: POLICY });
+        for (let i = 0; i < 2; i += 1)
+          await ledger.enqueue(runtime, {
+            sessionId,
+            behaviour: `ok:${random.int(2500, 5000)}`,
+            expect: 'completed',
+            retryPolicy: POLICY,
+          });
       await sleep(2500);
 
       // The victim: the master whose slots hold the most sessions being driven now.
@@ -64,7 +77,9 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
         const slot = keySlot(internals(runtime).keys.session(id, 'meta'));
         return owners.find((o) => slot >= o.from && slot <= o.to)?.port ?? -1;
       };
-      const leases = await Promise.all(ids.map((id) => internals(runtime).redis.get(internals(runtime).keys.session(id, 'lease'))));
+      const leases = await Promise.all(
+        ids.map((id) => internals(runtime).redis.get(internals(runtime).keys.session(id, 'lease'))),
+      );
       const driven = new Map<number, number>();
       ids.forEach((id, i) => {
         if (leases[i] !== null) driven.set(ownerOf(id), (driven.get(ownerOf(id)) ?? 0) + 1);
@@ -76,7 +91,13 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
       // What each of its sessions had stored just before the kill: its last message.
       const before = new Map<string, { seq: string; content: string }>();
       for (const id of onVictim) {
-        const last = (await internals(runtime).redis.xrevrange(internals(runtime).keys.session(id, 'log'), '+', '-', 'COUNT', 1)) as Array<[string, string[]]>;
+        const last = (await internals(runtime).redis.xrevrange(
+          internals(runtime).keys.session(id, 'log'),
+          '+',
+          '-',
+          'COUNT',
+          1,
+        )) as Array<[string, string[]]>;
         const entry = last[0];
         if (entry !== undefined) before.set(id, { seq: entry[0], content: JSON.stringify(entry[1]) });
       }
@@ -85,7 +106,8 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
       await redisCluster.waitHealthy(90_000).catch(() => undefined);
       const healedMs = Date.now() - killedAt;
       // The promoted replica has no replica of its own until the dead node is back: watch its sessions for a while.
-      const seqOf = async (id: string): Promise<number> => Number((await internals(runtime).redis.get(internals(runtime).keys.session(id, 'seq'))) ?? 0);
+      const seqOf = async (id: string): Promise<number> =>
+        Number((await internals(runtime).redis.get(internals(runtime).keys.session(id, 'seq'))) ?? 0);
       const atHeal = await Promise.all(onVictim.map(seqOf));
       await sleep(HELD_WINDOW_MS);
       const afterWindow = await Promise.all(onVictim.map(seqOf));
@@ -96,14 +118,25 @@ export function failoverScenario(wait: boolean): ScenarioDefinition {
       const rejoined = await waitForReplica(victim.port, 60_000);
       const rejoinedMs = Date.now() - killedAt;
       // One more prompt each: the fleet carries on.
-      for (const sessionId of ids) await ledger.enqueue(runtime, { sessionId, behaviour: `ok:${random.int(300, 1000)}`, expect: 'completed', retryPolicy: POLICY });
+      for (const sessionId of ids)
+        await ledger.enqueue(runtime, {
+          sessionId,
+          behaviour: `ok:${random.int(300, 1000)}`,
+          expect: 'completed',
+          retryPolicy: POLICY,
+        });
 
       const lost: string[] = [];
       for (const [id, seen] of before) {
-        const now = (await internals(runtime).redis.xrange(internals(runtime).keys.session(id, 'log'), seen.seq, seen.seq)) as Array<[string, string[]]>;
+        const now = (await internals(runtime).redis.xrange(
+          internals(runtime).keys.session(id, 'log'),
+          seen.seq,
+          seen.seq,
+        )) as Array<[string, string[]]>;
         const entry = now[0];
         if (entry === undefined) lost.push(`${id}: message ${seen.seq} is gone`);
-        else if (JSON.stringify(entry[1]) !== seen.content) lost.push(`${id}: message ${seen.seq} was lost and its seq reused by a later message`);
+        else if (JSON.stringify(entry[1]) !== seen.content)
+          lost.push(`${id}: message ${seen.seq} was lost and its seq reused by a later message`);
       }
       notes.did.push(
         `${count} sessions × 3 prompts on 3 worker processes, 6 partitions; kill -9 of master :${victim.port} (it held ${onVictim.length} sessions, ${driven.get(victim.port) ?? 0} of them being driven); the cluster was healthy again after ${(healedMs / 1000).toFixed(1)} s; the killed node started again ${HELD_WINDOW_MS / 1000} s later, ${rejoined ? `a replica again ${(rejoinedMs / 1000).toFixed(1)} s after the kill` : 'but not a linked replica within 60 s'}`,

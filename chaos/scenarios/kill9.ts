@@ -27,28 +27,50 @@ function promptsFor(kind: Kind, ctx: ScenarioContext): Array<Omit<PromptSpec, 's
     case 'park':
       return [{ behaviour: `fail:server_error@1`, expect: 'completed', retryPolicy: PARK_POLICY }];
     case 'queue':
-      return [1, 2, 3].map(() => ({ behaviour: `ok:${r.int(300, 1200)}`, expect: 'completed' as const, retryPolicy: POLICY }));
+      return [1, 2, 3].map(() => ({
+        behaviour: `ok:${r.int(300, 1200)}`,
+        expect: 'completed' as const,
+        retryPolicy: POLICY,
+      }));
     case 'tool':
       return [{ behaviour: `tool:${r.int(1000, 3000)}`, expect: 'completed', retryPolicy: POLICY }];
     case 'stubborn':
       return [{ behaviour: `ignore-sigint:${r.int(1000, 3000)}`, expect: 'completed', retryPolicy: POLICY }];
     case 'pi':
-      return [{ behaviour: `Count to eighteen, slowly (${r.int(1, 1e6)})`, pi: true, expect: 'completed', retryPolicy: POLICY, options: piOptions }];
+      return [
+        {
+          behaviour: `Count to eighteen, slowly (${r.int(1, 1e6)})`,
+          pi: true,
+          expect: 'completed',
+          retryPolicy: POLICY,
+          options: piOptions,
+        },
+      ];
   }
 }
 
 async function feed(ctx: ScenarioContext, ledger: Ledger, sessionId: string, kind: Kind): Promise<void> {
   const piOptions = { provider: 'fake', model: PI_SLOW_MODEL, cwd: ctx.cluster.pi.cwd };
-  await Promise.all(promptsFor(kind, ctx).map((spec) => ledger.enqueue(ctx.cluster.runtime, { ...spec, sessionId }, piOptions)));
+  await Promise.all(
+    promptsFor(kind, ctx).map((spec) => ledger.enqueue(ctx.cluster.runtime, { ...spec, sessionId }, piOptions)),
+  );
 }
 
 /** The state class of each session now: running, backoff, queued (prompts waiting), idle (its last turn ended). */
-async function stateClasses(ctx: ScenarioContext, ids: readonly string[], precise = false): Promise<Map<string, string>> {
+async function stateClasses(
+  ctx: ScenarioContext,
+  ids: readonly string[],
+  precise = false,
+): Promise<Map<string, string>> {
   const runtime = ctx.cluster.runtime;
   const out = new Map<string, string>();
   const states = await runtime.sessionStates(ids);
-  const inboxes = await Promise.all(ids.map((id) => internals(runtime).redis.llen(internals(runtime).keys.session(id, 'inbox'))));
-  const mailboxes = precise ? await Promise.all(ids.map(async (id) => (await runtime.getSession(id))?.context?.mailbox.length ?? 0)) : [];
+  const inboxes = await Promise.all(
+    ids.map((id) => internals(runtime).redis.llen(internals(runtime).keys.session(id, 'inbox'))),
+  );
+  const mailboxes = precise
+    ? await Promise.all(ids.map(async (id) => (await runtime.getSession(id))?.context?.mailbox.length ?? 0))
+    : [];
   ids.forEach((id, i) => {
     const state = states[id] ?? 'queued';
     const waiting = (inboxes[i] ?? 0) + (mailboxes[i] ?? 0) > 0;
@@ -83,7 +105,8 @@ export const kill9: ScenarioDefinition = {
         );
         for (const s of sessions) {
           if (!feeding) break;
-          if (classes.get(s.id)?.startsWith('idle') === true && random.chance(0.6)) await feed(ctx, ledger, s.id, s.kind);
+          if (classes.get(s.id)?.startsWith('idle') === true && random.chance(0.6))
+            await feed(ctx, ledger, s.id, s.kind);
         }
         await sleep(300);
       }
@@ -99,8 +122,12 @@ export const kill9: ScenarioDefinition = {
       await sleep(1500);
       for (let cycle = 1; cycle <= cycles; cycle++) {
         // A random worker that drives something now (else any): kill -9 lands during attempts.
-        const leases = await internals(cluster.runtime).redis.mget(...sessions.map((s) => internals(cluster.runtime).keys.session(s.id, 'lease')));
-        const holders = new Set(leases.filter((l): l is string => l !== null).map((l) => l.slice(0, l.lastIndexOf('#'))));
+        const leases = await internals(cluster.runtime).redis.mget(
+          ...sessions.map((s) => internals(cluster.runtime).keys.session(s.id, 'lease')),
+        );
+        const holders = new Set(
+          leases.filter((l): l is string => l !== null).map((l) => l.slice(0, l.lastIndexOf('#'))),
+        );
         const live = cluster.liveWorkers();
         const driving = live.filter((w) => holders.has(w.workerId));
         const victim = random.pick(driving.length > 0 ? driving : live);
@@ -109,7 +136,8 @@ export const kill9: ScenarioDefinition = {
           sessions.map((s) => s.id),
           true,
         );
-        for (const c of new Set(classes.values())) hits.set(c.replace(/ \(.*\)$/, ''), (hits.get(c.replace(/ \(.*\)$/, '')) ?? 0) + 1);
+        for (const c of new Set(classes.values()))
+          hits.set(c.replace(/ \(.*\)$/, ''), (hits.get(c.replace(/ \(.*\)$/, '')) ?? 0) + 1);
         const held = leases.filter((l) => l?.startsWith(`${victim.workerId}#`)).length;
         killedAttempts += held;
         await cluster.kill9(victim);
@@ -119,7 +147,8 @@ export const kill9: ScenarioDefinition = {
           // Now and then, a graceful restart too (SIGTERM: drain, stop, re-queue) of another worker.
           const other = random.pick(cluster.liveWorkers().filter((w) => w.slot !== victim.slot));
           const exit = await cluster.terminate(other);
-          if (exit.code !== 0) gracefulViolations.push(`graceful shutdown of worker ${other.pid}: exit ${JSON.stringify(exit)}, not 0`);
+          if (exit.code !== 0)
+            gracefulViolations.push(`graceful shutdown of worker ${other.pid}: exit ${JSON.stringify(exit)}, not 0`);
           // A worker that shut down gracefully leaves no agent behind (nothing for a reaper to do).
           const records = await cluster.procRecords();
           const mine = new Set([...records.values()].filter((r) => r.workerPid === other.pid).map((r) => r.marker));
@@ -132,7 +161,9 @@ export const kill9: ScenarioDefinition = {
           graceful += 1;
         }
         if (cycle % 10 === 0 || cycle === cycles)
-          ctx.log(`  kill9: cycle ${cycle}/${cycles}: killed ${victim.pid} (held ${held} sessions), started ${replacement.pid}; states: ${[...classes.values()].join(', ')}`);
+          ctx.log(
+            `  kill9: cycle ${cycle}/${cycles}: killed ${victim.pid} (held ${held} sessions), started ${replacement.pid}; states: ${[...classes.values()].join(', ')}`,
+          );
       }
     } finally {
       feeding = false;
@@ -147,7 +178,13 @@ export const kill9: ScenarioDefinition = {
     );
     const wanted = ['running', 'backoff', 'queued', 'idle'];
     const missing = wanted.filter((c) => ![...hits.keys()].some((k) => k.startsWith(c) || k.includes(c)));
-    notes.checks.push(check('graceful restarts in between end cleanly, leaving no agent behind', gracefulViolations, `${graceful} SIGTERM restart(s)`));
+    notes.checks.push(
+      check(
+        'graceful restarts in between end cleanly, leaving no agent behind',
+        gracefulViolations,
+        `${graceful} SIGTERM restart(s)`,
+      ),
+    );
     notes.checks.push(
       check(
         `${ctx.quick ? 8 : 50}+ kill -9 cycles, with sessions in every state`,

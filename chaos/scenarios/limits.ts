@@ -12,7 +12,14 @@ import { Runtime } from '../../src/runtime/runtime.ts';
 import { TEST_POLICY } from '../../test/support/runtime.ts';
 import type { ScriptStep } from '../../test/support/fake-model-server.ts';
 import type { Ledger } from '../ledger.ts';
-import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import {
+  check,
+  sleep,
+  waitFor,
+  type ScenarioContext,
+  type ScenarioDefinition,
+  type ScenarioNotes,
+} from '../scenario.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
 const A = 'limits-a';
@@ -53,8 +60,15 @@ export const limits: ScenarioDefinition = {
     cluster.model.setScript(B, answer);
     cluster.workerEnv.SESSIOND_LIMITS = JSON.stringify(LIMITS);
     await cluster.applyWorkerEnv();
-    notes.did.push(`restarted the ${cluster.liveWorkers().length} workers with SESSIOND_LIMITS ${JSON.stringify(LIMITS.map((l) => [l.name, l.maxConcurrent]))}`);
-    const runtime = new Runtime({ connect: cluster.connect, prefix: cluster.prefix, policy: TEST_POLICY, fleetLimits: parsed.limits });
+    notes.did.push(
+      `restarted the ${cluster.liveWorkers().length} workers with SESSIOND_LIMITS ${JSON.stringify(LIMITS.map((l) => [l.name, l.maxConcurrent]))}`,
+    );
+    const runtime = new Runtime({
+      connect: cluster.connect,
+      prefix: cluster.prefix,
+      policy: TEST_POLICY,
+      fleetLimits: parsed.limits,
+    });
     try {
       const perA = ctx.quick ? 12 : 60;
       const perB = ctx.quick ? 6 : 24;
@@ -68,10 +82,22 @@ export const limits: ScenarioDefinition = {
       const order = specs.map((s) => ({ s, k: random.next() })).sort((x, y) => x.k - y.k);
       await Promise.all(
         order.map(({ s }, i) =>
-          ledger.enqueue(cluster.runtime, { behaviour: `limits ${i}`, pi: true, expect: 'completed', retryPolicy: s.policy, options: options(s.model) }, options(s.model)),
+          ledger.enqueue(
+            cluster.runtime,
+            {
+              behaviour: `limits ${i}`,
+              pi: true,
+              expect: 'completed',
+              retryPolicy: s.policy,
+              options: options(s.model),
+            },
+            options(s.model),
+          ),
         ),
       );
-      notes.did.push(`enqueued ${perA} sessions on ${A} (half walled at a 429, half backing off) and ${perB} on ${B}, at once`);
+      notes.did.push(
+        `enqueued ${perA} sessions on ${A} (half walled at a 429, half backing off) and ${perB} on ${B}, at once`,
+      );
       // The storm, while the first of them run: every request on A is answered 429 until it ends.
       await sleep(1000);
       stormUntil = Date.now() + STORM_MS;
@@ -84,7 +110,9 @@ export const limits: ScenarioDefinition = {
           async () => {
             const ids = ledger.ids();
             const [leases, states] = await Promise.all([
-              internals(cluster.runtime).redis.mget(...ids.map((id) => internals(cluster.runtime).keys.session(id, 'lease'))),
+              internals(cluster.runtime).redis.mget(
+                ...ids.map((id) => internals(cluster.runtime).keys.session(id, 'lease')),
+              ),
               cluster.runtime.sessionStates(ids),
             ]);
             const holding = new Map<string, number>();
@@ -128,12 +156,16 @@ export const limits: ScenarioDefinition = {
         100,
       );
       const view = await runtime.limitsView();
-      const leaked = view.limits.filter((l) => l.inUse !== 0 || l.waiting !== 0).map((l) => `${l.name}: ${l.inUse} in use, ${l.waiting} waiting after everything settled`);
+      const leaked = view.limits
+        .filter((l) => l.inUse !== 0 || l.waiting !== 0)
+        .map((l) => `${l.name}: ${l.inUse} in use, ${l.waiting} waiting after everything settled`);
       notes.checks.push(
         check(
           'no slot leaked',
           leaked,
-          empty === null ? 'holds or waiters left' : `every limit back to 0 in use, 0 waiting, ${Date.now() - settledAt} ms after the last session settled`,
+          empty === null
+            ? 'holds or waiters left'
+            : `every limit back to 0 in use, 0 waiting, ${Date.now() - settledAt} ms after the last session settled`,
         ),
       );
 
@@ -142,7 +174,9 @@ export const limits: ScenarioDefinition = {
       for (const model of [A, B]) {
         const peak = cluster.model.peakInFlight(model);
         const max = MAX[model] ?? 0;
-        figures.push(`${model}: peak ${peak} in flight (limit ${max}), ${cluster.model.requestsFor(model).length} requests`);
+        figures.push(
+          `${model}: peak ${peak} in flight (limit ${max}), ${cluster.model.requestsFor(model).length} requests`,
+        );
         if (peak > max) over.push(`${model}: ${peak} requests in flight at once, above its limit of ${max}`);
       }
       notes.checks.push(check('never above a limit', over, figures.join('; ')));
@@ -156,7 +190,9 @@ export const limits: ScenarioDefinition = {
           if (a.quotaWall === 'free') parkedFree += 1;
         }
       }
-      const stormRequests = cluster.model.requestsFor(A).filter((r) => r.at >= stormUntil - STORM_MS && r.at < stormUntil).length;
+      const stormRequests = cluster.model
+        .requestsFor(A)
+        .filter((r) => r.at >= stormUntil - STORM_MS && r.at < stormUntil).length;
       notes.found.push(
         `${stormRequests} requests on ${A} during the ${STORM_MS / 1000} s storm (${tooMany} answered 429; the key's shared cooldown holds the others back); ${walls} attempts hit a quota wall (${parkedFree} free)`,
       );

@@ -18,7 +18,10 @@ export const races: ScenarioDefinition = {
   settleMs: 60_000,
   async run(ctx: ScenarioContext, ledger: Ledger, notes: ScenarioNotes) {
     const { cluster, random } = ctx;
-    const clients = [cluster.runtime, ...[1, 2].map(() => new Runtime({ connect: cluster.connect, prefix: cluster.prefix, policy: TEST_POLICY }))];
+    const clients = [
+      cluster.runtime,
+      ...[1, 2].map(() => new Runtime({ connect: cluster.connect, prefix: cluster.prefix, policy: TEST_POLICY })),
+    ];
     const durationMs = ctx.quick ? 6_000 : 15_000;
     const sessionIds = Array.from({ length: ctx.quick ? 3 : 6 }, () => ledger.newSessionId());
     let prompts = 0;
@@ -26,12 +29,23 @@ export const races: ScenarioDefinition = {
     let bursts = 0;
     const most = ctx.quick ? 300 : 900;
     const behaviour = (): string =>
-      random.pick(['ok:50', `ok:${random.int(100, most)}`, `ok:${random.int(100, most)}`, `tool:${most / 2}`, `ignore-sigint:${most / 2}`, 'fail:server_error@1']);
+      random.pick([
+        'ok:50',
+        `ok:${random.int(100, most)}`,
+        `ok:${random.int(100, most)}`,
+        `tool:${most / 2}`,
+        `ignore-sigint:${most / 2}`,
+        'fail:server_error@1',
+      ]);
     const policy = { maxAttempts: 3, initialDelayMs: 100, multiplier: 1, maxDelayMs: 100, jitter: 'none' };
     try {
       // Several clients create the same new session at the same instant.
       const fresh = ledger.newSessionId();
-      await Promise.all(clients.map((client) => ledger.enqueue(client, { sessionId: fresh, behaviour: behaviour(), retryPolicy: policy })));
+      await Promise.all(
+        clients.map((client) =>
+          ledger.enqueue(client, { sessionId: fresh, behaviour: behaviour(), retryPolicy: policy }),
+        ),
+      );
       prompts += clients.length;
       const deadline = Date.now() + durationMs;
       await Promise.all(
@@ -76,8 +90,16 @@ export const races: ScenarioDefinition = {
         return;
       }
       const finals = [...ledger.ids()];
-      for (const sessionId of finals) await ledger.enqueue(cluster.runtime, { sessionId, behaviour: 'ok:100', expect: 'completed', retryPolicy: policy });
-      notes.did.push(`then one more prompt on each of the ${finals.length} sessions, expected to complete (no cancel left behind to hit it)`);
+      for (const sessionId of finals)
+        await ledger.enqueue(cluster.runtime, {
+          sessionId,
+          behaviour: 'ok:100',
+          expect: 'completed',
+          retryPolicy: policy,
+        });
+      notes.did.push(
+        `then one more prompt on each of the ${finals.length} sessions, expected to complete (no cancel left behind to hit it)`,
+      );
       notes.found.push(`every race settled in ${(settled.waitedMs / 1000).toFixed(1)} s, with no cancel left pending`);
     } finally {
       await Promise.all(clients.slice(1).map((c) => c.close()));

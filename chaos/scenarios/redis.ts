@@ -8,7 +8,14 @@
 import { assistantText } from '../../test/support/runtime.ts';
 import { PI_SLOW_MODEL } from '../cluster.ts';
 import type { Ledger } from '../ledger.ts';
-import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import {
+  check,
+  sleep,
+  waitFor,
+  type ScenarioContext,
+  type ScenarioDefinition,
+  type ScenarioNotes,
+} from '../scenario.ts';
 
 const POLICY = { maxAttempts: 100, initialDelayMs: 200, multiplier: 1.5, maxDelayMs: 1000, jitter: 'none' };
 const PARK_POLICY = { maxAttempts: 100, initialDelayMs: 3000, multiplier: 1, maxDelayMs: 3000, jitter: 'none' };
@@ -23,16 +30,30 @@ export const redisFaults: ScenarioDefinition = {
     const piOptions = { provider: 'fake', model: PI_SLOW_MODEL, cwd: cluster.pi.cwd };
     const long = Array.from({ length: ctx.quick ? 3 : 6 }, () => ledger.newSessionId());
     const [shortest, longest] = ctx.quick ? [3000, 4500] : [4000, 7000];
-    const enqueueLong = (sessionId: string) => ledger.enqueue(runtime, { sessionId, behaviour: `ok:${random.int(shortest, longest)}`, expect: 'completed', retryPolicy: POLICY });
+    const enqueueLong = (sessionId: string) =>
+      ledger.enqueue(runtime, {
+        sessionId,
+        behaviour: `ok:${random.int(shortest, longest)}`,
+        expect: 'completed',
+        retryPolicy: POLICY,
+      });
     await Promise.all(long.map(enqueueLong));
     const others = [
-      ledger.enqueue(runtime, { behaviour: 'Count to eighteen', pi: true, expect: 'completed', retryPolicy: POLICY }, piOptions),
+      ledger.enqueue(
+        runtime,
+        { behaviour: 'Count to eighteen', pi: true, expect: 'completed', retryPolicy: POLICY },
+        piOptions,
+      ),
       ledger.enqueue(runtime, { behaviour: 'fail:server_error@1', expect: 'completed', retryPolicy: PARK_POLICY }),
       ledger.enqueue(runtime, { behaviour: 'tool:4000', expect: 'completed', retryPolicy: POLICY }),
     ];
     if (!ctx.quick)
       others.push(
-        ledger.enqueue(runtime, { behaviour: 'Count to eighteen', pi: true, expect: 'completed', retryPolicy: POLICY }, piOptions),
+        ledger.enqueue(
+          runtime,
+          { behaviour: 'Count to eighteen', pi: true, expect: 'completed', retryPolicy: POLICY },
+          piOptions,
+        ),
         ledger.enqueue(runtime, { behaviour: 'fail:server_error@1', expect: 'completed', retryPolicy: PARK_POLICY }),
       );
     await Promise.all(others);
@@ -85,14 +106,26 @@ export const redisFaults: ScenarioDefinition = {
     await waitFor(
       async () => {
         const views = await Promise.all(ledger.ids().map((id) => runtime.getSession(id)));
-        return views.every((v) => v?.context?.turn?.status === 'completed' && v.queued.length === 0 && (v.context.mailbox.length ?? 0) === 0) ? true : null;
+        return views.every(
+          (v) =>
+            v?.context?.turn?.status === 'completed' && v.queued.length === 0 && (v.context.mailbox.length ?? 0) === 0,
+        )
+          ? true
+          : null;
       },
       90_000,
       250,
     );
     const views = await Promise.all(ledger.ids().map((id) => runtime.getSession(id)));
-    const interrupted = views.reduce((n, v) => n + (v?.context?.turn?.attempts.filter((a) => a.outcome === 'interrupted').length ?? 0), 0);
-    notes.found.push(`${interrupted} attempt(s) of the last turns were recorded interrupted and retried; every session's workers reconnected by themselves`);
-    notes.checks.push(check('Redis faults injected', events.length >= 3 ? [] : ['not every fault was injected'], events.join('; ')));
+    const interrupted = views.reduce(
+      (n, v) => n + (v?.context?.turn?.attempts.filter((a) => a.outcome === 'interrupted').length ?? 0),
+      0,
+    );
+    notes.found.push(
+      `${interrupted} attempt(s) of the last turns were recorded interrupted and retried; every session's workers reconnected by themselves`,
+    );
+    notes.checks.push(
+      check('Redis faults injected', events.length >= 3 ? [] : ['not every fault was injected'], events.join('; ')),
+    );
   },
 };

@@ -9,7 +9,14 @@
 import { readLog } from '../checks.ts';
 import type { ManagedWorker } from '../cluster.ts';
 import type { Ledger } from '../ledger.ts';
-import { check, sleep, waitFor, type ScenarioContext, type ScenarioDefinition, type ScenarioNotes } from '../scenario.ts';
+import {
+  check,
+  sleep,
+  waitFor,
+  type ScenarioContext,
+  type ScenarioDefinition,
+  type ScenarioNotes,
+} from '../scenario.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
 const POLICY = { maxAttempts: 10, initialDelayMs: 100, multiplier: 1, maxDelayMs: 100, jitter: 'none' };
@@ -43,16 +50,26 @@ export const sigstop: ScenarioDefinition = {
       }
       // A worker that drives sessions whose agents are running.
       const chosen = await waitFor(async () => {
-        const [leases, records] = await Promise.all([internals(runtime).redis.mget(...ids.map((id) => internals(runtime).keys.session(id, 'lease'))), cluster.procRecords()]);
+        const [leases, records] = await Promise.all([
+          internals(runtime).redis.mget(...ids.map((id) => internals(runtime).keys.session(id, 'lease'))),
+          cluster.procRecords(),
+        ]);
         const candidates: Array<{ worker: ManagedWorker; held: Held[] }> = [];
         for (const worker of cluster.liveWorkers()) {
           const held: Held[] = [];
           for (const [i, id] of ids.entries()) {
             if (holderOf(leases[i] ?? null) !== worker.workerId) continue;
-            const recs = [...records.values()].filter((r) => r.sessionId === id && r.workerPid === worker.pid && r.pid !== null);
+            const recs = [...records.values()].filter(
+              (r) => r.sessionId === id && r.workerPid === worker.pid && r.pid !== null,
+            );
             if (recs.length === 0) continue;
             const view = await runtime.getSession(id);
-            held.push({ sessionId: id, turn: view?.context?.turnIndex ?? 0, attempt: view?.context?.attempt ?? 0, markers: recs.map((r) => r.marker) });
+            held.push({
+              sessionId: id,
+              turn: view?.context?.turnIndex ?? 0,
+              attempt: view?.context?.attempt ?? 0,
+              markers: recs.map((r) => r.marker),
+            });
           }
           if (held.length > 0) candidates.push({ worker, held });
         }
@@ -71,7 +88,9 @@ export const sigstop: ScenarioDefinition = {
       // Frozen: its leases and locks run out; the stalled jobs go to the other workers.
       const takenOver = await waitFor(
         async () => {
-          const leases = await internals(runtime).redis.mget(...held.map((h) => internals(runtime).keys.session(h.sessionId, 'lease')));
+          const leases = await internals(runtime).redis.mget(
+            ...held.map((h) => internals(runtime).keys.session(h.sessionId, 'lease')),
+          );
           const views = await Promise.all(held.map((h) => runtime.getSession(h.sessionId)));
           // Taken over: another worker holds it and runs a later attempt (or it is already done).
           return held.every((h, i) => {
@@ -86,7 +105,10 @@ export const sigstop: ScenarioDefinition = {
         30_000,
         100,
       );
-      if (takenOver === null) violations.push(`round ${round}: the sessions of the frozen worker ${worker.pid} were not taken over within 30 s`);
+      if (takenOver === null)
+        violations.push(
+          `round ${round}: the sessions of the frozen worker ${worker.pid} were not taken over within 30 s`,
+        );
       // Let the new holders' attempts run a little, then thaw it.
       await sleep(1000);
       const frozenMs = Date.now() - stoppedAt;
@@ -96,15 +118,21 @@ export const sigstop: ScenarioDefinition = {
       const thawedAt = Date.now();
       // It must stop its agents (their whole trees) and give the sessions up as stale.
       const agentsGone = await waitFor(
-        () => (cluster.processes().some((p) => p.marker !== null && held.some((h) => h.markers.includes(p.marker ?? ''))) ? null : Date.now()),
+        () =>
+          cluster.processes().some((p) => p.marker !== null && held.some((h) => h.markers.includes(p.marker ?? '')))
+            ? null
+            : Date.now(),
         20_000,
         100,
       );
-      if (agentsGone === null) violations.push(`round ${round}: the thawed worker ${worker.pid} did not stop its agents within 20 s`);
+      if (agentsGone === null)
+        violations.push(`round ${round}: the thawed worker ${worker.pid} did not stop its agents within 20 s`);
       const staleLogged = await waitFor(
         () => {
           const out = worker.proc.output();
-          return held.every((h) => new RegExp(`"sessionId":"${h.sessionId}"[^\\n]*"outcome":"stale"`).test(out)) ? true : null;
+          return held.every((h) => new RegExp(`"sessionId":"${h.sessionId}"[^\\n]*"outcome":"stale"`).test(out))
+            ? true
+            : null;
         },
         20_000,
         200,
@@ -120,26 +148,47 @@ export const sigstop: ScenarioDefinition = {
         );
       // Nothing it wrote landed: no message of its attempt after the takeover's first message.
       for (const h of held) {
-        await waitFor(async () => ((await runtime.getSession(h.sessionId))?.context?.turn?.status === 'completed' ? true : null), 40_000, 250);
+        await waitFor(
+          async () => ((await runtime.getSession(h.sessionId))?.context?.turn?.status === 'completed' ? true : null),
+          40_000,
+          250,
+        );
         const log = await readLog(runtime, h.sessionId);
         const firstLater = log.find((m) => m.turn > h.turn || (m.turn === h.turn && m.attempt > h.attempt));
-        const late = log.filter((m) => m.turn === h.turn && m.attempt === h.attempt && firstLater !== undefined && m.seq > firstLater.seq);
+        const late = log.filter(
+          (m) => m.turn === h.turn && m.attempt === h.attempt && firstLater !== undefined && m.seq > firstLater.seq,
+        );
         if (late.length > 0)
-          violations.push(`${h.sessionId}: ${late.length} message(s) of the frozen worker's attempt ${h.attempt} were written after the new holder's (seq ${late[0]?.seq})`);
+          violations.push(
+            `${h.sessionId}: ${late.length} message(s) of the frozen worker's attempt ${h.attempt} were written after the new holder's (seq ${late[0]?.seq})`,
+          );
         const view = await runtime.getSession(h.sessionId);
         const attempts = view?.context?.turn?.index === h.turn ? (view.context.turn.attempts ?? []) : [];
         const frozenAttempt = attempts.find((a) => a.attempt === h.attempt);
         if (frozenAttempt !== undefined && frozenAttempt.outcome !== 'interrupted')
-          violations.push(`${h.sessionId}: the frozen worker's attempt ${h.attempt} is recorded ${frozenAttempt.outcome}, not interrupted`);
-        const wroteAfterThaw = log.filter((m) => m.seq > (seqAtThaw.get(h.sessionId) ?? 0) && m.turn === h.turn && m.attempt === h.attempt).length;
-        if (wroteAfterThaw > 0) violations.push(`${h.sessionId}: ${wroteAfterThaw} message(s) of the frozen attempt written after the thaw`);
+          violations.push(
+            `${h.sessionId}: the frozen worker's attempt ${h.attempt} is recorded ${frozenAttempt.outcome}, not interrupted`,
+          );
+        const wroteAfterThaw = log.filter(
+          (m) => m.seq > (seqAtThaw.get(h.sessionId) ?? 0) && m.turn === h.turn && m.attempt === h.attempt,
+        ).length;
+        if (wroteAfterThaw > 0)
+          violations.push(`${h.sessionId}: ${wroteAfterThaw} message(s) of the frozen attempt written after the thaw`);
       }
       found.push(
         `round ${round}: worker ${worker.pid} frozen ${(frozenMs / 1000).toFixed(1)} s while driving ${held.length} session(s); taken over after ${takenOver === null ? '—' : ((takenOver - stoppedAt) / 1000).toFixed(1)} s; thawed, its agents gone ${agentsGone === null ? '—' : `${agentsGone - thawedAt} ms`} later, sessions released as stale: ${staleLogged === null ? 'no' : 'yes'}`,
       );
     }
-    notes.did.push(`${rounds} round(s): 6 long sessions, SIGSTOP of a worker driving some of them until the others took them over (> lease TTL 2 s), then SIGCONT`);
+    notes.did.push(
+      `${rounds} round(s): 6 long sessions, SIGSTOP of a worker driving some of them until the others took them over (> lease TTL 2 s), then SIGCONT`,
+    );
     notes.found.push(...found);
-    notes.checks.push(check('a thawed stale holder writes nothing more, stops its agents and gives up', violations, `${rounds} round(s)`));
+    notes.checks.push(
+      check(
+        'a thawed stale holder writes nothing more, stops its agents and gives up',
+        violations,
+        `${rounds} round(s)`,
+      ),
+    );
   },
 };

@@ -65,7 +65,8 @@ function constantDocs(file: string): Map<string, string> {
       let init = decl.initializer;
       if (init !== undefined && ts.isAsExpression(init)) init = init.expression;
       if (init !== undefined && ts.isObjectLiteralExpression(init))
-        for (const p of init.properties) if (ts.isPropertyAssignment(p) && ts.isIdentifier(p.name)) docs.set(`${name}.${p.name.text}`, jsDoc(p));
+        for (const p of init.properties)
+          if (ts.isPropertyAssignment(p) && ts.isIdentifier(p.name)) docs.set(`${name}.${p.name.text}`, jsDoc(p));
     }
   });
   return docs;
@@ -88,7 +89,8 @@ function schemaFields(): Map<string, Field> {
     source.forEachChild((statement) => {
       if (!ts.isVariableStatement(statement)) return;
       for (const decl of statement.declarationList.declarations)
-        if (ts.isIdentifier(decl.name) && decl.name.text in roots && decl.initializer !== undefined) visit(decl.initializer, roots[decl.name.text] as string);
+        if (ts.isIdentifier(decl.name) && decl.name.text in roots && decl.initializer !== undefined)
+          visit(decl.initializer, roots[decl.name.text] as string);
     });
   }
   return fields;
@@ -105,7 +107,8 @@ function envVars(): Map<string, string> {
 
 function valueAt(value: unknown, path: string): unknown {
   let node = value;
-  for (const part of path.split('.')) node = node !== null && typeof node === 'object' && !Array.isArray(node) ? (node as Json)[part] : undefined;
+  for (const part of path.split('.'))
+    node = node !== null && typeof node === 'object' && !Array.isArray(node) ? (node as Json)[part] : undefined;
   return node;
 }
 
@@ -113,15 +116,21 @@ const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\s*\n
 
 function typeOf(schema: Json, duration: boolean): string {
   const range = (min: unknown, max: unknown, show: (n: number) => string): string =>
-    min === undefined && max === undefined ? '' : ` ${min === undefined ? '…' : show(min as number)}–${max === undefined ? '…' : show(max as number)}`;
+    min === undefined && max === undefined
+      ? ''
+      : ` ${min === undefined ? '…' : show(min as number)}–${max === undefined ? '…' : show(max as number)}`;
   if (duration) return `duration${range(schema.minimum, schema.maximum, formatDuration)}`;
   if (schema.const !== undefined) return JSON.stringify(schema.const);
   if (Array.isArray(schema.enum)) return schema.enum.map((v) => JSON.stringify(v)).join(' | ');
   if (Array.isArray(schema.anyOf)) return (schema.anyOf as Json[]).map((s) => typeOf(s, false)).join(' | ');
   const type = Array.isArray(schema.type) ? (schema.type as string[]).join(' or ') : String(schema.type ?? 'any');
-  if (type === 'array') return `${typeOf((schema.items ?? {}) as Json, false)}[]${schema.maxItems === undefined ? '' : ` (at most ${String(schema.maxItems)})`}`;
+  if (type === 'array')
+    return `${typeOf((schema.items ?? {}) as Json, false)}[]${schema.maxItems === undefined ? '' : ` (at most ${String(schema.maxItems)})`}`;
   if (type === 'object' && schema.properties === undefined) return 'object';
-  const chars = schema.minLength !== undefined || schema.maxLength !== undefined ? ` ${String(schema.minLength ?? 0)}–${String(schema.maxLength ?? '…')} chars` : '';
+  const chars =
+    schema.minLength !== undefined || schema.maxLength !== undefined
+      ? ` ${String(schema.minLength ?? 0)}–${String(schema.maxLength ?? '…')} chars`
+      : '';
   return `${type}${range(schema.minimum, schema.maximum, String)}${chars}${typeof schema.pattern === 'string' ? ` \`${schema.pattern}\`` : ''}`;
 }
 
@@ -149,17 +158,40 @@ export function configurationReference(): string {
       const duration = field?.source.startsWith('duration(') === true;
       // The doc comment on the field, else the one on the default constant it takes (`.default(WORKER_DEFAULTS.pollMs)`).
       const constant = /\.default\(([A-Z_]+(?:\.[A-Za-z]+)?)\)/.exec(field?.source ?? '')?.[1];
-      const doc = (field?.doc || (constant === undefined ? '' : (constants.get(constant) ?? ''))).replace(/@default.*$/, '').trim();
+      const doc = (field?.doc || (constant === undefined ? '' : (constants.get(constant) ?? '')))
+        .replace(/@default.*$/, '')
+        .trim();
       const value = defaultsAt === null ? undefined : valueAt(defaults, defaultsAt);
-      const shown = MACHINE_DEFAULTS[path] ?? (value === undefined ? '' : duration && typeof value === 'number' ? `\`${formatDuration(value)}\`` : `\`${JSON.stringify(value)}\``);
-      rows.push({ path, type: typeOf(schema, duration), default: shown, env: env.has(path) ? `\`${env.get(path) as string}\`` : '', doc });
+      const shown =
+        MACHINE_DEFAULTS[path] ??
+        (value === undefined
+          ? ''
+          : duration && typeof value === 'number'
+            ? `\`${formatDuration(value)}\``
+            : `\`${JSON.stringify(value)}\``);
+      rows.push({
+        path,
+        type: typeOf(schema, duration),
+        default: shown,
+        env: env.has(path) ? `\`${env.get(path) as string}\`` : '',
+        doc,
+      });
     }
     if (path !== '' && (properties !== undefined || record !== undefined || items !== undefined) && field?.doc) {
-      if (properties !== undefined) rows.push({ path, type: 'object', default: '', env: env.has(path) ? `\`${env.get(path) as string}\`` : '', doc: field.doc });
+      if (properties !== undefined)
+        rows.push({
+          path,
+          type: 'object',
+          default: '',
+          env: env.has(path) ? `\`${env.get(path) as string}\`` : '',
+          doc: field.doc,
+        });
     }
     const at = (name: string): string => (path === '' ? name : `${path}.${name}`);
-    for (const [name, child] of Object.entries(properties ?? {})) walk(child, at(name), defaultsAt === null ? null : at(name));
-    if (record !== undefined && typeof record === 'object' && record.properties !== undefined) walk(record, at('<agent>'), null);
+    for (const [name, child] of Object.entries(properties ?? {}))
+      walk(child, at(name), defaultsAt === null ? null : at(name));
+    if (record !== undefined && typeof record === 'object' && record.properties !== undefined)
+      walk(record, at('<agent>'), null);
     if (items !== undefined && items.properties !== undefined) walk(items, `${path}[]`, null);
   };
   walk(json, '', '');

@@ -14,7 +14,10 @@ interface Operation {
   description?: string;
   security?: Json[];
   parameters?: Array<{ name: string; in: string; required?: boolean; description?: string; schema?: Json }>;
-  requestBody?: { required: boolean; content: Record<string, { schema: Json; examples?: Record<string, { summary: string; value: unknown }> }> };
+  requestBody?: {
+    required: boolean;
+    content: Record<string, { schema: Json; examples?: Record<string, { summary: string; value: unknown }> }>;
+  };
   responses: Record<string, { description: string; content?: Record<string, { schema: Json }> }>;
   [SCOPE_KEY]: string;
 }
@@ -32,17 +35,31 @@ export function typeOf(schema: Json | undefined): string {
   }
   if (schema.const !== undefined) return JSON.stringify(schema.const);
   if (Array.isArray(schema.enum)) return schema.enum.map((v) => JSON.stringify(v)).join(' | ');
-  for (const key of ['anyOf', 'oneOf'] as const) if (Array.isArray(schema[key])) return (schema[key] as Json[]).map(typeOf).join(' | ');
-  const types = Array.isArray(schema.type) ? (schema.type as string[]) : typeof schema.type === 'string' ? [schema.type] : [];
+  for (const key of ['anyOf', 'oneOf'] as const)
+    if (Array.isArray(schema[key])) return (schema[key] as Json[]).map(typeOf).join(' | ');
+  const types = Array.isArray(schema.type)
+    ? (schema.type as string[])
+    : typeof schema.type === 'string'
+      ? [schema.type]
+      : [];
   const main = types.find((t) => t !== 'null');
   let text: string;
   if (main === 'array') text = `${typeOf(schema.items as Json | undefined)}[]`;
-  else if (main === 'object' && schema.additionalProperties !== undefined && schema.additionalProperties !== false && schema.properties === undefined)
+  else if (
+    main === 'object' &&
+    schema.additionalProperties !== undefined &&
+    schema.additionalProperties !== false &&
+    schema.properties === undefined
+  )
     text = `map of ${typeOf(schema.additionalProperties as Json)}`;
   else text = main ?? 'any';
   const range = [
-    schema.minimum !== undefined || schema.maximum !== undefined ? `${String(schema.minimum ?? '…')}–${String(schema.maximum ?? '…')}` : '',
-    schema.minLength !== undefined || schema.maxLength !== undefined ? `${String(schema.minLength ?? 0)}–${String(schema.maxLength ?? '…')} chars` : '',
+    schema.minimum !== undefined || schema.maximum !== undefined
+      ? `${String(schema.minimum ?? '…')}–${String(schema.maximum ?? '…')}`
+      : '',
+    schema.minLength !== undefined || schema.maxLength !== undefined
+      ? `${String(schema.minLength ?? 0)}–${String(schema.maxLength ?? '…')} chars`
+      : '',
     schema.maxItems !== undefined ? `at most ${String(schema.maxItems)}` : '',
     typeof schema.pattern === 'string' ? `\`${schema.pattern}\`` : '',
   ].filter(Boolean);
@@ -63,7 +80,9 @@ function fieldRows(schema: Json, prefix = ''): string[] {
 
 function fieldTable(schema: Json): string[] {
   const rows = fieldRows(schema);
-  return rows.length === 0 ? [`\`${typeOf(schema)}\``] : ['| Field | Type | Required | Description |', '| --- | --- | --- | --- |', ...rows];
+  return rows.length === 0
+    ? [`\`${typeOf(schema)}\``]
+    : ['| Field | Type | Required | Description |', '| --- | --- | --- | --- |', ...rows];
 }
 
 function operation(method: string, path: string, op: Operation): string[] {
@@ -71,21 +90,39 @@ function operation(method: string, path: string, op: Operation): string[] {
   if (op.description !== undefined) out.push(op.description, '');
   const tickets = (op.security ?? []).some((s) => 'streamTicket' in s);
   const scope = op[SCOPE_KEY];
-  out.push(`Operation \`${op.operationId}\` · scope **${scope}**${scope === 'public' ? ' (no credential)' : ''}${tickets ? ' · also a stream ticket (`?ticket=`)' : ''}`, '');
+  out.push(
+    `Operation \`${op.operationId}\` · scope **${scope}**${scope === 'public' ? ' (no credential)' : ''}${tickets ? ' · also a stream ticket (`?ticket=`)' : ''}`,
+    '',
+  );
   if (op.parameters !== undefined && op.parameters.length > 0) {
     out.push('| Parameter | In | Type | Required | Description |', '| --- | --- | --- | --- | --- |');
-    for (const p of op.parameters) out.push(`| \`${p.name}\` | ${p.in} | ${cell(typeOf(p.schema))} | ${p.required === true ? 'yes' : ''} | ${cell(p.description ?? '')} |`);
+    for (const p of op.parameters)
+      out.push(
+        `| \`${p.name}\` | ${p.in} | ${cell(typeOf(p.schema))} | ${p.required === true ? 'yes' : ''} | ${cell(p.description ?? '')} |`,
+      );
     out.push('');
   }
   if (op.requestBody !== undefined) {
-    const [type, body] = Object.entries(op.requestBody.content)[0] as [string, { schema: Json; examples?: Record<string, { summary: string; value: unknown }> }];
-    out.push(`Request body (\`${type}\`, ${op.requestBody.required ? 'required' : 'optional'}):`, '', ...fieldTable(body.schema), '');
-    for (const example of Object.values(body.examples ?? {})) out.push(`Example, ${example.summary}:`, '', '```json', JSON.stringify(example.value), '```', '');
+    const [type, body] = Object.entries(op.requestBody.content)[0] as [
+      string,
+      { schema: Json; examples?: Record<string, { summary: string; value: unknown }> },
+    ];
+    out.push(
+      `Request body (\`${type}\`, ${op.requestBody.required ? 'required' : 'optional'}):`,
+      '',
+      ...fieldTable(body.schema),
+      '',
+    );
+    for (const example of Object.values(body.examples ?? {}))
+      out.push(`Example, ${example.summary}:`, '', '```json', JSON.stringify(example.value), '```', '');
   }
   out.push('| Status | Answer |', '| --- | --- |');
   for (const [status, response] of Object.entries(op.responses)) {
     const content = Object.entries(response.content ?? {})[0];
-    const what = content === undefined ? '' : ` (${content[0] === 'application/json' ? cell(typeOf(content[1].schema)) : `\`${content[0]}\``})`;
+    const what =
+      content === undefined
+        ? ''
+        : ` (${content[0] === 'application/json' ? cell(typeOf(content[1].schema)) : `\`${content[0]}\``})`;
     out.push(`| ${status} | ${cell(response.description)}${what} |`);
   }
   out.push('');

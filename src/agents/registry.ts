@@ -31,16 +31,23 @@ const ADDED = new Map<string, AgentDefinition>();
 export function registerAgent(name: string, definition: AgentDefinition): void {
   if (Object.hasOwn(AGENTS, name) || acpAgentName(name)) throw new Error(`agent name "${name}" is a built-in agent's`);
   const known = ADDED.get(name);
-  if (known !== undefined && known !== definition) throw new Error(`agent name "${name}" is already registered with another definition`);
+  if (known !== undefined && known !== definition)
+    throw new Error(`agent name "${name}" is already registered with another definition`);
   ADDED.set(name, definition);
 }
 
 /** What each agent declares about its privileges, for the deployment policy. */
-export const AGENT_PERMISSIONS: Readonly<Record<string, PermissionKnobs>> = Object.fromEntries(AGENT_NAMES.map((name) => [name, AGENTS[name].permissions]));
+export const AGENT_PERMISSIONS: Readonly<Record<string, PermissionKnobs>> = Object.fromEntries(
+  AGENT_NAMES.map((name) => [name, AGENTS[name].permissions]),
+);
 
 /** The registry's agents and the operator's ACP agents (`acp:<name>` keys of its agent options), for the deployment policy. */
 export function agentPermissions(configured: readonly string[] = []): Readonly<Record<string, PermissionKnobs>> {
-  return { ...AGENT_PERMISSIONS, ...Object.fromEntries([...ADDED].map(([name, d]) => [name, d.permissions])), ...acpPermissions(configured) };
+  return {
+    ...AGENT_PERMISSIONS,
+    ...Object.fromEntries([...ADDED].map(([name, d]) => [name, d.permissions])),
+    ...acpPermissions(configured),
+  };
 }
 
 export function isAgentName(name: string): name is AnyAgentName {

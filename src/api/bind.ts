@@ -19,7 +19,8 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
     sessionId,
     inspect: () => runtime.getSession(sessionId),
     // The log holds what the agents yielded, CliMessages (typed at the agent boundary).
-    messages: async (o = {}) => (await runtime.readMessages(sessionId, o.from ?? 1, o.limit ?? 1000)) as StoredMessage[],
+    messages: async (o = {}) =>
+      (await runtime.readMessages(sessionId, o.from ?? 1, o.limit ?? 1000)) as StoredMessage[],
     lastSeq: () => runtime.lastSeq(sessionId),
     watch: (o) => watchSession(runtime, sessionId, o) as AsyncIterable<StoredMessage>,
     prompt: async (request) => {
@@ -47,7 +48,8 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
       remove: (sessionId, promptId, o) => runtime.removeQueuedPrompt(sessionId, promptId, o),
     },
     approvals: {
-      decide: (sessionId, requestId, d) => runtime.decideApproval(sessionId, requestId, d.verdict, d.by, d.option, d.reason),
+      decide: (sessionId, requestId, d) =>
+        runtime.decideApproval(sessionId, requestId, d.verdict, d.by, d.option, d.reason),
     },
     retryPolicy: {
       get: (o = {}) => runtime.getPolicy(o.sessionId),

@@ -37,7 +37,17 @@ export interface ClientOptions {
   lifecycle?: Partial<LifecycleOptions>;
 }
 
-export type { ApprovalVerdict, EnqueueRequest, FleetLimitView, ImportResult, ListPage, QueuedPrompt, SessionView, StoredApproval, WorkerHeartbeat };
+export type {
+  ApprovalVerdict,
+  EnqueueRequest,
+  FleetLimitView,
+  ImportResult,
+  ListPage,
+  QueuedPrompt,
+  SessionView,
+  StoredApproval,
+  WorkerHeartbeat,
+};
 
 /** The deletion audit: one entry per delete that reached the session (deleted, already deleted, refused as active). */
 export interface DeletionRecord {
@@ -67,7 +77,10 @@ export interface SessionsClient {
    * runs it. Refused with nothing written: InputError, ConflictError (being deleted), QuotaError. With `owner`,
    * a new session takes a slot of that owner's session cap (QuotaError `maxSessions` when it has none left).
    */
-  enqueue(request: EnqueueRequest, options?: { owner?: SessionOwner }): Promise<{ sessionId: string; turn: number; created: boolean }>;
+  enqueue(
+    request: EnqueueRequest,
+    options?: { owner?: SessionOwner },
+  ): Promise<{ sessionId: string; turn: number; created: boolean }>;
   /** Restores an archive (as `as`, default its own id). Under a new id the copy's agent conversation is `forked` (continues the original's) or `new`. */
   import(archive: string, options?: { as?: string }): Promise<ImportResult>;
   /** Cancels every session in `state` (queued, running, backoff, parked), optionally of one agent; `dryRun` only lists them. */
@@ -77,7 +90,11 @@ export interface SessionsClient {
     dryRun?: boolean;
     reason?: string;
     max?: number;
-  }): Promise<{ dryRun: boolean; matched: Array<{ sessionId: string; state: string; agent: string }>; cancelled: number }>;
+  }): Promise<{
+    dryRun: boolean;
+    matched: Array<{ sessionId: string; state: string; agent: string }>;
+    cancelled: number;
+  }>;
   /** The deletion audit, newest first (at most `limit`, default 100). */
   deletions(options?: { limit?: number }): Promise<DeletionRecord[]>;
   /** A value that changes whenever anything a listing shows changes (an ETag). */
@@ -100,7 +117,9 @@ export interface SessionHandle {
   /** The stored messages from `from`, then live ones; ends with the latest turn unless `follow`. */
   watch(options?: WatchOptions): AsyncIterable<StoredMessage>;
   /** Adds a prompt to this existing session (NotFoundError otherwise): its next turn. */
-  prompt(request: Omit<EnqueueRequest, 'sessionId' | 'retryPolicy' | 'retention'>): Promise<{ sessionId: string; turn: number }>;
+  prompt(
+    request: Omit<EnqueueRequest, 'sessionId' | 'retryPolicy' | 'retention'>,
+  ): Promise<{ sessionId: string; turn: number }>;
   /** Cancels the current turn wherever it runs. */
   cancel(reason?: string): Promise<{ delivered: 'worker' | 'activation' }>;
   /**
@@ -111,7 +130,11 @@ export interface SessionHandle {
   /** Resumes a session parked at a quota wall now, before the provider's reset (ConflictError when it is not parked). */
   resume(): Promise<{ sessionId: string; turn: number; parkedUntil: number; delivered: 'worker' | 'activation' }>;
   /** Deletes the session fleet-wide: a finished one, or with `force` a running one (its turn cancelled first). `actor` is who asks, for the deletion audit. */
-  delete(options?: { force?: boolean; actor?: string; waitMs?: number }): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }>;
+  delete(options?: {
+    force?: boolean;
+    actor?: string;
+    waitMs?: number;
+  }): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }>;
   /** The session as a versioned JSON-lines archive. */
   export(): Promise<string>;
 }
@@ -121,7 +144,11 @@ export interface PromptsClient {
   /** The session's queued prompts, in the order their turns will run. NotFoundError for an unknown session. */
   list(sessionId: string): Promise<QueuedPrompt[]>;
   /** Removes a queued prompt. ConflictError when its turn has started (cancel it instead), NotFoundError when there is no such prompt. */
-  remove(sessionId: string, promptId: string, options?: { waitMs?: number }): Promise<{ sessionId: string; promptId: string; removed: true }>;
+  remove(
+    sessionId: string,
+    promptId: string,
+    options?: { waitMs?: number },
+  ): Promise<{ sessionId: string; promptId: string; removed: true }>;
 }
 
 /** An operator's answers to the agents' permission requests. */
@@ -134,7 +161,14 @@ export interface ApprovalsClient {
     sessionId: string,
     requestId: string,
     decision: { verdict: ApprovalVerdict; by: string; option?: string; reason?: string },
-  ): Promise<{ sessionId: string; requestId: string; outcome: 'allowed' | 'denied'; optionId: string | null; by: string; at: number }>;
+  ): Promise<{
+    sessionId: string;
+    requestId: string;
+    outcome: 'allowed' | 'denied';
+    optionId: string | null;
+    by: string;
+    at: number;
+  }>;
 }
 
 /** The retry policy: how the session machine retries a failed attempt (global, or one session's own). */
@@ -187,7 +221,8 @@ export interface Client {
 export function connections(redis: RedisOption): { connect: (role: string) => Redis; closeAll: () => void } {
   const made = new Set<Redis>();
   const connect = (role: string): Redis => {
-    const connection = typeof redis === 'string' ? createRedis(redis, { role, maxRetriesPerRequest: null }) : redis(role);
+    const connection =
+      typeof redis === 'string' ? createRedis(redis, { role, maxRetriesPerRequest: null }) : redis(role);
     made.add(connection);
     connection.once('end', () => made.delete(connection));
     return connection;

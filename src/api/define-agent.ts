@@ -54,7 +54,9 @@ export interface DefinedAgent {
  */
 export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(spec: AgentSpec<Schema>): DefinedAgent {
   if (typeof spec.name !== 'string' || !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(spec.name)) {
-    throw new TypeError(`defineAgent: name must be 1-64 lowercase letters, digits or ._- (got ${JSON.stringify(spec.name)})`);
+    throw new TypeError(
+      `defineAgent: name must be 1-64 lowercase letters, digits or ._- (got ${JSON.stringify(spec.name)})`,
+    );
   }
   const definition: AgentDefinition = {
     callerOptions: spec.options as unknown as AgentDefinition['callerOptions'],
@@ -81,7 +83,8 @@ export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(s
           }
         },
         complete(exit) {
-          if (exit.exitCode === 0 && invalid.length === 0) return [{ type: 'terminal.completed', content: { stopReason: 'end' } }];
+          if (exit.exitCode === 0 && invalid.length === 0)
+            return [{ type: 'terminal.completed', content: { stopReason: 'end' } }];
           return [
             {
               type: 'terminal.failed',

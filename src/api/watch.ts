@@ -25,7 +25,11 @@ const SETTLED_POLL_MS = 200;
  * latest turn is yielded and that turn has ended with nothing waiting; it always ends when `signal`
  * aborts. Breaking out of the loop closes its Redis connection.
  */
-export async function* watchSession(runtime: Runtime, sessionId: string, options: WatchOptions = {}): AsyncGenerator<StoredMessage> {
+export async function* watchSession(
+  runtime: Runtime,
+  sessionId: string,
+  options: WatchOptions = {},
+): AsyncGenerator<StoredMessage> {
   const reader = new AbortController();
   const stop = (): void => reader.abort();
   options.signal?.addEventListener('abort', stop, { once: true });
@@ -45,7 +49,10 @@ export async function* watchSession(runtime: Runtime, sessionId: string, options
           }
         })();
   try {
-    const source = options.shared === true ? runtime.messageHub.follow(sessionId, yielded + 1, reader.signal) : runtime.followMessages(sessionId, yielded + 1, reader.signal);
+    const source =
+      options.shared === true
+        ? runtime.messageHub.follow(sessionId, yielded + 1, reader.signal)
+        : runtime.followMessages(sessionId, yielded + 1, reader.signal);
     for await (const message of source) {
       yield message;
       yielded = message.seq;

@@ -53,13 +53,27 @@ export interface WorkerOptions {
 /** What a worker tells its embedder. */
 export interface WorkerEvents {
   /** A turn ended, told once its end is stored (`inspect` from the listener shows it): `failureReason` is `not_retryable`, `attempts_exhausted` or `retry_disabled` for a failed one. */
-  turnEnded: { sessionId: string; turn: number; status: 'completed' | 'failed' | 'cancelled'; failureReason: string | null; cancelReason: string | null };
+  turnEnded: {
+    sessionId: string;
+    turn: number;
+    status: 'completed' | 'failed' | 'cancelled';
+    failureReason: string | null;
+    cancelReason: string | null;
+  };
   /** An attempt ended failed; the session machine decides whether it is retried. */
   attemptFailed: { sessionId: string; turn: number; attempt: number; category: FailureCategory; text: string };
   /** Something went wrong inside the worker (a queue error…); it goes on. */
   error: { message: string; fields?: Record<string, unknown> };
   /** An attempt's egress proxy refused a request (the audit record: host, port, session, attempt, reason). */
-  egressRefused: { host: string; port: number; method: string; reason: string; sessionId: string; turn: number | null; attempt: number | null };
+  egressRefused: {
+    host: string;
+    port: number;
+    method: string;
+    reason: string;
+    sessionId: string;
+    turn: number | null;
+    attempt: number | null;
+  };
 }
 
 export interface Worker {

@@ -36,7 +36,8 @@ const PLAIN_FIELDS: ReadonlySet<string> = new Set(['redisUrl', 'prefix', 'stateD
  * loads the whole configuration (loadConfig), which checks every field and names a bad one.
  */
 export function plainClientSettings(raw: Record<string, unknown>): ClientSettings | null {
-  for (const [field, value] of Object.entries(raw)) if (!PLAIN_FIELDS.has(field) || typeof value !== 'string') return null;
+  for (const [field, value] of Object.entries(raw))
+    if (!PLAIN_FIELDS.has(field) || typeof value !== 'string') return null;
   const { redisUrl, prefix, stateDir } = raw as { redisUrl?: string; prefix?: string; stateDir?: string };
   if (redisUrl !== undefined && !parseRedisTarget(redisUrl).ok) return null;
   if (prefix !== undefined && !PREFIX_PATTERN.test(prefix)) return null;

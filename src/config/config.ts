@@ -2,7 +2,16 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { pickEnv } from '../process/sealed-env.ts';
 import { PolicySchema } from '../policy/schema.ts';
-import { ATTEMPT_DEFAULTS, defaultStateDir, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, QUEUE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from './defaults.ts';
+import {
+  ATTEMPT_DEFAULTS,
+  defaultStateDir,
+  HTTP_DEFAULTS,
+  LIFECYCLE_DEFAULTS,
+  QUEUE_DEFAULTS,
+  SHUTDOWN_GRACE_MS,
+  SWEEP_INTERVAL_MS,
+  WORKER_DEFAULTS,
+} from './defaults.ts';
 import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
 import { parseRedisTarget } from './redis-url.ts';
 import { parseDuration } from './duration.ts';
@@ -22,13 +31,21 @@ const duration = (min: number, max: number) =>
       const parsed = parseDuration(value);
       return parsed.ok ? parsed.ms : value;
     },
-    z.number({ error: 'must be a duration such as 500ms, 2s or 1m' }).int().min(min, `must be at least ${min} ms`).max(max, `must be at most ${max} ms`),
+    z
+      .number({ error: 'must be a duration such as 500ms, 2s or 1m' })
+      .int()
+      .min(min, `must be at least ${min} ms`)
+      .max(max, `must be at most ${max} ms`),
   );
 
 const integer = (min: number, max: number) =>
   z.preprocess(
     (value) => (typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value),
-    z.number().int(`must be an integer from ${min} to ${max}`).min(min, `must be an integer from ${min} to ${max}`).max(max, `must be an integer from ${min} to ${max}`),
+    z
+      .number()
+      .int(`must be an integer from ${min} to ${max}`)
+      .min(min, `must be an integer from ${min} to ${max}`)
+      .max(max, `must be an integer from ${min} to ${max}`),
   );
 
 export const ConfigSchema = z.strictObject({
@@ -38,7 +55,10 @@ export const ConfigSchema = z.strictObject({
     .superRefine((url, ctx) => {
       const parsed = parseRedisTarget(url);
       if (!parsed.ok)
-        ctx.addIssue({ code: 'custom', message: `${parsed.message.replace(/^invalid Redis URL: /, '')} (redis://, rediss://, redis+cluster:// or rediss+cluster://)` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `${parsed.message.replace(/^invalid Redis URL: /, '')} (redis://, rediss://, redis+cluster:// or rediss+cluster://)`,
+        });
     })
     .optional(),
   /** The activation queue: how many partitions (BullMQ queues, each its own hash tag) and which of them this worker consumes. */
@@ -201,12 +221,19 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
   const raw = rawConfig(flags, env);
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
-    const envName = (path: string) => Object.entries(ENV_MAP).find(([, p]) => p === path || path.startsWith(`${p}.`))?.[0];
+    const envName = (path: string) =>
+      Object.entries(ENV_MAP).find(([, p]) => p === path || path.startsWith(`${p}.`))?.[0];
     throw new ConfigError(
       parsed.error.issues
         .map((issue) => {
           const path = issue.path.join('.');
-          const from = envName(path) ?? (path.startsWith('policy') ? 'SESSIOND_POLICY' : path.startsWith('agentEnv') ? 'SESSIOND_AGENT_ENV' : undefined);
+          const from =
+            envName(path) ??
+            (path.startsWith('policy')
+              ? 'SESSIOND_POLICY'
+              : path.startsWith('agentEnv')
+                ? 'SESSIOND_AGENT_ENV'
+                : undefined);
           return `${path}: ${issue.message}${from === undefined ? '' : ` (env ${from})`}`;
         })
         .join('\n'),
@@ -217,11 +244,16 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
     const read = readTokensFile(config.http.tokensFile);
     if (!read.ok) throw new ConfigError(`http.tokensFile: ${read.message} (env SESSIOND_API_TOKENS_FILE)`);
     const merged = TokenListSchema.safeParse([...config.http.tokens, ...read.tokens]);
-    if (!merged.success) throw new ConfigError(`http.tokensFile: ${merged.error.issues.map((i) => `[${i.path.join('.')}]: ${i.message}`).join('; ')}`);
+    if (!merged.success)
+      throw new ConfigError(
+        `http.tokensFile: ${merged.error.issues.map((i) => `[${i.path.join('.')}]: ${i.message}`).join('; ')}`,
+      );
     config.http.tokens = merged.data;
   }
   if ((config.http.tlsCert === undefined) !== (config.http.tlsKey === undefined)) {
-    throw new ConfigError(`http.${config.http.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}: --tls-cert and --tls-key go together (env SESSIOND_TLS_CERT, SESSIOND_TLS_KEY)`);
+    throw new ConfigError(
+      `http.${config.http.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}: --tls-cert and --tls-key go together (env SESSIOND_TLS_CERT, SESSIOND_TLS_KEY)`,
+    );
   }
   return config;
 }
@@ -253,7 +285,11 @@ export function lifecycleLimits(config: Config): {
  * configured for it, over the variables named in `agentEnv` (taken from the worker's environment);
  * the provider adds the base (PATH, HOME…) and nothing else.
  */
-export function agentHostOptions(config: Config, agentNames: readonly string[], env: NodeJS.ProcessEnv = process.env): Record<string, Record<string, unknown>> {
+export function agentHostOptions(
+  config: Config,
+  agentNames: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Record<string, Record<string, unknown>> {
   const named = pickEnv(config.agentEnv, env);
   const out: Record<string, Record<string, unknown>> = { pi: piHostOptions(config) };
   for (const [agent, options] of Object.entries(config.agents)) out[agent] = { ...(out[agent] ?? {}), ...options };

@@ -8,7 +8,8 @@ const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as cons
 type Unit = keyof typeof UNITS;
 
 const DURATION = /^(\d+)(?:\.(\d+))?(ms|s|m|h|d)?$/;
-const EXPECTED = 'expected a number with a unit ms, s, m, h or d (e.g. 500ms, 2s, 1.5m, 1h, 30d) or a whole number of milliseconds';
+const EXPECTED =
+  'expected a number with a unit ms, s, m, h or d (e.g. 500ms, 2s, 1.5m, 1h, 30d) or a whole number of milliseconds';
 
 export type DurationResult = { ok: true; ms: number } | { ok: false; message: string };
 

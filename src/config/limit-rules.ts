@@ -54,7 +54,14 @@ export function limitKeysFor(rules: readonly LimitRule[], values: MatchValues): 
         break;
       }
     }
-    if (matches) keys.push({ name: rule.name, key, maxConcurrent: rule.maxConcurrent, maxStartsPerMinute: rule.maxStartsPerMinute, maxTokensPerMinute: rule.maxTokensPerMinute });
+    if (matches)
+      keys.push({
+        name: rule.name,
+        key,
+        maxConcurrent: rule.maxConcurrent,
+        maxStartsPerMinute: rule.maxStartsPerMinute,
+        maxTokensPerMinute: rule.maxTokensPerMinute,
+      });
   }
   return keys;
 }

@@ -1,7 +1,15 @@
 import { z } from 'zod';
 import { derivedName, type LimitRule } from './limit-rules.ts';
 
-export { derivedName, limitKeysFor, MATCH_FIELDS, type LimitKey, type LimitRule, type MatchField, type MatchValues } from './limit-rules.ts';
+export {
+  derivedName,
+  limitKeysFor,
+  MATCH_FIELDS,
+  type LimitKey,
+  type LimitRule,
+  type MatchField,
+  type MatchValues,
+} from './limit-rules.ts';
 
 /**
  * Fleet-wide limits (SESSIOND_LIMITS, `limits` in the config file): each matches sessions by the
@@ -22,7 +30,13 @@ export const LimitSchema = z
       .optional(),
     /** Which sessions it applies to, by the attempt's agent, provider and model, the `account` label of the agent's host options, and the caller's `tenant`; `*`: one limit per distinct value; absent: any. */
     match: z
-      .strictObject({ agent: matchValue.optional(), provider: matchValue.optional(), model: matchValue.optional(), account: matchValue.optional(), tenant: matchValue.optional() })
+      .strictObject({
+        agent: matchValue.optional(),
+        provider: matchValue.optional(),
+        model: matchValue.optional(),
+        account: matchValue.optional(),
+        tenant: matchValue.optional(),
+      })
       .prefault({}),
     /** Attempts in flight at once under this limit. */
     maxConcurrent: z
@@ -46,10 +60,16 @@ export const LimitSchema = z
       .max(1_000_000_000, 'must be an integer from 1 to 1000000000')
       .optional(),
   })
-  .refine((limit) => limit.maxConcurrent !== undefined || limit.maxStartsPerMinute !== undefined || limit.maxTokensPerMinute !== undefined, {
-    message: 'a limit needs maxConcurrent, maxStartsPerMinute and/or maxTokensPerMinute',
-    path: ['maxConcurrent'],
-  });
+  .refine(
+    (limit) =>
+      limit.maxConcurrent !== undefined ||
+      limit.maxStartsPerMinute !== undefined ||
+      limit.maxTokensPerMinute !== undefined,
+    {
+      message: 'a limit needs maxConcurrent, maxStartsPerMinute and/or maxTokensPerMinute',
+      path: ['maxConcurrent'],
+    },
+  );
 
 export const LimitsSchema = z
   .array(LimitSchema)
@@ -64,13 +84,19 @@ export const LimitsSchema = z
     }));
     const seen = new Set<string>();
     rules.forEach((rule, i) => {
-      if (seen.has(rule.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `"${rule.name}" names two limits: give each a unique name` });
+      if (seen.has(rule.name))
+        ctx.addIssue({
+          code: 'custom',
+          path: [i, 'name'],
+          message: `"${rule.name}" names two limits: give each a unique name`,
+        });
       seen.add(rule.name);
     });
     return rules;
   });
 
-export type LimitsResult = { ok: true; limits: LimitRule[] } | { ok: false; errors: Array<{ field: string; message: string }> };
+export type LimitsResult =
+  { ok: true; limits: LimitRule[] } | { ok: false; errors: Array<{ field: string; message: string }> };
 
 /** Parses a list of limits (JSON text or a value); errors name the field (`limits.1.maxConcurrent: …`). */
 export function parseLimits(input: unknown, field = 'limits'): LimitsResult {
@@ -80,10 +106,21 @@ export function parseLimits(input: unknown, field = 'limits'): LimitsResult {
       value = JSON.parse(input) as unknown;
     } catch {
       // The error says what is wrong, naming the field.
-      return { ok: false, errors: [{ field, message: 'must be a JSON array of limits, e.g. [{"match":{"provider":"anthropic"},"maxConcurrent":20}]' }] };
+      return {
+        ok: false,
+        errors: [
+          {
+            field,
+            message: 'must be a JSON array of limits, e.g. [{"match":{"provider":"anthropic"},"maxConcurrent":20}]',
+          },
+        ],
+      };
     }
   }
   const parsed = LimitsSchema.safeParse(value);
   if (parsed.success) return { ok: true, limits: parsed.data };
-  return { ok: false, errors: parsed.error.issues.map((i) => ({ field: [field, ...i.path.map(String)].join('.'), message: i.message })) };
+  return {
+    ok: false,
+    errors: parsed.error.issues.map((i) => ({ field: [field, ...i.path.map(String)].join('.'), message: i.message })),
+  };
 }

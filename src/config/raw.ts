@@ -77,7 +77,10 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
  * The configuration's raw input. `flags` are dotted paths (`worker.concurrency`) set by the CLI.
  * Throws ConfigError for an unreadable file or a JSON variable that does not parse.
  */
-export function rawConfig(flags: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = process.env): Record<string, unknown> {
+export function rawConfig(
+  flags: Record<string, unknown> = {},
+  env: NodeJS.ProcessEnv = process.env,
+): Record<string, unknown> {
   const raw: Record<string, unknown> = {};
   const file = env.SESSIOND_CONFIG;
   if (file !== undefined && file !== '') {
@@ -108,14 +111,18 @@ export function rawConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proce
     try {
       setPath(raw, 'agents', JSON.parse(env.SESSIOND_AGENT_OPTIONS) as unknown);
     } catch {
-      throw new ConfigError('SESSIOND_AGENT_OPTIONS: must be a JSON object by agent name, e.g. {"claude-code":{"command":"/usr/local/bin/claude"}}');
+      throw new ConfigError(
+        'SESSIOND_AGENT_OPTIONS: must be a JSON object by agent name, e.g. {"claude-code":{"command":"/usr/local/bin/claude"}}',
+      );
     }
   }
   if (env.SESSIOND_POLICY !== undefined && env.SESSIOND_POLICY !== '') {
     try {
       setPath(raw, 'policy', JSON.parse(env.SESSIOND_POLICY) as unknown);
     } catch {
-      throw new ConfigError('SESSIOND_POLICY: must be a JSON object, e.g. {"agents":["pi"],"workspaceRoots":["/srv/work"]}');
+      throw new ConfigError(
+        'SESSIOND_POLICY: must be a JSON object, e.g. {"agents":["pi"],"workspaceRoots":["/srv/work"]}',
+      );
     }
   }
   if (env.SESSIOND_AGENT_ENV !== undefined && env.SESSIOND_AGENT_ENV !== '')

@@ -31,7 +31,9 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
   if (schemeMatch === null) return fail(`missing scheme: ${FORMAT}`);
   const scheme = (schemeMatch[1] ?? '').toLowerCase();
   if (scheme !== 'redis' && scheme !== 'rediss')
-    return fail(`unsupported scheme "${scheme}://" (use redis:// or rediss:// for TLS, redis+cluster:// or rediss+cluster:// for a Redis Cluster)`);
+    return fail(
+      `unsupported scheme "${scheme}://" (use redis:// or rediss:// for TLS, redis+cluster:// or rediss+cluster:// for a Redis Cluster)`,
+    );
 
   // The authority ends at the first '/', '?' or '#'. An '@' after that means the credentials hold
   // one of those characters unencoded: the URL would split in the middle of the password.
@@ -40,7 +42,9 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
   const authority = authorityEnd === -1 ? afterScheme : afterScheme.slice(0, authorityEnd);
   const rest = authorityEnd === -1 ? '' : afterScheme.slice(authorityEnd);
   if (rest.includes('@')) {
-    return fail('the user name or password contains a reserved character (/ ? # @): percent-encode it (encodeURIComponent)');
+    return fail(
+      'the user name or password contains a reserved character (/ ? # @): percent-encode it (encodeURIComponent)',
+    );
   }
   const hostPort = authority.slice(authority.lastIndexOf('@') + 1);
   let portText: string | undefined;
@@ -58,7 +62,8 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
   if (hostText === '' || hostText === '[]') return fail(`missing host (${FORMAT})`);
   if (portText !== undefined && portText !== '') {
     const port = /^\d{1,5}$/.test(portText) ? Number(portText) : NaN;
-    if (!(port >= 1 && port <= 65535)) return fail(`port must be an integer from 1 to 65535 (got "${portText.slice(0, 12)}")`);
+    if (!(port >= 1 && port <= 65535))
+      return fail(`port must be an integer from 1 to 65535 (got "${portText.slice(0, 12)}")`);
   }
 
   let parsed: URL;
@@ -104,7 +109,8 @@ export function parseRedisUrl(url: string): ParsedRedisUrl {
     // SNI takes a host name, never an IP address (RFC 6066).
     options.tls = net.isIP(host) === 0 ? { servername: host } : {};
   }
-  const credentials = username !== '' || password !== '' ? `${encodeURIComponent(username)}${password !== '' ? ':***' : ''}@` : '';
+  const credentials =
+    username !== '' || password !== '' ? `${encodeURIComponent(username)}${password !== '' ? ':***' : ''}@` : '';
   const display = `${scheme}://${credentials}${ipv6 ? `[${host}]` : host}:${port}/${db}`;
   return { ok: true, options, display };
 }
@@ -144,17 +150,26 @@ export function parseRedisTarget(url: string): ParsedRedisTarget {
   const authority = pathStart === -1 ? rest : rest.slice(0, pathStart);
   const tail = pathStart === -1 ? '' : rest.slice(pathStart);
   if (tail !== '' && tail !== '/' && tail !== '/0') {
-    return { ok: false, message: 'invalid Redis URL: a cluster URL takes no database, query or fragment (a Redis Cluster has only database 0)' };
+    return {
+      ok: false,
+      message:
+        'invalid Redis URL: a cluster URL takes no database, query or fragment (a Redis Cluster has only database 0)',
+    };
   }
   const at = authority.lastIndexOf('@');
   const credentials = at === -1 ? '' : authority.slice(0, at + 1);
   const hosts = (at === -1 ? authority : authority.slice(at + 1)).split(',');
-  if (hosts.length > MAX_SEED_NODES) return { ok: false, message: `invalid Redis URL: at most ${MAX_SEED_NODES} seed nodes` };
+  if (hosts.length > MAX_SEED_NODES)
+    return { ok: false, message: `invalid Redis URL: at most ${MAX_SEED_NODES} seed nodes` };
   const nodes: SeedNode[] = [];
   let options: RedisOptions | null = null;
   let display = '';
   for (const [i, host] of hosts.entries()) {
-    if (host.trim() === '') return { ok: false, message: `invalid Redis URL: seed node ${i + 1} is empty (expected ${scheme}+cluster://host:port,host:port…)` };
+    if (host.trim() === '')
+      return {
+        ok: false,
+        message: `invalid Redis URL: seed node ${i + 1} is empty (expected ${scheme}+cluster://host:port,host:port…)`,
+      };
     const parsed = parseRedisUrl(`${scheme}://${credentials}${host}`);
     if (!parsed.ok) return { ok: false, message: `${parsed.message} (seed node ${i + 1})` };
     nodes.push({ host: parsed.options.host ?? '', port: parsed.options.port ?? 6379 });

@@ -40,7 +40,10 @@ export const TokenEntrySchema = z.strictObject({
   scope: z.enum(SCOPES, { error: `must be one of ${SCOPES.join(', ')}` }),
   sha256: z
     .string()
-    .regex(/^[0-9a-fA-F]{64}$/, 'must be the SHA-256 of the token as 64 hex digits (e.g. `printf %s TOKEN | sha256sum`)')
+    .regex(
+      /^[0-9a-fA-F]{64}$/,
+      'must be the SHA-256 of the token as 64 hex digits (e.g. `printf %s TOKEN | sha256sum`)',
+    )
     .transform((s) => s.toLowerCase()),
   /** The tenant of the sessions this token creates (default: the token's name). A request may not name another. */
   tenant: z.string().regex(TENANT_PATTERN, TENANT_MESSAGE).optional(),
@@ -69,19 +72,23 @@ export function tokenLimits(
 export const CallerSchema = z
   .strictObject({
     tenant: z.string().regex(TENANT_PATTERN, TENANT_MESSAGE).default(TOKEN_DEFAULTS.localTenant),
-    maxPriority: z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v), priority).default(TOKEN_DEFAULTS.localMaxPriority),
+    maxPriority: z
+      .preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v), priority)
+      .default(TOKEN_DEFAULTS.localMaxPriority),
   })
   .prefault({});
 
 export const TokenListSchema = z.array(TokenEntrySchema).superRefine((list, ctx) => {
   const seen = new Set<string>();
   list.forEach((entry, i) => {
-    if (seen.has(entry.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate token name "${entry.name}"` });
+    if (seen.has(entry.name))
+      ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate token name "${entry.name}"` });
     seen.add(entry.name);
   });
   const hashes = new Set<string>();
   list.forEach((entry, i) => {
-    if (hashes.has(entry.sha256)) ctx.addIssue({ code: 'custom', path: [i, 'sha256'], message: 'the same token is listed twice' });
+    if (hashes.has(entry.sha256))
+      ctx.addIssue({ code: 'custom', path: [i, 'sha256'], message: 'the same token is listed twice' });
     hashes.add(entry.sha256);
   });
 });
@@ -104,6 +111,7 @@ export function readTokensFile(file: string): { ok: true; tokens: TokenEntry[] }
     return { ok: false, message: `${file} is not valid JSON` };
   }
   const parsed = TokenListSchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, message: parsed.error.issues.map((i) => `[${i.path.join('.')}]: ${i.message}`).join('; ') };
+  if (!parsed.success)
+    return { ok: false, message: parsed.error.issues.map((i) => `[${i.path.join('.')}]: ${i.message}`).join('; ') };
   return { ok: true, tokens: parsed.data };
 }

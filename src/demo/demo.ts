@@ -14,13 +14,25 @@ export const DEMO_SCRIPTS: Record<string, Script> = {
   'demo-tool': ({ body }) =>
     (body.messages ?? []).some((m) => m.role === 'tool')
       ? { text: "The tool ran in the session's working directory and its output came back to me." }
-      : { text: 'Let me look around.', toolCalls: [{ name: 'bash', arguments: { command: 'echo "hello from a tool call"; uname -s' } }] },
-  'demo-flaky': [{ status: 503, headers: { 'retry-after': '1' } }, { text: 'This answer arrived on the second attempt, after a backoff decided by the session machine.' }],
-  'demo-auth': { status: 401, body: { error: { message: 'invalid API key (scripted)', type: 'authentication_error', code: 'invalid_api_key' } } },
+      : {
+          text: 'Let me look around.',
+          toolCalls: [{ name: 'bash', arguments: { command: 'echo "hello from a tool call"; uname -s' } }],
+        },
+  'demo-flaky': [
+    { status: 503, headers: { 'retry-after': '1' } },
+    { text: 'This answer arrived on the second attempt, after a backoff decided by the session machine.' },
+  ],
+  'demo-auth': {
+    status: 401,
+    body: { error: { message: 'invalid API key (scripted)', type: 'authentication_error', code: 'invalid_api_key' } },
+  },
   'demo-long': ({ body }) =>
     (body.messages ?? []).some((m) => m.role === 'tool')
       ? { text: 'Done waiting.' }
-      : { text: 'Starting a long job.', toolCalls: [{ name: 'bash', arguments: { command: 'sleep 600 & sleep 601; echo finished' } }] },
+      : {
+          text: 'Starting a long job.',
+          toolCalls: [{ name: 'bash', arguments: { command: 'sleep 600 & sleep 601; echo finished' } }],
+        },
 };
 
 export const DEMO_MODELS = Object.keys(DEMO_SCRIPTS);

@@ -150,10 +150,16 @@ export function builtinScripts(): Record<string, Script> {
     'text-burst': { text: DEFAULT_TEXT, chunkDelayMs: 0 },
     thinking: { reasoning: ['Let me', ' think', ' about it.'], text: ['Hello', ' there.'] },
     tool: afterTool({ toolCalls: [bash('echo hi')] }, { text: 'The command printed: hi' }),
-    'tool-fail': afterTool({ toolCalls: [bash('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] }, { text: 'The command failed.' }),
+    'tool-fail': afterTool(
+      { toolCalls: [bash('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] },
+      { text: 'The command failed.' },
+    ),
     'two-tools': afterTool({ toolCalls: [bash('echo one'), bash('echo two')] }, { text: 'Both commands ran.' }),
     /** Text, then a tool call in the SAME assistant message; after the tool result, more text. */
-    'text-tool-text': afterTool({ text: 'Let me run a command.', toolCalls: [bash('echo hi')] }, { text: 'The command printed hi. Done.' }),
+    'text-tool-text': afterTool(
+      { text: 'Let me run a command.', toolCalls: [bash('echo hi')] },
+      { text: 'The command printed hi. Done.' },
+    ),
     /** bash `sleep 1000` (bash execs sleep directly: it is pi's direct child). */
     'long-tool': afterTool({ toolCalls: [bash('sleep 1000')] }, { text: 'Slept.' }),
     /** bash that starts two background sleeps (grandchildren of pi) and waits. */
@@ -171,7 +177,10 @@ export function builtinScripts(): Record<string, Script> {
     hang: { hang: true },
     'hang-midstream': { text: ['Partial', ' answer'], then: 'hang', afterChunks: 1 },
     'flaky-500-then-text': [{ status: 500 }, { text: DEFAULT_TEXT }],
-    'flaky-midclose-then-text': [{ text: ['Partial', ' answer', ' never'], then: 'drop', afterChunks: 2 }, { text: DEFAULT_TEXT }],
+    'flaky-midclose-then-text': [
+      { text: ['Partial', ' answer', ' never'], then: 'drop', afterChunks: 2 },
+      { text: DEFAULT_TEXT },
+    ],
   };
 }
 

@@ -30,7 +30,18 @@ import {
   type ScriptStep,
   type StreamStep,
 } from './model-scripts.ts';
-import { isHangStep, isHttpErrorStep, listenLocal, pickStep, readBody, sleep, splitInto, streamEvents, words, writeHttpError } from './scripted-http.ts';
+import {
+  isHangStep,
+  isHttpErrorStep,
+  listenLocal,
+  pickStep,
+  readBody,
+  sleep,
+  splitInto,
+  streamEvents,
+  words,
+  writeHttpError,
+} from './scripted-http.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Server
@@ -97,7 +108,9 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     const script: Script = state?.script ??
       options.fallback ?? {
         status: 404,
-        body: { error: { message: `fake model not found: ${model}`, type: 'not_found_error', code: 'model_not_found' } },
+        body: {
+          error: { message: `fake model not found: ${model}`, type: 'not_found_error', code: 'model_not_found' },
+        },
       };
     return pickStep(script, ctx, `model ${model}`);
   };
@@ -106,11 +119,19 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     const path = (req.url ?? '').split('?')[0] ?? '';
     if (req.method === 'GET' && /\/models$/.test(path)) {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ object: 'list', data: [...models.keys()].map((id) => ({ id, object: 'model', owned_by: 'fake' })) }));
+      res.end(
+        JSON.stringify({
+          object: 'list',
+          data: [...models.keys()].map((id) => ({ id, object: 'model', owned_by: 'fake' })),
+        }),
+      );
       return;
     }
     if (req.method !== 'POST' || !/\/chat\/completions$/.test(path)) {
-      writeError(res, { status: 404, body: { error: { message: `fake: no route ${req.method} ${path}`, type: 'not_found_error' } } });
+      writeError(res, {
+        status: 404,
+        body: { error: { message: `fake: no route ${req.method} ${path}`, type: 'not_found_error' } },
+      });
       return;
     }
     const raw = await readBody(req);
@@ -119,13 +140,23 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
       body = JSON.parse(raw) as ChatCompletionRequestBody;
     } catch {
       // The client is told: a 400 naming the bad body.
-      writeError(res, { status: 400, body: { error: { message: 'fake: invalid JSON body', type: 'invalid_request_error' } } });
+      writeError(res, {
+        status: 400,
+        body: { error: { message: 'fake: invalid JSON body', type: 'invalid_request_error' } },
+      });
       return;
     }
     const model = typeof body.model === 'string' ? body.model : '';
     const state = models.get(model);
     const modelIndex = state ? state.count++ : requests.filter((r) => r.model === model).length;
-    const request: RecordedRequest = { index: requests.length, modelIndex, model, body, headers: req.headers, at: Date.now() };
+    const request: RecordedRequest = {
+      index: requests.length,
+      modelIndex,
+      model,
+      body,
+      headers: req.headers,
+      at: Date.now(),
+    };
     requests.push(request);
     track(model, 1);
     let done = false;
@@ -152,7 +183,12 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     writeHttpError(res, step, step.body === undefined ? defaultErrorBody(step.status) : step.body);
   }
 
-  async function writeStream(res: ServerResponse, model: string, step: StreamStep, body: ChatCompletionRequestBody): Promise<void> {
+  async function writeStream(
+    res: ServerResponse,
+    model: string,
+    step: StreamStep,
+    body: ChatCompletionRequestBody,
+  ): Promise<void> {
     let gone = false;
     res.on('close', () => {
       gone = true;
@@ -184,7 +220,13 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
     toolCalls.forEach((tc, i) => {
       const callId = tc.id ?? `call_fake_${turn}_${i}`;
       const args = typeof tc.arguments === 'string' ? tc.arguments : JSON.stringify(tc.arguments);
-      content.push(chunk(withRole({ tool_calls: [{ index: i, id: callId, type: 'function', function: { name: tc.name, arguments: '' } }] })));
+      content.push(
+        chunk(
+          withRole({
+            tool_calls: [{ index: i, id: callId, type: 'function', function: { name: tc.name, arguments: '' } }],
+          }),
+        ),
+      );
       for (const frag of splitInto(args, tc.fragments ?? 3)) {
         content.push(chunk({ tool_calls: [{ index: i, function: { arguments: frag } }] }));
       }
@@ -197,8 +239,14 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
       tail.push(chunk({}, step.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop')));
       if (step.usage !== false) {
         const u = step.usage ?? { prompt_tokens: 42, completion_tokens: 7 };
-        const usage = { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens ?? u.prompt_tokens + u.completion_tokens };
-        tail.push(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`);
+        const usage = {
+          prompt_tokens: u.prompt_tokens,
+          completion_tokens: u.completion_tokens,
+          total_tokens: u.total_tokens ?? u.prompt_tokens + u.completion_tokens,
+        };
+        tail.push(
+          `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`,
+        );
       }
       tail.push('data: [DONE]\n\n');
     }

@@ -55,7 +55,11 @@ export function isHangStep<S extends object>(step: S): step is Extract<S, HangSt
 }
 
 /** The step of a script for the request `ctx.index` (0-based among the requests of that script). */
-export function pickStep<Step extends object, Ctx extends { index: number }>(script: ScriptOf<Step, Ctx>, ctx: Ctx, name: string): Step {
+export function pickStep<Step extends object, Ctx extends { index: number }>(
+  script: ScriptOf<Step, Ctx>,
+  ctx: Ctx,
+  name: string,
+): Step {
   if (typeof script === 'function') return script(ctx);
   if (Array.isArray(script)) {
     const step = script[Math.min(ctx.index, script.length - 1)];
@@ -107,10 +111,18 @@ export async function readBody(req: IncomingMessage): Promise<string> {
  * Answers an HTTP error step with `payload`: as text/plain when it is a string, else JSON-encoded as
  * `jsonType`, with the step's extra headers. Nothing is sent once the response is destroyed.
  */
-export function writeHttpError(res: ServerResponse, step: HttpErrorStep, payload: unknown, jsonType = 'application/json'): void {
+export function writeHttpError(
+  res: ServerResponse,
+  step: HttpErrorStep,
+  payload: unknown,
+  jsonType = 'application/json',
+): void {
   if (res.destroyed) return;
   const text = typeof payload === 'string' ? payload : JSON.stringify(payload);
-  res.writeHead(step.status, { 'content-type': typeof payload === 'string' ? 'text/plain' : jsonType, ...(step.headers ?? {}) });
+  res.writeHead(step.status, {
+    'content-type': typeof payload === 'string' ? 'text/plain' : jsonType,
+    ...(step.headers ?? {}),
+  });
   res.end(text);
 }
 
@@ -127,7 +139,11 @@ export interface StreamEventsOptions {
  * stopping as soon as the client goes away; then ends the response (`done`), destroys the socket once
  * the events had time to arrive (`drop`), or leaves the response open (`hang`).
  */
-export async function streamEvents(res: ServerResponse, events: readonly string[], options: StreamEventsOptions): Promise<void> {
+export async function streamEvents(
+  res: ServerResponse,
+  events: readonly string[],
+  options: StreamEventsOptions,
+): Promise<void> {
   let gone = false;
   res.on('close', () => {
     gone = true;

@@ -19,15 +19,26 @@ export type PolicyCheck = { ok: true; options: Record<string, unknown> } | { ok:
  * `options.sandbox: "danger-full-access" is above this deployment's ceiling "workspace-write"`.
  * Run where a request comes in (nothing is written when it refuses) and again at every attempt.
  */
-export async function checkTurn(policy: DeploymentPolicy, agent: string, options: Readonly<Record<string, unknown>>, prompt?: string): Promise<PolicyCheck> {
+export async function checkTurn(
+  policy: DeploymentPolicy,
+  agent: string,
+  options: Readonly<Record<string, unknown>>,
+  prompt?: string,
+): Promise<PolicyCheck> {
   const issues: PolicyIssue[] = [];
   const out: Record<string, unknown> = { ...options };
   if (prompt !== undefined && prompt.length > policy.maxPromptChars) {
-    issues.push({ field: 'prompt', message: `${prompt.length} characters is above this deployment's maximum of ${policy.maxPromptChars}` });
+    issues.push({
+      field: 'prompt',
+      message: `${prompt.length} characters is above this deployment's maximum of ${policy.maxPromptChars}`,
+    });
   }
   const permissions = policy.agents.includes(agent) ? policy.permissions[agent] : undefined;
   if (permissions === undefined) {
-    issues.push({ field: 'options.agent', message: `"${agent}" is not an agent this deployment lets callers choose (allowed: ${policy.agents.join(', ')})` });
+    issues.push({
+      field: 'options.agent',
+      message: `"${agent}" is not an agent this deployment lets callers choose (allowed: ${policy.agents.join(', ')})`,
+    });
     return { ok: false, issues };
   }
   const cwd = options.cwd;
@@ -45,7 +56,10 @@ export async function checkTurn(policy: DeploymentPolicy, agent: string, options
   }
   const idle = options.idleTimeoutMs;
   if (typeof idle === 'number' && idle > policy.maxIdleTimeoutMs) {
-    issues.push({ field: 'options.idleTimeoutMs', message: `${idle} is above this deployment's maximum of ${policy.maxIdleTimeoutMs} (policy.maxIdleTimeoutMs)` });
+    issues.push({
+      field: 'options.idleTimeoutMs',
+      message: `${idle} is above this deployment's maximum of ${policy.maxIdleTimeoutMs} (policy.maxIdleTimeoutMs)`,
+    });
   }
   const ladder = permissions.ladder;
   if (ladder !== undefined) {
@@ -56,7 +70,10 @@ export async function checkTurn(policy: DeploymentPolicy, agent: string, options
     } else if (typeof value !== 'string' || rank(value) === -1) {
       issues.push({ field: `options.${ladder.option}`, message: `must be one of ${ladder.steps.join(' < ')}` });
     } else if (rank(value) > rank(ladder.ceiling)) {
-      issues.push({ field: `options.${ladder.option}`, message: `"${value}" is above this deployment's ceiling "${ladder.ceiling}" (${ladder.steps.join(' < ')})` });
+      issues.push({
+        field: `options.${ladder.option}`,
+        message: `"${value}" is above this deployment's ceiling "${ladder.ceiling}" (${ladder.steps.join(' < ')})`,
+      });
     }
   }
   for (const list of permissions.lists) {
@@ -78,7 +95,8 @@ export async function checkTurn(policy: DeploymentPolicy, agent: string, options
     });
   }
   for (const sw of permissions.switches) {
-    if (options[sw.option] !== undefined) issues.push({ field: `options.${sw.option}`, message: "is the deployment's to set, not a caller's" });
+    if (options[sw.option] !== undefined)
+      issues.push({ field: `options.${sw.option}`, message: "is the deployment's to set, not a caller's" });
     if (!sw.enabled) out[sw.option] = false;
   }
   return issues.length === 0 ? { ok: true, options: out } : { ok: false, issues };

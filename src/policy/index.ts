@@ -1,3 +1,11 @@
 export type { PermissionKnobs } from './knobs.ts';
-export { PolicyError, PolicySchema, resolvePolicy, type AgentPermissions, type ApprovalPolicy, type DeploymentPolicy, type PolicyInput } from './schema.ts';
+export {
+  PolicyError,
+  PolicySchema,
+  resolvePolicy,
+  type AgentPermissions,
+  type ApprovalPolicy,
+  type DeploymentPolicy,
+  type PolicyInput,
+} from './schema.ts';
 export { checkTurn, type PolicyCheck, type PolicyIssue } from './check.ts';

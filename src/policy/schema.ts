@@ -147,13 +147,19 @@ export { PolicyError };
  * Checks `input` (already parsed by PolicySchema) against the agents' declared knobs and fills in
  * the defaults. Throws PolicyError naming the field (`policy.permissions.codex.ceiling: …`).
  */
-export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Readonly<Record<string, PermissionKnobs>>, workspace: string): DeploymentPolicy {
+export function resolvePolicy(
+  input: z.output<typeof PolicySchema>,
+  knobs: Readonly<Record<string, PermissionKnobs>>,
+  workspace: string,
+): DeploymentPolicy {
   const errors: string[] = [];
   const known = Object.keys(knobs);
   const agents = input.agents === '*' ? known : input.agents;
-  for (const [i, name] of agents.entries()) if (!known.includes(name)) errors.push(`policy.agents.${i}: unknown agent "${name}" (known: ${known.join(', ')})`);
+  for (const [i, name] of agents.entries())
+    if (!known.includes(name)) errors.push(`policy.agents.${i}: unknown agent "${name}" (known: ${known.join(', ')})`);
   const permissions: Record<string, AgentPermissions> = {};
-  for (const name of Object.keys(input.permissions)) if (!known.includes(name)) errors.push(`policy.permissions.${name}: unknown agent (known: ${known.join(', ')})`);
+  for (const name of Object.keys(input.permissions))
+    if (!known.includes(name)) errors.push(`policy.permissions.${name}: unknown agent (known: ${known.join(', ')})`);
   for (const name of agents.filter((a) => known.includes(a))) {
     const declared = knobs[name] ?? {};
     const given = input.permissions[name] ?? {};
@@ -162,26 +168,38 @@ export function resolvePolicy(input: z.output<typeof PolicySchema>, knobs: Reado
     if (declared.ladder !== undefined) {
       const { option, steps, defaultStep, defaultCeiling } = declared.ladder;
       const ceiling = given.ceiling ?? defaultCeiling;
-      if (!steps.includes(ceiling)) errors.push(`${at}.ceiling: must be one of ${steps.join(' < ')} (got "${ceiling}")`);
+      if (!steps.includes(ceiling))
+        errors.push(`${at}.ceiling: must be one of ${steps.join(' < ')} (got "${ceiling}")`);
       out.ladder = { option, steps: [...steps], defaultStep, ceiling };
     } else if (given.ceiling !== undefined) errors.push(`${at}.ceiling: ${name} has no permission ladder`);
     const listOptions = (declared.lists ?? []).map((l) => l.option);
     for (const option of Object.keys(given.allow ?? {}))
-      if (!listOptions.includes(option)) errors.push(`${at}.allow.${option}: ${name} has no such list option (has: ${listOptions.join(', ') || 'none'})`);
+      if (!listOptions.includes(option))
+        errors.push(
+          `${at}.allow.${option}: ${name} has no such list option (has: ${listOptions.join(', ') || 'none'})`,
+        );
     for (const list of declared.lists ?? []) {
       const allowed = given.allow?.[list.option] ?? list.defaultAllowed;
-      out.lists.push({ option: list.option, allowed: allowed === '*' ? '*' : [...allowed], absentMeansAll: list.absentMeansAll });
+      out.lists.push({
+        option: list.option,
+        allowed: allowed === '*' ? '*' : [...allowed],
+        absentMeansAll: list.absentMeansAll,
+      });
     }
     const switchOptions = (declared.switches ?? []).map((s) => s.option);
     for (const option of given.enable ?? [])
-      if (!switchOptions.includes(option)) errors.push(`${at}.enable: ${name} has no switch "${option}" (has: ${switchOptions.join(', ') || 'none'})`);
-    for (const sw of declared.switches ?? []) out.switches.push({ ...sw, enabled: (given.enable ?? []).includes(sw.option) });
+      if (!switchOptions.includes(option))
+        errors.push(`${at}.enable: ${name} has no switch "${option}" (has: ${switchOptions.join(', ') || 'none'})`);
+    for (const sw of declared.switches ?? [])
+      out.switches.push({ ...sw, enabled: (given.enable ?? []).includes(sw.option) });
     permissions[name] = out;
   }
-  for (const name of Object.keys(input.network.agents)) if (!known.includes(name)) errors.push(`policy.network.agents.${name}: unknown agent (known: ${known.join(', ')})`);
+  for (const name of Object.keys(input.network.agents))
+    if (!known.includes(name)) errors.push(`policy.network.agents.${name}: unknown agent (known: ${known.join(', ')})`);
   if (errors.length > 0) throw new PolicyError(errors.join('\n'));
   const network: Record<string, HostPattern[]> = {};
-  for (const name of agents) network[name] = [...input.network.allow, ...(input.network.agents[name]?.allow ?? [])].map(hostPattern);
+  for (const name of agents)
+    network[name] = [...input.network.allow, ...(input.network.agents[name]?.allow ?? [])].map(hostPattern);
   const root = resolve(workspace);
   return {
     agents,

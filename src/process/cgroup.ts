@@ -99,7 +99,11 @@ function ownPaths(): Map<string, string> {
 
 function detect(): { info: ContainmentInfo; host: Host | null } {
   const sweep = (why: string) => ({
-    info: { mode: 'sweep' as const, detail: `no cgroup containment: ${why}; processes are found by marker, process group and parent links`, limits: [] },
+    info: {
+      mode: 'sweep' as const,
+      detail: `no cgroup containment: ${why}; processes are found by marker, process group and parent links`,
+      limits: [],
+    },
     host: null,
   });
   if (process.platform !== 'linux') return sweep(`${process.platform} has no cgroups`);
@@ -121,13 +125,24 @@ function detect(): { info: ContainmentInfo; host: Host | null } {
     if (mount === undefined || path === undefined) continue;
     const ownV1 = join(mount.dir, path);
     const baseV1 = join(ownV1, CGROUP_DIR);
-    if (probe(baseV1, ownV1) === null) v1.push({ controller, base: baseV1, own: ownV1, file: controller === 'pids' ? 'pids.max' : 'memory.limit_in_bytes' });
+    if (probe(baseV1, ownV1) === null)
+      v1.push({
+        controller,
+        base: baseV1,
+        own: ownV1,
+        file: controller === 'pids' ? 'pids.max' : 'memory.limit_in_bytes',
+      });
   }
   const hasKill = existsSync(join(base, 'cgroup.kill'));
   const limits = [...v2Limits, ...v1.map((h) => h.controller)];
-  const from = v1.length === 0 ? '' : `; ${v1.map((h) => `${h.controller} ceiling from cgroup v1 ${h.base}`).join(', ')}`;
+  const from =
+    v1.length === 0 ? '' : `; ${v1.map((h) => `${h.controller} ceiling from cgroup v1 ${h.base}`).join(', ')}`;
   return {
-    info: { mode: 'cgroup', detail: `a cgroup v2 per attempt under ${base} (${hasKill ? 'cgroup.kill' : 'freeze + kill'})${from}`, limits },
+    info: {
+      mode: 'cgroup',
+      detail: `a cgroup v2 per attempt under ${base} (${hasKill ? 'cgroup.kill' : 'freeze + kill'})${from}`,
+      limits,
+    },
     host: { base, own, hasKill, v2Limits, v1 },
   };
 }
@@ -157,7 +172,8 @@ function enable(own: string, base: string, controller: string): boolean {
     const available = readFileSync(join(own, 'cgroup.controllers'), 'utf8').split(/\s+/);
     if (!available.includes(controller)) return false;
     for (const dir of [own, base]) {
-      if (!readFileSync(join(dir, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes(controller)) writeFileSync(join(dir, 'cgroup.subtree_control'), `+${controller}`);
+      if (!readFileSync(join(dir, 'cgroup.subtree_control'), 'utf8').split(/\s+/).includes(controller))
+        writeFileSync(join(dir, 'cgroup.subtree_control'), `+${controller}`);
     }
     return true;
   } catch {
@@ -181,7 +197,10 @@ export interface AttemptCgroup {
 export function createAttemptCgroup(name: string, limits: AttemptLimits = {}): AttemptCgroup | null {
   const h = host();
   if (h === null) return null;
-  const dirs: Array<{ dir: string; own: string }> = [{ dir: join(h.base, name), own: h.own }, ...h.v1.map((v) => ({ dir: join(v.base, name), own: v.own }))];
+  const dirs: Array<{ dir: string; own: string }> = [
+    { dir: join(h.base, name), own: h.own },
+    ...h.v1.map((v) => ({ dir: join(v.base, name), own: v.own })),
+  ];
   try {
     for (const { dir } of dirs) mkdirSync(dir);
   } catch {
@@ -219,7 +238,8 @@ export function createAttemptCgroup(name: string, limits: AttemptLimits = {}): A
       try {
         return spawn();
       } finally {
-        for (const { dir, own } of dirs) if (entered.includes(dir)) writeQuietly(join(own, 'cgroup.procs'), String(process.pid));
+        for (const { dir, own } of dirs)
+          if (entered.includes(dir)) writeQuietly(join(own, 'cgroup.procs'), String(process.pid));
         // Ceilings after this process left: its own threads must not count against pids.max.
         for (const c of ceilings) writeQuietly(c.file, String(c.value));
       }

@@ -134,7 +134,9 @@ export interface MarkedProcess extends TrackedProcess {
 /** Every live process (but this one) that carries SESSIOND_AGENT_MARKER, with its value (Linux; [] elsewhere). */
 export async function findMarkedProcesses(): Promise<MarkedProcess[]> {
   const scanned = await scanProcesses(null);
-  return scanned.flatMap(({ pid, ppid, startTime, marker }) => (marker === null ? [] : [{ pid, ppid, startTime, marker }]));
+  return scanned.flatMap(({ pid, ppid, startTime, marker }) =>
+    marker === null ? [] : [{ pid, ppid, startTime, marker }],
+  );
 }
 
 export interface KillTreeOptions {
@@ -158,7 +160,11 @@ export interface KillTreeResult {
  * root is trusted only when its start time matches `options.startTime` or it carries the marker).
  * Usable on a tree whose owner died (orphan reaping): pass the pid, marker and start time found in /proc (see runtime/orphans.ts).
  */
-export async function killProcessTree(pid: number, marker: string, options: KillTreeOptions = {}): Promise<KillTreeResult> {
+export async function killProcessTree(
+  pid: number,
+  marker: string,
+  options: KillTreeOptions = {},
+): Promise<KillTreeResult> {
   const deadline = Date.now() + (options.timeoutMs ?? DEFAULT_TREE_KILL_WAIT_MS);
   let first = true;
   for (;;) {
@@ -169,8 +175,14 @@ export async function killProcessTree(pid: number, marker: string, options: Kill
     await Promise.all(targets.processes.map(killIfSame));
     if (targets.processes.length === 0) return { remaining: [] };
     if (Date.now() >= deadline) {
-      const left = await Promise.all(targets.processes.map(async (p) => ((await isAlive(p.pid, p.startTime)) ? p : null)));
-      return { remaining: left.filter((p): p is ProcStat => p !== null).map(({ pid: id, startTime }) => ({ pid: id, startTime })) };
+      const left = await Promise.all(
+        targets.processes.map(async (p) => ((await isAlive(p.pid, p.startTime)) ? p : null)),
+      );
+      return {
+        remaining: left
+          .filter((p): p is ProcStat => p !== null)
+          .map(({ pid: id, startTime }) => ({ pid: id, startTime })),
+      };
     }
     await delay(SWEEP_INTERVAL_MS);
   }

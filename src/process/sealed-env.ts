@@ -4,7 +4,20 @@
  * configured for that agent (its API key, variables named explicitly). No `SESSIOND_*` variable
  * ever reaches an agent (the tree marker aside, which spawnAgent adds itself).
  */
-const BASE_NAMES = new Set(['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TERM', 'COLORTERM', 'NO_COLOR', 'TMPDIR', 'TZ']);
+const BASE_NAMES = new Set([
+  'PATH',
+  'HOME',
+  'USER',
+  'LOGNAME',
+  'SHELL',
+  'LANG',
+  'LANGUAGE',
+  'TERM',
+  'COLORTERM',
+  'NO_COLOR',
+  'TMPDIR',
+  'TZ',
+]);
 const BASE_PATTERN = /^(LC_[A-Z_]+|XDG_(CONFIG|CACHE|DATA|STATE|RUNTIME)_(HOME|DIR))$/;
 
 /** Variables of sessiond itself: they name its Redis, its tokens, its config and every agent's options. */

@@ -33,7 +33,11 @@ export async function spawnAgent(spec: SpawnSpec): Promise<SpawnResult> {
     }
     const marker = spec.marker ?? randomUUID();
     if (!VALID_MARKER.test(marker)) {
-      return { ok: false, error: `command ${JSON.stringify(spec.command)} was not started: invalid marker ${JSON.stringify(marker)}`, code: 'EINVAL' };
+      return {
+        ok: false,
+        error: `command ${JSON.stringify(spec.command)} was not started: invalid marker ${JSON.stringify(marker)}`,
+        code: 'EINVAL',
+      };
     }
     const planned = await planLaunch(spec);
     if (!planned.ok) return planned;
@@ -41,17 +45,26 @@ export async function spawnAgent(spec: SpawnSpec): Promise<SpawnResult> {
     const started = launch;
     const cgroup = createAttemptCgroup(marker, spec.limits);
     // execa spawns synchronously: inside enter(), the child starts in the attempt's cgroup.
-    const subprocess = cgroup === null ? startSubprocess(spec, started, marker) : cgroup.enter(() => startSubprocess(spec, started, marker));
+    const subprocess =
+      cgroup === null
+        ? startSubprocess(spec, started, marker)
+        : cgroup.enter(() => startSubprocess(spec, started, marker));
     if (subprocess.pid === undefined) {
       await cgroup?.kill();
       await started.close();
       // Node reports a failed exec by leaving pid unset; execa's result (reject: false) says why.
       const result = await subprocess;
       const code = typeof result.code === 'string' ? result.code : undefined;
-      const error = describeSpawnError(spec.command, code, result.originalMessage ?? result.shortMessage ?? 'unknown error');
+      const error = describeSpawnError(
+        spec.command,
+        code,
+        result.originalMessage ?? result.shortMessage ?? 'unknown error',
+      );
       return code === undefined ? { ok: false, error } : { ok: false, error, code };
     }
-    const sandboxPipes = started.statusPipes ? { init: readInitPid(subprocess.stdio[3]), status: readStatus(subprocess.stdio[4]) } : null;
+    const sandboxPipes = started.statusPipes
+      ? { init: readInitPid(subprocess.stdio[3]), status: readStatus(subprocess.stdio[4]) }
+      : null;
     const agent = createAgentProcess(subprocess, subprocess.pid, spec, marker, cgroup, started, sandboxPipes);
     agent.startTime = await processStartTime(agent.pid);
     if (sandboxPipes !== null) agent.interruptPid = (await sandboxPipes.init) ?? agent.pid;
@@ -134,7 +147,10 @@ function createAgentProcess(
   let stopRun: Promise<void> | null = null;
   let linesTaken = false;
 
-  const idle = spec.idleTimeoutMs !== undefined && spec.idleTimeoutMs > 0 ? new IdleTimer(spec.idleTimeoutMs, () => void agent.stop('idle_timeout')) : null;
+  const idle =
+    spec.idleTimeoutMs !== undefined && spec.idleTimeoutMs > 0
+      ? new IdleTimer(spec.idleTimeoutMs, () => void agent.stop('idle_timeout'))
+      : null;
   idle?.resume();
   let holds = 0;
   let readerWaiting = true;

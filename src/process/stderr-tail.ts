@@ -9,7 +9,10 @@ export class StderrTail {
 
   push(chunk: Uint8Array | string): void {
     if (this.maxBytes <= 0) return;
-    let bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    let bytes =
+      typeof chunk === 'string'
+        ? Buffer.from(chunk, 'utf8')
+        : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     // Copy what is kept: a slice would pin the whole (possibly large) chunk in memory.
     bytes = Buffer.from(bytes.length > this.maxBytes ? bytes.subarray(bytes.length - this.maxBytes) : bytes);
     this.chunks.push(bytes);

@@ -23,7 +23,12 @@ export type RetryFailure = Pick<TerminalFailedContent, 'category' | 'retryAfterM
  *   jittered delay: a server hint can lengthen the wait, not shorten it.
  * - Overall: 0 ≤ delay ≤ max(maxDelayMs, min(⌈retryAfterMs⌉, maxRetryAfterMs)).
  */
-export function delayFor(attempt: number, policy: RetryPolicy, failure: RetryFailure, random: () => number = Math.random): number {
+export function delayFor(
+  attempt: number,
+  policy: RetryPolicy,
+  failure: RetryFailure,
+  random: () => number = Math.random,
+): number {
   const jittered = applyJitter(baseDelay(attempt, policy), policy.jitter, random);
   const hint = failure.retryAfterMs;
   if (!policy.honorRetryAfter || hint === undefined || !Number.isFinite(hint) || hint <= jittered) return jittered;
@@ -45,7 +50,12 @@ export function baseDelay(attempt: number, policy: RetryPolicy): number {
 function applyJitter(base: number, jitter: RetryPolicy['jitter'], random: () => number): number {
   if (jitter === 'none' || base === 0) return base;
   const r = clampUnit(random());
-  const [value, lower] = jitter === 'full' ? [r * base, 0] : jitter === 'equal' ? [base / 2 + (r * base) / 2, base / 2] : [base * (1 - jitter * r), base * (1 - jitter)];
+  const [value, lower] =
+    jitter === 'full'
+      ? [r * base, 0]
+      : jitter === 'equal'
+        ? [base / 2 + (r * base) / 2, base / 2]
+        : [base * (1 - jitter * r), base * (1 - jitter)];
   // Rounding may step below the interval when its lower end is fractional; clamp back in.
   return Math.min(base, Math.max(Math.ceil(lower), Math.round(value)));
 }

@@ -8,7 +8,14 @@ import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './policy.ts';
  * that will not start or output the mapper cannot read; `unknown` is excluded until understood.
  * A policy may still opt any of them in through `retryOn`.
  */
-export const NEVER_RETRY_BY_DEFAULT = ['auth', 'bad_request', 'startup', 'invalid_output', 'quota', 'unknown'] as const satisfies readonly FailureCategory[];
+export const NEVER_RETRY_BY_DEFAULT = [
+  'auth',
+  'bad_request',
+  'startup',
+  'invalid_output',
+  'quota',
+  'unknown',
+] as const satisfies readonly FailureCategory[];
 
 /** `quota_wall_too_long`: the rate limit's reset lies further away than the policy's maxParkMs. */
 export type NoRetryReason = 'retry_disabled' | 'not_retryable' | 'attempts_exhausted' | 'quota_wall_too_long';
@@ -17,7 +24,8 @@ export type NoRetryReason = 'retry_disabled' | 'not_retryable' | 'attempts_exhau
  * `wall`: a quota wall — the next attempt waits (parked) until the provider's reset, `delayMs` from
  * now; `free` when the attempt that hit it does not count against maxAttempts.
  */
-export type RetryDecision = { retry: true; delayMs: number; wall?: { free: boolean } } | { retry: false; reason: NoRetryReason };
+export type RetryDecision =
+  { retry: true; delayMs: number; wall?: { free: boolean } } | { retry: false; reason: NoRetryReason };
 
 /** Free quota walls one turn may hit before the next ones count (so that a wall that never lifts cannot retry forever). */
 export const MAX_FREE_WALLS = 100;
@@ -28,7 +36,13 @@ export const MAX_FREE_WALLS = 100;
  */
 export function isQuotaWall(policy: RetryPolicy, failure: RetryFailure): boolean {
   const hint = failure.retryAfterMs;
-  return failure.category === 'rate_limited' && policy.honorRetryAfter && hint !== undefined && Number.isFinite(hint) && hint > policy.maxRetryAfterMs;
+  return (
+    failure.category === 'rate_limited' &&
+    policy.honorRetryAfter &&
+    hint !== undefined &&
+    Number.isFinite(hint) &&
+    hint > policy.maxRetryAfterMs
+  );
 }
 
 /**
@@ -44,7 +58,13 @@ export function isQuotaWall(policy: RetryPolicy, failure: RetryFailure): boolean
  * `delayFor(attempt, policy, failure, random)`. Throws a RangeError only when `attempt` is not an
  * integer >= 1.
  */
-export function decideRetry(policy: RetryPolicy, failure: RetryFailure, attempt: number, random: () => number = Math.random, freeWalls = 0): RetryDecision {
+export function decideRetry(
+  policy: RetryPolicy,
+  failure: RetryFailure,
+  attempt: number,
+  random: () => number = Math.random,
+  freeWalls = 0,
+): RetryDecision {
   if (!Number.isSafeInteger(attempt) || attempt < 1) {
     throw new RangeError(`attempt must be an integer >= 1 (got ${attempt})`);
   }
@@ -53,7 +73,8 @@ export function decideRetry(policy: RetryPolicy, failure: RetryFailure, attempt:
   if (isQuotaWall(policy, failure)) {
     const delayMs = Math.ceil(failure.retryAfterMs ?? 0);
     // A policy stored before these fields existed has neither: it gets their defaults.
-    if (delayMs > (policy.maxParkMs ?? DEFAULT_RETRY_POLICY.maxParkMs)) return { retry: false, reason: 'quota_wall_too_long' };
+    if (delayMs > (policy.maxParkMs ?? DEFAULT_RETRY_POLICY.maxParkMs))
+      return { retry: false, reason: 'quota_wall_too_long' };
     const free = (policy.rateLimitAttempts ?? 'free') === 'free' && freeWalls < MAX_FREE_WALLS;
     if (!free && attempt >= policy.maxAttempts) return { retry: false, reason: 'attempts_exhausted' };
     return { retry: true, delayMs, wall: { free } };

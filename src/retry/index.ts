@@ -12,4 +12,11 @@ export {
   type RetryPolicyResult,
 } from './policy.ts';
 export { baseDelay, delayFor, type RetryFailure } from './backoff.ts';
-export { MAX_FREE_WALLS, NEVER_RETRY_BY_DEFAULT, decideRetry, isQuotaWall, type NoRetryReason, type RetryDecision } from './classify.ts';
+export {
+  MAX_FREE_WALLS,
+  NEVER_RETRY_BY_DEFAULT,
+  decideRetry,
+  isQuotaWall,
+  type NoRetryReason,
+  type RetryDecision,
+} from './classify.ts';

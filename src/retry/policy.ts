@@ -7,7 +7,13 @@ import { FAILURE_CATEGORIES, type FailureCategory } from '../protocol/messages.t
  * JSON-serialisable (it is stored in the machine's snapshot).
  */
 
-const DEFAULT_RETRY_ON = ['network', 'timeout', 'rate_limited', 'server_error', 'process_crash'] as const satisfies readonly FailureCategory[];
+const DEFAULT_RETRY_ON = [
+  'network',
+  'timeout',
+  'rate_limited',
+  'server_error',
+  'process_crash',
+] as const satisfies readonly FailureCategory[];
 
 /** The longest `maxTurnMs` (7 days): below the 2^31-1 ms a timer can wait. */
 export const MAX_TURN_MS = 604_800_000;
@@ -43,7 +49,9 @@ export const RetryPolicySchema = z
     initialDelayMs: intRange(0, 3_600_000).default(1000),
     multiplier: numberRange(1, 10).default(2),
     maxDelayMs: intRange(0, 86_400_000).default(60_000),
-    jitter: z.union([z.enum(JITTER_MODES, { error: jitterRule }), numberRange(0, 1, jitterRule)], { error: jitterRule }).default('equal'),
+    jitter: z
+      .union([z.enum(JITTER_MODES, { error: jitterRule }), numberRange(0, 1, jitterRule)], { error: jitterRule })
+      .default('equal'),
     /** Failure categories worth another attempt; empty means never retry. */
     retryOn: z
       .array(z.enum(FAILURE_CATEGORIES, { error: categoryRule }), {
@@ -67,7 +75,9 @@ export const RetryPolicySchema = z
      * quota wall: the session is parked until the reset. `free`: that attempt does not count against
      * maxAttempts; `counted`: it does (the deployment may force `counted`).
      */
-    rateLimitAttempts: z.enum(RATE_LIMIT_ATTEMPTS, { error: `must be ${RATE_LIMIT_ATTEMPTS.map((m) => `'${m}'`).join(' or ')}` }).default('free'),
+    rateLimitAttempts: z
+      .enum(RATE_LIMIT_ATTEMPTS, { error: `must be ${RATE_LIMIT_ATTEMPTS.map((m) => `'${m}'`).join(' or ')}` })
+      .default('free'),
     /** The longest park at a quota wall; a reset further away ends the turn failed (`quota_wall_too_long`). 0: never park. The deployment's maxParkMs caps it. */
     maxParkMs: intRange(0, MAX_PARK_MS).default(86_400_000),
   })
@@ -118,7 +128,10 @@ export function parseRetryPolicy(input: unknown): RetryPolicyResult {
  */
 export function mergeRetryPolicy(base: RetryPolicy, patch: unknown): RetryPolicyResult {
   if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) {
-    return { ok: false, errors: [{ field: 'policy', message: `policy: must be an object (got ${describeValue(patch)})` }] };
+    return {
+      ok: false,
+      errors: [{ field: 'policy', message: `policy: must be an object (got ${describeValue(patch)})` }],
+    };
   }
   const given = Object.entries(patch).filter(([, value]) => value !== undefined);
   // fromEntries keeps a `__proto__` key as an own field, so the strict schema rejects it.

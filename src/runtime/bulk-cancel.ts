@@ -19,12 +19,22 @@ export const BULK_CANCEL_MAX = 10_000;
  * The sessions a bulk cancel selects: read from the state's index set (newest first, a page at a
  * time), never by scanning every session; each one's agent read from its record.
  */
-export async function selectForCancel(redis: Redis, keys: Keys, shards: number, filter: CancelFilter): Promise<Array<{ sessionId: string; state: string; agent: string }>> {
+export async function selectForCancel(
+  redis: Redis,
+  keys: Keys,
+  shards: number,
+  filter: CancelFilter,
+): Promise<Array<{ sessionId: string; state: string; agent: string }>> {
   const max = Math.min(BULK_CANCEL_MAX, Math.max(1, filter.max ?? BULK_CANCEL_MAX));
   const out: Array<{ sessionId: string; state: string; agent: string }> = [];
   let cursor: string | undefined;
   do {
-    const page = await listPage(redis, keys, { state: filter.state, limit: 500, ...(cursor === undefined ? {} : { cursor }) }, shards);
+    const page = await listPage(
+      redis,
+      keys,
+      { state: filter.state, limit: 500, ...(cursor === undefined ? {} : { cursor }) },
+      shards,
+    );
     const agents = await hgetEach(
       redis,
       page.sessions.map((s) => keys.session(s.sessionId, 'meta')),
@@ -32,7 +42,8 @@ export async function selectForCancel(redis: Redis, keys: Keys, shards: number, 
     );
     page.sessions.forEach((s, i) => {
       const agent = agents[i] ?? 'pi';
-      if (out.length < max && (filter.agent === undefined || agent === filter.agent)) out.push({ sessionId: s.sessionId, state: s.state, agent });
+      if (out.length < max && (filter.agent === undefined || agent === filter.agent))
+        out.push({ sessionId: s.sessionId, state: s.state, agent });
     });
     cursor = page.next ?? undefined;
   } while (cursor !== undefined && out.length < max);

@@ -44,7 +44,8 @@ export function parseField(
   const parts = field.split('|');
   if (parts[0] === 'egress' && parts.length === 2) return { kind: 'egress', reason: parts[1] ?? '' };
   if (parts[0] === 'walls' && parts.length === 2) return { kind: 'walls', attempts: parts[1] ?? '' };
-  if (parts[0] === 'attempts' && parts.length === 3) return { kind: 'attempts', outcome: parts[1] ?? '', category: parts[2] ?? '' };
+  if (parts[0] === 'attempts' && parts.length === 3)
+    return { kind: 'attempts', outcome: parts[1] ?? '', category: parts[2] ?? '' };
   if (parts[0] === 'retries' && parts.length === 2) return { kind: 'retries', category: parts[1] ?? '' };
   return null;
 }
@@ -60,7 +61,8 @@ export class AttemptTally {
   constructor(context: SessionContext | null) {
     const turn = context?.turn ?? null;
     this.#turn = turn?.index ?? context?.turnIndex ?? 0;
-    this.#attempt = turn === null ? 0 : Math.max(0, ...turn.attempts.filter((a) => a.outcome !== null).map((a) => a.attempt));
+    this.#attempt =
+      turn === null ? 0 : Math.max(0, ...turn.attempts.filter((a) => a.outcome !== null).map((a) => a.attempt));
   }
 
   /** The counter fields of the attempts that ended since the last call (each attempt once). */
@@ -107,12 +109,19 @@ return added
 `;
 
 /** Reads a session's counters (its own slot) and folds them into the fleet totals (the fleet slot). */
-export async function foldCounters(redis: Redis, keys: Keys, sessionId: string, counters?: Record<string, string>): Promise<boolean> {
+export async function foldCounters(
+  redis: Redis,
+  keys: Keys,
+  sessionId: string,
+  counters?: Record<string, string>,
+): Promise<boolean> {
   const values = counters ?? (await redis.hgetall(keys.session(sessionId, 'counters')));
   const pairs = Object.entries(values).flat();
   if (pairs.length === 0) return false;
   const lk = lifecycleKeys(keys);
-  return Number(await script(redis, 'sessiondFoldCounters', FOLD)(2, lk.folded, lk.counters, sessionId, ...pairs)) === 1;
+  return (
+    Number(await script(redis, 'sessiondFoldCounters', FOLD)(2, lk.folded, lk.counters, sessionId, ...pairs)) === 1
+  );
 }
 
 /** The fleet-wide totals, by field. */

@@ -1,18 +1,32 @@
 import { agentPermissions } from '../agents/registry.ts';
 import type { AgentRequest } from '../agents/registry.ts';
 import type { MessageOf } from '../protocol/index.ts';
-import { checkTurn, PolicySchema, resolvePolicy, type DeploymentPolicy, type PolicyInput, type PolicyIssue } from '../policy/index.ts';
+import {
+  checkTurn,
+  PolicySchema,
+  resolvePolicy,
+  type DeploymentPolicy,
+  type PolicyInput,
+  type PolicyIssue,
+} from '../policy/index.ts';
 import { DEFAULT_AGENT } from '../agents/default-agent.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../retry/index.ts';
 import { mergeRetryPolicy, parseRetryPolicy, RETRY_POLICY_FIELDS } from '../retry/policy.ts';
 import { TurnOptionsSchema } from './turn-options.ts';
 
 /** The deployment policy of a configuration (its `policy` and `workspace`). Throws PolicyError naming the field. */
-export function deploymentPolicy(config: { policy?: PolicyInput; workspace?: string; agents?: Readonly<Record<string, unknown>> } = {}): DeploymentPolicy {
-  return resolvePolicy(PolicySchema.parse(config.policy ?? {}), agentPermissions(Object.keys(config.agents ?? {})), config.workspace ?? process.cwd());
+export function deploymentPolicy(
+  config: { policy?: PolicyInput; workspace?: string; agents?: Readonly<Record<string, unknown>> } = {},
+): DeploymentPolicy {
+  return resolvePolicy(
+    PolicySchema.parse(config.policy ?? {}),
+    agentPermissions(Object.keys(config.agents ?? {})),
+    config.workspace ?? process.cwd(),
+  );
 }
 
-export type AdmittedTurn = { ok: true; agent: string; options: Record<string, unknown> } | { ok: false; issues: PolicyIssue[] };
+export type AdmittedTurn =
+  { ok: true; agent: string; options: Record<string, unknown> } | { ok: false; issues: PolicyIssue[] };
 
 /**
  * A turn's options as a caller gave them (`agent` included), checked as a caller's (strict: no
@@ -21,7 +35,11 @@ export type AdmittedTurn = { ok: true; agent: string; options: Record<string, un
  */
 export async function admitTurn(policy: DeploymentPolicy, raw: unknown, prompt?: string): Promise<AdmittedTurn> {
   const parsed = TurnOptionsSchema.safeParse(raw ?? {});
-  if (!parsed.success) return { ok: false, issues: parsed.error.issues.map((i) => ({ field: ['options', ...i.path].join('.'), message: i.message })) };
+  if (!parsed.success)
+    return {
+      ok: false,
+      issues: parsed.error.issues.map((i) => ({ field: ['options', ...i.path].join('.'), message: i.message })),
+    };
   const { agent = DEFAULT_AGENT, ...turn } = parsed.data;
   const name = String(agent);
   const checked = await checkTurn(policy, name, turn, prompt);
@@ -32,7 +50,10 @@ export async function admitTurn(policy: DeploymentPolicy, raw: unknown, prompt?:
  * The options an attempt runs with: the host's default idle timeout, the admitted caller options
  * over it, and every other value the worker's host configured over those (a host value always wins).
  */
-export function attemptOptions(host: Readonly<Record<string, unknown>>, admitted: Readonly<Record<string, unknown>>): AgentRequest['options'] {
+export function attemptOptions(
+  host: Readonly<Record<string, unknown>>,
+  admitted: Readonly<Record<string, unknown>>,
+): AgentRequest['options'] {
   // `account` is the operator's label of the agent's credentials, for fleet limits: not an agent option.
   const { idleTimeoutMs, account: _account, ...pinned } = host;
   return { ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }), ...admitted, ...pinned };
@@ -67,7 +88,8 @@ export function boundedRetryPolicy(
   const maxPark = deployment.maxParkMs ?? null;
   const ownPark = policy.maxParkMs ?? DEFAULT_RETRY_POLICY.maxParkMs;
   if (maxPark !== null && ownPark > maxPark) patch.maxParkMs = maxPark;
-  if (deployment.rateLimitAttempts === 'counted' && policy.rateLimitAttempts !== 'counted') patch.rateLimitAttempts = 'counted';
+  if (deployment.rateLimitAttempts === 'counted' && policy.rateLimitAttempts !== 'counted')
+    patch.rateLimitAttempts = 'counted';
   return Object.keys(patch).length === 0 ? policy : Object.freeze({ ...policy, ...patch });
 }
 
@@ -89,7 +111,9 @@ export async function storedRetryPolicy(raw: string, fallback: () => Promise<Ret
   if (whole.ok) return whole.policy;
   const base = await fallback();
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return base;
-  const fields = new Map(Object.entries(value).filter(([name]) => (RETRY_POLICY_FIELDS as readonly string[]).includes(name)));
+  const fields = new Map(
+    Object.entries(value).filter(([name]) => (RETRY_POLICY_FIELDS as readonly string[]).includes(name)),
+  );
   // Each round drops the fields at fault; a policy has a dozen fields, so this ends.
   for (let round = 0; round <= RETRY_POLICY_FIELDS.length; round += 1) {
     const merged = mergeRetryPolicy(base, Object.fromEntries(fields));
@@ -103,13 +127,20 @@ export async function storedRetryPolicy(raw: string, fallback: () => Promise<Ret
  * A caller's retry-policy patch asking for more at quota walls than the deployment allows (a longer
  * `maxParkMs`, or `rateLimitAttempts: "free"` where the deployment counts them): the issues, else none.
  */
-export function parkLimitIssues(patch: unknown, deployment: Partial<Pick<DeploymentPolicy, 'maxParkMs' | 'rateLimitAttempts'>>, prefix = 'retryPolicy.'): PolicyIssue[] {
+export function parkLimitIssues(
+  patch: unknown,
+  deployment: Partial<Pick<DeploymentPolicy, 'maxParkMs' | 'rateLimitAttempts'>>,
+  prefix = 'retryPolicy.',
+): PolicyIssue[] {
   if (typeof patch !== 'object' || patch === null) return [];
   const issues: PolicyIssue[] = [];
   const { maxParkMs, rateLimitAttempts } = patch as { maxParkMs?: unknown; rateLimitAttempts?: unknown };
   const max = deployment.maxParkMs ?? null;
   if (max !== null && typeof maxParkMs === 'number' && maxParkMs > max)
-    issues.push({ field: `${prefix}maxParkMs`, message: `${maxParkMs} is above this deployment's maximum of ${max} ms (policy.maxParkMs)` });
+    issues.push({
+      field: `${prefix}maxParkMs`,
+      message: `${maxParkMs} is above this deployment's maximum of ${max} ms (policy.maxParkMs)`,
+    });
   if (deployment.rateLimitAttempts === 'counted' && rateLimitAttempts === 'free')
     issues.push({
       field: `${prefix}rateLimitAttempts`,
@@ -119,12 +150,18 @@ export function parkLimitIssues(patch: unknown, deployment: Partial<Pick<Deploym
 }
 
 /** A caller's retry-policy patch naming a `maxTurnMs` above the deployment's (or none at all, `0`, under a deployment limit): the issue, else null. */
-export function turnLimitIssue(patch: unknown, deployment: Pick<DeploymentPolicy, 'maxTurnMs'>, field = 'retryPolicy.maxTurnMs'): PolicyIssue | null {
+export function turnLimitIssue(
+  patch: unknown,
+  deployment: Pick<DeploymentPolicy, 'maxTurnMs'>,
+  field = 'retryPolicy.maxTurnMs',
+): PolicyIssue | null {
   const max = deployment.maxTurnMs;
   if (max === null || typeof patch !== 'object' || patch === null || !('maxTurnMs' in patch)) return null;
   const value = (patch as { maxTurnMs?: unknown }).maxTurnMs;
   if (typeof value !== 'number') return null;
-  if (value === 0) return { field, message: `0 (no limit) is not allowed: this deployment's maximum is ${max} ms (policy.maxTurnMs)` };
-  if (value > max) return { field, message: `${value} is above this deployment's maximum of ${max} ms (policy.maxTurnMs)` };
+  if (value === 0)
+    return { field, message: `0 (no limit) is not allowed: this deployment's maximum is ${max} ms (policy.maxTurnMs)` };
+  if (value > max)
+    return { field, message: `${value} is above this deployment's maximum of ${max} ms (policy.maxTurnMs)` };
   return null;
 }

@@ -28,6 +28,12 @@ export const EnqueueRequestSchema = z.strictObject({
 export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
 
 /** A ZodError's issues as InputError fields (`options.cwd`, `(body)` for the whole). */
-export function zodIssues(error: z.ZodError | undefined, prefix: readonly PropertyKey[] = []): Array<{ field: string; message: string }> {
-  return (error?.issues ?? []).map((issue) => ({ field: [...prefix, ...issue.path].join('.') || '(body)', message: issue.message }));
+export function zodIssues(
+  error: z.ZodError | undefined,
+  prefix: readonly PropertyKey[] = [],
+): Array<{ field: string; message: string }> {
+  return (error?.issues ?? []).map((issue) => ({
+    field: [...prefix, ...issue.path].join('.') || '(body)',
+    message: issue.message,
+  }));
 }

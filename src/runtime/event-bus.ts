@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 
-export type SessionEventKind = 'prompt' | 'cancel' | 'policy' | 'delete' | 'dispatch' | 'unqueue' | 'approval' | 'resume';
+export type SessionEventKind =
+  'prompt' | 'cancel' | 'policy' | 'delete' | 'dispatch' | 'unqueue' | 'approval' | 'resume';
 
 export interface BusEvent {
   sessionId: string;

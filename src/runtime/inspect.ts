@@ -84,7 +84,13 @@ export function summarize(view: SessionView): SessionSummary {
   let turnView: SessionSummary['turn'] = null;
   if (view.queued.length > 0 && (turn === null || isSettledState(turn.status))) {
     const next = view.queued.at(-1);
-    turnView = { index: taken + (context?.mailbox.length ?? 0) + view.queued.length, status: 'queued', prompt: next?.text ?? null, attempts: [], attemptsCounted: 0 };
+    turnView = {
+      index: taken + (context?.mailbox.length ?? 0) + view.queued.length,
+      status: 'queued',
+      prompt: next?.text ?? null,
+      attempts: [],
+      attemptsCounted: 0,
+    };
   } else if (turn !== null) {
     const status: TurnStatusView = turn.status === 'cancelling' ? 'running' : turn.status;
     const turnUsage = view.usage?.turn?.index === turn.index ? view.usage.turn : null;
@@ -120,8 +126,18 @@ export function summarize(view: SessionView): SessionSummary {
     turn: turnView,
     ...(context?.nextRetryAt == null ? {} : { nextRetryAt: context.nextRetryAt }),
     ...(context?.waitingFor == null || view.state !== 'waiting' ? {} : { waitingFor: context.waitingFor }),
-    ...(turn?.quotaWall == null || view.state !== 'parked' ? {} : { parkedUntil: { until: turn.quotaWall.until, since: turn.quotaWall.since, free: turn.quotaWall.free } }),
-    ...(context?.lastFailure == null ? {} : { lastFailure: { category: context.lastFailure.category, errorText: context.lastFailure.errorText, at: context.lastFailure.at } }),
+    ...(turn?.quotaWall == null || view.state !== 'parked'
+      ? {}
+      : { parkedUntil: { until: turn.quotaWall.until, since: turn.quotaWall.since, free: turn.quotaWall.free } }),
+    ...(context?.lastFailure == null
+      ? {}
+      : {
+          lastFailure: {
+            category: context.lastFailure.category,
+            errorText: context.lastFailure.errorText,
+            at: context.lastFailure.at,
+          },
+        }),
     policy: view.policyOverride ?? context?.policy ?? null,
     policySource: view.policyOverride === null ? 'global' : 'session',
     queuedPrompts: view.queued.length + (context?.mailbox.length ?? 0),
@@ -141,7 +157,16 @@ export function summarize(view: SessionView): SessionSummary {
               options: a.request.options,
               requestedAt: a.request.requestedAt,
               deadlineAt: a.request.deadlineAt,
-              ...(a.decision === null ? {} : { decision: { outcome: a.decision.outcome, optionId: a.decision.optionId, by: a.decision.by, at: a.decision.at } }),
+              ...(a.decision === null
+                ? {}
+                : {
+                    decision: {
+                      outcome: a.decision.outcome,
+                      optionId: a.decision.optionId,
+                      by: a.decision.by,
+                      at: a.decision.at,
+                    },
+                  }),
             }))
         : [],
   };

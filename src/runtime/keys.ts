@@ -17,7 +17,20 @@ import { keySlot, SLOTS } from './redis/slot.ts';
 
 export const SESSION_ID_PATTERN = /^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,100}$/;
 
-export type SessionPart = 'meta' | 'snapshot' | 'inbox' | 'log' | 'seq' | 'lease' | 'fence' | 'cancel' | 'history' | 'agent' | 'active' | 'approvals' | 'counters';
+export type SessionPart =
+  | 'meta'
+  | 'snapshot'
+  | 'inbox'
+  | 'log'
+  | 'seq'
+  | 'lease'
+  | 'fence'
+  | 'cancel'
+  | 'history'
+  | 'agent'
+  | 'active'
+  | 'approvals'
+  | 'counters';
 
 export interface Keys {
   readonly prefix: string;
@@ -45,7 +58,8 @@ export interface Keys {
 }
 
 export function createKeys(prefix: string): Keys {
-  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix)) throw new Error(`key prefix: must be 1-64 letters, digits or _.:- (got "${prefix}")`);
+  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(prefix))
+    throw new Error(`key prefix: must be 1-64 letters, digits or _.:- (got "${prefix}")`);
   return {
     prefix,
     session: (sessionId, part) => `${prefix}:{s:${sessionId}}:${part}`,

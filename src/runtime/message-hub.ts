@@ -52,7 +52,8 @@ const PAGE = 500;
  * price of a read per followed log per round while nothing happens.
  */
 export class MessageHub {
-  readonly #options: Required<Omit<MessageHubOptions, 'connect' | 'redis' | 'logKey' | 'existsKey'>> & MessageHubOptions;
+  readonly #options: Required<Omit<MessageHubOptions, 'connect' | 'redis' | 'logKey' | 'existsKey'>> &
+    MessageHubOptions;
   readonly #bySession = new Map<string, Set<Follower>>();
   #reader: Redis | null = null;
   #readerId: number | null = null;
@@ -83,7 +84,13 @@ export class MessageHub {
     // History on the shared connection, page by page.
     for (;;) {
       if (signal.aborted || this.#closed) return;
-      const entries = await this.#options.redis.xrange(this.#options.logKey(sessionId), `${next}-0`, '+', 'COUNT', PAGE);
+      const entries = await this.#options.redis.xrange(
+        this.#options.logKey(sessionId),
+        `${next}-0`,
+        '+',
+        'COUNT',
+        PAGE,
+      );
       for (const [, fields] of entries) {
         const message = parseEntry(fields);
         if (message.seq < next) continue;
@@ -204,7 +211,11 @@ export class MessageHub {
     const replies = await Promise.all(
       keys.map((key, i) =>
         // A stream not readable now is read again on the next round.
-        (this.#options.redis.xread('COUNT', PAGE, 'STREAMS', key, ids[i] as string) as Promise<Array<[string, Array<[string, string[]]>]> | null>).catch(() => null),
+        (
+          this.#options.redis.xread('COUNT', PAGE, 'STREAMS', key, ids[i] as string) as Promise<Array<
+            [string, Array<[string, string[]]>]
+          > | null>
+        ).catch(() => null),
       ),
     );
     const reply = replies.flatMap((r) => r ?? []);
@@ -247,7 +258,15 @@ export class MessageHub {
         try {
           const reader = await this.#readerReady();
           this.#blockingOn = new Set(sessions);
-          reply = (await reader.xread('COUNT', PAGE, 'BLOCK', this.#options.blockMs, 'STREAMS', ...keys, ...ids)) as typeof reply;
+          reply = (await reader.xread(
+            'COUNT',
+            PAGE,
+            'BLOCK',
+            this.#options.blockMs,
+            'STREAMS',
+            ...keys,
+            ...ids,
+          )) as typeof reply;
         } catch {
           if (this.#closed) return;
           // Redis away: ioredis reconnects; try again shortly.

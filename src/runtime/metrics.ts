@@ -25,7 +25,16 @@ import { internals } from './internals.ts';
  * comes from the transition history (kept for the last 1000 transitions of a session), so none is missed.
  */
 
-const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
+const QUEUE_STATES = [
+  'waiting',
+  'active',
+  'delayed',
+  'prioritized',
+  'waiting-children',
+  'paused',
+  'completed',
+  'failed',
+] as const;
 const ENDED_TURN: ReadonlySet<string> = new Set(SETTLED_STATES);
 
 export interface MetricsOptions {
@@ -97,7 +106,12 @@ export class RuntimeMetrics {
     this.#workerStaleMs = options.workerStaleMs ?? 15_000;
     this.#concurrency = options.concurrency ?? 32;
     const registers = [this.registry];
-    this.#sessions = new Gauge({ name: 'sessiond_sessions', help: 'Sessions by machine state (queued: first prompt not yet taken)', labelNames: ['state'], registers });
+    this.#sessions = new Gauge({
+      name: 'sessiond_sessions',
+      help: 'Sessions by machine state (queued: first prompt not yet taken)',
+      labelNames: ['state'],
+      registers,
+    });
     this.#attempts = new Counter({
       name: 'sessiond_attempts_total',
       help: 'Ended agent attempts by outcome (completed, failed, interrupted, cancelled) and failure category (none when not failed)',
@@ -123,9 +137,23 @@ export class RuntimeMetrics {
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 30],
       registers,
     });
-    this.#queueJobs = new Gauge({ name: 'sessiond_queue_jobs', help: 'BullMQ activation jobs by queue state', labelNames: ['state'], registers });
-    this.#workers = new Gauge({ name: 'sessiond_workers', help: 'Workers whose heartbeat was seen recently', registers });
-    this.#limitInUse = new Gauge({ name: 'sessiond_limit_in_use', help: 'Attempts holding a slot of each fleet limit (all its keys)', labelNames: ['limit'], registers });
+    this.#queueJobs = new Gauge({
+      name: 'sessiond_queue_jobs',
+      help: 'BullMQ activation jobs by queue state',
+      labelNames: ['state'],
+      registers,
+    });
+    this.#workers = new Gauge({
+      name: 'sessiond_workers',
+      help: 'Workers whose heartbeat was seen recently',
+      registers,
+    });
+    this.#limitInUse = new Gauge({
+      name: 'sessiond_limit_in_use',
+      help: 'Attempts holding a slot of each fleet limit (all its keys)',
+      labelNames: ['limit'],
+      registers,
+    });
     this.#limitWaiting = new Gauge({
       name: 'sessiond_limit_waiting',
       help: 'Sessions waiting for each fleet limit (capacity, a cooldown or paused dispatch)',
@@ -160,7 +188,11 @@ export class RuntimeMetrics {
       labelNames: ['agent', 'model', 'kind'],
       registers,
     });
-    this.#refreshErrors = new Counter({ name: 'sessiond_metrics_refresh_errors_total', help: 'Metric refreshes that failed (Redis unreachable…)', registers });
+    this.#refreshErrors = new Counter({
+      name: 'sessiond_metrics_refresh_errors_total',
+      help: 'Metric refreshes that failed (Redis unreachable…)',
+      registers,
+    });
   }
 
   /** Refreshes every `everyMs` in the background (besides scrapes) until `stop()`. */
@@ -256,14 +288,19 @@ export class RuntimeMetrics {
       await this.#each(ids, (id) => foldCounters(internals(runtime).redis, internals(runtime).keys, id));
       // The sessions parked at a quota wall are observed, for their reset (as many as are parked).
       const parked = await Promise.all(
-        Array.from({ length: shards }, (_, n) => internals(runtime).redis.zrange(lifecycleKeys(internals(runtime).keys, n).byState('parked'), 0, -1)),
+        Array.from({ length: shards }, (_, n) =>
+          internals(runtime).redis.zrange(lifecycleKeys(internals(runtime).keys, n).byState('parked'), 0, -1),
+        ),
       );
       await this.#each(parked.flat(), (id) => this.#observe(id));
     } else {
       await this.#each(ids, (id) => this.#observe(id));
     }
     this.#report(await counterTotals(internals(runtime).redis, internals(runtime).keys));
-    const parkedNow = shardReplies.reduce((sum, _, shard) => sum + Number(reply(SESSION_STATES.indexOf('parked'), shard)), 0);
+    const parkedNow = shardReplies.reduce(
+      (sum, _, shard) => sum + Number(reply(SESSION_STATES.indexOf('parked'), shard)),
+      0,
+    );
     if (parkedNow === 0) this.#parked.clear();
     this.#parkedNextReset.reset();
     if (this.#parked.size > 0) this.#parkedNextReset.set(Math.min(...this.#parked.values()) / 1000);
@@ -273,7 +310,8 @@ export class RuntimeMetrics {
   }
 
   async #each(ids: readonly string[], run: (id: string) => Promise<unknown>): Promise<void> {
-    for (let i = 0; i < ids.length; i += this.#concurrency) await Promise.all(ids.slice(i, i + this.#concurrency).map(run));
+    for (let i = 0; i < ids.length; i += this.#concurrency)
+      await Promise.all(ids.slice(i, i + this.#concurrency).map(run));
   }
 
   /** Brings the attempt and retry counters up to the fleet totals (they only grow; a total that went down, e.g. a flushed Redis, is left as it was). */
@@ -283,7 +321,8 @@ export class RuntimeMetrics {
       this.#reported.set(field, total);
       if (added <= 0) continue;
       const parsed = parseField(field);
-      if (parsed?.kind === 'attempts') this.#attempts.inc({ outcome: parsed.outcome, category: parsed.category }, added);
+      if (parsed?.kind === 'attempts')
+        this.#attempts.inc({ outcome: parsed.outcome, category: parsed.category }, added);
       else if (parsed?.kind === 'retries') this.#retries.inc({ category: parsed.category }, added);
       else if (parsed?.kind === 'walls') this.#quotaWalls.inc({ attempts: parsed.attempts }, added);
       else if (parsed?.kind === 'egress') this.#egressRefused.inc({ reason: parsed.reason }, added);
@@ -346,7 +385,8 @@ export class RuntimeMetrics {
       for (const [key, sums] of now) add(key, (kind) => sums[kind] ?? 0);
       return now;
     }
-    if (turn !== null) for (const a of turn.attempts) if (a.at >= horizon) add(`${a.agent}\t${a.model}`, (kind) => a.usage[kind] ?? 0);
+    if (turn !== null)
+      for (const a of turn.attempts) if (a.at >= horizon) add(`${a.agent}\t${a.model}`, (kind) => a.usage[kind] ?? 0);
     return now;
   }
 

@@ -1,5 +1,13 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { findMarkedProcesses, isAlive, killAttemptCgroup, killProcessTree, listAttemptCgroups, processStartTime, type TrackedProcess } from '../process/index.ts';
+import {
+  findMarkedProcesses,
+  isAlive,
+  killAttemptCgroup,
+  killProcessTree,
+  listAttemptCgroups,
+  processStartTime,
+  type TrackedProcess,
+} from '../process/index.ts';
 import { SESSION_ID_PATTERN } from './keys.ts';
 
 /**
@@ -78,7 +86,8 @@ export async function findAgentProcesses(): Promise<AgentProcesses[]> {
   }
   for (const p of marked) {
     const group = byMarker.get(p.marker);
-    if (group !== undefined && group.agent === null && !(pidsOf.get(p.marker)?.has(p.ppid) ?? false)) group.agent = { pid: p.pid, startTime: p.startTime };
+    if (group !== undefined && group.agent === null && !(pidsOf.get(p.marker)?.has(p.ppid) ?? false))
+      group.agent = { pid: p.pid, startTime: p.startTime };
   }
   return [...byMarker.values()];
 }
@@ -95,7 +104,9 @@ export async function reapOrphans(scope: string): Promise<{ reaped: number; kill
   let reaped = 0;
   let killed = 0;
   const ownerIsDead = async (marker: ParsedMarker): Promise<boolean> =>
-    !(await (marker.workerStartTime === '0' ? isAlive(marker.workerPid) : isAlive(marker.workerPid, marker.workerStartTime)));
+    !(await (marker.workerStartTime === '0'
+      ? isAlive(marker.workerPid)
+      : isAlive(marker.workerPid, marker.workerStartTime)));
   for (const group of await findAgentProcesses()) {
     if (group.scope !== scope || !(await ownerIsDead(group))) continue;
     const root = group.agent ?? group.processes[0];

@@ -86,17 +86,26 @@ export function newJobId(sessionId: string): string {
  * consuming a partition that a smaller count no longer fills until it is empty.
  */
 
-export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, options: { partitions?: number } = {}): SessionQueue {
+export function createSessionQueue(
+  connect: Redis | (() => Redis),
+  keys: Keys,
+  options: { partitions?: number } = {},
+): SessionQueue {
   const partitions = options.partitions ?? 1;
   // The connection is made on first use too, when given as a function.
   let made: Redis | null = null;
   const connection = (): Redis => (made ??= typeof connect === 'function' ? connect() : connect);
-  if (!Number.isInteger(partitions) || partitions < 1 || partitions > 1024) throw new Error(`queue partitions: must be an integer from 1 to 1024 (got ${partitions})`);
+  if (!Number.isInteger(partitions) || partitions < 1 || partitions > 1024)
+    throw new Error(`queue partitions: must be an integer from 1 to 1024 (got ${partitions})`);
   const queues = new Map<number, Queue>();
   const partition = (n: number): Queue => {
     let queue = queues.get(n);
     if (queue === undefined) {
-      queue = new Queue(QUEUE_NAME, { connection: connection(), prefix: keys.queuePartitionPrefix(n), defaultJobOptions: JOB_OPTIONS });
+      queue = new Queue(QUEUE_NAME, {
+        connection: connection(),
+        prefix: keys.queuePartitionPrefix(n),
+        defaultJobOptions: JOB_OPTIONS,
+      });
       queues.set(n, queue);
     }
     return queue;
@@ -139,7 +148,11 @@ export function createSessionQueue(connect: Redis | (() => Redis), keys: Keys, o
     indexShardOf: (sessionId) => (partitions > 1 ? partitionOf(sessionId, partitions) + 1 : 0),
     async addActivation(sessionId, jobId, priority = 0) {
       if (partitions > 1) await knownPartitions();
-      await partition(partitionOf(sessionId, partitions)).add(ACTIVATION_JOB, { sessionId }, { jobId, priority: bullPriority(priority) });
+      await partition(partitionOf(sessionId, partitions)).add(
+        ACTIVATION_JOB,
+        { sessionId },
+        { jobId, priority: bullPriority(priority) },
+      );
     },
     async getJob(jobId) {
       const sessionId = jobId.slice(0, jobId.lastIndexOf('.'));
@@ -182,10 +195,14 @@ export function bullPriority(priority: number): number {
 }
 
 export function parseJobData(data: unknown): { ok: true; sessionId: string } | { ok: false; message: string } {
-  if (data === null || typeof data !== 'object') return { ok: false, message: 'job data must be an object {sessionId}' };
+  if (data === null || typeof data !== 'object')
+    return { ok: false, message: 'job data must be an object {sessionId}' };
   const sessionId = (data as { sessionId?: unknown }).sessionId;
   if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId))
-    return { ok: false, message: `job data: sessionId must match ${SESSION_ID_PATTERN} (got ${JSON.stringify(sessionId)})` };
+    return {
+      ok: false,
+      message: `job data: sessionId must match ${SESSION_ID_PATTERN} (got ${JSON.stringify(sessionId)})`,
+    };
   return { ok: true, sessionId };
 }
 
@@ -200,7 +217,8 @@ const RECONCILE_AFTER_MS = 10_000;
 export async function reconcileActivations(store: SessionStore, sessionQueue: SessionQueue): Promise<number> {
   const shards = await sessionQueue.fleetShards();
   let readded = 0;
-  for (let shard = 0; shard < shards; shard += 1) readded += await reconcileShard(store, sessionQueue, activationsKey(store.keys, shard));
+  for (let shard = 0; shard < shards; shard += 1)
+    readded += await reconcileShard(store, sessionQueue, activationsKey(store.keys, shard));
   return readded;
 }
 

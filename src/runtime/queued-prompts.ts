@@ -86,9 +86,19 @@ return 1
 
 export type RemoveQueuedResult = 'removed' | 'asked' | 'started' | 'unknown_prompt' | 'unknown_session' | 'deleting';
 
-export async function removeQueued(store: SessionStore, sessionId: string, promptId: string): Promise<RemoveQueuedResult> {
+export async function removeQueued(
+  store: SessionStore,
+  sessionId: string,
+  promptId: string,
+): Promise<RemoveQueuedResult> {
   const k = (part: Parameters<SessionStore['key']>[1]) => store.key(sessionId, part);
-  const r = (await script(store.redis, 'sessiondRemoveQueued', REMOVE_QUEUED, 4)(k('meta'), k('inbox'), k('lease'), k('snapshot'), promptId)) as Array<number | string>;
+  const r = (await script(store.redis, 'sessiondRemoveQueued', REMOVE_QUEUED, 4)(
+    k('meta'),
+    k('inbox'),
+    k('lease'),
+    k('snapshot'),
+    promptId,
+  )) as Array<number | string>;
   const code = Number(r[0]);
   if (code === 1) return 'removed';
   if (code === 2) return 'asked';
@@ -98,13 +108,26 @@ export async function removeQueued(store: SessionStore, sessionId: string, promp
 }
 
 /** The holder's outcome of a pending removal; true when it was pending. */
-export async function settleUnqueue(store: SessionStore, sessionId: string, promptId: string, outcome: 'removed' | 'started'): Promise<boolean> {
-  return (await script(store.redis, 'sessiondSettleUnqueue', SETTLE_UNQUEUE, 1)(store.key(sessionId, 'meta'), promptId, outcome)) === 1;
+export async function settleUnqueue(
+  store: SessionStore,
+  sessionId: string,
+  promptId: string,
+  outcome: 'removed' | 'started',
+): Promise<boolean> {
+  return (
+    (await script(
+      store.redis,
+      'sessiondSettleUnqueue',
+      SETTLE_UNQUEUE,
+      1,
+    )(store.key(sessionId, 'meta'), promptId, outcome)) === 1
+  );
 }
 
 /** The removals recorded in a session's meta: prompt id → state. */
 export function unqueueRequests(meta: Readonly<Record<string, string>>): Map<string, string> {
   const out = new Map<string, string>();
-  for (const [field, value] of Object.entries(meta)) if (field.startsWith('unqueue:')) out.set(field.slice('unqueue:'.length), value);
+  for (const [field, value] of Object.entries(meta))
+    if (field.startsWith('unqueue:')) out.set(field.slice('unqueue:'.length), value);
   return out;
 }

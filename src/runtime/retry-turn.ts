@@ -46,12 +46,27 @@ export type RetryTurnResult =
 type ScriptFn = (...args: Array<string | number>) => Promise<unknown>;
 
 /** Puts the retry of turn `retryOf` in the session's inbox if it is still the failed last turn (see RETRY_TURN). */
-export async function pushRetry(store: SessionStore, sessionId: string, retryOf: number, prompt: object, newJobId: string): Promise<RetryTurnResult> {
+export async function pushRetry(
+  store: SessionStore,
+  sessionId: string,
+  retryOf: number,
+  prompt: object,
+  newJobId: string,
+): Promise<RetryTurnResult> {
   const redis = store.redis as Redis & Record<string, unknown>;
   if (!('sessiondRetryTurn' in redis)) redis.defineCommand('sessiondRetryTurn', { numberOfKeys: 5, lua: RETRY_TURN });
   const run = (redis.sessiondRetryTurn as ScriptFn).bind(redis);
   const k = (part: Parameters<SessionStore['key']>[1]) => store.key(sessionId, part);
-  const r = (await run(k('meta'), k('inbox'), k('active'), k('snapshot'), k('cancel'), retryOf, JSON.stringify(prompt), newJobId)) as Array<number | string>;
+  const r = (await run(
+    k('meta'),
+    k('inbox'),
+    k('active'),
+    k('snapshot'),
+    k('cancel'),
+    retryOf,
+    JSON.stringify(prompt),
+    newJobId,
+  )) as Array<number | string>;
   const code = Number(r[0]);
   if (code === -1) return { ok: false, reason: 'unknown_session' };
   if (code === -2) return { ok: false, reason: 'deleting' };

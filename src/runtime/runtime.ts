@@ -11,7 +11,17 @@ import { callerParts, type CallerParts } from './caller/parts.ts';
 import { queuedPrompts, removeQueuedPrompt } from './caller/queued-prompts.ts';
 import { getPolicy, resetPolicy, setPolicy } from './caller/retry-policy.ts';
 import { followMessages, getSession, lastSeq, readMessages } from './caller/session-view.ts';
-import { bullQueue, exportSession, importSession, listingVersion, listPage, listSessions, ping, sessionStates, workers } from './caller/sessions.ts';
+import {
+  bullQueue,
+  exportSession,
+  importSession,
+  listingVersion,
+  listPage,
+  listSessions,
+  ping,
+  sessionStates,
+  workers,
+} from './caller/sessions.ts';
 import { cancel, cancelMatching, resumeParked, retry } from './caller/turns.ts';
 import type { FleetLimitView, QueuedPrompt, RuntimeOptions, SessionView, WorkerHeartbeat } from './caller/types.ts';
 import { exposeInternals } from './internals.ts';
@@ -48,17 +58,31 @@ export class Runtime {
   pauseDispatch = (limit?: string): Promise<{ paused: string[] }> => pauseDispatch(this.#parts, limit);
   resumeDispatch = (limit?: string): Promise<{ paused: string[]; woken: number }> => resumeDispatch(this.#parts, limit);
   limitsView = (): Promise<{ paused: boolean; limits: FleetLimitView[] }> => limitsView(this.#parts);
-  enqueue = (input: unknown, how: EnqueueHow = {}): Promise<{ sessionId: string; turn: number; created: boolean }> => enqueue(this.#parts, input, how);
-  retry = (sessionId: string): Promise<{ sessionId: string; turn: number; retryOf: number }> => retry(this.#parts, sessionId);
-  resumeParked = (sessionId: string): Promise<{ sessionId: string; turn: number; parkedUntil: number; delivered: 'worker' | 'activation' }> => resumeParked(this.#parts, sessionId);
-  cancelMatching = (filter: Parameters<typeof cancelMatching>[1]): ReturnType<typeof cancelMatching> => cancelMatching(this.#parts, filter);
+  enqueue = (input: unknown, how: EnqueueHow = {}): Promise<{ sessionId: string; turn: number; created: boolean }> =>
+    enqueue(this.#parts, input, how);
+  retry = (sessionId: string): Promise<{ sessionId: string; turn: number; retryOf: number }> =>
+    retry(this.#parts, sessionId);
+  resumeParked = (
+    sessionId: string,
+  ): Promise<{ sessionId: string; turn: number; parkedUntil: number; delivered: 'worker' | 'activation' }> =>
+    resumeParked(this.#parts, sessionId);
+  cancelMatching = (filter: Parameters<typeof cancelMatching>[1]): ReturnType<typeof cancelMatching> =>
+    cancelMatching(this.#parts, filter);
   queuedPrompts = (sessionId: string): Promise<QueuedPrompt[]> => queuedPrompts(this.#parts, sessionId);
-  removeQueuedPrompt = (sessionId: string, promptId: string, options: { waitMs?: number } = {}): Promise<{ sessionId: string; promptId: string; removed: true }> =>
+  removeQueuedPrompt = (
+    sessionId: string,
+    promptId: string,
+    options: { waitMs?: number } = {},
+  ): Promise<{ sessionId: string; promptId: string; removed: true }> =>
     removeQueuedPrompt(this.#parts, sessionId, promptId, options);
-  deleteSession = (sessionId: string, options: { force?: boolean; waitMs?: number; actor?: string } = {}): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> =>
+  deleteSession = (
+    sessionId: string,
+    options: { force?: boolean; waitMs?: number; actor?: string } = {},
+  ): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> =>
     deleteSession(this.#parts, sessionId, options);
   deletions = (limit = 100): Promise<DeletionRecord[]> => deletions(this.#parts, limit);
-  cancel = (sessionId: string, reason?: string): Promise<{ delivered: 'worker' | 'activation' }> => cancel(this.#parts, sessionId, reason);
+  cancel = (sessionId: string, reason?: string): Promise<{ delivered: 'worker' | 'activation' }> =>
+    cancel(this.#parts, sessionId, reason);
   getSession = (sessionId: string): Promise<SessionView | null> => getSession(this.#parts, sessionId);
   decideApproval = (
     sessionId: string,
@@ -67,18 +91,31 @@ export class Runtime {
     by: string,
     option?: string,
     reason?: string,
-  ): Promise<{ sessionId: string; requestId: string; outcome: 'allowed' | 'denied'; optionId: string | null; by: string; at: number }> =>
-    decideApproval(this.#parts, sessionId, requestId, verdict, by, option, reason);
-  listSessions = (filter: { state?: string; limit?: number } = {}): Promise<Array<{ sessionId: string; state: string }>> => listSessions(this.#parts, filter);
+  ): Promise<{
+    sessionId: string;
+    requestId: string;
+    outcome: 'allowed' | 'denied';
+    optionId: string | null;
+    by: string;
+    at: number;
+  }> => decideApproval(this.#parts, sessionId, requestId, verdict, by, option, reason);
+  listSessions = (
+    filter: { state?: string; limit?: number } = {},
+  ): Promise<Array<{ sessionId: string; state: string }>> => listSessions(this.#parts, filter);
   listPage = (filter: ListFilter = {}): Promise<ListPage> => listPage(this.#parts, filter);
   exportSession = (sessionId: string): Promise<string> => exportSession(this.#parts, sessionId);
-  importSession = (text: string, options: { as?: string } = {}): Promise<ImportResult> => importSession(this.#parts, text, options);
+  importSession = (text: string, options: { as?: string } = {}): Promise<ImportResult> =>
+    importSession(this.#parts, text, options);
   listingVersion = (): Promise<string> => listingVersion(this.#parts);
   sessionStates = (ids: readonly string[]): Promise<Record<string, string | null>> => sessionStates(this.#parts, ids);
-  readMessages = (sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> => readMessages(this.#parts, sessionId, fromSeq, count);
-  followMessages = (sessionId: string, fromSeq: number, signal: AbortSignal): AsyncGenerator<StoredMessage> => followMessages(this.#parts, sessionId, fromSeq, signal);
-  getPolicy = (sessionId?: string): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }> => getPolicy(this.#parts, sessionId);
-  setPolicy = (patch: unknown, sessionId?: string): Promise<RetryPolicyResult> => setPolicy(this.#parts, patch, sessionId);
+  readMessages = (sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> =>
+    readMessages(this.#parts, sessionId, fromSeq, count);
+  followMessages = (sessionId: string, fromSeq: number, signal: AbortSignal): AsyncGenerator<StoredMessage> =>
+    followMessages(this.#parts, sessionId, fromSeq, signal);
+  getPolicy = (sessionId?: string): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }> =>
+    getPolicy(this.#parts, sessionId);
+  setPolicy = (patch: unknown, sessionId?: string): Promise<RetryPolicyResult> =>
+    setPolicy(this.#parts, patch, sessionId);
   resetPolicy = (sessionId?: string): Promise<RetryPolicy> => resetPolicy(this.#parts, sessionId);
   workers = (): Promise<WorkerHeartbeat[]> => workers(this.#parts);
   /** What callers of this deployment may choose (the default policy, resolved on first use, when none was given). */
@@ -90,7 +127,12 @@ export class Runtime {
    */
   get messageHub(): MessageHub {
     const { connect, redis, store } = this.#parts;
-    this.#hub ??= new MessageHub({ connect: () => connect('stream-hub'), redis, logKey: (id) => store.key(id, 'log'), existsKey: (id) => store.key(id, 'meta') });
+    this.#hub ??= new MessageHub({
+      connect: () => connect('stream-hub'),
+      redis,
+      logKey: (id) => store.key(id, 'log'),
+      existsKey: (id) => store.key(id, 'meta'),
+    });
     return this.#hub;
   }
 

@@ -175,7 +175,12 @@ export class SessionWriter {
   }
 
   /** One fenced write; a batch whose call failed for another reason than a stale lease is kept to be sent again. */
-  async #send(id: number, batch: Batch, release?: 'idle' | 'keep', landed: Array<() => void> = []): Promise<1 | 0 | null> {
+  async #send(
+    id: number,
+    batch: Batch,
+    release?: 'idle' | 'keep',
+    landed: Array<() => void> = [],
+  ): Promise<1 | 0 | null> {
     try {
       const result = await this.#store.write(this.#sessionId, this.#token, {
         ...(release === undefined ? {} : { release }),
@@ -216,7 +221,18 @@ function callAll(calls: ReadonlyArray<() => void>): void {
 }
 
 function emptyBatch(): Batch {
-  return { snapshot: '', state: '', inboxTrim: 0, clearCancel: false, history: [], agentState: [], messages: [], counters: [], usage: [], trace: '' };
+  return {
+    snapshot: '',
+    state: '',
+    inboxTrim: 0,
+    clearCancel: false,
+    history: [],
+    agentState: [],
+    messages: [],
+    counters: [],
+    usage: [],
+    trace: '',
+  };
 }
 
 function isEmpty(b: Batch): boolean {

@@ -29,7 +29,8 @@ export class SharedSessionMachine {
       ),
     ).provide({
       guards: {
-        admissionRequired: ({ context }) => this.#drivers.get(context.sessionId)?.gate?.(nextAttemptOptions(context)) ?? false,
+        admissionRequired: ({ context }) =>
+          this.#drivers.get(context.sessionId)?.gate?.(nextAttemptOptions(context)) ?? false,
       },
     });
   }

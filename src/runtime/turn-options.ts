@@ -12,7 +12,11 @@ import { AGENT_NAMES, agentDefinition, isAgentName } from '../agents/registry.ts
 export const TurnOptionsSchema = z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
   const { agent = DEFAULT_AGENT, ...rest } = value;
   if (typeof agent !== 'string' || !isAgentName(agent)) {
-    ctx.addIssue({ code: 'custom', path: ['agent'], message: `must be one of ${AGENT_NAMES.join(', ')}, or acp:<name> (got ${JSON.stringify(agent)})` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['agent'],
+      message: `must be one of ${AGENT_NAMES.join(', ')}, or acp:<name> (got ${JSON.stringify(agent)})`,
+    });
     return;
   }
   const parsed = agentDefinition(agent).callerOptions.safeParse(rest);

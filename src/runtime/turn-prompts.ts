@@ -43,7 +43,8 @@ export function turnPromptsOf(history: readonly unknown[]): Map<number, string> 
   const out = new Map<number, string>();
   for (const entry of history) {
     const prompt = (entry as { prompt?: unknown } | null)?.prompt as Partial<TurnPrompt> | undefined;
-    if (prompt !== undefined && typeof prompt.turn === 'number' && typeof prompt.text === 'string') out.set(prompt.turn, prompt.text);
+    if (prompt !== undefined && typeof prompt.turn === 'number' && typeof prompt.text === 'string')
+      out.set(prompt.turn, prompt.text);
   }
   return out;
 }

@@ -149,7 +149,8 @@ export class SessionWorker {
   }
 
   /** The embedder's log (nowhere by default). */
-  readonly #log: NonNullable<WorkerOptions['log']> = (level, message, fields) => this.#options.log?.(level, message, fields);
+  readonly #log: NonNullable<WorkerOptions['log']> = (level, message, fields) =>
+    this.#options.log?.(level, message, fields);
 
   /** A periodic or best-effort step that failed: said, and tried again at its next turn. */
   #warn(message: string): (error: unknown) => void {
@@ -159,18 +160,24 @@ export class SessionWorker {
   async start(): Promise<void> {
     const log = this.#log;
     // Said once: how this worker keeps the processes of an attempt from outliving it.
-    if (this.#containment.mode === 'sweep') log('warn', 'attempts are not contained by cgroups on this host', { containment: this.#containment.detail });
+    if (this.#containment.mode === 'sweep')
+      log('warn', 'attempts are not contained by cgroups on this host', { containment: this.#containment.detail });
     else log('info', 'attempts contained by cgroups', { containment: this.#containment.detail });
     // Said once, plainly: what this worker's sandbox cannot stop (docs/sandbox.md).
     const sandbox = this.#sandbox;
-    if (sandbox.refused !== null) log('error', 'every attempt will be refused: the sandbox asked for is unavailable', { sandbox: sandbox.refused });
+    if (sandbox.refused !== null)
+      log('error', 'every attempt will be refused: the sandbox asked for is unavailable', { sandbox: sandbox.refused });
     else if (sandbox.mode === 'bwrap') log('info', 'attempts run sandboxed (bwrap)', { sandbox: sandbox.detail });
     // A warning when auto found less than bwrap; the operator's explicit choice is only stated.
     else
-      log(sandbox.requested === 'auto' ? 'warn' : 'info', `attempts run with sandbox mode ${sandbox.mode}, which does not stop everything`, {
-        sandbox: sandbox.detail,
-        gaps: sandbox.gaps,
-      });
+      log(
+        sandbox.requested === 'auto' ? 'warn' : 'info',
+        `attempts run with sandbox mode ${sandbox.mode}, which does not stop everything`,
+        {
+          sandbox: sandbox.detail,
+          gaps: sandbox.gaps,
+        },
+      );
     this.#tracing = this.#options.tracing !== undefined ? this.#options.tracing : await createTracing();
     if (this.#tracing !== null) log('info', 'traces exported over OTLP/HTTP');
     const escaped = killEscapees();
@@ -181,14 +188,20 @@ export class SessionWorker {
     this.#bus.on('*', (event) => {
       // A session being deleted: stop its turn now (the process tree gone) and let go.
       if (event.kind === 'delete') this.#active.get(event.sessionId)?.interrupt();
-      if (event.kind === 'dispatch') void this.#refreshPaused().catch(this.#warn('dispatch state not read (read again every leaseTtlMs/3)'));
+      if (event.kind === 'dispatch')
+        void this.#refreshPaused().catch(this.#warn('dispatch state not read (read again every leaseTtlMs/3)'));
       if (event.kind !== 'policy') return;
       this.#policies.invalidate();
       for (const session of this.#active.values()) session.refreshPolicy();
     });
     await this.#refreshPaused();
     await this.#heartbeat();
-    this.#timers.push(setInterval(() => void this.#heartbeat().catch(this.#warn('heartbeat not written (tried again next beat)')), this.#options.heartbeatMs));
+    this.#timers.push(
+      setInterval(
+        () => void this.#heartbeat().catch(this.#warn('heartbeat not written (tried again next beat)')),
+        this.#options.heartbeatMs,
+      ),
+    );
     // Lapsed holds (a dead worker's) come back, and the waiters there is room for are woken.
     this.#timers.push(
       setInterval(
@@ -202,7 +215,10 @@ export class SessionWorker {
     );
     this.#timers.push(
       setInterval(
-        () => void reconcileActivations(this.#store, this.#options.queue).catch(this.#warn('activations not reconciled (tried again next round)')),
+        () =>
+          void reconcileActivations(this.#store, this.#options.queue).catch(
+            this.#warn('activations not reconciled (tried again next round)'),
+          ),
         Math.max(5_000, this.#options.leaseTtlMs),
       ),
     );
@@ -217,7 +233,9 @@ export class SessionWorker {
         () =>
           void sweep(lifecycle, {
             retentionMs: this.#options.retentionMs ?? 0,
-            ...(this.#options.sweepResumeAfterMs === undefined ? {} : { resumeAfterMs: this.#options.sweepResumeAfterMs }),
+            ...(this.#options.sweepResumeAfterMs === undefined
+              ? {}
+              : { resumeAfterMs: this.#options.sweepResumeAfterMs }),
           }).then((r) => {
             if (r.expired + r.resumed > 0) log('info', 'lifecycle sweep', { expired: r.expired, resumed: r.resumed });
           }, this.#warn('lifecycle sweep failed (tried again next round)')),
@@ -225,25 +243,37 @@ export class SessionWorker {
       ),
     );
     const known = Math.max(this.#options.queue.partitions, await this.#options.queue.knownPartitions());
-    const consumed = [...new Set(this.#options.consumePartitions ?? Array.from({ length: known }, (_, n) => n))].sort((x, y) => x - y);
+    const consumed = [...new Set(this.#options.consumePartitions ?? Array.from({ length: known }, (_, n) => n))].sort(
+      (x, y) => x - y,
+    );
     this.#consumed = consumed;
     // One BullMQ worker per partition (each its own blocking connection); the concurrency is shared
     // out among them, at least one each: a worker consuming P partitions drives up to max(concurrency, P).
-    const share = (i: number): number => Math.max(1, Math.floor(this.#options.concurrency / consumed.length) + (i < this.#options.concurrency % consumed.length ? 1 : 0));
+    const share = (i: number): number =>
+      Math.max(
+        1,
+        Math.floor(this.#options.concurrency / consumed.length) +
+          (i < this.#options.concurrency % consumed.length ? 1 : 0),
+      );
     this.#workers = consumed.map(
       (n, i) =>
-        new Worker(this.#options.queue.name, (job: Job, token?: string, signal?: AbortSignal) => this.#process(job, token, signal), {
-          connection: this.#options.connect(consumed.length === 1 ? 'worker-bullmq' : `worker-bullmq-${n}`),
-          prefix: this.#options.keys.queuePartitionPrefix(n),
-          concurrency: share(i),
-          lockDuration: this.#options.leaseTtlMs,
-          stalledInterval: this.#options.stalledIntervalMs,
-          // The session machine is the only retry owner: a job that stalls is simply taken again.
-          maxStalledCount: Number.MAX_SAFE_INTEGER,
-          autorun: true,
-        }),
+        new Worker(
+          this.#options.queue.name,
+          (job: Job, token?: string, signal?: AbortSignal) => this.#process(job, token, signal),
+          {
+            connection: this.#options.connect(consumed.length === 1 ? 'worker-bullmq' : `worker-bullmq-${n}`),
+            prefix: this.#options.keys.queuePartitionPrefix(n),
+            concurrency: share(i),
+            lockDuration: this.#options.leaseTtlMs,
+            stalledInterval: this.#options.stalledIntervalMs,
+            // The session machine is the only retry owner: a job that stalls is simply taken again.
+            maxStalledCount: Number.MAX_SAFE_INTEGER,
+            autorun: true,
+          },
+        ),
     );
-    for (const worker of this.#workers) worker.on('error', (error) => log('error', 'queue error', { error: error.message }));
+    for (const worker of this.#workers)
+      worker.on('error', (error) => log('error', 'queue error', { error: error.message }));
     await Promise.all(this.#workers.map((w) => w.waitUntilReady()));
   }
 
@@ -258,7 +288,11 @@ export class SessionWorker {
     log('warn', 'audit', { audit: true, action: 'egress.refused', ...refusal });
     this.#redis
       .hincrby(lifecycleKeys(this.#options.keys).counters, egressField(refusal.reason), 1)
-      .catch((error: unknown) => log('warn', 'the egress refusal was not counted', { error: error instanceof Error ? error.message : String(error) }));
+      .catch((error: unknown) =>
+        log('warn', 'the egress refusal was not counted', {
+          error: error instanceof Error ? error.message : String(error),
+        }),
+      );
   }
 
   async #heartbeat(): Promise<void> {
@@ -274,7 +308,12 @@ export class SessionWorker {
         concurrency: this.#options.concurrency,
         partitions: this.#consumed,
         containment: { mode: this.#containment.mode, detail: this.#containment.detail },
-        sandbox: { mode: this.#sandbox.mode, detail: this.#sandbox.refused ?? this.#sandbox.detail, gaps: this.#sandbox.gaps, refused: this.#sandbox.refused !== null },
+        sandbox: {
+          mode: this.#sandbox.mode,
+          detail: this.#sandbox.refused ?? this.#sandbox.detail,
+          gaps: this.#sandbox.gaps,
+          refused: this.#sandbox.refused !== null,
+        },
       }),
     );
   }
@@ -319,7 +358,9 @@ export class SessionWorker {
       if (isAttemptState(state)) {
         // Taken over while an attempt ran: if its holder died on this host, what that attempt left
         // running goes now, before the attempt is recorded as interrupted (or its cancel as done).
-        await reapOrphans(markerScope(this.#options.keys.prefix)).catch(this.#warn('orphan reap failed before a takeover (the attempt is still recorded interrupted)'));
+        await reapOrphans(markerScope(this.#options.keys.prefix)).catch(
+          this.#warn('orphan reap failed before a takeover (the attempt is still recorded interrupted)'),
+        );
       }
       session = new ActiveSession({
         store: this.#store,
@@ -340,7 +381,9 @@ export class SessionWorker {
           tracing: this.#tracing,
           workerId: this.id,
           ...(this.#options.log === undefined ? {} : { log: this.#options.log }),
-          ...(this.#options.egress === false ? {} : { onEgressRefused: (refusal: AttemptRefusal) => this.#egressRefused(refusal) }),
+          ...(this.#options.egress === false
+            ? {}
+            : { onEgressRefused: (refusal: AttemptRefusal) => this.#egressRefused(refusal) }),
         },
         globalPolicy: () => this.#policies.get(),
         loaded: lease.loaded,
@@ -380,9 +423,13 @@ export class SessionWorker {
       } finally {
         clearTimeout(deadline);
       }
-      await this.#store.flushIndex().catch(this.#warn('the fleet index was not flushed on close (the sweeper rebuilds it)'));
+      await this.#store
+        .flushIndex()
+        .catch(this.#warn('the fleet index was not flushed on close (the sweeper rebuilds it)'));
       await this.#tracing?.shutdown();
-      await this.#redis.hdel(this.#options.keys.workers, this.id).catch(this.#warn('this worker was not removed from the workers hash on close (its heartbeat goes stale)'));
+      await this.#redis
+        .hdel(this.#options.keys.workers, this.id)
+        .catch(this.#warn('this worker was not removed from the workers hash on close (its heartbeat goes stale)'));
       this.#subscriber.disconnect();
       // Closing: a connection that cannot say QUIT is gone already.
       await this.#redis.quit().catch(() => undefined);

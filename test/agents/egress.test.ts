@@ -26,7 +26,11 @@ import type { SandboxMode } from '../../src/process/index.ts';
 import { startFakeAnthropicServer, hasToolResult, type FakeAnthropicServer } from '../support/fake-anthropic-server.ts';
 import { startFakeGeminiServer, hasFunctionResponse, type FakeGeminiServer } from '../support/fake-gemini-server.ts';
 import { startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { startFakeResponsesServer, hasFunctionCallOutput, type FakeResponsesServer } from '../support/fake-responses-server.ts';
+import {
+  startFakeResponsesServer,
+  hasFunctionCallOutput,
+  type FakeResponsesServer,
+} from '../support/fake-responses-server.ts';
 import { claudeBin } from '../support/claude-code-env.ts';
 import { NO_DISCOVERY, piBin } from '../support/pi-env.ts';
 import { codexBin, FAKE_MODEL } from './codex/codex-env.ts';
@@ -34,7 +38,12 @@ import { geminiBin } from './gemini/gemini-env.ts';
 import { terminalOf } from './contract.ts';
 
 /** The provider keys: each must reach its fake model and nothing else. */
-const KEYS = { pi: 'sk-pi-REAL-0123456789', claude: 'sk-ant-REAL-0123456789', codex: 'sk-openai-REAL-0123456789', gemini: 'AIza-REAL-0123456789' };
+const KEYS = {
+  pi: 'sk-pi-REAL-0123456789',
+  claude: 'sk-ant-REAL-0123456789',
+  codex: 'sk-openai-REAL-0123456789',
+  gemini: 'AIza-REAL-0123456789',
+};
 
 let root: string;
 let allowed: { server: Server; port: number; hits: string[] };
@@ -97,7 +106,13 @@ function egressContext(mode: SandboxMode, sessionId: string, refusals: AttemptRe
   return {
     sandbox: { mode },
     onSpawn: (agent) => ranIn.set(sessionId, agent.sandbox),
-    egress: { sessionId, turn: 1, attempt: 1, allow: [pattern(`127.0.0.2:${allowed.port}`)], onRefused: (r) => refusals.push(r) },
+    egress: {
+      sessionId,
+      turn: 1,
+      attempt: 1,
+      allow: [pattern(`127.0.0.2:${allowed.port}`)],
+      onRefused: (r) => refusals.push(r),
+    },
   };
 }
 
@@ -114,7 +129,8 @@ function filesUnder(dir: string): Array<{ path: string; text: string }> {
     for (const entry of readdirSync(d, { withFileTypes: true })) {
       const path = join(d, entry.name);
       if (entry.isDirectory()) walk(path);
-      else if (entry.isFile() && statSync(path).size < 10_000_000) out.push({ path, text: readFileSync(path, 'latin1') });
+      else if (entry.isFile() && statSync(path).size < 10_000_000)
+        out.push({ path, text: readFileSync(path, 'latin1') });
     }
   };
   walk(dir);
@@ -130,8 +146,20 @@ function expectContained(key: string, sessionId: string, refusals: AttemptRefusa
   expect(readFileSync(join(out, 'denied-https'), 'utf8')).not.toBe('200');
   expect(refusals).toEqual(
     expect.arrayContaining([
-      expect.objectContaining({ host: '127.0.0.3', port: denied.port, method: 'GET', reason: 'not allowed', sessionId }),
-      expect.objectContaining({ host: '127.0.0.3', port: denied.port, method: 'CONNECT', reason: 'not allowed', sessionId }),
+      expect.objectContaining({
+        host: '127.0.0.3',
+        port: denied.port,
+        method: 'GET',
+        reason: 'not allowed',
+        sessionId,
+      }),
+      expect.objectContaining({
+        host: '127.0.0.3',
+        port: denied.port,
+        method: 'CONNECT',
+        reason: 'not allowed',
+        sessionId,
+      }),
     ]),
   );
   const toolEnv = readFileSync(join(out, 'tool-env'), 'utf8');
@@ -139,7 +167,8 @@ function expectContained(key: string, sessionId: string, refusals: AttemptRefusa
   const procs = readFileSync(join(out, 'procs'), 'latin1');
   // the agent's own process is among them (not only the probe's shell); under landlock no other
   // process's environ is readable from inside (docs/sandbox.md): the tool's own env stands for it
-  if (!sessionId.endsWith('landlock')) expect(procs.split('\n').filter((l) => l.includes('SESSIOND_AGENT_MARKER=')).length).toBeGreaterThanOrEqual(2);
+  if (!sessionId.endsWith('landlock'))
+    expect(procs.split('\n').filter((l) => l.includes('SESSIOND_AGENT_MARKER=')).length).toBeGreaterThanOrEqual(2);
   expect(procs).not.toContain(key);
   expect(toolEnv).not.toContain(key);
   // nor in any file of the agent's dirs (its home, config, state dir, cwd, sessions)
@@ -156,152 +185,183 @@ function agentRoot(name: string): string {
   return dir;
 }
 
-describe.each(['bwrap', 'landlock', 'none'] as const)('egress by policy, credentials brokered, with the real agent CLIs (sandbox %s)', (mode) => {
-  let pi: FakeModelServer;
-  let anthropic: FakeAnthropicServer;
-  let responses: FakeResponsesServer;
-  let gemini: FakeGeminiServer;
-  beforeAll(async () => {
-    [pi, anthropic, responses, gemini] = await Promise.all([startFakeModelServer(), startFakeAnthropicServer(), startFakeResponsesServer(), startFakeGeminiServer()]);
-  });
-  afterAll(async () => {
-    await Promise.all([pi?.close(), anthropic?.close(), responses?.close(), gemini?.close()]);
-  });
+describe.each(['bwrap', 'landlock', 'none'] as const)(
+  'egress by policy, credentials brokered, with the real agent CLIs (sandbox %s)',
+  (mode) => {
+    let pi: FakeModelServer;
+    let anthropic: FakeAnthropicServer;
+    let responses: FakeResponsesServer;
+    let gemini: FakeGeminiServer;
+    beforeAll(async () => {
+      [pi, anthropic, responses, gemini] = await Promise.all([
+        startFakeModelServer(),
+        startFakeAnthropicServer(),
+        startFakeResponsesServer(),
+        startFakeGeminiServer(),
+      ]);
+    });
+    afterAll(async () => {
+      await Promise.all([pi?.close(), anthropic?.close(), responses?.close(), gemini?.close()]);
+    });
 
-  it('pi: models.json key brokered (an env var name in the user models.json), tool egress as the policy says', async () => {
-    const dir = agentRoot(`pi-${mode}`);
-    const agentDir = join(dir, 'home', '.pi', 'agent');
-    mkdirSync(agentDir, { recursive: true });
-    // The user's models.json names the variable that holds the key, as pi allows.
-    writeFileSync(
-      join(agentDir, 'models.json'),
-      JSON.stringify({
-        providers: {
-          fake: { baseUrl: `${pi.url}`, api: 'openai-completions', apiKey: 'PI_FAKE_KEY', compat: { supportsDeveloperRole: false }, models: [{ id: `egress-tool-${mode}` }] },
-        },
-      }),
-    );
-    pi.setScript(`egress-tool-${mode}`, ({ body }) =>
-      (body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'done' } : { toolCalls: [{ name: 'bash', arguments: { command: probeCommand(join(dir, 'work')) } }] },
-    );
-    const refusals: AttemptRefusal[] = [];
-    const messages = await collect(
-      runPi(
-        {
-          prompt: 'probe',
-          provider: 'fake',
-          model: `egress-tool-${mode}`,
-          cwd: join(dir, 'work'),
-          agentDir,
-          sessionDir: join(dir, 'state', 'sessions'),
-          command: piBin,
-          extraArgs: NO_DISCOVERY,
-          env: { HOME: join(dir, 'home'), SESSIOND_STATE_DIR: join(dir, 'state'), PI_FAKE_KEY: KEYS.pi },
-        },
-        egressContext(mode, `sess-pi-${mode}`, refusals),
-      ),
-    );
-    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
-    const requests = pi.requestsFor(`egress-tool-${mode}`);
-    expect(requests.length).toBe(2);
-    for (const r of requests) expect(r.headers.authorization).toBe(`Bearer ${KEYS.pi}`);
-    // the user's models.json holds no key, only a variable name: nothing on disk may hold it
-    expectContained(KEYS.pi, `sess-pi-${mode}`, refusals, dir);
-    // the attempt's agent dir is gone with the attempt
-    expect(readdirSync(join(dir, 'state', 'pi-attempts'))).toEqual([]);
-  }, 60_000);
-
-  it('Claude Code: ANTHROPIC_BASE_URL to the bridge, placeholder ANTHROPIC_API_KEY; the fake API gets the real x-api-key', async () => {
-    const dir = agentRoot(`claude-${mode}`);
-    anthropic.setScript(`egress-tool-${mode}`, ({ body }) =>
-      hasToolResult(body) ? { text: 'done' } : { toolUses: [{ name: 'Bash', input: { command: probeCommand(join(dir, 'work')) } }] },
-    );
-    const refusals: AttemptRefusal[] = [];
-    const messages = await collect(
-      runClaudeCode(
-        {
-          prompt: 'probe',
-          model: `egress-tool-${mode}`,
-          cwd: join(dir, 'work'),
-          configDir: join(dir, 'config'),
-          tmpDir: join(dir, 'tmp'),
-          command: claudeBin,
-          allowedTools: ['Bash'],
-          env: { HOME: join(dir, 'home'), ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: KEYS.claude },
-        },
-        egressContext(mode, `sess-claude-${mode}`, refusals),
-      ),
-    );
-    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
-    const requests = anthropic.requestsFor(`egress-tool-${mode}`);
-    expect(requests.length).toBeGreaterThanOrEqual(2);
-    for (const r of requests) expect(r.headers['x-api-key']).toBe(KEYS.claude);
-    expectContained(KEYS.claude, `sess-claude-${mode}`, refusals, dir);
-  }, 90_000);
-
-  it('Codex: its sessiond provider (baseUrl + envKey) points at the bridge, the envKey variable holds the placeholder', async () => {
-    const dir = agentRoot(`codex-${mode}`);
-    mkdirSync(join(dir, 'home', '.codex'), { recursive: true });
-    writeFileSync(join(dir, 'home', '.codex', 'config.toml'), `model = "${FAKE_MODEL}"\n`);
-    responses.setScript(`egress-tool-${mode}`, ({ body }) =>
-      hasFunctionCallOutput(body) ? { text: 'done' } : { functionCalls: [{ name: 'exec_command', arguments: { cmd: probeCommand(join(dir, 'work')) } }] },
-    );
-    const refusals: AttemptRefusal[] = [];
-    const messages = await collect(
-      runCodex(
-        {
-          prompt: 'probe',
-          cwd: join(dir, 'work'),
-          model: FAKE_MODEL,
-          baseUrl: responses.urlFor(`egress-tool-${mode}`),
-          envKey: 'OPENAI_FAKE_KEY',
-          // Codex's own sandbox cuts its tools off the network: the proxy is what decides here.
-          sandbox: 'danger-full-access',
-          command: codexBin,
-          codexHome: join(dir, 'home', '.codex'),
-          env: { HOME: join(dir, 'home'), TMPDIR: join(dir, 'tmp'), SESSIOND_STATE_DIR: join(dir, 'state'), OPENAI_FAKE_KEY: KEYS.codex },
-        },
-        egressContext(mode, `sess-codex-${mode}`, refusals),
-      ),
-    );
-    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
-    const requests = responses.requestsFor(`egress-tool-${mode}`);
-    expect(requests.length).toBeGreaterThanOrEqual(2);
-    for (const r of requests) expect(r.headers.authorization).toBe(`Bearer ${KEYS.codex}`);
-    expectContained(KEYS.codex, `sess-codex-${mode}`, refusals, dir);
-  }, 90_000);
-
-  it('Gemini: GOOGLE_GEMINI_BASE_URL to the bridge, placeholder GEMINI_API_KEY; the fake API gets the real x-goog-api-key', async () => {
-    const dir = agentRoot(`gemini-${mode}`);
-    mkdirSync(join(dir, 'home', '.gemini'), { recursive: true });
-    gemini.setScript(`egress-tool-${mode}`, ({ body }) =>
-      hasFunctionResponse(body) ? { text: 'done' } : { functionCalls: [{ name: 'run_shell_command', args: { command: probeCommand(join(dir, 'work')), description: 'probe' } }] },
-    );
-    const refusals: AttemptRefusal[] = [];
-    const messages = await collect(
-      runGemini(
-        {
-          prompt: 'probe',
-          model: `egress-tool-${mode}`,
-          cwd: join(dir, 'work'),
-          configDir: join(dir, 'home', '.gemini'),
-          approvalMode: 'yolo',
-          command: geminiBin,
-          env: {
-            HOME: join(dir, 'home'),
-            TMPDIR: join(dir, 'tmp'),
-            SESSIOND_STATE_DIR: join(dir, 'state'),
-            GEMINI_API_KEY: KEYS.gemini,
-            GOOGLE_GEMINI_BASE_URL: gemini.url,
+    it('pi: models.json key brokered (an env var name in the user models.json), tool egress as the policy says', async () => {
+      const dir = agentRoot(`pi-${mode}`);
+      const agentDir = join(dir, 'home', '.pi', 'agent');
+      mkdirSync(agentDir, { recursive: true });
+      // The user's models.json names the variable that holds the key, as pi allows.
+      writeFileSync(
+        join(agentDir, 'models.json'),
+        JSON.stringify({
+          providers: {
+            fake: {
+              baseUrl: `${pi.url}`,
+              api: 'openai-completions',
+              apiKey: 'PI_FAKE_KEY',
+              compat: { supportsDeveloperRole: false },
+              models: [{ id: `egress-tool-${mode}` }],
+            },
           },
-        },
-        egressContext(mode, `sess-gemini-${mode}`, refusals),
-      ),
-    );
-    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
-    const requests = gemini.requestsFor(`egress-tool-${mode}`);
-    expect(requests.length).toBeGreaterThanOrEqual(2);
-    for (const r of requests) expect(r.headers['x-goog-api-key']).toBe(KEYS.gemini);
-    expectContained(KEYS.gemini, `sess-gemini-${mode}`, refusals, dir);
-  }, 90_000);
-});
+        }),
+      );
+      pi.setScript(`egress-tool-${mode}`, ({ body }) =>
+        (body.messages ?? []).some((m) => m.role === 'tool')
+          ? { text: 'done' }
+          : { toolCalls: [{ name: 'bash', arguments: { command: probeCommand(join(dir, 'work')) } }] },
+      );
+      const refusals: AttemptRefusal[] = [];
+      const messages = await collect(
+        runPi(
+          {
+            prompt: 'probe',
+            provider: 'fake',
+            model: `egress-tool-${mode}`,
+            cwd: join(dir, 'work'),
+            agentDir,
+            sessionDir: join(dir, 'state', 'sessions'),
+            command: piBin,
+            extraArgs: NO_DISCOVERY,
+            env: { HOME: join(dir, 'home'), SESSIOND_STATE_DIR: join(dir, 'state'), PI_FAKE_KEY: KEYS.pi },
+          },
+          egressContext(mode, `sess-pi-${mode}`, refusals),
+        ),
+      );
+      expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
+      const requests = pi.requestsFor(`egress-tool-${mode}`);
+      expect(requests.length).toBe(2);
+      for (const r of requests) expect(r.headers.authorization).toBe(`Bearer ${KEYS.pi}`);
+      // the user's models.json holds no key, only a variable name: nothing on disk may hold it
+      expectContained(KEYS.pi, `sess-pi-${mode}`, refusals, dir);
+      // the attempt's agent dir is gone with the attempt
+      expect(readdirSync(join(dir, 'state', 'pi-attempts'))).toEqual([]);
+    }, 60_000);
+
+    it('Claude Code: ANTHROPIC_BASE_URL to the bridge, placeholder ANTHROPIC_API_KEY; the fake API gets the real x-api-key', async () => {
+      const dir = agentRoot(`claude-${mode}`);
+      anthropic.setScript(`egress-tool-${mode}`, ({ body }) =>
+        hasToolResult(body)
+          ? { text: 'done' }
+          : { toolUses: [{ name: 'Bash', input: { command: probeCommand(join(dir, 'work')) } }] },
+      );
+      const refusals: AttemptRefusal[] = [];
+      const messages = await collect(
+        runClaudeCode(
+          {
+            prompt: 'probe',
+            model: `egress-tool-${mode}`,
+            cwd: join(dir, 'work'),
+            configDir: join(dir, 'config'),
+            tmpDir: join(dir, 'tmp'),
+            command: claudeBin,
+            allowedTools: ['Bash'],
+            env: { HOME: join(dir, 'home'), ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: KEYS.claude },
+          },
+          egressContext(mode, `sess-claude-${mode}`, refusals),
+        ),
+      );
+      expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
+      const requests = anthropic.requestsFor(`egress-tool-${mode}`);
+      expect(requests.length).toBeGreaterThanOrEqual(2);
+      for (const r of requests) expect(r.headers['x-api-key']).toBe(KEYS.claude);
+      expectContained(KEYS.claude, `sess-claude-${mode}`, refusals, dir);
+    }, 90_000);
+
+    it('Codex: its sessiond provider (baseUrl + envKey) points at the bridge, the envKey variable holds the placeholder', async () => {
+      const dir = agentRoot(`codex-${mode}`);
+      mkdirSync(join(dir, 'home', '.codex'), { recursive: true });
+      writeFileSync(join(dir, 'home', '.codex', 'config.toml'), `model = "${FAKE_MODEL}"\n`);
+      responses.setScript(`egress-tool-${mode}`, ({ body }) =>
+        hasFunctionCallOutput(body)
+          ? { text: 'done' }
+          : { functionCalls: [{ name: 'exec_command', arguments: { cmd: probeCommand(join(dir, 'work')) } }] },
+      );
+      const refusals: AttemptRefusal[] = [];
+      const messages = await collect(
+        runCodex(
+          {
+            prompt: 'probe',
+            cwd: join(dir, 'work'),
+            model: FAKE_MODEL,
+            baseUrl: responses.urlFor(`egress-tool-${mode}`),
+            envKey: 'OPENAI_FAKE_KEY',
+            // Codex's own sandbox cuts its tools off the network: the proxy is what decides here.
+            sandbox: 'danger-full-access',
+            command: codexBin,
+            codexHome: join(dir, 'home', '.codex'),
+            env: {
+              HOME: join(dir, 'home'),
+              TMPDIR: join(dir, 'tmp'),
+              SESSIOND_STATE_DIR: join(dir, 'state'),
+              OPENAI_FAKE_KEY: KEYS.codex,
+            },
+          },
+          egressContext(mode, `sess-codex-${mode}`, refusals),
+        ),
+      );
+      expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
+      const requests = responses.requestsFor(`egress-tool-${mode}`);
+      expect(requests.length).toBeGreaterThanOrEqual(2);
+      for (const r of requests) expect(r.headers.authorization).toBe(`Bearer ${KEYS.codex}`);
+      expectContained(KEYS.codex, `sess-codex-${mode}`, refusals, dir);
+    }, 90_000);
+
+    it('Gemini: GOOGLE_GEMINI_BASE_URL to the bridge, placeholder GEMINI_API_KEY; the fake API gets the real x-goog-api-key', async () => {
+      const dir = agentRoot(`gemini-${mode}`);
+      mkdirSync(join(dir, 'home', '.gemini'), { recursive: true });
+      gemini.setScript(`egress-tool-${mode}`, ({ body }) =>
+        hasFunctionResponse(body)
+          ? { text: 'done' }
+          : {
+              functionCalls: [
+                { name: 'run_shell_command', args: { command: probeCommand(join(dir, 'work')), description: 'probe' } },
+              ],
+            },
+      );
+      const refusals: AttemptRefusal[] = [];
+      const messages = await collect(
+        runGemini(
+          {
+            prompt: 'probe',
+            model: `egress-tool-${mode}`,
+            cwd: join(dir, 'work'),
+            configDir: join(dir, 'home', '.gemini'),
+            approvalMode: 'yolo',
+            command: geminiBin,
+            env: {
+              HOME: join(dir, 'home'),
+              TMPDIR: join(dir, 'tmp'),
+              SESSIOND_STATE_DIR: join(dir, 'state'),
+              GEMINI_API_KEY: KEYS.gemini,
+              GOOGLE_GEMINI_BASE_URL: gemini.url,
+            },
+          },
+          egressContext(mode, `sess-gemini-${mode}`, refusals),
+        ),
+      );
+      expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed' });
+      const requests = gemini.requestsFor(`egress-tool-${mode}`);
+      expect(requests.length).toBeGreaterThanOrEqual(2);
+      for (const r of requests) expect(r.headers['x-goog-api-key']).toBe(KEYS.gemini);
+      expectContained(KEYS.gemini, `sess-gemini-${mode}`, refusals, dir);
+    }, 90_000);
+  },
+);

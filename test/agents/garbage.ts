@@ -8,11 +8,25 @@ import fc from 'fast-check';
 export function arbitraryGarbageLine(extra: readonly string[] = []): fc.Arbitrary<string> {
   return fc.oneof(
     fc.string(),
-    fc.constantFrom('{"type":', '{}', '[]', 'null', '42', '"text"', '{"type":17}', '{"noType":"x"}', 'Error: something\u2028odd', '\u0000\u0001', ...extra),
+    fc.constantFrom(
+      '{"type":',
+      '{}',
+      '[]',
+      'null',
+      '42',
+      '"text"',
+      '{"type":17}',
+      '{"noType":"x"}',
+      'Error: something\u2028odd',
+      '\u0000\u0001',
+      ...extra,
+    ),
     fc.json().filter((j) => {
       try {
         const v = JSON.parse(j) as unknown;
-        return v === null || typeof v !== 'object' || Array.isArray(v) || typeof (v as { type?: unknown }).type !== 'string';
+        return (
+          v === null || typeof v !== 'object' || Array.isArray(v) || typeof (v as { type?: unknown }).type !== 'string'
+        );
       } catch {
         return true;
       }

@@ -21,8 +21,16 @@ import { attemptOptions } from '../../src/runtime/deployment-policy.ts';
 import { claudeBin, createClaudeEnv, type ClaudeEnv } from '../support/claude-code-env.ts';
 import { hasToolResult, startFakeAnthropicServer, type FakeAnthropicServer } from '../support/fake-anthropic-server.ts';
 import { hasFunctionResponse, startFakeGeminiServer, type FakeGeminiServer } from '../support/fake-gemini-server.ts';
-import { hasToolResult as hasChatToolResult, startFakeModelServer, type FakeModelServer } from '../support/fake-model-server.ts';
-import { hasFunctionCallOutput, startFakeResponsesServer, type FakeResponsesServer } from '../support/fake-responses-server.ts';
+import {
+  hasToolResult as hasChatToolResult,
+  startFakeModelServer,
+  type FakeModelServer,
+} from '../support/fake-model-server.ts';
+import {
+  hasFunctionCallOutput,
+  startFakeResponsesServer,
+  type FakeResponsesServer,
+} from '../support/fake-responses-server.ts';
 import { createPiEnv, piBin, NO_DISCOVERY, type PiEnv } from '../support/pi-env.ts';
 import { codexBin, createCodexEnv, FAKE_KEY_ENV, FAKE_MODEL, type CodexEnv } from './codex/codex-env.ts';
 import { createGeminiEnv, geminiBin, type GeminiEnv } from './gemini/gemini-env.ts';
@@ -67,24 +75,35 @@ let configFile: string;
 
 beforeAll(async () => {
   // Not skipped when missing: CI installs the pinned CLIs (scripts/install-agent-clis.sh).
-  for (const bin of [claudeBin, codexBin, geminiBin]) if (!existsSync(bin)) throw new Error(`${bin} not found: run scripts/install-agent-clis.sh (npm test does)`);
+  for (const bin of [claudeBin, codexBin, geminiBin])
+    if (!existsSync(bin)) throw new Error(`${bin} not found: run scripts/install-agent-clis.sh (npm test does)`);
   piServer = await startFakeModelServer();
   piServer.setScript('env-tool', ({ body }) =>
-    hasChatToolResult(body) ? { text: 'Printed the environment.' } : { toolCalls: [{ name: 'bash', arguments: { command: SHELL_COMMAND } }] },
+    hasChatToolResult(body)
+      ? { text: 'Printed the environment.' }
+      : { toolCalls: [{ name: 'bash', arguments: { command: SHELL_COMMAND } }] },
   );
   anthropic = await startFakeAnthropicServer();
   anthropic.setScript('env-tool', ({ body }) =>
-    hasToolResult(body) ? { text: 'Printed the environment.' } : { toolUses: [{ name: 'Bash', input: { command: SHELL_COMMAND, description: 'Print the environment' } }] },
+    hasToolResult(body)
+      ? { text: 'Printed the environment.' }
+      : { toolUses: [{ name: 'Bash', input: { command: SHELL_COMMAND, description: 'Print the environment' } }] },
   );
   responses = await startFakeResponsesServer();
   responses.setScript('env-tool', ({ body }) =>
-    hasFunctionCallOutput(body) ? { text: 'Printed the environment.' } : { functionCalls: [{ name: 'exec_command', arguments: { cmd: SHELL_COMMAND } }] },
+    hasFunctionCallOutput(body)
+      ? { text: 'Printed the environment.' }
+      : { functionCalls: [{ name: 'exec_command', arguments: { cmd: SHELL_COMMAND } }] },
   );
   geminiServer = await startFakeGeminiServer();
   geminiServer.setScript('fake-env-tool', ({ body }) =>
     hasFunctionResponse(body)
       ? { text: 'Printed the environment.' }
-      : { functionCalls: [{ name: 'run_shell_command', args: { command: SHELL_COMMAND, description: 'Print the environment' } }] },
+      : {
+          functionCalls: [
+            { name: 'run_shell_command', args: { command: SHELL_COMMAND, description: 'Print the environment' } },
+          ],
+        },
   );
   piEnv = createPiEnv({ serverUrl: piServer.url, extraModels: ['env-tool'] });
   claudeEnv = createClaudeEnv(anthropic.url);
@@ -112,10 +131,33 @@ function operatorAgentOptions(): Record<AgentName, Record<string, unknown>> {
   const { SESSIOND_STATE_DIR: _geminiState, GEMINI_API_KEY: _geminiKey, ...geminiBase } = geminiEnv.env;
   const { ANTHROPIC_API_KEY: _claudeKey, ...claudeBase } = claudeEnv.options.env ?? {};
   return {
-    pi: { command: piBin, agentDir: piEnv.agentDir, sessionDir: piEnv.sessionDir, extraArgs: NO_DISCOVERY, env: { ...piEnv.env, ...own('pi') } },
-    'claude-code': { command: claudeBin, configDir: claudeEnv.configDir, tmpDir: claudeEnv.tmpDir, allowedTools: ['Bash'], env: { ...claudeBase, ...own('claude-code') } },
-    codex: { command: codexBin, codexHome: codexEnv.userCodexHome, baseUrl: responses.urlFor('env-tool'), envKey: FAKE_KEY_ENV, env: { ...codexBase, ...own('codex') } },
-    gemini: { command: geminiBin, configDir: geminiEnv.configDir, approvalMode: 'yolo', env: { ...geminiBase, ...own('gemini') } },
+    pi: {
+      command: piBin,
+      agentDir: piEnv.agentDir,
+      sessionDir: piEnv.sessionDir,
+      extraArgs: NO_DISCOVERY,
+      env: { ...piEnv.env, ...own('pi') },
+    },
+    'claude-code': {
+      command: claudeBin,
+      configDir: claudeEnv.configDir,
+      tmpDir: claudeEnv.tmpDir,
+      allowedTools: ['Bash'],
+      env: { ...claudeBase, ...own('claude-code') },
+    },
+    codex: {
+      command: codexBin,
+      codexHome: codexEnv.userCodexHome,
+      baseUrl: responses.urlFor('env-tool'),
+      envKey: FAKE_KEY_ENV,
+      env: { ...codexBase, ...own('codex') },
+    },
+    gemini: {
+      command: geminiBin,
+      configDir: geminiEnv.configDir,
+      approvalMode: 'yolo',
+      env: { ...geminiBase, ...own('gemini') },
+    },
   };
 }
 
@@ -160,7 +202,10 @@ afterEach(() => {
 });
 
 /** One attempt of `agent` as the worker runs it: host options from the worker's config and env, the caller's under them. */
-async function workerAttempt(agent: AgentName, context: { traceparent?: string } = {}): Promise<{ messages: CliMessage[]; marker: string }> {
+async function workerAttempt(
+  agent: AgentName,
+  context: { traceparent?: string } = {},
+): Promise<{ messages: CliMessage[]; marker: string }> {
   const host = agentHostOptions(loadConfig({ stateDir }, process.env), AGENT_NAMES, process.env);
   const options = attemptOptions(host[agent] ?? {}, callerOptions(agent));
   const messages: CliMessage[] = [];
@@ -184,7 +229,10 @@ function strings(value: unknown): string[] {
 /** The text of the one tool.completed message's result: what `env` printed, as recorded. */
 function envOutput(messages: CliMessage[]): string {
   const done = messages.filter((m) => m.type === 'tool.completed');
-  expect(done, JSON.stringify(messages.filter((m) => m.type.startsWith('tool') || m.type.startsWith('terminal')))).toHaveLength(1);
+  expect(
+    done,
+    JSON.stringify(messages.filter((m) => m.type.startsWith('tool') || m.type.startsWith('terminal'))),
+  ).toHaveLength(1);
   return strings((done[0]!.content as { result?: unknown }).result).join('\n');
 }
 
@@ -217,13 +265,20 @@ describe('the sealed agent environment, seen by a shell tool of each real agent 
       for (const [name, value] of Object.entries(PLANTED)) expect(output, `${name} of the worker`).not.toContain(value);
       expect(output).not.toContain('SESSIOND_AGENT_OPTIONS');
       expect(output).not.toContain(configFile);
-      for (const other of AGENT_NAMES.filter((a) => a !== agent)) expect(output, `the key of ${other}`).not.toContain(OWN_KEYS[other].value);
+      for (const other of AGENT_NAMES.filter((a) => a !== agent))
+        expect(output, `the key of ${other}`).not.toContain(OWN_KEYS[other].value);
       expect(vars.get(OWN_KEYS[agent].name)).toBe(OWN_KEYS[agent].value);
 
       // Nothing else of the worker's environment: no variable outside the base and the agent's own options.
       const configured = new Set(Object.keys((operator[agent].env ?? {}) as Record<string, string>));
       const leaked = Object.entries(process.env).filter(
-        ([name, value]) => value !== undefined && value.length >= DISTINCTIVE && !isBaseEnvName(name) && !configured.has(name) && !SHELL_SET.has(name) && vars.get(name) === value,
+        ([name, value]) =>
+          value !== undefined &&
+          value.length >= DISTINCTIVE &&
+          !isBaseEnvName(name) &&
+          !configured.has(name) &&
+          !SHELL_SET.has(name) &&
+          vars.get(name) === value,
       );
       expect(leaked.map(([name]) => name)).toEqual([]);
     },
@@ -249,7 +304,11 @@ describe('the sealed agent environment, seen by a shell tool of each real agent 
   });
 
   it("the attempt's TRACEPARENT reaches the agent's tools, added on purpose; the worker's own trace context does not", async () => {
-    plant({ ...workerEnv(operatorAgentOptions()), TRACEPARENT: '00-11111111111111111111111111111111-2222222222222222-01', TRACESTATE: 'worker=own-trace-state' });
+    plant({
+      ...workerEnv(operatorAgentOptions()),
+      TRACEPARENT: '00-11111111111111111111111111111111-2222222222222222-01',
+      TRACESTATE: 'worker=own-trace-state',
+    });
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     const { messages } = await workerAttempt('pi', { traceparent });
     expect(terminalOf(messages).type).toBe('terminal.completed');

@@ -1,6 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createClient, createWorker, defineAgent, hasErrorCode, type Client, type StoredMessage, type Worker, type WorkerEvents } from '../../src/index.ts';
+import {
+  createClient,
+  createWorker,
+  defineAgent,
+  hasErrorCode,
+  type Client,
+  type StoredMessage,
+  type Worker,
+  type WorkerEvents,
+} from '../../src/index.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
 
 /** The public API through the entry point: a worker with an agent defined here, a client, a real redis-server. */
@@ -14,11 +23,15 @@ const flaky = defineAgent({
     const n = (attempts.get(prompt) ?? 0) + 1;
     attempts.set(prompt, n);
     if (n === 1) {
-      yield { type: 'terminal.failed', content: { text: 'HTTP 503', category: 'server_error', stderr: '', invalid_output_lines: [] } };
+      yield {
+        type: 'terminal.failed',
+        content: { text: 'HTTP 503', category: 'server_error', stderr: '', invalid_output_lines: [] },
+      };
       return;
     }
     yield { type: 'assistant', content: { text: `answer to ${prompt}` } };
-    if (options.hold === true) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    if (options.hold === true)
+      await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
     yield { type: 'terminal.completed', content: { stopReason: 'end' } };
   },
 });
@@ -67,10 +80,20 @@ describe('createClient / createWorker / defineAgent', () => {
     const { sessionId, created } = await client.sessions.enqueue({ prompt: 'one', options: { agent: 'flaky' } });
     expect(created).toBe(true);
     const messages = await collect(client.session(sessionId).watch());
-    expect(messages.map((m) => `${m.seq} ${m.turn}/${m.attempt} ${m.type}`)).toEqual(['1 1/1 terminal.failed', '2 1/2 assistant', '3 1/2 terminal.completed']);
+    expect(messages.map((m) => `${m.seq} ${m.turn}/${m.attempt} ${m.type}`)).toEqual([
+      '1 1/1 terminal.failed',
+      '2 1/2 assistant',
+      '3 1/2 terminal.completed',
+    ]);
     expect((await client.session(sessionId).inspect())?.state).toBe('completed');
-    expect(events).toContainEqual({ kind: 'attemptFailed', payload: { sessionId, turn: 1, attempt: 1, category: 'server_error', text: 'HTTP 503' } });
-    expect(events).toContainEqual({ kind: 'turnEnded', payload: { sessionId, turn: 1, status: 'completed', failureReason: null, cancelReason: null } });
+    expect(events).toContainEqual({
+      kind: 'attemptFailed',
+      payload: { sessionId, turn: 1, attempt: 1, category: 'server_error', text: 'HTTP 503' },
+    });
+    expect(events).toContainEqual({
+      kind: 'turnEnded',
+      payload: { sessionId, turn: 1, status: 'completed', failureReason: null, cancelReason: null },
+    });
     // Resumed from a seq: only what follows it.
     expect((await collect(client.session(sessionId).watch({ from: 3 }))).map((m) => m.seq)).toEqual([3]);
   });
@@ -89,16 +112,21 @@ describe('createClient / createWorker / defineAgent', () => {
     off();
     expect(seen.slice(0, 2).map((m) => m.type)).toEqual(['terminal.failed', 'assistant']);
     expect((await client.session(sessionId).inspect())?.state).toBe('cancelled');
-    expect(events).toContainEqual({ kind: 'turnEnded', payload: { sessionId, turn: 1, status: 'cancelled', failureReason: null, cancelReason: 'from the test' } });
+    expect(events).toContainEqual({
+      kind: 'turnEnded',
+      payload: { sessionId, turn: 1, status: 'cancelled', failureReason: null, cancelReason: 'from the test' },
+    });
   });
 
   it('tells of a turn’s end once it is stored: a turnEnded listener that inspects the session sees it ended', async () => {
     const done = await client.sessions.enqueue({ prompt: 'three', options: { agent: 'flaky' } });
     const held = await client.sessions.enqueue({ prompt: 'four', options: { agent: 'flaky', hold: true } });
-    for await (const message of client.session(held.sessionId).watch({ follow: true })) if (message.type === 'assistant') break;
+    for await (const message of client.session(held.sessionId).watch({ follow: true }))
+      if (message.type === 'assistant') break;
     await client.session(held.sessionId).cancel('told');
     const told = async (sessionId: string) => {
-      for (let i = 0; i < 200 && !statesWhenTold.has(`${sessionId}/1`); i += 1) await new Promise((resolve) => setTimeout(resolve, 25));
+      for (let i = 0; i < 200 && !statesWhenTold.has(`${sessionId}/1`); i += 1)
+        await new Promise((resolve) => setTimeout(resolve, 25));
       return statesWhenTold.get(`${sessionId}/1`);
     };
     expect(await told(done.sessionId)).toBe('completed');
@@ -106,7 +134,9 @@ describe('createClient / createWorker / defineAgent', () => {
   });
 
   it("refuses a custom agent's bad option naming the field, with nothing written; errors carry their stable code", async () => {
-    const error = await client.sessions.enqueue({ sessionId: 'refused', prompt: 'x', options: { agent: 'flaky', hold: 'yes' } }).catch((e: unknown) => e);
+    const error = await client.sessions
+      .enqueue({ sessionId: 'refused', prompt: 'x', options: { agent: 'flaky', hold: 'yes' } })
+      .catch((e: unknown) => e);
     expect(hasErrorCode(error, 'invalid_input')).toBe(true);
     expect((error as Error).message).toContain('options.hold');
     expect(await client.session('refused').inspect()).toBeNull();
@@ -120,13 +150,21 @@ describe('createClient / createWorker / defineAgent', () => {
 
   it('by noun: a failed turn retried from its handle, a shared watch, the queued prompts, dispatch, the deployment, a delete and its audit', async () => {
     // A turn that fails (one attempt allowed, and the flaky agent fails the first), then a turn retry: the same prompt as turn 2, which completes.
-    const { sessionId } = await client.sessions.enqueue({ prompt: 'five', options: { agent: 'flaky' }, retryPolicy: { maxAttempts: 1 } });
+    const { sessionId } = await client.sessions.enqueue({
+      prompt: 'five',
+      options: { agent: 'flaky' },
+      retryPolicy: { maxAttempts: 1 },
+    });
     const session = client.session(sessionId);
     await collect(session.watch());
     expect((await session.inspect())?.context?.turn?.status).toBe('failed');
     expect(await session.retry()).toEqual({ sessionId, turn: 2, retryOf: 1 });
     const shared = await collect(session.watch({ shared: true }));
-    expect(shared.map((m) => `${m.seq} ${m.turn}/${m.attempt} ${m.type}`)).toEqual(['1 1/1 terminal.failed', '2 2/1 assistant', '3 2/1 terminal.completed']);
+    expect(shared.map((m) => `${m.seq} ${m.turn}/${m.attempt} ${m.type}`)).toEqual([
+      '1 1/1 terminal.failed',
+      '2 2/1 assistant',
+      '3 2/1 terminal.completed',
+    ]);
     expect(await session.lastSeq()).toBe(3);
     expect((await session.messages({ from: 2, limit: 1 })).map((m) => m.seq)).toEqual([2]);
 
@@ -137,7 +175,11 @@ describe('createClient / createWorker / defineAgent', () => {
     const { turn: waitingTurn } = await session.prompt({ prompt: 'seven' });
     const queued = await client.prompts.list(sessionId);
     expect(queued.map((p) => p.text)).toEqual(['seven']);
-    expect(await client.prompts.remove(sessionId, queued[0]?.id ?? '')).toEqual({ sessionId, promptId: queued[0]?.id, removed: true });
+    expect(await client.prompts.remove(sessionId, queued[0]?.id ?? '')).toEqual({
+      sessionId,
+      promptId: queued[0]?.id,
+      removed: true,
+    });
     expect(await client.prompts.list(sessionId)).toEqual([]);
     await session.cancel('done with it');
     await collect(session.watch({ from: 4 }));
@@ -154,9 +196,15 @@ describe('createClient / createWorker / defineAgent', () => {
     expect((await client.deployment.policy()).agents).toContain('flaky');
 
     // Deleted once finished (its worker has let go of it), recorded in the audit with who asked; gone afterwards.
-    for (let i = 0; i < 600 && (await session.inspect())?.heldBy != null; i += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (let i = 0; i < 600 && (await session.inspect())?.heldBy != null; i += 1)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     expect(await session.delete({ actor: 'app:test' })).toEqual({ sessionId, deleted: true, cancelled: false });
-    expect((await client.sessions.deletions({ limit: 1 }))[0]).toMatchObject({ sessionId, actor: 'app:test', outcome: 'deleted', force: false });
+    expect((await client.sessions.deletions({ limit: 1 }))[0]).toMatchObject({
+      sessionId,
+      actor: 'app:test',
+      outcome: 'deleted',
+      force: false,
+    });
     expect(await session.inspect()).toBeNull();
   });
 });

@@ -6,7 +6,8 @@ const DELTAS = ['a ', 'b ', 'c '];
 /** One attempt's output of the deterministic fake: session.started, `deltas` assistant deltas, then `terminal` (if any). */
 function attemptOf(attempt: number, deltas: number, terminal: string | null): Array<Omit<Entry, 'seq'>> {
   const out: Array<Omit<Entry, 'seq'>> = [{ attempt, type: 'session.started', content: { sessionId: 'x' } }];
-  for (let i = 0; i < deltas; i += 1) out.push({ attempt, type: 'assistant', content: { text: DELTAS[i % DELTAS.length] } });
+  for (let i = 0; i < deltas; i += 1)
+    out.push({ attempt, type: 'assistant', content: { text: DELTAS[i % DELTAS.length] } });
   if (terminal !== null) out.push({ attempt, type: terminal, content: {} });
   return out;
 }
@@ -30,14 +31,20 @@ describe('compareLogs (kill -9: lost and duplicated messages)', () => {
   });
 
   it('counts a gap in the seqs as lost', () => {
-    const after = numbered([...attemptOf(1, 2, 'terminal.failed'), ...attemptOf(2, 4, 'terminal.completed')]).filter((m) => m.seq !== 6);
+    const after = numbered([...attemptOf(1, 2, 'terminal.failed'), ...attemptOf(2, 4, 'terminal.completed')]).filter(
+      (m) => m.seq !== 6,
+    );
     expect(compareLogs(new Map([['s', before]]), new Map([['s', after]]), perTurn, DELTAS).lost).toBe(1);
   });
 
   it('counts messages an attempt holds twice: a re-appended delta, a second start, a second terminal', () => {
     const attempt1 = attemptOf(1, 2, null);
     const replayed = [...attempt1, ...attempt1.slice(1), ...attemptOf(1, 0, 'terminal.completed').slice(1)];
-    const after = numbered([...replayed, { attempt: 1, type: 'session.started', content: {} }, { attempt: 1, type: 'terminal.completed', content: {} }]);
+    const after = numbered([
+      ...replayed,
+      { attempt: 1, type: 'session.started', content: {} },
+      { attempt: 1, type: 'terminal.completed', content: {} },
+    ]);
     const r = compareLogs(new Map([['s', before]]), new Map([['s', after]]), perTurn, DELTAS);
     // the two re-appended deltas (out of the agent's order), one extra start, one extra terminal
     expect(r.duplicated).toBe(4);
@@ -55,7 +62,13 @@ describe('countStall (a stalled worker: turns run twice, stale writes)', () => {
       { type: 'terminal.completed', by: 'B' },
       { type: 'terminal.completed', by: 'A' },
     ];
-    expect(countStall([log], 3)).toEqual({ turns: 1, ranTwice: 1, completedTwice: 1, staleWrites: 2, extraMessages: 4 });
+    expect(countStall([log], 3)).toEqual({
+      turns: 1,
+      ranTwice: 1,
+      completedTwice: 1,
+      staleWrites: 2,
+      extraMessages: 4,
+    });
   });
 
   it('counts no stale write when the first run stopped before the second one started', () => {
@@ -66,6 +79,12 @@ describe('countStall (a stalled worker: turns run twice, stale writes)', () => {
       { type: 'assistant', by: 'attempt 2' },
       { type: 'terminal.completed', by: 'attempt 2' },
     ];
-    expect(countStall([log], 3)).toEqual({ turns: 1, ranTwice: 1, completedTwice: 0, staleWrites: 0, extraMessages: 2 });
+    expect(countStall([log], 3)).toEqual({
+      turns: 1,
+      ranTwice: 1,
+      completedTwice: 0,
+      staleWrites: 0,
+      extraMessages: 2,
+    });
   });
 });

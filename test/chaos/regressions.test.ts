@@ -31,11 +31,20 @@ describe('found by chaos: prompts arriving in bursts while a session is driven',
   beforeAll(async () => {
     stateDir = mkdtempSync(join(tmpdir(), 'sessiond-chaos-regression-'));
     // The fake agent needs no pi environment: only a session dir, and where to count attempts.
-    const env = { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, sessionDir: join(stateDir, 'sessions') } as unknown as PiEnv;
+    const env = {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      sessionDir: join(stateDir, 'sessions'),
+    } as unknown as PiEnv;
     h = harness(redis.url, env, 'burst');
     await h.startWorker({
       concurrency: 1,
-      agentOptions: { pi: { command: AGENT_COMMAND, sessionDir: join(stateDir, 'sessions'), env: { CHAOS_STATE_DIR: join(stateDir, 'attempts'), CHAOS_NODE: process.execPath } } },
+      agentOptions: {
+        pi: {
+          command: AGENT_COMMAND,
+          sessionDir: join(stateDir, 'sessions'),
+          env: { CHAOS_STATE_DIR: join(stateDir, 'attempts'), CHAOS_NODE: process.execPath },
+        },
+      },
     });
   });
 
@@ -48,15 +57,26 @@ describe('found by chaos: prompts arriving in bursts while a session is driven',
     const sessionId = 'burst-1';
     const first = await h.runtime.enqueue({ sessionId, prompt: 'ok:1500 #p0', options: { model: FAKE_MODEL } });
     expect(first.turn).toBe(1);
-    await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'assistant'), 20_000, 'the first turn to stream');
+    await until(
+      async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'assistant'),
+      20_000,
+      'the first turn to stream',
+    );
     // Several clients sending prompts one right after the other while turn 1 runs: the holder takes
     // each in as it is told of it, reading the inbox again before its batched trim has landed.
     const tags: string[] = ['p0'];
-    const clients = [h.runtime, ...[1, 2, 3].map(() => new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY }))];
+    const clients = [
+      h.runtime,
+      ...[1, 2, 3].map(() => new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY })),
+    ];
     await Promise.all(
       clients.map(async (client, c) => {
         for (let i = 1; i <= 12; i++) {
-          const { turn } = await client.enqueue({ sessionId, prompt: `ok:20 #c${c}-${i}`, options: { model: FAKE_MODEL } });
+          const { turn } = await client.enqueue({
+            sessionId,
+            prompt: `ok:20 #c${c}-${i}`,
+            options: { model: FAKE_MODEL },
+          });
           tags[turn - 1] = `c${c}-${i}`;
         }
       }),
@@ -77,31 +97,36 @@ describe('found by chaos: prompts arriving in bursts while a session is driven',
     }
   });
 
-  it('a cancel that lands after the agent answered, while its attempt cleans up, does not turn a completed answer into a cancelled turn', { timeout: 120_000 }, async () => {
-    // The agent prints its last text, ends its message ~40 ms later and exits: cancels sent 30-70 ms
-    // after the last text land before, during and after the end of the attempt.
-    const mismatches: string[] = [];
-    const outcomes = { completed: 0, cancelled: 0 };
-    for (let i = 0; i < 40; i++) {
-      const sessionId = `late-cancel-${i}`;
-      await h.runtime.enqueue({ sessionId, prompt: `ok:100 #late${i}`, options: { model: FAKE_MODEL } });
-      const controller = new AbortController();
-      for await (const m of h.runtime.followMessages(sessionId, 1, controller.signal)) {
-        if (m.type === 'assistant' && (m.content as { text: string }).text.includes('w2')) {
-          await new Promise((r) => setTimeout(r, 30 + i));
-          await h.runtime.cancel(sessionId);
-          controller.abort();
-          break;
+  it(
+    'a cancel that lands after the agent answered, while its attempt cleans up, does not turn a completed answer into a cancelled turn',
+    { timeout: 120_000 },
+    async () => {
+      // The agent prints its last text, ends its message ~40 ms later and exits: cancels sent 30-70 ms
+      // after the last text land before, during and after the end of the attempt.
+      const mismatches: string[] = [];
+      const outcomes = { completed: 0, cancelled: 0 };
+      for (let i = 0; i < 40; i++) {
+        const sessionId = `late-cancel-${i}`;
+        await h.runtime.enqueue({ sessionId, prompt: `ok:100 #late${i}`, options: { model: FAKE_MODEL } });
+        const controller = new AbortController();
+        for await (const m of h.runtime.followMessages(sessionId, 1, controller.signal)) {
+          if (m.type === 'assistant' && (m.content as { text: string }).text.includes('w2')) {
+            await new Promise((r) => setTimeout(r, 30 + i));
+            await h.runtime.cancel(sessionId);
+            controller.abort();
+            break;
+          }
         }
+        const session = await turnEnded(h.runtime, sessionId, 1, 20_000);
+        const completedInLog = (await readLog(h.runtime, sessionId)).some((m) => m.type === 'terminal.completed');
+        if (session.state === 'completed' || session.state === 'cancelled') outcomes[session.state] += 1;
+        if (completedInLog !== (session.state === 'completed'))
+          mismatches.push(`${sessionId}: ended ${session.state}, terminal.completed in the log: ${completedInLog}`);
       }
-      const session = await turnEnded(h.runtime, sessionId, 1, 20_000);
-      const completedInLog = (await readLog(h.runtime, sessionId)).some((m) => m.type === 'terminal.completed');
-      if (session.state === 'completed' || session.state === 'cancelled') outcomes[session.state] += 1;
-      if (completedInLog !== (session.state === 'completed')) mismatches.push(`${sessionId}: ended ${session.state}, terminal.completed in the log: ${completedInLog}`);
-    }
-    expect(mismatches).toEqual([]);
-    // Both sides of the race were exercised.
-    expect(outcomes.completed).toBeGreaterThan(0);
-    expect(outcomes.cancelled).toBeGreaterThan(0);
-  });
+      expect(mismatches).toEqual([]);
+      // Both sides of the race were exercised.
+      expect(outcomes.completed).toBeGreaterThan(0);
+      expect(outcomes.cancelled).toBeGreaterThan(0);
+    },
+  );
 });

@@ -4,7 +4,10 @@ import { loadConfig } from '../../src/config/config.ts';
 import { rawConfig } from '../../src/config/raw.ts';
 
 // What a client command reads, the fast way and through the whole schema, for the same environment.
-function both(env: NodeJS.ProcessEnv): { plain: ReturnType<typeof plainClientSettings>; whole: () => ReturnType<typeof clientSettingsOf> } {
+function both(env: NodeJS.ProcessEnv): {
+  plain: ReturnType<typeof plainClientSettings>;
+  whole: () => ReturnType<typeof clientSettingsOf>;
+} {
   return { plain: plainClientSettings(rawConfig({}, env)), whole: () => clientSettingsOf(loadConfig({}, env)) };
 }
 
@@ -15,7 +18,10 @@ describe('the client settings of a plain configuration', () => {
     ['a cluster URL', { REDIS_URL: 'redis+cluster://127.0.0.1:7000,127.0.0.1:7001' }],
     ['a prefix', { SESSIOND_PREFIX: 'team-a.prod_1' }],
     ['a state dir', { SESSIOND_STATE_DIR: '/var/lib/sessiond' }],
-    ['all of them', { REDIS_URL: 'redis://h:6379', SESSIOND_PREFIX: 'p', SESSIOND_STATE_DIR: '/s', SESSIOND_LOG_LEVEL: 'silent' }],
+    [
+      'all of them',
+      { REDIS_URL: 'redis://h:6379', SESSIOND_PREFIX: 'p', SESSIOND_STATE_DIR: '/s', SESSIOND_LOG_LEVEL: 'silent' },
+    ],
   ])('are what the whole schema gives (%s)', (_name, env: NodeJS.ProcessEnv) => {
     const { plain, whole } = both(env);
     expect(plain).not.toBeNull();

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
-import { ATTEMPT_DEFAULTS, HTTP_DEFAULTS, LIFECYCLE_DEFAULTS, TOKEN_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS, WORKER_DEFAULTS } from '../../src/config/defaults.ts';
+import {
+  ATTEMPT_DEFAULTS,
+  HTTP_DEFAULTS,
+  LIFECYCLE_DEFAULTS,
+  TOKEN_DEFAULTS,
+  SHUTDOWN_GRACE_MS,
+  SWEEP_INTERVAL_MS,
+  WORKER_DEFAULTS,
+} from '../../src/config/defaults.ts';
 import { PiOptionsSchema } from '../../src/agents/pi/options.ts';
 
 describe('option defaults', () => {
@@ -29,11 +37,23 @@ describe('option defaults', () => {
       sweepInterval: SWEEP_INTERVAL_MS,
     });
     expect(config.caller).toEqual({ tenant: TOKEN_DEFAULTS.localTenant, maxPriority: TOKEN_DEFAULTS.localMaxPriority });
-    expect(config.http).toMatchObject({ host: HTTP_DEFAULTS.host, port: HTTP_DEFAULTS.port, bodyLimitBytes: HTTP_DEFAULTS.bodyLimitBytes, maxStreams: HTTP_DEFAULTS.maxStreams });
+    expect(config.http).toMatchObject({
+      host: HTTP_DEFAULTS.host,
+      port: HTTP_DEFAULTS.port,
+      bodyLimitBytes: HTTP_DEFAULTS.bodyLimitBytes,
+      maxStreams: HTTP_DEFAULTS.maxStreams,
+    });
   });
 
   it('are the values the README documents', () => {
-    expect(WORKER_DEFAULTS).toEqual({ concurrency: 4, leaseTtlMs: 30_000, stalledIntervalMs: 15_000, holdBackoffMs: 2_000, pollMs: 1_000, heartbeatMs: 5_000 });
+    expect(WORKER_DEFAULTS).toEqual({
+      concurrency: 4,
+      leaseTtlMs: 30_000,
+      stalledIntervalMs: 15_000,
+      holdBackoffMs: 2_000,
+      pollMs: 1_000,
+      heartbeatMs: 5_000,
+    });
     expect(SHUTDOWN_GRACE_MS).toBe(10_000);
     expect(ATTEMPT_DEFAULTS.idleTimeoutMs).toBe(600_000);
     expect(HTTP_DEFAULTS.host).toBe('127.0.0.1');

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { formatDuration, parseDuration } from '../../src/config/duration.ts';
 
-const EXPECTED = 'expected a number with a unit ms, s, m, h or d (e.g. 500ms, 2s, 1.5m, 1h, 30d) or a whole number of milliseconds';
+const EXPECTED =
+  'expected a number with a unit ms, s, m, h or d (e.g. 500ms, 2s, 1.5m, 1h, 30d) or a whole number of milliseconds';
 
 describe('parseDuration', () => {
   it.each([
@@ -47,7 +48,10 @@ describe('parseDuration', () => {
   });
 
   it('rejects a value that is not a string without throwing', () => {
-    expect(parseDuration(5 as unknown as string)).toEqual({ ok: false, message: `invalid duration: ${EXPECTED} (got number)` });
+    expect(parseDuration(5 as unknown as string)).toEqual({
+      ok: false,
+      message: `invalid duration: ${EXPECTED} (got number)`,
+    });
   });
 
   it('shortens a long input in the message', () => {

@@ -51,7 +51,13 @@ function blocks(): Block[] {
       const at = above >= 0 ? /^`(src\/[\w./-]+\.ts)`$/.exec(lines[above]!.trim())?.[1] : undefined;
       const body: string[] = [];
       for (i++; i < lines.length && !lines[i]!.startsWith('```'); i++) body.push(lines[i]!);
-      out.push({ file: relative(REPO_ROOT, file), line: start + 1, lang: open[1]!, code: body.join('\n'), ...(at === undefined ? {} : { at }) });
+      out.push({
+        file: relative(REPO_ROOT, file),
+        line: start + 1,
+        lang: open[1]!,
+        code: body.join('\n'),
+        ...(at === undefined ? {} : { at }),
+      });
     }
   }
   return out;
@@ -106,7 +112,10 @@ describe('the docs’ samples', () => {
         const code =
           block.at === undefined
             ? block.code
-            : block.code.replace(/(from\s+')(\.{1,2}\/[^']+)'/g, (_, from: string, spec: string) => `${from}${join(REPO_ROOT, dirname(block.at!), spec)}'`);
+            : block.code.replace(
+                /(from\s+')(\.{1,2}\/[^']+)'/g,
+                (_, from: string, spec: string) => `${from}${join(REPO_ROOT, dirname(block.at!), spec)}'`,
+              );
         writeFileSync(path, `${code}\nexport {};\n`);
         return { path, block };
       });
@@ -128,7 +137,10 @@ describe('the docs’ samples', () => {
       );
       const problems = ts.getPreEmitDiagnostics(program).map((d) => {
         const file = files.find((f) => f.path === d.file?.fileName);
-        const where = file === undefined ? (d.file?.fileName ?? '') : `${file.block.file}:${file.block.line + 1 + d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line}`;
+        const where =
+          file === undefined
+            ? (d.file?.fileName ?? '')
+            : `${file.block.file}:${file.block.line + 1 + d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line}`;
         return `${where}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
       });
       expect(problems).toEqual([]);
@@ -145,7 +157,9 @@ describe('the docs’ samples', () => {
     for (const { where, words } of invocations()) {
       const first = words[0] ?? '';
       if (first.startsWith('-')) {
-        for (const word of words) if (word.startsWith('-') && !global.has(word.replace(/[=[\]].*$/, ''))) problems.push(`${where}: no global option ${word}`);
+        for (const word of words)
+          if (word.startsWith('-') && !global.has(word.replace(/[=[\]].*$/, '')))
+            problems.push(`${where}: no global option ${word}`);
         continue;
       }
       const command = program.commands.find((c) => c.name() === first || c.aliases().includes(first));
@@ -171,13 +185,26 @@ describe('the docs’ commands that run offline', () => {
   let env: Record<string, string>;
   beforeAll(async () => {
     redis = await startRedis();
-    env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', REDIS_URL: redis.url, SESSIOND_PREFIX: uniquePrefix('docs') };
+    env = {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      REDIS_URL: redis.url,
+      SESSIOND_PREFIX: uniquePrefix('docs'),
+    };
   }, 60_000);
   afterAll(async () => {
     await redis?.stop();
   });
 
-  it.each([['--version'], ['--help'], ['list'], ['list', '--json'], ['retry-policy', 'get', '--json'], ['policy', 'show', '--json'], ['deletions', '--json']])(
+  it.each([
+    ['--version'],
+    ['--help'],
+    ['list'],
+    ['list', '--json'],
+    ['retry-policy', 'get', '--json'],
+    ['policy', 'show', '--json'],
+    ['deletions', '--json'],
+  ])(
     'sessiond %s exits 0',
     async (...args) => {
       const result = await runCli(args, { env });

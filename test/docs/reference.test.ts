@@ -19,7 +19,11 @@ describe('the generated reference pages', () => {
     const paths = (openApiDocument() as { paths: Record<string, Record<string, { operationId: string }>> }).paths;
     const missing = Object.entries(paths).flatMap(([path, ops]) =>
       Object.entries(ops)
-        .filter(([method, op]) => !page.includes(`### ${method.toUpperCase()} \`${path}\``) || !page.includes(`Operation \`${op.operationId}\``))
+        .filter(
+          ([method, op]) =>
+            !page.includes(`### ${method.toUpperCase()} \`${path}\``) ||
+            !page.includes(`Operation \`${op.operationId}\``),
+        )
         .map(([method]) => `${method} ${path}`),
     );
     expect(missing).toEqual([]);
@@ -27,7 +31,11 @@ describe('the generated reference pages', () => {
 
   it('the configuration page names every environment variable of the configuration, on its field', () => {
     const page = readFileSync(CONFIGURATION, 'utf8');
-    for (const [name, path] of Object.entries(ENV_MAP)) expect(page, name).toMatch(new RegExp(`^\\| \`${path.replace(/[.[\]]/g, '\\$&')}\` \\|.*\\| \`${name}\` \\|`, 'm'));
-    for (const name of ['SESSIOND_POLICY', 'SESSIOND_AGENT_OPTIONS', 'SESSIOND_PI_ARGS', 'SESSIOND_AGENT_ENV']) expect(page, name).toContain(`\`${name}\``);
+    for (const [name, path] of Object.entries(ENV_MAP))
+      expect(page, name).toMatch(
+        new RegExp(`^\\| \`${path.replace(/[.[\]]/g, '\\$&')}\` \\|.*\\| \`${name}\` \\|`, 'm'),
+      );
+    for (const name of ['SESSIOND_POLICY', 'SESSIOND_AGENT_OPTIONS', 'SESSIOND_PI_ARGS', 'SESSIOND_AGENT_ENV'])
+      expect(page, name).toContain(`\`${name}\``);
   });
 });

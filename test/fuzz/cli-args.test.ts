@@ -3,7 +3,18 @@ import { Command, CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/interfaces/cli/main.ts';
 
-const COMMANDS = ['run', 'normalize', 'worker', 'enqueue', 'watch', 'inspect', 'list', 'cancel', 'retry-policy', 'demo'];
+const COMMANDS = [
+  'run',
+  'normalize',
+  'worker',
+  'enqueue',
+  'watch',
+  'inspect',
+  'list',
+  'cancel',
+  'retry-policy',
+  'demo',
+];
 const FLAGS = [
   '--json',
   '--follow',
@@ -52,7 +63,28 @@ function parseOnlyProgram(): { program: Command; ran: string[] } {
 }
 
 const token = fc.oneof(
-  fc.constantFrom(...COMMANDS, ...FLAGS, 'get', 'set', 'reset', 'pi', 'high', 'extreme', '0', '-1', '7', '2s', '500ms', '1m', 'soon', 'full', '1.5', 'network,auth', 'cosmic', ''),
+  fc.constantFrom(
+    ...COMMANDS,
+    ...FLAGS,
+    'get',
+    'set',
+    'reset',
+    'pi',
+    'high',
+    'extreme',
+    '0',
+    '-1',
+    '7',
+    '2s',
+    '500ms',
+    '1m',
+    'soon',
+    'full',
+    '1.5',
+    'network,auth',
+    'cosmic',
+    '',
+  ),
   fc.string({ maxLength: 12 }),
 );
 

@@ -24,7 +24,11 @@ beforeAll(async () => {
   // BullMQ writes its queue's meta key once, when the queue first connects: before any request.
   await internals(runtime).queue.queue.waitUntilReady();
   await internals(runtime).queue.queue.getJobCounts();
-  app = createApp({ client: clientOver(runtime), config: loadConfig({ prefix, 'http.bodyLimitBytes': 8192 }, {}), logger: pino({ level: 'silent' }) });
+  app = createApp({
+    client: clientOver(runtime),
+    config: loadConfig({ prefix, 'http.bodyLimitBytes': 8192 }, {}),
+    logger: pino({ level: 'silent' }),
+  });
 });
 
 afterAll(async () => {
@@ -67,28 +71,46 @@ const body = fc.oneof(
 
 /** The keys of the prefix (sessions, indexes, queue) and the global policy's value: what a refused request must leave as it was. */
 async function written(): Promise<{ keys: string[]; policy: string | null }> {
-  return { keys: (await internals(runtime).redis.keys(`*${prefix}*`)).sort(), policy: await internals(runtime).redis.get(internals(runtime).keys.policy) };
+  return {
+    keys: (await internals(runtime).redis.keys(`*${prefix}*`)).sort(),
+    policy: await internals(runtime).redis.get(internals(runtime).keys.policy),
+  };
 }
 
 function send(method: string, path: string, payload: unknown) {
-  const raw = payload !== null && typeof payload === 'object' && '__raw' in payload ? String((payload as { __raw: string }).__raw) : JSON.stringify(payload);
-  return app.request(`http://127.0.0.1${path}`, { method, headers: { 'content-type': 'application/json', host: '127.0.0.1' }, body: raw });
+  const raw =
+    payload !== null && typeof payload === 'object' && '__raw' in payload
+      ? String((payload as { __raw: string }).__raw)
+      : JSON.stringify(payload);
+  return app.request(`http://127.0.0.1${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', host: '127.0.0.1' },
+    body: raw,
+  });
 }
 
 describe('HTTP request bodies, fuzzed', () => {
   it('any body to a mutating endpoint is accepted or refused with a 4xx naming the field — never a 5xx — and a refusal writes nothing', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(['POST', '/api/sessions'], ['PUT', '/api/retry-policy']), body, async ([method, path], payload) => {
-        const before = await written();
-        const response = await send(method, path, payload);
-        expect(response.status, JSON.stringify(payload)).toBeLessThan(500);
-        if (response.status >= 400) {
-          const json = (await response.json()) as { error?: string; issues?: Array<{ field: string; message: string }> };
-          expect(typeof json.error).toBe('string');
-          if (response.status === 400 && json.issues !== undefined) for (const issue of json.issues) expect(issue.field.length).toBeGreaterThan(0);
-          expect(await written()).toEqual(before);
-        }
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(['POST', '/api/sessions'], ['PUT', '/api/retry-policy']),
+        body,
+        async ([method, path], payload) => {
+          const before = await written();
+          const response = await send(method, path, payload);
+          expect(response.status, JSON.stringify(payload)).toBeLessThan(500);
+          if (response.status >= 400) {
+            const json = (await response.json()) as {
+              error?: string;
+              issues?: Array<{ field: string; message: string }>;
+            };
+            expect(typeof json.error).toBe('string');
+            if (response.status === 400 && json.issues !== undefined)
+              for (const issue of json.issues) expect(issue.field.length).toBeGreaterThan(0);
+            expect(await written()).toEqual(before);
+          }
+        },
+      ),
       { numRuns: 150 },
     );
   });

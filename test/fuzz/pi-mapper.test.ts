@@ -11,7 +11,11 @@ interface PlannedMessage {
   stop: 'stop' | 'toolUse' | 'error';
 }
 
-const chunk = fc.string({ minLength: 1, maxLength: 12, unit: fc.constantFrom('a', 'b', ' ', 'é', '\n', '"', '\\', '\u2028', '😀') });
+const chunk = fc.string({
+  minLength: 1,
+  maxLength: 12,
+  unit: fc.constantFrom('a', 'b', ' ', 'é', '\n', '"', '\\', '\u2028', '😀'),
+});
 const message: fc.Arbitrary<PlannedMessage> = fc.record({
   thinking: fc.array(chunk, { maxLength: 3 }),
   text: fc.array(chunk, { maxLength: 6 }),
@@ -20,8 +24,14 @@ const message: fc.Arbitrary<PlannedMessage> = fc.record({
 });
 
 /** A valid pi 0.73 event stream for these messages: deltas with cumulative snapshots, tool events, closing events. */
-function stream(plan: PlannedMessage[], snapshots: boolean): { lines: string[]; text: string; thinking: string; toolIds: string[] } {
-  const lines: string[] = [JSON.stringify({ type: 'session', id: 'fuzz-session' }), JSON.stringify({ type: 'agent_start' })];
+function stream(
+  plan: PlannedMessage[],
+  snapshots: boolean,
+): { lines: string[]; text: string; thinking: string; toolIds: string[] } {
+  const lines: string[] = [
+    JSON.stringify({ type: 'session', id: 'fuzz-session' }),
+    JSON.stringify({ type: 'agent_start' }),
+  ];
   let text = '';
   let thinking = '';
   const toolIds: string[] = [];
@@ -58,14 +68,40 @@ function stream(plan: PlannedMessage[], snapshots: boolean): { lines: string[]; 
       const id = `call_${mi}_${ti}`;
       toolIds.push(id);
       content.push({ type: 'toolCall', id, name, arguments: { path: `f${ti}` } });
-      lines.push(JSON.stringify({ type: 'message_update', assistantMessageEvent: { type: 'toolcall_end', contentIndex: content.length - 1 }, message: snap() }));
+      lines.push(
+        JSON.stringify({
+          type: 'message_update',
+          assistantMessageEvent: { type: 'toolcall_end', contentIndex: content.length - 1 },
+          message: snap(),
+        }),
+      );
     });
-    lines.push(JSON.stringify({ type: 'message_end', message: { ...snap(), ...(m.stop === 'error' ? { errorMessage: '500 fuzz error' } : {}) } }));
+    lines.push(
+      JSON.stringify({
+        type: 'message_end',
+        message: { ...snap(), ...(m.stop === 'error' ? { errorMessage: '500 fuzz error' } : {}) },
+      }),
+    );
     for (const [ti, name] of tools.entries()) {
       const toolCallId = `call_${mi}_${ti}`;
-      lines.push(JSON.stringify({ type: 'tool_execution_start', toolCallId, toolName: name, args: { path: `f${ti}` } }));
-      lines.push(JSON.stringify({ type: 'tool_execution_end', toolCallId, toolName: name, result: { content: [{ type: 'text', text: 'ok' }] }, isError: ti % 2 === 1 }));
-      lines.push(JSON.stringify({ type: 'message_end', message: { role: 'toolResult', toolCallId, toolName: name, content: [], isError: ti % 2 === 1 } }));
+      lines.push(
+        JSON.stringify({ type: 'tool_execution_start', toolCallId, toolName: name, args: { path: `f${ti}` } }),
+      );
+      lines.push(
+        JSON.stringify({
+          type: 'tool_execution_end',
+          toolCallId,
+          toolName: name,
+          result: { content: [{ type: 'text', text: 'ok' }] },
+          isError: ti % 2 === 1,
+        }),
+      );
+      lines.push(
+        JSON.stringify({
+          type: 'message_end',
+          message: { role: 'toolResult', toolCallId, toolName: name, content: [], isError: ti % 2 === 1 },
+        }),
+      );
     }
     lines.push(JSON.stringify({ type: 'turn_end', message: snap(), toolResults: [] }));
   });
@@ -90,7 +126,9 @@ function expectedText(plan: PlannedMessage[]): string {
       const candidates = [previous, run].filter((c) => c !== '');
       if (candidates.includes(t)) added = '';
       else {
-        const replayed = candidates.filter((c) => t.startsWith(c) && t.length > c.length).sort((a, b) => b.length - a.length)[0];
+        const replayed = candidates
+          .filter((c) => t.startsWith(c) && t.length > c.length)
+          .sort((a, b) => b.length - a.length)[0];
         if (replayed !== undefined) added = t.slice(replayed.length);
       }
     }
@@ -101,25 +139,37 @@ function expectedText(plan: PlannedMessage[]): string {
   return run;
 }
 
-const garbage = fc.oneof(fc.string({ maxLength: 40 }), fc.constantFrom('{"type":', '[]', 'null', '{"x":1}', '{"type":42}', 'Error: boom'));
+const garbage = fc.oneof(
+  fc.string({ maxLength: 40 }),
+  fc.constantFrom('{"type":', '[]', 'null', '{"x":1}', '{"type":42}', 'Error: boom'),
+);
 
 describe('pi mapper, fuzzed with random valid event sequences and garbage', () => {
   it('text, thinking and tool results come out exactly once, with one terminal last, whatever garbage is interleaved', () => {
     fc.assert(
-      fc.property(fc.array(message, { minLength: 1, maxLength: 5 }), fc.boolean(), fc.array(fc.tuple(fc.nat(), garbage), { maxLength: 10 }), (plan, snapshots, inserts) => {
-        const { lines, text, thinking, toolIds } = stream(plan, snapshots);
-        const out = mapLines(interleave(lines, inserts));
-        expect(out.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('')).toBe(text);
-        expect(out.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('')).toBe(thinking);
-        for (const id of toolIds) {
-          expect(out.filter((m) => m.type === 'tool.call' && m.content.toolCallId === id)).toHaveLength(1);
-          expect(out.filter((m) => (m.type === 'tool.completed' || m.type === 'tool.failed') && m.content.toolCallId === id)).toHaveLength(1);
-        }
-        expect(out.filter(isTerminal)).toHaveLength(1);
-        expect(isTerminal(out.at(-1)!)).toBe(true);
-        const last = plan.at(-1)!;
-        expect(out.at(-1)!.type).toBe(last.stop === 'error' ? 'terminal.failed' : 'terminal.completed');
-      }),
+      fc.property(
+        fc.array(message, { minLength: 1, maxLength: 5 }),
+        fc.boolean(),
+        fc.array(fc.tuple(fc.nat(), garbage), { maxLength: 10 }),
+        (plan, snapshots, inserts) => {
+          const { lines, text, thinking, toolIds } = stream(plan, snapshots);
+          const out = mapLines(interleave(lines, inserts));
+          expect(out.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('')).toBe(text);
+          expect(out.map((m) => (m.type === 'assistant.thought' ? m.content.text : '')).join('')).toBe(thinking);
+          for (const id of toolIds) {
+            expect(out.filter((m) => m.type === 'tool.call' && m.content.toolCallId === id)).toHaveLength(1);
+            expect(
+              out.filter(
+                (m) => (m.type === 'tool.completed' || m.type === 'tool.failed') && m.content.toolCallId === id,
+              ),
+            ).toHaveLength(1);
+          }
+          expect(out.filter(isTerminal)).toHaveLength(1);
+          expect(isTerminal(out.at(-1)!)).toBe(true);
+          const last = plan.at(-1)!;
+          expect(out.at(-1)!.type).toBe(last.stop === 'error' ? 'terminal.failed' : 'terminal.completed');
+        },
+      ),
       { numRuns: 300 },
     );
   });

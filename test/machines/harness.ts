@@ -4,7 +4,13 @@ import { parseRetryPolicy, type RetryPolicy } from '../../src/retry/index.ts';
 
 /** A valid retry policy without jitter (initial 1 s, ×2, at most 60 s), with `patch` over it. */
 export function policy(patch: Record<string, unknown> = {}): RetryPolicy {
-  const result = parseRetryPolicy({ jitter: 'none', initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, ...patch });
+  const result = parseRetryPolicy({
+    jitter: 'none',
+    initialDelayMs: 1000,
+    multiplier: 2,
+    maxDelayMs: 60_000,
+    ...patch,
+  });
   if (!result.ok) throw new Error(JSON.stringify(result.errors));
   return result.policy;
 }

@@ -8,7 +8,9 @@ import { ctx, policy, settle, useFakeClock } from './harness.ts';
 
 function start(steps: Step[], retryPolicy: RetryPolicy) {
   const runner = new FakeRunner(steps);
-  const actor = startSessionActor(createSessionMachine(runner.run, runner.sink), { input: { sessionId: 's1', policy: retryPolicy } });
+  const actor = startSessionActor(createSessionMachine(runner.run, runner.sink), {
+    input: { sessionId: 's1', policy: retryPolicy },
+  });
   return { runner, actor };
 }
 
@@ -17,7 +19,11 @@ useFakeClock();
 describe('session machine: an operator retry of a failed turn', () => {
   it('runs as a new turn with a fresh series of attempts; the agent session that recorded the prompt is continued, not sent the prompt again', async () => {
     const { actor, runner } = start(
-      [{ kind: 'fail', category: 'server_error', promptRecorded: true }, { kind: 'fail', category: 'server_error' }, { kind: 'complete' }],
+      [
+        { kind: 'fail', category: 'server_error', promptRecorded: true },
+        { kind: 'fail', category: 'server_error' },
+        { kind: 'complete' },
+      ],
       policy({ maxAttempts: 2 }),
     );
     actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'Explain retries' } });
@@ -28,14 +34,27 @@ describe('session machine: an operator retry of a failed turn', () => {
 
     actor.send({ type: 'session.prompt', prompt: { id: 'r1', text: 'Explain retries', retryOf: 1 } });
     await settle();
-    expect(ctx(actor).turn).toMatchObject({ index: 2, status: 'completed', retryOf: { turn: 1, promptRecorded: true } });
+    expect(ctx(actor).turn).toMatchObject({
+      index: 2,
+      status: 'completed',
+      retryOf: { turn: 1, promptRecorded: true },
+    });
     expect(ctx(actor).turn!.attempts.map((a) => a.attempt)).toEqual([1]);
     const request = runner.requests.at(-1)!;
-    expect(request).toMatchObject({ turn: 2, attempt: 1, continuation: true, text: CONTINUATION_PROMPT, agentSessionId: 'agent-s1' });
+    expect(request).toMatchObject({
+      turn: 2,
+      attempt: 1,
+      continuation: true,
+      text: CONTINUATION_PROMPT,
+      agentSessionId: 'agent-s1',
+    });
   });
 
   it('when the failed attempt had not recorded the prompt, the retry sends the prompt itself', async () => {
-    const { actor, runner } = start([{ kind: 'fail', category: 'auth', promptRecorded: false }, { kind: 'complete' }], policy());
+    const { actor, runner } = start(
+      [{ kind: 'fail', category: 'auth', promptRecorded: false }, { kind: 'complete' }],
+      policy(),
+    );
     actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'Hello' } });
     await settle();
     expect(ctx(actor).turn!.status).toBe('failed');

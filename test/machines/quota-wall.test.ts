@@ -27,7 +27,11 @@ describe('session machine: quota walls', () => {
     expect(state(actor)).toBe('parked');
     const parkedAt = Date.now();
     const turn = ctx(actor).turn!;
-    expect(turn).toMatchObject({ status: 'parked', freeWalls: 1, quotaWall: { until: parkedAt + HOUR, free: true, category: 'rate_limited' } });
+    expect(turn).toMatchObject({
+      status: 'parked',
+      freeWalls: 1,
+      quotaWall: { until: parkedAt + HOUR, free: true, category: 'rate_limited' },
+    });
     expect(turn.attempts.map((a) => a.quotaWall)).toEqual(['free']);
     expect(ctx(actor).nextRetryAt).toBe(parkedAt + HOUR);
     await vi.advanceTimersByTimeAsync(HOUR - 1);
@@ -80,7 +84,10 @@ describe('session machine: quota walls', () => {
   });
 
   it('a Retry-After within maxRetryAfterMs is a normal (counted) backoff, not a wall', async () => {
-    const { actor } = start([{ kind: 'fail', category: 'rate_limited', retryAfterMs: 5000 }], policy({ maxAttempts: 2 }));
+    const { actor } = start(
+      [{ kind: 'fail', category: 'rate_limited', retryAfterMs: 5000 }],
+      policy({ maxAttempts: 2 }),
+    );
     await settle();
     expect(state(actor)).toBe('backoff');
     expect(ctx(actor).turn!.attempts[0]!.quotaWall).toBeUndefined();

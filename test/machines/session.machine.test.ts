@@ -9,7 +9,11 @@ function start(steps: Step[], retryPolicy = policy()) {
   const runner = new FakeRunner(steps);
   const transitions: Transition[] = [];
   const machine = createSessionMachine(runner.run, runner.sink);
-  const actor = startSessionActor(machine, { input: { sessionId: 's1', policy: retryPolicy } }, { onTransition: (t) => transitions.push(t) });
+  const actor = startSessionActor(
+    machine,
+    { input: { sessionId: 's1', policy: retryPolicy } },
+    { onTransition: (t) => transitions.push(t) },
+  );
   return { runner, actor, machine, transitions };
 }
 
@@ -84,7 +88,10 @@ describe('session machine: one turn', () => {
   });
 
   it('a Retry-After longer than the backoff decides the delay', async () => {
-    const { actor, runner } = start([{ kind: 'fail', category: 'rate_limited', retryAfterMs: 7000 }, { kind: 'complete' }]);
+    const { actor, runner } = start([
+      { kind: 'fail', category: 'rate_limited', retryAfterMs: 7000 },
+      { kind: 'complete' },
+    ]);
     prompt(actor, 'p1');
     await settle();
     expect(ctx(actor).turn!.attempts[0]!.delayMs).toBe(7000);
@@ -174,17 +181,27 @@ describe('session machine: mailbox', () => {
 
 describe('session machine: what a retry sends', () => {
   it('when the failed attempt recorded the prompt, the retry resumes the agent session with a continuation', async () => {
-    const { actor, runner } = start([{ kind: 'fail', category: 'network', afterText: 'Half an ans' }, { kind: 'complete' }]);
+    const { actor, runner } = start([
+      { kind: 'fail', category: 'network', afterText: 'Half an ans' },
+      { kind: 'complete' },
+    ]);
     prompt(actor, 'p1', 'Explain X');
     await settle();
     await vi.advanceTimersByTimeAsync(1000);
     await settle();
     expect(runner.requests[0]).toMatchObject({ text: 'Explain X', continuation: false, agentSessionId: null });
-    expect(runner.requests[1]).toMatchObject({ text: CONTINUATION_PROMPT, continuation: true, agentSessionId: 'agent-s1' });
+    expect(runner.requests[1]).toMatchObject({
+      text: CONTINUATION_PROMPT,
+      continuation: true,
+      agentSessionId: 'agent-s1',
+    });
   });
 
   it('when the failed attempt never reached the model, the retry sends the prompt again', async () => {
-    const { actor, runner } = start([{ kind: 'fail', category: 'process_crash', promptRecorded: false }, { kind: 'complete' }]);
+    const { actor, runner } = start([
+      { kind: 'fail', category: 'process_crash', promptRecorded: false },
+      { kind: 'complete' },
+    ]);
     prompt(actor, 'p1', 'Explain X');
     await settle();
     await vi.advanceTimersByTimeAsync(1000);
@@ -203,7 +220,10 @@ describe('session machine: what a retry sends', () => {
 
 describe('session machine: restore', () => {
   it('restored in backoff, it re-arms only the remaining delay', async () => {
-    const first = start([{ kind: 'fail', category: 'server_error' }, { kind: 'complete' }], policy({ initialDelayMs: 10_000, maxDelayMs: 10_000 }));
+    const first = start(
+      [{ kind: 'fail', category: 'server_error' }, { kind: 'complete' }],
+      policy({ initialDelayMs: 10_000, maxDelayMs: 10_000 }),
+    );
     prompt(first.actor, 'p1');
     await settle();
     await vi.advanceTimersByTimeAsync(4000);
@@ -246,7 +266,11 @@ describe('session machine: restore', () => {
     await settle();
     expect(runner.requests).toHaveLength(0);
     expect(state(actor)).toBe('backoff');
-    expect(ctx(actor).turn!.attempts[0]).toMatchObject({ outcome: 'interrupted', category: 'process_crash', delayMs: 1000 });
+    expect(ctx(actor).turn!.attempts[0]).toMatchObject({
+      outcome: 'interrupted',
+      category: 'process_crash',
+      delayMs: 1000,
+    });
     await vi.advanceTimersByTimeAsync(1000);
     await settle();
     expect(state(actor)).toBe('completed');
@@ -269,7 +293,9 @@ describe('session machine: restore', () => {
   it('a snapshot of an unknown version is refused with a clear error', () => {
     const runner = new FakeRunner([]);
     expect(() =>
-      startSessionActor(createSessionMachine(runner.run, runner.sink), { persisted: { version: 99, snapshot: { status: 'active', value: 'idle', context: {} } } as never }),
+      startSessionActor(createSessionMachine(runner.run, runner.sink), {
+        persisted: { version: 99, snapshot: { status: 'active', value: 'idle', context: {} } } as never,
+      }),
     ).toThrow(/version 99/);
   });
 });

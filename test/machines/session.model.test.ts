@@ -11,7 +11,10 @@ if (!parsed.ok) throw new Error('bad policy');
 const policy = parsed.policy;
 
 const failed = (category: 'server_error' | 'auth') =>
-  ({ type: 'attempt.ended', terminal: { type: 'terminal.failed', content: { text: category, category, stderr: '', invalid_output_lines: [] } } }) as const;
+  ({
+    type: 'attempt.ended',
+    terminal: { type: 'terminal.failed', content: { text: category, category, stderr: '', invalid_output_lines: [] } },
+  }) as const;
 
 // Every kind of event the machine reacts to; the timer and the stop of a cancelled attempt are sent as the events XState would make.
 const EVENTS = [
@@ -36,9 +39,20 @@ const machine = sessionMachine.provide({
 type Snap = SnapshotFrom<typeof machine>;
 
 const serialize = (s: Snap): string =>
-  JSON.stringify([s.value, s.context.turnIndex, s.context.attempt, s.context.mailbox.map((m) => m.id), s.context.finishedPromptIds, s.context.turn?.status]);
+  JSON.stringify([
+    s.value,
+    s.context.turnIndex,
+    s.context.attempt,
+    s.context.mailbox.map((m) => m.id),
+    s.context.finishedPromptIds,
+    s.context.turn?.status,
+  ]);
 
-const paths = getSimplePaths(machine, { events: EVENTS, input: { sessionId: 's', policy }, serializeState: serialize as never });
+const paths = getSimplePaths(machine, {
+  events: EVENTS,
+  input: { sessionId: 's', policy },
+  serializeState: serialize as never,
+});
 
 function checkInvariants(s: Snap, sentPromptIds: Set<string>): void {
   const { context } = s;
@@ -91,7 +105,10 @@ describe('session machine, model-based', () => {
         const restored = startSessionActor(machine, { persisted: JSON.parse(JSON.stringify(persistSession(actor))) });
         expect(restored.getSnapshot().value).toBe(snapshot.value);
         expect(restored.getSnapshot().context).toEqual(snapshot.context);
-        const twin = createActor(machine, { snapshot: actor.getPersistedSnapshot(), input: { sessionId: 's' } }).start();
+        const twin = createActor(machine, {
+          snapshot: actor.getPersistedSnapshot(),
+          input: { sessionId: 's' },
+        }).start();
         for (const next of events.slice(i + 1)) {
           restored.send(next);
           twin.send(next);

@@ -21,7 +21,10 @@ let stateDir: string;
 
 beforeAll(async () => {
   server = await startFakeModelServer();
-  env = createPiEnv({ serverUrl: server.url, extraModels: ['flaky-500', 'flaky-mid', 'auth-then-text', 'long-then-text'] });
+  env = createPiEnv({
+    serverUrl: server.url,
+    extraModels: ['flaky-500', 'flaky-mid', 'auth-then-text', 'long-then-text'],
+  });
   stateDir = mkdtempSync(join(tmpdir(), 'sessiond-state-'));
 });
 
@@ -56,10 +59,16 @@ function session(model: string) {
 }
 
 const turnEnded = (actor: SessionActor, turn: number) =>
-  waitFor(actor, (s) => s.context.turnIndex === turn && ['completed', 'failed', 'cancelled'].includes(String(s.value)), { timeout: 60_000 });
+  waitFor(
+    actor,
+    (s) => s.context.turnIndex === turn && ['completed', 'failed', 'cancelled'].includes(String(s.value)),
+    { timeout: 60_000 },
+  );
 
 const userTexts = (model: string, index: number): string[] =>
-  (server.requestsFor(model)[index]?.body.messages ?? []).filter((m) => m.role === 'user').map((m) => JSON.stringify(m.content));
+  (server.requestsFor(model)[index]?.body.messages ?? [])
+    .filter((m) => m.role === 'user')
+    .map((m) => JSON.stringify(m.content));
 
 describe('session machine with the real pi provider', () => {
   it('a 500-then-success turn completes after exactly 2 model requests, the prompt sent once', async () => {
@@ -85,7 +94,10 @@ describe('session machine with the real pi provider', () => {
   });
 
   it('a retry after a mid-stream drop does not carry the half answer into the conversation', async () => {
-    server.setScript('flaky-mid', [{ text: ['Half', ' an', ' answer'], then: 'drop', afterChunks: 2 }, { text: 'Whole answer.' }]);
+    server.setScript('flaky-mid', [
+      { text: ['Half', ' an', ' answer'], then: 'drop', afterChunks: 2 },
+      { text: 'Whole answer.' },
+    ]);
     const { actor, log } = session('flaky-mid');
     actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'Tell me' } });
     const s = await turnEnded(actor, 1);
@@ -117,7 +129,9 @@ describe('session machine with the real pi provider', () => {
     const second = await turnEnded(actor, 2);
     expect(second.value).toBe('completed');
     expect(second.context.agentSessionId).toBe(agentSession);
-    expect(userTexts('auth-then-text', 1).map((t) => t.includes('first question') || t.includes('second question'))).toEqual([true, true]);
+    expect(
+      userTexts('auth-then-text', 1).map((t) => t.includes('first question') || t.includes('second question')),
+    ).toEqual([true, true]);
     actor.stop();
   });
 

@@ -48,7 +48,11 @@ describe('the session states', () => {
   });
 
   it('are the enum of the OpenAPI document’s state filter', () => {
-    const operation = (openApiDocument() as { paths: Record<string, { get?: { parameters?: Array<{ name: string; schema: { enum?: string[] } }> } }> }).paths['/api/sessions']?.get;
+    const operation = (
+      openApiDocument() as {
+        paths: Record<string, { get?: { parameters?: Array<{ name: string; schema: { enum?: string[] } }> } }>;
+      }
+    ).paths['/api/sessions']?.get;
     const filter = operation?.parameters?.find((p) => p.name === 'state');
     expect([...(filter?.schema.enum ?? [])].sort()).toEqual(['queued', ...chartStates].sort());
   });

@@ -40,7 +40,10 @@ describe('session machine: maxTurnMs', () => {
   });
 
   it('the limit counts the whole turn: it fires during a backoff and no further attempt starts', async () => {
-    const { actor, runner } = start([{ kind: 'fail', category: 'server_error' }], policy({ maxTurnMs: 2500, initialDelayMs: 2000, maxAttempts: 10 }));
+    const { actor, runner } = start(
+      [{ kind: 'fail', category: 'server_error' }],
+      policy({ maxTurnMs: 2500, initialDelayMs: 2000, maxAttempts: 10 }),
+    );
     actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'x' } });
     await settle();
     await vi.advanceTimersByTimeAsync(2000);
@@ -82,7 +85,10 @@ describe('session machine: maxTurnMs', () => {
   });
 
   it('restored in a backoff after the deadline passed, the turn fails at once without another attempt', async () => {
-    const first = start([{ kind: 'fail', category: 'network' }], policy({ maxTurnMs: 30_000, initialDelayMs: 20_000, maxDelayMs: 60_000 }));
+    const first = start(
+      [{ kind: 'fail', category: 'network' }],
+      policy({ maxTurnMs: 30_000, initialDelayMs: 20_000, maxDelayMs: 60_000 }),
+    );
     first.actor.send({ type: 'session.prompt', prompt: { id: 'p1', text: 'x' } });
     await settle();
     const persisted = persistSession(first.actor);

@@ -58,18 +58,32 @@ export type Surfaces = [SessionHandle['watch'], ReturnType<Client['session']>, C
 beforeAll(async () => {
   redis = await startRedis();
   work = mkdtempSync(join(tmpdir(), 'sessiond-package-'));
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], { cwd: REPO_ROOT, maxBuffer: 64 * 1024 * 1024, timeout: 300_000 });
-  const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], {
+    cwd: REPO_ROOT,
+    maxBuffer: 64 * 1024 * 1024,
+    timeout: 300_000,
+  });
+  const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as Array<{
+    filename: string;
+    files: Array<{ path: string }>;
+  }>;
   if (packed === undefined) throw new Error('npm pack printed no package');
   project = join(work, 'consumer');
   mkdirSync(join(project, 'src'), { recursive: true });
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }));
+  writeFileSync(
+    join(project, 'package.json'),
+    JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }),
+  );
   // Production dependencies only; the registry is reachable, its cache warm.
-  await run('npm', ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', join(work, packed.filename)], {
-    cwd: project,
-    timeout: 300_000,
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  await run(
+    'npm',
+    ['install', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', join(work, packed.filename)],
+    {
+      cwd: project,
+      timeout: 300_000,
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
   writeFileSync(join(project, 'src', 'main.ts'), readmeExample());
   writeFileSync(join(project, 'src', 'types.ts'), TYPES_PROBE);
   writeFileSync(
@@ -113,7 +127,9 @@ describe('the npm package', () => {
   });
 
   it("type-checks the README's program and the public types with tsc --strict", async () => {
-    const result = await run(process.execPath, [TSC, '-p', project], { cwd: project, timeout: 180_000 }).catch((error: { stdout?: string; stderr?: string }) => error);
+    const result = await run(process.execPath, [TSC, '-p', project], { cwd: project, timeout: 180_000 }).catch(
+      (error: { stdout?: string; stderr?: string }) => error,
+    );
     expect('stdout' in result ? `${result.stdout ?? ''}${result.stderr ?? ''}` : '').toBe('');
     expect(existsSync(join(project, 'dist', 'main.js'))).toBe(true);
   }, 200_000);
@@ -121,17 +137,27 @@ describe('the npm package', () => {
   it("runs the README's program: a worker with the consumer's own agent completes a session, and watch streams its messages", async () => {
     // This file's own redis-server: the program's default prefix is nobody else's.
     const env = { PATH: process.env.PATH ?? '', HOME: work, REDIS_URL: redis.url };
-    const { stdout } = await run(process.execPath, [join(project, 'dist', 'main.js')], { cwd: project, env, timeout: 120_000 });
+    const { stdout } = await run(process.execPath, [join(project, 'dist', 'main.js')], {
+      cwd: project,
+      env,
+      timeout: 120_000,
+    });
     expect(stdout.match(/^HELLO!$/gm)).toHaveLength(2);
     expect(stdout).toMatch(/^turn 1 of [0-9a-f-]{36}: completed$/m);
     programSession = /^turn 1 of ([0-9a-f-]{36}): completed$/m.exec(stdout)![1]!;
-    expect(stdout).toContain('state completed; messages 1:session.started 2:assistant 3:assistant 4:terminal.completed');
+    expect(stdout).toContain(
+      'state completed; messages 1:session.started 2:assistant 3:assistant 4:terminal.completed',
+    );
     expect(stdout).toContain('not found: unknown session "no-such-session"');
   }, 150_000);
 
   it('the installed sessiond executable answers --help without tsx', async () => {
     const bin = join(project, 'node_modules', '.bin', 'sessiond');
-    const { stdout } = await run(bin, ['--help'], { cwd: project, env: { PATH: process.env.PATH ?? '' }, timeout: 60_000 });
+    const { stdout } = await run(bin, ['--help'], {
+      cwd: project,
+      env: { PATH: process.env.PATH ?? '' },
+      timeout: 60_000,
+    });
     expect(stdout).toContain('Usage: sessiond');
     expect(stdout).toContain('inspect');
   }, 70_000);
@@ -141,10 +167,16 @@ describe('the npm package', () => {
     const bin = join(project, 'node_modules', '.bin', 'sessiond');
     const env = { PATH: process.env.PATH ?? '', HOME: work, REDIS_URL: redis.url };
     const inspect = await run(bin, ['inspect', programSession!, '--json'], { cwd: project, env, timeout: 60_000 });
-    expect(JSON.parse(inspect.stdout)).toMatchObject({ sessionId: programSession, state: 'completed', turn: { status: 'completed' } });
+    expect(JSON.parse(inspect.stdout)).toMatchObject({
+      sessionId: programSession,
+      state: 'completed',
+      turn: { status: 'completed' },
+    });
     const list = await run(bin, ['list', '--json'], { cwd: project, env, timeout: 60_000 });
     expect(JSON.parse(list.stdout)).toContainEqual({ sessionId: programSession, state: 'completed' });
-    const unknown = await run(bin, ['inspect', 'no-such-session'], { cwd: project, env, timeout: 60_000 }).catch((error: { code?: unknown; stderr?: string }) => error);
+    const unknown = await run(bin, ['inspect', 'no-such-session'], { cwd: project, env, timeout: 60_000 }).catch(
+      (error: { code?: unknown; stderr?: string }) => error,
+    );
     expect(unknown).toMatchObject({ code: 3, stderr: 'sessiond: unknown session "no-such-session"\n' });
   }, 70_000);
 });

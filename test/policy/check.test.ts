@@ -19,7 +19,8 @@ mkdirSync(join(root, 'ws', 'a'), { recursive: true });
 symlinkSync(join(root, 'ws', 'a'), join(root, 'inside-link'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const policy = (input: Record<string, unknown> = {}) => resolvePolicy(PolicySchema.parse(input), KNOBS, join(root, 'ws'));
+const policy = (input: Record<string, unknown> = {}) =>
+  resolvePolicy(PolicySchema.parse(input), KNOBS, join(root, 'ws'));
 
 describe('resolvePolicy', () => {
   it('fills in the defaults: every agent, the workspace as the only root, no agentDir roots, each ladder at its default ceiling', () => {
@@ -38,7 +39,10 @@ describe('resolvePolicy', () => {
 
   it('names every bad field: an unknown agent, a ceiling not on the ladder, a list or switch the agent does not have', () => {
     const bad = () =>
-      policy({ agents: ['ladderly', 'lister', 'nobody'], permissions: { ladderly: { ceiling: 'top', allow: { tools: ['x'] } }, lister: { enable: ['nope'] }, ghost: {} } });
+      policy({
+        agents: ['ladderly', 'lister', 'nobody'],
+        permissions: { ladderly: { ceiling: 'top', allow: { tools: ['x'] } }, lister: { enable: ['nope'] }, ghost: {} },
+      });
     expect(bad).toThrow(PolicyError);
     expect(bad).toThrow(/policy.agents.2: unknown agent "nobody"/);
     expect(bad).toThrow(/policy.permissions.ghost: unknown agent/);

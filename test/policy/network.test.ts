@@ -11,7 +11,12 @@ describe('policy.network', () => {
   });
 
   it('allow holds for every agent, agents.<name>.allow adds to it for that agent only', () => {
-    const p = policy({ network: { allow: ['registry.npmjs.org'], agents: { pi: { allow: ['*.pypi.org', '10.0.0.5:8080', '[::1]:8443'] } } } });
+    const p = policy({
+      network: {
+        allow: ['registry.npmjs.org'],
+        agents: { pi: { allow: ['*.pypi.org', '10.0.0.5:8080', '[::1]:8443'] } },
+      },
+    });
     expect(p.network.codex).toEqual([{ host: 'registry.npmjs.org', port: null }]);
     expect(p.network.pi).toEqual([
       { host: 'registry.npmjs.org', port: null },
@@ -40,10 +45,14 @@ describe('policy.network', () => {
 
   it('an unknown agent under network.agents is refused by name', () => {
     expect(() => policy({ network: { agents: { ghost: { allow: ['a.example'] } } } })).toThrow(PolicyError);
-    expect(() => policy({ network: { agents: { ghost: { allow: ['a.example'] } } } })).toThrow(/policy.network.agents.ghost: unknown agent/);
+    expect(() => policy({ network: { agents: { ghost: { allow: ['a.example'] } } } })).toThrow(
+      /policy.network.agents.ghost: unknown agent/,
+    );
   });
 
   it('the configuration error names policy.network.allow', () => {
-    expect(() => loadConfig({}, { SESSIOND_POLICY: JSON.stringify({ network: { allow: ['http://x'] } }) })).toThrow(/policy\.network\.allow\.0/);
+    expect(() => loadConfig({}, { SESSIOND_POLICY: JSON.stringify({ network: { allow: ['http://x'] } }) })).toThrow(
+      /policy\.network\.allow\.0/,
+    );
   });
 });

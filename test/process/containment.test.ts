@@ -2,7 +2,13 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { detectContainment, findProcessesByMarker, killEscapees, spawnAgent, type AgentProcess } from '../../src/process/index.ts';
+import {
+  detectContainment,
+  findProcessesByMarker,
+  killEscapees,
+  spawnAgent,
+  type AgentProcess,
+} from '../../src/process/index.ts';
 import { liveSleeps, type Proc } from '../support/ps.ts';
 import { collect, outlivesAgent, TEST_SANDBOX } from '../support/processes.ts';
 
@@ -58,7 +64,9 @@ describe('containment of an attempt’s processes', () => {
   it('an agent never sees a SESSIOND_* variable of its spec, only its marker', async () => {
     const agent = await spawnShell('env');
     const lines = await collect(agent.lines());
-    expect(lines.filter((l) => l.startsWith('SESSIOND_')).map((l) => l.split('=')[0])).toEqual(['SESSIOND_AGENT_MARKER']);
+    expect(lines.filter((l) => l.startsWith('SESSIOND_')).map((l) => l.split('=')[0])).toEqual([
+      'SESSIOND_AGENT_MARKER',
+    ]);
   });
 
   it('a tool that forks without end is held at pids.max, the worker can still fork, and the stop leaves nothing', async () => {
@@ -87,7 +95,8 @@ describe('containment of an attempt’s processes', () => {
     const escaped = spawn('sleep', ['3031'], { stdio: 'ignore' });
     const bystander = spawn('sleep', ['3032'], { stdio: 'ignore' });
     // By pid: the host is shared, another run's sleeps of the same length are not this test's.
-    const ours = (d: number): Proc[] => liveSleeps([d]).filter((p) => p.pid === (d === 3031 ? escaped.pid : bystander.pid));
+    const ours = (d: number): Proc[] =>
+      liveSleeps([d]).filter((p) => p.pid === (d === 3031 ? escaped.pid : bystander.pid));
     try {
       writeFileSync(join(mount, own, 'sessiond', 'cgroup.procs'), String(escaped.pid));
       await until(() => ours(3031).length + ours(3032).length === 2, 5000);

@@ -2,7 +2,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AGENT_MARKER_ENV, findProcessesByMarker, isAlive, killProcessTree, processStartTime } from '../../src/process/index.ts';
+import {
+  AGENT_MARKER_ENV,
+  findProcessesByMarker,
+  isAlive,
+  killProcessTree,
+  processStartTime,
+} from '../../src/process/index.ts';
 import { baseEnv, livePids, outlivesAgent, readPids, spawnFixture, stopAllAgents } from '../support/processes.ts';
 
 const plain: ChildProcess[] = [];

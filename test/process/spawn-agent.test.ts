@@ -3,7 +3,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_MARKER_ENV, spawnAgent } from '../../src/process/index.ts';
-import { baseEnv, collect, fixture, livePids, nextLine, outlivesAgent, readPids, spawnFixture, stopAllAgents, TEST_SANDBOX } from '../support/processes.ts';
+import {
+  baseEnv,
+  collect,
+  fixture,
+  livePids,
+  nextLine,
+  outlivesAgent,
+  readPids,
+  spawnFixture,
+  stopAllAgents,
+  TEST_SANDBOX,
+} from '../support/processes.ts';
 
 afterEach(stopAllAgents);
 
@@ -17,7 +28,12 @@ describe('spawnAgent: stdout lines', () => {
   it('splits on \\n only: U+2028/U+2029 stay inside JSON lines, \\r\\n is stripped, the unterminated last line comes at EOF', async () => {
     const agent = await spawnFixture('unicode-lines.mjs');
     const lines = await collect(agent.lines());
-    expect(lines).toEqual([JSON.stringify({ text: 'a\u2028b\u2029c' }), 'crlf line', 'price: \u20ac5', JSON.stringify({ last: true, text: '\u2029' })]);
+    expect(lines).toEqual([
+      JSON.stringify({ text: 'a\u2028b\u2029c' }),
+      'crlf line',
+      'price: \u20ac5',
+      JSON.stringify({ last: true, text: '\u2029' }),
+    ]);
     expect(lines[0]).toContain('\u2028'); // raw, not escaped
     expect(JSON.parse(lines[0] ?? '')).toEqual({ text: 'a\u2028b\u2029c' });
   });
@@ -86,8 +102,11 @@ describe('spawnAgent: environment and stdin', () => {
     expect(env.ONLY_THIS).toBe('yes');
     expect(env[AGENT_MARKER_ENV]).toBe(agent.marker);
     // A sandbox gives the agent a private HOME and TMPDIR (bubblewrap also sets PWD).
-    const sandboxed = agent.sandbox === 'none' ? [] : agent.sandbox === 'bwrap' ? ['HOME', 'TMPDIR', 'PWD'] : ['HOME', 'TMPDIR'];
-    expect(Object.keys(env).filter((key) => !['ONLY_THIS', 'PATH', AGENT_MARKER_ENV, ...sandboxed].includes(key))).toEqual([]);
+    const sandboxed =
+      agent.sandbox === 'none' ? [] : agent.sandbox === 'bwrap' ? ['HOME', 'TMPDIR', 'PWD'] : ['HOME', 'TMPDIR'];
+    expect(
+      Object.keys(env).filter((key) => !['ONLY_THIS', 'PATH', AGENT_MARKER_ENV, ...sandboxed].includes(key)),
+    ).toEqual([]);
   });
 
   it('uses the marker the caller chose, and refuses an unsafe one', async () => {
@@ -96,7 +115,13 @@ describe('spawnAgent: environment and stdin', () => {
     expect(agent.marker).toBe(marker);
     const [line] = await collect(agent.lines());
     expect((JSON.parse(line ?? '{}') as Record<string, string>)[AGENT_MARKER_ENV]).toBe(marker);
-    const refused = await spawnAgent({ command: process.execPath, args: [], env: {}, marker: 'x=y\0z', ...TEST_SANDBOX });
+    const refused = await spawnAgent({
+      command: process.execPath,
+      args: [],
+      env: {},
+      marker: 'x=y\0z',
+      ...TEST_SANDBOX,
+    });
     expect(refused).toMatchObject({ ok: false, code: 'EINVAL' });
   });
 
@@ -134,7 +159,12 @@ describe('spawnAgent: startup failures', () => {
   });
 
   it('reports a missing command by name, as a value', async () => {
-    const result = await spawnAgent({ command: 'sessiond-no-such-agent', args: ['-p'], env: baseEnv(), ...TEST_SANDBOX });
+    const result = await spawnAgent({
+      command: 'sessiond-no-such-agent',
+      args: ['-p'],
+      env: baseEnv(),
+      ...TEST_SANDBOX,
+    });
     expect(result).toMatchObject({ ok: false, code: 'ENOENT' });
     expect(!result.ok && result.error).toContain('"sessiond-no-such-agent"');
   });
@@ -157,7 +187,13 @@ describe('spawnAgent: startup failures', () => {
 
   it('reports a missing cwd, naming the command and the cwd', async () => {
     const cwd = path.join(dir, 'no-such-dir');
-    const result = await spawnAgent({ command: process.execPath, args: [fixture('print-lines.mjs')], cwd, env: {}, ...TEST_SANDBOX });
+    const result = await spawnAgent({
+      command: process.execPath,
+      args: [fixture('print-lines.mjs')],
+      cwd,
+      env: {},
+      ...TEST_SANDBOX,
+    });
     expect(result).toMatchObject({ ok: false, code: 'ENOENT' });
     expect(!result.ok && result.error).toContain(cwd);
     expect(!result.ok && result.error).toContain(process.execPath);
@@ -170,7 +206,12 @@ describe('spawnAgent: startup failures', () => {
   });
 
   it('passes arguments verbatim, without a shell', async () => {
-    const result = await spawnAgent({ command: 'printf', args: ['%s\\n', '$HOME', '; echo hacked', '*'], env: baseEnv(), ...TEST_SANDBOX });
+    const result = await spawnAgent({
+      command: 'printf',
+      args: ['%s\\n', '$HOME', '; echo hacked', '*'],
+      env: baseEnv(),
+      ...TEST_SANDBOX,
+    });
     if (!result.ok) throw new Error(result.error);
     expect(await collect(result.agent.lines())).toEqual(['$HOME', '; echo hacked', '*']);
   });

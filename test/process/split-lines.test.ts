@@ -33,27 +33,36 @@ describe('splitLines', () => {
 
   it('decodes a multi-byte character cut between chunks', async () => {
     const bytes = Buffer.from('€\n', 'utf8');
-    expect(await collect(splitLines(chunksOf(bytes.subarray(0, 1), bytes.subarray(1, 2), bytes.subarray(2))))).toEqual(['€']);
+    expect(await collect(splitLines(chunksOf(bytes.subarray(0, 1), bytes.subarray(1, 2), bytes.subarray(2))))).toEqual([
+      '€',
+    ]);
   });
 
   it('gives back the same lines however the bytes are cut into chunks', () => {
-    const line = fc.string({ unit: fc.constantFrom('a', 'é', '€', '😀', '\u2028', '\u2029', '\r', ' ', '"') }).filter((s) => !s.endsWith('\r'));
+    const line = fc
+      .string({ unit: fc.constantFrom('a', 'é', '€', '😀', '\u2028', '\u2029', '\r', ' ', '"') })
+      .filter((s) => !s.endsWith('\r'));
     fc.assert(
-      fc.property(fc.array(line, { minLength: 1, maxLength: 8 }), fc.boolean(), fc.array(fc.nat(), { maxLength: 10 }), (lines, terminated, cuts) => {
-        const bytes = Buffer.from(lines.join('\n') + (terminated ? '\n' : ''), 'utf8');
-        const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
-        const splitter = new LineSplitter();
-        const out: string[] = [];
-        let from = 0;
-        for (const point of [...points, bytes.length]) {
-          out.push(...splitter.push(bytes.subarray(from, point)));
-          from = point;
-        }
-        const last = splitter.flush();
-        if (last !== undefined) out.push(last);
-        const expected = terminated || lines.at(-1) !== '' ? lines : lines.slice(0, -1);
-        expect(out).toEqual(expected);
-      }),
+      fc.property(
+        fc.array(line, { minLength: 1, maxLength: 8 }),
+        fc.boolean(),
+        fc.array(fc.nat(), { maxLength: 10 }),
+        (lines, terminated, cuts) => {
+          const bytes = Buffer.from(lines.join('\n') + (terminated ? '\n' : ''), 'utf8');
+          const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+          const splitter = new LineSplitter();
+          const out: string[] = [];
+          let from = 0;
+          for (const point of [...points, bytes.length]) {
+            out.push(...splitter.push(bytes.subarray(from, point)));
+            from = point;
+          }
+          const last = splitter.flush();
+          if (last !== undefined) out.push(last);
+          const expected = terminated || lines.at(-1) !== '' ? lines : lines.slice(0, -1);
+          expect(out).toEqual(expected);
+        },
+      ),
     );
   });
 });

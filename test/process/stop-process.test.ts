@@ -1,6 +1,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
-import { collect, livePids, markedPids, nextLine, outlivesAgent, readPids, spawnFixture, stopAllAgents } from '../support/processes.ts';
+import {
+  collect,
+  livePids,
+  markedPids,
+  nextLine,
+  outlivesAgent,
+  readPids,
+  spawnFixture,
+  stopAllAgents,
+} from '../support/processes.ts';
 
 afterEach(stopAllAgents);
 
@@ -82,7 +91,10 @@ describe('AgentProcess.stop', () => {
 
   it('leaves the processes of other agents alone', async () => {
     const [stopped, other] = await Promise.all([spawnFixture('pi-like.mjs'), spawnFixture('pi-like.mjs')]);
-    const [stoppedPids, otherPids] = await Promise.all([readPids(stopped.lines()[Symbol.asyncIterator](), stopped), readPids(other.lines()[Symbol.asyncIterator](), other)]);
+    const [stoppedPids, otherPids] = await Promise.all([
+      readPids(stopped.lines()[Symbol.asyncIterator](), stopped),
+      readPids(other.lines()[Symbol.asyncIterator](), other),
+    ]);
 
     await stopped.stop();
 

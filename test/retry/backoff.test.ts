@@ -141,7 +141,10 @@ describe('delayFor bounds (property)', () => {
     },
     { requiredKeys: ['category'] },
   );
-  const randomArb = fc.oneof(fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), fc.constantFrom(0, 0.5, 0.999_999_999));
+  const randomArb = fc.oneof(
+    fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+    fc.constantFrom(0, 0.5, 0.999_999_999),
+  );
 
   function jitterInterval(base: number, jitter: RetryPolicy['jitter']): [number, number] {
     if (jitter === 'none') return [base, base];
@@ -152,20 +155,30 @@ describe('delayFor bounds (property)', () => {
 
   it('stays an integer within the documented interval for every jitter mode and attempts 1..1000', () => {
     fc.assert(
-      fc.property(validPolicyArb, jitterArb, fc.integer({ min: 1, max: 1000 }), failureArb, randomArb, (anyPolicy, jitter, attempt, failure, r) => {
-        const policy = { ...anyPolicy, jitter };
-        const delay = delayFor(attempt, policy, failure, () => r);
-        const base = baseDelay(attempt, policy);
-        const cappedHint = policy.honorRetryAfter && failure.retryAfterMs !== undefined ? Math.min(failure.retryAfterMs, policy.maxRetryAfterMs) : 0;
+      fc.property(
+        validPolicyArb,
+        jitterArb,
+        fc.integer({ min: 1, max: 1000 }),
+        failureArb,
+        randomArb,
+        (anyPolicy, jitter, attempt, failure, r) => {
+          const policy = { ...anyPolicy, jitter };
+          const delay = delayFor(attempt, policy, failure, () => r);
+          const base = baseDelay(attempt, policy);
+          const cappedHint =
+            policy.honorRetryAfter && failure.retryAfterMs !== undefined
+              ? Math.min(failure.retryAfterMs, policy.maxRetryAfterMs)
+              : 0;
 
-        expect(Number.isSafeInteger(delay)).toBe(true);
-        expect(delay).toBeGreaterThanOrEqual(0);
-        expect(delay).toBeLessThanOrEqual(Math.max(policy.maxDelayMs, cappedHint));
+          expect(Number.isSafeInteger(delay)).toBe(true);
+          expect(delay).toBeGreaterThanOrEqual(0);
+          expect(delay).toBeLessThanOrEqual(Math.max(policy.maxDelayMs, cappedHint));
 
-        const [low, high] = jitterInterval(base, jitter);
-        expect(delay).toBeGreaterThanOrEqual(Math.max(low, cappedHint));
-        expect(delay).toBeLessThanOrEqual(Math.max(high, cappedHint));
-      }),
+          const [low, high] = jitterInterval(base, jitter);
+          expect(delay).toBeGreaterThanOrEqual(Math.max(low, cappedHint));
+          expect(delay).toBeLessThanOrEqual(Math.max(high, cappedHint));
+        },
+      ),
       { numRuns: 3000 },
     );
   });

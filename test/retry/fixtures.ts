@@ -9,7 +9,10 @@ export function policyWith(overrides: RetryPolicyInput = {}): RetryPolicy {
   return result.policy;
 }
 
-export const jitterArb = fc.oneof(fc.constantFrom('none' as const, 'full' as const, 'equal' as const), fc.double({ min: 0, max: 1, noNaN: true }));
+export const jitterArb = fc.oneof(
+  fc.constantFrom('none' as const, 'full' as const, 'equal' as const),
+  fc.double({ min: 0, max: 1, noNaN: true }),
+);
 
 /** Any policy that `parseRetryPolicy` accepts. */
 export const validPolicyArb: fc.Arbitrary<RetryPolicy> = fc
@@ -25,4 +28,6 @@ export const validPolicyArb: fc.Arbitrary<RetryPolicy> = fc
     maxRetryAfterMs: fc.integer({ min: 0, max: 86_400_000 }),
     maxTurnMs: fc.integer({ min: 0, max: 604_800_000 }),
   })
-  .map(({ extraDelayMs, ...rest }) => policyWith({ ...rest, maxDelayMs: Math.min(86_400_000, rest.initialDelayMs + extraDelayMs) }));
+  .map(({ extraDelayMs, ...rest }) =>
+    policyWith({ ...rest, maxDelayMs: Math.min(86_400_000, rest.initialDelayMs + extraDelayMs) }),
+  );

@@ -1,11 +1,20 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RETRY_POLICY, RETRY_POLICY_FIELDS, RetryPolicySchema, mergeRetryPolicy, parseRetryPolicy, type RetryPolicyResult } from '../../src/retry/policy.ts';
+import {
+  DEFAULT_RETRY_POLICY,
+  RETRY_POLICY_FIELDS,
+  RetryPolicySchema,
+  mergeRetryPolicy,
+  parseRetryPolicy,
+  type RetryPolicyResult,
+} from '../../src/retry/policy.ts';
 import { policyWith, validPolicyArb } from './fixtures.ts';
 
-const CATEGORY_RULE = 'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, quota, unknown';
+const CATEGORY_RULE =
+  'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, quota, unknown';
 const JITTER_RULE = "must be 'none', 'full', 'equal' or a number from 0 to 1";
-const KNOWN_FIELDS = 'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs, rateLimitAttempts, maxParkMs';
+const KNOWN_FIELDS =
+  'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs, rateLimitAttempts, maxParkMs';
 
 function errorsOf(result: RetryPolicyResult) {
   if (result.ok) throw new Error(`expected errors, got policy ${JSON.stringify(result.policy)}`);
@@ -43,7 +52,10 @@ describe('DEFAULT_RETRY_POLICY', () => {
 describe('parseRetryPolicy', () => {
   it('fills every absent field with its default', () => {
     expect(parseRetryPolicy({})).toEqual({ ok: true, policy: DEFAULT_RETRY_POLICY });
-    expect(parseRetryPolicy({ maxAttempts: 7 })).toEqual({ ok: true, policy: { ...DEFAULT_RETRY_POLICY, maxAttempts: 7 } });
+    expect(parseRetryPolicy({ maxAttempts: 7 })).toEqual({
+      ok: true,
+      policy: { ...DEFAULT_RETRY_POLICY, maxAttempts: 7 },
+    });
   });
 
   it('returns a frozen policy whose default retryOn is not shared between results', () => {
@@ -111,7 +123,11 @@ describe('parseRetryPolicy', () => {
     ['jitter', true, `jitter: ${JITTER_RULE} (got true)`],
     ['retryOn', 'network', 'retryOn: must be an array of failure categories (got "network")'],
     ['retryOn', ['network', 'cosmic_ray'], `retryOn[1]: ${CATEGORY_RULE} (got "cosmic_ray")`],
-    ['retryOn', ['timeout', 'network', 'timeout'], 'retryOn: must not list "timeout" twice (got ["timeout","network","timeout"])'],
+    [
+      'retryOn',
+      ['timeout', 'network', 'timeout'],
+      'retryOn: must not list "timeout" twice (got ["timeout","network","timeout"])',
+    ],
     ['honorRetryAfter', 1, 'honorRetryAfter: must be true or false (got 1)'],
     ['maxRetryAfterMs', -5, 'maxRetryAfterMs: must be an integer from 0 to 86400000 (got -5)'],
     ['maxRetryAfterMs', 10n, 'maxRetryAfterMs: must be an integer from 0 to 86400000 (got 10n)'],
@@ -143,7 +159,9 @@ describe('parseRetryPolicy', () => {
     [42, '42'],
     ['retry', '"retry"'],
   ])('rejects %j as a whole with field "policy"', (input, got) => {
-    expect(errorsOf(parseRetryPolicy(input))).toEqual([{ field: 'policy', message: `policy: must be an object (got ${got})` }]);
+    expect(errorsOf(parseRetryPolicy(input))).toEqual([
+      { field: 'policy', message: `policy: must be an object (got ${got})` },
+    ]);
   });
 
   it('reports every invalid field at once', () => {
@@ -158,7 +176,9 @@ describe('parseRetryPolicy', () => {
 
   it('never throws and either returns a policy that re-validates or errors naming a field', () => {
     const fieldValue = fc.oneof(fc.anything(), fc.integer(), fc.double(), fc.constantFrom('none', 'full', 'equal'));
-    const policyLike = fc.dictionary(fc.oneof(fc.constantFrom(...RETRY_POLICY_FIELDS), fc.string()), fieldValue, { maxKeys: 4 });
+    const policyLike = fc.dictionary(fc.oneof(fc.constantFrom(...RETRY_POLICY_FIELDS), fc.string()), fieldValue, {
+      maxKeys: 4,
+    });
     fc.assert(
       fc.property(fc.oneof(fc.anything(), policyLike), (input) => {
         const result = parseRetryPolicy(input);
@@ -169,7 +189,8 @@ describe('parseRetryPolicy', () => {
         }
         expect(result.errors.length).toBeGreaterThan(0);
         // An unknown key that is empty or not a plain name is named quoted.
-        const ownKeys = typeof input === 'object' && input !== null ? Object.keys(input).flatMap((k) => [k, JSON.stringify(k)]) : [];
+        const ownKeys =
+          typeof input === 'object' && input !== null ? Object.keys(input).flatMap((k) => [k, JSON.stringify(k)]) : [];
         for (const { field, message } of result.errors) {
           expect([...RETRY_POLICY_FIELDS, 'policy', ...ownKeys]).toContain(field);
           expect(message.startsWith(field)).toBe(true);
@@ -200,20 +221,28 @@ describe('mergeRetryPolicy', () => {
 
   it('validates the merged result across fields', () => {
     const base = policyWith({ initialDelayMs: 1000, maxDelayMs: 2000 });
-    expect(errorsOf(mergeRetryPolicy(base, { initialDelayMs: 5000 }))).toEqual([{ field: 'maxDelayMs', message: 'maxDelayMs: must be at least initialDelayMs, 5000 (got 2000)' }]);
+    expect(errorsOf(mergeRetryPolicy(base, { initialDelayMs: 5000 }))).toEqual([
+      { field: 'maxDelayMs', message: 'maxDelayMs: must be at least initialDelayMs, 5000 (got 2000)' },
+    ]);
     expect(mergeRetryPolicy(base, { initialDelayMs: 5000, maxDelayMs: 5000 }).ok).toBe(true);
   });
 
   it('applies nothing when any field of the patch is invalid', () => {
     const base = policyWith({ maxAttempts: 3 });
     const result = mergeRetryPolicy(base, { maxAttempts: 5, multiplier: 0 });
-    expect(errorsOf(result)).toEqual([{ field: 'multiplier', message: 'multiplier: must be a number from 1 to 10 (got 0)' }]);
+    expect(errorsOf(result)).toEqual([
+      { field: 'multiplier', message: 'multiplier: must be a number from 1 to 10 (got 0)' },
+    ]);
     expect(base.maxAttempts).toBe(3);
   });
 
   it('rejects unknown fields and __proto__ in the patch', () => {
     expect(errorsOf(mergeRetryPolicy(DEFAULT_RETRY_POLICY, { retries: 3 })).map((e) => e.field)).toEqual(['retries']);
-    expect(errorsOf(mergeRetryPolicy(DEFAULT_RETRY_POLICY, JSON.parse('{"__proto__": {"enabled": false}}'))).map((e) => e.field)).toEqual(['__proto__']);
+    expect(
+      errorsOf(mergeRetryPolicy(DEFAULT_RETRY_POLICY, JSON.parse('{"__proto__": {"enabled": false}}'))).map(
+        (e) => e.field,
+      ),
+    ).toEqual(['__proto__']);
   });
 
   it.each([null, undefined, [], 'maxAttempts=3', 3])('rejects a patch that is not an object: %j', (patch) => {
@@ -224,16 +253,20 @@ describe('mergeRetryPolicy', () => {
 
   it('never changes the base, and applies a valid patch exactly', () => {
     fc.assert(
-      fc.property(validPolicyArb, fc.oneof(fc.anything(), fc.dictionary(fc.constantFrom(...RETRY_POLICY_FIELDS), fc.anything())), (base, patch) => {
-        const before = structuredClone(base);
-        const result = mergeRetryPolicy(base, patch);
-        expect(base).toEqual(before);
-        if (!result.ok) return;
-        for (const field of RETRY_POLICY_FIELDS) {
-          const patched = (patch as Record<string, unknown>)[field];
-          expect(result.policy[field]).toEqual(patched === undefined ? base[field] : patched);
-        }
-      }),
+      fc.property(
+        validPolicyArb,
+        fc.oneof(fc.anything(), fc.dictionary(fc.constantFrom(...RETRY_POLICY_FIELDS), fc.anything())),
+        (base, patch) => {
+          const before = structuredClone(base);
+          const result = mergeRetryPolicy(base, patch);
+          expect(base).toEqual(before);
+          if (!result.ok) return;
+          for (const field of RETRY_POLICY_FIELDS) {
+            const patched = (patch as Record<string, unknown>)[field];
+            expect(result.policy[field]).toEqual(patched === undefined ? base[field] : patched);
+          }
+        },
+      ),
       { numRuns: 1000 },
     );
   });

@@ -25,9 +25,13 @@ function tempDir(name: string): string {
   return dir;
 }
 
-useRuntimeSuite('agent-state', { cleanup: () => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })) }, (s) => {
-  ({ server, env, h } = s);
-});
+useRuntimeSuite(
+  'agent-state',
+  { cleanup: () => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })) },
+  (s) => {
+    ({ server, env, h } = s);
+  },
+);
 
 const TURN_1 = 'Remember the word PELICAN-42 for me.';
 const TURN_2 = 'Which word did I ask you to remember?';
@@ -36,7 +40,10 @@ describe('agent state travels with the session', () => {
   it('turn 2 on another host resumes the pi session of turn 1, with turn 1 in the model’s context', async () => {
     const [sessionsA, sessionsB] = [tempDir('host-a-sessions'), tempDir('host-b-sessions')];
     const hostA = await h.startWorker({ agentOptions: { pi: piHostOptions(env, tempDir('host-a-state'), sessionsA) } });
-    const { sessionId } = await h.runtime.enqueue({ prompt: TURN_1, options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: TURN_1,
+      options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    });
     expect((await turnEnded(h.runtime, sessionId, 1)).state).toBe('completed');
     const turn1 = await h.runtime.readMessages(sessionId);
     const started = turn1.find((m) => m.type === 'session.started');

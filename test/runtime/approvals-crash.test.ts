@@ -8,7 +8,15 @@ import { summarize } from '../../src/runtime/inspect.ts';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
-import { agentRecords, assistantText, expectWholeLog, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
+import {
+  agentRecords,
+  assistantText,
+  expectWholeLog,
+  turnEnded,
+  until,
+  useRuntimeSuite,
+  type Harness,
+} from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 
 /**
@@ -58,7 +66,9 @@ const ofType = (messages: readonly StoredMessage[], type: string) => messages.fi
 
 function ranIn(messages: readonly StoredMessage[]): number {
   const agentSessions = new Set(
-    messages.filter((m) => m.type === 'session.started' || m.type === 'session.resumed').map((m) => String((m.content as { sessionId: string }).sessionId)),
+    messages
+      .filter((m) => m.type === 'session.started' || m.type === 'session.resumed')
+      .map((m) => String((m.content as { sessionId: string }).sessionId)),
   );
   const lines = existsSync(join(state, 'ran')) ? readFileSync(join(state, 'ran'), 'utf8').split('\n') : [];
   return lines.filter((l) => agentSessions.has(l)).length;
@@ -67,8 +77,16 @@ function ranIn(messages: readonly StoredMessage[]): number {
 describe('an approval survives a worker kill -9', () => {
   it('decided while no worker holds the session: the next attempt asks the same request again and gets the decision once', async () => {
     const first = await startWorkerProcess(workerOptions);
-    const { sessionId } = await runtime.enqueue({ prompt: 'ask', options: { agent: 'acp:fake', permissionMode: 'ask' }, retryPolicy: { initialDelayMs: 200, jitter: 'none' } });
-    const asked = await until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], 30_000, 'approval.requested');
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'ask',
+      options: { agent: 'acp:fake', permissionMode: 'ask' },
+      retryPolicy: { initialDelayMs: 200, jitter: 'none' },
+    });
+    const asked = await until(
+      async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0],
+      30_000,
+      'approval.requested',
+    );
     const requestId = String((asked.content as { requestId: string }).requestId);
 
     first.kill('SIGKILL');
@@ -78,7 +96,10 @@ describe('an approval survives a worker kill -9', () => {
     expect(waiting.approvals).toEqual([expect.objectContaining({ requestId })]);
     expect(waiting.approvals[0]?.decision).toBeUndefined();
     await runtime.decideApproval(sessionId, requestId, 'allow', 'cli:ops');
-    expect(summarize((await runtime.getSession(sessionId))!).approvals[0]?.decision).toMatchObject({ outcome: 'allowed', by: 'cli:ops' });
+    expect(summarize((await runtime.getSession(sessionId))!).approvals[0]?.decision).toMatchObject({
+      outcome: 'allowed',
+      by: 'cli:ops',
+    });
 
     await startWorkerProcess(workerOptions);
     const session = await turnEnded(runtime, sessionId, 1, 60_000);
@@ -90,14 +111,24 @@ describe('an approval survives a worker kill -9', () => {
     const messages = await runtime.readMessages(sessionId);
     expectWholeLog(messages);
     const requested = ofType(messages, 'approval.requested');
-    expect(requested.map((m) => [m.attempt, (m.content as { requestId: string }).requestId, (m.content as { reasked?: boolean }).reasked ?? false])).toEqual([
+    expect(
+      requested.map((m) => [
+        m.attempt,
+        (m.content as { requestId: string }).requestId,
+        (m.content as { reasked?: boolean }).reasked ?? false,
+      ]),
+    ).toEqual([
       [1, requestId, false],
       [2, requestId, true],
     ]);
     // The deadline is the first ask's: a re-ask does not extend it.
-    expect((requested[1]?.content as { deadlineAt: number }).deadlineAt).toBe((requested[0]?.content as { deadlineAt: number }).deadlineAt);
+    expect((requested[1]?.content as { deadlineAt: number }).deadlineAt).toBe(
+      (requested[0]?.content as { deadlineAt: number }).deadlineAt,
+    );
     const decided = ofType(messages, 'approval.decided');
-    expect(decided.map((m) => [m.attempt, (m.content as { requestId: string }).requestId, (m.content as { by: string }).by])).toEqual([[2, requestId, 'cli:ops']]);
+    expect(
+      decided.map((m) => [m.attempt, (m.content as { requestId: string }).requestId, (m.content as { by: string }).by]),
+    ).toEqual([[2, requestId, 'cli:ops']]);
     expect(assistantText(messages)).toBe('permission: yes');
     expect(ranIn(messages)).toBe(1);
     expect(await agentRecords(sessionId)).toEqual([]);

@@ -26,7 +26,11 @@ const OPERATOR = {
   'acp:trusted': { command: process.execPath, args: [FAKE], env: { FAKE_ACP_STATE_DIR: state } },
 };
 const policyWith = (approvals: Record<string, unknown>) =>
-  deploymentPolicy({ workspace: tmpdir(), agents: OPERATOR, policy: { permissions: { 'acp:fake': { ceiling: 'ask' }, 'acp:trusted': { ceiling: 'ask' } }, approvals } });
+  deploymentPolicy({
+    workspace: tmpdir(),
+    agents: OPERATOR,
+    policy: { permissions: { 'acp:fake': { ceiling: 'ask' }, 'acp:trusted': { ceiling: 'ask' } }, approvals },
+  });
 const policy = policyWith({ deadlineMs: 600_000, autoAllow: [{ agent: 'acp:trusted', kind: 'execute' }] });
 const ASK = { agent: 'acp:fake', permissionMode: 'ask' };
 
@@ -45,14 +49,20 @@ afterAll(async () => {
 /** How often the fake agent's shell tool ran in the agent sessions of this log (it appends its own session id to `ran` when allowed). */
 function ranIn(messages: readonly StoredMessage[]): number {
   const agentSessions = new Set(
-    messages.filter((m) => m.type === 'session.started' || m.type === 'session.resumed').map((m) => String((m.content as { sessionId: string }).sessionId)),
+    messages
+      .filter((m) => m.type === 'session.started' || m.type === 'session.resumed')
+      .map((m) => String((m.content as { sessionId: string }).sessionId)),
   );
   const lines = existsSync(join(state, 'ran')) ? readFileSync(join(state, 'ran'), 'utf8').split('\n') : [];
   return lines.filter((l) => agentSessions.has(l)).length;
 }
 
 async function waitingRequest(rt: Runtime, sessionId: string): Promise<string> {
-  const requested = await until(async () => ofType(await rt.readMessages(sessionId), 'approval.requested')[0], 30_000, 'approval.requested');
+  const requested = await until(
+    async () => ofType(await rt.readMessages(sessionId), 'approval.requested')[0],
+    30_000,
+    'approval.requested',
+  );
   return String(requested.requestId);
 }
 
@@ -62,7 +72,11 @@ describe('durable tool approvals (permissionMode ask)', () => {
     const requestId = await waitingRequest(runtime, sessionId);
     const requested = ofType(await runtime.readMessages(sessionId), 'approval.requested')[0]!;
     expect(requested).toMatchObject({ tool: 'rm -rf build', kind: 'execute', arguments: { command: 'rm -rf build' } });
-    expect((requested.options as Array<{ kind: string }>).map((o) => o.kind)).toEqual(['allow_once', 'allow_always', 'reject_once']);
+    expect((requested.options as Array<{ kind: string }>).map((o) => o.kind)).toEqual([
+      'allow_once',
+      'allow_always',
+      'reject_once',
+    ]);
 
     const summary = summarize((await runtime.getSession(sessionId))!);
     expect(summary.state).toBe('running');
@@ -77,10 +91,14 @@ describe('durable tool approvals (permissionMode ask)', () => {
     expect((await turnEnded(runtime, sessionId)).state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);
     expect(assistantText(messages)).toBe('permission: yes');
-    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ requestId, outcome: 'allowed', optionId: 'yes', by: 'cli:test' })]);
+    expect(ofType(messages, 'approval.decided')).toEqual([
+      expect.objectContaining({ requestId, outcome: 'allowed', optionId: 'yes', by: 'cli:test' }),
+    ]);
     expect(ranIn(messages)).toBe(1);
     await metrics.refresh(true);
-    expect(await metrics.registry.getSingleMetricAsString('sessiond_approvals_waiting')).toMatch(/sessiond_approvals_waiting 0$/m);
+    expect(await metrics.registry.getSingleMetricAsString('sessiond_approvals_waiting')).toMatch(
+      /sessiond_approvals_waiting 0$/m,
+    );
     // The turn is over: its requests are gone, the session no longer awaits anything.
     expect((await runtime.getSession(sessionId))?.approvals).toEqual([]);
   });
@@ -92,7 +110,9 @@ describe('durable tool approvals (permissionMode ask)', () => {
     expect((await turnEnded(runtime, sessionId)).state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);
     expect(assistantText(messages)).toBe('permission: no');
-    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', optionId: 'no', by: 'http:ops', reason: 'not on this branch' })]);
+    expect(ofType(messages, 'approval.decided')).toEqual([
+      expect.objectContaining({ outcome: 'denied', optionId: 'no', by: 'http:ops', reason: 'not on this branch' }),
+    ]);
     expect(ofType(messages, 'tool.failed')).toEqual([expect.objectContaining({ toolCallId: 'call-sh' })]);
     expect(ranIn(messages)).toBe(0);
   });
@@ -100,34 +120,58 @@ describe('durable tool approvals (permissionMode ask)', () => {
   it('a second decision is refused (the first wins); an option the agent did not offer and an unknown request are refused, naming them', async () => {
     const { sessionId } = await runtime.enqueue({ prompt: 'ask', options: ASK });
     const requestId = await waitingRequest(runtime, sessionId);
-    const notOffered = await runtime.decideApproval(sessionId, requestId, 'deny', 'cli:test', 'allow_once').catch((e: unknown) => e);
+    const notOffered = await runtime
+      .decideApproval(sessionId, requestId, 'deny', 'cli:test', 'allow_once')
+      .catch((e: unknown) => e);
     expect(notOffered).toBeInstanceOf(InputError);
-    expect((notOffered as InputError).issues).toEqual([expect.objectContaining({ field: 'option', message: expect.stringContaining('no (reject_once)') })]);
-    expect(await runtime.decideApproval(sessionId, 't1-000000000000-1', 'allow', 'cli:test').catch((e: unknown) => e)).toBeInstanceOf(NotFoundError);
-    expect(await runtime.decideApproval(sessionId, 'not-an-id', 'allow', 'cli:test').catch((e: unknown) => (e as InputError).issues)).toEqual([
-      expect.objectContaining({ field: 'requestId' }),
+    expect((notOffered as InputError).issues).toEqual([
+      expect.objectContaining({ field: 'option', message: expect.stringContaining('no (reject_once)') }),
     ]);
+    expect(
+      await runtime.decideApproval(sessionId, 't1-000000000000-1', 'allow', 'cli:test').catch((e: unknown) => e),
+    ).toBeInstanceOf(NotFoundError);
+    expect(
+      await runtime
+        .decideApproval(sessionId, 'not-an-id', 'allow', 'cli:test')
+        .catch((e: unknown) => (e as InputError).issues),
+    ).toEqual([expect.objectContaining({ field: 'requestId' })]);
     await runtime.decideApproval(sessionId, requestId, 'allow', 'cli:first');
     const second = await runtime.decideApproval(sessionId, requestId, 'deny', 'cli:second').catch((e: unknown) => e);
     expect(second).toBeInstanceOf(ConflictError);
     expect((await turnEnded(runtime, sessionId)).state).toBe('completed');
-    expect(ofType(await runtime.readMessages(sessionId), 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'allowed', by: 'cli:first' })]);
+    expect(ofType(await runtime.readMessages(sessionId), 'approval.decided')).toEqual([
+      expect.objectContaining({ outcome: 'allowed', by: 'cli:first' }),
+    ]);
   });
 
   it('a policy rule (agent acp:trusted, kind execute) allows at once, without waiting, and says so', async () => {
-    const { sessionId } = await runtime.enqueue({ prompt: 'ask', options: { agent: 'acp:trusted', permissionMode: 'ask' } });
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'ask',
+      options: { agent: 'acp:trusted', permissionMode: 'ask' },
+    });
     expect((await turnEnded(runtime, sessionId)).state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);
     expect(assistantText(messages)).toBe('permission: yes');
     expect(ofType(messages, 'approval.requested')).toHaveLength(1);
-    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'allowed', optionId: 'yes', by: 'policy' })]);
+    expect(ofType(messages, 'approval.decided')).toEqual([
+      expect.objectContaining({ outcome: 'allowed', optionId: 'yes', by: 'policy' }),
+    ]);
   });
 
   it('permissionMode ask is above the default ceiling (reject): refused naming the field unless the policy raises it', async () => {
-    const strict = new Runtime({ connect: h.connect, prefix: h.prefix, policy: deploymentPolicy({ workspace: tmpdir(), agents: OPERATOR }) });
+    const strict = new Runtime({
+      connect: h.connect,
+      prefix: h.prefix,
+      policy: deploymentPolicy({ workspace: tmpdir(), agents: OPERATOR }),
+    });
     try {
       const error = await strict.enqueue({ prompt: 'ask', options: ASK }).catch((e: unknown) => e);
-      expect((error as InputError).issues).toEqual([expect.objectContaining({ field: 'options.permissionMode', message: expect.stringContaining('ceiling "reject"') })]);
+      expect((error as InputError).issues).toEqual([
+        expect.objectContaining({
+          field: 'options.permissionMode',
+          message: expect.stringContaining('ceiling "reject"'),
+        }),
+      ]);
     } finally {
       await strict.close();
     }

@@ -13,7 +13,8 @@ const attempt = (n: number, patch: Partial<AttemptRecord> = {}): AttemptRecord =
   promptRecorded: false,
   ...patch,
 });
-const context = (turnIndex: number, attempts: AttemptRecord[]): SessionContext => ({ turnIndex, turn: { index: turnIndex, attempts } }) as unknown as SessionContext;
+const context = (turnIndex: number, attempts: AttemptRecord[]): SessionContext =>
+  ({ turnIndex, turn: { index: turnIndex, attempts } }) as unknown as SessionContext;
 
 describe('AttemptTally (which ended attempts a holder counts)', () => {
   it('counts each ended attempt once, with its retry, across turns', () => {
@@ -22,7 +23,9 @@ describe('AttemptTally (which ended attempts a holder counts)', () => {
     const failed = attempt(1, { outcome: 'failed', category: 'server_error', delayMs: 100 });
     expect(tally.ended(context(1, [failed]))).toEqual(['attempts|failed|server_error', 'retries|server_error']);
     expect(tally.ended(context(1, [failed, attempt(2)]))).toEqual([]);
-    expect(tally.ended(context(1, [failed, attempt(2, { outcome: 'completed' })]))).toEqual(['attempts|completed|none']);
+    expect(tally.ended(context(1, [failed, attempt(2, { outcome: 'completed' })]))).toEqual([
+      'attempts|completed|none',
+    ]);
     expect(tally.ended(context(1, [failed, attempt(2, { outcome: 'completed' })]))).toEqual([]);
     expect(tally.ended(context(2, [attempt(1, { outcome: 'cancelled' })]))).toEqual(['attempts|cancelled|none']);
   });

@@ -2,7 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../src/retry/index.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { BACKENDS, assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import {
+  BACKENDS,
+  assistantText,
+  expectWholeLog,
+  turnEnded,
+  until,
+  type Harness,
+  useRuntimeSuite,
+} from '../support/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
 /**
@@ -23,7 +31,14 @@ let h: Harness;
 describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
   useRuntimeSuite(
     `backoff-${backend}`,
-    { backend, scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }], [ALWAYS_500]: { status: 500 } } },
+    {
+      backend,
+      scripts: {
+        [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }],
+        [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }],
+        [ALWAYS_500]: { status: 500 },
+      },
+    },
     (s) => {
       ({ server, env, h } = s);
     },
@@ -50,7 +65,9 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
     );
     const nextRetryAt = parked.context?.nextRetryAt;
     if (nextRetryAt == null) throw new Error('no nextRetryAt');
-    expect(parked.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.delayMs])).toEqual([['failed', 'server_error', BACKOFF_MS]]);
+    expect(parked.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.delayMs])).toEqual([
+      ['failed', 'server_error', BACKOFF_MS],
+    ]);
     // No worker slot: the worker drives nothing, and the activation waits in BullMQ as a delayed job.
     expect(first.activeSessions).toEqual([]);
     const jobId = await internals(h.runtime).store.activeJobId(sessionId);
@@ -79,7 +96,10 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
 
   it('the global policy set in Redis reaches a running worker without a restart; a per-session override wins over it', async () => {
     // The running worker has read (and cached) the default policy.
-    const plain = await h.runtime.enqueue({ prompt: 'hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    const plain = await h.runtime.enqueue({
+      prompt: 'hello',
+      options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    });
     expect((await turnEnded(h.runtime, plain.sessionId)).context?.policy).toEqual(DEFAULT_RETRY_POLICY);
 
     const set = await h.runtime.setPolicy({ maxAttempts: 1 });
@@ -87,7 +107,10 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
     expect(await h.runtime.getPolicy()).toMatchObject({ source: 'global', policy: { maxAttempts: 1 } });
 
     // A new session under the global policy: one attempt, no retry.
-    const global = await h.runtime.enqueue({ prompt: 'fail', options: { provider: 'fake', model: ALWAYS_500, cwd: env.cwd } });
+    const global = await h.runtime.enqueue({
+      prompt: 'fail',
+      options: { provider: 'fake', model: ALWAYS_500, cwd: env.cwd },
+    });
     const failed = await turnEnded(h.runtime, global.sessionId);
     expect(failed.state).toBe('failed');
     expect(failed.context?.policy.maxAttempts).toBe(1);
@@ -101,7 +124,10 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
       options: { provider: 'fake', model: FLAKY_2, cwd: env.cwd },
       retryPolicy: { maxAttempts: 2, initialDelayMs: 100, jitter: 'none' },
     });
-    expect(await h.runtime.getPolicy(override.sessionId)).toMatchObject({ source: 'session', policy: { maxAttempts: 2, initialDelayMs: 100 } });
+    expect(await h.runtime.getPolicy(override.sessionId)).toMatchObject({
+      source: 'session',
+      policy: { maxAttempts: 2, initialDelayMs: 100 },
+    });
     const retried = await turnEnded(h.runtime, override.sessionId);
     expect(retried.state).toBe('completed');
     expect(retried.context?.policy).toMatchObject({ maxAttempts: 2, initialDelayMs: 100 });
@@ -111,7 +137,11 @@ describe.each(BACKENDS)('durable backoff, on %s Redis', (backend) => {
     // Back to the default: the next turn of the first session runs under it again.
     await h.runtime.resetPolicy();
     expect(await h.runtime.getPolicy()).toMatchObject({ source: 'default' });
-    await h.runtime.enqueue({ sessionId: global.sessionId, prompt: 'again', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    await h.runtime.enqueue({
+      sessionId: global.sessionId,
+      prompt: 'again',
+      options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    });
     const again = await turnEnded(h.runtime, global.sessionId, 2);
     expect(again.state).toBe('completed');
     expect(again.context?.policy).toEqual(DEFAULT_RETRY_POLICY);

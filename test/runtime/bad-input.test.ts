@@ -25,7 +25,9 @@ useRuntimeSuite('bad-input', {}, (s) => {
  * heartbeats (they tick). BullMQ's keys are left to the job counts.
  */
 async function prefixState(r: Redis, prefix: string): Promise<Record<string, unknown>> {
-  const keys = [...(await r.keys(`${prefix}*`)), ...(await r.keys(`{${prefix}}*`))].filter((k) => k !== `{${prefix}}:workers`).sort();
+  const keys = [...(await r.keys(`${prefix}*`)), ...(await r.keys(`{${prefix}}*`))]
+    .filter((k) => k !== `{${prefix}}:workers`)
+    .sort();
   const state: Record<string, unknown> = {};
   for (const key of keys) {
     const type = await r.type(key);
@@ -57,7 +59,9 @@ describe('bad input: clear errors, nothing written', () => {
     const keysBefore = await internals(h.runtime).redis.keys('*');
 
     const policy = await refused(h.runtime.enqueue({ prompt: 'hi', retryPolicy: { maxAttempts: 0 } }));
-    expect(policy.issues).toEqual([{ field: 'retryPolicy.maxAttempts', message: expect.stringContaining('must be an integer from 1 to 100') }]);
+    expect(policy.issues).toEqual([
+      { field: 'retryPolicy.maxAttempts', message: expect.stringContaining('must be an integer from 1 to 100') },
+    ]);
     expect(policy.message).toContain('retryPolicy.maxAttempts');
     const policyField = await refused(h.runtime.enqueue({ prompt: 'hi', retryPolicy: { retryOn: ['cosmic_rays'] } }));
     expect(policyField.issues[0]?.field).toBe('retryPolicy.retryOn');
@@ -89,15 +93,21 @@ describe('bad input: clear errors, nothing written', () => {
 
     expect(await internals(h.runtime).redis.dbsize()).toBe(before);
     expect((await internals(h.runtime).redis.keys('*')).sort()).toEqual(keysBefore.sort());
-    expect(await internals(h.runtime).queue.queue.getJobCounts()).toEqual(expect.objectContaining({ waiting: 0, delayed: 0, active: 0, completed: 0, failed: 0 }));
+    expect(await internals(h.runtime).queue.queue.getJobCounts()).toEqual(
+      expect.objectContaining({ waiting: 0, delayed: 0, active: 0, completed: 0, failed: 0 }),
+    );
   });
 
   it('an unknown session id: getSession → null, cancel/policy → NotFoundError, a bad id → InputError; nothing written', async () => {
     await h.startWorker();
-    existing = (await h.runtime.enqueue({ prompt: 'A real one', options: { provider: 'fake', model: 'text', cwd: env.cwd } })).sessionId;
+    existing = (
+      await h.runtime.enqueue({ prompt: 'A real one', options: { provider: 'fake', model: 'text', cwd: env.cwd } })
+    ).sessionId;
     await turnEnded(h.runtime, existing);
     // The end of its activation reaches the fleet index a moment after the turn (batched per tick).
-    await until(async () => (await internals(h.runtime).redis.zscore(internals(h.runtime).keys.activations, existing)) === null);
+    await until(
+      async () => (await internals(h.runtime).redis.zscore(internals(h.runtime).keys.activations, existing)) === null,
+    );
     const before = await prefixState(internals(h.runtime).redis, h.prefix);
 
     expect(await h.runtime.getSession('no-such-session')).toBeNull();
@@ -121,7 +131,10 @@ describe('bad input: clear errors, nothing written', () => {
     const keep = { removeOnComplete: false, removeOnFail: false, attempts: 1 };
     const jobs: Array<[Job, RegExp]> = [
       [await queue.add('activate', {}, keep), /^ignored: job data: sessionId must match/],
-      [await queue.add('activate', { sessionId: 'x:y' }, keep), /^ignored: job data: sessionId must match .* \(got "x:y"\)/],
+      [
+        await queue.add('activate', { sessionId: 'x:y' }, keep),
+        /^ignored: job data: sessionId must match .* \(got "x:y"\)/,
+      ],
       [await queue.add('activate', { sessionId: 42 }, keep), /^ignored: job data: sessionId must match .* \(got 42\)/],
       [await queue.add('activate', 'not an object', keep), /^ignored: job data/],
       [await queue.add('something-else', { sessionId: existing }, keep), /^ignored: unknown job name$/],
@@ -137,7 +150,10 @@ describe('bad input: clear errors, nothing written', () => {
         `job ${job.id} to be processed`,
       );
       const done = await queue.getJob(job.id ?? '');
-      expect({ state, returnvalue: done?.returnvalue as unknown }).toEqual({ state: 'completed', returnvalue: expect.stringMatching(reason) });
+      expect({ state, returnvalue: done?.returnvalue as unknown }).toEqual({
+        state: 'completed',
+        returnvalue: expect.stringMatching(reason),
+      });
     }
 
     // No session appeared, the real one is untouched, and nothing else under the prefix changed.

@@ -15,16 +15,32 @@ useRuntimeSuite('bulk-cancel', { scripts: { 'bulk-500': { status: 500 } } }, (s)
   ({ redis, env, h } = s);
 });
 
-const cliEnv = () => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: h.prefix, SESSIOND_STATE_DIR: h.stateDir });
+const cliEnv = () => ({
+  PATH: process.env.PATH ?? '/usr/bin:/bin',
+  HOME: env.home,
+  REDIS_URL: redis.url,
+  SESSIOND_PREFIX: h.prefix,
+  SESSIOND_STATE_DIR: h.stateDir,
+});
 
 describe('bulk cancel', () => {
   it('queued sessions of one agent: the dry run lists them and changes nothing; then exactly those are cancelled', async () => {
-    const pi = await Promise.all([1, 2, 3].map((i) => h.runtime.enqueue({ prompt: `pi ${i}`, options: { provider: 'fake', model: 'text', cwd: env.cwd } })));
+    const pi = await Promise.all(
+      [1, 2, 3].map((i) =>
+        h.runtime.enqueue({ prompt: `pi ${i}`, options: { provider: 'fake', model: 'text', cwd: env.cwd } }),
+      ),
+    );
     const other = await h.runtime.enqueue({ prompt: 'codex one', options: { agent: 'codex', cwd: env.cwd } });
 
-    const dry = await runCli(['cancel', '--state', 'queued', '--agent', 'codex', '--dry-run', '--json'], { env: cliEnv() });
+    const dry = await runCli(['cancel', '--state', 'queued', '--agent', 'codex', '--dry-run', '--json'], {
+      env: cliEnv(),
+    });
     expect(dry.exitCode).toBe(0);
-    expect(JSON.parse(dry.stdout)).toEqual({ dryRun: true, matched: [{ sessionId: other.sessionId, state: 'queued', agent: 'codex' }], cancelled: 0 });
+    expect(JSON.parse(dry.stdout)).toEqual({
+      dryRun: true,
+      matched: [{ sessionId: other.sessionId, state: 'queued', agent: 'codex' }],
+      cancelled: 0,
+    });
     expect((await h.runtime.getSession(other.sessionId))?.cancelRequested).toBe(false);
 
     const done = await h.runtime.cancelMatching({ state: 'queued', agent: 'pi', reason: 'clearing the queue' });
@@ -41,10 +57,19 @@ describe('bulk cancel', () => {
       options: { provider: 'fake', model: 'bulk-500', cwd: env.cwd },
       retryPolicy: { initialDelayMs: 600_000, maxDelayMs: 600_000 },
     });
-    await until(async () => ((await h.runtime.listSessions({ state: 'backoff' })).some((s) => s.sessionId === sessionId) ? true : null), 60_000, 'the backoff');
+    await until(
+      async () =>
+        (await h.runtime.listSessions({ state: 'backoff' })).some((s) => s.sessionId === sessionId) ? true : null,
+      60_000,
+      'the backoff',
+    );
     const cli = await runCli(['cancel', '--state', 'backoff', '--json'], { env: cliEnv() });
     expect(cli.exitCode).toBe(0);
-    expect(JSON.parse(cli.stdout)).toMatchObject({ dryRun: false, cancelled: 1, matched: [{ sessionId, state: 'backoff' }] });
+    expect(JSON.parse(cli.stdout)).toMatchObject({
+      dryRun: false,
+      cancelled: 1,
+      matched: [{ sessionId, state: 'backoff' }],
+    });
     expect((await turnEnded(h.runtime, sessionId)).state).toBe('cancelled');
 
     await expect(h.runtime.cancelMatching({ state: 'completed' })).rejects.toBeInstanceOf(InputError);

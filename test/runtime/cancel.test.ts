@@ -12,7 +12,19 @@ import { runCli } from '../support/cli.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisServer } from '../support/redis.ts';
-import { BACKENDS, expectWholeLog, FAST_WORKER, harness, piHostOptions, agentRecords, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import {
+  BACKENDS,
+  expectWholeLog,
+  FAST_WORKER,
+  harness,
+  piHostOptions,
+  agentRecords,
+  TEST_POLICY,
+  turnEnded,
+  until,
+  type Harness,
+  useRuntimeSuite,
+} from '../support/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
 /**
@@ -33,9 +45,18 @@ let worker: SessionWorker | null = null;
 let raceH: Harness;
 
 /** `sessiond cancel ID --json` in its own process, configured by env like any operator's shell. */
-async function cancelFromAnotherProcess(sessionId: string, reason: string): Promise<{ sessionId: string; delivered: string }> {
+async function cancelFromAnotherProcess(
+  sessionId: string,
+  reason: string,
+): Promise<{ sessionId: string; delivered: string }> {
   const result = await runCli(['cancel', sessionId, '--json', '--reason', reason], {
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: h.prefix, SESSIOND_STATE_DIR: h.stateDir },
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: env.home,
+      REDIS_URL: redis.url,
+      SESSIOND_PREFIX: h.prefix,
+      SESSIOND_STATE_DIR: h.stateDir,
+    },
   });
   expect(result.stderr).toBe('');
   expect(result.exitCode).toBe(0);
@@ -62,7 +83,11 @@ class RacingStore extends SessionStore {
 describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
   useRuntimeSuite(
     `cancel-${backend}`,
-    { backend, scripts: { [NEVER]: { text: 'This turn should never have run.' }, [FAILS]: { status: 500 } }, cleanup: () => raceH?.close() },
+    {
+      backend,
+      scripts: { [NEVER]: { text: 'This turn should never have run.' }, [FAILS]: { status: 500 } },
+      cleanup: () => raceH?.close(),
+    },
     (s) => {
       ({ redis, server, env, h } = s);
       worker = null;
@@ -73,7 +98,10 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
   // On a cluster too: the cancel from another process (pub/sub across nodes); the rest is the same code.
   if (backend === 'single') {
     it('a session nobody holds: the cancel waits in Redis and ends the turn at its next activation, the agent never asked', async () => {
-      const { sessionId } = await h.runtime.enqueue({ prompt: 'Do not run', options: { provider: 'fake', model: NEVER, cwd: env.cwd } });
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'Do not run',
+        options: { provider: 'fake', model: NEVER, cwd: env.cwd },
+      });
       expect(await h.runtime.cancel(sessionId, 'changed my mind')).toEqual({ delivered: 'activation' });
       const parked = await h.runtime.getSession(sessionId);
       expect(parked).toMatchObject({ state: 'queued', cancelRequested: true, heldBy: null });
@@ -96,15 +124,26 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
 
   it('from a separate process during a long bash tool: the turn ends cancelled, partial output stays, no process of the tree is left', async () => {
     if (worker === null) worker = await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Sleep a long time', options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd } });
-    await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Sleep a long time',
+      options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd },
+    });
+    await until(
+      async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
+      30_000,
+      'the long tool to start',
+    );
     const [record] = await until(async () => {
       const records = await agentRecords(sessionId);
       return records[0]?.pid != null ? records : null;
     });
     if (record === undefined) throw new Error('no agent process recorded');
     // pi, bash and its two background sleeps (grandchildren of pi).
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 10_000, 'the tool’s process tree');
+    await until(
+      async () => (await findProcessesByMarker(record.marker)).length >= 4,
+      10_000,
+      'the tool’s process tree',
+    );
     const before = await h.runtime.readMessages(sessionId);
 
     expect(await cancelFromAnotherProcess(sessionId, 'operator says stop')).toEqual({ sessionId, delivered: 'worker' });
@@ -147,7 +186,10 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
       const jobId = await internals(h.runtime).store.activeJobId(sessionId);
       expect(await (await internals(h.runtime).queue.queue.getJob(jobId ?? ''))?.isDelayed()).toBe(true);
 
-      expect(await cancelFromAnotherProcess(sessionId, 'no more retries')).toEqual({ sessionId, delivered: 'activation' });
+      expect(await cancelFromAnotherProcess(sessionId, 'no more retries')).toEqual({
+        sessionId,
+        delivered: 'activation',
+      });
 
       // Far sooner than the 60 s backoff: the cancel promotes the parked activation.
       const session = await turnEnded(h.runtime, sessionId, 1, 20_000);
@@ -161,7 +203,10 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
 
     it('a cancel that lands just as the holder lets go of a finished turn is handled there, not left to cancel the next prompt', async () => {
       const { runtime, connect } = raceH;
-      const { sessionId } = await runtime.enqueue({ prompt: 'Quick one', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+      const { sessionId } = await runtime.enqueue({
+        prompt: 'Quick one',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
       // The test drives the session as a worker would, with a store that lets a cancel in right
       // before its release: the lease is still held, so the cancel is told to this holder only.
       let delivered: string | null = null;
@@ -177,7 +222,12 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
         bus,
         sessionId,
         token: lease.token,
-        config: { agentOptions: { pi: piHostOptions(env, raceH.stateDir) }, holdBackoffMs: FAST_WORKER.holdBackoffMs, pollMs: FAST_WORKER.pollMs, policy: TEST_POLICY },
+        config: {
+          agentOptions: { pi: piHostOptions(env, raceH.stateDir) },
+          holdBackoffMs: FAST_WORKER.holdBackoffMs,
+          pollMs: FAST_WORKER.pollMs,
+          policy: TEST_POLICY,
+        },
         globalPolicy: () => Promise.resolve(DEFAULT_RETRY_POLICY),
         machine: new SharedSessionMachine(),
       });

@@ -17,7 +17,8 @@ import { internals } from '../../src/runtime/internals.ts';
  */
 
 /** A tool that leaves three escapes running (unique durations to find them), then `then`. */
-const escapes = (n: number, then: string) => `sleep ${n} & setsid sleep ${n + 1} & env -i /usr/bin/setsid /bin/sleep ${n + 2} & ${then}`;
+const escapes = (n: number, then: string) =>
+  `sleep ${n} & setsid sleep ${n + 1} & env -i /usr/bin/setsid /bin/sleep ${n + 2} & ${then}`;
 const sleeps = (n: number) => [n, n + 1, n + 2];
 const toolThen =
   (command: string, after: ScriptStep): Script =>
@@ -52,7 +53,12 @@ useRuntimeSuite(
   },
 );
 
-const options = (model: string, extra: Record<string, unknown> = {}) => ({ provider: 'fake', model, cwd: env.cwd, ...extra });
+const options = (model: string, extra: Record<string, unknown> = {}) => ({
+  provider: 'fake',
+  model,
+  cwd: env.cwd,
+  ...extra,
+});
 
 describe('containment: no process of an attempt outlives it', () => {
   it('a turn that completes normally leaves none of the tool’s background, setsid and env -i setsid processes', async () => {
@@ -74,7 +80,11 @@ describe('containment: no process of an attempt outlives it', () => {
   });
 
   it('an idle timeout leaves none of them', async () => {
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Start then go quiet', options: options('escape-idle', { idleTimeoutMs: 2000 }), retryPolicy: { enabled: false } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Start then go quiet',
+      options: options('escape-idle', { idleTimeoutMs: 2000 }),
+      retryPolicy: { enabled: false },
+    });
     const view = await turnEnded(h.runtime, sessionId);
     expect(view.state).toBe('failed');
     expect(view.context?.lastFailure?.category).toBe('timeout');
@@ -84,19 +94,41 @@ describe('containment: no process of an attempt outlives it', () => {
   it('after kill -9 of the worker, the next worker to start on the host kills them', async () => {
     // Only worker processes from here on: the one to kill must be the one that drives the session.
     await inProcess?.close(2000);
-    const first = await startWorkerProcess({ redisUrl, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' });
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Start and wait', options: options('escape-crash'), retryPolicy: { enabled: false } });
+    const first = await startWorkerProcess({
+      redisUrl,
+      prefix: h.prefix,
+      env,
+      stateDir: h.stateDir,
+      leaseTtl: '2s',
+      stalledInterval: '1s',
+    });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Start and wait',
+      options: options('escape-crash'),
+      retryPolicy: { enabled: false },
+    });
     await until(async () => liveSleeps([...sleeps(4131), 4139]).length === 4 || null, 60_000, 'the tool’s processes');
     first.kill('SIGKILL');
     await first.exited;
     if (detectSandbox().mode === 'bwrap') {
       // In bubblewrap the agent's PID namespace dies with its worker, the escapes with it.
-      await until(async () => liveSleeps([...sleeps(4131), 4139]).length === 0 || null, 10_000, 'the sandbox to die with its worker');
+      await until(
+        async () => liveSleeps([...sleeps(4131), 4139]).length === 0 || null,
+        10_000,
+        'the sandbox to die with its worker',
+      );
     } else {
       // The escapes outlive their worker: nothing but their cgroup ties them to it.
       expect(liveSleeps(sleeps(4131)).length).toBe(3);
     }
-    const second = await startWorkerProcess({ redisUrl, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' });
+    const second = await startWorkerProcess({
+      redisUrl,
+      prefix: h.prefix,
+      env,
+      stateDir: h.stateDir,
+      leaseTtl: '2s',
+      stalledInterval: '1s',
+    });
     expect(liveSleeps([...sleeps(4131), 4139])).toEqual([]);
     expect((await turnEnded(h.runtime, sessionId)).state).toBe('failed');
     second.kill('SIGTERM');

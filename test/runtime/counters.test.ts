@@ -17,10 +17,19 @@ const FLAKY_2 = 'counters-500-then-text-2';
 let env: PiEnv;
 let h: Harness;
 
-useRuntimeSuite('counters', { scripts: { [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }], [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }] } }, async (s) => {
-  ({ env, h } = s);
-  await h.startWorker();
-});
+useRuntimeSuite(
+  'counters',
+  {
+    scripts: {
+      [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }],
+      [FLAKY_2]: [{ status: 500 }, { text: DEFAULT_TEXT }],
+    },
+  },
+  async (s) => {
+    ({ env, h } = s);
+    await h.startWorker();
+  },
+);
 
 const value = (text: string, series: string): number => {
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
@@ -38,7 +47,11 @@ describe('attempts and retries counted where they happen', () => {
     expect(value(before, ATTEMPTS_OK)).toBe(0);
 
     // Turn 1: a 500, a retry, then success; turn 2: success. No scrape in between: only the second turn is in the snapshot.
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'One', options: { provider: 'fake', model: FLAKY, cwd: env.cwd }, retryPolicy });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'One',
+      options: { provider: 'fake', model: FLAKY, cwd: env.cwd },
+      retryPolicy,
+    });
     await turnEnded(h.runtime, sessionId, 1);
     await h.runtime.enqueue({ sessionId, prompt: 'Two', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
     const ended = await turnEnded(h.runtime, sessionId, 2);
@@ -62,7 +75,11 @@ describe('attempts and retries counted where they happen', () => {
   it('a session deleted before any scrape still counts, and leaves no counter entry behind', async () => {
     const metrics = new RuntimeMetrics(h.runtime, { cacheMs: 0 });
     const before = await metrics.render();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Doomed', options: { provider: 'fake', model: FLAKY_2, cwd: env.cwd }, retryPolicy });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Doomed',
+      options: { provider: 'fake', model: FLAKY_2, cwd: env.cwd },
+      retryPolicy,
+    });
     await turnEnded(h.runtime, sessionId, 1);
     expect((await h.runtime.deleteSession(sessionId)).deleted).toBe(true);
 

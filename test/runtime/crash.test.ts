@@ -3,7 +3,16 @@ import { findProcessesByMarker, isAlive } from '../../src/process/index.ts';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { BACKENDS, assistantText, expectWholeLog, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import {
+  BACKENDS,
+  assistantText,
+  expectWholeLog,
+  agentRecords,
+  turnEnded,
+  until,
+  type Harness,
+  useRuntimeSuite,
+} from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
@@ -26,7 +35,12 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
     {
       backend,
       // First request: two chunks of text, then silence (pi waits mid-stream); later requests answer.
-      scripts: { [MODEL]: [{ text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 }, { text: DEFAULT_TEXT }] },
+      scripts: {
+        [MODEL]: [
+          { text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 },
+          { text: DEFAULT_TEXT },
+        ],
+      },
       cleanup: async () => {
         await killAllWorkerProcesses();
         // Whatever a killed worker left on this host (nothing, if the test passed).
@@ -35,7 +49,14 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
     },
     (s) => {
       ({ server, env, h } = s);
-      workerOptions = { redisUrl: s.redis.url, prefix: h.prefix, env, stateDir: h.stateDir, leaseTtl: '2s', stalledInterval: '1s' };
+      workerOptions = {
+        redisUrl: s.redis.url,
+        prefix: h.prefix,
+        env,
+        stateDir: h.stateDir,
+        leaseTtl: '2s',
+        stalledInterval: '1s',
+      };
     },
   );
 
@@ -48,7 +69,11 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
     });
 
     // Mid-attempt: the model has streamed part of its answer (then hangs), and it is in the log.
-    await until(async () => assistantText(await h.runtime.readMessages(sessionId)) === 'Partial answer', 30_000, 'the partial answer in the log');
+    await until(
+      async () => assistantText(await h.runtime.readMessages(sessionId)) === 'Partial answer',
+      30_000,
+      'the partial answer in the log',
+    );
     const [record] = await until(async () => {
       const records = await agentRecords(sessionId);
       return records.length === 1 && records[0]?.pid !== null ? records : null;
@@ -80,7 +105,13 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
     ]);
     expect(server.requestsFor(MODEL)).toHaveLength(2);
     // The second worker restored a snapshot taken while the attempt ran: interrupted → retry policy.
-    expect(session.history.map((t) => `${t.from}→${t.to}`)).toEqual(['none→idle', 'idle→running', 'interrupted→backoff', 'backoff→running', 'running→completed']);
+    expect(session.history.map((t) => `${t.from}→${t.to}`)).toEqual([
+      'none→idle',
+      'idle→running',
+      'interrupted→backoff',
+      'backoff→running',
+      'running→completed',
+    ]);
 
     const messages = await h.runtime.readMessages(sessionId);
     expectWholeLog(messages);
@@ -95,7 +126,11 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
 
     // Nothing of this session is left running, and the second worker still stops cleanly.
     expect(await agentRecords(sessionId)).toEqual([]);
-    await until(async () => (await h.runtime.getSession(sessionId))?.heldBy === null, 10_000, 'the lease to be released');
+    await until(
+      async () => (await h.runtime.getSession(sessionId))?.heldBy === null,
+      10_000,
+      'the lease to be released',
+    );
     second.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });
   }, 120_000);

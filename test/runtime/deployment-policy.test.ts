@@ -17,7 +17,10 @@ describe('what an attempt runs with', () => {
 
   it('pi runs with --no-extensions unless the policy enables them', async () => {
     const off = await admitTurn(deploymentPolicy({ workspace: '/tmp' }), {});
-    const on = await admitTurn(deploymentPolicy({ workspace: '/tmp', policy: { permissions: { pi: { enable: ['extensions'] } } } }), {});
+    const on = await admitTurn(
+      deploymentPolicy({ workspace: '/tmp', policy: { permissions: { pi: { enable: ['extensions'] } } } }),
+      {},
+    );
     if (!off.ok || !on.ok) throw new Error('refused');
     const argv = (options: Record<string, unknown>) => piArgs(PiOptionsSchema.parse({ ...options, prompt: 'hi' }));
     expect(argv(off.options)).toContain('--no-extensions');

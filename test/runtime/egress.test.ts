@@ -35,7 +35,8 @@ const probe = (): string =>
   `curl -sS --max-time 10 http://127.0.0.2:${allowed?.port ?? 0}/ok; echo; curl -sS --max-time 10 -o /dev/null -w 'denied:%{http_code}' http://127.0.0.3:${denied?.port ?? 0}/x`;
 
 const SCRIPTS: Record<string, Script> = {
-  'egress-probe': ({ body }) => (hasToolResult(body) ? { text: 'Probed.' } : { toolCalls: [{ name: 'bash', arguments: { command: probe() } }] }),
+  'egress-probe': ({ body }) =>
+    hasToolResult(body) ? { text: 'Probed.' } : { toolCalls: [{ name: 'bash', arguments: { command: probe() } }] },
 };
 
 let server: FakeModelServer;
@@ -55,10 +56,16 @@ describe('egress of the durable runtime', () => {
   it('a tool reaches the host policy.network.allow lists; another host is refused, audited and counted; the model gets its key', async () => {
     const logged: Array<{ message: string; fields: Record<string, unknown> }> = [];
     await h.startWorker({
-      policy: deploymentPolicy({ workspace: tmpdir(), policy: { network: { allow: [`127.0.0.2:${allowed?.port ?? 0}`] } } }),
+      policy: deploymentPolicy({
+        workspace: tmpdir(),
+        policy: { network: { allow: [`127.0.0.2:${allowed?.port ?? 0}`] } },
+      }),
       log: (_level, message, fields) => logged.push({ message, fields: fields ?? {} }),
     });
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Probe the network', options: { provider: 'fake', model: 'egress-probe', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Probe the network',
+      options: { provider: 'fake', model: 'egress-probe', cwd: env.cwd },
+    });
     const view = await turnEnded(h.runtime, sessionId);
     expect(view.state).toBe('completed');
     const requests = server.requestsFor('egress-probe');
@@ -73,7 +80,17 @@ describe('egress of the durable runtime', () => {
     expect(audit).toEqual([
       {
         message: 'audit',
-        fields: { audit: true, action: 'egress.refused', host: '127.0.0.3', port: denied?.port, method: 'GET', reason: 'not allowed', sessionId, turn: 1, attempt: 1 },
+        fields: {
+          audit: true,
+          action: 'egress.refused',
+          host: '127.0.0.3',
+          port: denied?.port,
+          method: 'GET',
+          reason: 'not allowed',
+          sessionId,
+          turn: 1,
+          attempt: 1,
+        },
       },
     ]);
     const totals = await until(async () => {
@@ -84,7 +101,12 @@ describe('egress of the durable runtime', () => {
   });
 
   it('a caller cannot widen the network: no option names hosts, proxies or the agent environment', async () => {
-    for (const options of [{ network: { allow: ['evil.example'] } }, { allow: ['evil.example'] }, { env: { HTTPS_PROXY: '', NO_PROXY: '*' } }, { egress: false }]) {
+    for (const options of [
+      { network: { allow: ['evil.example'] } },
+      { allow: ['evil.example'] },
+      { env: { HTTPS_PROXY: '', NO_PROXY: '*' } },
+      { egress: false },
+    ]) {
       const error = await h.runtime.enqueue({ prompt: 'hi', options }).then(
         () => null,
         (e: unknown) => e,

@@ -2,7 +2,16 @@ import { describe, expect, it } from 'vitest';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { Redis } from 'ioredis';
 import { Runtime } from '../../src/runtime/runtime.ts';
-import { assistantText, BACKENDS, expectWholeLog, TEST_POLICY, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import {
+  assistantText,
+  BACKENDS,
+  expectWholeLog,
+  TEST_POLICY,
+  turnEnded,
+  until,
+  type Harness,
+  useRuntimeSuite,
+} from '../support/runtime.ts';
 
 let env: PiEnv;
 let h: Harness;
@@ -17,7 +26,10 @@ describe.each(BACKENDS)('durable sessions: enqueue through a real worker, on %s 
   });
 
   it('enqueue → the worker runs real pi → completed, with every message in the log', async () => {
-    const { sessionId, turn } = await h.runtime.enqueue({ prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    const { sessionId, turn } = await h.runtime.enqueue({
+      prompt: 'Say hello',
+      options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    });
     expect(turn).toBe(1);
     const session = await ended(sessionId);
     expect(session.state).toBe('completed');
@@ -43,7 +55,10 @@ describe.each(BACKENDS)('durable sessions: enqueue through a real worker, on %s 
         prefix: h.prefix,
         policy: TEST_POLICY,
       });
-      const { sessionId } = await runtime.enqueue({ prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+      const { sessionId } = await runtime.enqueue({
+        prompt: 'Say hello',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
       await ended(sessionId);
       await runtime.close();
       expect(made.map((m) => m.role)).toEqual(expect.arrayContaining(['runtime', 'runtime-queue']));
@@ -55,14 +70,23 @@ describe.each(BACKENDS)('durable sessions: enqueue through a real worker, on %s 
     it('the longest session id the API accepts (100 characters) runs its turn; . and .. are refused', async () => {
       const sessionId = `${'a'.repeat(60)}.${'b'.repeat(39)}`;
       expect(sessionId).toHaveLength(100);
-      await h.runtime.enqueue({ sessionId, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+      await h.runtime.enqueue({
+        sessionId,
+        prompt: 'Say hello',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
       expect((await ended(sessionId)).state).toBe('completed');
       for (const bad of ['.', '..'])
-        await expect(h.runtime.enqueue({ sessionId: bad, prompt: 'hi' })).rejects.toThrow(/sessionId: must be 1-100 letters, digits or _.-, and not . or ../);
+        await expect(h.runtime.enqueue({ sessionId: bad, prompt: 'hi' })).rejects.toThrow(
+          /sessionId: must be 1-100 letters, digits or _.-, and not . or ../,
+        );
     });
 
     it('a second prompt to the same session runs as turn 2 in the same pi session', async () => {
-      const { sessionId } = await h.runtime.enqueue({ prompt: 'first', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'first',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
       await ended(sessionId, 1);
       const second = await h.runtime.enqueue({ sessionId, prompt: 'second' });
       expect(second.turn).toBe(2);
@@ -76,7 +100,13 @@ describe.each(BACKENDS)('durable sessions: enqueue through a real worker, on %s 
   it('prompts enqueued concurrently to one session are all kept and run in order', async () => {
     const sessionId = `concurrent-${Date.now()}`;
     const results = await Promise.all(
-      Array.from({ length: 5 }, (_, i) => h.runtime.enqueue({ sessionId, prompt: `prompt ${i}`, options: { provider: 'fake', model: 'text-burst', cwd: env.cwd } })),
+      Array.from({ length: 5 }, (_, i) =>
+        h.runtime.enqueue({
+          sessionId,
+          prompt: `prompt ${i}`,
+          options: { provider: 'fake', model: 'text-burst', cwd: env.cwd },
+        }),
+      ),
     );
     expect(results.map((r) => r.turn).sort()).toEqual([1, 2, 3, 4, 5]);
     const session = await turnEnded(h.runtime, sessionId, 5, 140_000);

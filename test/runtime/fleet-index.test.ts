@@ -74,7 +74,11 @@ describe('the listing over several index shards', () => {
     // 20 sessions over 3 shards, created at times that interleave the shards (and two at the same time).
     for (let i = 0; i < 20; i += 1) {
       await redis.hset(store.key(`sh-${i}`, 'meta'), 'state', i % 2 === 0 ? 'completed' : 'failed');
-      await store.index(`sh-${i}`, { created: true, state: i % 2 === 0 ? 'completed' : 'failed', at: 1_000 + (i === 19 ? 18 : i) }, i % 3);
+      await store.index(
+        `sh-${i}`,
+        { created: true, state: i % 2 === 0 ? 'completed' : 'failed', at: 1_000 + (i === 19 ? 18 : i) },
+        i % 3,
+      );
     }
   });
   afterAll(async () => {
@@ -86,7 +90,12 @@ describe('the listing over several index shards', () => {
     const out: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = await listPage(redis, store.keys, { ...filter, limit, ...(cursor === undefined ? {} : { cursor }) }, 3);
+      const page = await listPage(
+        redis,
+        store.keys,
+        { ...filter, limit, ...(cursor === undefined ? {} : { cursor }) },
+        3,
+      );
       out.push(...page.sessions.map((s) => s.sessionId));
       cursor = page.next ?? undefined;
     } while (cursor !== undefined);
@@ -107,7 +116,9 @@ describe('the listing over several index shards', () => {
   it('a cursor of one shard (from before a raise of the partition count) still pages on; a made-up one is refused', async () => {
     const page = await listPage(redis, store.keys, { limit: 5, cursor: encodeCursor('sh-10', '1010') }, 3);
     expect(page.sessions.map((s) => s.sessionId)).toEqual(['sh-9', 'sh-8', 'sh-7', 'sh-6', 'sh-5']);
-    await expect(listPage(redis, store.keys, { cursor: Buffer.from('{"p":[1]}').toString('base64url') }, 3)).rejects.toBeInstanceOf(CursorError);
+    await expect(
+      listPage(redis, store.keys, { cursor: Buffer.from('{"p":[1]}').toString('base64url') }, 3),
+    ).rejects.toBeInstanceOf(CursorError);
   });
 });
 
@@ -140,14 +151,23 @@ describe('IndexBatcher', () => {
     batcher.add('b', 3, { touch: true, at });
     batcher.add('c', 3, { touch: true, at });
     await batcher.flush();
-    expect(sent.sort((x, y) => x[0] - y[0]).map(([shard, args]) => [shard, args.filter((_, i) => i % 6 === 0)])).toEqual([
+    expect(
+      sent.sort((x, y) => x[0] - y[0]).map(([shard, args]) => [shard, args.filter((_, i) => i % 6 === 0)]),
+    ).toEqual([
       [0, ['a']],
       [3, ['b', 'c']],
     ]);
   });
 
   it('merging keeps the latest activation change with its own time', () => {
-    expect(mergeUpdates({ activation: 'end', at }, { created: true, at: at + 9 })).toEqual({ created: true, activation: 'end', at });
-    expect(mergeUpdates({ activation: 'add', at }, { activation: 'end', at: at + 2 })).toEqual({ activation: 'end', at: at + 2 });
+    expect(mergeUpdates({ activation: 'end', at }, { created: true, at: at + 9 })).toEqual({
+      created: true,
+      activation: 'end',
+      at,
+    });
+    expect(mergeUpdates({ activation: 'add', at }, { activation: 'end', at: at + 2 })).toEqual({
+      activation: 'end',
+      at: at + 2,
+    });
   });
 });

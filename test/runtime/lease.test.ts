@@ -5,7 +5,17 @@ import { StaleLeaseError } from '../../src/runtime/store/session-store.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { assistantText, BACKENDS, expectWholeLog, agentRecords, sessionDump, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import {
+  assistantText,
+  BACKENDS,
+  expectWholeLog,
+  agentRecords,
+  sessionDump,
+  turnEnded,
+  until,
+  type Harness,
+  useRuntimeSuite,
+} from '../support/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
 /**
@@ -42,7 +52,8 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
       scripts: {
         // About 2 s of streaming: long enough to act while a worker drives the session.
         [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 150 },
-        [TOOL_ONCE]: ({ index }) => (index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done.' }),
+        [TOOL_ONCE]: ({ index }) =>
+          index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done.' },
       },
     },
     (s) => {
@@ -54,12 +65,19 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
 
   it('an expired lease is taken over by another worker; the stale holder (its old token) writes nothing', async () => {
     const { store } = internals(h.runtime);
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Count to twelve', options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Count to twelve',
+      options: { provider: 'fake', model: SLOW, cwd: env.cwd },
+    });
 
     // "Worker A" takes the lease, then stalls past its TTL without renewing it.
     const a = await store.acquire(sessionId, 'worker-A', 300);
     if (!a.ok) throw new Error('worker A did not get the lease');
-    expect(await store.acquire(sessionId, 'worker-C', 300)).toMatchObject({ ok: false, reason: 'busy', holder: a.token });
+    expect(await store.acquire(sessionId, 'worker-C', 300)).toMatchObject({
+      ok: false,
+      reason: 'busy',
+      holder: a.token,
+    });
     await until(async () => (await store.leaseHolder(sessionId)) === null, 5_000, "A's lease to expire");
 
     // Worker B takes the session (a later fence) and drives it.
@@ -101,14 +119,22 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
         options: { provider: 'fake', model: TOOL_ONCE, cwd: env.cwd },
         retryPolicy: { initialDelayMs: 100, jitter: 'none' },
       });
-      await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
+      await until(
+        async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
+        30_000,
+        'the long tool to start',
+      );
       const [record] = await until(async () => {
         const records = await agentRecords(sessionId);
         return records[0]?.pid != null ? records : null;
       });
       if (record === undefined) throw new Error('no agent process recorded');
       // pi and its `sleep 1000` are running under the session's marker.
-      await until(async () => (await findProcessesByMarker(record.marker)).length >= 2, 10_000, 'pi and its tool process');
+      await until(
+        async () => (await findProcessesByMarker(record.marker)).length >= 2,
+        10_000,
+        'pi and its tool process',
+      );
       const holder = await store.leaseHolder(sessionId);
       expect(holder?.startsWith(`${workerB.id}#`)).toBe(true);
 
@@ -117,8 +143,16 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
       const atTakeover = await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, sessionId);
 
       // B's next renewal fails: it stops the agent's whole tree and gives the session up…
-      await until(async () => (await findProcessesByMarker(record.marker)).length === 0, 20_000, 'the stale holder to stop its agent');
-      await until(async () => !workerB.activeSessions.includes(sessionId), 20_000, 'the stale holder to let the session go');
+      await until(
+        async () => (await findProcessesByMarker(record.marker)).length === 0,
+        20_000,
+        'the stale holder to stop its agent',
+      );
+      await until(
+        async () => !workerB.activeSessions.includes(sessionId),
+        20_000,
+        'the stale holder to let the session go',
+      );
       // …having written nothing: not the agent's last messages, not a transition, not the snapshot.
       expect(await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual(atTakeover);
       expect(await store.leaseHolder(sessionId)).toBe('intruder#999');
@@ -138,7 +172,10 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
       const { store } = internals(h.runtime);
       const second = await h.startWorker();
       server.reset();
-      const { sessionId } = await h.runtime.enqueue({ prompt: 'Count again', options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'Count again',
+        options: { provider: 'fake', model: SLOW, cwd: env.cwd },
+      });
       await until(async () => server.requestsFor(SLOW).length === 1, 30_000, 'the model request');
       const holder = await store.leaseHolder(sessionId);
       expect(holder).not.toBeNull();
@@ -151,7 +188,10 @@ describe.each(BACKENDS)('single activation: the lease and its fencing token, on 
       expect(session.state).toBe('completed');
       // The duplicates are taken (by either worker), find the session busy or done, and end without running it.
       await until(
-        async () => (await Promise.all(duplicates.map((id) => internals(h.runtime).queue.queue.getJob(id)))).every((job) => job === undefined),
+        async () =>
+          (await Promise.all(duplicates.map((id) => internals(h.runtime).queue.queue.getJob(id)))).every(
+            (job) => job === undefined,
+          ),
         30_000,
         'the duplicate jobs to finish',
       );

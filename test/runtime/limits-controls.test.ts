@@ -50,17 +50,34 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       { name: 'calm', match: { model: CALM }, maxConcurrent: 50 },
     ]);
     const rt = runtimeWith(h, fleetLimits);
-    const worker = await h.startWorker({ concurrency: 16, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 30_000 });
+    const worker = await h.startWorker({
+      concurrency: 16,
+      agentOptions: { pi: httpPi(env, h, server.url) },
+      fleetLimits,
+      limitPollMs: 30_000,
+    });
     try {
-      const first = await rt.enqueue({ prompt: 'storm 0', options: options(STORM), retryPolicy: { jitter: 'none', initialDelayMs: 100, maxAttempts: 4 } });
+      const first = await rt.enqueue({
+        prompt: 'storm 0',
+        options: options(STORM),
+        retryPolicy: { jitter: 'none', initialDelayMs: 100, maxAttempts: 4 },
+      });
       // The 429 came back: the key cools down until its Retry-After.
-      const cooldownUntil = await until(async () => (await rt.limitsView()).limits.find((l) => l.name === 'storm')?.keys[0]?.cooldownUntil ?? null, 60_000, 'the cooldown');
+      const cooldownUntil = await until(
+        async () => (await rt.limitsView()).limits.find((l) => l.name === 'storm')?.keys[0]?.cooldownUntil ?? null,
+        60_000,
+        'the cooldown',
+      );
       const cooledAt = Date.now();
       const storm: string[] = [];
       const calm: string[] = [];
-      for (let i = 1; i <= 12; i += 1) storm.push((await rt.enqueue({ prompt: `storm ${i}`, options: options(STORM) })).sessionId);
-      for (let i = 0; i < 8; i += 1) calm.push((await rt.enqueue({ prompt: `calm ${i}`, options: options(CALM) })).sessionId);
-      const all = await Promise.all([first.sessionId, ...storm, ...calm].map((id) => turnEnded(h.runtime, id, 1, 300_000)));
+      for (let i = 1; i <= 12; i += 1)
+        storm.push((await rt.enqueue({ prompt: `storm ${i}`, options: options(STORM) })).sessionId);
+      for (let i = 0; i < 8; i += 1)
+        calm.push((await rt.enqueue({ prompt: `calm ${i}`, options: options(CALM) })).sessionId);
+      const all = await Promise.all(
+        [first.sessionId, ...storm, ...calm].map((id) => turnEnded(h.runtime, id, 1, 300_000)),
+      );
       expect(all.map((s) => s.state)).toEqual(all.map(() => 'completed'));
 
       const stormRequests = server.requestsFor(STORM);
@@ -85,7 +102,8 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       expect(stormRequests).toHaveLength(1 + 13);
       // The storm sessions waited for the cooldown, with the limit's name; the calm ones never waited.
       // (A session parked while waiting is restored into `waiting` at its next activation.)
-      const parked = (s: (typeof all)[number]): boolean => s.history.some((t) => t.to === 'waiting' && t.event === 'session.restored');
+      const parked = (s: (typeof all)[number]): boolean =>
+        s.history.some((t) => t.to === 'waiting' && t.event === 'session.restored');
       expect(all.slice(1, 13).every(parked)).toBe(true);
       expect(all.slice(13).some(parked)).toBe(false);
       expect(all.slice(13).every((s) => s.context?.turn?.attempts.length === 1)).toBe(true);
@@ -98,12 +116,18 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
   it('under a full limit the waiting session with the higher priority starts first', async () => {
     const fleetLimits = rules([{ name: 'one', match: { model: ONE }, maxConcurrent: 1 }]);
     const rt = runtimeWith(h, fleetLimits);
-    const worker = await h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 30_000 });
+    const worker = await h.startWorker({
+      concurrency: 8,
+      agentOptions: { pi: httpPi(env, h, server.url) },
+      fleetLimits,
+      limitPollMs: 30_000,
+    });
     try {
       const blocker = await rt.enqueue({ prompt: 'first', options: options(ONE) });
       await until(async () => server.requestsFor(ONE).length === 1, 120_000, 'the blocker to reach the model');
       const low: string[] = [];
-      for (let i = 0; i < 3; i += 1) low.push((await rt.enqueue({ prompt: `low ${i}`, options: options(ONE) })).sessionId);
+      for (let i = 0; i < 3; i += 1)
+        low.push((await rt.enqueue({ prompt: `low ${i}`, options: options(ONE) })).sessionId);
       // Every low one waits before the high one arrives: first come would put it last.
       await until(
         async () => {
@@ -115,7 +139,9 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       );
       const high = await rt.enqueue({ prompt: 'urgent', options: options(ONE), priority: 10 });
       expect(high.created).toBe(true);
-      const ended = await Promise.all([blocker.sessionId, ...low, high.sessionId].map((id) => turnEnded(h.runtime, id, 1, 300_000)));
+      const ended = await Promise.all(
+        [blocker.sessionId, ...low, high.sessionId].map((id) => turnEnded(h.runtime, id, 1, 300_000)),
+      );
       expect(ended.map((s) => s.state)).toEqual(ended.map(() => 'completed'));
       const startOf = (i: number): number => ended[i]?.context?.turn?.attempts[0]?.startedAt ?? Number.NaN;
       const highStart = startOf(4);
@@ -132,7 +158,12 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
   it('paused dispatch: the running turn finishes, nothing new starts, a cancel still works; resume starts the rest; a limit pauses alone', async () => {
     const fleetLimits = rules([{ name: 'calm', match: { model: PAUSE_CALM }, maxConcurrent: 10 }]);
     const rt = runtimeWith(h, fleetLimits);
-    const worker = await h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 30_000 });
+    const worker = await h.startWorker({
+      concurrency: 8,
+      agentOptions: { pi: httpPi(env, h, server.url) },
+      fleetLimits,
+      limitPollMs: 30_000,
+    });
     try {
       const running = await rt.enqueue({ prompt: 'long one', options: options(PAUSE) });
       await until(async () => server.requestsFor(PAUSE).length === 1, 60_000, 'the long turn to reach the model');
@@ -142,7 +173,10 @@ describe('shared cooldowns, priorities, paused dispatch', () => {
       const requested = (): number => server.requestsFor(PAUSE).length + server.requestsFor(PAUSE_CALM).length;
       const before = requested();
       const queued: string[] = [];
-      for (let i = 0; i < 3; i += 1) queued.push((await rt.enqueue({ prompt: `while paused ${i}`, options: options(i === 0 ? PAUSE_CALM : PAUSE) })).sessionId);
+      for (let i = 0; i < 3; i += 1)
+        queued.push(
+          (await rt.enqueue({ prompt: `while paused ${i}`, options: options(i === 0 ? PAUSE_CALM : PAUSE) })).sessionId,
+        );
       const waiting = await until(
         async () => {
           const states = await Promise.all(queued.map((id) => rt.getSession(id)));

@@ -56,11 +56,23 @@ describe('fleet limits', () => {
     const fleetLimits = rules([{ name: 'slow-model', match: { model: SLOW }, maxConcurrent: 5 }]);
     const rt = runtimeWith(h, fleetLimits);
     const runtime = h.runtime;
-    const workers = await Promise.all([1, 2].map(() => h.startWorker({ concurrency: 8, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 30_000 })));
+    const workers = await Promise.all(
+      [1, 2].map(() =>
+        h.startWorker({
+          concurrency: 8,
+          agentOptions: { pi: httpPi(env, h, server.url) },
+          fleetLimits,
+          limitPollMs: 30_000,
+        }),
+      ),
+    );
     try {
       const ids: string[] = [];
       for (let i = 0; i < 200; i += 1) {
-        const { sessionId } = await runtime.enqueue({ prompt: `hello ${i}`, options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
+        const { sessionId } = await runtime.enqueue({
+          prompt: `hello ${i}`,
+          options: { provider: 'fake', model: SLOW, cwd: env.cwd },
+        });
         ids.push(sessionId);
       }
       // While they run, some wait for the limit: shown with its name, holding no worker slot.
@@ -107,9 +119,16 @@ describe('fleet limits', () => {
       },
     );
     expect(dead.ok).toBe(true);
-    const worker = await h.startWorker({ agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 60_000 });
+    const worker = await h.startWorker({
+      agentOptions: { pi: httpPi(env, h, server.url) },
+      fleetLimits,
+      limitPollMs: 60_000,
+    });
     try {
-      const { sessionId } = await rt.enqueue({ prompt: 'after the dead one', options: { provider: 'fake', model: OTHER, cwd: env.cwd } });
+      const { sessionId } = await rt.enqueue({
+        prompt: 'after the dead one',
+        options: { provider: 'fake', model: OTHER, cwd: env.cwd },
+      });
       const waiting = await until(
         async () => {
           const s = await rt.getSession(sessionId);
@@ -141,7 +160,11 @@ describe('fleet limits', () => {
       const ids: string[] = [];
       for (const tenant of ['acme', 'globex'] as const) {
         for (let i = 0; i < 4; i += 1) {
-          const { sessionId } = await rt.enqueue({ prompt: `hi ${tenant} ${i}`, tenant, options: { provider: 'fake', model: model[tenant], cwd: env.cwd } });
+          const { sessionId } = await rt.enqueue({
+            prompt: `hi ${tenant} ${i}`,
+            tenant,
+            options: { provider: 'fake', model: model[tenant], cwd: env.cwd },
+          });
           ids.push(sessionId);
         }
       }

@@ -28,7 +28,13 @@ afterAll(async () => {
 
 async function held(sessionId: string, prompts = 1): Promise<string> {
   for (let i = 1; i <= prompts; i += 1) {
-    await store.enqueue(sessionId, { agent: 'pi', options: '{}' }, { id: `p${i}`, text: `prompt ${i}`, options: {}, enqueuedAt: Date.now() }, null, `${sessionId}.job`);
+    await store.enqueue(
+      sessionId,
+      { agent: 'pi', options: '{}' },
+      { id: `p${i}`, text: `prompt ${i}`, options: {}, enqueuedAt: Date.now() },
+      null,
+      `${sessionId}.job`,
+    );
   }
   const lease = await store.acquire(sessionId, 'test-worker', 30_000);
   if (!lease.ok) throw new Error(`no lease: ${lease.reason}`);
@@ -45,20 +51,34 @@ describe('the message log: messages written in one batch', () => {
       { text: '12 1 9 40\nassistant{"text":"not a header"}' },
       { tool: 'bash', args: { command: 'printf "%s\\n" "$HOME"' } },
     ];
-    const messages = contents.map((content, i) => ({ turn: 3, attempt: i < 2 ? 1 : 2, type: i === 4 ? 'tool call with spaces\n' : 'assistant', content: JSON.stringify(content) }));
+    const messages = contents.map((content, i) => ({
+      turn: 3,
+      attempt: i < 2 ? 1 : 2,
+      type: i === 4 ? 'tool call with spaces\n' : 'assistant',
+      content: JSON.stringify(content),
+    }));
     const { lastSeq } = await store.write('unicode', token, { messages });
     expect(lastSeq).toBe(contents.length);
     const read = await store.readMessages('unicode', 1, 100);
-    expect(read).toEqual(messages.map((m, i) => ({ seq: i + 1, turn: 3, attempt: m.attempt, type: m.type, content: contents[i] })));
+    expect(read).toEqual(
+      messages.map((m, i) => ({ seq: i + 1, turn: 3, attempt: m.attempt, type: m.type, content: contents[i] })),
+    );
   });
 
   it('a large batch (a thousand messages of 2 KB) lands whole and in order', async () => {
     const token = await held('large');
-    const messages = Array.from({ length: 1000 }, (_, i) => ({ turn: 1, attempt: 1, type: 'assistant', content: JSON.stringify({ text: `${i}:${'ü'.repeat(1000)}` }) }));
+    const messages = Array.from({ length: 1000 }, (_, i) => ({
+      turn: 1,
+      attempt: 1,
+      type: 'assistant',
+      content: JSON.stringify({ text: `${i}:${'ü'.repeat(1000)}` }),
+    }));
     await store.write('large', token, { messages });
     const read = await store.readMessages('large', 1, 2000);
     expect(read).toHaveLength(1000);
-    expect(read.every((m, i) => m.seq === i + 1 && (m.content as { text: string }).text === `${i}:${'ü'.repeat(1000)}`)).toBe(true);
+    expect(
+      read.every((m, i) => m.seq === i + 1 && (m.content as { text: string }).text === `${i}:${'ü'.repeat(1000)}`),
+    ).toBe(true);
   });
 });
 
@@ -67,7 +87,12 @@ describe('the message log: a batch sent again after it landed', () => {
 
   it('the same batch number writes nothing the second time: no message twice, no second inbox trim, no history twice', async () => {
     const token = await held('again', 3);
-    const batch: WriteBatch = { writeId: 1, inboxTrim: 1, history: ['{"to":"running"}'], messages: [message('a'), message('b')] };
+    const batch: WriteBatch = {
+      writeId: 1,
+      inboxTrim: 1,
+      history: ['{"to":"running"}'],
+      messages: [message('a'), message('b')],
+    };
     await store.write('again', token, batch);
     await store.write('again', token, batch);
     // A batch without messages (a snapshot and an inbox trim: the write before an agent starts) too.

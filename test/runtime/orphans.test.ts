@@ -1,7 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AGENT_MARKER_ENV, findProcessesByMarker, processStartTime } from '../../src/process/index.ts';
-import { findAgentProcesses, markerOwner, markerScope, newMarker, parseMarker, reapOrphans, type MarkerOwner } from '../../src/runtime/orphans.ts';
+import {
+  findAgentProcesses,
+  markerOwner,
+  markerScope,
+  newMarker,
+  parseMarker,
+  reapOrphans,
+  type MarkerOwner,
+} from '../../src/runtime/orphans.ts';
 import { uniquePrefix } from '../support/redis.ts';
 import { until } from '../support/runtime.ts';
 
@@ -45,7 +53,12 @@ describe('agent markers: who started an agent, found in /proc (no registry in Re
   it('a marker names the worker (pid, start time) and the session, even a session id with dots', () => {
     const scope = markerScope('sessiond');
     const marker = newMarker({ pid: 4242, startTime: '987654' }, scope, 'chat.2026-11-30_a');
-    expect(parseMarker(marker)).toEqual({ scope, workerPid: 4242, workerStartTime: '987654', sessionId: 'chat.2026-11-30_a' });
+    expect(parseMarker(marker)).toEqual({
+      scope,
+      workerPid: 4242,
+      workerStartTime: '987654',
+      sessionId: 'chat.2026-11-30_a',
+    });
     expect(markerScope('another-deployment')).not.toBe(scope);
     expect(parseMarker('sessiond-0b5c7a1e-8a57-4b36-9c1e-2f4d7e3c9a10')).toBeNull();
     expect(parseMarker('something else')).toBeNull();
@@ -59,10 +72,14 @@ describe('agent markers: who started an agent, found in /proc (no registry in Re
     const otherMarker = newMarker(dead, markerScope(uniquePrefix('other-deployment')), 'orphaned-session');
     for (const marker of [orphanMarker, liveMarker, otherMarker]) startAgent(marker);
     // Each: the shell and its two sleeps.
-    const counts = async (): Promise<number[]> => Promise.all([orphanMarker, liveMarker, otherMarker].map(async (m) => (await findProcessesByMarker(m)).length));
+    const counts = async (): Promise<number[]> =>
+      Promise.all([orphanMarker, liveMarker, otherMarker].map(async (m) => (await findProcessesByMarker(m)).length));
     await until(async () => (await counts()).every((n) => n === 3), 10_000, 'the three agents and their tools');
     const agents = await findAgentProcesses();
-    expect(agents.find((a) => a.marker === orphanMarker)).toMatchObject({ sessionId: 'orphaned-session', processes: expect.any(Array) });
+    expect(agents.find((a) => a.marker === orphanMarker)).toMatchObject({
+      sessionId: 'orphaned-session',
+      processes: expect.any(Array),
+    });
     expect(agents.find((a) => a.marker === liveMarker)?.workerPid).toBe(process.pid);
 
     expect(await reapOrphans(scope)).toEqual({ reaped: 1, killed: 3 });

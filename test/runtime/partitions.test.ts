@@ -57,8 +57,10 @@ describe('the partitioned queue on a Redis Cluster', () => {
     cluster = s.cluster as RedisCluster;
   });
 
-  const runtimeWith = (partitions: number): Runtime => new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, queuePartitions: partitions });
-  const queueWith = (partitions: number) => createSessionQueue(h.connect('partition-queue'), createKeys(h.prefix), { partitions });
+  const runtimeWith = (partitions: number): Runtime =>
+    new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, queuePartitions: partitions });
+  const queueWith = (partitions: number) =>
+    createSessionQueue(h.connect('partition-queue'), createKeys(h.prefix), { partitions });
 
   it('with 6 partitions each session’s job goes to its own partition, two partitions on each master, and one worker runs them all', async () => {
     const runtime = runtimeWith(6);
@@ -68,7 +70,12 @@ describe('the partitioned queue on a Redis Cluster', () => {
       const id = `p6-${i}`;
       if (!ids.some((other) => partitionOf(other, 6) === partitionOf(id, 6))) ids.push(id);
     }
-    for (const sessionId of ids) await runtime.enqueue({ sessionId, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    for (const sessionId of ids)
+      await runtime.enqueue({
+        sessionId,
+        prompt: 'Say hello',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
     // Each job is waiting in its session's partition, under that partition's hash tag.
     for (const sessionId of ids) {
       const jobId = await internals(runtime).store.activeJobId(sessionId);
@@ -78,7 +85,11 @@ describe('the partitioned queue on a Redis Cluster', () => {
       expect(job?.data).toEqual({ sessionId });
     }
     // The six partitions' keys live on the three masters, two on each (their tags are chosen so, whatever the prefix).
-    const slots = await Promise.all([0, 1, 2, 3, 4, 5].map((n) => internals(h.runtime).redis.cluster('KEYSLOT', `${createKeys(h.prefix).queuePartitionPrefix(n)}:sessions:meta`)));
+    const slots = await Promise.all(
+      [0, 1, 2, 3, 4, 5].map((n) =>
+        internals(h.runtime).redis.cluster('KEYSLOT', `${createKeys(h.prefix).queuePartitionPrefix(n)}:sessions:meta`),
+      ),
+    );
     const owners = new Map<string, number>();
     const layout = await internals(h.runtime).redis.cluster('SLOTS');
     for (const slot of slots as number[]) {
@@ -103,17 +114,23 @@ describe('the partitioned queue on a Redis Cluster', () => {
     let grown = '';
     for (let i = 0; grown === ''; i += 1) if (partitionOf(`grow-${i}`, 6) !== 0) grown = `grow-${i}`;
     const one = runtimeWith(1);
-    await one.enqueue({ sessionId: grown, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    await one.enqueue({
+      sessionId: grown,
+      prompt: 'Say hello',
+      options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    });
     // …and jobs added with 6 partitions, then the deployment goes back to 1.
     const six = runtimeWith(6);
     const shrunk: string[] = [];
     for (let i = 0; shrunk.length < 2; i += 1) if (partitionOf(`shrink-${i}`, 6) !== 0) shrunk.push(`shrink-${i}`);
-    for (const sessionId of shrunk) await six.enqueue({ sessionId, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    for (const sessionId of shrunk)
+      await six.enqueue({ sessionId, prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
 
     // A worker of the new, single-partition deployment consumes every partition ever used.
     const worker = await h.startWorker({ queue: queueWith(1) });
     expect(worker.partitions).toEqual([0, 1, 2, 3, 4, 5]);
-    for (const sessionId of [grown, ...shrunk]) expect((await turnEnded(one, sessionId, 1, 120_000)).state).toBe('completed');
+    for (const sessionId of [grown, ...shrunk])
+      expect((await turnEnded(one, sessionId, 1, 120_000)).state).toBe('completed');
     await worker.close(2000);
     await Promise.all([one.close(), six.close()]);
   }, 180_000);
@@ -140,7 +157,8 @@ describe('the partitioned queue on a Redis Cluster', () => {
       expect(await internals(h.runtime).redis.zscore(sessionsKey(keys, shard), id)).not.toBeNull();
       expect(await internals(h.runtime).redis.zscore(lifecycleKeys(keys, shard).byState('queued'), id)).not.toBeNull();
     }
-    for (let n = 0; n <= 6; n += 1) expect(await internals(h.runtime).redis.zcard(sessionsKey(keys, n))).toBeGreaterThan(0);
+    for (let n = 0; n <= 6; n += 1)
+      expect(await internals(h.runtime).redis.zcard(sessionsKey(keys, n))).toBeGreaterThan(0);
 
     // The 1-partition deployment merges every shard: pages of 5 give each session once, newest first, as one big page does.
     const whole = (await one.listPage({ limit: 1000, state: 'queued' })).sessions.map((s) => s.sessionId);
@@ -155,7 +173,9 @@ describe('the partitioned queue on a Redis Cluster', () => {
     } while (cursor !== undefined);
     expect(paged).toEqual(whole);
     // Counts by state, and a bulk cancel's selection, cover every shard too.
-    expect(await new RuntimeMetrics(one, { cacheMs: 0 }).render()).toContain(`sessiond_sessions{state="queued"} ${ids.length}`);
+    expect(await new RuntimeMetrics(one, { cacheMs: 0 }).render()).toContain(
+      `sessiond_sessions{state="queued"} ${ids.length}`,
+    );
     expect((await one.cancelMatching({ state: 'queued', dryRun: true })).matched).toHaveLength(ids.length);
 
     // A session of a partition's shard, deleted by the 1-partition deployment, leaves nothing in its shard.
@@ -174,7 +194,10 @@ describe('the partitioned queue on a Redis Cluster', () => {
     const runtime = runtimeWith(6);
     try {
       await probe.reset();
-      for (let i = 0; i < 1500; i += 50) await Promise.all(Array.from({ length: 50 }, (_, j) => runtime.enqueue({ sessionId: `spread-${i + j}`, prompt: 'Say hello' })));
+      for (let i = 0; i < 1500; i += 50)
+        await Promise.all(
+          Array.from({ length: 50 }, (_, j) => runtime.enqueue({ sessionId: `spread-${i + j}`, prompt: 'Say hello' })),
+        );
       await internals(runtime).store.flushIndex();
       const { commands, memory } = await probe.read();
       // Every master served a share (1,500 sessions take tens of thousands of commands), and none much more than another.

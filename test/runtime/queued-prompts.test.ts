@@ -30,7 +30,11 @@ const settled = (sessionId: string) =>
   until(
     async () => {
       const v = await h.runtime.getSession(sessionId);
-      return v !== null && ['completed', 'failed', 'cancelled'].includes(v.state) && v.heldBy === null && v.queued.length === 0 && (v.context?.mailbox.length ?? 0) === 0
+      return v !== null &&
+        ['completed', 'failed', 'cancelled'].includes(v.state) &&
+        v.heldBy === null &&
+        v.queued.length === 0 &&
+        (v.context?.mailbox.length ?? 0) === 0
         ? v
         : null;
     },
@@ -51,7 +55,11 @@ describe('queued prompts', () => {
       [3, 'prompt three', 'inbox'],
     ]);
 
-    expect(await h.runtime.removeQueuedPrompt(sessionId, listed[1]!.id)).toEqual({ sessionId, promptId: listed[1]!.id, removed: true });
+    expect(await h.runtime.removeQueuedPrompt(sessionId, listed[1]!.id)).toEqual({
+      sessionId,
+      promptId: listed[1]!.id,
+      removed: true,
+    });
     expect((await h.runtime.queuedPrompts(sessionId)).map((p) => p.text)).toEqual(['prompt one', 'prompt three']);
     await expect(h.runtime.removeQueuedPrompt(sessionId, listed[1]!.id)).rejects.toBeInstanceOf(NotFoundError);
     // The turn numbers of what follows stay true: the next prompt is turn 3, not 4.
@@ -69,8 +77,15 @@ describe('queued prompts', () => {
 
   it('while a worker runs a turn: a prompt in its mailbox is removed and never runs; the running turn’s own prompt is refused', async () => {
     worker ??= await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Sleep a long time', options: { provider: 'fake', model: 'long-tool', cwd: env.cwd } });
-    await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 60_000, 'the long tool');
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Sleep a long time',
+      options: { provider: 'fake', model: 'long-tool', cwd: env.cwd },
+    });
+    await until(
+      async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
+      60_000,
+      'the long tool',
+    );
     await h.runtime.enqueue({ sessionId, prompt: 'prompt five', options: { model: TEXT } });
     await h.runtime.enqueue({ sessionId, prompt: 'prompt six', options: { model: TEXT } });
     // The holder reads them into its mailbox (pub/sub).
@@ -99,7 +114,10 @@ describe('queued prompts', () => {
 
   it('a removal racing the worker taking the prompt: removed means it never runs, refused means it ran', async () => {
     worker ??= await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'prompt warm-up', options: { provider: 'fake', model: TEXT, cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'prompt warm-up',
+      options: { provider: 'fake', model: TEXT, cwd: env.cwd },
+    });
     await settled(sessionId);
     const outcomes: Array<{ text: string; removed: boolean }> = [];
     for (let i = 0; i < 4; i++) {

@@ -56,7 +56,13 @@ useRuntimeSuite(
 );
 
 const options = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
-const cliEnv = () => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: h.prefix, SESSIOND_STATE_DIR: h.stateDir });
+const cliEnv = () => ({
+  PATH: process.env.PATH ?? '/usr/bin:/bin',
+  HOME: env.home,
+  REDIS_URL: redis.url,
+  SESSIOND_PREFIX: h.prefix,
+  SESSIOND_STATE_DIR: h.stateDir,
+});
 
 async function parked(sessionId: string) {
   const view = await h.runtime.getSession(sessionId);
@@ -69,7 +75,8 @@ describe('quota walls', () => {
     // maxAttempts 1: had the wall's attempt counted, no second attempt could run. Any Retry-After is past maxRetryAfterMs 0.
     const retryPolicy = { maxAttempts: 1, maxRetryAfterMs: 0, jitter: 'none' };
     const ids: string[] = [];
-    for (let i = 0; i < 3; i += 1) ids.push((await h.runtime.enqueue({ prompt: `walled ${i}`, options: options(WALL), retryPolicy })).sessionId);
+    for (let i = 0; i < 3; i += 1)
+      ids.push((await h.runtime.enqueue({ prompt: `walled ${i}`, options: options(WALL), retryPolicy })).sessionId);
 
     const views = await until(async () => {
       const all = await Promise.all(ids.map(parked));
@@ -84,7 +91,9 @@ describe('quota walls', () => {
       expect(view.parkedUntil!.until).toBeGreaterThanOrEqual(reset);
       expect(view.parkedUntil!.until).toBeLessThanOrEqual(reset + 1500);
       expect(view.turn).toMatchObject({ status: 'parked', attemptsCounted: 0 });
-      expect(view.turn!.attempts.map((a) => [a.outcome, a.category, a.quotaWall])).toEqual([['failed', 'rate_limited', 'free']]);
+      expect(view.turn!.attempts.map((a) => [a.outcome, a.category, a.quotaWall])).toEqual([
+        ['failed', 'rate_limited', 'free'],
+      ]);
     }
     // Parked, they hold no worker slot.
     expect(worker.activeSessions.filter((id) => ids.includes(id))).toEqual([]);
@@ -125,10 +134,25 @@ describe('quota walls', () => {
 
   it('counted spends the attempt (maxAttempts 1: the turn fails attempts_exhausted); a reset past maxParkMs fails the turn quota_wall_too_long', async () => {
     await h.startWorker({ concurrency: 2, agentOptions: { pi: httpPi(env, h, server.url) } });
-    const counted = await h.runtime.enqueue({ prompt: 'counted', options: options(COUNTED), retryPolicy: { maxAttempts: 1, rateLimitAttempts: 'counted' } });
-    const tooLong = await h.runtime.enqueue({ prompt: 'too long', options: options(TOO_LONG), retryPolicy: { maxParkMs: 60_000 } });
-    const [c, t] = await Promise.all([turnEnded(h.runtime, counted.sessionId), turnEnded(h.runtime, tooLong.sessionId)]);
-    expect(summarize(c).turn).toMatchObject({ status: 'failed', failureReason: 'attempts_exhausted', attemptsCounted: 1 });
+    const counted = await h.runtime.enqueue({
+      prompt: 'counted',
+      options: options(COUNTED),
+      retryPolicy: { maxAttempts: 1, rateLimitAttempts: 'counted' },
+    });
+    const tooLong = await h.runtime.enqueue({
+      prompt: 'too long',
+      options: options(TOO_LONG),
+      retryPolicy: { maxParkMs: 60_000 },
+    });
+    const [c, t] = await Promise.all([
+      turnEnded(h.runtime, counted.sessionId),
+      turnEnded(h.runtime, tooLong.sessionId),
+    ]);
+    expect(summarize(c).turn).toMatchObject({
+      status: 'failed',
+      failureReason: 'attempts_exhausted',
+      attemptsCounted: 1,
+    });
     expect(summarize(t).turn).toMatchObject({ status: 'failed', failureReason: 'quota_wall_too_long' });
     expect(summarize(t).lastFailure).toMatchObject({ category: 'rate_limited' });
     expect(server.requestsFor(COUNTED)).toHaveLength(1);
@@ -136,14 +160,29 @@ describe('quota walls', () => {
   });
 
   it('the deployment bounds quota walls: a longer maxParkMs or free walls where it counts them are refused, a stored policy is clamped', async () => {
-    const policy = deploymentPolicy({ workspace: tmpdir(), policy: { maxParkMs: 60_000, rateLimitAttempts: 'counted' } });
+    const policy = deploymentPolicy({
+      workspace: tmpdir(),
+      policy: { maxParkMs: 60_000, rateLimitAttempts: 'counted' },
+    });
     const rt = new Runtime({ connect: h.connect, prefix: h.prefix, policy });
     try {
-      const refused = await rt.enqueue({ prompt: 'x', options: options(WALL), retryPolicy: { maxParkMs: 120_000, rateLimitAttempts: 'free' } }).catch((e: unknown) => e);
+      const refused = await rt
+        .enqueue({
+          prompt: 'x',
+          options: options(WALL),
+          retryPolicy: { maxParkMs: 120_000, rateLimitAttempts: 'free' },
+        })
+        .catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(InputError);
-      expect((refused as InputError).issues.map((i) => i.field).sort()).toEqual(['retryPolicy.maxParkMs', 'retryPolicy.rateLimitAttempts']);
+      expect((refused as InputError).issues.map((i) => i.field).sort()).toEqual([
+        'retryPolicy.maxParkMs',
+        'retryPolicy.rateLimitAttempts',
+      ]);
       expect(await rt.setPolicy({ maxParkMs: 120_000 })).toMatchObject({ ok: false, errors: [{ field: 'maxParkMs' }] });
-      expect(boundedRetryPolicy(DEFAULT_RETRY_POLICY, policy)).toMatchObject({ maxParkMs: 60_000, rateLimitAttempts: 'counted' });
+      expect(boundedRetryPolicy(DEFAULT_RETRY_POLICY, policy)).toMatchObject({
+        maxParkMs: 60_000,
+        rateLimitAttempts: 'counted',
+      });
     } finally {
       await rt.close();
     }

@@ -18,10 +18,14 @@ let env: PiEnv;
 let h: Harness;
 
 // About 3 s of streaming per request: the restart lands in the middle.
-useRuntimeSuite('redis-restart', { aof: true, scripts: { [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 200 } } }, async (s) => {
-  ({ redis, env, h } = s);
-  await h.startWorker({ concurrency: 3 });
-});
+useRuntimeSuite(
+  'redis-restart',
+  { aof: true, scripts: { [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 200 } } },
+  async (s) => {
+    ({ redis, env, h } = s);
+    await h.startWorker({ concurrency: 3 });
+  },
+);
 
 const options = () => ({ provider: 'fake', model: SLOW, cwd: env.cwd });
 
@@ -49,7 +53,9 @@ async function expectFinished(sessionId: string, turns: number): Promise<Session
 
 describe('Redis restarted mid-run (AOF on)', () => {
   it('workers reconnect and every session finishes; enqueue works after the restart', async () => {
-    const sessions = await Promise.all([1, 2, 3].map((i) => h.runtime.enqueue({ prompt: `Recite ${i}`, options: options() })));
+    const sessions = await Promise.all(
+      [1, 2, 3].map((i) => h.runtime.enqueue({ prompt: `Recite ${i}`, options: options() })),
+    );
     // All three mid-stream: part of each answer is in the log.
     await until(
       async () => {
@@ -75,7 +81,11 @@ describe('Redis restarted mid-run (AOF on)', () => {
 
   it('an enqueue made while Redis is down completes once it is back, and its turn runs', async () => {
     const running = await h.runtime.enqueue({ prompt: 'Recite during a crash', options: options() });
-    await until(async () => assistantText(await h.runtime.readMessages(running.sessionId)).length > 0, 30_000, 'the answer to start');
+    await until(
+      async () => assistantText(await h.runtime.readMessages(running.sessionId)).length > 0,
+      30_000,
+      'the answer to start',
+    );
 
     await redis.kill(); // SIGKILL: only what the AOF holds survives (fsync always: every acknowledged write)
     const pending = h.runtime.enqueue({ prompt: 'Sent while Redis was down', options: options() });

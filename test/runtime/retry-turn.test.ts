@@ -23,15 +23,28 @@ useRuntimeSuite('retry-turn', { scripts: { [FLAKY]: [{ status: 500 }, { text: 'R
   ({ redis, server, env, h } = s);
 });
 
-const cliEnv = () => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: h.prefix, SESSIOND_STATE_DIR: h.stateDir });
+const cliEnv = () => ({
+  PATH: process.env.PATH ?? '/usr/bin:/bin',
+  HOME: env.home,
+  REDIS_URL: redis.url,
+  SESSIOND_PREFIX: h.prefix,
+  SESSIOND_STATE_DIR: h.stateDir,
+});
 
 /** The user messages pi sent in request `index` for the model. */
-const userTexts = (index: number): string[] => (server.requestsFor(FLAKY)[index]?.body.messages ?? []).filter((m) => m.role === 'user').map((m) => JSON.stringify(m.content));
+const userTexts = (index: number): string[] =>
+  (server.requestsFor(FLAKY)[index]?.body.messages ?? [])
+    .filter((m) => m.role === 'user')
+    .map((m) => JSON.stringify(m.content));
 
 describe('retry of a failed turn', () => {
   it('re-runs the failed turn as turn 2 with the prompt once in the conversation (real pi), once however many retries race', async () => {
     await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Explain retries', options: { provider: 'fake', model: FLAKY, cwd: env.cwd }, retryPolicy: { enabled: false } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Explain retries',
+      options: { provider: 'fake', model: FLAKY, cwd: env.cwd },
+      retryPolicy: { enabled: false },
+    });
     const failed = await turnEnded(h.runtime, sessionId, 1);
     expect(failed.context?.turn).toMatchObject({ index: 1, status: 'failed', failureReason: 'retry_disabled' });
     expect(failed.context?.turn?.attempts.map((a) => [a.category, a.promptRecorded])).toEqual([['server_error', true]]);
@@ -44,13 +57,20 @@ describe('retry of a failed turn', () => {
         (e: Error) => e,
       ),
     ]);
-    const winners = [cli.exitCode === 0 ? JSON.parse(cli.stdout) : null, other instanceof Error ? null : other].filter((r) => r !== null);
+    const winners = [cli.exitCode === 0 ? JSON.parse(cli.stdout) : null, other instanceof Error ? null : other].filter(
+      (r) => r !== null,
+    );
     expect(winners).toEqual([{ sessionId, turn: 2, retryOf: 1 }]);
     if (other instanceof Error) expect(other).toBeInstanceOf(ConflictError);
     else expect(cli).toMatchObject({ exitCode: 1, stderr: expect.stringMatching(/nothing to retry|prompts waiting/) });
 
     const retried = await turnEnded(h.runtime, sessionId, 2);
-    expect(retried.context?.turn).toMatchObject({ index: 2, status: 'completed', text: 'Explain retries', retryOf: { turn: 1, promptRecorded: true } });
+    expect(retried.context?.turn).toMatchObject({
+      index: 2,
+      status: 'completed',
+      text: 'Explain retries',
+      retryOf: { turn: 1, promptRecorded: true },
+    });
     expect(retried.context?.turn?.attempts.map((a) => a.attempt)).toEqual([1]);
     expect(server.requestsFor(FLAKY)).toHaveLength(2);
     // What the model saw on the retry: the user's prompt once, then the continuation; no failed answer.
@@ -61,11 +81,16 @@ describe('retry of a failed turn', () => {
     const log = await h.runtime.readMessages(sessionId);
     expectWholeLog(log);
     expect(assistantText(log.filter((m) => m.turn === 2))).toBe('Recovered answer.');
-    expect(log.filter((m) => m.turn === 2).map((m) => m.type)).toEqual(expect.arrayContaining(['session.resumed', 'terminal.completed']));
+    expect(log.filter((m) => m.turn === 2).map((m) => m.type)).toEqual(
+      expect.arrayContaining(['session.resumed', 'terminal.completed']),
+    );
   });
 
   it('refuses a session whose last turn did not fail (exit 1), and an unknown id (exit 3), writing nothing', async () => {
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Say hi', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Say hi',
+      options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    });
     await turnEnded(h.runtime, sessionId, 1);
     const before = await h.runtime.getSession(sessionId);
     await expect(h.runtime.retry(sessionId)).rejects.toThrow(/is completed, not failed: there is nothing to retry/);

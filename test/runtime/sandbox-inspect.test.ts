@@ -31,7 +31,10 @@ useRuntimeSuite('sandbox-inspect', { scripts: SCRIPTS }, (s) => {
 describe('the sandbox of each attempt, as inspect shows it', () => {
   it("an attempt run in bubblewrap is recorded with sandbox 'bwrap' on the session's turn", async () => {
     const worker = await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Say hello', options: { provider: 'fake', model: 'sandbox-hello', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Say hello',
+      options: { provider: 'fake', model: 'sandbox-hello', cwd: env.cwd },
+    });
     const view = await turnEnded(h.runtime, sessionId);
     expect(view.state).toBe('completed');
     expect(view.context?.turn?.attempts.map((a) => a.sandbox)).toEqual(['bwrap']);

@@ -3,7 +3,15 @@ import { findProcessesByMarker } from '../../src/process/index.ts';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
 import { hasToolResult, type FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { assistantText, expectWholeLog, agentRecords, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import {
+  assistantText,
+  expectWholeLog,
+  agentRecords,
+  turnEnded,
+  until,
+  type Harness,
+  useRuntimeSuite,
+} from '../support/runtime.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
@@ -28,7 +36,11 @@ useRuntimeSuite(
   {
     scripts: {
       [TOOL_ONCE]: ({ body, index }) =>
-        hasToolResult(body) ? { text: 'Slept.' } : index === 0 ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] } : { text: 'Done on retry.' },
+        hasToolResult(body)
+          ? { text: 'Slept.' }
+          : index === 0
+            ? { toolCalls: [{ name: 'bash', arguments: { command: 'sleep 1000' } }] }
+            : { text: 'Done on retry.' },
       [SLOW]: { text: SLOW_TEXT, chunkDelayMs: 150 },
     },
     cleanup: async () => {
@@ -50,14 +62,22 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
       options: { provider: 'fake', model: TOOL_ONCE, cwd: env.cwd },
       retryPolicy: { initialDelayMs: 100, jitter: 'none' },
     });
-    await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
+    await until(
+      async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
+      30_000,
+      'the long tool to start',
+    );
     const [record] = await until(async () => {
       const records = await agentRecords(sessionId);
       return records[0]?.pid != null ? records : null;
     });
     if (record === undefined) throw new Error('no agent process recorded');
     expect(record.workerPid).toBe(worker.pid);
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 2, 10_000, 'pi and its tool process');
+    await until(
+      async () => (await findProcessesByMarker(record.marker)).length >= 2,
+      10_000,
+      'pi and its tool process',
+    );
 
     worker.kill('SIGTERM');
     expect(await worker.exited).toEqual({ code: 0, signal: null });
@@ -91,7 +111,10 @@ describe('graceful shutdown (SIGTERM) of a worker process', () => {
   it('an attempt that ends within the grace completes, is not interrupted, and its activation ends', async () => {
     const worker = await startWorkerProcess({ ...base, shutdownGrace: '30s' });
     server.reset();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Count', options: { provider: 'fake', model: SLOW, cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Count',
+      options: { provider: 'fake', model: SLOW, cwd: env.cwd },
+    });
     await until(async () => server.requestsFor(SLOW).length === 1, 30_000, 'the model request');
     expect((await h.runtime.getSession(sessionId))?.heldBy?.startsWith(`${worker.workerId}#`)).toBe(true);
 

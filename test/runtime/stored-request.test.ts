@@ -18,8 +18,14 @@ useRuntimeSuite('stored-request', {}, (s) => {
   ({ server, env, h } = s);
 });
 
-async function tampered(change: (sessionId: string) => Promise<unknown>): Promise<{ category: string | undefined; text: string }> {
-  const { sessionId } = await h.runtime.enqueue({ prompt: 'Say hello', options: { provider: 'fake', model: 'text', cwd: env.cwd }, retryPolicy: { maxAttempts: 3 } });
+async function tampered(
+  change: (sessionId: string) => Promise<unknown>,
+): Promise<{ category: string | undefined; text: string }> {
+  const { sessionId } = await h.runtime.enqueue({
+    prompt: 'Say hello',
+    options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    retryPolicy: { maxAttempts: 3 },
+  });
   // No worker runs yet: the change lands before any attempt. Each case starts a worker of its own
   // after its change (one left running by an earlier case could take the session first).
   await change(sessionId);
@@ -45,7 +51,14 @@ describe('a stored request is checked again by the worker', () => {
       internals(h.runtime).redis.hset(
         internals(h.runtime).keys.session(id, 'meta'),
         'options',
-        JSON.stringify({ provider: 'fake', model: 'text', cwd: env.cwd, command: '/bin/sh', env: { X: '1' }, extraArgs: ['-c', 'id'] }),
+        JSON.stringify({
+          provider: 'fake',
+          model: 'text',
+          cwd: env.cwd,
+          command: '/bin/sh',
+          env: { X: '1' },
+          extraArgs: ['-c', 'id'],
+        }),
       ),
     );
     expect(failure.category).toBe('bad_request');
@@ -54,9 +67,13 @@ describe('a stored request is checked again by the worker', () => {
   });
 
   it('a queued prompt rewritten in Redis above a ceiling (Codex danger-full-access) fails as bad_request naming the rule', async () => {
-    const failure = await tampered((id) => rewritePrompt(id, { agent: 'codex', sandbox: 'danger-full-access', cwd: env.cwd }));
+    const failure = await tampered((id) =>
+      rewritePrompt(id, { agent: 'codex', sandbox: 'danger-full-access', cwd: env.cwd }),
+    );
     expect(failure.category).toBe('bad_request');
-    expect(failure.text).toMatch(/options.sandbox: "danger-full-access" is above this deployment's ceiling "workspace-write"/);
+    expect(failure.text).toMatch(
+      /options.sandbox: "danger-full-access" is above this deployment's ceiling "workspace-write"/,
+    );
   });
 
   it('a cwd moved outside the roots in Redis is refused the same way', async () => {

@@ -61,7 +61,10 @@ describe('traces', () => {
       scripts: {
         [FLAKY]: [{ status: 500 }, { text: DEFAULT_TEXT }],
         // First request: part of an answer, then silence (the worker is killed meanwhile); later ones answer.
-        [HANG]: [{ text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 }, { text: DEFAULT_TEXT }],
+        [HANG]: [
+          { text: ['Partial', ' answer', ' never', ' ends'], then: 'hang', afterChunks: 2 },
+          { text: DEFAULT_TEXT },
+        ],
       },
       cleanup: async () => {
         await killAllWorkerProcesses();
@@ -86,7 +89,11 @@ describe('traces', () => {
     const traceLog = join(scratch, 'traceparents.log');
     writeFileSync(traceLog, '');
     const pi = httpPi(env, h, server.url);
-    const worker = await h.startWorker({ agentOptions: { pi: { ...pi, command: TRACE_PI, env: { ...(pi.env as Record<string, string>), TRACE_LOG: traceLog } } } });
+    const worker = await h.startWorker({
+      agentOptions: {
+        pi: { ...pi, command: TRACE_PI, env: { ...(pi.env as Record<string, string>), TRACE_LOG: traceLog } },
+      },
+    });
     const { sessionId } = await h.runtime.enqueue({
       prompt: 'Trace me',
       options: { provider: 'fake', model: FLAKY, cwd: env.cwd },
@@ -97,11 +104,24 @@ describe('traces', () => {
     expect((await turnEnded(h.runtime, sessionId, 2)).state).toBe('completed');
     await worker.close();
 
-    const spans = await until(async () => (ofSession(sessionId).length >= 5 ? ofSession(sessionId) : null), 30_000, 'five spans');
+    const spans = await until(
+      async () => (ofSession(sessionId).length >= 5 ? ofSession(sessionId) : null),
+      30_000,
+      'five spans',
+    );
     expect(receiver.refused()).toEqual([]);
     expect(spans).toHaveLength(5);
-    const turns = spans.filter((s) => s.name === 'sessiond.turn').sort((a, b) => Number(a.attributes['sessiond.turn']) - Number(b.attributes['sessiond.turn']));
-    expect(turns.map((t) => [t.attributes['sessiond.turn'], t.attributes['sessiond.outcome'], t.attributes['sessiond.attempts'], t.parentSpanId])).toEqual([
+    const turns = spans
+      .filter((s) => s.name === 'sessiond.turn')
+      .sort((a, b) => Number(a.attributes['sessiond.turn']) - Number(b.attributes['sessiond.turn']));
+    expect(
+      turns.map((t) => [
+        t.attributes['sessiond.turn'],
+        t.attributes['sessiond.outcome'],
+        t.attributes['sessiond.attempts'],
+        t.parentSpanId,
+      ]),
+    ).toEqual([
       [1, 'completed', 2, ''],
       [2, 'completed', 1, ''],
     ]);
@@ -115,12 +135,21 @@ describe('traces', () => {
         .sort((a, b) => Number(a.attributes['sessiond.attempt']) - Number(b.attributes['sessiond.attempt']));
     const first = attemptsOf(t1);
     expect(
-      first.map((a) => [a.parentSpanId, a.attributes['sessiond.outcome'], a.attributes['sessiond.category'] ?? null, a.attributes['sessiond.retry_delay_ms'] ?? null]),
+      first.map((a) => [
+        a.parentSpanId,
+        a.attributes['sessiond.outcome'],
+        a.attributes['sessiond.category'] ?? null,
+        a.attributes['sessiond.retry_delay_ms'] ?? null,
+      ]),
     ).toEqual([
       [t1.spanId, 'failed', 'server_error', 200],
       [t1.spanId, 'completed', null, null],
     ]);
-    expect(first[0]?.attributes).toMatchObject({ 'sessiond.agent': 'pi', 'sessiond.model': FLAKY, 'sessiond.worker': worker.id });
+    expect(first[0]?.attributes).toMatchObject({
+      'sessiond.agent': 'pi',
+      'sessiond.model': FLAKY,
+      'sessiond.worker': worker.id,
+    });
     expect(first[0]?.status.code).toBe(2);
     // The retry follows from the failed attempt; the agent reported its tokens on the answer's span.
     expect(first[1]?.links).toEqual([{ traceId: t1.traceId, spanId: first[0]?.spanId }]);
@@ -145,7 +174,11 @@ describe('traces', () => {
       options: { provider: 'fake', model: HANG, cwd: env.cwd },
       retryPolicy: { initialDelayMs: 200, jitter: 'none' },
     });
-    await until(async () => assistantText(await h.runtime.readMessages(sessionId)) === 'Partial answer', 60_000, 'the partial answer in the log');
+    await until(
+      async () => assistantText(await h.runtime.readMessages(sessionId)) === 'Partial answer',
+      60_000,
+      'the partial answer in the log',
+    );
     // Stored with the turn before its first attempt started.
     const stored = parseTurnTrace((await internals(h.runtime).store.meta(sessionId))?.trace, 1);
     if (stored === null) throw new Error('no trace context stored with the turn');
@@ -158,7 +191,11 @@ describe('traces', () => {
       ['interrupted', 'process_crash'],
       ['completed', null],
     ]);
-    const spans = await until(async () => (ofSession(sessionId).length >= 3 ? ofSession(sessionId) : null), 30_000, 'three spans');
+    const spans = await until(
+      async () => (ofSession(sessionId).length >= 3 ? ofSession(sessionId) : null),
+      30_000,
+      'three spans',
+    );
     second.kill('SIGTERM');
     await second.exited;
 
@@ -167,8 +204,18 @@ describe('traces', () => {
     const turn = spans.find((s) => s.name === 'sessiond.turn');
     expect(turn?.spanId).toBe(stored.spanId);
     expect(turn?.attributes).toMatchObject({ 'sessiond.outcome': 'completed', 'sessiond.attempts': 2 });
-    const attempts = spans.filter((s) => s.name === 'sessiond.attempt').sort((a, b) => Number(a.attributes['sessiond.attempt']) - Number(b.attributes['sessiond.attempt']));
-    expect(attempts.map((a) => [a.spanId, a.parentSpanId, a.attributes['sessiond.outcome'], a.attributes['sessiond.category'] ?? null, a.attributes['sessiond.worker']])).toEqual([
+    const attempts = spans
+      .filter((s) => s.name === 'sessiond.attempt')
+      .sort((a, b) => Number(a.attributes['sessiond.attempt']) - Number(b.attributes['sessiond.attempt']));
+    expect(
+      attempts.map((a) => [
+        a.spanId,
+        a.parentSpanId,
+        a.attributes['sessiond.outcome'],
+        a.attributes['sessiond.category'] ?? null,
+        a.attributes['sessiond.worker'],
+      ]),
+    ).toEqual([
       [attemptSpanId(stored, 1), stored.spanId, 'interrupted', 'process_crash', second.workerId],
       [attemptSpanId(stored, 2), stored.spanId, 'completed', null, second.workerId],
     ]);

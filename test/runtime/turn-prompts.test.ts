@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { SessionContext } from '../../machines/types.ts';
 import { TURN_PROMPT_MAX_CHARS, TurnPrompts, turnPromptsOf } from '../../src/runtime/turn-prompts.ts';
 
-const at = (turnIndex: number, text = `prompt ${turnIndex}`) => ({ turnIndex, turn: turnIndex === 0 ? null : { index: turnIndex, text } }) as unknown as SessionContext;
+const at = (turnIndex: number, text = `prompt ${turnIndex}`) =>
+  ({ turnIndex, turn: turnIndex === 0 ? null : { index: turnIndex, text } }) as unknown as SessionContext;
 
 describe('turn prompts in the transition history', () => {
   it('the transition that starts a turn carries its prompt, once; later transitions of the turn do not', () => {
@@ -24,7 +25,13 @@ describe('turn prompts in the transition history', () => {
     const long = 'x'.repeat(TURN_PROMPT_MAX_CHARS + 10);
     const cut = new TurnPrompts(0).next('session.prompt', at(1, long));
     expect(cut).toEqual({ turn: 1, text: long.slice(0, TURN_PROMPT_MAX_CHARS), truncated: true });
-    const history = [{ to: 'idle' }, { to: 'running', prompt: { turn: 1, text: 'a' } }, { to: 'completed' }, null, { to: 'running', prompt: { turn: 2, text: 'b' } }];
+    const history = [
+      { to: 'idle' },
+      { to: 'running', prompt: { turn: 1, text: 'a' } },
+      { to: 'completed' },
+      null,
+      { to: 'running', prompt: { turn: 2, text: 'b' } },
+    ];
     expect([...turnPromptsOf(history)]).toEqual([
       [1, 'a'],
       [2, 'b'],

@@ -6,7 +6,15 @@ import { InputError, Runtime } from '../../src/runtime/runtime.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import { liveSleeps } from '../support/ps.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { agentRecords, connector, sessionDump, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import {
+  agentRecords,
+  connector,
+  sessionDump,
+  turnEnded,
+  until,
+  type Harness,
+  useRuntimeSuite,
+} from '../support/runtime.ts';
 import type { RedisServer } from '../support/redis.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
@@ -25,7 +33,11 @@ useRuntimeSuite('turn-timeout', {}, (s) => {
 
 /** Waits until the agent of the session runs its long tool (pi, bash and both sleeps); returns its marker. */
 async function longToolRunning(sessionId: string): Promise<string> {
-  await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
+  await until(
+    async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
+    30_000,
+    'the long tool to start',
+  );
   const [record] = await until(async () => {
     const records = await agentRecords(sessionId);
     return records[0]?.pid != null ? records : null;
@@ -40,7 +52,10 @@ describe('maxTurnMs', () => {
 
   it('a turn past its limit during a long bash tool ends failed (timeout) with no process of its tree left', async () => {
     worker ??= await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Sleep a long time', options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Sleep a long time',
+      options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd },
+    });
     const marker = await longToolRunning(sessionId);
     // The limit set now is already behind the turn's start: it fires at once (the policy reaches the holder by pub/sub).
     const set = await h.runtime.setPolicy({ maxTurnMs: 1000 }, sessionId);
@@ -62,18 +77,37 @@ describe('maxTurnMs', () => {
     const runtime = new Runtime({ connect, prefix: h.prefix, policy });
     try {
       // Refused before anything is written.
-      await expect(runtime.enqueue({ sessionId: 'too-long', prompt: 'x', retryPolicy: { maxTurnMs: 60_000 } })).rejects.toMatchObject({
+      await expect(
+        runtime.enqueue({ sessionId: 'too-long', prompt: 'x', retryPolicy: { maxTurnMs: 60_000 } }),
+      ).rejects.toMatchObject({
         name: 'InputError',
-        issues: [{ field: 'retryPolicy.maxTurnMs', message: "60000 is above this deployment's maximum of 4000 ms (policy.maxTurnMs)" }],
+        issues: [
+          {
+            field: 'retryPolicy.maxTurnMs',
+            message: "60000 is above this deployment's maximum of 4000 ms (policy.maxTurnMs)",
+          },
+        ],
       });
-      await expect(runtime.enqueue({ sessionId: 'no-limit', prompt: 'x', retryPolicy: { maxTurnMs: 0 } })).rejects.toBeInstanceOf(InputError);
-      expect(await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, 'too-long')).toMatchObject({ meta: {}, snapshot: null, inbox: [] });
-      expect(await runtime.setPolicy({ maxTurnMs: 600_000 })).toMatchObject({ ok: false, errors: [{ field: 'maxTurnMs' }] });
+      await expect(
+        runtime.enqueue({ sessionId: 'no-limit', prompt: 'x', retryPolicy: { maxTurnMs: 0 } }),
+      ).rejects.toBeInstanceOf(InputError);
+      expect(await sessionDump(internals(h.runtime).redis, internals(h.runtime).keys, 'too-long')).toMatchObject({
+        meta: {},
+        snapshot: null,
+        inbox: [],
+      });
+      expect(await runtime.setPolicy({ maxTurnMs: 600_000 })).toMatchObject({
+        ok: false,
+        errors: [{ field: 'maxTurnMs' }],
+      });
 
       // A worker of that deployment stops a turn that named no limit at the deployment's.
       await worker?.close(2000);
       worker = await h.startWorker({ policy });
-      const { sessionId } = await runtime.enqueue({ prompt: 'Sleep a long time', options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd } });
+      const { sessionId } = await runtime.enqueue({
+        prompt: 'Sleep a long time',
+        options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd },
+      });
       const session = await turnEnded(runtime, sessionId, 1, 60_000);
       expect(session.context?.turn).toMatchObject({ status: 'failed', failureReason: 'turn_timeout' });
       expect(session.context?.policy.maxTurnMs).toBe(4000);

@@ -34,7 +34,9 @@ let redisUrl: string;
 const LIMITS = rules([{ name: 'tpm', match: { model: CAPPED }, maxTokensPerMinute: 100 }]);
 
 function tokensLine(text: string, model: string, kind: string): number {
-  const line = text.split('\n').find((l) => l.startsWith(`sessiond_tokens_total{agent="pi",model="${model}",kind="${kind}"}`));
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`sessiond_tokens_total{agent="pi",model="${model}",kind="${kind}"}`));
   return line === undefined ? 0 : Number(line.split(' ').at(-1));
 }
 
@@ -94,7 +96,9 @@ describe('token usage', () => {
     );
     // The counter grew by the second turn only, and a refresh that finds nothing new adds nothing.
     const m2 = await metrics.render();
-    expect([tokensLine(m2, FLAKY, 'input'), tokensLine(m2, SECOND, 'input'), tokensLine(m2, SECOND, 'output')]).toEqual([120, 200, 50]);
+    expect([tokensLine(m2, FLAKY, 'input'), tokensLine(m2, SECOND, 'input'), tokensLine(m2, SECOND, 'output')]).toEqual(
+      [120, 200, 50],
+    );
     await metrics.refresh(true);
     expect(tokensLine(await metrics.registry.metrics(), SECOND, 'input')).toBe(200);
 
@@ -112,7 +116,11 @@ describe('token usage', () => {
 
     // So does `sessiond inspect`.
     const cli = await runCli(['inspect', sessionId], {
-      env: { ...workerEnv({ redisUrl, prefix: h.prefix, env, stateDir: h.stateDir }), PATH: process.env.PATH ?? '', NO_COLOR: '1' },
+      env: {
+        ...workerEnv({ redisUrl, prefix: h.prefix, env, stateDir: h.stateDir }),
+        PATH: process.env.PATH ?? '',
+        NO_COLOR: '1',
+      },
     });
     expect(cli.exitCode).toBe(0);
     expect(cli.stdout).toMatch(/turn 2: completed {2}tokens 200 in \/ 50 out/);
@@ -126,10 +134,21 @@ describe('token usage', () => {
     const store = internals(h.runtime).store;
     const sessionId = `usage-replay-${randomUUID().slice(0, 8)}`;
     // A session nobody drives (no activation job): this test holds its lease.
-    await store.enqueue(sessionId, { agent: 'pi', options: '{}' }, { id: 'p1', text: 'hi', options: {}, enqueuedAt: Date.now() }, null, 'no-job');
+    await store.enqueue(
+      sessionId,
+      { agent: 'pi', options: '{}' },
+      { id: 'p1', text: 'hi', options: {}, enqueuedAt: Date.now() },
+      null,
+      'no-job',
+    );
     const lease = await store.acquire(sessionId, 'test-writer', 30_000);
     if (!lease.ok) throw new Error('no lease');
-    const terminal = { turn: 1, attempt: 1, type: 'terminal.completed', content: JSON.stringify({ stopReason: 'stop', usage: { input: 10, output: 4 } }) };
+    const terminal = {
+      turn: 1,
+      attempt: 1,
+      type: 'terminal.completed',
+      content: JSON.stringify({ stopReason: 'stop', usage: { input: 10, output: 4 } }),
+    };
     const usage = [{ turn: 1, attempt: 1, agent: 'pi', model: 'm', usage: { input: 10, output: 4 }, at: Date.now() }];
     await store.write(sessionId, lease.token, { writeId: 1, messages: [terminal], usage });
     await store.write(sessionId, lease.token, { writeId: 1, messages: [terminal], usage });
@@ -137,7 +156,11 @@ describe('token usage', () => {
     expect(view?.lastSeq).toBe(1);
     expect(view?.usage?.total).toEqual({ input: 10, output: 4 });
     // The next batch (a new number) is counted.
-    await store.write(sessionId, lease.token, { writeId: 2, messages: [{ ...terminal, attempt: 2 }], usage: [{ ...usage[0]!, attempt: 2 }] });
+    await store.write(sessionId, lease.token, {
+      writeId: 2,
+      messages: [{ ...terminal, attempt: 2 }],
+      usage: [{ ...usage[0]!, attempt: 2 }],
+    });
     const after = await h.runtime.getSession(sessionId);
     expect(after?.usage?.total).toEqual({ input: 20, output: 8 });
     expect(after?.usage?.turn?.attempts.map((a) => [a.attempt, a.usage.input])).toEqual([
@@ -147,13 +170,19 @@ describe('token usage', () => {
   });
 
   it('over maxTokensPerMinute, new starts on the key wait (reason tokens) while other keys start', async () => {
-    const a = await h.runtime.enqueue({ prompt: 'Spend tokens', options: { provider: 'fake', model: CAPPED, cwd: env.cwd } });
+    const a = await h.runtime.enqueue({
+      prompt: 'Spend tokens',
+      options: { provider: 'fake', model: CAPPED, cwd: env.cwd },
+    });
     const done = await turnEnded(h.runtime, a.sessionId, 1);
     expect(done.state).toBe('completed');
     const endedAt = done.context?.turn?.endedAt ?? Date.now();
 
     // 150 tokens reported in the last minute, over the cap of 100: the next session on the key waits.
-    const b = await h.runtime.enqueue({ prompt: 'Wait for tokens', options: { provider: 'fake', model: CAPPED, cwd: env.cwd } });
+    const b = await h.runtime.enqueue({
+      prompt: 'Wait for tokens',
+      options: { provider: 'fake', model: CAPPED, cwd: env.cwd },
+    });
     const waiting = await until(
       async () => {
         const s = await h.runtime.getSession(b.sessionId);
@@ -168,7 +197,10 @@ describe('token usage', () => {
     expect(waiting.waitingFor?.until).toBeLessThanOrEqual(Date.now() + 62_000);
 
     // Another key is not held back.
-    const c = await h.runtime.enqueue({ prompt: 'Not capped', options: { provider: 'fake', model: OTHER, cwd: env.cwd } });
+    const c = await h.runtime.enqueue({
+      prompt: 'Not capped',
+      options: { provider: 'fake', model: OTHER, cwd: env.cwd },
+    });
     expect((await turnEnded(h.runtime, c.sessionId, 1)).state).toBe('completed');
     expect(server.requestsFor(CAPPED)).toHaveLength(1);
     expect((await h.runtime.getSession(b.sessionId))?.state).toBe('waiting');

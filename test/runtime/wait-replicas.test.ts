@@ -31,7 +31,13 @@ afterAll(async () => {
 const message = (text: string) => ({ turn: 1, attempt: 1, type: 'assistant', content: JSON.stringify({ text }) });
 
 async function newSession(store: SessionStore, sessionId: string): Promise<string> {
-  await store.enqueue(sessionId, { agent: 'pi', options: '{}' }, { id: 'p1', text: 'hi', options: {}, enqueuedAt: Date.now() }, null, `${sessionId}.job`);
+  await store.enqueue(
+    sessionId,
+    { agent: 'pi', options: '{}' },
+    { id: 'p1', text: 'hi', options: {}, enqueuedAt: Date.now() },
+    null,
+    `${sessionId}.job`,
+  );
   const lease = await store.acquire(sessionId, 'test-worker', 60_000);
   if (!lease.ok) throw new Error('no lease');
   return lease.token;
@@ -66,9 +72,13 @@ describe('fenced writes wait for replicas (WAIT)', () => {
     expect((await replicas[0]?.xrange(keys.session('w1', 'log'), '-', '+'))?.length).toBe(1);
 
     const greedy = new SessionStore(redis, keys, { waitReplicas: 2, waitTimeoutMs: 200 });
-    await expect(greedy.write('w1', token, { writeId: 2, messages: [message('twice?')] })).rejects.toBeInstanceOf(ReplicationError);
+    await expect(greedy.write('w1', token, { writeId: 2, messages: [message('twice?')] })).rejects.toBeInstanceOf(
+      ReplicationError,
+    );
     // Sent again with the same write id (as the session writer does): nothing is written twice.
-    await expect(greedy.write('w1', token, { writeId: 2, messages: [message('twice?')] })).rejects.toBeInstanceOf(ReplicationError);
+    await expect(greedy.write('w1', token, { writeId: 2, messages: [message('twice?')] })).rejects.toBeInstanceOf(
+      ReplicationError,
+    );
     expect((await store.readMessages('w1', 1, 100)).map((m) => m.seq)).toEqual([1, 2]);
   });
 
@@ -89,9 +99,13 @@ describe('fenced writes wait for replicas (WAIT)', () => {
     // The promoted master has no replica left: a write that must reach one is refused (and sent again
     // by the writer until a replica is back) — the price of WAIT. Without WAIT the holder goes on: its
     // lease and fence came over with the data.
-    await expect(store.write('f1', token, { writeId: 2, messages: [message('after')] })).rejects.toBeInstanceOf(ReplicationError);
+    await expect(store.write('f1', token, { writeId: 2, messages: [message('after')] })).rejects.toBeInstanceOf(
+      ReplicationError,
+    );
     const noWait = new SessionStore(redis, keys);
     await noWait.write('f1', token, { writeId: 2, messages: [message('after')] });
-    expect((await store.readMessages('f1', 1, 100)).map((m) => m.seq)).toEqual(Array.from({ length: 51 }, (_, i) => i + 1));
+    expect((await store.readMessages('f1', 1, 100)).map((m) => m.seq)).toEqual(
+      Array.from({ length: 51 }, (_, i) => i + 1),
+    );
   }, 90_000);
 });

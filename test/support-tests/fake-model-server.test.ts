@@ -40,7 +40,8 @@ function parseSse(text: string): { chunks: Record<string, unknown>[]; done: bool
 }
 
 const types = (events: PiEvent[]): string[] => events.map((e) => e.type);
-const updates = (events: PiEvent[]): string[] => events.filter((e) => e.type === 'message_update').map((e) => (e.assistantMessageEvent as { type: string }).type);
+const updates = (events: PiEvent[]): string[] =>
+  events.filter((e) => e.type === 'message_update').map((e) => (e.assistantMessageEvent as { type: string }).type);
 
 describe('fake model server over HTTP', () => {
   it('streams OpenAI chat.completion.chunk SSE with a usage chunk and [DONE]', async () => {
@@ -50,9 +51,15 @@ describe('fake model server over HTTP', () => {
     const { chunks, done } = parseSse(await res.text());
     expect(done).toBe(true);
     const choiceChunks = chunks.filter((c) => (c.choices as unknown[]).length > 0);
-    const text = choiceChunks.map((c) => (c.choices as { delta: { content?: string } }[])[0]?.delta.content ?? '').join('');
+    const text = choiceChunks
+      .map((c) => (c.choices as { delta: { content?: string } }[])[0]?.delta.content ?? '')
+      .join('');
     expect(text).toBe('Hello from the fake LLM.');
-    expect(chunks[0]).toMatchObject({ object: 'chat.completion.chunk', model: 'text-burst', choices: [{ index: 0, delta: { role: 'assistant' } }] });
+    expect(chunks[0]).toMatchObject({
+      object: 'chat.completion.chunk',
+      model: 'text-burst',
+      choices: [{ index: 0, delta: { role: 'assistant' } }],
+    });
     const last = chunks[chunks.length - 1];
     expect(last).toMatchObject({ choices: [], usage: { prompt_tokens: 42, completion_tokens: 7, total_tokens: 49 } });
     expect(chunks[chunks.length - 2]).toMatchObject({ choices: [{ finish_reason: 'stop' }] });
@@ -62,7 +69,9 @@ describe('fake model server over HTTP', () => {
     const res = await post('http429');
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBe('7');
-    expect(await res.json()).toEqual({ error: { message: 'fake rate limit exceeded', type: 'rate_limit_error', code: null } });
+    expect(await res.json()).toEqual({
+      error: { message: 'fake rate limit exceeded', type: 'rate_limit_error', code: null },
+    });
   });
 
   it('consumes one scripted step per request and repeats the last one', async () => {
@@ -90,7 +99,10 @@ describe('fake model server over HTTP', () => {
       body: JSON.stringify({ model: 'hang', messages: [] }),
       signal: ctrl.signal,
     });
-    const raced = await Promise.race([pending.then(() => 'answered'), new Promise((r) => setTimeout(() => r('pending'), 300))]);
+    const raced = await Promise.race([
+      pending.then(() => 'answered'),
+      new Promise((r) => setTimeout(() => r('pending'), 300)),
+    ]);
     expect(raced).toBe('pending');
     ctrl.abort();
     await expect(pending).rejects.toThrow();
@@ -105,15 +117,32 @@ describe('pi 0.73.1 against the fake model server', () => {
     expect(run.stderr).toBe('');
     const t = types(run.events);
     expect(t[0]).toBe('session');
-    expect(t).toEqual(expect.arrayContaining(['agent_start', 'turn_start', 'message_start', 'message_update', 'message_end', 'turn_end', 'agent_end']));
+    expect(t).toEqual(
+      expect.arrayContaining([
+        'agent_start',
+        'turn_start',
+        'message_start',
+        'message_update',
+        'message_end',
+        'turn_end',
+        'agent_end',
+      ]),
+    );
     expect(t[t.length - 1]).toBe('agent_end');
     expect(updates(run.events).filter((u) => u === 'text_delta')).toHaveLength(5);
     const end = run.events.filter((e) => e.type === 'message_end').pop();
-    expect(end?.message).toMatchObject({ role: 'assistant', stopReason: 'stop', content: [{ type: 'text', text: 'Hello from the fake LLM.' }] });
+    expect(end?.message).toMatchObject({
+      role: 'assistant',
+      stopReason: 'stop',
+      content: [{ type: 'text', text: 'Hello from the fake LLM.' }],
+    });
     const reqs = server.requestsFor('text').slice(before);
     expect(reqs).toHaveLength(1);
     expect(reqs[0]?.body.stream).toBe(true);
-    expect(reqs[0]?.body.messages?.at(-1)).toMatchObject({ role: 'user', content: [{ type: 'text', text: 'Say hello' }] });
+    expect(reqs[0]?.body.messages?.at(-1)).toMatchObject({
+      role: 'user',
+      content: [{ type: 'text', text: 'Say hello' }],
+    });
   });
 
   it('tool: runs bash echo hi, then answers with text on the second request', async () => {
@@ -122,9 +151,15 @@ describe('pi 0.73.1 against the fake model server', () => {
     expect(run.code).toBe(0);
     const t = types(run.events);
     expect(t).toEqual(expect.arrayContaining(['tool_execution_start', 'tool_execution_update', 'tool_execution_end']));
-    expect(updates(run.events)).toEqual(expect.arrayContaining(['toolcall_start', 'toolcall_delta', 'toolcall_end', 'text_delta']));
+    expect(updates(run.events)).toEqual(
+      expect.arrayContaining(['toolcall_start', 'toolcall_delta', 'toolcall_end', 'text_delta']),
+    );
     const toolEnd = run.events.find((e) => e.type === 'tool_execution_end');
-    expect(toolEnd).toMatchObject({ toolName: 'bash', isError: false, result: { content: [{ type: 'text', text: 'hi\n' }] } });
+    expect(toolEnd).toMatchObject({
+      toolName: 'bash',
+      isError: false,
+      result: { content: [{ type: 'text', text: 'hi\n' }] },
+    });
     expect(t.filter((x) => x === 'turn_start')).toHaveLength(2);
     const reqs = server.requestsFor('tool').slice(before);
     expect(reqs).toHaveLength(2);
@@ -146,7 +181,9 @@ describe('pi 0.73.1 against the fake model server', () => {
       const t = types(run.events);
       expect(t).toContain('auto_retry_start');
       expect(run.events.find((e) => e.type === 'auto_retry_end')).toMatchObject({ success: true, attempt: 1 });
-      const ends = run.events.filter((e) => e.type === 'message_end').map((e) => (e.message as { stopReason?: string }).stopReason);
+      const ends = run.events
+        .filter((e) => e.type === 'message_end')
+        .map((e) => (e.message as { stopReason?: string }).stopReason);
       expect(ends).toEqual([undefined, 'error', 'stop']); // user, failed attempt, retried attempt
     } finally {
       retryEnv.cleanup();
@@ -159,6 +196,10 @@ describe('pi 0.73.1 against the fake model server', () => {
     expect(run.code).toBe(0);
     expect(server.requestsFor('http500').length - before).toBe(1);
     const end = run.events.filter((e) => e.type === 'message_end').pop();
-    expect(end?.message).toMatchObject({ stopReason: 'error', errorMessage: '500 fake internal server error', content: [] });
+    expect(end?.message).toMatchObject({
+      stopReason: 'error',
+      errorMessage: '500 fake internal server error',
+      content: [],
+    });
   });
 });

@@ -169,7 +169,11 @@ describe('no redis-server outlives its test process', () => {
     ].join('\n');
 
   async function run(ending: string): Promise<{ pid: number; dir: string }> {
-    const { stdout } = await execFileAsync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(ending)], { cwd: ROOT }).catch((err: { stdout?: string }) => ({
+    const { stdout } = await execFileAsync(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', script(ending)],
+      { cwd: ROOT },
+    ).catch((err: { stdout?: string }) => ({
       stdout: err.stdout ?? '',
     }));
     const line = stdout.split('\n').find((l) => l.startsWith('{'));

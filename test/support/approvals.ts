@@ -11,7 +11,11 @@ import { FAST_WORKER, turnEnded, until, type Harness } from './runtime.ts';
  * A permission request waiting in the session, as an attempt in `ask` mode stores it (see
  * src/runtime/approvals/store.ts), for tests that need one to answer without running an agent.
  */
-export async function seedApproval(runtime: Runtime, sessionId: string, requestId = 't1-0123456789ab-1'): Promise<string> {
+export async function seedApproval(
+  runtime: Runtime,
+  sessionId: string,
+  requestId = 't1-0123456789ab-1',
+): Promise<string> {
   const request = {
     requestId,
     turn: 1,
@@ -26,7 +30,11 @@ export async function seedApproval(runtime: Runtime, sessionId: string, requestI
     requestedAt: Date.now(),
     deadlineAt: Date.now() + 60_000,
   };
-  await internals(runtime).redis.hset(internals(runtime).keys.session(sessionId, 'approvals'), requestId, JSON.stringify(request));
+  await internals(runtime).redis.hset(
+    internals(runtime).keys.session(sessionId, 'approvals'),
+    requestId,
+    JSON.stringify(request),
+  );
   return requestId;
 }
 
@@ -67,8 +75,16 @@ export const ofType = (messages: readonly StoredMessage[], type: string): Array<
   messages.filter((m) => m.type === type).map((m) => m.content as Record<string, unknown>);
 
 /** The session's first `approval.requested`, once its attempt has asked (a real agent may take a while). */
-export function firstApprovalRequest(runtime: Runtime, sessionId: string, timeoutMs = 120_000): Promise<Record<string, unknown>> {
-  return until(async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0], timeoutMs, 'approval.requested');
+export function firstApprovalRequest(
+  runtime: Runtime,
+  sessionId: string,
+  timeoutMs = 120_000,
+): Promise<Record<string, unknown>> {
+  return until(
+    async () => ofType(await runtime.readMessages(sessionId), 'approval.requested')[0],
+    timeoutMs,
+    'approval.requested',
+  );
 }
 
 /** Answers the request as `cli:test` and waits for turn 1 to end (a real agent goes on after it): the state it ended in, and the session's messages. */

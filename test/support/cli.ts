@@ -12,7 +12,10 @@ export interface CliResult {
 }
 
 /** Runs `sessiond ARGS` as a user would: a separate process, through the dev bin (the same main as the package's) unless `bin` names another. */
-export function sessiond(args: readonly string[], options: { input?: string; env?: Record<string, string>; cwd?: string; bin?: string } = {}): ResultPromise {
+export function sessiond(
+  args: readonly string[],
+  options: { input?: string; env?: Record<string, string>; cwd?: string; bin?: string } = {},
+): ResultPromise {
   return execa(process.execPath, [options.bin ?? SESSIOND_BIN, ...args], {
     reject: false,
     cwd: options.cwd ?? REPO_ROOT,
@@ -23,7 +26,10 @@ export function sessiond(args: readonly string[], options: { input?: string; env
   });
 }
 
-export async function runCli(args: readonly string[], options: Parameters<typeof sessiond>[1] = {}): Promise<CliResult> {
+export async function runCli(
+  args: readonly string[],
+  options: Parameters<typeof sessiond>[1] = {},
+): Promise<CliResult> {
   const result = await sessiond(args, options);
   return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) };
 }

@@ -81,7 +81,12 @@ export type Script = ScriptOf<ScriptStep, ScriptContext>;
 
 /** True when a user message of the request carries a `tool_result` block. */
 export function hasToolResult(body: AnthropicRequestBody): boolean {
-  return (body.messages ?? []).some((m) => m.role === 'user' && Array.isArray(m.content) && (m.content as { type?: unknown }[]).some((b) => b.type === 'tool_result'));
+  return (body.messages ?? []).some(
+    (m) =>
+      m.role === 'user' &&
+      Array.isArray(m.content) &&
+      (m.content as { type?: unknown }[]).some((b) => b.type === 'tool_result'),
+  );
 }
 
 const ERROR_TYPES: Record<number, [string, string]> = {
@@ -112,17 +117,33 @@ export function builtinScripts(): Record<string, Script> {
   return {
     text: { thinking: 'The user wants a greeting. I will answer briefly.', text: DEFAULT_TEXT },
     'text-plain': { text: DEFAULT_TEXT },
-    tool: afterTool({ text: 'I will run a command.', toolUses: [bash('echo hi')] }, { text: 'The command printed: hi' }),
+    tool: afterTool(
+      { text: 'I will run a command.', toolUses: [bash('echo hi')] },
+      { text: 'The command printed: hi' },
+    ),
     'tool-fail': afterTool({ toolUses: [bash('ls nonexistent-fake-dir')] }, { text: 'The command failed.' }),
-    'two-tools': afterTool({ text: 'Two commands.', toolUses: [bash('echo one'), bash('echo two')] }, { text: 'Both ran.' }),
+    'two-tools': afterTool(
+      { text: 'Two commands.', toolUses: [bash('echo one'), bash('echo two')] },
+      { text: 'Both ran.' },
+    ),
     'tool-denied': afterTool({ toolUses: [bash('touch made-by-tool.txt && echo hi')] }, { text: 'Done.' }),
     /**
      * A tool that runs long. Claude Code 2.1.332 refuses `sleep N` as a tool ("use Monitor"),
      * so it is a node timer; `node -e` needs `allowedTools: ["Bash"]` in the default permission mode.
      */
-    'long-tool': afterTool({ text: 'I will wait.', toolUses: [bash('node -e "setTimeout(() => {}, 1061e3)"')] }, { text: 'Waited.' }),
+    'long-tool': afterTool(
+      { text: 'I will wait.', toolUses: [bash('node -e "setTimeout(() => {}, 1061e3)"')] },
+      { text: 'Waited.' },
+    ),
     /** The same in the background and in a new session (setsid): out of reach of Claude Code's own group kill. */
-    'long-tool-bg': afterTool({ toolUses: [bash('node -e "setTimeout(() => {}, 1062e3)" & setsid node -e "setTimeout(() => {}, 1063e3)" & wait')] }, { text: 'Waited.' }),
+    'long-tool-bg': afterTool(
+      {
+        toolUses: [
+          bash('node -e "setTimeout(() => {}, 1062e3)" & setsid node -e "setTimeout(() => {}, 1063e3)" & wait'),
+        ],
+      },
+      { text: 'Waited.' },
+    ),
     http400: { status: 400 },
     http401: { status: 401 },
     http429: { status: 429, headers: { 'retry-after': '7' } },
@@ -148,10 +169,13 @@ export interface FakeAnthropicServer {
   close(): Promise<void>;
 }
 
-export async function startFakeAnthropicServer(options: { scripts?: Record<string, Script>; chunkDelayMs?: number } = {}): Promise<FakeAnthropicServer> {
+export async function startFakeAnthropicServer(
+  options: { scripts?: Record<string, Script>; chunkDelayMs?: number } = {},
+): Promise<FakeAnthropicServer> {
   const defaultDelay = options.chunkDelayMs ?? 20;
   const models = new Map<string, { script: Script; count: number }>();
-  for (const [id, script] of Object.entries({ ...builtinScripts(), ...(options.scripts ?? {}) })) models.set(id, { script, count: 0 });
+  for (const [id, script] of Object.entries({ ...builtinScripts(), ...(options.scripts ?? {}) }))
+    models.set(id, { script, count: 0 });
   const requests: RecordedRequest[] = [];
   const hits: string[] = [];
   let messageCounter = 0;
@@ -165,7 +189,10 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
       return;
     }
     if (req.method !== 'POST' || !path.endsWith('/v1/messages')) {
-      writeError(res, { status: 404, body: { type: 'error', error: { type: 'not_found_error', message: `fake: no route ${req.method} ${path}` } } });
+      writeError(res, {
+        status: 404,
+        body: { type: 'error', error: { type: 'not_found_error', message: `fake: no route ${req.method} ${path}` } },
+      });
       return;
     }
     const raw = await readBody(req);
@@ -179,9 +206,20 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
     const model = typeof body.model === 'string' ? body.model : '';
     const state = models.get(model);
     const modelIndex = state ? state.count++ : requests.filter((r) => r.model === model).length;
-    const request: RecordedRequest = { index: requests.length, modelIndex, model, path: req.url ?? '', body, headers: req.headers, at: Date.now() };
+    const request: RecordedRequest = {
+      index: requests.length,
+      modelIndex,
+      model,
+      path: req.url ?? '',
+      body,
+      headers: req.headers,
+      at: Date.now(),
+    };
     requests.push(request);
-    const script: Script = state?.script ?? { status: 404, body: { type: 'error', error: { type: 'not_found_error', message: `model: ${model}` } } };
+    const script: Script = state?.script ?? {
+      status: 404,
+      body: { type: 'error', error: { type: 'not_found_error', message: `model: ${model}` } },
+    };
     const step = pickStep(script, { request, body, index: modelIndex }, model);
     if (isHangStep(step)) return;
     if (isHttpErrorStep(step)) {
@@ -194,21 +232,36 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
   function writeError(res: ServerResponse, step: HttpErrorStep): void {
     if (res.destroyed) return;
     const payload = step.body ?? anthropicErrorBody(step.status);
-    res.writeHead(step.status, { 'content-type': 'application/json', 'request-id': `req_fake_${requests.length}`, ...(step.headers ?? {}) });
+    res.writeHead(step.status, {
+      'content-type': 'application/json',
+      'request-id': `req_fake_${requests.length}`,
+      ...(step.headers ?? {}),
+    });
     res.end(typeof payload === 'string' ? payload : JSON.stringify(payload));
   }
 
-  async function writeStream(res: ServerResponse, model: string, step: StreamStep, body: AnthropicRequestBody): Promise<void> {
+  async function writeStream(
+    res: ServerResponse,
+    model: string,
+    step: StreamStep,
+    body: AnthropicRequestBody,
+  ): Promise<void> {
     const id = `msg_fake_${++messageCounter}`;
-    const sse = (type: string, data: Record<string, unknown>): string => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    const sse = (type: string, data: Record<string, unknown>): string =>
+      `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
     const turn = (body.messages ?? []).filter((m) => m.role === 'assistant').length + 1;
     const blocks: string[] = [];
     let index = 0;
     const thinking = words(step.thinking);
     if (thinking.length > 0) {
-      blocks.push(sse('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } }));
-      for (const t of thinking) blocks.push(sse('content_block_delta', { index, delta: { type: 'thinking_delta', thinking: t } }));
-      blocks.push(sse('content_block_delta', { index, delta: { type: 'signature_delta', signature: 'ZmFrZS1zaWduYXR1cmU=' } }));
+      blocks.push(
+        sse('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } }),
+      );
+      for (const t of thinking)
+        blocks.push(sse('content_block_delta', { index, delta: { type: 'thinking_delta', thinking: t } }));
+      blocks.push(
+        sse('content_block_delta', { index, delta: { type: 'signature_delta', signature: 'ZmFrZS1zaWduYXR1cmU=' } }),
+      );
       blocks.push(sse('content_block_stop', { index }));
       index += 1;
     }
@@ -222,7 +275,12 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
     const toolUses = step.toolUses ?? [];
     toolUses.forEach((tool, i) => {
       const toolId = tool.id ?? `toolu_fake_${turn}_${i}`;
-      blocks.push(sse('content_block_start', { index, content_block: { type: 'tool_use', id: toolId, name: tool.name, input: {} } }));
+      blocks.push(
+        sse('content_block_start', {
+          index,
+          content_block: { type: 'tool_use', id: toolId, name: tool.name, input: {} },
+        }),
+      );
       for (const part of splitInto(JSON.stringify(tool.input), tool.fragments ?? 3)) {
         blocks.push(sse('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: part } }));
       }
@@ -245,20 +303,34 @@ export async function startFakeAnthropicServer(options: { scripts?: Record<strin
     const tail =
       then === 'done'
         ? [
-            sse('message_delta', { delta: { stop_reason: step.stopReason ?? (toolUses.length > 0 ? 'tool_use' : 'end_turn'), stop_sequence: null }, usage: { output_tokens: 12 } }),
+            sse('message_delta', {
+              delta: {
+                stop_reason: step.stopReason ?? (toolUses.length > 0 ? 'tool_use' : 'end_turn'),
+                stop_sequence: null,
+              },
+              usage: { output_tokens: 12 },
+            }),
             sse('message_stop', {}),
           ]
         : [];
     const events = [start, ...(then === 'done' ? blocks : blocks.slice(0, step.afterEvents ?? blocks.length)), ...tail];
     await streamEvents(res, events, {
-      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'request-id': `req_fake_${requests.length}` },
+      headers: {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+        'request-id': `req_fake_${requests.length}`,
+      },
       delayMs: step.chunkDelayMs ?? defaultDelay,
       then,
     });
   }
 
   const http = await listenLocal(handle, (res, err) =>
-    writeError(res, { status: 500, body: { type: 'error', error: { type: 'api_error', message: `fake server bug: ${String(err)}` } } }),
+    writeError(res, {
+      status: 500,
+      body: { type: 'error', error: { type: 'api_error', message: `fake server bug: ${String(err)}` } },
+    }),
   );
   const port = http.port;
   return {

@@ -114,12 +114,16 @@ export function hasFunctionResponse(body: GeminiRequestBody): boolean {
 
 /** The function responses of the request, in order. */
 export function functionResponses(body: GeminiRequestBody): Array<{ name?: string; response?: unknown }> {
-  return (body.contents ?? []).flatMap((c) => (c.parts ?? []).flatMap((p) => (p.functionResponse === undefined ? [] : [p.functionResponse])));
+  return (body.contents ?? []).flatMap((c) =>
+    (c.parts ?? []).flatMap((p) => (p.functionResponse === undefined ? [] : [p.functionResponse])),
+  );
 }
 
 /** The text of every user part of the request, in order. */
 export function userTexts(body: GeminiRequestBody): string[] {
-  return (body.contents ?? []).filter((c) => c.role === 'user').flatMap((c) => (c.parts ?? []).flatMap((p) => (typeof p.text === 'string' ? [p.text] : [])));
+  return (body.contents ?? [])
+    .filter((c) => c.role === 'user')
+    .flatMap((c) => (c.parts ?? []).flatMap((p) => (typeof p.text === 'string' ? [p.text] : [])));
 }
 
 /** Names of the function declarations the CLI offered the model. */
@@ -127,7 +131,10 @@ export function declaredTools(body: GeminiRequestBody): string[] {
   return (body.tools ?? []).flatMap((t) => (t.functionDeclarations ?? []).map((d) => d.name ?? ''));
 }
 
-const shell = (command: string): FunctionCallSpec => ({ name: 'run_shell_command', args: { command, description: 'Run a command' } });
+const shell = (command: string): FunctionCallSpec => ({
+  name: 'run_shell_command',
+  args: { command, description: 'Run a command' },
+});
 const afterTool =
   (first: GeminiStep, then: GeminiStep): GeminiScriptFn =>
   ({ body }) =>
@@ -138,13 +145,28 @@ export function geminiBuiltinScripts(): Record<string, GeminiScript> {
   return {
     'fake-text': { text: ['Hello', ' from the', ' fake', ' model.'] },
     'fake-thinking': { thoughts: ['**Planning** Let me', ' think about it.'], text: ['Hello', ' there.'] },
-    'fake-tool': afterTool({ text: 'I will run a command.', functionCalls: [shell('echo hi')] }, { text: ['The command ', 'printed: ', 'hi'] }),
-    'fake-tool-fail': afterTool({ functionCalls: [shell('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] }, { text: 'The command failed.' }),
-    'fake-two-tools': afterTool({ functionCalls: [shell('echo one'), shell('echo two')] }, { text: 'Both commands ran.' }),
+    'fake-tool': afterTool(
+      { text: 'I will run a command.', functionCalls: [shell('echo hi')] },
+      { text: ['The command ', 'printed: ', 'hi'] },
+    ),
+    'fake-tool-fail': afterTool(
+      { functionCalls: [shell('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] },
+      { text: 'The command failed.' },
+    ),
+    'fake-two-tools': afterTool(
+      { functionCalls: [shell('echo one'), shell('echo two')] },
+      { text: 'Both commands ran.' },
+    ),
     /** A tool that is not registered in the default approval mode (shell tools are hidden). */
-    'fake-unknown-tool': afterTool({ functionCalls: [{ name: 'no_such_tool', args: { x: 1 } }] }, { text: 'No such tool.' }),
+    'fake-unknown-tool': afterTool(
+      { functionCalls: [{ name: 'no_such_tool', args: { x: 1 } }] },
+      { text: 'No such tool.' },
+    ),
     /** A long tool: a background grandchild in its own session, and a foreground sleep. */
-    'fake-long-tool': afterTool({ text: 'Sleeping.', functionCalls: [shell('setsid sleep 1011 & sleep 1012; echo done')] }, { text: 'Slept.' }),
+    'fake-long-tool': afterTool(
+      { text: 'Sleeping.', functionCalls: [shell('setsid sleep 1011 & sleep 1012; echo done')] },
+      { text: 'Slept.' },
+    ),
     /** The tool ran, then the next request fails. */
     'fake-tool-then-500': afterTool({ functionCalls: [shell('echo hi')] }, { status: 500 }),
     'fake-http400': { status: 400 },
@@ -174,10 +196,13 @@ export interface FakeGeminiServer {
 
 const ROUTE = /^\/v1(?:beta|alpha)?\/models\/([^/:]+):([A-Za-z]+)$/;
 
-export async function startFakeGeminiServer(options: { scripts?: Record<string, GeminiScript>; chunkDelayMs?: number } = {}): Promise<FakeGeminiServer> {
+export async function startFakeGeminiServer(
+  options: { scripts?: Record<string, GeminiScript>; chunkDelayMs?: number } = {},
+): Promise<FakeGeminiServer> {
   const defaultDelay = options.chunkDelayMs ?? 30;
   const scripts = new Map<string, { script: GeminiScript; count: number }>();
-  for (const [id, script] of Object.entries({ ...geminiBuiltinScripts(), ...(options.scripts ?? {}) })) scripts.set(id, { script, count: 0 });
+  for (const [id, script] of Object.entries({ ...geminiBuiltinScripts(), ...(options.scripts ?? {}) }))
+    scripts.set(id, { script, count: 0 });
   const requests: GeminiRecordedRequest[] = [];
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -195,14 +220,30 @@ export async function startFakeGeminiServer(options: { scripts?: Record<string, 
     const state = scripts.get(model);
     const generates = req.method === 'POST' && (action === 'streamGenerateContent' || action === 'generateContent');
     const modelIndex = generates && state !== undefined ? state.count++ : 0;
-    const request: GeminiRecordedRequest = { index: requests.length, modelIndex, method: req.method ?? '', path, model, action, body, headers: req.headers, at: Date.now() };
+    const request: GeminiRecordedRequest = {
+      index: requests.length,
+      modelIndex,
+      method: req.method ?? '',
+      path,
+      model,
+      action,
+      body,
+      headers: req.headers,
+      at: Date.now(),
+    };
     requests.push(request);
     if (!generates) {
-      writeError(res, { status: 404, body: { error: { code: 404, message: `fake: no route ${req.method} ${path}`, status: 'NOT_FOUND' } } });
+      writeError(res, {
+        status: 404,
+        body: { error: { code: 404, message: `fake: no route ${req.method} ${path}`, status: 'NOT_FOUND' } },
+      });
       return;
     }
     if (state === undefined) {
-      writeError(res, { status: 404, body: { error: { code: 404, message: `models/${model} is not found (fake)`, status: 'NOT_FOUND' } } });
+      writeError(res, {
+        status: 404,
+        body: { error: { code: 404, message: `models/${model} is not found (fake)`, status: 'NOT_FOUND' } },
+      });
       return;
     }
     const step = pickStep(state.script, { request, body, index: modelIndex }, model);
@@ -222,14 +263,21 @@ export async function startFakeGeminiServer(options: { scripts?: Record<string, 
     const chunks: GeminiPart[][] = [];
     for (const thought of step.thoughts ?? []) chunks.push([{ text: thought, thought: true }]);
     for (const text of words(step.text)) chunks.push([{ text }]);
-    for (const call of step.functionCalls ?? []) chunks.push([{ functionCall: { ...(call.id === undefined ? {} : { id: call.id }), name: call.name, args: call.args } }]);
+    for (const call of step.functionCalls ?? [])
+      chunks.push([
+        { functionCall: { ...(call.id === undefined ? {} : { id: call.id }), name: call.name, args: call.args } },
+      ]);
     if (chunks.length === 0) chunks.push([{ text: '' }]);
     const then = step.then ?? 'done';
     const sent = then === 'done' ? chunks : chunks.slice(0, step.afterChunks ?? chunks.length);
     const usage = step.usage === false ? undefined : (step.usage ?? { promptTokenCount: 42, candidatesTokenCount: 12 });
     const response = (parts: GeminiPart[], last: boolean): Record<string, unknown> => ({
-      candidates: [{ content: { role: 'model', parts }, index: 0, ...(last ? { finishReason: step.finishReason ?? 'STOP' } : {}) }],
-      ...(last && usage !== undefined ? { usageMetadata: { ...usage, totalTokenCount: usage.promptTokenCount + usage.candidatesTokenCount } } : {}),
+      candidates: [
+        { content: { role: 'model', parts }, index: 0, ...(last ? { finishReason: step.finishReason ?? 'STOP' } : {}) },
+      ],
+      ...(last && usage !== undefined
+        ? { usageMetadata: { ...usage, totalTokenCount: usage.promptTokenCount + usage.candidatesTokenCount } }
+        : {}),
       modelVersion: model,
       responseId: `fake-${requests.length}`,
     });
@@ -238,19 +286,31 @@ export async function startFakeGeminiServer(options: { scripts?: Record<string, 
       res.end(JSON.stringify(response(sent.flat(), true)));
       return;
     }
-    const events = sent.map((parts, i) => `data: ${JSON.stringify(response(parts, then === 'done' && i === sent.length - 1))}\r\n\r\n`);
-    await streamEvents(res, events, { headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, delayMs: step.chunkDelayMs ?? defaultDelay, then });
+    const events = sent.map(
+      (parts, i) => `data: ${JSON.stringify(response(parts, then === 'done' && i === sent.length - 1))}\r\n\r\n`,
+    );
+    await streamEvents(res, events, {
+      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' },
+      delayMs: step.chunkDelayMs ?? defaultDelay,
+      then,
+    });
   }
 
   const http = await listenLocal(handle, (res, error) =>
-    writeError(res, { status: 500, body: { error: { code: 500, message: `fake server bug: ${String(error)}`, status: 'INTERNAL' } } }),
+    writeError(res, {
+      status: 500,
+      body: { error: { code: 500, message: `fake server bug: ${String(error)}`, status: 'INTERNAL' } },
+    }),
   );
   const port = http.port;
   return {
     url: `http://127.0.0.1:${port}`,
     port,
     requests,
-    requestsFor: (model) => requests.filter((r) => r.model === model && (r.action === 'streamGenerateContent' || r.action === 'generateContent')),
+    requestsFor: (model) =>
+      requests.filter(
+        (r) => r.model === model && (r.action === 'streamGenerateContent' || r.action === 'generateContent'),
+      ),
     setScript(model, script) {
       scripts.set(model, { script, count: 0 });
     },

@@ -96,7 +96,8 @@ export function userTexts(body: ResponsesRequestBody): string[] {
   const out: string[] = [];
   for (const item of body.input ?? []) {
     if (item.type !== 'message' || item.role !== 'user' || !Array.isArray(item.content)) continue;
-    for (const part of item.content as Array<Record<string, unknown>>) if (typeof part.text === 'string') out.push(part.text);
+    for (const part of item.content as Array<Record<string, unknown>>)
+      if (typeof part.text === 'string') out.push(part.text);
   }
   return out;
 }
@@ -115,11 +116,20 @@ export function builtinResponsesScripts(): Record<string, ResponsesScript> {
     text: { reasoning: '**Greeting**\n\nThe user wants a greeting.', text: ['Hello', ' from the', ' fake', ' model.'] },
     'text-plain': { text: DEFAULT_TEXT },
     tool: afterTool({ functionCalls: [shell('echo hi')] }, { text: 'The command printed: hi' }),
-    'tool-fail': afterTool({ functionCalls: [shell('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] }, { text: 'The command failed.' }),
+    'tool-fail': afterTool(
+      { functionCalls: [shell('echo failing >&2; ls /nonexistent-fake-dir; exit 3')] },
+      { text: 'The command failed.' },
+    ),
     'two-tools': afterTool({ functionCalls: [shell('echo one'), shell('echo two')] }, { text: 'Both commands ran.' }),
-    'text-tool-text': afterTool({ text: 'Let me run a command.', functionCalls: [shell('echo hi')] }, { text: 'The command printed hi. Done.' }),
+    'text-tool-text': afterTool(
+      { text: 'Let me run a command.', functionCalls: [shell('echo hi')] },
+      { text: 'The command printed hi. Done.' },
+    ),
     /** A write into the cwd: read-only sandbox denies it. */
-    'tool-write': afterTool({ functionCalls: [shell('echo hi > written.txt && cat written.txt')] }, { text: 'Tried to write.' }),
+    'tool-write': afterTool(
+      { functionCalls: [shell('echo hi > written.txt && cat written.txt')] },
+      { text: 'Tried to write.' },
+    ),
     'long-tool': afterTool({ functionCalls: [shell('sleep 2741; echo done')] }, { text: 'Slept.' }),
     'long-tool-setsid': afterTool({ functionCalls: [shell('setsid sleep 2742 & sleep 2743')] }, { text: 'Slept.' }),
     http400: { status: 400 },
@@ -142,7 +152,9 @@ const DEFAULT_ERRORS: Record<number, [string, string]> = {
   503: ['fake service unavailable', 'server_error'],
 };
 
-export function defaultErrorBody(status: number): { error: { message: string; type: string; code: string | null; param: null } } {
+export function defaultErrorBody(status: number): {
+  error: { message: string; type: string; code: string | null; param: null };
+} {
   const [message, type] = DEFAULT_ERRORS[status] ?? [`fake http ${status}`, 'server_error'];
   return { error: { message, type, code: null, param: null } };
 }
@@ -169,7 +181,8 @@ export interface FakeResponsesServer {
 export async function startFakeResponsesServer(options: FakeResponsesServerOptions = {}): Promise<FakeResponsesServer> {
   const defaultDelay = options.eventDelayMs ?? 20;
   const scripts = new Map<string, { script: ResponsesScript; count: number }>();
-  for (const [name, script] of Object.entries({ ...builtinResponsesScripts(), ...(options.scripts ?? {}) })) scripts.set(name, { script, count: 0 });
+  for (const [name, script] of Object.entries({ ...builtinResponsesScripts(), ...(options.scripts ?? {}) }))
+    scripts.set(name, { script, count: 0 });
   const requests: RecordedResponsesRequest[] = [];
   let responseCounter = 0;
 
@@ -177,7 +190,10 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
     const path = (req.url ?? '').split('?')[0] ?? '';
     const match = /^\/([\w.-]+)\/v1\/responses$/.exec(path);
     if (req.method !== 'POST' || match?.[1] === undefined) {
-      writeError(res, { status: 404, body: { error: { message: `fake: no route ${req.method} ${path}`, type: 'not_found_error' } } });
+      writeError(res, {
+        status: 404,
+        body: { error: { message: `fake: no route ${req.method} ${path}`, type: 'not_found_error' } },
+      });
       return;
     }
     const name = match[1];
@@ -186,7 +202,10 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
     try {
       body = JSON.parse(raw) as ResponsesRequestBody;
     } catch {
-      writeError(res, { status: 400, body: { error: { message: 'fake: invalid JSON body', type: 'invalid_request_error' } } });
+      writeError(res, {
+        status: 400,
+        body: { error: { message: 'fake: invalid JSON body', type: 'invalid_request_error' } },
+      });
       return;
     }
     const state = scripts.get(name);
@@ -201,8 +220,14 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
     await writeStream(res, step, body);
   }
 
-  function pick(name: string, script: ResponsesScript | undefined, body: ResponsesRequestBody, index: number): ResponsesStep {
-    if (script === undefined) return { status: 404, body: { error: { message: `fake: no script ${name}`, type: 'not_found_error' } } };
+  function pick(
+    name: string,
+    script: ResponsesScript | undefined,
+    body: ResponsesRequestBody,
+    index: number,
+  ): ResponsesStep {
+    if (script === undefined)
+      return { status: 404, body: { error: { message: `fake: no script ${name}`, type: 'not_found_error' } } };
     return pickStep(script, { body, index }, name);
   }
 
@@ -210,7 +235,11 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
     writeHttpError(res, step, step.body === undefined ? defaultErrorBody(step.status) : step.body);
   }
 
-  async function writeStream(res: ServerResponse, step: ResponsesStreamStep, body: ResponsesRequestBody): Promise<void> {
+  async function writeStream(
+    res: ServerResponse,
+    step: ResponsesStreamStep,
+    body: ResponsesRequestBody,
+  ): Promise<void> {
     const responseId = `resp_fake_${++responseCounter}`;
     const model = typeof body.model === 'string' ? body.model : 'fake';
     const turn = functionCallOutputs(body).length + 1;
@@ -232,11 +261,39 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
       const index = output.length;
       const id = `rs_fake_${responseCounter}_${index}`;
       const item = { id, type: 'reasoning', summary: [{ type: 'summary_text', text: step.reasoning }] };
-      events.push({ type: 'response.output_item.added', output_index: index, item: { id, type: 'reasoning', summary: [] } });
-      events.push({ type: 'response.reasoning_summary_part.added', item_id: id, output_index: index, summary_index: 0, part: { type: 'summary_text', text: '' } });
-      events.push({ type: 'response.reasoning_summary_text.delta', item_id: id, output_index: index, summary_index: 0, delta: step.reasoning });
-      events.push({ type: 'response.reasoning_summary_text.done', item_id: id, output_index: index, summary_index: 0, text: step.reasoning });
-      events.push({ type: 'response.reasoning_summary_part.done', item_id: id, output_index: index, summary_index: 0, part: { type: 'summary_text', text: step.reasoning } });
+      events.push({
+        type: 'response.output_item.added',
+        output_index: index,
+        item: { id, type: 'reasoning', summary: [] },
+      });
+      events.push({
+        type: 'response.reasoning_summary_part.added',
+        item_id: id,
+        output_index: index,
+        summary_index: 0,
+        part: { type: 'summary_text', text: '' },
+      });
+      events.push({
+        type: 'response.reasoning_summary_text.delta',
+        item_id: id,
+        output_index: index,
+        summary_index: 0,
+        delta: step.reasoning,
+      });
+      events.push({
+        type: 'response.reasoning_summary_text.done',
+        item_id: id,
+        output_index: index,
+        summary_index: 0,
+        text: step.reasoning,
+      });
+      events.push({
+        type: 'response.reasoning_summary_part.done',
+        item_id: id,
+        output_index: index,
+        summary_index: 0,
+        part: { type: 'summary_text', text: step.reasoning },
+      });
       events.push({ type: 'response.output_item.done', output_index: index, item });
       output.push(item);
     }
@@ -246,10 +303,27 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
       const index = output.length;
       const id = `msg_fake_${responseCounter}_${index}`;
       const part = { type: 'output_text', text: full, annotations: [] };
-      events.push({ type: 'response.output_item.added', output_index: index, item: { id, type: 'message', role: 'assistant', status: 'in_progress', content: [] } });
-      events.push({ type: 'response.content_part.added', item_id: id, output_index: index, content_index: 0, part: { ...part, text: '' } });
-      for (const delta of chunks) events.push({ type: 'response.output_text.delta', item_id: id, output_index: index, content_index: 0, delta });
-      events.push({ type: 'response.output_text.done', item_id: id, output_index: index, content_index: 0, text: full });
+      events.push({
+        type: 'response.output_item.added',
+        output_index: index,
+        item: { id, type: 'message', role: 'assistant', status: 'in_progress', content: [] },
+      });
+      events.push({
+        type: 'response.content_part.added',
+        item_id: id,
+        output_index: index,
+        content_index: 0,
+        part: { ...part, text: '' },
+      });
+      for (const delta of chunks)
+        events.push({ type: 'response.output_text.delta', item_id: id, output_index: index, content_index: 0, delta });
+      events.push({
+        type: 'response.output_text.done',
+        item_id: id,
+        output_index: index,
+        content_index: 0,
+        text: full,
+      });
       events.push({ type: 'response.content_part.done', item_id: id, output_index: index, content_index: 0, part });
       const item = { id, type: 'message', role: 'assistant', status: 'completed', content: [part] };
       events.push({ type: 'response.output_item.done', output_index: index, item });
@@ -267,13 +341,23 @@ export async function startFakeResponsesServer(options: FakeResponsesServerOptio
       });
       events.push({ type: 'response.function_call_arguments.delta', item_id: id, output_index: index, delta: args });
       events.push({ type: 'response.function_call_arguments.done', item_id: id, output_index: index, arguments: args });
-      const item = { id, type: 'function_call', status: 'completed', call_id: callId, name: call.name, arguments: args };
+      const item = {
+        id,
+        type: 'function_call',
+        status: 'completed',
+        call_id: callId,
+        name: call.name,
+        arguments: args,
+      };
       events.push({ type: 'response.output_item.done', output_index: index, item });
       output.push(item);
     }
     const then = step.then ?? 'done';
     const usage = step.usage ?? { input_tokens: 42, output_tokens: 12 };
-    const failed = { type: 'response.failed', response: response('failed', { error: step.error ?? { code: 'server_error', message: 'fake failure' } }) };
+    const failed = {
+      type: 'response.failed',
+      response: response('failed', { error: step.error ?? { code: 'server_error', message: 'fake failure' } }),
+    };
     const sent =
       then === 'failed'
         ? [...events, failed]

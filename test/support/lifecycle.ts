@@ -19,7 +19,13 @@ export async function scanSessionKeys(redis: Redis, keys: Keys, sessionId: strin
 export async function fleetMentions(redis: Redis, keys: Keys, sessionId: string): Promise<string[]> {
   const lk = lifecycleKeys(keys);
   const out: string[] = [];
-  for (const key of [keys.sessions, keys.activations, lk.finished, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))]) {
+  for (const key of [
+    keys.sessions,
+    keys.activations,
+    lk.finished,
+    lk.changed,
+    ...SESSION_STATES.map((s) => lk.byState(s)),
+  ]) {
     if ((await redis.zscore(key, sessionId)) !== null) out.push(key);
   }
   for (const key of [lk.states, lk.purging]) if ((await redis.hexists(key, sessionId)) === 1) out.push(key);
@@ -35,5 +41,8 @@ export async function fleetMentions(redis: Redis, keys: Keys, sessionId: string)
 /** Nothing of the session is left but (optionally) its short-lived tombstone: checked by scanning. */
 export async function leftovers(redis: Redis, keys: Keys, sessionId: string): Promise<string[]> {
   const tombstone = lifecycleKeys(keys).tombstone(sessionId);
-  return [...(await scanSessionKeys(redis, keys, sessionId)).filter((k) => k !== tombstone), ...(await fleetMentions(redis, keys, sessionId))];
+  return [
+    ...(await scanSessionKeys(redis, keys, sessionId)).filter((k) => k !== tombstone),
+    ...(await fleetMentions(redis, keys, sessionId)),
+  ];
 }

@@ -28,10 +28,25 @@ const connect = (role: string) => {
 const rt = new Runtime({ connect, prefix, policy: TEST_POLICY, queuePartitions: partitions });
 const probe = await probeMasters(c);
 await probe.reset();
-for (let i = 0; i < sessions; i += 50) await Promise.all(Array.from({ length: Math.min(50, sessions - i) }, (_, j) => rt.enqueue({ sessionId: `s-${i + j}`, prompt: 'hello' })));
+for (let i = 0; i < sessions; i += 50)
+  await Promise.all(
+    Array.from({ length: Math.min(50, sessions - i) }, (_, j) =>
+      rt.enqueue({ sessionId: `s-${i + j}`, prompt: 'hello' }),
+    ),
+  );
 await internals(rt).store.flushIndex();
 const { commands, memory } = await probe.read();
-console.log(JSON.stringify({ partitions, prefix, sessions, commands, cmdRatio: balance(commands), memory, memRatio: balance(memory) }));
+console.log(
+  JSON.stringify({
+    partitions,
+    prefix,
+    sessions,
+    commands,
+    cmdRatio: balance(commands),
+    memory,
+    memRatio: balance(memory),
+  }),
+);
 await rt.close();
 made.forEach((r) => r.disconnect());
 probe.close();

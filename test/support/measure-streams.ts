@@ -24,7 +24,10 @@ const maxStreams = arg('--max-streams') === undefined ? undefined : Number(arg('
 
 const redis = await startRedis();
 const model = await startFakeModelServer();
-model.setScript('live-text', { text: Array.from({ length: 30 }, (_, i) => (i === 0 ? 'w0' : ` w${i}`)), chunkDelayMs: 50 });
+model.setScript('live-text', {
+  text: Array.from({ length: 30 }, (_, i) => (i === 0 ? 'w0' : ` w${i}`)),
+  chunkDelayMs: 50,
+});
 const env = createPiEnv({ serverUrl: model.url, extraModels: ['live-text'] });
 const h = harness(redis.url, env, 'measure-streams');
 const admin = new Redis(redis.url);

@@ -71,7 +71,10 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         return;
       }
       const request = JSON.parse(data.toString('utf8')) as {
-        resourceSpans?: Array<{ resource?: { attributes?: KeyValue[] }; scopeSpans?: Array<{ spans?: Array<Record<string, unknown>> }> }>;
+        resourceSpans?: Array<{
+          resource?: { attributes?: KeyValue[] };
+          scopeSpans?: Array<{ spans?: Array<Record<string, unknown>> }>;
+        }>;
       };
       for (const rs of request.resourceSpans ?? []) {
         const service = String(attributes(rs.resource?.attributes)['service.name'] ?? '');
@@ -85,7 +88,10 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
               startMs: ms(s.startTimeUnixNano as string),
               endMs: ms(s.endTimeUnixNano as string),
               attributes: attributes(s.attributes as KeyValue[]),
-              links: ((s.links as Array<{ traceId: string; spanId: string }> | undefined) ?? []).map((l) => ({ traceId: String(l.traceId), spanId: String(l.spanId) })),
+              links: ((s.links as Array<{ traceId: string; spanId: string }> | undefined) ?? []).map((l) => ({
+                traceId: String(l.traceId),
+                spanId: String(l.spanId),
+              })),
               status: (s.status as { code?: number; message?: string } | undefined) ?? {},
               service,
             });

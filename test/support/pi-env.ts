@@ -85,7 +85,10 @@ export function createPiEnv(options: PiEnvOptions): PiEnv {
 
   const models = [...(options.models ?? BUILTIN_MODEL_IDS), ...(options.extraModels ?? [])];
   const reasoning = options.reasoningModels ?? ['thinking'];
-  writeFileSync(join(agentDir, 'models.json'), `${JSON.stringify(modelsJson(options.serverUrl, models, reasoning), null, 2)}\n`);
+  writeFileSync(
+    join(agentDir, 'models.json'),
+    `${JSON.stringify(modelsJson(options.serverUrl, models, reasoning), null, 2)}\n`,
+  );
   const settings = options.settings ?? (options.retries ? undefined : NO_RETRY_SETTINGS);
   if (settings !== undefined) writeFileSync(join(agentDir, 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
 
@@ -180,7 +183,13 @@ export interface PiEvent {
   [key: string]: unknown;
 }
 
-const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };
+const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGKILL: 9,
+  SIGTERM: 15,
+};
 
 export function parseEvents(stdout: string): PiEvent[] {
   const out: PiEvent[] = [];

@@ -1,7 +1,14 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { findProcessesByMarker, isAlive, spawnAgent, type AgentProcess, type SandboxMode, type SpawnSpec } from '../../src/process/index.ts';
+import {
+  findProcessesByMarker,
+  isAlive,
+  spawnAgent,
+  type AgentProcess,
+  type SandboxMode,
+  type SpawnSpec,
+} from '../../src/process/index.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'agents');
 
@@ -31,8 +38,18 @@ function testSandbox(): Pick<SpawnSpec, 'sandbox'> {
 const started = new Set<AgentProcess>();
 
 /** Spawns `node <fixture> ...args`; fails the test if it does not start. Stopped by `stopAllAgents()`. */
-export async function spawnFixture(name: string, args: readonly string[] = [], spec: Partial<SpawnSpec> = {}): Promise<AgentProcess> {
-  const result = await spawnAgent({ command: process.execPath, args: [fixture(name), ...args], env: baseEnv(), ...TEST_SANDBOX, ...spec });
+export async function spawnFixture(
+  name: string,
+  args: readonly string[] = [],
+  spec: Partial<SpawnSpec> = {},
+): Promise<AgentProcess> {
+  const result = await spawnAgent({
+    command: process.execPath,
+    args: [fixture(name), ...args],
+    env: baseEnv(),
+    ...TEST_SANDBOX,
+    ...spec,
+  });
   if (!result.ok) throw new Error(`fixture ${name} did not start: ${result.error}`);
   started.add(result.agent);
   return result.agent;

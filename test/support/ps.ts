@@ -16,7 +16,15 @@ export function psAll(maxArgs = Number.POSITIVE_INFINITY): Proc[] {
   const procs: Proc[] = [];
   for (const line of out.split('\n')) {
     const m = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(.*)$/.exec(line);
-    if (m) procs.push({ pid: Number(m[1]), ppid: Number(m[2]), pgid: Number(m[3]), sid: Number(m[4]), stat: m[5] ?? '', args: (m[6] ?? '').slice(0, maxArgs) });
+    if (m)
+      procs.push({
+        pid: Number(m[1]),
+        ppid: Number(m[2]),
+        pgid: Number(m[3]),
+        sid: Number(m[4]),
+        stat: m[5] ?? '',
+        args: (m[6] ?? '').slice(0, maxArgs),
+      });
   }
   return procs;
 }

@@ -13,7 +13,12 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, type ClaudeCodeOptionsInput } from '../../src/agents/claude-code/options.ts';
+import {
+  claudeCodeArgs,
+  claudeCodeEnv,
+  ClaudeCodeOptionsSchema,
+  type ClaudeCodeOptionsInput,
+} from '../../src/agents/claude-code/options.ts';
 import { createClaudeEnv, REPO_ROOT, type ClaudeEnv } from './claude-code-env.ts';
 import { startFakeAnthropicServer, type FakeAnthropicServer } from './fake-anthropic-server.ts';
 import { psAll, treeOf, type Proc } from './ps.ts';
@@ -61,8 +66,15 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 async function runClaude(env: ClaudeEnv, scenario: Scenario, input: ClaudeCodeOptionsInput): Promise<Run> {
   const options = ClaudeCodeOptionsSchema.parse(input);
-  const childEnv = { ...claudeCodeEnv(options, { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8' }), ...(scenario.envOverride ?? {}) };
-  const child = spawn(options.command, claudeCodeArgs(options), { cwd: env.cwd, env: childEnv, stdio: ['pipe', 'pipe', 'pipe'] });
+  const childEnv = {
+    ...claudeCodeEnv(options, { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8' }),
+    ...(scenario.envOverride ?? {}),
+  };
+  const child = spawn(options.command, claudeCodeArgs(options), {
+    cwd: env.cwd,
+    env: childEnv,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   child.stdin.end(options.prompt);
   let stdout = '';
   let stderr = '';
@@ -82,7 +94,9 @@ async function runClaude(env: ClaudeEnv, scenario: Scenario, input: ClaudeCodeOp
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
   const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
   // 'exit', not 'close': a tool left running may hold the pipes open.
-  const [code, signal] = await new Promise<[number | null, string | null]>((r) => child.on('exit', (c, s) => r([c, s])));
+  const [code, signal] = await new Promise<[number | null, string | null]>((r) =>
+    child.on('exit', (c, s) => r([c, s])),
+  );
   clearTimeout(timer);
   await sleep(500);
   child.stdout.destroy();
@@ -103,7 +117,8 @@ function sessionIdOf(stdout: string): string | null {
   for (const line of stdout.split('\n')) {
     try {
       const event = JSON.parse(line) as { type?: string; subtype?: string; session_id?: string };
-      if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string') return event.session_id;
+      if (event.type === 'system' && event.subtype === 'init' && typeof event.session_id === 'string')
+        return event.session_id;
     } catch {
       // not JSON
     }
@@ -115,8 +130,13 @@ function save(name: string, run: Run, meta: Record<string, unknown>): void {
   writeFileSync(join(OUT_DIR, `${name}.stdout.jsonl`), run.stdout);
   writeFileSync(join(OUT_DIR, `${name}.stderr.txt`), run.stderr);
   writeFileSync(join(OUT_DIR, `${name}.exit`), `${run.code ?? run.signal ?? 'unknown'}\n`);
-  writeFileSync(join(OUT_DIR, `${name}.meta.json`), `${JSON.stringify({ name, ...meta, survivorsAfterExit: run.survivors }, null, 2)}\n`);
-  console.log(`${name}: exit ${run.code ?? run.signal}, ${run.stdout.split('\n').filter(Boolean).length} lines, survivors ${run.survivors.length}`);
+  writeFileSync(
+    join(OUT_DIR, `${name}.meta.json`),
+    `${JSON.stringify({ name, ...meta, survivorsAfterExit: run.survivors }, null, 2)}\n`,
+  );
+  console.log(
+    `${name}: exit ${run.code ?? run.signal}, ${run.stdout.split('\n').filter(Boolean).length} lines, survivors ${run.survivors.length}`,
+  );
 }
 
 const SAY_HELLO = 'Say hello';
@@ -131,7 +151,11 @@ const SCENARIOS: Record<string, Scenario> = {
   'tool-whole': { model: 'tool', prompt: RUN_ECHO, options: WHOLE },
   'tool-fail': { model: 'tool-fail', prompt: 'Run a failing command' },
   'two-tools': { model: 'two-tools', prompt: 'Run two commands' },
-  'tool-denied': { model: 'tool-denied', prompt: 'Create a file', note: 'permissionMode default: touch needs approval, denied' },
+  'tool-denied': {
+    model: 'tool-denied',
+    prompt: 'Create a file',
+    note: 'permissionMode default: touch needs approval, denied',
+  },
   'tool-accept-edits': { model: 'tool-denied', prompt: 'Create a file', options: { permissionMode: 'acceptEdits' } },
   http401: { model: 'http401', prompt: SAY_HELLO },
   http429: { model: 'http429', prompt: SAY_HELLO, note: 'server sent Retry-After: 7' },
@@ -145,15 +169,42 @@ const SCENARIOS: Record<string, Scenario> = {
     envOverride: { CLAUDE_CODE_MAX_RETRIES: '1' },
     note: "Claude Code's own retries switched back on (1) to record system/api_retry",
   },
-  'sigint-streaming': { model: 'hang-midstream', prompt: SAY_HELLO, signal: { signal: 'SIGINT', after: 'text_delta', delayMs: 300 } },
-  'sigint-long-tool': { model: 'long-tool', prompt: 'Wait', options: BASH_ALLOWED, signal: { signal: 'SIGINT', after: 'task_started', delayMs: 700 } },
-  'sigint-long-tool-bg': { model: 'long-tool-bg', prompt: 'Wait', options: BASH_ALLOWED, signal: { signal: 'SIGINT', after: 'task_started', delayMs: 700 } },
-  'sigterm-long-tool': { model: 'long-tool', prompt: 'Wait', options: BASH_ALLOWED, signal: { signal: 'SIGTERM', after: 'task_started', delayMs: 700 } },
-  'sigterm-streaming': { model: 'hang-midstream', prompt: SAY_HELLO, signal: { signal: 'SIGTERM', after: 'text_delta', delayMs: 300 } },
+  'sigint-streaming': {
+    model: 'hang-midstream',
+    prompt: SAY_HELLO,
+    signal: { signal: 'SIGINT', after: 'text_delta', delayMs: 300 },
+  },
+  'sigint-long-tool': {
+    model: 'long-tool',
+    prompt: 'Wait',
+    options: BASH_ALLOWED,
+    signal: { signal: 'SIGINT', after: 'task_started', delayMs: 700 },
+  },
+  'sigint-long-tool-bg': {
+    model: 'long-tool-bg',
+    prompt: 'Wait',
+    options: BASH_ALLOWED,
+    signal: { signal: 'SIGINT', after: 'task_started', delayMs: 700 },
+  },
+  'sigterm-long-tool': {
+    model: 'long-tool',
+    prompt: 'Wait',
+    options: BASH_ALLOWED,
+    signal: { signal: 'SIGTERM', after: 'task_started', delayMs: 700 },
+  },
+  'sigterm-streaming': {
+    model: 'hang-midstream',
+    prompt: SAY_HELLO,
+    signal: { signal: 'SIGTERM', after: 'text_delta', delayMs: 300 },
+  },
   'resume-first': { model: 'text', prompt: 'first prompt' },
   'resume-second': { model: 'text', prompt: 'second prompt', resumeOf: 'resume-first' },
   'resume-after-500': { model: 'text', prompt: 'second prompt', resumeOf: 'http500' },
-  'resume-missing': { model: 'text', prompt: SAY_HELLO, options: { session: { mode: 'resume', id: '11111111-2222-4333-8444-555555555555' } } },
+  'resume-missing': {
+    model: 'text',
+    prompt: SAY_HELLO,
+    options: { session: { mode: 'resume', id: '11111111-2222-4333-8444-555555555555' } },
+  },
 };
 
 async function record(server: FakeAnthropicServer, name: string, scenario: Scenario): Promise<void> {
@@ -162,18 +213,32 @@ async function record(server: FakeAnthropicServer, name: string, scenario: Scena
   if (scenario.resumeOf !== undefined) {
     const first = SCENARIOS[scenario.resumeOf];
     if (first === undefined) throw new Error(`no scenario ${scenario.resumeOf}`);
-    const firstRun = await runClaude(env, first, { ...env.options, ...first.options, model: first.model, prompt: first.prompt });
+    const firstRun = await runClaude(env, first, {
+      ...env.options,
+      ...first.options,
+      model: first.model,
+      prompt: first.prompt,
+    });
     const id = sessionIdOf(firstRun.stdout);
     if (id === null) throw new Error(`${name}: ${scenario.resumeOf} printed no session id`);
     session = { mode: 'resume', id };
   }
   const before = server.requests.length;
-  const input: ClaudeCodeOptionsInput = { ...env.options, ...scenario.options, model: scenario.model, prompt: scenario.prompt, session };
+  const input: ClaudeCodeOptionsInput = {
+    ...env.options,
+    ...scenario.options,
+    model: scenario.model,
+    prompt: scenario.prompt,
+    session,
+  };
   const run = await runClaude(env, scenario, input);
   const requests = server.requests.slice(before).map((r) => ({
     model: r.model,
     stream: r.body.stream,
-    messages: (r.body.messages ?? []).map((m) => ({ role: m.role, blocks: Array.isArray(m.content) ? (m.content as { type?: string }[]).map((b) => b.type) : 'text' })),
+    messages: (r.body.messages ?? []).map((m) => ({
+      role: m.role,
+      blocks: Array.isArray(m.content) ? (m.content as { type?: string }[]).map((b) => b.type) : 'text',
+    })),
   }));
   save(name, run, {
     model: scenario.model,
@@ -189,8 +254,11 @@ async function record(server: FakeAnthropicServer, name: string, scenario: Scena
 
 async function main(): Promise<void> {
   const filters = process.argv.slice(2);
-  const selected = Object.entries(SCENARIOS).filter(([name]) => filters.length === 0 || filters.some((f) => name.includes(f)));
-  if (selected.length === 0) throw new Error(`no scenario matches ${filters.join(' ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
+  const selected = Object.entries(SCENARIOS).filter(
+    ([name]) => filters.length === 0 || filters.some((f) => name.includes(f)),
+  );
+  if (selected.length === 0)
+    throw new Error(`no scenario matches ${filters.join(' ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
   mkdirSync(OUT_DIR, { recursive: true });
   const server = await startFakeAnthropicServer();
   try {

@@ -12,8 +12,25 @@
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { hasToolResult, startFakeModelServer, type FakeModelServer, type RecordedRequest, type Script } from './fake-model-server.ts';
-import { createPiEnv, findSessionFiles, piArgs, REPO_ROOT, runPi, sessionIdOf, type PiArgsOptions, type PiEnv, type PiRun, type RunPiOptions } from './pi-env.ts';
+import {
+  hasToolResult,
+  startFakeModelServer,
+  type FakeModelServer,
+  type RecordedRequest,
+  type Script,
+} from './fake-model-server.ts';
+import {
+  createPiEnv,
+  findSessionFiles,
+  piArgs,
+  REPO_ROOT,
+  runPi,
+  sessionIdOf,
+  type PiArgsOptions,
+  type PiEnv,
+  type PiRun,
+  type RunPiOptions,
+} from './pi-env.ts';
 import { alive, psAll, treeOf, type Proc } from './ps.ts';
 
 const OUT_DIR = join(REPO_ROOT, 'test', 'fixtures', 'pi');
@@ -25,7 +42,10 @@ const RUN_ECHO = 'Run echo hi with bash';
 
 /** Extra models scripted by the recorder (declared in models.json via extraModels). */
 const EXTRA_SCRIPTS: Record<string, Script> = {
-  'pwd-tool': ({ body }) => (hasToolResult(body) ? { text: 'That was the cwd.' } : { toolCalls: [{ name: 'bash', arguments: { command: 'pwd' } }] }),
+  'pwd-tool': ({ body }) =>
+    hasToolResult(body)
+      ? { text: 'That was the cwd.' }
+      : { toolCalls: [{ name: 'bash', arguments: { command: 'pwd' } }] },
 };
 const EXTRA_MODELS = Object.keys(EXTRA_SCRIPTS);
 
@@ -48,7 +68,11 @@ function exitText(run: PiRun): string {
 function sanitizeRequest(r: RecordedRequest, t0: number): unknown {
   const body = { ...r.body };
   if (Array.isArray(body.messages)) {
-    body.messages = body.messages.map((m) => (m.role === 'system' && typeof m.content === 'string' ? { ...m, content: `<system prompt: ${m.content.length} chars>` } : m));
+    body.messages = body.messages.map((m) =>
+      m.role === 'system' && typeof m.content === 'string'
+        ? { ...m, content: `<system prompt: ${m.content.length} chars>` }
+        : m,
+    );
   }
   if (Array.isArray(body.tools)) {
     body.tools = body.tools.map((t) => {
@@ -56,7 +80,11 @@ function sanitizeRequest(r: RecordedRequest, t0: number): unknown {
       return `<tool ${fn?.name ?? '?'}>`;
     });
   }
-  const headers = Object.fromEntries(Object.entries(r.headers).filter(([k]) => k === 'user-agent' || k.startsWith('x-stainless-retry') || k === 'content-type'));
+  const headers = Object.fromEntries(
+    Object.entries(r.headers).filter(
+      ([k]) => k === 'user-agent' || k.startsWith('x-stainless-retry') || k === 'content-type',
+    ),
+  );
   return { index: r.index, modelIndex: r.modelIndex, model: r.model, msSinceSpawn: r.at - t0, headers, body };
 }
 
@@ -82,13 +110,17 @@ function save(name: string, run: PiRun, startedAt: number, extra: SaveExtra = {}
     durationMs: run.durationMs,
     code: run.code,
     signal: run.signal,
-    ...(run.signalSentAtMs !== undefined ? { signalSentAtMs: run.signalSentAtMs, exitLatencyAfterSignalMs: run.durationMs - run.signalSentAtMs } : {}),
+    ...(run.signalSentAtMs !== undefined
+      ? { signalSentAtMs: run.signalSentAtMs, exitLatencyAfterSignalMs: run.durationMs - run.signalSentAtMs }
+      : {}),
     timeline: run.timeline,
     ...(extra.meta ?? {}),
   };
   writeFileSync(join(OUT_DIR, `${name}.meta.json`), `${JSON.stringify(meta, null, 2)}\n`);
   const types = run.events.map((e) => e.type);
-  console.log(`${name}: exit ${exitText(run)} in ${run.durationMs} ms, ${types.length} events, ${extra.requests?.length ?? '-'} requests`);
+  console.log(
+    `${name}: exit ${exitText(run)} in ${run.durationMs} ms, ${types.length} events, ${extra.requests?.length ?? '-'} requests`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -110,7 +142,12 @@ function envFor(ctx: Ctx, dir: string, opts: EnvOpts = {}): PiEnv {
 }
 
 /** Runs pi and returns the run plus the requests the server got during it. */
-async function run(ctx: Ctx, env: PiEnv, args: PiArgsOptions, more: Partial<RunPiOptions> = {}): Promise<{ run: PiRun; requests: RecordedRequest[]; startedAt: number }> {
+async function run(
+  ctx: Ctx,
+  env: PiEnv,
+  args: PiArgsOptions,
+  more: Partial<RunPiOptions> = {},
+): Promise<{ run: PiRun; requests: RecordedRequest[]; startedAt: number }> {
   const before = ctx.server.requests.length;
   const startedAt = Date.now();
   const r = await runPi({ env, args: piArgs(args), timeoutMs: 60_000, ...more });
@@ -118,7 +155,14 @@ async function run(ctx: Ctx, env: PiEnv, args: PiArgsOptions, more: Partial<RunP
   return { run: r, requests: ctx.server.requests.slice(before), startedAt };
 }
 
-async function simple(ctx: Ctx, name: string, model: string, prompt: string, opts: EnvOpts = {}, meta?: Record<string, unknown>): Promise<PiRun> {
+async function simple(
+  ctx: Ctx,
+  name: string,
+  model: string,
+  prompt: string,
+  opts: EnvOpts = {},
+  meta?: Record<string, unknown>,
+): Promise<PiRun> {
   const env = envFor(ctx, name, opts);
   const r = await run(ctx, env, { model, prompt });
   save(name, r.run, r.startedAt, { requests: r.requests, meta: { model, prompt, ...(meta ?? {}) } });
@@ -130,7 +174,15 @@ const isEvent =
   (line: string): boolean =>
     line.includes(`"type":"${type}"`);
 
-async function signalScenario(ctx: Ctx, name: string, model: string, signal: NodeJS.Signals, when: string, delayMs: number, prompt = SAY_HELLO): Promise<void> {
+async function signalScenario(
+  ctx: Ctx,
+  name: string,
+  model: string,
+  signal: NodeJS.Signals,
+  when: string,
+  delayMs: number,
+  prompt = SAY_HELLO,
+): Promise<void> {
   const env = envFor(ctx, name);
   let treeBefore: Proc[] = [];
   const r = await run(
@@ -178,16 +230,30 @@ async function sessionPair(
   firstMore: Partial<RunPiOptions> = {},
 ): Promise<void> {
   const env = envFor(ctx, base);
-  const first = await run(ctx, env, { model: firstModel, prompt: firstPrompt, session: { dir: env.sessionDir } }, firstMore);
+  const first = await run(
+    ctx,
+    env,
+    { model: firstModel, prompt: firstPrompt, session: { dir: env.sessionDir } },
+    firstMore,
+  );
   const id = sessionIdOf(first.run);
   const filesAfterFirst = findSessionFiles(env.sessionDir);
   save(`${base}-first`, first.run, first.startedAt, {
     requests: first.requests,
     ...(filesAfterFirst[0] ? { sessionFile: filesAfterFirst[0] } : {}),
-    meta: { model: firstModel, prompt: firstPrompt, sessionId: id, sessionDirListing: filesAfterFirst.map((f) => basename(f)) },
+    meta: {
+      model: firstModel,
+      prompt: firstPrompt,
+      sessionId: id,
+      sessionDirListing: filesAfterFirst.map((f) => basename(f)),
+    },
   });
   if (!id) return;
-  const second = await run(ctx, env, { model: resumeModel, prompt: resumePrompt, session: { dir: env.sessionDir, id } });
+  const second = await run(ctx, env, {
+    model: resumeModel,
+    prompt: resumePrompt,
+    session: { dir: env.sessionDir, id },
+  });
   const filesAfter = findSessionFiles(env.sessionDir);
   const resumedId = sessionIdOf(second.run);
   save(`${base}-resume`, second.run, second.startedAt, {
@@ -212,7 +278,11 @@ async function sessionCopy(ctx: Ctx): Promise<void> {
   const id = sessionIdOf(first.run);
   const [file] = findSessionFiles(host1.sessionDir, id);
   if (!id || !file) throw new Error('session-copy: no session created on host1');
-  save('session-copy-host1', first.run, first.startedAt, { requests: first.requests, sessionFile: file, meta: { sessionId: id, file: basename(file) } });
+  save('session-copy-host1', first.run, first.startedAt, {
+    requests: first.requests,
+    sessionFile: file,
+    meta: { sessionId: id, file: basename(file) },
+  });
   const content = readFileSync(file, 'utf8');
 
   const variants: { name: string; prepare: (host2: PiEnv) => void; note: string }[] = [
@@ -244,7 +314,11 @@ async function sessionCopy(ctx: Ctx): Promise<void> {
   for (const v of variants) {
     const host2 = envFor(ctx, v.name);
     v.prepare(host2);
-    const r = await run(ctx, host2, { model: 'pwd-tool', prompt: 'second prompt: run pwd', session: { dir: host2.sessionDir, id } });
+    const r = await run(ctx, host2, {
+      model: 'pwd-tool',
+      prompt: 'second prompt: run pwd',
+      session: { dir: host2.sessionDir, id },
+    });
     const files = findSessionFiles(host2.sessionDir);
     const toolEnd = r.run.events.find((e) => e.type === 'tool_execution_end');
     save(v.name, r.run, r.startedAt, {
@@ -289,8 +363,15 @@ async function sessionKilledBeforeAssistant(ctx: Ctx): Promise<void> {
     // And what does --session <id> say afterwards?
     const id = sessionIdOf(r.run);
     if (id) {
-      const again = await run(ctx, env, { model: 'text', prompt: 'second prompt', session: { dir: env.sessionDir, id } });
-      save(`${name}-resume`, again.run, again.startedAt, { requests: again.requests, meta: { triedSessionId: id, sessionDirListing: readdirSync(env.sessionDir) } });
+      const again = await run(ctx, env, {
+        model: 'text',
+        prompt: 'second prompt',
+        session: { dir: env.sessionDir, id },
+      });
+      save(`${name}-resume`, again.run, again.startedAt, {
+        requests: again.requests,
+        meta: { triedSessionId: id, sessionDirListing: readdirSync(env.sessionDir) },
+      });
     }
   }
 }
@@ -304,14 +385,18 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<void>> = {
   'two-tools': async (ctx) => void (await simple(ctx, 'two-tools', 'two-tools', 'Run two commands')),
   'text-tool-text': async (ctx) => void (await simple(ctx, 'text-tool-text', 'text-tool-text', RUN_ECHO)),
   http401: async (ctx) => void (await simple(ctx, 'http401', 'http401', SAY_HELLO)),
-  http429: async (ctx) => void (await simple(ctx, 'http429', 'http429', SAY_HELLO, {}, { serverSent: 'HTTP 429 with Retry-After: 7' })),
+  http429: async (ctx) =>
+    void (await simple(ctx, 'http429', 'http429', SAY_HELLO, {}, { serverSent: 'HTTP 429 with Retry-After: 7' })),
   http500: async (ctx) => void (await simple(ctx, 'http500', 'http500', SAY_HELLO)),
-  http503: async (ctx) => void (await simple(ctx, 'http503', 'http503', SAY_HELLO, {}, { serverSent: 'HTTP 503 with Retry-After: 3' })),
+  http503: async (ctx) =>
+    void (await simple(ctx, 'http503', 'http503', SAY_HELLO, {}, { serverSent: 'HTTP 503 with Retry-After: 3' })),
   midclose: async (ctx) => void (await simple(ctx, 'midclose', 'midclose', SAY_HELLO)),
-  'hang-midstream-sigterm': (ctx) => signalScenario(ctx, 'hang-midstream-sigterm', 'hang-midstream', 'SIGTERM', 'message_update', 300),
+  'hang-midstream-sigterm': (ctx) =>
+    signalScenario(ctx, 'hang-midstream-sigterm', 'hang-midstream', 'SIGTERM', 'message_update', 300),
   'session-first+resume': (ctx) => sessionPair(ctx, 'session', 'text', 'first prompt', 'text', 'second prompt'),
   'session-http500': (ctx) => sessionPair(ctx, 'session-http500', 'http500', 'first prompt', 'text', 'second prompt'),
-  'session-midclose': (ctx) => sessionPair(ctx, 'session-midclose', 'midclose', 'first prompt', 'text', 'second prompt'),
+  'session-midclose': (ctx) =>
+    sessionPair(ctx, 'session-midclose', 'midclose', 'first prompt', 'text', 'second prompt'),
   'session-long-tool-sigterm': (ctx) =>
     sessionPair(ctx, 'session-long-tool-sigterm', 'long-tool', 'Run a long command', 'text', 'second prompt', {
       signal: 'SIGTERM',
@@ -341,7 +426,10 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<void>> = {
       {
         settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } },
       },
-      { settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } }, script: '[{status:500},{text}]' },
+      {
+        settings: { retry: { enabled: true, maxRetries: 2, baseDelayMs: 100, provider: { maxRetries: 0 } } },
+        script: '[{status:500},{text}]',
+      },
     );
   },
   'http429-sdk-retry': async (ctx) =>
@@ -353,7 +441,10 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<void>> = {
       {
         settings: { retry: { enabled: false, provider: { maxRetries: 1 } } },
       },
-      { settings: { retry: { enabled: false, provider: { maxRetries: 1 } } }, serverSent: 'HTTP 429 with Retry-After: 7 (twice)' },
+      {
+        settings: { retry: { enabled: false, provider: { maxRetries: 1 } } },
+        serverSent: 'HTTP 429 with Retry-After: 7 (twice)',
+      },
     )),
   'project-settings-retry': async (ctx) => {
     const name = 'project-settings-retry';
@@ -364,21 +455,55 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<void>> = {
     const r = await run(ctx, env, { model: 'http500', prompt: SAY_HELLO });
     save(name, r.run, r.startedAt, {
       requests: r.requests,
-      meta: { agentSettings: JSON.parse(readFileSync(join(env.agentDir, 'settings.json'), 'utf8')) as unknown, projectSettings },
+      meta: {
+        agentSettings: JSON.parse(readFileSync(join(env.agentDir, 'settings.json'), 'utf8')) as unknown,
+        projectSettings,
+      },
     });
   },
-  'long-tool-sigterm': (ctx) => signalScenario(ctx, 'long-tool-sigterm', 'long-tool', 'SIGTERM', 'tool_execution_start', 700, 'Run a long command'),
-  'long-tool-sigint': (ctx) => signalScenario(ctx, 'long-tool-sigint', 'long-tool', 'SIGINT', 'tool_execution_start', 700, 'Run a long command'),
+  'long-tool-sigterm': (ctx) =>
+    signalScenario(ctx, 'long-tool-sigterm', 'long-tool', 'SIGTERM', 'tool_execution_start', 700, 'Run a long command'),
+  'long-tool-sigint': (ctx) =>
+    signalScenario(ctx, 'long-tool-sigint', 'long-tool', 'SIGINT', 'tool_execution_start', 700, 'Run a long command'),
   'long-tool-grandchild-sigterm': (ctx) =>
-    signalScenario(ctx, 'long-tool-grandchild-sigterm', 'long-tool-grandchild', 'SIGTERM', 'tool_execution_start', 700, 'Run a long command'),
-  'long-tool-grandchild-sigint': (ctx) => signalScenario(ctx, 'long-tool-grandchild-sigint', 'long-tool-grandchild', 'SIGINT', 'tool_execution_start', 700, 'Run a long command'),
-  'long-tool-setsid-sigterm': (ctx) => signalScenario(ctx, 'long-tool-setsid-sigterm', 'long-tool-setsid', 'SIGTERM', 'tool_execution_start', 700, 'Run a long command'),
+    signalScenario(
+      ctx,
+      'long-tool-grandchild-sigterm',
+      'long-tool-grandchild',
+      'SIGTERM',
+      'tool_execution_start',
+      700,
+      'Run a long command',
+    ),
+  'long-tool-grandchild-sigint': (ctx) =>
+    signalScenario(
+      ctx,
+      'long-tool-grandchild-sigint',
+      'long-tool-grandchild',
+      'SIGINT',
+      'tool_execution_start',
+      700,
+      'Run a long command',
+    ),
+  'long-tool-setsid-sigterm': (ctx) =>
+    signalScenario(
+      ctx,
+      'long-tool-setsid-sigterm',
+      'long-tool-setsid',
+      'SIGTERM',
+      'tool_execution_start',
+      700,
+      'Run a long command',
+    ),
 };
 
 async function main(): Promise<void> {
   const filters = process.argv.slice(2);
-  const selected = Object.entries(SCENARIOS).filter(([name]) => filters.length === 0 || filters.some((f) => name.includes(f)));
-  if (selected.length === 0) throw new Error(`no scenario matches ${filters.join(' ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
+  const selected = Object.entries(SCENARIOS).filter(
+    ([name]) => filters.length === 0 || filters.some((f) => name.includes(f)),
+  );
+  if (selected.length === 0)
+    throw new Error(`no scenario matches ${filters.join(' ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
   mkdirSync(OUT_DIR, { recursive: true });
   mkdirSync(REC_ROOT, { recursive: true });
   const server = await startFakeModelServer({ scripts: EXTRA_SCRIPTS });

@@ -39,7 +39,10 @@ const MASTERS = 3;
 const READY_TIMEOUT_MS = 60_000;
 
 async function info(port: number, section: string): Promise<Record<string, string> | null> {
-  const result = await sendCommands({ port, timeoutMs: 1000 }, section === 'cluster' ? [['CLUSTER', 'INFO']] : [['INFO', section]]);
+  const result = await sendCommands(
+    { port, timeoutMs: 1000 },
+    section === 'cluster' ? [['CLUSTER', 'INFO']] : [['INFO', section]],
+  );
   const reply = result.ok ? result.replies[0] : undefined;
   if (reply?.kind !== 'bulk') return null;
   const fields: Record<string, string> = {};
@@ -82,11 +85,19 @@ export async function startRedisCluster(options: StartClusterOptions = {}): Prom
     '--cluster-require-full-coverage',
     'yes',
   ];
-  const servers = await Promise.all(Array.from({ length: MASTERS * 2 }, () => startRedis({ extraArgs, ...(options.aof === true ? { aof: true } : {}) })));
+  const servers = await Promise.all(
+    Array.from({ length: MASTERS * 2 }, () =>
+      startRedis({ extraArgs, ...(options.aof === true ? { aof: true } : {}) }),
+    ),
+  );
   const nodes: ClusterNode[] = servers.map((server) => ({ server, port: server.port }));
   const stopAll = (): Promise<unknown> => Promise.all(servers.map((s) => s.stop()));
   try {
-    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 30_000 });
+    await run(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'],
+      { timeout: 30_000 },
+    );
   } catch (error) {
     await stopAll();
     throw new Error(`redis-cli --cluster create failed: ${(error as Error).message}`);
@@ -96,7 +107,9 @@ export async function startRedisCluster(options: StartClusterOptions = {}): Prom
     url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
     nodes,
     async masters() {
-      const roles = await Promise.all(nodes.map(async (n) => (alive(n) ? (await info(n.port, 'replication'))?.role : undefined)));
+      const roles = await Promise.all(
+        nodes.map(async (n) => (alive(n) ? (await info(n.port, 'replication'))?.role : undefined)),
+      );
       return nodes.filter((_, i) => roles[i] === 'master');
     },
     async waitHealthy(timeoutMs = READY_TIMEOUT_MS) {
@@ -112,7 +125,10 @@ export async function startRedisCluster(options: StartClusterOptions = {}): Prom
           // Every replica that is alive is attached and in sync with its master.
           replication.filter((r) => r?.role === 'slave').every((r) => r?.master_link_status === 'up');
         if (ok) return;
-        if (Date.now() > deadline) throw new Error(`the Redis Cluster did not become healthy within ${timeoutMs} ms: ${JSON.stringify(states.map((s) => s?.cluster_state))}`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `the Redis Cluster did not become healthy within ${timeoutMs} ms: ${JSON.stringify(states.map((s) => s?.cluster_state))}`,
+          );
         await delay(100);
       }
     },

@@ -186,7 +186,9 @@ export function uniquePrefix(name: string): string {
 function requireRedisServer(): string {
   const bin = findRedisServer();
   if (bin === null) {
-    throw new Error('redis-server is not on PATH; the tests need a real one. Install it: apt-get install redis-server (Debian/Ubuntu) / brew install redis (macOS)');
+    throw new Error(
+      'redis-server is not on PATH; the tests need a real one. Install it: apt-get install redis-server (Debian/Ubuntu) / brew install redis (macOS)',
+    );
   }
   return bin;
 }
@@ -252,7 +254,11 @@ async function launch(bin: string, port: number, dir: string, options: StartRedi
       if (!gone) child.kill('SIGKILL');
       await exited;
       const reason =
-        spawnError !== null ? (spawnError as Error).message : gone ? `exited (${child.exitCode ?? child.signalCode})` : `did not answer PING within ${READY_TIMEOUT_MS} ms`;
+        spawnError !== null
+          ? (spawnError as Error).message
+          : gone
+            ? `exited (${child.exitCode ?? child.signalCode})`
+            : `did not answer PING within ${READY_TIMEOUT_MS} ms`;
       return {
         ok: false,
         addressInUse: /address already in use/i.test(output),

@@ -33,7 +33,8 @@ function parseBackends(text: string): Backend[] {
     .map((name) => name.trim())
     .filter(Boolean);
   const bad = names.find((name) => name !== 'single' && name !== 'cluster');
-  if (bad !== undefined || names.length === 0) throw new Error(`SESSIOND_TEST_BACKENDS: '${text}' is not a list of single, cluster`);
+  if (bad !== undefined || names.length === 0)
+    throw new Error(`SESSIOND_TEST_BACKENDS: '${text}' is not a list of single, cluster`);
   return names as Backend[];
 }
 
@@ -54,7 +55,13 @@ export function connector(url: string) {
 
 /** pi options that belong to a worker's host, pointing at a test PiEnv. */
 export function piHostOptions(env: PiEnv, stateDir: string, sessionDir = env.sessionDir): Record<string, unknown> {
-  return { command: piBin, agentDir: env.agentDir, sessionDir, extraArgs: NO_DISCOVERY, env: { ...env.env, SESSIOND_STATE_DIR: stateDir } };
+  return {
+    command: piBin,
+    agentDir: env.agentDir,
+    sessionDir,
+    extraArgs: NO_DISCOVERY,
+    env: { ...env.env, SESSIOND_STATE_DIR: stateDir },
+  };
 }
 
 export interface Harness {
@@ -95,7 +102,10 @@ export function useRuntimeSuite(
     async () => {
       const target =
         backend === 'cluster'
-          ? startRedisCluster(options.aof === true ? { aof: true } : {}).then((c) => ({ redis: clusterAsServer(c), cluster: c }))
+          ? startRedisCluster(options.aof === true ? { aof: true } : {}).then((c) => ({
+              redis: clusterAsServer(c),
+              cluster: c,
+            }))
           : startRedis(options.aof === true ? { aof: true } : {}).then((redis) => ({ redis }));
       const [started, server] = await Promise.all([target, startFakeModelServer()]);
       suite = { ...started, server, backend };
@@ -124,7 +134,13 @@ export function useRuntimeSuite(
 /** The tests' sessions run in temp dirs: the workspace of their deployment policy. */
 export const TEST_POLICY = deploymentPolicy({ workspace: tmpdir() });
 
-export const FAST_WORKER = { leaseTtlMs: 3000, stalledIntervalMs: 1000, holdBackoffMs: 1500, pollMs: 250, heartbeatMs: 1000 } as const;
+export const FAST_WORKER = {
+  leaseTtlMs: 3000,
+  stalledIntervalMs: 1000,
+  holdBackoffMs: 1500,
+  pollMs: 250,
+  heartbeatMs: 1000,
+} as const;
 
 export function harness(url: string, env: PiEnv, name: string): Harness {
   const prefix = uniquePrefix(name);
@@ -163,7 +179,11 @@ export function harness(url: string, env: PiEnv, name: string): Harness {
   };
 }
 
-export async function until<T>(probe: () => Promise<T | null | undefined | false>, timeoutMs = 60_000, what = 'condition'): Promise<T> {
+export async function until<T>(
+  probe: () => Promise<T | null | undefined | false>,
+  timeoutMs = 60_000,
+  what = 'condition',
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -199,14 +219,21 @@ export interface AgentRecord {
 export async function agentRecords(sessionId?: string): Promise<AgentRecord[]> {
   return (await findAgentProcesses())
     .filter((a) => sessionId === undefined || a.sessionId === sessionId)
-    .map((a) => ({ marker: a.marker, sessionId: a.sessionId, workerPid: a.workerPid, pid: a.agent?.pid ?? null, startTime: a.agent?.startTime ?? null }));
+    .map((a) => ({
+      marker: a.marker,
+      sessionId: a.sessionId,
+      workerPid: a.workerPid,
+      pid: a.agent?.pid ?? null,
+      startTime: a.agent?.startTime ?? null,
+    }));
 }
 
 /** The message log is whole: seqs are exactly 1..n, in order, none twice. */
 export function expectWholeLog(messages: readonly StoredMessage[]): void {
   const seqs = messages.map((m) => m.seq);
   const expected = seqs.map((_, i) => i + 1);
-  if (JSON.stringify(seqs) !== JSON.stringify(expected)) throw new Error(`message log has a gap or a duplicate seq: ${JSON.stringify(seqs)}`);
+  if (JSON.stringify(seqs) !== JSON.stringify(expected))
+    throw new Error(`message log has a gap or a duplicate seq: ${JSON.stringify(seqs)}`);
 }
 
 /** The assistant text of these messages, deltas joined. */

@@ -16,8 +16,11 @@ export interface MasterProbe {
 
 export async function probeMasters(cluster: RedisCluster): Promise<MasterProbe> {
   const masters = await cluster.masters();
-  const direct = masters.map((m) => createRedis(`redis://127.0.0.1:${m.port}`, { role: 'spread-probe', log: () => undefined }));
-  const memory = async (): Promise<number[]> => Promise.all(direct.map(async (d) => Number(/used_memory:(\d+)/.exec(await d.info('memory'))?.[1] ?? 0)));
+  const direct = masters.map((m) =>
+    createRedis(`redis://127.0.0.1:${m.port}`, { role: 'spread-probe', log: () => undefined }),
+  );
+  const memory = async (): Promise<number[]> =>
+    Promise.all(direct.map(async (d) => Number(/used_memory:(\d+)/.exec(await d.info('memory'))?.[1] ?? 0)));
   let base = direct.map(() => 0);
   return {
     ports: masters.map((m) => m.port),

@@ -94,7 +94,11 @@ async function clientCount(admin: Redis): Promise<number> {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until<T>(probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms: number, what: string): Promise<T> {
+async function until<T>(
+  probe: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  ms: number,
+  what: string,
+): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const value = await probe();
@@ -136,11 +140,16 @@ export async function runStreamLoad(o: StreamLoadOptions): Promise<StreamLoadRep
 
     const first = await o.h.runtime.enqueue({ prompt: 'first', options: o.options });
     const id = first.sessionId;
-    await until(async () => (await o.h.runtime.getSession(id))?.context?.turn?.status === 'completed', 60_000, 'turn 1');
+    await until(
+      async () => (await o.h.runtime.getSession(id))?.context?.turn?.status === 'completed',
+      60_000,
+      'turn 1',
+    );
     await sleep(500);
     const idle = { redisClients: await clientCount(o.admin), rssMiB: rssMiB(pid), heapMiB: await heap() };
     const rounds: RoundReport[] = [];
-    for (let round = 0; round < (o.rounds ?? 1); round += 1) rounds.push(await oneRound(o, url, pid, heap, id, round + 2, idle.redisClients, controllers));
+    for (let round = 0; round < (o.rounds ?? 1); round += 1)
+      rounds.push(await oneRound(o, url, pid, heap, id, round + 2, idle.redisClients, controllers));
     return { clients: o.clients, idle, rounds };
   } finally {
     for (const c of controllers) c.abort();
@@ -205,10 +214,16 @@ async function oneRound(
   clearInterval(sampler);
   if (results === 'timeout') throw new Error('the clients did not all see the live turn end within 180 s');
   const stored = (await o.h.runtime.readMessages(id, from)).map((m) => m.seq);
-  const complete = received.filter((seqs) => seqs.length === stored.length && seqs.every((s, i) => s === stored[i])).length;
+  const complete = received.filter(
+    (seqs) => seqs.length === stored.length && seqs.every((s, i) => s === stored[i]),
+  ).length;
 
   for (const c of mine) c.abort();
-  await until(async () => (await clientCount(o.admin)) <= idleClients + 1, 30_000, 'the Redis connections of the streams to close').catch(() => undefined);
+  await until(
+    async () => (await clientCount(o.admin)) <= idleClients + 1,
+    30_000,
+    'the Redis connections of the streams to close',
+  ).catch(() => undefined);
   await sleep(3000);
   return {
     redisClients: { streaming: streaming.clients, after: await clientCount(o.admin) },

@@ -95,7 +95,11 @@ export function workerEnv(o: WorkerProcessOptions): Record<string, string> {
 /** Starts `node bin/sessiond.mjs worker` and resolves once it says it started (its orphan reaping is done by then). */
 export async function startWorkerProcess(o: WorkerProcessOptions, timeoutMs = 30_000): Promise<WorkerProcess> {
   installExitHook();
-  const child = spawn(process.execPath, [SESSIOND_BIN, 'worker'], { cwd: REPO_ROOT, env: workerEnv(o), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [SESSIOND_BIN, 'worker'], {
+    cwd: REPO_ROOT,
+    env: workerEnv(o),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   if (child.pid === undefined) throw new Error('sessiond worker did not start');
   live.add(child);
   let out = '';
@@ -105,12 +109,16 @@ export async function startWorkerProcess(o: WorkerProcessOptions, timeoutMs = 30
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
+    if (child.exitCode !== null || child.signalCode !== null)
+      resolve({ code: child.exitCode, signal: child.signalCode });
     else child.once('exit', (code, signal) => resolve({ code, signal }));
   });
   void exited.then(() => live.delete(child));
   const workerId = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`sessiond worker did not start within ${timeoutMs} ms:\n${out}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`sessiond worker did not start within ${timeoutMs} ms:\n${out}`)),
+      timeoutMs,
+    );
     const look = (): void => {
       const match = STARTED.exec(out);
       if (match?.[1] !== undefined) {

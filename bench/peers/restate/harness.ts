@@ -22,7 +22,14 @@ const INSTALLER = join(ROOT, 'scripts', 'install-restate.sh');
 
 /** The server binary, installing the packages first if they are not there (one `npm ci` into the cache, ~15 s). */
 export function restateServerBinary(log: (line: string) => void): string {
-  const bin = join(HERE, 'node_modules', '@restatedev', `restate-server-${process.platform}-${process.arch}`, 'bin', 'restate-server');
+  const bin = join(
+    HERE,
+    'node_modules',
+    '@restatedev',
+    `restate-server-${process.platform}-${process.arch}`,
+    'bin',
+    'restate-server',
+  );
   const sdk = join(HERE, 'node_modules', '@restatedev', 'restate-sdk', 'package.json');
   if (!existsSync(bin) || !existsSync(sdk)) {
     log('  installing Restate (scripts/install-restate.sh)…');
@@ -114,7 +121,10 @@ export async function startRestateServer(bin: string, dir: string, cleanup: Clea
     ].join('\n'),
   );
   const logFd = openSync(join(dir, 'restate-server.log'), 'a');
-  const child = spawn(bin, ['--config-file', config, '--no-logo', '--listen-mode', 'tcp'], { cwd: dir, stdio: ['ignore', logFd, logFd] });
+  const child = spawn(bin, ['--config-file', config, '--no-logo', '--listen-mode', 'tcp'], {
+    cwd: dir,
+    stdio: ['ignore', logFd, logFd],
+  });
   closeSync(logFd);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async (): Promise<void> => {
@@ -131,7 +141,8 @@ export async function startRestateServer(bin: string, dir: string, cleanup: Clea
   await withTimeout(
     (async () => {
       for (;;) {
-        if (child.exitCode !== null) throw new BenchFailure(`restate-server exited (${child.exitCode}); see ${join(dir, 'restate-server.log')}`);
+        if (child.exitCode !== null)
+          throw new BenchFailure(`restate-server exited (${child.exitCode}); see ${join(dir, 'restate-server.log')}`);
         const ok = await fetch(`${admin}/health`)
           .then((r) => r.ok)
           .catch(() => false);
@@ -150,11 +161,13 @@ export async function startRestateServer(bin: string, dir: string, cleanup: Clea
   const pid = child.pid ?? -1;
   const listening = listeningAddresses(pid);
   const elsewhere = listening.filter((a) => !a.startsWith('127.0.0.1:'));
-  if (elsewhere.length > 0 || listening.length === 0) throw new BenchFailure(`restate-server listens on ${listening.join(', ') || 'nothing'}: expected 127.0.0.1 only`);
+  if (elsewhere.length > 0 || listening.length === 0)
+    throw new BenchFailure(`restate-server listens on ${listening.join(', ') || 'nothing'}: expected 127.0.0.1 only`);
   return { pid, ingress, admin, dataDir, listening, stop };
 }
 
-export type AgentProfile = { kind: 'inproc'; messages: number } | { kind: 'process'; command: string; args: readonly string[] };
+export type AgentProfile =
+  { kind: 'inproc'; messages: number } | { kind: 'process'; command: string; args: readonly string[] };
 
 /** The peer's service process (service.mjs): the virtual object `session`, on 127.0.0.1:`port`. */
 export class RestateService {
@@ -183,7 +196,12 @@ export class RestateService {
   static async start(port: number, agents: Record<string, AgentProfile>, cleanup: Cleanup): Promise<RestateService> {
     const child = spawn(process.execPath, ['--import', 'tsx', SERVICE], {
       cwd: ROOT,
-      env: { ...process.env, RESTATE_PEER_PORT: String(port), RESTATE_PEER_AGENTS: JSON.stringify(agents), RESTATE_LOGGING: 'WARN' },
+      env: {
+        ...process.env,
+        RESTATE_PEER_PORT: String(port),
+        RESTATE_PEER_AGENTS: JSON.stringify(agents),
+        RESTATE_LOGGING: 'WARN',
+      },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const service = new RestateService(child, port);
@@ -201,7 +219,11 @@ export class RestateService {
       createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
         if (line.startsWith('restate-peer listening')) resolve();
       });
-      child.once('exit', (code, signal) => reject(new BenchFailure(`restate peer service exited (${code ?? signal}) before it listened:\n${tail.join('\n')}`)));
+      child.once('exit', (code, signal) =>
+        reject(
+          new BenchFailure(`restate peer service exited (${code ?? signal}) before it listened:\n${tail.join('\n')}`),
+        ),
+      );
     });
     await withTimeout(ready, 60_000, 'the restate peer service to listen');
     return service;
@@ -241,27 +263,42 @@ export class RestateClient {
   async #json(url: string, init: RequestInit): Promise<unknown> {
     const response = await fetch(url, init);
     const text = await response.text();
-    if (!response.ok) throw new BenchFailure(`${init.method ?? 'GET'} ${url}: ${response.status} ${text.slice(0, 300)}`);
+    if (!response.ok)
+      throw new BenchFailure(`${init.method ?? 'GET'} ${url}: ${response.status} ${text.slice(0, 300)}`);
     return text === '' ? null : JSON.parse(text);
   }
 
   #post(path: string, body: unknown): Promise<unknown> {
-    return this.#json(`${this.ingress}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return this.#json(`${this.ingress}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   }
 
   /** Registers the service at `uri` (Restate discovers its handlers). */
   async register(uri: string): Promise<void> {
-    await this.#json(`${this.admin}/deployments`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ uri, force: true }) });
+    await this.#json(`${this.admin}/deployments`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ uri, force: true }),
+    });
   }
 
   /** One turn, request-response: resolves once the turn ended. */
   prompt(sessionId: string, agent: string, prompt: string): Promise<{ state: string; seq: number; attempts: number }> {
-    return this.#post(`/session/${encodeURIComponent(sessionId)}/prompt`, { prompt, agent }) as Promise<{ state: string; seq: number; attempts: number }>;
+    return this.#post(`/session/${encodeURIComponent(sessionId)}/prompt`, { prompt, agent }) as Promise<{
+      state: string;
+      seq: number;
+      attempts: number;
+    }>;
   }
 
   /** One turn, sent: resolves with its invocation id once Restate accepted it. */
   async send(sessionId: string, agent: string, prompt: string): Promise<string> {
-    const r = (await this.#post(`/session/${encodeURIComponent(sessionId)}/prompt/send`, { prompt, agent })) as { invocationId: string };
+    const r = (await this.#post(`/session/${encodeURIComponent(sessionId)}/prompt/send`, { prompt, agent })) as {
+      invocationId: string;
+    };
     return r.invocationId;
   }
 
@@ -275,12 +312,17 @@ export class RestateClient {
   async cancel(invocationId: string): Promise<number> {
     const response = await fetch(`${this.admin}/invocations/${invocationId}/cancel`, { method: 'PATCH' });
     await response.text();
-    if (response.status !== 200 && response.status !== 202) throw new BenchFailure(`cancel ${invocationId}: ${response.status}`);
+    if (response.status !== 200 && response.status !== 202)
+      throw new BenchFailure(`cancel ${invocationId}: ${response.status}`);
     return response.status;
   }
 
   view(sessionId: string): Promise<{ state: string | null; seq: number; turns: number }> {
-    return this.#post(`/session/${encodeURIComponent(sessionId)}/view`, {}) as Promise<{ state: string | null; seq: number; turns: number }>;
+    return this.#post(`/session/${encodeURIComponent(sessionId)}/view`, {}) as Promise<{
+      state: string | null;
+      seq: number;
+      turns: number;
+    }>;
   }
 
   messages(sessionId: string, from = 1, to = from + 9999): Promise<PeerMessage[]> {

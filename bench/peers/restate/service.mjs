@@ -61,7 +61,13 @@ const KILL_GRACE_MS = 2000;
 /** The agent's stderr kept for the failure message. */
 const STDERR_TAIL = 2000;
 
-const DELTAS = ['Looking at the session store, ', 'the writer batches every ', 'message of a transition ', 'into one fenced Lua call; ', 'the lease is checked first. '];
+const DELTAS = [
+  'Looking at the session store, ',
+  'the writer batches every ',
+  'message of a transition ',
+  'into one fenced Lua call; ',
+  'the lease is checked first. ',
+];
 
 /** The attempts running in this process, by handle (journaled by the handler). */
 const attempts = new Map();
@@ -113,7 +119,10 @@ function startInproc(profile, prompt) {
   const deltas = Math.max(0, profile.messages - 2);
   attempt.push({ type: 'session.started', content: { sessionId: `fake-${prompt.length}-${deltas}` } });
   for (let i = 0; i < deltas; i += 1) attempt.push({ type: 'assistant', content: { text: DELTAS[i % DELTAS.length] } });
-  attempt.push({ type: 'terminal.completed', content: { stopReason: 'stop', usage: { input: 1200, output: 20 * deltas, totalTokens: 1200 + 20 * deltas } } });
+  attempt.push({
+    type: 'terminal.completed',
+    content: { stopReason: 'stop', usage: { input: 1200, output: 20 * deltas, totalTokens: 1200 + 20 * deltas } },
+  });
   return attempt;
 }
 
@@ -139,7 +148,14 @@ function startProcess(profile, prompt) {
   child.once('close', (code, signal) => {
     const rest = splitter.flush();
     if (rest !== undefined) for (const m of mapper.push(rest)) attempt.push(m);
-    for (const m of mapper.complete({ exitCode: code, signal, stopReason: null, stderrTail: stderr, ...(spawnError ? { spawnError } : {}) })) attempt.push(m);
+    for (const m of mapper.complete({
+      exitCode: code,
+      signal,
+      stopReason: null,
+      stderrTail: stderr,
+      ...(spawnError ? { spawnError } : {}),
+    }))
+      attempt.push(m);
   });
   return attempt;
 }
@@ -153,7 +169,9 @@ const session = restate.object({
     prompt: async (ctx, request) => {
       const profile = AGENTS[request?.agent];
       if (typeof request?.prompt !== 'string' || profile === undefined)
-        throw new restate.TerminalError(`prompt: expected {"prompt":string,"agent":one of ${Object.keys(AGENTS).join(', ')}}`);
+        throw new restate.TerminalError(
+          `prompt: expected {"prompt":string,"agent":one of ${Object.keys(AGENTS).join(', ')}}`,
+        );
       const turn = ((await ctx.get('turns')) ?? 0) + 1;
       let seq = (await ctx.get('seq')) ?? 0;
       ctx.set('turns', turn);
@@ -167,7 +185,8 @@ const session = restate.object({
         const attemptEnded = ctx.request().attemptCompletedSignal;
         const handle = await ctx.run('start attempt', () => {
           const id = randomUUID();
-          const running = profile.kind === 'inproc' ? startInproc(profile, request.prompt) : startProcess(profile, request.prompt);
+          const running =
+            profile.kind === 'inproc' ? startInproc(profile, request.prompt) : startProcess(profile, request.prompt);
           attempts.set(id, running);
           // The attempt ends (the server broke it off, this process is stopping): stop its agent.
           attemptEnded.addEventListener('abort', () => {
@@ -183,7 +202,11 @@ const session = restate.object({
           for (;;) {
             const message = await ctx.run('message', () => {
               const running = attempts.get(handle);
-              if (running === undefined) return { type: 'terminal.failed', content: { category: 'lost', message: 'the attempt was lost with the service process that ran it' } };
+              if (running === undefined)
+                return {
+                  type: 'terminal.failed',
+                  content: { category: 'lost', message: 'the attempt was lost with the service process that ran it' },
+                };
               return running.next();
             });
             append(message, attempt);
@@ -223,7 +246,11 @@ const session = restate.object({
     },
 
     /** The session's state and log length, without waiting for a running turn. */
-    view: restate.handlers.object.shared(async (ctx) => ({ state: (await ctx.get('state')) ?? null, seq: (await ctx.get('seq')) ?? 0, turns: (await ctx.get('turns')) ?? 0 })),
+    view: restate.handlers.object.shared(async (ctx) => ({
+      state: (await ctx.get('state')) ?? null,
+      seq: (await ctx.get('seq')) ?? 0,
+      turns: (await ctx.get('turns')) ?? 0,
+    })),
 
     /** Messages `from`..`to` (1-based, inclusive) that are in the log, without waiting for a running turn. */
     messages: restate.handlers.object.shared(async (ctx, range) => {

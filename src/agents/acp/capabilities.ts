@@ -42,7 +42,11 @@ export async function probeAcpResume(probe: AcpProbe): Promise<AcpResumeCapabili
       jsonrpc: '2.0',
       id: 1,
       method: 'initialize',
-      params: { protocolVersion: PROTOCOL_VERSION, clientCapabilities: {}, clientInfo: { name: 'sessiond', version: '0' } },
+      params: {
+        protocolVersion: PROTOCOL_VERSION,
+        clientCapabilities: {},
+        clientInfo: { name: 'sessiond', version: '0' },
+      },
     };
     agent.stdin?.write(`${JSON.stringify(request)}\n`);
     const timeout = new Promise<null>((resolve) => setTimeout(() => resolve(null), probe.timeoutMs).unref());
@@ -55,7 +59,10 @@ export async function probeAcpResume(probe: AcpProbe): Promise<AcpResumeCapabili
 
 async function answerOf(lines: AsyncIterable<string>): Promise<AcpResumeCapabilities | null> {
   for await (const line of lines) {
-    let message: { id?: unknown; result?: { agentCapabilities?: { loadSession?: unknown; sessionCapabilities?: { resume?: unknown } } } };
+    let message: {
+      id?: unknown;
+      result?: { agentCapabilities?: { loadSession?: unknown; sessionCapabilities?: { resume?: unknown } } };
+    };
     try {
       message = JSON.parse(line) as typeof message;
     } catch {
@@ -65,7 +72,10 @@ async function answerOf(lines: AsyncIterable<string>): Promise<AcpResumeCapabili
     if (message?.id !== 1) continue;
     const caps = message.result?.agentCapabilities;
     if (message.result === undefined) return null;
-    return { resume: caps?.sessionCapabilities?.resume !== undefined && caps.sessionCapabilities.resume !== null, load: caps?.loadSession === true };
+    return {
+      resume: caps?.sessionCapabilities?.resume !== undefined && caps.sessionCapabilities.resume !== null,
+      load: caps?.loadSession === true,
+    };
   }
   return null;
 }
@@ -74,6 +84,7 @@ async function answerOf(lines: AsyncIterable<string>): Promise<AcpResumeCapabili
 export function describeAcpResume(caps: AcpResumeCapabilities | null): string {
   if (caps === null) return 'unknown: the agent did not answer initialize';
   if (caps.resume) return 'yes: session/resume (its sessions stay on this host)';
-  if (caps.load) return 'yes: session/load, its replay dropped; a load it refuses runs the turn in a new session, which session.started says (same host only)';
+  if (caps.load)
+    return 'yes: session/load, its replay dropped; a load it refuses runs the turn in a new session, which session.started says (same host only)';
   return 'no: it offers neither session/resume nor session/load, every turn starts a new session';
 }

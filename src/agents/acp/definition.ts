@@ -15,7 +15,9 @@ import { runAcp } from './provider.ts';
  */
 export const acpAgent: AgentDefinition = defineAgentDefinition<AcpOptionsInput>({
   callerOptions: callerOptions({ permissionMode: z.enum(PERMISSION_MODES).optional() }),
-  permissions: { ladder: { option: 'permissionMode', steps: PERMISSION_MODES, defaultStep: 'reject', defaultCeiling: 'reject' } },
+  permissions: {
+    ladder: { option: 'permissionMode', steps: PERMISSION_MODES, defaultStep: 'reject', defaultCeiling: 'reject' },
+  },
   run: (request, context) =>
     runAcp(
       {

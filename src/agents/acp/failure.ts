@@ -25,13 +25,22 @@ const CODE_CATEGORIES: Record<number, FailureCategory> = {
   [-32002]: 'bad_request',
 };
 
-export function rpcFailure(code: number | undefined, message: string, data: unknown, during = 'session/prompt'): FailureFacts {
+export function rpcFailure(
+  code: number | undefined,
+  message: string,
+  data: unknown,
+  during = 'session/prompt',
+): FailureFacts {
   const detail = data === undefined || data === null ? '' : typeof data === 'string' ? data : safeJson(data);
   const agentError = detail === '' ? message : `${message} ${detail}`;
   // -32603's standard message says nothing about the cause (and reads as "internal error" = 5xx): only its data does.
-  const classified = classifyErrorText(code === -32603 && /^internal error$/i.test(message.trim()) ? detail : agentError);
+  const classified = classifyErrorText(
+    code === -32603 && /^internal error$/i.test(message.trim()) ? detail : agentError,
+  );
   const status = code !== undefined && code >= 400 && code <= 599 ? code : embeddedStatus(agentError);
-  const category = (code === undefined ? undefined : CODE_CATEGORIES[code]) ?? (status === undefined ? classified.category : categoryForStatus(status));
+  const category =
+    (code === undefined ? undefined : CODE_CATEGORIES[code]) ??
+    (status === undefined ? classified.category : categoryForStatus(status));
   return {
     text: `the agent answered ${during} with error ${code ?? '?'}: ${agentError}`,
     category,

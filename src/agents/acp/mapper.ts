@@ -33,7 +33,12 @@ export class AcpUpdates {
 
   #remember(call: { toolCallId: string; name?: string | null; title?: string | null; kind?: string | null }): void {
     const known = this.#names.get(call.toolCallId);
-    const name = typeof call.name === 'string' && call.name !== '' ? call.name : typeof call.title === 'string' && call.title !== '' ? call.title : known?.name;
+    const name =
+      typeof call.name === 'string' && call.name !== ''
+        ? call.name
+        : typeof call.title === 'string' && call.title !== ''
+          ? call.title
+          : known?.name;
     const kind = typeof call.kind === 'string' ? call.kind : known?.kind;
     this.#names.set(call.toolCallId, { name: name ?? 'tool', ...(kind === undefined ? {} : { kind }) });
   }
@@ -42,15 +47,22 @@ export class AcpUpdates {
   describe(toolCall: ToolCallUpdate): { name: string; kind?: string; arguments: unknown } {
     this.#remember(toolCall);
     const known = this.#names.get(toolCall.toolCallId) ?? { name: 'tool' };
-    return { ...known, arguments: toolCall.rawInput ?? this.#args.get(toolCall.toolCallId) ?? describedInput(toolCall) };
+    return {
+      ...known,
+      arguments: toolCall.rawInput ?? this.#args.get(toolCall.toolCallId) ?? describedInput(toolCall),
+    };
   }
 
   update(update: SessionUpdate): CliMessage[] {
     switch (update.sessionUpdate) {
       case 'agent_message_chunk':
-        return update.content.type === 'text' && update.content.text !== '' ? [{ type: 'assistant', content: { text: update.content.text } }] : [];
+        return update.content.type === 'text' && update.content.text !== ''
+          ? [{ type: 'assistant', content: { text: update.content.text } }]
+          : [];
       case 'agent_thought_chunk':
-        return update.content.type === 'text' && update.content.text !== '' ? [{ type: 'assistant.thought', content: { text: update.content.text } }] : [];
+        return update.content.type === 'text' && update.content.text !== ''
+          ? [{ type: 'assistant.thought', content: { text: update.content.text } }]
+          : [];
       case 'tool_call': {
         this.#remember(update);
         const name = toolName(update.name, update.title);
@@ -78,8 +90,14 @@ export class AcpUpdates {
         return out;
       }
       case 'notice': {
-        const description = typeof update.description === 'string' && update.description !== '' ? ` — ${update.description}` : '';
-        return [{ type: 'assistant.thought', content: { text: `Notice (${update.severity}): ${update.title}${description}` } }];
+        const description =
+          typeof update.description === 'string' && update.description !== '' ? ` — ${update.description}` : '';
+        return [
+          {
+            type: 'assistant.thought',
+            content: { text: `Notice (${update.severity}): ${update.title}${description}` },
+          },
+        ];
       }
       case 'plan': {
         if (update.entries.length === 0) return [];
@@ -109,7 +127,13 @@ export class AcpUpdates {
     return this.#tools.unresolved(reason);
   }
 
-  #status(toolCallId: string, name: string, status: string | null | undefined, rawOutput: unknown, content: ToolCallContent[] | null | undefined): CliMessage[] {
+  #status(
+    toolCallId: string,
+    name: string,
+    status: string | null | undefined,
+    rawOutput: unknown,
+    content: ToolCallContent[] | null | undefined,
+  ): CliMessage[] {
     if (status !== 'completed' && status !== 'failed') return [];
     const result = rawOutput ?? (content === undefined || content === null ? '' : contentText(content));
     return this.#tools.result(toolCallId, name, status === 'failed', result);
@@ -118,7 +142,10 @@ export class AcpUpdates {
 
 /** A tool call without `rawInput` (gemini 0.61 sends none) is described by its kind and title. */
 function describedInput(call: { kind?: string | null; title?: string | null }): Record<string, string> {
-  return { ...(call.kind === undefined || call.kind === null ? {} : { kind: call.kind }), ...(call.title === undefined || call.title === null ? {} : { title: call.title }) };
+  return {
+    ...(call.kind === undefined || call.kind === null ? {} : { kind: call.kind }),
+    ...(call.title === undefined || call.title === null ? {} : { title: call.title }),
+  };
 }
 
 function toolName(name: string | null | undefined, title: string | null | undefined): string {
@@ -141,7 +168,13 @@ export function contentText(content: readonly ToolCallContent[]): string {
 
 /** ACP's stop reason as `terminal.completed` says it; `cancelled` never gets here (see provider.ts). */
 export function completedMessage(response: PromptResponse, invalidLines: readonly string[] = []): CliMessage {
-  return { type: 'terminal.completed', content: { stopReason: response.stopReason, ...(invalidLines.length === 0 ? {} : { invalid_output_lines: [...invalidLines] }) } };
+  return {
+    type: 'terminal.completed',
+    content: {
+      stopReason: response.stopReason,
+      ...(invalidLines.length === 0 ? {} : { invalid_output_lines: [...invalidLines] }),
+    },
+  };
 }
 
 /**
@@ -195,7 +228,8 @@ export class AcpLineMapper implements AgentMapper {
       return [{ type: sessionId === this.#resume ? 'session.resumed' : 'session.started', content: { sessionId } }];
     }
     if (result !== undefined && typeof result.stopReason === 'string') {
-      this.#terminal = result.stopReason === 'cancelled' ? null : completedMessage(result as PromptResponse, this.#lines.list());
+      this.#terminal =
+        result.stopReason === 'cancelled' ? null : completedMessage(result as PromptResponse, this.#lines.list());
       return [];
     }
     const error = obj(message.error);
@@ -209,7 +243,10 @@ export class AcpLineMapper implements AgentMapper {
     const facts: FailureFacts =
       this.#lastError !== undefined
         ? errorFailure(this.#lastError)
-        : (exitFailure(exit) ?? { text: 'the agent ended without answering session/prompt', category: 'process_crash' });
+        : (exitFailure(exit) ?? {
+            text: 'the agent ended without answering session/prompt',
+            category: 'process_crash',
+          });
     return [...open, failedMessage(facts, exit, this.#lines)];
   }
 }

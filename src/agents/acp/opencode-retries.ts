@@ -26,7 +26,8 @@ export interface OpencodeLog {
  * Contract: never throws; nothing when the log is missing or says nothing of retries.
  */
 export async function opencodeRetries(log: OpencodeLog): Promise<Array<MessageOf<'agent.retry'>>> {
-  const data = log.env.XDG_DATA_HOME ?? (log.env.HOME === undefined ? undefined : join(log.env.HOME, '.local', 'share'));
+  const data =
+    log.env.XDG_DATA_HOME ?? (log.env.HOME === undefined ? undefined : join(log.env.HOME, '.local', 'share'));
   if (data === undefined) return [];
   return retriesInLog(await tail(join(data, 'opencode', 'log', 'opencode.log')), log.sessionId, log.since);
 }
@@ -59,7 +60,9 @@ export function retriesInLog(text: string, sessionId: string, since: number): Ar
     if (line.includes(' message=stream ')) events.push({ failed: false, errorText: '' });
     else if (line.includes(' message="stream error" ')) {
       const last = events.at(-1);
-      const errorText = (/ error\.error=("(?:[^"\\]|\\.)*"|\S+)/.exec(line)?.[1] ?? 'model request failed').replace(/^"|"$/g, '').slice(0, 2000);
+      const errorText = (/ error\.error=("(?:[^"\\]|\\.)*"|\S+)/.exec(line)?.[1] ?? 'model request failed')
+        .replace(/^"|"$/g, '')
+        .slice(0, 2000);
       if (last !== undefined && !last.failed) Object.assign(last, { failed: true, errorText });
       else events.push({ failed: true, errorText });
     }
@@ -67,7 +70,10 @@ export function retriesInLog(text: string, sessionId: string, since: number): Ar
   const retried = events.slice(0, -1).filter((e) => e.failed);
   if (retried.length === 0) return [];
   return [
-    ...retried.map((e, i): MessageOf<'agent.retry'> => ({ type: 'agent.retry', content: { phase: 'start', attempt: i + 1, errorText: e.errorText } })),
+    ...retried.map((e, i): MessageOf<'agent.retry'> => ({
+      type: 'agent.retry',
+      content: { phase: 'start', attempt: i + 1, errorText: e.errorText },
+    })),
     { type: 'agent.retry', content: { phase: 'end', success: events.at(-1)?.failed === false } },
   ];
 }

@@ -23,7 +23,10 @@ export const ACP_PREFIX = 'acp:';
 /** Longest prompt sent in one `session/prompt` (it is one JSON line on the agent's stdin). */
 export const MAX_PROMPT_BYTES = 8 * 1024 * 1024;
 
-const SessionSchema = z.discriminatedUnion('mode', [z.object({ mode: z.literal('new') }), z.object({ mode: z.literal('resume'), id: z.string().min(1).max(1000) })]);
+const SessionSchema = z.discriminatedUnion('mode', [
+  z.object({ mode: z.literal('new') }),
+  z.object({ mode: z.literal('resume'), id: z.string().min(1).max(1000) }),
+]);
 
 /**
  * One attempt of an operator-configured ACP agent: `command`, `args` and `env` come from the
@@ -37,7 +40,12 @@ export const AcpOptionsSchema = z.strictObject({
     .refine((p) => p.trim() !== '', 'must not be empty')
     .refine((p) => Buffer.byteLength(p, 'utf8') <= MAX_PROMPT_BYTES, `must be at most ${MAX_PROMPT_BYTES} bytes`),
   /** The ACP agent's executable: a path, or a name looked up on PATH, node_modules/.bin and agent-clis/node_modules/.bin. */
-  command: z.string({ error: 'must be set in the host configuration (agents."acp:<name>".command): no ACP agent of that name is configured on this worker' }).min(1),
+  command: z
+    .string({
+      error:
+        'must be set in the host configuration (agents."acp:<name>".command): no ACP agent of that name is configured on this worker',
+    })
+    .min(1),
   args: z.array(z.string()).max(200).default([]),
   env: z.record(z.string(), z.string()).default({}),
   cwd: z.string().min(1).optional(),

@@ -2,7 +2,10 @@ import type * as acp from '@agentclientprotocol/sdk';
 import type { PermissionMode } from './options.ts';
 
 /** sessiond's answer to a permission request, by the attempt's permission mode (see options.ts). */
-export function answerPermission(params: acp.RequestPermissionRequest, mode: PermissionMode): acp.RequestPermissionResponse {
+export function answerPermission(
+  params: acp.RequestPermissionRequest,
+  mode: PermissionMode,
+): acp.RequestPermissionResponse {
   const kinds: acp.PermissionOptionKind[] = mode === 'allow' ? ['allow_once'] : ['reject_once', 'reject_always'];
   for (const kind of kinds) {
     const option = params.options.find((o) => o.kind === kind);

@@ -48,7 +48,10 @@ type Outcome = { ok: true; response: acp.PromptResponse } | { ok: false; facts: 
  * cannot use runAgentAttempt's loop itself: ACP is request/response on a process that stays up
  * (it never exits after its last event), so this loop drives the process's stdin as well.
  */
-export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}): AsyncGenerator<CliMessage, void, undefined> {
+export async function* runAcp(
+  input: AcpOptionsInput,
+  context: RunContext = {},
+): AsyncGenerator<CliMessage, void, undefined> {
   context.signal?.throwIfAborted();
   const parsed = AcpOptionsSchema.safeParse(input);
   if (!parsed.success) {
@@ -73,7 +76,12 @@ export async function* runAcp(input: AcpOptionsInput, context: RunContext = {}):
   }
 }
 
-async function* runAcpProcess(options: AcpOptions, env: Record<string, string>, egress: AttemptEgress | null, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
+async function* runAcpProcess(
+  options: AcpOptions,
+  env: Record<string, string>,
+  egress: AttemptEgress | null,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
   const spawned = await spawnAgent({
     command: await resolveAgentCli(options.command, env),
     args: options.args,
@@ -181,8 +189,15 @@ class AcpTurn {
       return;
     }
     const facts = ended.ok
-      ? { text: 'the agent ended its prompt as cancelled, which sessiond did not ask for', category: 'unknown' as const }
-      : (ended.facts ?? exitFailure(exit) ?? { text: 'the agent closed its output before answering session/prompt', category: 'process_crash' as const });
+      ? {
+          text: 'the agent ended its prompt as cancelled, which sessiond did not ask for',
+          category: 'unknown' as const,
+        }
+      : (ended.facts ??
+        exitFailure(exit) ?? {
+          text: 'the agent closed its output before answering session/prompt',
+          category: 'process_crash' as const,
+        });
     yield failedMessage(facts, exit, this.#invalid);
   }
 
@@ -195,7 +210,8 @@ class AcpTurn {
     const sessionId = this.#sessionId;
     if (sessionId === null) return [];
     const env = this.#env;
-    if (this.#agentName === QWEN_AGENT_NAME) return qwenRetries({ env, cwd: resolve(this.#options.cwd ?? process.cwd()), sessionId, since: this.#startedAt });
+    if (this.#agentName === QWEN_AGENT_NAME)
+      return qwenRetries({ env, cwd: resolve(this.#options.cwd ?? process.cwd()), sessionId, since: this.#startedAt });
     if (this.#agentName === OPENCODE_AGENT_NAME) return opencodeRetries({ env, sessionId, since: this.#startedAt });
     return [];
   }
@@ -263,10 +279,18 @@ class AcpTurn {
       .onRequest('session/request_permission', async ({ params }) => {
         if (permissionMode === 'ask') return this.#ask(params);
         const answer = answerPermission(params, permissionMode);
-        const chosen = answer.outcome.outcome === 'selected' ? params.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId) : undefined;
+        const chosen =
+          answer.outcome.outcome === 'selected'
+            ? params.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId)
+            : undefined;
         const allowed = chosen?.kind === 'allow_once' || chosen?.kind === 'allow_always';
         if (params.sessionId === this.#sessionId)
-          this.#queue.push(this.#updates.permission(params.toolCall, allowed ? null : `rejected by sessiond (permissionMode ${permissionMode})`));
+          this.#queue.push(
+            this.#updates.permission(
+              params.toolCall,
+              allowed ? null : `rejected by sessiond (permissionMode ${permissionMode})`,
+            ),
+          );
         return answer;
       })
       .connect({ readable, writable });
@@ -283,7 +307,13 @@ class AcpTurn {
     if (own) this.#queue.push(announced);
     if (this.#gate === null) {
       const answer = answerPermission(params, 'reject');
-      if (own) this.#queue.push(this.#updates.permission(params.toolCall, 'rejected by sessiond: permissionMode ask, and nobody to ask outside the durable runtime'));
+      if (own)
+        this.#queue.push(
+          this.#updates.permission(
+            params.toolCall,
+            'rejected by sessiond: permissionMode ask, and nobody to ask outside the durable runtime',
+          ),
+        );
       return answer;
     }
     const release = this.#agent.holdIdle();
@@ -301,10 +331,12 @@ class AcpTurn {
         this.#stopping.signal,
       );
       if (decision === null || decision.optionId === null) {
-        if (decision !== null && own) this.#queue.push(this.#updates.permission(toolCall, 'denied by the approval decision'));
+        if (decision !== null && own)
+          this.#queue.push(this.#updates.permission(toolCall, 'denied by the approval decision'));
         return { outcome: { outcome: 'cancelled' } };
       }
-      if (decision.outcome === 'denied' && own) this.#queue.push(this.#updates.permission(toolCall, 'denied by the approval decision'));
+      if (decision.outcome === 'denied' && own)
+        this.#queue.push(this.#updates.permission(toolCall, 'denied by the approval decision'));
       return { outcome: { outcome: 'selected', optionId: decision.optionId } };
     } finally {
       release();
@@ -319,7 +351,11 @@ class AcpTurn {
       const init = await agent.request('initialize', {
         protocolVersion: acp.PROTOCOL_VERSION,
         // notices: an agent that has them (claude-agent-acp) sends its banners as notices, not as reply text.
-        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, session: { notices: {} } },
+        clientCapabilities: {
+          fs: { readTextFile: false, writeTextFile: false },
+          terminal: false,
+          session: { notices: {} },
+        },
         clientInfo: { name: 'sessiond', version: '0' },
       });
       this.#agentName = init.agentInfo?.name ?? null;
@@ -344,7 +380,11 @@ class AcpTurn {
           // An agent may answer session/load before its replay is written (gemini 0.61 starts it and
           // returns): a round trip after the answer comes back only after what the agent wrote before
           // reading again, the whole replay; an extension method nobody implements does (-32601).
-          if (loaded) await Promise.race([agent.request(REPLAY_FENCE_METHOD, {}).catch(() => undefined), delay(REPLAY_FENCE_MAX_MS)]);
+          if (loaded)
+            await Promise.race([
+              agent.request(REPLAY_FENCE_METHOD, {}).catch(() => undefined),
+              delay(REPLAY_FENCE_MAX_MS),
+            ]);
           this.#replaying = false;
           if (loaded) this.#begin('session.resumed', session.id);
           else {
@@ -368,13 +408,19 @@ class AcpTurn {
       }
       stage = 'session/prompt';
       this.#promptSent = true;
-      const response = await agent.request('session/prompt', { sessionId: this.#sessionId ?? '', prompt: [{ type: 'text', text: this.#options.prompt }] });
+      const response = await agent.request('session/prompt', {
+        sessionId: this.#sessionId ?? '',
+        prompt: [{ type: 'text', text: this.#options.prompt }],
+      });
       return { ok: true, response };
     } catch (error) {
       if (error instanceof acp.RequestError) {
         const facts = rpcFailure(error.code, error.message, error.data, stage);
         // An agent that cannot even start a session is not ready to run (bad config, no auth…).
-        return { ok: false, facts: stage === 'initialize' && facts.category === 'unknown' ? { ...facts, category: 'startup' } : facts };
+        return {
+          ok: false,
+          facts: stage === 'initialize' && facts.category === 'unknown' ? { ...facts, category: 'startup' } : facts,
+        };
       }
       // The connection closed (the agent exited or closed stdout): its exit decides.
       return { ok: false, facts: null };

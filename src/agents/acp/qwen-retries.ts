@@ -56,7 +56,9 @@ export function retriesOf(text: string, sessionId: string, since: number): Array
   for (const events of byPrompt.values()) {
     const retried = events.slice(0, -1).filter((e) => !e.ok);
     if (retried.length === 0) continue;
-    retried.forEach((e, i) => out.push({ type: 'agent.retry', content: { phase: 'start', attempt: i + 1, errorText: e.errorText } }));
+    retried.forEach((e, i) =>
+      out.push({ type: 'agent.retry', content: { phase: 'start', attempt: i + 1, errorText: e.errorText } }),
+    );
     out.push({ type: 'agent.retry', content: { phase: 'end', success: events.at(-1)?.ok === true } });
   }
   return out;
@@ -78,8 +80,13 @@ function apiEvent(line: string, sessionId: string, since: number): ApiEvent | nu
   const at = Date.parse(String(event['event.timestamp'] ?? ''));
   if (name !== 'qwen-code.api_error' && name !== 'qwen-code.api_response') return null;
   // This session's own prompts (`<sessionId>########<n>`), not a subagent's.
-  if (typeof promptId !== 'string' || !promptId.startsWith(`${sessionId}########`) || event.subagent_name !== undefined) return null;
+  if (typeof promptId !== 'string' || !promptId.startsWith(`${sessionId}########`) || event.subagent_name !== undefined)
+    return null;
   if (!Number.isFinite(at) || at < since) return null;
   const status = typeof event.status_code === 'number' ? ` (status ${event.status_code})` : '';
-  return { promptId, ok: name === 'qwen-code.api_response', errorText: `${String(event.error_message ?? 'model request failed').slice(0, 2000)}${status}` };
+  return {
+    promptId,
+    ok: name === 'qwen-code.api_response',
+    errorText: `${String(event.error_message ?? 'model request failed').slice(0, 2000)}${status}`,
+  };
 }

@@ -26,7 +26,10 @@ interface Block {
   toolName: string;
 }
 
-export type BlockOutput = { type: 'text'; text: string } | { type: 'thinking'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown };
+export type BlockOutput =
+  | { type: 'text'; text: string }
+  | { type: 'thinking'; text: string }
+  | { type: 'tool_use'; id: string; name: string; input: unknown };
 
 const MAX_INDEX = 10_000;
 
@@ -48,7 +51,14 @@ export class ContentBlocks {
     if (!validIndex(index) || this.#blocks.has(index)) return [];
     const kind = kindOf(raw?.type);
     const initial = kind === 'text' ? str(raw?.text) : kind === 'thinking' ? str(raw?.thinking) : '';
-    this.#blocks.set(index, { kind, text: initial, done: false, confirmed: false, toolId: str(raw?.id), toolName: str(raw?.name) });
+    this.#blocks.set(index, {
+      kind,
+      text: initial,
+      done: false,
+      confirmed: false,
+      toolId: str(raw?.id),
+      toolName: str(raw?.name),
+    });
     return kind === 'text' && initial !== '' ? [{ type: 'text', text: initial }] : [];
   }
 
@@ -85,7 +95,8 @@ export class ContentBlocks {
       if (block === undefined) continue;
       const kind = kindOf(block.type);
       if (kind === 'other') continue;
-      const streamed = messageId !== '' && messageId === this.#messageId ? this.#openBlock(kind, str(block.id)) : undefined;
+      const streamed =
+        messageId !== '' && messageId === this.#messageId ? this.#openBlock(kind, str(block.id)) : undefined;
       out.push(...this.#complete(kind, block, streamed));
     }
     return out;
@@ -131,7 +142,9 @@ export class ContentBlocks {
       return thinking === '' || released ? [] : [{ type: 'thinking', text: thinking }];
     }
     const id = str(raw.id) || (streamed?.toolId ?? '');
-    return id === '' ? [] : [{ type: 'tool_use', id, name: str(raw.name) || (streamed?.toolName ?? ''), input: raw.input ?? {} }];
+    return id === ''
+      ? []
+      : [{ type: 'tool_use', id, name: str(raw.name) || (streamed?.toolName ?? ''), input: raw.input ?? {} }];
   }
 
   #finish(block: Block): BlockOutput[] {

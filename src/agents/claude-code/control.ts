@@ -1,7 +1,13 @@
 import type { SpawnSpec } from '../../process/index.ts';
 import type { ApprovalOption, CliMessage } from '../../protocol/index.ts';
 import type { ApprovalAnswer, ApprovalGate } from '../shared/approval-gate.ts';
-import { EXIT_GRACE_MS, spawnForAttempt, startupFailure, type FinishingMapper, type RunContext } from '../shared/run-attempt.ts';
+import {
+  EXIT_GRACE_MS,
+  spawnForAttempt,
+  startupFailure,
+  type FinishingMapper,
+  type RunContext,
+} from '../shared/run-attempt.ts';
 
 /**
  * What sessiond offers an operator for one of Claude Code's permission prompts: allow this one
@@ -37,7 +43,10 @@ interface CanUseTool {
 }
 
 type ControlLine =
-  { kind: 'can_use_tool'; request: CanUseTool } | { kind: 'other_request'; requestId: string; subtype: string } | { kind: 'cancel'; requestId: string } | { kind: 'ignored' };
+  | { kind: 'can_use_tool'; request: CanUseTool }
+  | { kind: 'other_request'; requestId: string; subtype: string }
+  | { kind: 'cancel'; requestId: string }
+  | { kind: 'ignored' };
 
 /**
  * Reads one stdout line as a line of Claude Code's control protocol (`control_request`,
@@ -55,14 +64,19 @@ export function readControlLine(line: string): ControlLine | null {
   }
   if (event === null || typeof event !== 'object' || Array.isArray(event)) return null;
   const e = event as Record<string, unknown>;
-  if (e.type === 'control_cancel_request') return typeof e.request_id === 'string' ? { kind: 'cancel', requestId: e.request_id } : { kind: 'ignored' };
+  if (e.type === 'control_cancel_request')
+    return typeof e.request_id === 'string' ? { kind: 'cancel', requestId: e.request_id } : { kind: 'ignored' };
   if (e.type === 'control_response') return { kind: 'ignored' };
   if (e.type !== 'control_request') return null;
   const requestId = typeof e.request_id === 'string' ? e.request_id : '';
   const request = e.request !== null && typeof e.request === 'object' ? (e.request as Record<string, unknown>) : {};
   if (requestId === '') return { kind: 'ignored' };
-  if (request.subtype !== 'can_use_tool') return { kind: 'other_request', requestId, subtype: typeof request.subtype === 'string' ? request.subtype : '' };
-  const input = request.input !== null && typeof request.input === 'object' && !Array.isArray(request.input) ? (request.input as Record<string, unknown>) : {};
+  if (request.subtype !== 'can_use_tool')
+    return { kind: 'other_request', requestId, subtype: typeof request.subtype === 'string' ? request.subtype : '' };
+  const input =
+    request.input !== null && typeof request.input === 'object' && !Array.isArray(request.input)
+      ? (request.input as Record<string, unknown>)
+      : {};
   return {
     kind: 'can_use_tool',
     request: {
@@ -84,7 +98,11 @@ export function permissionResponseLine(request: CanUseTool, answer: ApprovalAnsw
   const response =
     answer.outcome === 'allowed'
       ? { behavior: 'allow', updatedInput: request.input, toolUseID: request.toolUseId }
-      : { behavior: 'deny', message: 'The operator denied this tool use (sessiond approval).', toolUseID: request.toolUseId };
+      : {
+          behavior: 'deny',
+          message: 'The operator denied this tool use (sessiond approval).',
+          toolUseID: request.toolUseId,
+        };
   return `${JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: request.requestId, response } })}\n`;
 }
 
@@ -183,7 +201,8 @@ export async function* runClaudeCodeAsking(
         emit,
         AbortSignal.any([stopping.signal, withdrawn.signal]),
       );
-      if (answer !== null && !withdrawn.signal.aborted && !stopping.signal.aborted) write(permissionResponseLine(request, answer));
+      if (answer !== null && !withdrawn.signal.aborted && !stopping.signal.aborted)
+        write(permissionResponseLine(request, answer));
     } finally {
       release();
       asking.delete(request.requestId);

@@ -6,7 +6,13 @@ import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
 import type { ClaudeCodeOptionsInput } from './options.ts';
 import { runClaudeCode } from './provider.ts';
-import { checkClaudeState, claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeSessionState } from './session-file.ts';
+import {
+  checkClaudeState,
+  claudeConfigDir,
+  exportClaudeSession,
+  importClaudeSession,
+  parseClaudeSessionState,
+} from './session-file.ts';
 
 export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptionsInput>({
   callerOptions: callerOptions({
@@ -16,7 +22,12 @@ export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptio
     disallowedTools: z.array(z.string().min(1).max(500)).max(100).optional(),
   }),
   permissions: {
-    ladder: { option: 'permissionMode', steps: ['plan', 'dontAsk', 'default', 'acceptEdits', 'bypassPermissions'], defaultStep: 'default', defaultCeiling: 'acceptEdits' },
+    ladder: {
+      option: 'permissionMode',
+      steps: ['plan', 'dontAsk', 'default', 'acceptEdits', 'bypassPermissions'],
+      defaultStep: 'default',
+      defaultCeiling: 'acceptEdits',
+    },
     // Each allowed tool rule is a pre-approval: none for callers unless the deployment lists them.
     lists: [{ option: 'allowedTools', defaultAllowed: [], absentMeansAll: false }],
   },

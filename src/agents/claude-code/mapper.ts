@@ -105,7 +105,12 @@ export class ClaudeCodeMapper implements AgentMapper {
     if (sessionId === '') return [];
     this.#sessionId = sessionId;
     const resume = this.#options.resumeSessionId;
-    return [{ type: resume !== undefined && resume === sessionId ? 'session.resumed' : 'session.started', content: { sessionId } }];
+    return [
+      {
+        type: resume !== undefined && resume === sessionId ? 'session.resumed' : 'session.started',
+        content: { sessionId },
+      },
+    ];
   }
 
   #onStreamEvent(event: Record<string, unknown> | undefined): CliMessage[] {
@@ -119,8 +124,10 @@ export class ClaudeCodeMapper implements AgentMapper {
       case 'content_block_delta': {
         const delta = obj(event.delta);
         if (delta?.type === 'text_delta') return this.#release(this.#blocks.delta(index, 'text', str(delta.text)));
-        if (delta?.type === 'thinking_delta') return this.#release(this.#blocks.delta(index, 'thinking', str(delta.thinking)));
-        if (delta?.type === 'input_json_delta') return this.#release(this.#blocks.delta(index, 'tool_use', str(delta.partial_json)));
+        if (delta?.type === 'thinking_delta')
+          return this.#release(this.#blocks.delta(index, 'thinking', str(delta.thinking)));
+        if (delta?.type === 'input_json_delta')
+          return this.#release(this.#blocks.delta(index, 'tool_use', str(delta.partial_json)));
         return [];
       }
       case 'content_block_stop':
@@ -158,7 +165,10 @@ export class ClaudeCodeMapper implements AgentMapper {
       if (block?.type !== 'tool_result') continue;
       const id = str(block.tool_use_id);
       if (id === '') continue;
-      const result = { content: block.content, ...(event.tool_use_result === undefined ? {} : { details: event.tool_use_result }) };
+      const result = {
+        content: block.content,
+        ...(event.tool_use_result === undefined ? {} : { details: event.tool_use_result }),
+      };
       out.push(...this.#tools.result(id, '', block.is_error === true, result));
     }
     return out;
@@ -166,7 +176,9 @@ export class ClaudeCodeMapper implements AgentMapper {
 
   #onResult(event: ClaudeEvent): CliMessage[] {
     const status = event.api_error_status;
-    const errors = Array.isArray(event.errors) ? (event.errors as unknown[]).filter((e): e is string => typeof e === 'string') : [];
+    const errors = Array.isArray(event.errors)
+      ? (event.errors as unknown[]).filter((e): e is string => typeof e === 'string')
+      : [];
     this.#result = {
       subtype: str(event.subtype) || 'unknown',
       isError: event.is_error === true || (typeof event.subtype === 'string' && event.subtype !== 'success'),
@@ -210,18 +222,31 @@ export class ClaudeCodeMapper implements AgentMapper {
     const result = this.#result;
     const byExit = exit.stopReason === 'exit_grace' && result !== null ? null : exitFailure(exit);
     // A process that sessiond could not start, stopped, or timed out: that is what happened.
-    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#lines.invalid);
+    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null))
+      return failedMessage(byExit, exit, this.#lines.invalid);
     if (result?.isError === true) return failedMessage(this.#agentFailure(result), exit, this.#lines.invalid);
     if (byExit !== null) {
       // Bad flags, a refused option, an unreadable config: Claude Code says why on stderr and prints no event.
       const atStartup = this.#lines.validEvents === 0 && exit.signal === null;
-      return failedMessage(atStartup ? { ...byExit, text: `${byExit.text} before printing any event`, category: 'startup' } : byExit, exit, this.#lines.invalid);
+      return failedMessage(
+        atStartup ? { ...byExit, text: `${byExit.text} before printing any event`, category: 'startup' } : byExit,
+        exit,
+        this.#lines.invalid,
+      );
     }
     if (this.#lines.validEvents === 0) {
-      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
+      return failedMessage(
+        { text: 'the agent printed no usable events', category: 'invalid_output' },
+        exit,
+        this.#lines.invalid,
+      );
     }
     if (result === null) {
-      return failedMessage({ text: 'the agent exited before its closing event (no result)', category: 'process_crash' }, exit, this.#lines.invalid);
+      return failedMessage(
+        { text: 'the agent exited before its closing event (no result)', category: 'process_crash' },
+        exit,
+        this.#lines.invalid,
+      );
     }
     const invalid = this.#lines.invalid.list();
     return {
@@ -245,10 +270,12 @@ export class ClaudeCodeMapper implements AgentMapper {
     const agentError = result.text === '' ? undefined : result.text;
     const text = aborted
       ? `the agent was interrupted (${result.terminalReason})`
-      : (agentError ?? `Claude Code ended with ${result.subtype}${result.terminalReason === '' ? '' : ` (${result.terminalReason})`}`);
+      : (agentError ??
+        `Claude Code ended with ${result.subtype}${result.terminalReason === '' ? '' : ` (${result.terminalReason})`}`);
     const classified = classifyErrorText(text);
     let category: FailureCategory = classified.category;
-    if (result.apiErrorStatus !== null && result.apiErrorStatus >= 400) category = categoryForStatus(result.apiErrorStatus);
+    if (result.apiErrorStatus !== null && result.apiErrorStatus >= 400)
+      category = categoryForStatus(result.apiErrorStatus);
     else if (this.#sessionId === null) category = 'startup';
     else if (aborted) category = 'process_crash';
     else if (result.subtype.startsWith('error_max_')) category = 'bad_request';

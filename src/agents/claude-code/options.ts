@@ -43,7 +43,10 @@ const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 const SessionSchema = z.discriminatedUnion('mode', [
   z.object({ mode: z.literal('new') }),
-  z.object({ mode: z.literal('resume'), id: z.string().regex(SESSION_ID, 'must be a Claude Code session id (a UUID)') }),
+  z.object({
+    mode: z.literal('resume'),
+    id: z.string().regex(SESSION_ID, 'must be a Claude Code session id (a UUID)'),
+  }),
   /** `--no-session-persistence`: nothing is saved, the session cannot be resumed. */
   z.object({ mode: z.literal('none') }),
 ]);
@@ -90,7 +93,9 @@ export type ClaudeCodeOptions = z.output<typeof ClaudeCodeOptionsSchema>;
  */
 export function claudeCodeArgs(options: ClaudeCodeOptions): string[] {
   const asking = options.permissionPrompts === 'ask';
-  const args = asking ? ['-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose'] : ['-p', '--output-format', 'stream-json', '--verbose'];
+  const args = asking
+    ? ['-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose']
+    : ['-p', '--output-format', 'stream-json', '--verbose'];
   if (options.includePartialMessages) args.push('--include-partial-messages');
   args.push('--permission-mode', options.permissionMode);
   if (asking) args.push('--permission-prompts', 'host', '--permission-prompt-tool', 'stdio');
@@ -121,18 +126,30 @@ export const FIXED_ENV = {
 } as const;
 
 /** Claude Code's environment: sessiond's own minus its secrets, `env` (ANTHROPIC_* and the like), TMPDIR, CLAUDE_CONFIG_DIR, then FIXED_ENV. */
-export function claudeCodeEnv(options: ClaudeCodeOptions, base: NodeJS.ProcessEnv = process.env): Record<string, string> {
+export function claudeCodeEnv(
+  options: ClaudeCodeOptions,
+  base: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
   const env = agentEnv(options.env, base);
   return {
     ...env,
-    TMPDIR: options.tmpDir !== undefined ? resolve(options.tmpDir) : env.TMPDIR !== undefined && env.TMPDIR !== '' ? env.TMPDIR : tmpdir(),
+    TMPDIR:
+      options.tmpDir !== undefined
+        ? resolve(options.tmpDir)
+        : env.TMPDIR !== undefined && env.TMPDIR !== ''
+          ? env.TMPDIR
+          : tmpdir(),
     ...(options.configDir === undefined ? {} : { CLAUDE_CONFIG_DIR: resolve(options.configDir) }),
     ...FIXED_ENV,
   };
 }
 
 /** Why this run cannot start, decided before spawning (`null` when it can). */
-export function startupProblem(options: ClaudeCodeOptions, env: Record<string, string>, uid: number | undefined = process.getuid?.()): string | null {
+export function startupProblem(
+  options: ClaudeCodeOptions,
+  env: Record<string, string>,
+  uid: number | undefined = process.getuid?.(),
+): string | null {
   if (options.permissionMode === 'bypassPermissions' && uid === 0 && env.IS_SANDBOX !== '1') {
     return 'permissionMode "bypassPermissions" is refused by Claude Code as root; set env IS_SANDBOX=1 only if this host is a sandbox, or choose another permissionMode (with allowedTools)';
   }

@@ -8,7 +8,15 @@ import type { SpawnSpec } from '../../process/index.ts';
 import { runClaudeCodeAsking } from './control.ts';
 import { claudeConfigDir } from './session-file.ts';
 import { ClaudeCodeMapper } from './mapper.ts';
-import { claudeCodeArgs, claudeCodeEnv, ClaudeCodeOptionsSchema, formatOptionErrors, startupProblem, type ClaudeCodeOptions, type ClaudeCodeOptionsInput } from './options.ts';
+import {
+  claudeCodeArgs,
+  claudeCodeEnv,
+  ClaudeCodeOptionsSchema,
+  formatOptionErrors,
+  startupProblem,
+  type ClaudeCodeOptions,
+  type ClaudeCodeOptionsInput,
+} from './options.ts';
 
 /**
  * Claude Code 2.1.332 on SIGINT stops cleanly: while streaming it prints its `result`
@@ -30,12 +38,18 @@ export type { RunContext } from '../shared/run-attempt.ts';
  * is stopped on its own deadline and then the iterator rejects with the caller's abort reason;
  * messages already yielded stay delivered. No retry here, ever (Claude Code's own are off).
  */
-export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: RunContext = {}): AsyncGenerator<CliMessage, void, undefined> {
+export async function* runClaudeCode(
+  input: ClaudeCodeOptionsInput,
+  context: RunContext = {},
+): AsyncGenerator<CliMessage, void, undefined> {
   context.signal?.throwIfAborted();
   const parsed = ClaudeCodeOptionsSchema.safeParse(input);
   const resumeSessionId = parsed.success && parsed.data.session.mode === 'resume' ? parsed.data.session.id : undefined;
   const persistsSession = !parsed.success || parsed.data.session.mode !== 'none';
-  const mapper = new ClaudeCodeMapper({ persistsSession, ...(resumeSessionId === undefined ? {} : { resumeSessionId }) });
+  const mapper = new ClaudeCodeMapper({
+    persistsSession,
+    ...(resumeSessionId === undefined ? {} : { resumeSessionId }),
+  });
 
   if (!parsed.success) {
     yield* startupFailure(mapper, `invalid claude-code options: ${formatOptionErrors(parsed.error)}`);
@@ -52,7 +66,10 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
   }
   // Brokered: Claude Code talks to the worker's model bridge (ANTHROPIC_BASE_URL) with a placeholder
   // in the variable that held the key (x-api-key for ANTHROPIC_API_KEY, Bearer for ANTHROPIC_AUTH_TOKEN).
-  const keyVar = ownEnv.ANTHROPIC_API_KEY !== undefined && ownEnv.ANTHROPIC_API_KEY !== '' ? 'ANTHROPIC_API_KEY' : 'ANTHROPIC_AUTH_TOKEN';
+  const keyVar =
+    ownEnv.ANTHROPIC_API_KEY !== undefined && ownEnv.ANTHROPIC_API_KEY !== ''
+      ? 'ANTHROPIC_API_KEY'
+      : 'ANTHROPIC_AUTH_TOKEN';
   const route = modelRoute(ownEnv.ANTHROPIC_BASE_URL, ANTHROPIC_API, ownEnv[keyVar]);
   let egress: AttemptEgress | null;
   try {
@@ -62,7 +79,9 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
     return;
   }
   try {
-    const spawnEgress = egressSpawn(egress, (reached) => ({ env: brokeredClaudeEnv(ownEnv, reached, route === null ? null : keyVar, egress?.placeholderKey ?? '') }));
+    const spawnEgress = egressSpawn(egress, (reached) => ({
+      env: brokeredClaudeEnv(ownEnv, reached, route === null ? null : keyVar, egress?.placeholderKey ?? ''),
+    }));
     yield* runClaudeCodeProcess(options, ownEnv, configDir, spawnEgress, mapper, context);
   } finally {
     await egress?.close();
@@ -72,7 +91,12 @@ export async function* runClaudeCode(input: ClaudeCodeOptionsInput, context: Run
 /** Where Claude Code sends its model requests without ANTHROPIC_BASE_URL. */
 export const ANTHROPIC_API = 'https://api.anthropic.com';
 
-function brokeredClaudeEnv(env: Record<string, string>, reached: ReachedEgress, keyVar: string | null, placeholder: string): Record<string, string> {
+function brokeredClaudeEnv(
+  env: Record<string, string>,
+  reached: ReachedEgress,
+  keyVar: string | null,
+  placeholder: string,
+): Record<string, string> {
   if (keyVar === null || reached.modelBaseUrl === null) return brokeredEnv(env, reached, null);
   const key = env[keyVar] ?? null;
   const { ANTHROPIC_API_KEY: _k, ANTHROPIC_AUTH_TOKEN: _t, ...rest } = env;

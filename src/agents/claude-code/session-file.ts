@@ -26,7 +26,10 @@ const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 const PROJECT_DIR = /^[\w.-]{1,255}$/;
 
 /** Where Claude Code keeps its settings and sessions, from the agent options as the runtime has them. */
-export function claudeConfigDir(options: Readonly<Record<string, unknown>>, base: NodeJS.ProcessEnv = process.env): string {
+export function claudeConfigDir(
+  options: Readonly<Record<string, unknown>>,
+  base: NodeJS.ProcessEnv = process.env,
+): string {
   if (typeof options.configDir === 'string' && options.configDir !== '') return resolve(options.configDir);
   const env = options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, unknown>) : {};
   const fromEnv = typeof env.CLAUDE_CONFIG_DIR === 'string' ? env.CLAUDE_CONFIG_DIR : base.CLAUDE_CONFIG_DIR;
@@ -70,7 +73,11 @@ export async function exportClaudeSession(configDir: string, sessionId: string):
 /** Reads an exported state, whatever version wrote it; throws on a shape it does not know. */
 export function parseClaudeSessionState(raw: string): ClaudeSessionState {
   const value = JSON.parse(raw) as Partial<ClaudeSessionState>;
-  if (value.version !== CLAUDE_SESSION_STATE_VERSION || typeof value.content !== 'string' || typeof value.projectDir !== 'string') {
+  if (
+    value.version !== CLAUDE_SESSION_STATE_VERSION ||
+    typeof value.content !== 'string' ||
+    typeof value.projectDir !== 'string'
+  ) {
     throw new Error(`unknown claude-code session state (version ${String(value.version)})`);
   }
   return { version: value.version, projectDir: value.projectDir, content: value.content };
@@ -78,11 +85,14 @@ export function parseClaudeSessionState(raw: string): ClaudeSessionState {
 
 /** A state as an archive brings it: `sessionId` is a Claude Code session id (a UUID), the project dir a plain name. Throws naming the field. */
 export function checkClaudeState(raw: string, sessionId: string): ClaudeSessionState {
-  if (!SESSION_ID.test(sessionId)) throw new Error(`field: ${shown(sessionId)} is not a Claude Code session id (a UUID)`);
+  if (!SESSION_ID.test(sessionId))
+    throw new Error(`field: ${shown(sessionId)} is not a Claude Code session id (a UUID)`);
   const state = stateObject(raw, ['version', 'projectDir', 'content']);
-  if (state.version !== CLAUDE_SESSION_STATE_VERSION) throw new Error(`value.version: must be ${CLAUDE_SESSION_STATE_VERSION}`);
+  if (state.version !== CLAUDE_SESSION_STATE_VERSION)
+    throw new Error(`value.version: must be ${CLAUDE_SESSION_STATE_VERSION}`);
   const projectDir = stringField(state, 'projectDir');
-  if (!PROJECT_DIR.test(projectDir) || projectDir === '.' || projectDir === '..') throw new Error(`value.projectDir: ${shown(projectDir)} is not a Claude Code project dir name`);
+  if (!PROJECT_DIR.test(projectDir) || projectDir === '.' || projectDir === '..')
+    throw new Error(`value.projectDir: ${shown(projectDir)} is not a Claude Code project dir name`);
   return { version: CLAUDE_SESSION_STATE_VERSION, projectDir, content: stringField(state, 'content') };
 }
 
@@ -91,7 +101,12 @@ export function checkClaudeState(raw: string, sessionId: string): ClaudeSessionS
  * further along (a same-host run): next to a local copy if there is one, else under the
  * project dir of `cwd` (or the one it came from).
  */
-export async function importClaudeSession(configDir: string, sessionId: string, state: ClaudeSessionState, cwd?: string): Promise<void> {
+export async function importClaudeSession(
+  configDir: string,
+  sessionId: string,
+  state: ClaudeSessionState,
+  cwd?: string,
+): Promise<void> {
   if (!SESSION_ID.test(sessionId)) throw new Error(`"${sessionId}" is not a Claude Code session id`);
   if (!PROJECT_DIR.test(state.projectDir) || state.projectDir === '.' || state.projectDir === '..') {
     throw new Error(`"${state.projectDir}" is not a Claude Code project dir name`);

@@ -15,7 +15,10 @@ import { sessiondStateDir } from '../shared/managed-files.ts';
 function managedHome(options: Readonly<Record<string, unknown>>): string {
   const extra = options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
   const env = agentEnv(extra);
-  return managedCodexHomePath(userCodexHome(typeof options.codexHome === 'string' ? options.codexHome : undefined, env), sessiondStateDir(env));
+  return managedCodexHomePath(
+    userCodexHome(typeof options.codexHome === 'string' ? options.codexHome : undefined, env),
+    sessiondStateDir(env),
+  );
 }
 
 /**
@@ -31,7 +34,14 @@ export const codex: AgentDefinition = defineAgentDefinition<CodexOptionsInput>({
       .optional(),
     sandbox: z.enum(CODEX_SANDBOX_MODES).optional(),
   }),
-  permissions: { ladder: { option: 'sandbox', steps: CODEX_SANDBOX_MODES, defaultStep: 'read-only', defaultCeiling: 'workspace-write' } },
+  permissions: {
+    ladder: {
+      option: 'sandbox',
+      steps: CODEX_SANDBOX_MODES,
+      defaultStep: 'read-only',
+      defaultCeiling: 'workspace-write',
+    },
+  },
   run: (request, context) =>
     runCodex(
       {

@@ -88,7 +88,10 @@ export class CodexMapper implements AgentMapper {
       case 'turn.completed':
         return this.#endTurn(null, usageOf(event.usage));
       case 'turn.failed':
-        return this.#endTurn(str(obj(event.error)?.message) || this.#lastError || 'the turn failed (Codex gave no reason)', undefined);
+        return this.#endTurn(
+          str(obj(event.error)?.message) || this.#lastError || 'the turn failed (Codex gave no reason)',
+          undefined,
+        );
       default:
         return [];
     }
@@ -111,7 +114,8 @@ export class CodexMapper implements AgentMapper {
     const tool = toolItem(type, item);
     if (tool !== null) {
       const out = this.#tools.seen(id, tool.name, tool.arguments);
-      if (phase === 'item.updated' && tool.progress !== undefined) out.push(...this.#tools.progress(id, tool.name, tool.arguments, tool.progress));
+      if (phase === 'item.updated' && tool.progress !== undefined)
+        out.push(...this.#tools.progress(id, tool.name, tool.arguments, tool.progress));
       if (phase === 'item.completed') out.push(...this.#tools.result(id, tool.name, tool.failed, tool.result));
       return out;
     }
@@ -153,7 +157,10 @@ export class CodexMapper implements AgentMapper {
     this.#completedTurn = failure === null;
     this.#usage = usage;
     if (this.#retries > 0) {
-      out.push({ type: 'agent.retry', content: { phase: 'end', success: failure === null, ...(failure === null ? {} : { errorText: failure }) } });
+      out.push({
+        type: 'agent.retry',
+        content: { phase: 'end', success: failure === null, ...(failure === null ? {} : { errorText: failure }) },
+      });
       this.#retries = 0;
     }
     this.#thoughts.drainInto(out);
@@ -174,20 +181,34 @@ export class CodexMapper implements AgentMapper {
   #decideTerminal(exit: AttemptExit): CliMessage {
     const byExit = exit.stopReason === 'exit_grace' && this.#turnEnded ? null : exitFailure(exit);
     // A process that sessiond could not start, stopped, or timed out: that is what happened.
-    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#lines.invalid);
+    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null))
+      return failedMessage(byExit, exit, this.#lines.invalid);
     if (this.#failure !== null) return failedMessage(agentFailure(this.#failure), exit, this.#lines.invalid);
     if (byExit !== null) {
       // Exit code 2: Codex rejected its command line. Any other exit before a thread started (a config
       // error, an unknown or busy thread to resume): Codex never began, and the same run fails again.
       const why = errorLine(exit.stderrTail);
-      if (exit.exitCode === 2) return failedMessage({ text: `codex rejected its command line (exit code 2)${why}`, category: 'startup' }, exit, this.#lines.invalid);
+      if (exit.exitCode === 2)
+        return failedMessage(
+          { text: `codex rejected its command line (exit code 2)${why}`, category: 'startup' },
+          exit,
+          this.#lines.invalid,
+        );
       if (!this.#threadStarted && exit.exitCode !== null) {
-        return failedMessage({ text: `codex exited with code ${exit.exitCode} before it started a thread${why}`, category: 'startup' }, exit, this.#lines.invalid);
+        return failedMessage(
+          { text: `codex exited with code ${exit.exitCode} before it started a thread${why}`, category: 'startup' },
+          exit,
+          this.#lines.invalid,
+        );
       }
       return failedMessage(byExit, exit, this.#lines.invalid);
     }
     if (this.#lines.validEvents === 0) {
-      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
+      return failedMessage(
+        { text: 'the agent printed no usable events', category: 'invalid_output' },
+        exit,
+        this.#lines.invalid,
+      );
     }
     if (!this.#completedTurn) {
       const warning = this.#lastError ?? this.#lastWarning;

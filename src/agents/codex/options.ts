@@ -66,8 +66,14 @@ export const CodexOptionsSchema = z
     /** The codex executable: a path, or a name looked up on PATH and in node_modules/.bin. */
     command: z.string().min(1).default('codex'),
   })
-  .refine((o) => o.provider === undefined || o.baseUrl === undefined, { message: 'give either provider or baseUrl, not both', path: ['provider'] })
-  .refine((o) => o.envKey === undefined || o.baseUrl !== undefined, { message: 'envKey goes with baseUrl', path: ['envKey'] });
+  .refine((o) => o.provider === undefined || o.baseUrl === undefined, {
+    message: 'give either provider or baseUrl, not both',
+    path: ['provider'],
+  })
+  .refine((o) => o.envKey === undefined || o.baseUrl !== undefined, {
+    message: 'envKey goes with baseUrl',
+    path: ['envKey'],
+  });
 
 export type CodexOptionsInput = z.input<typeof CodexOptionsSchema>;
 export type CodexOptions = z.output<typeof CodexOptionsSchema>;

@@ -20,7 +20,10 @@ const NO_RETRIES = ['request_max_retries', 'stream_max_retries'] as const;
  * user's config.toml (or null), read only for `model_provider` and `profile`.
  * Contract: pure, never throws.
  */
-export function providerArgs(options: Pick<CodexOptions, 'provider' | 'baseUrl' | 'envKey'>, userConfig: string | null): ProviderArgs {
+export function providerArgs(
+  options: Pick<CodexOptions, 'provider' | 'baseUrl' | 'envKey'>,
+  userConfig: string | null,
+): ProviderArgs {
   if (options.baseUrl !== undefined) {
     const fields = [
       `name = ${tomlString('sessiond')}`,
@@ -32,7 +35,12 @@ export function providerArgs(options: Pick<CodexOptions, 'provider' | 'baseUrl' 
     return {
       ok: true,
       providerId: SESSIOND_PROVIDER_ID,
-      args: ['-c', `model_provider=${tomlString(SESSIOND_PROVIDER_ID)}`, '-c', `model_providers.${SESSIOND_PROVIDER_ID}={ ${fields.join(', ')} }`],
+      args: [
+        '-c',
+        `model_provider=${tomlString(SESSIOND_PROVIDER_ID)}`,
+        '-c',
+        `model_providers.${SESSIOND_PROVIDER_ID}={ ${fields.join(', ')} }`,
+      ],
     };
   }
   const explicit = options.provider;
@@ -46,11 +54,15 @@ export function providerArgs(options: Pick<CodexOptions, 'provider' | 'baseUrl' 
         'or provider: the id of a [model_providers.<id>] table in config.toml.',
     };
   }
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) return { ok: false, error: `config.toml selects model_provider "${id}", which is not a plain provider id` };
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(id))
+    return { ok: false, error: `config.toml selects model_provider "${id}", which is not a plain provider id` };
   return {
     ok: true,
     providerId: id,
-    args: [...(explicit === undefined ? [] : ['-c', `model_provider=${tomlString(id)}`]), ...NO_RETRIES.flatMap((key) => ['-c', `model_providers.${id}.${key}=0`])],
+    args: [
+      ...(explicit === undefined ? [] : ['-c', `model_provider=${tomlString(id)}`]),
+      ...NO_RETRIES.flatMap((key) => ['-c', `model_providers.${id}.${key}=0`]),
+    ],
   };
 }
 
@@ -62,7 +74,11 @@ export function selectedProvider(configText: string): string | undefined {
   const tables = tomlStringKeys(configText);
   const top = tables.get('');
   const profile = top?.get('profile');
-  const fromProfile = profile === undefined ? undefined : (tables.get(`profiles.${profile}`)?.get('model_provider') ?? tables.get(`profiles."${profile}"`)?.get('model_provider'));
+  const fromProfile =
+    profile === undefined
+      ? undefined
+      : (tables.get(`profiles.${profile}`)?.get('model_provider') ??
+        tables.get(`profiles."${profile}"`)?.get('model_provider'));
   return fromProfile ?? top?.get('model_provider');
 }
 

@@ -9,7 +9,13 @@ import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brok
 import type { AttemptEgress, ModelRoute } from '../../process/egress/index.ts';
 import { prepareManagedCodexHome, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
-import { codexArgs, CodexOptionsSchema, formatOptionErrors, type CodexOptions, type CodexOptionsInput } from './options.ts';
+import {
+  codexArgs,
+  CodexOptionsSchema,
+  formatOptionErrors,
+  type CodexOptions,
+  type CodexOptionsInput,
+} from './options.ts';
 import { providerArgs } from './provider-config.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
@@ -32,7 +38,10 @@ export type { RunContext } from '../shared/run-attempt.ts';
  * deadline and then the iterator rejects with the caller's abort reason; messages already yielded
  * stay delivered. No retry here, ever, and Codex's own retries are forced to 0.
  */
-export async function* runCodex(input: CodexOptionsInput, context: RunContext = {}): AsyncGenerator<CliMessage, void, undefined> {
+export async function* runCodex(
+  input: CodexOptionsInput,
+  context: RunContext = {},
+): AsyncGenerator<CliMessage, void, undefined> {
   const { signal } = context;
   signal?.throwIfAborted();
   const parsed = CodexOptionsSchema.safeParse(input);
@@ -47,7 +56,10 @@ export async function* runCodex(input: CodexOptionsInput, context: RunContext = 
   const options = parsed.data;
   const ownEnv = agentEnv(options.env);
   // Brokered only with a baseUrl provider (sessiond's own): the key is the value of its envKey.
-  const route = options.baseUrl === undefined || options.envKey === undefined ? null : modelRoute(options.baseUrl, options.baseUrl, ownEnv[options.envKey]);
+  const route =
+    options.baseUrl === undefined || options.envKey === undefined
+      ? null
+      : modelRoute(options.baseUrl, options.baseUrl, ownEnv[options.envKey]);
   let egress: AttemptEgress | null;
   try {
     egress = await openEgress(context, route);
@@ -105,10 +117,19 @@ async function* runCodexProcess(
         // Brokered: sessiond's provider points at the model bridge, its envKey variable holds the placeholder.
         ...egressSpawn(egress, (reached) => {
           const brokered = route !== null && reached.modelBaseUrl !== null && options.envKey !== undefined;
-          const set = brokered && options.envKey !== undefined && egress !== null ? { [options.envKey]: egress.placeholderKey } : {};
-          const final = providerArgs(brokered && reached.modelBaseUrl !== null ? { ...options, baseUrl: reached.modelBaseUrl } : options, userConfig);
+          const set =
+            brokered && options.envKey !== undefined && egress !== null
+              ? { [options.envKey]: egress.placeholderKey }
+              : {};
+          const final = providerArgs(
+            brokered && reached.modelBaseUrl !== null ? { ...options, baseUrl: reached.modelBaseUrl } : options,
+            userConfig,
+          );
           if (!final.ok) throw new Error(final.error);
-          return { args: codexArgs(options, final.args), env: { ...brokeredEnv(env, reached, route?.key ?? null, set), CODEX_HOME: codexHome, TMPDIR: tmp } };
+          return {
+            args: codexArgs(options, final.args),
+            env: { ...brokeredEnv(env, reached, route?.key ?? null, set), CODEX_HOME: codexHome, TMPDIR: tmp },
+          };
         }),
         // The prompt is the `-` argument: Codex reads it from stdin, which is then closed (Codex
         // waits for EOF), so no prompt text can be taken for one of its flags.

@@ -17,7 +17,8 @@ export interface CodexRolloutState {
   content: string;
 }
 
-const ROLLOUT_PATH = /^\d{4}\/\d{2}\/\d{2}\/rollout-[\w.:-]+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$/i;
+const ROLLOUT_PATH =
+  /^\d{4}\/\d{2}\/\d{2}\/rollout-[\w.:-]+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$/i;
 
 /** The rollout path (relative to `sessions/`) of `threadId`, or null. */
 async function findRollout(sessionsDir: string, threadId: string): Promise<string | null> {
@@ -52,8 +53,12 @@ export function checkCodexState(raw: string, threadId: string): CodexRolloutStat
   if (state.version !== 1) throw new Error('value.version: must be 1');
   const path = stringField(state, 'path');
   const id = ROLLOUT_PATH.exec(path)?.[1];
-  if (id === undefined) throw new Error(`value.path: ${shown(path)} is not a rollout path Codex writes (YYYY/MM/DD/rollout-<time>-<thread id>.jsonl)`);
-  if (id.toLowerCase() !== threadId.toLowerCase()) throw new Error(`value.path: ${shown(path)} is the rollout of thread ${id}, not of ${threadId}`);
+  if (id === undefined)
+    throw new Error(
+      `value.path: ${shown(path)} is not a rollout path Codex writes (YYYY/MM/DD/rollout-<time>-<thread id>.jsonl)`,
+    );
+  if (id.toLowerCase() !== threadId.toLowerCase())
+    throw new Error(`value.path: ${shown(path)} is the rollout of thread ${id}, not of ${threadId}`);
   return { version: 1, path, content: stringField(state, 'content') };
 }
 
@@ -73,7 +78,8 @@ export async function importCodexRollout(codexHome: string, threadId: string, st
   if (relative(sessionsDir, path).startsWith('..')) throw new Error(`"${state.path}" leaves the sessions folder`);
   // No local copy yet: the stored state is written in full.
   const localContent = await readFile(path, 'utf8').catch(() => null);
-  if (localContent !== null && localContent.length >= state.content.length && localContent.startsWith(state.content)) return;
+  if (localContent !== null && localContent.length >= state.content.length && localContent.startsWith(state.content))
+    return;
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   await writeFileAtomic(path, state.content);
 }

@@ -28,7 +28,12 @@ export function toolItem(type: string, item: Record<string, unknown>): ToolItem 
       };
     }
     case 'file_change':
-      return { name: 'file_change', arguments: { changes: item.changes }, failed: status !== 'completed', result: { changes: item.changes, status } };
+      return {
+        name: 'file_change',
+        arguments: { changes: item.changes },
+        failed: status !== 'completed',
+        result: { changes: item.changes, status },
+      };
     case 'mcp_tool_call':
       return {
         name: 'mcp_tool_call',
@@ -37,7 +42,12 @@ export function toolItem(type: string, item: Record<string, unknown>): ToolItem 
         result: item.error ?? item.result ?? null,
       };
     case 'web_search':
-      return { name: 'web_search', arguments: { query: item.query }, failed: status === 'failed', result: { query: item.query } };
+      return {
+        name: 'web_search',
+        arguments: { query: item.query },
+        failed: status === 'failed',
+        result: { query: item.query },
+      };
     default:
       return null;
   }

@@ -24,8 +24,13 @@ function envOf(options: Readonly<Record<string, unknown>>): Record<string, strin
  * that `--resume <session id>` reads from the managed gemini home; it travels with the session.
  */
 export const gemini: AgentDefinition = defineAgentDefinition<GeminiOptionsInput>({
-  callerOptions: callerOptions({ model: z.string().min(1).max(200).optional(), approvalMode: z.enum(APPROVAL_MODES).optional() }),
-  permissions: { ladder: { option: 'approvalMode', steps: APPROVAL_MODES, defaultStep: 'default', defaultCeiling: 'auto_edit' } },
+  callerOptions: callerOptions({
+    model: z.string().min(1).max(200).optional(),
+    approvalMode: z.enum(APPROVAL_MODES).optional(),
+  }),
+  permissions: {
+    ladder: { option: 'approvalMode', steps: APPROVAL_MODES, defaultStep: 'default', defaultCeiling: 'auto_edit' },
+  },
   run: (request, context) =>
     runGemini(
       {
@@ -44,6 +49,10 @@ export const gemini: AgentDefinition = defineAgentDefinition<GeminiOptionsInput>
   checkState: (state, agentSessionId) => void checkGeminiState(state, agentSessionId),
   async importState(options, agentSessionId, state) {
     const cwd = typeof options.cwd === 'string' ? options.cwd : process.cwd();
-    await importGeminiSession(managedHomeForOptions(options, envOf(options)), checkGeminiState(state, agentSessionId), cwd);
+    await importGeminiSession(
+      managedHomeForOptions(options, envOf(options)),
+      checkGeminiState(state, agentSessionId),
+      cwd,
+    );
   },
 });

@@ -68,6 +68,10 @@ export function exitCodeFailure(exitCode: number): FailureFacts {
   const known = EXIT_CATEGORIES[exitCode];
   if (known !== undefined) return { text: `gemini stopped before running: ${known.what}`, category: known.category };
   const status = statusFromExitCode(exitCode);
-  if (status !== undefined) return { text: `the agent exited with code ${exitCode} (HTTP ${status} truncated to 8 bits)`, category: categoryForStatus(status) };
+  if (status !== undefined)
+    return {
+      text: `the agent exited with code ${exitCode} (HTTP ${status} truncated to 8 bits)`,
+      category: categoryForStatus(status),
+    };
   return { text: `the agent exited with code ${exitCode}`, category: 'process_crash' };
 }

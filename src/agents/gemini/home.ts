@@ -2,7 +2,13 @@ import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { AGENT_MARKER_ENV } from '../../process/index.ts';
-import { linkEntry, managedDirFor, sessiondStateDir, unlinkIfLink, writeFileIfChanged } from '../shared/managed-files.ts';
+import {
+  linkEntry,
+  managedDirFor,
+  sessiondStateDir,
+  unlinkIfLink,
+  writeFileIfChanged,
+} from '../shared/managed-files.ts';
 
 /**
  * gemini reads its settings, and keeps its chats, under `$GEMINI_CLI_HOME/.gemini` (default
@@ -16,7 +22,15 @@ import { linkEntry, managedDirFor, sessiondStateDir, unlinkIfLink, writeFileIfCh
  * HOME itself is left alone (`GEMINI_CLI_HOME` moves only gemini's dir), so the tools gemini runs
  * see the user's real home.
  */
-export const LINKED_ENTRIES = ['GEMINI.md', 'commands', 'skills', 'agents', 'policies', 'extensions', 'keybindings.json'] as const;
+export const LINKED_ENTRIES = [
+  'GEMINI.md',
+  'commands',
+  'skills',
+  'agents',
+  'policies',
+  'extensions',
+  'keybindings.json',
+] as const;
 
 /** Forced on top of the user's settings.json. */
 export const FORCED_SETTINGS = {
@@ -42,7 +56,10 @@ export function managedGeminiHome(userDir: string, stateDir: string): string {
 }
 
 /** The managed home for raw (unvalidated) agent options, as the definition's export/import see them. */
-export function managedHomeForOptions(options: Readonly<Record<string, unknown>>, env: Record<string, string | undefined>): string {
+export function managedHomeForOptions(
+  options: Readonly<Record<string, unknown>>,
+  env: Record<string, string | undefined>,
+): string {
   const configDir = typeof options.configDir === 'string' ? options.configDir : undefined;
   return managedGeminiHome(userGeminiDir(configDir, env), sessiondStateDir(env));
 }
@@ -67,7 +84,9 @@ export async function prepareManagedGeminiHome(userDir: string, stateDir: string
 export function managedSettings(userSettings: Record<string, unknown>): Record<string, unknown> {
   const security = objectAt(userSettings, 'security');
   const redaction = objectAt(security, 'environmentVariableRedaction');
-  const allowed = Array.isArray(redaction.allowed) ? redaction.allowed.filter((v): v is string => typeof v === 'string') : [];
+  const allowed = Array.isArray(redaction.allowed)
+    ? redaction.allowed.filter((v): v is string => typeof v === 'string')
+    : [];
   const { disableAutoUpdate: _old1, disableUpdateNag: _old2, ...general } = objectAt(userSettings, 'general');
   return {
     ...userSettings,
@@ -78,7 +97,10 @@ export function managedSettings(userSettings: Record<string, unknown>): Record<s
       // The tree marker must reach the tools gemini runs, even when it redacts their environment
       // (its strict mode under GitHub Actions keeps only a few variables): it is how sessiond
       // finds a tool process whose parent already exited.
-      environmentVariableRedaction: { ...redaction, allowed: allowed.includes(AGENT_MARKER_ENV) ? allowed : [...allowed, AGENT_MARKER_ENV] },
+      environmentVariableRedaction: {
+        ...redaction,
+        allowed: allowed.includes(AGENT_MARKER_ENV) ? allowed : [...allowed, AGENT_MARKER_ENV],
+      },
     },
     telemetry: { ...objectAt(userSettings, 'telemetry'), ...FORCED_SETTINGS.telemetry },
     privacy: { ...objectAt(userSettings, 'privacy'), ...FORCED_SETTINGS.privacy },
@@ -92,7 +114,8 @@ async function writeSettings(userSettingsPath: string, path: string): Promise<vo
   if (raw !== null && raw.trim() !== '') {
     try {
       const parsed: unknown = JSON.parse(stripJsonComments(raw));
-      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) userSettings = parsed as Record<string, unknown>;
+      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed))
+        userSettings = parsed as Record<string, unknown>;
     } catch {
       throw new Error(`${userSettingsPath}: not valid JSON; fix or remove it`);
     }

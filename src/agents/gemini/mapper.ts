@@ -124,7 +124,9 @@ export class GeminiMapper implements FinishingMapper {
     this.#toolResults += 1;
     const failed = event.status !== 'success';
     const error = obj(event.error);
-    const result = failed ? { ...(error ?? {}), ...(event.output === undefined ? {} : { output: event.output }) } : event.output;
+    const result = failed
+      ? { ...(error ?? {}), ...(event.output === undefined ? {} : { output: event.output }) }
+      : event.output;
     // The name is the call's (a result for a call never announced has none).
     return this.#tools.result(id, '', failed, result ?? null);
   }
@@ -155,15 +157,33 @@ export class GeminiMapper implements FinishingMapper {
     if (byExit !== null) return failedMessage(byExit, exit, this.#lines.invalid);
     const exitCode = exit.stopReason === 'exit_grace' ? 0 : exit.exitCode;
     if (result === null) {
-      if (exitCode !== null && exitCode !== 0) return failedMessage(exitCodeFailure(exitCode), exit, this.#lines.invalid);
-      if (this.#lines.validEvents === 0) return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
-      return failedMessage({ text: 'the agent exited before its result event', category: 'process_crash' }, exit, this.#lines.invalid);
+      if (exitCode !== null && exitCode !== 0)
+        return failedMessage(exitCodeFailure(exitCode), exit, this.#lines.invalid);
+      if (this.#lines.validEvents === 0)
+        return failedMessage(
+          { text: 'the agent printed no usable events', category: 'invalid_output' },
+          exit,
+          this.#lines.invalid,
+        );
+      return failedMessage(
+        { text: 'the agent exited before its result event', category: 'process_crash' },
+        exit,
+        this.#lines.invalid,
+      );
     }
     if (result.status !== 'success') {
-      const message = result.errorMessage ?? this.#lastError ?? `the agent reported status "${result.status}" without an error message`;
+      const message =
+        result.errorMessage ??
+        this.#lastError ??
+        `the agent reported status "${result.status}" without an error message`;
       return failedMessage(resultFailure(message, exitCode), exit, this.#lines.invalid);
     }
-    if (exitCode !== 0) return failedMessage({ text: `the agent reported success but exited with code ${String(exitCode)}`, category: 'process_crash' }, exit, this.#lines.invalid);
+    if (exitCode !== 0)
+      return failedMessage(
+        { text: `the agent reported success but exited with code ${String(exitCode)}`, category: 'process_crash' },
+        exit,
+        this.#lines.invalid,
+      );
     const invalid = this.#lines.invalid.list();
     return {
       type: 'terminal.completed',

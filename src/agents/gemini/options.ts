@@ -32,7 +32,10 @@ export const GeminiOptionsSchema = z.strictObject({
   prompt: z
     .string()
     .refine((p) => p.trim() !== '', 'must not be empty')
-    .refine((p) => Buffer.byteLength(p, 'utf8') <= MAX_PROMPT_BYTES, `must be at most ${MAX_PROMPT_BYTES} bytes (gemini reads no more from stdin)`),
+    .refine(
+      (p) => Buffer.byteLength(p, 'utf8') <= MAX_PROMPT_BYTES,
+      `must be at most ${MAX_PROMPT_BYTES} bytes (gemini reads no more from stdin)`,
+    ),
   cwd: z.string().min(1).optional(),
   /**
    * Required and explicit: the `auto` router first asks a classifier model, and that call
@@ -41,7 +44,10 @@ export const GeminiOptionsSchema = z.strictObject({
   model: z
     .string()
     .regex(/^[\w.-]+$/, 'must be a model id')
-    .refine((m) => m !== 'auto' && !m.startsWith('auto-'), 'must be an explicit model: "auto" routing retries on its own'),
+    .refine(
+      (m) => m !== 'auto' && !m.startsWith('auto-'),
+      'must be an explicit model: "auto" routing retries on its own',
+    ),
   approvalMode: z.enum(APPROVAL_MODES).default('default'),
   session: SessionSchema.default({ mode: 'new' }),
   /** The user's gemini config dir to take settings.json, GEMINI.md, commands… from (default: $GEMINI_CLI_HOME/.gemini or ~/.gemini). */
@@ -63,7 +69,15 @@ export type GeminiOptions = z.output<typeof GeminiOptionsSchema>;
  * (see provider.ts); with stdin not a TTY and no `-p`, gemini runs headless on exactly that text.
  */
 export function geminiArgs(options: GeminiOptions): string[] {
-  const args = ['--output-format', 'stream-json', '--model', options.model, '--approval-mode', options.approvalMode, '--skip-trust'];
+  const args = [
+    '--output-format',
+    'stream-json',
+    '--model',
+    options.model,
+    '--approval-mode',
+    options.approvalMode,
+    '--skip-trust',
+  ];
   if (options.session.mode === 'resume') args.push('--resume', options.session.id);
   args.push(...options.extraArgs);
   return args;

@@ -8,7 +8,13 @@ import type { SpawnSpec } from '../../process/index.ts';
 import type { AttemptEgress } from '../../process/egress/index.ts';
 import { managedGeminiHome, prepareManagedGeminiHome, userGeminiDir } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
-import { formatOptionErrors, geminiArgs, GeminiOptionsSchema, type GeminiOptions, type GeminiOptionsInput } from './options.ts';
+import {
+  formatOptionErrors,
+  geminiArgs,
+  GeminiOptionsSchema,
+  type GeminiOptions,
+  type GeminiOptionsInput,
+} from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /**
@@ -27,7 +33,11 @@ export type { RunContext } from '../shared/run-attempt.ts';
  * gemini's environment, built explicitly on top of `agentEnv` (sessiond's own environment minus
  * its secrets, plus `options.env`, where GEMINI_API_KEY and GOOGLE_GEMINI_BASE_URL come from).
  */
-export function geminiEnv(env: Record<string, string>, managedHome: string, explicitEnv: Readonly<Record<string, string>> = {}): Record<string, string> {
+export function geminiEnv(
+  env: Record<string, string>,
+  managedHome: string,
+  explicitEnv: Readonly<Record<string, string>> = {},
+): Record<string, string> {
   return {
     ...env,
     // gemini's dir is the managed one; HOME stays the user's, for the tools.
@@ -35,7 +45,8 @@ export function geminiEnv(env: Record<string, string>, managedHome: string, expl
     // The default launcher relaunches gemini as a child and ignores INT/TERM/HUP without forwarding them.
     GEMINI_CLI_NO_RELAUNCH: 'true',
     // gemini writes error reports (gemini-client-error-*.json) and shell scratch files there.
-    TMPDIR: explicitEnv.TMPDIR !== undefined && explicitEnv.TMPDIR !== '' ? explicitEnv.TMPDIR : join(managedHome, 'tmp'),
+    TMPDIR:
+      explicitEnv.TMPDIR !== undefined && explicitEnv.TMPDIR !== '' ? explicitEnv.TMPDIR : join(managedHome, 'tmp'),
   };
 }
 
@@ -47,7 +58,10 @@ export function geminiEnv(env: Record<string, string>, managedHome: string, expl
  * is stopped on its own deadline and then the iterator rejects with the caller's abort reason;
  * messages already yielded stay delivered. No retry here, ever.
  */
-export async function* runGemini(input: GeminiOptionsInput, context: RunContext = {}): AsyncGenerator<CliMessage, void, undefined> {
+export async function* runGemini(
+  input: GeminiOptionsInput,
+  context: RunContext = {},
+): AsyncGenerator<CliMessage, void, undefined> {
   context.signal?.throwIfAborted();
   const parsed = GeminiOptionsSchema.safeParse(input);
   const resumeSessionId = parsed.success && parsed.data.session.mode === 'resume' ? parsed.data.session.id : undefined;
@@ -59,7 +73,8 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
   const options = parsed.data;
   const ownEnv = agentEnv(options.env);
   // Brokered: gemini talks to the worker's model bridge (GOOGLE_GEMINI_BASE_URL) with a placeholder GEMINI_API_KEY (sent as x-goog-api-key).
-  const keyVar = ownEnv.GEMINI_API_KEY !== undefined && ownEnv.GEMINI_API_KEY !== '' ? 'GEMINI_API_KEY' : 'GOOGLE_API_KEY';
+  const keyVar =
+    ownEnv.GEMINI_API_KEY !== undefined && ownEnv.GEMINI_API_KEY !== '' ? 'GEMINI_API_KEY' : 'GOOGLE_API_KEY';
   const route = modelRoute(ownEnv.GOOGLE_GEMINI_BASE_URL, GEMINI_API, ownEnv[keyVar]);
   let egress: AttemptEgress | null;
   try {
@@ -72,7 +87,10 @@ export async function* runGemini(input: GeminiOptionsInput, context: RunContext 
     env: geminiEnv(
       reached.modelBaseUrl === null || route === null
         ? brokeredEnv(ownEnv, reached, null)
-        : brokeredEnv(withoutKeys(ownEnv), reached, route.key, { GOOGLE_GEMINI_BASE_URL: reached.modelBaseUrl, [keyVar]: egress?.placeholderKey ?? '' }),
+        : brokeredEnv(withoutKeys(ownEnv), reached, route.key, {
+            GOOGLE_GEMINI_BASE_URL: reached.modelBaseUrl,
+            [keyVar]: egress?.placeholderKey ?? '',
+          }),
       managedGeminiHome(userGeminiDir(options.configDir, ownEnv), sessiondStateDir(ownEnv)),
       options.env,
     ),

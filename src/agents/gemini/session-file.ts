@@ -48,7 +48,9 @@ async function headerOf(path: string): Promise<Record<string, unknown> | null> {
   const newline = text.indexOf('\n');
   try {
     const header: unknown = JSON.parse(newline === -1 ? text : text.slice(0, newline));
-    return header !== null && typeof header === 'object' && !Array.isArray(header) ? (header as Record<string, unknown>) : null;
+    return header !== null && typeof header === 'object' && !Array.isArray(header)
+      ? (header as Record<string, unknown>)
+      : null;
   } catch {
     // A chat whose header is not JSON is not the one looked for.
     return null;
@@ -86,9 +88,14 @@ export function checkGeminiState(raw: string, sessionId: string): GeminiSessionS
   const fileName = stringField(state, 'fileName');
   const content = stringField(state, 'content');
   const prefix = FILE_NAME.exec(fileName)?.[1];
-  if (prefix === undefined) throw new Error(`value.fileName: ${shown(fileName)} is not a chat file name gemini writes (session-<time>-<8 hex>.jsonl, no folder)`);
-  if (prefix !== sessionId.slice(0, 8)) throw new Error(`value.fileName: ${shown(fileName)} is not a chat file of session ${sessionId}`);
-  if (headerSessionId(content) !== sessionId) throw new Error(`value.content: its first line does not name session ${sessionId}`);
+  if (prefix === undefined)
+    throw new Error(
+      `value.fileName: ${shown(fileName)} is not a chat file name gemini writes (session-<time>-<8 hex>.jsonl, no folder)`,
+    );
+  if (prefix !== sessionId.slice(0, 8))
+    throw new Error(`value.fileName: ${shown(fileName)} is not a chat file of session ${sessionId}`);
+  if (headerSessionId(content) !== sessionId)
+    throw new Error(`value.content: its first line does not name session ${sessionId}`);
   return { version: 1, fileName, content };
 }
 
@@ -98,7 +105,8 @@ export function checkGeminiState(raw: string, sessionId: string): GeminiSessionS
  */
 export async function importGeminiSession(geminiHome: string, state: GeminiSessionState, cwd: string): Promise<void> {
   if (state.version !== 1) throw new Error(`gemini session state version ${String(state.version)} is not supported`);
-  if (!FILE_NAME.test(state.fileName)) throw new Error(`gemini chat file name "${state.fileName}" is not one gemini writes`);
+  if (!FILE_NAME.test(state.fileName))
+    throw new Error(`gemini chat file name "${state.fileName}" is not one gemini writes`);
   const geminiDir = join(geminiHome, '.gemini');
   // gemini names the project by process.cwd(), which has symlinks resolved.
   const root = await realpath(resolve(cwd)).catch(() => resolve(cwd));
@@ -110,7 +118,8 @@ export async function importGeminiSession(geminiHome: string, state: GeminiSessi
   const local = await readFile(path, 'utf8').catch(() => null);
   if (local !== null && local.length >= state.content.length && local.startsWith(state.content)) return;
   // A file of that name holding another session's chat is never replaced (a hostile state naming it).
-  if (local !== null && headerSessionId(local) !== headerSessionId(state.content)) throw new Error(`gemini chat file "${state.fileName}" holds another session's chat`);
+  if (local !== null && headerSessionId(local) !== headerSessionId(state.content))
+    throw new Error(`gemini chat file "${state.fileName}" holds another session's chat`);
   await writeFileAtomic(path, state.content);
 }
 
@@ -134,7 +143,8 @@ async function projectSlug(geminiDir: string, root: string): Promise<string> {
   // No tmp folder: no project folder to find.
   for (const candidate of await readdir(tmp).catch(() => [] as string[])) {
     // A folder without a readable .project_root is not this project's.
-    if ((await readFile(join(tmp, candidate, '.project_root'), 'utf8').catch(() => null))?.trim() === root) return candidate;
+    if ((await readFile(join(tmp, candidate, '.project_root'), 'utf8').catch(() => null))?.trim() === root)
+      return candidate;
   }
   const slug = `sessiond-${createHash('sha256').update(root).digest('hex').slice(0, 12)}`;
   await mkdir(join(tmp, slug), { recursive: true, mode: 0o700 });

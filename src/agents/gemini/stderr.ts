@@ -4,7 +4,13 @@ import type { MessageOf } from '../../protocol/index.ts';
  * gemini's stderr is noisy: startup warnings on every run, and a stack trace under every error.
  * Contract: pure, never throws.
  */
-const NOISE = [/^Warning: 256-color support not detected/, /^Ripgrep is not available/, /^\[STARTUP\] /, /^YOLO mode is enabled/, /^\s+at .+/];
+const NOISE = [
+  /^Warning: 256-color support not detected/,
+  /^Ripgrep is not available/,
+  /^\[STARTUP\] /,
+  /^YOLO mode is enabled/,
+  /^\s+at .+/,
+];
 
 /** stderr without gemini's startup noise and stack frames; what is left is the tail that says what happened. */
 export function meaningfulStderr(stderr: string): string {

@@ -13,11 +13,21 @@ import type { ModelRoute } from '../../process/egress/index.ts';
  */
 
 /** The route of `provider` in the user's models.json (null: not brokerable: no such provider, no baseUrl, a `!command` key, no key). Never throws. */
-export async function piModelRoute(agentDir: string, provider: string | undefined, env: Readonly<Record<string, string>>): Promise<ModelRoute | null> {
+export async function piModelRoute(
+  agentDir: string,
+  provider: string | undefined,
+  env: Readonly<Record<string, string>>,
+): Promise<ModelRoute | null> {
   if (provider === undefined) return null;
   const models = await readModels(agentDir);
   const entry = models?.providers?.[provider];
-  if (entry === undefined || typeof entry.baseUrl !== 'string' || typeof entry.apiKey !== 'string' || entry.apiKey.startsWith('!')) return null;
+  if (
+    entry === undefined ||
+    typeof entry.baseUrl !== 'string' ||
+    typeof entry.apiKey !== 'string' ||
+    entry.apiKey.startsWith('!')
+  )
+    return null;
   const key = env[entry.apiKey] !== undefined && env[entry.apiKey] !== '' ? env[entry.apiKey] : entry.apiKey;
   try {
     const url = new URL(entry.baseUrl);
@@ -54,14 +64,19 @@ function withheld(brokered: boolean): Set<string> {
  * bridge's URL is known. `sessions` is linked (created in the managed dir first) so that pi's
  * default session dir outlives the attempt.
  */
-export async function brokeredAgentDir(managedDir: string, parent: string, brokered: boolean): Promise<{ dir: string; cleanup: () => Promise<void> }> {
+export async function brokeredAgentDir(
+  managedDir: string,
+  parent: string,
+  brokered: boolean,
+): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   await mkdir(parent, { recursive: true, mode: 0o700 });
   const dir = await mkdtemp(join(parent, 'attempt-'));
   const cleanup = (): Promise<void> => rm(dir, { recursive: true, force: true }).catch(() => undefined);
   try {
     await mkdir(join(managedDir, 'sessions'), { recursive: true, mode: 0o700 });
     const skip = withheld(brokered);
-    for (const entry of await readdir(managedDir)) if (!skip.has(entry)) await symlink(join(managedDir, entry), join(dir, entry));
+    for (const entry of await readdir(managedDir))
+      if (!skip.has(entry)) await symlink(join(managedDir, entry), join(dir, entry));
     return { dir, cleanup };
   } catch (error) {
     await cleanup();
@@ -74,7 +89,13 @@ export async function brokeredAgentDir(managedDir: string, parent: string, broke
  * placeholder and its `headers` left out (they may hold credentials), and `provider` pointed at
  * `baseUrl` (the model bridge; null: not brokered, that provider's entry left as it is).
  */
-export async function writeModels(managedDir: string, dir: string, provider: string | undefined, baseUrl: string | null, placeholder: string): Promise<void> {
+export async function writeModels(
+  managedDir: string,
+  dir: string,
+  provider: string | undefined,
+  baseUrl: string | null,
+  placeholder: string,
+): Promise<void> {
   const models = (await readModels(managedDir)) ?? {};
   const providers: NonNullable<ModelsFile['providers']> = {};
   for (const [id, entry] of Object.entries(models.providers ?? {})) {
@@ -84,7 +105,11 @@ export async function writeModels(managedDir: string, dir: string, provider: str
       continue;
     }
     const { headers: _headers, ...rest } = entry;
-    providers[id] = { ...rest, ...(entry.apiKey === undefined ? {} : { apiKey: placeholder }), ...(id === provider && baseUrl !== null ? { baseUrl } : {}) };
+    providers[id] = {
+      ...rest,
+      ...(entry.apiKey === undefined ? {} : { apiKey: placeholder }),
+      ...(id === provider && baseUrl !== null ? { baseUrl } : {}),
+    };
   }
   await writeFile(join(dir, 'models.json'), `${JSON.stringify({ ...models, providers }, null, 2)}\n`, { mode: 0o600 });
 }

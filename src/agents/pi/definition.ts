@@ -25,14 +25,22 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
   }),
   permissions: {
     lists: [{ option: 'tools', defaultAllowed: '*', absentMeansAll: true }],
-    switches: [{ option: 'extensions', description: 'pi loads and runs extensions from <cwd>/.pi/extensions and <agentDir>/extensions' }],
+    switches: [
+      {
+        option: 'extensions',
+        description: 'pi loads and runs extensions from <cwd>/.pi/extensions and <agentDir>/extensions',
+      },
+    ],
   },
   run: (request, context) =>
     runPi(
       {
         ...request.options,
         prompt: request.text,
-        session: request.resumeSessionId === null ? (request.options.session ?? { mode: 'new' }) : { mode: 'resume', id: request.resumeSessionId },
+        session:
+          request.resumeSessionId === null
+            ? (request.options.session ?? { mode: 'new' })
+            : { mode: 'resume', id: request.resumeSessionId },
       },
       context,
     ),
@@ -48,6 +56,11 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
   async importState(options, agentSessionId, state) {
     const dir = sessionDir(options);
     if (dir === null) return;
-    await importPiSession(dir, JSON.parse(state) as PiSessionState, typeof options.cwd === 'string' ? options.cwd : undefined, agentSessionId);
+    await importPiSession(
+      dir,
+      JSON.parse(state) as PiSessionState,
+      typeof options.cwd === 'string' ? options.cwd : undefined,
+      agentSessionId,
+    );
   },
 });

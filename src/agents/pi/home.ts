@@ -41,13 +41,20 @@ async function writeSettings(userSettingsPath: string, path: string): Promise<vo
   if (raw !== null) {
     try {
       const parsed: unknown = JSON.parse(raw);
-      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) userSettings = parsed as Record<string, unknown>;
+      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed))
+        userSettings = parsed as Record<string, unknown>;
     } catch {
       throw new Error(`${userSettingsPath}: not valid JSON; fix or remove it`);
     }
   }
-  const userRetry = userSettings.retry !== null && typeof userSettings.retry === 'object' ? (userSettings.retry as Record<string, unknown>) : {};
-  const userProvider = userRetry.provider !== null && typeof userRetry.provider === 'object' ? (userRetry.provider as Record<string, unknown>) : {};
+  const userRetry =
+    userSettings.retry !== null && typeof userSettings.retry === 'object'
+      ? (userSettings.retry as Record<string, unknown>)
+      : {};
+  const userProvider =
+    userRetry.provider !== null && typeof userRetry.provider === 'object'
+      ? (userRetry.provider as Record<string, unknown>)
+      : {};
   const settings = {
     ...userSettings,
     retry: { ...userRetry, enabled: false, provider: { ...userProvider, maxRetries: 0 } },

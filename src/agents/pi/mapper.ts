@@ -140,7 +140,10 @@ export class PiMapper implements AgentMapper {
     const message = obj(event.message);
     if (message === undefined) return [];
     if (message.role === 'toolResult') {
-      return this.#tools.result(str(message.toolCallId), str(message.toolName), message.isError === true, { content: message.content, details: message.details });
+      return this.#tools.result(str(message.toolCallId), str(message.toolName), message.isError === true, {
+        content: message.content,
+        details: message.details,
+      });
     }
     if (message.role === 'user') this.#userMessageEnded = true;
     if (message.role !== 'assistant') return [];
@@ -156,7 +159,12 @@ export class PiMapper implements AgentMapper {
       for (const raw of event.toolResults as unknown[]) {
         const result = obj(raw);
         if (result === undefined) continue;
-        out.push(...this.#tools.result(str(result.toolCallId), str(result.toolName), result.isError === true, { content: result.content, details: result.details }));
+        out.push(
+          ...this.#tools.result(str(result.toolCallId), str(result.toolName), result.isError === true, {
+            content: result.content,
+            details: result.details,
+          }),
+        );
       }
     }
     if (message !== undefined && str(message.stopReason) !== 'toolUse') this.#thoughts.drainInto(out);
@@ -238,18 +246,29 @@ export class PiMapper implements AgentMapper {
     const byExit = exit.stopReason === 'exit_grace' && this.#agentEnded ? null : exitFailure(exit);
     const agentFailed = last !== null && FAILED_STOPS.has(last.stopReason);
     // A process that sessiond could not start, stopped, or timed out: that is what happened.
-    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null)) return failedMessage(byExit, exit, this.#lines.invalid);
+    if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null))
+      return failedMessage(byExit, exit, this.#lines.invalid);
     if (agentFailed && this.#agentEnded) return failedMessage(this.#agentFailure(last), exit, this.#lines.invalid);
     if (byExit !== null) return failedMessage(byExit, exit, this.#lines.invalid);
     if (this.#lines.validEvents === 0) {
-      return failedMessage({ text: 'the agent printed no usable events', category: 'invalid_output' }, exit, this.#lines.invalid);
+      return failedMessage(
+        { text: 'the agent printed no usable events', category: 'invalid_output' },
+        exit,
+        this.#lines.invalid,
+      );
     }
     if (!this.#agentEnded) {
-      const facts: FailureFacts = agentFailed ? this.#agentFailure(last) : { text: 'the agent exited before its closing events (no agent_end)', category: 'process_crash' };
+      const facts: FailureFacts = agentFailed
+        ? this.#agentFailure(last)
+        : { text: 'the agent exited before its closing events (no agent_end)', category: 'process_crash' };
       return failedMessage(facts, exit, this.#lines.invalid);
     }
     if (last === null) {
-      return failedMessage({ text: 'the agent ended without an assistant message', category: 'invalid_output' }, exit, this.#lines.invalid);
+      return failedMessage(
+        { text: 'the agent ended without an assistant message', category: 'invalid_output' },
+        exit,
+        this.#lines.invalid,
+      );
     }
     const invalid = this.#lines.invalid.list();
     return {
@@ -275,7 +294,12 @@ export class PiMapper implements AgentMapper {
 }
 
 function retryMessage(phase: 'start' | 'end', event: PiEvent): CliMessage {
-  const errorText = typeof event.errorMessage === 'string' ? event.errorMessage : typeof event.finalError === 'string' ? event.finalError : undefined;
+  const errorText =
+    typeof event.errorMessage === 'string'
+      ? event.errorMessage
+      : typeof event.finalError === 'string'
+        ? event.finalError
+        : undefined;
   const attempt = num(event.attempt);
   const maxAttempts = num(event.maxAttempts);
   const delayMs = num(event.delayMs);
@@ -293,7 +317,9 @@ function retryMessage(phase: 'start' | 'end', event: PiEvent): CliMessage {
 }
 
 /** pi names its usage fields as the contract does. */
-const PI_USAGE = (['input', 'output', 'cacheRead', 'cacheWrite', 'totalTokens'] as const).map((key) => [key, key] as const);
+const PI_USAGE = (['input', 'output', 'cacheRead', 'cacheWrite', 'totalTokens'] as const).map(
+  (key) => [key, key] as const,
+);
 
 function usageOf(raw: unknown): { usage?: Usage } {
   const usage = obj(raw);

@@ -57,6 +57,7 @@ function blockOf(raw: unknown): Block {
   if (raw === null || typeof raw !== 'object') return { kind: 'other', text: '' };
   const block = raw as { type?: unknown; text?: unknown; thinking?: unknown };
   if (block.type === 'text' && typeof block.text === 'string') return { kind: 'text', text: block.text };
-  if (block.type === 'thinking' && typeof block.thinking === 'string') return { kind: 'thinking', text: block.thinking };
+  if (block.type === 'thinking' && typeof block.thinking === 'string')
+    return { kind: 'thinking', text: block.thinking };
   return { kind: 'other', text: '' };
 }

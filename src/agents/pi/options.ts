@@ -7,7 +7,10 @@ export { THINKING_LEVELS };
 
 const SessionSchema = z.discriminatedUnion('mode', [
   z.object({ mode: z.literal('new') }),
-  z.object({ mode: z.literal('resume'), id: z.string().regex(/^[A-Za-z0-9-]{4,64}$/, 'must be a pi session id (letters, digits, dashes)') }),
+  z.object({
+    mode: z.literal('resume'),
+    id: z.string().regex(/^[A-Za-z0-9-]{4,64}$/, 'must be a pi session id (letters, digits, dashes)'),
+  }),
   z.object({ mode: z.literal('none') }),
 ]);
 
@@ -50,7 +53,8 @@ export function piArgs(options: PiOptions): string[] {
   if (options.tools !== undefined) args.push('--tools', options.tools.join(','));
   if (options.session.mode === 'none') args.push('--no-session');
   if (options.session.mode === 'resume') args.push('--session', options.session.id);
-  if (options.session.mode !== 'none' && options.sessionDir !== undefined) args.push('--session-dir', options.sessionDir);
+  if (options.session.mode !== 'none' && options.sessionDir !== undefined)
+    args.push('--session-dir', options.sessionDir);
   if (!options.extensions) args.push('--no-extensions');
   args.push(...options.extraArgs);
   return args;

@@ -30,7 +30,10 @@ export type { RunContext } from '../shared/run-attempt.ts';
  * then the iterator rejects with the caller's abort reason; messages already
  * yielded stay delivered. No retry here, ever.
  */
-export async function* runPi(input: PiOptionsInput, context: RunContext = {}): AsyncGenerator<CliMessage, void, undefined> {
+export async function* runPi(
+  input: PiOptionsInput,
+  context: RunContext = {},
+): AsyncGenerator<CliMessage, void, undefined> {
   const { signal } = context;
   signal?.throwIfAborted();
   const parsed = PiOptionsSchema.safeParse(input);
@@ -56,7 +59,8 @@ export async function* runPi(input: PiOptionsInput, context: RunContext = {}): A
   let attemptDir: Awaited<ReturnType<typeof brokeredAgentDir>> | null = null;
   try {
     egress = await openEgress(context, route);
-    if (egress !== null) attemptDir = await brokeredAgentDir(managedDir, join(sessiondStateDir(ownEnv), 'pi-attempts'), route !== null);
+    if (egress !== null)
+      attemptDir = await brokeredAgentDir(managedDir, join(sessiondStateDir(ownEnv), 'pi-attempts'), route !== null);
   } catch (error) {
     await egress?.close();
     yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
@@ -108,9 +112,15 @@ async function* runPiProcess(
  * themes…) read-only, and only this cwd's session dir read-write (pi keeps `sessions/--<cwd>--/`,
  * or the operator's `sessionDir`), never the other cwds' conversations.
  */
-export async function piSandboxFiles(agentDir: string, sessionDir: string | undefined, cwd: string | undefined): Promise<SandboxFiles> {
+export async function piSandboxFiles(
+  agentDir: string,
+  sessionDir: string | undefined,
+  cwd: string | undefined,
+): Promise<SandboxFiles> {
   const files = await managedHomeFiles(agentDir, { writable: false, skip: ['sessions'] });
-  const made = await ensureDir(sessionDir !== undefined ? resolve(sessionDir) : join(agentDir, 'sessions', piCwdDirName(cwd ?? process.cwd())));
+  const made = await ensureDir(
+    sessionDir !== undefined ? resolve(sessionDir) : join(agentDir, 'sessions', piCwdDirName(cwd ?? process.cwd())),
+  );
   return { ...files, writable: made === null ? [] : [made] };
 }
 

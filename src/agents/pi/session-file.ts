@@ -24,13 +24,18 @@ const SESSION_ID = /^[0-9a-f][0-9a-f-]{7,63}$/;
  * session's own file (its name ends in `_<sessionId>.jsonl`, no folder). Throws naming the field.
  */
 export function checkPiState(raw: string, sessionId: string): PiSessionState {
-  if (!SESSION_ID.test(sessionId)) throw new Error(`field: ${shown(sessionId)} is not a pi session id (lowercase hex and -, 8-64 characters)`);
+  if (!SESSION_ID.test(sessionId))
+    throw new Error(`field: ${shown(sessionId)} is not a pi session id (lowercase hex and -, 8-64 characters)`);
   const state = stateObject(raw, ['fileName', 'content']);
   const content = stringField(state, 'content');
   const fileName = stringField(state, 'fileName');
   const id = FILE_NAME.exec(fileName)?.[1];
-  if (id === undefined) throw new Error(`value.fileName: ${shown(fileName)} is not a file name pi writes (<time>_<session id>.jsonl, no folder)`);
-  if (id !== sessionId) throw new Error(`value.fileName: ${shown(fileName)} is the file of pi session ${id}, not of ${sessionId}`);
+  if (id === undefined)
+    throw new Error(
+      `value.fileName: ${shown(fileName)} is not a file name pi writes (<time>_<session id>.jsonl, no folder)`,
+    );
+  if (id !== sessionId)
+    throw new Error(`value.fileName: ${shown(fileName)} is the file of pi session ${id}, not of ${sessionId}`);
   return { fileName, content };
 }
 
@@ -58,11 +63,17 @@ export async function exportPiSession(sessionDir: string, sessionId: string): Pr
  * `cwd` when given: pi refuses to resume a session whose stored cwd does not
  * exist on this host, and runs its tools there.
  */
-export async function importPiSession(sessionDir: string, state: PiSessionState, cwd?: string, sessionId?: string): Promise<void> {
+export async function importPiSession(
+  sessionDir: string,
+  state: PiSessionState,
+  cwd?: string,
+  sessionId?: string,
+): Promise<void> {
   const id = FILE_NAME.exec(state.fileName)?.[1];
   if (id === undefined) throw new Error(`pi session file name "${state.fileName}" is not one pi writes`);
   // Only the file of the session being resumed: never another session's (a hostile state naming it).
-  if (sessionId !== undefined && id !== sessionId) throw new Error(`pi session file "${state.fileName}" is not the one of session ${sessionId}`);
+  if (sessionId !== undefined && id !== sessionId)
+    throw new Error(`pi session file "${state.fileName}" is not the one of session ${sessionId}`);
   const dir = resolve(sessionDir);
   await mkdir(dir, { recursive: true });
   const content = cwd === undefined ? state.content : withCwd(state.content, resolve(cwd));
@@ -82,8 +93,12 @@ export function forkPiSession(state: PiSessionState, from: string, to: string): 
   const newline = state.content.indexOf('\n');
   const headerLine = newline === -1 ? state.content : state.content.slice(0, newline);
   const header = JSON.parse(headerLine) as Record<string, unknown>;
-  if (header.type !== 'session' || header.id !== from) throw new Error(`pi session file "${state.fileName}": its first line is not the header of session ${from}`);
-  return { fileName: renamed, content: JSON.stringify({ ...header, id: to }) + (newline === -1 ? '' : state.content.slice(newline)) };
+  if (header.type !== 'session' || header.id !== from)
+    throw new Error(`pi session file "${state.fileName}": its first line is not the header of session ${from}`);
+  return {
+    fileName: renamed,
+    content: JSON.stringify({ ...header, id: to }) + (newline === -1 ? '' : state.content.slice(newline)),
+  };
 }
 
 function withCwd(content: string, cwd: string): string {

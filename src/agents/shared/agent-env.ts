@@ -27,7 +27,11 @@ function packageRoot(from: string): string {
 /** A command name looked up on PATH, then in sessiond's node_modules/.bin; a path is kept as it is. */
 export async function resolveCommand(command: string, env: Record<string, string>): Promise<string> {
   if (command.includes('/')) return command;
-  const dirs = [...(env.PATH ?? '').split(delimiter).filter((d) => d !== ''), join(process.cwd(), 'node_modules', '.bin'), join(PACKAGE_ROOT, 'node_modules', '.bin')];
+  const dirs = [
+    ...(env.PATH ?? '').split(delimiter).filter((d) => d !== ''),
+    join(process.cwd(), 'node_modules', '.bin'),
+    join(PACKAGE_ROOT, 'node_modules', '.bin'),
+  ];
   for (const dir of dirs) {
     const candidate = join(dir, command);
     try {

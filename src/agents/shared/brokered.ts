@@ -1,4 +1,9 @@
-import { openAttemptEgress, type AttemptEgress, type ModelRoute, type ReachedEgress } from '../../process/egress/index.ts';
+import {
+  openAttemptEgress,
+  type AttemptEgress,
+  type ModelRoute,
+  type ReachedEgress,
+} from '../../process/egress/index.ts';
 import type { FinalSpawn, SpawnSpec } from '../../process/index.ts';
 import type { RunContext } from './run-attempt.ts';
 
@@ -16,13 +21,20 @@ export async function openEgress(context: RunContext, route: ModelRoute | null):
 }
 
 /** The spawn fields that give the agent its egress: the bridges, and a finalize that configures the agent with their URLs. */
-export function egressSpawn(egress: AttemptEgress | null, configure: (reached: ReachedEgress) => FinalSpawn | Promise<FinalSpawn>): Pick<SpawnSpec, 'bridges' | 'finalize'> {
+export function egressSpawn(
+  egress: AttemptEgress | null,
+  configure: (reached: ReachedEgress) => FinalSpawn | Promise<FinalSpawn>,
+): Pick<SpawnSpec, 'bridges' | 'finalize'> {
   if (egress === null) return {};
   return { bridges: egress.bridges, finalize: (urls) => configure(egress.reached(urls)) };
 }
 
 /** A model route from a base URL (the agent's default when absent) and a key; null when there is no key or the URL is not http(s). */
-export function modelRoute(baseUrl: string | undefined, defaultBaseUrl: string, key: string | undefined): ModelRoute | null {
+export function modelRoute(
+  baseUrl: string | undefined,
+  defaultBaseUrl: string,
+  key: string | undefined,
+): ModelRoute | null {
   if (key === undefined || key === '') return null;
   try {
     const url = new URL(baseUrl !== undefined && baseUrl !== '' ? baseUrl : defaultBaseUrl);
@@ -40,8 +52,14 @@ const MIN_KEY_LENGTH = 8;
  * placeholder key, the bridge's base URL) and then the proxy variables on top, so that no option
  * of the agent overrides them.
  */
-export function brokeredEnv(env: Readonly<Record<string, string>>, reached: ReachedEgress, key: string | null, set: Readonly<Record<string, string>> = {}): Record<string, string> {
+export function brokeredEnv(
+  env: Readonly<Record<string, string>>,
+  reached: ReachedEgress,
+  key: string | null,
+  set: Readonly<Record<string, string>> = {},
+): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(env)) if (key === null || key.length < MIN_KEY_LENGTH || !value.includes(key)) out[name] = value;
+  for (const [name, value] of Object.entries(env))
+    if (key === null || key.length < MIN_KEY_LENGTH || !value.includes(key)) out[name] = value;
   return { ...out, ...set, ...reached.env };
 }

@@ -24,8 +24,10 @@ const TIMEOUT = /\b(timed?\s*out|timeout|ETIMEDOUT|deadline exceeded)\b/i;
 const NETWORK =
   /\b(terminated|ECONNRESET|ECONNREFUSED|ECONNABORTED|EPIPE|ENOTFOUND|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|socket hang up|connection (?:error|reset|refused|closed)|fetch failed|network error|other side closed|premature close)\b/i;
 const OVERLOADED = /\b(overloaded|server error|service unavailable|bad gateway|internal error)\b/i;
-const RATE_LIMIT = /\b(rate[ _-]?limit(?:ed)?|too many requests|quota exceeded|resource[_ ]exhausted|usage limit|hit your limit|\d+-hour limit|weekly limit)\b/i;
-const AUTH = /\b(unauthori[sz]ed|forbidden|invalid api key|invalid x-api-key|authentication|permission denied|no api key)\b/i;
+const RATE_LIMIT =
+  /\b(rate[ _-]?limit(?:ed)?|too many requests|quota exceeded|resource[_ ]exhausted|usage limit|hit your limit|\d+-hour limit|weekly limit)\b/i;
+const AUTH =
+  /\b(unauthori[sz]ed|forbidden|invalid api key|invalid x-api-key|authentication|permission denied|no api key)\b/i;
 
 export function statusOf(text: string): number | undefined {
   for (const pattern of STATUS_PATTERNS) {

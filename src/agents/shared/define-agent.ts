@@ -24,6 +24,7 @@ export interface TypedAgentDefinition<Input> extends Omit<AgentDefinition, 'run'
 export function defineAgentDefinition<Input>(definition: TypedAgentDefinition<Input>): AgentDefinition {
   // The options are the agent's own input by construction (host options of this agent + caller
   // options checked by its callerOptions); its provider validates them again.
-  const run: AgentDefinition['run'] = (request, context) => definition.run(request as TypedAgentRequest<Input>, context);
+  const run: AgentDefinition['run'] = (request, context) =>
+    definition.run(request as TypedAgentRequest<Input>, context);
   return { ...definition, run };
 }

@@ -11,7 +11,8 @@ export class InvalidLines {
       this.#dropped += 1;
       return;
     }
-    const shown = line.length > MAX_INVALID_LINE_CHARS ? `${line.slice(0, MAX_INVALID_LINE_CHARS)}…(${line.length} chars)` : line;
+    const shown =
+      line.length > MAX_INVALID_LINE_CHARS ? `${line.slice(0, MAX_INVALID_LINE_CHARS)}…(${line.length} chars)` : line;
     this.#lines.push(`line ${lineNumber}: ${why}: ${shown}`);
   }
 
@@ -24,7 +25,8 @@ export class InvalidLines {
   }
 }
 
-export type ParsedLine = { ok: true; event: Record<string, unknown> & { type: string } } | { ok: false; why: string } | { ok: 'blank' };
+export type ParsedLine =
+  { ok: true; event: Record<string, unknown> & { type: string } } | { ok: false; why: string } | { ok: 'blank' };
 
 /** Parses one JSON-lines record; never throws. */
 export function parseEventLine(line: string): ParsedLine {
@@ -36,7 +38,8 @@ export function parseEventLine(line: string): ParsedLine {
     // The reason is the answer: the line is reported as not JSON.
     return { ok: false, why: 'not JSON' };
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { ok: false, why: 'not a JSON object' };
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    return { ok: false, why: 'not a JSON object' };
   const type = (value as { type?: unknown }).type;
   if (typeof type !== 'string') return { ok: false, why: 'JSON without a string "type"' };
   return { ok: true, event: value as Record<string, unknown> & { type: string } };

@@ -43,7 +43,8 @@ function resetHeader(text: string, now: number): number | undefined {
   return now + ms;
 }
 
-const CLOCK = /\bresets?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)?(?=[\s.,;)·∙|]|$)(?:\s*\(([A-Za-z_]+(?:\/[A-Za-z0-9_+-]+)*)\))?/i;
+const CLOCK =
+  /\bresets?\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)?(?=[\s.,;)·∙|]|$)(?:\s*\(([A-Za-z_]+(?:\/[A-Za-z0-9_+-]+)*)\))?/i;
 
 /** "resets 4am", "resets at 4:30pm (Europe/Berlin)", "resets 16:00 (UTC)": the next such wall-clock time, in that zone (else the host's). */
 function clockTime(text: string, now: number): number | undefined {
@@ -99,11 +100,25 @@ function partsIn(epoch: number, timeZone: string | undefined): Parts {
     second: 'numeric',
   });
   const get = (type: string): number => Number(format.formatToParts(epoch).find((p) => p.type === type)?.value ?? 0);
-  return { year: get('year'), month: get('month'), day: get('day'), hour: get('hour'), minute: get('minute'), second: get('second') };
+  return {
+    year: get('year'),
+    month: get('month'),
+    day: get('day'),
+    hour: get('hour'),
+    minute: get('minute'),
+    second: get('second'),
+  };
 }
 
 /** The instant at which the zone's wall clock shows this date and time (twice corrected for the zone's offset, DST included). */
-function zonedToEpoch(year: number, month: number, day: number, hour: number, minute: number, timeZone: string | undefined): number {
+function zonedToEpoch(
+  year: number,
+  month: number,
+  day: number,
+  hour: number,
+  minute: number,
+  timeZone: string | undefined,
+): number {
   const wall = Date.UTC(year, month - 1, day, hour, minute);
   let guess = wall;
   for (let i = 0; i < 2; i += 1) {

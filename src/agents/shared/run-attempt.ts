@@ -1,6 +1,12 @@
 import type { CliMessage } from '../../protocol/index.ts';
 import type { EgressContext } from '../../process/egress/index.ts';
-import { spawnAgent, type AgentProcess, type AttemptLimits, type SandboxMode, type SpawnSpec } from '../../process/index.ts';
+import {
+  spawnAgent,
+  type AgentProcess,
+  type AttemptLimits,
+  type SandboxMode,
+  type SpawnSpec,
+} from '../../process/index.ts';
 import type { AgentMapper } from './agent-mapper.ts';
 import type { ApprovalGate } from './approval-gate.ts';
 import { traceEnv } from './trace-env.ts';
@@ -65,7 +71,13 @@ export async function spawnForAttempt(spec: SpawnSpec, context: RunContext): Ret
     ...(context.marker === undefined ? {} : { marker: context.marker }),
     ...(context.limits === undefined ? {} : { limits: context.limits }),
   });
-  if (spawned.ok) context.onSpawn?.({ pid: spawned.agent.pid, marker: spawned.agent.marker, startTime: spawned.agent.startTime, sandbox: spawned.agent.sandbox });
+  if (spawned.ok)
+    context.onSpawn?.({
+      pid: spawned.agent.pid,
+      marker: spawned.agent.marker,
+      startTime: spawned.agent.startTime,
+      sandbox: spawned.agent.sandbox,
+    });
   return spawned;
 }
 
@@ -84,7 +96,11 @@ export async function spawnForAttempt(spec: SpawnSpec, context: RunContext): Ret
  * caller's abort reason; messages already yielded stay delivered. If the
  * consumer stops early, the tree is stopped too.
  */
-export async function* runAgentAttempt(spec: SpawnSpec, mapper: FinishingMapper, context: RunContext): AsyncGenerator<CliMessage, void, undefined> {
+export async function* runAgentAttempt(
+  spec: SpawnSpec,
+  mapper: FinishingMapper,
+  context: RunContext,
+): AsyncGenerator<CliMessage, void, undefined> {
   const { signal } = context;
   const spawned = await spawnForAttempt(spec, context);
   if (!spawned.ok) {

@@ -8,7 +8,10 @@ import type { SandboxFiles } from '../../process/index.ts';
  * keeps its own state there), and the targets of its links read-only, but those named in `skip`.
  * Contract: never throws; what cannot be read is left out (the agent then does without it).
  */
-export async function managedHomeFiles(home: string, options: { writable: boolean; skip?: readonly string[] }): Promise<SandboxFiles> {
+export async function managedHomeFiles(
+  home: string,
+  options: { writable: boolean; skip?: readonly string[] },
+): Promise<SandboxFiles> {
   const readOnly: string[] = [];
   const entries = await readdir(home).catch(() => [] as string[]);
   for (const entry of entries) {

@@ -11,7 +11,8 @@ export function stateObject(raw: string, fields: readonly string[]): Record<stri
   } catch {
     throw new Error(`value: not JSON (this agent's state is ${shape})`);
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error(`value: must be an object ${shape}`);
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new Error(`value: must be an object ${shape}`);
   const extra = Object.keys(value).find((k) => !fields.includes(k));
   if (extra !== undefined) throw new Error(`value.${extra}: unknown field (this agent's state is ${shape})`);
   return value as Record<string, unknown>;

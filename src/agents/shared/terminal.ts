@@ -10,7 +10,11 @@ export interface FailureFacts {
   agentError?: string;
 }
 
-export function failedMessage(facts: FailureFacts, exit: AttemptExit, invalid: InvalidLines): MessageOf<'terminal.failed'> {
+export function failedMessage(
+  facts: FailureFacts,
+  exit: AttemptExit,
+  invalid: InvalidLines,
+): MessageOf<'terminal.failed'> {
   const invalidLines = invalid.list();
   const parts = [facts.text];
   if (invalidLines.length > 0) parts.push(`${invalid.count} invalid output line(s), first: ${invalidLines[0]}`);
@@ -38,10 +42,12 @@ export function failedMessage(facts: FailureFacts, exit: AttemptExit, invalid: I
  */
 export function exitFailure(exit: AttemptExit): FailureFacts | null {
   if (exit.spawnError !== undefined) return { text: `cannot start the agent: ${exit.spawnError}`, category: 'startup' };
-  if (exit.stopReason === 'idle_timeout') return { text: 'the agent printed nothing for too long (idle timeout) and was stopped', category: 'timeout' };
+  if (exit.stopReason === 'idle_timeout')
+    return { text: 'the agent printed nothing for too long (idle timeout) and was stopped', category: 'timeout' };
   if (exit.stopReason === 'requested') return { text: 'the agent was stopped on request', category: 'process_crash' };
   if (exit.signal !== null) return { text: `the agent was killed by ${exit.signal}`, category: 'process_crash' };
-  if (exit.exitCode !== null && exit.exitCode !== 0) return { text: `the agent exited with code ${exit.exitCode}`, category: 'process_crash' };
+  if (exit.exitCode !== null && exit.exitCode !== 0)
+    return { text: `the agent exited with code ${exit.exitCode}`, category: 'process_crash' };
   return null;
 }
 

@@ -6,7 +6,10 @@ import type { CliMessage } from '../../protocol/index.ts';
  * however many times the agent reports the result.
  */
 export class ToolCalls {
-  readonly #calls = new Map<string, { name: string; args: string; argsValue: unknown; progress: string; resolved: boolean }>();
+  readonly #calls = new Map<
+    string,
+    { name: string; args: string; argsValue: unknown; progress: string; resolved: boolean }
+  >();
 
   /** The call as seen now (its arguments may still be streaming). */
   seen(toolCallId: string, name: string, args: unknown): CliMessage[] {
@@ -29,7 +32,10 @@ export class ToolCalls {
     const progressJson = stableJson(partialResult);
     if (progressJson === known.progress) return out;
     known.progress = progressJson;
-    out.push({ type: 'tool.update', content: { toolCallId, name: known.name, arguments: known.argsValue, partialResult } });
+    out.push({
+      type: 'tool.update',
+      content: { toolCallId, name: known.name, arguments: known.argsValue, partialResult },
+    });
     return out;
   }
 
@@ -41,7 +47,9 @@ export class ToolCalls {
     if (entry === undefined) return out;
     entry.resolved = true;
     out.push(
-      isError ? { type: 'tool.failed', content: { toolCallId, name: entry.name, error: result } } : { type: 'tool.completed', content: { toolCallId, name: entry.name, result } },
+      isError
+        ? { type: 'tool.failed', content: { toolCallId, name: entry.name, error: result } }
+        : { type: 'tool.completed', content: { toolCallId, name: entry.name, result } },
     );
     return out;
   }

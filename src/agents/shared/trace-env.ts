@@ -8,6 +8,7 @@ import type { RunContext } from './run-attempt.ts';
 export function traceEnv(context: Pick<RunContext, 'traceparent' | 'tracestate'>): Record<string, string> {
   const env: Record<string, string> = {};
   if (context.traceparent !== undefined && context.traceparent !== '') env.TRACEPARENT = context.traceparent;
-  if (context.traceparent !== undefined && context.tracestate !== undefined && context.tracestate !== '') env.TRACESTATE = context.tracestate;
+  if (context.traceparent !== undefined && context.tracestate !== undefined && context.tracestate !== '')
+    env.TRACESTATE = context.tracestate;
   return env;
 }

@@ -9,7 +9,18 @@ import { lastAttempts, promptText, updateOf } from './updates.ts';
 
 /** ACP's stop reasons a completed turn may pass on (another one of the agent's reads as end_turn). */
 const STOP_REASONS = new Set(['end_turn', 'max_tokens', 'max_turn_requests', 'refusal']);
-const TOOL_KINDS = new Set(['read', 'edit', 'delete', 'move', 'search', 'execute', 'think', 'fetch', 'switch_mode', 'other']);
+const TOOL_KINDS = new Set([
+  'read',
+  'edit',
+  'delete',
+  'move',
+  'search',
+  'execute',
+  'think',
+  'fetch',
+  'switch_mode',
+  'other',
+]);
 /** Sessions one connection remembers the options of (an editor opens a few; nothing grows without bound). */
 const MAX_SESSIONS = 1000;
 
@@ -72,7 +83,11 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
     .onRequest('session/new', async ({ params }) => {
       const chosen = sessionOptions(options.defaults, params._meta, params.cwd);
       const admitted = await admitTurn(await sessiond.deployment.policy(), chosen);
-      if (!admitted.ok) throw acp.RequestError.invalidParams({ issues: admitted.issues }, admitted.issues.map((i) => `${i.field}: ${i.message}`).join('; '));
+      if (!admitted.ok)
+        throw acp.RequestError.invalidParams(
+          { issues: admitted.issues },
+          admitted.issues.map((i) => `${i.field}: ${i.message}`).join('; '),
+        );
       const sessionId = randomUUID();
       remember(sessionId, { options: chosen, exists: false });
       return { sessionId };
@@ -90,12 +105,16 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       // The current turn's text is in the session's context too (its history entry may be trimmed away).
       const current = view.context?.turn ?? null;
       if (current !== null && !prompts.has(current.index)) prompts.set(current.index, current.text);
-      const notify = (update: acp.SessionUpdate) => client.notify('session/update', { sessionId: params.sessionId, update });
+      const notify = (update: acp.SessionUpdate) =>
+        client.notify('session/update', { sessionId: params.sessionId, update });
       let turn = 0;
       const promptsUpTo = async (last: number): Promise<void> => {
         // Each turn's prompt before its messages; a turn without messages (cancelled before its agent spoke) too.
         for (const index of [...prompts.keys()].filter((t) => t > turn && t <= last).sort((a, b) => a - b))
-          await notify({ sessionUpdate: 'user_message_chunk', content: { type: 'text', text: prompts.get(index) ?? '' } });
+          await notify({
+            sessionUpdate: 'user_message_chunk',
+            content: { type: 'text', text: prompts.get(index) ?? '' },
+          });
         turn = Math.max(turn, last);
       };
       for (const message of messages) {
@@ -118,7 +137,8 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       const text = promptText(params.prompt);
       if (text.trim() === '') throw acp.RequestError.invalidParams({ field: 'prompt' }, 'prompt: must hold some text');
       const session = known.get(sessionId) ?? (await loadKnown(sessiond, sessionId));
-      if (session === null) throw new acp.RequestError(-32002, `unknown session "${sessionId}": create it with session/new or load it`);
+      if (session === null)
+        throw new acp.RequestError(-32002, `unknown session "${sessionId}": create it with session/new or load it`);
       const before = (await sessiond.session(sessionId).inspect())?.lastSeq ?? 0;
       let turn: number;
       try {
@@ -130,7 +150,8 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
         }));
       } catch (error) {
         if (error instanceof InputError) throw acp.RequestError.invalidParams({ issues: error.issues }, error.message);
-        if (error instanceof QuotaError || error instanceof ConflictError || error instanceof NotFoundError) throw acp.RequestError.internalError(undefined, error.message);
+        if (error instanceof QuotaError || error instanceof ConflictError || error instanceof NotFoundError)
+          throw acp.RequestError.internalError(undefined, error.message);
         throw error;
       }
       remember(sessionId, { ...session, exists: true });
@@ -206,12 +227,18 @@ async function followTurn(f: Follow): Promise<acp.PromptResponse> {
     if (batch.length > 0) continue;
     const view = await session.inspect();
     const context = view?.context ?? null;
-    const ended = context !== null && (context.turnIndex > turn || (context.turnIndex === turn && ['completed', 'failed', 'cancelled'].includes(view?.state ?? '')));
+    const ended =
+      context !== null &&
+      (context.turnIndex > turn ||
+        (context.turnIndex === turn && ['completed', 'failed', 'cancelled'].includes(view?.state ?? '')));
     if (view !== null && ended && view.lastSeq < from) {
       const status = context.turn?.index === turn ? context.turn.status : 'completed';
       if (status === 'cancelled') return { stopReason: 'cancelled' };
       if (status === 'failed') {
-        const reason = context.lastFailure === null ? '' : `: ${context.lastFailure.category}: ${context.lastFailure.errorText.split('\n')[0]}`;
+        const reason =
+          context.lastFailure === null
+            ? ''
+            : `: ${context.lastFailure.category}: ${context.lastFailure.errorText.split('\n')[0]}`;
         throw acp.RequestError.internalError(
           { failureReason: context.turn?.failureReason ?? null, category: context.lastFailure?.category ?? null },
           `the turn failed (${context.turn?.failureReason ?? 'failed'})${reason}`,
@@ -224,7 +251,13 @@ async function followTurn(f: Follow): Promise<acp.PromptResponse> {
 }
 
 /** An agent's permission request, asked of the client; its answer is the approval decision. Never throws. */
-async function forwardApproval(sessiond: Client, client: acp.AgentContext, sessionId: string, message: StoredMessage, asked: Set<string>): Promise<void> {
+async function forwardApproval(
+  sessiond: Client,
+  client: acp.AgentContext,
+  sessionId: string,
+  message: StoredMessage,
+  asked: Set<string>,
+): Promise<void> {
   const c = message.content as {
     requestId: string;
     toolCallId: string;
@@ -249,14 +282,23 @@ async function forwardApproval(sessiond: Client, client: acp.AgentContext, sessi
         .filter((o) => ['allow_once', 'allow_always', 'reject_once', 'reject_always'].includes(o.kind))
         .map((o) => ({ optionId: o.optionId, name: o.name, kind: o.kind as acp.PermissionOptionKind })),
     });
-    const chosen = answer.outcome.outcome === 'selected' ? c.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId) : undefined;
+    const chosen =
+      answer.outcome.outcome === 'selected'
+        ? c.options.find((o) => o.optionId === (answer.outcome as { optionId: string }).optionId)
+        : undefined;
     const verdict = chosen?.kind.startsWith('allow') === true ? 'allow' : 'deny';
-    await sessiond.approvals.decide(sessionId, c.requestId, { verdict, by: 'acp', ...(chosen === undefined ? {} : { option: chosen.optionId }) });
+    await sessiond.approvals.decide(sessionId, c.requestId, {
+      verdict,
+      by: 'acp',
+      ...(chosen === undefined ? {} : { option: chosen.optionId }),
+    });
   } catch {
     // Decided by someone else first, the turn over, or the client gone: nothing to deliver.
   }
 }
 
 function obj(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
 }

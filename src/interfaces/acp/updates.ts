@@ -19,7 +19,13 @@ export function updateOf(message: StoredMessage): acp.SessionUpdate | null {
     case 'assistant.thought':
       return { sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: String(content.text ?? '') } };
     case 'tool.call':
-      return { sessionUpdate: 'tool_call', toolCallId, title: String(content.name ?? 'tool'), status: 'pending', rawInput: content.arguments };
+      return {
+        sessionUpdate: 'tool_call',
+        toolCallId,
+        title: String(content.name ?? 'tool'),
+        status: 'pending',
+        rawInput: content.arguments,
+      };
     case 'tool.update':
       return { sessionUpdate: 'tool_call_update', toolCallId, status: 'in_progress', rawInput: content.arguments };
     case 'tool.completed':

@@ -74,13 +74,19 @@ export async function openServerContext(flags: Record<string, unknown> = {}): Pr
   return { ...(await connectContext(clientSettingsOf(config), flags, config)), config };
 }
 
-async function connectContext(settings: ClientSettings, flags: Record<string, unknown>, config?: Config): Promise<ClientContext> {
+async function connectContext(
+  settings: ClientSettings,
+  flags: Record<string, unknown>,
+  config?: Config,
+): Promise<ClientContext> {
   let resolved: Promise<DeploymentPolicy> | null = null;
   const policy = (): Promise<DeploymentPolicy> =>
     (resolved ??= (async () => {
       const whole = config ?? (await loadWhole(flags));
       return deploymentPolicy(whole);
-    })().catch((error: Error) => Promise.reject(error instanceof CliError ? error : new CliError(`configuration: ${error.message}`))));
+    })().catch((error: Error) =>
+      Promise.reject(error instanceof CliError ? error : new CliError(`configuration: ${error.message}`)),
+    ));
   const url = await resolveRedisUrl(settings);
   // Connections made here are closed with the context; one closed earlier (a follower that ended) leaves the set.
   const made = new Set<Redis>();

@@ -62,10 +62,18 @@ export async function followSession(session: SessionHandle, options: FollowOptio
         if (!('partialResult' in content)) toolArgs.set(String(content.toolCallId), content.arguments);
         break;
       case 'tool.completed':
-        line(c.green(`✓ ${String(content.name)} ${JSON.stringify(toolArgs.get(String(content.toolCallId)) ?? {})}${resultLine(content.result)}`));
+        line(
+          c.green(
+            `✓ ${String(content.name)} ${JSON.stringify(toolArgs.get(String(content.toolCallId)) ?? {})}${resultLine(content.result)}`,
+          ),
+        );
         break;
       case 'tool.failed':
-        line(c.red(`✗ ${String(content.name)} ${JSON.stringify(toolArgs.get(String(content.toolCallId)) ?? {})}${resultLine(content.error)}`));
+        line(
+          c.red(
+            `✗ ${String(content.name)} ${JSON.stringify(toolArgs.get(String(content.toolCallId)) ?? {})}${resultLine(content.error)}`,
+          ),
+        );
         break;
       case 'approval.requested':
         line(
@@ -94,7 +102,11 @@ export async function followSession(session: SessionHandle, options: FollowOptio
           await new Promise((r) => setTimeout(r, 50));
         }
         const retry = attempt?.delayMs != null ? `; retrying in ${formatMs(attempt.delayMs)}` : '';
-        line(c.red(`── attempt ${m.attempt} failed (${String(content.category)}): ${String(content.text ?? '').split('\n')[0]}${retry}`));
+        line(
+          c.red(
+            `── attempt ${m.attempt} failed (${String(content.category)}): ${String(content.text ?? '').split('\n')[0]}${retry}`,
+          ),
+        );
         break;
       }
       case 'terminal.completed':
@@ -113,9 +125,13 @@ export async function followSession(session: SessionHandle, options: FollowOptio
         if (!options.json && last.turn !== null) {
           const t = last.turn;
           if (t.status === 'parked' && last.parkedUntil !== undefined)
-            spinner.set(`turn ${t.index}: parked at a quota wall until ${new Date(last.parkedUntil.until).toISOString()} (sessiond resume ${sessionId} to go on now)`);
+            spinner.set(
+              `turn ${t.index}: parked at a quota wall until ${new Date(last.parkedUntil.until).toISOString()} (sessiond resume ${sessionId} to go on now)`,
+            );
           else if (t.status === 'backoff' && last.nextRetryAt !== undefined)
-            spinner.set(`turn ${t.index}: waiting ${formatMs(Math.max(0, last.nextRetryAt - Date.now()))} before attempt ${t.attempts.length + 1}`);
+            spinner.set(
+              `turn ${t.index}: waiting ${formatMs(Math.max(0, last.nextRetryAt - Date.now()))} before attempt ${t.attempts.length + 1}`,
+            );
           else if (t.status === 'running' || t.status === 'queued') spinner.set(`turn ${t.index}: ${t.status}…`);
         }
         if (printed >= last.lastSeq && ended(last, options.until)) {
@@ -152,7 +168,11 @@ export async function followSession(session: SessionHandle, options: FollowOptio
 /** The first line of a tool's text output, if any. */
 function resultLine(result: unknown): string {
   const parts = (result as { content?: Array<{ type?: string; text?: string }> } | null)?.content;
-  const text = Array.isArray(parts) ? parts.map((p) => p.text ?? '').join('') : typeof result === 'string' ? result : '';
+  const text = Array.isArray(parts)
+    ? parts.map((p) => p.text ?? '').join('')
+    : typeof result === 'string'
+      ? result
+      : '';
   const first = text.trim().split('\n')[0] ?? '';
   return first === '' ? '' : ` → ${first.length > 100 ? `${first.slice(0, 100)}…` : first}`;
 }

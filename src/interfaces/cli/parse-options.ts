@@ -29,7 +29,8 @@ export function collectAgentOption(value: string, previous: Record<string, unkno
   const eq = value.indexOf('=');
   if (eq <= 0) throw new InvalidArgumentError(`--agent-option must be KEY=VALUE (got "${value}")`);
   const key = value.slice(0, eq);
-  if (!/^[A-Za-z][A-Za-z0-9]*$/.test(key)) throw new InvalidArgumentError(`--agent-option: "${key}" is not an option name`);
+  if (!/^[A-Za-z][A-Za-z0-9]*$/.test(key))
+    throw new InvalidArgumentError(`--agent-option: "${key}" is not an option name`);
   const raw = value.slice(eq + 1);
   let parsed: unknown = raw;
   try {

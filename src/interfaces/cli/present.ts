@@ -4,7 +4,16 @@ const ESC = '\u001b[';
 export function colors(stream: NodeJS.WriteStream = process.stdout) {
   const on = stream.isTTY === true && process.env.NO_COLOR === undefined;
   const wrap = (code: string) => (text: string) => (on ? `${ESC}${code}m${text}${ESC}0m` : text);
-  return { on, dim: wrap('2'), bold: wrap('1'), red: wrap('31'), green: wrap('32'), yellow: wrap('33'), cyan: wrap('36'), magenta: wrap('35') };
+  return {
+    on,
+    dim: wrap('2'),
+    bold: wrap('1'),
+    red: wrap('31'),
+    green: wrap('32'),
+    yellow: wrap('33'),
+    cyan: wrap('36'),
+    magenta: wrap('35'),
+  };
 }
 
 /** A one-line spinner on stderr while waiting (a turn, a backoff); a no-op when stderr is not a TTY. */

@@ -43,7 +43,12 @@ export async function runProgram(program: Command, argv: readonly string[]): Pro
     return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return ExitCode.ok;
+      if (
+        error.code === 'commander.helpDisplayed' ||
+        error.code === 'commander.version' ||
+        error.code === 'commander.help'
+      )
+        return ExitCode.ok;
       return ExitCode.usage;
     }
     if (error instanceof CliError) {

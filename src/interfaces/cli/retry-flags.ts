@@ -25,7 +25,8 @@ function parseRateLimitAttempts(value: string): 'free' | 'counted' {
 
 function parseMultiplier(value: string): number {
   const n = Number(value);
-  if (!Number.isFinite(n) || n < 1 || n > 10) throw new InvalidArgumentError(`--retry-multiplier must be a number from 1 to 10 (got "${value}")`);
+  if (!Number.isFinite(n) || n < 1 || n > 10)
+    throw new InvalidArgumentError(`--retry-multiplier must be a number from 1 to 10 (got "${value}")`);
   return n;
 }
 
@@ -44,7 +45,9 @@ function parseCategories(value: string): string[] {
     .filter((s) => s !== '');
   for (const c of list) {
     if (!(FAILURE_CATEGORIES as readonly string[]).includes(c))
-      throw new InvalidArgumentError(`--retry-on: "${c}" is not a failure category (one of ${FAILURE_CATEGORIES.join(', ')})`);
+      throw new InvalidArgumentError(
+        `--retry-on: "${c}" is not a failure category (one of ${FAILURE_CATEGORIES.join(', ')})`,
+      );
   }
   return list;
 }
@@ -53,17 +56,37 @@ function parseCategories(value: string): string[] {
 export function addRetryPolicyOptions(command: Command, what: string): Command {
   return command
     .option('--no-retry', `${what}: never retry`)
-    .option('--retry-max-attempts <n>', `${what}: attempts per turn, the first included (1-100)`, parseIntegerOption('--retry-max-attempts', 1, 100))
-    .option('--retry-initial-delay <duration>', `${what}: first backoff (e.g. 500ms, 2s)`, parseDurationOption('--retry-initial-delay'))
+    .option(
+      '--retry-max-attempts <n>',
+      `${what}: attempts per turn, the first included (1-100)`,
+      parseIntegerOption('--retry-max-attempts', 1, 100),
+    )
+    .option(
+      '--retry-initial-delay <duration>',
+      `${what}: first backoff (e.g. 500ms, 2s)`,
+      parseDurationOption('--retry-initial-delay'),
+    )
     .option('--retry-max-delay <duration>', `${what}: backoff cap (e.g. 1m)`, parseDurationOption('--retry-max-delay'))
     .option('--retry-multiplier <x>', `${what}: backoff growth factor (1-10)`, parseMultiplier)
     .option('--retry-jitter <mode>', `${what}: none, full, equal or a factor 0-1`, parseJitter)
     .option('--retry-on <categories>', `${what}: comma-separated failure categories to retry`, parseCategories)
     .addOption(new Option('--retry-honor-retry-after', `${what}: let a longer Retry-After win`))
     .addOption(new Option('--no-retry-honor-retry-after', `${what}: ignore Retry-After`))
-    .option('--retry-max-turn <duration>', `${what}: wall-clock limit of a turn, attempts and backoffs included (e.g. 30m; 0: none)`, parseDurationOption('--retry-max-turn'))
-    .option('--retry-rate-limit-attempts <mode>', `${what}: free or counted — whether an attempt that hits a quota wall counts against the attempts`, parseRateLimitAttempts)
-    .option('--retry-max-park <duration>', `${what}: the longest park at a quota wall (e.g. 6h; 0: never park)`, parseDurationOption('--retry-max-park'));
+    .option(
+      '--retry-max-turn <duration>',
+      `${what}: wall-clock limit of a turn, attempts and backoffs included (e.g. 30m; 0: none)`,
+      parseDurationOption('--retry-max-turn'),
+    )
+    .option(
+      '--retry-rate-limit-attempts <mode>',
+      `${what}: free or counted — whether an attempt that hits a quota wall counts against the attempts`,
+      parseRateLimitAttempts,
+    )
+    .option(
+      '--retry-max-park <duration>',
+      `${what}: the longest park at a quota wall (e.g. 6h; 0: never park)`,
+      parseDurationOption('--retry-max-park'),
+    );
 }
 
 /** The policy patch the flags ask for, or undefined when none was given. */

@@ -74,7 +74,15 @@ export function createApp(options: AppOptions): Hono {
     const started = performance.now();
     await next();
     // One line per request; never bodies, query strings or headers (tokens).
-    logger.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10 }, 'request');
+    logger.info(
+      {
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+      },
+      'request',
+    );
   });
   app.use('*', auth.middleware());
   app.use(
@@ -86,17 +94,32 @@ export function createApp(options: AppOptions): Hono {
   );
 
   app.onError((error, c) => {
-    if (error instanceof HttpError) return c.json({ error: error.message, ...(error.issues === undefined ? {} : { issues: error.issues }) }, error.status);
+    if (error instanceof HttpError)
+      return c.json(
+        { error: error.message, ...(error.issues === undefined ? {} : { issues: error.issues }) },
+        error.status,
+      );
     if (hasErrorCode(error, 'invalid_input')) return c.json({ error: 'invalid request', issues: error.issues }, 400);
     if (hasErrorCode(error, 'not_found')) return c.json({ error: error.message }, 404);
     if (hasErrorCode(error, 'conflict')) return c.json({ error: error.message }, 409);
-    if (hasErrorCode(error, 'quota_exceeded')) return c.json({ error: error.message, limit: error.limit, max: error.max }, error.status);
+    if (hasErrorCode(error, 'quota_exceeded'))
+      return c.json({ error: error.message, limit: error.limit, max: error.max }, error.status);
     logger.error({ method: c.req.method, path: c.req.path, error: error.message }, 'request failed');
     return c.json({ error: 'internal error' }, 500);
   });
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
 
-  const routes: RouteContext = { client, config, logger, auth, metrics, streams, workerStaleMs: staleMs(options), secureCookies: options.secureCookies === true, document };
+  const routes: RouteContext = {
+    client,
+    config,
+    logger,
+    auth,
+    metrics,
+    streams,
+    workerStaleMs: staleMs(options),
+    secureCookies: options.secureCookies === true,
+    document,
+  };
   mountRoutes(app, API_ROUTES, routes);
 
   // ---- dashboard and Bull Board -----------------------------------------------------------
@@ -104,7 +127,8 @@ export function createApp(options: AppOptions): Hono {
   // With tokens, Bull Board is read-only at /queues (read) and has its actions at /queues-admin (admin only).
   if (options.bullBoard !== false) {
     mountBullBoard(app, client.deployment.bullQueue(), { basePath: BULL_BOARD_PATH, readOnly: auth.required });
-    if (auth.required) mountBullBoard(app, client.deployment.bullQueue(), { basePath: BULL_BOARD_ADMIN_PATH, readOnly: false });
+    if (auth.required)
+      mountBullBoard(app, client.deployment.bullQueue(), { basePath: BULL_BOARD_ADMIN_PATH, readOnly: false });
   }
 
   return app;

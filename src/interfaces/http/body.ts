@@ -34,7 +34,9 @@ export async function readJson(c: Context): Promise<unknown> {
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    throw new HttpError(400, `malformed JSON body: ${(error as Error).message}`, [{ field: '(body)', message: 'must be valid JSON' }]);
+    throw new HttpError(400, `malformed JSON body: ${(error as Error).message}`, [
+      { field: '(body)', message: 'must be valid JSON' },
+    ]);
   }
 }
 

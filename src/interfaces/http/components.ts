@@ -8,12 +8,17 @@ export function components(): Json {
   const policy = schemaOf(RetryPolicySchema, 'output');
   return {
     securitySchemes: {
-      bearerAuth: { type: 'http', scheme: 'bearer', description: 'a configured token (`SESSIOND_API_TOKEN`, `http.tokens`); its scope must cover the route' },
+      bearerAuth: {
+        type: 'http',
+        scheme: 'bearer',
+        description: 'a configured token (`SESSIOND_API_TOKEN`, `http.tokens`); its scope must cover the route',
+      },
       loginCookie: {
         type: 'apiKey',
         in: 'cookie',
         name: 'sessiond_login',
-        description: 'set by `POST /api/login` (HttpOnly, SameSite=Strict); a mutation with it must carry an allowed `Origin`',
+        description:
+          'set by `POST /api/login` (HttpOnly, SameSite=Strict); a mutation with it must carry an allowed `Origin`',
       },
       streamTicket: {
         type: 'apiKey',
@@ -31,7 +36,10 @@ export function components(): Json {
           name: { type: ['string', 'null'] },
           scope: { enum: ['read', 'write', 'admin'] },
           via: { enum: ['bearer', 'cookie', 'ticket', 'open'] },
-          tenant: { type: 'string', description: "the tenant this credential's sessions are recorded under (docs/security.md)" },
+          tenant: {
+            type: 'string',
+            description: "the tenant this credential's sessions are recorded under (docs/security.md)",
+          },
           maxPriority: { type: 'integer', description: 'the highest priority its requests may ask for' },
           expiresAt: { type: 'integer' },
         },
@@ -46,7 +54,13 @@ export function components(): Json {
             items: {
               type: 'object',
               required: ['field', 'message'],
-              properties: { field: { type: 'string', description: 'dotted path, e.g. `options.model`, `retryPolicy.maxAttempts`, or `(body)`' }, message: { type: 'string' } },
+              properties: {
+                field: {
+                  type: 'string',
+                  description: 'dotted path, e.g. `options.model`, `retryPolicy.maxAttempts`, or `(body)`',
+                },
+                message: { type: 'string' },
+              },
             },
           },
         },
@@ -54,7 +68,11 @@ export function components(): Json {
       Enqueued: {
         type: 'object',
         required: ['sessionId', 'turn'],
-        properties: { sessionId: { type: 'string' }, turn: { type: 'integer', description: 'the turn this prompt will run as' }, created: { type: 'boolean' } },
+        properties: {
+          sessionId: { type: 'string' },
+          turn: { type: 'integer', description: 'the turn this prompt will run as' },
+          created: { type: 'boolean' },
+        },
       },
       Attempt: {
         type: 'object',
@@ -65,8 +83,15 @@ export function components(): Json {
           category: { enum: [...FAILURE_CATEGORIES] },
           errorText: { type: 'string' },
           delayMs: { type: 'integer', description: 'the backoff that followed, when a retry was scheduled' },
-          quotaWall: { enum: ['free', 'counted'], description: 'it ended on a quota wall (the session parked until the reset); free: not counted against maxAttempts' },
-          sandbox: { enum: ['bwrap', 'landlock', 'none'], description: "how the attempt's agent was confined (docs/sandbox.md); absent until its process runs" },
+          quotaWall: {
+            enum: ['free', 'counted'],
+            description:
+              'it ended on a quota wall (the session parked until the reset); free: not counted against maxAttempts',
+          },
+          sandbox: {
+            enum: ['bwrap', 'landlock', 'none'],
+            description: "how the attempt's agent was confined (docs/sandbox.md); absent until its process runs",
+          },
           startedAt: { type: 'integer' },
           endedAt: { type: ['integer', 'null'] },
           usage: ref('Usage'),
@@ -87,7 +112,12 @@ export function components(): Json {
       Transition: {
         type: 'object',
         required: ['at', 'from', 'to', 'event'],
-        properties: { at: { type: 'integer' }, from: { type: 'string' }, to: { type: 'string' }, event: { type: 'string' } },
+        properties: {
+          at: { type: 'integer' },
+          from: { type: 'string' },
+          to: { type: 'string' },
+          event: { type: 'string' },
+        },
       },
       TurnSummary: {
         type: ['object', 'null'],
@@ -100,14 +130,20 @@ export function components(): Json {
           cancelReason: { type: 'string' },
           attempts: { type: 'array', items: ref('Attempt') },
           usage: ref('Usage'),
-          attemptsCounted: { type: 'integer', description: 'attempts counted against maxAttempts (free quota walls are not)' },
+          attemptsCounted: {
+            type: 'integer',
+            description: 'attempts counted against maxAttempts (free quota walls are not)',
+          },
         },
       },
       SessionList: {
         type: 'object',
         required: ['sessions', 'next'],
         properties: {
-          next: { type: ['string', 'null'], description: 'the cursor of the next page (`?cursor=`), null on the last page' },
+          next: {
+            type: ['string', 'null'],
+            description: 'the cursor of the next page (`?cursor=`), null on the last page',
+          },
           sessions: {
             type: 'array',
             items: {
@@ -121,12 +157,18 @@ export function components(): Json {
                 updatedAt: { type: 'integer' },
                 turn: {
                   type: ['object', 'null'],
-                  properties: { index: { type: 'integer' }, status: { type: 'string' }, attempts: { type: 'integer' }, prompt: { type: ['string', 'null'] } },
+                  properties: {
+                    index: { type: 'integer' },
+                    status: { type: 'string' },
+                    attempts: { type: 'integer' },
+                    prompt: { type: ['string', 'null'] },
+                  },
                 },
                 nextRetryAt: { type: 'integer' },
                 parkedUntil: {
                   type: 'object',
-                  description: "parked at a quota wall: the provider's reset, since when, and whether the attempt was free",
+                  description:
+                    "parked at a quota wall: the provider's reset, since when, and whether the attempt was free",
                   properties: { until: { type: 'integer' }, since: { type: 'integer' }, free: { type: 'boolean' } },
                 },
                 lastFailure: { type: 'object', properties: { category: { type: 'string' }, at: { type: 'integer' } } },
@@ -153,13 +195,23 @@ export function components(): Json {
             description: "parked at a quota wall: the provider's reset, since when, and whether the attempt was free",
             properties: { until: { type: 'integer' }, since: { type: 'integer' }, free: { type: 'boolean' } },
           },
-          lastFailure: { type: 'object', properties: { category: { type: 'string' }, errorText: { type: 'string' }, at: { type: 'integer' } } },
+          lastFailure: {
+            type: 'object',
+            properties: { category: { type: 'string' }, errorText: { type: 'string' }, at: { type: 'integer' } },
+          },
           usage: {
             type: 'object',
-            description: 'tokens the session’s attempts reported, summed, in all and per agent and model (absent: none reported)',
+            description:
+              'tokens the session’s attempts reported, summed, in all and per agent and model (absent: none reported)',
             properties: {
               total: ref('Usage'),
-              byModel: { type: 'array', items: { type: 'object', properties: { agent: { type: 'string' }, model: { type: 'string' }, usage: ref('Usage') } } },
+              byModel: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: { agent: { type: 'string' }, model: { type: 'string' }, usage: ref('Usage') },
+                },
+              },
             },
           },
           policy: {},
@@ -180,7 +232,13 @@ export function components(): Json {
                 tool: { type: 'string' },
                 kind: { type: 'string' },
                 arguments: {},
-                options: { type: 'array', items: { type: 'object', properties: { optionId: { type: 'string' }, name: { type: 'string' }, kind: { type: 'string' } } } },
+                options: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: { optionId: { type: 'string' }, name: { type: 'string' }, kind: { type: 'string' } },
+                  },
+                },
                 requestedAt: { type: 'integer' },
                 deadlineAt: { type: 'integer' },
                 decision: { type: 'object' },
@@ -188,15 +246,31 @@ export function components(): Json {
             },
           },
           options: { type: 'object' },
-          queued: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, text: { type: 'string' }, enqueuedAt: { type: 'integer' } } } },
+          queued: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: { id: { type: 'string' }, text: { type: 'string' }, enqueuedAt: { type: 'integer' } },
+            },
+          },
           cancelRequested: { type: 'boolean' },
-          context: { type: ['object', 'null'], description: "the session machine's context (turn, attempt, attempts history, nextRetryAt, mailbox, policy…)" },
+          context: {
+            type: ['object', 'null'],
+            description:
+              "the session machine's context (turn, attempt, attempts history, nextRetryAt, mailbox, policy…)",
+          },
         },
       },
       Message: {
         type: 'object',
         required: ['seq', 'turn', 'attempt', 'type', 'content'],
-        properties: { seq: { type: 'integer' }, turn: { type: 'integer' }, attempt: { type: 'integer' }, type: { type: 'string' }, content: {} },
+        properties: {
+          seq: { type: 'integer' },
+          turn: { type: 'integer' },
+          attempt: { type: 'integer' },
+          type: { type: 'string' },
+          content: {},
+        },
       },
       MessagePage: {
         type: 'object',
@@ -210,7 +284,11 @@ export function components(): Json {
         },
       },
       RetryPolicy: policy,
-      PolicyResponse: { type: 'object', required: ['policy', 'source'], properties: { policy: ref('RetryPolicy'), source: { enum: ['session', 'global', 'default'] } } },
+      PolicyResponse: {
+        type: 'object',
+        required: ['policy', 'source'],
+        properties: { policy: ref('RetryPolicy'), source: { enum: ['session', 'global', 'default'] } },
+      },
       Chart: {
         type: 'object',
         required: ['id', 'initial', 'states'],
@@ -226,7 +304,14 @@ export function components(): Json {
                 invokes: { type: 'array', items: { type: 'string' } },
                 transitions: {
                   type: 'array',
-                  items: { type: 'object', properties: { event: { type: 'string' }, target: { type: ['string', 'null'] }, guard: { type: ['string', 'null'] } } },
+                  items: {
+                    type: 'object',
+                    properties: {
+                      event: { type: 'string' },
+                      target: { type: ['string', 'null'] },
+                      guard: { type: ['string', 'null'] },
+                    },
+                  },
                 },
               },
             },

@@ -47,7 +47,10 @@ export class EventStreams {
   open(c: Context, sessionId: string, from: number, principal: Principal | null): Response {
     if (this.#live >= this.#o.maxStreams) {
       c.header('Retry-After', '5');
-      throw new HttpError(503, `too many live event streams (http.maxStreams = ${this.#o.maxStreams}); try again shortly`);
+      throw new HttpError(
+        503,
+        `too many live event streams (http.maxStreams = ${this.#o.maxStreams}); try again shortly`,
+      );
     }
     // One token may not take every slot (its cookie and tickets count as the token).
     const cap = this.#o.tokenCap?.(principal) ?? null;
@@ -98,8 +101,20 @@ export class EventStreams {
           const expiry = left === null || left > MAX_TIMER_MS ? null : setTimeout(abort, Math.max(0, left));
           try {
             await stream.write('retry: 2000\n\n');
-            for await (const m of client.session(sessionId).watch({ from, follow: true, shared: true, signal: controller.signal })) {
-              await stream.writeSSE({ id: String(m.seq), event: m.type, data: JSON.stringify({ seq: m.seq, turn: m.turn, attempt: m.attempt, type: m.type, content: m.content }) });
+            for await (const m of client
+              .session(sessionId)
+              .watch({ from, follow: true, shared: true, signal: controller.signal })) {
+              await stream.writeSSE({
+                id: String(m.seq),
+                event: m.type,
+                data: JSON.stringify({
+                  seq: m.seq,
+                  turn: m.turn,
+                  attempt: m.attempt,
+                  type: m.type,
+                  content: m.content,
+                }),
+              });
               lastMessageAt = Date.now();
               if (stream.aborted || stream.closed) break;
             }

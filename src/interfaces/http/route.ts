@@ -19,7 +19,9 @@ export type Examples = Record<string, { summary: string; value: unknown }>;
 
 type QueryOf<Q> = Q extends z.ZodType ? z.output<Q> : Record<string, string>;
 type BodyOf<B> = B extends z.ZodType ? z.output<B> : undefined;
-type IdOf<P extends string> = P extends `${string}{id}${string}` ? { /** The session id of the path, checked. */ id: string } : object;
+type IdOf<P extends string> = P extends `${string}{id}${string}`
+  ? { /** The session id of the path, checked. */ id: string }
+  : object;
 
 /** What a handler is given besides the request: the session id (when the path has one), the parsed query and body. */
 export type RouteInput<P extends string, Q, B> = IdOf<P> & { query: QueryOf<Q>; body: BodyOf<B> };
@@ -65,9 +67,11 @@ export interface Route<C> {
 
 /** The route definer for handlers given a `C` (createApp's RouteContext; the dashboard's assets). */
 export function routeFor<C>() {
-  return function defineRoute<const P extends string, Q extends z.ZodType | undefined = undefined, B extends z.ZodType | undefined = undefined>(
-    spec: RouteSpec<C, P, Q, B>,
-  ): Route<C> {
+  return function defineRoute<
+    const P extends string,
+    Q extends z.ZodType | undefined = undefined,
+    B extends z.ZodType | undefined = undefined,
+  >(spec: RouteSpec<C, P, Q, B>): Route<C> {
     const checksId = spec.path.includes('{id}') && spec.anyId !== true;
     return {
       spec: spec as unknown as Route<C>['spec'],
@@ -92,7 +96,13 @@ export const queryInt = (min: number, max: number) =>
     .string()
     .regex(/^\d+$/, `must be an integer from ${min} to ${max}`)
     .transform(Number)
-    .pipe(z.number().int().min(min, `must be an integer from ${min} to ${max}`).max(max, `must be an integer from ${min} to ${max}`));
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(min, `must be an integer from ${min} to ${max}`)
+        .max(max, `must be an integer from ${min} to ${max}`),
+    );
 
 export function unknownSession(id: string): HttpError {
   return new HttpError(404, `unknown session "${id}"`);
@@ -109,13 +119,22 @@ export function mountRoutes<C>(app: Hono, routes: readonly Route<C>[], ctx: C): 
 // ---- the OpenAPI side ----------------------------------------------------------------------
 
 export const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
-export const json = (schema: Json, description: string): Json => ({ description, content: { 'application/json': { schema } } });
+export const json = (schema: Json, description: string): Json => ({
+  description,
+  content: { 'application/json': { schema } },
+});
 export const error = (description: string): Json => json(ref('Error'), description);
-export const invalid = (description = 'a field is invalid: `issues` name each one'): Json => json(ref('ValidationError'), description);
-export const html = (description: string): Json => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
+export const invalid = (description = 'a field is invalid: `issues` name each one'): Json =>
+  json(ref('ValidationError'), description);
+export const html = (description: string): Json => ({
+  description,
+  content: { 'text/html': { schema: { type: 'string' } } },
+});
 /** What a route with a body may also answer: no credential, scope or origin refused, body too large, not JSON. */
 export const MUTATING_ERRORS = {
-  '401': error('a token is configured and the request has no valid credential (`Authorization: Bearer <token>` or the login cookie)'),
+  '401': error(
+    'a token is configured and the request has no valid credential (`Authorization: Bearer <token>` or the login cookie)',
+  ),
   '403': error("the token's scope does not cover this route, or a cross-origin request (`Origin` not allowed)"),
   '413': error('the body is larger than `http.bodyLimitBytes`'),
   '415': error('a body not sent as `application/json`'),
@@ -148,7 +167,10 @@ function strip(value: unknown): unknown {
 /** The route's operation in the OpenAPI document. */
 export function operationOf(spec: Route<never>['spec']): Json {
   const parameters = [...(spec.path.includes('{id}') ? [ID_PARAM] : []), ...(spec.parameters ?? [])];
-  const security = spec.scope === 'public' ? [] : [{ bearerAuth: [] }, { loginCookie: [] }, ...(spec.streamTicket === true ? [{ streamTicket: [] }] : [])];
+  const security =
+    spec.scope === 'public'
+      ? []
+      : [{ bearerAuth: [] }, { loginCookie: [] }, ...(spec.streamTicket === true ? [{ streamTicket: [] }] : [])];
   const responses: Json = { ...spec.responses };
   if (spec.scope !== 'public') {
     responses['401'] ??= error('a token is configured and the request has no valid credential');
@@ -167,7 +189,12 @@ export function operationOf(spec: Route<never>['spec']): Json {
       : {
           requestBody: {
             required: spec.body.required !== false,
-            content: { 'application/json': { schema: spec.body.document ?? schemaOf(spec.body.schema as z.ZodType), examples: spec.body.examples } },
+            content: {
+              'application/json': {
+                schema: spec.body.document ?? schemaOf(spec.body.schema as z.ZodType),
+                examples: spec.body.examples,
+              },
+            },
           },
         }),
     responses,

@@ -41,7 +41,9 @@ export async function startServer(options: StartServerOptions): Promise<RunningS
   const tls = readTls(config.http);
   const app = createApp({ ...options, config, signal: shutdown.signal, secureCookies: tls !== null });
   const server = (
-    tls === null ? createAdaptorServer({ fetch: app.fetch }) : createAdaptorServer({ fetch: app.fetch, createServer: createHttpsServer, serverOptions: tls })
+    tls === null
+      ? createAdaptorServer({ fetch: app.fetch })
+      : createAdaptorServer({ fetch: app.fetch, createServer: createHttpsServer, serverOptions: tls })
   ) as Server;
   await new Promise<void>((resolve, reject) => {
     const onError = (error: Error): void => reject(new Error(`cannot listen on ${host}:${port}: ${error.message}`));

@@ -49,7 +49,11 @@ export async function api(method, path, body) {
   try {
     response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   } catch (error) {
-    return { ok: false, status: 0, data: { error: `cannot reach the server: ${error instanceof Error ? error.message : String(error)}` } };
+    return {
+      ok: false,
+      status: 0,
+      data: { error: `cannot reach the server: ${error instanceof Error ? error.message : String(error)}` },
+    };
   }
   const data = await response.json().catch(() => null);
   // Logged out (or the login expired) while on a page: back to the login form.
@@ -81,7 +85,8 @@ export function showIssues(form, result) {
     target.closest('.field')?.classList.add('invalid');
   }
   if (formError) {
-    const summary = issues.length === 0 ? (result.data?.error ?? `request failed (HTTP ${result.status})`) : leftover.join('; ');
+    const summary =
+      issues.length === 0 ? (result.data?.error ?? `request failed (HTTP ${result.status})`) : leftover.join('; ');
     formError.textContent = summary;
   }
 }

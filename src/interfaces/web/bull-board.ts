@@ -14,7 +14,12 @@ export function mountBullBoard(app: Hono, queue: Queue, options: { basePath: str
   const adapter = new HonoAdapter(serveStatic);
   adapter.setBasePath(options.basePath);
   createBullBoard({
-    queues: [new BullMQAdapter(queue, { readOnlyMode: options.readOnly, description: 'session activations (one job per activation; the session machine owns retries)' })],
+    queues: [
+      new BullMQAdapter(queue, {
+        readOnlyMode: options.readOnly,
+        description: 'session activations (one job per activation; the session machine owns retries)',
+      }),
+    ],
     serverAdapter: adapter,
     options: { uiConfig: { boardTitle: 'sessiond queue', miscLinks: [{ text: 'sessiond dashboard', url: '/' }] } },
   });

@@ -14,10 +14,30 @@ export function renderChart(chart, current) {
   const { width, height } = layout;
   const { width: boxW, height: boxH } = layout.box;
   const root = /** @type {SVGSVGElement} */ (
-    s('svg', { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', 'aria-label': 'session statechart', 'data-testid': 'chart-svg' })
+    s('svg', {
+      viewBox: `0 0 ${width} ${height}`,
+      width,
+      height,
+      role: 'img',
+      'aria-label': 'session statechart',
+      'data-testid': 'chart-svg',
+    })
   );
   const marker = (/** @type {string} */ id, /** @type {string} */ cls) =>
-    s('marker', { id, class: cls, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, s('path', { d: 'M0,0 L10,5 L0,10 z' }));
+    s(
+      'marker',
+      {
+        id,
+        class: cls,
+        viewBox: '0 0 10 10',
+        refX: 9,
+        refY: 5,
+        markerWidth: 7,
+        markerHeight: 7,
+        orient: 'auto-start-reverse',
+      },
+      s('path', { d: 'M0,0 L10,5 L0,10 z' }),
+    );
   root.append(s('defs', {}, marker('arrow', ''), marker('arrow-live', 'live')));
   const edgeLayer = s('g', {});
   const labelLayer = s('g', {});
@@ -29,18 +49,30 @@ export function renderChart(chart, current) {
    * @param {boolean} restore
    */
   const label = (l, live, restore) =>
-    s('text', { x: l.x, y: l.y, 'text-anchor': l.anchor, class: `label${live ? ' live' : ''}${restore ? ' restore' : ''}` }, s('tspan', { x: l.x, dy: 0 }, l.text));
+    s(
+      'text',
+      { x: l.x, y: l.y, 'text-anchor': l.anchor, class: `label${live ? ' live' : ''}${restore ? ' restore' : ''}` },
+      s('tspan', { x: l.x, dy: 0 }, l.text),
+    );
   /**
    * @param {string} d
    * @param {boolean} live
    * @param {boolean} restore
    */
-  const path = (d, live, restore) => s('path', { d, class: `${live ? 'live' : ''}${restore ? ' restore' : ''}`, 'marker-end': `url(#${live ? 'arrow-live' : 'arrow'})` });
+  const path = (d, live, restore) =>
+    s('path', {
+      d,
+      class: `${live ? 'live' : ''}${restore ? ' restore' : ''}`,
+      'marker-end': `url(#${live ? 'arrow-live' : 'arrow'})`,
+    });
 
   for (const lane of layout.lanes) {
     const live = lane.sources.some((src) => src.from === current);
     const g = s('g', { class: `edge back${live ? ' live' : ''}`, 'data-to': lane.to });
-    for (const src of lane.sources) g.append(s('path', { d: src.d, class: `${src.from === current ? 'live' : ''}${src.reachable ? '' : ' restore'}` }));
+    for (const src of lane.sources)
+      g.append(
+        s('path', { d: src.d, class: `${src.from === current ? 'live' : ''}${src.reachable ? '' : ' restore'}` }),
+      );
     g.append(path(lane.d, live, false));
     edgeLayer.append(g);
     labelLayer.append(label(lane.label, live, false));
@@ -48,19 +80,42 @@ export function renderChart(chart, current) {
 
   for (const e of [...layout.loops, ...layout.forward]) {
     const live = e.from === current;
-    edgeLayer.append(s('g', { class: `edge${live ? ' live' : ''}`, 'data-from': e.from, 'data-to': e.to }, path(e.d, live, !e.reachable)));
+    edgeLayer.append(
+      s(
+        'g',
+        { class: `edge${live ? ' live' : ''}`, 'data-from': e.from, 'data-to': e.to },
+        path(e.d, live, !e.reachable),
+      ),
+    );
     labelLayer.append(label(e.label, live, !e.reachable));
   }
 
   for (const st of layout.states) {
-    const cls = ['state', st.name === current ? 'current' : '', st.reachable ? '' : 'restore', st.initial ? 'initial' : ''].filter(Boolean).join(' ');
+    const cls = [
+      'state',
+      st.name === current ? 'current' : '',
+      st.reachable ? '' : 'restore',
+      st.initial ? 'initial' : '',
+    ]
+      .filter(Boolean)
+      .join(' ');
     root.append(
       s(
         'g',
         { class: cls, 'data-state': st.name, 'data-current': st.name === current ? 'true' : 'false' },
         s('rect', { x: st.x, y: st.y, width: boxW, height: boxH, rx: 8 }),
-        s('text', { class: 'name', x: st.x + boxW / 2, y: st.y + (st.invokes.length > 0 ? 19 : 27), 'text-anchor': 'middle' }, st.name),
-        st.invokes.length > 0 ? s('text', { class: 'invoke', x: st.x + boxW / 2, y: st.y + 35, 'text-anchor': 'middle' }, `invoke ${st.invokes.join(', ')}`) : null,
+        s(
+          'text',
+          { class: 'name', x: st.x + boxW / 2, y: st.y + (st.invokes.length > 0 ? 19 : 27), 'text-anchor': 'middle' },
+          st.name,
+        ),
+        st.invokes.length > 0
+          ? s(
+              'text',
+              { class: 'invoke', x: st.x + boxW / 2, y: st.y + 35, 'text-anchor': 'middle' },
+              `invoke ${st.invokes.join(', ')}`,
+            )
+          : null,
       ),
     );
   }

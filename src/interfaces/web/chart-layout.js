@@ -182,7 +182,13 @@ export function layoutChart(chart) {
       ];
       const label = spots.find((l) => free(labelBox(l.text, l.x, l.y, l.anchor))) ?? /** @type {Label} */ (spots[0]);
       placed.push(labelBox(label.text, label.x, label.y, label.anchor));
-      return { from: e.from, to: e.to, d: `M${x - 24},${a.y} C${x - 10},${a.y - 26} ${x + 30},${a.y - 6} ${x},${a.y + 12}`, reachable: reachable.has(e.from), label };
+      return {
+        from: e.from,
+        to: e.to,
+        d: `M${x - 24},${a.y} C${x - 10},${a.y - 26} ${x + 30},${a.y - 6} ${x},${a.y + 12}`,
+        reachable: reachable.has(e.from),
+        label,
+      };
     });
 
   // Ports: a state's outgoing forward edges leave its right side spread out in target order, incoming ones arrive spread on its left.
@@ -194,7 +200,8 @@ export function layoutChart(chart) {
    */
   const port = (name, key, other) => {
     const mine = forward.filter((x) => x[key] === name).sort((p, q) => at(p[other]).y - at(q[other]).y);
-    return (/** @type {(typeof forward)[number]} */ e) => at(name).y + (BOX_H * (mine.indexOf(e) + 1)) / (mine.length + 1);
+    return (/** @type {(typeof forward)[number]} */ e) =>
+      at(name).y + (BOX_H * (mine.indexOf(e) + 1)) / (mine.length + 1);
   };
   const ordered = [...forward].sort((p, q) => Number(reachable.has(q.from)) - Number(reachable.has(p.from)));
   /** @type {EdgeLayout[]} */
@@ -210,7 +217,10 @@ export function layoutChart(chart) {
     let text = full;
     const point = (/** @type {number} */ t) => {
       const u = 1 - t;
-      return { x: u * u * u * x1 + 3 * u * u * t * mx + 3 * u * t * t * mx + t * t * t * x2, y: u * u * u * y1 + 3 * u * u * t * y1 + 3 * u * t * t * y2 + t * t * t * y2 };
+      return {
+        x: u * u * u * x1 + 3 * u * u * t * mx + 3 * u * t * t * mx + t * t * t * x2,
+        y: u * u * u * y1 + 3 * u * u * t * y1 + 3 * u * t * t * y2 + t * t * t * y2,
+      };
     };
     /** @type {{ x: number, y: number, box: Box } | null} */
     let best = null;
@@ -247,6 +257,20 @@ export function layoutChart(chart) {
   });
 
   /** @type {StateBox[]} */
-  const states = chart.states.map((st) => ({ name: st.name, ...at(st.name), reachable: reachable.has(st.name), initial: st.name === chart.initial, invokes: st.invokes ?? [] }));
-  return { width, height, box: { width: BOX_W, height: BOX_H }, states, lanes: laneLayouts, loops, forward: forwardLayouts };
+  const states = chart.states.map((st) => ({
+    name: st.name,
+    ...at(st.name),
+    reachable: reachable.has(st.name),
+    initial: st.name === chart.initial,
+    invokes: st.invokes ?? [],
+  }));
+  return {
+    width,
+    height,
+    box: { width: BOX_W, height: BOX_H },
+    states,
+    lanes: laneLayouts,
+    loops,
+    forward: forwardLayouts,
+  };
 }

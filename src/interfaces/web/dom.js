@@ -44,7 +44,8 @@ export function s(tag, attrs = {}, ...children) {
 function setAttrs(el, attrs) {
   for (const [key, value] of Object.entries(attrs)) {
     if (value === undefined || value === null || value === false) continue;
-    if (key.startsWith('on') && typeof value === 'function') el.addEventListener(key.slice(2), /** @type {EventListener} */ (value));
+    if (key.startsWith('on') && typeof value === 'function')
+      el.addEventListener(key.slice(2), /** @type {EventListener} */ (value));
     else if (key === 'text') el.textContent = String(value);
     else el.setAttribute(key, value === true ? '' : String(value));
   }

@@ -49,13 +49,19 @@ export function homePage(main) {
       field('working directory', 'options.cwd', inputs.cwd),
     ),
     h('small', { class: 'field-error', 'data-error-for': 'options' }),
-    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', 'data-testid': 'create-session' }, 'Start session'), h('span', { class: 'form-error' })),
+    h(
+      'div',
+      { class: 'actions' },
+      h('button', { type: 'submit', class: 'primary', 'data-testid': 'create-session' }, 'Start session'),
+      h('span', { class: 'form-error' }),
+    ),
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     /** @type {Record<string, string>} */
     const options = {};
-    for (const key of /** @type {const} */ (['provider', 'model', 'cwd'])) if (inputs[key].value.trim() !== '') options[key] = inputs[key].value.trim();
+    for (const key of /** @type {const} */ (['provider', 'model', 'cwd']))
+      if (inputs[key].value.trim() !== '') options[key] = inputs[key].value.trim();
     /** @type {Record<string, unknown>} */
     const body = { prompt: inputs.prompt.value, ...(Object.keys(options).length > 0 ? { options } : {}) };
     if (inputs.sessionId.value.trim() !== '') body.sessionId = inputs.sessionId.value.trim();
@@ -64,7 +70,11 @@ export function homePage(main) {
     navigate(`/sessions/${encodeURIComponent(result.data.sessionId)}`);
   });
 
-  const policy = policyEditor({ path: '/api/retry-policy', title: 'Global retry policy', allowReset: 'Reset to defaults' });
+  const policy = policyEditor({
+    path: '/api/retry-policy',
+    title: 'Global retry policy',
+    allowReset: 'Reset to defaults',
+  });
   fill(
     main,
     h(
@@ -81,7 +91,12 @@ export function homePage(main) {
           h('div', { class: 'table-scroll' }, table),
         ),
       ),
-      h('div', {}, can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'New session'), form) : null, policy.panel),
+      h(
+        'div',
+        {},
+        can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'New session'), form) : null,
+        policy.panel,
+      ),
     ),
   );
 
@@ -110,9 +125,27 @@ export function homePage(main) {
       chips.dataset.key = chipKey;
       fill(
         chips,
-        h('button', { type: 'button', class: filter === '' ? 'active' : '', 'data-state': '', onclick: () => ((filter = ''), void refresh()) }, `all ${sessions.length}`),
+        h(
+          'button',
+          {
+            type: 'button',
+            class: filter === '' ? 'active' : '',
+            'data-state': '',
+            onclick: () => ((filter = ''), void refresh()),
+          },
+          `all ${sessions.length}`,
+        ),
         ...byState(counts).map(([state, n]) =>
-          h('button', { type: 'button', class: filter === state ? 'active' : '', 'data-state': state, onclick: () => ((filter = state), void refresh()) }, `${state} ${n}`),
+          h(
+            'button',
+            {
+              type: 'button',
+              class: filter === state ? 'active' : '',
+              'data-state': state,
+              onclick: () => ((filter = state), void refresh()),
+            },
+            `${state} ${n}`,
+          ),
         ),
       );
     }
@@ -125,24 +158,57 @@ export function homePage(main) {
         h(
           'tr',
           { 'data-session-id': s.sessionId },
-          h('td', { class: 'id' }, h('a', { href: `/sessions/${encodeURIComponent(s.sessionId)}`, class: 'mono', title: s.sessionId, onclick: link }, s.sessionId)),
+          h(
+            'td',
+            { class: 'id' },
+            h(
+              'a',
+              {
+                href: `/sessions/${encodeURIComponent(s.sessionId)}`,
+                class: 'mono',
+                title: s.sessionId,
+                onclick: link,
+              },
+              s.sessionId,
+            ),
+          ),
           h('td', { 'data-testid': 'agent' }, s.agent),
-          h('td', {}, badge(s.state), s.awaitingApproval ? [' ', h('span', { class: 'category', 'data-testid': 'awaiting-approval' }, 'awaiting approval')] : null),
+          h(
+            'td',
+            {},
+            badge(s.state),
+            s.awaitingApproval
+              ? [' ', h('span', { class: 'category', 'data-testid': 'awaiting-approval' }, 'awaiting approval')]
+              : null,
+          ),
           h('td', {}, s.turn ? `#${s.turn.index} ${s.turn.status}` : '–'),
-          h('td', {}, s.turn ? String(s.turn.attempts) : '–', s.lastFailure ? [' ', h('span', { class: 'category', title: 'last failure' }, s.lastFailure.category)] : null),
+          h(
+            'td',
+            {},
+            s.turn ? String(s.turn.attempts) : '–',
+            s.lastFailure
+              ? [' ', h('span', { class: 'category', title: 'last failure' }, s.lastFailure.category)]
+              : null,
+          ),
           h(
             'td',
             {},
             s.waitingFor
               ? h(
                   'span',
-                  { 'data-testid': 'waiting-for', title: `waiting (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}` },
+                  {
+                    'data-testid': 'waiting-for',
+                    title: `waiting (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}`,
+                  },
                   `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`,
                 )
               : s.parkedUntil
                 ? h(
                     'span',
-                    { 'data-testid': 'parked-until', title: `parked at a quota wall since ${new Date(s.parkedUntil.since).toISOString()}` },
+                    {
+                      'data-testid': 'parked-until',
+                      title: `parked at a quota wall since ${new Date(s.parkedUntil.since).toISOString()}`,
+                    },
                     `quota wall, resets in ${ms(Math.max(0, s.parkedUntil.until - Date.now()))}`,
                   )
                 : s.nextRetryAt
@@ -154,7 +220,8 @@ export function homePage(main) {
         ),
       ),
     );
-    if (shown.length === 0) tbody.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No sessions yet. Start one with the form.')));
+    if (shown.length === 0)
+      tbody.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No sessions yet. Start one with the form.')));
   }
   return poll(refresh, 1000);
 }

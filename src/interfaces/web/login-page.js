@@ -13,7 +13,12 @@ export function loginPage(main) {
     'form',
     { class: 'stack', 'data-testid': 'login-form', novalidate: true },
     field('API token', 'token', input, 'exchanged once for a login cookie; the page never keeps it'),
-    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', 'data-testid': 'login' }, 'Log in'), h('span', { class: 'form-error' })),
+    h(
+      'div',
+      { class: 'actions' },
+      h('button', { type: 'submit', class: 'primary', 'data-testid': 'login' }, 'Log in'),
+      h('span', { class: 'form-error' }),
+    ),
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -23,5 +28,14 @@ export function loginPage(main) {
     setPrincipal(result.data);
     route();
   });
-  fill(main, h('section', { class: 'panel login' }, h('h1', {}, 'Log in'), h('p', { class: 'muted' }, 'This sessiond needs a token to read or change anything.'), form));
+  fill(
+    main,
+    h(
+      'section',
+      { class: 'panel login' },
+      h('h1', {}, 'Log in'),
+      h('p', { class: 'muted' }, 'This sessiond needs a token to read or change anything.'),
+      form,
+    ),
+  );
 }

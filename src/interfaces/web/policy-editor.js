@@ -35,7 +35,8 @@ export function policyEditor({ path, title, allowReset }) {
   const inputs = {};
   const sourceEl = h('span', { class: 'muted', 'data-testid': 'policy-source' });
   const form = h('form', { class: 'stack', 'data-testid': 'policy-form', novalidate: true });
-  for (const [name] of POLICY_NUMBERS) inputs[name] = h('input', { type: 'text', name, inputmode: 'decimal', autocomplete: 'off' });
+  for (const [name] of POLICY_NUMBERS)
+    inputs[name] = h('input', { type: 'text', name, inputmode: 'decimal', autocomplete: 'off' });
   const jitter = h('input', { type: 'text', name: 'jitter', autocomplete: 'off' });
   const enabled = h('input', { type: 'checkbox', name: 'enabled' });
   const honorRetryAfter = h('input', { type: 'checkbox', name: 'honorRetryAfter' });
@@ -57,8 +58,20 @@ export function policyEditor({ path, title, allowReset }) {
     h(
       'div',
       { class: 'row' },
-      h('label', { class: 'field checkbox' }, enabled, 'retries enabled', h('small', { class: 'field-error', 'data-error-for': 'enabled' })),
-      h('label', { class: 'field checkbox' }, honorRetryAfter, 'honor Retry-After', h('small', { class: 'field-error', 'data-error-for': 'honorRetryAfter' })),
+      h(
+        'label',
+        { class: 'field checkbox' },
+        enabled,
+        'retries enabled',
+        h('small', { class: 'field-error', 'data-error-for': 'enabled' }),
+      ),
+      h(
+        'label',
+        { class: 'field checkbox' },
+        honorRetryAfter,
+        'honor Retry-After',
+        h('small', { class: 'field-error', 'data-error-for': 'honorRetryAfter' }),
+      ),
     ),
     h(
       'div',
@@ -76,14 +89,17 @@ export function policyEditor({ path, title, allowReset }) {
       'div',
       { class: 'actions' },
       h('button', { type: 'submit', class: 'primary', 'data-testid': 'policy-save' }, 'Save retry policy'),
-      allowReset ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'policy-reset', onclick: reset }, allowReset) : null,
+      allowReset
+        ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'policy-reset', onclick: reset }, allowReset)
+        : null,
       h('span', { class: 'form-error' }),
       h('span', { class: 'form-ok', 'data-testid': 'policy-ok' }),
     ),
   );
   if (!can('admin')) {
     // Below admin the policy is shown, not edited.
-    for (const el of form.querySelectorAll('input, button')) /** @type {HTMLInputElement | HTMLButtonElement} */ (el).disabled = true;
+    for (const el of form.querySelectorAll('input, button'))
+      /** @type {HTMLInputElement | HTMLButtonElement} */ (el).disabled = true;
     form.querySelector('[data-testid="policy-save"]')?.remove();
     form.querySelector('[data-testid="policy-reset"]')?.remove();
   }
@@ -116,7 +132,8 @@ export function policyEditor({ path, title, allowReset }) {
     out.retryOn = categoryBoxes.filter((b) => b.checked).map((b) => b.value);
     // Only what changed: a per-session policy keeps following nothing it was not told.
     const before = loaded;
-    if (before) for (const key of Object.keys(out)) if (JSON.stringify(out[key]) === JSON.stringify(before[key])) delete out[key];
+    if (before)
+      for (const key of Object.keys(out)) if (JSON.stringify(out[key]) === JSON.stringify(before[key])) delete out[key];
     return out;
   }
 
@@ -142,7 +159,12 @@ export function policyEditor({ path, title, allowReset }) {
     showOk(form, 'reset');
   }
 
-  const panel = h('section', { class: 'panel', 'data-testid': 'policy-panel' }, h('h2', {}, title, ' ', sourceEl), form);
+  const panel = h(
+    'section',
+    { class: 'panel', 'data-testid': 'policy-panel' },
+    h('h2', {}, title, ' ', sourceEl),
+    form,
+  );
   void load();
   return { panel, load };
 }

@@ -18,12 +18,17 @@ const PAGE_HEADERS = {
   'Cache-Control': 'no-cache',
 };
 
-const SCRIPT_HEADERS = { 'Content-Type': 'text/javascript; charset=utf-8', 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff' };
+const SCRIPT_HEADERS = {
+  'Content-Type': 'text/javascript; charset=utf-8',
+  'Cache-Control': 'no-cache',
+  'X-Content-Type-Options': 'nosniff',
+};
 
 /** The dashboard's ES modules: every `.js` file of this folder, by its path under /web/ (`/web/{module}`). */
 export function dashboardModules(dir: string = DIR): Map<string, string> {
   const modules = new Map<string, string>();
-  for (const name of readdirSync(dir).sort()) if (name.endsWith('.js')) modules.set(`/web/${name}`, readFileSync(join(dir, name), 'utf8'));
+  for (const name of readdirSync(dir).sort())
+    if (name.endsWith('.js')) modules.set(`/web/${name}`, readFileSync(join(dir, name), 'utf8'));
   return modules;
 }
 
@@ -81,7 +86,12 @@ export const dashboardRoutes = [
     summary: "The dashboard's style sheet",
     scope: 'public',
     responses: { '200': { description: 'CSS', content: { 'text/css': { schema: { type: 'string' } } } } },
-    handler: (c, _input, { style }) => c.body(style, 200, { 'Content-Type': 'text/css; charset=utf-8', 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff' }),
+    handler: (c, _input, { style }) =>
+      c.body(style, 200, {
+        'Content-Type': 'text/css; charset=utf-8',
+        'Cache-Control': 'no-cache',
+        'X-Content-Type-Options': 'nosniff',
+      }),
   }),
   // One route for the modules; a name not read at start is a 404.
   defineRoute({
@@ -91,8 +101,19 @@ export const dashboardRoutes = [
     tags: ['dashboard'],
     summary: "One of the dashboard's ES modules (app.js and what it imports)",
     scope: 'public',
-    parameters: [{ name: 'module', in: 'path', required: true, schema: { type: 'string', pattern: '^[a-z-]+\\.js$' }, example: 'app.js' }],
-    responses: { '200': { description: 'JavaScript module', content: { 'text/javascript': { schema: { type: 'string' } } } }, '404': { description: 'no such module' } },
+    parameters: [
+      {
+        name: 'module',
+        in: 'path',
+        required: true,
+        schema: { type: 'string', pattern: '^[a-z-]+\\.js$' },
+        example: 'app.js',
+      },
+    ],
+    responses: {
+      '200': { description: 'JavaScript module', content: { 'text/javascript': { schema: { type: 'string' } } } },
+      '404': { description: 'no such module' },
+    },
     handler(c, _input, { modules }) {
       const script = modules.get(`/web/${c.req.param('module') ?? ''}`);
       return script === undefined ? c.notFound() : c.body(script, 200, SCRIPT_HEADERS);

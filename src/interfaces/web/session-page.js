@@ -18,15 +18,35 @@ export function sessionPage(main, sessionId) {
   const title = h('h1', { 'data-testid': 'session-id' }, sessionId);
   const facts = h('div', { class: 'facts' });
   const stateEl = h('span', { 'data-testid': 'session-state' });
-  const cancelButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'cancel', onclick: cancel }, 'Cancel turn');
+  const cancelButton = h(
+    'button',
+    { type: 'button', class: 'danger', 'data-testid': 'cancel', onclick: cancel },
+    'Cancel turn',
+  );
   const cancelNote = h('span', { class: 'muted', 'data-testid': 'cancel-note' });
-  const deleteButton = h('button', { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove }, 'Delete session');
-  const retryButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'retry', onclick: retry, disabled: true }, 'Retry failed turn');
-  const resumeButton = h('button', { type: 'button', class: 'secondary', 'data-testid': 'resume-parked', onclick: resume, hidden: true }, 'Resume now');
+  const deleteButton = h(
+    'button',
+    { type: 'button', class: 'danger', 'data-testid': 'delete', onclick: remove },
+    'Delete session',
+  );
+  const retryButton = h(
+    'button',
+    { type: 'button', class: 'secondary', 'data-testid': 'retry', onclick: retry, disabled: true },
+    'Retry failed turn',
+  );
+  const resumeButton = h(
+    'button',
+    { type: 'button', class: 'secondary', 'data-testid': 'resume-parked', onclick: resume, hidden: true },
+    'Resume now',
+  );
   const queueList = h('ol', { class: 'queue', 'data-testid': 'queued-prompts' });
   const approvalsPanel = h('section', { class: 'panel', 'data-testid': 'approvals', hidden: true });
   const queuePanel = h('section', { class: 'panel', hidden: true }, h('h2', {}, 'Queued prompts'), queueList);
-  const chartBox = h('div', { class: 'chart', 'data-testid': 'chart' }, h('p', { class: 'muted' }, 'Loading the statechart…'));
+  const chartBox = h(
+    'div',
+    { class: 'chart', 'data-testid': 'chart' },
+    h('p', { class: 'muted' }, 'Loading the statechart…'),
+  );
   const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
   const timelineTitle = h('span', { class: 'muted' });
   const historyBody = h('tbody');
@@ -38,7 +58,13 @@ export function sessionPage(main, sessionId) {
     'form',
     { class: 'stack', novalidate: true, 'data-testid': 'prompt-form' },
     field('prompt', 'prompt', promptInput),
-    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Send prompt'), h('span', { class: 'form-error' }), h('span', { class: 'form-ok' })),
+    h(
+      'div',
+      { class: 'actions' },
+      h('button', { type: 'submit', class: 'primary' }, 'Send prompt'),
+      h('span', { class: 'form-error' }),
+      h('span', { class: 'form-ok' }),
+    ),
   );
   promptForm.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -49,7 +75,11 @@ export function sessionPage(main, sessionId) {
     showOk(promptForm, `queued as turn ${result.data.turn}`);
   });
 
-  const policy = policyEditor({ path: `/api/sessions/${enc}/retry-policy`, title: 'Retry policy of this session', allowReset: 'Follow the global retry policy' });
+  const policy = policyEditor({
+    path: `/api/sessions/${enc}/retry-policy`,
+    title: 'Retry policy of this session',
+    allowReset: 'Follow the global retry policy',
+  });
 
   fill(
     main,
@@ -71,7 +101,12 @@ export function sessionPage(main, sessionId) {
     h(
       'section',
       { class: 'panel' },
-      h('h2', {}, 'Statechart ', h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)')),
+      h(
+        'h2',
+        {},
+        'Statechart ',
+        h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)'),
+      ),
       chartBox,
     ),
     h(
@@ -136,12 +171,19 @@ export function sessionPage(main, sessionId) {
   async function cancel() {
     cancelButton.disabled = true;
     const result = await api('POST', `/api/sessions/${enc}/cancel`, { reason: 'cancelled from the dashboard' });
-    cancelNote.textContent = result.ok ? `cancel sent (${result.data.delivered})` : (result.data?.error ?? `cancel failed (HTTP ${result.status})`);
+    cancelNote.textContent = result.ok
+      ? `cancel sent (${result.data.delivered})`
+      : (result.data?.error ?? `cancel failed (HTTP ${result.status})`);
   }
 
   // Deletes the session everywhere (a running turn is cancelled first), after the operator confirms.
   async function remove() {
-    if (!window.confirm(`Delete session ${sessionId}? Its messages and agent state are removed everywhere; a running turn is cancelled first.`)) return;
+    if (
+      !window.confirm(
+        `Delete session ${sessionId}? Its messages and agent state are removed everywhere; a running turn is cancelled first.`,
+      )
+    )
+      return;
     deleteButton.disabled = true;
     const result = await api('DELETE', `/api/sessions/${enc}?force=true`);
     if (result.ok) return navigate('/');
@@ -162,10 +204,20 @@ export function sessionPage(main, sessionId) {
         const note = h('span', { class: 'muted' });
         /** @param {'allow' | 'deny'} decision */
         const decide = async (decision) => {
-          const result = await api('POST', `/api/sessions/${enc}/approvals/${encodeURIComponent(a.requestId)}`, { decision });
-          note.textContent = result.ok ? `${result.data.outcome} by ${result.data.by}` : (result.data?.error ?? `failed (HTTP ${result.status})`);
+          const result = await api('POST', `/api/sessions/${enc}/approvals/${encodeURIComponent(a.requestId)}`, {
+            decision,
+          });
+          note.textContent = result.ok
+            ? `${result.data.outcome} by ${result.data.by}`
+            : (result.data?.error ?? `failed (HTTP ${result.status})`);
         };
-        const decided = a.decision ? h('span', { class: 'muted' }, `${a.decision.outcome} by ${a.decision.by}: given to the agent when it asks again`) : null;
+        const decided = a.decision
+          ? h(
+              'span',
+              { class: 'muted' },
+              `${a.decision.outcome} by ${a.decision.by}: given to the agent when it asks again`,
+            )
+          : null;
         return h(
           'div',
           { class: 'approval', 'data-testid': 'approval', 'data-request-id': a.requestId },
@@ -173,14 +225,26 @@ export function sessionPage(main, sessionId) {
           a.kind ? h('span', { class: 'muted' }, ` (${a.kind})`) : null,
           ' ',
           h('code', {}, preview(a.arguments, 300)),
-          h('div', { class: 'muted' }, `options: ${a.options.map((o) => o.name).join(', ')} · denied ${ms(Math.max(0, a.deadlineAt - Date.now()))} from now unless answered`),
+          h(
+            'div',
+            { class: 'muted' },
+            `options: ${a.options.map((o) => o.name).join(', ')} · denied ${ms(Math.max(0, a.deadlineAt - Date.now()))} from now unless answered`,
+          ),
           decided ??
             (can('write')
               ? h(
                   'div',
                   { class: 'actions' },
-                  h('button', { type: 'button', class: 'primary', 'data-testid': 'approve', onclick: () => decide('allow') }, 'Allow once'),
-                  h('button', { type: 'button', class: 'danger', 'data-testid': 'deny', onclick: () => decide('deny') }, 'Deny'),
+                  h(
+                    'button',
+                    { type: 'button', class: 'primary', 'data-testid': 'approve', onclick: () => decide('allow') },
+                    'Allow once',
+                  ),
+                  h(
+                    'button',
+                    { type: 'button', class: 'danger', 'data-testid': 'deny', onclick: () => decide('deny') },
+                    'Deny',
+                  ),
                   note,
                 )
               : null),
@@ -193,14 +257,18 @@ export function sessionPage(main, sessionId) {
   async function retry() {
     retryButton.disabled = true;
     const result = await api('POST', `/api/sessions/${enc}/retry`);
-    cancelNote.textContent = result.ok ? `retry queued as turn ${result.data.turn}` : (result.data?.error ?? `retry failed (HTTP ${result.status})`);
+    cancelNote.textContent = result.ok
+      ? `retry queued as turn ${result.data.turn}`
+      : (result.data?.error ?? `retry failed (HTTP ${result.status})`);
   }
 
   // A session parked at a quota wall starts its next attempt now, before the provider's reset.
   async function resume() {
     resumeButton.disabled = true;
     const result = await api('POST', `/api/sessions/${enc}/resume`);
-    cancelNote.textContent = result.ok ? `resumed: turn ${result.data.turn} goes on now` : (result.data?.error ?? `resume failed (HTTP ${result.status})`);
+    cancelNote.textContent = result.ok
+      ? `resumed: turn ${result.data.turn} goes on now`
+      : (result.data?.error ?? `resume failed (HTTP ${result.status})`);
   }
 
   /**
@@ -222,7 +290,18 @@ export function sessionPage(main, sessionId) {
           { 'data-prompt-id': p.id },
           h('span', {}, p.text.length > 120 ? `${p.text.slice(0, 119)}…` : p.text),
           ' ',
-          can('write') ? h('button', { type: 'button', class: 'secondary', 'data-testid': 'remove-prompt', onclick: () => void unqueue(p.id) }, 'Remove') : null,
+          can('write')
+            ? h(
+                'button',
+                {
+                  type: 'button',
+                  class: 'secondary',
+                  'data-testid': 'remove-prompt',
+                  onclick: () => void unqueue(p.id),
+                },
+                'Remove',
+              )
+            : null,
         ),
       ),
     );
@@ -231,13 +310,22 @@ export function sessionPage(main, sessionId) {
   /** @param {string} promptId */
   async function unqueue(promptId) {
     const result = await api('DELETE', `/api/sessions/${enc}/queue/${encodeURIComponent(promptId)}`);
-    cancelNote.textContent = result.ok ? 'queued prompt removed' : (result.data?.error ?? `remove failed (HTTP ${result.status})`);
+    cancelNote.textContent = result.ok
+      ? 'queued prompt removed'
+      : (result.data?.error ?? `remove failed (HTTP ${result.status})`);
   }
 
   async function refresh() {
     const result = await api('GET', `/api/sessions/${enc}`);
     if (!result.ok) {
-      fill(facts, h('span', { class: 'form-error' }, result.status === 404 ? 'Unknown session.' : (result.data?.error ?? 'cannot load the session')));
+      fill(
+        facts,
+        h(
+          'span',
+          { class: 'form-error' },
+          result.status === 404 ? 'Unknown session.' : (result.data?.error ?? 'cannot load the session'),
+        ),
+      );
       return;
     }
     const view = result.data;
@@ -253,29 +341,46 @@ export function sessionPage(main, sessionId) {
       h('span', {}, 'agent ', h('b', { 'data-testid': 'session-agent' }, view.agent)),
       h('span', {}, 'turn ', h('b', {}, turn ? `#${turn.index} ${turn.status}` : '–')),
       turn?.failureReason ? h('span', {}, 'failure ', h('b', {}, turn.failureReason)) : null,
-      view.waitingFor ? h('span', { 'data-testid': 'session-waiting-for' }, 'waiting for fleet limit ', h('b', {}, view.waitingFor.limit), ` (${view.waitingFor.reason})`) : null,
+      view.waitingFor
+        ? h(
+            'span',
+            { 'data-testid': 'session-waiting-for' },
+            'waiting for fleet limit ',
+            h('b', {}, view.waitingFor.limit),
+            ` (${view.waitingFor.reason})`,
+          )
+        : null,
       view.parkedUntil
         ? h(
             'span',
-            { 'data-testid': 'session-parked-until', title: `parked since ${new Date(view.parkedUntil.since).toISOString()}` },
+            {
+              'data-testid': 'session-parked-until',
+              title: `parked since ${new Date(view.parkedUntil.since).toISOString()}`,
+            },
             'parked at a quota wall until ',
             h('b', {}, new Date(view.parkedUntil.until).toLocaleString()),
             ` (in ${ms(Math.max(0, view.parkedUntil.until - Date.now()))}${view.parkedUntil.free ? ', attempt not counted' : ''})`,
           )
         : null,
-      view.nextRetryAt && !view.parkedUntil ? h('span', {}, 'next attempt ', h('b', {}, `in ${ms(Math.max(0, view.nextRetryAt - Date.now()))}`)) : null,
+      view.nextRetryAt && !view.parkedUntil
+        ? h('span', {}, 'next attempt ', h('b', {}, `in ${ms(Math.max(0, view.nextRetryAt - Date.now()))}`))
+        : null,
       view.queuedPrompts > 0 ? h('span', {}, 'queued prompts ', h('b', {}, String(view.queuedPrompts))) : null,
       view.heldBy ? h('span', {}, 'worker ', h('b', { class: 'mono' }, view.heldBy)) : null,
       h('span', {}, 'messages ', h('b', {}, String(view.lastSeq))),
-      view.usage ? h('span', {}, 'tokens ', h('b', { 'data-testid': 'session-tokens' }, tokens(view.usage.total))) : null,
+      view.usage
+        ? h('span', {}, 'tokens ', h('b', { 'data-testid': 'session-tokens' }, tokens(view.usage.total)))
+        : null,
     );
-    cancelButton.disabled = (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
+    cancelButton.disabled =
+      (SETTLED.has(view.state) && view.queuedPrompts === 0) || view.state === 'cancelling' || view.cancelRequested;
     resumeButton.hidden = view.state !== 'parked';
     resumeButton.disabled = view.state !== 'parked';
     retryButton.disabled = !(turn?.status === 'failed' && view.queuedPrompts === 0 && !view.cancelRequested);
     void renderQueue(view);
     renderApprovals(view.approvals ?? []);
-    if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0) stream?.closeTools(turn.status);
+    if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0)
+      stream?.closeTools(turn.status);
     renderTimeline(view);
     fill(
       historyBody,
@@ -283,7 +388,14 @@ export function sessionPage(main, sessionId) {
         .slice(-50)
         .reverse()
         .map((/** @type {{ at: number, from: string, to: string, event: string }} */ t) =>
-          h('tr', {}, h('td', {}, clock(t.at)), h('td', {}, t.from), h('td', {}, t.to), h('td', { class: 'mono' }, t.event)),
+          h(
+            'tr',
+            {},
+            h('td', {}, clock(t.at)),
+            h('td', {}, t.from),
+            h('td', {}, t.to),
+            h('td', { class: 'mono' }, t.event),
+          ),
         ),
     );
   }
@@ -305,7 +417,13 @@ export function sessionPage(main, sessionId) {
       items.push(
         h(
           'li',
-          { class: `attempt outcome-${outcome}`, 'data-testid': 'attempt', 'data-attempt': a.attempt, 'data-outcome': outcome, 'data-category': a.category ?? '' },
+          {
+            class: `attempt outcome-${outcome}`,
+            'data-testid': 'attempt',
+            'data-attempt': a.attempt,
+            'data-outcome': outcome,
+            'data-category': a.category ?? '',
+          },
           h(
             'div',
             {},
@@ -320,10 +438,17 @@ export function sessionPage(main, sessionId) {
         ),
       );
       if (a.delayMs !== undefined && a.delayMs !== null) {
-        items.push(h('li', { class: 'backoff', 'data-testid': 'backoff', 'data-delay-ms': a.delayMs }, `backoff ${ms(a.delayMs)} before attempt ${a.attempt + 1}`));
+        items.push(
+          h(
+            'li',
+            { class: 'backoff', 'data-testid': 'backoff', 'data-delay-ms': a.delayMs },
+            `backoff ${ms(a.delayMs)} before attempt ${a.attempt + 1}`,
+          ),
+        );
       }
     }
-    if (turn.status === 'cancelled') items.push(h('li', { class: 'muted' }, `cancelled${turn.cancelReason ? `: ${turn.cancelReason}` : ''}`));
+    if (turn.status === 'cancelled')
+      items.push(h('li', { class: 'muted' }, `cancelled${turn.cancelReason ? `: ${turn.cancelReason}` : ''}`));
     if (turn.status === 'failed') items.push(h('li', { class: 'muted' }, `turn failed: ${turn.failureReason ?? ''}`));
     if (turn.status === 'completed') items.push(h('li', { class: 'muted' }, 'turn completed'));
     fill(timeline, ...items);

@@ -90,7 +90,13 @@ export function streamTranscript(sessionId, box, liveDot) {
     if (m.attempt !== attempt) {
       attempt = m.attempt;
       assistantEl = null;
-      add(h('div', { class: 'attempt', 'data-testid': 'transcript-attempt' }, `attempt ${m.attempt}${m.attempt > 1 ? ' (retry)' : ''}`));
+      add(
+        h(
+          'div',
+          { class: 'attempt', 'data-testid': 'transcript-attempt' },
+          `attempt ${m.attempt}${m.attempt > 1 ? ' (retry)' : ''}`,
+        ),
+      );
     }
     const c = m.content ?? {};
     switch (m.type) {
@@ -103,17 +109,39 @@ export function streamTranscript(sessionId, box, liveDot) {
         assistantEl = null;
         break;
       case 'approval.requested':
-        add(h('div', { class: 'thought', 'data-testid': 'approval-requested' }, `${c.tool ?? 'tool'} asks permission${c.reasked ? ' (asked again)' : ''}`));
+        add(
+          h(
+            'div',
+            { class: 'thought', 'data-testid': 'approval-requested' },
+            `${c.tool ?? 'tool'} asks permission${c.reasked ? ' (asked again)' : ''}`,
+          ),
+        );
         assistantEl = null;
         break;
       case 'approval.decided':
-        add(h('div', { class: 'thought', 'data-testid': 'approval-decided' }, `${c.outcome} by ${c.by}${c.reason ? `: ${c.reason}` : ''}`));
+        add(
+          h(
+            'div',
+            { class: 'thought', 'data-testid': 'approval-decided' },
+            `${c.outcome} by ${c.by}${c.reason ? `: ${c.reason}` : ''}`,
+          ),
+        );
         assistantEl = null;
         break;
       case 'tool.call': {
         const status = h('span', { class: 'status' }, 'running');
         const args = h('code', {}, preview(c.arguments, 200));
-        const el = add(h('div', { class: 'tool running', 'data-testid': 'tool', 'data-tool': c.name ?? '' }, status, ' ', h('b', {}, c.name ?? 'tool'), ' ', args));
+        const el = add(
+          h(
+            'div',
+            { class: 'tool running', 'data-testid': 'tool', 'data-tool': c.name ?? '' },
+            status,
+            ' ',
+            h('b', {}, c.name ?? 'tool'),
+            ' ',
+            args,
+          ),
+        );
         tools.set(c.toolCallId, { el, status, args, open: true });
         assistantEl = null;
         break;
@@ -122,7 +150,9 @@ export function streamTranscript(sessionId, box, liveDot) {
       case 'tool.failed': {
         const tool = tools.get(c.toolCallId);
         const ok = m.type === 'tool.completed';
-        const el = tool?.el ?? add(h('div', { class: 'tool' }, h('span', { class: 'status' }), ' ', h('b', {}, c.name ?? 'tool')));
+        const el =
+          tool?.el ??
+          add(h('div', { class: 'tool' }, h('span', { class: 'status' }), ' ', h('b', {}, c.name ?? 'tool')));
         el.classList.remove('running');
         el.classList.add(ok ? 'completed' : 'failed');
         const statusEl = el.querySelector('.status');
@@ -139,14 +169,32 @@ export function streamTranscript(sessionId, box, liveDot) {
       }
       case 'session.started':
       case 'session.resumed':
-        add(h('div', { class: 'meta' }, `${m.type === 'session.started' ? 'agent session started' : 'agent session resumed'}${c.sessionId ? ` (${c.sessionId})` : ''}`));
+        add(
+          h(
+            'div',
+            { class: 'meta' },
+            `${m.type === 'session.started' ? 'agent session started' : 'agent session resumed'}${c.sessionId ? ` (${c.sessionId})` : ''}`,
+          ),
+        );
         break;
       case 'agent.retry':
-        add(h('div', { class: 'meta' }, `the agent retried on its own (${c.phase ?? ''}${c.errorText ? `: ${c.errorText}` : ''})`));
+        add(
+          h(
+            'div',
+            { class: 'meta' },
+            `the agent retried on its own (${c.phase ?? ''}${c.errorText ? `: ${c.errorText}` : ''})`,
+          ),
+        );
         break;
       case 'terminal.completed':
         closeTools('ended');
-        add(h('div', { class: 'end-ok', 'data-testid': 'terminal' }, `attempt ${m.attempt} completed (${c.stopReason ?? 'stop'})`));
+        add(
+          h(
+            'div',
+            { class: 'end-ok', 'data-testid': 'terminal' },
+            `attempt ${m.attempt} completed (${c.stopReason ?? 'stop'})`,
+          ),
+        );
         assistantEl = null;
         break;
       case 'terminal.failed':

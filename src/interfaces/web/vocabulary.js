@@ -3,7 +3,8 @@
 // lists the API uses: message types, failure categories, session states.
 
 /** @param {string} name */
-const meta = (name) => (document.querySelector(`meta[name="${name}"]`)?.getAttribute('content') ?? '').split(/\s+/).filter(Boolean);
+const meta = (name) =>
+  (document.querySelector(`meta[name="${name}"]`)?.getAttribute('content') ?? '').split(/\s+/).filter(Boolean);
 
 /** Every CliMessage type (src/protocol/messages.ts). */
 export const MESSAGE_TYPES = meta('sessiond-message-types');

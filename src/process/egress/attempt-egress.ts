@@ -80,12 +80,22 @@ export async function openAttemptEgress(context: EgressContext, route: ModelRout
     const proxy = await startForwardProxy({
       socketPath: join(dir, 'proxy.sock'),
       allow,
-      onRefused: (refusal) => context.onRefused?.({ ...refusal, sessionId: context.sessionId, turn: context.turn ?? null, attempt: context.attempt ?? null }),
+      onRefused: (refusal) =>
+        context.onRefused?.({
+          ...refusal,
+          sessionId: context.sessionId,
+          turn: context.turn ?? null,
+          attempt: context.attempt ?? null,
+        }),
     });
     opened.push(proxy);
     const bridges: Bridge[] = [{ name: PROXY_BRIDGE, socket: proxy.socketPath }];
     if (route !== null) {
-      const model = await startModelBridge({ socketPath: join(dir, 'model.sock'), upstream: new URL(route.baseUrl.origin), key: route.key });
+      const model = await startModelBridge({
+        socketPath: join(dir, 'model.sock'),
+        upstream: new URL(route.baseUrl.origin),
+        key: route.key,
+      });
       opened.push(model);
       bridges.push({ name: MODEL_BRIDGE, socket: model.socketPath });
     }
@@ -97,8 +107,12 @@ export async function openAttemptEgress(context: EgressContext, route: ModelRout
         const proxyUrl = urls[PROXY_BRIDGE];
         if (proxyUrl === undefined) throw new Error(`the sandbox gave no URL for bridge ${PROXY_BRIDGE}`);
         const modelUrl = route === null ? undefined : urls[MODEL_BRIDGE];
-        if (route !== null && modelUrl === undefined) throw new Error(`the sandbox gave no URL for bridge ${MODEL_BRIDGE}`);
-        const modelBaseUrl = route === null || modelUrl === undefined ? null : `${modelUrl}${route.baseUrl.pathname.replace(/\/$/, '')}${route.baseUrl.search}`;
+        if (route !== null && modelUrl === undefined)
+          throw new Error(`the sandbox gave no URL for bridge ${MODEL_BRIDGE}`);
+        const modelBaseUrl =
+          route === null || modelUrl === undefined
+            ? null
+            : `${modelUrl}${route.baseUrl.pathname.replace(/\/$/, '')}${route.baseUrl.search}`;
         return { env: proxyEnv(proxyUrl), modelBaseUrl };
       },
       close: () => (closing ??= closeAll()),

@@ -17,7 +17,8 @@ LOCAL.addSubnet('fe80::', 10, 'ipv6');
 LOCAL.addSubnet('::ffff:127.0.0.0', 104, 'ipv6');
 LOCAL.addSubnet('::ffff:169.254.0.0', 112, 'ipv6');
 
-export type Destination = { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: 'not allowed' | 'local address' | 'unresolved' };
+export type Destination =
+  { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: 'not allowed' | 'local address' | 'unresolved' };
 
 /**
  * Where a request for `host:port` may go: refused unless a pattern allows it; a name is resolved
@@ -25,7 +26,11 @@ export type Destination = { ok: true; address: string; family: 4 | 6 } | { ok: f
  * when it leads to a local address.
  * Contract: never throws.
  */
-export async function resolveDestination(allow: readonly HostPattern[], host: string, port: number): Promise<Destination> {
+export async function resolveDestination(
+  allow: readonly HostPattern[],
+  host: string,
+  port: number,
+): Promise<Destination> {
   const h = normalHost(host);
   if (!allow.some((p) => matchesHost(p, h, port))) return { ok: false, reason: 'not allowed' };
   const family = isIP(h);

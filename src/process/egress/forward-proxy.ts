@@ -1,4 +1,11 @@
-import { request as httpRequest, createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import {
+  request as httpRequest,
+  createServer,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { resolveDestination } from './destination.ts';
@@ -27,7 +34,17 @@ export interface ForwardProxyOptions {
   idleMs?: number;
 }
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 /**
  * The attempt's way out: an HTTP proxy on a Unix socket (CONNECT for https, absolute-URI requests
@@ -39,7 +56,10 @@ export async function startForwardProxy(options: ForwardProxyOptions): Promise<U
   const idleMs = options.idleMs ?? 300_000;
   const server: Server = createServer({ requestTimeout: 0 }, (req, res) => void forward(req, res));
   server.maxConnections = options.maxConnections ?? 64;
-  server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => void tunnel(req, client as Socket, head));
+  server.on(
+    'connect',
+    (req: IncomingMessage, client: Duplex, head: Buffer) => void tunnel(req, client as Socket, head),
+  );
   server.on('clientError', (_error, socket) => socket.destroy());
 
   function refuse(refusal: EgressRefusal): void {
@@ -62,7 +82,9 @@ export async function startForwardProxy(options: ForwardProxyOptions): Promise<U
     const where = await resolveDestination(allow, target.host, target.port);
     if (!where.ok) {
       refuse({ ...target, method: 'CONNECT', reason: where.reason });
-      client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\nsessiond egress: ${target.host}:${target.port} ${where.reason}\n`);
+      client.end(
+        `HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\nsessiond egress: ${target.host}:${target.port} ${where.reason}\n`,
+      );
       return;
     }
     const upstream = connect({ host: where.address, port: target.port, family: where.family });
@@ -75,7 +97,8 @@ export async function startForwardProxy(options: ForwardProxyOptions): Promise<U
       client.pipe(upstream);
     });
     upstream.on('error', () => {
-      if (!client.destroyed && client.bytesWritten === 0) client.end('HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n');
+      if (!client.destroyed && client.bytesWritten === 0)
+        client.end('HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n');
       else client.destroy();
     });
     upstream.on('close', () => client.destroy());
@@ -91,7 +114,9 @@ export async function startForwardProxy(options: ForwardProxyOptions): Promise<U
     }
     if (url === null || url.protocol !== 'http:') {
       refuse({ host: url?.hostname ?? '', port: 0, method: req.method ?? '', reason: 'bad request' });
-      res.writeHead(400, { 'content-type': 'text/plain', connection: 'close' }).end('sessiond egress: send an absolute http:// URL, or CONNECT for https\n');
+      res
+        .writeHead(400, { 'content-type': 'text/plain', connection: 'close' })
+        .end('sessiond egress: send an absolute http:// URL, or CONNECT for https\n');
       return;
     }
     const host = url.hostname;
@@ -99,14 +124,26 @@ export async function startForwardProxy(options: ForwardProxyOptions): Promise<U
     const where = await resolveDestination(allow, host, port);
     if (!where.ok) {
       refuse({ host, port, method: req.method ?? '', reason: where.reason });
-      res.writeHead(403, { 'content-type': 'text/plain', connection: 'close' }).end(`sessiond egress: ${host}:${port} ${where.reason}\n`);
+      res
+        .writeHead(403, { 'content-type': 'text/plain', connection: 'close' })
+        .end(`sessiond egress: ${host}:${port} ${where.reason}\n`);
       return;
     }
     const headers: OutgoingHttpHeaders = {};
-    for (const [name, value] of Object.entries(req.headers)) if (!HOP_BY_HOP.has(name) && value !== undefined) headers[name] = value;
+    for (const [name, value] of Object.entries(req.headers))
+      if (!HOP_BY_HOP.has(name) && value !== undefined) headers[name] = value;
     headers.host = url.host;
     const out = httpRequest(
-      { host: where.address, family: where.family, port, method: req.method, path: `${url.pathname}${url.search}`, headers, agent: false, timeout: idleMs },
+      {
+        host: where.address,
+        family: where.family,
+        port,
+        method: req.method,
+        path: `${url.pathname}${url.search}`,
+        headers,
+        agent: false,
+        timeout: idleMs,
+      },
       (upstream) => {
         res.writeHead(upstream.statusCode ?? 502, upstream.headers);
         upstream.pipe(res);

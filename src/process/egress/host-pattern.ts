@@ -35,19 +35,23 @@ export function parseHostPattern(raw: string): { ok: true; pattern: HostPattern 
   } else {
     const colon = text.lastIndexOf(':');
     if (colon >= 0) {
-      if (text.indexOf(':') !== colon) return { ok: false, error: `"${raw}": an IPv6 address goes in brackets ([::1]:443)` };
+      if (text.indexOf(':') !== colon)
+        return { ok: false, error: `"${raw}": an IPv6 address goes in brackets ([::1]:443)` };
       host = text.slice(0, colon);
       portText = text.slice(colon + 1);
     }
     if (isIP(host) === 0) {
       const labels = (host.startsWith('*.') ? host.slice(2) : host).split('.');
-      if (host.length > 253 || labels.some((l) => !LABEL.test(l))) return { ok: false, error: `"${raw}": not a host name (letters, digits, dashes; "*." only at the front)` };
-      if (host.startsWith('*.') && labels.length < 2) return { ok: false, error: `"${raw}": a wildcard needs a domain of at least two labels (*.example.com)` };
+      if (host.length > 253 || labels.some((l) => !LABEL.test(l)))
+        return { ok: false, error: `"${raw}": not a host name (letters, digits, dashes; "*." only at the front)` };
+      if (host.startsWith('*.') && labels.length < 2)
+        return { ok: false, error: `"${raw}": a wildcard needs a domain of at least two labels (*.example.com)` };
     }
   }
   let port: number | null = null;
   if (portText !== undefined) {
-    if (!/^\d{1,5}$/.test(portText) || Number(portText) < 1 || Number(portText) > 65535) return { ok: false, error: `"${raw}": port must be 1-65535` };
+    if (!/^\d{1,5}$/.test(portText) || Number(portText) < 1 || Number(portText) > 65535)
+      return { ok: false, error: `"${raw}": port must be 1-65535` };
     port = Number(portText);
   }
   return { ok: true, pattern: { host, port } };

@@ -1,4 +1,11 @@
-import { Agent as HttpAgent, createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import {
+  Agent as HttpAgent,
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { listenUnix, type UnixListener } from './unix-listener.ts';
@@ -9,7 +16,16 @@ export const PLACEHOLDER_KEY = 'sessiond-brokered-key';
 /** Headers a model client puts its key in; the bridge swaps the placeholder for the real key in whichever it finds. */
 const KEY_HEADERS = ['authorization', 'x-api-key', 'x-goog-api-key', 'api-key'] as const;
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 export interface ModelBridgeOptions {
   socketPath: string;
@@ -36,7 +52,9 @@ export async function startModelBridge(options: ModelBridgeOptions): Promise<Uni
   const https = upstream.protocol === 'https:';
   const send = https ? httpsRequest : httpRequest;
   // Connections to the model host are kept and reused (one TLS handshake, not one per request); closed with the bridge.
-  const agent = https ? new HttpsAgent({ keepAlive: true, maxSockets: 16 }) : new HttpAgent({ keepAlive: true, maxSockets: 16 });
+  const agent = https
+    ? new HttpsAgent({ keepAlive: true, maxSockets: 16 })
+    : new HttpAgent({ keepAlive: true, maxSockets: 16 });
   const host = upstream.hostname.replace(/^\[|\]$/g, '');
   const port = upstream.port === '' ? (upstream.protocol === 'https:' ? 443 : 80) : Number(upstream.port);
   const server = createServer({ requestTimeout: 0 }, (req: IncomingMessage, res: ServerResponse) => {
@@ -74,7 +92,8 @@ export async function startModelBridge(options: ModelBridgeOptions): Promise<Uni
     );
     out.on('timeout', () => out.destroy());
     out.on('error', () => {
-      if (!res.headersSent) res.writeHead(502, { connection: 'close' }).end('sessiond model bridge: the model host did not answer\n');
+      if (!res.headersSent)
+        res.writeHead(502, { connection: 'close' }).end('sessiond model bridge: the model host did not answer\n');
       else res.destroy();
     });
     res.on('close', () => out.destroy());

@@ -55,7 +55,8 @@ function decide(raw: string | undefined): SandboxInfo {
   const why: string[] = [];
   for (const mode of ['bwrap', 'landlock'] as const) {
     const problem = probeMode(mode);
-    if (problem === null) return info(requested, mode, why.length === 0 ? 'auto: bubblewrap works here' : `auto: ${why.join('; ')}`);
+    if (problem === null)
+      return info(requested, mode, why.length === 0 ? 'auto: bubblewrap works here' : `auto: ${why.join('; ')}`);
     why.push(`${mode}: ${problem}`);
   }
   return info(requested, 'none', `auto: no sandbox on this host (${why.join('; ')})`);
@@ -86,11 +87,27 @@ function probeBwrap(): string | null {
     '--as-pid-1',
   ];
   for (const bind of systemBinds()) args.push(...bind);
-  args.push('--proc', '/proc', '--dev', '/dev', '--ro-bind', helper.path, '/.sessiond/helper', '/.sessiond/helper', 'init', '--', '/.sessiond/helper', 'landlock-abi');
+  args.push(
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--ro-bind',
+    helper.path,
+    '/.sessiond/helper',
+    '/.sessiond/helper',
+    'init',
+    '--',
+    '/.sessiond/helper',
+    'landlock-abi',
+  );
   const run = spawnSync('bwrap', args, { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'pipe'] });
   if (run.error !== undefined)
-    return (run.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'bwrap is not installed (apt-get install bubblewrap)' : `bwrap: ${run.error.message}`;
-  if (run.status !== 0) return `bwrap cannot make a sandbox here: ${(run.stderr || `exit ${String(run.status)}`).trim().split('\n')[0] ?? ''}`;
+    return (run.error as NodeJS.ErrnoException).code === 'ENOENT'
+      ? 'bwrap is not installed (apt-get install bubblewrap)'
+      : `bwrap: ${run.error.message}`;
+  if (run.status !== 0)
+    return `bwrap cannot make a sandbox here: ${(run.stderr || `exit ${String(run.status)}`).trim().split('\n')[0] ?? ''}`;
   return null;
 }
 
@@ -101,6 +118,9 @@ function probeLandlock(): string | null {
   const run = spawnSync(helper.path, ['landlock-abi'], { encoding: 'utf8', timeout: 10_000 });
   const abi = Number(run.stdout?.trim());
   if (run.status !== 0 || !Number.isInteger(abi)) return 'the Landlock probe failed';
-  if (abi < 4) return abi === 0 ? 'the kernel has no Landlock (or it is disabled)' : `the kernel's Landlock ABI is ${abi} (4 is needed to confine TCP)`;
+  if (abi < 4)
+    return abi === 0
+      ? 'the kernel has no Landlock (or it is disabled)'
+      : `the kernel's Landlock ABI is ${abi} (4 is needed to confine TCP)`;
   return null;
 }

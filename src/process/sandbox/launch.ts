@@ -45,12 +45,17 @@ export interface PreparedBridges {
  * Opens the attempt's bridges for `mode` and returns their URLs, then builds the launch from the
  * agent's final argv and env. Rejects when a bridge or the helper is unavailable (the caller refuses the attempt).
  */
-export async function prepareLaunch(mode: SandboxMode, files: SandboxFiles, bridges: ReadonlyArray<Bridge>): Promise<PreparedBridges> {
+export async function prepareLaunch(
+  mode: SandboxMode,
+  files: SandboxFiles,
+  bridges: ReadonlyArray<Bridge>,
+): Promise<PreparedBridges> {
   const names = new Set<string>();
   for (const b of bridges) {
     if (names.has(b.name)) throw new Error(`bridge ${JSON.stringify(b.name)} is named twice`);
     names.add(b.name);
-    if (!b.socket.startsWith('/')) throw new Error(`bridge ${JSON.stringify(b.name)}: socket ${JSON.stringify(b.socket)} is not an absolute path`);
+    if (!b.socket.startsWith('/'))
+      throw new Error(`bridge ${JSON.stringify(b.name)}: socket ${JSON.stringify(b.socket)} is not an absolute path`);
   }
   if (mode === 'bwrap') {
     const urls: Record<string, string> = {};
@@ -58,7 +63,12 @@ export async function prepareLaunch(mode: SandboxMode, files: SandboxFiles, brid
     return { urls, build: (input) => bwrapLaunch(input, files, bridges), close: () => Promise.resolve() };
   }
   const host = await openHostBridges(bridges);
-  if (mode === 'none') return { urls: host.urls, build: (input) => ({ mode, ...input, args: [...input.args], statusPipes: false, close: host.close }), close: host.close };
+  if (mode === 'none')
+    return {
+      urls: host.urls,
+      build: (input) => ({ mode, ...input, args: [...input.args], statusPipes: false, close: host.close }),
+      close: host.close,
+    };
   return {
     urls: host.urls,
     close: host.close,
@@ -99,7 +109,8 @@ function bwrapLaunch(input: LaunchInput, files: SandboxFiles, bridges: ReadonlyA
   const writable = ensureDirs(files.writable ?? []);
   const cwd = input.cwd;
   const binds = new Map<string, Bind>();
-  for (const path of [...commandPaths(input.command), ...existing(files.readOnly ?? [])]) binds.set(path, { kind: '--ro-bind', path });
+  for (const path of [...commandPaths(input.command), ...existing(files.readOnly ?? [])])
+    binds.set(path, { kind: '--ro-bind', path });
   for (const path of [...writable, ...(cwd === undefined ? [] : [cwd])]) binds.set(path, { kind: '--bind', path });
   // Parents before children: a bind inside another must come after it.
   const ordered = [...binds.values()].sort((a, b) => a.path.split('/').length - b.path.split('/').length);
@@ -146,7 +157,14 @@ function bwrapLaunch(input: LaunchInput, files: SandboxFiles, bridges: ReadonlyA
     input.command,
     ...input.args,
   ];
-  return { mode: 'bwrap', command: 'bwrap', args, env: privateEnv(input.env, SANDBOX_HOME, '/tmp'), statusPipes: true, close: () => Promise.resolve() };
+  return {
+    mode: 'bwrap',
+    command: 'bwrap',
+    args,
+    env: privateEnv(input.env, SANDBOX_HOME, '/tmp'),
+    statusPipes: true,
+    close: () => Promise.resolve(),
+  };
 }
 
 /** `.git/config` and `.git/hooks` of the workspace, re-bound read-only (hooks made first, so none can be added). */
@@ -173,16 +191,36 @@ function privateEnv(env: Record<string, string>, home: string, tmp: string): Rec
  * ask for. Not other processes' dirs: Landlock's ptrace rule did not keep their environ readable-proof
  * on every kernel (measured), so they are simply not readable.
  */
-const PROC_GLOBALS = ['/proc/cpuinfo', '/proc/meminfo', '/proc/stat', '/proc/loadavg', '/proc/uptime', '/proc/version', '/proc/filesystems', '/proc/sys/kernel', '/proc/sys/vm'];
+const PROC_GLOBALS = [
+  '/proc/cpuinfo',
+  '/proc/meminfo',
+  '/proc/stat',
+  '/proc/loadavg',
+  '/proc/uptime',
+  '/proc/version',
+  '/proc/filesystems',
+  '/proc/sys/kernel',
+  '/proc/sys/vm',
+];
 
-function landlockLaunch(input: LaunchInput, files: SandboxFiles, ports: number[], closeBridges: () => Promise<void>): Launch {
+function landlockLaunch(
+  input: LaunchInput,
+  files: SandboxFiles,
+  ports: number[],
+  closeBridges: () => Promise<void>,
+): Launch {
   const helperPath = helper();
   const root = mkdtempSync(join(tmpdir(), 'sessiond-attempt-'));
   const home = join(root, 'home');
   const tmp = join(root, 'tmp');
   ensureDirs([home, tmp]);
   const writable = [...ensureDirs(files.writable ?? []), home, tmp, ...(input.cwd === undefined ? [] : [input.cwd])];
-  const readOnly = [...systemPaths(), ...PROC_GLOBALS, ...commandPaths(input.command), ...existing(files.readOnly ?? [])];
+  const readOnly = [
+    ...systemPaths(),
+    ...PROC_GLOBALS,
+    ...commandPaths(input.command),
+    ...existing(files.readOnly ?? []),
+  ];
   const args = [
     'landlock',
     ...readOnly.flatMap((p) => ['--ro', p]),

@@ -24,9 +24,24 @@ export const SANDBOX_REFUSED = 'ESANDBOX';
  */
 export async function planLaunch(spec: SpawnSpec): Promise<Planned> {
   if (spec.sandbox === undefined && spec.bridges === undefined && spec.finalize === undefined) {
-    return { ok: true, launch: { mode: 'none', command: spec.command, args: [...spec.args], env: spec.env, ...cwdOf(spec), statusPipes: false, close: () => Promise.resolve() } };
+    return {
+      ok: true,
+      launch: {
+        mode: 'none',
+        command: spec.command,
+        args: [...spec.args],
+        env: spec.env,
+        ...cwdOf(spec),
+        statusPipes: false,
+        close: () => Promise.resolve(),
+      },
+    };
   }
-  const refuse = (why: string): Planned => ({ ok: false, error: `command ${JSON.stringify(spec.command)} was not started: ${why}`, code: SANDBOX_REFUSED });
+  const refuse = (why: string): Planned => ({
+    ok: false,
+    error: `command ${JSON.stringify(spec.command)} was not started: ${why}`,
+    code: SANDBOX_REFUSED,
+  });
   let mode: SandboxMode = 'none';
   if (spec.sandbox !== undefined) {
     const host = detectSandbox();
@@ -39,12 +54,15 @@ export async function planLaunch(spec: SpawnSpec): Promise<Planned> {
       mode = host.mode;
     }
     if (spec.sandbox.required === true && mode === 'none')
-      return refuse(`the deployment policy requires a sandbox (policy.sandbox.required) and this host has none (${host.detail})`);
+      return refuse(
+        `the deployment policy requires a sandbox (policy.sandbox.required) and this host has none (${host.detail})`,
+      );
   }
   let command = spec.command;
   if (mode !== 'none') {
     const found = await onPath(spec.command, spec.env.PATH);
-    if (found === null) return { ok: false, error: describeSpawnError(spec.command, 'ENOENT', 'not found'), code: 'ENOENT' };
+    if (found === null)
+      return { ok: false, error: describeSpawnError(spec.command, 'ENOENT', 'not found'), code: 'ENOENT' };
     command = found;
   }
   let prepared;
@@ -55,7 +73,12 @@ export async function planLaunch(spec: SpawnSpec): Promise<Planned> {
   }
   try {
     const final = spec.finalize === undefined ? {} : await spec.finalize(prepared.urls);
-    const launch = prepared.build({ command, args: final.args ?? spec.args, env: final.env ?? spec.env, ...cwdOf(spec) });
+    const launch = prepared.build({
+      command,
+      args: final.args ?? spec.args,
+      env: final.env ?? spec.env,
+      ...cwdOf(spec),
+    });
     return { ok: true, launch };
   } catch (error) {
     await prepared.close();
@@ -116,7 +139,9 @@ function parsePid(text: string): number | null {
 }
 
 /** The agent's exit as its init reported it (fd 4): `exit N` or `signal N`; null when it said nothing. */
-export function readStatus(stream: Readable | null | undefined): Promise<{ exitCode: number | null; signal: NodeJS.Signals | null } | null> {
+export function readStatus(
+  stream: Readable | null | undefined,
+): Promise<{ exitCode: number | null; signal: NodeJS.Signals | null } | null> {
   return new Promise((resolve) => {
     if (stream === null || stream === undefined) return resolve(null);
     let text = '';
@@ -127,7 +152,8 @@ export function readStatus(stream: Readable | null | undefined): Promise<{ exitC
       if (match === null) return resolve(null);
       const n = Number(match[2]);
       if (match[1] === 'exit') return resolve({ exitCode: n, signal: null });
-      const name = Object.entries(osConstants.signals).find(([, value]) => value === n)?.[0] as NodeJS.Signals | undefined;
+      const name = Object.entries(osConstants.signals).find(([, value]) => value === n)?.[0] as
+        NodeJS.Signals | undefined;
       resolve({ exitCode: null, signal: name ?? null });
     });
   });

@@ -46,7 +46,11 @@ export function systemPaths(): string[] {
 
 /** bwrap arguments that show the system read-only (symlinks as symlinks). */
 export function systemBinds(): string[][] {
-  return systemPaths().map((path) => (isSymlink(path) && path.split(sep).length === 2 ? ['--symlink', readlinkSync(path), path] : ['--ro-bind', path, path]));
+  return systemPaths().map((path) =>
+    isSymlink(path) && path.split(sep).length === 2
+      ? ['--symlink', readlinkSync(path), path]
+      : ['--ro-bind', path, path],
+  );
 }
 
 function isSymlink(path: string): boolean {

@@ -5,7 +5,10 @@ export type ApprovalVerdict = 'allow' | 'deny';
 /** `t<turn>-<12 hex>-<n>` (see gate.ts). */
 export const REQUEST_ID_PATTERN = /^t\d{1,9}-[0-9a-f]{12}-\d{1,4}$/;
 
-const KINDS: Record<ApprovalVerdict, string[]> = { allow: ['allow_once', 'allow_always'], deny: ['reject_once', 'reject_always'] };
+const KINDS: Record<ApprovalVerdict, string[]> = {
+  allow: ['allow_once', 'allow_always'],
+  deny: ['reject_once', 'reject_always'],
+};
 
 /**
  * The option an operator's verdict gives the agent: `option` names one the agent offered (by its
@@ -23,7 +26,10 @@ export function chooseOption(
     const found = fitting.find((o) => o.optionId === option) ?? fitting.find((o) => o.kind === option);
     if (found !== undefined) return { ok: true, optionId: found.optionId };
     const offered = fitting.map((o) => `${o.optionId} (${o.kind})`).join(', ');
-    return { ok: false, message: `"${option}" is not an option the agent offered to ${verdict} this request (offered: ${offered === '' ? 'none' : offered})` };
+    return {
+      ok: false,
+      message: `"${option}" is not an option the agent offered to ${verdict} this request (offered: ${offered === '' ? 'none' : offered})`,
+    };
   }
   for (const kind of KINDS[verdict]) {
     const found = fitting.find((o) => o.kind === kind);

@@ -1,5 +1,11 @@
 import { createHash } from 'node:crypto';
-import { denial, optionOfKind, type ApprovalAnswer, type ApprovalAsk, type ApprovalGate } from '../../agents/shared/approval-gate.ts';
+import {
+  denial,
+  optionOfKind,
+  type ApprovalAnswer,
+  type ApprovalAsk,
+  type ApprovalGate,
+} from '../../agents/shared/approval-gate.ts';
 import type { ApprovalPolicy } from '../../policy/index.ts';
 import type { CliMessage } from '../../protocol/index.ts';
 import type { ApprovalDecisionRecord, ApprovalRequestRecord, ApprovalStore, StoredApproval } from './store.ts';
@@ -38,7 +44,11 @@ export class AttemptApprovals implements ApprovalGate {
     this.#init = init;
   }
 
-  async ask(request: ApprovalAsk, emit: (message: CliMessage) => void, signal: AbortSignal): Promise<ApprovalAnswer | null> {
+  async ask(
+    request: ApprovalAsk,
+    emit: (message: CliMessage) => void,
+    signal: AbortSignal,
+  ): Promise<ApprovalAnswer | null> {
     const { store, sessionId, token, attempt } = this.#init;
     try {
       const requestId = await this.#requestId(request);
@@ -61,7 +71,13 @@ export class AttemptApprovals implements ApprovalGate {
         const answer = denial(request.options);
         emit(requestedMessage(record, false));
         emit(
-          decidedMessage(record, answer, { outcome: 'denied', optionId: answer.optionId, by: 'sessiond', at: Date.now(), reason: 'too many approval requests in this session' }),
+          decidedMessage(record, answer, {
+            outcome: 'denied',
+            optionId: answer.optionId,
+            by: 'sessiond',
+            at: Date.now(),
+            reason: 'too many approval requests in this session',
+          }),
         );
         return answer;
       }
@@ -163,7 +179,8 @@ export class AttemptApprovals implements ApprovalGate {
 
 /** What the agent gets for a decision: its chosen option when the agent offered it, else the kind's equivalent. */
 function answerFor(decision: ApprovalDecisionRecord, request: ApprovalAsk): ApprovalAnswer {
-  if (decision.optionId !== null && request.options.some((o) => o.optionId === decision.optionId)) return { optionId: decision.optionId, outcome: decision.outcome };
+  if (decision.optionId !== null && request.options.some((o) => o.optionId === decision.optionId))
+    return { optionId: decision.optionId, outcome: decision.outcome };
   if (decision.outcome === 'allowed') {
     const option = optionOfKind(request.options, ['allow_once', 'allow_always']);
     if (option !== undefined) return { optionId: option.optionId, outcome: 'allowed' };
@@ -188,7 +205,11 @@ function requestedMessage(record: ApprovalRequestRecord, reasked: boolean): CliM
   };
 }
 
-function decidedMessage(record: ApprovalRequestRecord, answer: ApprovalAnswer, decision: ApprovalDecisionRecord): CliMessage {
+function decidedMessage(
+  record: ApprovalRequestRecord,
+  answer: ApprovalAnswer,
+  decision: ApprovalDecisionRecord,
+): CliMessage {
   return {
     type: 'approval.decided',
     content: {

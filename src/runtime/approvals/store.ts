@@ -108,7 +108,12 @@ export class ApprovalStore {
   }
 
   /** The holder registers (or finds again) a request; StaleApprovalError when its lease is gone; null when the session holds too many. */
-  async ask(sessionId: string, token: string, request: ApprovalRequestRecord, attempt: number): Promise<(StoredApproval & { existed: boolean }) | null> {
+  async ask(
+    sessionId: string,
+    token: string,
+    request: ApprovalRequestRecord,
+    attempt: number,
+  ): Promise<(StoredApproval & { existed: boolean }) | null> {
     const r = (await this.#redis.eval(
       ASK,
       2,
@@ -140,20 +145,40 @@ export class ApprovalStore {
     requestId: string,
     decision: ApprovalDecisionRecord,
   ): Promise<{ found: false } | { found: true; decided: boolean; decision: ApprovalDecisionRecord }> {
-    const r = (await this.#redis.eval(DECIDE, 1, this.#key(sessionId), requestId, JSON.stringify(decision))) as unknown[];
+    const r = (await this.#redis.eval(
+      DECIDE,
+      1,
+      this.#key(sessionId),
+      requestId,
+      JSON.stringify(decision),
+    )) as unknown[];
     if (r[0] === 0) return { found: false };
     return { found: true, decided: r[0] === 1, decision: JSON.parse(String(r[1])) as ApprovalDecisionRecord };
   }
 
   /** Marks the decision given to the agent by `attempt`: false when an earlier delivery was recorded (then it is not given again). */
   async deliver(sessionId: string, token: string, requestId: string, attempt: number): Promise<boolean> {
-    const r = await this.#redis.eval(DELIVER, 2, this.#keys.session(sessionId, 'lease'), this.#key(sessionId), token, requestId, attempt);
+    const r = await this.#redis.eval(
+      DELIVER,
+      2,
+      this.#keys.session(sessionId, 'lease'),
+      this.#key(sessionId),
+      token,
+      requestId,
+      attempt,
+    );
     if (r === -1) throw new StaleApprovalError(`session ${sessionId}: the lease was taken over`);
     return r === 1;
   }
 
   async get(sessionId: string, requestId: string): Promise<StoredApproval | null> {
-    const [raw, asked, decision, delivered] = await this.#redis.hmget(this.#key(sessionId), requestId, `${requestId}:asked`, `${requestId}:decision`, `${requestId}:delivered`);
+    const [raw, asked, decision, delivered] = await this.#redis.hmget(
+      this.#key(sessionId),
+      requestId,
+      `${requestId}:asked`,
+      `${requestId}:decision`,
+      `${requestId}:delivered`,
+    );
     if (raw === null || raw === undefined) return null;
     return {
       request: JSON.parse(raw) as ApprovalRequestRecord,
@@ -178,7 +203,10 @@ export class ApprovalStore {
           .split(',')
           .filter((a) => a !== '')
           .map(Number),
-        decision: all[`${field}:decision`] === undefined ? null : (JSON.parse(all[`${field}:decision`] ?? 'null') as ApprovalDecisionRecord),
+        decision:
+          all[`${field}:decision`] === undefined
+            ? null
+            : (JSON.parse(all[`${field}:decision`] ?? 'null') as ApprovalDecisionRecord),
         delivered: all[`${field}:delivered`] === undefined ? null : Number(all[`${field}:delivered`]),
       });
     }
@@ -187,11 +215,18 @@ export class ApprovalStore {
 
   /** The turn is over: its requests go (the agent that asked is gone). StaleApprovalError when the lease is gone. */
   async clear(sessionId: string, token: string): Promise<number> {
-    const r = (await this.#redis.eval(CLEAR, 2, this.#keys.session(sessionId, 'lease'), this.#key(sessionId), token)) as number | string[];
+    const r = (await this.#redis.eval(
+      CLEAR,
+      2,
+      this.#keys.session(sessionId, 'lease'),
+      this.#key(sessionId),
+      token,
+    )) as number | string[];
     if (r === -1 || !Array.isArray(r)) throw new StaleApprovalError(`session ${sessionId}: the lease was taken over`);
     const ids = r.filter((f) => !f.includes(':'));
     // The waiting index is a hint for the deadline sweep, which drops entries it finds answered.
-    if (ids.length > 0) await this.#redis.zrem(this.waitingKey, ...ids.map((id) => `${sessionId} ${id}`)).catch(() => undefined);
+    if (ids.length > 0)
+      await this.#redis.zrem(this.waitingKey, ...ids.map((id) => `${sessionId} ${id}`)).catch(() => undefined);
     return ids.length;
   }
 

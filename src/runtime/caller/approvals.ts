@@ -19,11 +19,24 @@ export async function decideApproval(
   by: string,
   option?: string,
   reason?: string,
-): Promise<{ sessionId: string; requestId: string; outcome: 'allowed' | 'denied'; optionId: string | null; by: string; at: number }> {
+): Promise<{
+  sessionId: string;
+  requestId: string;
+  outcome: 'allowed' | 'denied';
+  optionId: string | null;
+  by: string;
+  at: number;
+}> {
   checkSessionId(sessionId);
   if (!REQUEST_ID_PATTERN.test(requestId))
-    throw new InputError([{ field: 'requestId', message: `must be an approval request id such as t1-0123456789ab-1 (got ${JSON.stringify(requestId.slice(0, 100))})` }]);
-  if (reason !== undefined && reason.length > 1000) throw new InputError([{ field: 'reason', message: 'must be at most 1000 characters' }]);
+    throw new InputError([
+      {
+        field: 'requestId',
+        message: `must be an approval request id such as t1-0123456789ab-1 (got ${JSON.stringify(requestId.slice(0, 100))})`,
+      },
+    ]);
+  if (reason !== undefined && reason.length > 1000)
+    throw new InputError([{ field: 'reason', message: 'must be at most 1000 characters' }]);
   const stored = await parts.approvals.get(sessionId, requestId);
   if (stored === null) {
     if ((await parts.store.meta(sessionId)) === null) throw new NotFoundError(`unknown session "${sessionId}"`);
@@ -33,9 +46,18 @@ export async function decideApproval(
   if (!chosen.ok) throw new InputError([{ field: 'option', message: chosen.message }]);
   const at = Date.now();
   const outcome = verdict === 'allow' ? 'allowed' : 'denied';
-  const result = await parts.approvals.decide(sessionId, requestId, { outcome, optionId: chosen.optionId, by, at, ...(reason === undefined ? {} : { reason }) });
+  const result = await parts.approvals.decide(sessionId, requestId, {
+    outcome,
+    optionId: chosen.optionId,
+    by,
+    at,
+    ...(reason === undefined ? {} : { reason }),
+  });
   if (!result.found) throw new NotFoundError(`session "${sessionId}" has no approval request "${requestId}"`);
-  if (!result.decided) throw new ConflictError(`approval request "${requestId}" was already decided (${result.decision.outcome} by ${result.decision.by})`);
+  if (!result.decided)
+    throw new ConflictError(
+      `approval request "${requestId}" was already decided (${result.decision.outcome} by ${result.decision.by})`,
+    );
   await parts.approvals.markAnswered(sessionId, requestId);
   await parts.bus.publish({ sessionId, kind: 'approval' });
   return { sessionId, requestId, outcome, optionId: chosen.optionId, by, at };

@@ -31,13 +31,18 @@ export async function deleteSession(
   options: { force?: boolean; waitMs?: number; actor?: string } = {},
 ): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }> {
   checkSessionId(sessionId);
-  const result = await removeSession({ redis: parts.redis, keys: parts.keys, queue: parts.queue, publish: (event) => parts.bus.publish(event) }, sessionId, {
-    mode: options.force === true ? 'force' : 'finished',
-    tombstoneMs: 3_600_000,
-    ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
-  });
+  const result = await removeSession(
+    { redis: parts.redis, keys: parts.keys, queue: parts.queue, publish: (event) => parts.bus.publish(event) },
+    sessionId,
+    {
+      mode: options.force === true ? 'force' : 'finished',
+      tombstoneMs: 3_600_000,
+      ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
+    },
+  );
   if (result.outcome === 'unknown') throw new NotFoundError(`unknown session "${sessionId}"`);
-  const outcome = result.outcome === 'active' ? 'refused' : result.outcome === 'removed' ? 'deleted' : 'already-deleted';
+  const outcome =
+    result.outcome === 'active' ? 'refused' : result.outcome === 'removed' ? 'deleted' : 'already-deleted';
   await parts.redis.xadd(
     lifecycleKeys(parts.keys).deletions,
     'MAXLEN',
@@ -58,14 +63,22 @@ export async function deleteSession(
     ],
   );
   if (result.outcome === 'active')
-    throw new ConflictError(`session "${sessionId}" is active (state ${result.state}, or prompts waiting): cancel its turn first, or delete with force`);
+    throw new ConflictError(
+      `session "${sessionId}" is active (state ${result.state}, or prompts waiting): cancel its turn first, or delete with force`,
+    );
   if (result.outcome === 'removed') return { sessionId, deleted: true, cancelled: result.cancelled };
   return { sessionId, deleted: false, cancelled: false };
 }
 
 /** The deletion audit stream, newest first (at most `limit` entries; about AUDIT_MAX are kept). */
 export async function deletions(parts: CallerParts, limit = 100): Promise<DeletionRecord[]> {
-  const entries = (await parts.redis.xrevrange(lifecycleKeys(parts.keys).deletions, '+', '-', 'COUNT', Math.max(1, limit))) as Array<[string, string[]]>;
+  const entries = (await parts.redis.xrevrange(
+    lifecycleKeys(parts.keys).deletions,
+    '+',
+    '-',
+    'COUNT',
+    Math.max(1, limit),
+  )) as Array<[string, string[]]>;
   return entries.map(([id, flat]) => {
     const f: Record<string, string> = {};
     for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;

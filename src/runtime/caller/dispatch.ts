@@ -27,7 +27,10 @@ function checkLimitName(parts: CallerParts, limit: string | undefined): void {
   if (!parts.fleetLimits.rules.some((r) => r.name === limit)) {
     const names = parts.fleetLimits.rules.map((r) => r.name);
     throw new InputError([
-      { field: 'limit', message: `no limit is named ${JSON.stringify(limit)} (${names.length === 0 ? 'this deployment has no limits' : `limits: ${names.join(', ')}`})` },
+      {
+        field: 'limit',
+        message: `no limit is named ${JSON.stringify(limit)} (${names.length === 0 ? 'this deployment has no limits' : `limits: ${names.join(', ')}`})`,
+      },
     ]);
   }
 }

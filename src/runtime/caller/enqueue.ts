@@ -21,23 +21,32 @@ export interface EnqueueHow {
  * Adds a prompt (creating the session unless `mustExist`). Refused with nothing written: InputError
  * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
  */
-export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHow = {}): Promise<{ sessionId: string; turn: number; created: boolean }> {
+export async function enqueue(
+  parts: CallerParts,
+  input: unknown,
+  how: EnqueueHow = {},
+): Promise<{ sessionId: string; turn: number; created: boolean }> {
   // The policy first: resolving it registers a library caller's own agents.
   const policy = await parts.deploymentPolicy();
   const parsed = EnqueueRequestSchema.safeParse(input);
   const rawOptions = (input as { options?: unknown } | null)?.options;
   const optionIssues =
-    rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions) ? [] : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
-  if (!parsed.success || optionIssues.length > 0) throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
+    rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions)
+      ? []
+      : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
+  if (!parsed.success || optionIssues.length > 0)
+    throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
   const request = parsed.data;
   let policyJson: string | null = null;
   if (request.retryPolicy !== undefined) {
     const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
-    if (!policy.ok) throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
+    if (!policy.ok)
+      throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
     const deployment = await parts.deploymentPolicy();
     const overLimit = turnLimitIssue(request.retryPolicy, deployment);
     const overPark = parkLimitIssues(request.retryPolicy, deployment);
-    if (overLimit !== null || overPark.length > 0) throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
+    if (overLimit !== null || overPark.length > 0)
+      throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
     policyJson = JSON.stringify(policy.policy);
   }
   const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
@@ -46,7 +55,10 @@ export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHo
   const admitted = await admitTurn(policy, options, request.prompt);
   if (!admitted.ok) throw new InputError(admitted.issues);
   const sessionId = request.sessionId ?? randomUUID();
-  const create: Record<string, string> = { agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT, options: JSON.stringify(options) };
+  const create: Record<string, string> = {
+    agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT,
+    options: JSON.stringify(options),
+  };
   if (request.tenant !== undefined) create.tenant = request.tenant;
   // A new session's fleet-index shard is its partition's now, kept for good (see keys.ts); the count is recorded first, so readers merge that shard.
   const shard = parts.queue.indexShardOf(sessionId);
@@ -70,7 +82,8 @@ export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHo
   );
   if (!result.ok) {
     if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
-    if (result.reason === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);
+    if (result.reason === 'deleting')
+      throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);
     if (result.reason === 'queue_full')
       throw new QuotaError(
         'maxQueuedPrompts',
@@ -116,7 +129,10 @@ function retention(parts: CallerParts, value: string | number): number {
   const max = parts.limits.maxRetentionMs;
   if (max > 0 && (parsed.ms === 0 || parsed.ms > max))
     throw new InputError([
-      { field: 'retention', message: `must be at most ${max} ms (the deployment's maximum retention)${parsed.ms === 0 ? '; 0 (forever) is not allowed' : ''}` },
+      {
+        field: 'retention',
+        message: `must be at most ${max} ms (the deployment's maximum retention)${parsed.ms === 0 ? '; 0 (forever) is not allowed' : ''}`,
+      },
     ]);
   return parsed.ms;
 }

@@ -42,7 +42,9 @@ export function callerParts(options: RuntimeOptions): CallerParts {
     keys,
     redis,
     store: new SessionStore(redis, keys, { retentionMs: limits.retentionMs }),
-    queue: createSessionQueue(() => options.connect('runtime-queue'), keys, { partitions: options.queuePartitions ?? 1 }),
+    queue: createSessionQueue(() => options.connect('runtime-queue'), keys, {
+      partitions: options.queuePartitions ?? 1,
+    }),
     policies: new PolicyStore(redis, keys),
     approvals: new ApprovalStore(redis, keys),
     // Publishing only: the subscriber connection is made lazily by those who listen.
@@ -59,7 +61,12 @@ export function callerParts(options: RuntimeOptions): CallerParts {
 
 export function checkSessionId(sessionId: string): void {
   if (!SESSION_ID_PATTERN.test(sessionId))
-    throw new InputError([{ field: 'sessionId', message: `must be 1-100 letters, digits or _.-, and not . or .. (got ${JSON.stringify(sessionId)})` }]);
+    throw new InputError([
+      {
+        field: 'sessionId',
+        message: `must be 1-100 letters, digits or _.-, and not . or .. (got ${JSON.stringify(sessionId)})`,
+      },
+    ]);
 }
 
 export function safeJson(raw: string | undefined): unknown {

@@ -13,14 +13,27 @@ export async function queuedPrompts(parts: CallerParts, sessionId: string): Prom
   if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
   const removing = unqueueRequests(meta ?? {});
   const context = view.context;
-  const started = new Set([...(context?.finishedPromptIds ?? []), ...(context?.turn === null || context?.turn === undefined ? [] : [context.turn.promptId])]);
+  const started = new Set([
+    ...(context?.finishedPromptIds ?? []),
+    ...(context?.turn === null || context?.turn === undefined ? [] : [context.turn.promptId]),
+  ]);
   const seen = new Set<string>();
   const out: QueuedPrompt[] = [];
-  const add = (p: { id: string; text: string; enqueuedAt?: number; retryOf?: number }, where: QueuedPrompt['where']): void => {
+  const add = (
+    p: { id: string; text: string; enqueuedAt?: number; retryOf?: number },
+    where: QueuedPrompt['where'],
+  ): void => {
     const state = removing.get(p.id);
     if (seen.has(p.id) || started.has(p.id) || state === 'pending' || state === 'drop' || state === 'removed') return;
     seen.add(p.id);
-    out.push({ position: out.length + 1, id: p.id, text: p.text, enqueuedAt: p.enqueuedAt ?? null, where, ...(p.retryOf === undefined ? {} : { retryOf: p.retryOf }) });
+    out.push({
+      position: out.length + 1,
+      id: p.id,
+      text: p.text,
+      enqueuedAt: p.enqueuedAt ?? null,
+      where,
+      ...(p.retryOf === undefined ? {} : { retryOf: p.retryOf }),
+    });
   };
   for (const p of context?.mailbox ?? []) add(p, 'mailbox');
   for (const p of await parts.store.inbox(sessionId)) if (p.removed !== true) add(p, 'inbox');
@@ -39,7 +52,10 @@ export async function removeQueuedPrompt(
   options: { waitMs?: number } = {},
 ): Promise<{ sessionId: string; promptId: string; removed: true }> {
   checkSessionId(sessionId);
-  if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(promptId)) throw new InputError([{ field: 'promptId', message: `must be a prompt id as listed (got ${JSON.stringify(promptId)})` }]);
+  if (!/^[A-Za-z0-9_.:-]{1,200}$/.test(promptId))
+    throw new InputError([
+      { field: 'promptId', message: `must be a prompt id as listed (got ${JSON.stringify(promptId)})` },
+    ]);
   const deadline = Date.now() + (options.waitMs ?? 10_000);
   const field = unqueueField(promptId);
   const meta = parts.store.key(sessionId, 'meta');
@@ -48,16 +64,26 @@ export async function removeQueuedPrompt(
     if (result === 'removed') break;
     if (result === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
     if (result === 'deleting') throw new ConflictError(`session "${sessionId}" is being deleted`);
-    if (result === 'started') throw new ConflictError(`prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`);
-    if (result === 'unknown_prompt') throw new NotFoundError(`session "${sessionId}" has no queued prompt "${promptId}"`);
+    if (result === 'started')
+      throw new ConflictError(
+        `prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`,
+      );
+    if (result === 'unknown_prompt')
+      throw new NotFoundError(`session "${sessionId}" has no queued prompt "${promptId}"`);
     // A worker holds the session: it decides, and says so in the meta.
     for (;;) {
       await parts.bus.publish({ sessionId, kind: 'unqueue' });
       await new Promise((resolve) => setTimeout(resolve, 100));
-      const [outcome, held] = await Promise.all([parts.redis.hget(meta, field), parts.redis.exists(parts.store.key(sessionId, 'lease'))]);
+      const [outcome, held] = await Promise.all([
+        parts.redis.hget(meta, field),
+        parts.redis.exists(parts.store.key(sessionId, 'lease')),
+      ]);
       if (outcome === 'removed' || outcome === 'started') {
         await parts.redis.hdel(meta, field);
-        if (outcome === 'started') throw new ConflictError(`prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`);
+        if (outcome === 'started')
+          throw new ConflictError(
+            `prompt "${promptId}" of session "${sessionId}" is no longer queued: its turn has started (cancel the turn instead)`,
+          );
         return { sessionId, promptId, removed: true };
       }
       // The holder let go before answering: decide again, as for a session nobody holds.

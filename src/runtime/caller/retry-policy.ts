@@ -13,7 +13,10 @@ return 1
 
 // The retry policy, global or one session's: read, set (within the deployment policy), reset.
 
-export async function getPolicy(parts: CallerParts, sessionId?: string): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }> {
+export async function getPolicy(
+  parts: CallerParts,
+  sessionId?: string,
+): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }> {
   if (sessionId !== undefined) {
     checkSessionId(sessionId);
     const meta = await parts.store.meta(sessionId);
@@ -29,9 +32,11 @@ export async function setPolicy(parts: CallerParts, patch: unknown, sessionId?: 
   // The deployment's maxTurnMs wins over any stored policy, the global one included.
   const deployment = await parts.deploymentPolicy();
   const overLimit = turnLimitIssue(patch, deployment, 'maxTurnMs');
-  if (overLimit !== null) return { ok: false, errors: [{ field: 'maxTurnMs', message: `maxTurnMs: ${overLimit.message}` }] };
+  if (overLimit !== null)
+    return { ok: false, errors: [{ field: 'maxTurnMs', message: `maxTurnMs: ${overLimit.message}` }] };
   const overPark = parkLimitIssues(patch, deployment, '');
-  if (overPark.length > 0) return { ok: false, errors: overPark.map((i) => ({ field: i.field, message: `${i.field}: ${i.message}` })) };
+  if (overPark.length > 0)
+    return { ok: false, errors: overPark.map((i) => ({ field: i.field, message: `${i.field}: ${i.message}` })) };
   if (sessionId === undefined) {
     parts.policies.invalidate();
     const result = await parts.policies.update(patch);
@@ -42,7 +47,12 @@ export async function setPolicy(parts: CallerParts, patch: unknown, sessionId?: 
   const result = mergeRetryPolicy(policy, patch);
   if (result.ok) {
     // Only into a session that still exists and is not being deleted (a bare HSET after a delete would leave half a session).
-    const set = await parts.redis.eval(SET_POLICY, 1, parts.store.key(sessionId, 'meta'), JSON.stringify(result.policy));
+    const set = await parts.redis.eval(
+      SET_POLICY,
+      1,
+      parts.store.key(sessionId, 'meta'),
+      JSON.stringify(result.policy),
+    );
     if (set === 0) throw new NotFoundError(`unknown session "${sessionId}"`);
     await parts.bus.publish({ sessionId, kind: 'policy' });
   }

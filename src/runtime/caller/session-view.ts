@@ -41,7 +41,12 @@ export async function lastSeq(parts: CallerParts, sessionId: string): Promise<nu
   return parts.store.lastSeq(sessionId);
 }
 
-export async function readMessages(parts: CallerParts, sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
+export async function readMessages(
+  parts: CallerParts,
+  sessionId: string,
+  fromSeq = 1,
+  count = 1000,
+): Promise<StoredMessage[]> {
   checkSessionId(sessionId);
   return parts.store.readMessages(sessionId, fromSeq, count);
 }
@@ -50,7 +55,12 @@ export async function readMessages(parts: CallerParts, sessionId: string, fromSe
  * Every message from `fromSeq` on, then new ones as they are written, until
  * the signal aborts. Uses its own blocking connection.
  */
-export async function* followMessages(parts: CallerParts, sessionId: string, fromSeq: number, signal: AbortSignal): AsyncGenerator<StoredMessage> {
+export async function* followMessages(
+  parts: CallerParts,
+  sessionId: string,
+  fromSeq: number,
+  signal: AbortSignal,
+): AsyncGenerator<StoredMessage> {
   checkSessionId(sessionId);
   const reader = parts.connect('follow');
   const stop = (): void => reader.disconnect();
@@ -58,10 +68,12 @@ export async function* followMessages(parts: CallerParts, sessionId: string, fro
   let next = Math.max(1, fromSeq);
   try {
     while (!signal.aborted) {
-      const batch = await reader.xread('COUNT', 500, 'BLOCK', 1000, 'STREAMS', parts.store.key(sessionId, 'log'), `${next - 1}-0`).catch((error: Error) => {
-        if (signal.aborted) return null;
-        throw error;
-      });
+      const batch = await reader
+        .xread('COUNT', 500, 'BLOCK', 1000, 'STREAMS', parts.store.key(sessionId, 'log'), `${next - 1}-0`)
+        .catch((error: Error) => {
+          if (signal.aborted) return null;
+          throw error;
+        });
       if (batch === null) continue;
       for (const [, entries] of batch) {
         for (const [, fields] of entries) {

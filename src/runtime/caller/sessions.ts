@@ -11,7 +11,10 @@ import * as transfer from '../lifecycle/transfer.ts';
 // Every session: listing, export and import, the listing version; and the deployment's workers, Redis, queue.
 
 /** The newest `limit` sessions (default 1000), optionally only those in `state` (served by the state's index). */
-export async function listSessions(parts: CallerParts, filter: { state?: string; limit?: number } = {}): Promise<Array<{ sessionId: string; state: string }>> {
+export async function listSessions(
+  parts: CallerParts,
+  filter: { state?: string; limit?: number } = {},
+): Promise<Array<{ sessionId: string; state: string }>> {
   return (await listPage(parts, { ...filter, limit: filter.limit ?? 1000 })).sessions;
 }
 
@@ -34,9 +37,16 @@ export async function exportSession(parts: CallerParts, sessionId: string): Prom
 }
 
 /** Restores an archive (as `as`, default its own id). ArchiveError (nothing written) or ConflictError (the id exists). */
-export async function importSession(parts: CallerParts, text: string, options: { as?: string } = {}): Promise<ImportResult> {
+export async function importSession(
+  parts: CallerParts,
+  text: string,
+  options: { as?: string } = {},
+): Promise<ImportResult> {
   // Checked as a caller's request: the imported retry policy against this deployment's bounds too.
-  const limits = { maxArchiveBytes: parts.limits.maxArchiveBytes, maxArchiveLineBytes: parts.limits.maxArchiveLineBytes };
+  const limits = {
+    maxArchiveBytes: parts.limits.maxArchiveBytes,
+    maxArchiveLineBytes: parts.limits.maxArchiveLineBytes,
+  };
   return transfer.importSession(parts.store, parts.queue, text, {
     ...(options.as === undefined ? {} : { as: options.as }),
     deployment: await parts.deploymentPolicy(),
@@ -48,12 +58,17 @@ export async function importSession(parts: CallerParts, text: string, options: {
 export async function listingVersion(parts: CallerParts): Promise<string> {
   // One counter per index shard, each only ever going up: their sum changes whenever one does.
   const shards = await parts.queue.fleetShards();
-  const versions = await Promise.all(Array.from({ length: shards }, (_, n) => parts.redis.get(lifecycleKeys(parts.keys, n).version)));
+  const versions = await Promise.all(
+    Array.from({ length: shards }, (_, n) => parts.redis.get(lifecycleKeys(parts.keys, n).version)),
+  );
   return String(versions.reduce((sum, v) => sum + Number(v ?? 0), 0));
 }
 
 /** Each session's state as its own record says it (written in the same fenced script as its snapshot), in one pipeline; null for an unknown id. */
-export async function sessionStates(parts: CallerParts, ids: readonly string[]): Promise<Record<string, string | null>> {
+export async function sessionStates(
+  parts: CallerParts,
+  ids: readonly string[],
+): Promise<Record<string, string | null>> {
   if (ids.length === 0) return {};
   const states = await hgetEach(
     parts.redis,

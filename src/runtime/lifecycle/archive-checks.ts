@@ -11,7 +11,8 @@ import { parseRetryPolicy } from '../../retry/policy.ts';
 
 /** An agent session id as the runtime passes it to an agent (a resume argument): never an option, never a path. */
 export const AGENT_SESSION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$/;
-export const AGENT_SESSION_ID_RULE = 'must be an agent session id (1-200 letters, digits or _.:-, not starting with - or .)';
+export const AGENT_SESSION_ID_RULE =
+  'must be an agent session id (1-200 letters, digits or _.:-, not starting with - or .)';
 
 /** The size limits of an archive (the operator's `lifecycle.maxArchiveBytes` and `lifecycle.maxArchiveLineBytes`). */
 export interface ArchiveLimits {
@@ -37,7 +38,8 @@ export function checkMetaFields<T extends Partial<Record<string, string>>>(field
     throw new Error(`fields.retention: must be a number of milliseconds (got ${shown(fields.retention)})`);
   if (fields.options !== undefined) {
     const options = json(fields.options, 'fields.options');
-    if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new Error('fields.options: must be a JSON object');
+    if (options === null || typeof options !== 'object' || Array.isArray(options))
+      throw new Error('fields.options: must be a JSON object');
   }
   if (fields.policy !== undefined) {
     const parsed = parseRetryPolicy(json(fields.policy, 'fields.policy'));
@@ -74,9 +76,15 @@ export function agentOfField(field: string): { agent: string; id: string } {
  * agent sessions this archive's session had (the snapshot's and those its log started); an agent
  * line of any other does not match the snapshot.
  */
-export function checkAgentLine(field: string, value: string, known: ReadonlySet<string>, snapshotId: string | null): void {
+export function checkAgentLine(
+  field: string,
+  value: string,
+  known: ReadonlySet<string>,
+  snapshotId: string | null,
+): void {
   const { agent, id } = agentOfField(field);
-  if (!isAgentName(agent)) throw new Error(`field: agent ${shown(agent)} is not one this sessiond knows (its state cannot be checked)`);
+  if (!isAgentName(agent))
+    throw new Error(`field: agent ${shown(agent)} is not one this sessiond knows (its state cannot be checked)`);
   if (!AGENT_SESSION_ID.test(id)) throw new Error(`field: ${shown(id)} ${AGENT_SESSION_ID_RULE}`);
   if (!known.has(id))
     throw new Error(
@@ -84,5 +92,6 @@ export function checkAgentLine(field: string, value: string, known: ReadonlySet<
     );
   const definition = agentDefinition(agent);
   if (definition.checkState !== undefined) definition.checkState(value, id);
-  else if (definition.importState !== undefined) throw new Error(`field: agent ${shown(agent)} cannot check a state it is given (no checkState): refused`);
+  else if (definition.importState !== undefined)
+    throw new Error(`field: agent ${shown(agent)} cannot check a state it is given (no checkState): refused`);
 }

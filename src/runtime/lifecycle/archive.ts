@@ -2,7 +2,15 @@ import { z } from 'zod';
 import { SESSION_SNAPSHOT_VERSION } from '../../../machines/restore.ts';
 import { SESSION_ID_PATTERN } from '../keys.ts';
 import { ArchiveError } from '../../errors.ts';
-import { AGENT_SESSION_ID, AGENT_SESSION_ID_RULE, ARCHIVE_LIMITS, checkAgentLine, checkMetaFields, checkSnapshotPolicy, type ArchiveLimits } from './archive-checks.ts';
+import {
+  AGENT_SESSION_ID,
+  AGENT_SESSION_ID_RULE,
+  ARCHIVE_LIMITS,
+  checkAgentLine,
+  checkMetaFields,
+  checkSnapshotPolicy,
+  type ArchiveLimits,
+} from './archive-checks.ts';
 
 /**
  * The session archive: JSON lines, self-describing and versioned. Line 1 is the header
@@ -15,30 +23,60 @@ export const ARCHIVE_KIND = 'sessiond.archive';
 
 const id = z.string().regex(SESSION_ID_PATTERN, 'must be 1-100 letters, digits or _.-');
 
-const Header = z.strictObject({ kind: z.literal(ARCHIVE_KIND), version: z.number().int(), sessionId: id, exportedAt: z.number().int().nonnegative() });
+const Header = z.strictObject({
+  kind: z.literal(ARCHIVE_KIND),
+  version: z.number().int(),
+  sessionId: id,
+  exportedAt: z.number().int().nonnegative(),
+});
 /** Meta fields an archive carries (the lease, fencing and write bookkeeping stay with the deployment). */
-export const ARCHIVED_META = ['createdAt', 'updatedAt', 'state', 'prompts', 'agent', 'options', 'policy', 'retention', 'usage', 'usageTurn', 'usageByModel'] as const;
+export const ARCHIVED_META = [
+  'createdAt',
+  'updatedAt',
+  'state',
+  'prompts',
+  'agent',
+  'options',
+  'policy',
+  'retention',
+  'usage',
+  'usageTurn',
+  'usageByModel',
+] as const;
 const Meta = z.strictObject({
   kind: z.literal('meta'),
   fields: z.strictObject(
-    Object.fromEntries(ARCHIVED_META.map((f) => [f, z.string().max(1_000_000).optional()])) as Record<(typeof ARCHIVED_META)[number], z.ZodOptional<z.ZodString>>,
+    Object.fromEntries(ARCHIVED_META.map((f) => [f, z.string().max(1_000_000).optional()])) as Record<
+      (typeof ARCHIVED_META)[number],
+      z.ZodOptional<z.ZodString>
+    >,
   ),
 });
 const Snapshot = z.strictObject({
   kind: z.literal('snapshot'),
   value: z
     .object({
-      version: z.literal(SESSION_SNAPSHOT_VERSION, { error: `the snapshot must be version ${SESSION_SNAPSHOT_VERSION}` }),
+      version: z.literal(SESSION_SNAPSHOT_VERSION, {
+        error: `the snapshot must be version ${SESSION_SNAPSHOT_VERSION}`,
+      }),
       snapshot: z
         .object({
           value: z.unknown(),
-          context: z.object({ sessionId: id, agentSessionId: z.string().regex(AGENT_SESSION_ID, AGENT_SESSION_ID_RULE).nullable().optional() }).loose(),
+          context: z
+            .object({
+              sessionId: id,
+              agentSessionId: z.string().regex(AGENT_SESSION_ID, AGENT_SESSION_ID_RULE).nullable().optional(),
+            })
+            .loose(),
         })
         .loose(),
     })
     .nullable(),
 });
-const History = z.strictObject({ kind: z.literal('history'), entry: z.object({ at: z.number(), from: z.string(), to: z.string(), event: z.string() }).loose() });
+const History = z.strictObject({
+  kind: z.literal('history'),
+  entry: z.object({ at: z.number(), from: z.string(), to: z.string(), event: z.string() }).loose(),
+});
 const Message = z.strictObject({
   kind: z.literal('message'),
   seq: z.number().int().positive(),
@@ -75,7 +113,10 @@ export interface Archive {
   exportedAt: number;
   meta: Partial<Record<(typeof ARCHIVED_META)[number], string>>;
   /** The persisted session ({version, snapshot}), null for a session no worker has taken yet. */
-  snapshot: { version: number; snapshot: { context: { sessionId: string } & Record<string, unknown> } & Record<string, unknown> } | null;
+  snapshot: {
+    version: number;
+    snapshot: { context: { sessionId: string } & Record<string, unknown> } & Record<string, unknown>;
+  } | null;
   history: unknown[];
   messages: Array<{ seq: number; turn: number; attempt: number; type: string; content: unknown }>;
   agent: Array<[string, string]>;
@@ -95,7 +136,13 @@ export function writeArchive(archive: Archive): string {
     ...archive.messages.map((m) => ({ kind: 'message', ...m })),
     ...archive.agent.map(([field, value]) => ({ kind: 'agent', field, value })),
     ...archive.inbox.map((prompt) => ({ kind: 'inbox', prompt })),
-    { kind: 'end', messages: archive.messages.length, history: archive.history.length, agent: archive.agent.length, inbox: archive.inbox.length },
+    {
+      kind: 'end',
+      messages: archive.messages.length,
+      history: archive.history.length,
+      agent: archive.agent.length,
+      inbox: archive.inbox.length,
+    },
   ];
   return lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
 }
@@ -114,14 +161,20 @@ function issue(error: z.ZodError): string {
  */
 export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS): Archive {
   const size = Buffer.byteLength(text, 'utf8');
-  if (size > limits.maxArchiveBytes) throw new ArchiveError(`the archive is ${size} bytes, above this deployment's limit of ${limits.maxArchiveBytes} (lifecycle.maxArchiveBytes)`);
+  if (size > limits.maxArchiveBytes)
+    throw new ArchiveError(
+      `the archive is ${size} bytes, above this deployment's limit of ${limits.maxArchiveBytes} (lifecycle.maxArchiveBytes)`,
+    );
   const lines = text.split('\n');
   if (lines.at(-1) === '') lines.pop();
   if (lines.length === 0) throw new ArchiveError('empty: not a sessiond archive');
   const parse = (i: number): unknown => {
     const bytes = Buffer.byteLength(lines[i] as string, 'utf8');
     if (bytes > limits.maxArchiveLineBytes)
-      throw new ArchiveError(`the line is ${bytes} bytes, above this deployment's limit of ${limits.maxArchiveLineBytes} per line (lifecycle.maxArchiveLineBytes)`, i + 1);
+      throw new ArchiveError(
+        `the line is ${bytes} bytes, above this deployment's limit of ${limits.maxArchiveLineBytes} per line (lifecycle.maxArchiveLineBytes)`,
+        i + 1,
+      );
     try {
       return JSON.parse(lines[i] as string) as unknown;
     } catch {
@@ -138,21 +191,40 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
     );
   const header = Header.safeParse(head);
   if (!header.success) throw new ArchiveError(issue(header.error), 1);
-  const archive: Archive = { sessionId: header.data.sessionId, exportedAt: header.data.exportedAt, meta: {}, snapshot: null, history: [], messages: [], agent: [], inbox: [] };
+  const archive: Archive = {
+    sessionId: header.data.sessionId,
+    exportedAt: header.data.exportedAt,
+    meta: {},
+    snapshot: null,
+    history: [],
+    messages: [],
+    agent: [],
+    inbox: [],
+  };
   const order = ['meta', 'snapshot', 'history', 'message', 'agent', 'inbox', 'end'];
   let at = 0;
   let ended = false;
-  const schemas = { meta: Meta, snapshot: Snapshot, history: History, message: Message, agent: Agent, inbox: Inbox, end: End } as const;
+  const schemas = {
+    meta: Meta,
+    snapshot: Snapshot,
+    history: History,
+    message: Message,
+    agent: Agent,
+    inbox: Inbox,
+    end: End,
+  } as const;
   for (let i = 1; i < lines.length; i += 1) {
     if (ended) throw new ArchiveError('a line after the end line', i + 1);
     const raw = parse(i) as { kind?: unknown };
     const kind = typeof raw === 'object' && raw !== null && typeof raw.kind === 'string' ? raw.kind : null;
     const position = kind === null ? -1 : order.indexOf(kind);
-    if (kind === null || position === -1) throw new ArchiveError(`unknown line kind ${JSON.stringify(kind)} (one of ${order.join(', ')})`, i + 1);
+    if (kind === null || position === -1)
+      throw new ArchiveError(`unknown line kind ${JSON.stringify(kind)} (one of ${order.join(', ')})`, i + 1);
     if (i === 1 && kind !== 'meta') throw new ArchiveError('the second line must be the meta line', i + 1);
     if (i === 2 && kind !== 'snapshot') throw new ArchiveError('the third line must be the snapshot line', i + 1);
     if (i > 2 && (kind === 'meta' || kind === 'snapshot')) throw new ArchiveError(`a second ${kind} line`, i + 1);
-    if (position < at) throw new ArchiveError(`a "${kind}" line out of order (the order is ${order.join(', ')})`, i + 1);
+    if (position < at)
+      throw new ArchiveError(`a "${kind}" line out of order (the order is ${order.join(', ')})`, i + 1);
     at = position;
     const parsed = schemas[kind as keyof typeof schemas].safeParse(raw);
     if (!parsed.success) throw new ArchiveError(`${kind}: ${issue(parsed.error)}`, i + 1);
@@ -164,25 +236,55 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
     } else if (line.kind === 'history') archive.history.push(line.entry);
     else if (line.kind === 'message') {
       const expected = archive.messages.length + 1;
-      if (line.seq !== expected) throw new ArchiveError(`message seq ${line.seq} where ${expected} was expected (the log must be whole, in order)`, i + 1);
-      archive.messages.push({ seq: line.seq, turn: line.turn, attempt: line.attempt, type: line.type, content: line.content });
+      if (line.seq !== expected)
+        throw new ArchiveError(
+          `message seq ${line.seq} where ${expected} was expected (the log must be whole, in order)`,
+          i + 1,
+        );
+      archive.messages.push({
+        seq: line.seq,
+        turn: line.turn,
+        attempt: line.attempt,
+        type: line.type,
+        content: line.content,
+      });
     } else if (line.kind === 'agent') {
       const snapshotId = archive.snapshot?.snapshot.context.agentSessionId;
-      checked(() => checkAgentLine(line.field, line.value, agentSessions(archive), typeof snapshotId === 'string' ? snapshotId : null), 'agent', i);
+      checked(
+        () =>
+          checkAgentLine(
+            line.field,
+            line.value,
+            agentSessions(archive),
+            typeof snapshotId === 'string' ? snapshotId : null,
+          ),
+        'agent',
+        i,
+      );
       archive.agent.push([line.field, line.value]);
     } else if (line.kind === 'inbox') archive.inbox.push(line.prompt);
     else {
-      const counts = { messages: archive.messages.length, history: archive.history.length, agent: archive.agent.length, inbox: archive.inbox.length };
+      const counts = {
+        messages: archive.messages.length,
+        history: archive.history.length,
+        agent: archive.agent.length,
+        inbox: archive.inbox.length,
+      };
       for (const [name, n] of Object.entries(counts)) {
         if (line[name as keyof typeof counts] !== n)
-          throw new ArchiveError(`the end line counts ${line[name as keyof typeof counts]} ${name} lines, the archive has ${n} (truncated?)`, i + 1);
+          throw new ArchiveError(
+            `the end line counts ${line[name as keyof typeof counts]} ${name} lines, the archive has ${n} (truncated?)`,
+            i + 1,
+          );
       }
       ended = true;
     }
   }
   if (!ended) throw new ArchiveError('no end line: the archive is truncated');
   if (archive.snapshot !== null && archive.snapshot.snapshot.context.sessionId !== archive.sessionId)
-    throw new ArchiveError(`the snapshot is of session "${archive.snapshot.snapshot.context.sessionId}", the header says "${archive.sessionId}"`);
+    throw new ArchiveError(
+      `the snapshot is of session "${archive.snapshot.snapshot.context.sessionId}", the header says "${archive.sessionId}"`,
+    );
   return archive;
 }
 

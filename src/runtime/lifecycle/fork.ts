@@ -17,8 +17,13 @@ export interface ForkedConversation {
   conversation: 'kept' | 'forked' | 'new';
 }
 
-export function forkConversation(agentSessionId: string | null, agent: ReadonlyArray<readonly [string, string]>, newId: () => string = randomUUID): ForkedConversation {
-  if (agentSessionId === null) return { agentSessionId: null, agent: [], conversation: agent.length === 0 ? 'kept' : 'new' };
+export function forkConversation(
+  agentSessionId: string | null,
+  agent: ReadonlyArray<readonly [string, string]>,
+  newId: () => string = randomUUID,
+): ForkedConversation {
+  if (agentSessionId === null)
+    return { agentSessionId: null, agent: [], conversation: agent.length === 0 ? 'kept' : 'new' };
   const to = newId();
   const forked: Array<[string, string]> = [];
   for (const [field, state] of agent) {
@@ -33,5 +38,7 @@ export function forkConversation(agentSessionId: string | null, agent: ReadonlyA
       // A state this agent cannot read: no conversation to continue.
     }
   }
-  return forked.length === 0 ? { agentSessionId: null, agent: [], conversation: 'new' } : { agentSessionId: to, agent: forked, conversation: 'forked' };
+  return forked.length === 0
+    ? { agentSessionId: null, agent: [], conversation: 'new' }
+    : { agentSessionId: to, agent: forked, conversation: 'forked' };
 }

@@ -82,7 +82,12 @@ export const CHANGED_WINDOW_MS = 3_600_000;
 /** The session's keys in the order PURGE wants them: meta, lease, the others, then the tombstone. */
 export function purgeKeys(keys: Keys, sessionId: string): string[] {
   const rest = SESSION_PARTS.filter((p) => p !== 'meta' && p !== 'lease');
-  return [keys.session(sessionId, 'meta'), keys.session(sessionId, 'lease'), ...rest.map((p) => keys.session(sessionId, p)), lifecycleKeys(keys).tombstone(sessionId)];
+  return [
+    keys.session(sessionId, 'meta'),
+    keys.session(sessionId, 'lease'),
+    ...rest.map((p) => keys.session(sessionId, p)),
+    lifecycleKeys(keys).tombstone(sessionId),
+  ];
 }
 
 /** The listing of index shard n (zset: sessionId → creation time). */
@@ -99,7 +104,15 @@ export function activationsKey(keys: Keys, shard: number): string {
 export function indexScriptKeys(keys: Keys, shard = 0): { keys: string[]; states: string } {
   const lk = lifecycleKeys(keys, shard);
   return {
-    keys: [sessionsKey(keys, shard), activationsKey(keys, shard), lk.finished, lk.states, lk.version, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))],
+    keys: [
+      sessionsKey(keys, shard),
+      activationsKey(keys, shard),
+      lk.finished,
+      lk.states,
+      lk.version,
+      lk.changed,
+      ...SESSION_STATES.map((s) => lk.byState(s)),
+    ],
     states: SESSION_STATES.join(','),
   };
 }

@@ -34,13 +34,18 @@ export function encodeCursor(sessionId: string, score: string): string {
 }
 
 function encodePositions(positions: readonly Position[]): string {
-  if (positions.length === 1 && positions[0] !== null && positions[0] !== undefined) return encodeCursor(positions[0].sessionId, String(positions[0].score));
-  return Buffer.from(JSON.stringify({ p: positions.map((p) => (p === null ? null : [String(p.score), p.sessionId])) }), 'utf8').toString('base64url');
+  if (positions.length === 1 && positions[0] !== null && positions[0] !== undefined)
+    return encodeCursor(positions[0].sessionId, String(positions[0].score));
+  return Buffer.from(
+    JSON.stringify({ p: positions.map((p) => (p === null ? null : [String(p.score), p.sessionId])) }),
+    'utf8',
+  ).toString('base64url');
 }
 
 function position(value: unknown): Position | undefined {
   if (value === null) return null;
-  if (Array.isArray(value) && value.length === 2 && typeof value[1] === 'string' && Number.isFinite(Number(value[0]))) return { sessionId: value[1], score: Number(value[0]) };
+  if (Array.isArray(value) && value.length === 2 && typeof value[1] === 'string' && Number.isFinite(Number(value[0])))
+    return { sessionId: value[1], score: Number(value[0]) };
   return undefined;
 }
 
@@ -58,7 +63,8 @@ function decodePositions(cursor: string, shards: number): Position[] {
     if (single !== undefined && single !== null) return Array.from({ length: shards }, () => single);
     if (value !== null && typeof value === 'object' && Array.isArray((value as { p?: unknown }).p)) {
       const list = ((value as { p: unknown[] }).p ?? []).map(position);
-      if (list.length > 0 && list.length <= 1024 && list.every((p) => p !== undefined)) return Array.from({ length: shards }, (_, n) => (list[n] as Position | undefined) ?? null);
+      if (list.length > 0 && list.length <= 1024 && list.every((p) => p !== undefined))
+        return Array.from({ length: shards }, (_, n) => (list[n] as Position | undefined) ?? null);
     }
   } catch {
     // fall through
@@ -67,7 +73,12 @@ function decodePositions(cursor: string, shards: number): Position[] {
 }
 
 /** Up to `limit` entries of one shard's set after `from`, newest first: the position's rank in O(log n), or its score if it has gone meanwhile. */
-async function shardPage(redis: Redis, key: string, from: Position, limit: number): Promise<Array<{ id: string; score: number }>> {
+async function shardPage(
+  redis: Redis,
+  key: string,
+  from: Position,
+  limit: number,
+): Promise<Array<{ id: string; score: number }>> {
   let flat: string[];
   if (from === null) {
     flat = await redis.zrevrange(key, 0, limit - 1, 'WITHSCORES');
@@ -92,11 +103,17 @@ async function shardPage(redis: Redis, key: string, from: Position, limit: numbe
 export async function listPage(redis: Redis, keys: Keys, filter: ListFilter = {}, shards = 1): Promise<ListPage> {
   const limit = Math.max(1, filter.limit ?? 100);
   const count = Math.max(1, shards);
-  const positions: Position[] = filter.cursor === undefined ? Array.from({ length: count }, () => null) : decodePositions(filter.cursor, count);
+  const positions: Position[] =
+    filter.cursor === undefined ? Array.from({ length: count }, () => null) : decodePositions(filter.cursor, count);
   const pages = await Promise.all(
     positions.map((from, n) => {
       const lk = lifecycleKeys(keys, n);
-      return shardPage(redis, filter.state === undefined ? sessionsKey(keys, n) : lk.byState(filter.state), from, limit);
+      return shardPage(
+        redis,
+        filter.state === undefined ? sessionsKey(keys, n) : lk.byState(filter.state),
+        from,
+        limit,
+      );
     }),
   );
   // Newest first over every shard; equal times in the order Redis gives them in one set (by id, descending).

@@ -62,7 +62,11 @@ export interface PurgeRecord {
  * PURGE removes all of its keys in one call; once marked, no prompt is accepted and no worker
  * activates it; a prompt that got in before the mark makes a non-forced removal refuse (`active`).
  */
-export async function removeSession(deps: RemoveDeps, sessionId: string, options: RemoveOptions): Promise<RemoveResult> {
+export async function removeSession(
+  deps: RemoveDeps,
+  sessionId: string,
+  options: RemoveOptions,
+): Promise<RemoveResult> {
   const { redis, keys } = deps;
   const lk = lifecycleKeys(keys);
   const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
@@ -72,7 +76,10 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
   const previous = existing === null ? null : (JSON.parse(existing) as PurgeRecord);
   // A removal cut short goes on in its own mode (an expiry still checks that the session expired), unless this one forces.
   const mode: RemoveMode = options.mode === 'force' || previous === null ? options.mode : previous.mode;
-  const record: PurgeRecord = { ...(previous ?? { at: started, ...(options.tombstoneMs ? { tombstoneMs: options.tombstoneMs } : {}) }), mode };
+  const record: PurgeRecord = {
+    ...(previous ?? { at: started, ...(options.tombstoneMs ? { tombstoneMs: options.tombstoneMs } : {}) }),
+    mode,
+  };
   if (previous === null || previous.mode !== mode) await redis.hset(lk.purging, sessionId, JSON.stringify(record));
 
   // Step 1: MARK. From here on the session takes no prompt and no activation.
@@ -96,17 +103,25 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
       return { outcome: 'removed', sessionId, cancelled: false };
     }
     await redis.hdel(lk.purging, sessionId);
-    return (await redis.exists(lk.tombstone(sessionId))) === 1 ? { outcome: 'already_removed', sessionId } : { outcome: 'unknown', sessionId };
+    return (await redis.exists(lk.tombstone(sessionId))) === 1
+      ? { outcome: 'already_removed', sessionId }
+      : { outcome: 'unknown', sessionId };
   }
   if (code === -1 || code === -2) {
     await redis.hdel(lk.purging, sessionId);
-    return code === -1 ? { outcome: 'active', sessionId, state: String(mark[1]) } : { outcome: 'not_expired', sessionId, expireAt: Number(mark[1]) };
+    return code === -1
+      ? { outcome: 'active', sessionId, state: String(mark[1]) }
+      : { outcome: 'not_expired', sessionId, expireAt: Number(mark[1]) };
   }
   const jobId = String(mark[1] ?? '') || previous?.jobId || '';
   const holder = String(mark[2] ?? '');
   const markedAt = String(mark[4] ?? '');
   const shard = shardOf(mark[5]);
-  await redis.hset(lk.purging, sessionId, JSON.stringify({ ...record, ...(jobId === '' ? {} : { jobId }), markedAt, shard } satisfies PurgeRecord));
+  await redis.hset(
+    lk.purging,
+    sessionId,
+    JSON.stringify({ ...record, ...(jobId === '' ? {} : { jobId }), markedAt, shard } satisfies PurgeRecord),
+  );
   if (options.stopAfter === 'mark') return { outcome: 'stopped', sessionId };
 
   // Step 2: a holder stops the turn (its process tree gone) and lets go; past the wait, its lease is taken away.
@@ -124,7 +139,13 @@ export async function removeSession(deps: RemoveDeps, sessionId: string, options
   // Step 4: its attempt and retry counters into the fleet totals (final now: no holder), then PURGE, every key of the session in one call.
   await foldCounters(redis, keys, sessionId);
   const purged = Number(
-    await script(redis, 'sessiondLifecyclePurge', PURGE)(purgeKeys(keys, sessionId).length, ...purgeKeys(keys, sessionId), '1', record.tombstoneMs ?? 0, Date.now()),
+    await script(redis, 'sessiondLifecyclePurge', PURGE)(
+      purgeKeys(keys, sessionId).length,
+      ...purgeKeys(keys, sessionId),
+      '1',
+      record.tombstoneMs ?? 0,
+      Date.now(),
+    ),
   );
   if (purged === -1) {
     await redis.hdel(lk.purging, sessionId);
@@ -143,7 +164,15 @@ async function forget(deps: RemoveDeps, sessionId: string, markedAt: string, sha
   const shards = shard !== undefined ? [shard] : Array.from({ length: await deps.queue.fleetShards() }, (_, n) => n);
   for (const n of shards) {
     const lk = lifecycleKeys(keys, n);
-    const fleet = [sessionsKey(keys, n), activationsKey(keys, n), lk.finished, lk.states, lk.version, lk.changed, ...SESSION_STATES.map((s) => lk.byState(s))];
+    const fleet = [
+      sessionsKey(keys, n),
+      activationsKey(keys, n),
+      lk.finished,
+      lk.states,
+      lk.version,
+      lk.changed,
+      ...SESSION_STATES.map((s) => lk.byState(s)),
+    ];
     await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
   }
   // What the counters' folds remembered of it (its totals stay), then the record of this removal.

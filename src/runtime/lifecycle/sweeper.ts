@@ -68,7 +68,8 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
   const { redis } = deps;
   const lk = lifecycleKeys(deps.keys);
   const token = randomUUID();
-  if ((await redis.set(lk.sweeper, token, 'PX', 60_000, 'NX')) !== 'OK') return { backfilled: 0, resumed: 0, expired: 0, ran: false };
+  if ((await redis.set(lk.sweeper, token, 'PX', 60_000, 'NX')) !== 'OK')
+    return { backfilled: 0, resumed: 0, expired: 0, ran: false };
   const define = (name: string, lua: string): ScriptFn => {
     if (!(name in redis)) redis.defineCommand(name, { numberOfKeys: 1, lua });
     return ((redis as unknown as Record<string, ScriptFn>)[name] as ScriptFn).bind(redis);
@@ -87,7 +88,11 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
       const sessionId = flat[i] as string;
       const record = JSON.parse(flat[i + 1] as string) as PurgeRecord;
       if (now - record.at < (options.resumeAfterMs ?? 60_000)) continue;
-      const result = await removeSession(deps, sessionId, { mode: record.mode, retentionMs: options.retentionMs, waitMs: 0 });
+      const result = await removeSession(deps, sessionId, {
+        mode: record.mode,
+        retentionMs: options.retentionMs,
+        waitMs: 0,
+      });
       if (result.outcome === 'removed') resumed += 1;
     }
     // Every index shard's expiry index (see keys.ts), up to `batch` sessions each.
@@ -100,7 +105,8 @@ export async function sweep(deps: RemoveDeps, options: SweepOptions): Promise<Sw
         const score = due[i + 1] as string;
         const result = await removeSession(deps, sessionId, { mode: 'expire', retentionMs: options.retentionMs });
         if (result.outcome === 'removed') expired += 1;
-        else if (result.outcome === 'not_expired') await rescore(finished, sessionId, score, result.expireAt > 0 ? result.expireAt : '');
+        else if (result.outcome === 'not_expired')
+          await rescore(finished, sessionId, score, result.expireAt > 0 ? result.expireAt : '');
         else if (result.outcome !== 'stopped') await rescore(finished, sessionId, score, '');
       }
     }
@@ -123,7 +129,8 @@ async function backfill(deps: RemoveDeps, retentionMs: number, batch: number): P
   const lk = lifecycleKeys(keys);
   const cursor = (await redis.get(lk.backfill)) ?? '0';
   if (cursor === 'done') return 0;
-  if (!('sessiondLifecycleBackfill' in redis)) redis.defineCommand('sessiondLifecycleBackfill', { numberOfKeys: 5, lua: BACKFILL });
+  if (!('sessiondLifecycleBackfill' in redis))
+    redis.defineCommand('sessiondLifecycleBackfill', { numberOfKeys: 5, lua: BACKFILL });
   const index = (redis as unknown as Record<string, ScriptFn>)['sessiondLifecycleBackfill'] as ScriptFn;
   const [next, flat] = await redis.zscan(keys.sessions, cursor, 'COUNT', batch);
   const ids = flat.filter((_, i) => i % 2 === 0);
@@ -131,12 +138,31 @@ async function backfill(deps: RemoveDeps, retentionMs: number, batch: number): P
   const missing = ids.filter((_, i) => known[i] === null);
   let indexed = 0;
   for (const sessionId of missing) {
-    const [state, updatedAt, createdAt, own] = await redis.hmget(keys.session(sessionId, 'meta'), 'state', 'updatedAt', 'createdAt', 'retention');
+    const [state, updatedAt, createdAt, own] = await redis.hmget(
+      keys.session(sessionId, 'meta'),
+      'state',
+      'updatedAt',
+      'createdAt',
+      'retention',
+    );
     const current = state ?? 'queued';
     if (createdAt === null || !isSessionState(current)) continue;
     const retention = own === null || own === '' ? retentionMs : Number(own);
-    const expireAt = FINISHED_STATES.has(current) && retention > 0 ? String(Number(updatedAt ?? createdAt) + retention) : '';
-    indexed += Number(await index.call(redis, lk.states, lk.byState(current), lk.finished, lk.version, keys.sessions, sessionId, current, expireAt));
+    const expireAt =
+      FINISHED_STATES.has(current) && retention > 0 ? String(Number(updatedAt ?? createdAt) + retention) : '';
+    indexed += Number(
+      await index.call(
+        redis,
+        lk.states,
+        lk.byState(current),
+        lk.finished,
+        lk.version,
+        keys.sessions,
+        sessionId,
+        current,
+        expireAt,
+      ),
+    );
   }
   await redis.set(lk.backfill, next === '0' ? 'done' : next);
   return indexed;

@@ -76,10 +76,15 @@ const SCAN_BATCH = 500;
  * its stored agent state holds it), else null: every session of the listing is looked at, one
  * round trip per SCAN_BATCH sessions. An import is rare; sharing an agent conversation is not an option.
  */
-async function agentSessionInUse(store: SessionStore, queue: SessionQueue, ids: readonly string[]): Promise<string | null> {
+async function agentSessionInUse(
+  store: SessionStore,
+  queue: SessionQueue,
+  ids: readonly string[],
+): Promise<string | null> {
   if (ids.length === 0) return null;
   const redis = store.redis;
-  if (!('sessiondUsesAgentSession' in redis)) redis.defineCommand('sessiondUsesAgentSession', { numberOfKeys: 2, lua: USES_AGENT_SESSION });
+  if (!('sessiondUsesAgentSession' in redis))
+    redis.defineCommand('sessiondUsesAgentSession', { numberOfKeys: 2, lua: USES_AGENT_SESSION });
   const arg = JSON.stringify(ids);
   const shards = await queue.fleetShards();
   for (let shard = 0; shard < shards; shard += 1) {
@@ -87,8 +92,16 @@ async function agentSessionInUse(store: SessionStore, queue: SessionQueue, ids: 
     for (let start = 0; ; start += SCAN_BATCH) {
       const sessions = await redis.zrange(listing, start, start + SCAN_BATCH - 1);
       if (sessions.length === 0) break;
-      const pipeline = redis.pipeline() as unknown as Record<string, (...args: string[]) => unknown> & { exec(): Promise<Array<[Error | null, unknown]> | null> };
-      for (const id of sessions) (pipeline.sessiondUsesAgentSession as (...args: string[]) => unknown).call(pipeline, store.key(id, 'snapshot'), store.key(id, 'agent'), arg);
+      const pipeline = redis.pipeline() as unknown as Record<string, (...args: string[]) => unknown> & {
+        exec(): Promise<Array<[Error | null, unknown]> | null>;
+      };
+      for (const id of sessions)
+        (pipeline.sessiondUsesAgentSession as (...args: string[]) => unknown).call(
+          pipeline,
+          store.key(id, 'snapshot'),
+          store.key(id, 'agent'),
+          arg,
+        );
       for (const [error, used] of (await pipeline.exec()) ?? []) {
         if (error !== null) throw error;
         if (typeof used === 'string') return used;
@@ -105,7 +118,10 @@ async function agentSessionInUse(store: SessionStore, queue: SessionQueue, ids: 
  * refused. A stored policy carries every field, so one at its default counts as not named: the worker
  * puts the deployment's bound over it, as for a caller who named none.
  */
-function policyBoundsIssue(policy: RetryPolicy, deployment: Pick<DeploymentPolicy, 'maxTurnMs' | 'maxParkMs'>): string | null {
+function policyBoundsIssue(
+  policy: RetryPolicy,
+  deployment: Pick<DeploymentPolicy, 'maxTurnMs' | 'maxParkMs'>,
+): string | null {
   const named: Record<string, unknown> = {};
   if (policy.maxTurnMs !== DEFAULT_RETRY_POLICY.maxTurnMs) named.maxTurnMs = policy.maxTurnMs;
   const turn = turnLimitIssue(named, deployment, 'maxTurnMs');
@@ -142,7 +158,9 @@ export async function exportSession(redis: Redis, keys: Keys, sessionId: string)
     messages: (value(3) as Array<[string, string[]]>).map(([, fields]) => parseEntry(fields)),
     agent: Object.entries(value(4) as Record<string, string>),
     // Tombstones of removed prompts are not prompts (see queued-prompts.ts).
-    inbox: (value(5) as string[]).map((raw) => JSON.parse(raw) as Archive['inbox'][number] & { removed?: boolean }).filter((p) => p.removed !== true),
+    inbox: (value(5) as string[])
+      .map((raw) => JSON.parse(raw) as Archive['inbox'][number] & { removed?: boolean })
+      .filter((p) => p.removed !== true),
   };
   return writeArchive(archive);
 }
@@ -165,10 +183,18 @@ export interface ImportOptions {
  * archive's), or when another session of this deployment already uses one of its agent session ids,
  * it gets an agent conversation of its own (fork.ts); nothing of another session is ever reached.
  */
-export async function importSession(store: SessionStore, queue: SessionQueue, text: string, options: ImportOptions = {}): Promise<ImportResult> {
+export async function importSession(
+  store: SessionStore,
+  queue: SessionQueue,
+  text: string,
+  options: ImportOptions = {},
+): Promise<ImportResult> {
   const archive = readArchive(text, options.limits);
   const sessionId = options.as ?? archive.sessionId;
-  if (!SESSION_ID_PATTERN.test(sessionId)) throw new ArchiveError(`--as: a session id must be 1-100 letters, digits or _.- (got ${JSON.stringify(sessionId)})`);
+  if (!SESSION_ID_PATTERN.test(sessionId))
+    throw new ArchiveError(
+      `--as: a session id must be 1-100 letters, digits or _.- (got ${JSON.stringify(sessionId)})`,
+    );
   if (archive.meta.policy !== undefined && options.deployment !== undefined) {
     const issue = policyBoundsIssue(JSON.parse(archive.meta.policy) as RetryPolicy, options.deployment);
     if (issue !== null) throw new ArchiveError(`meta: fields.policy: ${issue}`, 2);
@@ -176,9 +202,17 @@ export async function importSession(store: SessionStore, queue: SessionQueue, te
   const context = archive.snapshot?.snapshot.context;
   const copy = sessionId !== archive.sessionId;
   const agentSessionId = typeof context?.agentSessionId === 'string' ? context.agentSessionId : null;
-  const ids = [...new Set([...(agentSessionId === null ? [] : [agentSessionId]), ...archive.agent.map(([field]) => agentOfField(field).id)])];
+  const ids = [
+    ...new Set([
+      ...(agentSessionId === null ? [] : [agentSessionId]),
+      ...archive.agent.map(([field]) => agentOfField(field).id),
+    ]),
+  ];
   const shared = !copy && (await agentSessionInUse(store, queue, ids)) !== null;
-  const fork = copy || shared ? forkConversation(agentSessionId, archive.agent) : { agentSessionId, agent: archive.agent, conversation: 'kept' as const };
+  const fork =
+    copy || shared
+      ? forkConversation(agentSessionId, archive.agent)
+      : { agentSessionId, agent: archive.agent, conversation: 'kept' as const };
   const agent = fork.agent;
   const snapshot =
     archive.snapshot === null || context === undefined
@@ -231,14 +265,19 @@ export async function importSession(store: SessionStore, queue: SessionQueue, te
       ...archive.inbox.map((p) => JSON.stringify(p)),
     ),
   );
-  if (written === 0) throw new ConflictError(`session "${sessionId}" already exists: import it under another id (--as), or delete it first; nothing was written`);
+  if (written === 0)
+    throw new ConflictError(
+      `session "${sessionId}" already exists: import it under another id (--as), or delete it first; nothing was written`,
+    );
   const retention = archive.meta.retention === undefined ? store.retentionMs : Number(archive.meta.retention);
   await store.index(
     sessionId,
     {
       created: true,
       state,
-      ...(needsActivation ? { activation: 'add' as const, expireAt: 'remove' as const } : { expireAt: retention > 0 ? now + retention : 'remove' }),
+      ...(needsActivation
+        ? { activation: 'add' as const, expireAt: 'remove' as const }
+        : { expireAt: retention > 0 ? now + retention : 'remove' }),
     },
     shard,
   );

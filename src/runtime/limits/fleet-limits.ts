@@ -55,9 +55,18 @@ export class FleetLimits {
   }
 
   /** Takes a hold on every key (and the fleet's pause check), or says what the session waits for. */
-  async acquire(sessionId: string, keys: readonly LimitKey[], how: { priority: number; holdTtlMs: number; pollMs: number }): Promise<Admission> {
+  async acquire(
+    sessionId: string,
+    keys: readonly LimitKey[],
+    how: { priority: number; holdTtlMs: number; pollMs: number },
+  ): Promise<Admission> {
     const all = [FLEET, ...keys];
-    const redisKeys = [`${this.#tag}:paused`, `${this.#tag}:seq`, `${this.#tag}:keys`, ...all.flatMap((k) => this.#keysOf(k.key))];
+    const redisKeys = [
+      `${this.#tag}:paused`,
+      `${this.#tag}:seq`,
+      `${this.#tag}:keys`,
+      ...all.flatMap((k) => this.#keysOf(k.key)),
+    ];
     const id = randomUUID();
     const args = [
       Date.now(),
@@ -70,9 +79,21 @@ export class FleetLimits {
       all.length,
       ...all.flatMap((k) => [k.key, k.name, k.maxConcurrent, k.maxStartsPerMinute, k.maxTokensPerMinute]),
     ];
-    const reply = (await this.#redis.eval(ACQUIRE, redisKeys.length, ...redisKeys, ...args.map(String))) as [number, string?, string?, string?];
+    const reply = (await this.#redis.eval(ACQUIRE, redisKeys.length, ...redisKeys, ...args.map(String))) as [
+      number,
+      string?,
+      string?,
+      string?,
+    ];
     if (reply[0] === 1) return { ok: true, hold: { id, keys: [...keys] } };
-    return { ok: false, waitingFor: { limit: String(reply[1]), reason: String(reply[2]) as WaitingFor['reason'], until: Number(reply[3]) } };
+    return {
+      ok: false,
+      waitingFor: {
+        limit: String(reply[1]),
+        reason: String(reply[2]) as WaitingFor['reason'],
+        until: Number(reply[3]),
+      },
+    };
   }
 
   /**
@@ -118,10 +139,25 @@ export class FleetLimits {
     for (const [key, name] of entries) {
       const [held, wait, , cool] = this.#keysOf(key);
       const rule = this.rules.find((r) => r.name === name);
-      pipeline.eval(WAKE, 4, held as string, wait as string, cool as string, this.pausedKey, now, name, String(rule?.maxConcurrent ?? 0), key === '*' ? '1' : '0');
+      pipeline.eval(
+        WAKE,
+        4,
+        held as string,
+        wait as string,
+        cool as string,
+        this.pausedKey,
+        now,
+        name,
+        String(rule?.maxConcurrent ?? 0),
+        key === '*' ? '1' : '0',
+      );
     }
     const replies = (await pipeline.exec()) ?? [];
-    return [...new Set(replies.flatMap(([error, value]) => (error === null && Array.isArray(value) ? (value as string[]) : [])))];
+    return [
+      ...new Set(
+        replies.flatMap(([error, value]) => (error === null && Array.isArray(value) ? (value as string[]) : [])),
+      ),
+    ];
   }
 
   /** Pauses starts fleet-wide (no name) or of one limit; running attempts go on. */

@@ -40,7 +40,12 @@ export class OwnerSessions {
     this.#keys = keys;
   }
 
-  async reserve(owner: string, sessionId: string, max: number, now = Date.now()): Promise<{ ok: true; reserved: boolean } | { ok: false; count: number }> {
+  async reserve(
+    owner: string,
+    sessionId: string,
+    max: number,
+    now = Date.now(),
+  ): Promise<{ ok: true; reserved: boolean } | { ok: false; count: number }> {
     const key = ownerKey(this.#keys, owner);
     const first = await this.#reserve(key, sessionId, max, now);
     if (first.ok) return first;
@@ -57,7 +62,12 @@ export class OwnerSessions {
     return this.#redis.zcard(ownerKey(this.#keys, owner));
   }
 
-  async #reserve(key: string, sessionId: string, max: number, now: number): Promise<{ ok: true; reserved: boolean } | { ok: false; count: number }> {
+  async #reserve(
+    key: string,
+    sessionId: string,
+    max: number,
+    now: number,
+  ): Promise<{ ok: true; reserved: boolean } | { ok: false; count: number }> {
     const r = (await this.#redis.eval(RESERVE, 1, key, sessionId, max, now)) as number[];
     if (r[0] === 0) return { ok: false, count: Number(r[1]) };
     return { ok: true, reserved: r[0] === 1 };
@@ -85,7 +95,12 @@ export interface SessionOwner {
  * (give it back with `release` if the session is not created), false when the session already
  * exists or is already counted. QuotaError `maxSessions` (429, nothing written) at the cap.
  */
-export async function reserveOwnedSession(redis: Redis, keys: Keys, owner: SessionOwner, sessionId: string): Promise<boolean> {
+export async function reserveOwnedSession(
+  redis: Redis,
+  keys: Keys,
+  owner: SessionOwner,
+  sessionId: string,
+): Promise<boolean> {
   if ((await redis.exists(keys.session(sessionId, 'meta'))) === 1) return false;
   const result = await new OwnerSessions(redis, keys).reserve(owner.name, sessionId, owner.maxSessions);
   if (!result.ok) {
@@ -112,7 +127,8 @@ export async function withOwnerSlot<R extends { ok: boolean; created?: boolean }
 ): Promise<R> {
   if (owner === undefined) return create();
   const reserved = await reserveOwnedSession(redis, keys, owner, sessionId);
-  const release = (): Promise<void> => (reserved ? new OwnerSessions(redis, keys).release(owner.name, sessionId) : Promise.resolve());
+  const release = (): Promise<void> =>
+    reserved ? new OwnerSessions(redis, keys).release(owner.name, sessionId) : Promise.resolve();
   let result: R;
   try {
     result = await create();

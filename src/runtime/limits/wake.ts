@@ -7,7 +7,11 @@ import type { SessionStore } from '../store/session-store.ts';
  * first activations of new sessions, which can only queue behind them, must not keep the head waiters
  * of a limit from taking their slot). One that is running or gone is left alone.
  */
-export async function promoteActivations(store: SessionStore, queue: SessionQueue, sessionIds: readonly string[]): Promise<number> {
+export async function promoteActivations(
+  store: SessionStore,
+  queue: SessionQueue,
+  sessionIds: readonly string[],
+): Promise<number> {
   let promoted = 0;
   for (const sessionId of sessionIds) {
     // A wake is a hint: the session also looks again by itself (limitPollMs).

@@ -92,7 +92,9 @@ export function createRedis(url: string, options: CreateRedisOptions): Redis {
   const parsed = parseRedisTarget(url);
   if (!parsed.ok) throw new Error(parsed.message);
   if (!/^[A-Za-z0-9._:-]{1,64}$/.test(options.role)) {
-    throw new Error(`invalid Redis connection role "${options.role.slice(0, 64)}": use letters, digits, '.', '_', ':' or '-'`);
+    throw new Error(
+      `invalid Redis connection role "${options.role.slice(0, 64)}": use letters, digits, '.', '_', ':' or '-'`,
+    );
   }
   const name = `sessiond:${options.role}`;
   const password = parsed.options.password ?? '';
@@ -101,7 +103,8 @@ export function createRedis(url: string, options: CreateRedisOptions): Redis {
   const nodeOptions: RedisOptions = {
     ...parsed.options,
     connectionName: name,
-    maxRetriesPerRequest: options.maxRetriesPerRequest === undefined ? DEFAULT_MAX_RETRIES_PER_REQUEST : options.maxRetriesPerRequest,
+    maxRetriesPerRequest:
+      options.maxRetriesPerRequest === undefined ? DEFAULT_MAX_RETRIES_PER_REQUEST : options.maxRetriesPerRequest,
     enableReadyCheck: true,
     connectTimeout: 10_000,
     keepAlive: 30_000,
@@ -122,14 +125,25 @@ export function createRedis(url: string, options: CreateRedisOptions): Redis {
       retryDelayOnMoved: 0,
       maxRedirections: 64,
       slotsRefreshTimeout: 2000,
-      ...(parsed.options.tls !== undefined ? { dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => callback(null, address) } : {}),
+      ...(parsed.options.tls !== undefined
+        ? {
+            dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) =>
+              callback(null, address),
+          }
+        : {}),
     };
     const cluster = new Cluster(parsed.nodes, clusterOptions);
     attachLogging(cluster, name, parsed.display, secrets, log);
-    cluster.on('node error', (err: unknown, node: unknown) => cluster.emit('error', err instanceof Error ? new Error(`node ${String(node)}: ${err.message}`) : err));
+    cluster.on('node error', (err: unknown, node: unknown) =>
+      cluster.emit('error', err instanceof Error ? new Error(`node ${String(node)}: ${err.message}`) : err),
+    );
     return cluster as unknown as Redis;
   }
-  const client = new Redis({ ...nodeOptions, lazyConnect: options.lazyConnect ?? false, retryStrategy: (times) => reconnectDelay(times) });
+  const client = new Redis({
+    ...nodeOptions,
+    lazyConnect: options.lazyConnect ?? false,
+    retryStrategy: (times) => reconnectDelay(times),
+  });
   attachLogging(client, name, parsed.display, secrets, log);
   // Each connection (a reconnect makes a new socket) sends the commands of one tick in one syscall.
   client.on('connect', () => coalesceWrites(client.stream));
@@ -141,14 +155,21 @@ export function isCluster(client: Redis): boolean {
   return (client as unknown as { isCluster?: boolean }).isCluster === true;
 }
 
-function attachLogging(client: Redis | Cluster, name: string, display: string, secrets: readonly string[], log: RedisLogger): void {
+function attachLogging(
+  client: Redis | Cluster,
+  name: string,
+  display: string,
+  secrets: readonly string[],
+  log: RedisLogger,
+): void {
   let lastMessage = '';
   let lastLoggedAt = 0;
   let suppressed = 0;
   let failing = false;
   client.on('error', (err: unknown) => {
     try {
-      const raw = err instanceof Error ? `${(err as NodeJS.ErrnoException).code ?? err.name}: ${err.message}` : String(err);
+      const raw =
+        err instanceof Error ? `${(err as NodeJS.ErrnoException).code ?? err.name}: ${err.message}` : String(err);
       const message = scrub(raw, secrets);
       const now = Date.now();
       failing = true;

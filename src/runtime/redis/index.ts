@@ -14,5 +14,13 @@ export {
   type SeedNode,
   type RedisLogger,
 } from './connection.ts';
-export { ensureLocalRedis, findRedisServer, installRedisHelp, stopRedisProcess, DEFAULT_LOCAL_REDIS_PORT, type EnsureLocalRedisOptions, type LocalRedis } from './local-server.ts';
+export {
+  ensureLocalRedis,
+  findRedisServer,
+  installRedisHelp,
+  stopRedisProcess,
+  DEFAULT_LOCAL_REDIS_PORT,
+  type EnsureLocalRedisOptions,
+  type LocalRedis,
+} from './local-server.ts';
 export { pingRedis, redisServerInfo, sendCommands, type PingResult, type RespReply } from './probe.ts';

@@ -199,7 +199,10 @@ export async function ensureLocalRedis(options: EnsureLocalRedisOptions): Promis
     if (probe.status === 'pong') return reuse(dataDir, port);
     const message = answerError(probe, port);
     if (message !== null) return { error: message };
-    if (probe.status !== 'refused') return { error: `a server on 127.0.0.1:${port} does not answer PING (${probe.detail}); stop it or pick another port` };
+    if (probe.status !== 'refused')
+      return {
+        error: `a server on 127.0.0.1:${port} does not answer PING (${probe.detail}); stop it or pick another port`,
+      };
   }
 
   const bin = findRedisServer(options.pathEnv);
@@ -209,7 +212,8 @@ export async function ensureLocalRedis(options: EnsureLocalRedisOptions): Promis
   } catch (err) {
     return { error: `cannot create the Redis data directory ${dataDir}: ${(err as Error).message}` };
   }
-  if (recorded !== null && !isRedisServerProcess(recorded)) await rm(path.join(dataDir, LOCAL_REDIS_PID_FILE), { force: true });
+  if (recorded !== null && !isRedisServerProcess(recorded))
+    await rm(path.join(dataDir, LOCAL_REDIS_PID_FILE), { force: true });
 
   const args = [
     '--port',

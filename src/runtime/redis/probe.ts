@@ -8,9 +8,15 @@ import net from 'node:net';
  */
 
 export type RespReply =
-  { kind: 'simple'; value: string } | { kind: 'error'; value: string } | { kind: 'integer'; value: number } | { kind: 'bulk'; value: string } | { kind: 'nil' };
+  | { kind: 'simple'; value: string }
+  | { kind: 'error'; value: string }
+  | { kind: 'integer'; value: number }
+  | { kind: 'bulk'; value: string }
+  | { kind: 'nil' };
 
-export type SendResult = { ok: true; replies: RespReply[] } | { ok: false; reason: 'refused' | 'timeout' | 'closed' | 'not-redis' | 'error'; detail: string };
+export type SendResult =
+  | { ok: true; replies: RespReply[] }
+  | { ok: false; reason: 'refused' | 'timeout' | 'closed' | 'not-redis' | 'error'; detail: string };
 
 export interface ProbeTarget {
   host?: string;
@@ -75,7 +81,15 @@ export function sendCommands(target: ProbeTarget, commands: readonly (readonly s
       socket.destroy();
       resolve(result);
     };
-    const timer = setTimeout(() => finish({ ok: false, reason: 'timeout', detail: `no answer from ${host}:${target.port} within ${timeoutMs} ms` }), timeoutMs);
+    const timer = setTimeout(
+      () =>
+        finish({
+          ok: false,
+          reason: 'timeout',
+          detail: `no answer from ${host}:${target.port} within ${timeoutMs} ms`,
+        }),
+      timeoutMs,
+    );
     socket.on('connect', () => {
       socket.write(Buffer.concat(commands.map(encodeCommand)));
     });
@@ -87,7 +101,11 @@ export function sendCommands(target: ProbeTarget, commands: readonly (readonly s
         const parsed = parseReply(buffer, offset);
         if (parsed === 'incomplete') return;
         if (parsed === 'invalid') {
-          finish({ ok: false, reason: 'not-redis', detail: `${host}:${target.port} answered something that is not Redis` });
+          finish({
+            ok: false,
+            reason: 'not-redis',
+            detail: `${host}:${target.port} answered something that is not Redis`,
+          });
           return;
         }
         replies.push(parsed.reply);
@@ -96,18 +114,27 @@ export function sendCommands(target: ProbeTarget, commands: readonly (readonly s
       finish({ ok: true, replies });
     });
     socket.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ECONNREFUSED') finish({ ok: false, reason: 'refused', detail: `nothing listens on ${host}:${target.port}` });
+      if (err.code === 'ECONNREFUSED')
+        finish({ ok: false, reason: 'refused', detail: `nothing listens on ${host}:${target.port}` });
       else finish({ ok: false, reason: 'error', detail: `${host}:${target.port}: ${err.code ?? err.message}` });
     });
-    socket.on('close', () => finish({ ok: false, reason: 'closed', detail: `${host}:${target.port} closed the connection` }));
+    socket.on('close', () =>
+      finish({ ok: false, reason: 'closed', detail: `${host}:${target.port} closed the connection` }),
+    );
   });
 }
 
-export type PingResult = { status: 'pong' } | { status: 'auth-required' | 'auth-failed' | 'loading' | 'not-redis' | 'refused' | 'timeout' | 'error'; detail: string };
+export type PingResult =
+  | { status: 'pong' }
+  | {
+      status: 'auth-required' | 'auth-failed' | 'loading' | 'not-redis' | 'refused' | 'timeout' | 'error';
+      detail: string;
+    };
 
 /** PING (after AUTH when a password is given): does a usable Redis answer on host:port? */
 export async function pingRedis(target: ProbeTarget & { password?: string }): Promise<PingResult> {
-  const commands: string[][] = target.password !== undefined && target.password !== '' ? [['AUTH', target.password], ['PING']] : [['PING']];
+  const commands: string[][] =
+    target.password !== undefined && target.password !== '' ? [['AUTH', target.password], ['PING']] : [['PING']];
   const result = await sendCommands(target, commands);
   if (!result.ok) {
     if (result.reason === 'closed') return { status: 'error', detail: result.detail };
@@ -118,7 +145,8 @@ export async function pingRedis(target: ProbeTarget & { password?: string }): Pr
   if (ping?.kind === 'simple' && ping.value === 'PONG') return { status: 'pong' };
   if (ping?.kind === 'error') {
     if (/^LOADING/.test(ping.value)) return { status: 'loading', detail: ping.value };
-    if (auth?.kind === 'error' && /WRONGPASS|invalid password|invalid username-password/i.test(auth.value)) return { status: 'auth-failed', detail: auth.value };
+    if (auth?.kind === 'error' && /WRONGPASS|invalid password|invalid username-password/i.test(auth.value))
+      return { status: 'auth-failed', detail: auth.value };
     if (/^NOAUTH/.test(ping.value)) return { status: 'auth-required', detail: ping.value };
     return { status: 'error', detail: ping.value };
   }
@@ -126,7 +154,9 @@ export async function pingRedis(target: ProbeTarget & { password?: string }): Pr
 }
 
 /** `INFO server` as a field map (redis_version, process_id, tcp_port, …), or null. */
-export async function redisServerInfo(target: ProbeTarget & { password?: string }): Promise<Record<string, string> | null> {
+export async function redisServerInfo(
+  target: ProbeTarget & { password?: string },
+): Promise<Record<string, string> | null> {
   const commands: string[][] =
     target.password !== undefined && target.password !== ''
       ? [

@@ -89,8 +89,18 @@ export class ActiveSession {
       warn: this.#warn,
     });
     const tracing = config.tracing ?? null;
-    this.#tracer = tracing === null ? null : new SessionTracer(tracing, sessionId, config.workerId ?? init.token.split('#')[0] ?? '');
-    this.#sink = new SessionSink({ sessionId, writer: this.#fenced.writer, tracer: this.#tracer, events: config.events, usageLabels: () => this.#usageLabels(), warn: this.#warn });
+    this.#tracer =
+      tracing === null
+        ? null
+        : new SessionTracer(tracing, sessionId, config.workerId ?? init.token.split('#')[0] ?? '');
+    this.#sink = new SessionSink({
+      sessionId,
+      writer: this.#fenced.writer,
+      tracer: this.#tracer,
+      events: config.events,
+      usageLabels: () => this.#usageLabels(),
+      warn: this.#warn,
+    });
   }
 
   get sessionId(): string {
@@ -133,7 +143,9 @@ export class ActiveSession {
       return await this.#loop();
     } finally {
       this.#inbox.close();
-      await this.#settled().catch((error: unknown) => this.#warn('an attempt ended with an error while the holder let go', error));
+      await this.#settled().catch((error: unknown) =>
+        this.#warn('an attempt ended with an error while the holder let go', error),
+      );
       this.#detach();
       await this.#admission.letGo(this.#fenced.actor, this.#fenced.stale);
     }
@@ -158,10 +170,15 @@ export class ActiveSession {
     // Queued prompts an operator removed leave the mailbox before the actor runs (no turn can start first).
     if (persisted !== null) await dropRemoved(held, persisted);
     this.#tracer?.restore(held.meta.trace, persisted?.snapshot.context ?? null);
-    this.#detach = this.#machine.attach(this.sessionId, this.#runner(), this.#sink.sink, (options) => this.#admission.required(options));
+    this.#detach = this.#machine.attach(this.sessionId, this.#runner(), this.#sink.sink, (options) =>
+      this.#admission.required(options),
+    );
     const machine = this.#machine.machine;
     const restored = persisted?.snapshot.context ?? null;
-    const onTransition = transitionRecorder({ sessionId: this.sessionId, writer: this.#fenced.writer, events: this.#config.events, warn: this.#warn }, restored);
+    const onTransition = transitionRecorder(
+      { sessionId: this.sessionId, writer: this.#fenced.writer, events: this.#config.events, warn: this.#warn },
+      restored,
+    );
     const policy = await this.#policy.of(held.meta);
     const actor: SessionActor =
       persisted === null
@@ -221,7 +238,9 @@ export class ActiveSession {
         if (this.#approvalsUsed) {
           // The turn is over: requests still waiting go with the agent that asked them.
           this.#approvalsUsed = false;
-          await this.#approvals.clear(this.sessionId, this.#token).catch((error: unknown) => this.#warn("the ended turn's approval requests were not cleared", error));
+          await this.#approvals
+            .clear(this.sessionId, this.#token)
+            .catch((error: unknown) => this.#warn("the ended turn's approval requests were not cleared", error));
         }
         const released = await this.#release('idle');
         if (released !== null) return released;
@@ -277,7 +296,11 @@ export class ActiveSession {
     // The snapshot in Redis still says which attempt ran: the next activation records it as interrupted.
     this.#fenced.stopActor();
     await this.#settled();
-    await this.#fenced.release('keep').catch((error: unknown) => this.#warn('the lease of an interrupted session was not given back (it lapses)', error));
+    await this.#fenced
+      .release('keep')
+      .catch((error: unknown) =>
+        this.#warn('the lease of an interrupted session was not given back (it lapses)', error),
+      );
     return { kind: 'interrupted' };
   }
 

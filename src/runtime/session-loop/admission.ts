@@ -19,7 +19,11 @@ export interface AdmissionInit {
 }
 
 /** The values fleet limits match an attempt on (the host's pinned provider/model win, as they do for the attempt). */
-export function matchValues(agentOptions: AdmissionInit['agentOptions'], meta: Readonly<Record<string, string>>, options: Readonly<Record<string, unknown>>): MatchValues {
+export function matchValues(
+  agentOptions: AdmissionInit['agentOptions'],
+  meta: Readonly<Record<string, string>>,
+  options: Readonly<Record<string, unknown>>,
+): MatchValues {
   const agent = typeof options.agent === 'string' ? options.agent : 'pi';
   const host = agentOptions[agent] ?? {};
   const text = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
@@ -92,7 +96,13 @@ export class Admission {
     }
     this.#waitKeys = keys;
     const previous = context.waitingFor;
-    actor.send({ type: 'session.waiting', waitingFor: { ...admission.waitingFor, since: previous?.limit === admission.waitingFor.limit ? previous.since : Date.now() } });
+    actor.send({
+      type: 'session.waiting',
+      waitingFor: {
+        ...admission.waitingFor,
+        since: previous?.limit === admission.waitingFor.limit ? previous.since : Date.now(),
+      },
+    });
     return Math.max(Date.now(), admission.waitingFor.until);
   }
 
@@ -101,7 +111,11 @@ export class Admission {
     const hold = this.#hold;
     const gate = this.#init.gate;
     if (hold !== null && gate !== undefined)
-      gate.limits.renew(hold, this.#init.holdTtlMs).catch((error: unknown) => this.#init.warn('a fleet-limit hold was not renewed (it lapses with the lease)', error));
+      gate.limits
+        .renew(hold, this.#init.holdTtlMs)
+        .catch((error: unknown) =>
+          this.#init.warn('a fleet-limit hold was not renewed (it lapses with the lease)', error),
+        );
   }
 
   /** The attempt's process tree is gone: its slot goes back, and whoever it makes room for is woken. */
@@ -111,13 +125,18 @@ export class Admission {
     this.#hold = null;
     if (hold === null || gate === undefined) return;
     // A rate limit with a Retry-After pauses the starts of every session under the same keys until then.
-    const retryAfter = terminal?.type === 'terminal.failed' && terminal.content.category === 'rate_limited' ? (terminal.content.retryAfterMs ?? 0) : 0;
+    const retryAfter =
+      terminal?.type === 'terminal.failed' && terminal.content.category === 'rate_limited'
+        ? (terminal.content.retryAfterMs ?? 0)
+        : 0;
     // The tokens it reported count against the keys' maxTokensPerMinute.
     const usage = terminal?.type === 'terminal.completed' ? usageTotals(terminal.content.usage) : null;
-    const woken = await gate.limits.release(hold, retryAfter > 0 ? Date.now() + retryAfter : 0, usage === null ? 0 : tokenCount(usage)).catch((error: unknown) => {
-      this.#init.warn('a fleet-limit hold was not given back (it lapses with the lease)', error);
-      return [] as string[];
-    });
+    const woken = await gate.limits
+      .release(hold, retryAfter > 0 ? Date.now() + retryAfter : 0, usage === null ? 0 : tokenCount(usage))
+      .catch((error: unknown) => {
+        this.#init.warn('a fleet-limit hold was not given back (it lapses with the lease)', error);
+        return [] as string[];
+      });
     if (woken.length > 0) gate.wake(woken.filter((id) => id !== this.#init.sessionId));
   }
 
@@ -130,7 +149,9 @@ export class Admission {
     if (this.#waitKeys !== null && !waiting && !stale) {
       await gate.limits
         .forget(this.#init.sessionId, this.#waitKeys)
-        .catch((error: unknown) => this.#init.warn("the session did not leave the limits' wait sets (a wake finds it gone)", error));
+        .catch((error: unknown) =>
+          this.#init.warn("the session did not leave the limits' wait sets (a wake finds it gone)", error),
+        );
     }
   }
 }

@@ -49,17 +49,29 @@ function stateField(attempt: AgentAttempt, agentSessionId: string): string {
 }
 
 /** Before the agent starts: writes its stored state (e.g. pi's session file) back onto this host. */
-export async function importAgentState(attempt: AgentAttempt, store: SessionStore, sessionId: string, agentSessionId: string | null): Promise<void> {
+export async function importAgentState(
+  attempt: AgentAttempt,
+  store: SessionStore,
+  sessionId: string,
+  agentSessionId: string | null,
+): Promise<void> {
   if (agentSessionId === null || attempt.agent.importState === undefined) return;
   const state = await store.agentState(sessionId, stateField(attempt, agentSessionId));
   if (state !== null) await attempt.agent.importState(attempt.options, agentSessionId, state);
 }
 
 /** After the attempt, whatever its end: the agent's state goes with the session's next write. Never throws. */
-export async function exportAgentState(attempt: AgentAttempt, writer: SessionWriter, agentSessionId: string | null, warn: WarnLog): Promise<void> {
+export async function exportAgentState(
+  attempt: AgentAttempt,
+  writer: SessionWriter,
+  agentSessionId: string | null,
+  warn: WarnLog,
+): Promise<void> {
   if (agentSessionId === null || attempt.agent.exportState === undefined) return;
   const state = await attempt.agent.exportState(attempt.options, agentSessionId).catch((error: unknown) => {
-    warn("the agent's state was not carried out (its next attempt starts without it)", error, { agent: attempt.agentName });
+    warn("the agent's state was not carried out (its next attempt starts without it)", error, {
+      agent: attempt.agentName,
+    });
     return null;
   });
   if (state !== null) writer.agentState(stateField(attempt, agentSessionId), state);

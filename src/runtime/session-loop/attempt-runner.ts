@@ -59,11 +59,20 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         yield refusedAttempt(admitted.issues);
         return;
       }
-      const attempt = await prepareAgentAttempt({ agentName: admitted.agent, hostOptions: config.agentOptions, callerOptions: admitted.options, sessionId, scope });
+      const attempt = await prepareAgentAttempt({
+        agentName: admitted.agent,
+        hostOptions: config.agentOptions,
+        callerOptions: admitted.options,
+        sessionId,
+        scope,
+      });
       await importAgentState(attempt, store, sessionId, request.agentSessionId);
       let agentSessionId = request.agentSessionId;
       // The log caps (messages, bytes: store/log-room.ts): one slot is kept for the terminal message that says the log is full.
-      const room = await LogRoom.open(store, sessionId, { maxLogMessages: config.maxLogMessages ?? 0, maxLogBytes: config.maxLogBytes ?? 0 });
+      const room = await LogRoom.open(store, sessionId, {
+        maxLogMessages: config.maxLogMessages ?? 0,
+        maxLogBytes: config.maxLogBytes ?? 0,
+      });
       if (room.full) {
         yield room.fullMessage();
         return;
@@ -89,17 +98,26 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             marker: attempt.marker,
             approvals: gate,
             sandbox: { required: config.policy.sandbox?.required === true },
-            ...(spawned === undefined ? {} : { onSpawn: (agent: { sandbox: SandboxMode }) => spawned({ sandbox: agent.sandbox }) }),
+            ...(spawned === undefined
+              ? {}
+              : { onSpawn: (agent: { sandbox: SandboxMode }) => spawned({ sandbox: agent.sandbox }) }),
             ...(config.limits === undefined ? {} : { limits: config.limits }),
             ...(traced === null ? {} : { traceparent: traced.traceparent }),
             ...(config.onEgressRefused === undefined
               ? {}
               : {
-                  egress: { sessionId, turn: request.turn, attempt: request.attempt, allow: config.policy.network[attempt.agentName] ?? [], onRefused: config.onEgressRefused },
+                  egress: {
+                    sessionId,
+                    turn: request.turn,
+                    attempt: request.attempt,
+                    allow: config.policy.network[attempt.agentName] ?? [],
+                    onRefused: config.onEgressRefused,
+                  },
                 }),
           },
         )) {
-          if (message.type === 'session.started' || message.type === 'session.resumed') agentSessionId = message.content.sessionId;
+          if (message.type === 'session.started' || message.type === 'session.resumed')
+            agentSessionId = message.content.sessionId;
           if (!room.admit(message)) {
             // Leaving the loop stops the agent's process tree before going on.
             full = true;
@@ -114,7 +132,9 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       }
     } finally {
       // The agent's process tree is gone: its fleet-limit slot goes back, and whoever it makes room for is woken.
-      await init.releaseHold(terminal).catch((error: unknown) => init.warn('a fleet-limit hold was not given back', error));
+      await init
+        .releaseHold(terminal)
+        .catch((error: unknown) => init.warn('a fleet-limit hold was not given back', error));
       running.delete(done);
       ended();
     }

@@ -44,15 +44,26 @@ export interface ActiveSessionConfig {
 
 /** What a worker tells its embedder, as the session machine takes it (the fenced write follows at once). */
 export interface SessionEvents {
-  turnEnded?(event: { sessionId: string; turn: number; status: 'completed' | 'failed' | 'cancelled'; failureReason: string | null; cancelReason: string | null }): void;
+  turnEnded?(event: {
+    sessionId: string;
+    turn: number;
+    status: 'completed' | 'failed' | 'cancelled';
+    failureReason: string | null;
+    cancelReason: string | null;
+  }): void;
   attemptFailed?(event: { sessionId: string; turn: number; attempt: number; category: string; text: string }): void;
 }
 
-export type DriveOutcome = { kind: 'released' } | { kind: 'parked'; until: number } | { kind: 'stale' } | { kind: 'interrupted' };
+export type DriveOutcome =
+  { kind: 'released' } | { kind: 'parked'; until: number } | { kind: 'stale' } | { kind: 'interrupted' };
 
 /** The loop's log bound to one session: every line names it. */
-export function sessionLog(log: LoopLog | undefined, sessionId: string): (message: string, error: unknown, fields?: Record<string, unknown>) => void {
-  return (message, error, fields) => log?.('warn', message, { sessionId, error: error instanceof Error ? error.message : String(error), ...fields });
+export function sessionLog(
+  log: LoopLog | undefined,
+  sessionId: string,
+): (message: string, error: unknown, fields?: Record<string, unknown>) => void {
+  return (message, error, fields) =>
+    log?.('warn', message, { sessionId, error: error instanceof Error ? error.message : String(error), ...fields });
 }
 
 export type WarnLog = ReturnType<typeof sessionLog>;

@@ -14,14 +14,16 @@ const REQUESTS: ReadonlySet<string> = new Set<InboxRequest>(['policy', 'prompt',
  * best effort; what must not be lost is in Redis), emitted to the actor's listeners. Stopping the
  * actor unsubscribes both.
  */
-const arrivals = fromCallback<EventObject, { bus: EventBus; sessionId: string; pollMs: number }, ArrivalEvent>(({ input, emit }) => {
-  const unsubscribe = input.bus.on(input.sessionId, (event) => emit({ type: event.kind }));
-  const poll = setInterval(() => emit({ type: 'poll' }), input.pollMs);
-  return () => {
-    clearInterval(poll);
-    unsubscribe();
-  };
-});
+const arrivals = fromCallback<EventObject, { bus: EventBus; sessionId: string; pollMs: number }, ArrivalEvent>(
+  ({ input, emit }) => {
+    const unsubscribe = input.bus.on(input.sessionId, (event) => emit({ type: event.kind }));
+    const poll = setInterval(() => emit({ type: 'poll' }), input.pollMs);
+    return () => {
+      clearInterval(poll);
+      unsubscribe();
+    };
+  },
+);
 
 /**
  * The holder's inbox: what arrived for the session (a prompt, a cancel, a policy change, a removal,

@@ -39,7 +39,10 @@ export class PromptFeed {
       // A removed prompt's tombstone is trimmed with the others, never fed.
       if (prompt.removed === true) continue;
       const retryOf = typeof prompt.retryOf === 'number' ? { retryOf: prompt.retryOf } : {};
-      actor.send({ type: 'session.prompt', prompt: { id: prompt.id, text: prompt.text, options: { ...sessionOptions, ...prompt.options }, ...retryOf } });
+      actor.send({
+        type: 'session.prompt',
+        prompt: { id: prompt.id, text: prompt.text, options: { ...sessionOptions, ...prompt.options }, ...retryOf },
+      });
     }
     held.fenced.writer.inboxConsumed(prompts.length);
     held.fenced.persist();
@@ -56,7 +59,8 @@ export async function dropRemoved(held: HeldSession, persisted: PersistedSession
     const inMailbox = context.mailbox.some((p) => p.id === id);
     if (inMailbox) context.mailbox = context.mailbox.filter((p) => p.id !== id);
     if (state === 'drop') await held.store.redis.hdel(held.store.key(held.sessionId, 'meta'), unqueueField(id));
-    else await settleUnqueue(held.store, held.sessionId, id, inMailbox || !startedIn(context, id) ? 'removed' : 'started');
+    else
+      await settleUnqueue(held.store, held.sessionId, id, inMailbox || !startedIn(context, id) ? 'removed' : 'started');
   }
 }
 
@@ -77,7 +81,11 @@ export async function applyUnqueue(held: HeldSession, warn: WarnLog): Promise<vo
       // The snapshot without it is in Redis before the operator is told it is removed.
       await held.fenced.writer
         .flush()
-        .catch((error: unknown) => warn('the snapshot without a removed prompt was not written before the removal was settled', error, { promptId: id }));
+        .catch((error: unknown) =>
+          warn('the snapshot without a removed prompt was not written before the removal was settled', error, {
+            promptId: id,
+          }),
+        );
     }
     await settleUnqueue(held.store, held.sessionId, id, outcome);
   }
@@ -91,7 +99,9 @@ function parseObject(raw: string | undefined): Record<string, unknown> {
   if (raw === undefined || raw === '') return {};
   try {
     const value = JSON.parse(raw) as unknown;
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : {};
   } catch {
     // Silent: the meta's options were checked when stored; unreadable ones mean no session-wide options.
     return {};

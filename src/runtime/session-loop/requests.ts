@@ -31,7 +31,9 @@ export class CancelRequests {
     // The agent has already answered (its terminal.completed is in the log) and its attempt is only
     // cleaning up: there is nothing left to cancel. Cancelled now, the turn would end `cancelled`
     // with a completed answer in its log.
-    const done = stateName(snapshot.value) === 'running' && answered === `${snapshot.context.turnIndex}/${snapshot.context.attempt}`;
+    const done =
+      stateName(snapshot.value) === 'running' &&
+      answered === `${snapshot.context.turnIndex}/${snapshot.context.attempt}`;
     if (!done) actor.send({ type: 'session.cancel', reason: request.reason });
     held.fenced.writer.cancelHandled();
     held.fenced.persist();
@@ -45,8 +47,11 @@ export async function applyResume(held: HeldSession, warn: WarnLog): Promise<voi
   const requested = await held.store.redis.hget(held.store.key(held.sessionId, 'meta'), RESUME_FIELD);
   if (requested === null) return;
   const snapshot = actor.getSnapshot();
-  if (stateName(snapshot.value) === 'parked' && requested === wallToken(snapshot.context)) actor.send({ type: 'session.resume' });
-  await consumeResume(held.store, held.sessionId, requested).catch((error: unknown) => warn('a handled resume request was not cleared (the next look drops it)', error));
+  if (stateName(snapshot.value) === 'parked' && requested === wallToken(snapshot.context))
+    actor.send({ type: 'session.resume' });
+  await consumeResume(held.store, held.sessionId, requested).catch((error: unknown) =>
+    warn('a handled resume request was not cleared (the next look drops it)', error),
+  );
 }
 
 /** The retry policy the session's turns run under: its own or the global one, within the deployment's maxTurnMs. */
@@ -62,7 +67,10 @@ export class TurnPolicy {
   async of(meta: Readonly<Record<string, string>>): Promise<RetryPolicy> {
     const override = meta.policy;
     // The stored policy is checked again by its schema, as a stored request is (an archive may have carried it).
-    const policy = override !== undefined && override !== '' ? await storedRetryPolicy(override, () => this.#global()) : await this.#global();
+    const policy =
+      override !== undefined && override !== ''
+        ? await storedRetryPolicy(override, () => this.#global())
+        : await this.#global();
     return boundedRetryPolicy(policy, this.#deployment);
   }
 

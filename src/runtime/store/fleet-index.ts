@@ -105,7 +105,10 @@ export class IndexBatcher {
           // Put the group back (under what was queued since) and try again later.
           for (const [sessionId, update] of group) {
             const later = this.#pending.get(sessionId);
-            this.#pending.set(sessionId, { shard, update: later === undefined ? update : mergeUpdates(update, later.update) });
+            this.#pending.set(sessionId, {
+              shard,
+              update: later === undefined ? update : mergeUpdates(update, later.update),
+            });
           }
         }
       }),

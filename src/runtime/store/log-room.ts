@@ -33,8 +33,15 @@ export class LogRoom {
   static async open(store: SessionStore, sessionId: string, caps: LogCaps): Promise<LogRoom> {
     const maxMessages = caps.maxLogMessages ?? 0;
     const maxBytes = caps.maxLogBytes ?? 0;
-    const [seq, bytes] = await Promise.all([maxMessages > 0 ? store.lastSeq(sessionId) : 0, maxBytes > 0 ? store.logBytes(sessionId) : 0]);
-    const room = new LogRoom(caps, maxMessages > 0 ? maxMessages - 1 - seq : Number.POSITIVE_INFINITY, maxBytes > 0 ? maxBytes - bytes : Number.POSITIVE_INFINITY);
+    const [seq, bytes] = await Promise.all([
+      maxMessages > 0 ? store.lastSeq(sessionId) : 0,
+      maxBytes > 0 ? store.logBytes(sessionId) : 0,
+    ]);
+    const room = new LogRoom(
+      caps,
+      maxMessages > 0 ? maxMessages - 1 - seq : Number.POSITIVE_INFINITY,
+      maxBytes > 0 ? maxBytes - bytes : Number.POSITIVE_INFINITY,
+    );
     if (room.#messages <= 0) room.#reason = `maxLogMessages ${maxMessages}`;
     else if (room.#bytes <= 0) room.#reason = `maxLogBytes ${maxBytes}`;
     return room;

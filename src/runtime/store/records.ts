@@ -56,7 +56,9 @@ export interface LoadedSession {
 }
 
 export type AcquireResult =
-  { ok: true; token: string; fence: number; loaded: LoadedSession } | { ok: false; reason: 'busy'; retryInMs: number; holder: string } | { ok: false; reason: 'unknown_session' };
+  | { ok: true; token: string; fence: number; loaded: LoadedSession }
+  | { ok: false; reason: 'busy'; retryInMs: number; holder: string }
+  | { ok: false; reason: 'unknown_session' };
 
 /** What an enqueue may refuse (nothing is written then). */
 export interface EnqueueLimits {
@@ -102,5 +104,11 @@ export function parseEntry(fields: string[]): StoredMessage {
     // A content that is not JSON is returned as the text it is.
     content = record.content ?? null;
   }
-  return { seq: Number(record.seq), turn: Number(record.turn), attempt: Number(record.attempt), type: record.type ?? '', content };
+  return {
+    seq: Number(record.seq),
+    turn: Number(record.turn),
+    attempt: Number(record.attempt),
+    type: record.type ?? '',
+    content,
+  };
 }

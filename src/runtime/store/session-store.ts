@@ -18,7 +18,16 @@ import {
   type WriteResult,
 } from './records.ts';
 
-export type { AcquireResult, EnqueueLimits, EnqueueResult, InboxPrompt, LoadedSession, StoredMessage, WriteBatch, WriteResult } from './records.ts';
+export type {
+  AcquireResult,
+  EnqueueLimits,
+  EnqueueResult,
+  InboxPrompt,
+  LoadedSession,
+  StoredMessage,
+  WriteBatch,
+  WriteResult,
+} from './records.ts';
 export { multiValues, parseEntry } from './records.ts';
 
 /** Defined with every other error of sessiond in src/errors.ts. */
@@ -49,7 +58,11 @@ export class SessionStore {
   readonly waitReplicas: number;
   readonly waitTimeoutMs: number;
 
-  constructor(redis: Redis, keys: Keys, options: { retentionMs?: number; waitReplicas?: number; waitTimeoutMs?: number } = {}) {
+  constructor(
+    redis: Redis,
+    keys: Keys,
+    options: { retentionMs?: number; waitReplicas?: number; waitTimeoutMs?: number } = {},
+  ) {
     this.redis = redis;
     this.keys = keys;
     this.retentionMs = options.retentionMs ?? 0;
@@ -114,12 +127,28 @@ export class SessionStore {
     if (code === -5) return { ok: false, reason: 'log_bytes_full', limit: Number(r[1]), count: Number(r[2]) };
     const jobId = String(r[2] ?? '');
     const priority = String(r[3] ?? '');
-    return { ok: true, turn: code, created: Number(r[1]) === 1, jobId: jobId === '' ? null : jobId, priority: priority === '' ? 0 : Number(priority), shard: shardOf(r[4]) };
+    return {
+      ok: true,
+      turn: code,
+      created: Number(r[1]) === 1,
+      jobId: jobId === '' ? null : jobId,
+      priority: priority === '' ? 0 : Number(priority),
+      shard: shardOf(r[4]),
+    };
   }
 
   async acquire(sessionId: string, workerId: string, ttlMs: number): Promise<AcquireResult> {
     const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
-    const r = (await this.#script('sessiondAcquire')(k('lease'), k('fence'), k('meta'), k('snapshot'), k('inbox'), k('cancel'), workerId, ttlMs)) as unknown[];
+    const r = (await this.#script('sessiondAcquire')(
+      k('lease'),
+      k('fence'),
+      k('meta'),
+      k('snapshot'),
+      k('inbox'),
+      k('cancel'),
+      workerId,
+      ttlMs,
+    )) as unknown[];
     if (r[0] === -1) return { ok: false, reason: 'unknown_session' };
     if (r[0] === 0) return { ok: false, reason: 'busy', retryInMs: Math.max(0, Number(r[1])), holder: String(r[2]) };
     const flat = (r[3] ?? []) as string[];
@@ -180,7 +209,9 @@ export class SessionStore {
       batch.usage === undefined || batch.usage.length === 0 ? '' : JSON.stringify(batch.usage),
       batch.trace ?? '',
     ];
-    const r = (this.waitReplicas > 0 ? await this.#writeAndWait(sessionId, args) : await this.#script('sessiondWrite')(...args)) as Array<number | string>;
+    const r = (
+      this.waitReplicas > 0 ? await this.#writeAndWait(sessionId, args) : await this.#script('sessiondWrite')(...args)
+    ) as Array<number | string>;
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
     const released = r[2] === 1 ? 1 : r[2] === 0 ? 0 : null;
     const at = Date.now();
@@ -189,7 +220,12 @@ export class SessionStore {
       // The session's activation ended (the reconciler need not watch it any more) and it is finished: its retention starts.
       const own = r[3] === undefined || r[3] === '' ? null : Number(r[3]);
       const retention = own ?? this.retentionMs;
-      this.#index.add(sessionId, shard, { activation: 'end', expireAt: retention > 0 ? at + retention : 'remove', ...(batch.state ? { state: batch.state } : {}), at });
+      this.#index.add(sessionId, shard, {
+        activation: 'end',
+        expireAt: retention > 0 ? at + retention : 'remove',
+        ...(batch.state ? { state: batch.state } : {}),
+        at,
+      });
     } else if (batch.state !== undefined && batch.state !== '') {
       this.#index.add(sessionId, shard, { state: batch.state, at });
     } else if ((batch.inboxTrim ?? 0) > 0) {
@@ -204,7 +240,9 @@ export class SessionStore {
    * the batch again (its write id makes the second call write nothing, and wait again).
    */
   async #writeAndWait(sessionId: string, args: Array<string | number>): Promise<unknown> {
-    const pipeline = this.redis.pipeline() as unknown as Record<string, (...a: Array<string | number>) => unknown> & { exec(): Promise<Array<[Error | null, unknown]> | null> };
+    const pipeline = this.redis.pipeline() as unknown as Record<string, (...a: Array<string | number>) => unknown> & {
+      exec(): Promise<Array<[Error | null, unknown]> | null>;
+    };
     pipeline.sessiondWrite?.(...args);
     pipeline.wait?.(this.waitReplicas, this.waitTimeoutMs);
     const replies = (await pipeline.exec()) ?? [];
@@ -213,7 +251,8 @@ export class SessionStore {
     const [waitError, acked] = replies[1] ?? [new Error('no reply'), null];
     if (waitError !== null) throw waitError;
     const r = written as Array<number | string>;
-    if (r[0] !== -1 && Number(acked) < this.waitReplicas) throw new ReplicationError(sessionId, Number(acked), this.waitReplicas);
+    if (r[0] !== -1 && Number(acked) < this.waitReplicas)
+      throw new ReplicationError(sessionId, Number(acked), this.waitReplicas);
     return r;
   }
 
@@ -327,7 +366,13 @@ export class SessionStore {
 
   /** Messages with seq ≥ fromSeq, in order. */
   async readMessages(sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> {
-    const entries = await this.redis.xrange(this.key(sessionId, 'log'), `${Math.max(1, fromSeq)}-0`, '+', 'COUNT', count);
+    const entries = await this.redis.xrange(
+      this.key(sessionId, 'log'),
+      `${Math.max(1, fromSeq)}-0`,
+      '+',
+      'COUNT',
+      count,
+    );
     return entries.map(([, fields]) => parseEntry(fields));
   }
 

@@ -1,7 +1,20 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Link } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type Link,
+} from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor, RandomIdGenerator, type IdGenerator } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  RandomIdGenerator,
+  type IdGenerator,
+} from '@opentelemetry/sdk-trace-base';
 import { attemptSpanId, type TurnTrace } from './trace-context.ts';
 import type { AttemptSpan, Tracing, TurnSpan } from './tracing.ts';
 
@@ -44,7 +57,12 @@ export class OtelTracing implements Tracing {
 
   attempt(turnTrace: TurnTrace, span: AttemptSpan): void {
     try {
-      const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: turnTrace.traceId, spanId: turnTrace.spanId, traceFlags: TraceFlags.SAMPLED, isRemote: true });
+      const parent = trace.setSpanContext(ROOT_CONTEXT, {
+        traceId: turnTrace.traceId,
+        spanId: turnTrace.spanId,
+        traceFlags: TraceFlags.SAMPLED,
+        isRemote: true,
+      });
       const attributes: Attributes = {
         'sessiond.session_id': span.sessionId,
         'sessiond.turn': span.turn,
@@ -63,15 +81,26 @@ export class OtelTracing implements Tracing {
         span.attempt > 1
           ? [
               {
-                context: { traceId: turnTrace.traceId, spanId: attemptSpanId(turnTrace, span.attempt - 1), traceFlags: TraceFlags.SAMPLED },
+                context: {
+                  traceId: turnTrace.traceId,
+                  spanId: attemptSpanId(turnTrace, span.attempt - 1),
+                  traceFlags: TraceFlags.SAMPLED,
+                },
                 attributes: { 'sessiond.link': 'previous_attempt' },
               },
             ]
           : [];
       this.#ids.nextSpanId = attemptSpanId(turnTrace, span.attempt);
-      const s = this.#tracer.startSpan('sessiond.attempt', { kind: SpanKind.INTERNAL, startTime: span.startedAt, attributes, links }, parent);
+      const s = this.#tracer.startSpan(
+        'sessiond.attempt',
+        { kind: SpanKind.INTERNAL, startTime: span.startedAt, attributes, links },
+        parent,
+      );
       if (span.outcome === 'failed' || span.outcome === 'interrupted')
-        s.setStatus({ code: SpanStatusCode.ERROR, message: (span.errorText ?? span.category ?? span.outcome).slice(0, 500) });
+        s.setStatus({
+          code: SpanStatusCode.ERROR,
+          message: (span.errorText ?? span.category ?? span.outcome).slice(0, 500),
+        });
       s.end(Math.max(span.startedAt, span.endedAt));
     } catch {
       // Tracing never breaks a session.
@@ -92,7 +121,11 @@ export class OtelTracing implements Tracing {
       };
       this.#ids.nextTraceId = turnTrace.traceId;
       this.#ids.nextSpanId = turnTrace.spanId;
-      const s = this.#tracer.startSpan('sessiond.turn', { kind: SpanKind.INTERNAL, startTime: span.startedAt, attributes, root: true }, ROOT_CONTEXT);
+      const s = this.#tracer.startSpan(
+        'sessiond.turn',
+        { kind: SpanKind.INTERNAL, startTime: span.startedAt, attributes, root: true },
+        ROOT_CONTEXT,
+      );
       if (span.outcome === 'failed') s.setStatus({ code: SpanStatusCode.ERROR, message: span.category ?? 'failed' });
       s.end(Math.max(span.startedAt, span.endedAt));
     } catch {

@@ -55,7 +55,9 @@ export function tracingWanted(env: NodeJS.ProcessEnv = process.env): boolean {
 }
 
 /** The tracing of this process: null (no SDK loaded) unless an OTLP endpoint is set. */
-export async function createTracing(options: { serviceName?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Tracing | null> {
+export async function createTracing(
+  options: { serviceName?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<Tracing | null> {
   if (!tracingWanted(options.env)) return null;
   // The core's one dynamic import: the OpenTelemetry SDK is optional (several packages, loaded only
   // by a process that exports traces), so nothing of it is loaded without an OTLP endpoint.

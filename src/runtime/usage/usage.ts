@@ -28,7 +28,11 @@ export interface UsageRecord {
 export interface SessionUsage {
   total: UsageTotals;
   /** The latest turn that reported usage: its sum and each attempt's. */
-  turn: { index: number; total: UsageTotals; attempts: Array<{ attempt: number; usage: UsageTotals; at: number; agent: string; model: string }> } | null;
+  turn: {
+    index: number;
+    total: UsageTotals;
+    attempts: Array<{ attempt: number; usage: UsageTotals; at: number; agent: string; model: string }>;
+  } | null;
   /** Per `agent` and `model` (at most MAX_MODELS pairs; further ones are summed under `other`/`other`). */
   byModel: Array<{ agent: string; model: string; usage: UsageTotals }>;
 }
@@ -79,13 +83,23 @@ function totalsOf(value: unknown): UsageTotals {
 export function sessionUsage(meta: Readonly<Record<string, string>>): SessionUsage | null {
   const total = parse(meta.usage);
   if (total === null) return null;
-  const turnRaw = parse(meta.usageTurn) as { turn?: unknown; total?: unknown; attempts?: Record<string, unknown> } | null;
+  const turnRaw = parse(meta.usageTurn) as {
+    turn?: unknown;
+    total?: unknown;
+    attempts?: Record<string, unknown>;
+  } | null;
   let turn: SessionUsage['turn'] = null;
   if (turnRaw !== null && typeof turnRaw.turn === 'number') {
     const attempts = Object.entries(turnRaw.attempts ?? {})
       .map(([attempt, value]) => {
         const v = (value ?? {}) as { at?: unknown; agent?: unknown; model?: unknown };
-        return { attempt: Number(attempt), usage: totalsOf(value), at: Number(v.at ?? 0), agent: String(v.agent ?? ''), model: String(v.model ?? '') };
+        return {
+          attempt: Number(attempt),
+          usage: totalsOf(value),
+          at: Number(v.at ?? 0),
+          agent: String(v.agent ?? ''),
+          model: String(v.model ?? ''),
+        };
       })
       .filter((a) => Number.isInteger(a.attempt))
       .sort((a, b) => a.attempt - b.attempt);

@@ -2,7 +2,11 @@ import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import { startFakeAnthropicServer, type FakeAnthropicServer, type ScriptContext } from '../../support/fake-anthropic-server.ts';
+import {
+  startFakeAnthropicServer,
+  type FakeAnthropicServer,
+  type ScriptContext,
+} from '../../support/fake-anthropic-server.ts';
 import { agentRecords, assistantText, turnEnded, useRuntimeSuite, type RuntimeSuite } from '../../support/runtime.ts';
 import { claudeAcpEnv, OPENCODE_TITLE_MODEL, opencodeEnv, qwenEnv, type AcpCliEnv } from './acp-clis.ts';
 
@@ -42,7 +46,11 @@ useRuntimeSuite(
     claude = claudeAcpEnv(anthropic.url);
     opencode = opencodeEnv(`${s.server.url}/v1`, ['oc-flaky']);
     qwen = qwenEnv(`${s.server.url}/v1`);
-    const operator = { 'acp:claude': claude.agent('cc-flaky'), 'acp:opencode': opencode.agent('oc-flaky'), 'acp:qwen': qwen.agent('q-flaky') };
+    const operator = {
+      'acp:claude': claude.agent('cc-flaky'),
+      'acp:opencode': opencode.agent('oc-flaky'),
+      'acp:qwen': qwen.agent('q-flaky'),
+    };
     const policy = deploymentPolicy({ workspace: tmpdir(), agents: operator });
     runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
     await s.h.startWorker({ agentOptions: operator, policy });
@@ -59,11 +67,17 @@ afterAll(async () => {
 // Budgets for a loaded host, not timing assertions.
 describe('ACP agents on their real CLIs in the durable runtime', { timeout: 240_000 }, () => {
   it('acp:claude: a 500, then success: the session machine retries once, each attempt one request, the turn completes', async () => {
-    const { sessionId } = await runtime.enqueue({ prompt: 'Say hello', options: { agent: 'acp:claude', cwd: claude.cwd }, retryPolicy: { maxAttempts: 3, initialDelayMs: 0 } });
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'Say hello',
+      options: { agent: 'acp:claude', cwd: claude.cwd },
+      retryPolicy: { maxAttempts: 3, initialDelayMs: 0 },
+    });
     const view = await turnEnded(runtime, sessionId, 1, 120_000);
     expect(view.state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);
-    expect(messages.filter((m) => m.type === 'terminal.failed').map((m) => (m.content as { category: string }).category)).toEqual(['server_error']);
+    expect(
+      messages.filter((m) => m.type === 'terminal.failed').map((m) => (m.content as { category: string }).category),
+    ).toEqual(['server_error']);
     // claude-agent-acp also sends the API error's text as a reply chunk of the failed attempt.
     expect(assistantText(messages.filter((m) => m.attempt === 2))).toBe('Recovered after a 500.');
     expect(assistantText(messages.filter((m) => m.attempt === 1))).toMatch(/^API Error: 500\b/);
@@ -72,7 +86,11 @@ describe('ACP agents on their real CLIs in the durable runtime', { timeout: 240_
   });
 
   it('acp:opencode: a 500, then success: OpenCode retries by itself (no knob turns it off, nothing says so over ACP), so the turn completes in one attempt with two requests and its agent.retry', async () => {
-    const { sessionId } = await runtime.enqueue({ prompt: 'Say hello', options: { agent: 'acp:opencode', cwd: opencode.cwd }, retryPolicy: { maxAttempts: 3, initialDelayMs: 0 } });
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'Say hello',
+      options: { agent: 'acp:opencode', cwd: opencode.cwd },
+      retryPolicy: { maxAttempts: 3, initialDelayMs: 0 },
+    });
     const view = await turnEnded(runtime, sessionId, 1, 120_000);
     expect(view.state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);
@@ -89,7 +107,11 @@ describe('ACP agents on their real CLIs in the durable runtime', { timeout: 240_
   });
 
   it('acp:qwen: a 500, then success: Qwen Code retries by itself (no knob turns it off), so one attempt with two requests; its retry, which only its chat file records, is agent.retry in the log', async () => {
-    const { sessionId } = await runtime.enqueue({ prompt: 'Say hello', options: { agent: 'acp:qwen', cwd: qwen.cwd }, retryPolicy: { maxAttempts: 3, initialDelayMs: 0 } });
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'Say hello',
+      options: { agent: 'acp:qwen', cwd: qwen.cwd },
+      retryPolicy: { maxAttempts: 3, initialDelayMs: 0 },
+    });
     const view = await turnEnded(runtime, sessionId, 1, 120_000);
     expect(view.state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);

@@ -100,7 +100,11 @@ export function geminiAcpEnv(serverUrl: string): AcpCliEnv {
   return {
     root: gemini.root,
     cwd: gemini.cwd,
-    agent: (model) => ({ command: geminiBin, args: ['--acp', '--model', model, '--skip-trust'], env: { ...env, GEMINI_CLI_HOME: cliHome, GEMINI_CLI_NO_RELAUNCH: 'true' } }),
+    agent: (model) => ({
+      command: geminiBin,
+      args: ['--acp', '--model', model, '--skip-trust'],
+      env: { ...env, GEMINI_CLI_HOME: cliHome, GEMINI_CLI_NO_RELAUNCH: 'true' },
+    }),
     cleanup: () => gemini.cleanup(),
   };
 }
@@ -111,7 +115,10 @@ export function qwenEnv(baseUrl: string): AcpCliEnv {
   const cwd = join(root, 'work');
   mkdirSync(join(home, '.qwen'), { recursive: true });
   mkdirSync(cwd);
-  writeFileSync(join(home, '.qwen', 'settings.json'), JSON.stringify({ model: { generationConfig: { maxRetries: 0 } }, memory: { enableManagedAutoMemory: false } }));
+  writeFileSync(
+    join(home, '.qwen', 'settings.json'),
+    JSON.stringify({ model: { generationConfig: { maxRetries: 0 } }, memory: { enableManagedAutoMemory: false } }),
+  );
   return {
     root,
     cwd,
@@ -157,7 +164,12 @@ export function claudeAcpEnv(baseUrl: string): AcpCliEnv {
 }
 
 /** One attempt of the agent as configured, collected. */
-export async function attemptOf(env: AcpCliEnv, model: string, extra: Partial<AcpOptionsInput> = {}, context: RunContext = {}): Promise<CliMessage[]> {
+export async function attemptOf(
+  env: AcpCliEnv,
+  model: string,
+  extra: Partial<AcpOptionsInput> = {},
+  context: RunContext = {},
+): Promise<CliMessage[]> {
   const out: CliMessage[] = [];
   for await (const message of runAcp(attemptOptions(env, model, extra), context)) out.push(message);
   return out;
@@ -167,7 +179,8 @@ export function attemptOptions(env: AcpCliEnv, model: string, extra: Partial<Acp
   return { ...env.agent(model), prompt: 'Say hello', cwd: env.cwd, idleTimeoutMs: 60_000, ...extra };
 }
 
-export const textOf = (messages: CliMessage[], type: 'assistant' | 'assistant.thought' = 'assistant') => messages.map((m) => (m.type === type ? m.content.text : '')).join('');
+export const textOf = (messages: CliMessage[], type: 'assistant' | 'assistant.thought' = 'assistant') =>
+  messages.map((m) => (m.type === type ? m.content.text : '')).join('');
 
 export async function waitFor(check: () => boolean, what: string, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -187,5 +200,9 @@ export function shortDeadline(
   policy: Record<string, unknown>,
   deadlineMs = 1000,
 ): Promise<{ runtime: Runtime; close(): Promise<void> }> {
-  return deploymentWith(h, deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: { ...policy, approvals: { deadlineMs } } }), operator);
+  return deploymentWith(
+    h,
+    deploymentPolicy({ workspace: tmpdir(), agents: operator, policy: { ...policy, approvals: { deadlineMs } } }),
+    operator,
+  );
 }

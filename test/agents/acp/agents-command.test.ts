@@ -20,12 +20,33 @@ const OPERATOR = {
 describe('sessiond agents', { timeout: 420_000 }, () => {
   it('lists the four registry agents and the configured acp:<name> agents (eight on real CLIs) with their versions, how each resumes (an ACP agent: from its initialize) and permission knob', async () => {
     const result = await runCli(['agents', '--json'], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SESSIOND_AGENT_OPTIONS: JSON.stringify(OPERATOR), SESSIOND_STATE_DIR: join(home, 'state') },
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: home,
+        SESSIOND_AGENT_OPTIONS: JSON.stringify(OPERATOR),
+        SESSIOND_STATE_DIR: join(home, 'state'),
+      },
     });
     expect(result.exitCode, result.stderr).toBe(0);
-    const rows = JSON.parse(result.stdout) as Array<{ name: string; command: string; version: string | null; resume: string; permissions: string }>;
+    const rows = JSON.parse(result.stdout) as Array<{
+      name: string;
+      command: string;
+      version: string | null;
+      resume: string;
+      permissions: string;
+    }>;
     const byName = Object.fromEntries(rows.map((r) => [r.name, r]));
-    expect(rows.map((r) => r.name)).toEqual(['claude-code', 'gemini', 'codex', 'pi', 'acp:claude', 'acp:gemini', 'acp:missing', 'acp:opencode', 'acp:qwen']);
+    expect(rows.map((r) => r.name)).toEqual([
+      'claude-code',
+      'gemini',
+      'codex',
+      'pi',
+      'acp:claude',
+      'acp:gemini',
+      'acp:missing',
+      'acp:opencode',
+      'acp:qwen',
+    ]);
     // The pinned CLIs of agent-clis/ (scripts/install-agent-clis.sh).
     expect(byName.gemini?.version).toBe('0.61.0');
     expect(byName['claude-code']?.version).toBe('2.1.332 (Claude Code)');
@@ -35,18 +56,25 @@ describe('sessiond agents', { timeout: 420_000 }, () => {
     expect(byName['acp:opencode']?.version).toBe('1.18.33');
     expect(byName['acp:claude']?.version).toBe('0.101.0');
     expect(byName['acp:missing']?.version).toBeNull();
-    expect(byName['acp:qwen']?.permissions).toBe('permissionMode: reject < ask < allow (default reject, ceiling reject unless the policy says)');
+    expect(byName['acp:qwen']?.permissions).toBe(
+      'permissionMode: reject < ask < allow (default reject, ceiling reject unless the policy says)',
+    );
     expect(byName.codex?.permissions).toContain('sandbox:');
     // Each ACP agent's own answer to initialize: gemini 0.61 loads, the other three resume.
     expect(byName['acp:gemini']?.resume).toMatch(/^yes: session\/load\b/);
-    for (const name of ['acp:qwen', 'acp:opencode', 'acp:claude']) expect(byName[name]?.resume, name).toMatch(/^yes: session\/resume\b/);
+    for (const name of ['acp:qwen', 'acp:opencode', 'acp:claude'])
+      expect(byName[name]?.resume, name).toMatch(/^yes: session\/resume\b/);
     expect(byName['acp:missing']?.resume).toBe('unknown: the agent did not answer initialize');
     expect(byName.pi?.resume).toContain('any host');
   });
 
   it('prints a readable listing without --json', async () => {
     const result = await runCli(['agents'], {
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, SESSIOND_AGENT_OPTIONS: JSON.stringify({ 'acp:qwen': OPERATOR['acp:qwen'] }) },
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: home,
+        SESSIOND_AGENT_OPTIONS: JSON.stringify({ 'acp:qwen': OPERATOR['acp:qwen'] }),
+      },
     });
     expect(result.exitCode, result.stderr).toBe(0);
     expect(result.stdout).toContain('acp:qwen\n  command: qwen\n  version: 0.24.4\n');

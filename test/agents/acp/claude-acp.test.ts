@@ -59,7 +59,9 @@ describe('acp: the real claude-agent-acp on the fake Anthropic API', { timeout: 
 
   it('with the default permissionMode reject, a command Claude Code asks about does not run', async () => {
     const messages = await attemptOf(env, 'tool-denied');
-    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({ error: 'rejected by sessiond (permissionMode reject)' });
+    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({
+      error: 'rejected by sessiond (permissionMode reject)',
+    });
     expect(terminalOf(messages).type).toBe('terminal.completed');
     expect(() => writeFileSync(join(env.cwd, 'made-by-tool.txt'), '', { flag: 'wx' })).not.toThrow();
     rmSync(join(env.cwd, 'made-by-tool.txt'), { force: true });
@@ -99,10 +101,13 @@ describe('acp: the real claude-agent-acp on the fake Anthropic API', { timeout: 
     let marker = '';
     const timers = /setTimeout\(\(\) => \{\}, 106[23]e3\)/;
     const run = (async () => {
-      for await (const m of runAcp(attemptOptions(env, 'long-tool-bg', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
-        signal: controller.signal,
-        onSpawn: (a) => (marker = a.marker),
-      })) {
+      for await (const m of runAcp(
+        attemptOptions(env, 'long-tool-bg', { permissionMode: 'allow', cancelGraceMs: 2000 }),
+        {
+          signal: controller.signal,
+          onSpawn: (a) => (marker = a.marker),
+        },
+      )) {
         if (m.type === 'tool.call') {
           await waitFor(() => livePidsMatching(timers).length >= 2, 'both node timers to start');
           controller.abort();
@@ -116,11 +121,18 @@ describe('acp: the real claude-agent-acp on the fake Anthropic API', { timeout: 
 
   it('sessiond run --agent acp:claude runs one attempt of the configured agent; an acp:<name> this host does not configure is a usage error', async () => {
     const agents = JSON.stringify({ 'acp:claude': env.agent('text-plain') });
-    const base = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.root, SESSIOND_STATE_DIR: join(env.root, 'state'), SESSIOND_AGENT_OPTIONS: agents };
+    const base = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: env.root,
+      SESSIOND_STATE_DIR: join(env.root, 'state'),
+      SESSIOND_AGENT_OPTIONS: agents,
+    };
     const ran = await runCli(['run', '--agent', 'acp:claude', '--cwd', env.cwd, '--json', 'Say hello'], { env: base });
     expect(ran.exitCode, ran.stderr).toBe(0);
     const messages = jsonLines(ran.stdout);
-    expect(messages.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('')).toBe('Hello from the fake model.');
+    expect(messages.map((m) => (m.type === 'assistant' ? m.content.text : '')).join('')).toBe(
+      'Hello from the fake model.',
+    );
     expect(messages.at(-1)).toEqual({ type: 'terminal.completed', content: { stopReason: 'end_turn' } });
     const missing = await runCli(['run', '--agent', 'acp:nope', 'Say hello'], { env: base });
     expect(missing.exitCode).toBe(2);

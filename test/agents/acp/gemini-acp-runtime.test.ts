@@ -2,7 +2,11 @@ import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import { geminiBuiltinScripts, startFakeGeminiServer, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
+import {
+  geminiBuiltinScripts,
+  startFakeGeminiServer,
+  type FakeGeminiServer,
+} from '../../support/fake-gemini-server.ts';
 import { agentRecords, assistantText, turnEnded, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { geminiAcpEnv, shortDeadline, type AcpCliEnv } from './acp-clis.ts';
 import { decideAndEnd, ofType, firstApprovalRequest } from '../../support/approvals.ts';
@@ -40,11 +44,17 @@ afterAll(async () => {
 
 describe('acp:gemini in the durable runtime', () => {
   it('a 500 from the API, then success: the session machine retries once, each attempt one request, the turn completes', async () => {
-    const { sessionId } = await runtime.enqueue({ prompt: 'Say hello', options: { agent: 'acp:gemini', cwd: env.cwd }, retryPolicy: { maxAttempts: 3, initialDelayMs: 0 } });
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'Say hello',
+      options: { agent: 'acp:gemini', cwd: env.cwd },
+      retryPolicy: { maxAttempts: 3, initialDelayMs: 0 },
+    });
     const view = await turnEnded(runtime, sessionId, 1, 120_000);
     expect(view.state).toBe('completed');
     const messages = await runtime.readMessages(sessionId);
-    expect(messages.filter((m) => m.type === 'terminal.failed').map((m) => (m.content as { category: string }).category)).toEqual(['server_error']);
+    expect(
+      messages.filter((m) => m.type === 'terminal.failed').map((m) => (m.content as { category: string }).category),
+    ).toEqual(['server_error']);
     expect(assistantText(messages)).toBe('Recovered after a 500.');
     expect(gemini.requestsFor('rt-flaky')).toHaveLength(2);
     expect(await agentRecords(sessionId)).toEqual([]);
@@ -71,7 +81,9 @@ describe('acp:gemini permission requests in ask mode', () => {
     expect(commandRan(before)).toBe(false);
     const { state, messages } = await decideAndEnd(runtime, sessionId, requested, 'allow', 'allow_once');
     expect(state).toBe('completed');
-    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'allowed', by: 'cli:test' })]);
+    expect(ofType(messages, 'approval.decided')).toEqual([
+      expect.objectContaining({ outcome: 'allowed', by: 'cli:test' }),
+    ]);
     expect(commandRan(before)).toBe(true);
     expect(assistantText(messages)).toBe('The command failed.');
     expect(await agentRecords(sessionId)).toEqual([]);
@@ -83,7 +95,9 @@ describe('acp:gemini permission requests in ask mode', () => {
     const requested = await firstApprovalRequest(runtime, sessionId);
     const { state, messages } = await decideAndEnd(runtime, sessionId, requested, 'deny');
     expect(state).toBe('completed');
-    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'cli:test' })]);
+    expect(ofType(messages, 'approval.decided')).toEqual([
+      expect.objectContaining({ outcome: 'denied', by: 'cli:test' }),
+    ]);
     expect(ofType(messages, 'tool.failed')).toHaveLength(1);
     expect(commandRan(before)).toBe(false);
   });
@@ -95,7 +109,9 @@ describe('acp:gemini permission requests in ask mode', () => {
       const { sessionId } = await rt.enqueue({ prompt: 'Run the command', options: ASK() });
       expect((await turnEnded(rt, sessionId, 1, 120_000)).state).toBe('completed');
       const messages = await rt.readMessages(sessionId);
-      expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'deadline' })]);
+      expect(ofType(messages, 'approval.decided')).toEqual([
+        expect.objectContaining({ outcome: 'denied', by: 'deadline' }),
+      ]);
       expect(commandRan(before)).toBe(false);
     } finally {
       await close();

@@ -3,7 +3,12 @@ import type { AcpOptionsInput } from '../../../src/agents/acp/options.ts';
 import { runAcp } from '../../../src/agents/acp/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
-import { geminiBuiltinScripts, startFakeGeminiServer, userTexts, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
+import {
+  geminiBuiltinScripts,
+  startFakeGeminiServer,
+  userTexts,
+  type FakeGeminiServer,
+} from '../../support/fake-gemini-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
 import { attemptOf, attemptOptions, geminiAcpEnv, textOf, waitFor, type AcpCliEnv } from './acp-clis.ts';
@@ -25,7 +30,8 @@ afterAll(async () => {
   env?.cleanup();
 });
 
-const attempt = (model: string, extra?: Partial<AcpOptionsInput>, context?: RunContext) => attemptOf(env, model, extra, context);
+const attempt = (model: string, extra?: Partial<AcpOptionsInput>, context?: RunContext) =>
+  attemptOf(env, model, extra, context);
 
 describe('acp: the real gemini --acp on the fake Gemini API', () => {
   it('text: exactly the model text, completed end_turn, one request, no process left', async () => {
@@ -50,7 +56,10 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     const messages = await attempt('fake-tool', { permissionMode: 'allow' });
     expectContract(messages);
     expectOneResultPerToolCall(messages);
-    expect(messages.find((m) => m.type === 'tool.call')?.content).toMatchObject({ name: 'echo hi', arguments: { kind: 'execute', title: 'echo hi' } });
+    expect(messages.find((m) => m.type === 'tool.call')?.content).toMatchObject({
+      name: 'echo hi',
+      arguments: { kind: 'execute', title: 'echo hi' },
+    });
     expect(messages.some((m) => m.type === 'tool.completed')).toBe(true);
     const response = JSON.stringify(server.requestsFor('fake-tool').at(-1)?.body);
     expect(response).toContain('hi');
@@ -61,7 +70,9 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     // (gemini's own policy runs `echo hi` without asking; this command it asks about.)
     const messages = await attempt('fake-tool-fail');
     expectOneResultPerToolCall(messages);
-    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({ error: 'rejected by sessiond (permissionMode reject)' });
+    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({
+      error: 'rejected by sessiond (permissionMode reject)',
+    });
     expect(terminalOf(messages).type).toBe('terminal.completed');
   });
 
@@ -76,12 +87,15 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     ['fake-http401', 'auth'],
     ['fake-http429', 'rate_limited'],
     ['fake-http500', 'server_error'],
-  ] as const)('%s: terminal.failed with category %s after exactly one request (gemini retries nothing)', async (model, category) => {
-    const before = server.requestsFor(model).length;
-    const content = failure(await attempt(model));
-    expect(content.category).toBe(category);
-    expect(server.requestsFor(model).length - before).toBe(1);
-  });
+  ] as const)(
+    '%s: terminal.failed with category %s after exactly one request (gemini retries nothing)',
+    async (model, category) => {
+      const before = server.requestsFor(model).length;
+      const content = failure(await attempt(model));
+      expect(content.category).toBe(category);
+      expect(server.requestsFor(model).length - before).toBe(1);
+    },
+  );
 
   /**
    * gemini 0.61's session/load first starts a recording for the session it is asked to load, in
@@ -111,10 +125,13 @@ describe('acp: the real gemini --acp on the fake Gemini API', () => {
     let marker = '';
     const sleeps = /^sleep 101[12] $/;
     const run = (async () => {
-      for await (const m of runAcp(attemptOptions(env, 'fake-long-tool', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
-        signal: controller.signal,
-        onSpawn: (a) => (marker = a.marker),
-      })) {
+      for await (const m of runAcp(
+        attemptOptions(env, 'fake-long-tool', { permissionMode: 'allow', cancelGraceMs: 2000 }),
+        {
+          signal: controller.signal,
+          onSpawn: (a) => (marker = a.marker),
+        },
+      )) {
         if (m.type === 'tool.call') {
           await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
           controller.abort();

@@ -15,16 +15,20 @@ function replay(name: string, resumeSessionId?: string): CliMessage[] {
   return out;
 }
 
-const said = (messages: CliMessage[], type: 'assistant' | 'assistant.thought' = 'assistant') => messages.map((m) => (m.type === type ? m.content.text : '')).join('');
+const said = (messages: CliMessage[], type: 'assistant' | 'assistant.thought' = 'assistant') =>
+  messages.map((m) => (m.type === type ? m.content.text : '')).join('');
 
 describe('ACP recordings read back (sessiond normalize --agent acp:<name>)', () => {
-  it.each(['gemini-text', 'qwen-text', 'opencode-text', 'claude-text'])('%s: session.started, exactly the model text, completed end_turn', (name) => {
-    const messages = replay(name);
-    expectContract(messages);
-    expect(messages[0]?.type).toBe('session.started');
-    expect(said(messages)).toMatch(/^Hello from the fake (model|LLM)\.$/);
-    expect(terminalOf(messages)).toEqual({ type: 'terminal.completed', content: { stopReason: 'end_turn' } });
-  });
+  it.each(['gemini-text', 'qwen-text', 'opencode-text', 'claude-text'])(
+    '%s: session.started, exactly the model text, completed end_turn',
+    (name) => {
+      const messages = replay(name);
+      expectContract(messages);
+      expect(messages[0]?.type).toBe('session.started');
+      expect(said(messages)).toMatch(/^Hello from the fake (model|LLM)\.$/);
+      expect(terminalOf(messages)).toEqual({ type: 'terminal.completed', content: { stopReason: 'end_turn' } });
+    },
+  );
 
   it('gemini-thinking: the thought chunks, then the text', () => {
     const messages = replay('gemini-thinking');
@@ -46,16 +50,19 @@ describe('ACP recordings read back (sessiond normalize --agent acp:<name>)', () 
     expect(messages.find((m) => m.type === 'tool.completed')?.content).toMatchObject({ result: { output: 'hi' } });
   });
 
-  it.each(['opencode-tool', 'claude-tool'])('%s: tool.call with the command, one tool.completed with its output, then the text', (name) => {
-    const messages = replay(name);
-    expectContract(messages);
-    expectOneResultPerToolCall(messages);
-    const announced = messages.filter((m) => m.type === 'tool.call' || m.type === 'tool.update');
-    expect(announced.at(-1)?.content).toMatchObject({ arguments: { command: 'echo hi' } });
-    expect(JSON.stringify(messages.find((m) => m.type === 'tool.completed')?.content)).toContain('hi');
-    // Claude's scripted turn says 'I will run a command.' before the tool.
-    expect(said(messages)).toMatch(/^(I will run a command\.)?The command printed: hi$/);
-  });
+  it.each(['opencode-tool', 'claude-tool'])(
+    '%s: tool.call with the command, one tool.completed with its output, then the text',
+    (name) => {
+      const messages = replay(name);
+      expectContract(messages);
+      expectOneResultPerToolCall(messages);
+      const announced = messages.filter((m) => m.type === 'tool.call' || m.type === 'tool.update');
+      expect(announced.at(-1)?.content).toMatchObject({ arguments: { command: 'echo hi' } });
+      expect(JSON.stringify(messages.find((m) => m.type === 'tool.completed')?.content)).toContain('hi');
+      // Claude's scripted turn says 'I will run a command.' before the tool.
+      expect(said(messages)).toMatch(/^(I will run a command\.)?The command printed: hi$/);
+    },
+  );
 
   it('claude-text: the thinking as assistant.thought', () => {
     expect(said(replay('claude-text'), 'assistant.thought')).toBe('The user wants a greeting. I will answer briefly.');
@@ -63,8 +70,18 @@ describe('ACP recordings read back (sessiond normalize --agent acp:<name>)', () 
 
   it('a notice (sessiond advertises session.notices) is an assistant.thought, never assistant text', () => {
     const updates = new AcpUpdates();
-    expect(updates.update({ sessionUpdate: 'notice', severity: 'warning', title: 'Auto mode unavailable', description: 'Using Accept edits instead.' })).toEqual([
-      { type: 'assistant.thought', content: { text: 'Notice (warning): Auto mode unavailable — Using Accept edits instead.' } },
+    expect(
+      updates.update({
+        sessionUpdate: 'notice',
+        severity: 'warning',
+        title: 'Auto mode unavailable',
+        description: 'Using Accept edits instead.',
+      }),
+    ).toEqual([
+      {
+        type: 'assistant.thought',
+        content: { text: 'Notice (warning): Auto mode unavailable — Using Accept edits instead.' },
+      },
     ]);
     expect(updates.update({ sessionUpdate: 'notice', severity: 'info', title: 'Compacted' })).toEqual([
       { type: 'assistant.thought', content: { text: 'Notice (info): Compacted' } },
@@ -91,7 +108,10 @@ describe('ACP recordings read back (sessiond normalize --agent acp:<name>)', () 
       JSON.stringify({
         jsonrpc: '2.0',
         method: 'session/update',
-        params: { sessionId: 's', update: { sessionUpdate: 'tool_call', toolCallId: 't', title: 'x', status: 'in_progress' } },
+        params: {
+          sessionId: 's',
+          update: { sessionUpdate: 'tool_call', toolCallId: 't', title: 'x', status: 'in_progress' },
+        },
       }),
     );
     mapper.push('not json');
@@ -120,7 +140,9 @@ describe('sessiond normalize --agent acp', () => {
   it('reads a recording of qwen --acp into the messages, one per line', async () => {
     const { runCli } = await import('../../support/cli.ts');
     const file = fileURLToPath(new URL('../../fixtures/acp/qwen-tool.stdout.jsonl', import.meta.url));
-    const result = await runCli(['normalize', '--agent', 'acp', file], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
+    const result = await runCli(['normalize', '--agent', 'acp', file], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    });
     expect(result.exitCode, result.stderr).toBe(0);
     const messages = result.stdout
       .trim()

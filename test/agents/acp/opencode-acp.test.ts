@@ -6,7 +6,15 @@ import { findProcessesByMarker } from '../../../src/process/index.ts';
 import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from '../contract.ts';
-import { attemptOf, attemptOptions, OPENCODE_TITLE_MODEL, opencodeEnv, textOf, waitFor, type AcpCliEnv } from './acp-clis.ts';
+import {
+  attemptOf,
+  attemptOptions,
+  OPENCODE_TITLE_MODEL,
+  opencodeEnv,
+  textOf,
+  waitFor,
+  type AcpCliEnv,
+} from './acp-clis.ts';
 
 /**
  * The real OpenCode CLI (`opencode acp`, 1.18.33, pinned in agent-clis/) against the fake
@@ -30,7 +38,9 @@ beforeAll(async () => {
               ],
             },
       'oc-asks': ({ body }) =>
-        (body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'Done.' } : { toolCalls: [{ name: 'bash', arguments: { command: 'touch made-by-opencode' } }] },
+        (body.messages ?? []).some((m) => m.role === 'tool')
+          ? { text: 'Done.' }
+          : { toolCalls: [{ name: 'bash', arguments: { command: 'touch made-by-opencode' } }] },
     },
   });
   env = opencodeEnv(`${server.url}/v1`, ['text', 'oc-tools', 'oc-asks', 'http401', 'long-tool-setsid']);
@@ -66,8 +76,12 @@ describe('acp: the real opencode acp on the fake OpenAI-compatible API', { timeo
     const messages = await attemptOf(env, 'oc-tools', { permissionMode: 'allow' });
     expectContract(messages);
     expectOneResultPerToolCall(messages);
-    const commands = (id: string) => messages.filter((m) => (m.type === 'tool.call' || m.type === 'tool.update') && m.content.toolCallId === id).at(-1)?.content;
-    const results = messages.filter((m) => m.type === 'tool.completed').map((m) => m.content as { toolCallId: string; result: { output: string; metadata: { exit: number } } });
+    const commands = (id: string) =>
+      messages.filter((m) => (m.type === 'tool.call' || m.type === 'tool.update') && m.content.toolCallId === id).at(-1)
+        ?.content;
+    const results = messages
+      .filter((m) => m.type === 'tool.completed')
+      .map((m) => m.content as { toolCallId: string; result: { output: string; metadata: { exit: number } } });
     expect(results).toHaveLength(2);
     const [ok, failed] = results.sort((a, b) => a.result.metadata.exit - b.result.metadata.exit);
     expect(commands(ok?.toolCallId ?? '')).toMatchObject({ name: 'bash', arguments: { command: 'echo hi' } });
@@ -80,7 +94,9 @@ describe('acp: the real opencode acp on the fake OpenAI-compatible API', { timeo
 
   it('with the default permissionMode reject, a command OpenCode asks about does not run', async () => {
     const messages = await attemptOf(env, 'oc-asks');
-    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({ error: 'rejected by sessiond (permissionMode reject)' });
+    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({
+      error: 'rejected by sessiond (permissionMode reject)',
+    });
     expect(terminalOf(messages).type).toBe('terminal.completed');
     expect(() => writeFileSync(join(env.cwd, 'made-by-opencode'), '', { flag: 'wx' })).not.toThrow();
     rmSync(join(env.cwd, 'made-by-opencode'), { force: true });
@@ -97,10 +113,13 @@ describe('acp: the real opencode acp on the fake OpenAI-compatible API', { timeo
     let marker = '';
     const sleeps = /^sleep 100[34] $/;
     const run = (async () => {
-      for await (const m of runAcp(attemptOptions(env, 'long-tool-setsid', { permissionMode: 'allow', cancelGraceMs: 2000 }), {
-        signal: controller.signal,
-        onSpawn: (a) => (marker = a.marker),
-      })) {
+      for await (const m of runAcp(
+        attemptOptions(env, 'long-tool-setsid', { permissionMode: 'allow', cancelGraceMs: 2000 }),
+        {
+          signal: controller.signal,
+          onSpawn: (a) => (marker = a.marker),
+        },
+      )) {
         if (m.type === 'tool.call' || m.type === 'tool.update') {
           await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
           controller.abort();

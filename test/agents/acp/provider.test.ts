@@ -28,8 +28,19 @@ afterEach(() => {
   state = stateDir();
 });
 
-function options(prompt: string, extra: Partial<AcpOptionsInput> = {}, env: Record<string, string> = {}): AcpOptionsInput {
-  return { command: process.execPath, args: [FAKE], prompt, cwd: state, env: { FAKE_ACP_STATE_DIR: state, ...env }, ...extra };
+function options(
+  prompt: string,
+  extra: Partial<AcpOptionsInput> = {},
+  env: Record<string, string> = {},
+): AcpOptionsInput {
+  return {
+    command: process.execPath,
+    args: [FAKE],
+    prompt,
+    cwd: state,
+    env: { FAKE_ACP_STATE_DIR: state, ...env },
+    ...extra,
+  };
 }
 
 async function attempt(input: AcpOptionsInput, context: RunContext = {}): Promise<CliMessage[]> {
@@ -44,7 +55,8 @@ function texts(messages: CliMessage[], type: 'assistant' | 'assistant.thought' =
 
 function sessionIdOf(messages: CliMessage[]): string {
   const first = messages[0];
-  if (first?.type !== 'session.started' && first?.type !== 'session.resumed') throw new Error(`no session message first: ${JSON.stringify(first)}`);
+  if (first?.type !== 'session.started' && first?.type !== 'session.resumed')
+    throw new Error(`no session message first: ${JSON.stringify(first)}`);
   return first.content.sessionId;
 }
 
@@ -86,7 +98,10 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
   it('a failing tool: tool.failed with its content text, and the turn goes on to completion', async () => {
     const messages = await attempt(options('failing tool'));
     expectOneResultPerToolCall(messages);
-    expect(messages.find((m) => m.type === 'tool.failed')).toEqual({ type: 'tool.failed', content: { toolCallId: 'call-1', name: 'Read notes.txt', error: 'ENOENT: notes.txt' } });
+    expect(messages.find((m) => m.type === 'tool.failed')).toEqual({
+      type: 'tool.failed',
+      content: { toolCallId: 'call-1', name: 'Read notes.txt', error: 'ENOENT: notes.txt' },
+    });
     expect(texts(messages)).toBe('recovered');
     expect(terminalOf(messages).type).toBe('terminal.completed');
   });
@@ -102,14 +117,17 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
     ['http 401', 'auth'],
     ['http 429', 'rate_limited'],
     ['http 500', 'server_error'],
-  ] as const)('an error answer to the prompt (%s) fails with category %s and the agent error', async (prompt, category) => {
-    const messages = await attempt(options(prompt));
-    expectContract(messages);
-    const content = failure(messages);
-    expect(content.category).toBe(category);
-    expect(content.text).toContain('session/prompt');
-    expect(content.agentError).toBeDefined();
-  });
+  ] as const)(
+    'an error answer to the prompt (%s) fails with category %s and the agent error',
+    async (prompt, category) => {
+      const messages = await attempt(options(prompt));
+      expectContract(messages);
+      const content = failure(messages);
+      expect(content.category).toBe(category);
+      expect(content.text).toContain('session/prompt');
+      expect(content.agentError).toBeDefined();
+    },
+  );
 
   it('an agent that exits mid-prompt: what it said stays, then process_crash with its exit code', async () => {
     const messages = await attempt(options('crash'));
@@ -162,29 +180,46 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
   it.each([
     ['reject', 'permission: no'],
     ['allow', 'permission: yes'],
-  ] as const)('a permission request is answered by permissionMode %s (allow_once, never allow_always)', async (permissionMode, said) => {
-    const messages = await attempt(options('ask', { permissionMode }));
-    expect(texts(messages)).toBe(said);
-    expect(messages.some((m) => (permissionMode === 'allow' ? m.type === 'tool.completed' : m.type === 'tool.failed'))).toBe(true);
-  });
+  ] as const)(
+    'a permission request is answered by permissionMode %s (allow_once, never allow_always)',
+    async (permissionMode, said) => {
+      const messages = await attempt(options('ask', { permissionMode }));
+      expect(texts(messages)).toBe(said);
+      expect(
+        messages.some((m) => (permissionMode === 'allow' ? m.type === 'tool.completed' : m.type === 'tool.failed')),
+      ).toBe(true);
+    },
+  );
 
   it('permissionMode ask outside the durable runtime (no approval gate, e.g. sessiond run): nobody to ask, so rejected, saying why', async () => {
     const messages = await attempt(options('ask', { permissionMode: 'ask' }));
     expect(texts(messages)).toBe('permission: no');
-    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({ error: expect.stringContaining('nobody to ask') });
+    expect(messages.find((m) => m.type === 'tool.failed')?.content).toMatchObject({
+      error: expect.stringContaining('nobody to ask'),
+    });
   });
 
   it("permissionMode ask with a gate: the gate decides, the agent gets its answer, and the gate's messages are in the stream in order", async () => {
     const asked: unknown[] = [];
     const gate = {
-      ask: async (request: { toolCallId: string; tool: string; kind?: string; arguments: unknown }, emit: (m: CliMessage) => void) => {
+      ask: async (
+        request: { toolCallId: string; tool: string; kind?: string; arguments: unknown },
+        emit: (m: CliMessage) => void,
+      ) => {
         asked.push(request);
         emit({ type: 'assistant.thought', content: { text: 'gate asked' } });
         return { optionId: 'yes', outcome: 'allowed' as const };
       },
     };
     const messages = await attempt(options('ask', { permissionMode: 'ask' }), { approvals: gate });
-    expect(asked).toEqual([expect.objectContaining({ toolCallId: 'call-sh', tool: 'rm -rf build', kind: 'execute', arguments: { command: 'rm -rf build' } })]);
+    expect(asked).toEqual([
+      expect.objectContaining({
+        toolCallId: 'call-sh',
+        tool: 'rm -rf build',
+        kind: 'execute',
+        arguments: { command: 'rm -rf build' },
+      }),
+    ]);
     expect(texts(messages)).toBe('permission: yes');
     const types = messages.map((m) => m.type);
     expect(types.indexOf('assistant.thought')).toBeLessThan(types.indexOf('tool.completed'));
@@ -241,40 +276,48 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
   it.each([
     ['long', 'honours session/cancel'],
     ['stubborn', 'ignores session/cancel (its tool in its own session)'],
-  ] as const)('cancel during a long tool, an agent that %s: rejects with the AbortError, no process left', async (prompt, _how) => {
-    const pidFile = join(state, 'pids');
-    const controller = new AbortController();
-    let marker = '';
-    const seen: CliMessage[] = [];
-    const run = (async () => {
-      for await (const m of runAcp(options(prompt, { cancelGraceMs: 1000 }, { FAKE_ACP_PID_FILE: pidFile }), { signal: controller.signal, onSpawn: (a) => (marker = a.marker) })) {
-        seen.push(m);
-        if (m.type === 'tool.call') {
-          await waitFor(() => {
-            try {
-              return readFileSync(pidFile, 'utf8').trim() !== '';
-            } catch {
-              return false;
-            }
-          }, 'the tool process');
-          controller.abort();
+  ] as const)(
+    'cancel during a long tool, an agent that %s: rejects with the AbortError, no process left',
+    async (prompt, _how) => {
+      const pidFile = join(state, 'pids');
+      const controller = new AbortController();
+      let marker = '';
+      const seen: CliMessage[] = [];
+      const run = (async () => {
+        for await (const m of runAcp(options(prompt, { cancelGraceMs: 1000 }, { FAKE_ACP_PID_FILE: pidFile }), {
+          signal: controller.signal,
+          onSpawn: (a) => (marker = a.marker),
+        })) {
+          seen.push(m);
+          if (m.type === 'tool.call') {
+            await waitFor(() => {
+              try {
+                return readFileSync(pidFile, 'utf8').trim() !== '';
+              } catch {
+                return false;
+              }
+            }, 'the tool process');
+            controller.abort();
+          }
         }
-      }
-    })();
-    await expect(run).rejects.toMatchObject({ name: 'AbortError' });
-    // ACP's cancel went first, for the session of this attempt.
-    expect(readFileSync(join(state, 'cancels'), 'utf8').trim()).toBe(sessionIdOf(seen));
-    const pids = readFileSync(pidFile, 'utf8').trim().split('\n').map(Number);
-    expect(seen.some((m) => m.type === 'tool.call')).toBe(true);
-    expect(seen.some((m) => m.type === 'terminal.completed' || m.type === 'terminal.failed')).toBe(false);
-    expect(await findProcessesByMarker(marker)).toEqual([]);
-    expect(await livePids(pids)).toEqual([]);
-    expect(livePidsMatching(new RegExp(FAKE.replaceAll('.', '\\.'))).length).toBe(0);
-  });
+      })();
+      await expect(run).rejects.toMatchObject({ name: 'AbortError' });
+      // ACP's cancel went first, for the session of this attempt.
+      expect(readFileSync(join(state, 'cancels'), 'utf8').trim()).toBe(sessionIdOf(seen));
+      const pids = readFileSync(pidFile, 'utf8').trim().split('\n').map(Number);
+      expect(seen.some((m) => m.type === 'tool.call')).toBe(true);
+      expect(seen.some((m) => m.type === 'terminal.completed' || m.type === 'terminal.failed')).toBe(false);
+      expect(await findProcessesByMarker(marker)).toEqual([]);
+      expect(await livePids(pids)).toEqual([]);
+      expect(livePidsMatching(new RegExp(FAKE.replaceAll('.', '\\.'))).length).toBe(0);
+    },
+  );
 
   it('an already-aborted signal rejects at once and starts nothing', async () => {
     const controller = new AbortController();
     controller.abort();
-    await expect(runAcp(options('say hi'), { signal: controller.signal }).next()).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(runAcp(options('say hi'), { signal: controller.signal }).next()).rejects.toMatchObject({
+      name: 'AbortError',
+    });
   });
 });

@@ -18,14 +18,23 @@ let server: FakeModelServer;
 let env: AcpCliEnv;
 
 const shell = (command: string) => ({ name: 'run_shell_command', arguments: { command } });
-const toolResultSeen = (body: { messages?: Array<{ role?: string }> }) => (body.messages ?? []).some((m) => m.role === 'tool');
+const toolResultSeen = (body: { messages?: Array<{ role?: string }> }) =>
+  (body.messages ?? []).some((m) => m.role === 'tool');
 
 beforeAll(async () => {
   server = await startFakeModelServer();
-  server.setScript('q-tool', ({ body }) => (toolResultSeen(body) ? { text: 'The command printed: hi' } : { toolCalls: [shell('echo hi')] }));
-  server.setScript('q-tool-fail', ({ body }) => (toolResultSeen(body) ? { text: 'The command failed.' } : { toolCalls: [shell('ls /nonexistent-fake-dir')] }));
-  server.setScript('q-tool-asks', ({ body }) => (toolResultSeen(body) ? { text: 'Done.' } : { toolCalls: [shell('touch made-by-qwen')] }));
-  server.setScript('q-long', ({ body }) => (toolResultSeen(body) ? { text: 'Slept.' } : { toolCalls: [shell('setsid sleep 1031 & sleep 1032')] }));
+  server.setScript('q-tool', ({ body }) =>
+    toolResultSeen(body) ? { text: 'The command printed: hi' } : { toolCalls: [shell('echo hi')] },
+  );
+  server.setScript('q-tool-fail', ({ body }) =>
+    toolResultSeen(body) ? { text: 'The command failed.' } : { toolCalls: [shell('ls /nonexistent-fake-dir')] },
+  );
+  server.setScript('q-tool-asks', ({ body }) =>
+    toolResultSeen(body) ? { text: 'Done.' } : { toolCalls: [shell('touch made-by-qwen')] },
+  );
+  server.setScript('q-long', ({ body }) =>
+    toolResultSeen(body) ? { text: 'Slept.' } : { toolCalls: [shell('setsid sleep 1031 & sleep 1032')] },
+  );
   env = qwenEnv(`${server.url}/v1`);
 });
 
@@ -34,7 +43,8 @@ afterAll(async () => {
   env?.cleanup();
 });
 
-const attempt = (model: string, extra?: Partial<AcpOptionsInput>, context?: RunContext) => attemptOf(env, model, extra, context);
+const attempt = (model: string, extra?: Partial<AcpOptionsInput>, context?: RunContext) =>
+  attemptOf(env, model, extra, context);
 
 describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
   it('text: exactly the model text, completed end_turn, no process left', async () => {
@@ -59,7 +69,9 @@ describe('acp: the real qwen --acp on the fake OpenAI-compatible API', () => {
     expectOneResultPerToolCall(messages);
     const announced = messages.filter((m) => m.type === 'tool.call' || m.type === 'tool.update');
     expect(announced.at(-1)?.content).toMatchObject({ arguments: { command: 'echo hi' } });
-    expect(messages.find((m) => m.type === 'tool.completed')?.content).toMatchObject({ result: { output: 'hi', exitCode: 0 } });
+    expect(messages.find((m) => m.type === 'tool.completed')?.content).toMatchObject({
+      result: { output: 'hi', exitCode: 0 },
+    });
     expect(textOf(messages)).toBe('The command printed: hi');
   });
 

@@ -13,8 +13,14 @@ const SESSION = 'b7d928b0-1f3e-4c8d-875d-97a0081d6cc0';
 describe("qwen's own retries, read from its chat file", () => {
   it('two 500s, then an answer: agent.retry start for each retried request, then end with success', () => {
     expect(retriesOf(RECORDING, SESSION, 0)).toEqual([
-      { type: 'agent.retry', content: { phase: 'start', attempt: 1, errorText: '500 fake internal server error (status 500)' } },
-      { type: 'agent.retry', content: { phase: 'start', attempt: 2, errorText: '500 fake internal server error (status 500)' } },
+      {
+        type: 'agent.retry',
+        content: { phase: 'start', attempt: 1, errorText: '500 fake internal server error (status 500)' },
+      },
+      {
+        type: 'agent.retry',
+        content: { phase: 'start', attempt: 2, errorText: '500 fake internal server error (status 500)' },
+      },
       { type: 'agent.retry', content: { phase: 'end', success: true } },
     ]);
   });
@@ -26,7 +32,10 @@ describe("qwen's own retries, read from its chat file", () => {
       .filter((l) => !l.includes('qwen-code.api_response'))
       .join('\n');
     expect(retriesOf(lastFailed, SESSION, 0)).toEqual([
-      { type: 'agent.retry', content: { phase: 'start', attempt: 1, errorText: '500 fake internal server error (status 500)' } },
+      {
+        type: 'agent.retry',
+        content: { phase: 'start', attempt: 1, errorText: '500 fake internal server error (status 500)' },
+      },
       { type: 'agent.retry', content: { phase: 'end', success: false } },
     ]);
     expect(retriesOf('not json\n{"subtype":"ui_telemetry"}\n', SESSION, 0)).toEqual([]);

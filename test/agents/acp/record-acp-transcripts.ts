@@ -26,7 +26,14 @@ import { geminiBin, RECORDING_SETTINGS, REPO_ROOT } from '../gemini/gemini-env.t
 
 const OUT_DIR = join(REPO_ROOT, 'test', 'fixtures', 'acp');
 
-async function record(name: string, command: string, args: string[], env: Record<string, string>, cwd: string, prompt: string): Promise<void> {
+async function record(
+  name: string,
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  cwd: string,
+  prompt: string,
+): Promise<void> {
   const child = spawn(command, args, { cwd, env, stdio: ['pipe', 'pipe', 'ignore'] });
   const lines: string[] = [];
   let buffered = '';
@@ -41,17 +48,33 @@ async function record(name: string, command: string, args: string[], env: Record
     .onNotification('session/update', () => undefined)
     .onRequest('session/request_permission', ({ params }) => {
       const option = params.options.find((o) => o.kind === 'allow_once');
-      return { outcome: option === undefined ? { outcome: 'cancelled' as const } : { outcome: 'selected' as const, optionId: option.optionId } };
+      return {
+        outcome:
+          option === undefined
+            ? { outcome: 'cancelled' as const }
+            : { outcome: 'selected' as const, optionId: option.optionId },
+      };
     })
-    .connect(acp.ndJsonStream(Writable.toWeb(child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(tee) as ReadableStream<Uint8Array>));
+    .connect(
+      acp.ndJsonStream(
+        Writable.toWeb(child.stdin) as WritableStream<Uint8Array>,
+        Readable.toWeb(tee) as ReadableStream<Uint8Array>,
+      ),
+    );
   const agent = connection.agent;
   try {
     await agent.request('initialize', {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, session: { notices: {} } },
+      clientCapabilities: {
+        fs: { readTextFile: false, writeTextFile: false },
+        terminal: false,
+        session: { notices: {} },
+      },
     });
     const { sessionId } = await agent.request('session/new', { cwd, mcpServers: [] });
-    await agent.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: prompt }] }).catch(() => undefined);
+    await agent
+      .request('session/prompt', { sessionId, prompt: [{ type: 'text', text: prompt }] })
+      .catch(() => undefined);
   } finally {
     child.stdin.end();
     await new Promise((r) => child.once('exit', r));
@@ -80,7 +103,9 @@ const gemini = await startFakeGeminiServer({ scripts: geminiBuiltinScripts() });
 const openai = await startFakeModelServer({ scripts: { [OPENCODE_TITLE_MODEL]: { text: 'A title' } } });
 const anthropic = await startFakeAnthropicServer();
 openai.setScript('q-tool', ({ body }) =>
-  (body.messages ?? []).some((m) => m.role === 'tool') ? { text: 'The command printed: hi' } : { toolCalls: [{ name: 'run_shell_command', arguments: { command: 'echo hi' } }] },
+  (body.messages ?? []).some((m) => m.role === 'tool')
+    ? { text: 'The command printed: hi' }
+    : { toolCalls: [{ name: 'run_shell_command', arguments: { command: 'echo hi' } }] },
 );
 try {
   const cliHome = join(root, 'gemini-home');
@@ -108,17 +133,36 @@ try {
         ['http500', 'fake-http500'],
       ]
     : []) as ReadonlyArray<readonly [string, string]>) {
-    await record(`gemini-${scenario}`, geminiBin, ['--acp', '--model', model, '--skip-trust'], geminiEnv, work, 'Say hello');
+    await record(
+      `gemini-${scenario}`,
+      geminiBin,
+      ['--acp', '--model', model, '--skip-trust'],
+      geminiEnv,
+      work,
+      'Say hello',
+    );
   }
   const qwenBin = join(REPO_ROOT, 'agent-clis', 'node_modules', '.bin', 'qwen');
-  const qwenEnv = { ...base, HOME: qwenHome, OPENAI_API_KEY: 'fake-openai-key-not-secret', OPENAI_BASE_URL: `${openai.url}/v1` };
+  const qwenEnv = {
+    ...base,
+    HOME: qwenHome,
+    OPENAI_API_KEY: 'fake-openai-key-not-secret',
+    OPENAI_BASE_URL: `${openai.url}/v1`,
+  };
   for (const [scenario, model] of (wants('qwen')
     ? [
         ['text', 'text'],
         ['tool', 'q-tool'],
       ]
     : []) as ReadonlyArray<readonly [string, string]>) {
-    await record(`qwen-${scenario}`, qwenBin, ['--acp', '--auth-type', 'openai', '--model', model], qwenEnv, work, 'Say hello');
+    await record(
+      `qwen-${scenario}`,
+      qwenBin,
+      ['--acp', '--auth-type', 'openai', '--model', model],
+      qwenEnv,
+      work,
+      'Say hello',
+    );
   }
   const opencode = opencodeEnv(`${openai.url}/v1`, ['text', 'tool', 'http401']);
   for (const scenario of wants('opencode') ? ['text', 'tool', 'http401'] : []) {

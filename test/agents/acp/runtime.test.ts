@@ -41,23 +41,37 @@ describe('ACP agents in the durable runtime', () => {
   });
 
   it('a 500 answer then success: the session machine retries, one prompt per attempt', async () => {
-    const { sessionId } = await runtime.enqueue({ prompt: 'flaky', options: { agent: 'acp:fake' }, retryPolicy: NO_WAIT });
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'flaky',
+      options: { agent: 'acp:fake' },
+      retryPolicy: NO_WAIT,
+    });
     const view = await turnEnded(runtime, sessionId);
     const messages = await runtime.readMessages(sessionId);
     expect(view.state).toBe('completed');
-    expect(messages.filter((m) => m.type === 'terminal.failed').map((m) => (m.content as { category: string }).category)).toEqual(['server_error']);
+    expect(
+      messages.filter((m) => m.type === 'terminal.failed').map((m) => (m.content as { category: string }).category),
+    ).toEqual(['server_error']);
     expect(assistantText(messages)).toBe('second time lucky');
   });
 
   it('an auth error is not retried: the turn fails after one attempt', async () => {
-    const { sessionId } = await runtime.enqueue({ prompt: 'auth error', options: { agent: 'acp:fake' }, retryPolicy: NO_WAIT });
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'auth error',
+      options: { agent: 'acp:fake' },
+      retryPolicy: NO_WAIT,
+    });
     expect((await turnEnded(runtime, sessionId)).state).toBe('failed');
     expect((await runtime.readMessages(sessionId)).filter((m) => m.type === 'terminal.failed')).toHaveLength(1);
   });
 
   it('cancel during a long tool: the session is cancelled and no process of the agent is left', async () => {
     const { sessionId } = await runtime.enqueue({ prompt: 'long', options: { agent: 'acp:fake' } });
-    await until(async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the tool call');
+    await until(
+      async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
+      30_000,
+      'the tool call',
+    );
     await runtime.cancel(sessionId);
     expect((await turnEnded(runtime, sessionId)).state).toBe('cancelled');
     expect(await agentRecords(sessionId)).toEqual([]);
@@ -70,14 +84,27 @@ describe('ACP agents in the durable runtime', () => {
   });
 
   it('permissionMode allow is above the default ceiling: refused naming the field; a policy may raise it', async () => {
-    const error = await runtime.enqueue({ prompt: 'ask', options: { agent: 'acp:fake', permissionMode: 'allow' } }).catch((e: unknown) => e);
-    expect((error as InputError).issues).toEqual([expect.objectContaining({ field: 'options.permissionMode', message: expect.stringContaining('ceiling "reject"') })]);
-    const raised = deploymentPolicy({ workspace: tmpdir(), agents: OPERATOR, policy: { permissions: { 'acp:fake': { ceiling: 'allow' } } } });
+    const error = await runtime
+      .enqueue({ prompt: 'ask', options: { agent: 'acp:fake', permissionMode: 'allow' } })
+      .catch((e: unknown) => e);
+    expect((error as InputError).issues).toEqual([
+      expect.objectContaining({
+        field: 'options.permissionMode',
+        message: expect.stringContaining('ceiling "reject"'),
+      }),
+    ]);
+    const raised = deploymentPolicy({
+      workspace: tmpdir(),
+      agents: OPERATOR,
+      policy: { permissions: { 'acp:fake': { ceiling: 'allow' } } },
+    });
     expect(raised.permissions['acp:fake']?.ladder?.ceiling).toBe('allow');
   });
 
   it('a caller may not set the command or env of an ACP agent', async () => {
-    const error = await runtime.enqueue({ prompt: 'say hi', options: { agent: 'acp:fake', command: '/bin/sh' } }).catch((e: unknown) => e);
+    const error = await runtime
+      .enqueue({ prompt: 'say hi', options: { agent: 'acp:fake', command: '/bin/sh' } })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InputError);
     expect(String((error as Error).message)).toContain('command');
   });

@@ -31,7 +31,8 @@ const POLICY = { approvals: { deadlineMs: 600_000 } };
 const MODEL = 'tool-denied';
 
 useRuntimeSuite('claude-code-approvals', {}, async (s) => {
-  if (!existsSync(claudeBin)) throw new Error(`${claudeBin} not found: run scripts/install-agent-clis.sh (npm test does)`);
+  if (!existsSync(claudeBin))
+    throw new Error(`${claudeBin} not found: run scripts/install-agent-clis.sh (npm test does)`);
   h = s.h;
   server = await startFakeAnthropicServer();
   env = createClaudeEnv(server.url);
@@ -55,14 +56,22 @@ describe('claude-code permission prompts with permissionPrompts "ask"', () => {
   it('approve: approval.requested names the Bash command, the allow goes back to Claude Code and the command runs', async () => {
     const { sessionId } = await runtime.enqueue({ prompt: 'Make the file', options: ASK() });
     const requested = await firstApprovalRequest(runtime, sessionId);
-    expect(requested).toMatchObject({ tool: 'Bash', kind: 'execute', arguments: { command: 'touch made-by-tool.txt && echo hi' } });
+    expect(requested).toMatchObject({
+      tool: 'Bash',
+      kind: 'execute',
+      arguments: { command: 'touch made-by-tool.txt && echo hi' },
+    });
     expect((requested.options as Array<{ kind: string }>).map((o) => o.kind)).toEqual(['allow_once', 'reject_once']);
     expect(existsSync(made())).toBe(false);
     const { state, messages } = await decideAndEnd(runtime, sessionId, requested, 'allow', 'allow_once');
     expect(state).toBe('completed');
-    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'allowed', by: 'cli:test' })]);
+    expect(ofType(messages, 'approval.decided')).toEqual([
+      expect.objectContaining({ outcome: 'allowed', by: 'cli:test' }),
+    ]);
     expect(existsSync(made())).toBe(true);
-    expect(ofType(messages, 'tool.completed')).toEqual([expect.objectContaining({ result: expect.objectContaining({ content: 'hi' }) })]);
+    expect(ofType(messages, 'tool.completed')).toEqual([
+      expect.objectContaining({ result: expect.objectContaining({ content: 'hi' }) }),
+    ]);
     expect(assistantText(messages)).toBe('Done.');
     expect(await agentRecords(sessionId)).toEqual([]);
   });
@@ -73,7 +82,9 @@ describe('claude-code permission prompts with permissionPrompts "ask"', () => {
     const requested = await firstApprovalRequest(runtime, sessionId);
     const { state, messages } = await decideAndEnd(runtime, sessionId, requested, 'deny');
     expect(state).toBe('completed');
-    expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'cli:test' })]);
+    expect(ofType(messages, 'approval.decided')).toEqual([
+      expect.objectContaining({ outcome: 'denied', by: 'cli:test' }),
+    ]);
     expect(ofType(messages, 'tool.failed')).toHaveLength(1);
     expect(existsSync(made())).toBe(false);
     expect(
@@ -93,7 +104,9 @@ describe('claude-code permission prompts with permissionPrompts "ask"', () => {
       const { sessionId } = await rt.enqueue({ prompt: 'Make the file', options: ASK() });
       expect((await turnEnded(rt, sessionId, 1, 120_000)).state).toBe('completed');
       const messages = await rt.readMessages(sessionId);
-      expect(ofType(messages, 'approval.decided')).toEqual([expect.objectContaining({ outcome: 'denied', by: 'deadline' })]);
+      expect(ofType(messages, 'approval.decided')).toEqual([
+        expect.objectContaining({ outcome: 'denied', by: 'deadline' }),
+      ]);
       expect(existsSync(made())).toBe(false);
     } finally {
       await close();
@@ -101,7 +114,9 @@ describe('claude-code permission prompts with permissionPrompts "ask"', () => {
   });
 
   it('a caller cannot turn the prompts on or off: permissionPrompts is the operator’s', async () => {
-    await expect(runtime.enqueue({ prompt: 'Make the file', options: { ...ASK(), permissionPrompts: 'none' } })).rejects.toThrow(/permissionPrompts/);
+    await expect(
+      runtime.enqueue({ prompt: 'Make the file', options: { ...ASK(), permissionPrompts: 'none' } }),
+    ).rejects.toThrow(/permissionPrompts/);
   });
 });
 

@@ -47,24 +47,31 @@ describe('every recorded Claude Code transcript', () => {
     expectContract(mapRecorded(name));
   });
 
-  it.each(names)('%s: the assistant text adds up exactly to the completed blocks, from deltas, from whole blocks, or both', (name) => {
-    const lines = readTranscript(name);
-    const expected = expectedAssistantText(lines);
-    const exit = recordedExit(name);
-    expect(assistantText(mapLines(lines, exit))).toBe(expected);
-    expect(assistantText(mapLines(withoutStreamEvents(lines), exit))).toBe(expectedAssistantText(withoutStreamEvents(lines)));
-    if (hasStreamEvents(lines)) expect(assistantText(mapLines(withoutCompletedBlocks(lines), exit))).toBe(expected);
-  });
+  it.each(names)(
+    '%s: the assistant text adds up exactly to the completed blocks, from deltas, from whole blocks, or both',
+    (name) => {
+      const lines = readTranscript(name);
+      const expected = expectedAssistantText(lines);
+      const exit = recordedExit(name);
+      expect(assistantText(mapLines(lines, exit))).toBe(expected);
+      expect(assistantText(mapLines(withoutStreamEvents(lines), exit))).toBe(
+        expectedAssistantText(withoutStreamEvents(lines)),
+      );
+      if (hasStreamEvents(lines)) expect(assistantText(mapLines(withoutCompletedBlocks(lines), exit))).toBe(expected);
+    },
+  );
 
   it.each(names)('%s: all thinking is released once, in order', (name) => {
     const lines = readTranscript(name);
     expect(thoughtText(mapLines(lines, recordedExit(name)))).toBe(expectedThinking(lines));
-    if (hasStreamEvents(lines)) expect(thoughtText(mapLines(withoutCompletedBlocks(lines), recordedExit(name)))).toBe(expectedThinking(lines));
+    if (hasStreamEvents(lines))
+      expect(thoughtText(mapLines(withoutCompletedBlocks(lines), recordedExit(name)))).toBe(expectedThinking(lines));
   });
 
   it.each(names)('%s: one tool.call and exactly one result per tool_use id, the call first', (name) => {
     const lines = readTranscript(name);
-    for (const variant of [lines, withoutStreamEvents(lines), withoutCompletedBlocks(lines)]) expectOneResultPerToolCall(mapLines(variant, recordedExit(name)));
+    for (const variant of [lines, withoutStreamEvents(lines), withoutCompletedBlocks(lines)])
+      expectOneResultPerToolCall(mapLines(variant, recordedExit(name)));
   });
 
   it.each(names)('%s: the failure category is one of the closed set', (name) => {
@@ -83,8 +90,13 @@ describe('session events', () => {
   it('the session the caller asked to resume is session.resumed (Claude Code keeps the id on --resume)', () => {
     const lines = readTranscript('resume-second');
     const id = (JSON.parse(lines[0]!) as { session_id: string }).session_id;
-    expect(mapLines(lines, CLEAN_EXIT, { resumeSessionId: id })[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
-    expect(mapLines(lines, CLEAN_EXIT, { resumeSessionId: '00000000-0000-4000-8000-000000000000' })[0]?.type).toBe('session.started');
+    expect(mapLines(lines, CLEAN_EXIT, { resumeSessionId: id })[0]).toEqual({
+      type: 'session.resumed',
+      content: { sessionId: id },
+    });
+    expect(mapLines(lines, CLEAN_EXIT, { resumeSessionId: '00000000-0000-4000-8000-000000000000' })[0]?.type).toBe(
+      'session.started',
+    );
   });
 
   it('a second init does not start a second session', () => {
@@ -103,7 +115,9 @@ describe('assistant text and thinking', () => {
 
   it('without partial messages, each completed block is one assistant message', () => {
     const messages = mapRecorded('text-whole');
-    expect(messages.filter((m) => m.type === 'assistant').map((m) => m.content)).toEqual([{ text: 'Hello from the fake model.' }]);
+    expect(messages.filter((m) => m.type === 'assistant').map((m) => m.content)).toEqual([
+      { text: 'Hello from the fake model.' },
+    ]);
   });
 
   it('text of successive messages around a tool turn is kept in order, never repeated', () => {
@@ -124,15 +138,32 @@ describe('assistant text and thinking', () => {
     const lines = [
       INIT,
       ev({ type: 'assistant', message: { id: 'm1', content: [{ type: 'thinking', thinking: 'first I plan. ' }] } }),
-      ev({ type: 'assistant', message: { id: 'm1', content: [{ type: 'tool_use', id: 't1', name: 'Bash', input: { command: 'ls' } }] } }),
-      ev({ type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 't1', content: 'a', is_error: false }] } }),
+      ev({
+        type: 'assistant',
+        message: { id: 'm1', content: [{ type: 'tool_use', id: 't1', name: 'Bash', input: { command: 'ls' } }] },
+      }),
+      ev({
+        type: 'user',
+        message: { content: [{ type: 'tool_result', tool_use_id: 't1', content: 'a', is_error: false }] },
+      }),
       ev({ type: 'assistant', message: { id: 'm2', content: [{ type: 'thinking', thinking: 'then I answer.' }] } }),
       ev({ type: 'assistant', message: { id: 'm2', content: [{ type: 'text', text: 'Done.' }] } }),
       RESULT_OK,
     ];
     const messages = mapLines(lines);
-    expect(messages.filter((m) => m.type === 'assistant.thought').map((t) => t.content.text)).toEqual(['first I plan. ', 'then I answer.']);
-    expect(messages.map((m) => m.type)).toEqual(['session.started', 'tool.call', 'tool.completed', 'assistant', 'assistant.thought', 'assistant.thought', 'terminal.completed']);
+    expect(messages.filter((m) => m.type === 'assistant.thought').map((t) => t.content.text)).toEqual([
+      'first I plan. ',
+      'then I answer.',
+    ]);
+    expect(messages.map((m) => m.type)).toEqual([
+      'session.started',
+      'tool.call',
+      'tool.completed',
+      'assistant',
+      'assistant.thought',
+      'assistant.thought',
+      'terminal.completed',
+    ]);
   });
 
   it('a completed block that comes after content_block_stop still adds nothing streamed twice', () => {
@@ -164,7 +195,11 @@ describe('tools', () => {
   it('a tool turn gives one tool.call with the full input, and one tool.completed with the result', () => {
     const messages = mapRecorded('tool');
     const call = messages.find((m) => m.type === 'tool.call');
-    expect(call?.content).toEqual({ toolCallId: 'toolu_fake_1_0', name: 'Bash', arguments: { command: 'echo hi', description: 'Run a command' } });
+    expect(call?.content).toEqual({
+      toolCallId: 'toolu_fake_1_0',
+      name: 'Bash',
+      arguments: { command: 'echo hi', description: 'Run a command' },
+    });
     const done = messages.filter((m) => m.type === 'tool.completed');
     expect(done).toHaveLength(1);
     expect(done[0]!.content).toMatchObject({ toolCallId: 'toolu_fake_1_0', name: 'Bash', result: { content: 'hi' } });
@@ -181,7 +216,11 @@ describe('tools', () => {
 
   it('two tool calls each get their call and their result', () => {
     const messages = mapRecorded('two-tools');
-    expect(new Set(messages.filter((m) => m.type === 'tool.call').map((m) => (m.content as { toolCallId: string }).toolCallId)).size).toBe(2);
+    expect(
+      new Set(
+        messages.filter((m) => m.type === 'tool.call').map((m) => (m.content as { toolCallId: string }).toolCallId),
+      ).size,
+    ).toBe(2);
     expect(messages.filter((m) => m.type === 'tool.completed')).toHaveLength(2);
   });
 
@@ -195,7 +234,11 @@ describe('tools', () => {
   it('subagent events (parent_tool_use_id set) stay inside their tool call', () => {
     const lines = [
       INIT,
-      ev({ type: 'assistant', parent_tool_use_id: 'task-1', message: { id: 'sub', content: [{ type: 'text', text: 'sub text' }] } }),
+      ev({
+        type: 'assistant',
+        parent_tool_use_id: 'task-1',
+        message: { id: 'sub', content: [{ type: 'text', text: 'sub text' }] },
+      }),
       ev({ type: 'assistant', message: { id: 'm1', content: [{ type: 'text', text: 'main' }] } }),
       RESULT_OK,
     ];
@@ -211,13 +254,16 @@ describe('terminal failures and their category', () => {
     ['http500-whole', 'server_error'],
     ['http529', 'server_error'],
     ['midclose', 'network'],
-  ] as const)("%s (result subtype success, is_error true, exit 1) is terminal.failed %s with Claude Code's error text", (name, category) => {
-    const content = failure(mapRecorded(name));
-    expect(content.category).toBe(category);
-    expect(content.agentError).toBeTruthy();
-    expect(content.text).toContain(content.agentError);
-    expect(content.exitCode).toBe(1);
-  });
+  ] as const)(
+    "%s (result subtype success, is_error true, exit 1) is terminal.failed %s with Claude Code's error text",
+    (name, category) => {
+      const content = failure(mapRecorded(name));
+      expect(content.category).toBe(category);
+      expect(content.agentError).toBeTruthy();
+      expect(content.text).toContain(content.agentError);
+      expect(content.exitCode).toBe(1);
+    },
+  );
 
   it('is_error with subtype success is a failure even with exit code 0', () => {
     const lines = readTranscript('http500');
@@ -225,11 +271,17 @@ describe('terminal failures and their category', () => {
   });
 
   it('the category comes from api_error_status first, then from the error text', () => {
-    const result = (extra: Record<string, unknown>) => mapLines([INIT, ev({ type: 'result', subtype: 'success', is_error: true, ...extra })]);
+    const result = (extra: Record<string, unknown>) =>
+      mapLines([INIT, ev({ type: 'result', subtype: 'success', is_error: true, ...extra })]);
     expect(failure(result({ api_error_status: 403, result: 'whatever' })).category).toBe('auth');
     expect(failure(result({ api_error_status: 400, result: 'whatever' })).category).toBe('bad_request');
-    expect(failure(result({ api_error_status: null, result: 'API Error: Request timed out.' })).category).toBe('timeout');
-    expect(failure(result({ result: 'rate limited, retry after 7 seconds' }))).toMatchObject({ category: 'rate_limited', retryAfterMs: 7000 });
+    expect(failure(result({ api_error_status: null, result: 'API Error: Request timed out.' })).category).toBe(
+      'timeout',
+    );
+    expect(failure(result({ result: 'rate limited, retry after 7 seconds' }))).toMatchObject({
+      category: 'rate_limited',
+      retryAfterMs: 7000,
+    });
     expect(failure(result({ subtype: 'error_max_turns', result: '' })).category).toBe('bad_request');
     expect(failure(result({ result: 'something odd' })).category).toBe('unknown');
   });
@@ -238,7 +290,12 @@ describe('terminal failures and their category', () => {
     const messages = mapRecorded('http500-own-retries');
     const retries = messages.filter((m) => m.type === 'agent.retry');
     expect(retries).toHaveLength(1);
-    expect(retries[0]!.content).toMatchObject({ phase: 'start', attempt: 1, maxAttempts: 1, errorText: '500 server_error' });
+    expect(retries[0]!.content).toMatchObject({
+      phase: 'start',
+      attempt: 1,
+      maxAttempts: 1,
+      errorText: '500 server_error',
+    });
     expect(failure(messages).category).toBe('server_error');
   });
 
@@ -251,11 +308,19 @@ describe('terminal failures and their category', () => {
   });
 
   it('SIGTERM (exit 143, no result) is process_crash', () => {
-    for (const name of ['sigterm-streaming', 'sigterm-long-tool']) expect(failure(mapRecorded(name))).toMatchObject({ category: 'process_crash', exitCode: 143 });
+    for (const name of ['sigterm-streaming', 'sigterm-long-tool'])
+      expect(failure(mapRecorded(name))).toMatchObject({ category: 'process_crash', exitCode: 143 });
   });
 
   it('a stop sessiond asked for is reported as such, whatever Claude Code printed', () => {
-    const content = failure(mapLines(readTranscript('sigint-long-tool'), { exitCode: 0, signal: null, stopReason: 'requested', stderrTail: '' }));
+    const content = failure(
+      mapLines(readTranscript('sigint-long-tool'), {
+        exitCode: 0,
+        signal: null,
+        stopReason: 'requested',
+        stderrTail: '',
+      }),
+    );
     expect(content.text).toBe('the agent was stopped on request');
   });
 
@@ -266,7 +331,9 @@ describe('terminal failures and their category', () => {
   });
 
   it('exit 1 with no event (bad flags, refused option) is a startup failure with the stderr tail', () => {
-    const content = failure(mapLines([], { exitCode: 1, signal: null, stopReason: null, stderrTail: "error: unknown option '--bogus'\n" }));
+    const content = failure(
+      mapLines([], { exitCode: 1, signal: null, stopReason: null, stderrTail: "error: unknown option '--bogus'\n" }),
+    );
     expect(content.category).toBe('startup');
     expect(content.text).toContain("unknown option '--bogus'");
   });
@@ -279,12 +346,27 @@ describe('terminal failures and their category', () => {
   });
 
   it('an idle timeout is category timeout; a failure to spawn is category startup', () => {
-    expect(failure(mapLines([INIT], { exitCode: null, signal: 'SIGKILL', stopReason: 'idle_timeout', stderrTail: '' })).category).toBe('timeout');
-    expect(failure(mapLines([], { exitCode: null, signal: null, stopReason: null, stderrTail: '', spawnError: 'spawn claude ENOENT' })).category).toBe('startup');
+    expect(
+      failure(mapLines([INIT], { exitCode: null, signal: 'SIGKILL', stopReason: 'idle_timeout', stderrTail: '' }))
+        .category,
+    ).toBe('timeout');
+    expect(
+      failure(
+        mapLines([], {
+          exitCode: null,
+          signal: null,
+          stopReason: null,
+          stderrTail: '',
+          spawnError: 'spawn claude ENOENT',
+        }),
+      ).category,
+    ).toBe('startup');
   });
 
   it('after its result, an agent stopped for not exiting (exit_grace) still completes', () => {
-    const terminal = terminalOf(mapLines(readTranscript('text'), { exitCode: null, signal: 'SIGINT', stopReason: 'exit_grace', stderrTail: '' }));
+    const terminal = terminalOf(
+      mapLines(readTranscript('text'), { exitCode: null, signal: 'SIGINT', stopReason: 'exit_grace', stderrTail: '' }),
+    );
     expect(terminal.type).toBe('terminal.completed');
   });
 
@@ -303,21 +385,34 @@ describe('promptRecorded', () => {
   });
 
   it('is false when the agent died right after init, or saves no session', () => {
-    expect(failure(mapLines([INIT], { exitCode: null, signal: 'SIGKILL', stopReason: null, stderrTail: '' })).promptRecorded).toBe(false);
-    expect(failure(mapLines(readTranscript('http500'), recordedExit('http500'), { persistsSession: false })).promptRecorded).toBe(false);
+    expect(
+      failure(mapLines([INIT], { exitCode: null, signal: 'SIGKILL', stopReason: null, stderrTail: '' })).promptRecorded,
+    ).toBe(false);
+    expect(
+      failure(mapLines(readTranscript('http500'), recordedExit('http500'), { persistsSession: false })).promptRecorded,
+    ).toBe(false);
   });
 });
 
 describe('bad lines', () => {
   it('garbage lines never break the stream: text unchanged, lines reported in the terminal message', () => {
     const lines = readTranscript('text');
-    const noisy = [...lines.slice(0, 4), 'not json at all', '{"type":', '[1,2,3]', '{"noType":true}', ...lines.slice(4)];
+    const noisy = [
+      ...lines.slice(0, 4),
+      'not json at all',
+      '{"type":',
+      '[1,2,3]',
+      '{"noType":true}',
+      ...lines.slice(4),
+    ];
     const messages = mapLines(noisy);
     expect(assistantText(messages)).toBe(expectedAssistantText(lines));
     const terminal = terminalOf(messages);
     expect(terminal.type).toBe('terminal.completed');
     expect((terminal.content as { invalid_output_lines: string[] }).invalid_output_lines).toHaveLength(4);
-    expect((terminal.content as { invalid_output_lines: string[] }).invalid_output_lines[0]).toContain('not json at all');
+    expect((terminal.content as { invalid_output_lines: string[] }).invalid_output_lines[0]).toContain(
+      'not json at all',
+    );
   });
 
   it('no usable events at all is invalid_output, listing the bad lines', () => {

@@ -6,7 +6,11 @@ import { runClaudeCode } from '../../../src/agents/claude-code/provider.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
 import { isTerminal, type CliMessage, type MessageOf } from '../../../src/protocol/index.ts';
 import { claudeBin, createClaudeEnv, type ClaudeEnv } from '../../support/claude-code-env.ts';
-import { DEFAULT_TEXT, startFakeAnthropicServer, type FakeAnthropicServer } from '../../support/fake-anthropic-server.ts';
+import {
+  DEFAULT_TEXT,
+  startFakeAnthropicServer,
+  type FakeAnthropicServer,
+} from '../../support/fake-anthropic-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { assistantText } from './transcripts.ts';
 import { failure, terminalOf } from '../contract.ts';
@@ -16,7 +20,8 @@ let env: ClaudeEnv;
 
 beforeAll(async () => {
   // Not skipped when missing: CI installs the pinned CLIs (scripts/install-agent-clis.sh), as for Codex and Gemini.
-  if (!existsSync(claudeBin)) throw new Error(`${claudeBin} not found: run scripts/install-agent-clis.sh (npm test does)`);
+  if (!existsSync(claudeBin))
+    throw new Error(`${claudeBin} not found: run scripts/install-agent-clis.sh (npm test does)`);
   server = await startFakeAnthropicServer();
   env = createClaudeEnv(server.url);
 });
@@ -36,7 +41,8 @@ async function collect(run: AsyncIterable<CliMessage>): Promise<CliMessage[]> {
   return out;
 }
 
-const attempt = (model: string, extra: Partial<ClaudeCodeOptionsInput> = {}): Promise<CliMessage[]> => collect(runClaudeCode(options(model, extra)));
+const attempt = (model: string, extra: Partial<ClaudeCodeOptionsInput> = {}): Promise<CliMessage[]> =>
+  collect(runClaudeCode(options(model, extra)));
 
 function sessionIdOf(messages: CliMessage[]): string {
   const started = messages.find((m) => m.type === 'session.started' || m.type === 'session.resumed');
@@ -111,7 +117,10 @@ describe('runClaudeCode with the real Claude Code CLI against the fake Anthropic
       controller.abort();
     };
     const run = (async () => {
-      for await (const m of runClaudeCode(options('long-tool-bg', { allowedTools: ['Bash'] }), { signal: controller.signal, onSpawn: (a) => (marker = a.marker) })) {
+      for await (const m of runClaudeCode(options('long-tool-bg', { allowedTools: ['Bash'] }), {
+        signal: controller.signal,
+        onSpawn: (a) => (marker = a.marker),
+      })) {
         seen.push(m);
         if (m.type === 'tool.call') void abortWhenToolRuns();
       }
@@ -127,7 +136,9 @@ describe('runClaudeCode with the real Claude Code CLI against the fake Anthropic
 
   it('a model that never answers hits the idle timeout: category timeout, nothing left running', async () => {
     let marker = '';
-    const messages = await collect(runClaudeCode(options('hang', { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) }));
+    const messages = await collect(
+      runClaudeCode(options('hang', { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) }),
+    );
     expect(failure(messages).category).toBe('timeout');
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
@@ -144,7 +155,11 @@ describe('runClaudeCode with the real Claude Code CLI against the fake Anthropic
   it("the session's state travels to another host (fresh config dir, other cwd) and resumes there", async () => {
     const other = createClaudeEnv(server.url);
     try {
-      const request = (text: string, resumeSessionId: string | null, on: ClaudeEnv) => ({ text, resumeSessionId, options: { ...on.options, model: 'text-plain' } });
+      const request = (text: string, resumeSessionId: string | null, on: ClaudeEnv) => ({
+        text,
+        resumeSessionId,
+        options: { ...on.options, model: 'text-plain' },
+      });
       const id = sessionIdOf(await collect(claudeCode.run(request('prompt on host one', null, env), {})));
       const state = await claudeCode.exportState!({ ...env.options }, id);
       expect(state).not.toBeNull();
@@ -161,18 +176,23 @@ describe('runClaudeCode with the real Claude Code CLI against the fake Anthropic
   });
 
   it('resuming a session this host does not have is a startup failure', async () => {
-    const content = failure(await attempt('text', { session: { mode: 'resume', id: '11111111-2222-4333-8444-555555555555' } }));
+    const content = failure(
+      await attempt('text', { session: { mode: 'resume', id: '11111111-2222-4333-8444-555555555555' } }),
+    );
     expect(content.category).toBe('startup');
     expect(content.text).toContain('No conversation found');
   });
 
-  it.skipIf(process.getuid?.() !== 0)('bypassPermissions as root without IS_SANDBOX=1 fails at once as startup, before any spawn', async () => {
-    const before = server.requests.length;
-    const content = failure(await attempt('text', { permissionMode: 'bypassPermissions' }));
-    expect(content.category).toBe('startup');
-    expect(content.text).toContain('IS_SANDBOX=1');
-    expect(server.requests.length).toBe(before);
-  });
+  it.skipIf(process.getuid?.() !== 0)(
+    'bypassPermissions as root without IS_SANDBOX=1 fails at once as startup, before any spawn',
+    async () => {
+      const before = server.requests.length;
+      const content = failure(await attempt('text', { permissionMode: 'bypassPermissions' }));
+      expect(content.category).toBe('startup');
+      expect(content.text).toContain('IS_SANDBOX=1');
+      expect(server.requests.length).toBe(before);
+    },
+  );
 
   it('a command that cannot start and invalid options are startup failures, not throws', async () => {
     expect(failure(await attempt('text', { command: '/nonexistent/claude' })).category).toBe('startup');
@@ -185,7 +205,9 @@ describe('runClaudeCode with the real Claude Code CLI against the fake Anthropic
     const controller = new AbortController();
     controller.abort();
     const before = server.requests.length;
-    await expect(runClaudeCode(options('text'), { signal: controller.signal }).next()).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(runClaudeCode(options('text'), { signal: controller.signal }).next()).rejects.toMatchObject({
+      name: 'AbortError',
+    });
     expect(server.requests.length).toBe(before);
   });
 });

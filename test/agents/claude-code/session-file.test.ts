@@ -2,7 +2,13 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { claudeConfigDir, exportClaudeSession, importClaudeSession, parseClaudeSessionState, projectDirName } from '../../../src/agents/claude-code/session-file.ts';
+import {
+  claudeConfigDir,
+  exportClaudeSession,
+  importClaudeSession,
+  parseClaudeSessionState,
+  projectDirName,
+} from '../../../src/agents/claude-code/session-file.ts';
 
 const ID = '0e753451-2f7e-4269-b6f0-68fac1eae933';
 const dirs: string[] = [];

@@ -1,7 +1,16 @@
 import { ClaudeCodeMapper, type ClaudeCodeMapperOptions } from '../../../src/agents/claude-code/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
 import type { CliMessage } from '../../../src/index.ts';
-import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, recordedExitOf, thoughtText } from '../fixtures.ts';
+import {
+  assistantText,
+  CLEAN_EXIT,
+  fixtureDir,
+  fixtureLines,
+  fixtureNames,
+  mapAll,
+  recordedExitOf,
+  thoughtText,
+} from '../fixtures.ts';
 
 export const CLAUDE_FIXTURES = fixtureDir('claude-code');
 
@@ -20,7 +29,11 @@ export function recordedExit(name: string): AttemptExit {
   return recordedExitOf(CLAUDE_FIXTURES, name);
 }
 
-export function mapLines(lines: readonly string[], exit: AttemptExit = CLEAN_EXIT, options: ClaudeCodeMapperOptions = {}): CliMessage[] {
+export function mapLines(
+  lines: readonly string[],
+  exit: AttemptExit = CLEAN_EXIT,
+  options: ClaudeCodeMapperOptions = {},
+): CliMessage[] {
   return mapAll(new ClaudeCodeMapper(options), lines, exit);
 }
 
@@ -34,7 +47,13 @@ interface RawEvent {
   type?: string;
   parent_tool_use_id?: string | null;
   message?: { id?: string; model?: string; content?: RawBlock[] };
-  event?: { type?: string; index?: number; message?: { id?: string }; content_block?: RawBlock; delta?: { type?: string; text?: string; thinking?: string } };
+  event?: {
+    type?: string;
+    index?: number;
+    message?: { id?: string };
+    content_block?: RawBlock;
+    delta?: { type?: string; text?: string; thinking?: string };
+  };
 }
 
 function parse(line: string): RawEvent | null {
@@ -78,14 +97,18 @@ function finalBlocks(lines: readonly string[], kind: 'text' | 'thinking'): strin
     if (e.type === 'assistant' && e.message?.model !== '<synthetic>') {
       const id = e.message?.id ?? `anonymous-${anonymous++}`;
       see(id);
-      const texts = (e.message?.content ?? []).filter((b) => b.type === kind).map((b) => (kind === 'text' ? (b.text ?? '') : (b.thinking ?? '')));
+      const texts = (e.message?.content ?? [])
+        .filter((b) => b.type === kind)
+        .map((b) => (kind === 'text' ? (b.text ?? '') : (b.thinking ?? '')));
       completed.set(id, [...(completed.get(id) ?? []), ...texts]);
     }
   }
   let out = '';
   for (const id of order) {
     const done = completed.get(id) ?? [];
-    const stream = [...(streamed.get(id) ?? new Map<number, string>()).entries()].sort((a, b) => a[0] - b[0]).map(([, t]) => t);
+    const stream = [...(streamed.get(id) ?? new Map<number, string>()).entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([, t]) => t);
     for (let i = 0; i < Math.max(done.length, stream.length); i++) out += done[i] ?? stream[i] ?? '';
   }
   return out;

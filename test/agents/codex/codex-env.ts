@@ -52,7 +52,15 @@ export function createCodexEnv(options: CodexEnvOptions = {}): CodexEnv {
     SESSIOND_STATE_DIR: stateDir,
     [FAKE_KEY_ENV]: FAKE_KEY,
   };
-  return { root, home, userCodexHome, stateDir, cwd, env, cleanup: () => rmSync(root, { recursive: true, force: true }) };
+  return {
+    root,
+    home,
+    userCodexHome,
+    stateDir,
+    cwd,
+    env,
+    cleanup: () => rmSync(root, { recursive: true, force: true }),
+  };
 }
 
 /** A user config.toml that selects its own provider `fake` at `baseUrl`, with Codex's retries ON. */
@@ -73,7 +81,11 @@ export function userProviderConfig(baseUrl: string, retries: number): string {
 }
 
 /** runCodex options for `env`, talking to `baseUrl` (a `server.urlFor(script)`). */
-export function codexOptions(env: CodexEnv, baseUrl: string, extra: Partial<CodexOptionsInput> = {}): CodexOptionsInput {
+export function codexOptions(
+  env: CodexEnv,
+  baseUrl: string,
+  extra: Partial<CodexOptionsInput> = {},
+): CodexOptionsInput {
   return {
     prompt: 'Say hello. If asked, run echo hi.',
     cwd: env.cwd,

@@ -1,4 +1,14 @@
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -86,7 +96,11 @@ describe('the rollout file that travels with a session', () => {
 
   it('refuses a state that is not a rollout of that thread or that leaves the sessions folder', async () => {
     const home = join(root, 'h');
-    await expect(importCodexRollout(home, THREAD, { version: 1, path: `../../etc/rollout-x-${THREAD}.jsonl`, content: '' })).rejects.toThrow();
-    await expect(importCodexRollout(home, '01a22958-0000-7000-8000-000000000000', { version: 1, path: ROLLOUT, content: '' })).rejects.toThrow();
+    await expect(
+      importCodexRollout(home, THREAD, { version: 1, path: `../../etc/rollout-x-${THREAD}.jsonl`, content: '' }),
+    ).rejects.toThrow();
+    await expect(
+      importCodexRollout(home, '01a22958-0000-7000-8000-000000000000', { version: 1, path: ROLLOUT, content: '' }),
+    ).rejects.toThrow();
   });
 });

@@ -1,13 +1,31 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isTerminal } from '../../../src/protocol/index.ts';
-import { assistantText, expectedAssistantText, expectedThinking, mapLines, readTranscript, recordedExit, thoughtText, transcriptNames } from './transcripts.ts';
+import {
+  assistantText,
+  expectedAssistantText,
+  expectedThinking,
+  mapLines,
+  readTranscript,
+  recordedExit,
+  thoughtText,
+  transcriptNames,
+} from './transcripts.ts';
 import { arbitraryGarbageLine, interleave } from '../garbage.ts';
 
 const garbageLine = arbitraryGarbageLine(['Reading additional input from stdin...']);
 
 describe('codex mapper properties', () => {
-  for (const name of ['text', 'tool', 'two-tools', 'text-tool-text', 'tool-fail', 'response-failed', 'http500-agent-retries', 'sigint-during-tool']) {
+  for (const name of [
+    'text',
+    'tool',
+    'two-tools',
+    'text-tool-text',
+    'tool-fail',
+    'response-failed',
+    'http500-agent-retries',
+    'sigint-during-tool',
+  ]) {
     it(`${name}: garbage lines interleaved anywhere never throw and never change the text, the thinking or the terminal type`, () => {
       const lines = readTranscript(name);
       const exit = recordedExit(name);
@@ -36,11 +54,15 @@ describe('codex mapper properties', () => {
       stderrTail: fc.string(),
     });
     fc.assert(
-      fc.property(fc.array(fc.oneof(garbageLine, fc.constantFrom(...recorded)), { maxLength: 60 }), exit, (lines, end) => {
-        const messages = mapLines(lines, end);
-        expect(messages.filter(isTerminal)).toHaveLength(1);
-        expect(isTerminal(messages.at(-1)!)).toBe(true);
-      }),
+      fc.property(
+        fc.array(fc.oneof(garbageLine, fc.constantFrom(...recorded)), { maxLength: 60 }),
+        exit,
+        (lines, end) => {
+          const messages = mapLines(lines, end);
+          expect(messages.filter(isTerminal)).toHaveLength(1);
+          expect(isTerminal(messages.at(-1)!)).toBe(true);
+        },
+      ),
       { numRuns: 300 },
     );
   });

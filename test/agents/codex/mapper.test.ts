@@ -18,9 +18,29 @@ import { expectContract, expectOneResultPerToolCall, failure, terminalOf } from 
 
 const THREAD = '01a22958-c3ff-74e2-a8e3-aae33327962b';
 const started = [ev({ type: 'thread.started', thread_id: THREAD }), ev({ type: 'turn.started' })];
-const completed = ev({ type: 'turn.completed', usage: { input_tokens: 10, cached_input_tokens: 4, cache_write_input_tokens: 0, output_tokens: 5, reasoning_output_tokens: 0 } });
+const completed = ev({
+  type: 'turn.completed',
+  usage: {
+    input_tokens: 10,
+    cached_input_tokens: 4,
+    cache_write_input_tokens: 0,
+    output_tokens: 5,
+    reasoning_output_tokens: 0,
+  },
+});
 const command = (phase: string, id: string, extra: Record<string, unknown> = {}) =>
-  ev({ type: phase, item: { id, type: 'command_execution', command: "/bin/bash -lc 'ls'", aggregated_output: '', exit_code: null, status: 'in_progress', ...extra } });
+  ev({
+    type: phase,
+    item: {
+      id,
+      type: 'command_execution',
+      command: "/bin/bash -lc 'ls'",
+      aggregated_output: '',
+      exit_code: null,
+      status: 'in_progress',
+      ...extra,
+    },
+  });
 
 describe('every recorded codex transcript', () => {
   const names = transcriptNames();
@@ -33,13 +53,18 @@ describe('every recorded codex transcript', () => {
     expectContract(mapRecorded(name));
   });
 
-  it.each(names)('%s: the assistant text is exactly the agent_message items, each once; the thinking is the reasoning items', (name) => {
-    const lines = readTranscript(name);
-    const messages = mapRecorded(name);
-    expect(assistantText(messages)).toBe(expectedAssistantText(lines));
-    expect(messages.filter((m) => m.type === 'assistant')).toHaveLength(lines.filter((l) => l.includes('"type":"agent_message"')).length);
-    expect(thoughtText(messages)).toBe(expectedThinking(lines));
-  });
+  it.each(names)(
+    '%s: the assistant text is exactly the agent_message items, each once; the thinking is the reasoning items',
+    (name) => {
+      const lines = readTranscript(name);
+      const messages = mapRecorded(name);
+      expect(assistantText(messages)).toBe(expectedAssistantText(lines));
+      expect(messages.filter((m) => m.type === 'assistant')).toHaveLength(
+        lines.filter((l) => l.includes('"type":"agent_message"')).length,
+      );
+      expect(thoughtText(messages)).toBe(expectedThinking(lines));
+    },
+  );
 
   it.each(names)('%s: one tool.call and exactly one result per toolCallId, the call first', (name) => {
     const messages = mapRecorded(name);
@@ -56,7 +81,10 @@ describe('thread events', () => {
 
   it('the thread the caller asked to resume is session.resumed (same id), another id is session.started', () => {
     const id = (JSON.parse(readTranscript('session-resume')[0]!) as { thread_id: string }).thread_id;
-    expect(mapRecorded('session-resume', { resumeSessionId: id })[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
+    expect(mapRecorded('session-resume', { resumeSessionId: id })[0]).toEqual({
+      type: 'session.resumed',
+      content: { sessionId: id },
+    });
     expect(mapRecorded('session-resume', { resumeSessionId: id.toUpperCase() })[0]?.type).toBe('session.resumed');
     expect(mapRecorded('session-resume', { resumeSessionId: THREAD })[0]?.type).toBe('session.started');
   });
@@ -70,12 +98,19 @@ describe('thread events', () => {
 describe('assistant text and thinking', () => {
   it('a whole agent_message is one assistant message with the whole text (Codex sends no deltas)', () => {
     const messages = mapRecorded('text');
-    expect(messages.filter((m) => m.type === 'assistant')).toEqual([{ type: 'assistant', content: { text: 'Hello from the fake model.' } }]);
+    expect(messages.filter((m) => m.type === 'assistant')).toEqual([
+      { type: 'assistant', content: { text: 'Hello from the fake model.' } },
+    ]);
   });
 
   it('reasoning is held back and released as assistant.thought after the text, before the terminal', () => {
     const messages = mapRecorded('text');
-    expect(messages.map((m) => m.type)).toEqual(['session.started', 'assistant', 'assistant.thought', 'terminal.completed']);
+    expect(messages.map((m) => m.type)).toEqual([
+      'session.started',
+      'assistant',
+      'assistant.thought',
+      'terminal.completed',
+    ]);
     expect(thoughtText(messages)).toBe('**Greeting**\n\nThe user wants a greeting.');
   });
 
@@ -90,12 +125,24 @@ describe('assistant text and thinking', () => {
       completed,
     ];
     const messages = mapLines(lines);
-    expect(messages.filter((m) => m.type === 'assistant.thought').map((m) => m.content)).toEqual([{ text: 'first I plan. ' }, { text: 'then I answer.' }]);
-    expect(messages.findIndex((m) => m.type === 'assistant.thought')).toBeGreaterThan(messages.findIndex((m) => m.type === 'tool.completed'));
+    expect(messages.filter((m) => m.type === 'assistant.thought').map((m) => m.content)).toEqual([
+      { text: 'first I plan. ' },
+      { text: 'then I answer.' },
+    ]);
+    expect(messages.findIndex((m) => m.type === 'assistant.thought')).toBeGreaterThan(
+      messages.findIndex((m) => m.type === 'tool.completed'),
+    );
   });
 
   it('text before a tool call and the answer after it come in order', () => {
-    expect(mapRecorded('text-tool-text').map((m) => m.type)).toEqual(['session.started', 'assistant', 'tool.call', 'tool.completed', 'assistant', 'terminal.completed']);
+    expect(mapRecorded('text-tool-text').map((m) => m.type)).toEqual([
+      'session.started',
+      'assistant',
+      'tool.call',
+      'tool.completed',
+      'assistant',
+      'terminal.completed',
+    ]);
   });
 
   it('the same item reported twice gives its text once', () => {
@@ -113,7 +160,11 @@ describe('tools', () => {
   it('a command_execution gives one tool.call (its command) and one tool.completed (output, exit code 0)', () => {
     const messages = mapRecorded('tool');
     const call = messages.find((m) => m.type === 'tool.call');
-    expect(call?.content).toEqual({ toolCallId: 'item_0', name: 'command_execution', arguments: { command: "/bin/bash -lc 'echo hi'" } });
+    expect(call?.content).toEqual({
+      toolCallId: 'item_0',
+      name: 'command_execution',
+      arguments: { command: "/bin/bash -lc 'echo hi'" },
+    });
     const done = messages.filter((m) => m.type === 'tool.completed');
     expect(done).toHaveLength(1);
     expect(done[0]?.content).toMatchObject({ toolCallId: 'item_0', result: { output: 'hi\n', exitCode: 0 } });
@@ -124,7 +175,9 @@ describe('tools', () => {
     expect(messages.filter((m) => m.type === 'tool.completed')).toHaveLength(0);
     const failed = messages.filter((m) => m.type === 'tool.failed');
     expect(failed).toHaveLength(1);
-    expect(failed[0]?.content).toMatchObject({ error: { exitCode: 3, output: expect.stringContaining('/nonexistent-fake-dir') } });
+    expect(failed[0]?.content).toMatchObject({
+      error: { exitCode: 3, output: expect.stringContaining('/nonexistent-fake-dir') },
+    });
   });
 
   it('two commands each get their call and their result', () => {
@@ -152,25 +205,50 @@ describe('tools', () => {
       completed,
     ]);
     expect(messages.filter((m) => m.type === 'tool.update').map((m) => m.content)).toEqual([
-      { toolCallId: 'c1', name: 'command_execution', arguments: { command: "/bin/bash -lc 'ls'" }, partialResult: { output: 'partial\n' } },
+      {
+        toolCallId: 'c1',
+        name: 'command_execution',
+        arguments: { command: "/bin/bash -lc 'ls'" },
+        partialResult: { output: 'partial\n' },
+      },
     ]);
   });
 
   it('a result without a started item still gives the call first, then one result', () => {
-    const messages = mapLines([...started, command('item.completed', 'c2', { exit_code: 0, status: 'completed' }), completed]);
-    expect(messages.map((m) => m.type)).toEqual(['session.started', 'tool.call', 'tool.completed', 'terminal.completed']);
+    const messages = mapLines([
+      ...started,
+      command('item.completed', 'c2', { exit_code: 0, status: 'completed' }),
+      completed,
+    ]);
+    expect(messages.map((m) => m.type)).toEqual([
+      'session.started',
+      'tool.call',
+      'tool.completed',
+      'terminal.completed',
+    ]);
   });
 
   it('a file_change item is a tool call too, failed when its status is not completed', () => {
-    const change = (status: string) => ev({ type: 'item.completed', item: { id: 'f1', type: 'file_change', changes: [{ path: 'a.txt', kind: 'add' }], status } });
-    expect(mapLines([...started, change('completed'), completed]).filter((m) => m.type === 'tool.completed')).toHaveLength(1);
+    const change = (status: string) =>
+      ev({
+        type: 'item.completed',
+        item: { id: 'f1', type: 'file_change', changes: [{ path: 'a.txt', kind: 'add' }], status },
+      });
+    expect(
+      mapLines([...started, change('completed'), completed]).filter((m) => m.type === 'tool.completed'),
+    ).toHaveLength(1);
     expect(mapLines([...started, change('failed'), completed]).filter((m) => m.type === 'tool.failed')).toHaveLength(1);
   });
 
   it.each(['sigint-during-tool', 'sigterm-during-tool', 'sigterm-during-tool-full-access'])(
     '%s: a command still running when Codex dies gets one tool.failed before the terminal',
     (name) => {
-      expect(mapRecorded(name).map((m) => m.type)).toEqual(['session.started', 'tool.call', 'tool.failed', 'terminal.failed']);
+      expect(mapRecorded(name).map((m) => m.type)).toEqual([
+        'session.started',
+        'tool.call',
+        'tool.failed',
+        'terminal.failed',
+      ]);
     },
   );
 });
@@ -187,16 +265,19 @@ describe('terminal failures and their category', () => {
     ['context-window', 'bad_request'],
     ['at-capacity', 'server_error'],
     ['rate-limit-failed', 'rate_limited'],
-  ] as const)("%s (turn.failed, exit 1) is terminal.failed with category %s and Codex's own error text", (name, category) => {
-    const content = failure(mapRecorded(name));
-    expect(content.category).toBe(category);
-    expect(content.exitCode).toBe(1);
-    expect(content.agentError).toBeTruthy();
-    expect(content.text).toContain(content.agentError);
-    const lines = readTranscript(name);
-    const failed = JSON.parse(lines.find((l) => l.includes('"turn.failed"'))!) as { error: { message: string } };
-    expect(content.agentError).toBe(failed.error.message);
-  });
+  ] as const)(
+    "%s (turn.failed, exit 1) is terminal.failed with category %s and Codex's own error text",
+    (name, category) => {
+      const content = failure(mapRecorded(name));
+      expect(content.category).toBe(category);
+      expect(content.exitCode).toBe(1);
+      expect(content.agentError).toBeTruthy();
+      expect(content.text).toContain(content.agentError);
+      const lines = readTranscript(name);
+      const failed = JSON.parse(lines.find((l) => l.includes('"turn.failed"'))!) as { error: { message: string } };
+      expect(content.agentError).toBe(failed.error.message);
+    },
+  );
 
   it("HTTP 500: Codex's canned text is all there is, and it stands for a server error", () => {
     const content = failure(mapRecorded('http500'));
@@ -209,7 +290,8 @@ describe('terminal failures and their category', () => {
   });
 
   it('once the turn started, the failure says the prompt is recorded in the thread (a retry continues it)', () => {
-    for (const name of ['http500', 'midclose', 'sigint-during-tool', 'sigint-streaming']) expect(failure(mapRecorded(name)).promptRecorded).toBe(true);
+    for (const name of ['http500', 'midclose', 'sigint-during-tool', 'sigint-streaming'])
+      expect(failure(mapRecorded(name)).promptRecorded).toBe(true);
     expect(failure(mapRecorded('http500', { persistsSession: false })).promptRecorded).toBe(false);
   });
 
@@ -217,9 +299,23 @@ describe('terminal failures and their category', () => {
     const messages = mapRecorded('http500-agent-retries');
     const retries = messages.filter((m) => m.type === 'agent.retry').map((m) => m.content);
     expect(retries).toEqual([
-      { phase: 'start', attempt: 1, maxAttempts: 2, errorText: 'We’re currently experiencing high demand, which may cause temporary errors.' },
-      { phase: 'start', attempt: 2, maxAttempts: 2, errorText: 'We’re currently experiencing high demand, which may cause temporary errors.' },
-      { phase: 'end', success: false, errorText: 'We’re currently experiencing high demand, which may cause temporary errors.' },
+      {
+        phase: 'start',
+        attempt: 1,
+        maxAttempts: 2,
+        errorText: 'We’re currently experiencing high demand, which may cause temporary errors.',
+      },
+      {
+        phase: 'start',
+        attempt: 2,
+        maxAttempts: 2,
+        errorText: 'We’re currently experiencing high demand, which may cause temporary errors.',
+      },
+      {
+        phase: 'end',
+        success: false,
+        errorText: 'We’re currently experiencing high demand, which may cause temporary errors.',
+      },
     ]);
     expect(failure(messages).category).toBe('server_error');
   });
@@ -232,11 +328,19 @@ describe('terminal failures and their category', () => {
       completed,
     ];
     const types = mapLines(lines).map((m) => (m.type === 'agent.retry' ? `${m.type}:${m.content.phase}` : m.type));
-    expect(types).toEqual(['session.started', 'agent.retry:start', 'assistant', 'agent.retry:end', 'terminal.completed']);
+    expect(types).toEqual([
+      'session.started',
+      'agent.retry:start',
+      'assistant',
+      'agent.retry:end',
+      'terminal.completed',
+    ]);
   });
 
   it('resuming a thread Codex has no rollout for (exit 1, no events) is a startup failure with its stderr', () => {
-    const content = failure(mapRecorded('resume-unknown-thread', { resumeSessionId: '01a2294d-0000-7000-8000-000000000000' }));
+    const content = failure(
+      mapRecorded('resume-unknown-thread', { resumeSessionId: '01a2294d-0000-7000-8000-000000000000' }),
+    );
     expect(content.category).toBe('startup');
     expect(content.text).toContain('no rollout found');
     expect(content.promptRecorded).toBe(false);
@@ -262,13 +366,27 @@ describe('terminal failures and their category', () => {
 
   it('a stop sessiond asked for, an idle timeout and a spawn error are what they are, whatever was printed', () => {
     const lines = readTranscript('tool');
-    expect(failure(mapLines(lines, { exitCode: 1, signal: null, stopReason: 'requested', stderrTail: '' })).category).toBe('process_crash');
-    expect(failure(mapLines(lines.slice(0, 3), { exitCode: null, signal: 'SIGKILL', stopReason: 'idle_timeout', stderrTail: '' })).category).toBe('timeout');
-    expect(failure(mapLines([], { exitCode: null, signal: null, stopReason: null, stderrTail: '', spawnError: 'ENOENT' })).category).toBe('startup');
+    expect(
+      failure(mapLines(lines, { exitCode: 1, signal: null, stopReason: 'requested', stderrTail: '' })).category,
+    ).toBe('process_crash');
+    expect(
+      failure(
+        mapLines(lines.slice(0, 3), { exitCode: null, signal: 'SIGKILL', stopReason: 'idle_timeout', stderrTail: '' }),
+      ).category,
+    ).toBe('timeout');
+    expect(
+      failure(mapLines([], { exitCode: null, signal: null, stopReason: null, stderrTail: '', spawnError: 'ENOENT' }))
+        .category,
+    ).toBe('startup');
   });
 
   it('stopped during the exit grace after turn.completed still completes', () => {
-    const messages = mapLines(readTranscript('text'), { exitCode: null, signal: 'SIGINT', stopReason: 'exit_grace', stderrTail: '' });
+    const messages = mapLines(readTranscript('text'), {
+      exitCode: null,
+      signal: 'SIGINT',
+      stopReason: 'exit_grace',
+      stderrTail: '',
+    });
     expect(terminalOf(messages).type).toBe('terminal.completed');
   });
 
@@ -278,7 +396,10 @@ describe('terminal failures and their category', () => {
   });
 
   it('an exit code other than 0 after turn.completed is a failure, not a success', () => {
-    expect(failure(mapLines(readTranscript('text'), { exitCode: 1, signal: null, stopReason: null, stderrTail: 'boom' })).category).toBe('process_crash');
+    expect(
+      failure(mapLines(readTranscript('text'), { exitCode: 1, signal: null, stopReason: null, stderrTail: 'boom' }))
+        .category,
+    ).toBe('process_crash');
   });
 });
 

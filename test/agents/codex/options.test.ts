@@ -9,14 +9,37 @@ const THREAD = '01a22958-c3ff-74e2-a8e3-aae33327962b';
 describe('codex options', () => {
   it('the sandbox is read-only unless chosen, and is always on the command line', () => {
     expect(parse({}).sandbox).toBe('read-only');
-    expect(codexArgs(parse({}), [])).toEqual(['exec', '--json', '--skip-git-repo-check', '-c', 'sandbox_mode="read-only"', '-']);
+    expect(codexArgs(parse({}), [])).toEqual([
+      'exec',
+      '--json',
+      '--skip-git-repo-check',
+      '-c',
+      'sandbox_mode="read-only"',
+      '-',
+    ]);
     expect(codexArgs(parse({ sandbox: 'workspace-write' }), [])).toContain('sandbox_mode="workspace-write"');
     expect(CodexOptionsSchema.safeParse({ prompt: 'hi', sandbox: 'yolo' }).success).toBe(false);
   });
 
   it('a resume is `exec resume … <thread id> -`, with the same sandbox override (exec resume has no --sandbox)', () => {
-    const args = codexArgs(parse({ session: { mode: 'resume', id: THREAD }, model: 'gpt-5.5', sandbox: 'danger-full-access' }), ['-c', 'x=1']);
-    expect(args).toEqual(['exec', 'resume', '--json', '--skip-git-repo-check', '-c', 'sandbox_mode="danger-full-access"', '-c', 'x=1', '-m', 'gpt-5.5', THREAD, '-']);
+    const args = codexArgs(
+      parse({ session: { mode: 'resume', id: THREAD }, model: 'gpt-5.5', sandbox: 'danger-full-access' }),
+      ['-c', 'x=1'],
+    );
+    expect(args).toEqual([
+      'exec',
+      'resume',
+      '--json',
+      '--skip-git-repo-check',
+      '-c',
+      'sandbox_mode="danger-full-access"',
+      '-c',
+      'x=1',
+      '-m',
+      'gpt-5.5',
+      THREAD,
+      '-',
+    ]);
   });
 
   it('the prompt never reaches argv: it is `-`, read from stdin', () => {
@@ -39,7 +62,9 @@ describe('codex options', () => {
   });
 
   it('rejects what Codex would misread: a non-UUID thread id, provider with baseUrl, envKey without baseUrl, retry fields', () => {
-    expect(CodexOptionsSchema.safeParse({ prompt: 'hi', session: { mode: 'resume', id: '--last' } }).success).toBe(false);
+    expect(CodexOptionsSchema.safeParse({ prompt: 'hi', session: { mode: 'resume', id: '--last' } }).success).toBe(
+      false,
+    );
     expect(CodexOptionsSchema.safeParse({ prompt: 'hi', provider: 'a', baseUrl: 'http://x/v1' }).success).toBe(false);
     expect(CodexOptionsSchema.safeParse({ prompt: 'hi', envKey: 'K' }).success).toBe(false);
     expect(CodexOptionsSchema.safeParse({ prompt: 'hi', baseUrl: 'ftp://x/v1' }).success).toBe(false);
@@ -64,7 +89,15 @@ describe('the model provider and its retries', () => {
   });
 
   it("the user's config.toml provider (top level or active profile) keeps its settings but gets its retries forced to 0", () => {
-    const config = ['model_provider = "mine" # comment', 'profile = "work"', '', '[model_providers.mine]', 'base_url = "http://x"', 'request_max_retries = 9', ''].join('\n');
+    const config = [
+      'model_provider = "mine" # comment',
+      'profile = "work"',
+      '',
+      '[model_providers.mine]',
+      'base_url = "http://x"',
+      'request_max_retries = 9',
+      '',
+    ].join('\n');
     expect(providerArgs({}, config)).toEqual({
       ok: true,
       providerId: 'mine',
@@ -72,14 +105,23 @@ describe('the model provider and its retries', () => {
     });
     expect(selectedProvider(`${config}\n[profiles.work]\nmodel_provider = 'corp'\n`)).toBe('corp');
     expect(selectedProvider('[model_providers.x]\nmodel_provider = "not-top-level"\n')).toBeUndefined();
-    expect(selectedProvider('instructions = """\nmodel_provider = "inside a string"\n"""\nmodel_provider = "real"\n')).toBe('real');
+    expect(
+      selectedProvider('instructions = """\nmodel_provider = "inside a string"\n"""\nmodel_provider = "real"\n'),
+    ).toBe('real');
   });
 
   it('an explicit provider is selected and its retries forced to 0', () => {
     expect(providerArgs({ provider: 'corp' }, null)).toEqual({
       ok: true,
       providerId: 'corp',
-      args: ['-c', 'model_provider="corp"', '-c', 'model_providers.corp.request_max_retries=0', '-c', 'model_providers.corp.stream_max_retries=0'],
+      args: [
+        '-c',
+        'model_provider="corp"',
+        '-c',
+        'model_providers.corp.request_max_retries=0',
+        '-c',
+        'model_providers.corp.stream_max_retries=0',
+      ],
     });
   });
 
@@ -100,7 +142,10 @@ describe("Codex's error texts", () => {
   it.each([
     ['We’re currently experiencing high demand, which may cause temporary errors.', 'server_error'],
     ['Selected model is at capacity. Please try a different model.', 'server_error'],
-    ["Codex ran out of room in the model's context window. Start a new thread or clear earlier history before retrying.", 'bad_request'],
+    [
+      "Codex ran out of room in the model's context window. Start a new thread or clear earlier history before retrying.",
+      'bad_request',
+    ],
     ['{"error":{"message":"fake bad request","type":"invalid_request_error","code":null,"param":null}}', 'bad_request'],
     ['{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}', 'rate_limited'],
     ['stream disconnected before completion: Transport error: network error: error decoding response body', 'network'],

@@ -6,9 +6,22 @@ import type { CodexOptionsInput } from '../../../src/agents/codex/options.ts';
 import { runCodex } from '../../../src/agents/codex/provider.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
 import { isTerminal, type CliMessage } from '../../../src/protocol/index.ts';
-import { hasFunctionCallOutput, startFakeResponsesServer, userTexts, type FakeResponsesServer } from '../../support/fake-responses-server.ts';
+import {
+  hasFunctionCallOutput,
+  startFakeResponsesServer,
+  userTexts,
+  type FakeResponsesServer,
+} from '../../support/fake-responses-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
-import { codexBin, codexOptions, createCodexEnv, FAKE_KEY_ENV, FAKE_MODEL, userProviderConfig, type CodexEnv } from './codex-env.ts';
+import {
+  codexBin,
+  codexOptions,
+  createCodexEnv,
+  FAKE_KEY_ENV,
+  FAKE_MODEL,
+  userProviderConfig,
+  type CodexEnv,
+} from './codex-env.ts';
 import { assistantText } from './transcripts.ts';
 import { failure, terminalOf } from '../contract.ts';
 
@@ -37,16 +50,25 @@ function attempt(script: string, extra: Partial<CodexOptionsInput> = {}, on: Cod
 
 function threadOf(messages: CliMessage[]): string {
   const first = messages[0];
-  if (first?.type !== 'session.started' && first?.type !== 'session.resumed') throw new Error(`no session message first: ${JSON.stringify(first)}`);
+  if (first?.type !== 'session.started' && first?.type !== 'session.resumed')
+    throw new Error(`no session message first: ${JSON.stringify(first)}`);
   return first.content.sessionId;
 }
 
 describe('runCodex with the real codex CLI against the fake Responses server', () => {
   it('a text answer is one whole assistant message, its reasoning a thought, after exactly one model request', async () => {
     const messages = await attempt('text');
-    expect(messages.map((m) => m.type)).toEqual(['session.started', 'assistant', 'assistant.thought', 'terminal.completed']);
+    expect(messages.map((m) => m.type)).toEqual([
+      'session.started',
+      'assistant',
+      'assistant.thought',
+      'terminal.completed',
+    ]);
     expect(assistantText(messages)).toBe('Hello from the fake model.');
-    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed', content: { stopReason: 'stop', usage: { input: 42, output: 12 } } });
+    expect(terminalOf(messages)).toMatchObject({
+      type: 'terminal.completed',
+      content: { stopReason: 'stop', usage: { input: 42, output: 12 } },
+    });
     expect(server.requestsFor('text')).toHaveLength(1);
   });
 
@@ -58,8 +80,16 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
 
   it('a tool turn gives one tool.call and one tool.completed, then the answer', async () => {
     const messages = await attempt('tool');
-    expect(messages.map((m) => m.type)).toEqual(['session.started', 'tool.call', 'tool.completed', 'assistant', 'terminal.completed']);
-    expect(messages.find((m) => m.type === 'tool.completed')?.content).toMatchObject({ result: { output: 'hi\n', exitCode: 0 } });
+    expect(messages.map((m) => m.type)).toEqual([
+      'session.started',
+      'tool.call',
+      'tool.completed',
+      'assistant',
+      'terminal.completed',
+    ]);
+    expect(messages.find((m) => m.type === 'tool.completed')?.content).toMatchObject({
+      result: { output: 'hi\n', exitCode: 0 },
+    });
     expect(assistantText(messages)).toBe('The command printed: hi');
     expect(server.requestsFor('tool')).toHaveLength(2);
   });
@@ -115,12 +145,19 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
       const seconds = 3000 + Math.floor(Math.random() * 6000);
       const cmd = setsid ? `setsid sleep ${seconds} & sleep ${seconds + 1}` : `sleep ${seconds}; echo done`;
       const script = `long-tool-${seconds}`;
-      server.setScript(script, ({ body }) => (hasFunctionCallOutput(body) ? { text: 'Slept.' } : { functionCalls: [{ name: 'exec_command', arguments: { cmd } }] }));
+      server.setScript(script, ({ body }) =>
+        hasFunctionCallOutput(body)
+          ? { text: 'Slept.' }
+          : { functionCalls: [{ name: 'exec_command', arguments: { cmd } }] },
+      );
       const controller = new AbortController();
       let marker = '';
       const seen: CliMessage[] = [];
       const run = (async () => {
-        for await (const m of runCodex(codexOptions(env, server.urlFor(script), { sandbox }), { signal: controller.signal, onSpawn: (a) => (marker = a.marker) })) {
+        for await (const m of runCodex(codexOptions(env, server.urlFor(script), { sandbox }), {
+          signal: controller.signal,
+          onSpawn: (a) => (marker = a.marker),
+        })) {
           seen.push(m);
           // The command runs once its item.started is out; give it a moment to reach `sleep`.
           if (m.type === 'tool.call') setTimeout(() => controller.abort(), 700);
@@ -137,7 +174,13 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
 
   it('a model that never answers hits the idle timeout: category timeout, nothing left running', async () => {
     let marker = '';
-    const content = failure(await collect(runCodex(codexOptions(env, server.urlFor('hang'), { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) })));
+    const content = failure(
+      await collect(
+        runCodex(codexOptions(env, server.urlFor('hang'), { idleTimeoutMs: 1500 }), {
+          onSpawn: (a) => (marker = a.marker),
+        }),
+      ),
+    );
     expect(content.category).toBe('timeout');
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
@@ -158,7 +201,9 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
     const controller = new AbortController();
     controller.abort();
     const before = server.requests.length;
-    await expect(runCodex(codexOptions(env, server.urlFor('text')), { signal: controller.signal }).next()).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(
+      runCodex(codexOptions(env, server.urlFor('text')), { signal: controller.signal }).next(),
+    ).rejects.toMatchObject({ name: 'AbortError' });
     expect(server.requests.length).toBe(before);
   });
 
@@ -168,11 +213,16 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
     const second = await attempt('text-plain', { prompt: 'second prompt', session: { mode: 'resume', id } });
     expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
     const users = userTexts(server.requestsFor('text-plain').at(-1)!.body);
-    expect(users.filter((t) => t === 'first prompt' || t === 'second prompt')).toEqual(['first prompt', 'second prompt']);
+    expect(users.filter((t) => t === 'first prompt' || t === 'second prompt')).toEqual([
+      'first prompt',
+      'second prompt',
+    ]);
   });
 
   it('resuming a thread this host has no rollout for is a startup failure', async () => {
-    const content = failure(await attempt('text-plain', { session: { mode: 'resume', id: '01a2294d-0000-7000-8000-000000000000' } }));
+    const content = failure(
+      await attempt('text-plain', { session: { mode: 'resume', id: '01a2294d-0000-7000-8000-000000000000' } }),
+    );
     expect(content.category).toBe('startup');
     expect(content.text).toContain('no rollout found');
   });
@@ -190,7 +240,9 @@ describe('runCodex with the real codex CLI against the fake Responses server', (
         env: env.env,
       };
       const optionsB = { ...optionsA, cwd: hostB.cwd, codexHome: hostB.userCodexHome, env: hostB.env };
-      const first = await collect(codex.run({ text: 'prompt on host A', resumeSessionId: null, options: optionsA }, {}));
+      const first = await collect(
+        codex.run({ text: 'prompt on host A', resumeSessionId: null, options: optionsA }, {}),
+      );
       const id = threadOf(first);
       const state = await codex.exportState!(optionsA, id);
       expect(state).not.toBeNull();

@@ -17,8 +17,21 @@ import { join } from 'node:path';
 import { prepareManagedCodexHome } from '../../../src/agents/codex/home.ts';
 import { codexArgs, CodexOptionsSchema, type CodexOptionsInput } from '../../../src/agents/codex/options.ts';
 import { providerArgs } from '../../../src/agents/codex/provider-config.ts';
-import { startFakeResponsesServer, type FakeResponsesServer, type RecordedResponsesRequest, type ResponsesScript } from '../../support/fake-responses-server.ts';
-import { codexBin, codexOptions, createCodexEnv, FAKE_MODEL, REPO_ROOT, userProviderConfig, type CodexEnv } from './codex-env.ts';
+import {
+  startFakeResponsesServer,
+  type FakeResponsesServer,
+  type RecordedResponsesRequest,
+  type ResponsesScript,
+} from '../../support/fake-responses-server.ts';
+import {
+  codexBin,
+  codexOptions,
+  createCodexEnv,
+  FAKE_MODEL,
+  REPO_ROOT,
+  userProviderConfig,
+  type CodexEnv,
+} from './codex-env.ts';
 import { alive, psAll, treeOf, type Proc } from '../../support/ps.ts';
 
 /** How much of a process's command line the recordings keep. */
@@ -30,9 +43,15 @@ const REC_ROOT = '/tmp/sessiond-codex-rec';
 
 const EXTRA_SCRIPTS: Record<string, ResponsesScript> = {
   'response-failed': { text: 'Partial', then: 'failed', error: { code: 'server_error', message: 'fake failure' } },
-  'context-window': { then: 'failed', error: { code: 'context_length_exceeded', message: 'Your input exceeds the context window of this model.' } },
+  'context-window': {
+    then: 'failed',
+    error: { code: 'context_length_exceeded', message: 'Your input exceeds the context window of this model.' },
+  },
   'at-capacity': { then: 'failed', error: { code: 'server_is_overloaded', message: 'fake overloaded' } },
-  'rate-limit-failed': { then: 'failed', error: { code: 'rate_limit_exceeded', message: 'Rate limit reached. Please try again in 20s.' } },
+  'rate-limit-failed': {
+    then: 'failed',
+    error: { code: 'rate_limit_exceeded', message: 'Rate limit reached. Please try again in 20s.' },
+  },
   'flaky-500-then-text': [{ status: 500 }, { text: 'Hello after a retry.' }],
 };
 
@@ -76,7 +95,13 @@ function runCodexRaw(spec: RunSpec): Promise<Run> {
     const timeline: { ms: number; what: string }[] = [];
     const timers: NodeJS.Timeout[] = [setTimeout(() => child.kill('SIGKILL'), 60_000)];
     const sendSignal = (): void => {
-      if (signalSentAtMs !== undefined || spec.signal === undefined || child.exitCode !== null || child.pid === undefined) return;
+      if (
+        signalSentAtMs !== undefined ||
+        spec.signal === undefined ||
+        child.exitCode !== null ||
+        child.pid === undefined
+      )
+        return;
       spec.beforeSignal?.(child.pid);
       signalSentAtMs = Date.now() - started;
       timeline.push({ ms: signalSentAtMs, what: `send ${spec.signal}` });
@@ -92,7 +117,8 @@ function runCodexRaw(spec: RunSpec): Promise<Run> {
         pending = pending.slice(nl + 1);
         const type = /"type":"([^"]+)"/.exec(line)?.[1] ?? '?';
         timeline.push({ ms: Date.now() - started, what: `stdout ${type}` });
-        if (spec.signalWhen !== undefined && line.includes(spec.signalWhen)) timers.push(setTimeout(sendSignal, spec.signalDelayMs ?? 0));
+        if (spec.signalWhen !== undefined && line.includes(spec.signalWhen))
+          timers.push(setTimeout(sendSignal, spec.signalDelayMs ?? 0));
       }
     });
     child.stderr.on('data', (d: string) => (stderr += d));
@@ -100,13 +126,24 @@ function runCodexRaw(spec: RunSpec): Promise<Run> {
     child.once('close', (code, signal) => {
       for (const t of timers) clearTimeout(t);
       timeline.push({ ms: Date.now() - started, what: `exit code=${code} signal=${signal}` });
-      resolvePromise({ stdout, stderr, code, signal, durationMs: Date.now() - started, ...(signalSentAtMs === undefined ? {} : { signalSentAtMs }), timeline });
+      resolvePromise({
+        stdout,
+        stderr,
+        code,
+        signal,
+        durationMs: Date.now() - started,
+        ...(signalSentAtMs === undefined ? {} : { signalSentAtMs }),
+        timeline,
+      });
     });
   });
 }
 
 /** The argv and CODEX_HOME runCodex would use for these options. */
-async function sessiondRun(env: CodexEnv, options: CodexOptionsInput): Promise<{ args: string[]; codexHome: string; prompt: string }> {
+async function sessiondRun(
+  env: CodexEnv,
+  options: CodexOptionsInput,
+): Promise<{ args: string[]; codexHome: string; prompt: string }> {
   const parsed = CodexOptionsSchema.parse(options);
   const home = await prepareManagedCodexHome(env.userCodexHome, env.stateDir);
   const provider = providerArgs(parsed, home.userConfig);
@@ -125,18 +162,31 @@ function sanitizeRequest(r: RecordedResponsesRequest, t0: number): unknown {
     const tool = t as { name?: string; type?: string };
     return `<tool ${tool.name ?? tool.type ?? '?'}>`;
   });
-  const headers = Object.fromEntries(Object.entries(r.headers).filter(([k]) => ['user-agent', 'content-type', 'accept', 'originator'].includes(k)));
+  const headers = Object.fromEntries(
+    Object.entries(r.headers).filter(([k]) => ['user-agent', 'content-type', 'accept', 'originator'].includes(k)),
+  );
   return {
     index: r.index,
     scriptIndex: r.scriptIndex,
     script: r.script,
     msSinceSpawn: r.at - t0,
     headers,
-    body: { ...rest, ...(instructions === undefined ? {} : { instructions: `<${String(instructions).length} chars>` }), tools: toolNames, input: shownInput },
+    body: {
+      ...rest,
+      ...(instructions === undefined ? {} : { instructions: `<${String(instructions).length} chars>` }),
+      tools: toolNames,
+      input: shownInput,
+    },
   };
 }
 
-function save(name: string, run: Run, startedAt: number, requests: RecordedResponsesRequest[], meta: Record<string, unknown>): void {
+function save(
+  name: string,
+  run: Run,
+  startedAt: number,
+  requests: RecordedResponsesRequest[],
+  meta: Record<string, unknown>,
+): void {
   const exit = run.code !== null ? String(run.code) : String(run.signal ?? 'unknown');
   writeFileSync(join(OUT_DIR, `${name}.stdout.jsonl`), run.stdout);
   writeFileSync(join(OUT_DIR, `${name}.stderr.txt`), run.stderr);
@@ -149,12 +199,17 @@ function save(name: string, run: Run, startedAt: number, requests: RecordedRespo
       2,
     )}\n`,
   );
-  const signalMeta = run.signalSentAtMs === undefined ? {} : { signalSentAtMs: run.signalSentAtMs, exitLatencyAfterSignalMs: run.durationMs - run.signalSentAtMs };
+  const signalMeta =
+    run.signalSentAtMs === undefined
+      ? {}
+      : { signalSentAtMs: run.signalSentAtMs, exitLatencyAfterSignalMs: run.durationMs - run.signalSentAtMs };
   writeFileSync(
     join(OUT_DIR, `${name}.meta.json`),
     `${JSON.stringify({ name, durationMs: run.durationMs, code: run.code, signal: run.signal, ...signalMeta, timeline: run.timeline, ...meta }, null, 2)}\n`,
   );
-  console.log(`${name}: exit ${exit} in ${run.durationMs} ms, ${run.stdout.split('\n').filter(Boolean).length} lines, ${requests.length} requests`);
+  console.log(
+    `${name}: exit ${exit} in ${run.durationMs} ms, ${run.stdout.split('\n').filter(Boolean).length} lines, ${requests.length} requests`,
+  );
 }
 
 /** Paths in argv made stable for meta.json. */
@@ -211,15 +266,34 @@ async function record(
   const signalMeta =
     more.signal === undefined
       ? {}
-      : { signal: more.signal, signalWhen: `${more.signalWhen} + ${more.signalDelayMs ?? 0} ms`, processTreeBeforeSignal: treeBefore, descendantsAlive500msAfterExit: survivors };
-  save(name, result, startedAt, ctx.server.requests.slice(before), { argv: ['codex', ...shownArgs(run.args, ctx.server)], prompt: run.prompt, ...signalMeta, ...meta });
+      : {
+          signal: more.signal,
+          signalWhen: `${more.signalWhen} + ${more.signalDelayMs ?? 0} ms`,
+          processTreeBeforeSignal: treeBefore,
+          descendantsAlive500msAfterExit: survivors,
+        };
+  save(name, result, startedAt, ctx.server.requests.slice(before), {
+    argv: ['codex', ...shownArgs(run.args, ctx.server)],
+    prompt: run.prompt,
+    ...signalMeta,
+    ...meta,
+  });
   return result;
 }
 
 /** A scenario run exactly as runCodex runs it, on script `script`. */
-async function simple(ctx: Ctx, name: string, script: string, extra: Partial<CodexOptionsInput> = {}, more: Partial<RunSpec> = {}): Promise<Run> {
+async function simple(
+  ctx: Ctx,
+  name: string,
+  script: string,
+  extra: Partial<CodexOptionsInput> = {},
+  more: Partial<RunSpec> = {},
+): Promise<Run> {
   const env = envFor(name);
-  const run = await sessiondRun(env, codexOptions(env, ctx.server.urlFor(script), { prompt: extra.prompt ?? 'Say hello', ...extra }));
+  const run = await sessiondRun(
+    env,
+    codexOptions(env, ctx.server.urlFor(script), { prompt: extra.prompt ?? 'Say hello', ...extra }),
+  );
   return record(ctx, name, env, run, more, { script });
 }
 
@@ -234,7 +308,10 @@ async function withAgentRetries(ctx: Ctx, name: string, script: string, retries:
     env,
     { args, codexHome: home.path, prompt: 'Say hello' },
     {},
-    { script, note: `Codex's own retries ON (request_max_retries = stream_max_retries = ${retries}), not what sessiond runs` },
+    {
+      script,
+      note: `Codex's own retries ON (request_max_retries = stream_max_retries = ${retries}), not what sessiond runs`,
+    },
   );
 }
 
@@ -244,7 +321,13 @@ async function sessionPair(ctx: Ctx): Promise<void> {
   const run = await record(ctx, 'session-first', env, first, {}, { script: 'text-plain' });
   const id = /"thread_id":"([^"]+)"/.exec(run.stdout)?.[1];
   if (id === undefined) throw new Error('session-first: no thread id');
-  const second = await sessiondRun(env, codexOptions(env, ctx.server.urlFor('tool'), { prompt: 'second prompt: run echo hi', session: { mode: 'resume', id } }));
+  const second = await sessiondRun(
+    env,
+    codexOptions(env, ctx.server.urlFor('tool'), {
+      prompt: 'second prompt: run echo hi',
+      session: { mode: 'resume', id },
+    }),
+  );
   await record(ctx, 'session-resume', env, second, {}, { script: 'tool', resumedThreadId: id });
 }
 
@@ -255,8 +338,10 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   'tool-fail': (ctx) => simple(ctx, 'tool-fail', 'tool-fail', { prompt: 'Run a failing command' }),
   'two-tools': (ctx) => simple(ctx, 'two-tools', 'two-tools', { prompt: 'Run two commands' }),
   'text-tool-text': (ctx) => simple(ctx, 'text-tool-text', 'text-tool-text', { prompt: 'Run echo hi' }),
-  'tool-sandbox-denied': (ctx) => simple(ctx, 'tool-sandbox-denied', 'tool-write', { prompt: 'Write a file', sandbox: 'read-only' }),
-  'tool-workspace-write': (ctx) => simple(ctx, 'tool-workspace-write', 'tool-write', { prompt: 'Write a file', sandbox: 'workspace-write' }),
+  'tool-sandbox-denied': (ctx) =>
+    simple(ctx, 'tool-sandbox-denied', 'tool-write', { prompt: 'Write a file', sandbox: 'read-only' }),
+  'tool-workspace-write': (ctx) =>
+    simple(ctx, 'tool-workspace-write', 'tool-write', { prompt: 'Write a file', sandbox: 'workspace-write' }),
   http400: (ctx) => simple(ctx, 'http400', 'http400'),
   http401: (ctx) => simple(ctx, 'http401', 'http401'),
   http429: (ctx) => simple(ctx, 'http429', 'http429'),
@@ -271,12 +356,27 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
   'http500-agent-retries': (ctx) => withAgentRetries(ctx, 'http500-agent-retries', 'http500', 2),
   'flaky-500-agent-retries': (ctx) => withAgentRetries(ctx, 'flaky-500-agent-retries', 'flaky-500-then-text', 1),
   session: (ctx) => sessionPair(ctx),
-  'resume-unknown-thread': (ctx) => simple(ctx, 'resume-unknown-thread', 'text-plain', { session: { mode: 'resume', id: '01a2294d-0000-7000-8000-000000000000' } }),
+  'resume-unknown-thread': (ctx) =>
+    simple(ctx, 'resume-unknown-thread', 'text-plain', {
+      session: { mode: 'resume', id: '01a2294d-0000-7000-8000-000000000000' },
+    }),
   'bad-args': (ctx) => simple(ctx, 'bad-args', 'text-plain', { extraArgs: ['--full-auto'] }),
   'sigint-during-tool': (ctx) =>
-    simple(ctx, 'sigint-during-tool', 'long-tool', { prompt: 'Run a long command' }, { signal: 'SIGINT', signalWhen: '"item.started"', signalDelayMs: 700 }),
+    simple(
+      ctx,
+      'sigint-during-tool',
+      'long-tool',
+      { prompt: 'Run a long command' },
+      { signal: 'SIGINT', signalWhen: '"item.started"', signalDelayMs: 700 },
+    ),
   'sigterm-during-tool': (ctx) =>
-    simple(ctx, 'sigterm-during-tool', 'long-tool', { prompt: 'Run a long command' }, { signal: 'SIGTERM', signalWhen: '"item.started"', signalDelayMs: 700 }),
+    simple(
+      ctx,
+      'sigterm-during-tool',
+      'long-tool',
+      { prompt: 'Run a long command' },
+      { signal: 'SIGTERM', signalWhen: '"item.started"', signalDelayMs: 700 },
+    ),
   'sigterm-during-tool-full-access': (ctx) =>
     simple(
       ctx,
@@ -293,13 +393,23 @@ const SCENARIOS: Record<string, (ctx: Ctx) => Promise<unknown>> = {
       { prompt: 'Run a long command', sandbox: 'danger-full-access' },
       { signal: 'SIGINT', signalWhen: '"item.started"', signalDelayMs: 700 },
     ),
-  'sigint-streaming': (ctx) => simple(ctx, 'sigint-streaming', 'hang-midstream', {}, { signal: 'SIGINT', signalWhen: '"turn.started"', signalDelayMs: 1500 }),
+  'sigint-streaming': (ctx) =>
+    simple(
+      ctx,
+      'sigint-streaming',
+      'hang-midstream',
+      {},
+      { signal: 'SIGINT', signalWhen: '"turn.started"', signalDelayMs: 1500 },
+    ),
 };
 
 async function main(): Promise<void> {
   const filters = process.argv.slice(2);
-  const selected = Object.entries(SCENARIOS).filter(([name]) => filters.length === 0 || filters.some((f) => name.includes(f)));
-  if (selected.length === 0) throw new Error(`no scenario matches ${filters.join(' ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
+  const selected = Object.entries(SCENARIOS).filter(
+    ([name]) => filters.length === 0 || filters.some((f) => name.includes(f)),
+  );
+  if (selected.length === 0)
+    throw new Error(`no scenario matches ${filters.join(' ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
   mkdirSync(OUT_DIR, { recursive: true });
   const server = await startFakeResponsesServer({ scripts: EXTRA_SCRIPTS });
   try {

@@ -1,7 +1,16 @@
 import { CodexMapper, type CodexMapperOptions } from '../../../src/agents/codex/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
 import type { CliMessage } from '../../../src/index.ts';
-import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, recordedExitOf, thoughtText } from '../fixtures.ts';
+import {
+  assistantText,
+  CLEAN_EXIT,
+  fixtureDir,
+  fixtureLines,
+  fixtureNames,
+  mapAll,
+  recordedExitOf,
+  thoughtText,
+} from '../fixtures.ts';
 
 export const CODEX_FIXTURES = fixtureDir('codex');
 
@@ -20,7 +29,11 @@ export function recordedExit(name: string): AttemptExit {
   return recordedExitOf(CODEX_FIXTURES, name);
 }
 
-export function mapLines(lines: readonly string[], exit: AttemptExit = CLEAN_EXIT, options: CodexMapperOptions = {}): CliMessage[] {
+export function mapLines(
+  lines: readonly string[],
+  exit: AttemptExit = CLEAN_EXIT,
+  options: CodexMapperOptions = {},
+): CliMessage[] {
   return mapAll(new CodexMapper(options), lines, exit);
 }
 

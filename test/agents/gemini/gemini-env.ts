@@ -54,7 +54,8 @@ export function createGeminiEnv(options: GeminiEnvOptions): GeminiEnv {
   const tmp = join(root, 'tmp');
   const stateDir = join(root, 'state');
   for (const dir of [home, configDir, cwd, tmp, stateDir]) mkdirSync(dir, { recursive: true });
-  if (options.userSettings !== undefined) writeFileSync(join(configDir, 'settings.json'), `${JSON.stringify(options.userSettings, null, 2)}\n`);
+  if (options.userSettings !== undefined)
+    writeFileSync(join(configDir, 'settings.json'), `${JSON.stringify(options.userSettings, null, 2)}\n`);
   return {
     root,
     home,

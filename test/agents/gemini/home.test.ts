@@ -1,8 +1,23 @@
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+  existsSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { managedGeminiHome, managedSettings, prepareManagedGeminiHome, stripJsonComments, userGeminiDir } from '../../../src/agents/gemini/home.ts';
+import {
+  managedGeminiHome,
+  managedSettings,
+  prepareManagedGeminiHome,
+  stripJsonComments,
+  userGeminiDir,
+} from '../../../src/agents/gemini/home.ts';
 import { geminiArgs, GeminiOptionsSchema } from '../../../src/agents/gemini/options.ts';
 import { geminiEnv } from '../../../src/agents/gemini/provider.ts';
 
@@ -20,7 +35,10 @@ describe('the managed gemini home', () => {
   it("forces one attempt, API-key auth, no telemetry and no auto-update over the user's settings, keeping the rest", () => {
     const settings = managedSettings({
       general: { maxAttempts: 10, vimMode: true, disableAutoUpdate: false },
-      security: { auth: { selectedType: 'oauth-personal', useExternal: false }, environmentVariableRedaction: { enabled: true, allowed: ['FOO'] } },
+      security: {
+        auth: { selectedType: 'oauth-personal', useExternal: false },
+        environmentVariableRedaction: { enabled: true, allowed: ['FOO'] },
+      },
       telemetry: { enabled: true, target: 'gcp' },
       mcpServers: { x: { command: 'y' } },
     });
@@ -50,8 +68,12 @@ describe('the managed gemini home', () => {
     const dir = join(home, '.gemini');
     expect(readlinkSync(join(dir, 'GEMINI.md'))).toBe(join(user, 'GEMINI.md'));
     expect(lstatSync(join(dir, 'commands')).isSymbolicLink()).toBe(true);
-    for (const own of ['tmp', 'oauth_creds.json', 'projects.json', 'skills']) expect(existsSync(join(dir, own))).toBe(false);
-    const managed = JSON.parse(readFileSync(join(dir, 'settings.json'), 'utf8')) as { general: { maxAttempts: number }; url: string };
+    for (const own of ['tmp', 'oauth_creds.json', 'projects.json', 'skills'])
+      expect(existsSync(join(dir, own))).toBe(false);
+    const managed = JSON.parse(readFileSync(join(dir, 'settings.json'), 'utf8')) as {
+      general: { maxAttempts: number };
+      url: string;
+    };
     expect(managed.general.maxAttempts).toBe(1);
     expect(managed.url).toBe('http://x//y');
     expect(readFileSync(join(user, 'settings.json'), 'utf8')).toBe(userSettings);
@@ -72,7 +94,10 @@ describe('the managed gemini home', () => {
   });
 
   it('strips comments but not comment-like text in strings', () => {
-    expect(JSON.parse(stripJsonComments('{"a": "//x /* y */", /* c */ "b": 1 // d\n}'))).toEqual({ a: '//x /* y */', b: 1 });
+    expect(JSON.parse(stripJsonComments('{"a": "//x /* y */", /* c */ "b": 1 // d\n}'))).toEqual({
+      a: '//x /* y */',
+      b: 1,
+    });
     expect(JSON.parse(stripJsonComments('{"a": "q\\"//"}'))).toEqual({ a: 'q"//' });
   });
 
@@ -84,11 +109,26 @@ describe('the managed gemini home', () => {
 });
 
 describe('gemini argv and environment', () => {
-  const parse = (input: Record<string, unknown>) => GeminiOptionsSchema.parse({ prompt: 'p', model: 'gemini-2.5-flash', ...input });
+  const parse = (input: Record<string, unknown>) =>
+    GeminiOptionsSchema.parse({ prompt: 'p', model: 'gemini-2.5-flash', ...input });
 
   it('stream-json, an explicit model, an explicit approval mode (default: "default"), trust for this run, and no prompt in argv', () => {
-    expect(geminiArgs(parse({}))).toEqual(['--output-format', 'stream-json', '--model', 'gemini-2.5-flash', '--approval-mode', 'default', '--skip-trust']);
-    const resumed = geminiArgs(parse({ approvalMode: 'yolo', session: { mode: 'resume', id: '0f1e2d3c-0000-4000-8000-000000000001' }, prompt: '--yolo' }));
+    expect(geminiArgs(parse({}))).toEqual([
+      '--output-format',
+      'stream-json',
+      '--model',
+      'gemini-2.5-flash',
+      '--approval-mode',
+      'default',
+      '--skip-trust',
+    ]);
+    const resumed = geminiArgs(
+      parse({
+        approvalMode: 'yolo',
+        session: { mode: 'resume', id: '0f1e2d3c-0000-4000-8000-000000000001' },
+        prompt: '--yolo',
+      }),
+    );
     expect(resumed).toEqual([
       '--output-format',
       'stream-json',
@@ -110,7 +150,13 @@ describe('gemini argv and environment', () => {
 
   it('the env: the managed gemini dir, no relaunch, a TMPDIR (the caller’s, else the managed one); HOME kept', () => {
     const env = geminiEnv({ HOME: '/h', PATH: '/bin', TMPDIR: '/inherited' }, '/state/gemini-home/k');
-    expect(env).toEqual({ HOME: '/h', PATH: '/bin', GEMINI_CLI_HOME: '/state/gemini-home/k', GEMINI_CLI_NO_RELAUNCH: 'true', TMPDIR: '/state/gemini-home/k/tmp' });
+    expect(env).toEqual({
+      HOME: '/h',
+      PATH: '/bin',
+      GEMINI_CLI_HOME: '/state/gemini-home/k',
+      GEMINI_CLI_NO_RELAUNCH: 'true',
+      TMPDIR: '/state/gemini-home/k/tmp',
+    });
     expect(geminiEnv({ HOME: '/h', TMPDIR: '/t' }, '/m', { TMPDIR: '/t' }).TMPDIR).toBe('/t');
   });
 });

@@ -8,7 +8,9 @@ const garbageLine = arbitraryGarbageLine(['    at Turn.run (file:///x.js:1:1)'])
 
 /** Events of unknown types and malformed known ones: valid JSON with a string type, which must not disturb the text either. */
 const strayEvent = fc.oneof(
-  fc.record({ type: fc.constantFrom('unknown_event', 'usage', 'tool_update'), x: fc.anything() }).map((e) => JSON.stringify(e)),
+  fc
+    .record({ type: fc.constantFrom('unknown_event', 'usage', 'tool_update'), x: fc.anything() })
+    .map((e) => JSON.stringify(e)),
   fc.constantFrom(
     '{"type":"message","role":"user","content":"hi"}',
     '{"type":"message","role":"assistant","content":17,"delta":true}',
@@ -58,11 +60,19 @@ describe('gemini mapper properties', () => {
     fc.assert(
       fc.property(
         fc.array(fc.oneof(garbageLine, strayEvent, fc.constantFrom(...recorded)), { maxLength: 60 }),
-        fc.record({ exitCode: fc.option(fc.integer({ min: 0, max: 255 })), signal: fc.option(fc.constantFrom('SIGTERM', 'SIGKILL')) }),
+        fc.record({
+          exitCode: fc.option(fc.integer({ min: 0, max: 255 })),
+          signal: fc.option(fc.constantFrom('SIGTERM', 'SIGKILL')),
+        }),
         fc.constantFrom(null, 'requested', 'idle_timeout', 'exit_grace'),
         fc.string(),
         (lines, { exitCode, signal }, stopReason, stderrTail) => {
-          const messages = mapLines(lines, { exitCode, signal, stopReason: stopReason as 'requested' | 'idle_timeout' | 'exit_grace' | null, stderrTail });
+          const messages = mapLines(lines, {
+            exitCode,
+            signal,
+            stopReason: stopReason as 'requested' | 'idle_timeout' | 'exit_grace' | null,
+            stderrTail,
+          });
           expect(messages.filter(isTerminal)).toHaveLength(1);
           expect(isTerminal(messages.at(-1)!)).toBe(true);
         },

@@ -8,7 +8,12 @@ import { runGemini } from '../../../src/agents/gemini/provider.ts';
 import type { RunContext } from '../../../src/agents/shared/run-attempt.ts';
 import { findProcessesByMarker } from '../../../src/process/index.ts';
 import type { CliMessage, MessageOf } from '../../../src/index.ts';
-import { declaredTools, startFakeGeminiServer, userTexts, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
+import {
+  declaredTools,
+  startFakeGeminiServer,
+  userTexts,
+  type FakeGeminiServer,
+} from '../../support/fake-gemini-server.ts';
 import { livePidsMatching } from '../../support/processes.ts';
 import { createGeminiEnv, geminiBin, type GeminiEnv } from './gemini-env.ts';
 import { assistantText } from './transcripts.ts';
@@ -24,8 +29,14 @@ let env: GeminiEnv;
 
 beforeAll(async () => {
   server = await startFakeGeminiServer();
-  server.setScript('cancel-tool', { text: 'Sleeping.', functionCalls: [shell('setsid sleep 1021 & sleep 1022; echo done')] });
-  server.setScript('cancel-tool-strict', { text: 'Sleeping.', functionCalls: [shell('setsid sleep 1023 & sleep 1024; echo done')] });
+  server.setScript('cancel-tool', {
+    text: 'Sleeping.',
+    functionCalls: [shell('setsid sleep 1021 & sleep 1022; echo done')],
+  });
+  server.setScript('cancel-tool-strict', {
+    text: 'Sleeping.',
+    functionCalls: [shell('setsid sleep 1023 & sleep 1024; echo done')],
+  });
   env = createGeminiEnv({ serverUrl: server.url, userSettings: USER_SETTINGS });
 });
 
@@ -35,10 +46,22 @@ afterAll(async () => {
 });
 
 function options(model: string, extra: Partial<GeminiOptionsInput> = {}): GeminiOptionsInput {
-  return { prompt: 'Say hello', model, cwd: env.cwd, configDir: env.configDir, command: geminiBin, env: env.env, ...extra };
+  return {
+    prompt: 'Say hello',
+    model,
+    cwd: env.cwd,
+    configDir: env.configDir,
+    command: geminiBin,
+    env: env.env,
+    ...extra,
+  };
 }
 
-async function attempt(model: string, extra: Partial<GeminiOptionsInput> = {}, context: RunContext = {}): Promise<CliMessage[]> {
+async function attempt(
+  model: string,
+  extra: Partial<GeminiOptionsInput> = {},
+  context: RunContext = {},
+): Promise<CliMessage[]> {
   const out: CliMessage[] = [];
   for await (const message of runGemini(options(model, extra), context)) out.push(message);
   return out;
@@ -46,7 +69,8 @@ async function attempt(model: string, extra: Partial<GeminiOptionsInput> = {}, c
 
 function sessionIdOf(messages: CliMessage[]): string {
   const first = messages[0];
-  if (first?.type !== 'session.started' && first?.type !== 'session.resumed') throw new Error(`no session message: ${JSON.stringify(first)}`);
+  if (first?.type !== 'session.started' && first?.type !== 'session.resumed')
+    throw new Error(`no session message: ${JSON.stringify(first)}`);
   return first.content.sessionId;
 }
 
@@ -63,17 +87,30 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
     const messages = await attempt('fake-text');
     expect(messages[0]?.type).toBe('session.started');
     expect(assistantText(messages)).toBe('Hello from the fake model.');
-    expect(terminalOf(messages)).toMatchObject({ type: 'terminal.completed', content: { stopReason: 'stop', usage: { input: 42, output: 12 } } });
+    expect(terminalOf(messages)).toMatchObject({
+      type: 'terminal.completed',
+      content: { stopReason: 'stop', usage: { input: 42, output: 12 } },
+    });
     expect(server.requestsFor('fake-text')).toHaveLength(1);
     expect(server.requests.every((r) => r.action === 'streamGenerateContent')).toBe(true);
   });
 
   it("the user's settings are carried, gemini's retries forced off, and the user's file left untouched", () => {
     expect(JSON.parse(readFileSync(join(env.configDir, 'settings.json'), 'utf8'))).toEqual(USER_SETTINGS);
-    const managed = JSON.parse(readFileSync(join(managedGeminiHome(env.configDir, env.stateDir), '.gemini', 'settings.json'), 'utf8')) as Record<string, Record<string, unknown>>;
-    expect(managed.general).toEqual({ maxAttempts: 1, vimMode: true, enableAutoUpdate: false, enableAutoUpdateNotification: false });
+    const managed = JSON.parse(
+      readFileSync(join(managedGeminiHome(env.configDir, env.stateDir), '.gemini', 'settings.json'), 'utf8'),
+    ) as Record<string, Record<string, unknown>>;
+    expect(managed.general).toEqual({
+      maxAttempts: 1,
+      vimMode: true,
+      enableAutoUpdate: false,
+      enableAutoUpdateNotification: false,
+    });
     expect(managed.ui).toEqual({ theme: 'GitHub' });
-    expect(managed.security).toMatchObject({ auth: { selectedType: 'gemini-api-key' }, environmentVariableRedaction: { allowed: ['SESSIOND_AGENT_MARKER'] } });
+    expect(managed.security).toMatchObject({
+      auth: { selectedType: 'gemini-api-key' },
+      environmentVariableRedaction: { allowed: ['SESSIOND_AGENT_MARKER'] },
+    });
     // gemini's chats went to the managed home, not to the user's dir
     expect(existsSync(join(env.configDir, 'tmp'))).toBe(false);
   });
@@ -107,13 +144,16 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
     ['fake-http500', 'server_error', 244],
     ['fake-http429', 'rate_limited', 173],
     ['fake-http401', 'auth', 145],
-  ] as const)('%s is terminal.failed (%s, exit %i) after exactly one request: gemini does not retry', async (model, category, exitCode) => {
-    const before = server.requestsFor(model).length;
-    const content = failure(await attempt(model));
-    expect(content).toMatchObject({ category, exitCode, promptRecorded: false });
-    expect(content.agentError).toMatch(/^\[API Error/);
-    expect(server.requestsFor(model).length - before).toBe(1);
-  });
+  ] as const)(
+    '%s is terminal.failed (%s, exit %i) after exactly one request: gemini does not retry',
+    async (model, category, exitCode) => {
+      const before = server.requestsFor(model).length;
+      const content = failure(await attempt(model));
+      expect(content).toMatchObject({ category, exitCode, promptRecorded: false });
+      expect(content.agentError).toMatch(/^\[API Error/);
+      expect(server.requestsFor(model).length - before).toBe(1);
+    },
+  );
 
   it('no GEMINI_API_KEY is an auth failure (exit 41) before any request', async () => {
     const before = server.requests.length;
@@ -143,7 +183,9 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
 
   it('a model that never answers hits the idle timeout: category timeout, nothing left running', async () => {
     let marker = '';
-    const content = failure(await attempt('fake-hang', { idleTimeoutMs: 3000 }, { onSpawn: (a) => (marker = a.marker) }));
+    const content = failure(
+      await attempt('fake-hang', { idleTimeoutMs: 3000 }, { onSpawn: (a) => (marker = a.marker) }),
+    );
     expect(content.category).toBe('timeout');
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
@@ -152,38 +194,46 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
     ['cancel-tool', {}, /^sleep 102[12] $/],
     // GITHUB_SHA puts gemini's env sanitisation in strict mode: the marker must still reach the tools.
     ['cancel-tool-strict', { GITHUB_SHA: 'deadbeef' }, /^sleep 102[34] $/],
-  ] as const)('cancel during a long shell tool (%s): rejects with the AbortError, keeps what was yielded, and leaves no process behind', async (model, extraEnv, sleeps) => {
-    const controller = new AbortController();
-    let marker = '';
-    const seen: CliMessage[] = [];
-    let markedSleeps: number[] = [];
-    const run = (async () => {
-      for await (const m of runGemini(options(model, { approvalMode: 'yolo', prompt: 'Run it', env: { ...env.env, ...extraEnv } }), {
-        signal: controller.signal,
-        onSpawn: (a) => (marker = a.marker),
-      })) {
-        seen.push(m);
-        if (m.type === 'tool.call') {
-          await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
-          const marked = new Set((await findProcessesByMarker(marker)).map((p) => p.pid));
-          markedSleeps = livePidsMatching(sleeps).filter((pid) => marked.has(pid));
-          controller.abort();
+  ] as const)(
+    'cancel during a long shell tool (%s): rejects with the AbortError, keeps what was yielded, and leaves no process behind',
+    async (model, extraEnv, sleeps) => {
+      const controller = new AbortController();
+      let marker = '';
+      const seen: CliMessage[] = [];
+      let markedSleeps: number[] = [];
+      const run = (async () => {
+        for await (const m of runGemini(
+          options(model, { approvalMode: 'yolo', prompt: 'Run it', env: { ...env.env, ...extraEnv } }),
+          {
+            signal: controller.signal,
+            onSpawn: (a) => (marker = a.marker),
+          },
+        )) {
+          seen.push(m);
+          if (m.type === 'tool.call') {
+            await waitFor(() => livePidsMatching(sleeps).length === 2, 'both sleeps to start');
+            const marked = new Set((await findProcessesByMarker(marker)).map((p) => p.pid));
+            markedSleeps = livePidsMatching(sleeps).filter((pid) => marked.has(pid));
+            controller.abort();
+          }
         }
-      }
-    })();
-    await expect(run).rejects.toMatchObject({ name: 'AbortError' });
-    expect(markedSleeps).toHaveLength(2);
-    expect(seen.some((m) => m.type === 'tool.call')).toBe(true);
-    expect(seen.some((m) => m.type === 'terminal.completed' || m.type === 'terminal.failed')).toBe(false);
-    expect(await findProcessesByMarker(marker)).toEqual([]);
-    expect(livePidsMatching(sleeps)).toEqual([]);
-  });
+      })();
+      await expect(run).rejects.toMatchObject({ name: 'AbortError' });
+      expect(markedSleeps).toHaveLength(2);
+      expect(seen.some((m) => m.type === 'tool.call')).toBe(true);
+      expect(seen.some((m) => m.type === 'terminal.completed' || m.type === 'terminal.failed')).toBe(false);
+      expect(await findProcessesByMarker(marker)).toEqual([]);
+      expect(livePidsMatching(sleeps)).toEqual([]);
+    },
+  );
 
   it('an already-aborted signal rejects at once and starts nothing', async () => {
     const controller = new AbortController();
     controller.abort();
     const before = server.requests.length;
-    await expect(runGemini(options('fake-text'), { signal: controller.signal }).next()).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(runGemini(options('fake-text'), { signal: controller.signal }).next()).rejects.toMatchObject({
+      name: 'AbortError',
+    });
     expect(server.requests.length).toBe(before);
   });
 
@@ -197,7 +247,9 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
   });
 
   it('resuming a session gemini does not have is a bad_request failure (exit 42), not a new session', async () => {
-    const content = failure(await attempt('fake-text', { session: { mode: 'resume', id: '5d1ccf9e-0000-4000-8000-000000000000' } }));
+    const content = failure(
+      await attempt('fake-text', { session: { mode: 'resume', id: '5d1ccf9e-0000-4000-8000-000000000000' } }),
+    );
     expect(content).toMatchObject({ category: 'bad_request', exitCode: 42 });
   });
 
@@ -205,7 +257,13 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
     const request = (text: string, resumeSessionId: string | null, stateDir: string) => ({
       text,
       resumeSessionId,
-      options: { model: 'fake-text', cwd: env.cwd, configDir: env.configDir, command: geminiBin, env: { ...env.env, SESSIOND_STATE_DIR: stateDir } },
+      options: {
+        model: 'fake-text',
+        cwd: env.cwd,
+        configDir: env.configDir,
+        command: geminiBin,
+        env: { ...env.env, SESSIOND_STATE_DIR: stateDir },
+      },
     });
     const hostA = join(env.root, 'host-a');
     const hostB = join(env.root, 'host-b');
@@ -226,7 +284,10 @@ describe('runGemini with the real gemini CLI against the fake Gemini API', () =>
     const second: CliMessage[] = [];
     for await (const m of gemini.run(request('Turn on host B', id, hostB), {})) second.push(m);
     expect(second[0]).toEqual({ type: 'session.resumed', content: { sessionId: id } });
-    expect(userTexts(server.requestsFor('fake-text').at(-1)!.body).slice(-2)).toEqual(['Turn on host A', 'Turn on host B']);
+    expect(userTexts(server.requestsFor('fake-text').at(-1)!.body).slice(-2)).toEqual([
+      'Turn on host A',
+      'Turn on host B',
+    ]);
     // exporting again from host B carries both turns
     const again = await gemini.exportState!(request('', id, hostB).options, id);
     expect(again!.length).toBeGreaterThan(state!.length);

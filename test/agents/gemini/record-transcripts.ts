@@ -13,7 +13,13 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { findProcessesByMarker, killProcessTree, AGENT_MARKER_ENV } from '../../../src/process/index.ts';
-import { declaredTools, functionResponses, startFakeGeminiServer, userTexts, type FakeGeminiServer } from '../../support/fake-gemini-server.ts';
+import {
+  declaredTools,
+  functionResponses,
+  startFakeGeminiServer,
+  userTexts,
+  type FakeGeminiServer,
+} from '../../support/fake-gemini-server.ts';
 import { FAKE_API_KEY, geminiBin, RECORDING_SETTINGS, REPO_ROOT } from './gemini-env.ts';
 
 const OUT_DIR = join(REPO_ROOT, 'test', 'fixtures', 'gemini');
@@ -43,20 +49,47 @@ const YOLO = ['--approval-mode', 'yolo'];
 
 const SCENARIOS: Scenario[] = [
   { name: 'text', model: 'fake-text', prompt: 'Say hello' },
-  { name: 'thinking', model: 'fake-thinking', prompt: 'Say hello', note: 'two thought parts, then text: the thoughts never reach stdout' },
+  {
+    name: 'thinking',
+    model: 'fake-thinking',
+    prompt: 'Say hello',
+    note: 'two thought parts, then text: the thoughts never reach stdout',
+  },
   { name: 'tool', model: 'fake-tool', prompt: 'Run echo hi', args: YOLO },
-  { name: 'tool-default-mode', model: 'fake-tool', prompt: 'Run echo hi', note: 'default approval mode: run_shell_command is not registered' },
-  { name: 'tool-auto-edit', model: 'fake-tool', prompt: 'Run echo hi', args: ['--approval-mode', 'auto_edit'], note: 'auto_edit: edit tools, still no shell' },
+  {
+    name: 'tool-default-mode',
+    model: 'fake-tool',
+    prompt: 'Run echo hi',
+    note: 'default approval mode: run_shell_command is not registered',
+  },
+  {
+    name: 'tool-auto-edit',
+    model: 'fake-tool',
+    prompt: 'Run echo hi',
+    args: ['--approval-mode', 'auto_edit'],
+    note: 'auto_edit: edit tools, still no shell',
+  },
   { name: 'tool-fail', model: 'fake-tool-fail', prompt: 'Run a failing command', args: YOLO },
   { name: 'two-tools', model: 'fake-two-tools', prompt: 'Run two commands', args: YOLO },
-  { name: 'tool-then-500', model: 'fake-tool-then-500', prompt: 'Run echo hi', args: YOLO, note: 'the tool ran, the next request got HTTP 500' },
+  {
+    name: 'tool-then-500',
+    model: 'fake-tool-then-500',
+    prompt: 'Run echo hi',
+    args: YOLO,
+    note: 'the tool ran, the next request got HTTP 500',
+  },
   { name: 'http400', model: 'fake-http400', prompt: 'Say hello' },
   { name: 'http401', model: 'fake-http401', prompt: 'Say hello' },
   { name: 'http429', model: 'fake-http429', prompt: 'Say hello' },
   { name: 'http500', model: 'fake-http500', prompt: 'Say hello' },
   { name: 'http503', model: 'fake-http503', prompt: 'Say hello' },
   { name: 'midclose', model: 'fake-midclose', prompt: 'Say hello', note: 'the socket is closed after 2 text chunks' },
-  { name: 'empty-response', model: 'fake-empty', prompt: 'Say hello', note: 'one chunk with empty text and finishReason STOP' },
+  {
+    name: 'empty-response',
+    model: 'fake-empty',
+    prompt: 'Say hello',
+    note: 'one chunk with empty text and finishReason STOP',
+  },
   {
     name: 'retries-on',
     model: 'fake-http500',
@@ -84,8 +117,19 @@ const SCENARIOS: Scenario[] = [
     prompt: 'Say hello',
     signal: { name: 'SIGTERM', after: /"role":"assistant"/, delayMs: 500 },
   },
-  { name: 'resume', model: 'fake-text', prompt: 'And again', before: { model: 'fake-text', prompt: 'Say hello' }, resumeBefore: true },
-  { name: 'resume-unknown', model: 'fake-text', prompt: 'Say hello', args: ['--resume', '5d1ccf9e-0000-4000-8000-000000000000'] },
+  {
+    name: 'resume',
+    model: 'fake-text',
+    prompt: 'And again',
+    before: { model: 'fake-text', prompt: 'Say hello' },
+    resumeBefore: true,
+  },
+  {
+    name: 'resume-unknown',
+    model: 'fake-text',
+    prompt: 'Say hello',
+    args: ['--resume', '5d1ccf9e-0000-4000-8000-000000000000'],
+  },
   {
     name: 'resume-after-failed-first-request',
     model: 'fake-text',
@@ -121,10 +165,25 @@ interface Run {
 
 function argsOf(s: Scenario, resumeId: string | null): string[] {
   const trust = s.name === 'untrusted' ? [] : ['--skip-trust'];
-  return ['--output-format', 'stream-json', '--model', s.model, ...trust, ...(resumeId === null ? [] : ['--resume', resumeId]), ...(s.args ?? [])];
+  return [
+    '--output-format',
+    'stream-json',
+    '--model',
+    s.model,
+    ...trust,
+    ...(resumeId === null ? [] : ['--resume', resumeId]),
+    ...(s.args ?? []),
+  ];
 }
 
-async function runGemini(dir: string, s: Scenario, model: string, prompt: string, resumeId: string | null, signal?: Scenario['signal']): Promise<Run> {
+async function runGemini(
+  dir: string,
+  s: Scenario,
+  model: string,
+  prompt: string,
+  resumeId: string | null,
+  signal?: Scenario['signal'],
+): Promise<Run> {
   const marker = `rec-${randomUUID()}`;
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -139,7 +198,12 @@ async function runGemini(dir: string, s: Scenario, model: string, prompt: string
   };
   for (const key of s.envDrop ?? []) delete env[key];
   const started = Date.now();
-  const child = spawn(geminiBin, argsOf({ ...s, model }, resumeId), { cwd: join(dir, 'work'), env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  const child = spawn(geminiBin, argsOf({ ...s, model }, resumeId), {
+    cwd: join(dir, 'work'),
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
+  });
   child.stdin.end(prompt);
   let stdout = '';
   let stderr = '';
@@ -166,7 +230,9 @@ async function runGemini(dir: string, s: Scenario, model: string, prompt: string
     }
   });
   child.stderr.on('data', (chunk: string) => (stderr += chunk));
-  const [code, sig] = await new Promise<[number | null, string | null]>((resolve) => child.on('exit', (c, g) => resolve([c, g])));
+  const [code, sig] = await new Promise<[number | null, string | null]>((resolve) =>
+    child.on('exit', (c, g) => resolve([c, g])),
+  );
   const durationMs = Date.now() - started;
   await new Promise((r) => setTimeout(r, 300));
   const left = await findProcessesByMarker(marker);
@@ -199,7 +265,10 @@ async function record(s: Scenario): Promise<void> {
   const dir = join(REC_ROOT, s.name);
   rmSync(dir, { recursive: true, force: true });
   for (const sub of ['home/.gemini', 'work', 'tmp']) mkdirSync(join(dir, sub), { recursive: true });
-  writeFileSync(join(dir, 'home', '.gemini', 'settings.json'), `${JSON.stringify(s.settings ?? RECORDING_SETTINGS, null, 2)}\n`);
+  writeFileSync(
+    join(dir, 'home', '.gemini', 'settings.json'),
+    `${JSON.stringify(s.settings ?? RECORDING_SETTINGS, null, 2)}\n`,
+  );
   let resumeId: string | null = null;
   if (s.before !== undefined) {
     const first = await runGemini(dir, { ...s, args: [] }, s.before.model, s.before.prompt, null);
@@ -222,13 +291,21 @@ async function record(s: Scenario): Promise<void> {
     code: run.code,
     signal: run.signal,
     durationMs: run.durationMs,
-    ...(run.signalSentAtMs === undefined ? {} : { signalSent: s.signal?.name, signalSentAtMs: run.signalSentAtMs, exitLatencyAfterSignalMs: run.durationMs - run.signalSentAtMs }),
+    ...(run.signalSentAtMs === undefined
+      ? {}
+      : {
+          signalSent: s.signal?.name,
+          signalSentAtMs: run.signalSentAtMs,
+          exitLatencyAfterSignalMs: run.durationMs - run.signalSentAtMs,
+        }),
     timeline: run.timeline,
     requests: server.requests.map((r) => ({
       path: r.path,
       action: r.action,
       msSinceSpawn: r.at - t0,
-      userTexts: userTexts(r.body).map((t) => (t.startsWith('<session_context>') ? `<session_context: ${t.length} chars>` : t)),
+      userTexts: userTexts(r.body).map((t) =>
+        t.startsWith('<session_context>') ? `<session_context: ${t.length} chars>` : t,
+      ),
       functionResponses: functionResponses(r.body),
       tools: declaredTools(r.body),
       apiKeyHeader: r.headers['x-goog-api-key'] === FAKE_API_KEY,

@@ -2,7 +2,11 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { exportGeminiSession, importGeminiSession, type GeminiSessionState } from '../../../src/agents/gemini/session-file.ts';
+import {
+  exportGeminiSession,
+  importGeminiSession,
+  type GeminiSessionState,
+} from '../../../src/agents/gemini/session-file.ts';
 
 const ID = '9c79b212-49e7-48db-ad15-9ada8ce1be06';
 const FILE = 'session-2026-11-29T22-03-9c79b212.jsonl';
@@ -75,7 +79,11 @@ describe('gemini chat files travelling with the session', () => {
   });
 
   it('refuses a file name gemini would not write and an unknown state version', async () => {
-    await expect(importGeminiSession(home, { version: 1, fileName: '../../evil.jsonl', content: '' }, cwd)).rejects.toThrow(/not one gemini writes/);
-    await expect(importGeminiSession(home, { version: 2 as 1, fileName: FILE, content: '' }, cwd)).rejects.toThrow(/version 2/);
+    await expect(
+      importGeminiSession(home, { version: 1, fileName: '../../evil.jsonl', content: '' }, cwd),
+    ).rejects.toThrow(/not one gemini writes/);
+    await expect(importGeminiSession(home, { version: 2 as 1, fileName: FILE, content: '' }, cwd)).rejects.toThrow(
+      /version 2/,
+    );
   });
 });

@@ -1,7 +1,16 @@
 import { GeminiMapper, type GeminiMapperOptions } from '../../../src/agents/gemini/mapper.ts';
 import type { AttemptExit } from '../../../src/agents/shared/agent-mapper.ts';
 import type { CliMessage } from '../../../src/index.ts';
-import { assistantText, CLEAN_EXIT, fixtureDir, fixtureLines, fixtureNames, mapAll, recordedExitOf, thoughtText } from '../fixtures.ts';
+import {
+  assistantText,
+  CLEAN_EXIT,
+  fixtureDir,
+  fixtureLines,
+  fixtureNames,
+  mapAll,
+  recordedExitOf,
+  thoughtText,
+} from '../fixtures.ts';
 
 export const GEMINI_FIXTURES = fixtureDir('gemini');
 
@@ -20,11 +29,19 @@ export function recordedExit(name: string): AttemptExit {
   return recordedExitOf(GEMINI_FIXTURES, name);
 }
 
-export function mapLines(lines: readonly string[], exit: AttemptExit = CLEAN_EXIT, options: GeminiMapperOptions = {}): CliMessage[] {
+export function mapLines(
+  lines: readonly string[],
+  exit: AttemptExit = CLEAN_EXIT,
+  options: GeminiMapperOptions = {},
+): CliMessage[] {
   return mapAll(new GeminiMapper(options), lines, exit);
 }
 
-export function mapRecorded(name: string, options: GeminiMapperOptions = {}, exit: Partial<AttemptExit> = {}): CliMessage[] {
+export function mapRecorded(
+  name: string,
+  options: GeminiMapperOptions = {},
+  exit: Partial<AttemptExit> = {},
+): CliMessage[] {
   return mapLines(readTranscript(name), { ...recordedExit(name), ...exit }, options);
 }
 
@@ -34,7 +51,8 @@ export function expectedAssistantText(lines: readonly string[]): string {
   for (const line of lines) {
     try {
       const event = JSON.parse(line) as { type?: string; role?: string; content?: unknown };
-      if (event.type === 'message' && event.role === 'assistant' && typeof event.content === 'string') text += event.content;
+      if (event.type === 'message' && event.role === 'assistant' && typeof event.content === 'string')
+        text += event.content;
     } catch {
       // not an event
     }

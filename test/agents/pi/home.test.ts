@@ -22,16 +22,24 @@ function userDirWith(settings: Record<string, unknown>): { userDir: string; stat
 
 describe("pi's managed agent dir", () => {
   it('links the user’s files, keeps their settings and switches pi’s own retries off', async () => {
-    const { userDir, stateDir } = userDirWith({ theme: 'dark', retry: { enabled: true, provider: { maxRetries: 5, timeoutMs: 9 } } });
+    const { userDir, stateDir } = userDirWith({
+      theme: 'dark',
+      retry: { enabled: true, provider: { maxRetries: 5, timeoutMs: 9 } },
+    });
     const managed = await prepareManagedAgentDir(userDir, stateDir);
     expect(readlinkSync(join(managed, 'models.json'))).toBe(join(userDir, 'models.json'));
-    expect(JSON.parse(readFileSync(join(managed, 'settings.json'), 'utf8'))).toEqual({ theme: 'dark', retry: { enabled: false, provider: { maxRetries: 0, timeoutMs: 9 } } });
+    expect(JSON.parse(readFileSync(join(managed, 'settings.json'), 'utf8'))).toEqual({
+      theme: 'dark',
+      retry: { enabled: false, provider: { maxRetries: 0, timeoutMs: 9 } },
+    });
   });
 
   it('many attempts preparing a fresh one at the same moment all succeed, with the same result', async () => {
     const { userDir, stateDir } = userDirWith({});
     const managed = await Promise.all(Array.from({ length: 20 }, () => prepareManagedAgentDir(userDir, stateDir)));
     expect(new Set(managed).size).toBe(1);
-    expect(JSON.parse(readFileSync(join(managed[0] ?? '', 'settings.json'), 'utf8'))).toEqual({ retry: { enabled: false, provider: { maxRetries: 0 } } });
+    expect(JSON.parse(readFileSync(join(managed[0] ?? '', 'settings.json'), 'utf8'))).toEqual({
+      retry: { enabled: false, provider: { maxRetries: 0 } },
+    });
   });
 });

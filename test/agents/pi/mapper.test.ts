@@ -182,13 +182,18 @@ describe('tools', () => {
 
   it('two tool calls in one message each get their call and their result', () => {
     const messages = mapRecorded('two-tools');
-    const ids = new Set(messages.filter((m) => m.type === 'tool.call').map((m) => (m.content as { toolCallId: string }).toolCallId));
+    const ids = new Set(
+      messages.filter((m) => m.type === 'tool.call').map((m) => (m.content as { toolCallId: string }).toolCallId),
+    );
     expect(ids.size).toBe(2);
     expect(messages.filter((m) => m.type === 'tool.completed' || m.type === 'tool.failed')).toHaveLength(2);
   });
 
   it('a tool still running when the run ends gets one tool.failed before the terminal', () => {
-    const lines = [ev({ type: 'session', id: 's1' }), ev({ type: 'tool_execution_start', toolCallId: 't9', toolName: 'bash', args: { command: 'sleep 100' } })];
+    const lines = [
+      ev({ type: 'session', id: 's1' }),
+      ev({ type: 'tool_execution_start', toolCallId: 't9', toolName: 'bash', args: { command: 'sleep 100' } }),
+    ];
     const messages = mapLines(lines, { exitCode: null, signal: 'SIGKILL', stopReason: null, stderrTail: '' });
     expect(messages.map((m) => m.type)).toEqual(['session.started', 'tool.call', 'tool.failed', 'terminal.failed']);
   });
@@ -214,7 +219,11 @@ describe('terminal failures and their category', () => {
   });
 
   it("a Retry-After in pi's error text becomes retryAfterMs", () => {
-    const lines = [ev({ type: 'session', id: 's1' }), ...assistantMessage([], 'error', '429 rate limited, please retry after 7 seconds'), ev({ type: 'agent_end', messages: [] })];
+    const lines = [
+      ev({ type: 'session', id: 's1' }),
+      ...assistantMessage([], 'error', '429 rate limited, please retry after 7 seconds'),
+      ev({ type: 'agent_end', messages: [] }),
+    ];
     expect(failure(mapLines(lines))).toMatchObject({ category: 'rate_limited', retryAfterMs: 7000 });
   });
 
@@ -231,14 +240,27 @@ describe('terminal failures and their category', () => {
   });
 
   it('a non-zero exit before the end is process_crash with the exit code and the stderr tail', () => {
-    const content = failure(mapLines(readTranscript('text').slice(0, 3), { exitCode: 3, signal: null, stopReason: null, stderrTail: 'boom: out of memory\n' }));
+    const content = failure(
+      mapLines(readTranscript('text').slice(0, 3), {
+        exitCode: 3,
+        signal: null,
+        stopReason: null,
+        stderrTail: 'boom: out of memory\n',
+      }),
+    );
     expect(content).toMatchObject({ category: 'process_crash', exitCode: 3, stderr: 'boom: out of memory\n' });
     expect(content.text).toContain('boom: out of memory');
   });
 
   it('an idle timeout is category timeout; a failure to spawn is category startup', () => {
-    expect(failure(mapLines([], { exitCode: null, signal: 'SIGKILL', stopReason: 'idle_timeout', stderrTail: '' })).category).toBe('timeout');
-    expect(failure(mapLines([], { exitCode: null, signal: null, stopReason: null, stderrTail: '', spawnError: 'spawn pi ENOENT' })).category).toBe('startup');
+    expect(
+      failure(mapLines([], { exitCode: null, signal: 'SIGKILL', stopReason: 'idle_timeout', stderrTail: '' })).category,
+    ).toBe('timeout');
+    expect(
+      failure(
+        mapLines([], { exitCode: null, signal: null, stopReason: null, stderrTail: '', spawnError: 'spawn pi ENOENT' }),
+      ).category,
+    ).toBe('startup');
   });
 
   it('no usable events at all is invalid_output, listing the bad lines', () => {
@@ -256,7 +278,8 @@ describe('terminal failures and their category', () => {
   });
 
   it('a retry event whose numbers do not fit (1e999 parses as Infinity) keeps the message and drops those fields', () => {
-    const line = '{"type":"auto_retry_start","attempt":1e999,"maxAttempts":3,"delayMs":-1e999,"errorMessage":"overloaded"}';
+    const line =
+      '{"type":"auto_retry_start","attempt":1e999,"maxAttempts":3,"delayMs":-1e999,"errorMessage":"overloaded"}';
     const lines = readTranscript('text');
     const retry = mapLines([...lines.slice(0, 2), line, ...lines.slice(2)]).find((m) => m.type === 'agent.retry');
     expect(retry?.content).toEqual({ phase: 'start', maxAttempts: 3, errorText: 'overloaded' });
@@ -266,12 +289,21 @@ describe('terminal failures and their category', () => {
 describe('bad lines', () => {
   it('garbage lines never break the stream: text unchanged, lines reported in the terminal message', () => {
     const lines = readTranscript('text');
-    const noisy = [...lines.slice(0, 4), 'not json at all', '{"type":', '[1,2,3]', '{"noType":true}', ...lines.slice(4)];
+    const noisy = [
+      ...lines.slice(0, 4),
+      'not json at all',
+      '{"type":',
+      '[1,2,3]',
+      '{"noType":true}',
+      ...lines.slice(4),
+    ];
     const messages = mapLines(noisy);
     expect(assistantText(messages)).toBe(expectedAssistantText(lines));
     const terminal = terminalOf(messages);
     expect(terminal.type).toBe('terminal.completed');
-    expect(terminal.content).toMatchObject({ invalid_output_lines: expect.arrayContaining([expect.stringContaining('not json at all')]) });
+    expect(terminal.content).toMatchObject({
+      invalid_output_lines: expect.arrayContaining([expect.stringContaining('not json at all')]),
+    });
     expect((terminal.content as { invalid_output_lines: string[] }).invalid_output_lines).toHaveLength(4);
   });
 });
@@ -284,13 +316,24 @@ type Block = Record<string, unknown>;
 
 /** A streamed assistant message: start, one cumulative update per block, end. */
 function assistantMessage(blocks: Block[], stopReason: string, errorMessage?: string): string[] {
-  const message = (content: Block[]) => ({ role: 'assistant', content, stopReason, ...(errorMessage ? { errorMessage } : {}) });
+  const message = (content: Block[]) => ({
+    role: 'assistant',
+    content,
+    stopReason,
+    ...(errorMessage ? { errorMessage } : {}),
+  });
   const lines = [ev({ type: 'message_start', message: message([]) })];
   blocks.forEach((block, i) => {
     const partial = message(blocks.slice(0, i + 1));
     const kind = block.type === 'text' ? 'text_delta' : block.type === 'thinking' ? 'thinking_delta' : 'toolcall_end';
     const delta = block.type === 'text' ? block.text : block.type === 'thinking' ? block.thinking : undefined;
-    lines.push(ev({ type: 'message_update', assistantMessageEvent: { type: kind, contentIndex: i, ...(delta === undefined ? {} : { delta }), partial }, message: partial }));
+    lines.push(
+      ev({
+        type: 'message_update',
+        assistantMessageEvent: { type: kind, contentIndex: i, ...(delta === undefined ? {} : { delta }), partial },
+        message: partial,
+      }),
+    );
   });
   lines.push(ev({ type: 'message_end', message: message(blocks) }));
   return lines;

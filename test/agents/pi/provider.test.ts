@@ -13,7 +13,10 @@ import { assistantText } from './transcripts.ts';
 import { failure, terminalOf } from '../contract.ts';
 import { piHostOptions } from '../../support/runtime.ts';
 
-const USER_SETTINGS = { retry: { enabled: true, maxRetries: 3, provider: { maxRetries: 2 } }, defaultThinkingLevel: 'low' };
+const USER_SETTINGS = {
+  retry: { enabled: true, maxRetries: 3, provider: { maxRetries: 2 } },
+  defaultThinkingLevel: 'low',
+};
 
 let server: FakeModelServer;
 let env: PiEnv;
@@ -100,13 +103,16 @@ describe('runPi with the real pi CLI against the fake model server', () => {
     ['http500', 'server_error'],
     ['http503', 'server_error'],
     ['midclose', 'network'],
-  ] as const)('%s is terminal.failed (%s) after exactly one model request: pi does not retry on its own', async (model, category) => {
-    const before = server.requestsFor(model).length;
-    const content = failure(await attempt(model));
-    expect(content.category).toBe(category);
-    expect(content.agentError).toBeTruthy();
-    expect(server.requestsFor(model).length - before).toBe(1);
-  });
+  ] as const)(
+    '%s is terminal.failed (%s) after exactly one model request: pi does not retry on its own',
+    async (model, category) => {
+      const before = server.requestsFor(model).length;
+      const content = failure(await attempt(model));
+      expect(content.category).toBe(category);
+      expect(content.agentError).toBeTruthy();
+      expect(server.requestsFor(model).length - before).toBe(1);
+    },
+  );
 
   it("the user's own settings.json (retries on) is left untouched", () => {
     expect(JSON.parse(readFileSync(join(env.agentDir, 'settings.json'), 'utf8'))).toEqual(USER_SETTINGS);
@@ -115,7 +121,10 @@ describe('runPi with the real pi CLI against the fake model server', () => {
   it("when a project's .pi/settings.json turns pi's retries back on, every retry is surfaced as agent.retry", async () => {
     const cwd = join(env.root, 'retrying-project');
     mkdirSync(join(cwd, '.pi'), { recursive: true });
-    writeFileSync(join(cwd, '.pi', 'settings.json'), JSON.stringify({ retry: { enabled: true, maxRetries: 1, baseDelayMs: 10 } }));
+    writeFileSync(
+      join(cwd, '.pi', 'settings.json'),
+      JSON.stringify({ retry: { enabled: true, maxRetries: 1, baseDelayMs: 10 } }),
+    );
     const messages = await attempt('http502', { cwd });
     expect(messages.filter((m) => m.type === 'agent.retry').length).toBeGreaterThanOrEqual(1);
     expect(failure(messages).category).toBe('server_error');
@@ -124,7 +133,8 @@ describe('runPi with the real pi CLI against the fake model server', () => {
   it('a model that never answers hits the idle timeout: category timeout, nothing left running', async () => {
     let marker = '';
     const out: CliMessage[] = [];
-    for await (const m of runPi(options('hang', { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) })) out.push(m);
+    for await (const m of runPi(options('hang', { idleTimeoutMs: 1500 }), { onSpawn: (a) => (marker = a.marker) }))
+      out.push(m);
     expect(failure(out).category).toBe('timeout');
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
@@ -148,7 +158,10 @@ describe('runPi with the real pi CLI against the fake model server', () => {
       let marker = '';
       const seen: CliMessage[] = [];
       const run = (async () => {
-        for await (const m of runPi(options(model), { signal: controller.signal, onSpawn: (a) => (marker = a.marker) })) {
+        for await (const m of runPi(options(model), {
+          signal: controller.signal,
+          onSpawn: (a) => (marker = a.marker),
+        })) {
           seen.push(m);
           if (m.type === 'tool.update' && 'partialResult' in m.content) controller.abort();
           if (m.type === 'tool.call') setTimeout(() => controller.abort(), 700);
@@ -166,7 +179,9 @@ describe('runPi with the real pi CLI against the fake model server', () => {
     const controller = new AbortController();
     controller.abort();
     const before = server.requests.length;
-    await expect(runPi(options('text'), { signal: controller.signal }).next()).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(runPi(options('text'), { signal: controller.signal }).next()).rejects.toMatchObject({
+      name: 'AbortError',
+    });
     expect(server.requests.length).toBe(before);
   });
 

@@ -27,11 +27,21 @@ export function recordedExit(name: string): AttemptExit {
   }
   if (/^SIG[A-Z]+$/.test(raw)) return { exitCode: null, signal: raw, stopReason: null, stderrTail: '' };
   const code = Number(raw);
-  if (code > 128 && code < 160) return { exitCode: null, signal: code === 130 ? 'SIGINT' : code === 143 ? 'SIGTERM' : `SIG${code - 128}`, stopReason: null, stderrTail: '' };
+  if (code > 128 && code < 160)
+    return {
+      exitCode: null,
+      signal: code === 130 ? 'SIGINT' : code === 143 ? 'SIGTERM' : `SIG${code - 128}`,
+      stopReason: null,
+      stderrTail: '',
+    };
   return { exitCode: code, signal: null, stopReason: null, stderrTail: '' };
 }
 
-export function mapLines(lines: readonly string[], exit: AttemptExit = CLEAN_EXIT, options: PiMapperOptions = {}): CliMessage[] {
+export function mapLines(
+  lines: readonly string[],
+  exit: AttemptExit = CLEAN_EXIT,
+  options: PiMapperOptions = {},
+): CliMessage[] {
   return mapAll(new PiMapper(options), lines, exit);
 }
 
@@ -49,14 +59,19 @@ function finalAssistantMessages(lines: readonly string[]): PiBlock[][] {
   const out: PiBlock[][] = [];
   let open: PiBlock[] | null = null;
   for (const line of lines) {
-    let event: { type?: string; message?: { role?: string; content?: PiBlock[] }; assistantMessageEvent?: { partial?: { content?: PiBlock[] } } };
+    let event: {
+      type?: string;
+      message?: { role?: string; content?: PiBlock[] };
+      assistantMessageEvent?: { partial?: { content?: PiBlock[] } };
+    };
     try {
       event = JSON.parse(line) as typeof event;
     } catch {
       continue;
     }
     if (event.type === 'message_start' && event.message?.role === 'assistant') open = event.message.content ?? [];
-    if (event.type === 'message_update') open = event.message?.content ?? event.assistantMessageEvent?.partial?.content ?? open;
+    if (event.type === 'message_update')
+      open = event.message?.content ?? event.assistantMessageEvent?.partial?.content ?? open;
     if (event.type === 'message_end' && event.message?.role === 'assistant') {
       out.push(event.message.content ?? []);
       open = null;
@@ -92,7 +107,11 @@ export function expectedThinking(lines: readonly string[]): string {
 /** The same stream with the cumulative snapshots removed: only deltas are left to read. */
 export function withoutSnapshots(lines: readonly string[]): string[] {
   return lines.map((line) => {
-    const event = JSON.parse(line) as { type?: string; message?: unknown; assistantMessageEvent?: { partial?: unknown } };
+    const event = JSON.parse(line) as {
+      type?: string;
+      message?: unknown;
+      assistantMessageEvent?: { partial?: unknown };
+    };
     if (event.type !== 'message_update') return line;
     delete event.message;
     if (event.assistantMessageEvent) delete event.assistantMessageEvent.partial;

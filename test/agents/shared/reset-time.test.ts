@@ -21,19 +21,32 @@ describe('a reset time named in a rate-limit error', () => {
     expect(resetAfterMsOf(text, now)).toBe(ms);
   });
 
-  it.each(['resets 5 times', 'no reset here', 'resets 25:00 (UTC)', 'x-ratelimit-reset: 2020-01-01T00:00:00Z'])('%s → nothing', (text) => {
-    expect(resetAfterMsOf(text, now)).toBeUndefined();
-  });
+  it.each(['resets 5 times', 'no reset here', 'resets 25:00 (UTC)', 'x-ratelimit-reset: 2020-01-01T00:00:00Z'])(
+    '%s → nothing',
+    (text) => {
+      expect(resetAfterMsOf(text, now)).toBeUndefined();
+    },
+  );
 
   it('makes Claude Code\'s "hit your limit" a rate limit with the reset as its Retry-After', () => {
-    expect(classifyErrorText("You've hit your limit · resets 4am (UTC)", now)).toEqual({ category: 'rate_limited', retryAfterMs: 2.5 * HOUR });
+    expect(classifyErrorText("You've hit your limit · resets 4am (UTC)", now)).toEqual({
+      category: 'rate_limited',
+      retryAfterMs: 2.5 * HOUR,
+    });
   });
 
   it('a Retry-After in the same text wins over a reset time', () => {
-    expect(classifyErrorText('429 Too Many Requests retry-after: 30 x-ratelimit-reset: 1767234600', now)).toEqual({ category: 'rate_limited', status: 429, retryAfterMs: 30_000 });
+    expect(classifyErrorText('429 Too Many Requests retry-after: 30 x-ratelimit-reset: 1767234600', now)).toEqual({
+      category: 'rate_limited',
+      status: 429,
+      retryAfterMs: 30_000,
+    });
   });
 
   it('reads hours in "try again in"', () => {
-    expect(classifyErrorText('rate limit exceeded, try again in 2 hours', now)).toEqual({ category: 'rate_limited', retryAfterMs: 2 * HOUR });
+    expect(classifyErrorText('rate limit exceeded, try again in 2 hours', now)).toEqual({
+      category: 'rate_limited',
+      retryAfterMs: 2 * HOUR,
+    });
   });
 });

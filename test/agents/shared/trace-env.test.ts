@@ -23,8 +23,20 @@ function keepLines(lines: string[]): FinishingMapper {
 async function envSeen(context: { traceparent?: string; tracestate?: string }): Promise<Record<string, string>> {
   const lines: string[] = [];
   // The worker's own trace context (its parent's) is in its environment: the seal must keep it out.
-  const env = agentEnv({}, { PATH: process.env.PATH ?? '', TRACEPARENT: '00-11111111111111111111111111111111-2222222222222222-01', TRACESTATE: 'worker=own' });
-  for await (const message of runAgentAttempt({ command: process.execPath, args: [PRINT_ENV], env }, keepLines(lines), context)) void message;
+  const env = agentEnv(
+    {},
+    {
+      PATH: process.env.PATH ?? '',
+      TRACEPARENT: '00-11111111111111111111111111111111-2222222222222222-01',
+      TRACESTATE: 'worker=own',
+    },
+  );
+  for await (const message of runAgentAttempt(
+    { command: process.execPath, args: [PRINT_ENV], env },
+    keepLines(lines),
+    context,
+  ))
+    void message;
   return JSON.parse(lines[0] ?? '{}') as Record<string, string>;
 }
 

@@ -13,7 +13,13 @@ import { SESSIOND_BIN } from '../../support/cli.ts';
 import { REPO_ROOT } from '../../support/pi-env.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import { agentRecords, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
-import { killAllWorkerProcesses, startWorkerProcess, workerEnv, type WorkerProcess, type WorkerProcessOptions } from '../../support/worker-process.ts';
+import {
+  killAllWorkerProcesses,
+  startWorkerProcess,
+  workerEnv,
+  type WorkerProcess,
+  type WorkerProcessOptions,
+} from '../../support/worker-process.ts';
 
 /**
  * `sessiond acp` as its own process, driven by the SDK's client side over its stdio, as an editor
@@ -73,7 +79,11 @@ interface Client {
 
 /** Spawns `sessiond acp --agent acp:fake` and connects the SDK's client side to its stdio, initialized. */
 async function startClient(): Promise<Client> {
-  const child = spawn(process.execPath, [SESSIOND_BIN, 'acp', '--agent', 'acp:fake'], { cwd: REPO_ROOT, env: workerEnv(workerOptions), stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [SESSIOND_BIN, 'acp', '--agent', 'acp:fake'], {
+    cwd: REPO_ROOT,
+    env: workerEnv(workerOptions),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   clients.push(child);
   child.stderr?.resume();
   const client: Client = {
@@ -92,14 +102,23 @@ async function startClient(): Promise<Client> {
       client.permissions.push(params);
       return client.onPermission(params);
     })
-    .connect(acp.ndJsonStream(Writable.toWeb(child.stdin!), Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>));
+    .connect(
+      acp.ndJsonStream(Writable.toWeb(child.stdin!), Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>),
+    );
   client.agent = connection.agent;
-  const init = await connection.agent.request('initialize', { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+  const init = await connection.agent.request('initialize', {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+  });
   expect(init.agentCapabilities?.loadSession).toBe(true);
   return client;
 }
 
-const textOf = (client: Client, sessionId: string, kind: 'agent_message_chunk' | 'agent_thought_chunk' = 'agent_message_chunk') =>
+const textOf = (
+  client: Client,
+  sessionId: string,
+  kind: 'agent_message_chunk' | 'agent_thought_chunk' = 'agent_message_chunk',
+) =>
   client.updates
     .filter((u) => u.sessionId === sessionId && u.update.sessionUpdate === kind)
     .map((u) => (u.update as { content: { type: string; text?: string } }).content.text ?? '')
@@ -113,14 +132,19 @@ describe('sessiond acp, driven by an ACP client', () => {
     try {
       const { sessionId } = await client.agent.request('session/new', { cwd: state, mcpServers: [] });
       firstSession = sessionId;
-      const response = await client.agent.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: 'say hello world' }] });
+      const response = await client.agent.request('session/prompt', {
+        sessionId,
+        prompt: [{ type: 'text', text: 'say hello world' }],
+      });
       expect(response.stopReason).toBe('end_turn');
       expect(textOf(client, sessionId)).toBe('hello world');
       expect(textOf(client, sessionId, 'agent_thought_chunk')).toBe('thinking about it');
       // It is a sessiond session like any other.
       expect((await runtime.getSession(sessionId))?.state).toBe('completed');
       // Its tenant is the local caller's (config caller.tenant, default local): a {"tenant":"*"} limit applies to it (issue 25).
-      expect(await internals(runtime).redis.hget(internals(runtime).store.key(sessionId, 'meta'), 'tenant')).toBe('local');
+      expect(await internals(runtime).redis.hget(internals(runtime).store.key(sessionId, 'meta'), 'tenant')).toBe(
+        'local',
+      );
     } finally {
       client.close();
     }
@@ -130,7 +154,14 @@ describe('sessiond acp, driven by an ACP client', () => {
     const client = await startClient();
     try {
       // A second turn of the first test's session, from a connection that did not create it.
-      expect((await client.agent.request('session/prompt', { sessionId: firstSession, prompt: [{ type: 'text', text: 'say second turn' }] })).stopReason).toBe('end_turn');
+      expect(
+        (
+          await client.agent.request('session/prompt', {
+            sessionId: firstSession,
+            prompt: [{ type: 'text', text: 'say second turn' }],
+          })
+        ).stopReason,
+      ).toBe('end_turn');
       client.updates.length = 0;
       await client.agent.request('session/load', { sessionId: firstSession, cwd: state, mcpServers: [] });
       // Consecutive chunks of one kind joined: the replay as an editor shows it.
@@ -150,7 +181,9 @@ describe('sessiond acp, driven by an ACP client', () => {
         ['agent_thought_chunk', 'thinking about it'],
         ['agent_message_chunk', 'second turn'],
       ]);
-      const unknown = await client.agent.request('session/load', { sessionId: 'no-such-session', cwd: state, mcpServers: [] }).catch((e: unknown) => e);
+      const unknown = await client.agent
+        .request('session/load', { sessionId: 'no-such-session', cwd: state, mcpServers: [] })
+        .catch((e: unknown) => e);
       expect(unknown).toMatchObject({ code: -32002 });
     } finally {
       client.close();
@@ -162,7 +195,11 @@ describe('sessiond acp, driven by an ACP client', () => {
     try {
       const { sessionId } = await client.agent.request('session/new', { cwd: state, mcpServers: [] });
       const prompt = client.agent.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: 'long' }] });
-      await until(async () => client.updates.some((u) => u.sessionId === sessionId && u.update.sessionUpdate === 'tool_call'), 30_000, 'the long tool call');
+      await until(
+        async () => client.updates.some((u) => u.sessionId === sessionId && u.update.sessionUpdate === 'tool_call'),
+        30_000,
+        'the long tool call',
+      );
       await client.agent.notify('session/cancel', { sessionId });
       expect((await prompt).stopReason).toBe('cancelled');
       expect((await runtime.getSession(sessionId))?.state).toBe('cancelled');
@@ -174,19 +211,34 @@ describe('sessiond acp, driven by an ACP client', () => {
 
   it("a permission request of the session's agent (permissionMode ask from _meta) goes to the client; its answer is the decision", async () => {
     const client = await startClient();
-    client.onPermission = (params) => ({ outcome: { outcome: 'selected', optionId: params.options.find((o) => o.kind === 'allow_once')?.optionId ?? '' } });
+    client.onPermission = (params) => ({
+      outcome: { outcome: 'selected', optionId: params.options.find((o) => o.kind === 'allow_once')?.optionId ?? '' },
+    });
     try {
-      const { sessionId } = await client.agent.request('session/new', { cwd: state, mcpServers: [], _meta: { sessiond: { options: { permissionMode: 'ask' } } } });
-      const response = await client.agent.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: 'ask' }] });
+      const { sessionId } = await client.agent.request('session/new', {
+        cwd: state,
+        mcpServers: [],
+        _meta: { sessiond: { options: { permissionMode: 'ask' } } },
+      });
+      const response = await client.agent.request('session/prompt', {
+        sessionId,
+        prompt: [{ type: 'text', text: 'ask' }],
+      });
       expect(response.stopReason).toBe('end_turn');
       expect(client.permissions).toHaveLength(1);
       expect(client.permissions[0]?.toolCall).toMatchObject({ title: 'rm -rf build', kind: 'execute' });
       expect(textOf(client, sessionId)).toBe('permission: yes');
       const decided = (await runtime.readMessages(sessionId)).filter((m) => m.type === 'approval.decided');
-      expect(decided.map((m) => m.content)).toEqual([expect.objectContaining({ outcome: 'allowed', optionId: 'yes', by: 'acp' })]);
+      expect(decided.map((m) => m.content)).toEqual([
+        expect.objectContaining({ outcome: 'allowed', optionId: 'yes', by: 'acp' }),
+      ]);
       // A mode above the policy's ceiling is refused at session/new, naming the field.
       const refused = await client.agent
-        .request('session/new', { cwd: state, mcpServers: [], _meta: { sessiond: { options: { permissionMode: 'allow' } } } })
+        .request('session/new', {
+          cwd: state,
+          mcpServers: [],
+          _meta: { sessiond: { options: { permissionMode: 'allow' } } },
+        })
         .catch((e: unknown) => e);
       expect(refused).toMatchObject({ code: -32602, message: expect.stringContaining('options.permissionMode') });
     } finally {
@@ -198,7 +250,10 @@ describe('sessiond acp, driven by an ACP client', () => {
     const client = await startClient();
     try {
       const { sessionId } = await client.agent.request('session/new', { cwd: state, mcpServers: [] });
-      const prompt = client.agent.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: 'wait finished' }] });
+      const prompt = client.agent.request('session/prompt', {
+        sessionId,
+        prompt: [{ type: 'text', text: 'wait finished' }],
+      });
       await until(async () => textOf(client, sessionId).includes('waiting'), 30_000, 'the agent waiting');
       worker.kill('SIGKILL');
       expect(await worker.exited).toEqual({ code: null, signal: 'SIGKILL' });

@@ -24,7 +24,10 @@ beforeAll(async () => {
   outdir = mkdtempSync(join(cache, 'sessiond-cli-bundle-'));
   // What bin/sessiond.mjs does with dist/cli/fast.js; a command line it does not list exits 99 here.
   runner = join(outdir, 'run.mjs');
-  writeFileSync(runner, "const { runFast } = await import('./fast.js');\nprocess.exit((await runFast(process.argv)) ?? 99);\n");
+  writeFileSync(
+    runner,
+    "const { runFast } = await import('./fast.js');\nprocess.exit((await runFast(process.argv)) ?? 99);\n",
+  );
   [deployment] = await Promise.all([startCliDeployment('bundle'), bundleCli({ root: REPO_ROOT, outdir })]);
 }, 120_000);
 
@@ -64,7 +67,11 @@ describe("the package's CLI bundle", () => {
 
     const inspect = await bundled(['inspect', sessionId!, '--json']);
     expect(inspect.exitCode).toBe(0);
-    expect(JSON.parse(inspect.stdout)).toMatchObject({ sessionId, state: 'completed', turn: { index: 1, status: 'completed' } });
+    expect(JSON.parse(inspect.stdout)).toMatchObject({
+      sessionId,
+      state: 'completed',
+      turn: { index: 1, status: 'completed' },
+    });
     const list = await bundled(['list', '--state', 'completed', '--json']);
     expect(JSON.parse(list.stdout)).toContainEqual({ sessionId, state: 'completed' });
     const watch = await bundled(['watch', sessionId!, '--json']);
@@ -103,7 +110,9 @@ describe("the package's CLI bundle", () => {
       expect((await bundled(['inspect', id])).exitCode).toBe(3);
     }
     const deletions = await bundled(['deletions', '--json']);
-    expect((JSON.parse(deletions.stdout) as Array<{ sessionId: string }>).map((d) => d.sessionId)).toEqual(expect.arrayContaining([sessionId, copy]));
+    expect((JSON.parse(deletions.stdout) as Array<{ sessionId: string }>).map((d) => d.sessionId)).toEqual(
+      expect.arrayContaining([sessionId, copy]),
+    );
   });
 
   it('refuses clearly: an unknown id exits 3, a retry of a completed turn exits 1 with the reason', async () => {
@@ -122,11 +131,16 @@ describe("the package's CLI bundle", () => {
 
   it('ends as on Ctrl+C, with no stack trace, when the reader of its output goes away', async () => {
     await bundled(['enqueue', '--session', 'bundle-epipe', ...model('text'), 'hi']);
-    const child = spawn(process.execPath, [runner, 'list'], { env: deployment.cliEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [runner, 'list'], {
+      env: deployment.cliEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child.stdout.destroy(); // the reader is gone before the first line is written
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const code = await new Promise<number | null>((resolve) => child.once('close', (c, signal) => resolve(c ?? (signal === 'SIGINT' ? 130 : null))));
+    const code = await new Promise<number | null>((resolve) =>
+      child.once('close', (c, signal) => resolve(c ?? (signal === 'SIGINT' ? 130 : null))),
+    );
     expect(code).toBe(130);
     expect(stderr).toBe('');
   });

@@ -30,7 +30,13 @@ afterAll(async () => {
   rmSync(stateDir, { recursive: true, force: true });
 });
 
-const env = (more: Record<string, string> = {}) => ({ PATH: process.env.PATH ?? '', REDIS_URL: redis.url, SESSIOND_PREFIX: prefix, SESSIOND_STATE_DIR: stateDir, ...more });
+const env = (more: Record<string, string> = {}) => ({
+  PATH: process.env.PATH ?? '',
+  REDIS_URL: redis.url,
+  SESSIOND_PREFIX: prefix,
+  SESSIOND_STATE_DIR: stateDir,
+  ...more,
+});
 const tenantOf = (id: string) => client.hget(createKeys(prefix).session(id, 'meta'), 'tenant');
 
 describe('sessiond enqueue: tenant and priority from the configuration', () => {
@@ -40,7 +46,9 @@ describe('sessiond enqueue: tenant and priority from the configuration', () => {
     expect(await tenantOf('cli-default')).toBe('local');
 
     const acme = env({ SESSIOND_TENANT: 'acme', SESSIOND_MAX_PRIORITY: '5' });
-    expect((await runCli(['enqueue', '--session', 'cli-acme', '--priority', '5', 'hi'], { env: acme })).exitCode).toBe(0);
+    expect((await runCli(['enqueue', '--session', 'cli-acme', '--priority', '5', 'hi'], { env: acme })).exitCode).toBe(
+      0,
+    );
     expect(await tenantOf('cli-acme')).toBe('acme');
 
     const other = await runCli(['enqueue', '--session', 'cli-other', '--tenant', 'globex', 'hi'], { env: acme });
@@ -49,6 +57,11 @@ describe('sessiond enqueue: tenant and priority from the configuration', () => {
     const high = await runCli(['enqueue', '--session', 'cli-high', '--priority', '1000', 'hi'], { env: acme });
     expect(high.exitCode).toBe(2);
     expect(high.stderr).toMatch(/--priority: must be at most 5/);
-    expect(await client.exists(createKeys(prefix).session('cli-other', 'meta'), createKeys(prefix).session('cli-high', 'meta'))).toBe(0);
+    expect(
+      await client.exists(
+        createKeys(prefix).session('cli-other', 'meta'),
+        createKeys(prefix).session('cli-high', 'meta'),
+      ),
+    ).toBe(0);
   });
 });

@@ -22,7 +22,8 @@ describe('the fast entry of the CLI', () => {
     expect(theirs).toBeDefined();
     expect(shape(mine!)).toEqual(shape(theirs!));
     // Whatever else its module registers is the whole program's too.
-    for (const other of fast.commands) expect(shape(other)).toEqual(shape(whole.commands.find((c) => c.name() === other.name())!));
+    for (const other of fast.commands)
+      expect(shape(other)).toEqual(shape(whole.commands.find((c) => c.name() === other.name())!));
   });
 
   it('builds the whole program for --help, help and commands it does not list', async () => {

@@ -27,7 +27,10 @@ describe('sessiond normalize', () => {
   it('--exit-code N treats the end of input as pi exiting with N', async () => {
     const lines = readFileSync(join(PI_FIXTURES, 'text.stdout.jsonl'), 'utf8').split('\n').slice(0, 4).join('\n');
     const result = await runCli(['normalize', '--exit-code', '2'], { input: lines });
-    expect(jsonLines(result.stdout).at(-1)).toMatchObject({ type: 'terminal.failed', content: { category: 'process_crash', exitCode: 2 } });
+    expect(jsonLines(result.stdout).at(-1)).toMatchObject({
+      type: 'terminal.failed',
+      content: { category: 'process_crash', exitCode: 2 },
+    });
   });
 
   it('an unreadable file exits 2 with a message naming it', async () => {

@@ -1,6 +1,10 @@
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../../../src/interfaces/cli/retry-flags.ts';
+import {
+  addRetryPolicyOptions,
+  retryPatchFromFlags,
+  type RetryFlags,
+} from '../../../src/interfaces/cli/retry-flags.ts';
 
 function patchOf(args: string[]): Record<string, unknown> | undefined {
   const command = addRetryPolicyOptions(new Command('x').exitOverride(), 'test');
@@ -10,10 +14,15 @@ function patchOf(args: string[]): Record<string, unknown> | undefined {
 
 describe('the quota-wall flags', () => {
   it('--retry-rate-limit-attempts and --retry-max-park become rateLimitAttempts and maxParkMs', () => {
-    expect(patchOf(['--retry-rate-limit-attempts', 'counted', '--retry-max-park', '6h'])).toEqual({ rateLimitAttempts: 'counted', maxParkMs: 21_600_000 });
+    expect(patchOf(['--retry-rate-limit-attempts', 'counted', '--retry-max-park', '6h'])).toEqual({
+      rateLimitAttempts: 'counted',
+      maxParkMs: 21_600_000,
+    });
   });
 
   it('a bad mode is refused, naming the flag', () => {
-    expect(() => patchOf(['--retry-rate-limit-attempts', 'sometimes'])).toThrow(/--retry-rate-limit-attempts must be free or counted/);
+    expect(() => patchOf(['--retry-rate-limit-attempts', 'sometimes'])).toThrow(
+      /--retry-rate-limit-attempts must be free or counted/,
+    );
   });
 });

@@ -24,7 +24,19 @@ afterAll(async () => {
 });
 
 const cliEnv = () => ({ ...env.env, SESSIOND_STATE_DIR: stateDir, PATH: process.env.PATH ?? '' });
-const runArgs = (model: string) => ['run', '--cwd', env.cwd, '--agent-dir', env.agentDir, '--session-dir', env.sessionDir, '--provider', 'fake', '--model', model];
+const runArgs = (model: string) => [
+  'run',
+  '--cwd',
+  env.cwd,
+  '--agent-dir',
+  env.agentDir,
+  '--session-dir',
+  env.sessionDir,
+  '--provider',
+  'fake',
+  '--model',
+  model,
+];
 
 describe('sessiond run', () => {
   it('prints the assistant text live and exits 0 on terminal.completed', async () => {

@@ -27,12 +27,23 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
     const inspect = await cli(['inspect', sessionId!, '--json']);
     expect(inspect.exitCode).toBe(0);
     const summary = JSON.parse(inspect.stdout) as Record<string, unknown>;
-    expect(summary).toMatchObject({ sessionId, state: 'completed', turn: { index: 1, status: 'completed', attempts: [{ attempt: 1, outcome: 'completed' }] } });
-    expect((summary.history as Array<{ at: number; from: string; to: string; event: string }>).map((t) => t.to)).toContain('running');
+    expect(summary).toMatchObject({
+      sessionId,
+      state: 'completed',
+      turn: { index: 1, status: 'completed', attempts: [{ attempt: 1, outcome: 'completed' }] },
+    });
+    expect(
+      (summary.history as Array<{ at: number; from: string; to: string; event: string }>).map((t) => t.to),
+    ).toContain('running');
 
     const watch = await cli(['watch', sessionId!, '--json']);
     expect(watch.exitCode).toBe(0);
-    const lines = jsonLines(watch.stdout) as unknown as Array<{ seq: number; turn: number; attempt: number; type: string }>;
+    const lines = jsonLines(watch.stdout) as unknown as Array<{
+      seq: number;
+      turn: number;
+      attempt: number;
+      type: string;
+    }>;
     expect(lines.map((l) => l.seq)).toEqual(lines.map((_, i) => i + 1));
     expect(lines[0]).toMatchObject({ seq: 1, turn: 1, attempt: 1, type: 'session.started' });
     expect(lines.at(-1)?.type).toBe('terminal.completed');
@@ -46,7 +57,16 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
 
   it('enqueue --json prints {sessionId, turn}; a retried failure shows its attempts; --follow exits 1 when the turn fails', async () => {
     deployment.server.setScript('cli-flaky', [{ status: 500 }, { text: 'second time lucky' }]);
-    const queued = await cli(['enqueue', ...model('cli-flaky'), '--retry-initial-delay', '200ms', '--retry-jitter', 'none', '--json', 'try']);
+    const queued = await cli([
+      'enqueue',
+      ...model('cli-flaky'),
+      '--retry-initial-delay',
+      '200ms',
+      '--retry-jitter',
+      'none',
+      '--json',
+      'try',
+    ]);
     expect(queued.exitCode).toBe(0);
     const { sessionId, turn } = JSON.parse(queued.stdout) as { sessionId: string; turn: number };
     expect(turn).toBe(1);
@@ -60,7 +80,9 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
   });
 
   it('cancel from another command ends a followed turn: enqueue --follow exits 130', async () => {
-    const follow = sessiond(['enqueue', ...model('long-tool'), '--follow', '--json', 'Run a long command'], { env: deployment.cliEnv });
+    const follow = sessiond(['enqueue', ...model('long-tool'), '--follow', '--json', 'Run a long command'], {
+      env: deployment.cliEnv,
+    });
     let out = '';
     let err = '';
     follow.stderr?.on('data', (d: Buffer) => (err += d.toString()));
@@ -94,7 +116,15 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
   });
 
   it('retry-policy get/set/reset; a bad value is refused naming the field and the range, and nothing changes', async () => {
-    const set = await cli(['retry-policy', 'set', '--retry-max-attempts', '7', '--retry-initial-delay', '2s', '--json']);
+    const set = await cli([
+      'retry-policy',
+      'set',
+      '--retry-max-attempts',
+      '7',
+      '--retry-initial-delay',
+      '2s',
+      '--json',
+    ]);
     expect(set.exitCode).toBe(0);
     expect(JSON.parse(set.stdout)).toMatchObject({ maxAttempts: 7, initialDelayMs: 2000 });
     const bad = await cli(['retry-policy', 'set', '--retry-max-delay', '500ms']);
@@ -106,16 +136,28 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
     const get = JSON.parse((await cli(['retry-policy', 'get', '--json'])).stdout) as Record<string, unknown>;
     expect(get).toMatchObject({ maxAttempts: 7, initialDelayMs: 2000, source: 'global' });
     await cli(['retry-policy', 'reset']);
-    expect(JSON.parse((await cli(['retry-policy', 'get', '--json'])).stdout)).toMatchObject({ maxAttempts: 4, source: 'default' });
+    expect(JSON.parse((await cli(['retry-policy', 'get', '--json'])).stdout)).toMatchObject({
+      maxAttempts: 4,
+      source: 'default',
+    });
   });
 
   it('list pages through every session with --cursor: no session twice, none left out, and a bad cursor is exit 2', async () => {
-    const all = (JSON.parse((await cli(['list', '--json'])).stdout) as Array<{ sessionId: string }>).map((s) => s.sessionId);
+    const all = (JSON.parse((await cli(['list', '--json'])).stdout) as Array<{ sessionId: string }>).map(
+      (s) => s.sessionId,
+    );
     expect(all.length).toBeGreaterThanOrEqual(2);
     const seen: string[] = [];
     let cursor: string | null = null;
     for (let page = 0; page <= all.length; page += 1) {
-      const result = await cli(['list', '--limit', '1', '--json', '--paged', ...(cursor === null ? [] : ['--cursor', cursor])]);
+      const result = await cli([
+        'list',
+        '--limit',
+        '1',
+        '--json',
+        '--paged',
+        ...(cursor === null ? [] : ['--cursor', cursor]),
+      ]);
       expect(result.exitCode).toBe(0);
       const parsed = JSON.parse(result.stdout) as { sessions: Array<{ sessionId: string }>; next: string | null };
       seen.push(...parsed.sessions.map((s) => s.sessionId));

@@ -40,17 +40,29 @@ function captureLogger() {
       callback();
     },
   });
-  return pino({ level: 'info', redact: { paths: ['token', 'authorization', '*.token', '*.authorization'], censor: '***' } }, stream);
+  return pino(
+    { level: 'info', redact: { paths: ['token', 'authorization', '*.token', '*.authorization'], censor: '***' } },
+    stream,
+  );
 }
 
 useRuntimeSuite(
   'http-api',
-  { scripts: { 'slow-text': { text: SLOW_WORDS, chunkDelayMs: 60 }, flaky: [{ status: 500 }, { text: DEFAULT_TEXT }] }, cleanup: () => server?.close(1000) },
+  {
+    scripts: { 'slow-text': { text: SLOW_WORDS, chunkDelayMs: 60 }, flaky: [{ status: 500 }, { text: DEFAULT_TEXT }] },
+    cleanup: () => server?.close(1000),
+  },
   async (s) => {
     ({ redis, server: model, env, h } = s);
     await h.startWorker();
     config = loadConfig({ prefix: h.prefix, 'http.bodyLimitBytes': 4096 }, {});
-    server = await startServer({ client: clientOver(h.runtime), config, logger: captureLogger(), port: 0, keepAliveMs: 200 });
+    server = await startServer({
+      client: clientOver(h.runtime),
+      config,
+      logger: captureLogger(),
+      port: 0,
+      keepAliveMs: 200,
+    });
     // The first scrape: the histograms count from here on (the /metrics test reads what the tests below ran).
     await fetch(`${server.url}/metrics`);
   },
@@ -65,7 +77,12 @@ function turnEnded(runtime: Runtime, sessionId: string, turn = 1, timeoutMs = 60
     async () => {
       const s = await runtime.getSession(sessionId);
       const t = s?.context?.turn;
-      return t !== undefined && t !== null && t.index === turn && ['completed', 'failed', 'cancelled'].includes(t.status) ? s : null;
+      return t !== undefined &&
+        t !== null &&
+        t.index === turn &&
+        ['completed', 'failed', 'cancelled'].includes(t.status)
+        ? s
+        : null;
     },
     timeoutMs,
     `turn ${turn} of ${sessionId} to end`,
@@ -78,8 +95,16 @@ const opts = (modelId: string) => ({ provider: 'fake', model: modelId, cwd: env.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Body = any;
 
-async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Body; headers: Headers }> {
-  const init: RequestInit = { method, headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers } };
+async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Body; headers: Headers }> {
+  const init: RequestInit = {
+    method,
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+  };
   if (body !== undefined) init.body = typeof body === 'string' ? body : JSON.stringify(body);
   const response = await fetch(`${server.url}${path}`, init);
   const text = await response.text();
@@ -108,7 +133,12 @@ describe('sessions', () => {
 
     const got = await call('GET', `/api/sessions/${id}`);
     expect(got.status).toBe(200);
-    expect(got.body).toMatchObject({ sessionId: id, state: 'completed', agent: 'pi', turn: { index: 1, status: 'completed', attempts: [{ attempt: 1, outcome: 'completed' }] } });
+    expect(got.body).toMatchObject({
+      sessionId: id,
+      state: 'completed',
+      agent: 'pi',
+      turn: { index: 1, status: 'completed', attempts: [{ attempt: 1, outcome: 'completed' }] },
+    });
     expect(got.body.history.map((t: { to: string }) => t.to)).toEqual(expect.arrayContaining(['running', 'completed']));
     expect(got.body.context).toMatchObject({ sessionId: id, turnIndex: 1 });
     expect(got.body.options).toMatchObject({ model: 'text' });
@@ -116,7 +146,12 @@ describe('sessions', () => {
     const completed = await call('GET', '/api/sessions?state=completed');
     expect(completed.status).toBe(200);
     expect(completed.body.sessions).toContainEqual(
-      expect.objectContaining({ sessionId: id, state: 'completed', agent: 'pi', turn: expect.objectContaining({ index: 1, status: 'completed', attempts: 1 }) }),
+      expect.objectContaining({
+        sessionId: id,
+        state: 'completed',
+        agent: 'pi',
+        turn: expect.objectContaining({ index: 1, status: 'completed', attempts: 1 }),
+      }),
     );
     const running = await call('GET', '/api/sessions?state=running');
     expect(running.body.sessions.map((s: { sessionId: string }) => s.sessionId)).not.toContain(id);
@@ -138,7 +173,11 @@ describe('sessions', () => {
 
   it('cancel: POST /api/sessions/:id/cancel stops a long tool call → 202 and the turn ends cancelled', async () => {
     const id = await createSession('long-tool');
-    await until(async () => (await h.runtime.readMessages(id)).some((m) => m.type === 'tool.call'), 60_000, 'the tool call');
+    await until(
+      async () => (await h.runtime.readMessages(id)).some((m) => m.type === 'tool.call'),
+      60_000,
+      'the tool call',
+    );
     const r = await call('POST', `/api/sessions/${id}/cancel`, { reason: 'test says stop' });
     expect(r.status).toBe(202);
     expect(r.body).toMatchObject({ sessionId: id, delivered: expect.stringMatching(/^(worker|activation)$/) });
@@ -255,7 +294,11 @@ describe('bad requests: 400 naming the field, nothing written', () => {
     expect(malformed.body.error).toMatch(/malformed JSON/);
     expect(malformed.body.issues).toEqual([{ field: '(body)', message: 'must be valid JSON' }]);
 
-    const form = await fetch(`${server.url}/api/sessions`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify({ prompt: 'hi' }) });
+    const form = await fetch(`${server.url}/api/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: JSON.stringify({ prompt: 'hi' }),
+    });
     expect(form.status).toBe(415);
 
     const big = await call('POST', '/api/sessions', { prompt: 'x'.repeat(5000) });
@@ -301,7 +344,10 @@ describe('messages', () => {
     expect((await h.runtime.getSession(id))?.state).toBe('running');
 
     const second = new AbortController();
-    const r2 = await fetch(`${server.url}/api/sessions/${id}/events`, { signal: second.signal, headers: { 'Last-Event-ID': last?.id ?? '' } });
+    const r2 = await fetch(`${server.url}/api/sessions/${id}/events`, {
+      signal: second.signal,
+      headers: { 'Last-Event-ID': last?.id ?? '' },
+    });
     let keepAlives = 0;
     for await (const frame of readSse(r2)) {
       if (frame.comment === 'keep-alive') keepAlives += 1;
@@ -371,7 +417,10 @@ describe('retry policy', () => {
 
     const put = await call('PUT', '/api/retry-policy', { maxAttempts: 6, initialDelayMs: 250 });
     expect(put.status).toBe(200);
-    expect(put.body).toEqual({ policy: { ...DEFAULT_RETRY_POLICY, maxAttempts: 6, initialDelayMs: 250 }, source: 'global' });
+    expect(put.body).toEqual({
+      policy: { ...DEFAULT_RETRY_POLICY, maxAttempts: 6, initialDelayMs: 250 },
+      source: 'global',
+    });
     expect((await call('GET', '/api/retry-policy')).body).toEqual({ policy: put.body.policy, source: 'global' });
 
     const bad: Array<[unknown, string, RegExp]> = [
@@ -439,7 +488,13 @@ describe('operations', () => {
     expect(ready.status).toBe(200);
     expect(ready.body).toMatchObject({ status: 'ready', workers: 1 });
     // The worker's sandbox, with what its mode cannot stop (the suites run with SESSIOND_SANDBOX=none).
-    expect(ready.body.sandbox).toEqual([expect.objectContaining({ mode: 'none', refused: false, gaps: expect.arrayContaining([expect.stringContaining('/proc/<pid>/environ')]) })]);
+    expect(ready.body.sandbox).toEqual([
+      expect.objectContaining({
+        mode: 'none',
+        refused: false,
+        gaps: expect.arrayContaining([expect.stringContaining('/proc/<pid>/environ')]),
+      }),
+    ]);
     const chart = await call('GET', '/api/chart');
     expect(chart.body.initial).toBe('idle');
     expect(chart.body.states.map((s: { name: string }) => s.name)).toEqual(
@@ -450,7 +505,13 @@ describe('operations', () => {
   it('/readyz is 503 with the reason: no worker seen; Redis unreachable', async () => {
     const { connect, closeAll } = connector(redis.url);
     const lonely = new Runtime({ connect, prefix: uniquePrefix('no-workers') });
-    const app = createApp({ client: clientOver(lonely), config, logger: captureLogger(), dashboard: false, bullBoard: false });
+    const app = createApp({
+      client: clientOver(lonely),
+      config,
+      logger: captureLogger(),
+      dashboard: false,
+      bullBoard: false,
+    });
     const r = await app.request('/readyz');
     expect(r.status).toBe(503);
     expect(await r.json()).toMatchObject({ status: 'unready', reason: 'no worker has ever sent a heartbeat' });
@@ -460,7 +521,13 @@ describe('operations', () => {
     const doomed = await startRedis();
     const down = connector(doomed.url);
     const gone = new Runtime({ connect: down.connect, prefix: uniquePrefix('down') });
-    const app2 = createApp({ client: clientOver(gone), config, logger: captureLogger(), dashboard: false, bullBoard: false });
+    const app2 = createApp({
+      client: clientOver(gone),
+      config,
+      logger: captureLogger(),
+      dashboard: false,
+      bullBoard: false,
+    });
     await doomed.stop();
     const r2 = await app2.request('/readyz');
     expect(r2.status).toBe(503);
@@ -489,7 +556,9 @@ describe('operations', () => {
     expect(value(/^sessiond_sessions\{state="completed"\} (\d+)/m)).toBeGreaterThanOrEqual(3);
     expect(value(/^sessiond_sessions\{state="cancelled"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
     expect(value(/^sessiond_attempts_total\{outcome="completed",category="none"\} (\d+)/m)).toBeGreaterThanOrEqual(3);
-    expect(value(/^sessiond_attempts_total\{outcome="failed",category="server_error"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(value(/^sessiond_attempts_total\{outcome="failed",category="server_error"\} (\d+)/m)).toBeGreaterThanOrEqual(
+      1,
+    );
     expect(value(/^sessiond_retries_total\{category="server_error"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
     expect(value(/^sessiond_turn_duration_seconds_count\{status="completed"\} (\d+)/m)).toBeGreaterThanOrEqual(3);
     expect(value(/^sessiond_turn_duration_seconds_count\{status="cancelled"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
@@ -502,14 +571,29 @@ describe('operations', () => {
 describe('OpenAPI', () => {
   const doc = openApiDocument() as {
     openapi: string;
-    paths: Record<string, Record<string, { operationId: string; requestBody?: { content: Record<string, { examples?: Record<string, { value: unknown }> }> } }>>;
+    paths: Record<
+      string,
+      Record<
+        string,
+        {
+          operationId: string;
+          requestBody?: { content: Record<string, { examples?: Record<string, { value: unknown }> }> };
+        }
+      >
+    >;
     components: { schemas: Record<string, unknown> };
   };
 
   it('every route the app serves is in the document, and every documented operation is served', () => {
     const app = createApp({ client: clientOver(h.runtime), config, logger: captureLogger() });
-    const served = new Set(app.routes.filter((r) => r.method !== 'ALL' && !r.path.startsWith('/queues')).map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)/g, '{$1}')}`));
-    const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)));
+    const served = new Set(
+      app.routes
+        .filter((r) => r.method !== 'ALL' && !r.path.startsWith('/queues'))
+        .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)/g, '{$1}')}`),
+    );
+    const documented = new Set(
+      Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)),
+    );
     expect([...served].sort()).toEqual([...documented].sort());
     // Bull Board is mounted (its own UI and API, outside this document).
     expect(app.routes.some((r) => r.path.startsWith('/queues'))).toBe(true);
@@ -523,7 +607,11 @@ describe('OpenAPI', () => {
     for (const { method, path } of withId) {
       const target = `${path.replace('{id}', 'no%20such%20id').replace(/\{[A-Za-z]+\}/g, 'x')}?from=nope&force=maybe`;
       const r = await call(method, target, method === 'GET' || method === 'DELETE' ? undefined : { unexpected: true });
-      expect({ route: `${method} ${path}`, status: r.status, body: r.body }).toEqual({ route: `${method} ${path}`, status: 404, body: { error: 'unknown session "no such id"' } });
+      expect({ route: `${method} ${path}`, status: r.status, body: r.body }).toEqual({
+        route: `${method} ${path}`,
+        status: 404,
+        body: { error: 'unknown session "no such id"' },
+      });
     }
     // The dashboard's page of a session renders any id (it says when a session is unknown).
     expect((await fetch(`${server.url}/sessions/no%20such%20id`)).status).toBe(200);
@@ -550,7 +638,8 @@ describe('OpenAPI', () => {
     };
     // Each approval example answers a request of its own, waiting as an attempt in ask mode stores it.
     let seeded = 0;
-    const seedOne = (sessionId: string): Promise<string> => seedApproval(h.runtime, sessionId, `t1-0123456789ab-${++seeded}`);
+    const seedOne = (sessionId: string): Promise<string> =>
+      seedApproval(h.runtime, sessionId, `t1-0123456789ab-${++seeded}`);
     const withBodies = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.entries(ops)
         .filter(([, op]) => op.requestBody !== undefined)
@@ -566,7 +655,11 @@ describe('OpenAPI', () => {
       for (const [name, example] of Object.entries(examples)) {
         expect(schemas[op.operationId]?.(example.value), `${op.operationId}/${name}`).toBe(true);
         const target = path.replace('{id}', id);
-        const r = await call(method.toUpperCase(), target.includes('{requestId}') ? target.replace('{requestId}', await seedOne(id)) : target, example.value);
+        const r = await call(
+          method.toUpperCase(),
+          target.includes('{requestId}') ? target.replace('{requestId}', await seedOne(id)) : target,
+          example.value,
+        );
         expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeGreaterThanOrEqual(200);
         expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeLessThan(300);
         if (op.operationId === 'createSession') {
@@ -583,18 +676,32 @@ describe('OpenAPI', () => {
 
 describe('auth and request guards', () => {
   it('refuses to bind anywhere but loopback without a token', async () => {
-    await expect(startServer({ client: clientOver(h.runtime), config, logger: captureLogger(), host: '0.0.0.0', port: 0 })).rejects.toThrow(/without an API token/);
-    expect(() => createApp({ client: clientOver(h.runtime), config: { ...config, http: { ...config.http, host: '0.0.0.0' } }, logger: captureLogger() })).toThrow(
-      /SESSIOND_API_TOKEN/,
-    );
+    await expect(
+      startServer({ client: clientOver(h.runtime), config, logger: captureLogger(), host: '0.0.0.0', port: 0 }),
+    ).rejects.toThrow(/without an API token/);
+    expect(() =>
+      createApp({
+        client: clientOver(h.runtime),
+        config: { ...config, http: { ...config.http, host: '0.0.0.0' } },
+        logger: captureLogger(),
+      }),
+    ).toThrow(/SESSIOND_API_TOKEN/);
   });
 
   it('a token configured on loopback is enforced too, reads included (route × scope matrix: auth.test.ts)', async () => {
-    const app = createApp({ client: clientOver(h.runtime), config: { ...config, http: { ...config.http, token: TOKEN } }, logger: captureLogger(), bullBoard: false });
+    const app = createApp({
+      client: clientOver(h.runtime),
+      config: { ...config, http: { ...config.http, token: TOKEN } },
+      logger: captureLogger(),
+      bullBoard: false,
+    });
     expect((await app.request('/api/retry-policy', { method: 'DELETE' })).status).toBe(401);
     expect((await app.request('/api/sessions')).status).toBe(401);
     expect((await app.request('/api/sessions', { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
-    expect((await app.request('/api/retry-policy', { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    expect(
+      (await app.request('/api/retry-policy', { method: 'DELETE', headers: { authorization: `Bearer ${TOKEN}` } }))
+        .status,
+    ).toBe(200);
   });
 
   it('cross-origin writes are refused (403); on loopback, a foreign Host (DNS rebinding) is refused (421)', async () => {

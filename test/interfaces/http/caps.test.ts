@@ -32,10 +32,21 @@ useRuntimeSuite('http-caps', {}, (s) => {
 async function serve(): Promise<RunningServer> {
   const base = loadConfig({ prefix: h.prefix }, {});
   const config = { ...base, http: { ...base.http, tokens: TOKENS, streamTicketTtl: 60_000 } as Config['http'] };
-  return startServer({ client: clientOver(h.runtime), config, logger: pino({ level: 'silent' }), port: 0, bullBoard: false, dashboard: false });
+  return startServer({
+    client: clientOver(h.runtime),
+    config,
+    logger: pino({ level: 'silent' }),
+    port: 0,
+    bullBoard: false,
+    dashboard: false,
+  });
 }
 
-async function create(api: RunningServer, token: string, body: Record<string, unknown>): Promise<{ status: number; body: Record<string, unknown> }> {
+async function create(
+  api: RunningServer,
+  token: string,
+  body: Record<string, unknown>,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const r = await fetch(`${api.url}/api/sessions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
@@ -53,7 +64,11 @@ describe('maxSessions: sessions a token created that exist at once', () => {
       expect([first.status, second.status]).toEqual([201, 201]);
       const third = await create(api, CAPPED, { prompt: 'three', sessionId: 'over-the-cap' });
       expect(third.status).toBe(429);
-      expect(third.body).toMatchObject({ limit: 'maxSessions', max: 2, error: expect.stringMatching(/the token "capped" already has 2 sessions/) });
+      expect(third.body).toMatchObject({
+        limit: 'maxSessions',
+        max: 2,
+        error: expect.stringMatching(/the token "capped" already has 2 sessions/),
+      });
       expect(await h.runtime.getSession('over-the-cap')).toBeNull();
       // Its existing sessions still take prompts (also through POST /api/sessions naming one), and another token is not capped by it.
       expect((await create(api, CAPPED, { prompt: 'again', sessionId: first.body.sessionId })).status).toBe(202);
@@ -101,8 +116,17 @@ describe('maxStreams: live event streams one token holds on a server', () => {
       const third = await fetch(events, { headers: { authorization: `Bearer ${READER}` } });
       expect(third.status).toBe(429);
       expect(third.headers.get('retry-after')).toBe('5');
-      expect(await third.json()).toMatchObject({ limit: 'maxStreams', max: 2, error: expect.stringMatching(/the token "reader" already holds 2 live event streams/) });
-      const { ticket } = (await (await fetch(`${api.url}/api/sessions/${sessionId}/stream-ticket`, { method: 'POST', headers: { authorization: `Bearer ${READER}` } })).json()) as {
+      expect(await third.json()).toMatchObject({
+        limit: 'maxStreams',
+        max: 2,
+        error: expect.stringMatching(/the token "reader" already holds 2 live event streams/),
+      });
+      const { ticket } = (await (
+        await fetch(`${api.url}/api/sessions/${sessionId}/stream-ticket`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${READER}` },
+        })
+      ).json()) as {
         ticket: string;
       };
       const byTicket = await fetch(`${events}?ticket=${encodeURIComponent(ticket)}`);

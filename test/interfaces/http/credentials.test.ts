@@ -29,7 +29,14 @@ function configFor(http: Record<string, unknown>): Config {
 }
 
 async function serve(tokens: Array<Record<string, unknown>>): Promise<RunningServer> {
-  return startServer({ client: clientOver(h.runtime), config: configFor({ tokens }), logger: pino({ level: 'silent' }), port: 0, bullBoard: false, dashboard: false });
+  return startServer({
+    client: clientOver(h.runtime),
+    config: configFor({ tokens }),
+    logger: pino({ level: 'silent' }),
+    port: 0,
+    bullBoard: false,
+    dashboard: false,
+  });
 }
 
 const json = { 'content-type': 'application/json' };
@@ -41,7 +48,10 @@ async function loginCookie(server: RunningServer, token: string): Promise<string
 }
 
 async function ticketFor(server: RunningServer, cookie: string, sessionId: string): Promise<string> {
-  const r = await fetch(`${server.url}/api/sessions/${sessionId}/stream-ticket`, { method: 'POST', headers: { cookie, origin: server.url } });
+  const r = await fetch(`${server.url}/api/sessions/${sessionId}/stream-ticket`, {
+    method: 'POST',
+    headers: { cookie, origin: server.url },
+  });
   expect(r.status).toBe(200);
   return ((await r.json()) as { ticket: string }).ticket;
 }
@@ -81,7 +91,9 @@ describe('a cookie and a stream ticket are bound to the token they came from', (
       expect(old.status).toBe(401);
       expect(await old.json()).toEqual({ error: 'the token behind this credential was replaced: log in again' });
       expect(await streamStatus(after, sessionId, ticket)).toBe(401);
-      expect((await fetch(`${after.url}/api/whoami`, { headers: { authorization: `Bearer ${OLD}` } })).status).toBe(401);
+      expect((await fetch(`${after.url}/api/whoami`, { headers: { authorization: `Bearer ${OLD}` } })).status).toBe(
+        401,
+      );
       const fresh = await loginCookie(after, NEW);
       expect((await fetch(`${after.url}/api/whoami`, { headers: { cookie: fresh } })).status).toBe(200);
     } finally {
@@ -120,7 +132,11 @@ describe('a cookie and a stream ticket are bound to the token they came from', (
       expect(claims).not.toContain(OLD);
       expect(claims).not.toContain(sha(OLD));
       expect(claims).not.toContain(Buffer.from(sha(OLD), 'hex').toString('base64url'));
-      expect(JSON.parse(claims)).toMatchObject({ p: 'login', n: 'ci', f: expect.stringMatching(/^[A-Za-z0-9_-]{16,}$/) });
+      expect(JSON.parse(claims)).toMatchObject({
+        p: 'login',
+        n: 'ci',
+        f: expect.stringMatching(/^[A-Za-z0-9_-]{16,}$/),
+      });
     } finally {
       await server.close(500);
     }
@@ -135,7 +151,11 @@ describe('login attempts are rate limited per client address', () => {
       let retryAfter: string | null = null;
       let body: unknown = null;
       for (let i = 0; i < 100; i++) {
-        const r = await fetch(`${server.url}/api/login`, { method: 'POST', headers: json, body: JSON.stringify({ token: `wrong-token-${i}-0123456789` }) });
+        const r = await fetch(`${server.url}/api/login`, {
+          method: 'POST',
+          headers: json,
+          body: JSON.stringify({ token: `wrong-token-${i}-0123456789` }),
+        });
         statuses.push(r.status);
         if (r.status === 429 && retryAfter === null) {
           retryAfter = r.headers.get('retry-after');
@@ -149,11 +169,17 @@ describe('login attempts are rate limited per client address', () => {
       expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
       expect(body).toMatchObject({ error: expect.stringMatching(/too many failed logins from this address/) });
       // Refused before the token is even looked at: the right one is refused too, and sets no cookie.
-      const right = await fetch(`${server.url}/api/login`, { method: 'POST', headers: json, body: JSON.stringify({ token: OLD }) });
+      const right = await fetch(`${server.url}/api/login`, {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify({ token: OLD }),
+      });
       expect(right.status).toBe(429);
       expect(right.headers.get('set-cookie')).toBeNull();
       // A bearer token on other routes is not throttled by it.
-      expect((await fetch(`${server.url}/api/whoami`, { headers: { authorization: `Bearer ${OLD}` } })).status).toBe(200);
+      expect((await fetch(`${server.url}/api/whoami`, { headers: { authorization: `Bearer ${OLD}` } })).status).toBe(
+        200,
+      );
     } finally {
       await server.close(500);
     }

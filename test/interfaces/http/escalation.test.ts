@@ -45,10 +45,18 @@ beforeAll(async () => {
   const c = connector(redis.url);
   closeAll = c.closeAll;
   prefix = uniquePrefix('escalation');
-  runtime = new Runtime({ connect: c.connect, prefix, policy: deploymentPolicy({ policy: POLICY(workspace), workspace }) });
+  runtime = new Runtime({
+    connect: c.connect,
+    prefix,
+    policy: deploymentPolicy({ policy: POLICY(workspace), workspace }),
+  });
   await internals(runtime).queue.queue.waitUntilReady();
   await internals(runtime).queue.queue.getJobCounts();
-  app = createApp({ client: clientOver(runtime), config: loadConfig({ prefix }, {}), logger: pino({ level: 'silent' }) });
+  app = createApp({
+    client: clientOver(runtime),
+    config: loadConfig({ prefix }, {}),
+    logger: pino({ level: 'silent' }),
+  });
 });
 
 afterAll(async () => {
@@ -63,7 +71,11 @@ async function keys(): Promise<string[]> {
 }
 
 function post(body: unknown) {
-  return app.request('http://127.0.0.1/api/sessions', { method: 'POST', headers: { 'content-type': 'application/json', host: '127.0.0.1' }, body: JSON.stringify(body) });
+  return app.request('http://127.0.0.1/api/sessions', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', host: '127.0.0.1' },
+    body: JSON.stringify(body),
+  });
 }
 
 interface Attempt {
@@ -93,7 +105,12 @@ const ATTEMPTS = (): Attempt[] => [
     field: 'options.sandbox',
     rule: /"danger-full-access" is above this deployment's ceiling "workspace-write"/,
   },
-  { name: 'Gemini yolo', options: { agent: 'gemini', approvalMode: 'yolo' }, field: 'options.approvalMode', rule: /"yolo" is above this deployment's ceiling "auto_edit"/ },
+  {
+    name: 'Gemini yolo',
+    options: { agent: 'gemini', approvalMode: 'yolo' },
+    field: 'options.approvalMode',
+    rule: /"yolo" is above this deployment's ceiling "auto_edit"/,
+  },
   {
     name: 'pi tools beyond the allowed set',
     options: { tools: ['read', 'write'] },
@@ -101,20 +118,49 @@ const ATTEMPTS = (): Attempt[] => [
     rule: /"write" is not allowed on this deployment \(allowed: read, bash\)/,
   },
   { name: 'pi extensions turned on by a caller', options: { extensions: true }, field: 'options', rule: /extensions/ },
-  { name: 'cwd outside the roots', options: { cwd: '/' }, field: 'options.cwd', rule: /"\/" is outside this deployment's allowed roots \(policy.workspaceRoots/ },
-  { name: 'cwd through a symlink out of the root', options: { cwd: '__ESCAPE__' }, field: 'options.cwd', rule: /resolves to \/etc\) is outside this deployment's allowed roots/ },
+  {
+    name: 'cwd outside the roots',
+    options: { cwd: '/' },
+    field: 'options.cwd',
+    rule: /"\/" is outside this deployment's allowed roots \(policy.workspaceRoots/,
+  },
+  {
+    name: 'cwd through a symlink out of the root',
+    options: { cwd: '__ESCAPE__' },
+    field: 'options.cwd',
+    rule: /resolves to \/etc\) is outside this deployment's allowed roots/,
+  },
   { name: 'a relative cwd', options: { cwd: 'project' }, field: 'options.cwd', rule: /must be an absolute path/ },
-  { name: 'agentDir', options: { agentDir: '/etc' }, field: 'options.agentDir', rule: /callers may not choose an agent dir on this deployment/ },
-  { name: 'a huge idle timeout', options: { idleTimeoutMs: 86_400_000 }, field: 'options.idleTimeoutMs', rule: /86400000 is above this deployment's maximum of 600000/ },
+  {
+    name: 'agentDir',
+    options: { agentDir: '/etc' },
+    field: 'options.agentDir',
+    rule: /callers may not choose an agent dir on this deployment/,
+  },
+  {
+    name: 'a huge idle timeout',
+    options: { idleTimeoutMs: 86_400_000 },
+    field: 'options.idleTimeoutMs',
+    rule: /86400000 is above this deployment's maximum of 600000/,
+  },
   { name: 'an agent not allowed', options: { agent: 'acme' }, field: 'options.agent', rule: /must be one of/ },
   { name: 'the agent executable', options: { command: '/bin/sh' }, field: 'options', rule: /command/ },
   { name: 'the agent env', options: { env: { LD_PRELOAD: '/tmp/x.so' } }, field: 'options', rule: /env/ },
   { name: 'extra argv', options: { extraArgs: ['--extension', '/tmp/x.js'] }, field: 'options', rule: /extraArgs/ },
-  { name: 'a prompt over the maximum', prompt: 'x'.repeat(1001), field: 'prompt', rule: /1001 characters is above this deployment's maximum of 1000/ },
+  {
+    name: 'a prompt over the maximum',
+    prompt: 'x'.repeat(1001),
+    field: 'prompt',
+    rule: /1001 characters is above this deployment's maximum of 1000/,
+  },
 ];
 
 const withEscape = (options: Record<string, unknown> | undefined): Record<string, unknown> | undefined =>
-  options === undefined ? undefined : Object.fromEntries(Object.entries(options).map(([k, v]) => [k, v === '__ESCAPE__' ? join(workspace, 'escape') : v]));
+  options === undefined
+    ? undefined
+    : Object.fromEntries(
+        Object.entries(options).map(([k, v]) => [k, v === '__ESCAPE__' ? join(workspace, 'escape') : v]),
+      );
 
 describe('escalation through the HTTP API', () => {
   for (const attempt of ATTEMPTS()) {
@@ -132,13 +178,21 @@ describe('escalation through the HTTP API', () => {
   }
 
   it('a request within every ceiling is accepted: a cwd inside the root, Codex workspace-write, pi tools of the allowed set', async () => {
-    for (const options of [{ cwd: join(workspace, 'project') }, { agent: 'codex', sandbox: 'workspace-write' }, { tools: ['read'] }]) {
+    for (const options of [
+      { cwd: join(workspace, 'project') },
+      { agent: 'codex', sandbox: 'workspace-write' },
+      { tools: ['read'] },
+    ]) {
       expect((await post({ prompt: 'hello', options })).status).toBe(201);
     }
   });
 
   it('an agent the policy leaves out is refused with the agents it allows', async () => {
-    const narrow = new Runtime({ connect: connector(redis.url).connect, prefix: uniquePrefix('narrow'), policy: deploymentPolicy({ policy: { agents: ['pi'] }, workspace }) });
+    const narrow = new Runtime({
+      connect: connector(redis.url).connect,
+      prefix: uniquePrefix('narrow'),
+      policy: deploymentPolicy({ policy: { agents: ['pi'] }, workspace }),
+    });
     try {
       await expect(narrow.enqueue({ prompt: 'hi', options: { agent: 'codex' } })).rejects.toThrow(
         /options.agent: "codex" is not an agent this deployment lets callers choose \(allowed: pi\)/,
@@ -152,7 +206,12 @@ describe('escalation through the HTTP API', () => {
     const response = await app.request('http://127.0.0.1/api/deployment-policy', { headers: { host: '127.0.0.1' } });
     expect(response.status).toBe(200);
     const policy = (await response.json()) as Record<string, unknown>;
-    expect(policy).toMatchObject({ workspaceRoots: [workspace], agentDirRoots: [], maxIdleTimeoutMs: 600_000, maxPromptChars: 1000 });
+    expect(policy).toMatchObject({
+      workspaceRoots: [workspace],
+      agentDirRoots: [],
+      maxIdleTimeoutMs: 600_000,
+      maxPromptChars: 1000,
+    });
     expect(policy.permissions).toMatchObject({
       codex: { ladder: { option: 'sandbox', ceiling: 'workspace-write' } },
       pi: { switches: [{ option: 'extensions', enabled: false }] },
@@ -175,7 +234,10 @@ describe('escalation through the CLI', () => {
       args: ['--agent', 'codex', '--agent-option', 'sandbox=danger-full-access'],
       message: /options.sandbox: "danger-full-access" is above this deployment's ceiling "workspace-write"/,
     },
-    { args: ['--agent', 'gemini', '--agent-option', 'approvalMode=yolo'], message: /options.approvalMode: "yolo" is above this deployment's ceiling "auto_edit"/ },
+    {
+      args: ['--agent', 'gemini', '--agent-option', 'approvalMode=yolo'],
+      message: /options.approvalMode: "yolo" is above this deployment's ceiling "auto_edit"/,
+    },
     { args: ['--cwd', '/'], message: /options.cwd: "\/" is outside this deployment's allowed roots/ },
     { args: ['--agent-dir', '/etc'], message: /options.agentDir: callers may not choose an agent dir/ },
     { args: ['--idle-timeout', '24h'], message: /options.idleTimeoutMs: 86400000 is above this deployment's maximum/ },
@@ -194,8 +256,12 @@ describe('escalation through the CLI', () => {
     const shown = await runCli(['policy', 'show', '--json'], { env: cliEnv() });
     expect(shown.exitCode).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ workspaceRoots: [workspace], maxPromptChars: 1000 });
-    const bad = await runCli(['policy', 'show'], { env: { ...cliEnv(), SESSIOND_POLICY: JSON.stringify({ permissions: { codex: { ceiling: 'root' } } }) } });
+    const bad = await runCli(['policy', 'show'], {
+      env: { ...cliEnv(), SESSIOND_POLICY: JSON.stringify({ permissions: { codex: { ceiling: 'root' } } }) },
+    });
     expect(bad.exitCode).toBe(2);
-    expect(bad.stderr).toMatch(/policy.permissions.codex.ceiling: must be one of read-only < workspace-write < danger-full-access \(got "root"\)/);
+    expect(bad.stderr).toMatch(
+      /policy.permissions.codex.ceiling: must be one of read-only < workspace-write < danger-full-access \(got "root"\)/,
+    );
   });
 });

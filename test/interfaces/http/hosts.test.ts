@@ -49,7 +49,13 @@ interface Reply {
 }
 
 /** An HTTP request with any Host header (fetch cannot set one), to 127.0.0.1 only. */
-function raw(port: number, method: string, path: string, headers: Record<string, string>, body?: unknown): Promise<Reply> {
+function raw(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: unknown,
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
     const req = httpRequest(
@@ -58,7 +64,12 @@ function raw(port: number, method: string, path: string, headers: Record<string,
         port,
         method,
         path,
-        headers: { ...headers, ...(data === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) }) },
+        headers: {
+          ...headers,
+          ...(data === undefined
+            ? {}
+            : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(data)) }),
+        },
       },
       (res) => {
         let text = '';
@@ -75,11 +86,18 @@ function raw(port: number, method: string, path: string, headers: Record<string,
 /** A reverse proxy on 127.0.0.1 in front of `upstream`: forwards Host as it came (keep) or as the upstream's address (rewrite). */
 async function proxy(upstream: RunningServer, mode: 'keep' | 'rewrite'): Promise<number> {
   const server = createServer((req, res) => {
-    const headers = { ...req.headers, host: mode === 'keep' ? req.headers.host : `127.0.0.1:${upstream.port}`, 'x-forwarded-proto': 'https' };
-    const out = httpRequest({ host: '127.0.0.1', port: upstream.port, method: req.method, path: req.url, headers }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      up.pipe(res);
-    });
+    const headers = {
+      ...req.headers,
+      host: mode === 'keep' ? req.headers.host : `127.0.0.1:${upstream.port}`,
+      'x-forwarded-proto': 'https',
+    };
+    const out = httpRequest(
+      { host: '127.0.0.1', port: upstream.port, method: req.method, path: req.url, headers },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+      },
+    );
     out.on('error', () => res.destroy());
     req.pipe(out);
   });
@@ -89,12 +107,19 @@ async function proxy(upstream: RunningServer, mode: 'keep' | 'rewrite'): Promise
 }
 
 async function serve(http: Record<string, unknown>): Promise<RunningServer> {
-  const server = await startServer({ client: clientOver(h.runtime), config: configFor(http), logger: quiet(), port: 0, bullBoard: false });
+  const server = await startServer({
+    client: clientOver(h.runtime),
+    config: configFor(http),
+    logger: quiet(),
+    port: 0,
+    bullBoard: false,
+  });
   servers.push(server);
   return server;
 }
 
-const policyUnchanged = async () => expect((await h.runtime.getPolicy()).policy.maxAttempts).toBe(DEFAULT_RETRY_POLICY.maxAttempts);
+const policyUnchanged = async () =>
+  expect((await h.runtime.getPolicy()).policy.maxAttempts).toBe(DEFAULT_RETRY_POLICY.maxAttempts);
 
 describe('Host check (DNS rebinding) on every binding', () => {
   it('loopback: a foreign Host is 421 (rebind.attacker.example gets no data); localhost and 127.0.0.1 work', async () => {
@@ -107,24 +132,65 @@ describe('Host check (DNS rebinding) on every binding', () => {
   });
 
   it('off loopback: a foreign Host is 421 even with an admin token; the bound address and localhost work', async () => {
-    const app = createApp({ client: clientOver(h.runtime), config: configFor({ host: '0.0.0.0', token: ADMIN }), logger: quiet(), bullBoard: false });
+    const app = createApp({
+      client: clientOver(h.runtime),
+      config: configFor({ host: '0.0.0.0', token: ADMIN }),
+      logger: quiet(),
+      bullBoard: false,
+    });
     const auth = { authorization: `Bearer ${ADMIN}` };
-    expect((await app.request('http://rebind.attacker.example/api/sessions', { headers: { host: 'rebind.attacker.example', ...auth } })).status).toBe(421);
-    expect((await app.request('http://localhost:7420/api/sessions', { headers: { host: 'localhost:7420', ...auth } })).status).toBe(200);
-    const bound = createApp({ client: clientOver(h.runtime), config: configFor({ host: '10.1.2.3', token: ADMIN }), logger: quiet(), bullBoard: false });
-    expect((await bound.request('http://10.1.2.3:7420/api/sessions', { headers: { host: '10.1.2.3:7420', ...auth } })).status).toBe(200);
-    expect((await bound.request('http://evil.example/api/sessions', { headers: { host: 'evil.example:7420', ...auth } })).status).toBe(421);
+    expect(
+      (
+        await app.request('http://rebind.attacker.example/api/sessions', {
+          headers: { host: 'rebind.attacker.example', ...auth },
+        })
+      ).status,
+    ).toBe(421);
+    expect(
+      (await app.request('http://localhost:7420/api/sessions', { headers: { host: 'localhost:7420', ...auth } }))
+        .status,
+    ).toBe(200);
+    const bound = createApp({
+      client: clientOver(h.runtime),
+      config: configFor({ host: '10.1.2.3', token: ADMIN }),
+      logger: quiet(),
+      bullBoard: false,
+    });
+    expect(
+      (await bound.request('http://10.1.2.3:7420/api/sessions', { headers: { host: '10.1.2.3:7420', ...auth } }))
+        .status,
+    ).toBe(200);
+    expect(
+      (await bound.request('http://evil.example/api/sessions', { headers: { host: 'evil.example:7420', ...auth } }))
+        .status,
+    ).toBe(421);
   });
 
   it("a foreign Origin on a mutation is 403 and writes nothing; the page's own origin and an allowed origin work", async () => {
     const server = await serve({ allowedOrigins: ['https://ops.example.org'] });
     const host = `127.0.0.1:${server.port}`;
     for (const origin of ['http://evil.example', 'null', `http://${host}.evil.example`]) {
-      expect((await raw(server.port, 'PUT', '/api/retry-policy', { host, origin }, { maxAttempts: 9 })).status, origin).toBe(403);
+      expect(
+        (await raw(server.port, 'PUT', '/api/retry-policy', { host, origin }, { maxAttempts: 9 })).status,
+        origin,
+      ).toBe(403);
     }
     await policyUnchanged();
-    expect((await raw(server.port, 'PUT', '/api/retry-policy', { host, origin: `http://${host}` }, { maxAttempts: 5 })).status).toBe(200);
-    expect((await raw(server.port, 'PUT', '/api/retry-policy', { host, origin: 'https://ops.example.org' }, { maxAttempts: 6 })).status).toBe(200);
+    expect(
+      (await raw(server.port, 'PUT', '/api/retry-policy', { host, origin: `http://${host}` }, { maxAttempts: 5 }))
+        .status,
+    ).toBe(200);
+    expect(
+      (
+        await raw(
+          server.port,
+          'PUT',
+          '/api/retry-policy',
+          { host, origin: 'https://ops.example.org' },
+          { maxAttempts: 6 },
+        )
+      ).status,
+    ).toBe(200);
     expect((await raw(server.port, 'DELETE', '/api/retry-policy', { host })).status).toBe(200);
   });
 });
@@ -136,10 +202,18 @@ describe('behind a reverse proxy', () => {
     const auth = { host: PUBLIC_HOST, authorization: `Bearer ${ADMIN}` };
     expect((await raw(bare, 'GET', '/api/sessions', auth)).status).toBe(421);
 
-    const port = await proxy(await serve({ tokens: [{ name: 'ops', scope: 'admin', sha256 }], allowedHosts: [PUBLIC_HOST] }), 'keep');
+    const port = await proxy(
+      await serve({ tokens: [{ name: 'ops', scope: 'admin', sha256 }], allowedHosts: [PUBLIC_HOST] }),
+      'keep',
+    );
     expect((await raw(port, 'GET', '/api/sessions', auth)).status).toBe(200);
-    expect((await raw(port, 'PUT', '/api/retry-policy', { ...auth, origin: PUBLIC_ORIGIN }, { maxAttempts: 5 })).status).toBe(200);
-    expect((await raw(port, 'PUT', '/api/retry-policy', { ...auth, origin: 'https://evil.example' }, { maxAttempts: 9 })).status).toBe(403);
+    expect(
+      (await raw(port, 'PUT', '/api/retry-policy', { ...auth, origin: PUBLIC_ORIGIN }, { maxAttempts: 5 })).status,
+    ).toBe(200);
+    expect(
+      (await raw(port, 'PUT', '/api/retry-policy', { ...auth, origin: 'https://evil.example' }, { maxAttempts: 9 }))
+        .status,
+    ).toBe(403);
     expect((await raw(port, 'DELETE', '/api/retry-policy', { ...auth, origin: PUBLIC_ORIGIN })).status).toBe(200);
     // The dashboard's login through the proxy: the cookie is Secure (the proxy speaks HTTPS), and it works for a write from the page.
     const login = await new Promise<{ status: number; cookie: string }>((resolve, reject) => {
@@ -150,11 +224,18 @@ describe('behind a reverse proxy', () => {
           port,
           method: 'POST',
           path: '/api/login',
-          headers: { host: PUBLIC_HOST, origin: PUBLIC_ORIGIN, 'content-type': 'application/json', 'content-length': String(data.length) },
+          headers: {
+            host: PUBLIC_HOST,
+            origin: PUBLIC_ORIGIN,
+            'content-type': 'application/json',
+            'content-length': String(data.length),
+          },
         },
         (res) => {
           res.resume();
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? '') }));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? '') }),
+          );
         },
       );
       req.on('error', reject);
@@ -165,8 +246,20 @@ describe('behind a reverse proxy', () => {
     expect(login.cookie).toMatch(/SameSite=Strict/);
     expect(login.cookie).toMatch(/Secure/);
     const cookie = login.cookie.split(';')[0] ?? '';
-    expect((await raw(port, 'PUT', '/api/retry-policy', { host: PUBLIC_HOST, origin: PUBLIC_ORIGIN, cookie }, { maxAttempts: 5 })).status).toBe(200);
-    expect((await raw(port, 'DELETE', '/api/retry-policy', { host: PUBLIC_HOST, origin: PUBLIC_ORIGIN, cookie })).status).toBe(200);
+    expect(
+      (
+        await raw(
+          port,
+          'PUT',
+          '/api/retry-policy',
+          { host: PUBLIC_HOST, origin: PUBLIC_ORIGIN, cookie },
+          { maxAttempts: 5 },
+        )
+      ).status,
+    ).toBe(200);
+    expect(
+      (await raw(port, 'DELETE', '/api/retry-policy', { host: PUBLIC_HOST, origin: PUBLIC_ORIGIN, cookie })).status,
+    ).toBe(200);
   });
 
   it('a proxy that rewrites Host to the upstream: writes from the public page are 403 until allowedOrigins names it', async () => {
@@ -177,17 +270,33 @@ describe('behind a reverse proxy', () => {
     expect((await raw(bare, 'PUT', '/api/retry-policy', auth, { maxAttempts: 9 })).status).toBe(403);
     await policyUnchanged();
 
-    const port = await proxy(await serve({ tokens: [{ name: 'ops', scope: 'admin', sha256 }], allowedOrigins: [PUBLIC_ORIGIN] }), 'rewrite');
+    const port = await proxy(
+      await serve({ tokens: [{ name: 'ops', scope: 'admin', sha256 }], allowedOrigins: [PUBLIC_ORIGIN] }),
+      'rewrite',
+    );
     expect((await raw(port, 'PUT', '/api/retry-policy', auth, { maxAttempts: 5 })).status).toBe(200);
-    expect((await raw(port, 'PUT', '/api/retry-policy', { ...auth, origin: 'https://evil.example' }, { maxAttempts: 9 })).status).toBe(403);
+    expect(
+      (await raw(port, 'PUT', '/api/retry-policy', { ...auth, origin: 'https://evil.example' }, { maxAttempts: 9 }))
+        .status,
+    ).toBe(403);
     expect((await raw(port, 'DELETE', '/api/retry-policy', auth)).status).toBe(200);
   });
 
   it('allowedHosts and allowedOrigins come from the environment too, and a bad one names the field', () => {
-    const config = loadConfig({}, { SESSIOND_ALLOWED_HOSTS: 'sessiond.example.com, Other.Example', SESSIOND_ALLOWED_ORIGINS: 'https://sessiond.example.com' });
+    const config = loadConfig(
+      {},
+      {
+        SESSIOND_ALLOWED_HOSTS: 'sessiond.example.com, Other.Example',
+        SESSIOND_ALLOWED_ORIGINS: 'https://sessiond.example.com',
+      },
+    );
     expect(config.http.allowedHosts).toEqual(['sessiond.example.com', 'other.example']);
     expect(config.http.allowedOrigins).toEqual(['https://sessiond.example.com']);
-    expect(() => loadConfig({}, { SESSIOND_ALLOWED_ORIGINS: 'sessiond.example.com' })).toThrow(/http\.allowedOrigins\.0: must be an origin.*\(env SESSIOND_ALLOWED_ORIGINS\)/);
-    expect(() => loadConfig({}, { SESSIOND_ALLOWED_HOSTS: 'https://x/' })).toThrow(/http\.allowedHosts\.0: must be a host name/);
+    expect(() => loadConfig({}, { SESSIOND_ALLOWED_ORIGINS: 'sessiond.example.com' })).toThrow(
+      /http\.allowedOrigins\.0: must be an origin.*\(env SESSIOND_ALLOWED_ORIGINS\)/,
+    );
+    expect(() => loadConfig({}, { SESSIOND_ALLOWED_HOSTS: 'https://x/' })).toThrow(
+      /http\.allowedHosts\.0: must be a host name/,
+    );
   });
 });

@@ -20,7 +20,10 @@ const ROUTES_DIR = resolve('src/interfaces/http/routes');
 function recipeFile(): string {
   const block = /`src\/interfaces\/http\/routes\/last-seq\.ts`\s*```ts\n([\s\S]*?)```/.exec(RECIPE)?.[1];
   if (block === undefined) throw new Error('the recipe has no route file block');
-  return block.replace(/from '(\.{1,2}\/[^']+)'/g, (_, path: string) => `from '${pathToFileURL(resolve(ROUTES_DIR, path)).href}'`);
+  return block.replace(
+    /from '(\.{1,2}\/[^']+)'/g,
+    (_, path: string) => `from '${pathToFileURL(resolve(ROUTES_DIR, path)).href}'`,
+  );
 }
 
 let redis: RedisServer;
@@ -38,10 +41,16 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'sessiond-recipe-'));
   const file = join(dir, 'last-seq.ts');
   writeFileSync(file, recipeFile());
-  ({ lastSeqRoutes: routes } = (await import(pathToFileURL(file).href)) as { lastSeqRoutes: Array<Route<RouteContext>> });
+  ({ lastSeqRoutes: routes } = (await import(pathToFileURL(file).href)) as {
+    lastSeqRoutes: Array<Route<RouteContext>>;
+  });
   app = new Hono();
   // What createApp does with errors (app.ts), for the 404 the route throws.
-  app.onError((error, c) => (error instanceof HttpError ? c.json({ error: error.message }, error.status) : c.json({ error: 'internal error' }, 500)));
+  app.onError((error, c) =>
+    error instanceof HttpError
+      ? c.json({ error: error.message }, error.status)
+      : c.json({ error: 'internal error' }, 500),
+  );
   // The recipe's handler uses only the client.
   mountRoutes(app, routes, { client: clientOver(runtime) } as RouteContext);
 });
@@ -56,12 +65,19 @@ afterAll(async () => {
 describe('the add-a-route recipe', () => {
   it('its route is documented with its path, the session id and its scope', () => {
     const op = operationOf(routes[0]?.spec as Route<never>['spec']);
-    expect(op).toMatchObject({ operationId: 'getLastSeq', [SCOPE_KEY]: 'read', parameters: [{ name: 'id', in: 'path' }] });
+    expect(op).toMatchObject({
+      operationId: 'getLastSeq',
+      [SCOPE_KEY]: 'read',
+      parameters: [{ name: 'id', in: 'path' }],
+    });
     expect(Object.keys(op.responses as object).sort()).toEqual(['200', '401', '403', '404']);
   });
 
   it('serves a session’s last seq, 404 for an unknown session and for an id that cannot be one', async () => {
-    const { sessionId } = await clientOver(runtime).sessions.enqueue({ prompt: 'hello', options: { provider: 'fake', model: 'text' } });
+    const { sessionId } = await clientOver(runtime).sessions.enqueue({
+      prompt: 'hello',
+      options: { provider: 'fake', model: 'text' },
+    });
     const found = await app.request(`/api/sessions/${sessionId}/last-seq`);
     expect(found.status).toBe(200);
     expect(await found.json()).toEqual({ sessionId, lastSeq: await runtime.lastSeq(sessionId) });

@@ -59,7 +59,9 @@ describe('sessiond serve', () => {
     expect(badPort.exitCode).toBe(2);
     expect(badPort.stderr).toMatch(/--port must be an integer from 0 to 65535/);
 
-    const shortToken = await runCli(['serve', '--host', '0.0.0.0', '--port', '0'], { env: { ...baseEnv(), SESSIOND_API_TOKEN: 'tiny-secret' } });
+    const shortToken = await runCli(['serve', '--host', '0.0.0.0', '--port', '0'], {
+      env: { ...baseEnv(), SESSIOND_API_TOKEN: 'tiny-secret' },
+    });
     expect(shortToken.exitCode).toBe(2);
     expect(shortToken.stderr).toMatch(/http\.token: must be at least 16 characters/);
     expect(shortToken.stderr).not.toContain('tiny-secret');
@@ -92,7 +94,9 @@ describe('sessiond serve', () => {
         { stdio: 'ignore' },
       );
       const token = 'tls-admin-token-0123456789';
-      const child = sessiond(['serve', '--port', '0', '--tls-cert', cert, '--tls-key', key], { env: { ...baseEnv(), SESSIOND_API_TOKEN: token } });
+      const child = sessiond(['serve', '--port', '0', '--tls-cert', cert, '--tls-key', key], {
+        env: { ...baseEnv(), SESSIOND_API_TOKEN: token },
+      });
       const url = await new Promise<string>((resolve, reject) => {
         let seen = '';
         child.stderr?.on('data', (chunk: Buffer) => {
@@ -107,11 +111,21 @@ describe('sessiond serve', () => {
       const tls = (method: string, path: string, body?: string) =>
         new Promise<{ status: number; cookie: string; text: string }>((resolve, reject) => {
           const req = httpsRequest(
-            { host: '127.0.0.1', port, method, path, ca, headers: body === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(body.length) } },
+            {
+              host: '127.0.0.1',
+              port,
+              method,
+              path,
+              ca,
+              headers:
+                body === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(body.length) },
+            },
             (res) => {
               let text = '';
               res.on('data', (c: Buffer) => (text += c.toString('utf8')));
-              res.on('end', () => resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? ''), text }));
+              res.on('end', () =>
+                resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? ''), text }),
+              );
             },
           );
           req.on('error', reject);
@@ -124,7 +138,9 @@ describe('sessiond serve', () => {
       expect(login.cookie).toMatch(/HttpOnly/);
       expect(login.cookie).toMatch(/Secure/);
       const plain = await new Promise<number | string>((resolve) => {
-        const req = httpRequest({ host: '127.0.0.1', port, path: '/healthz', timeout: 5000 }, (res) => resolve(res.statusCode ?? 0));
+        const req = httpRequest({ host: '127.0.0.1', port, path: '/healthz', timeout: 5000 }, (res) =>
+          resolve(res.statusCode ?? 0),
+        );
         req.on('error', (error) => resolve(error.message));
         req.on('timeout', () => req.destroy(new Error('timeout')));
         req.end();

@@ -43,7 +43,14 @@ function configFor(http: Record<string, unknown>): Config {
 }
 
 async function serve(http: Record<string, unknown>, keepAliveMs = 200): Promise<RunningServer> {
-  const server = await startServer({ client: clientOver(h.runtime), config: configFor(http), logger: pino({ level: 'silent' }), port: 0, keepAliveMs, bullBoard: false });
+  const server = await startServer({
+    client: clientOver(h.runtime),
+    config: configFor(http),
+    logger: pino({ level: 'silent' }),
+    port: 0,
+    keepAliveMs,
+    bullBoard: false,
+  });
   servers.push(server);
   return server;
 }
@@ -52,7 +59,11 @@ const opts = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
 
 async function finishedSession(): Promise<string> {
   const { sessionId } = await h.runtime.enqueue({ prompt: 'hello', options: opts('text') });
-  await until(async () => ((await h.runtime.getSession(sessionId))?.context?.turn?.status === 'completed' ? true : null), 60_000, 'turn 1');
+  await until(
+    async () => ((await h.runtime.getSession(sessionId))?.context?.turn?.status === 'completed' ? true : null),
+    60_000,
+    'turn 1',
+  );
   return sessionId;
 }
 
@@ -61,7 +72,9 @@ describe('stream limits', () => {
     const server = await serve({ maxStreams: 2 });
     const id = await finishedSession();
     const controllers = [new AbortController(), new AbortController()];
-    const open = await Promise.all(controllers.map((c) => fetch(`${server.url}/api/sessions/${id}/events`, { signal: c.signal })));
+    const open = await Promise.all(
+      controllers.map((c) => fetch(`${server.url}/api/sessions/${id}/events`, { signal: c.signal })),
+    );
     expect(open.map((r) => r.status)).toEqual([200, 200]);
     const over = await fetch(`${server.url}/api/sessions/${id}/events`);
     expect(over.status).toBe(503);
@@ -117,7 +130,20 @@ describe('stream limits', () => {
 describe('MessageHub', () => {
   const key = (id: string) => `${h.prefix}:hub-test:${id}`;
   const add = (r: Redis, id: string, seq: number) =>
-    r.xadd(key(id), `${seq}-0`, 'seq', String(seq), 'turn', '1', 'attempt', '1', 'type', 'assistant', 'content', JSON.stringify({ text: `m${seq}` }));
+    r.xadd(
+      key(id),
+      `${seq}-0`,
+      'seq',
+      String(seq),
+      'turn',
+      '1',
+      'attempt',
+      '1',
+      'type',
+      'assistant',
+      'content',
+      JSON.stringify({ text: `m${seq}` }),
+    );
 
   async function take(gen: AsyncGenerator<StoredMessage>, n: number): Promise<number[]> {
     const seqs: number[] = [];
@@ -130,7 +156,12 @@ describe('MessageHub', () => {
 
   it('fans out several sessions over one reader: history then live, no gap, no duplicate; a follower that falls behind is ended, the others go on', async () => {
     const writer = h.connect('hub-writer');
-    const hub = new MessageHub({ connect: () => h.connect('hub-reader'), redis: internals(h.runtime).redis, logKey: key, maxQueued: 5 });
+    const hub = new MessageHub({
+      connect: () => h.connect('hub-reader'),
+      redis: internals(h.runtime).redis,
+      logKey: key,
+      maxQueued: 5,
+    });
     try {
       for (let seq = 1; seq <= 3; seq += 1) await add(writer, 'a', seq);
       const stop = new AbortController();
@@ -167,7 +198,11 @@ describe('MessageHub', () => {
 
   it('a follower that joins while the reader is blocked past the seq it wants still gets every message (none skipped)', async () => {
     const writer = h.connect('hub-writer-2');
-    const hub = new MessageHub({ connect: () => h.connect('hub-reader-2'), redis: internals(h.runtime).redis, logKey: key });
+    const hub = new MessageHub({
+      connect: () => h.connect('hub-reader-2'),
+      redis: internals(h.runtime).redis,
+      logKey: key,
+    });
     try {
       for (let seq = 1; seq <= 48; seq += 1) await add(writer, 'c', seq);
       const stop = new AbortController();
@@ -199,8 +234,14 @@ describe('MessageHub', () => {
 describe('stream tickets (EventSource cannot send headers)', () => {
   const tokens = [{ name: 'viewer', scope: 'read', sha256: createHash('sha256').update(READ_TOKEN).digest('hex') }];
 
-  async function ticketFor(server: RunningServer, id: string): Promise<{ ticket: string; expiresAt: number; url: string }> {
-    const r = await fetch(`${server.url}/api/sessions/${id}/stream-ticket`, { method: 'POST', headers: { authorization: `Bearer ${READ_TOKEN}` } });
+  async function ticketFor(
+    server: RunningServer,
+    id: string,
+  ): Promise<{ ticket: string; expiresAt: number; url: string }> {
+    const r = await fetch(`${server.url}/api/sessions/${id}/stream-ticket`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${READ_TOKEN}` },
+    });
     expect(r.status).toBe(200);
     return (await r.json()) as { ticket: string; expiresAt: number; url: string };
   }
@@ -255,9 +296,14 @@ describe('stream tickets (EventSource cannot send headers)', () => {
     const own = await fetch(`${server.url}/api/sessions/${one}/events?ticket=${encodeURIComponent(ticket)}`);
     expect(own.status).toBe(200);
     await own.body?.cancel();
-    expect((await fetch(`${server.url}/api/sessions/${other}/events?ticket=${encodeURIComponent(ticket)}`)).status).toBe(401);
+    expect(
+      (await fetch(`${server.url}/api/sessions/${other}/events?ticket=${encodeURIComponent(ticket)}`)).status,
+    ).toBe(401);
     expect((await fetch(`${server.url}/api/sessions/${one}?ticket=${encodeURIComponent(ticket)}`)).status).toBe(401);
-    expect((await fetch(`${server.url}/api/sessions/${one}/events?ticket=${encodeURIComponent(`${ticket.slice(0, -2)}xx`)}`)).status).toBe(401);
+    expect(
+      (await fetch(`${server.url}/api/sessions/${one}/events?ticket=${encodeURIComponent(`${ticket.slice(0, -2)}xx`)}`))
+        .status,
+    ).toBe(401);
     expect((await fetch(`${server.url}/api/sessions/${one}/events`)).status).toBe(401);
     // Tickets are signed with http.secret when set: another server with the same secret accepts them.
     const a = await serve({ tokens, secret: 'shared-secret-shared-secret-0123456789' });

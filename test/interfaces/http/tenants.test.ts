@@ -40,11 +40,27 @@ function configFor(): Config {
 }
 
 async function serve(runtime: Runtime = h.runtime): Promise<RunningServer> {
-  return startServer({ client: clientOver(runtime), config: configFor(), logger: pino({ level: 'silent' }), port: 0, bullBoard: false, dashboard: false });
+  return startServer({
+    client: clientOver(runtime),
+    config: configFor(),
+    logger: pino({ level: 'silent' }),
+    port: 0,
+    bullBoard: false,
+    dashboard: false,
+  });
 }
 
-async function post(server: RunningServer, path: string, token: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const r = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+async function post(
+  server: RunningServer,
+  path: string,
+  token: string,
+  body: unknown,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const r = await fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify(body),
+  });
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
 }
 
@@ -63,7 +79,11 @@ describe('the tenant is the credential’s', () => {
       expect(await tenantOf(plain.body.sessionId as string)).toBe('plain-bot');
 
       const before = await h.runtime.listPage({ limit: 1000 });
-      const other = await post(api, '/api/sessions', ACME, { prompt: 'hi', tenant: 'globex', sessionId: 'claimed-globex' });
+      const other = await post(api, '/api/sessions', ACME, {
+        prompt: 'hi',
+        tenant: 'globex',
+        sessionId: 'claimed-globex',
+      });
       expect(other.status).toBe(400);
       expect(other.body).toMatchObject({ issues: [{ field: 'tenant', message: expect.stringMatching(/acme/) }] });
       expect(await h.runtime.getSession('claimed-globex')).toBeNull();
@@ -78,11 +98,16 @@ describe('the tenant is the credential’s', () => {
     try {
       const high = await post(api, '/api/sessions', ACME, { prompt: 'hi', priority: 1000, sessionId: 'too-high' });
       expect(high.status).toBe(400);
-      expect(high.body).toMatchObject({ issues: [{ field: 'priority', message: expect.stringMatching(/at most 10/) }] });
+      expect(high.body).toMatchObject({
+        issues: [{ field: 'priority', message: expect.stringMatching(/at most 10/) }],
+      });
       expect(await h.runtime.getSession('too-high')).toBeNull();
       const ok = await post(api, '/api/sessions', ACME, { prompt: 'hi', priority: 10 });
       expect(ok.status).toBe(201);
-      const prompt = await post(api, `/api/sessions/${ok.body.sessionId as string}/prompts`, ACME, { prompt: 'more', priority: 1000 });
+      const prompt = await post(api, `/api/sessions/${ok.body.sessionId as string}/prompts`, ACME, {
+        prompt: 'more',
+        priority: 1000,
+      });
       expect(prompt.status).toBe(400);
       expect(prompt.body).toMatchObject({ issues: [{ field: 'priority' }] });
       // A token that names no maxPriority: 0, the default priority.
@@ -96,11 +121,19 @@ describe('the tenant is the credential’s', () => {
   it('so a {"tenant":"*"} limit applies to a request that names no tenant: paused, its session waits under it; resumed, it runs', async () => {
     const fleetLimits = rules([{ match: { tenant: '*' }, maxConcurrent: 1 }]);
     const rt = runtimeWith(h, fleetLimits);
-    const worker = await h.startWorker({ concurrency: 2, agentOptions: { pi: httpPi(env, h, server.url) }, fleetLimits, limitPollMs: 500 });
+    const worker = await h.startWorker({
+      concurrency: 2,
+      agentOptions: { pi: httpPi(env, h, server.url) },
+      fleetLimits,
+      limitPollMs: 500,
+    });
     const api = await serve(rt);
     try {
       await rt.pauseDispatch('tenant=*');
-      const created = await post(api, '/api/sessions', ACME, { prompt: 'limited', options: { provider: 'fake', model: MODEL, cwd: env.cwd } });
+      const created = await post(api, '/api/sessions', ACME, {
+        prompt: 'limited',
+        options: { provider: 'fake', model: MODEL, cwd: env.cwd },
+      });
       expect(created.status).toBe(201);
       const id = created.body.sessionId as string;
       const waiting = await until(

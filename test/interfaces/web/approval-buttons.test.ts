@@ -18,7 +18,11 @@ import { clientOver } from '../../../src/api/bind.ts';
 const FAKE = fileURLToPath(new URL('../../fixtures/acp/fake-acp-agent.mjs', import.meta.url));
 const state = mkdtempSync(join(tmpdir(), 'sessiond-approval-buttons-'));
 const OPERATOR = { 'acp:fake': { command: process.execPath, args: [FAKE], env: { FAKE_ACP_STATE_DIR: state } } };
-const policy = deploymentPolicy({ workspace: tmpdir(), agents: OPERATOR, policy: { permissions: { 'acp:fake': { ceiling: 'ask' } } } });
+const policy = deploymentPolicy({
+  workspace: tmpdir(),
+  agents: OPERATOR,
+  policy: { permissions: { 'acp:fake': { ceiling: 'ask' } } },
+});
 
 let runtime: Runtime;
 let server: RunningServer;
@@ -40,7 +44,12 @@ useRuntimeSuite(
   async (s) => {
     runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
     await s.h.startWorker({ agentOptions: OPERATOR, policy });
-    server = await startServer({ client: clientOver(runtime), config: loadConfig({ prefix: s.h.prefix }, {}), logger: pino({ level: 'silent' }), port: 0 });
+    server = await startServer({
+      client: clientOver(runtime),
+      config: loadConfig({ prefix: s.h.prefix }, {}),
+      logger: pino({ level: 'silent' }),
+      port: 0,
+    });
     userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
     context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());
@@ -50,10 +59,21 @@ useRuntimeSuite(
 
 describe('dashboard: approvals', () => {
   it('a waiting request is marked in the list and shown on the session page; Allow once gives it to the agent', async () => {
-    const { sessionId } = await runtime.enqueue({ prompt: 'ask', options: { agent: 'acp:fake', permissionMode: 'ask' } });
-    await until(async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'approval.requested'), 30_000, 'approval.requested');
+    const { sessionId } = await runtime.enqueue({
+      prompt: 'ask',
+      options: { agent: 'acp:fake', permissionMode: 'ask' },
+    });
+    await until(
+      async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'approval.requested'),
+      30_000,
+      'approval.requested',
+    );
     await page.goto(`${server.url}/`);
-    await expect.poll(() => page.locator(`tr[data-session-id="${sessionId}"] [data-testid="awaiting-approval"]`).count(), { timeout: 15_000 }).toBe(1);
+    await expect
+      .poll(() => page.locator(`tr[data-session-id="${sessionId}"] [data-testid="awaiting-approval"]`).count(), {
+        timeout: 15_000,
+      })
+      .toBe(1);
 
     await page.goto(`${server.url}/sessions/${encodeURIComponent(sessionId)}`);
     const approval = page.getByTestId('approval');

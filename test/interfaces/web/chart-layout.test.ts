@@ -2,7 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { exportChart } from '../../../machines/definition.ts';
 import { sessionMachine } from '../../../machines/session.machine.ts';
 import { RESTORE_ONLY_STATES } from '../../../machines/states.ts';
-import { BOX_H, BOX_W, chartDepths, chartEdges, labelBox, layoutChart, overlaps, type Chart } from '../../../src/interfaces/web/chart-layout.js';
+import {
+  BOX_H,
+  BOX_W,
+  chartDepths,
+  chartEdges,
+  labelBox,
+  layoutChart,
+  overlaps,
+  type Chart,
+} from '../../../src/interfaces/web/chart-layout.js';
 
 const chart = exportChart(sessionMachine) as Chart;
 
@@ -52,7 +61,9 @@ describe('chart layout', () => {
 
   it('routes backward edges over the top in lanes, loops on the box, and forward edges as curves', () => {
     const layout = layoutChart(small);
-    expect(layout.lanes.map((l) => ({ to: l.to, sources: l.sources.map((s) => s.from), label: l.label.text }))).toEqual([{ to: 'a', sources: ['c'], label: 'again' }]);
+    expect(layout.lanes.map((l) => ({ to: l.to, sources: l.sources.map((s) => s.from), label: l.label.text }))).toEqual(
+      [{ to: 'a', sources: ['c'], label: 'again' }],
+    );
     expect(layout.loops.map((e) => [e.from, e.label.text])).toEqual([['b', 'tick']]);
     // Forward edges from reachable states first, then the restore-only ones.
     expect(layout.forward.map((e) => [e.from, e.to, e.reachable])).toEqual([
@@ -85,8 +96,15 @@ describe('chart layout', () => {
 
   it('places the session machine’s labels on no state box and on no other label', () => {
     const layout = layoutChart(chart);
-    const stateBoxes = layout.states.map((s) => ({ x1: s.x - 2, y1: s.y - 2, x2: s.x + BOX_W + 2, y2: s.y + BOX_H + 2 }));
-    const labels = [...layout.lanes, ...layout.loops, ...layout.forward].map((e) => labelBox(e.label.text, e.label.x, e.label.y, e.label.anchor));
+    const stateBoxes = layout.states.map((s) => ({
+      x1: s.x - 2,
+      y1: s.y - 2,
+      x2: s.x + BOX_W + 2,
+      y2: s.y + BOX_H + 2,
+    }));
+    const labels = [...layout.lanes, ...layout.loops, ...layout.forward].map((e) =>
+      labelBox(e.label.text, e.label.x, e.label.y, e.label.anchor),
+    );
     expect(labels.length).toBeGreaterThan(5);
     for (const [i, label] of labels.entries()) {
       for (const box of stateBoxes) expect(overlaps(label, box)).toBe(false);

@@ -19,7 +19,11 @@ import { clientOver } from '../../../src/api/bind.ts';
  */
 
 const WORDS = Array.from({ length: 40 }, (_, i) => (i === 0 ? 'tick0' : ` tick${i}`));
-const TOKENS = { read: 'dash-read-token-0123456789', write: 'dash-write-token-0123456789', admin: 'dash-admin-token-0123456789' };
+const TOKENS = {
+  read: 'dash-read-token-0123456789',
+  write: 'dash-write-token-0123456789',
+  admin: 'dash-admin-token-0123456789',
+};
 const sha = (t: string) => createHash('sha256').update(t).digest('hex');
 
 let env: PiEnv;
@@ -44,7 +48,11 @@ useRuntimeSuite(
     ({ env, h } = s);
     await h.startWorker();
     const base = loadConfig({ prefix: h.prefix }, {});
-    const tokens = Object.entries(TOKENS).map(([scope, token]) => ({ name: `${scope}-person`, scope: scope as 'read', sha256: sha(token) }));
+    const tokens = Object.entries(TOKENS).map(([scope, token]) => ({
+      name: `${scope}-person`,
+      scope: scope as 'read',
+      sha256: sha(token),
+    }));
     // Stream tickets of 1 s: a 4 s turn outlives several of them.
     const config: Config = { ...base, http: { ...base.http, tokens, streamTicketTtl: 1000 } };
     server = await startServer({ client: clientOver(h.runtime), config, logger: pino({ level: 'silent' }), port: 0 });
@@ -79,7 +87,9 @@ describe('dashboard login', () => {
     expect(await statusFromPage('/api/sessions')).toBe(401);
     await page.getByTestId('login-token').fill('not-a-token-at-all-000');
     await page.getByTestId('login').click();
-    await eventually(() => page.getByTestId('login-form').locator('.form-error').textContent()).toMatch(/invalid token/);
+    await eventually(() => page.getByTestId('login-form').locator('.form-error').textContent()).toMatch(
+      /invalid token/,
+    );
 
     await logIn(TOKENS.read);
     expect(await page.getByTestId('who').textContent()).toBe('read-person · read');
@@ -88,7 +98,10 @@ describe('dashboard login', () => {
     expect(await page.evaluate('document.cookie')).not.toContain('sessiond_login');
     expect(await page.getByTestId('new-session-form').count()).toBe(0);
 
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'tick slowly', options: { provider: 'fake', model: 'ticking-text', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'tick slowly',
+      options: { provider: 'fake', model: 'ticking-text', cwd: env.cwd },
+    });
     await eventually(() => page.locator(`tr[data-session-id="${sessionId}"]`).count()).toBe(1);
     await page.goto(`${server.url}/sessions/${encodeURIComponent(sessionId)}`);
     const text = page.getByTestId('transcript').getByTestId('assistant-text');
@@ -111,13 +124,17 @@ describe('dashboard login', () => {
     expect(await statusFromPage('/api/sessions')).toBe(200);
     await logOut();
     expect(await context.cookies(server.url)).toEqual([]);
-    for (const path of ['/api/sessions', '/metrics', '/openapi.json', '/queues/api/queues']) expect(await statusFromPage(path), path).toBe(401);
+    for (const path of ['/api/sessions', '/metrics', '/openapi.json', '/queues/api/queues'])
+      expect(await statusFromPage(path), path).toBe(401);
     expect(await statusFromPage('/healthz')).toBe(200);
   });
 
   it('a write token cancels a running turn with the cancel button', async () => {
     await logIn(TOKENS.write);
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Sleep for a long time', options: { provider: 'fake', model: 'long-tool', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Sleep for a long time',
+      options: { provider: 'fake', model: 'long-tool', cwd: env.cwd },
+    });
     await page.goto(`${server.url}/sessions/${encodeURIComponent(sessionId)}`);
     await eventually(() => page.getByTestId('transcript').getByTestId('tool').count(), 30_000).toBe(1);
     await page.getByTestId('cancel').click();

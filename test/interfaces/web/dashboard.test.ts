@@ -77,7 +77,9 @@ describe('dashboard', () => {
   it('changes the global retry policy; an invalid value is shown at its field and nothing is changed', async () => {
     await page.goto(`${server.url}/`);
     const form = page.getByTestId('policy-panel').getByTestId('policy-form');
-    await eventually(() => form.locator('input[name="maxAttempts"]').inputValue()).toBe(String(DEFAULT_RETRY_POLICY.maxAttempts));
+    await eventually(() => form.locator('input[name="maxAttempts"]').inputValue()).toBe(
+      String(DEFAULT_RETRY_POLICY.maxAttempts),
+    );
 
     await form.locator('input[name="maxAttempts"]').fill('0');
     await form.locator('input[name="initialDelayMs"]').fill('abc');
@@ -107,10 +109,14 @@ describe('dashboard', () => {
     // Text arrived while the turn was still running: it streams.
     const whileStreaming = await text.first().textContent();
     expect(whileStreaming).not.toContain('word39');
-    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe('running');
+    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe(
+      'running',
+    );
     await eventually(() => stateOf(page), 30_000).toBe('completed');
     await eventually(() => text.first().textContent()).toBe(SLOW_WORDS.join(''));
-    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe('completed');
+    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe(
+      'completed',
+    );
     expect(await page.getByTestId('session-agent').textContent()).toBe('pi');
     expect(await page.getByTestId('timeline').getByTestId('attempt').getAttribute('data-outcome')).toBe('completed');
 
@@ -131,12 +137,16 @@ describe('dashboard', () => {
     expect(await timeline.getByTestId('backoff').getAttribute('data-delay-ms')).toBe('300');
     expect(await timeline.getByTestId('backoff').textContent()).toContain('300 ms');
     await eventually(() => stateOf(page), 30_000).toBe('completed');
-    await eventually(() => timeline.locator('[data-testid="attempt"][data-attempt="2"]').getAttribute('data-outcome')).toBe('completed');
+    await eventually(() =>
+      timeline.locator('[data-testid="attempt"][data-attempt="2"]').getAttribute('data-outcome'),
+    ).toBe('completed');
     await eventually(() => page.getByTestId('transcript').textContent()).toContain(DEFAULT_TEXT);
     expect(await page.getByTestId('transcript').textContent()).toMatch(/attempt 1 failed · server_error/);
     // The tokens the answer reported (the fake model's usage: 42 prompt, 7 completion), on its attempt and the session.
     expect(await first.getByTestId('attempt-tokens').count()).toBe(0);
-    await eventually(() => timeline.locator('[data-testid="attempt"][data-attempt="2"]').getByTestId('attempt-tokens').textContent()).toBe(' · 42 in / 7 out tokens');
+    await eventually(() =>
+      timeline.locator('[data-testid="attempt"][data-attempt="2"]').getByTestId('attempt-tokens').textContent(),
+    ).toBe(' · 42 in / 7 out tokens');
     expect(await page.getByTestId('session-tokens').textContent()).toBe('42 in / 7 out');
     await page.screenshot({ path: '/tmp/sessiond-dashboard-session.png', fullPage: true });
   });
@@ -148,7 +158,9 @@ describe('dashboard', () => {
     expect(await stateOf(page)).toBe('running');
     await page.getByTestId('cancel').click();
     await eventually(() => stateOf(page), 30_000).toBe('cancelled');
-    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe('cancelled');
+    await eventually(() => page.locator('[data-testid="chart-svg"] g.state.current').getAttribute('data-state')).toBe(
+      'cancelled',
+    );
     expect(await page.getByTestId('cancel').isDisabled()).toBe(true);
     // The tool call that was stopped is no longer shown as running.
     await eventually(() => tool.locator('.status').textContent()).toBe('cancelled');
@@ -159,10 +171,16 @@ describe('dashboard', () => {
   it('the sessions table groups by state and updates live; Bull Board is mounted at /queues', async () => {
     await page.goto(`${server.url}/`);
     await eventually(() => page.getByTestId('sessions-body').locator('tr[data-session-id]').count()).toBe(3);
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'from elsewhere', options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'from elsewhere',
+      options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    });
     // Appears without a reload.
     await eventually(() => page.locator(`tr[data-session-id="${sessionId}"]`).count()).toBe(1);
-    await eventually(() => page.locator(`tr[data-session-id="${sessionId}"] [data-testid="state-badge"]`).getAttribute('data-state'), 30_000).toBe('completed');
+    await eventually(
+      () => page.locator(`tr[data-session-id="${sessionId}"] [data-testid="state-badge"]`).getAttribute('data-state'),
+      30_000,
+    ).toBe('completed');
     await page.getByTestId('state-filter').locator('button[data-state="cancelled"]').click();
     await eventually(() => page.getByTestId('sessions-body').locator('tr[data-session-id]').count()).toBe(1);
     await page.getByTestId('state-filter').locator('button', { hasText: 'all' }).click();
@@ -178,15 +196,24 @@ describe('dashboard', () => {
 
 describe('dashboard: operator controls', () => {
   it('retries a failed turn with its button, and removes a queued prompt from the list', async () => {
-    const { sessionId: failed } = await h.runtime.enqueue({ prompt: 'fails at once', options: { provider: 'fake', model: 'http401', cwd: env.cwd } });
+    const { sessionId: failed } = await h.runtime.enqueue({
+      prompt: 'fails at once',
+      options: { provider: 'fake', model: 'http401', cwd: env.cwd },
+    });
     await page.goto(`${server.url}/sessions/${encodeURIComponent(failed)}`);
     await eventually(() => stateOf(page), 60_000).toBe('failed');
     await eventually(() => page.getByTestId('retry').isDisabled()).toBe(false);
     await page.getByTestId('retry').click();
     await eventually(() => page.getByTestId('cancel-note').textContent()).toBe('retry queued as turn 2');
-    await eventually(async () => (await h.runtime.getSession(failed))?.context?.turn?.retryOf?.turn ?? null, 60_000).toBe(1);
+    await eventually(
+      async () => (await h.runtime.getSession(failed))?.context?.turn?.retryOf?.turn ?? null,
+      60_000,
+    ).toBe(1);
 
-    const { sessionId: busy } = await h.runtime.enqueue({ prompt: 'Sleep a long time', options: { provider: 'fake', model: 'long-tool', cwd: env.cwd } });
+    const { sessionId: busy } = await h.runtime.enqueue({
+      prompt: 'Sleep a long time',
+      options: { provider: 'fake', model: 'long-tool', cwd: env.cwd },
+    });
     await h.runtime.enqueue({ sessionId: busy, prompt: 'a prompt to remove' });
     await page.goto(`${server.url}/sessions/${encodeURIComponent(busy)}`);
     const list = page.getByTestId('queued-prompts');

@@ -35,7 +35,12 @@ useRuntimeSuite(
   async (s) => {
     ({ env, h } = s);
     await h.startWorker();
-    server = await startServer({ client: clientOver(h.runtime), config: loadConfig({ prefix: h.prefix }, {}), logger: pino({ level: 'silent' }), port: 0 });
+    server = await startServer({
+      client: clientOver(h.runtime),
+      config: loadConfig({ prefix: h.prefix }, {}),
+      logger: pino({ level: 'silent' }),
+      port: 0,
+    });
     userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
     context = await launchChromium(userDataDir);
     page = context.pages()[0] ?? (await context.newPage());
@@ -45,7 +50,10 @@ useRuntimeSuite(
 
 describe('dashboard: Delete session', () => {
   it('asks first; confirmed, it cancels the running turn, removes the session and goes back to the list', async () => {
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Talk slowly', options: { provider: 'fake', model: 'slow-words', cwd: env.cwd } });
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Talk slowly',
+      options: { provider: 'fake', model: 'slow-words', cwd: env.cwd },
+    });
     await until(async () => (await h.runtime.getSession(sessionId))?.state === 'running', 30_000, 'the turn to run');
     await page.goto(`${server.url}/sessions/${encodeURIComponent(sessionId)}`);
 

@@ -23,7 +23,9 @@ import { openHostBridges } from '../../../src/process/sandbox/host-bridges.ts';
  * Test servers listen on 127.0.0.2 (allowed) and 127.0.0.3 (denied): the agent reaches its model
  * bridge on 127.0.0.1, which NO_PROXY keeps direct; every other address goes through the proxy.
  */
-async function recordingServer(address: string): Promise<{ port: number; seen: Array<{ url: string; headers: IncomingHttpHeaders }>; server: Server }> {
+async function recordingServer(
+  address: string,
+): Promise<{ port: number; seen: Array<{ url: string; headers: IncomingHttpHeaders }>; server: Server }> {
   const seen: Array<{ url: string; headers: IncomingHttpHeaders }> = [];
   const server = createServer((req, res) => {
     seen.push({ url: req.url ?? '', headers: req.headers });
@@ -43,14 +45,20 @@ let allowed: Awaited<ReturnType<typeof recordingServer>>;
 let denied: Awaited<ReturnType<typeof recordingServer>>;
 let model: Awaited<ReturnType<typeof recordingServer>>;
 beforeAll(async () => {
-  [allowed, denied, model] = await Promise.all([recordingServer('127.0.0.2'), recordingServer('127.0.0.3'), recordingServer('127.0.0.1')]);
+  [allowed, denied, model] = await Promise.all([
+    recordingServer('127.0.0.2'),
+    recordingServer('127.0.0.3'),
+    recordingServer('127.0.0.1'),
+  ]);
 });
 afterAll(() => {
   for (const s of [allowed, denied, model]) s.server.close();
 });
 
 /** The egress as an agent without a sandbox reaches it: loopback ports relaying to its sockets (the sandbox's host bridges). */
-async function reach(egress: AttemptEgress): Promise<{ env: Record<string, string>; modelBaseUrl: string | null; close: () => Promise<void> }> {
+async function reach(
+  egress: AttemptEgress,
+): Promise<{ env: Record<string, string>; modelBaseUrl: string | null; close: () => Promise<void> }> {
   const bridges = await openHostBridges(egress.bridges);
   return { ...egress.reached(bridges.urls), close: () => bridges.close() };
 }
@@ -62,7 +70,11 @@ function socketOf(egress: AttemptEgress, name: string): string {
 }
 
 async function curl(args: string[], env: Record<string, string>): Promise<{ code: string; body: string }> {
-  const out = await execa('curl', ['-sS', '-o', '-', '-w', '\n%{http_code}', '--max-time', '10', ...args], { env, extendEnv: false, reject: false });
+  const out = await execa('curl', ['-sS', '-o', '-', '-w', '\n%{http_code}', '--max-time', '10', ...args], {
+    env,
+    extendEnv: false,
+    reject: false,
+  });
   const lines = out.stdout.split('\n');
   return { code: lines.at(-1) ?? '', body: lines.slice(0, -1).join('\n') };
 }
@@ -71,7 +83,13 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
   it('lets a tool reach an allowed host, refuses and reports every other host, and carries the real key to the model host only', async () => {
     const refusals: AttemptRefusal[] = [];
     const egress = await openAttemptEgress(
-      { sessionId: 's-1', turn: 2, attempt: 3, allow: [pattern(`127.0.0.2:${allowed.port}`)], onRefused: (r) => refusals.push(r) },
+      {
+        sessionId: 's-1',
+        turn: 2,
+        attempt: 3,
+        allow: [pattern(`127.0.0.2:${allowed.port}`)],
+        onRefused: (r) => refusals.push(r),
+      },
       { baseUrl: new URL(`http://127.0.0.1:${model.port}/v1`), key: 'sk-real-secret' },
     );
     const reached = await reach(egress);
@@ -87,12 +105,31 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
       const tunnel = await curl(['--proxytunnel', `http://127.0.0.3:${denied.port}/x`], env);
       expect(tunnel.code).not.toBe('200');
       expect(refusals).toEqual([
-        { host: '127.0.0.3', port: denied.port, method: 'GET', reason: 'not allowed', sessionId: 's-1', turn: 2, attempt: 3 },
-        { host: '127.0.0.3', port: denied.port, method: 'CONNECT', reason: 'not allowed', sessionId: 's-1', turn: 2, attempt: 3 },
+        {
+          host: '127.0.0.3',
+          port: denied.port,
+          method: 'GET',
+          reason: 'not allowed',
+          sessionId: 's-1',
+          turn: 2,
+          attempt: 3,
+        },
+        {
+          host: '127.0.0.3',
+          port: denied.port,
+          method: 'CONNECT',
+          reason: 'not allowed',
+          sessionId: 's-1',
+          turn: 2,
+          attempt: 3,
+        },
       ]);
       // the model bridge: the agent's placeholder becomes the real key, on the model host's path
       expect(reached.modelBaseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
-      const viaBridge = await curl(['-H', `Authorization: Bearer ${PLACEHOLDER_KEY}`, `${reached.modelBaseUrl}/chat/completions`], env);
+      const viaBridge = await curl(
+        ['-H', `Authorization: Bearer ${PLACEHOLDER_KEY}`, `${reached.modelBaseUrl}/chat/completions`],
+        env,
+      );
       expect(viaBridge).toEqual({ code: '200', body: 'hello from /v1/chat/completions' });
       expect(model.seen.at(-1)?.headers.authorization).toBe('Bearer sk-real-secret');
       // a key header with anything but the placeholder is dropped, not passed on
@@ -115,7 +152,11 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
     const egress = await openAttemptEgress({ sessionId: 's', allow: [pattern(`127.0.0.2:${port}`)] }, null);
     try {
       const reply = await new Promise<string>((resolve, reject) => {
-        const req = request({ socketPath: socketOf(egress, PROXY_BRIDGE), method: 'CONNECT', path: `127.0.0.2:${port}` });
+        const req = request({
+          socketPath: socketOf(egress, PROXY_BRIDGE),
+          method: 'CONNECT',
+          path: `127.0.0.2:${port}`,
+        });
         req.on('connect', (res, socket) => {
           expect(res.statusCode).toBe(200);
           socket.once('data', (d: Buffer) => {
@@ -136,11 +177,16 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
 
   it('an allowed host *name* that resolves to the worker loopback is refused (no way to Redis or the API by DNS)', async () => {
     const refusals: AttemptRefusal[] = [];
-    const egress = await openAttemptEgress({ sessionId: 's', allow: [pattern(`localhost:${allowed.port}`)], onRefused: (r) => refusals.push(r) }, null);
+    const egress = await openAttemptEgress(
+      { sessionId: 's', allow: [pattern(`localhost:${allowed.port}`)], onRefused: (r) => refusals.push(r) },
+      null,
+    );
     const reached = await reach(egress);
     try {
       // (curl -x: the proxy for this one request, whatever NO_PROXY says of localhost)
-      const out = await curl(['--noproxy', '', '-x', reached.env.HTTP_PROXY!, `http://localhost:${allowed.port}/x`], { PATH: process.env.PATH ?? '' });
+      const out = await curl(['--noproxy', '', '-x', reached.env.HTTP_PROXY!, `http://localhost:${allowed.port}/x`], {
+        PATH: process.env.PATH ?? '',
+      });
       expect(out.code).toBe('403');
       expect(refusals.map((r) => r.reason)).toEqual(['local address']);
     } finally {
@@ -169,14 +215,23 @@ describe('an attempt egress (forward proxy + model bridge, on real sockets)', ()
     await expect.poll(() => new Promise<number>((r) => echo.getConnections((_e, n) => r(n)))).toBe(0);
     expect(connections).toBeLessThanOrEqual(1);
     // and the proxy no longer listens
-    await expect(new Promise((resolve, reject) => connect(socketOf(egress, PROXY_BRIDGE)).on('connect', resolve).on('error', reject))).rejects.toThrow();
+    await expect(
+      new Promise((resolve, reject) =>
+        connect(socketOf(egress, PROXY_BRIDGE)).on('connect', resolve).on('error', reject),
+      ),
+    ).rejects.toThrow();
   });
 });
 
 describe('bounds', () => {
   it('the proxy holds at most maxConnections client connections: one more is closed at once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'egress-bounds-'));
-    const proxy = await startForwardProxy({ socketPath: join(dir, 'p.sock'), allow: [], onRefused: () => undefined, maxConnections: 2 });
+    const proxy = await startForwardProxy({
+      socketPath: join(dir, 'p.sock'),
+      allow: [],
+      onRefused: () => undefined,
+      maxConnections: 2,
+    });
     const open = await Promise.all(
       [0, 1].map(
         () =>

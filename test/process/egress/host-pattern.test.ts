@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { matchesHost, parseAuthority, parseHostPattern, swapKey, withKeyQuery, PLACEHOLDER_KEY, type HostPattern } from '../../../src/process/egress/index.ts';
+import {
+  matchesHost,
+  parseAuthority,
+  parseHostPattern,
+  swapKey,
+  withKeyQuery,
+  PLACEHOLDER_KEY,
+  type HostPattern,
+} from '../../../src/process/egress/index.ts';
 
 const p = (text: string): HostPattern => {
   const parsed = parseHostPattern(text);
@@ -32,7 +40,8 @@ describe('host patterns', () => {
   it('CONNECT authorities: host:port and [v6]:port; anything else is malformed', () => {
     expect(parseAuthority('example.com:443')).toEqual({ host: 'example.com', port: 443 });
     expect(parseAuthority('[::1]:8443')).toEqual({ host: '::1', port: 8443 });
-    for (const bad of ['example.com', 'example.com:0', 'example.com:70000', 'http://x:1', 'a b:1', '']) expect(parseAuthority(bad), bad).toBeNull();
+    for (const bad of ['example.com', 'example.com:0', 'example.com:70000', 'http://x:1', 'a b:1', ''])
+      expect(parseAuthority(bad), bad).toBeNull();
   });
 });
 
@@ -46,7 +55,9 @@ describe('the model bridge key swap', () => {
   });
 
   it('a key= query parameter: the placeholder is swapped, another value removed; only origin-form paths pass', () => {
-    expect(withKeyQuery(`/v1beta/models/m:generate?key=${PLACEHOLDER_KEY}&alt=sse`, 'real')).toBe('/v1beta/models/m:generate?key=real&alt=sse');
+    expect(withKeyQuery(`/v1beta/models/m:generate?key=${PLACEHOLDER_KEY}&alt=sse`, 'real')).toBe(
+      '/v1beta/models/m:generate?key=real&alt=sse',
+    );
     expect(withKeyQuery('/v1/x?key=other&alt=sse', 'real')).toBe('/v1/x?alt=sse');
     expect(withKeyQuery('/v1/x?alt=sse', 'real')).toBe('/v1/x?alt=sse');
     expect(withKeyQuery('http://evil.example/steal', 'real')).toBeNull();

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnAgent } from '../../../src/process/index.ts';
 import { collect } from '../../support/processes.ts';
 
-const FETCH = 'fetch(process.env.UPSTREAM).then((r) => r.text()).then((t) => console.log("got " + t), (e) => { console.log("refused " + (e.cause?.code ?? e.message)); })';
+const FETCH =
+  'fetch(process.env.UPSTREAM).then((r) => r.text()).then((t) => console.log("got " + t), (e) => { console.log("refused " + (e.cause?.code ?? e.message)); })';
 
 let dir: string;
 let server: Server;

@@ -8,20 +8,36 @@ afterEach(() => resetSandboxDetection());
 
 describe('sandbox modes', () => {
   it('SESSIOND_SANDBOX picks the mode; an unknown value or an unavailable mode refuses attempts with the reason', () => {
-    expect(detectSandbox({ SESSIOND_SANDBOX: 'bwrap' })).toMatchObject({ requested: 'bwrap', mode: 'bwrap', gaps: [], refused: null });
+    expect(detectSandbox({ SESSIOND_SANDBOX: 'bwrap' })).toMatchObject({
+      requested: 'bwrap',
+      mode: 'bwrap',
+      gaps: [],
+      refused: null,
+    });
     resetSandboxDetection();
-    expect(detectSandbox({ SESSIOND_SANDBOX: 'auto' })).toMatchObject({ requested: 'auto', mode: 'bwrap', refused: null });
+    expect(detectSandbox({ SESSIOND_SANDBOX: 'auto' })).toMatchObject({
+      requested: 'auto',
+      mode: 'bwrap',
+      refused: null,
+    });
     resetSandboxDetection();
     const none = detectSandbox({ SESSIOND_SANDBOX: 'none' });
     expect(none.mode).toBe('none');
     expect(none.gaps.join(' ')).toContain('/proc/<pid>/environ');
     resetSandboxDetection();
-    expect(detectSandbox({ SESSIOND_SANDBOX: 'docker' }).refused).toBe('SESSIOND_SANDBOX="docker" is not one of auto, bwrap, landlock, none');
+    expect(detectSandbox({ SESSIOND_SANDBOX: 'docker' }).refused).toBe(
+      'SESSIOND_SANDBOX="docker" is not one of auto, bwrap, landlock, none',
+    );
   });
 
   it('a host whose mode was refused refuses each attempt, naming why', async () => {
     detectSandbox({ SESSIOND_SANDBOX: 'docker' });
-    const result = await spawnAgent({ command: 'true', args: [], env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, sandbox: {} });
+    const result = await spawnAgent({
+      command: 'true',
+      args: [],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      sandbox: {},
+    });
     expect(result).toMatchObject({ ok: false, code: 'ESANDBOX' });
     if (!result.ok) expect(result.error).toContain('SESSIOND_SANDBOX="docker"');
   });
@@ -31,7 +47,11 @@ describe('sandbox modes', () => {
     expect(PolicySchema.safeParse({ sandbox: { required: 'yes' } }).success).toBe(false);
     detectSandbox({ SESSIOND_SANDBOX: 'none' });
     const messages = [];
-    for await (const message of runPi({ prompt: 'hi', command: 'sessiond-never-started' }, { sandbox: { required: true } })) messages.push(message);
+    for await (const message of runPi(
+      { prompt: 'hi', command: 'sessiond-never-started' },
+      { sandbox: { required: true } },
+    ))
+      messages.push(message);
     const terminal = messages.at(-1);
     expect(terminal?.type).toBe('terminal.failed');
     expect(terminal?.content).toMatchObject({ category: 'startup' });

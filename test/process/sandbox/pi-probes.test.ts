@@ -64,7 +64,10 @@ let holder: ChildProcess;
 
 beforeAll(async () => {
   // A process of the worker's with a secret in its environment (as `serve` and the worker hold the Redis password).
-  holder = spawn('sleep', ['600'], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SESSIOND_PLANTED: SECRET }, stdio: 'ignore' });
+  holder = spawn('sleep', ['600'], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SESSIOND_PLANTED: SECRET },
+    stdio: 'ignore',
+  });
   server = await startFakeModelServer({ chunkDelayMs: 1 });
   server.setScript(PROBE, [{ toolCalls: [{ name: 'bash', arguments: { command: 'true' } }] }, { text: 'probed' }]);
   // The bridge's far end: a Unix socket relayed to the fake model's TCP port (the egress proxy's place).
@@ -97,24 +100,39 @@ beforeAll(async () => {
 
 afterAll(async () => {
   holder.kill('SIGKILL');
-  await Promise.all([server.close(), new Promise((r) => relay.close(r)), new Promise((r) => api.close(r)), redis.stop()]);
+  await Promise.all([
+    server.close(),
+    new Promise((r) => relay.close(r)),
+    new Promise((r) => api.close(r)),
+    redis.stop(),
+  ]);
   pi.cleanup();
 });
 
 async function probe(mode: SandboxMode): Promise<Record<string, string>> {
   server.reset();
-  server.setScript(PROBE, [{ toolCalls: [{ name: 'bash', arguments: { command: probeScript() } }] }, { text: 'probed' }]);
+  server.setScript(PROBE, [
+    { toolCalls: [{ name: 'bash', arguments: { command: probeScript() } }] },
+    { text: 'probed' },
+  ]);
   const agentDir = await prepareManagedAgentDir(pi.agentDir, stateDir);
   const result = await spawnAgent({
     command: piBin,
-    args: piArgs({ model: PROBE, prompt: 'run the probe', session: { dir: join(pi.agentDir, 'sessions', `--${pi.cwd.slice(1).replaceAll('/', '-')}--`) } }),
+    args: piArgs({
+      model: PROBE,
+      prompt: 'run the probe',
+      session: { dir: join(pi.agentDir, 'sessions', `--${pi.cwd.slice(1).replaceAll('/', '-')}--`) },
+    }),
     cwd: pi.cwd,
     env: { ...pi.env, PI_CODING_AGENT_DIR: agentDir },
     sandbox: { mode, ...(await piSandboxFiles(agentDir, undefined, pi.cwd)) },
     bridges: [{ name: 'model', socket: relaySocket }],
     finalize: (urls) => {
       // pi's models.json (linked into the managed dir) points at the bridge.
-      writeFileSync(join(pi.agentDir, 'models.json'), JSON.stringify(modelsJson(`${urls.model ?? ''}/v1`, [PROBE], [])));
+      writeFileSync(
+        join(pi.agentDir, 'models.json'),
+        JSON.stringify(modelsJson(`${urls.model ?? ''}/v1`, [PROBE], [])),
+      );
       return {};
     },
   });
@@ -179,7 +197,14 @@ describe('a real pi attempt probing its sandbox', () => {
 
   it('none: the probe reaches what the worker can (the gaps the start-up log and /readyz report), and the sweep still ends the escaped tool', async () => {
     const seen = await probe('none');
-    expect(seen).toMatchObject({ environ: expect.not.stringMatching(/^0$/) as unknown, redis: 'open', api: 'open', othercwd: 'visible', statedir: 'visible', cgroup: 'ok' });
+    expect(seen).toMatchObject({
+      environ: expect.not.stringMatching(/^0$/) as unknown,
+      redis: 'open',
+      api: 'open',
+      othercwd: 'visible',
+      statedir: 'visible',
+      cgroup: 'ok',
+    });
     expect(liveSleeps([4242])).toEqual([]);
   });
 });

@@ -23,7 +23,9 @@ const until = async (probe: () => boolean, ms: number): Promise<void> => {
 
 describe('kill -9 of the worker', () => {
   it('leaves no process of its bwrap-sandboxed agents (the sandbox dies with its parent)', async () => {
-    const worker = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', WORKER], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const worker = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', WORKER], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     worker.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     await until(() => out.includes('ready') || out.includes('failed'), 30_000);

@@ -24,39 +24,67 @@ const pi = (fileName: string, content = '{"type":"session"}\n') => JSON.stringif
 
 describe('agent state, by each agent’s own rules', () => {
   it('pi: its own file, by name, no folder; an id that is not an option', () => {
-    expect(checkPiState(pi(`2026-12-01T10-00-00-000Z_${ID}.jsonl`), ID).fileName).toBe(`2026-12-01T10-00-00-000Z_${ID}.jsonl`);
+    expect(checkPiState(pi(`2026-12-01T10-00-00-000Z_${ID}.jsonl`), ID).fileName).toBe(
+      `2026-12-01T10-00-00-000Z_${ID}.jsonl`,
+    );
     expect(() => checkPiState(pi(`2026-12-01T10-00-00-000Z_${OTHER}.jsonl`), ID)).toThrow(
       `value.fileName: "2026-12-01T10-00-00-000Z_${OTHER}.jsonl" is the file of pi session ${OTHER}`,
     );
-    expect(() => checkPiState(pi(`../../etc/x_${ID}.jsonl`), ID)).toThrow(/^value\.fileName: .* is not a file name pi writes/);
+    expect(() => checkPiState(pi(`../../etc/x_${ID}.jsonl`), ID)).toThrow(
+      /^value\.fileName: .* is not a file name pi writes/,
+    );
     expect(() => checkPiState(pi(`/tmp/x_${ID}.jsonl`), ID)).toThrow(/^value\.fileName:/);
-    expect(() => checkPiState(pi(`x_${ID}.jsonl`), '--extension')).toThrow(/^field: "--extension" is not a pi session id/);
+    expect(() => checkPiState(pi(`x_${ID}.jsonl`), '--extension')).toThrow(
+      /^field: "--extension" is not a pi session id/,
+    );
     expect(() => checkPiState('not json', ID)).toThrow(/^value: not JSON/);
-    expect(() => checkPiState(JSON.stringify({ fileName: `x_${ID}.jsonl`, content: '', mode: 'x' }), ID)).toThrow(/^value\.mode: unknown field/);
-    expect(() => checkPiState(JSON.stringify({ fileName: `x_${ID}.jsonl`, content: 1 }), ID)).toThrow('value.content: must be a string');
+    expect(() => checkPiState(JSON.stringify({ fileName: `x_${ID}.jsonl`, content: '', mode: 'x' }), ID)).toThrow(
+      /^value\.mode: unknown field/,
+    );
+    expect(() => checkPiState(JSON.stringify({ fileName: `x_${ID}.jsonl`, content: 1 }), ID)).toThrow(
+      'value.content: must be a string',
+    );
   });
 
   it('claude-code, codex, gemini: a UUID, and a file that is that session’s own', () => {
     expect(() => checkClaudeState(JSON.stringify({ version: 1, projectDir: '-w', content: '' }), ID)).not.toThrow();
-    expect(() => checkClaudeState(JSON.stringify({ version: 1, projectDir: '..', content: '' }), ID)).toThrow(/^value\.projectDir:/);
-    expect(() => checkClaudeState(JSON.stringify({ version: 1, projectDir: '-w', content: '' }), '-r')).toThrow(/^field:/);
-    const rollout = (id: string) => JSON.stringify({ version: 1, path: `2026/12/01/rollout-2026-12-01T10-00-00-${id}.jsonl`, content: '' });
+    expect(() => checkClaudeState(JSON.stringify({ version: 1, projectDir: '..', content: '' }), ID)).toThrow(
+      /^value\.projectDir:/,
+    );
+    expect(() => checkClaudeState(JSON.stringify({ version: 1, projectDir: '-w', content: '' }), '-r')).toThrow(
+      /^field:/,
+    );
+    const rollout = (id: string) =>
+      JSON.stringify({ version: 1, path: `2026/12/01/rollout-2026-12-01T10-00-00-${id}.jsonl`, content: '' });
     expect(() => checkCodexState(rollout(ID), ID)).not.toThrow();
     expect(() => checkCodexState(rollout(OTHER), ID)).toThrow(/^value\.path: .* is the rollout of thread/);
-    expect(() => checkCodexState(JSON.stringify({ version: 1, path: `../../2026/12/01/rollout-x-${ID}.jsonl`, content: '' }), ID)).toThrow(/^value\.path:/);
-    const chat = (name: string, headerId: string) => JSON.stringify({ version: 1, fileName: name, content: `${JSON.stringify({ sessionId: headerId })}\n` });
+    expect(() =>
+      checkCodexState(JSON.stringify({ version: 1, path: `../../2026/12/01/rollout-x-${ID}.jsonl`, content: '' }), ID),
+    ).toThrow(/^value\.path:/);
+    const chat = (name: string, headerId: string) =>
+      JSON.stringify({ version: 1, fileName: name, content: `${JSON.stringify({ sessionId: headerId })}\n` });
     expect(() => checkGeminiState(chat(`session-2026-12-01T10-00-${ID.slice(0, 8)}.jsonl`, ID), ID)).not.toThrow();
-    expect(() => checkGeminiState(chat(`session-2026-12-01T10-00-${OTHER.slice(0, 8)}.jsonl`, ID), ID)).toThrow(/^value\.fileName: .* is not a chat file of session/);
+    expect(() => checkGeminiState(chat(`session-2026-12-01T10-00-${OTHER.slice(0, 8)}.jsonl`, ID), ID)).toThrow(
+      /^value\.fileName: .* is not a chat file of session/,
+    );
     // The victim's file name, its id's first 8 characters chosen to match: the header gives it away.
-    expect(() => checkGeminiState(chat(`session-2026-12-01T10-00-${ID.slice(0, 8)}.jsonl`, OTHER), ID)).toThrow(/^value\.content: its first line does not name session/);
+    expect(() => checkGeminiState(chat(`session-2026-12-01T10-00-${ID.slice(0, 8)}.jsonl`, OTHER), ID)).toThrow(
+      /^value\.content: its first line does not name session/,
+    );
   });
 
   it('an agent line matches the snapshot: its agent session is the snapshot’s or one the log started', () => {
     const state = pi(`x_${ID}.jsonl`);
     expect(() => checkAgentLine(`pi:${ID}`, state, new Set([ID]), ID)).not.toThrow();
-    expect(() => checkAgentLine(`pi:${ID}`, state, new Set([OTHER]), OTHER)).toThrow(/^field: agent session ".*" does not match the snapshot/);
-    expect(() => checkAgentLine(`nope:${ID}`, state, new Set([ID]), ID)).toThrow(/^field: agent "nope" is not one this sessiond knows/);
-    expect(() => checkAgentLine('pi:-x', state, new Set(['-x']), '-x')).toThrow(/^field: "-x" must be an agent session id/);
+    expect(() => checkAgentLine(`pi:${ID}`, state, new Set([OTHER]), OTHER)).toThrow(
+      /^field: agent session ".*" does not match the snapshot/,
+    );
+    expect(() => checkAgentLine(`nope:${ID}`, state, new Set([ID]), ID)).toThrow(
+      /^field: agent "nope" is not one this sessiond knows/,
+    );
+    expect(() => checkAgentLine('pi:-x', state, new Set(['-x']), '-x')).toThrow(
+      /^field: "-x" must be an agent session id/,
+    );
   });
 });
 
@@ -80,9 +108,9 @@ describe('a legitimate archive with more than one agent conversation', () => {
     };
     expect(readArchive(writeArchive(archive)).agent).toEqual(archive.agent);
     // Without the message that started it, the older line matches nothing of this session.
-    expect(() => readArchive(writeArchive({ ...archive, messages: archive.messages.slice(1).map((m) => ({ ...m, seq: 1 })) }))).toThrow(
-      /archive line 5: agent: field: agent session ".*" does not match the snapshot/,
-    );
+    expect(() =>
+      readArchive(writeArchive({ ...archive, messages: archive.messages.slice(1).map((m) => ({ ...m, seq: 1 })) })),
+    ).toThrow(/archive line 5: agent: field: agent session ".*" does not match the snapshot/);
   });
 });
 
@@ -93,7 +121,9 @@ describe('the worker checks a stored state again before it writes a file', () =>
   it('pi: a state whose file is another session’s is refused, nothing written', async () => {
     const dir = join(root, 'pi');
     mkdirSync(dir);
-    await expect(importPiSession(dir, { fileName: `x_${OTHER}.jsonl`, content: '{"type":"session"}\n' }, undefined, ID)).rejects.toThrow(`is not the one of session ${ID}`);
+    await expect(
+      importPiSession(dir, { fileName: `x_${OTHER}.jsonl`, content: '{"type":"session"}\n' }, undefined, ID),
+    ).rejects.toThrow(`is not the one of session ${ID}`);
     expect(readdirSync(dir)).toEqual([]);
     await importPiSession(dir, { fileName: `x_${ID}.jsonl`, content: '{"type":"session"}\n' }, undefined, ID);
     expect(readdirSync(dir)).toEqual([`x_${ID}.jsonl`]);
@@ -104,10 +134,16 @@ describe('the worker checks a stored state again before it writes a file', () =>
     const cwd = join(root, 'work');
     mkdirSync(cwd, { recursive: true });
     const fileName = `session-2026-12-01T10-00-${ID.slice(0, 8)}.jsonl`;
-    await importGeminiSession(home, { version: 1, fileName, content: `${JSON.stringify({ sessionId: OTHER })}\nvictim\n` }, cwd);
+    await importGeminiSession(
+      home,
+      { version: 1, fileName, content: `${JSON.stringify({ sessionId: OTHER })}\nvictim\n` },
+      cwd,
+    );
     const [project] = readdirSync(join(home, '.gemini', 'tmp'));
     const path = join(home, '.gemini', 'tmp', String(project), 'chats', fileName);
-    await expect(importGeminiSession(home, { version: 1, fileName, content: `${JSON.stringify({ sessionId: ID })}\n` }, cwd)).rejects.toThrow("holds another session's chat");
+    await expect(
+      importGeminiSession(home, { version: 1, fileName, content: `${JSON.stringify({ sessionId: ID })}\n` }, cwd),
+    ).rejects.toThrow("holds another session's chat");
     expect(readFileSync(path, 'utf8')).toBe(`${JSON.stringify({ sessionId: OTHER })}\nvictim\n`);
   });
 });
@@ -118,8 +154,13 @@ describe('the retry policy of an archive, by its schema', () => {
       'fields.policy: maxAttempts: must be an integer from 1 to 100 (got 1000000)',
     );
     expect(() => checkMetaFields({ policy: '{' })).toThrow('fields.policy: not JSON');
-    expect(() => checkMetaFields({ policy: JSON.stringify({ lease: 1 }) })).toThrow(/^fields\.policy: lease: unknown field/);
-    expect(JSON.parse(checkMetaFields({ policy: JSON.stringify({ maxAttempts: 7 }) }).policy ?? '{}')).toEqual({ ...DEFAULT_RETRY_POLICY, maxAttempts: 7 });
+    expect(() => checkMetaFields({ policy: JSON.stringify({ lease: 1 }) })).toThrow(
+      /^fields\.policy: lease: unknown field/,
+    );
+    expect(JSON.parse(checkMetaFields({ policy: JSON.stringify({ maxAttempts: 7 }) }).policy ?? '{}')).toEqual({
+      ...DEFAULT_RETRY_POLICY,
+      maxAttempts: 7,
+    });
     expect(() => checkMetaFields({ state: 'owned' })).toThrow(/^fields\.state: must be one of/);
     expect(() => checkMetaFields({ retention: '-1' })).toThrow(/^fields\.retention:/);
     expect(() => checkMetaFields({ options: '[]' })).toThrow('fields.options: must be a JSON object');
@@ -128,9 +169,27 @@ describe('the retry policy of an archive, by its schema', () => {
   it('on the worker, a stored policy out of the schema takes the policy in force for the fields at fault', async () => {
     const inForce = { ...DEFAULT_RETRY_POLICY, maxAttempts: 3 };
     const fallback = () => Promise.resolve(inForce);
-    const stored = await storedRetryPolicy(JSON.stringify({ ...DEFAULT_RETRY_POLICY, maxAttempts: 1_000_000, initialDelayMs: 0, retryOn: ['auth', 'startup'] }), fallback);
-    expect(stored).toEqual({ ...DEFAULT_RETRY_POLICY, maxAttempts: 3, initialDelayMs: 0, retryOn: ['auth', 'startup'] });
-    expect(await storedRetryPolicy(JSON.stringify({ ...DEFAULT_RETRY_POLICY, initialDelayMs: 5000, maxDelayMs: 10 }), fallback)).toEqual({
+    const stored = await storedRetryPolicy(
+      JSON.stringify({
+        ...DEFAULT_RETRY_POLICY,
+        maxAttempts: 1_000_000,
+        initialDelayMs: 0,
+        retryOn: ['auth', 'startup'],
+      }),
+      fallback,
+    );
+    expect(stored).toEqual({
+      ...DEFAULT_RETRY_POLICY,
+      maxAttempts: 3,
+      initialDelayMs: 0,
+      retryOn: ['auth', 'startup'],
+    });
+    expect(
+      await storedRetryPolicy(
+        JSON.stringify({ ...DEFAULT_RETRY_POLICY, initialDelayMs: 5000, maxDelayMs: 10 }),
+        fallback,
+      ),
+    ).toEqual({
       ...DEFAULT_RETRY_POLICY,
       initialDelayMs: 5000,
       maxDelayMs: 60_000,

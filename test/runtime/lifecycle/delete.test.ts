@@ -35,19 +35,35 @@ async function finishedSession(): Promise<string> {
   const { sessionId } = await h.runtime.enqueue({ prompt: 'Say something', options: opts('text') });
   expect((await turnEnded(h.runtime, sessionId)).state).toBe('completed');
   // The worker's index update (it finished) lands within a tick of its release.
-  await until(async () => (await internals(h.runtime).redis.hget(`{${h.prefix}}:states`, sessionId)) === 'completed', 5000, 'the state index');
+  await until(
+    async () => (await internals(h.runtime).redis.hget(`{${h.prefix}}:states`, sessionId)) === 'completed',
+    5000,
+    'the state index',
+  );
   return sessionId;
 }
 
 function cli(args: string[]) {
-  return runCli(args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: h.prefix, SESSIOND_STATE_DIR: h.stateDir } });
+  return runCli(args, {
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: env.home,
+      REDIS_URL: redis.url,
+      SESSIOND_PREFIX: h.prefix,
+      SESSIOND_STATE_DIR: h.stateDir,
+    },
+  });
 }
 
 describe('delete a session', { timeout: 120_000 }, () => {
   it('a finished session: every key of it, its message log and index entries are gone; a second delete is not an error', async () => {
     const sessionId = await finishedSession();
     expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual(
-      expect.arrayContaining([expect.stringContaining(':log'), expect.stringContaining(':meta'), expect.stringContaining(':agent')]),
+      expect.arrayContaining([
+        expect.stringContaining(':log'),
+        expect.stringContaining(':meta'),
+        expect.stringContaining(':agent'),
+      ]),
     );
     expect(await h.runtime.deleteSession(sessionId)).toEqual({ sessionId, deleted: true, cancelled: false });
     expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
@@ -77,21 +93,39 @@ describe('delete a session', { timeout: 120_000 }, () => {
     const audit = await cli(['deletions', '--limit', '1', '--json']);
     expect(audit.exitCode).toBe(0);
     expect(JSON.parse(audit.stdout)).toEqual([
-      { at: expect.any(Number), sessionId, actor: `cli:${userInfo().username}@${hostname()}`, force: false, outcome: 'deleted', cancelled: false },
+      {
+        at: expect.any(Number),
+        sessionId,
+        actor: `cli:${userInfo().username}@${hostname()}`,
+        force: false,
+        outcome: 'deleted',
+        cancelled: false,
+      },
     ]);
     expect((await cli(['deletions', '--limit', 'lots'])).stderr).toContain('--limit: must be an integer');
   });
 
   it('running a real pi turn with a long tool: refused without force; with --force the turn is cancelled first, no process is left, nothing in Redis', async () => {
     worker ??= await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({ prompt: 'Sleep a long time', options: opts('long-tool-grandchild') });
-    await until(async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'), 30_000, 'the long tool to start');
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Sleep a long time',
+      options: opts('long-tool-grandchild'),
+    });
+    await until(
+      async () => (await h.runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
+      30_000,
+      'the long tool to start',
+    );
     const [record] = await until(async () => {
       const records = await agentRecords(sessionId);
       return records[0]?.pid != null ? records : null;
     });
     if (record === undefined) throw new Error('no agent process recorded');
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 10_000, 'the tool’s process tree');
+    await until(
+      async () => (await findProcessesByMarker(record.marker)).length >= 4,
+      10_000,
+      'the tool’s process tree',
+    );
 
     // Without force, an active session is not deleted, and nothing of it changes.
     await expect(h.runtime.deleteSession(sessionId)).rejects.toBeInstanceOf(ConflictError);
@@ -156,7 +190,9 @@ describe('delete a session', { timeout: 120_000 }, () => {
         const accepted = results.filter((r) => r === 'accepted').length;
         if (deleted === 'deleted') {
           expect(accepted).toBe(0);
-          expect(new Set(results)).toEqual(new Set(results.filter((r) => r === 'ConflictError' || r === 'NotFoundError')));
+          expect(new Set(results)).toEqual(
+            new Set(results.filter((r) => r === 'ConflictError' || r === 'NotFoundError')),
+          );
           expect(await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, sessionId)).toEqual([]);
         } else {
           expect(deleted).toBe('ConflictError');
@@ -176,11 +212,20 @@ describe('delete a session', { timeout: 120_000 }, () => {
   );
 
   it('a deletion cut short (after its mark, after its keys went) is finished by the next sweep: nothing half-deleted is left', async () => {
-    const deps = { redis: internals(h.runtime).redis, keys: internals(h.runtime).keys, queue: internals(h.runtime).queue, publish: () => Promise.resolve() };
+    const deps = {
+      redis: internals(h.runtime).redis,
+      keys: internals(h.runtime).keys,
+      queue: internals(h.runtime).queue,
+      publish: () => Promise.resolve(),
+    };
     const marked = await finishedSession();
     const purged = await finishedSession();
-    expect(await removeSession(deps, marked, { mode: 'finished', stopAfter: 'mark' })).toMatchObject({ outcome: 'stopped' });
-    expect(await removeSession(deps, purged, { mode: 'finished', stopAfter: 'purge' })).toMatchObject({ outcome: 'stopped' });
+    expect(await removeSession(deps, marked, { mode: 'finished', stopAfter: 'mark' })).toMatchObject({
+      outcome: 'stopped',
+    });
+    expect(await removeSession(deps, purged, { mode: 'finished', stopAfter: 'purge' })).toMatchObject({
+      outcome: 'stopped',
+    });
     // Marked: no prompt is taken any more, the session stays whole until the sweep.
     await expect(h.runtime.enqueue({ sessionId: marked, prompt: 'too late' })).rejects.toThrow(/being deleted/);
     expect(await scanSessionKeys(internals(h.runtime).redis, internals(h.runtime).keys, marked)).not.toEqual([]);

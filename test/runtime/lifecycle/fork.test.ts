@@ -23,8 +23,16 @@ describe('forkConversation', () => {
   });
 
   it('an agent that cannot fork, or a state it cannot read, starts a new conversation instead of sharing one', () => {
-    expect(forkConversation(OLD, [[`claude-code:${OLD}`, '{"version":1}']], () => NEW)).toEqual({ agentSessionId: null, agent: [], conversation: 'new' });
-    expect(forkConversation(OLD, [[`pi:${OLD}`, 'not json']], () => NEW)).toEqual({ agentSessionId: null, agent: [], conversation: 'new' });
+    expect(forkConversation(OLD, [[`claude-code:${OLD}`, '{"version":1}']], () => NEW)).toEqual({
+      agentSessionId: null,
+      agent: [],
+      conversation: 'new',
+    });
+    expect(forkConversation(OLD, [[`pi:${OLD}`, 'not json']], () => NEW)).toEqual({
+      agentSessionId: null,
+      agent: [],
+      conversation: 'new',
+    });
     // A state of an older agent session (not the one the snapshot resumes) is not carried.
     expect(forkConversation(OLD, [[`pi:${NEW}`, piState]], () => NEW).conversation).toBe('new');
     expect(forkConversation(null, [], () => NEW)).toEqual({ agentSessionId: null, agent: [], conversation: 'kept' });

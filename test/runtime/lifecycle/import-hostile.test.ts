@@ -54,14 +54,25 @@ useRuntimeSuite(
 );
 
 function cli(args: string[], prefix = h.prefix) {
-  return runCli(args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: env.home, REDIS_URL: redis.url, SESSIOND_PREFIX: prefix, SESSIOND_STATE_DIR: h.stateDir } });
+  return runCli(args, {
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: env.home,
+      REDIS_URL: redis.url,
+      SESSIOND_PREFIX: prefix,
+      SESSIOND_STATE_DIR: h.stateDir,
+    },
+  });
 }
 
 type Line = Record<string, unknown> & { kind: string };
 
 /** The victim: a session whose first prompt is private, its pi conversation file on this host. */
 async function victim(): Promise<{ sessionId: string; agentSessionId: string; file: string; lines: Line[] }> {
-  const { sessionId } = await h.runtime.enqueue({ prompt: SECRET, options: { provider: 'fake', model: 'text', cwd: env.cwd } });
+  const { sessionId } = await h.runtime.enqueue({
+    prompt: SECRET,
+    options: { provider: 'fake', model: 'text', cwd: env.cwd },
+  });
   const session = await turnEnded(h.runtime, sessionId);
   expect(session.state).toBe('completed');
   const agentSessionId = String(session.context?.agentSessionId);
@@ -77,13 +88,21 @@ async function victim(): Promise<{ sessionId: string; agentSessionId: string; fi
 }
 
 /** The victim's archive as an attacker edits it: another session id (header and snapshot), the agent lines as `agent` makes them, the end line recounted. */
-function tampered(lines: readonly Line[], sessionId: string, agent: (lines: Line[]) => Line[], edit: (line: Line) => Line = (l) => l): string {
+function tampered(
+  lines: readonly Line[],
+  sessionId: string,
+  agent: (lines: Line[]) => Line[],
+  edit: (line: Line) => Line = (l) => l,
+): string {
   const out: Line[] = [];
   for (const line of lines) {
     if (line.kind === 'sessiond.archive') out.push({ ...line, sessionId });
     else if (line.kind === 'snapshot') {
       const value = line.value as { snapshot: { context: Record<string, unknown> } };
-      out.push({ ...line, value: { ...value, snapshot: { ...value.snapshot, context: { ...value.snapshot.context, sessionId } } } });
+      out.push({
+        ...line,
+        value: { ...value, snapshot: { ...value.snapshot, context: { ...value.snapshot.context, sessionId } } },
+      });
     } else if (line.kind !== 'agent' && line.kind !== 'end') out.push(line);
   }
   const agentLines = agent(lines.filter((l) => l.kind === 'agent'));
@@ -159,7 +178,12 @@ describe('an imported archive never reaches another session’s agent conversati
     const text = tampered(
       v.lines,
       'attacker-3',
-      (agent) => agent.map((l) => ({ ...l, field: `pi:${fresh}`, value: JSON.stringify({ ...(JSON.parse(String(l.value)) as object), content: '{"type":"session"}\n' }) })),
+      (agent) =>
+        agent.map((l) => ({
+          ...l,
+          field: `pi:${fresh}`,
+          value: JSON.stringify({ ...(JSON.parse(String(l.value)) as object), content: '{"type":"session"}\n' }),
+        })),
       (l) => (l.kind === 'snapshot' ? withAgentSessionId(l, fresh) : l),
     );
     const agentLine = text.split('\n').findIndex((l) => l.includes('"kind":"agent"')) + 1;
@@ -174,7 +198,10 @@ describe('an imported archive never reaches another session’s agent conversati
 
 function withAgentSessionId(line: Line, agentSessionId: unknown): Line {
   const value = line.value as { snapshot: { context: Record<string, unknown> } };
-  return { ...line, value: { ...value, snapshot: { ...value.snapshot, context: { ...value.snapshot.context, agentSessionId } } } };
+  return {
+    ...line,
+    value: { ...value, snapshot: { ...value.snapshot, context: { ...value.snapshot.context, agentSessionId } } },
+  };
 }
 
 const HOSTILE_POLICY = {
@@ -192,34 +219,46 @@ const HOSTILE_POLICY = {
   maxParkMs: 86400000,
 };
 
-describe('an imported retry policy is checked as a caller’s, and bounded again on the worker', { timeout: 120_000 }, () => {
-  it('maxAttempts 1,000,000 in meta.fields.policy: refused at import, naming line 2 and the field', async () => {
-    const v = await victim();
-    const text = tampered(
-      v.lines,
-      'policy-1',
-      (a) => a,
-      (l) => (l.kind === 'meta' ? { ...l, fields: { ...(l.fields as object), policy: JSON.stringify(HOSTILE_POLICY) } } : l),
-    );
-    const imported = await cli(['import', archiveFile(text)]);
-    expect(imported.exitCode).toBe(2);
-    expect(imported.stderr).toContain('archive line 2: meta: fields.policy: maxAttempts: must be an integer from 1 to 100 (got 1000000); nothing was written');
-    await nothingWritten('policy-1');
-  });
+describe(
+  'an imported retry policy is checked as a caller’s, and bounded again on the worker',
+  { timeout: 120_000 },
+  () => {
+    it('maxAttempts 1,000,000 in meta.fields.policy: refused at import, naming line 2 and the field', async () => {
+      const v = await victim();
+      const text = tampered(
+        v.lines,
+        'policy-1',
+        (a) => a,
+        (l) =>
+          l.kind === 'meta' ? { ...l, fields: { ...(l.fields as object), policy: JSON.stringify(HOSTILE_POLICY) } } : l,
+      );
+      const imported = await cli(['import', archiveFile(text)]);
+      expect(imported.exitCode).toBe(2);
+      expect(imported.stderr).toContain(
+        'archive line 2: meta: fields.policy: maxAttempts: must be an integer from 1 to 100 (got 1000000); nothing was written',
+      );
+      await nothingWritten('policy-1');
+    });
 
-  it('a stored policy out of the schema (an import before this check): the worker runs the turn under the policy in force for those fields', async () => {
-    const { sessionId } = await idle.runtime.enqueue({ prompt: 'hello', options: { provider: 'fake', model: 'http401', cwd: env.cwd } });
-    const { redis: r, store } = internals(idle.runtime);
-    await r.hset(store.key(sessionId, 'meta'), 'policy', JSON.stringify(HOSTILE_POLICY));
-    await idle.startWorker({ agentOptions: { pi: piHostOptions(env, tempDir('idle-state'), tempDir('idle-sessions')) } });
-    const session = await turnEnded(idle.runtime, sessionId, 1, 60_000);
-    expect(session.state).toBe('failed');
-    // maxAttempts is the global policy's (4); the rest of the stored policy (no delay, auth retried) stands, as a caller may set it.
-    const attempts = new Set((await idle.runtime.readMessages(sessionId)).map((m) => m.attempt));
-    expect(attempts.size).toBe(4);
-    await until(async () => (await idle.runtime.getSession(sessionId))?.state === 'failed');
-  });
-});
+    it('a stored policy out of the schema (an import before this check): the worker runs the turn under the policy in force for those fields', async () => {
+      const { sessionId } = await idle.runtime.enqueue({
+        prompt: 'hello',
+        options: { provider: 'fake', model: 'http401', cwd: env.cwd },
+      });
+      const { redis: r, store } = internals(idle.runtime);
+      await r.hset(store.key(sessionId, 'meta'), 'policy', JSON.stringify(HOSTILE_POLICY));
+      await idle.startWorker({
+        agentOptions: { pi: piHostOptions(env, tempDir('idle-state'), tempDir('idle-sessions')) },
+      });
+      const session = await turnEnded(idle.runtime, sessionId, 1, 60_000);
+      expect(session.state).toBe('failed');
+      // maxAttempts is the global policy's (4); the rest of the stored policy (no delay, auth retried) stands, as a caller may set it.
+      const attempts = new Set((await idle.runtime.readMessages(sessionId)).map((m) => m.attempt));
+      expect(attempts.size).toBe(4);
+      await until(async () => (await idle.runtime.getSession(sessionId))?.state === 'failed');
+    });
+  },
+);
 
 describe('an imported retry policy within the deployment’s bounds, and its size limits', { timeout: 120_000 }, () => {
   it('a maxTurnMs above the deployment’s maximum is refused; no delay and auth retried pass, as a caller may set them; a configured line limit is named', async () => {
@@ -236,7 +275,8 @@ describe('an imported retry policy within the deployment’s bounds, and its siz
           v.lines,
           sessionId,
           (a) => a,
-          (l) => (l.kind === 'meta' ? { ...l, fields: { ...(l.fields as object), policy: JSON.stringify(policy) } } : l),
+          (l) =>
+            l.kind === 'meta' ? { ...l, fields: { ...(l.fields as object), policy: JSON.stringify(policy) } } : l,
         );
       await expect(strict.importSession(withPolicy('bounds-1', { maxTurnMs: 3_600_000 }))).rejects.toThrow(
         "archive line 2: meta: fields.policy: maxTurnMs: 3600000 is above this deployment's maximum of 60000 ms (policy.maxTurnMs)",
@@ -244,7 +284,10 @@ describe('an imported retry policy within the deployment’s bounds, and its siz
       await nothingWritten('bounds-1');
       const loose = { maxAttempts: 100, initialDelayMs: 0, maxDelayMs: 0, retryOn: ['auth', 'startup'] };
       // The victim's agent session is in use: the copy's conversation is forked.
-      expect(await strict.importSession(withPolicy('bounds-2', loose))).toMatchObject({ sessionId: 'bounds-2', conversation: 'forked' });
+      expect(await strict.importSession(withPolicy('bounds-2', loose))).toMatchObject({
+        sessionId: 'bounds-2',
+        conversation: 'forked',
+      });
       expect((await strict.getPolicy('bounds-2')).policy).toMatchObject(loose);
       const big = tampered(
         v.lines,
@@ -254,7 +297,9 @@ describe('an imported retry policy within the deployment’s bounds, and its siz
       );
       const at = big.split('\n').findIndex((l) => l.startsWith('{"kind":"message"')) + 1;
       await expect(strict.importSession(big)).rejects.toThrow(
-        new RegExp(`archive line ${at}: the line is 100\\d{3} bytes, above this deployment's limit of 65536 per line \\(lifecycle\\.maxArchiveLineBytes\\)`),
+        new RegExp(
+          `archive line ${at}: the line is 100\\d{3} bytes, above this deployment's limit of 65536 per line \\(lifecycle\\.maxArchiveLineBytes\\)`,
+        ),
       );
       await nothingWritten('bounds-3');
     } finally {
@@ -263,36 +308,54 @@ describe('an imported retry policy within the deployment’s bounds, and its siz
   });
 });
 
-describe('hostile archive fields: refused at import naming the line and the field, nothing written', { timeout: 120_000 }, () => {
-  it('an agent session id that is an option, a traversal file name, a 30 MB line', async () => {
-    const v = await victim();
-    const agentAt = (text: string) => text.split('\n').findIndex((l) => l.includes('"kind":"agent"')) + 1;
-    const option = tampered(
-      v.lines,
-      'hostile-1',
-      () => [],
-      (l) => (l.kind === 'snapshot' ? withAgentSessionId(l, '--extension=/tmp/evil.ts') : l),
-    );
-    const traversal = tampered(v.lines, 'hostile-2', (agent) =>
-      agent.map((l) => ({ ...l, value: JSON.stringify({ ...(JSON.parse(String(l.value)) as object), fileName: `../../../../tmp/x_${v.agentSessionId}.jsonl` }) })),
-    );
-    const big = tampered(
-      v.lines,
-      'hostile-3',
-      (a) => a,
-      (l) => (l.kind === 'message' && l.seq === 1 ? { ...l, content: { text: 'x'.repeat(30 * 1024 * 1024) } } : l),
-    );
-    const cases: Array<[string, string, string]> = [
-      ['hostile-1', option, 'archive line 3: snapshot: value.snapshot.context.agentSessionId: must be an agent session id'],
-      ['hostile-2', traversal, `archive line ${agentAt(traversal)}: agent: value.fileName:`],
-      ['hostile-3', big, `archive line ${big.split('\n').findIndex((l) => l.startsWith('{"kind":"message"')) + 1}: the line is`],
-    ];
-    for (const [id, text, error] of cases) {
-      const imported = await cli(['import', archiveFile(text)]);
-      expect(imported.exitCode, id).toBe(2);
-      expect(imported.stderr, id).toContain(error);
-      expect(imported.stderr, id).toContain('nothing was written');
-      await nothingWritten(id);
-    }
-  });
-});
+describe(
+  'hostile archive fields: refused at import naming the line and the field, nothing written',
+  { timeout: 120_000 },
+  () => {
+    it('an agent session id that is an option, a traversal file name, a 30 MB line', async () => {
+      const v = await victim();
+      const agentAt = (text: string) => text.split('\n').findIndex((l) => l.includes('"kind":"agent"')) + 1;
+      const option = tampered(
+        v.lines,
+        'hostile-1',
+        () => [],
+        (l) => (l.kind === 'snapshot' ? withAgentSessionId(l, '--extension=/tmp/evil.ts') : l),
+      );
+      const traversal = tampered(v.lines, 'hostile-2', (agent) =>
+        agent.map((l) => ({
+          ...l,
+          value: JSON.stringify({
+            ...(JSON.parse(String(l.value)) as object),
+            fileName: `../../../../tmp/x_${v.agentSessionId}.jsonl`,
+          }),
+        })),
+      );
+      const big = tampered(
+        v.lines,
+        'hostile-3',
+        (a) => a,
+        (l) => (l.kind === 'message' && l.seq === 1 ? { ...l, content: { text: 'x'.repeat(30 * 1024 * 1024) } } : l),
+      );
+      const cases: Array<[string, string, string]> = [
+        [
+          'hostile-1',
+          option,
+          'archive line 3: snapshot: value.snapshot.context.agentSessionId: must be an agent session id',
+        ],
+        ['hostile-2', traversal, `archive line ${agentAt(traversal)}: agent: value.fileName:`],
+        [
+          'hostile-3',
+          big,
+          `archive line ${big.split('\n').findIndex((l) => l.startsWith('{"kind":"message"')) + 1}: the line is`,
+        ],
+      ];
+      for (const [id, text, error] of cases) {
+        const imported = await cli(['import', archiveFile(text)]);
+        expect(imported.exitCode, id).toBe(2);
+        expect(imported.stderr, id).toContain(error);
+        expect(imported.stderr, id).toContain('nothing was written');
+        await nothingWritten(id);
+      }
+    });
+  },
+);

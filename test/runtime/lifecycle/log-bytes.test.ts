@@ -5,7 +5,15 @@ import { startServer } from '../../../src/interfaces/http/server.ts';
 import { clientOver } from '../../../src/api/bind.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import { connector, expectWholeLog, sessionDump, TEST_POLICY, turnEnded, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import {
+  connector,
+  expectWholeLog,
+  sessionDump,
+  TEST_POLICY,
+  turnEnded,
+  useRuntimeSuite,
+  type Harness,
+} from '../../support/runtime.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
 
@@ -26,7 +34,9 @@ useRuntimeSuite(
   'log-bytes',
   {
     // Each streamed word is a message of its own: ~120 of them, far past the cap in bytes, far below any count cap.
-    scripts: { 'long-words': { text: Array.from({ length: 120 }, (_, i) => ` word-${i}-${'x'.repeat(40)}`), chunkDelayMs: 20 } },
+    scripts: {
+      'long-words': { text: Array.from({ length: 120 }, (_, i) => ` word-${i}-${'x'.repeat(40)}`), chunkDelayMs: 20 },
+    },
     cleanup: async () => {
       for (const close of extra) await close();
     },
@@ -38,7 +48,8 @@ useRuntimeSuite(
 );
 
 const opts = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
-const bytesOf = (messages: ReadonlyArray<{ content: unknown }>) => messages.reduce((n, m) => n + Buffer.byteLength(JSON.stringify(m.content ?? null)), 0);
+const bytesOf = (messages: ReadonlyArray<{ content: unknown }>) =>
+  messages.reduce((n, m) => n + Buffer.byteLength(JSON.stringify(m.content ?? null)), 0);
 
 describe('maxLogBytes', { timeout: 120_000 }, () => {
   it('the turn that reaches it fails with category quota; the earlier turn’s messages are intact; a new prompt is refused naming maxLogBytes, nothing written', async () => {
@@ -62,7 +73,9 @@ describe('maxLogBytes', { timeout: 120_000 }, () => {
     expect(messages.filter((m) => m.turn === 2 && m.type === 'assistant').length).toBeGreaterThan(5);
     // Within the cap but for the one message that says it is full.
     expect(bytesOf(messages.slice(0, -1))).toBeLessThanOrEqual(BYTE_CAP);
-    expect(Number(await internals(h.runtime).redis.hget(internals(h.runtime).store.key(sessionId, 'meta'), 'logBytes'))).toBe(bytesOf(messages));
+    expect(
+      Number(await internals(h.runtime).redis.hget(internals(h.runtime).store.key(sessionId, 'meta'), 'logBytes')),
+    ).toBe(bytesOf(messages));
 
     // The deployment's cap, as the worker has it: the next prompt is refused, nothing written.
     const { connect, closeAll } = connector(redis.url);
@@ -72,11 +85,22 @@ describe('maxLogBytes', { timeout: 120_000 }, () => {
       closeAll();
     });
     const before = await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId);
-    await expect(runtime.enqueue({ sessionId, prompt: 'more' })).rejects.toMatchObject({ limit: 'maxLogBytes', max: BYTE_CAP, status: 409 });
+    await expect(runtime.enqueue({ sessionId, prompt: 'more' })).rejects.toMatchObject({
+      limit: 'maxLogBytes',
+      max: BYTE_CAP,
+      status: 409,
+    });
     expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
     // Over the real HTTP server: 409 naming it.
     const config = loadConfig({ prefix: h.prefix }, { SESSIOND_MAX_LOG_BYTES: String(BYTE_CAP) });
-    const api = await startServer({ client: clientOver(runtime), config, logger: pino({ level: 'silent' }), port: 0, dashboard: false, bullBoard: false });
+    const api = await startServer({
+      client: clientOver(runtime),
+      config,
+      logger: pino({ level: 'silent' }),
+      port: 0,
+      dashboard: false,
+      bullBoard: false,
+    });
     try {
       const r = await fetch(`${api.url}/api/sessions/${sessionId}/prompts`, {
         method: 'POST',
@@ -84,7 +108,11 @@ describe('maxLogBytes', { timeout: 120_000 }, () => {
         body: JSON.stringify({ prompt: 'more' }),
       });
       expect(r.status).toBe(409);
-      expect(await r.json()).toMatchObject({ limit: 'maxLogBytes', max: BYTE_CAP, error: expect.stringContaining(`maxLogBytes ${BYTE_CAP}`) });
+      expect(await r.json()).toMatchObject({
+        limit: 'maxLogBytes',
+        max: BYTE_CAP,
+        error: expect.stringContaining(`maxLogBytes ${BYTE_CAP}`),
+      });
     } finally {
       await api.close(500);
     }
@@ -93,7 +121,12 @@ describe('maxLogBytes', { timeout: 120_000 }, () => {
     // An imported copy counts its log's bytes too: its next prompt is refused the same way.
     const copy = `${sessionId}-copy`;
     await runtime.importSession(await runtime.exportSession(sessionId), { as: copy });
-    expect(Number(await internals(runtime).redis.hget(internals(runtime).store.key(copy, 'meta'), 'logBytes'))).toBe(bytesOf(messages));
-    await expect(runtime.enqueue({ sessionId: copy, prompt: 'more' })).rejects.toMatchObject({ limit: 'maxLogBytes', status: 409 });
+    expect(Number(await internals(runtime).redis.hget(internals(runtime).store.key(copy, 'meta'), 'logBytes'))).toBe(
+      bytesOf(messages),
+    );
+    await expect(runtime.enqueue({ sessionId: copy, prompt: 'more' })).rejects.toMatchObject({
+      limit: 'maxLogBytes',
+      status: 409,
+    });
   });
 });

@@ -4,7 +4,18 @@ import { loadConfig } from '../../../src/config/config.ts';
 import { createApp } from '../../../src/interfaces/http/app.ts';
 import { QuotaError } from '../../../src/runtime/lifecycle/errors.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
-import { agentRecords, connector, expectWholeLog, harness, sessionDump, TEST_POLICY, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import {
+  agentRecords,
+  connector,
+  expectWholeLog,
+  harness,
+  sessionDump,
+  TEST_POLICY,
+  turnEnded,
+  until,
+  useRuntimeSuite,
+  type Harness,
+} from '../../support/runtime.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
 import { internals } from '../../../src/runtime/internals.ts';
@@ -63,17 +74,29 @@ describe('quotas', { timeout: 120_000 }, () => {
     const error = await runtime.enqueue({ sessionId, prompt: 'four' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QuotaError);
     expect(error).toMatchObject({ limit: 'maxQueuedPrompts', max: 3, status: 429 });
-    expect((error as Error).message).toBe(`session "${sessionId}" already has 3 prompts waiting (maxQueuedPrompts 3): the prompt was not stored`);
+    expect((error as Error).message).toBe(
+      `session "${sessionId}" already has 3 prompts waiting (maxQueuedPrompts 3): the prompt was not stored`,
+    );
     expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
 
-    const app = createApp({ client: clientOver(runtime), config: loadConfig({ prefix: idle.prefix }, {}), logger: pino({ level: 'silent' }), dashboard: false, bullBoard: false });
+    const app = createApp({
+      client: clientOver(runtime),
+      config: loadConfig({ prefix: idle.prefix }, {}),
+      logger: pino({ level: 'silent' }),
+      dashboard: false,
+      bullBoard: false,
+    });
     const response = await app.request(`/api/sessions/${sessionId}/prompts`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ prompt: 'five' }),
     });
     expect(response.status).toBe(429);
-    expect(await response.json()).toMatchObject({ limit: 'maxQueuedPrompts', max: 3, error: expect.stringContaining('maxQueuedPrompts 3') });
+    expect(await response.json()).toMatchObject({
+      limit: 'maxQueuedPrompts',
+      max: 3,
+      error: expect.stringContaining('maxQueuedPrompts 3'),
+    });
     expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
   });
 
@@ -84,7 +107,11 @@ describe('quotas', { timeout: 120_000 }, () => {
     await runtime.enqueue({ sessionId, prompt: 'second', options: opts('text') });
     await runtime.enqueue({ sessionId, prompt: 'third', options: opts('text') });
     // The worker takes them off the inbox into its mailbox: they still wait.
-    await until(async () => (await internals(runtime).store.inbox(sessionId)).length === 0, 10_000, 'the holder to take the prompts');
+    await until(
+      async () => (await internals(runtime).store.inbox(sessionId)).length === 0,
+      10_000,
+      'the holder to take the prompts',
+    );
     await expect(runtime.enqueue({ sessionId, prompt: 'fourth' })).rejects.toMatchObject({ limit: 'maxQueuedPrompts' });
     const done = await turnEnded(runtime, sessionId, 3, 90_000);
     expect(done.context?.turnIndex).toBe(3);

@@ -7,7 +7,15 @@ import type { SessionWorker } from '../../../src/runtime/worker.ts';
 import { leftovers, scanSessionKeys } from '../../support/lifecycle.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
-import { connector, harness, TEST_POLICY, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import {
+  connector,
+  harness,
+  TEST_POLICY,
+  turnEnded,
+  until,
+  useRuntimeSuite,
+  type Harness,
+} from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 
 /**
@@ -29,7 +37,10 @@ let idle: Harness;
 useRuntimeSuite(
   'retention',
   {
-    scripts: { 'slow-words': { text: Array.from({ length: 80 }, (_, i) => ` w${i}`), chunkDelayMs: 100 }, [FAILS_ONCE]: [{ status: 500 }, { text: 'Recovered.' }] },
+    scripts: {
+      'slow-words': { text: Array.from({ length: 80 }, (_, i) => ` w${i}`), chunkDelayMs: 100 },
+      [FAILS_ONCE]: [{ status: 500 }, { text: 'Recovered.' }],
+    },
     cleanup: () => idle?.close(),
   },
   async (s) => {
@@ -42,7 +53,11 @@ useRuntimeSuite(
 const opts = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const gone = (id: string, timeoutMs = 20_000) =>
-  until(async () => (await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, id)).length === 0, timeoutMs, `${id} to expire`);
+  until(
+    async () => (await leftovers(internals(h.runtime).redis, internals(h.runtime).keys, id)).length === 0,
+    timeoutMs,
+    `${id} to expire`,
+  );
 
 describe('retention', { timeout: 120_000 }, () => {
   it('a finished session disappears whole once its retention has run out: no key of it is left', async () => {
@@ -72,7 +87,12 @@ describe('retention', { timeout: 120_000 }, () => {
     const { sessionId } = await h.runtime.enqueue({
       prompt: 'Fail first',
       options: opts(FAILS_ONCE),
-      retryPolicy: { initialDelayMs: RETENTION_MS + 2000, maxDelayMs: RETENTION_MS + 2000, jitter: 'none', maxAttempts: 2 },
+      retryPolicy: {
+        initialDelayMs: RETENTION_MS + 2000,
+        maxDelayMs: RETENTION_MS + 2000,
+        jitter: 'none',
+        maxAttempts: 2,
+      },
     });
     await until(async () => (await h.runtime.getSession(sessionId))?.state === 'backoff', 30_000, 'the backoff');
     await sleep(RETENTION_MS + 1000);
@@ -84,13 +104,23 @@ describe('retention', { timeout: 120_000 }, () => {
 
   it('a queued session (no worker takes it) is never expired, even asked directly', async () => {
     const { sessionId } = await idle.runtime.enqueue({ prompt: 'Wait for a worker', options: opts('text') });
-    const deps = { redis: internals(idle.runtime).redis, keys: internals(idle.runtime).keys, queue: internals(idle.runtime).queue, publish: () => Promise.resolve() };
-    expect(await removeSession(deps, sessionId, { mode: 'expire', retentionMs: 1 })).toMatchObject({ outcome: 'active', state: 'queued' });
+    const deps = {
+      redis: internals(idle.runtime).redis,
+      keys: internals(idle.runtime).keys,
+      queue: internals(idle.runtime).queue,
+      publish: () => Promise.resolve(),
+    };
+    expect(await removeSession(deps, sessionId, { mode: 'expire', retentionMs: 1 })).toMatchObject({
+      outcome: 'active',
+      state: 'queued',
+    });
     // Even listed as due in the expiry index, the sweep leaves it (and drops the stale entry).
     await internals(idle.runtime).redis.zadd(lifecycleKeys(internals(idle.runtime).keys).finished, 1, sessionId);
     expect(await sweep(deps, { retentionMs: 1 })).toMatchObject({ ran: true, expired: 0 });
     expect((await idle.runtime.getSession(sessionId))?.queued).toHaveLength(1);
-    expect(await internals(idle.runtime).redis.zscore(lifecycleKeys(internals(idle.runtime).keys).finished, sessionId)).toBeNull();
+    expect(
+      await internals(idle.runtime).redis.zscore(lifecycleKeys(internals(idle.runtime).keys).finished, sessionId),
+    ).toBeNull();
   });
 
   it('a new prompt revives a finished session and restarts its clock', async () => {
@@ -115,14 +145,25 @@ describe('retention', { timeout: 120_000 }, () => {
     const w = await idle.startWorker({ retentionMs: 60_000, sweepIntervalMs: 3_600_000 });
     await turnEnded(idle.runtime, sessionId);
     await w.close(2000);
-    const deps = { redis: internals(idle.runtime).redis, keys: internals(idle.runtime).keys, queue: internals(idle.runtime).queue, publish: () => Promise.resolve() };
+    const deps = {
+      redis: internals(idle.runtime).redis,
+      keys: internals(idle.runtime).keys,
+      queue: internals(idle.runtime).queue,
+      publish: () => Promise.resolve(),
+    };
     await until(
-      async () => (await internals(idle.runtime).store.leaseHolder(sessionId)) === null && (await internals(idle.runtime).store.activeJobId(sessionId)) === null,
+      async () =>
+        (await internals(idle.runtime).store.leaseHolder(sessionId)) === null &&
+        (await internals(idle.runtime).store.activeJobId(sessionId)) === null,
       5000,
       'the release',
     );
-    expect(await removeSession(deps, sessionId, { mode: 'expire', retentionMs: 1, stopAfter: 'mark' })).toMatchObject({ outcome: 'stopped' });
-    expect(await scanSessionKeys(internals(idle.runtime).redis, internals(idle.runtime).keys, sessionId)).not.toEqual([]);
+    expect(await removeSession(deps, sessionId, { mode: 'expire', retentionMs: 1, stopAfter: 'mark' })).toMatchObject({
+      outcome: 'stopped',
+    });
+    expect(await scanSessionKeys(internals(idle.runtime).redis, internals(idle.runtime).keys, sessionId)).not.toEqual(
+      [],
+    );
     expect(await sweep(deps, { retentionMs: 1, resumeAfterMs: 0 })).toMatchObject({ resumed: 1 });
     expect(await leftovers(internals(idle.runtime).redis, internals(idle.runtime).keys, sessionId)).toEqual([]);
     expect(await scanSessionKeys(internals(idle.runtime).redis, internals(idle.runtime).keys, sessionId)).toEqual([]);
@@ -144,11 +185,20 @@ describe('retention', { timeout: 120_000 }, () => {
     await r.zrem(lk.byState('completed'), ...ids);
     await r.zrem(lk.finished, ...ids);
     await r.del(lk.backfill);
-    expect((await idle.runtime.listPage({ state: 'completed' })).sessions.map((s) => s.sessionId)).not.toContain(ids[0]);
-    const deps = { redis: r, keys: internals(idle.runtime).keys, queue: internals(idle.runtime).queue, publish: () => Promise.resolve() };
+    expect((await idle.runtime.listPage({ state: 'completed' })).sessions.map((s) => s.sessionId)).not.toContain(
+      ids[0],
+    );
+    const deps = {
+      redis: r,
+      keys: internals(idle.runtime).keys,
+      queue: internals(idle.runtime).queue,
+      publish: () => Promise.resolve(),
+    };
 
     expect(await sweep(deps, { retentionMs: 60_000 })).toMatchObject({ ran: true, backfilled: 2, expired: 0 });
-    expect((await idle.runtime.listPage({ state: 'completed' })).sessions.map((s) => s.sessionId)).toEqual(expect.arrayContaining(ids));
+    expect((await idle.runtime.listPage({ state: 'completed' })).sessions.map((s) => s.sessionId)).toEqual(
+      expect.arrayContaining(ids),
+    );
     const updatedAt = Number(await r.hget(internals(idle.runtime).keys.session(ids[0] as string, 'meta'), 'updatedAt'));
     expect(Number(await r.zscore(lk.finished, ids[0] as string))).toBe(updatedAt + 60_000);
     // The walk is through: later sweeps do not look again.
@@ -164,17 +214,32 @@ describe('retention', { timeout: 120_000 }, () => {
 
   it('a session may choose its own retention at enqueue, within the deployment maximum', async () => {
     const { connect, closeAll } = connector(redis.url);
-    const runtime = new Runtime({ connect, prefix: h.prefix, limits: { maxRetentionMs: 3_600_000 }, policy: TEST_POLICY });
+    const runtime = new Runtime({
+      connect,
+      prefix: h.prefix,
+      limits: { maxRetentionMs: 3_600_000 },
+      policy: TEST_POLICY,
+    });
     try {
       await expect(runtime.enqueue({ prompt: 'Keep me long', retention: '2h' })).rejects.toThrow(InputError);
-      await expect(runtime.enqueue({ prompt: 'Keep me forever', retention: '0' })).rejects.toThrow(/retention: must be at most 3600000 ms/);
-      await expect(runtime.enqueue({ prompt: 'Keep me', retention: 'soon' })).rejects.toThrow(/retention: invalid duration/);
+      await expect(runtime.enqueue({ prompt: 'Keep me forever', retention: '0' })).rejects.toThrow(
+        /retention: must be at most 3600000 ms/,
+      );
+      await expect(runtime.enqueue({ prompt: 'Keep me', retention: 'soon' })).rejects.toThrow(
+        /retention: invalid duration/,
+      );
       // Longer than the deployment's default (3 s here): kept past it, on its own clock.
-      const { sessionId } = await runtime.enqueue({ prompt: 'Keep me an hour', retention: '1h', options: opts('text') });
+      const { sessionId } = await runtime.enqueue({
+        prompt: 'Keep me an hour',
+        retention: '1h',
+        options: opts('text'),
+      });
       await turnEnded(h.runtime, sessionId);
       await sleep(RETENTION_MS + 1500);
       expect(await h.runtime.getSession(sessionId)).toMatchObject({ state: 'completed' });
-      const expireAt = Number(await internals(h.runtime).redis.zscore(lifecycleKeys(internals(h.runtime).keys).finished, sessionId));
+      const expireAt = Number(
+        await internals(h.runtime).redis.zscore(lifecycleKeys(internals(h.runtime).keys).finished, sessionId),
+      );
       expect(expireAt).toBeGreaterThan(Date.now() + 3_500_000);
       expect(await runtime.deleteSession(sessionId)).toMatchObject({ deleted: true });
     } finally {

@@ -9,22 +9,39 @@ describe('fleet limits configuration', () => {
     );
     if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
     expect(parsed.limits.map((l) => l.name)).toEqual(['provider=anthropic', 'tenant=*', 'gpt']);
-    expect(limitKeysFor(parsed.limits, { agent: 'pi', provider: 'anthropic', tenant: 'acme' }).map((k) => k.key)).toEqual(['provider=anthropic', 'tenant=*|tenant=acme']);
+    expect(
+      limitKeysFor(parsed.limits, { agent: 'pi', provider: 'anthropic', tenant: 'acme' }).map((k) => k.key),
+    ).toEqual(['provider=anthropic', 'tenant=*|tenant=acme']);
     // No tenant: not under the per-tenant limit; another account: not under `gpt`.
-    expect(limitKeysFor(parsed.limits, { agent: 'pi', provider: 'openai', model: 'gpt-5', account: 'team-b' })).toEqual([]);
-    expect(limitKeysFor(parsed.limits, { agent: 'pi', model: 'gpt-5', account: 'team-a' }).map((k) => [k.name, k.maxStartsPerMinute])).toEqual([['gpt', 60]]);
+    expect(limitKeysFor(parsed.limits, { agent: 'pi', provider: 'openai', model: 'gpt-5', account: 'team-b' })).toEqual(
+      [],
+    );
+    expect(
+      limitKeysFor(parsed.limits, { agent: 'pi', model: 'gpt-5', account: 'team-a' }).map((k) => [
+        k.name,
+        k.maxStartsPerMinute,
+      ]),
+    ).toEqual([['gpt', 60]]);
   });
 
   it('refuses a bad limit with an error naming the field, from SESSIOND_LIMITS or the config file', () => {
     expect(parseLimits([{ match: { model: 'x' } }])).toEqual({
       ok: false,
-      errors: [{ field: 'limits.0.maxConcurrent', message: 'a limit needs maxConcurrent, maxStartsPerMinute and/or maxTokensPerMinute' }],
+      errors: [
+        {
+          field: 'limits.0.maxConcurrent',
+          message: 'a limit needs maxConcurrent, maxStartsPerMinute and/or maxTokensPerMinute',
+        },
+      ],
     });
     expect(parseLimits([{ match: {}, maxTokensPerMinute: 0.5 }])).toMatchObject({
       ok: false,
       errors: [{ field: 'limits.0.maxTokensPerMinute', message: 'must be an integer from 1 to 1000000000' }],
     });
-    expect(parseLimits([{ match: { modle: 'x' }, maxConcurrent: 1 }])).toMatchObject({ ok: false, errors: [{ field: 'limits.0.match' }] });
+    expect(parseLimits([{ match: { modle: 'x' }, maxConcurrent: 1 }])).toMatchObject({
+      ok: false,
+      errors: [{ field: 'limits.0.match' }],
+    });
     expect(
       parseLimits([
         { name: 'a', maxConcurrent: 1 },

@@ -29,7 +29,11 @@ describe('a cluster REDIS_URL', () => {
   });
 
   it('rediss+cluster:// turns TLS on for every node (SNI for a host name)', () => {
-    expect(parseRedisTarget('rediss+cluster://:pw@cache.example.com:6380')).toMatchObject({ ok: true, kind: 'cluster', options: { tls: { servername: 'cache.example.com' } } });
+    expect(parseRedisTarget('rediss+cluster://:pw@cache.example.com:6380')).toMatchObject({
+      ok: true,
+      kind: 'cluster',
+      options: { tls: { servername: 'cache.example.com' } },
+    });
   });
 
   it.each([
@@ -45,7 +49,9 @@ describe('a cluster REDIS_URL', () => {
   });
 
   it('the configuration takes a cluster URL, and refuses a bad one naming redisUrl without quoting the password', () => {
-    expect(loadConfig({}, { REDIS_URL: 'redis+cluster://:pw@h1:7000,h2:7001' }).redisUrl).toBe('redis+cluster://:pw@h1:7000,h2:7001');
+    expect(loadConfig({}, { REDIS_URL: 'redis+cluster://:pw@h1:7000,h2:7001' }).redisUrl).toBe(
+      'redis+cluster://:pw@h1:7000,h2:7001',
+    );
     let message = '';
     try {
       loadConfig({}, { REDIS_URL: 'redis+cluster://:hunter2hunter2@h1:7000,h2:0' });
@@ -103,9 +109,18 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
   it('a script over keys of two sessions (two slots) is refused by Redis: such a bug cannot pass on the cluster', async () => {
     const redis = connect('crossslot');
     const keys = createKeys(uniquePrefix('cross'));
-    await expect(redis.eval("return redis.call('GET', KEYS[1])", 2, keys.session('a', 'meta'), keys.session('b', 'meta'))).rejects.toThrow(/CROSSSLOT/);
+    await expect(
+      redis.eval("return redis.call('GET', KEYS[1])", 2, keys.session('a', 'meta'), keys.session('b', 'meta')),
+    ).rejects.toThrow(/CROSSSLOT/);
     // One session's keys share its hash tag: one slot, allowed.
-    await expect(redis.eval("redis.call('SET', KEYS[1], 'x'); return redis.call('GET', KEYS[2])", 2, keys.session('a', 'meta'), keys.session('a', 'seq'))).resolves.toBeNull();
+    await expect(
+      redis.eval(
+        "redis.call('SET', KEYS[1], 'x'); return redis.call('GET', KEYS[2])",
+        2,
+        keys.session('a', 'meta'),
+        keys.session('a', 'seq'),
+      ),
+    ).resolves.toBeNull();
   });
 
   it('BullMQ: a queue under the hash-tagged prefix adds and a worker processes its jobs on the cluster', async () => {
@@ -143,11 +158,28 @@ describe('on a real Redis Cluster (3 masters, 3 replicas)', () => {
   it('the message hub follows the logs of sessions in many slots, each whole and in order', async () => {
     const redis = connect('hub');
     const keys = createKeys(uniquePrefix('hub'));
-    const hub = new MessageHub({ connect: () => connect('hub-reader'), redis, logKey: (id) => keys.session(id, 'log') });
+    const hub = new MessageHub({
+      connect: () => connect('hub-reader'),
+      redis,
+      logKey: (id) => keys.session(id, 'log'),
+    });
     const sessions = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta'];
     const controller = new AbortController();
     const add = (id: string, seq: number) =>
-      redis.xadd(keys.session(id, 'log'), `${seq}-0`, 'seq', seq, 'turn', 1, 'attempt', 1, 'type', 'assistant', 'content', JSON.stringify({ text: `${id}-${seq}` }));
+      redis.xadd(
+        keys.session(id, 'log'),
+        `${seq}-0`,
+        'seq',
+        seq,
+        'turn',
+        1,
+        'attempt',
+        1,
+        'type',
+        'assistant',
+        'content',
+        JSON.stringify({ text: `${id}-${seq}` }),
+      );
     for (const id of sessions) await add(id, 1);
     const followed = sessions.map(async (id) => {
       const seen: StoredMessage[] = [];

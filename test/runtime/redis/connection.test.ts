@@ -2,7 +2,14 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createRedis, forBullMQ, parseRedisUrl, reconnectDelay, redactUrl, RECONNECT_MAX_DELAY_MS } from '../../../src/runtime/redis/connection.ts';
+import {
+  createRedis,
+  forBullMQ,
+  parseRedisUrl,
+  reconnectDelay,
+  redactUrl,
+  RECONNECT_MAX_DELAY_MS,
+} from '../../../src/runtime/redis/connection.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 
 function options(url: string): Record<string, unknown> {
@@ -17,7 +24,11 @@ describe('parseRedisUrl accepts', () => {
     ['redis://127.0.0.1:6380/', { host: '127.0.0.1', port: 6380, db: 0 }, 'redis://127.0.0.1:6380/0'],
     ['redis://h:7000/15', { host: 'h', port: 7000, db: 15 }, 'redis://h:7000/15'],
     ['redis://:secret@h:1', { host: 'h', port: 1, password: 'secret' }, 'redis://:***@h:1/0'],
-    ['redis://alice:secret@h:65535/2', { username: 'alice', password: 'secret', port: 65535, db: 2 }, 'redis://alice:***@h:65535/2'],
+    [
+      'redis://alice:secret@h:65535/2',
+      { username: 'alice', password: 'secret', port: 65535, db: 2 },
+      'redis://alice:***@h:65535/2',
+    ],
     ['redis://alice@h', { username: 'alice' }, 'redis://alice@h:6379/0'],
     ['redis://:p%40ss%3Aw%2Frd%25@h', { password: 'p@ss:w/rd%' }, 'redis://:***@h:6379/0'],
     ['redis://[::1]:7001/3', { host: '::1', port: 7001, db: 3 }, 'redis://[::1]:7001/3'],
@@ -30,7 +41,11 @@ describe('parseRedisUrl accepts', () => {
   });
 
   it('rediss:// turns TLS on, with SNI for a host name and none for an IP address', () => {
-    expect(options('rediss://:pw@cache.example.com:6380')).toMatchObject({ host: 'cache.example.com', port: 6380, tls: { servername: 'cache.example.com' } });
+    expect(options('rediss://:pw@cache.example.com:6380')).toMatchObject({
+      host: 'cache.example.com',
+      port: 6380,
+      tls: { servername: 'cache.example.com' },
+    });
     expect(options('rediss://10.0.0.5')).toMatchObject({ tls: {} });
     expect(options('rediss://10.0.0.5').tls).not.toHaveProperty('servername');
     expect(parseRedisUrl('rediss://u:pw@h')).toMatchObject({ display: 'rediss://u:***@h:6379/0' });
@@ -69,7 +84,13 @@ describe('parseRedisUrl rejects, with a clear message', () => {
   });
 
   it('never quotes the password in a message', () => {
-    for (const url of ['redis://:s3cr3tPW/x@h', 'redis://:s3cr3tPW@h:abc', 'redis://:s3cr3tPW@h/x', 'redis://:s3cr3tPW%zz@h', 'redis://u:s3cr3tPW@h?x=1']) {
+    for (const url of [
+      'redis://:s3cr3tPW/x@h',
+      'redis://:s3cr3tPW@h:abc',
+      'redis://:s3cr3tPW@h/x',
+      'redis://:s3cr3tPW%zz@h',
+      'redis://u:s3cr3tPW@h?x=1',
+    ]) {
       const parsed = parseRedisUrl(url);
       expect(parsed.ok).toBe(false);
       if (!parsed.ok) expect(parsed.message).not.toContain('s3cr3tPW');
@@ -90,23 +111,31 @@ describe('redaction', () => {
 
   it('property: the display of a percent-encoded URL never contains a password of ≥ 4 chars, and the password round-trips', () => {
     fc.assert(
-      fc.property(fc.string({ minLength: 4, maxLength: 40, unit: 'binary' }), fc.constantFrom('', 'default', 'app'), (password, user) => {
-        const url = `redis://${user}:${encodeURIComponent(password)}@${HOST}`;
-        const placeholder = `redis://${user}:***@${HOST}`;
-        fc.pre(!placeholder.includes(password));
-        const parsed = parseRedisUrl(url);
-        expect(parsed.ok).toBe(true);
-        if (!parsed.ok) return;
-        expect(parsed.options.password).toBe(password);
-        expect(parsed.display).not.toContain(password);
-        expect(redactUrl(url)).not.toContain(password);
-      }),
+      fc.property(
+        fc.string({ minLength: 4, maxLength: 40, unit: 'binary' }),
+        fc.constantFrom('', 'default', 'app'),
+        (password, user) => {
+          const url = `redis://${user}:${encodeURIComponent(password)}@${HOST}`;
+          const placeholder = `redis://${user}:***@${HOST}`;
+          fc.pre(!placeholder.includes(password));
+          const parsed = parseRedisUrl(url);
+          expect(parsed.ok).toBe(true);
+          if (!parsed.ok) return;
+          expect(parsed.options.password).toBe(password);
+          expect(parsed.display).not.toContain(password);
+          expect(redactUrl(url)).not.toContain(password);
+        },
+      ),
       { numRuns: 500 },
     );
   });
 
   it('property: a password pasted without encoding never shows in redactUrl or in an error message', () => {
-    const printable = fc.string({ minLength: 4, maxLength: 40, unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)) });
+    const printable = fc.string({
+      minLength: 4,
+      maxLength: 40,
+      unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)),
+    });
     fc.assert(
       fc.property(fc.oneof(printable, fc.string({ minLength: 4, maxLength: 40, unit: 'grapheme' })), (password) => {
         const url = `redis://default:${password}@${HOST}`;
@@ -176,7 +205,13 @@ describe('createRedis against a real server', () => {
   it('a wrong password: errors are logged (rate-limited, without the password), the process does not crash', async () => {
     const lines: string[] = [];
     const wrong = 'Wr0ngPassword!';
-    const redis = track(createRedis(`redis://:${encodeURIComponent(wrong)}@127.0.0.1:${server.port}`, { role: 'bad', log: (l) => lines.push(l), maxRetriesPerRequest: 0 }));
+    const redis = track(
+      createRedis(`redis://:${encodeURIComponent(wrong)}@127.0.0.1:${server.port}`, {
+        role: 'bad',
+        log: (l) => lines.push(l),
+        maxRetriesPerRequest: 0,
+      }),
+    );
     await expect(redis.ping()).rejects.toThrow();
     await new Promise((r) => setTimeout(r, 500));
     expect(lines.length).toBeGreaterThan(0);
@@ -247,7 +282,10 @@ describe('createRedis against a real server', () => {
     const workerConnection = track(forBullMQ(server.url, { role: 'worker' }));
     expect(workerConnection.options.maxRetriesPerRequest).toBeNull();
     const queue = new Queue('q', { connection: queueConnection, prefix });
-    const worker = new Worker('q', async (job) => `done:${String(job.data.n)}`, { connection: workerConnection, prefix });
+    const worker = new Worker('q', async (job) => `done:${String(job.data.n)}`, {
+      connection: workerConnection,
+      prefix,
+    });
     try {
       const finished = new Promise<unknown>((resolve) => worker.on('completed', (_job, result) => resolve(result)));
       await queue.add('j', { n: 7 });

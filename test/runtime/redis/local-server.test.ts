@@ -104,7 +104,9 @@ describe('ensureLocalRedis', () => {
     const server = await startRedis({ password: 'secret-pw' });
     try {
       const result = await ensureLocalRedis({ dataDir: path.join(root, 'pw'), port: server.port });
-      expect(result).toEqual({ error: expect.stringMatching(/requires a password: set REDIS_URL=redis:\/\/:PASSWORD@/) });
+      expect(result).toEqual({
+        error: expect.stringMatching(/requires a password: set REDIS_URL=redis:\/\/:PASSWORD@/),
+      });
     } finally {
       await server.stop();
     }
@@ -126,6 +128,8 @@ describe('ensureLocalRedis', () => {
   });
 
   it('rejects an invalid port', async () => {
-    expect(await ensureLocalRedis({ dataDir: path.join(root, 'x'), port: 70000 })).toEqual({ error: expect.stringMatching(/invalid port/) });
+    expect(await ensureLocalRedis({ dataDir: path.join(root, 'x'), port: 70000 })).toEqual({
+      error: expect.stringMatching(/invalid port/),
+    });
   });
 });

@@ -26,7 +26,13 @@ describe("the holder's inbox", () => {
 
   it('starts with the prompts, the cancel and the policy to look at, each taken once', () => {
     const inbox = new HolderInbox();
-    expect([inbox.take('prompt'), inbox.take('cancel'), inbox.take('policy'), inbox.take('unqueue'), inbox.take('resume')]).toEqual([true, true, true, false, false]);
+    expect([
+      inbox.take('prompt'),
+      inbox.take('cancel'),
+      inbox.take('policy'),
+      inbox.take('unqueue'),
+      inbox.take('resume'),
+    ]).toEqual([true, true, true, false, false]);
     expect(inbox.take('prompt')).toBe(false);
   });
 

@@ -2,7 +2,12 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { attemptSpanId, attemptTraceparent, newTurnTrace, parseTurnTrace } from '../../../src/runtime/tracing/trace-context.ts';
+import {
+  attemptSpanId,
+  attemptTraceparent,
+  newTurnTrace,
+  parseTurnTrace,
+} from '../../../src/runtime/tracing/trace-context.ts';
 import { createTracing, tracingWanted } from '../../../src/runtime/tracing/tracing.ts';
 
 const SRC = fileURLToPath(new URL('../../../src/', import.meta.url));

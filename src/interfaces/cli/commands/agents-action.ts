@@ -21,7 +21,12 @@ export interface AgentRow {
   sandbox: string;
 }
 
-const DEFAULT_COMMANDS: Record<string, string> = { pi: 'pi', 'claude-code': 'claude', codex: 'codex', gemini: 'gemini' };
+const DEFAULT_COMMANDS: Record<string, string> = {
+  pi: 'pi',
+  'claude-code': 'claude',
+  codex: 'codex',
+  gemini: 'gemini',
+};
 const RESUME: Record<string, string> = {
   pi: 'yes: --session, its session file travels with the session (any host)',
   'claude-code': 'yes: --resume, its session file travels with the session (any host)',
@@ -50,13 +55,16 @@ export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = pr
     const options = host[name] ?? {};
     const acp = acpAgentName(name);
     const command = typeof options.command === 'string' ? options.command : (DEFAULT_COMMANDS[name] ?? '');
-    const extra = options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
+    const extra =
+      options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
     const sealed = agentEnv(extra);
     const version = command === '' ? null : await versionOf(command, sealed);
     const args = Array.isArray(options.args) ? options.args.map(String) : [];
     const resume = !acp
       ? (RESUME[name] ?? 'unknown')
-      : describeAcpResume(version === null ? null : await probeAcpResume({ command, args, env: sealed, timeoutMs: VERSION_TIMEOUT_MS }));
+      : describeAcpResume(
+          version === null ? null : await probeAcpResume({ command, args, env: sealed, timeoutMs: VERSION_TIMEOUT_MS }),
+        );
     rows.push({
       name,
       command: command === '' ? '(not configured)' : command,
@@ -72,9 +80,13 @@ export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = pr
 export function describeKnobs(knobs: PermissionKnobs): string {
   const parts: string[] = [];
   if (knobs.ladder !== undefined)
-    parts.push(`${knobs.ladder.option}: ${knobs.ladder.steps.join(' < ')} (default ${knobs.ladder.defaultStep}, ceiling ${knobs.ladder.defaultCeiling} unless the policy says)`);
+    parts.push(
+      `${knobs.ladder.option}: ${knobs.ladder.steps.join(' < ')} (default ${knobs.ladder.defaultStep}, ceiling ${knobs.ladder.defaultCeiling} unless the policy says)`,
+    );
   for (const list of knobs.lists ?? [])
-    parts.push(`${list.option}: a list (${list.defaultAllowed === '*' ? 'anything' : list.defaultAllowed.join(', ') || 'nothing'} unless the policy says)`);
+    parts.push(
+      `${list.option}: a list (${list.defaultAllowed === '*' ? 'anything' : list.defaultAllowed.join(', ') || 'nothing'} unless the policy says)`,
+    );
   for (const sw of knobs.switches ?? []) parts.push(`${sw.option}: off unless the policy enables it`);
   return parts.length === 0 ? 'none' : parts.join('; ');
 }

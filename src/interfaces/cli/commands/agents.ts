@@ -7,11 +7,16 @@ import { ExitCode } from '../exit-codes.ts';
 export function registerAgents(program: Command): void {
   program
     .command('agents')
-    .description('List every agent this host can run (the registry and its configured acp:<name> agents): CLI version, resume, permission knob')
+    .description(
+      'List every agent this host can run (the registry and its configured acp:<name> agents): CLI version, resume, permission knob',
+    )
     .option('--json', 'print them as JSON')
     .action(async (flags: { json?: boolean }) => {
       // Split point: the configuration and the agents load when `agents` runs, not for `--help`.
-      const [{ loadConfig }, { describeAgents }] = await Promise.all([import('../../../config/config.ts'), import('./agents-action.ts')]);
+      const [{ loadConfig }, { describeAgents }] = await Promise.all([
+        import('../../../config/config.ts'),
+        import('./agents-action.ts'),
+      ]);
       let config: Config;
       try {
         config = loadConfig();

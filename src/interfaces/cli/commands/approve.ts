@@ -20,17 +20,26 @@ export function registerApprovals(program: Command): void {
       .argument('<requestId>')
       .option(
         '--option <id|kind>',
-        verdict === 'allow' ? 'the option to give the agent: its id or kind (default allow_once)' : 'the option to give the agent: its id or kind (default reject_once)',
+        verdict === 'allow'
+          ? 'the option to give the agent: its id or kind (default allow_once)'
+          : 'the option to give the agent: its id or kind (default reject_once)',
       )
       .option('--reason <text>', 'recorded with the decision')
       .option('--json', 'print the decision as JSON')
-      .action(async (sessionId: string, requestId: string, flags: { option?: string; reason?: string; json?: boolean }) => {
-        process.exitCode = await decide(verdict, sessionId, requestId, flags);
-      });
+      .action(
+        async (sessionId: string, requestId: string, flags: { option?: string; reason?: string; json?: boolean }) => {
+          process.exitCode = await decide(verdict, sessionId, requestId, flags);
+        },
+      );
   }
 }
 
-async function decide(verdict: ApprovalVerdict, sessionId: string, requestId: string, flags: { option?: string; reason?: string; json?: boolean }): Promise<number> {
+async function decide(
+  verdict: ApprovalVerdict,
+  sessionId: string,
+  requestId: string,
+  flags: { option?: string; reason?: string; json?: boolean },
+): Promise<number> {
   const ctx = await openClient();
   try {
     const result = await ctx.client.approvals.decide(sessionId, requestId, {
@@ -40,7 +49,10 @@ async function decide(verdict: ApprovalVerdict, sessionId: string, requestId: st
       ...(flags.reason === undefined ? {} : { reason: flags.reason }),
     });
     if (flags.json === true) printJson(result);
-    else process.stdout.write(`${requestId}: ${result.outcome}${result.optionId === null ? '' : ` (option ${result.optionId})`} by ${result.by}\n`);
+    else
+      process.stdout.write(
+        `${requestId}: ${result.outcome}${result.optionId === null ? '' : ` (option ${result.optionId})`} by ${result.by}\n`,
+      );
     return ExitCode.ok;
   } catch (error) {
     throw sessionCommandError(error);

@@ -20,12 +20,15 @@ function cliActor(): string {
 export function registerDelete(program: Command): void {
   program
     .command('deletions')
-    .description("The deletion audit log, newest first: when, which session, who (a token's name, cli:user@host), force, outcome (deleted, already-deleted, refused)")
+    .description(
+      "The deletion audit log, newest first: when, which session, who (a token's name, cli:user@host), force, outcome (deleted, already-deleted, refused)",
+    )
     .option('--limit <n>', 'at most this many entries (1-10000)', '50')
     .option('--json', 'print a JSON array')
     .action(async (flags: { limit: string; json?: boolean }) => {
       const limit = Number(flags.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new CliError(`--limit: must be an integer from 1 to 10000 (got "${flags.limit}")`, ExitCode.usage);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
+        throw new CliError(`--limit: must be an integer from 1 to 10000 (got "${flags.limit}")`, ExitCode.usage);
       const ctx = await openClient();
       try {
         const entries = await ctx.client.sessions.deletions({ limit });
@@ -42,7 +45,9 @@ export function registerDelete(program: Command): void {
 
   program
     .command('delete')
-    .description('Delete a session fleet-wide: its keys, message log, agent state, activation job (exit 3 for an unknown id; deleting again is not an error)')
+    .description(
+      'Delete a session fleet-wide: its keys, message log, agent state, activation job (exit 3 for an unknown id; deleting again is not an error)',
+    )
     .argument('<sessionId>')
     .option('--force', 'also a session that is active: its running turn is cancelled first (the process tree gone)')
     .option('--json', 'print {"sessionId","deleted","cancelled"}')
@@ -53,7 +58,9 @@ export function registerDelete(program: Command): void {
         if (flags.json === true) printJson(result);
         else
           process.stdout.write(
-            result.deleted ? `deleted ${sessionId}${result.cancelled ? ' (its running turn was cancelled first)' : ''}\n` : `${sessionId} was already deleted\n`,
+            result.deleted
+              ? `deleted ${sessionId}${result.cancelled ? ' (its running turn was cancelled first)' : ''}\n`
+              : `${sessionId} was already deleted\n`,
           );
       } catch (error) {
         if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);

@@ -26,9 +26,25 @@ interface Scene {
 const SCENES: Scene[] = [
   { title: 'Streaming text', model: 'demo-stream', prompt: 'Tell me what sessiond does.', expect: 'completed' },
   { title: 'A tool call', model: 'demo-tool', prompt: 'Look around with bash.', expect: 'completed' },
-  { title: 'A failure that is retried with backoff (HTTP 503, then success)', model: 'demo-flaky', prompt: 'Answer despite a flaky model.', expect: 'completed' },
-  { title: 'A non-retryable failure (HTTP 401)', model: 'demo-auth', prompt: 'This one cannot succeed.', expect: 'failed' },
-  { title: 'A cancel during a long tool (the whole process tree is stopped)', model: 'demo-long', prompt: 'Run a long job.', expect: 'cancelled', cancelOnTool: true },
+  {
+    title: 'A failure that is retried with backoff (HTTP 503, then success)',
+    model: 'demo-flaky',
+    prompt: 'Answer despite a flaky model.',
+    expect: 'completed',
+  },
+  {
+    title: 'A non-retryable failure (HTTP 401)',
+    model: 'demo-auth',
+    prompt: 'This one cannot succeed.',
+    expect: 'failed',
+  },
+  {
+    title: 'A cancel during a long tool (the whole process tree is stopped)',
+    model: 'demo-long',
+    prompt: 'Run a long job.',
+    expect: 'cancelled',
+    cancelOnTool: true,
+  },
 ];
 
 export async function serveModel(port: number): Promise<number> {
@@ -39,7 +55,16 @@ export async function serveModel(port: number): Promise<number> {
       `models: ${DEMO_MODELS.join(', ')} (and the test models: text, thinking, tool, http500, …)`,
       'a pi models.json entry for it:',
       JSON.stringify(
-        { providers: { [DEMO_PROVIDER]: { baseUrl: server.url, api: 'openai-completions', apiKey: 'demo-key-not-secret', models: DEMO_MODELS.map((id) => ({ id })) } } },
+        {
+          providers: {
+            [DEMO_PROVIDER]: {
+              baseUrl: server.url,
+              api: 'openai-completions',
+              apiKey: 'demo-key-not-secret',
+              models: DEMO_MODELS.map((id) => ({ id })),
+            },
+          },
+        },
         null,
         2,
       ),
@@ -82,11 +107,15 @@ export async function runDemo(): Promise<number> {
     holdBackoffMs: 10_000,
     pollMs: 250,
     heartbeatMs: 2_000,
-    agentOptions: { pi: { ...piHostOptions(ctx.config), agentDir, sessionDir: join(demoDir, 'sessions'), extraArgs: NO_DISCOVERY } },
+    agentOptions: {
+      pi: { ...piHostOptions(ctx.config), agentDir, sessionDir: join(demoDir, 'sessions'), extraArgs: NO_DISCOVERY },
+    },
     policy: await ctx.policy(),
   });
   await worker.start();
-  process.stdout.write(`${c.bold('sessiond demo')}: Redis ${redactUrl(ctx.url)}, a worker in this process, real pi (${DEMO_PROVIDER} scripted model on ${server.url})\n`);
+  process.stdout.write(
+    `${c.bold('sessiond demo')}: Redis ${redactUrl(ctx.url)}, a worker in this process, real pi (${DEMO_PROVIDER} scripted model on ${server.url})\n`,
+  );
   const results: Array<{ scene: Scene; sessionId: string; status: string }> = [];
   try {
     for (const [i, scene] of SCENES.entries()) {
@@ -118,7 +147,11 @@ export async function runDemo(): Promise<number> {
   return ok ? ExitCode.ok : ExitCode.failed;
 }
 
-async function play(ctx: ServerContext, scene: Scene, cwd: string): Promise<{ scene: Scene; sessionId: string; status: string }> {
+async function play(
+  ctx: ServerContext,
+  scene: Scene,
+  cwd: string,
+): Promise<{ scene: Scene; sessionId: string; status: string }> {
   const sessionId = `demo-${scene.model.replace('demo-', '')}-${Date.now().toString(36)}`;
   await ctx.client.sessions.enqueue({
     sessionId,

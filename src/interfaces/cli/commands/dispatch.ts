@@ -10,19 +10,26 @@ import { openClient } from '../open-client.ts';
 export function registerDispatch(program: Command): void {
   program
     .command('pause')
-    .description('Pause starting attempts, fleet-wide or under one fleet limit: running turns finish, nothing new starts, cancels still work')
+    .description(
+      'Pause starting attempts, fleet-wide or under one fleet limit: running turns finish, nothing new starts, cancels still work',
+    )
     .option('--limit <name>', 'only the sessions under this fleet limit')
     .option('--json', 'print {"paused"}')
     .action(async (flags: { limit?: string; json?: boolean }) => {
       await withDispatch(async (dispatch) => {
         const result = await dispatch.pause(flags.limit);
         if (flags.json === true) printJson(result);
-        else process.stdout.write(`dispatch paused ${flags.limit === undefined ? 'fleet-wide' : `under limit ${flags.limit}`} (paused: ${result.paused.join(', ')})\n`);
+        else
+          process.stdout.write(
+            `dispatch paused ${flags.limit === undefined ? 'fleet-wide' : `under limit ${flags.limit}`} (paused: ${result.paused.join(', ')})\n`,
+          );
       });
     });
   program
     .command('resume-dispatch')
-    .description('Start attempts again, fleet-wide or under one fleet limit; the sessions waiting for it are woken in order')
+    .description(
+      'Start attempts again, fleet-wide or under one fleet limit; the sessions waiting for it are woken in order',
+    )
     .option('--limit <name>', 'only the sessions under this fleet limit')
     .option('--json', 'print {"paused","woken"}')
     .action(async (flags: { limit?: string; json?: boolean }) => {
@@ -59,7 +66,9 @@ export function registerDispatch(program: Command): void {
           lines.push(`${l.name}: ${caps}; in use ${l.inUse}, waiting ${l.waiting}${l.paused ? ', PAUSED' : ''}`);
           for (const k of l.keys)
             if (k.key !== l.name || k.cooldownUntil !== null)
-              lines.push(`  ${k.key}: in use ${k.inUse}, waiting ${k.waiting}${k.cooldownUntil === null ? '' : `, cooling down until ${new Date(k.cooldownUntil).toISOString()}`}`);
+              lines.push(
+                `  ${k.key}: in use ${k.inUse}, waiting ${k.waiting}${k.cooldownUntil === null ? '' : `, cooling down until ${new Date(k.cooldownUntil).toISOString()}`}`,
+              );
         }
         process.stdout.write(`${lines.join('\n')}\n`);
       });

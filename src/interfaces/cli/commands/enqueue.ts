@@ -29,12 +29,23 @@ export function registerEnqueue(program: Command): void {
     .description('Add a prompt to a session (created if new) and make sure a worker runs it; prints the session id')
     .argument('<prompt>', 'the prompt')
     .option('--session <id>', 'the session to add the prompt to (default: a new session)')
-    .addOption(new Option('--agent <name>', `the agent (for a new session): ${AGENT_NAMES.join(', ')}, or acp:<name> for an ACP agent the workers configure`));
+    .addOption(
+      new Option(
+        '--agent <name>',
+        `the agent (for a new session): ${AGENT_NAMES.join(', ')}, or acp:<name> for an ACP agent the workers configure`,
+      ),
+    );
   addAgentFlagOptions(command, { onWorker: true });
   addRetryPolicyOptions(command, 'retry policy of this session (overrides the global one)');
   command
-    .option('--retention <duration>', 'keep the session this long once finished (e.g. 7d; 0: forever), within the deployment maximum')
-    .option('--tenant <name>', 'the tenant of a new session: only the configured one (caller.tenant, SESSIOND_TENANT; default local)')
+    .option(
+      '--retention <duration>',
+      'keep the session this long once finished (e.g. 7d; 0: forever), within the deployment maximum',
+    )
+    .option(
+      '--tenant <name>',
+      'the tenant of a new session: only the configured one (caller.tenant, SESSIOND_TENANT; default local)',
+    )
     .option(
       '--priority <n>',
       'higher starts first under a fleet limit or a full fleet (-1000…caller.maxPriority, default 0); the session keeps it for its later prompts',
@@ -54,7 +65,8 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
   try {
     // Issue 25: the tenant and the highest priority are the local caller's (config `caller`), not what a flag claims.
     const claimed = callerIssues(ctx.settings.caller, { tenant: flags.tenant, priority: flags.priority });
-    if (claimed.length > 0) throw new CliError(claimed.map((i) => `--${i.field}: ${i.message}`).join('\n'), ExitCode.usage);
+    if (claimed.length > 0)
+      throw new CliError(claimed.map((i) => `--${i.field}: ${i.message}`).join('\n'), ExitCode.usage);
     // A session not readable yet follows from its first message.
     const fromSeq =
       flags.session === undefined
@@ -76,7 +88,8 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
       });
     } catch (error) {
       if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
-      if (hasErrorCode(error, 'conflict') || hasErrorCode(error, 'quota_exceeded')) throw new CliError(error.message, ExitCode.failed);
+      if (hasErrorCode(error, 'conflict') || hasErrorCode(error, 'quota_exceeded'))
+        throw new CliError(error.message, ExitCode.failed);
       throw error;
     }
     if (flags.json === true && flags.follow !== true) printJson({ sessionId: result.sessionId, turn: result.turn });
@@ -98,7 +111,12 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
     };
     process.on('SIGINT', onSignal);
     try {
-      const summary = await followSession(ctx.client.session(result.sessionId), { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
+      const summary = await followSession(ctx.client.session(result.sessionId), {
+        fromSeq,
+        json: flags.json === true,
+        until: result.turn,
+        signal: controller.signal,
+      });
       const turn = summary?.turn;
       if (interrupted || turn?.status === 'cancelled') return ExitCode.interrupted;
       if (turn?.status === 'failed') {

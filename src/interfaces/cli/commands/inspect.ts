@@ -9,7 +9,9 @@ import { openClient } from '../open-client.ts';
 export function registerInspect(program: Command): void {
   program
     .command('inspect')
-    .description('Show a session: machine state, latest turn, attempts, next retry, last failure, transition history (exit 3 for an unknown id)')
+    .description(
+      'Show a session: machine state, latest turn, attempts, next retry, last failure, transition history (exit 3 for an unknown id)',
+    )
     .argument('<sessionId>')
     .option('--json', 'one JSON object')
     .action(async (sessionId: string, flags: { json?: boolean }) => {
@@ -28,11 +30,22 @@ export function registerInspect(program: Command): void {
 
 function render(s: SessionSummary): string {
   const c = colors();
-  const lines = [`${c.bold(s.sessionId)}  state ${c.bold(s.state)}  agent ${s.agent}${s.agentSessionId ? ` (session ${s.agentSessionId})` : ''}`];
+  const lines = [
+    `${c.bold(s.sessionId)}  state ${c.bold(s.state)}  agent ${s.agent}${s.agentSessionId ? ` (session ${s.agentSessionId})` : ''}`,
+  ];
   if (s.turn !== null) {
-    const reason = s.turn.failureReason ? ` (${s.turn.failureReason})` : s.turn.cancelReason ? ` (${s.turn.cancelReason})` : '';
-    const counted = s.turn.attemptsCounted < s.turn.attempts.length ? `, ${s.turn.attemptsCounted} of its ${s.turn.attempts.length} attempts counted` : '';
-    lines.push(`turn ${s.turn.index}: ${c.bold(s.turn.status)}${reason}${counted}${s.turn.usage === undefined ? '' : `  tokens ${formatUsage(s.turn.usage)}`}`);
+    const reason = s.turn.failureReason
+      ? ` (${s.turn.failureReason})`
+      : s.turn.cancelReason
+        ? ` (${s.turn.cancelReason})`
+        : '';
+    const counted =
+      s.turn.attemptsCounted < s.turn.attempts.length
+        ? `, ${s.turn.attemptsCounted} of its ${s.turn.attempts.length} attempts counted`
+        : '';
+    lines.push(
+      `turn ${s.turn.index}: ${c.bold(s.turn.status)}${reason}${counted}${s.turn.usage === undefined ? '' : `  tokens ${formatUsage(s.turn.usage)}`}`,
+    );
     for (const a of s.turn.attempts) {
       const outcome = a.outcome ?? 'running';
       const paint = outcome === 'completed' ? c.green : outcome === null || outcome === 'running' ? c.cyan : c.red;
@@ -54,20 +67,36 @@ function render(s: SessionSummary): string {
     );
   for (const a of s.approvals) {
     if (a.decision !== undefined) {
-      lines.push(`approval ${a.requestId}: ${a.decision.outcome} by ${a.decision.by}, given to the agent when it asks again`);
+      lines.push(
+        `approval ${a.requestId}: ${a.decision.outcome} by ${a.decision.by}, given to the agent when it asks again`,
+      );
       continue;
     }
-    lines.push(c.yellow(`awaiting approval ${a.requestId}: ${a.tool}${a.kind === undefined ? '' : ` (${a.kind})`} ${JSON.stringify(a.arguments)}`));
-    lines.push(`  options: ${a.options.map((o) => `${o.optionId} (${o.kind})`).join(', ')}; denied at ${new Date(a.deadlineAt).toISOString()}`);
-    lines.push(c.dim(`  sessiond approve ${s.sessionId} ${a.requestId} [--option ID|KIND]  ·  sessiond deny ${s.sessionId} ${a.requestId}`));
+    lines.push(
+      c.yellow(
+        `awaiting approval ${a.requestId}: ${a.tool}${a.kind === undefined ? '' : ` (${a.kind})`} ${JSON.stringify(a.arguments)}`,
+      ),
+    );
+    lines.push(
+      `  options: ${a.options.map((o) => `${o.optionId} (${o.kind})`).join(', ')}; denied at ${new Date(a.deadlineAt).toISOString()}`,
+    );
+    lines.push(
+      c.dim(
+        `  sessiond approve ${s.sessionId} ${a.requestId} [--option ID|KIND]  ·  sessiond deny ${s.sessionId} ${a.requestId}`,
+      ),
+    );
   }
   if (s.nextRetryAt !== undefined && s.parkedUntil === undefined)
-    lines.push(`next retry at ${new Date(s.nextRetryAt).toISOString()} (in ${formatMs(Math.max(0, s.nextRetryAt - Date.now()))})`);
-  if (s.lastFailure !== undefined) lines.push(`last failure: ${s.lastFailure.category} — ${s.lastFailure.errorText.split('\n')[0]}`);
+    lines.push(
+      `next retry at ${new Date(s.nextRetryAt).toISOString()} (in ${formatMs(Math.max(0, s.nextRetryAt - Date.now()))})`,
+    );
+  if (s.lastFailure !== undefined)
+    lines.push(`last failure: ${s.lastFailure.category} — ${s.lastFailure.errorText.split('\n')[0]}`);
   if (s.queuedPrompts > 0) lines.push(`${s.queuedPrompts} prompt(s) waiting`);
   if (s.usage !== undefined) {
     lines.push(`tokens (session): ${formatUsage(s.usage.total)}`);
-    if (s.usage.byModel.length > 1) for (const m of s.usage.byModel) lines.push(`  ${m.agent} ${m.model}: ${formatUsage(m.usage)}`);
+    if (s.usage.byModel.length > 1)
+      for (const m of s.usage.byModel) lines.push(`  ${m.agent} ${m.model}: ${formatUsage(m.usage)}`);
   }
   lines.push('history:');
   for (const t of s.history) lines.push(`  ${new Date(t.at).toISOString()}  ${t.from} → ${t.to}  ${c.dim(t.event)}`);

@@ -13,7 +13,11 @@ export function registerList(program: Command): void {
   program
     .command('list')
     .description('List sessions, newest first, one page at a time')
-    .addOption(new Option('--state <state>', 'only sessions in this state: queued or any state of the session machine').choices(LIST_STATES))
+    .addOption(
+      new Option('--state <state>', 'only sessions in this state: queued or any state of the session machine').choices(
+        LIST_STATES,
+      ),
+    )
     .option('--limit <n>', 'at most this many (one page)', parseIntegerOption('--limit', 1, 100_000), 100)
     .option('--cursor <next>', 'the page after an earlier one: its `next` cursor')
     .option('--json', 'one JSON array (with --paged: {"sessions": [...], "next": cursor | null})')
@@ -28,7 +32,8 @@ export function registerList(program: Command): void {
             limit: flags.limit,
           })
           .catch((error: unknown) => {
-            if (hasErrorCode(error, 'invalid_input')) throw new CliError(`--cursor: ${error.issues[0]?.message ?? error.message}`, ExitCode.usage);
+            if (hasErrorCode(error, 'invalid_input'))
+              throw new CliError(`--cursor: ${error.issues[0]?.message ?? error.message}`, ExitCode.usage);
             throw error;
           });
         if (flags.json === true) return printJson(flags.paged === true ? page : page.sessions);
@@ -37,7 +42,9 @@ export function registerList(program: Command): void {
         for (const s of page.sessions) process.stdout.write(`${s.sessionId}  ${c.bold(s.state)}\n`);
         // The way on, where it does not mix with the ids on stdout.
         if (page.next !== null)
-          process.stderr.write(`more: sessiond list${flags.state === undefined ? '' : ` --state ${flags.state}`} --limit ${flags.limit} --cursor ${page.next}\n`);
+          process.stderr.write(
+            `more: sessiond list${flags.state === undefined ? '' : ` --state ${flags.state}`} --limit ${flags.limit} --cursor ${page.next}\n`,
+          );
       } finally {
         await ctx.close();
       }

@@ -12,21 +12,40 @@ import { splitLines } from '../../../process/split-lines.ts';
 export function registerNormalize(program: Command): void {
   program
     .command('normalize')
-    .description("Read an agent's raw JSON lines (pi's --mode json by default) from FILE or stdin and print one normalized message per line")
+    .description(
+      "Read an agent's raw JSON lines (pi's --mode json by default) from FILE or stdin and print one normalized message per line",
+    )
     .argument('[file]', 'a file of the agent\'s raw output; stdin when omitted or "-"')
-    .addOption(new Option('--agent <name>', 'whose stream it is (acp: any ACP agent)').choices([...AGENT_NAMES, 'acp']).default(DEFAULT_AGENT))
-    .option('--exit-code <n>', 'treat end of input as pi exiting with this code', parseIntegerOption('--exit-code', -255, 255), 0)
-    .option('--resume <sessionId>', 'the agent session id the run was asked to resume (session.resumed instead of session.started)')
+    .addOption(
+      new Option('--agent <name>', 'whose stream it is (acp: any ACP agent)')
+        .choices([...AGENT_NAMES, 'acp'])
+        .default(DEFAULT_AGENT),
+    )
+    .option(
+      '--exit-code <n>',
+      'treat end of input as pi exiting with this code',
+      parseIntegerOption('--exit-code', -255, 255),
+      0,
+    )
+    .option(
+      '--resume <sessionId>',
+      'the agent session id the run was asked to resume (session.resumed instead of session.started)',
+    )
     .action(async (file: string | undefined, opts: { exitCode: number; resume?: string; agent: AgentName }) => {
       process.exitCode = await normalize(file, opts);
     });
 }
 
-async function normalize(file: string | undefined, opts: { exitCode: number; resume?: string; agent: AgentName }): Promise<number> {
+async function normalize(
+  file: string | undefined,
+  opts: { exitCode: number; resume?: string; agent: AgentName },
+): Promise<number> {
   // Split point: the agents (their mappers) load when `normalize` runs, not for `--help`.
   const { agentDefinition } = await import('../../../agents/registry.ts');
   const source = file === undefined || file === '-' ? process.stdin : createReadStream(file);
-  const mapper = agentDefinition(opts.agent === ('acp' as AgentName) ? 'acp:any' : opts.agent).createMapper(opts.resume === undefined ? {} : { resumeSessionId: opts.resume });
+  const mapper = agentDefinition(opts.agent === ('acp' as AgentName) ? 'acp:any' : opts.agent).createMapper(
+    opts.resume === undefined ? {} : { resumeSessionId: opts.resume },
+  );
   const write = (messages: CliMessage[]): void => {
     for (const message of messages) process.stdout.write(`${JSON.stringify(message)}\n`);
   };

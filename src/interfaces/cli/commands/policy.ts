@@ -4,14 +4,23 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 
 export function registerPolicy(program: Command): void {
-  const policy = program.command('policy').description("The deployment policy: what callers may choose (from the config file's `policy`, SESSIOND_POLICY, SESSIOND_WORKSPACE)");
+  const policy = program
+    .command('policy')
+    .description(
+      "The deployment policy: what callers may choose (from the config file's `policy`, SESSIOND_POLICY, SESSIOND_WORKSPACE)",
+    );
   policy
     .command('show')
-    .description('Print the deployment policy in force, every default filled in; exit 2 when it is invalid (the error names the field)')
+    .description(
+      'Print the deployment policy in force, every default filled in; exit 2 when it is invalid (the error names the field)',
+    )
     .option('--json', 'print it as JSON')
     .action(async (flags: { json?: boolean }) => {
       // Split point: the configuration's schema loads when `policy show` runs, not for `--help`.
-      const [{ loadConfig }, { deploymentPolicy }] = await Promise.all([import('../../../config/config.ts'), import('../../../runtime/deployment-policy.ts')]);
+      const [{ loadConfig }, { deploymentPolicy }] = await Promise.all([
+        import('../../../config/config.ts'),
+        import('../../../runtime/deployment-policy.ts'),
+      ]);
       let resolved: DeploymentPolicy;
       try {
         resolved = deploymentPolicy(loadConfig());
@@ -37,8 +46,12 @@ function describePolicy(policy: DeploymentPolicy): string {
   ];
   for (const [agent, p] of Object.entries(policy.permissions)) {
     const parts: string[] = [];
-    if (p.ladder !== undefined) parts.push(`${p.ladder.option} up to "${p.ladder.ceiling}" (${p.ladder.steps.join(' < ')})`);
-    for (const list of p.lists) parts.push(`${list.option}: ${list.allowed === '*' ? 'any' : list.allowed.length === 0 ? 'none' : list.allowed.join(', ')}`);
+    if (p.ladder !== undefined)
+      parts.push(`${p.ladder.option} up to "${p.ladder.ceiling}" (${p.ladder.steps.join(' < ')})`);
+    for (const list of p.lists)
+      parts.push(
+        `${list.option}: ${list.allowed === '*' ? 'any' : list.allowed.length === 0 ? 'none' : list.allowed.join(', ')}`,
+      );
     for (const sw of p.switches) parts.push(`${sw.option} ${sw.enabled ? 'on' : 'off'}`);
     lines.push(`${agent}: ${parts.length === 0 ? 'no permission knobs' : parts.join('; ')}`);
   }

@@ -6,7 +6,9 @@ import { openClient } from '../open-client.ts';
 export function registerPrompts(program: Command): void {
   program
     .command('prompts')
-    .description("List a session's queued prompts in the order their turns will run, or remove one (--remove PROMPT_ID); exit 1 when its turn has started, 3 for an unknown id")
+    .description(
+      "List a session's queued prompts in the order their turns will run, or remove one (--remove PROMPT_ID); exit 1 when its turn has started, 3 for an unknown id",
+    )
     .argument('<sessionId>')
     .option('--remove <promptId>', 'remove this queued prompt (its id as listed)')
     .option('--json', 'print JSON')
@@ -22,7 +24,11 @@ export function registerPrompts(program: Command): void {
         const prompts = await ctx.client.prompts.list(sessionId);
         if (flags.json === true) printJson({ sessionId, prompts });
         else if (prompts.length === 0) process.stdout.write(`no prompt waits in ${sessionId}\n`);
-        else for (const p of prompts) process.stdout.write(`${p.position}. ${p.id}  ${oneLine(p.text)}${p.retryOf === undefined ? '' : `  (retry of turn ${p.retryOf})`}\n`);
+        else
+          for (const p of prompts)
+            process.stdout.write(
+              `${p.position}. ${p.id}  ${oneLine(p.text)}${p.retryOf === undefined ? '' : `  (retry of turn ${p.retryOf})`}\n`,
+            );
       } catch (error) {
         throw sessionCommandError(error);
       } finally {

@@ -22,7 +22,10 @@ export function registerResume(program: Command): void {
           throw sessionCommandError(error);
         }
         if (flags.json === true) printJson(result);
-        else process.stdout.write(`${sessionId} resumed: turn ${result.turn} goes on now (its quota wall was to lift at ${new Date(result.parkedUntil).toISOString()})\n`);
+        else
+          process.stdout.write(
+            `${sessionId} resumed: turn ${result.turn} goes on now (its quota wall was to lift at ${new Date(result.parkedUntil).toISOString()})\n`,
+          );
       } finally {
         await ctx.close();
       }

@@ -9,7 +9,9 @@ import { hasErrorCode } from '../../../errors.ts';
 import { openClient } from '../open-client.ts';
 
 export function registerRetryPolicy(program: Command): void {
-  const policy = program.command('retry-policy').description("Show or change the retry policy: the global default, or one session's (--session)");
+  const policy = program
+    .command('retry-policy')
+    .description("Show or change the retry policy: the global default, or one session's (--session)");
 
   policy
     .command('get')
@@ -25,19 +27,31 @@ export function registerRetryPolicy(program: Command): void {
 
   const set = policy
     .command('set')
-    .description('Change fields of the retry policy; a bad value is refused with its field and range, and nothing is changed')
+    .description(
+      'Change fields of the retry policy; a bad value is refused with its field and range, and nothing is changed',
+    )
     .option('--session <id>', "change this session's policy");
   addRetryPolicyOptions(set, 'policy');
-  set.option('--json', 'print the new policy as JSON').action(async (flags: RetryFlags & { session?: string; json?: boolean }) =>
-    withRetryPolicy(async (retryPolicy) => {
-      const patch = retryPatchFromFlags(flags);
-      if (patch === undefined) throw new CliError('retry-policy set: give at least one field, e.g. --retry-max-attempts 5 (see --help)', ExitCode.usage);
-      const result = await retryPolicy.set(patch, sessionOption(flags.session));
-      if (!result.ok) throw new CliError(`retry policy not changed: ${result.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`, ExitCode.usage);
-      if (flags.json === true) printJson(result.policy);
-      else process.stdout.write(render(result.policy, flags.session === undefined ? 'global' : 'session'));
-    }),
-  );
+  set
+    .option('--json', 'print the new policy as JSON')
+    .action(async (flags: RetryFlags & { session?: string; json?: boolean }) =>
+      withRetryPolicy(async (retryPolicy) => {
+        const patch = retryPatchFromFlags(flags);
+        if (patch === undefined)
+          throw new CliError(
+            'retry-policy set: give at least one field, e.g. --retry-max-attempts 5 (see --help)',
+            ExitCode.usage,
+          );
+        const result = await retryPolicy.set(patch, sessionOption(flags.session));
+        if (!result.ok)
+          throw new CliError(
+            `retry policy not changed: ${result.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`,
+            ExitCode.usage,
+          );
+        if (flags.json === true) printJson(result.policy);
+        else process.stdout.write(render(result.policy, flags.session === undefined ? 'global' : 'session'));
+      }),
+    );
 
   policy
     .command('reset')

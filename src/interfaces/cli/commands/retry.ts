@@ -27,10 +27,16 @@ export function registerRetry(program: Command): void {
           throw sessionCommandError(error);
         }
         if (flags.json === true && flags.follow !== true) printJson(result);
-        else if (flags.follow !== true) process.stdout.write(`turn ${result.retryOf} of ${sessionId} queued again as turn ${result.turn}\n`);
+        else if (flags.follow !== true)
+          process.stdout.write(`turn ${result.retryOf} of ${sessionId} queued again as turn ${result.turn}\n`);
         if (flags.follow !== true) return;
         const controller = new AbortController();
-        const summary = await followSession(session, { fromSeq, json: flags.json === true, until: result.turn, signal: controller.signal });
+        const summary = await followSession(session, {
+          fromSeq,
+          json: flags.json === true,
+          until: result.turn,
+          signal: controller.signal,
+        });
         const status = summary?.turn?.status;
         if (status === 'cancelled') process.exitCode = ExitCode.interrupted;
         else if (status === 'failed') process.exitCode = ExitCode.failed;

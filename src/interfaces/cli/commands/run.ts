@@ -22,7 +22,10 @@ export function registerRun(program: Command): void {
     .description('Run one attempt of the agent (no Redis, no retry): stream the answer, exit 0/1/130')
     .argument('<prompt>', 'the prompt')
     .addOption(
-      new Option('--agent <name>', `the agent CLI: ${AGENT_NAMES.join(', ')}, or acp:<name> (an ACP agent of this host's configuration)`)
+      new Option(
+        '--agent <name>',
+        `the agent CLI: ${AGENT_NAMES.join(', ')}, or acp:<name> (an ACP agent of this host's configuration)`,
+      )
         .argParser(parseAgent)
         .default(DEFAULT_AGENT),
     );
@@ -85,13 +88,17 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
   let sessionId: string | undefined;
   let endsWithNewline = true;
   try {
-    for await (const message of agentDefinition(flags.agent).run({ text: prompt, resumeSessionId, options }, { signal: controller.signal })) {
+    for await (const message of agentDefinition(flags.agent).run(
+      { text: prompt, resumeSessionId, options },
+      { signal: controller.signal },
+    )) {
       if (flags.json === true) process.stdout.write(`${JSON.stringify(message)}\n`);
       else if (message.type === 'assistant') {
         process.stdout.write(message.content.text);
         endsWithNewline = message.content.text.endsWith('\n');
       }
-      if (message.type === 'session.started' || message.type === 'session.resumed') sessionId = message.content.sessionId;
+      if (message.type === 'session.started' || message.type === 'session.resumed')
+        sessionId = message.content.sessionId;
       if (message.type === 'terminal.completed' || message.type === 'terminal.failed') terminal = message;
     }
   } catch (error) {
@@ -106,7 +113,8 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
     process.off('SIGTERM', onSignal);
   }
   if (flags.json !== true && !endsWithNewline) process.stdout.write('\n');
-  if (sessionId !== undefined && flags.json !== true && flags.session !== false) process.stderr.write(`session: ${sessionId}\n`);
+  if (sessionId !== undefined && flags.json !== true && flags.session !== false)
+    process.stderr.write(`session: ${sessionId}\n`);
   if (terminal?.type === 'terminal.failed') {
     process.stderr.write(`sessiond: failed (${terminal.content.category}): ${terminal.content.text}\n`);
     return ExitCode.failed;

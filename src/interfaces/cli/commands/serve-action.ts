@@ -14,7 +14,12 @@ export interface ServeFlags {
 
 export async function runServe(flags: ServeFlags): Promise<number> {
   const log = createLogger('sessiond-http');
-  const ctx = await openServerContext({ 'http.host': flags.host, 'http.port': flags.port, 'http.tlsCert': flags.tlsCert, 'http.tlsKey': flags.tlsKey });
+  const ctx = await openServerContext({
+    'http.host': flags.host,
+    'http.port': flags.port,
+    'http.tlsCert': flags.tlsCert,
+    'http.tlsKey': flags.tlsKey,
+  });
   const { config } = ctx;
   // The deployment policy is checked at start (a bad one is a usage error now, not at the first request).
   await ctx.policy().catch(async (error: unknown) => {

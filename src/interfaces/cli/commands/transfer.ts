@@ -9,7 +9,9 @@ import { openClient } from '../open-client.ts';
 export function registerTransfer(program: Command): void {
   program
     .command('export')
-    .description('Write a session as one versioned JSON-lines archive (to stdout, or --out FILE); exit 3 for an unknown id')
+    .description(
+      'Write a session as one versioned JSON-lines archive (to stdout, or --out FILE); exit 3 for an unknown id',
+    )
     .argument('<sessionId>')
     .option('--out <file>', 'write the archive to this file instead of stdout')
     .action(async (sessionId: string, flags: { out?: string }) => {
@@ -19,7 +21,10 @@ export function registerTransfer(program: Command): void {
         if (flags.out === undefined) process.stdout.write(archive);
         else
           await writeFile(flags.out, archive, { flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
-            throw new CliError(`--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`, ExitCode.usage);
+            throw new CliError(
+              `--out: cannot write ${flags.out}: ${error.code === 'EEXIST' ? 'the file exists' : error.message}`,
+              ExitCode.usage,
+            );
           });
       } catch (error) {
         if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
@@ -31,7 +36,9 @@ export function registerTransfer(program: Command): void {
     });
   program
     .command('import')
-    .description('Restore a session from an archive of `sessiond export` (FILE, or - for stdin); refused whole, with nothing written, when it is not valid or the id exists')
+    .description(
+      'Restore a session from an archive of `sessiond export` (FILE, or - for stdin); refused whole, with nothing written, when it is not valid or the id exists',
+    )
     .argument('<file>')
     .option('--as <sessionId>', 'import it under this id (default: the id it was exported with)')
     .option('--json', 'print {"sessionId","messages","state"}')
@@ -52,10 +59,13 @@ export function registerTransfer(program: Command): void {
             forked: '; the agent conversation continues as a copy',
             new: '; the agent conversation could not be copied: the next turn starts a new one',
           }[result.conversation];
-          process.stdout.write(`imported ${result.sessionId} (${result.messages} messages, state ${result.state}${conversation})\n`);
+          process.stdout.write(
+            `imported ${result.sessionId} (${result.messages} messages, state ${result.state}${conversation})\n`,
+          );
         }
       } catch (error) {
-        if (hasErrorCode(error, 'invalid_archive')) throw new CliError(`${file}: ${error.message}; nothing was written`, ExitCode.usage);
+        if (hasErrorCode(error, 'invalid_archive'))
+          throw new CliError(`${file}: ${error.message}; nothing was written`, ExitCode.usage);
         if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
         throw error;
       } finally {

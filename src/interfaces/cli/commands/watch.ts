@@ -8,9 +8,16 @@ import { followSession } from '../follow.ts';
 export function registerWatch(program: Command): void {
   program
     .command('watch')
-    .description("Print a session's messages live; exits once its latest turn has ended and everything is printed (exit 3 for an unknown id)")
+    .description(
+      "Print a session's messages live; exits once its latest turn has ended and everything is printed (exit 3 for an unknown id)",
+    )
     .argument('<sessionId>')
-    .option('--from <seq>', 'start at this message sequence number', parseIntegerOption('--from', 1, Number.MAX_SAFE_INTEGER), 1)
+    .option(
+      '--from <seq>',
+      'start at this message sequence number',
+      parseIntegerOption('--from', 1, Number.MAX_SAFE_INTEGER),
+      1,
+    )
     .option('--json', 'one line per stored message: {"seq","turn","attempt","type","content"}')
     .option('--follow', 'keep waiting for later turns (until Ctrl+C)')
     .action(async (sessionId: string, flags: { from: number; json?: boolean; follow?: boolean }) => {

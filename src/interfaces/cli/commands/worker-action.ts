@@ -15,7 +15,9 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
   const worker = new SessionWorker({
     connect: ctx.connect,
     keys: createKeys(ctx.settings.prefix),
-    queue: createSessionQueue(ctx.connect('worker-queue'), createKeys(ctx.settings.prefix), { partitions: config.queue.partitions }),
+    queue: createSessionQueue(ctx.connect('worker-queue'), createKeys(ctx.settings.prefix), {
+      partitions: config.queue.partitions,
+    }),
     ...(config.queue.consume === undefined ? {} : { consumePartitions: config.queue.consume }),
     waitReplicas: config.redis.waitReplicas,
     waitTimeoutMs: config.redis.waitTimeout,
@@ -36,8 +38,19 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });
   await worker.start();
-  log.info({ workerId: worker.id, redis: redactUrl(ctx.url), prefix: config.prefix, concurrency: config.worker.concurrency, partitions: worker.partitions }, 'worker started');
-  process.stderr.write(`sessiond worker ${worker.id} started (concurrency ${config.worker.concurrency}); Ctrl+C to stop\n`);
+  log.info(
+    {
+      workerId: worker.id,
+      redis: redactUrl(ctx.url),
+      prefix: config.prefix,
+      concurrency: config.worker.concurrency,
+      partitions: worker.partitions,
+    },
+    'worker started',
+  );
+  process.stderr.write(
+    `sessiond worker ${worker.id} started (concurrency ${config.worker.concurrency}); Ctrl+C to stop\n`,
+  );
   await new Promise<void>((resolve) => {
     const stop = (signal: string): void => {
       log.info({ signal, graceMs: config.worker.shutdownGrace }, 'shutting down');

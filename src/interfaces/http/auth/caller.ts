@@ -18,6 +18,7 @@ export function callerRequest<T extends { tenant?: string; priority?: number }>(
   const issues = callerIssues(principal, body);
   if (issues.length > 0) throw new HttpError(400, 'invalid request', issues);
   const caps = auth.capsOf(principal);
-  const how = caps === null || principal.name === null ? {} : { owner: { name: principal.name, maxSessions: caps.maxSessions } };
+  const how =
+    caps === null || principal.name === null ? {} : { owner: { name: principal.name, maxSessions: caps.maxSessions } };
   return { request: { ...body, tenant: principal.tenant }, how };
 }

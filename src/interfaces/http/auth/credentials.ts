@@ -49,14 +49,25 @@ export class TokenSet {
   readonly #entries: HeldToken[];
 
   constructor(entries: ReadonlyArray<Pick<TokenEntry, 'name' | 'scope' | 'sha256'> & Partial<TokenEntry>>) {
-    this.#entries = entries.map((e) => ({ name: e.name, scope: e.scope, hash: Buffer.from(e.sha256, 'hex'), ...tokenLimits(e) }));
+    this.#entries = entries.map((e) => ({
+      name: e.name,
+      scope: e.scope,
+      hash: Buffer.from(e.sha256, 'hex'),
+      ...tokenLimits(e),
+    }));
   }
 
   /** SESSIOND_API_TOKEN acts as the local caller (`caller`: its tenant and highest priority). */
   static fromConfig(http: Config['http'], caller: CallerIdentity): TokenSet {
     const entries: Array<Pick<TokenEntry, 'name' | 'scope' | 'sha256'> & Partial<TokenEntry>> = [...http.tokens];
     if (http.token !== undefined) {
-      entries.push({ name: 'SESSIOND_API_TOKEN', scope: http.tokenScope, sha256: sha256(http.token).toString('hex'), tenant: caller.tenant, maxPriority: caller.maxPriority });
+      entries.push({
+        name: 'SESSIOND_API_TOKEN',
+        scope: http.tokenScope,
+        sha256: sha256(http.token).toString('hex'),
+        tenant: caller.tenant,
+        maxPriority: caller.maxPriority,
+      });
     }
     return new TokenSet(entries);
   }
@@ -105,7 +116,8 @@ export class Signer {
   readonly #key: Buffer;
 
   constructor(secret: string | undefined) {
-    this.#key = secret === undefined ? randomBytes(32) : createHash('sha256').update(`sessiond-signing:${secret}`).digest();
+    this.#key =
+      secret === undefined ? randomBytes(32) : createHash('sha256').update(`sessiond-signing:${secret}`).digest();
   }
 
   /**
@@ -114,7 +126,12 @@ export class Signer {
    * the token or its hash to whoever reads the (unencrypted) cookie.
    */
   fingerprint(hash: Buffer): string {
-    return createHmac('sha256', this.#key).update('sessiond-token-fingerprint:').update(hash).digest().subarray(0, 16).toString('base64url');
+    return createHmac('sha256', this.#key)
+      .update('sessiond-token-fingerprint:')
+      .update(hash)
+      .digest()
+      .subarray(0, 16)
+      .toString('base64url');
   }
 
   sign(claims: SignedClaims): string {
@@ -123,7 +140,11 @@ export class Signer {
   }
 
   /** The claims when the signature is right, the purpose matches and it has not expired; else why not. */
-  verify(value: string, purpose: SignedClaims['p'], now = Date.now()): { ok: true; claims: SignedClaims } | { ok: false; reason: 'invalid' | 'expired' } {
+  verify(
+    value: string,
+    purpose: SignedClaims['p'],
+    now = Date.now(),
+  ): { ok: true; claims: SignedClaims } | { ok: false; reason: 'invalid' | 'expired' } {
     const dot = value.indexOf('.');
     if (dot <= 0 || value.length > 2048) return { ok: false, reason: 'invalid' };
     const body = value.slice(0, dot);

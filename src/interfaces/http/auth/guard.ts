@@ -6,7 +6,15 @@ import type { Config } from '../../../config/config.ts';
 import type { CallerIdentity, Scope } from '../../../config/tokens.ts';
 import type { Logger } from '../../log.ts';
 import { writeAudit } from './audit.ts';
-import { lowerScope, scopeAllows, Signer, TokenSet, type HeldToken, type Principal, type SignedClaims } from './credentials.ts';
+import {
+  lowerScope,
+  scopeAllows,
+  Signer,
+  TokenSet,
+  type HeldToken,
+  type Principal,
+  type SignedClaims,
+} from './credentials.ts';
 import { HostPolicy, isLoopbackHost } from './hosts.ts';
 import { LoginLimiter } from './login-limiter.ts';
 import { matchRoute, routeTable, type RouteMatch, type RouteRule, type RouteScope } from './route-scopes.ts';
@@ -70,7 +78,11 @@ export class Auth {
     this.#caller = options.caller;
     this.tokens = TokenSet.fromConfig(options.http, options.caller);
     this.signer = new Signer(options.http.secret);
-    this.hosts = new HostPolicy({ bound: options.http.host, allowedHosts: options.http.allowedHosts, allowedOrigins: options.http.allowedOrigins });
+    this.hosts = new HostPolicy({
+      bound: options.http.host,
+      allowedHosts: options.http.allowedHosts,
+      allowedOrigins: options.http.allowedOrigins,
+    });
     this.routes = routeTable(options.document);
     this.required = this.tokens.size > 0;
     if (!isLoopbackHost(options.http.host) && !this.required) {
@@ -93,7 +105,10 @@ export class Auth {
     const exp = Math.min(now + this.#http.streamTicketTtl, principal.expiresAt ?? Number.POSITIVE_INFINITY);
     const held = principal.name === null ? null : this.tokens.entry(principal.name);
     const f = held === null ? {} : { f: this.signer.fingerprint(held.hash) };
-    return { ticket: this.signer.sign({ p: 'stream', n: principal.name, sc: principal.scope, ...f, exp, s: sessionId }), expiresAt: exp };
+    return {
+      ticket: this.signer.sign({ p: 'stream', n: principal.name, sc: principal.scope, ...f, exp, s: sessionId }),
+      expiresAt: exp,
+    };
   }
 
   /**
@@ -115,7 +130,13 @@ export class Auth {
     if (found === null) return null;
     const exp = now + this.#http.loginTtl;
     return {
-      value: this.signer.sign({ p: 'login', n: found.name, sc: found.scope, f: this.signer.fingerprint(found.hash), exp }),
+      value: this.signer.sign({
+        p: 'login',
+        n: found.name,
+        sc: found.scope,
+        f: this.signer.fingerprint(found.hash),
+        exp,
+      }),
       principal: { ...principalOf(found, 'cookie'), expiresAt: exp },
       maxAgeS: Math.floor(this.#http.loginTtl / 1000),
     };
@@ -123,7 +144,13 @@ export class Auth {
 
   /** The local caller's principal (no token configured, loopback only). */
   get open(): Principal {
-    return { name: null, scope: 'admin', via: 'open', tenant: this.#caller.tenant, maxPriority: this.#caller.maxPriority };
+    return {
+      name: null,
+      scope: 'admin',
+      via: 'open',
+      tenant: this.#caller.tenant,
+      maxPriority: this.#caller.maxPriority,
+    };
   }
 
   /** The caps of the principal's token (null: no token configured, nothing capped per token). */
@@ -138,7 +165,11 @@ export class Auth {
       const path = c.req.path;
       const match = matchRoute(this.routes, method, path);
       const mutating = MUTATING.has(method);
-      const route = match?.rule.path ?? (isBullBoard(path) ? `${under(path, BULL_BOARD_ADMIN_PATH) ? BULL_BOARD_ADMIN_PATH : BULL_BOARD_PATH}/*` : path);
+      const route =
+        match?.rule.path ??
+        (isBullBoard(path)
+          ? `${under(path, BULL_BOARD_ADMIN_PATH) ? BULL_BOARD_ADMIN_PATH : BULL_BOARD_PATH}/*`
+          : path);
       const sessionId = match?.params.id ?? null;
       const client = clientAddress(c);
       let principal: Principal | null = null;
@@ -150,11 +181,19 @@ export class Auth {
 
       const host = c.req.header('host');
       if (!this.hosts.hostAllowed(host)) {
-        return refuse(421, 'host', `this server answers only requests for ${this.hosts.describe()}; add this host to http.allowedHosts (SESSIOND_ALLOWED_HOSTS) if it is yours`);
+        return refuse(
+          421,
+          'host',
+          `this server answers only requests for ${this.hosts.describe()}; add this host to http.allowedHosts (SESSIOND_ALLOWED_HOSTS) if it is yours`,
+        );
       }
       const origin = c.req.header('origin');
       if (mutating && !this.hosts.originAllowed(origin, host)) {
-        return refuse(403, 'origin', 'cross-origin requests may not change anything; add the origin to http.allowedOrigins (SESSIOND_ALLOWED_ORIGINS) if it is yours');
+        return refuse(
+          403,
+          'origin',
+          'cross-origin requests may not change anything; add the origin to http.allowedOrigins (SESSIOND_ALLOWED_ORIGINS) if it is yours',
+        );
       }
 
       const need = requiredScope(match, method, path);
@@ -165,18 +204,29 @@ export class Auth {
         if (shown !== null && 'principal' in shown) principal = shown.principal;
         if (need !== 'public') {
           if (shown !== null && 'error' in shown) return refuse(401, shown.error, shown.error);
-          if (principal === null) return refuse(401, 'no credential', 'this endpoint needs a token: Authorization: Bearer <token>, the dashboard login, or a stream ticket');
+          if (principal === null)
+            return refuse(
+              401,
+              'no credential',
+              'this endpoint needs a token: Authorization: Bearer <token>, the dashboard login, or a stream ticket',
+            );
           if (!scopeAllows(principal.scope, need)) {
-            return refuse(403, 'scope', `the token "${principal.name ?? ''}" has scope ${principal.scope}; ${method} ${route} needs ${need}`);
+            return refuse(
+              403,
+              'scope',
+              `the token "${principal.name ?? ''}" has scope ${principal.scope}; ${method} ${route} needs ${need}`,
+            );
           }
           // The login cookie is sent by the browser itself: a mutation it authorises must come from a page (Origin) this server allows.
-          if (mutating && principal.via === 'cookie' && origin === undefined) return refuse(403, 'origin', 'a mutation authorised by the login cookie must carry an Origin header');
+          if (mutating && principal.via === 'cookie' && origin === undefined)
+            return refuse(403, 'origin', 'a mutation authorised by the login cookie must carry an Origin header');
         }
       }
       if (principal !== null) c.set('principal', principal);
       await next();
       const status = c.res.status;
-      if (mutating || status === 401 || status === 403 || status === 421) writeAudit(this.#logger, { method, route, sessionId, status, principal, client });
+      if (mutating || status === 401 || status === 403 || status === 421)
+        writeAudit(this.#logger, { method, route, sessionId, status, principal, client });
     };
   }
 
@@ -185,7 +235,10 @@ export class Auth {
     if (ticket !== undefined) {
       if (match?.rule.operationId !== STREAM_OPERATION) return { error: 'a stream ticket opens only the event stream' };
       const checked = this.signer.verify(ticket, 'stream');
-      if (!checked.ok) return { error: checked.reason === 'expired' ? 'stream ticket expired: get a new one' : 'invalid stream ticket' };
+      if (!checked.ok)
+        return {
+          error: checked.reason === 'expired' ? 'stream ticket expired: get a new one' : 'invalid stream ticket',
+        };
       if (checked.claims.s !== match.params.id) return { error: 'this stream ticket is for another session' };
       return this.#still(checked.claims, 'ticket');
     }
@@ -199,7 +252,8 @@ export class Auth {
     const cookie = getCookie(c, LOGIN_COOKIE);
     if (cookie !== undefined && cookie !== '') {
       const checked = this.signer.verify(cookie, 'login');
-      if (!checked.ok) return { error: checked.reason === 'expired' ? 'login expired: log in again' : 'invalid login cookie' };
+      if (!checked.ok)
+        return { error: checked.reason === 'expired' ? 'login expired: log in again' : 'invalid login cookie' };
       if (this.#revoked.has(cookie)) return { error: 'logged out: log in again' };
       return this.#still(checked.claims, 'cookie');
     }
@@ -215,7 +269,8 @@ export class Auth {
     if (now === null) return { error: 'the token behind this credential is no longer configured' };
     const fingerprint = Buffer.from(this.signer.fingerprint(now.hash));
     const claimed = Buffer.from(typeof claims.f === 'string' ? claims.f : '');
-    if (claimed.length !== fingerprint.length || !timingSafeEqual(claimed, fingerprint)) return { error: 'the token behind this credential was replaced: log in again' };
+    if (claimed.length !== fingerprint.length || !timingSafeEqual(claimed, fingerprint))
+      return { error: 'the token behind this credential was replaced: log in again' };
     return { principal: { ...principalOf(now, via), scope: lowerScope(claims.sc, now.scope), expiresAt: claims.exp } };
   }
 }

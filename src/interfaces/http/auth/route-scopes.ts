@@ -45,7 +45,14 @@ export function routeTable(doc: Record<string, unknown>): RouteRule[] {
     for (const [method, op] of Object.entries(ops)) {
       const declared = op[SCOPE_KEY];
       const scope = ROUTE_SCOPES.includes(declared as RouteScope) ? (declared as RouteScope) : 'admin';
-      rules.push({ method: method.toUpperCase(), path, operationId: String(op.operationId ?? `${method} ${path}`), scope, pattern: new RegExp(`^${source}$`), params });
+      rules.push({
+        method: method.toUpperCase(),
+        path,
+        operationId: String(op.operationId ?? `${method} ${path}`),
+        scope,
+        pattern: new RegExp(`^${source}$`),
+        params,
+      });
     }
   }
   return rules;

@@ -7,7 +7,9 @@ import { sessionOr404 } from '../routes/views.ts';
 import { clientAddress, LOGIN_COOKIE } from './guard.ts';
 
 /** `POST /api/login`. */
-export const LoginBody = z.strictObject({ token: z.string().min(1, 'must not be empty').max(4096, 'must be at most 4096 characters') });
+export const LoginBody = z.strictObject({
+  token: z.string().min(1, 'must not be empty').max(4096, 'must be at most 4096 characters'),
+});
 
 /** `POST /api/login`, `POST /api/logout`, `GET /api/whoami`, `POST /api/sessions/:id/stream-ticket`. */
 export const authRoutes = [
@@ -18,7 +20,10 @@ export const authRoutes = [
     tags: ['auth'],
     summary: 'Exchange a token for the dashboard login cookie (HttpOnly, SameSite=Strict, Secure over HTTPS)',
     scope: 'public',
-    body: { schema: LoginBody, examples: { token: { summary: 'a configured token', value: { token: 'the-token-you-were-given' } } } },
+    body: {
+      schema: LoginBody,
+      examples: { token: { summary: 'a configured token', value: { token: 'the-token-you-were-given' } } },
+    },
     responses: {
       '200': json(ref('Principal'), 'logged in; `Set-Cookie: sessiond_login=…`'),
       '400': invalid(),
@@ -32,7 +37,10 @@ export const authRoutes = [
       const allowed = auth.logins.check(client);
       if (!allowed.ok) {
         c.header('Retry-After', String(allowed.retryAfterS));
-        return c.json({ error: `too many failed logins from this address: try again in ${allowed.retryAfterS} s` }, 429);
+        return c.json(
+          { error: `too many failed logins from this address: try again in ${allowed.retryAfterS} s` },
+          429,
+        );
       }
       const login = auth.login(body.token);
       if (login === null) {
@@ -40,8 +48,15 @@ export const authRoutes = [
         c.header('WWW-Authenticate', 'Bearer realm="sessiond"');
         return c.json({ error: 'invalid token' }, 401);
       }
-      const secure = secureCookies || new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https';
-      setCookie(c, LOGIN_COOKIE, login.value, { path: '/', httpOnly: true, sameSite: 'Strict', secure, maxAge: login.maxAgeS });
+      const secure =
+        secureCookies || new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https';
+      setCookie(c, LOGIN_COOKIE, login.value, {
+        path: '/',
+        httpOnly: true,
+        sameSite: 'Strict',
+        secure,
+        maxAge: login.maxAgeS,
+      });
       return c.json(login.principal);
     },
   }),
@@ -80,7 +95,11 @@ export const authRoutes = [
     scope: 'read',
     responses: {
       '200': json(
-        { type: 'object', required: ['ticket', 'expiresAt', 'url'], properties: { ticket: { type: 'string' }, expiresAt: { type: 'integer' }, url: { type: 'string' } } },
+        {
+          type: 'object',
+          required: ['ticket', 'expiresAt', 'url'],
+          properties: { ticket: { type: 'string' }, expiresAt: { type: 'integer' }, url: { type: 'string' } },
+        },
         'the ticket',
       ),
       '404': error('unknown session'),
@@ -91,7 +110,11 @@ export const authRoutes = [
       if (principal === null) throw new HttpError(401, 'no credential');
       await sessionOr404(client, id);
       const { ticket, expiresAt } = auth.issueTicket(principal, id);
-      return c.json({ ticket, expiresAt, url: `/api/sessions/${encodeURIComponent(id)}/events?ticket=${encodeURIComponent(ticket)}` });
+      return c.json({
+        ticket,
+        expiresAt,
+        url: `/api/sessions/${encodeURIComponent(id)}/events?ticket=${encodeURIComponent(ticket)}`,
+      });
     },
   }),
 ];

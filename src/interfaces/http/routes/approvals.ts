@@ -31,7 +31,10 @@ export const approvalRoutes = [
     body: {
       schema: ApprovalBody,
       examples: {
-        allow: { summary: "allow, with the agent's allow_once option", value: { decision: 'allow', option: 'allow_once' } },
+        allow: {
+          summary: "allow, with the agent's allow_once option",
+          value: { decision: 'allow', option: 'allow_once' },
+        },
         deny: { summary: 'deny, with a reason', value: { decision: 'deny', reason: 'not on this branch' } },
       },
     },
@@ -59,8 +62,16 @@ export const approvalRoutes = [
     async handler(c, { id, body }, { client, auth, logger }) {
       const principal = auth.principalOf(c);
       const by = `http:${principal?.name ?? principal?.via ?? 'open'}`;
-      const result = await client.approvals.decide(id, c.req.param('requestId') ?? '', { verdict: body.decision, by, option: body.option, reason: body.reason });
-      logger.info({ audit: 'approval.decide', sessionId: id, requestId: result.requestId, outcome: result.outcome, by }, 'approval decided');
+      const result = await client.approvals.decide(id, c.req.param('requestId') ?? '', {
+        verdict: body.decision,
+        by,
+        option: body.option,
+        reason: body.reason,
+      });
+      logger.info(
+        { audit: 'approval.decide', sessionId: id, requestId: result.requestId, outcome: result.outcome, by },
+        'approval decided',
+      );
       return c.json(result, 200);
     },
   }),

@@ -19,11 +19,18 @@ export const controlRoutes = [
     body: {
       schema: CancelBody,
       required: false,
-      examples: { reason: { summary: 'with a reason', value: { reason: 'taking too long' } }, empty: { summary: 'no reason', value: {} } },
+      examples: {
+        reason: { summary: 'with a reason', value: { reason: 'taking too long' } },
+        empty: { summary: 'no reason', value: {} },
+      },
     },
     responses: {
       '202': json(
-        { type: 'object', required: ['sessionId', 'delivered'], properties: { sessionId: { type: 'string' }, delivered: { enum: ['worker', 'activation'] } } },
+        {
+          type: 'object',
+          required: ['sessionId', 'delivered'],
+          properties: { sessionId: { type: 'string' }, delivered: { enum: ['worker', 'activation'] } },
+        },
         'the cancel was recorded and delivered',
       ),
       '400': invalid(),
@@ -40,13 +47,18 @@ export const controlRoutes = [
     path: '/api/sessions/{id}/retry',
     operationId: 'retryTurn',
     tags: ['sessions'],
-    summary: "Re-run the session's failed last turn as a new turn: the same prompt, a new series of attempts under the policy in force",
+    summary:
+      "Re-run the session's failed last turn as a new turn: the same prompt, a new series of attempts under the policy in force",
     description:
       "The agent's conversation is continued as the machine's retry rules say: when the failed attempt had recorded the prompt in the agent's session, that session is resumed with a short continuation, so the prompt is in the conversation once.",
     scope: 'write',
     responses: {
       '202': json(
-        { type: 'object', required: ['sessionId', 'turn', 'retryOf'], properties: { sessionId: { type: 'string' }, turn: { type: 'integer' }, retryOf: { type: 'integer' } } },
+        {
+          type: 'object',
+          required: ['sessionId', 'turn', 'retryOf'],
+          properties: { sessionId: { type: 'string' }, turn: { type: 'integer' }, retryOf: { type: 'integer' } },
+        },
         'the retry is queued as turn `turn`',
       ),
       '400': json(ref('ValidationError'), 'a field is invalid'),
@@ -60,7 +72,8 @@ export const controlRoutes = [
     path: '/api/sessions/{id}/resume',
     operationId: 'resumeParked',
     tags: ['sessions'],
-    summary: "Resume a session parked at a quota wall now, before the provider's reset: its next attempt starts (under a fleet limit, once admitted)",
+    summary:
+      "Resume a session parked at a quota wall now, before the provider's reset: its next attempt starts (under a fleet limit, once admitted)",
     description: 'Not to be confused with `POST /api/dispatch/resume`, which resumes paused dispatch.',
     scope: 'write',
     responses: {
@@ -68,7 +81,12 @@ export const controlRoutes = [
         {
           type: 'object',
           required: ['sessionId', 'turn', 'parkedUntil', 'delivered'],
-          properties: { sessionId: { type: 'string' }, turn: { type: 'integer' }, parkedUntil: { type: 'integer' }, delivered: { enum: ['worker', 'activation'] } },
+          properties: {
+            sessionId: { type: 'string' },
+            turn: { type: 'integer' },
+            parkedUntil: { type: 'integer' },
+            delivered: { enum: ['worker', 'activation'] },
+          },
         },
         'the resume was handed to the session (its worker, or its activation run now)',
       ),
@@ -82,7 +100,8 @@ export const controlRoutes = [
     path: '/api/bulk/cancel',
     operationId: 'cancelMatching',
     tags: ['sessions'],
-    summary: 'Cancel every session in a state (queued, running, backoff, parked), optionally of one agent; `dryRun=true` lists them and cancels nothing',
+    summary:
+      'Cancel every session in a state (queued, running, backoff, parked), optionally of one agent; `dryRun=true` lists them and cancels nothing',
     scope: 'admin',
     // From the query (no body): ?state=S&agent=A&dryRun=true; the client validates state and agent.
     parameters: [
@@ -99,7 +118,13 @@ export const controlRoutes = [
           properties: {
             dryRun: { type: 'boolean' },
             cancelled: { type: 'integer' },
-            matched: { type: 'array', items: { type: 'object', properties: { sessionId: { type: 'string' }, state: { type: 'string' }, agent: { type: 'string' } } } },
+            matched: {
+              type: 'array',
+              items: {
+                type: 'object',
+                properties: { sessionId: { type: 'string' }, state: { type: 'string' }, agent: { type: 'string' } },
+              },
+            },
           },
         },
         'what matched, and how many were cancelled',

@@ -17,7 +17,8 @@ export const limitRoutes = [
     path: '/api/limits',
     operationId: 'getLimits',
     tags: ['limits'],
-    summary: 'The fleet limits: each rule, what its keys hold and how many sessions wait, cooldowns, and whether dispatch is paused',
+    summary:
+      'The fleet limits: each rule, what its keys hold and how many sessions wait, cooldowns, and whether dispatch is paused',
     scope: 'read',
     responses: { '200': json({ type: 'object', required: ['paused', 'limits'] }, 'the limits') },
     handler: async (c, _input, { client }) => c.json(await client.dispatch.status()),
@@ -27,10 +28,15 @@ export const limitRoutes = [
     path: '/api/dispatch/pause',
     operationId: 'pauseDispatch',
     tags: ['limits'],
-    summary: 'Pause starting attempts fleet-wide, or under one limit (`{"limit": NAME}`): running turns finish, cancels still work',
+    summary:
+      'Pause starting attempts fleet-wide, or under one limit (`{"limit": NAME}`): running turns finish, cancels still work',
     scope: 'admin',
     body: { schema: DispatchBody, required: false, examples: FLEET },
-    responses: { '200': json({ type: 'object', required: ['paused'] }, 'what is paused now'), '400': invalid(), ...MUTATING_ERRORS },
+    responses: {
+      '200': json({ type: 'object', required: ['paused'] }, 'what is paused now'),
+      '400': invalid(),
+      ...MUTATING_ERRORS,
+    },
     handler: async (c, { body }, { client }) => c.json(await client.dispatch.pause(body.limit), 200),
   }),
   defineRoute({
@@ -42,7 +48,10 @@ export const limitRoutes = [
     scope: 'admin',
     body: { schema: DispatchBody, required: false, examples: FLEET },
     responses: {
-      '200': json({ type: 'object', required: ['paused', 'woken'] }, 'what is still paused, and how many sessions were woken'),
+      '200': json(
+        { type: 'object', required: ['paused', 'woken'] },
+        'what is still paused, and how many sessions were woken',
+      ),
       '400': invalid(),
       ...MUTATING_ERRORS,
     },

@@ -27,13 +27,23 @@ export const messageRoutes = [
       { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 500 } },
     ],
     query: MessagesQuery,
-    responses: { '200': json(ref('MessagePage'), 'the page; ask again from `nextFrom`'), '400': invalid(), '404': error('unknown session') },
+    responses: {
+      '200': json(ref('MessagePage'), 'the page; ask again from `nextFrom`'),
+      '400': invalid(),
+      '404': error('unknown session'),
+    },
     async handler(c, { id, query }, { client }) {
       const view = await sessionOr404(client, id);
       const from = query.from ?? 1;
       const messages = await client.session(id).messages({ from, limit: query.limit ?? 500 });
       const last = messages.at(-1);
-      return c.json({ sessionId: id, from, messages, nextFrom: last === undefined ? from : last.seq + 1, lastSeq: view.lastSeq });
+      return c.json({
+        sessionId: id,
+        from,
+        messages,
+        nextFrom: last === undefined ? from : last.seq + 1,
+        lastSeq: view.lastSeq,
+      });
     },
   }),
   defineRoute({
@@ -41,14 +51,25 @@ export const messageRoutes = [
     path: '/api/sessions/{id}/events',
     operationId: 'streamEvents',
     tags: ['messages'],
-    summary: 'Live message stream (Server-Sent Events): every stored message from `from` (or after `Last-Event-ID`), then new ones as they are written',
+    summary:
+      'Live message stream (Server-Sent Events): every stored message from `from` (or after `Last-Event-ID`), then new ones as they are written',
     description:
       'Each event: `id:` the seq, `event:` the message type, `data:` `{seq, turn, attempt, type, content}`. A reconnecting EventSource sends `Last-Event-ID` and resumes with the next seq: no gap, no duplicate. Comments (`: keep-alive`) are sent every 15 s. Bounded: at most `http.maxStreams` streams per server (503 with Retry-After beyond), closed after `http.streamIdleTimeout` without a message, and when the stream ticket (or login) it was opened with expires.',
     scope: 'read',
     streamTicket: true,
     parameters: [
-      { name: 'from', in: 'query', description: 'first seq (default 1); `Last-Event-ID` wins', schema: { type: 'integer', minimum: 1 } },
-      { name: 'Last-Event-ID', in: 'header', description: 'the last seq received: the stream resumes after it', schema: { type: 'string', pattern: '^\\d+$' } },
+      {
+        name: 'from',
+        in: 'query',
+        description: 'first seq (default 1); `Last-Event-ID` wins',
+        schema: { type: 'integer', minimum: 1 },
+      },
+      {
+        name: 'Last-Event-ID',
+        in: 'header',
+        description: 'the last seq received: the stream resumes after it',
+        schema: { type: 'string', pattern: '^\\d+$' },
+      },
       {
         name: 'ticket',
         in: 'query',
@@ -60,7 +81,11 @@ export const messageRoutes = [
     responses: {
       '200': {
         description: 'the event stream',
-        content: { 'text/event-stream': { schema: { type: 'string', description: 'SSE events whose `data` is a `Message` (see components)' } } },
+        content: {
+          'text/event-stream': {
+            schema: { type: 'string', description: 'SSE events whose `data` is a `Message` (see components)' },
+          },
+        },
       },
       '400': invalid('a bad `from` or `Last-Event-ID`'),
       '401': error('no valid credential, or an expired stream ticket'),
@@ -74,7 +99,9 @@ export const messageRoutes = [
       let from = query.from ?? 1;
       if (lastEventId !== undefined && lastEventId.trim() !== '') {
         if (!/^\d{1,16}$/.test(lastEventId.trim()) || !Number.isSafeInteger(Number(lastEventId.trim())))
-          throw new HttpError(400, 'invalid Last-Event-ID', [{ field: 'Last-Event-ID', message: 'must be a message seq (an integer)' }]);
+          throw new HttpError(400, 'invalid Last-Event-ID', [
+            { field: 'Last-Event-ID', message: 'must be a message seq (an integer)' },
+          ]);
         from = Number(lastEventId.trim()) + 1;
       }
       return streams.open(c, id, from, auth.principalOf(c));

@@ -33,7 +33,8 @@ export const operationRoutes = [
             workers: { type: 'integer' },
             containment: {
               type: 'array',
-              description: 'per live worker: `cgroup` (a cgroup per attempt, killed whole) or `sweep` (marker, group and parent links only), with the detail',
+              description:
+                'per live worker: `cgroup` (a cgroup per attempt, killed whole) or `sweep` (marker, group and parent links only), with the detail',
               items: { type: 'object' },
             },
             sandbox: {
@@ -46,7 +47,14 @@ export const operationRoutes = [
         },
         'ready',
       ),
-      '503': json({ type: 'object', required: ['status', 'reason'], properties: { status: { const: 'unready' }, reason: { type: 'string' } } }, 'not ready, with the reason'),
+      '503': json(
+        {
+          type: 'object',
+          required: ['status', 'reason'],
+          properties: { status: { const: 'unready' }, reason: { type: 'string' } },
+        },
+        'not ready, with the reason',
+      ),
     },
     async handler(c, _input, { client, auth, workerStaleMs }) {
       const ping = await withTimeout(client.deployment.ping(), 1000).then(
@@ -55,7 +63,8 @@ export const operationRoutes = [
       );
       // Without a credential (when one is configured): ready or not, no details.
       if (auth.principalOf(c) === null) {
-        const ready = ping === null && (await client.deployment.workers()).some((w) => Date.now() - w.lastSeen <= workerStaleMs);
+        const ready =
+          ping === null && (await client.deployment.workers()).some((w) => Date.now() - w.lastSeen <= workerStaleMs);
         return c.json({ status: ready ? 'ready' : 'unready' }, ready ? 200 : 503);
       }
       if (ping !== null) return c.json({ status: 'unready', reason: ping }, 503);
@@ -64,13 +73,23 @@ export const operationRoutes = [
       const live = workers.filter((w) => now - w.lastSeen <= workerStaleMs);
       if (live.length === 0) {
         const last = Math.max(0, ...workers.map((w) => w.lastSeen));
-        const reason = workers.length === 0 ? 'no worker has ever sent a heartbeat' : `no worker heartbeat in the last ${workerStaleMs} ms (last ${now - last} ms ago)`;
+        const reason =
+          workers.length === 0
+            ? 'no worker has ever sent a heartbeat'
+            : `no worker heartbeat in the last ${workerStaleMs} ms (last ${now - last} ms ago)`;
         return c.json({ status: 'unready', reason, workers: 0 }, 503);
       }
       // Each live worker's containment: a host without cgroups is said here, not only in its log.
-      const containment = live.map((w) => ({ worker: w.id, mode: w.containment?.mode ?? 'sweep', detail: w.containment?.detail ?? 'worker predates containment reports' }));
+      const containment = live.map((w) => ({
+        worker: w.id,
+        mode: w.containment?.mode ?? 'sweep',
+        detail: w.containment?.detail ?? 'worker predates containment reports',
+      }));
       // And each one's sandbox, with what its mode cannot stop.
-      const sandbox = live.map((w) => ({ worker: w.id, ...(w.sandbox ?? { mode: 'none', detail: 'worker predates sandbox reports', gaps: [], refused: false }) }));
+      const sandbox = live.map((w) => ({
+        worker: w.id,
+        ...(w.sandbox ?? { mode: 'none', detail: 'worker predates sandbox reports', gaps: [], refused: false }),
+      }));
       return c.json({ status: 'ready', workers: live.length, containment, sandbox });
     },
   }),
@@ -117,7 +136,19 @@ export const operationRoutes = [
     scope: 'read',
     responses: {
       '200': json(
-        { type: 'object', required: ['agents', 'workspace', 'workspaceRoots', 'agentDirRoots', 'maxIdleTimeoutMs', 'maxPromptChars', 'permissions', 'approvals'] },
+        {
+          type: 'object',
+          required: [
+            'agents',
+            'workspace',
+            'workspaceRoots',
+            'agentDirRoots',
+            'maxIdleTimeoutMs',
+            'maxPromptChars',
+            'permissions',
+            'approvals',
+          ],
+        },
         'the deployment policy',
       ),
     },
@@ -127,5 +158,7 @@ export const operationRoutes = [
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([promise, new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([promise, new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)))]).finally(
+    () => clearTimeout(timer),
+  );
 }

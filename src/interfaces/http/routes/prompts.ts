@@ -16,12 +16,21 @@ export const promptRoutes = [
     tags: ['sessions'],
     summary: 'Add a prompt to a session (it waits for the current turn to end)',
     scope: 'write',
-    body: { schema: PromptBody, examples: { next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } } } },
+    body: {
+      schema: PromptBody,
+      examples: {
+        next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } },
+      },
+    },
     responses: {
       '202': json(ref('Enqueued'), 'queued as the next turn'),
-      '400': invalid('malformed JSON, or a field is invalid (`issues` name each one; `priority` above the credential’s maxPriority)'),
+      '400': invalid(
+        'malformed JSON, or a field is invalid (`issues` name each one; `priority` above the credential’s maxPriority)',
+      ),
       '404': error('unknown session'),
-      '409': error('the session is being deleted, or its message log is full (`limit`: maxLogMessages, maxLogBytes): the prompt was not stored'),
+      '409': error(
+        'the session is being deleted, or its message log is full (`limit`: maxLogMessages, maxLogBytes): the prompt was not stored',
+      ),
       '429': error('too many prompts waiting (`limit`: maxQueuedPrompts): the prompt was not stored'),
       ...MUTATING_ERRORS,
     },
@@ -75,9 +84,18 @@ export const promptRoutes = [
     path: '/api/sessions/{id}/queue/{promptId}',
     operationId: 'removeQueuedPrompt',
     tags: ['sessions'],
-    summary: 'Remove a queued prompt; safe against a worker taking it meanwhile (then the answer is 409: its turn has started)',
+    summary:
+      'Remove a queued prompt; safe against a worker taking it meanwhile (then the answer is 409: its turn has started)',
     scope: 'write',
-    parameters: [{ name: 'promptId', in: 'path', required: true, description: 'the prompt id as listed', schema: { type: 'string' } }],
+    parameters: [
+      {
+        name: 'promptId',
+        in: 'path',
+        required: true,
+        description: 'the prompt id as listed',
+        schema: { type: 'string' },
+      },
+    ],
     responses: {
       '200': json(
         {
@@ -89,7 +107,9 @@ export const promptRoutes = [
       ),
       '400': json(ref('ValidationError'), 'a bad prompt id'),
       '404': error('unknown session, or no such queued prompt'),
-      '409': error('its turn has started (cancel the turn instead), the session is being deleted, or its worker did not answer in time'),
+      '409': error(
+        'its turn has started (cancel the turn instead), the session is being deleted, or its worker did not answer in time',
+      ),
     },
     handler: async (c, { id }, { client }) => c.json(await client.prompts.remove(id, c.req.param('promptId') ?? '')),
   }),

@@ -9,7 +9,11 @@ import { policyError } from './views.ts';
  * field out of range with its allowed range (nothing is changed then); hence the cast to a patch's type below.
  * Documented as the policy's fields.
  */
-const patch = (examples: Record<string, { summary: string; value: unknown }>) => ({ schema: z.unknown(), document: schemaOf(RetryPolicySchema, 'input'), examples });
+const patch = (examples: Record<string, { summary: string; value: unknown }>) => ({
+  schema: z.unknown(),
+  document: schemaOf(RetryPolicySchema, 'input'),
+  examples,
+});
 
 /** The global retry policy and each session's override. */
 export const retryPolicyRoutes = [
@@ -30,7 +34,12 @@ export const retryPolicyRoutes = [
     tags: ['retry-policy'],
     summary: 'Change fields of the global policy; on any invalid field nothing is changed',
     scope: 'admin',
-    body: patch({ patch: { summary: 'change some fields; the rest keep their value', value: { maxAttempts: 5, initialDelayMs: 2000, jitter: 'full' } } }),
+    body: patch({
+      patch: {
+        summary: 'change some fields; the rest keep their value',
+        value: { maxAttempts: 5, initialDelayMs: 2000, jitter: 'full' },
+      },
+    }),
     responses: {
       '200': json(ref('PolicyResponse'), 'the new policy'),
       '400': invalid('a field is out of range (`issues` name it and the allowed range); nothing changed'),
@@ -67,9 +76,12 @@ export const retryPolicyRoutes = [
     path: '/api/sessions/{id}/retry-policy',
     operationId: 'putSessionRetryPolicy',
     tags: ['retry-policy'],
-    summary: 'Give a session a policy of its own (fields over the one in force); the running turn takes it at its next retry decision',
+    summary:
+      'Give a session a policy of its own (fields over the one in force); the running turn takes it at its next retry decision',
     scope: 'admin',
-    body: patch({ patch: { summary: "this session's own policy", value: { maxAttempts: 2, retryOn: ['server_error', 'network'] } } }),
+    body: patch({
+      patch: { summary: "this session's own policy", value: { maxAttempts: 2, retryOn: ['server_error', 'network'] } },
+    }),
     responses: {
       '200': json(ref('PolicyResponse'), 'the new policy'),
       '400': invalid('a field is out of range; nothing changed'),
@@ -89,7 +101,11 @@ export const retryPolicyRoutes = [
     tags: ['retry-policy'],
     summary: "Drop a session's own policy: it follows the global one again",
     scope: 'admin',
-    responses: { '200': json(ref('PolicyResponse'), 'the policy now in force'), '404': error('unknown session'), ...MUTATING_ERRORS },
+    responses: {
+      '200': json(ref('PolicyResponse'), 'the policy now in force'),
+      '404': error('unknown session'),
+      ...MUTATING_ERRORS,
+    },
     async handler(c, { id }, { client }) {
       const policy = await client.retryPolicy.reset({ sessionId: id });
       return c.json({ policy, source: (await client.retryPolicy.get({ sessionId: id })).source });

@@ -12,7 +12,9 @@ import { detail, listItem, sessionOr404 } from './views.ts';
 export const CreateSessionBody = EnqueueRequestSchema;
 
 export const ListQuery = z.object({
-  state: z.enum(SESSION_STATES as [SessionState, ...SessionState[]], { error: `must be one of ${SESSION_STATES.join(', ')}` }).optional(),
+  state: z
+    .enum(SESSION_STATES as [SessionState, ...SessionState[]], { error: `must be one of ${SESSION_STATES.join(', ')}` })
+    .optional(),
   limit: queryInt(1, 1000).optional(),
   cursor: z.string().max(1000, 'must be the `next` of an earlier page').optional(),
 });
@@ -38,11 +40,19 @@ export const sessionRoutes = [
       { name: 'state', in: 'query', schema: { type: 'string', enum: SESSION_STATES } },
       { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
       { name: 'cursor', in: 'query', description: 'the `next` of the previous page', schema: { type: 'string' } },
-      { name: 'If-None-Match', in: 'header', description: 'the `ETag` of an earlier answer: 304 when nothing in the listing changed', schema: { type: 'string' } },
+      {
+        name: 'If-None-Match',
+        in: 'header',
+        description: 'the `ETag` of an earlier answer: 304 when nothing in the listing changed',
+        schema: { type: 'string' },
+      },
     ],
     query: ListQuery,
     responses: {
-      '200': json(ref('SessionList'), 'the sessions (an `ETag` header; `next`: the cursor of the next page, null on the last)'),
+      '200': json(
+        ref('SessionList'),
+        'the sessions (an `ETag` header; `next`: the cursor of the next page, null on the last)',
+      ),
       '304': { description: 'nothing in the listing changed since that ETag' },
       '400': invalid(),
     },
@@ -56,7 +66,11 @@ export const sessionRoutes = [
         limit: query.limit ?? 100,
       });
       const views = await Promise.all(page.sessions.map((s) => client.session(s.sessionId).inspect()));
-      return c.json({ sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next }, 200, { ETag: etag });
+      return c.json(
+        { sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next },
+        200,
+        { ETag: etag },
+      );
     },
   }),
   defineRoute({
@@ -84,15 +98,23 @@ export const sessionRoutes = [
     responses: {
       '201': json(ref('Enqueued'), 'created; the prompt is turn 1'),
       '202': json(ref('Enqueued'), 'the session existed: the prompt was added to it'),
-      '400': invalid('malformed JSON, or a field is invalid (`issues` name each one; `tenant` other than the credential’s, `priority` above its maxPriority)'),
-      '409': error('the session is being deleted, or its message log is full (`limit`: maxLogMessages, maxLogBytes): the prompt was not stored'),
-      '429': error('too many prompts waiting (`limit`: maxQueuedPrompts), or the token has its maxSessions sessions (`limit`: maxSessions): nothing was stored'),
+      '400': invalid(
+        'malformed JSON, or a field is invalid (`issues` name each one; `tenant` other than the credential’s, `priority` above its maxPriority)',
+      ),
+      '409': error(
+        'the session is being deleted, or its message log is full (`limit`: maxLogMessages, maxLogBytes): the prompt was not stored',
+      ),
+      '429': error(
+        'too many prompts waiting (`limit`: maxQueuedPrompts), or the token has its maxSessions sessions (`limit`: maxSessions): nothing was stored',
+      ),
       ...MUTATING_ERRORS,
     },
     async handler(c, { body }, { client, auth }) {
       // A retry policy is the admin's to set, also when it comes with a new session.
       if (body.retryPolicy !== undefined && auth.principalOf(c)?.scope !== 'admin') {
-        throw new HttpError(403, 'setting a retry policy needs an admin token', [{ field: 'retryPolicy', message: 'needs scope admin' }]);
+        throw new HttpError(403, 'setting a retry policy needs an admin token', [
+          { field: 'retryPolicy', message: 'needs scope admin' },
+        ]);
       }
       // Issue 25: the tenant and the highest priority are the credential's, the session cap its token's (auth/caller.ts).
       const { request, how } = callerRequest(auth, auth.principalOf(c), body);
@@ -137,9 +159,19 @@ export const sessionRoutes = [
     },
     async handler(c, { id, query }, { client, auth, logger }) {
       const principal = auth.principalOf(c);
-      const actor = principal === null ? 'http:anonymous' : `http:${principal.name ?? principal.via}(${principal.scope})`;
+      const actor =
+        principal === null ? 'http:anonymous' : `http:${principal.name ?? principal.via}(${principal.scope})`;
       const result = await client.session(id).delete({ force: query.force === true, actor });
-      logger.info({ audit: 'session.delete', sessionId: id, force: query.force === true, deleted: result.deleted, cancelled: result.cancelled }, 'session deleted');
+      logger.info(
+        {
+          audit: 'session.delete',
+          sessionId: id,
+          force: query.force === true,
+          deleted: result.deleted,
+          cancelled: result.cancelled,
+        },
+        'session deleted',
+      );
       return c.json(result, 200);
     },
   }),
@@ -148,7 +180,8 @@ export const sessionRoutes = [
     path: '/api/sessions/{id}/export',
     operationId: 'exportSession',
     tags: ['sessions'],
-    summary: 'The session as a versioned JSON-lines archive (header, meta, snapshot, history, every message, agent state, queued prompts, end) for `sessiond import`',
+    summary:
+      'The session as a versioned JSON-lines archive (header, meta, snapshot, history, every message, agent state, queued prompts, end) for `sessiond import`',
     scope: 'read',
     responses: {
       '200': { description: 'the archive', content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
@@ -157,7 +190,10 @@ export const sessionRoutes = [
     },
     async handler(c, { id }, { client }) {
       const archive = await client.session(id).export();
-      return c.body(archive, 200, { 'Content-Type': 'application/x-ndjson; charset=utf-8', 'Content-Disposition': `attachment; filename="${id}.sessiond.jsonl"` });
+      return c.body(archive, 200, {
+        'Content-Type': 'application/x-ndjson; charset=utf-8',
+        'Content-Disposition': `attachment; filename="${id}.sessiond.jsonl"`,
+      });
     },
   }),
 ];

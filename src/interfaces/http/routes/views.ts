@@ -41,7 +41,12 @@ export function listItem(view: SessionView) {
     turn:
       s.turn === null
         ? null
-        : { index: s.turn.index, status: s.turn.status, attempts: s.turn.attempts.length, prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200) },
+        : {
+            index: s.turn.index,
+            status: s.turn.status,
+            attempts: s.turn.attempts.length,
+            prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200),
+          },
     ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
     ...(s.waitingFor === undefined ? {} : { waitingFor: s.waitingFor }),
     ...(s.parkedUntil === undefined ? {} : { parkedUntil: s.parkedUntil }),
