@@ -79,13 +79,11 @@ export async function applyUnqueue(held: HeldSession, warn: WarnLog): Promise<vo
       actor.send({ type: 'session.unqueue', promptId: id });
       held.fenced.persist();
       // The snapshot without it is in Redis before the operator is told it is removed.
-      await held.fenced.writer
-        .flush()
-        .catch((error: unknown) =>
-          warn('the snapshot without a removed prompt was not written before the removal was settled', error, {
-            promptId: id,
-          }),
-        );
+      await held.fenced.writer.flush().catch((error: unknown) =>
+        warn('the snapshot without a removed prompt was not written before the removal was settled', error, {
+          promptId: id,
+        }),
+      );
     }
     await settleUnqueue(held.store, held.sessionId, id, outcome);
   }
