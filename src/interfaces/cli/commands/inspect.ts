@@ -50,7 +50,7 @@ function render(s: SessionSummary): string {
       const outcome = a.outcome ?? 'running';
       const paint = outcome === 'completed' ? c.green : outcome === null || outcome === 'running' ? c.cyan : c.red;
       lines.push(
-        `  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.quotaWall !== undefined ? `, quota wall (${a.quotaWall})` : ''}${a.sandbox === undefined ? '' : `, sandbox ${a.sandbox}`}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.usage === undefined ? '' : `, tokens ${formatUsage(a.usage)}`}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`,
+        `  attempt ${a.attempt}: ${paint(outcome)}${a.category ? ` ${a.category}` : ''}${a.quotaWall !== undefined ? `, quota wall (${a.quotaWall})` : ''}${a.delayMs != null ? `, retry after ${formatMs(a.delayMs)}` : ''}${a.usage === undefined ? '' : `, tokens ${formatUsage(a.usage)}`}${a.sandbox === undefined ? '' : `, sandbox ${a.sandbox}`}${a.errorText ? c.dim(` — ${a.errorText.split('\n')[0]}`) : ''}`,
       );
     }
   }
