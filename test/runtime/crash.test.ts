@@ -89,12 +89,14 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
     // pi runs in its own process group: the dead worker's agent is still there, waiting on the model.
     expect((await findProcessesByMarker(record.marker)).length).toBeGreaterThan(0);
 
-    // Started after the kill: its start reaps the dead worker's agent process tree.
+    // Started after the kill: its start reaps what is left of the dead worker's agent process tree. Since
+    // the egress proxy (issue 24) pi reaches its model through its worker's bridge, so it often ends on
+    // its own once that worker is gone, before the next one starts: then there is nothing left to reap
+    // (orphans.test.ts shows the reaping itself on an agent that outlives its worker).
     const second = await startWorkerProcess(workerOptions);
     expect(await findProcessesByMarker(record.marker)).toEqual([]);
     expect(await isAlive(record.pid, record.startTime)).toBe(false);
     expect((await agentRecords()).map((r) => r.marker)).not.toContain(record.marker);
-    expect(second.output()).toContain('killed agent processes left by a dead worker');
 
     const session = await turnEnded(h.runtime, sessionId, 1, 60_000);
     expect(session.state).toBe('completed');
