@@ -86,8 +86,6 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
 
     first.kill('SIGKILL');
     expect(await first.exited).toEqual({ code: null, signal: 'SIGKILL' });
-    // pi runs in its own process group: the dead worker's agent is still there, waiting on the model.
-    expect((await findProcessesByMarker(record.marker)).length).toBeGreaterThan(0);
 
     // Started after the kill: its start reaps what is left of the dead worker's agent process tree. Since
     // the egress proxy (issue 24) pi reaches its model through its worker's bridge, so it often ends on
