@@ -9,10 +9,16 @@ import type { AttemptEvent, AttemptRequest, AttemptRunner, MessageSink } from '.
  * terminal message); every message goes to the
  * sink, never into the machine's context. Leaving the invoking state aborts the
  * attempt's signal; `attemptStopped` resolves once that attempt has fully ended
- * (its process tree gone), so a cancel can wait for it.
+ * (its process tree gone), so a cancel can wait for it, with whether the agent's
+ * `terminal.completed` reached the sink (then the turn was answered before the stop).
  */
+/** How a stopped attempt ended: `answered` when its terminal.completed is in the log. */
+export interface AttemptStopped {
+  answered: boolean;
+}
+
 export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
-  const inFlight = new Map<string, Promise<void>>();
+  const inFlight = new Map<string, Promise<AttemptStopped>>();
 
   const attempt = fromCallback<{ type: 'noop' }, AttemptRequest, AttemptEvent>(({ input, sendBack }) => {
     const controller = new AbortController();
@@ -20,8 +26,9 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     const meta = { sessionId: input.sessionId, turn: input.turn, attempt: input.attempt };
     // Set before the last sendBack: the machine leaves `running` (and calls the cleanup below) inside it.
     let ended = false;
-    const run = async (): Promise<void> => {
+    const run = async (): Promise<AttemptStopped> => {
       let terminal: TerminalMessage | null = null;
+      let answered = false;
       try {
         // The sandbox the agent's process runs in goes on the attempt's record (inspect shows it).
         const spawned = ({ sandbox }: { sandbox: SandboxMode }): void => {
@@ -31,6 +38,7 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
           // A sink that has nothing to wait for returns undefined: no microtask per message then.
           const sunk = sink(message, meta);
           if (sunk !== undefined) await sunk;
+          if (message.type === 'terminal.completed') answered = true;
           if (controller.signal.aborted) continue;
           // The machine only needs a session id it does not hold yet (a resumed session keeps its id).
           if (
@@ -42,15 +50,16 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
           if (isTerminal(message)) terminal = message;
         }
       } catch (error) {
-        if (controller.signal.aborted) return;
+        if (controller.signal.aborted) return { answered };
         terminal = crashed(`the provider threw: ${(error as Error).message ?? String(error)}`);
       }
-      if (controller.signal.aborted) return;
+      if (controller.signal.aborted) return { answered };
       ended = true;
       sendBack({
         type: 'attempt.ended',
         terminal: terminal ?? crashed('the provider ended without a terminal message'),
       });
+      return { answered };
     };
     const done = run().finally(() => {
       if (inFlight.get(key) === done) inFlight.delete(key);
@@ -62,9 +71,9 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     };
   });
 
-  const attemptStopped = fromPromise<void, { sessionId: string; turn: number; attempt: number }>(async ({ input }) => {
-    await inFlight.get(attemptKey(input));
-  });
+  const attemptStopped = fromPromise<AttemptStopped, { sessionId: string; turn: number; attempt: number }>(
+    async ({ input }) => (await inFlight.get(attemptKey(input))) ?? { answered: false },
+  );
 
   return { attempt, attemptStopped };
 }
