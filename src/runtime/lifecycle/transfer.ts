@@ -11,7 +11,7 @@ import { sessionsKey } from './keys.ts';
 import { QUIESCENT_STATES } from '../../../machines/states.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../retry/policy.ts';
-import { turnLimitIssue } from '../deployment-policy.ts';
+import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 
 /**
  * KEYS: meta, snapshot, history, log, seq, agent, inbox, active.
@@ -124,12 +124,9 @@ function policyBoundsIssue(
 ): string | null {
   const named: Record<string, unknown> = {};
   if (policy.maxTurnMs !== DEFAULT_RETRY_POLICY.maxTurnMs) named.maxTurnMs = policy.maxTurnMs;
-  const turn = turnLimitIssue(named, deployment, 'maxTurnMs');
-  if (turn !== null) return `${turn.field}: ${turn.message}`;
-  const maxPark = deployment.maxParkMs;
-  if (maxPark !== null && policy.maxParkMs !== DEFAULT_RETRY_POLICY.maxParkMs && policy.maxParkMs > maxPark)
-    return `maxParkMs: ${policy.maxParkMs} is above this deployment's maximum of ${maxPark} ms (policy.maxParkMs)`;
-  return null;
+  if (policy.maxParkMs !== DEFAULT_RETRY_POLICY.maxParkMs) named.maxParkMs = policy.maxParkMs;
+  const issue = turnLimitIssue(named, deployment, 'maxTurnMs') ?? parkLimitIssues(named, deployment, '')[0] ?? null;
+  return issue === null ? null : `${issue.field}: ${issue.message}`;
 }
 
 /** Reads the whole session in one MULTI (one slot: a consistent picture) as an archive; null for an unknown id. */

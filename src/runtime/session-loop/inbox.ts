@@ -34,6 +34,8 @@ export class HolderInbox {
   /** Looked at once at the start: what arrived while nobody held the session. */
   readonly #pending = new Set<InboxRequest>(['prompt', 'cancel', 'policy']);
   #wake: (() => void) | null = null;
+  /** A poke came while the loop did not wait (it was busy): its next wait ends at once. */
+  #woken = false;
   #actor: Actor<typeof arrivals> | null = null;
 
   /** Starts listening: to the session's bus events and to the poll. */
@@ -81,15 +83,20 @@ export class HolderInbox {
     return this.#pending.delete(request);
   }
 
-  /** Wakes the loop if it waits (a wake while it does not wait is not kept; the request stays pending). */
+  /** Wakes the loop if it waits; a poke while it is busy is kept for its next wait. */
   poke(): void {
     const wake = this.#wake;
     this.#wake = null;
-    wake?.();
+    if (wake === null) this.#woken = true;
+    else wake();
   }
 
-  /** Resolves at the next arrival or poke. */
+  /** Resolves at the next arrival or poke; at once when a request is pending or a poke came meanwhile. */
   next(): Promise<void> {
+    if (this.#woken || this.#pending.size > 0) {
+      this.#woken = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       this.#wake = resolve;
     });

@@ -50,6 +50,23 @@ describe("the holder's inbox", () => {
     inbox.close();
   });
 
+  it('an arrival while the loop is busy (not waiting) ends its next wait at once, not at the next poll', async () => {
+    const { bus, publish } = fakeBus();
+    const inbox = new HolderInbox();
+    inbox.listen(bus, 's1', 60_000);
+    for (const request of ['prompt', 'cancel', 'policy'] as const) inbox.take(request);
+    publish({ sessionId: 's1', kind: 'cancel' });
+    let woken = false;
+    const waited = inbox.next().then(() => {
+      woken = true;
+    });
+    await Promise.resolve();
+    expect(woken).toBe(true);
+    await waited;
+    expect(inbox.take('cancel')).toBe(true);
+    inbox.close();
+  });
+
   it('the poll asks for the prompts and the cancel again', async () => {
     vi.useFakeTimers();
     const { bus } = fakeBus();
