@@ -2,8 +2,8 @@ import { resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
-import type { AttemptEgress, ReachedEgress } from '../../process/egress/index.ts';
+import { brokeredEnv, egressSpawn, modelRoute, withEgress } from '../shared/brokered.ts';
+import type { ReachedEgress } from '../../process/egress/index.ts';
 import type { SpawnSpec } from '../../process/index.ts';
 import { runClaudeCodeAsking } from './control.ts';
 import { claudeConfigDir } from './session-file.ts';
@@ -71,21 +71,12 @@ export async function* runClaudeCode(
       ? 'ANTHROPIC_API_KEY'
       : 'ANTHROPIC_AUTH_TOKEN';
   const route = modelRoute(ownEnv.ANTHROPIC_BASE_URL, ANTHROPIC_API, ownEnv[keyVar]);
-  let egress: AttemptEgress | null;
-  try {
-    egress = await openEgress(context, route);
-  } catch (error) {
-    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
-    return;
-  }
-  try {
+  yield* withEgress(context, route, mapper, (egress) => {
     const spawnEgress = egressSpawn(egress, (reached) => ({
       env: brokeredClaudeEnv(ownEnv, reached, route === null ? null : keyVar, egress?.placeholderKey ?? ''),
     }));
-    yield* runClaudeCodeProcess(options, ownEnv, configDir, spawnEgress, mapper, context);
-  } finally {
-    await egress?.close();
-  }
+    return runClaudeCodeProcess(options, ownEnv, configDir, spawnEgress, mapper, context);
+  });
 }
 
 /** Where Claude Code sends its model requests without ANTHROPIC_BASE_URL. */

@@ -5,7 +5,9 @@ import {
   type ReachedEgress,
 } from '../../process/egress/index.ts';
 import type { FinalSpawn, SpawnSpec } from '../../process/index.ts';
-import type { RunContext } from './run-attempt.ts';
+import type { CliMessage } from '../../protocol/index.ts';
+import type { AgentMapper } from './agent-mapper.ts';
+import { startupFailure, type RunContext } from './run-attempt.ts';
 
 /**
  * Credential brokering, the agents' half: each provider says where its model requests go and with
@@ -18,6 +20,30 @@ import type { RunContext } from './run-attempt.ts';
 export async function openEgress(context: RunContext, route: ModelRoute | null): Promise<AttemptEgress | null> {
   if (context.egress === undefined) return null;
   return openAttemptEgress(context.egress, route);
+}
+
+/**
+ * Runs `run` with the attempt's egress open (see openEgress) and closes it after, however the run
+ * ends. An egress that cannot open is the attempt's startup failure, told by `mapper`.
+ */
+export async function* withEgress(
+  context: RunContext,
+  route: ModelRoute | null,
+  mapper: AgentMapper,
+  run: (egress: AttemptEgress | null) => AsyncGenerator<CliMessage, void, undefined>,
+): AsyncGenerator<CliMessage, void, undefined> {
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, route);
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  try {
+    yield* run(egress);
+  } finally {
+    await egress?.close();
+  }
 }
 
 /** The spawn fields that give the agent its egress: the bridges, and a finalize that configures the agent with their URLs. */
