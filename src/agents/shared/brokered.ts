@@ -70,6 +70,46 @@ export function modelRoute(
   }
 }
 
+/** The environment variables an agent takes its model host and key from (Claude Code, gemini). */
+export interface EnvModelVars {
+  /** The variable of the model's base URL. */
+  baseUrl: string;
+  /** Where the agent sends its model requests without it. */
+  defaultBaseUrl: string;
+  /** The variables of the key: the first one set holds it. */
+  keys: readonly [string, string];
+}
+
+/** Where the agent's key is (`keyVar`) and its model route from `vars` (null: nothing to broker, see modelRoute). */
+export function envModelRoute(
+  env: Readonly<Record<string, string>>,
+  vars: EnvModelVars,
+): { keyVar: string; route: ModelRoute | null } {
+  const [first, second] = vars.keys;
+  const keyVar = env[first] !== undefined && env[first] !== '' ? first : second;
+  return { keyVar, route: modelRoute(env[vars.baseUrl], vars.defaultBaseUrl, env[keyVar]) };
+}
+
+/**
+ * The environment of an agent configured by `vars` under egress: brokered (its key variables
+ * dropped, the base URL variable to the model bridge, `keyVar` holding the placeholder) when it has
+ * a route and the bridge a URL, else only the proxy variables on top.
+ */
+export function envBrokeredEnv(
+  env: Readonly<Record<string, string>>,
+  reached: ReachedEgress,
+  vars: EnvModelVars,
+  model: { keyVar: string; route: ModelRoute | null },
+  placeholder: string,
+): Record<string, string> {
+  if (model.route === null || reached.modelBaseUrl === null) return brokeredEnv(env, reached, null);
+  const rest = Object.fromEntries(Object.entries(env).filter(([name]) => !vars.keys.includes(name)));
+  return brokeredEnv(rest, reached, model.route.key, {
+    [vars.baseUrl]: reached.modelBaseUrl,
+    [model.keyVar]: placeholder,
+  });
+}
+
 /** Keys shorter than this are not searched for in the environment (too likely to match an unrelated value). */
 const MIN_KEY_LENGTH = 8;
 
