@@ -185,7 +185,8 @@ function enable(own: string, base: string, controller: string): boolean {
 /**
  * The cgroup(s) of one attempt. Contract: `enter` runs a synchronous spawn with this process moved
  * into the attempt's cgroups, so the child starts inside them (no race with its first fork);
- * `kill()` never throws and resolves once the cgroups are empty and removed, or the wait ran out.
+ * `kill()` never throws and resolves once the cgroups are empty and removed, or the wait ran out;
+ * it also kills the processes that moved from an attempt's cgroup to sessiond's own (killEscapees).
  */
 export interface AttemptCgroup {
   readonly path: string;
@@ -245,10 +246,14 @@ export function createAttemptCgroup(name: string, limits: AttemptLimits = {}): A
       }
     },
     kill() {
+      // What left this cgroup for sessiond's own goes too (see killEscapees).
       killed ??= killDirs(
         dirs.map((d) => d.dir),
         h.hasKill,
-      );
+      ).then((result) => {
+        killEscapees();
+        return result;
+      });
       return killed;
     },
   };
@@ -271,7 +276,8 @@ export function listAttemptCgroups(): string[] {
 /**
  * Kills every process sitting in sessiond's own cgroup (the parent of the attempts' cgroups), where
  * none belongs: a tool that wrote its pid there left its attempt's cgroup (possible only without a
- * sandbox, see sandbox/). Run at each attempt's end and at worker start. Never throws; returns how many it signalled.
+ * sandbox, see sandbox/). Run by each attempt cgroup's kill() and at worker start. Never throws;
+ * returns how many it signalled.
  */
 export function killEscapees(): number {
   const h = host();

@@ -1,5 +1,5 @@
 import type { Writable } from 'node:stream';
-import { killEscapees, type AttemptCgroup } from './cgroup.ts';
+import type { AttemptCgroup } from './cgroup.ts';
 import { killProcessTree } from './process-tree.ts';
 
 /** Stage 2: how long the agent gets to exit after the interrupt. */
@@ -40,7 +40,6 @@ export async function stopProcessTree(target: StopTarget): Promise<void> {
     }
     const deadline = Date.now() + KILL_WAIT_TIMEOUT_MS;
     await target.cgroup?.kill();
-    if (target.cgroup !== undefined && target.cgroup !== null) killEscapees();
     await killProcessTree(target.pid, target.marker, {
       startTime: target.startTime,
       timeoutMs: KILL_WAIT_TIMEOUT_MS,

@@ -284,15 +284,10 @@ export class SessionWorker {
 
   /** An attempt's request its egress proxy refused: one audit line (host, port, session, attempt) and the fleet counter. */
   #egressRefused(refusal: AttemptRefusal): void {
-    const log = this.#options.log ?? (() => undefined);
-    log('warn', 'audit', { audit: true, action: 'egress.refused', ...refusal });
+    this.#log('warn', 'audit', { audit: true, action: 'egress.refused', ...refusal });
     this.#redis
       .hincrby(lifecycleKeys(this.#options.keys).counters, egressField(refusal.reason), 1)
-      .catch((error: unknown) =>
-        log('warn', 'the egress refusal was not counted', {
-          error: error instanceof Error ? error.message : String(error),
-        }),
-      );
+      .catch(this.#warn('the egress refusal was not counted'));
   }
 
   async #heartbeat(): Promise<void> {

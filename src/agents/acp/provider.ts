@@ -10,7 +10,7 @@ import { EXIT_GRACE_MS, startupFailure, type RunContext } from '../shared/run-at
 import type { ApprovalGate } from '../shared/approval-gate.ts';
 import { exitFailure, failedMessage, type FailureFacts } from '../shared/terminal.ts';
 import { resolveAgentCli } from '../shared/agent-env.ts';
-import { brokeredEnv, egressSpawn, openEgress } from '../shared/brokered.ts';
+import { brokeredEnv, egressSpawn, withEgress } from '../shared/brokered.ts';
 import type { AttemptEgress } from '../../process/egress/index.ts';
 import { rpcFailure } from './failure.ts';
 import { OPENCODE_AGENT_NAME, opencodeRetries } from './opencode-retries.ts';
@@ -62,18 +62,7 @@ export async function* runAcp(
   const env = { ...agentEnv(options.env), ...traceEnv(context) };
   // Egress without brokering: an ACP agent's model host is not known to sessiond, so it reaches only
   // what policy.network lists (its model host included), with its own key (docs/network.md).
-  let egress: AttemptEgress | null;
-  try {
-    egress = await openEgress(context, null);
-  } catch (error) {
-    yield* startupFailure(new AcpLineMapper(), `cannot open the attempt's egress: ${(error as Error).message}`);
-    return;
-  }
-  try {
-    yield* runAcpProcess(options, env, egress, context);
-  } finally {
-    await egress?.close();
-  }
+  yield* withEgress(context, null, new AcpLineMapper(), (egress) => runAcpProcess(options, env, egress, context));
 }
 
 async function* runAcpProcess(

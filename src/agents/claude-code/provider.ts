@@ -2,8 +2,7 @@ import { resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import { resolveCommand } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
-import type { AttemptEgress, ReachedEgress } from '../../process/egress/index.ts';
+import { egressSpawn, envBrokeredEnv, envModelRoute, withEgress, type EnvModelVars } from '../shared/brokered.ts';
 import type { SpawnSpec } from '../../process/index.ts';
 import { runClaudeCodeAsking } from './control.ts';
 import { claudeConfigDir } from './session-file.ts';
@@ -66,42 +65,23 @@ export async function* runClaudeCode(
   }
   // Brokered: Claude Code talks to the worker's model bridge (ANTHROPIC_BASE_URL) with a placeholder
   // in the variable that held the key (x-api-key for ANTHROPIC_API_KEY, Bearer for ANTHROPIC_AUTH_TOKEN).
-  const keyVar =
-    ownEnv.ANTHROPIC_API_KEY !== undefined && ownEnv.ANTHROPIC_API_KEY !== ''
-      ? 'ANTHROPIC_API_KEY'
-      : 'ANTHROPIC_AUTH_TOKEN';
-  const route = modelRoute(ownEnv.ANTHROPIC_BASE_URL, ANTHROPIC_API, ownEnv[keyVar]);
-  let egress: AttemptEgress | null;
-  try {
-    egress = await openEgress(context, route);
-  } catch (error) {
-    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
-    return;
-  }
-  try {
+  const model = envModelRoute(ownEnv, CLAUDE_MODEL_VARS);
+  yield* withEgress(context, model.route, mapper, (egress) => {
     const spawnEgress = egressSpawn(egress, (reached) => ({
-      env: brokeredClaudeEnv(ownEnv, reached, route === null ? null : keyVar, egress?.placeholderKey ?? ''),
+      env: envBrokeredEnv(ownEnv, reached, CLAUDE_MODEL_VARS, model, egress?.placeholderKey ?? ''),
     }));
-    yield* runClaudeCodeProcess(options, ownEnv, configDir, spawnEgress, mapper, context);
-  } finally {
-    await egress?.close();
-  }
+    return runClaudeCodeProcess(options, ownEnv, configDir, spawnEgress, mapper, context);
+  });
 }
 
 /** Where Claude Code sends its model requests without ANTHROPIC_BASE_URL. */
 export const ANTHROPIC_API = 'https://api.anthropic.com';
 
-function brokeredClaudeEnv(
-  env: Record<string, string>,
-  reached: ReachedEgress,
-  keyVar: string | null,
-  placeholder: string,
-): Record<string, string> {
-  if (keyVar === null || reached.modelBaseUrl === null) return brokeredEnv(env, reached, null);
-  const key = env[keyVar] ?? null;
-  const { ANTHROPIC_API_KEY: _k, ANTHROPIC_AUTH_TOKEN: _t, ...rest } = env;
-  return brokeredEnv(rest, reached, key, { ANTHROPIC_BASE_URL: reached.modelBaseUrl, [keyVar]: placeholder });
-}
+const CLAUDE_MODEL_VARS: EnvModelVars = {
+  baseUrl: 'ANTHROPIC_BASE_URL',
+  defaultBaseUrl: ANTHROPIC_API,
+  keys: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'],
+};
 
 async function* runClaudeCodeProcess(
   options: ClaudeCodeOptions,

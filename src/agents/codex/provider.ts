@@ -5,7 +5,7 @@ import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
 import { managedHomeFiles } from '../shared/sandbox-files.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
+import { brokeredEnv, egressSpawn, modelRoute, withEgress } from '../shared/brokered.ts';
 import type { AttemptEgress, ModelRoute } from '../../process/egress/index.ts';
 import { prepareManagedCodexHome, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
@@ -60,18 +60,9 @@ export async function* runCodex(
     options.baseUrl === undefined || options.envKey === undefined
       ? null
       : modelRoute(options.baseUrl, options.baseUrl, ownEnv[options.envKey]);
-  let egress: AttemptEgress | null;
-  try {
-    egress = await openEgress(context, route);
-  } catch (error) {
-    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
-    return;
-  }
-  try {
-    yield* runCodexProcess(options, ownEnv, egress, route, mapper, context);
-  } finally {
-    await egress?.close();
-  }
+  yield* withEgress(context, route, mapper, (egress) =>
+    runCodexProcess(options, ownEnv, egress, route, mapper, context),
+  );
 }
 
 async function* runCodexProcess(

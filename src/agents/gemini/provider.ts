@@ -3,9 +3,8 @@ import type { CliMessage } from '../../protocol/index.ts';
 import { agentEnv, resolveAgentCli } from '../shared/agent-env.ts';
 import { managedHomeFiles } from '../shared/sandbox-files.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
-import { brokeredEnv, egressSpawn, modelRoute, openEgress } from '../shared/brokered.ts';
+import { egressSpawn, envBrokeredEnv, envModelRoute, withEgress, type EnvModelVars } from '../shared/brokered.ts';
 import type { SpawnSpec } from '../../process/index.ts';
-import type { AttemptEgress } from '../../process/egress/index.ts';
 import { managedGeminiHome, prepareManagedGeminiHome, userGeminiDir } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
 import {
@@ -73,42 +72,27 @@ export async function* runGemini(
   const options = parsed.data;
   const ownEnv = agentEnv(options.env);
   // Brokered: gemini talks to the worker's model bridge (GOOGLE_GEMINI_BASE_URL) with a placeholder GEMINI_API_KEY (sent as x-goog-api-key).
-  const keyVar =
-    ownEnv.GEMINI_API_KEY !== undefined && ownEnv.GEMINI_API_KEY !== '' ? 'GEMINI_API_KEY' : 'GOOGLE_API_KEY';
-  const route = modelRoute(ownEnv.GOOGLE_GEMINI_BASE_URL, GEMINI_API, ownEnv[keyVar]);
-  let egress: AttemptEgress | null;
-  try {
-    egress = await openEgress(context, route);
-  } catch (error) {
-    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
-    return;
-  }
-  const spawnEgress = egressSpawn(egress, (reached) => ({
-    env: geminiEnv(
-      reached.modelBaseUrl === null || route === null
-        ? brokeredEnv(ownEnv, reached, null)
-        : brokeredEnv(withoutKeys(ownEnv), reached, route.key, {
-            GOOGLE_GEMINI_BASE_URL: reached.modelBaseUrl,
-            [keyVar]: egress?.placeholderKey ?? '',
-          }),
-      managedGeminiHome(userGeminiDir(options.configDir, ownEnv), sessiondStateDir(ownEnv)),
-      options.env,
-    ),
-  }));
-  try {
-    yield* runGeminiProcess(options, ownEnv, spawnEgress, mapper, context);
-  } finally {
-    await egress?.close();
-  }
+  const model = envModelRoute(ownEnv, GEMINI_MODEL_VARS);
+  yield* withEgress(context, model.route, mapper, (egress) => {
+    const spawnEgress = egressSpawn(egress, (reached) => ({
+      env: geminiEnv(
+        envBrokeredEnv(ownEnv, reached, GEMINI_MODEL_VARS, model, egress?.placeholderKey ?? ''),
+        managedGeminiHome(userGeminiDir(options.configDir, ownEnv), sessiondStateDir(ownEnv)),
+        options.env,
+      ),
+    }));
+    return runGeminiProcess(options, ownEnv, spawnEgress, mapper, context);
+  });
 }
 
 /** Where gemini sends its model requests without GOOGLE_GEMINI_BASE_URL. */
 export const GEMINI_API = 'https://generativelanguage.googleapis.com';
 
-function withoutKeys(env: Record<string, string>): Record<string, string> {
-  const { GEMINI_API_KEY: _g, GOOGLE_API_KEY: _k, ...rest } = env;
-  return rest;
-}
+const GEMINI_MODEL_VARS: EnvModelVars = {
+  baseUrl: 'GOOGLE_GEMINI_BASE_URL',
+  defaultBaseUrl: GEMINI_API,
+  keys: ['GEMINI_API_KEY', 'GOOGLE_API_KEY'],
+};
 
 async function* runGeminiProcess(
   options: GeminiOptions,

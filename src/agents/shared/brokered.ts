@@ -5,7 +5,9 @@ import {
   type ReachedEgress,
 } from '../../process/egress/index.ts';
 import type { FinalSpawn, SpawnSpec } from '../../process/index.ts';
-import type { RunContext } from './run-attempt.ts';
+import type { CliMessage } from '../../protocol/index.ts';
+import type { AgentMapper } from './agent-mapper.ts';
+import { startupFailure, type RunContext } from './run-attempt.ts';
 
 /**
  * Credential brokering, the agents' half: each provider says where its model requests go and with
@@ -18,6 +20,30 @@ import type { RunContext } from './run-attempt.ts';
 export async function openEgress(context: RunContext, route: ModelRoute | null): Promise<AttemptEgress | null> {
   if (context.egress === undefined) return null;
   return openAttemptEgress(context.egress, route);
+}
+
+/**
+ * Runs `run` with the attempt's egress open (see openEgress) and closes it after, however the run
+ * ends. An egress that cannot open is the attempt's startup failure, told by `mapper`.
+ */
+export async function* withEgress(
+  context: RunContext,
+  route: ModelRoute | null,
+  mapper: AgentMapper,
+  run: (egress: AttemptEgress | null) => AsyncGenerator<CliMessage, void, undefined>,
+): AsyncGenerator<CliMessage, void, undefined> {
+  let egress: AttemptEgress | null;
+  try {
+    egress = await openEgress(context, route);
+  } catch (error) {
+    yield* startupFailure(mapper, `cannot open the attempt's egress: ${(error as Error).message}`);
+    return;
+  }
+  try {
+    yield* run(egress);
+  } finally {
+    await egress?.close();
+  }
 }
 
 /** The spawn fields that give the agent its egress: the bridges, and a finalize that configures the agent with their URLs. */
@@ -42,6 +68,46 @@ export function modelRoute(
   } catch {
     return null;
   }
+}
+
+/** The environment variables an agent takes its model host and key from (Claude Code, gemini). */
+export interface EnvModelVars {
+  /** The variable of the model's base URL. */
+  baseUrl: string;
+  /** Where the agent sends its model requests without it. */
+  defaultBaseUrl: string;
+  /** The variables of the key: the first one set holds it. */
+  keys: readonly [string, string];
+}
+
+/** Where the agent's key is (`keyVar`) and its model route from `vars` (null: nothing to broker, see modelRoute). */
+export function envModelRoute(
+  env: Readonly<Record<string, string>>,
+  vars: EnvModelVars,
+): { keyVar: string; route: ModelRoute | null } {
+  const [first, second] = vars.keys;
+  const keyVar = env[first] !== undefined && env[first] !== '' ? first : second;
+  return { keyVar, route: modelRoute(env[vars.baseUrl], vars.defaultBaseUrl, env[keyVar]) };
+}
+
+/**
+ * The environment of an agent configured by `vars` under egress: brokered (its key variables
+ * dropped, the base URL variable to the model bridge, `keyVar` holding the placeholder) when it has
+ * a route and the bridge a URL, else only the proxy variables on top.
+ */
+export function envBrokeredEnv(
+  env: Readonly<Record<string, string>>,
+  reached: ReachedEgress,
+  vars: EnvModelVars,
+  model: { keyVar: string; route: ModelRoute | null },
+  placeholder: string,
+): Record<string, string> {
+  if (model.route === null || reached.modelBaseUrl === null) return brokeredEnv(env, reached, null);
+  const rest = Object.fromEntries(Object.entries(env).filter(([name]) => !vars.keys.includes(name)));
+  return brokeredEnv(rest, reached, model.route.key, {
+    [vars.baseUrl]: reached.modelBaseUrl,
+    [model.keyVar]: placeholder,
+  });
 }
 
 /** Keys shorter than this are not searched for in the environment (too likely to match an unrelated value). */

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startForwardProxy, type EgressRefusal } from './forward-proxy.ts';
-import type { HostPattern } from './host-pattern.ts';
+import { urlHostPort, type HostPattern } from './host-pattern.ts';
 import type { Bridge } from '../sandbox/types.ts';
 import { PLACEHOLDER_KEY, startModelBridge } from './model-bridge.ts';
 import type { UnixListener } from './unix-listener.ts';
@@ -57,12 +57,6 @@ export interface AttemptEgress {
   close(): Promise<void>;
 }
 
-/** The model host as a proxy pattern: the agent may reach it through the proxy too (without the key). */
-function modelPattern(url: URL): HostPattern {
-  const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
-  return { host: url.hostname.replace(/^\[|\]$/g, '').toLowerCase(), port };
-}
-
 /**
  * Opens an attempt's egress: a forward proxy allowing `context.allow` and the model host, and
  * (with a route) the model bridge that carries the real key to the model host. Throws when a
@@ -76,7 +70,7 @@ export async function openAttemptEgress(context: EgressContext, route: ModelRout
     await rm(dir, { recursive: true, force: true }).catch(() => undefined);
   };
   try {
-    const allow = route === null ? [...context.allow] : [...context.allow, modelPattern(route.baseUrl)];
+    const allow = route === null ? [...context.allow] : [...context.allow, urlHostPort(route.baseUrl)];
     const proxy = await startForwardProxy({
       socketPath: join(dir, 'proxy.sock'),
       allow,

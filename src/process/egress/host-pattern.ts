@@ -63,6 +63,12 @@ export function normalHost(host: string): string {
   return h.startsWith('[') && h.endsWith(']') ? h.slice(1, -1) : h;
 }
 
+/** The host (lower case, no brackets) and port (the scheme's default when none) an http(s) URL leads to. Pure. */
+export function urlHostPort(url: URL): { host: string; port: number } {
+  const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+  return { host: url.hostname.replace(/^\[|\]$/g, '').toLowerCase(), port };
+}
+
 /** Does `pattern` allow `host:port`? Pure. */
 export function matchesHost(pattern: HostPattern, host: string, port: number): boolean {
   const h = normalHost(host);

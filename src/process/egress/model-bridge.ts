@@ -8,6 +8,7 @@ import {
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
+import { urlHostPort } from './host-pattern.ts';
 import { listenUnix, type UnixListener } from './unix-listener.ts';
 
 /** The key an agent is given instead of its provider's: worthless anywhere but through its model bridge. */
@@ -55,8 +56,7 @@ export async function startModelBridge(options: ModelBridgeOptions): Promise<Uni
   const agent = https
     ? new HttpsAgent({ keepAlive: true, maxSockets: 16 })
     : new HttpAgent({ keepAlive: true, maxSockets: 16 });
-  const host = upstream.hostname.replace(/^\[|\]$/g, '');
-  const port = upstream.port === '' ? (upstream.protocol === 'https:' ? 443 : 80) : Number(upstream.port);
+  const { host, port } = urlHostPort(upstream);
   const server = createServer({ requestTimeout: 0 }, (req: IncomingMessage, res: ServerResponse) => {
     const path = withKeyQuery(req.url ?? '/', key);
     if (path === null) {
@@ -76,7 +76,7 @@ export async function startModelBridge(options: ModelBridgeOptions): Promise<Uni
     headers.host = upstream.host;
     const out = send(
       {
-        host: upstream.hostname.replace(/^\[|\]$/g, ''),
+        host,
         port,
         method: req.method,
         path,

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { helperBinary } from './helper-binary.ts';
+import { BWRAP_ISOLATION, HELPER_PATH } from './launch.ts';
 import { systemBinds } from './system-paths.ts';
 import type { SandboxInfo, SandboxMode, SandboxSetting } from './types.ts';
 
@@ -74,33 +75,21 @@ function probeBwrap(): string | null {
   const helper = helperBinary();
   if (!helper.ok) return helper.reason;
   const args = [
-    '--unshare-user',
-    '--unshare-ipc',
-    '--unshare-pid',
-    '--unshare-net',
-    '--unshare-uts',
-    '--unshare-cgroup',
-    '--disable-userns',
-    '--cap-drop',
-    'ALL',
-    '--die-with-parent',
-    '--as-pid-1',
-  ];
-  for (const bind of systemBinds()) args.push(...bind);
-  args.push(
+    ...BWRAP_ISOLATION,
+    ...systemBinds().flat(),
     '--proc',
     '/proc',
     '--dev',
     '/dev',
     '--ro-bind',
     helper.path,
-    '/.sessiond/helper',
-    '/.sessiond/helper',
+    HELPER_PATH,
+    HELPER_PATH,
     'init',
     '--',
-    '/.sessiond/helper',
+    HELPER_PATH,
     'landlock-abi',
-  );
+  ];
   const run = spawnSync('bwrap', args, { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'pipe'] });
   if (run.error !== undefined)
     return (run.error as NodeJS.ErrnoException).code === 'ENOENT'

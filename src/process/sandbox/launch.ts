@@ -30,7 +30,25 @@ export interface Launch {
 
 /** The agent's HOME inside a bwrap sandbox (a directory of its own tmpfs root). */
 export const SANDBOX_HOME = '/home/agent';
-const HELPER_PATH = '/.sessiond/helper';
+/** Where the helper sits inside a bwrap sandbox. */
+export const HELPER_PATH = '/.sessiond/helper';
+/**
+ * The namespaces and limits of every bwrap sandbox (an attempt's, and detect.ts's probe, which must
+ * test exactly what an attempt will ask for).
+ */
+export const BWRAP_ISOLATION: readonly string[] = [
+  '--unshare-user',
+  '--unshare-ipc',
+  '--unshare-pid',
+  '--unshare-net',
+  '--unshare-uts',
+  '--unshare-cgroup',
+  '--disable-userns',
+  '--cap-drop',
+  'ALL',
+  '--die-with-parent',
+  '--as-pid-1',
+];
 /** Ports of the bridges inside a bwrap sandbox (its own network namespace: nothing else listens there). */
 const FIRST_BRIDGE_PORT = 18_080;
 
@@ -116,17 +134,7 @@ function bwrapLaunch(input: LaunchInput, files: SandboxFiles, bridges: ReadonlyA
   const ordered = [...binds.values()].sort((a, b) => a.path.split('/').length - b.path.split('/').length);
   const protectedPaths = cwd === undefined ? [] : protectedGitPaths(cwd);
   const args = [
-    '--unshare-user',
-    '--unshare-ipc',
-    '--unshare-pid',
-    '--unshare-net',
-    '--unshare-uts',
-    '--unshare-cgroup',
-    '--disable-userns',
-    '--cap-drop',
-    'ALL',
-    '--die-with-parent',
-    '--as-pid-1',
+    ...BWRAP_ISOLATION,
     '--hostname',
     'sandbox',
     '--info-fd',
