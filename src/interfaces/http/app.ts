@@ -15,7 +15,7 @@ import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
 import { mountRoutes } from './route.ts';
 import type { RouteContext } from './routes/context.ts';
-import { API_ROUTES, dashboardRoutes } from './routes/index.ts';
+import { ALL_ROUTES, API_ROUTES, dashboardRoutes } from './routes/index.ts';
 
 export interface AppOptions {
   /** The deployment's client (createClient): every route goes through it. */
@@ -47,14 +47,13 @@ export interface AppOptions {
  * assembled from them.
  *
  * Auth (auth/guard.ts): with a token configured, every route but the public
- * ones needs a credential whose scope covers it (declared by each route, read
- * from the OpenAPI document). Bound to anything but loopback, a token is
+ * ones needs a credential whose scope covers it (declared by each route). Bound to anything but loopback, a token is
  * required (createApp throws without one).
  */
 export function createApp(options: AppOptions): Hono {
   const { client, config, logger } = options;
   const document = openApiDocument();
-  const auth = new Auth({ http: config.http, caller: config.caller, logger, document });
+  const auth = new Auth({ http: config.http, caller: config.caller, logger, routes: ALL_ROUTES });
   const metrics = options.metrics ?? createMetrics(client, { workerStaleMs: staleMs(options) });
   const streams = new EventStreams({
     client,

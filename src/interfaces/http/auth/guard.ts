@@ -17,7 +17,14 @@ import {
 } from './credentials.ts';
 import { HostPolicy, isLoopbackHost } from './hosts.ts';
 import { LoginLimiter } from './login-limiter.ts';
-import { matchRoute, routeTable, type RouteMatch, type RouteRule, type RouteScope } from './route-scopes.ts';
+import {
+  matchRoute,
+  routeTable,
+  type RouteMatch,
+  type RouteRule,
+  type RouteScope,
+  type ScopedRoute,
+} from './route-scopes.ts';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -42,8 +49,8 @@ export interface AuthOptions {
   /** The local caller (config `caller`): who a request is with no token configured, and SESSIOND_API_TOKEN's tenant and priority. */
   caller: CallerIdentity;
   logger: Logger;
-  /** The OpenAPI document: its operations' `x-sessiond-scope` is the route table. */
-  document: Record<string, unknown>;
+  /** The declared routes (routes/index.ts `ALL_ROUTES`): each one's scope is the route table. */
+  routes: readonly ScopedRoute[];
 }
 
 type Authenticated = { principal: Principal } | { error: string } | null;
@@ -83,7 +90,7 @@ export class Auth {
       allowedHosts: options.http.allowedHosts,
       allowedOrigins: options.http.allowedOrigins,
     });
-    this.routes = routeTable(options.document);
+    this.routes = routeTable(options.routes);
     this.required = this.tokens.size > 0;
     if (!isLoopbackHost(options.http.host) && !this.required) {
       throw new Error(
