@@ -7,7 +7,7 @@ import type { Client } from '../../api/client.ts';
 import { createMetrics } from '../../api/metrics.ts';
 import type { RuntimeMetrics } from '../../runtime/metrics.ts';
 import type { Logger } from '../log.ts';
-import { loadDashboard } from '../web/routes.ts';
+import { registerDashboard } from '../web/routes.ts';
 import { mountBullBoard } from '../web/bull-board.ts';
 import { Auth, BULL_BOARD_ADMIN_PATH, BULL_BOARD_PATH } from './auth/guard.ts';
 import { HttpError } from './body.ts';
@@ -15,7 +15,7 @@ import { EventStreams } from './event-stream.ts';
 import { openApiDocument } from './openapi.ts';
 import { mountRoutes } from './route.ts';
 import type { RouteContext } from './routes/context.ts';
-import { API_ROUTES, dashboardRoutes } from './routes/index.ts';
+import { ALL_ROUTES, API_ROUTES } from './routes/index.ts';
 
 export interface AppOptions {
   /** The deployment's client (createClient): every route goes through it. */
@@ -47,14 +47,13 @@ export interface AppOptions {
  * assembled from them.
  *
  * Auth (auth/guard.ts): with a token configured, every route but the public
- * ones needs a credential whose scope covers it (declared by each route, read
- * from the OpenAPI document). Bound to anything but loopback, a token is
+ * ones needs a credential whose scope covers it (declared by each route). Bound to anything but loopback, a token is
  * required (createApp throws without one).
  */
 export function createApp(options: AppOptions): Hono {
   const { client, config, logger } = options;
   const document = openApiDocument();
-  const auth = new Auth({ http: config.http, caller: config.caller, logger, document });
+  const auth = new Auth({ http: config.http, caller: config.caller, logger, routes: ALL_ROUTES });
   const metrics = options.metrics ?? createMetrics(client, { workerStaleMs: staleMs(options) });
   const streams = new EventStreams({
     client,
@@ -123,7 +122,7 @@ export function createApp(options: AppOptions): Hono {
   mountRoutes(app, API_ROUTES, routes);
 
   // ---- dashboard and Bull Board -----------------------------------------------------------
-  if (options.dashboard !== false) mountRoutes(app, dashboardRoutes, loadDashboard({ tokenRequired: auth.required }));
+  if (options.dashboard !== false) registerDashboard(app, { tokenRequired: auth.required });
   // With tokens, Bull Board is read-only at /queues (read) and has its actions at /queues-admin (admin only).
   if (options.bullBoard !== false) {
     mountBullBoard(app, client.deployment.bullQueue(), { basePath: BULL_BOARD_PATH, readOnly: auth.required });

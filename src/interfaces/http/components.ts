@@ -3,6 +3,13 @@ import { RetryPolicySchema } from '../../retry/policy.ts';
 import { SESSION_STATES } from '../../../machines/states.ts';
 import { ref, schemaOf, type Json } from './route.ts';
 
+/** A session parked at a quota wall (in the list and in the detail). */
+const PARKED_UNTIL: Json = {
+  type: 'object',
+  description: "parked at a quota wall: the provider's reset, since when, and whether the attempt was free",
+  properties: { until: { type: 'integer' }, since: { type: 'integer' }, free: { type: 'boolean' } },
+};
+
 /** The OpenAPI document's `components`: how a caller authenticates, and the schemas several routes answer with. */
 export function components(): Json {
   const policy = schemaOf(RetryPolicySchema, 'output');
@@ -165,12 +172,7 @@ export function components(): Json {
                   },
                 },
                 nextRetryAt: { type: 'integer' },
-                parkedUntil: {
-                  type: 'object',
-                  description:
-                    "parked at a quota wall: the provider's reset, since when, and whether the attempt was free",
-                  properties: { until: { type: 'integer' }, since: { type: 'integer' }, free: { type: 'boolean' } },
-                },
+                parkedUntil: PARKED_UNTIL,
                 lastFailure: { type: 'object', properties: { category: { type: 'string' }, at: { type: 'integer' } } },
                 queuedPrompts: { type: 'integer' },
               },
@@ -190,11 +192,7 @@ export function components(): Json {
           agentSessionId: { type: ['string', 'null'] },
           turn: ref('TurnSummary'),
           nextRetryAt: { type: 'integer' },
-          parkedUntil: {
-            type: 'object',
-            description: "parked at a quota wall: the provider's reset, since when, and whether the attempt was free",
-            properties: { until: { type: 'integer' }, since: { type: 'integer' }, free: { type: 'boolean' } },
-          },
+          parkedUntil: PARKED_UNTIL,
           lastFailure: {
             type: 'object',
             properties: { category: { type: 'string' }, errorText: { type: 'string' }, at: { type: 'integer' } },

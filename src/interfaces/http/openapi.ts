@@ -1,6 +1,6 @@
 import { components } from './components.ts';
 import { operationOf, type Examples, type Json, type Route } from './route.ts';
-import { API_ROUTES, dashboardRoutes } from './routes/index.ts';
+import { ALL_ROUTES } from './routes/index.ts';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API, served at `/openapi.json`, assembled from the routes' own
@@ -9,7 +9,7 @@ import { API_ROUTES, dashboardRoutes } from './routes/index.ts';
  * serves is here and every path here is served, and that the examples are accepted.
  */
 
-const ROUTES: ReadonlyArray<Route<never>> = [...API_ROUTES, ...dashboardRoutes];
+const ROUTES: ReadonlyArray<Route<never>> = ALL_ROUTES;
 
 /** Request examples by operationId, each a body the API accepts (tested). */
 export const REQUEST_EXAMPLES: Record<string, Examples> = Object.fromEntries(

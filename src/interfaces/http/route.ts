@@ -7,7 +7,7 @@ import { HttpError, readJson, validate } from './body.ts';
 /**
  * One HTTP route, declared in one place: its path, what it takes (query, body), what it answers, the scope it
  * needs, and its handler. `mountRoutes` serves a list of them; `operationOf` is the route's part of the OpenAPI
- * document (openapi.ts assembles the document from every route; the guard reads each route's scope from it).
+ * document (openapi.ts assembles the document from every route; the guard's route table is read from the same routes).
  *
  * Before the handler runs, the route checks what it declared: a path with `{id}` takes a session id (a 404
  * `unknown session` when the id cannot be one), then the query, then the JSON body (a 400 naming each bad field).

@@ -17,7 +17,14 @@ import {
 } from './credentials.ts';
 import { HostPolicy, isLoopbackHost } from './hosts.ts';
 import { LoginLimiter } from './login-limiter.ts';
-import { matchRoute, routeTable, type RouteMatch, type RouteRule, type RouteScope } from './route-scopes.ts';
+import {
+  matchRoute,
+  routeTable,
+  type RouteMatch,
+  type RouteRule,
+  type RouteScope,
+  type ScopedRoute,
+} from './route-scopes.ts';
 
 declare module 'hono' {
   interface ContextVariableMap {
@@ -42,8 +49,8 @@ export interface AuthOptions {
   /** The local caller (config `caller`): who a request is with no token configured, and SESSIOND_API_TOKEN's tenant and priority. */
   caller: CallerIdentity;
   logger: Logger;
-  /** The OpenAPI document: its operations' `x-sessiond-scope` is the route table. */
-  document: Record<string, unknown>;
+  /** The declared routes (routes/index.ts `ALL_ROUTES`): each one's scope is the route table. */
+  routes: readonly ScopedRoute[];
 }
 
 type Authenticated = { principal: Principal } | { error: string } | null;
@@ -71,6 +78,8 @@ export class Auth {
   /** Failed logins per client address (429 with Retry-After past the burst). */
   readonly logins = new LoginLimiter();
   readonly #caller: CallerIdentity;
+  /** Each configured token's fingerprint (an HMAC under the signer's key), computed once, not per request. */
+  readonly #fingerprints = new WeakMap<HeldToken, string>();
 
   constructor(options: AuthOptions) {
     this.#http = options.http;
@@ -83,7 +92,7 @@ export class Auth {
       allowedHosts: options.http.allowedHosts,
       allowedOrigins: options.http.allowedOrigins,
     });
-    this.routes = routeTable(options.document);
+    this.routes = routeTable(options.routes);
     this.required = this.tokens.size > 0;
     if (!isLoopbackHost(options.http.host) && !this.required) {
       throw new Error(
@@ -104,7 +113,7 @@ export class Auth {
   issueTicket(principal: Principal, sessionId: string, now = Date.now()): { ticket: string; expiresAt: number } {
     const exp = Math.min(now + this.#http.streamTicketTtl, principal.expiresAt ?? Number.POSITIVE_INFINITY);
     const held = principal.name === null ? null : this.tokens.entry(principal.name);
-    const f = held === null ? {} : { f: this.signer.fingerprint(held.hash) };
+    const f = held === null ? {} : { f: this.#fingerprint(held) };
     return {
       ticket: this.signer.sign({ p: 'stream', n: principal.name, sc: principal.scope, ...f, exp, s: sessionId }),
       expiresAt: exp,
@@ -134,7 +143,7 @@ export class Auth {
         p: 'login',
         n: found.name,
         sc: found.scope,
-        f: this.signer.fingerprint(found.hash),
+        f: this.#fingerprint(found),
         exp,
       }),
       principal: { ...principalOf(found, 'cookie'), expiresAt: exp },
@@ -267,11 +276,20 @@ export class Auth {
   #still(claims: SignedClaims, via: 'ticket' | 'cookie'): Authenticated {
     const now = claims.n === null ? null : this.tokens.entry(claims.n);
     if (now === null) return { error: 'the token behind this credential is no longer configured' };
-    const fingerprint = Buffer.from(this.signer.fingerprint(now.hash));
+    const fingerprint = Buffer.from(this.#fingerprint(now));
     const claimed = Buffer.from(typeof claims.f === 'string' ? claims.f : '');
     if (claimed.length !== fingerprint.length || !timingSafeEqual(claimed, fingerprint))
       return { error: 'the token behind this credential was replaced: log in again' };
     return { principal: { ...principalOf(now, via), scope: lowerScope(claims.sc, now.scope), expiresAt: claims.exp } };
+  }
+
+  #fingerprint(token: HeldToken): string {
+    let f = this.#fingerprints.get(token);
+    if (f === undefined) {
+      f = this.signer.fingerprint(token.hash);
+      this.#fingerprints.set(token, f);
+    }
+    return f;
   }
 }
 

@@ -19,19 +19,20 @@ export interface RouteMatch {
   params: Record<string, string>;
 }
 
-/** The extension each OpenAPI operation declares its scope with: the one place a route's scope is stated. */
+/** The extension each OpenAPI operation shows its route's scope with (route.ts `operationOf`). */
 export const SCOPE_KEY = 'x-sessiond-scope';
 
+/** What the guard needs of a declared route (route.ts `Route`): its method, path template, operationId and scope. */
+export interface ScopedRoute {
+  spec: { method: string; path: string; operationId: string; scope: RouteScope };
+}
+
 /**
- * The route table the guard enforces, read from the OpenAPI document: one rule
- * per operation, with the scope in its `x-sessiond-scope`. An operation
- * without a valid scope gets `admin` (fail closed); the route × scope test
- * fails on it.
+ * The route table the guard enforces, from the routes' own declarations (the scope each `defineRoute` states,
+ * the same one the OpenAPI document shows): one rule per route, its path template as a pattern.
  */
-export function routeTable(doc: Record<string, unknown>): RouteRule[] {
-  const paths = (doc.paths ?? {}) as Record<string, Record<string, Record<string, unknown>>>;
-  const rules: RouteRule[] = [];
-  for (const [path, ops] of Object.entries(paths)) {
+export function routeTable(routes: readonly ScopedRoute[]): RouteRule[] {
+  return routes.map(({ spec: { method, path, operationId, scope } }) => {
     const params: string[] = [];
     const source = path
       .split('/')
@@ -42,20 +43,8 @@ export function routeTable(doc: Record<string, unknown>): RouteRule[] {
         return '([^/]+)';
       })
       .join('/');
-    for (const [method, op] of Object.entries(ops)) {
-      const declared = op[SCOPE_KEY];
-      const scope = ROUTE_SCOPES.includes(declared as RouteScope) ? (declared as RouteScope) : 'admin';
-      rules.push({
-        method: method.toUpperCase(),
-        path,
-        operationId: String(op.operationId ?? `${method} ${path}`),
-        scope,
-        pattern: new RegExp(`^${source}$`),
-        params,
-      });
-    }
-  }
-  return rules;
+    return { method: method.toUpperCase(), path, operationId, scope, pattern: new RegExp(`^${source}$`), params };
+  });
 }
 
 export function matchRoute(table: readonly RouteRule[], method: string, path: string): RouteMatch | null {

@@ -24,3 +24,6 @@ export const API_ROUTES = [
 
 /** The dashboard's pages and files (served unless `dashboard: false`; documented always). */
 export { dashboardRoutes };
+
+/** Every route, the dashboard's included: what the OpenAPI document lists and the guard's route table. */
+export const ALL_ROUTES = [...API_ROUTES, ...dashboardRoutes];

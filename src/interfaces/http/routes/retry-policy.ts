@@ -9,9 +9,10 @@ import { policyError } from './views.ts';
  * field out of range with its allowed range (nothing is changed then); hence the cast to a patch's type below.
  * Documented as the policy's fields.
  */
+const PATCH_DOCUMENT = schemaOf(RetryPolicySchema, 'input');
 const patch = (examples: Record<string, { summary: string; value: unknown }>) => ({
   schema: z.unknown(),
-  document: schemaOf(RetryPolicySchema, 'input'),
+  document: PATCH_DOCUMENT,
   examples,
 });
 
