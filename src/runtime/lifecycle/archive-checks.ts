@@ -1,4 +1,6 @@
 import { agentDefinition, isAgentName } from '../../agents/registry.ts';
+import { shown } from '../../agents/shared/state-check.ts';
+import { LIFECYCLE_DEFAULTS } from '../../config/defaults.ts';
 import { SESSION_STATES } from '../../../machines/states.ts';
 import { parseRetryPolicy } from '../../retry/policy.ts';
 
@@ -22,12 +24,11 @@ export interface ArchiveLimits {
   maxArchiveLineBytes: number;
 }
 
-const MiB = 1024 * 1024;
-export const ARCHIVE_LIMITS: ArchiveLimits = { maxArchiveBytes: 256 * MiB, maxArchiveLineBytes: 16 * MiB };
-
-function shown(value: string): string {
-  return JSON.stringify(value.length > 120 ? `${value.slice(0, 119)}…` : value);
-}
+/** The configuration's defaults (`lifecycle.maxArchiveBytes`, `lifecycle.maxArchiveLineBytes`). */
+export const ARCHIVE_LIMITS: ArchiveLimits = {
+  maxArchiveBytes: LIFECYCLE_DEFAULTS.maxArchiveBytes,
+  maxArchiveLineBytes: LIFECYCLE_DEFAULTS.maxArchiveLineBytes,
+};
 
 /** The meta line's fields as the deployment will read them; throws `fields.<name>: …`. Returns the fields with the policy as the schema completes it. */
 export function checkMetaFields<T extends Partial<Record<string, string>>>(fields: T): T {
