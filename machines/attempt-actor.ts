@@ -9,16 +9,10 @@ import type { AttemptEvent, AttemptRequest, AttemptRunner, MessageSink } from '.
  * terminal message); every message goes to the
  * sink, never into the machine's context. Leaving the invoking state aborts the
  * attempt's signal; `attemptStopped` resolves once that attempt has fully ended
- * (its process tree gone), so a cancel can wait for it, with whether the agent's
- * `terminal.completed` reached the sink (then the turn was answered before the stop).
+ * (its process tree gone), so a cancel can wait for it.
  */
-/** How a stopped attempt ended: `answered` when its terminal.completed is in the log. */
-export interface AttemptStopped {
-  answered: boolean;
-}
-
 export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
-  const inFlight = new Map<string, Promise<AttemptStopped>>();
+  const inFlight = new Map<string, Promise<void>>();
 
   const attempt = fromCallback<{ type: 'noop' }, AttemptRequest, AttemptEvent>(({ input, sendBack }) => {
     const controller = new AbortController();
@@ -26,9 +20,8 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     const meta = { sessionId: input.sessionId, turn: input.turn, attempt: input.attempt };
     // Set before the last sendBack: the machine leaves `running` (and calls the cleanup below) inside it.
     let ended = false;
-    const run = async (): Promise<AttemptStopped> => {
+    const run = async (): Promise<void> => {
       let terminal: TerminalMessage | null = null;
-      let answered = false;
       try {
         // The sandbox the agent's process runs in goes on the attempt's record (inspect shows it).
         const spawned = ({ sandbox }: { sandbox: SandboxMode }): void => {
@@ -38,7 +31,6 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
           // A sink that has nothing to wait for returns undefined: no microtask per message then.
           const sunk = sink(message, meta);
           if (sunk !== undefined) await sunk;
-          if (message.type === 'terminal.completed') answered = true;
           if (controller.signal.aborted) continue;
           // The machine only needs a session id it does not hold yet (a resumed session keeps its id).
           if (
@@ -50,16 +42,15 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
           if (isTerminal(message)) terminal = message;
         }
       } catch (error) {
-        if (controller.signal.aborted) return { answered };
+        if (controller.signal.aborted) return;
         terminal = crashed(`the provider threw: ${(error as Error).message ?? String(error)}`);
       }
-      if (controller.signal.aborted) return { answered };
+      if (controller.signal.aborted) return;
       ended = true;
       sendBack({
         type: 'attempt.ended',
         terminal: terminal ?? crashed('the provider ended without a terminal message'),
       });
-      return { answered };
     };
     const done = run().finally(() => {
       if (inFlight.get(key) === done) inFlight.delete(key);
@@ -71,9 +62,9 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     };
   });
 
-  const attemptStopped = fromPromise<AttemptStopped, { sessionId: string; turn: number; attempt: number }>(
-    async ({ input }) => (await inFlight.get(attemptKey(input))) ?? { answered: false },
-  );
+  const attemptStopped = fromPromise<void, { sessionId: string; turn: number; attempt: number }>(async ({ input }) => {
+    await inFlight.get(attemptKey(input));
+  });
 
   return { attempt, attemptStopped };
 }

@@ -1,6 +1,6 @@
 import { and, assign, enqueueActions, setup } from 'xstate';
 import { DEFAULT_RETRY_POLICY } from '../src/retry/index.ts';
-import { createAttemptActors, type AttemptStopped } from './attempt-actor.ts';
+import { createAttemptActors } from './attempt-actor.ts';
 import {
   attemptRequest,
   decisionFor,
@@ -62,8 +62,6 @@ export const sessionMachine = setup({
       return deadline !== null && now() >= deadline;
     },
     timedOut: ({ context }) => context.turn?.timedOut === true,
-    /** The stopped attempt's terminal.completed reached the log (an output-less done event: it did not). */
-    stoppedAnswered: ({ event }) => (event as { output?: AttemptStopped }).output?.answered === true,
   },
   delays: {
     retryDelay: ({ context }) => Math.max(0, (context.nextRetryAt ?? 0) - now()),
@@ -348,9 +346,6 @@ export const sessionMachine = setup({
         input: ({ context }) => ({ sessionId: context.sessionId, turn: context.turnIndex, attempt: context.attempt }),
         onDone: [
           { guard: 'timedOut', target: 'failed', actions: 'failTimedOut' },
-          // The agent answered before the stop took effect: its terminal.completed is in the log, so the
-          // turn is completed, not cancelled (a session's state and its log never disagree).
-          { guard: 'stoppedAnswered', target: 'completed', actions: 'completeTurn' },
           { target: 'cancelled', actions: 'cancelTurn' },
         ],
         onError: [

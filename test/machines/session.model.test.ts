@@ -2,7 +2,6 @@ import { getSimplePaths } from '@xstate/graph';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createActor, fromCallback, fromPromise, type SnapshotFrom } from 'xstate';
 import { sessionMachine } from '../../machines/session.machine.ts';
-import type { AttemptStopped } from '../../machines/attempt-actor.ts';
 import { persistSession, startSessionActor } from '../../machines/restore.ts';
 import type { SessionEvent } from '../../machines/types.ts';
 import { parseRetryPolicy } from '../../src/retry/index.ts';
@@ -33,7 +32,7 @@ const EVENTS = [
 const machine = sessionMachine.provide({
   actors: {
     attempt: fromCallback(() => () => undefined),
-    attemptStopped: fromPromise(() => new Promise<AttemptStopped>(() => undefined)),
+    attemptStopped: fromPromise(() => new Promise<void>(() => undefined)),
   },
 });
 

@@ -29,8 +29,8 @@ export class CancelRequests {
     if (request === null || actor === null) return;
     const snapshot = actor.getSnapshot();
     // The agent has already answered (its terminal.completed is in the log) and its attempt is only
-    // cleaning up: there is nothing left to stop. (An answer that reaches the log while the stop is
-    // under way is the machine's: `cancelling` then ends `completed`, see attemptStopped.)
+    // cleaning up: there is nothing left to cancel. Cancelled now, the turn would end `cancelled`
+    // with a completed answer in its log.
     const done =
       stateName(snapshot.value) === 'running' &&
       answered === `${snapshot.context.turnIndex}/${snapshot.context.attempt}`;
