@@ -1,3 +1,4 @@
+import { contentJson } from './store/log-room.ts';
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 import type { UsageRecord } from './usage/usage.ts';
 
@@ -49,7 +50,7 @@ export class SessionWriter {
   }
 
   message(turn: number, attempt: number, type: string, content: unknown): Promise<void> | undefined {
-    this.#pending.messages.push({ turn, attempt, type, content: JSON.stringify(content ?? null) });
+    this.#pending.messages.push({ turn, attempt, type, content: contentJson(content) });
     if (this.#pending.messages.length >= FLUSH_AT_MESSAGES) return this.flush();
     this.soon();
     return undefined;

@@ -7,9 +7,23 @@ export interface LogCaps {
   maxLogBytes?: number;
 }
 
+/** The JSON of each content object sized for the log, kept until the session writer stores it (serialised once). */
+const serialised = new WeakMap<object, string>();
+
+/** A message content's JSON as the log stores it; a content object serialised once, by whichever of LogRoom and the session writer asks first. */
+export function contentJson(content: unknown): string {
+  if (typeof content !== 'object' || content === null) return JSON.stringify(content ?? null);
+  let json = serialised.get(content);
+  if (json === undefined) {
+    json = JSON.stringify(content);
+    serialised.set(content, json);
+  }
+  return json;
+}
+
 /** A message's size as the log stores it (the JSON of its content, as the session writer sends it). */
 export function messageBytes(message: CliMessage): number {
-  return Buffer.byteLength(JSON.stringify(message.content ?? null), 'utf8');
+  return Buffer.byteLength(contentJson(message.content), 'utf8');
 }
 
 /**
