@@ -28,6 +28,10 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
           if (!controller.signal.aborted) sendBack({ type: 'attempt.spawned', sandbox });
         };
         for await (const message of runner(input, { signal: controller.signal, spawned })) {
+          // Once the machine has left `running` (a cancel, the turn's deadline) the turn does not end
+          // completed, so an agent's terminal.completed then (it finished as the stop arrived, or ended
+          // on the abort) is not stored: a session's log never says completed for a turn that was not.
+          if (controller.signal.aborted && message.type === 'terminal.completed') continue;
           // A sink that has nothing to wait for returns undefined: no microtask per message then.
           const sunk = sink(message, meta);
           if (sunk !== undefined) await sunk;
