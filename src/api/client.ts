@@ -9,7 +9,14 @@ import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
 import type { ImportResult } from '../runtime/lifecycle/transfer.ts';
 import { createRedis } from '../runtime/redis/connection.ts';
-import type { FleetLimitView, QueuedPrompt, SessionView, WorkerHeartbeat } from '../runtime/runtime.ts';
+import type {
+  ApprovalDecided,
+  DeletionRecord,
+  FleetLimitView,
+  QueuedPrompt,
+  SessionView,
+  WorkerHeartbeat,
+} from '../runtime/runtime.ts';
 import { bindClient } from './bind.ts';
 import type { DefinedAgent } from './define-agent.ts';
 import type { SessionState, StoredMessage } from './types.ts';
@@ -38,7 +45,9 @@ export interface ClientOptions {
 }
 
 export type {
+  ApprovalDecided,
   ApprovalVerdict,
+  DeletionRecord,
   EnqueueRequest,
   FleetLimitView,
   ImportResult,
@@ -48,16 +57,6 @@ export type {
   StoredApproval,
   WorkerHeartbeat,
 };
-
-/** The deletion audit: one entry per delete that reached the session (deleted, already deleted, refused as active). */
-export interface DeletionRecord {
-  at: number;
-  sessionId: string;
-  actor: string;
-  force: boolean;
-  outcome: string;
-  cancelled: boolean;
-}
 
 /**
  * Who creates a session, for its session cap (docs/security.md): a name (an API token's) and the sessions
@@ -161,14 +160,7 @@ export interface ApprovalsClient {
     sessionId: string,
     requestId: string,
     decision: { verdict: ApprovalVerdict; by: string; option?: string; reason?: string },
-  ): Promise<{
-    sessionId: string;
-    requestId: string;
-    outcome: 'allowed' | 'denied';
-    optionId: string | null;
-    by: string;
-    at: number;
-  }>;
+  ): Promise<ApprovalDecided>;
 }
 
 /** The retry policy: how the session machine retries a failed attempt (global, or one session's own). */

@@ -144,7 +144,7 @@ export function createWorker(options: WorkerOptions): Worker {
     id: worker.id,
     start: () => worker.start(),
     close() {
-      closed ??= worker.close(options.shutdownGraceMs ?? 10_000).finally(closeAll);
+      closed ??= worker.close(options.shutdownGraceMs).finally(closeAll);
       return closed;
     },
     on(event, listener) {

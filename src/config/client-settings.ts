@@ -1,4 +1,4 @@
-import { LIFECYCLE_DEFAULTS, QUEUE_DEFAULTS, defaultStateDir } from './defaults.ts';
+import { LIFECYCLE_DEFAULTS, QUEUE_DEFAULTS, defaultStateDir, type LifecycleLimits } from './defaults.ts';
 import { PREFIX_PATTERN } from './raw.ts';
 import { parseRedisTarget } from './redis-url.ts';
 import type { Config } from './config.ts';
@@ -11,15 +11,7 @@ export interface ClientSettings {
   prefix: string;
   stateDir: string;
   queuePartitions: number;
-  lifecycle: {
-    retentionMs: number;
-    maxRetentionMs: number;
-    maxQueuedPrompts: number;
-    maxLogMessages: number;
-    maxArchiveBytes: number;
-    maxArchiveLineBytes: number;
-    maxLogBytes: number;
-  };
+  lifecycle: LifecycleLimits;
   fleetLimits: readonly LimitRule[];
   /** The local caller's tenant and highest priority (config `caller`). */
   caller: CallerIdentity;
@@ -47,15 +39,7 @@ export function plainClientSettings(raw: Record<string, unknown>): ClientSetting
     prefix: prefix ?? 'sessiond',
     stateDir: stateDir ?? defaultStateDir(),
     queuePartitions: QUEUE_DEFAULTS.partitions,
-    lifecycle: {
-      retentionMs: LIFECYCLE_DEFAULTS.retentionMs,
-      maxRetentionMs: LIFECYCLE_DEFAULTS.maxRetentionMs,
-      maxQueuedPrompts: LIFECYCLE_DEFAULTS.maxQueuedPrompts,
-      maxLogMessages: LIFECYCLE_DEFAULTS.maxLogMessages,
-      maxArchiveBytes: LIFECYCLE_DEFAULTS.maxArchiveBytes,
-      maxArchiveLineBytes: LIFECYCLE_DEFAULTS.maxArchiveLineBytes,
-      maxLogBytes: LIFECYCLE_DEFAULTS.maxLogBytes,
-    },
+    lifecycle: { ...LIFECYCLE_DEFAULTS },
     fleetLimits: [],
     caller: DEFAULT_CALLER,
   };

@@ -258,28 +258,6 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
   return config;
 }
 
-/** The deployment's retention and quotas, as the runtime takes them. */
-export function lifecycleLimits(config: Config): {
-  retentionMs: number;
-  maxRetentionMs: number;
-  maxQueuedPrompts: number;
-  maxLogMessages: number;
-  maxArchiveBytes: number;
-  maxArchiveLineBytes: number;
-  maxLogBytes: number;
-} {
-  const l = config.lifecycle;
-  return {
-    retentionMs: l.retention,
-    maxRetentionMs: l.maxRetention,
-    maxQueuedPrompts: l.maxQueuedPrompts,
-    maxLogMessages: l.maxLogMessages,
-    maxArchiveBytes: l.maxArchiveBytes,
-    maxArchiveLineBytes: l.maxArchiveLineBytes,
-    maxLogBytes: l.maxLogBytes,
-  };
-}
-
 /**
  * The host options a worker passes to every attempt, by agent. An agent's env is what the operator
  * configured for it, over the variables named in `agentEnv` (taken from the worker's environment);

@@ -3,7 +3,7 @@ import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import { InputError, NotFoundError } from '../errors.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import type { ApprovalVerdict } from './approvals/decide.ts';
-import { decideApproval } from './caller/approvals.ts';
+import { decideApproval, type ApprovalDecided } from './caller/approvals.ts';
 import { deleteSession, deletions, type DeletionRecord } from './caller/delete.ts';
 import { limitsView, pauseDispatch, resumeDispatch } from './caller/dispatch.ts';
 import { enqueue, type EnqueueHow } from './caller/enqueue.ts';
@@ -33,7 +33,15 @@ import type { StoredMessage } from './store/session-store.ts';
 /** Defined with every other error of sessiond in src/errors.ts. */
 export { InputError, NotFoundError };
 export type { EnqueueRequest } from './enqueue-request.ts';
-export type { DeletionRecord, FleetLimitView, QueuedPrompt, RuntimeOptions, SessionView, WorkerHeartbeat };
+export type {
+  ApprovalDecided,
+  DeletionRecord,
+  FleetLimitView,
+  QueuedPrompt,
+  RuntimeOptions,
+  SessionView,
+  WorkerHeartbeat,
+};
 
 /**
  * The caller side of sessiond, private to it: what the public client (src/api) delegates to, and
@@ -91,14 +99,7 @@ export class Runtime {
     by: string,
     option?: string,
     reason?: string,
-  ): Promise<{
-    sessionId: string;
-    requestId: string;
-    outcome: 'allowed' | 'denied';
-    optionId: string | null;
-    by: string;
-    at: number;
-  }> => decideApproval(this.#parts, sessionId, requestId, verdict, by, option, reason);
+  ): Promise<ApprovalDecided> => decideApproval(this.#parts, sessionId, requestId, verdict, by, option, reason);
   listSessions = (
     filter: { state?: string; limit?: number } = {},
   ): Promise<Array<{ sessionId: string; state: string }>> => listSessions(this.#parts, filter);

@@ -139,7 +139,7 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       const session = known.get(sessionId) ?? (await loadKnown(sessiond, sessionId));
       if (session === null)
         throw new acp.RequestError(-32002, `unknown session "${sessionId}": create it with session/new or load it`);
-      const before = (await sessiond.session(sessionId).inspect())?.lastSeq ?? 0;
+      const before = await sessiond.session(sessionId).lastSeq();
       let turn: number;
       try {
         ({ turn } = await sessiond.sessions.enqueue({

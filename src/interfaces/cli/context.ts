@@ -3,10 +3,10 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../../config/config.ts';
 import { clientSettingsOf, plainClientSettings, type ClientSettings } from '../../config/client-settings.ts';
 import { rawConfig } from '../../config/raw.ts';
-import { createRedis, ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
+import { ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { bindClient } from '../../api/bind.ts';
-import type { Client } from '../../api/client.ts';
+import { connections, type Client } from '../../api/client.ts';
 import { CliError } from './cli-error.ts';
 import { loadConfig } from '../../config/config.ts';
 import { deploymentPolicy } from '../../runtime/deployment-policy.ts';
@@ -88,14 +88,8 @@ async function connectContext(
       Promise.reject(error instanceof CliError ? error : new CliError(`configuration: ${error.message}`)),
     ));
   const url = await resolveRedisUrl(settings);
-  // Connections made here are closed with the context; one closed earlier (a follower that ended) leaves the set.
-  const made = new Set<Redis>();
-  const connect = (role: string): Redis => {
-    const redis = createRedis(url, { role, maxRetriesPerRequest: null });
-    made.add(redis);
-    redis.once('end', () => made.delete(redis));
-    return redis;
-  };
+  // Connections made here are closed with the context, as createClient's are with its client.
+  const { connect, closeAll } = connections(url);
   const client = bindClient({
     connect,
     prefix: settings.prefix,
@@ -107,7 +101,7 @@ async function connectContext(
   try {
     await client.deployment.ping();
   } catch (error) {
-    made.forEach((r) => r.disconnect());
+    closeAll();
     throw new CliError(`cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`, 2);
   }
   return {
@@ -119,7 +113,7 @@ async function connectContext(
     async close() {
       // Closing on the way out: the connections are dropped just below anyway.
       await client.close().catch(() => undefined);
-      made.forEach((r) => r.disconnect());
+      closeAll();
     },
   };
 }

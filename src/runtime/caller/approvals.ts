@@ -4,6 +4,16 @@ import { checkSessionId, type CallerParts } from './parts.ts';
 
 // An operator's answer to an agent's permission request.
 
+/** A decision as recorded: the outcome, the option given to the agent, who decided and when. */
+export interface ApprovalDecided {
+  sessionId: string;
+  requestId: string;
+  outcome: 'allowed' | 'denied';
+  optionId: string | null;
+  by: string;
+  at: number;
+}
+
 /**
  * An operator's answer to a permission request of the session (`by`: who, as the audit names
  * them). The first decision wins; the worker holding the session gives it to the agent (once),
@@ -19,14 +29,7 @@ export async function decideApproval(
   by: string,
   option?: string,
   reason?: string,
-): Promise<{
-  sessionId: string;
-  requestId: string;
-  outcome: 'allowed' | 'denied';
-  optionId: string | null;
-  by: string;
-  at: number;
-}> {
+): Promise<ApprovalDecided> {
   checkSessionId(sessionId);
   if (!REQUEST_ID_PATTERN.test(requestId))
     throw new InputError([

@@ -18,12 +18,9 @@ export interface DeletionRecord {
 /**
  * Deletes a session fleet-wide: without `force` only a finished one (else ConflictError); with
  * `force` a running turn is cancelled first (its process tree gone). Deleting again within the
- * hour is not an error (`already: true`); an id never seen is a NotFoundError.
- */
-/**
- * Deletes the session fleet-wide. Every call that gets as far as the session (deleted, already
- * deleted, refused as active) is recorded in the deletion audit stream with `actor` (who asked:
- * a token's name, `cli:user@host`…); an unknown id is not.
+ * hour is not an error (`deleted: false`); an id never seen is a NotFoundError. Every call that gets
+ * as far as the session (deleted, already deleted, refused as active) is recorded in the deletion
+ * audit stream with `actor` (who asked: a token's name, `cli:user@host`…); an unknown id is not.
  */
 export async function deleteSession(
   parts: CallerParts,

@@ -12,10 +12,11 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
   const log = createLogger('sessiond-worker');
   const ctx = await openServerContext({ 'worker.concurrency': flags.concurrency });
   const { config } = ctx;
+  const keys = createKeys(ctx.settings.prefix);
   const worker = new SessionWorker({
     connect: ctx.connect,
-    keys: createKeys(ctx.settings.prefix),
-    queue: createSessionQueue(ctx.connect('worker-queue'), createKeys(ctx.settings.prefix), {
+    keys,
+    queue: createSessionQueue(ctx.connect('worker-queue'), keys, {
       partitions: config.queue.partitions,
     }),
     ...(config.queue.consume === undefined ? {} : { consumePartitions: config.queue.consume }),
