@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -7,7 +7,15 @@ import { fleetMentions, scanSessionKeys } from '../../support/lifecycle.ts';
 import type { FakeModelServer } from '../../support/fake-model-server.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
-import { harness, piHostOptions, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import {
+  harness,
+  piHostOptions,
+  turnEnded,
+  until,
+  useRuntimeSuite,
+  type Harness,
+  type RuntimeSuite,
+} from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
@@ -29,24 +37,17 @@ let h: Harness;
 /** A deployment with no worker of its own until a test starts one. */
 let idle: Harness;
 let sessionsDir = '';
-const dirs: string[] = [];
-
-function tempDir(name: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `sessiond-${name}-`));
-  dirs.push(dir);
-  return dir;
-}
+let tempDir: RuntimeSuite['tempDir'];
 
 useRuntimeSuite(
   'import-hostile',
   {
     cleanup: async () => {
       await idle?.close();
-      dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
     },
   },
   async (s) => {
-    ({ redis, server, env, h } = s);
+    ({ redis, server, env, h, tempDir } = s);
     idle = harness(redis.url, env, 'import-hostile-idle');
     sessionsDir = tempDir('pi-sessions');
     await h.startWorker({ agentOptions: { pi: piHostOptions(env, tempDir('pi-state'), sessionsDir) } });
