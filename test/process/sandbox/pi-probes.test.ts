@@ -69,7 +69,6 @@ beforeAll(async () => {
     stdio: 'ignore',
   });
   server = await startFakeModelServer({ chunkDelayMs: 1 });
-  server.setScript(PROBE, [{ toolCalls: [{ name: 'bash', arguments: { command: 'true' } }] }, { text: 'probed' }]);
   // The bridge's far end: a Unix socket relayed to the fake model's TCP port (the egress proxy's place).
   pi = createPiEnv({ serverUrl: server.url, extraModels: [PROBE] });
   relaySocket = join(pi.root, 'model.sock');
