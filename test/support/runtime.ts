@@ -85,6 +85,8 @@ export interface RuntimeSuite {
   h: Harness;
   /** A fresh temp dir (`sessiond-<name>-…`), removed after the file's tests, once its harness is closed. */
   tempDir(name: string): string;
+  /** The environment a `sessiond` command of the test runs with: this Redis, pi's HOME, the harness's state dir, `prefix` (the harness's unless named). */
+  cliEnv(prefix?: string): Record<string, string>;
 }
 
 /**
@@ -122,7 +124,15 @@ export function useRuntimeSuite(
       for (const [model, script] of Object.entries(scripts)) server.setScript(model, script);
       const env = createPiEnv({ serverUrl: server.url, extraModels: Object.keys(scripts) });
       suite.env = env;
-      suite.h = harness(redis.url, env, name);
+      const h = harness(redis.url, env, name);
+      suite.h = h;
+      suite.cliEnv = (prefix = h.prefix) => ({
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: env.home,
+        REDIS_URL: redis.url,
+        SESSIOND_PREFIX: prefix,
+        SESSIOND_STATE_DIR: h.stateDir,
+      });
       await bind(suite as RuntimeSuite);
     },
     backend === 'cluster' ? 90_000 : undefined,

@@ -34,6 +34,7 @@ let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
+let cliEnv: RuntimeSuite['cliEnv'];
 /** A deployment with no worker of its own until a test starts one. */
 let idle: Harness;
 let sessionsDir = '';
@@ -47,7 +48,7 @@ useRuntimeSuite(
     },
   },
   async (s) => {
-    ({ redis, server, env, h, tempDir } = s);
+    ({ redis, server, env, h, tempDir, cliEnv } = s);
     idle = harness(redis.url, env, 'import-hostile-idle');
     sessionsDir = tempDir('pi-sessions');
     await h.startWorker({ agentOptions: { pi: piHostOptions(env, tempDir('pi-state'), sessionsDir) } });
@@ -55,15 +56,7 @@ useRuntimeSuite(
 );
 
 function cli(args: string[], prefix = h.prefix) {
-  return runCli(args, {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: env.home,
-      REDIS_URL: redis.url,
-      SESSIOND_PREFIX: prefix,
-      SESSIOND_STATE_DIR: h.stateDir,
-    },
-  });
+  return runCli(args, { env: cliEnv(prefix) });
 }
 
 type Line = Record<string, unknown> & { kind: string };

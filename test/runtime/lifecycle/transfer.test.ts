@@ -32,6 +32,7 @@ let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
+let cliEnv: RuntimeSuite['cliEnv'];
 /** Another deployment (another prefix) on the same Redis. */
 let other: Harness;
 let tempDir: RuntimeSuite['tempDir'];
@@ -44,21 +45,13 @@ useRuntimeSuite(
     },
   },
   (s) => {
-    ({ redis, server, env, h, tempDir } = s);
+    ({ redis, server, env, h, tempDir, cliEnv } = s);
     other = harness(redis.url, env, 'transfer-other');
   },
 );
 
 function cli(args: string[], prefix = h.prefix) {
-  return runCli(args, {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: env.home,
-      REDIS_URL: redis.url,
-      SESSIOND_PREFIX: prefix,
-      SESSIOND_STATE_DIR: h.stateDir,
-    },
-  });
+  return runCli(args, { env: cliEnv(prefix) });
 }
 
 /** A session as an operator sees it, without what names its deployment or its id. */
