@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { openAttemptEgress, PLACEHOLDER_KEY } from '../src/process/egress/index.ts';
 import { openHostBridges } from '../src/process/sandbox/host-bridges.ts';
 import { BenchFailure } from './support/benchmark.ts';
+import { median, round } from './support/timing.ts';
 
 /**
  * `npm run bench -- egress`: what the model bridge adds to one model request. The same POST
@@ -46,11 +47,6 @@ async function post(agent: Agent, url: string, key: string): Promise<number> {
   return Number(process.hrtime.bigint() - started) / 1e6;
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? 0;
-}
-
 export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
   const model = await modelServer();
   const egress = await openAttemptEgress(
@@ -83,10 +79,10 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     return {
       bench: name,
       requests: REQUESTS,
-      directMedianMs: round(d),
-      bridgedMedianMs: round(b),
-      addedMedianMs: round(b - d),
-      ratio: round(b / d),
+      directMedianMs: round(d, 3),
+      bridgedMedianMs: round(b, 3),
+      addedMedianMs: round(b - d, 3),
+      ratio: round(b / d, 3),
     };
   } finally {
     agent.destroy();
@@ -94,8 +90,4 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     await egress.close();
     model.server.close();
   }
-}
-
-function round(n: number): number {
-  return Math.round(n * 1000) / 1000;
 }

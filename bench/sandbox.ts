@@ -1,11 +1,10 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { prepareManagedAgentDir } from '../src/agents/pi/home.ts';
 import { piSandboxFiles } from '../src/agents/pi/provider.ts';
 import { probeMode, spawnAgent, type SandboxMode } from '../src/process/index.ts';
-import { startFakeModelServer } from '../test/support/fake-model-server.ts';
+import { socketRelay, startFakeModelServer } from '../test/support/fake-model-server.ts';
 import { createPiEnv, modelsJson, piArgs, piBin } from '../test/support/pi-env.ts';
 import { startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
@@ -42,13 +41,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     cleanup.add('fake model', () => server.close());
     const pi = createPiEnv({ serverUrl: server.url, root: join(tmp, 'pi') });
     const socket = join(tmp, 'model.sock');
-    const relay = createServer((client) => {
-      const upstream = createConnection(server.port, '127.0.0.1');
-      client.pipe(upstream).pipe(client);
-      client.on('error', () => upstream.destroy());
-      upstream.on('error', () => client.destroy());
-    });
-    await new Promise<void>((resolve) => relay.listen(socket, resolve));
+    const relay = await socketRelay(socket, server.port);
     cleanup.add('relay', () => new Promise<void>((resolve) => relay.close(() => resolve())));
     const agentDir = await prepareManagedAgentDir(pi.agentDir, join(tmp, 'state'));
     const startOnce = async (mode: SandboxMode | null): Promise<number> => {

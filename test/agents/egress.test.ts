@@ -20,8 +20,7 @@ import { runCodex } from '../../src/agents/codex/provider.ts';
 import { runGemini } from '../../src/agents/gemini/provider.ts';
 import { runPi } from '../../src/agents/pi/provider.ts';
 import type { RunContext } from '../../src/agents/shared/run-attempt.ts';
-import { parseHostPattern, type AttemptRefusal } from '../../src/process/egress/index.ts';
-import type { CliMessage } from '../../src/protocol/index.ts';
+import type { AttemptRefusal } from '../../src/process/egress/index.ts';
 import type { SandboxMode } from '../../src/process/index.ts';
 import { startFakeAnthropicServer, hasToolResult, type FakeAnthropicServer } from '../support/fake-anthropic-server.ts';
 import { startFakeGeminiServer, hasFunctionResponse, type FakeGeminiServer } from '../support/fake-gemini-server.ts';
@@ -32,6 +31,8 @@ import {
   type FakeResponsesServer,
 } from '../support/fake-responses-server.ts';
 import { claudeBin } from '../support/claude-code-env.ts';
+import { collect } from '../support/processes.ts';
+import { hostPattern as pattern } from '../support/egress.ts';
 import { NO_DISCOVERY, piBin } from '../support/pi-env.ts';
 import { codexBin, FAKE_MODEL } from './codex/codex-env.ts';
 import { geminiBin } from './gemini/gemini-env.ts';
@@ -93,12 +94,6 @@ afterAll(() => {
   if (root !== undefined) rmSync(root, { recursive: true, force: true });
 });
 
-function pattern(text: string) {
-  const parsed = parseHostPattern(text);
-  if (!parsed.ok) throw new Error(parsed.error);
-  return parsed.pattern;
-}
-
 /** The sandbox each spawned attempt ran in (onSpawn). */
 const ranIn = new Map<string, SandboxMode>();
 
@@ -114,12 +109,6 @@ function egressContext(mode: SandboxMode, sessionId: string, refusals: AttemptRe
       onRefused: (r) => refusals.push(r),
     },
   };
-}
-
-async function collect(run: AsyncIterable<CliMessage>): Promise<CliMessage[]> {
-  const out: CliMessage[] = [];
-  for await (const m of run) out.push(m);
-  return out;
 }
 
 /** Every file under `dir` (symlinks not followed), as text. */

@@ -11,6 +11,7 @@ import {
   type WorkerEvents,
 } from '../../src/index.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
+import { collect } from '../support/processes.ts';
 
 /** The public API through the entry point: a worker with an agent defined here, a client, a real redis-server. */
 
@@ -68,12 +69,6 @@ afterAll(async () => {
   await worker?.close();
   await redis?.stop();
 });
-
-async function collect(iterable: AsyncIterable<StoredMessage>): Promise<StoredMessage[]> {
-  const out: StoredMessage[] = [];
-  for await (const message of iterable) out.push(message);
-  return out;
-}
 
 describe('createClient / createWorker / defineAgent', () => {
   it("runs a custom agent's turn through the retry: watch streams every message once, in order, and ends with the turn; the worker tells of the failed attempt and the turn's end", async () => {

@@ -1,10 +1,8 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { piHostOptions, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { piHostOptions, turnEnded, type Harness, type RuntimeSuite, useRuntimeSuite } from '../support/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
 /**
@@ -17,21 +15,11 @@ import { internals } from '../../src/runtime/internals.ts';
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
-const dirs: string[] = [];
+let tempDir: RuntimeSuite['tempDir'];
 
-function tempDir(name: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `sessiond-${name}-`));
-  dirs.push(dir);
-  return dir;
-}
-
-useRuntimeSuite(
-  'agent-state',
-  { cleanup: () => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })) },
-  (s) => {
-    ({ server, env, h } = s);
-  },
-);
+useRuntimeSuite('agent-state', {}, (s) => {
+  ({ server, env, h, tempDir } = s);
+});
 
 const TURN_1 = 'Remember the word PELICAN-42 for me.';
 const TURN_2 = 'Which word did I ask you to remember?';

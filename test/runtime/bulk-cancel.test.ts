@@ -2,25 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { InputError } from '../../src/runtime/runtime.ts';
 import { runCli } from '../support/cli.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import type { RedisServer } from '../support/redis.ts';
-import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { turnEnded, until, type Harness, useRuntimeSuite, type RuntimeSuite } from '../support/runtime.ts';
 
 /** Bulk cancel by filter: the sessions of a state (from its index set), optionally of one agent; a dry run lists them. */
 
-let redis: RedisServer;
 let env: PiEnv;
 let h: Harness;
+let cliEnv: RuntimeSuite['cliEnv'];
 
 useRuntimeSuite('bulk-cancel', { scripts: { 'bulk-500': { status: 500 } } }, (s) => {
-  ({ redis, env, h } = s);
-});
-
-const cliEnv = () => ({
-  PATH: process.env.PATH ?? '/usr/bin:/bin',
-  HOME: env.home,
-  REDIS_URL: redis.url,
-  SESSIOND_PREFIX: h.prefix,
-  SESSIOND_STATE_DIR: h.stateDir,
+  ({ env, h, cliEnv } = s);
 });
 
 describe('bulk cancel', () => {

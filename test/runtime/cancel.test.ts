@@ -24,6 +24,7 @@ import {
   until,
   type Harness,
   useRuntimeSuite,
+  type RuntimeSuite,
 } from '../support/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 
@@ -40,6 +41,7 @@ let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
+let cliEnv: RuntimeSuite['cliEnv'];
 let worker: SessionWorker | null = null;
 /** A second prefix on the same Redis, where the test itself plays the worker. */
 let raceH: Harness;
@@ -50,13 +52,7 @@ async function cancelFromAnotherProcess(
   reason: string,
 ): Promise<{ sessionId: string; delivered: string }> {
   const result = await runCli(['cancel', sessionId, '--json', '--reason', reason], {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: env.home,
-      REDIS_URL: redis.url,
-      SESSIOND_PREFIX: h.prefix,
-      SESSIOND_STATE_DIR: h.stateDir,
-    },
+    env: cliEnv(),
   });
   expect(result.stderr).toBe('');
   expect(result.exitCode).toBe(0);
@@ -89,7 +85,7 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
       cleanup: () => raceH?.close(),
     },
     (s) => {
-      ({ redis, server, env, h } = s);
+      ({ redis, server, env, h, cliEnv } = s);
       worker = null;
       raceH = harness(redis.url, env, 'cancel-race');
     },

@@ -10,8 +10,7 @@ import { runCli } from '../support/cli.ts';
 import { DEFAULT_TEXT, type FakeModelServer, type ScriptStep } from '../support/fake-model-server.ts';
 import { httpPi } from '../support/limits.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import type { RedisServer } from '../support/redis.ts';
-import { turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { turnEnded, until, type Harness, useRuntimeSuite, type RuntimeSuite } from '../support/runtime.ts';
 
 /**
  * Quota walls with real workers, Redis and an agent making a real HTTP request: a 429 whose reset lies
@@ -28,7 +27,7 @@ const WALL_MS = 8000;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
-let redis: RedisServer;
+let cliEnv: RuntimeSuite['cliEnv'];
 /** The provider's reset of the shared wall: set by the first request, the same for every session. */
 let wallUntil: number | null = null;
 
@@ -51,19 +50,11 @@ useRuntimeSuite(
     },
   },
   (s) => {
-    ({ server, env, h, redis } = s);
+    ({ server, env, h, cliEnv } = s);
   },
 );
 
 const options = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
-const cliEnv = () => ({
-  PATH: process.env.PATH ?? '/usr/bin:/bin',
-  HOME: env.home,
-  REDIS_URL: redis.url,
-  SESSIOND_PREFIX: h.prefix,
-  SESSIOND_STATE_DIR: h.stateDir,
-});
-
 async function parked(sessionId: string) {
   const view = await h.runtime.getSession(sessionId);
   return view?.state === 'parked' ? summarize(view) : null;

@@ -5,8 +5,14 @@ import { NotFoundError } from '../../src/runtime/runtime.ts';
 import { runCli } from '../support/cli.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import type { RedisServer } from '../support/redis.ts';
-import { assistantText, expectWholeLog, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import {
+  assistantText,
+  expectWholeLog,
+  turnEnded,
+  type Harness,
+  useRuntimeSuite,
+  type RuntimeSuite,
+} from '../support/runtime.ts';
 
 /**
  * `sessiond retry ID`: the failed last turn runs again as a new turn, under the policy in force, and
@@ -14,21 +20,13 @@ import { assistantText, expectWholeLog, turnEnded, type Harness, useRuntimeSuite
  */
 
 const FLAKY = 'retry-turn-500-then-ok';
-let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
+let cliEnv: RuntimeSuite['cliEnv'];
 
 useRuntimeSuite('retry-turn', { scripts: { [FLAKY]: [{ status: 500 }, { text: 'Recovered answer.' }] } }, (s) => {
-  ({ redis, server, env, h } = s);
-});
-
-const cliEnv = () => ({
-  PATH: process.env.PATH ?? '/usr/bin:/bin',
-  HOME: env.home,
-  REDIS_URL: redis.url,
-  SESSIOND_PREFIX: h.prefix,
-  SESSIOND_STATE_DIR: h.stateDir,
+  ({ server, env, h, cliEnv } = s);
 });
 
 /** The user messages pi sent in request `index` for the model. */

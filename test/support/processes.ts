@@ -120,9 +120,10 @@ export function outlivesAgent(agent: AgentProcess): boolean {
   return agent.sandbox !== 'bwrap';
 }
 
-export async function collect(lines: AsyncIterable<string>): Promise<string[]> {
-  const all: string[] = [];
-  for await (const line of lines) all.push(line);
+/** Everything `items` yields (an agent's lines, an attempt's messages), once it ends. */
+export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const all: T[] = [];
+  for await (const item of items) all.push(item);
   return all;
 }
 

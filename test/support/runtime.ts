@@ -83,13 +83,17 @@ export interface RuntimeSuite {
   server: FakeModelServer;
   env: PiEnv;
   h: Harness;
+  /** A fresh temp dir (`sessiond-<name>-…`), removed after the file's tests, once its harness is closed. */
+  tempDir(name: string): string;
+  /** The environment a `sessiond` command of the test runs with: this Redis, pi's HOME, the harness's state dir, `prefix` (the harness's unless named). */
+  cliEnv(prefix?: string): Record<string, string>;
 }
 
 /**
  * The setup the runtime test files share, as their beforeAll/afterAll: a fresh redis-server (with
  * AOF when asked), the fake model server with `scripts` set (their model ids known to pi), and a
  * harness on a prefix of its own. `bind` gets them once started (and may start more: a worker…);
- * after the file's tests `cleanup` runs first, then everything here is stopped.
+ * after the file's tests `cleanup` runs first, then everything here is stopped and its temp dirs removed.
  */
 export function useRuntimeSuite(
   name: string,
@@ -97,6 +101,12 @@ export function useRuntimeSuite(
   bind: (suite: RuntimeSuite) => Promise<void> | void,
 ): void {
   let suite: Partial<RuntimeSuite> = {};
+  const dirs: string[] = [];
+  const tempDir = (dirName: string): string => {
+    const dir = mkdtempSync(join(tmpdir(), `sessiond-${dirName}-`));
+    dirs.push(dir);
+    return dir;
+  };
   const backend = options.backend ?? 'single';
   beforeAll(
     async () => {
@@ -108,13 +118,21 @@ export function useRuntimeSuite(
             }))
           : startRedis(options.aof === true ? { aof: true } : {}).then((redis) => ({ redis }));
       const [started, server] = await Promise.all([target, startFakeModelServer()]);
-      suite = { ...started, server, backend };
+      suite = { ...started, server, backend, tempDir };
       const redis = started.redis;
       const scripts = options.scripts ?? {};
       for (const [model, script] of Object.entries(scripts)) server.setScript(model, script);
       const env = createPiEnv({ serverUrl: server.url, extraModels: Object.keys(scripts) });
       suite.env = env;
-      suite.h = harness(redis.url, env, name);
+      const h = harness(redis.url, env, name);
+      suite.h = h;
+      suite.cliEnv = (prefix = h.prefix) => ({
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: env.home,
+        REDIS_URL: redis.url,
+        SESSIOND_PREFIX: prefix,
+        SESSIOND_STATE_DIR: h.stateDir,
+      });
       await bind(suite as RuntimeSuite);
     },
     backend === 'cluster' ? 90_000 : undefined,
@@ -127,6 +145,7 @@ export function useRuntimeSuite(
       await suite.server?.close();
       await suite.redis?.stop();
       suite.env?.cleanup();
+      for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
     }
   });
 }

@@ -11,7 +11,7 @@ import {
   startFakeAnthropicServer,
   type FakeAnthropicServer,
 } from '../../support/fake-anthropic-server.ts';
-import { livePidsMatching } from '../../support/processes.ts';
+import { collect, livePidsMatching } from '../../support/processes.ts';
 import { assistantText } from './transcripts.ts';
 import { failure, terminalOf } from '../contract.ts';
 
@@ -33,12 +33,6 @@ afterAll(async () => {
 
 function options(model: string, extra: Partial<ClaudeCodeOptionsInput> = {}): ClaudeCodeOptionsInput {
   return { prompt: 'Say hello. If asked, run echo hi.', model, ...env.options, ...extra };
-}
-
-async function collect(run: AsyncIterable<CliMessage>): Promise<CliMessage[]> {
-  const out: CliMessage[] = [];
-  for await (const message of run) out.push(message);
-  return out;
 }
 
 const attempt = (model: string, extra: Partial<ClaudeCodeOptionsInput> = {}): Promise<CliMessage[]> =>

@@ -12,7 +12,7 @@ import {
   userTexts,
   type FakeResponsesServer,
 } from '../../support/fake-responses-server.ts';
-import { livePidsMatching } from '../../support/processes.ts';
+import { collect, livePidsMatching } from '../../support/processes.ts';
 import {
   codexBin,
   codexOptions,
@@ -37,12 +37,6 @@ afterAll(async () => {
   await server.close();
   env.cleanup();
 });
-
-async function collect(run: AsyncIterable<CliMessage>): Promise<CliMessage[]> {
-  const out: CliMessage[] = [];
-  for await (const message of run) out.push(message);
-  return out;
-}
 
 function attempt(script: string, extra: Partial<CodexOptionsInput> = {}, on: CodexEnv = env): Promise<CliMessage[]> {
   return collect(runCodex(codexOptions(on, server.urlFor(script), extra)));

@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto';
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, type Config } from '../../../src/config/config.ts';
-import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
-import { clientOver } from '../../../src/api/bind.ts';
+import type { RunningServer } from '../../../src/interfaces/http/server.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import { OwnerSessions, PRUNE_AFTER_MS } from '../../../src/runtime/limits/owner-sessions.ts';
+import { httpConfig, postJson, serveApi } from '../../support/http.ts';
 import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 
 /**
@@ -29,30 +27,12 @@ useRuntimeSuite('http-caps', {}, (s) => {
   ({ h } = s);
 });
 
-async function serve(): Promise<RunningServer> {
-  const base = loadConfig({ prefix: h.prefix }, {});
-  const config = { ...base, http: { ...base.http, tokens: TOKENS, streamTicketTtl: 60_000 } as Config['http'] };
-  return startServer({
-    client: clientOver(h.runtime),
-    config,
-    logger: pino({ level: 'silent' }),
-    port: 0,
-    bullBoard: false,
-    dashboard: false,
-  });
+function serve(): Promise<RunningServer> {
+  return serveApi(h.runtime, httpConfig(h.prefix, { tokens: TOKENS, streamTicketTtl: 60_000 }));
 }
 
-async function create(
-  api: RunningServer,
-  token: string,
-  body: Record<string, unknown>,
-): Promise<{ status: number; body: Record<string, unknown> }> {
-  const r = await fetch(`${api.url}/api/sessions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify(body),
-  });
-  return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+function create(api: RunningServer, token: string, body: Record<string, unknown>) {
+  return postJson(api, '/api/sessions', token, body);
 }
 
 describe('maxSessions: sessions a token created that exist at once', () => {

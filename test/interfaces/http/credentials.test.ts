@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, type Config } from '../../../src/config/config.ts';
-import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
-import { clientOver } from '../../../src/api/bind.ts';
+import type { RunningServer } from '../../../src/interfaces/http/server.ts';
+import { httpConfig, serveApi } from '../../support/http.ts';
 import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 
 /**
@@ -23,20 +21,8 @@ useRuntimeSuite('http-credentials', {}, (s) => {
   ({ h } = s);
 });
 
-function configFor(http: Record<string, unknown>): Config {
-  const base = loadConfig({ prefix: h.prefix }, {});
-  return { ...base, http: { ...base.http, secret: SECRET, streamTicketTtl: 60_000, ...http } as Config['http'] };
-}
-
-async function serve(tokens: Array<Record<string, unknown>>): Promise<RunningServer> {
-  return startServer({
-    client: clientOver(h.runtime),
-    config: configFor({ tokens }),
-    logger: pino({ level: 'silent' }),
-    port: 0,
-    bullBoard: false,
-    dashboard: false,
-  });
+function serve(tokens: Array<Record<string, unknown>>): Promise<RunningServer> {
+  return serveApi(h.runtime, httpConfig(h.prefix, { secret: SECRET, streamTicketTtl: 60_000, tokens }));
 }
 
 const json = { 'content-type': 'application/json' };

@@ -1,12 +1,10 @@
 import { createHash } from 'node:crypto';
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, type Config } from '../../../src/config/config.ts';
-import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
-import { clientOver } from '../../../src/api/bind.ts';
+import type { RunningServer } from '../../../src/interfaces/http/server.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import type { Runtime } from '../../../src/runtime/runtime.ts';
 import { DEFAULT_TEXT, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { httpConfig, postJson, serveApi } from '../../support/http.ts';
 import { httpPi, rules, runtimeWith } from '../../support/limits.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import { turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
@@ -34,35 +32,11 @@ useRuntimeSuite('http-tenants', { scripts: { [MODEL]: { text: DEFAULT_TEXT } } }
   ({ h, env, server } = s);
 });
 
-function configFor(): Config {
-  const base = loadConfig({ prefix: h.prefix }, {});
-  return { ...base, http: { ...base.http, tokens: TOKENS } as Config['http'] };
+function serve(runtime: Runtime = h.runtime): Promise<RunningServer> {
+  return serveApi(runtime, httpConfig(h.prefix, { tokens: TOKENS }));
 }
 
-async function serve(runtime: Runtime = h.runtime): Promise<RunningServer> {
-  return startServer({
-    client: clientOver(runtime),
-    config: configFor(),
-    logger: pino({ level: 'silent' }),
-    port: 0,
-    bullBoard: false,
-    dashboard: false,
-  });
-}
-
-async function post(
-  server: RunningServer,
-  path: string,
-  token: string,
-  body: unknown,
-): Promise<{ status: number; body: Record<string, unknown> }> {
-  const r = await fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-    body: JSON.stringify(body),
-  });
-  return { status: r.status, body: (await r.json()) as Record<string, unknown> };
-}
+const post = postJson;
 
 const tenantOf = (id: string) => internals(h.runtime).redis.hget(internals(h.runtime).store.key(id, 'meta'), 'tenant');
 

@@ -8,15 +8,14 @@ import { execa } from 'execa';
 import {
   MODEL_BRIDGE,
   openAttemptEgress,
-  parseHostPattern,
   PLACEHOLDER_KEY,
   PROXY_BRIDGE,
   type AttemptEgress,
   type AttemptRefusal,
-  type HostPattern,
 } from '../../../src/process/egress/index.ts';
 import { startForwardProxy } from '../../../src/process/egress/forward-proxy.ts';
 import { openHostBridges } from '../../../src/process/sandbox/host-bridges.ts';
+import { hostPattern as pattern } from '../../support/egress.ts';
 
 /** A loopback HTTP server that records what it was sent. */
 /**
@@ -34,12 +33,6 @@ async function recordingServer(
   await new Promise<void>((r) => server.listen(0, address, r));
   return { port: (server.address() as AddressInfo).port, seen, server };
 }
-
-const pattern = (text: string): HostPattern => {
-  const parsed = parseHostPattern(text);
-  if (!parsed.ok) throw new Error(parsed.error);
-  return parsed.pattern;
-};
 
 let allowed: Awaited<ReturnType<typeof recordingServer>>;
 let denied: Awaited<ReturnType<typeof recordingServer>>;

@@ -2,18 +2,11 @@ import { describe, expect, it } from 'vitest';
 import {
   matchesHost,
   parseAuthority,
-  parseHostPattern,
   swapKey,
   withKeyQuery,
   PLACEHOLDER_KEY,
-  type HostPattern,
 } from '../../../src/process/egress/index.ts';
-
-const p = (text: string): HostPattern => {
-  const parsed = parseHostPattern(text);
-  if (!parsed.ok) throw new Error(parsed.error);
-  return parsed.pattern;
-};
+import { hostPattern as p } from '../../support/egress.ts';
 
 describe('host patterns', () => {
   it('a name without a port allows 443 and 80 only, case and a trailing dot aside', () => {

@@ -1,14 +1,14 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
-import { createConnection, createServer, type Server } from 'node:net';
+import type { Server } from 'node:net';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { piSandboxFiles } from '../../../src/agents/pi/provider.ts';
 import { prepareManagedAgentDir } from '../../../src/agents/pi/home.ts';
 import { spawnAgent, type SandboxMode } from '../../../src/process/index.ts';
-import { startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
+import { socketRelay, startFakeModelServer, type FakeModelServer } from '../../support/fake-model-server.ts';
 import { createPiEnv, modelsJson, piArgs, piBin, type PiEnv } from '../../support/pi-env.ts';
 import { liveSleeps } from '../../support/ps.ts';
 import { startRedis, type RedisServer } from '../../support/redis.ts';
@@ -69,17 +69,10 @@ beforeAll(async () => {
     stdio: 'ignore',
   });
   server = await startFakeModelServer({ chunkDelayMs: 1 });
-  server.setScript(PROBE, [{ toolCalls: [{ name: 'bash', arguments: { command: 'true' } }] }, { text: 'probed' }]);
   // The bridge's far end: a Unix socket relayed to the fake model's TCP port (the egress proxy's place).
   pi = createPiEnv({ serverUrl: server.url, extraModels: [PROBE] });
   relaySocket = join(pi.root, 'model.sock');
-  relay = createServer((client) => {
-    const upstream = createConnection(server.port, '127.0.0.1');
-    client.pipe(upstream).pipe(client);
-    client.on('error', () => upstream.destroy());
-    upstream.on('error', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => relay.listen(relaySocket, resolve));
+  relay = await socketRelay(relaySocket, server.port);
   redis = await startRedis();
   api = createHttpServer((_, res) => res.end('sessiond api'));
   await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));

@@ -9,8 +9,14 @@ import type { SessionWorker } from '../../../src/runtime/worker.ts';
 import { runCli } from '../../support/cli.ts';
 import { leftovers, scanSessionKeys } from '../../support/lifecycle.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
-import type { RedisServer } from '../../support/redis.ts';
-import { agentRecords, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import {
+  agentRecords,
+  turnEnded,
+  until,
+  useRuntimeSuite,
+  type Harness,
+  type RuntimeSuite,
+} from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 
 /**
@@ -19,13 +25,13 @@ import { internals } from '../../../src/runtime/internals.ts';
  * not an error, and a delete racing prompts ends with the prompts refused or the session whole.
  */
 
-let redis: RedisServer;
 let env: PiEnv;
 let h: Harness;
+let cliEnv: RuntimeSuite['cliEnv'];
 let worker: SessionWorker | null = null;
 
 useRuntimeSuite('delete', {}, (s) => {
-  ({ redis, env, h } = s);
+  ({ env, h, cliEnv } = s);
 });
 
 const opts = (model: string) => ({ provider: 'fake', model, cwd: env.cwd });
@@ -44,15 +50,7 @@ async function finishedSession(): Promise<string> {
 }
 
 function cli(args: string[]) {
-  return runCli(args, {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: env.home,
-      REDIS_URL: redis.url,
-      SESSIOND_PREFIX: h.prefix,
-      SESSIOND_STATE_DIR: h.stateDir,
-    },
-  });
+  return runCli(args, { env: cliEnv() });
 }
 
 describe('delete a session', { timeout: 120_000 }, () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -7,7 +7,15 @@ import { fleetMentions, scanSessionKeys } from '../../support/lifecycle.ts';
 import type { FakeModelServer } from '../../support/fake-model-server.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
-import { harness, piHostOptions, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import {
+  harness,
+  piHostOptions,
+  turnEnded,
+  until,
+  useRuntimeSuite,
+  type Harness,
+  type RuntimeSuite,
+} from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
@@ -26,27 +34,21 @@ let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
+let cliEnv: RuntimeSuite['cliEnv'];
 /** A deployment with no worker of its own until a test starts one. */
 let idle: Harness;
 let sessionsDir = '';
-const dirs: string[] = [];
-
-function tempDir(name: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `sessiond-${name}-`));
-  dirs.push(dir);
-  return dir;
-}
+let tempDir: RuntimeSuite['tempDir'];
 
 useRuntimeSuite(
   'import-hostile',
   {
     cleanup: async () => {
       await idle?.close();
-      dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
     },
   },
   async (s) => {
-    ({ redis, server, env, h } = s);
+    ({ redis, server, env, h, tempDir, cliEnv } = s);
     idle = harness(redis.url, env, 'import-hostile-idle');
     sessionsDir = tempDir('pi-sessions');
     await h.startWorker({ agentOptions: { pi: piHostOptions(env, tempDir('pi-state'), sessionsDir) } });
@@ -54,15 +56,7 @@ useRuntimeSuite(
 );
 
 function cli(args: string[], prefix = h.prefix) {
-  return runCli(args, {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: env.home,
-      REDIS_URL: redis.url,
-      SESSIOND_PREFIX: prefix,
-      SESSIOND_STATE_DIR: h.stateDir,
-    },
-  });
+  return runCli(args, { env: cliEnv(prefix) });
 }
 
 type Line = Record<string, unknown> & { kind: string };

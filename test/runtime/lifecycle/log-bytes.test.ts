@@ -1,8 +1,5 @@
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.ts';
-import { startServer } from '../../../src/interfaces/http/server.ts';
-import { clientOver } from '../../../src/api/bind.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import {
@@ -14,6 +11,7 @@ import {
   useRuntimeSuite,
   type Harness,
 } from '../../support/runtime.ts';
+import { serveApi } from '../../support/http.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
 
@@ -93,14 +91,7 @@ describe('maxLogBytes', { timeout: 120_000 }, () => {
     expect(await sessionDump(internals(runtime).redis, internals(runtime).keys, sessionId)).toEqual(before);
     // Over the real HTTP server: 409 naming it.
     const config = loadConfig({ prefix: h.prefix }, { SESSIOND_MAX_LOG_BYTES: String(BYTE_CAP) });
-    const api = await startServer({
-      client: clientOver(runtime),
-      config,
-      logger: pino({ level: 'silent' }),
-      port: 0,
-      dashboard: false,
-      bullBoard: false,
-    });
+    const api = await serveApi(runtime, config);
     try {
       const r = await fetch(`${api.url}/api/sessions/${sessionId}/prompts`, {
         method: 'POST',

@@ -1,5 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +9,14 @@ import { fleetMentions, scanSessionKeys } from '../../support/lifecycle.ts';
 import type { FakeModelServer } from '../../support/fake-model-server.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import type { RedisServer } from '../../support/redis.ts';
-import { harness, piHostOptions, turnEnded, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import {
+  harness,
+  piHostOptions,
+  turnEnded,
+  useRuntimeSuite,
+  type Harness,
+  type RuntimeSuite,
+} from '../../support/runtime.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 
 /**
@@ -26,40 +32,26 @@ let redis: RedisServer;
 let server: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
+let cliEnv: RuntimeSuite['cliEnv'];
 /** Another deployment (another prefix) on the same Redis. */
 let other: Harness;
-const dirs: string[] = [];
-
-function tempDir(name: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `sessiond-${name}-`));
-  dirs.push(dir);
-  return dir;
-}
+let tempDir: RuntimeSuite['tempDir'];
 
 useRuntimeSuite(
   'transfer',
   {
     cleanup: async () => {
       await other?.close();
-      dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
     },
   },
   (s) => {
-    ({ redis, server, env, h } = s);
+    ({ redis, server, env, h, tempDir, cliEnv } = s);
     other = harness(redis.url, env, 'transfer-other');
   },
 );
 
 function cli(args: string[], prefix = h.prefix) {
-  return runCli(args, {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: env.home,
-      REDIS_URL: redis.url,
-      SESSIOND_PREFIX: prefix,
-      SESSIOND_STATE_DIR: h.stateDir,
-    },
-  });
+  return runCli(args, { env: cliEnv(prefix) });
 }
 
 /** A session as an operator sees it, without what names its deployment or its id. */
