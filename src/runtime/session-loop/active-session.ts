@@ -227,7 +227,7 @@ export class ActiveSession {
       // Prompts first: a cancel requested while nobody held the session is meant for the turn its
       // queued prompt starts (applied the other way round, it would hit an idle actor and be lost).
       if (inbox.take('prompt') && !this.#interruptRequested && !this.#draining) await this.#prompts.pull(held);
-      if (inbox.take('cancel')) await this.#cancels.apply(held, this.#sink.answered);
+      if (inbox.take('cancel')) await this.#cancels.apply(held, () => this.#sink.answered);
       if (inbox.take('unqueue')) await applyUnqueue(held, this.#warn);
       if (inbox.take('resume')) await applyResume(held, this.#warn);
       const snapshot = actor.getSnapshot();

@@ -20,8 +20,11 @@ export class CancelRequests {
     this.#loaded = loaded;
   }
 
-  /** `answered`: the `turn/attempt` whose agent already reported its turn completed (see message-sink.ts). */
-  async apply(held: HeldSession, answered: string | null): Promise<void> {
+  /**
+   * `answered`: the `turn/attempt` whose agent already reported its turn completed (see message-sink.ts),
+   * read after the cancel request is: the answer may reach the sink while that read is in flight.
+   */
+  async apply(held: HeldSession, answered: () => string | null): Promise<void> {
     const loaded = this.#loaded;
     this.#loaded = undefined;
     const request = loaded !== undefined ? loaded : await held.store.cancelRequest(held.sessionId);
@@ -33,7 +36,7 @@ export class CancelRequests {
     // with a completed answer in its log.
     const done =
       stateName(snapshot.value) === 'running' &&
-      answered === `${snapshot.context.turnIndex}/${snapshot.context.attempt}`;
+      answered() === `${snapshot.context.turnIndex}/${snapshot.context.attempt}`;
     if (!done) actor.send({ type: 'session.cancel', reason: request.reason });
     held.fenced.writer.cancelHandled();
     held.fenced.persist();
