@@ -371,6 +371,7 @@ class AcpTurn {
           // reading again, the whole replay; an extension method nobody implements does (-32601).
           if (loaded)
             await Promise.race([
+              // The expected answer is the -32601 error: any answer, error or not, marks the replay as read.
               agent.request(REPLAY_FENCE_METHOD, {}).catch(() => undefined),
               delay(REPLAY_FENCE_MAX_MS),
             ]);

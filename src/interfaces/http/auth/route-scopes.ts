@@ -58,6 +58,7 @@ export function matchRoute(table: readonly RouteRule[], method: string, path: st
       try {
         params[name] = decodeURIComponent(found[i + 1] ?? '');
       } catch {
+        // Malformed %-escapes: the raw segment, which the handler's own check refuses by name.
         params[name] = found[i + 1] ?? '';
       }
     });
