@@ -51,7 +51,7 @@ async function readModels(agentDir: string): Promise<ModelsFile | null> {
     const parsed: unknown = JSON.parse(raw);
     return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as ModelsFile) : null;
   } catch {
-    // pi itself reports a models.json that is not JSON when it starts; here it only means nothing to broker.
+    // A models.json that is not JSON has no provider to broker: the attempt runs unbrokered, as without one.
     return null;
   }
 }

@@ -13,7 +13,7 @@ export async function managedHomeFiles(
   options: { writable: boolean; skip?: readonly string[] },
 ): Promise<SandboxFiles> {
   const readOnly: string[] = [];
-  // Contract above: an unreadable (or not yet made) home shows nothing; the agent makes its own state.
+  // Contract above: a home that cannot be read (or is not made yet) shows nothing.
   const entries = await readdir(home).catch(() => [] as string[]);
   for (const entry of entries) {
     if (options.skip?.includes(entry) === true) continue;
@@ -37,7 +37,7 @@ export async function ensureDir(dir: string): Promise<string | null> {
     await mkdir(dir, { recursive: true });
     return await realpath(dir);
   } catch {
-    // The caller gives the sandbox no writable session dir; the agent then reports where it could not write.
+    // Documented above: null, and the caller then gives the sandbox no writable session dir.
     return null;
   }
 }

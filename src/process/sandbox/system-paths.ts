@@ -80,7 +80,7 @@ export function commandPaths(command: string): string[] {
     try {
       real = realpathSync(path);
     } catch {
-      // A command not found: nothing to bind for it; the launch then fails on the command and says so.
+      // A path that does not exist has nothing to bind.
       continue;
     }
     for (const p of [path, real]) {

@@ -74,7 +74,7 @@ export function safeJson(raw: string | undefined): unknown {
   try {
     return JSON.parse(raw) as unknown;
   } catch {
-    // Stored by sessiond as JSON; a hand-edited value reads as empty, and the readers' schemas check what they use.
+    // Written by sessiond as JSON, so only a hand-edited value fails here: it reads as empty ({}).
     return {};
   }
 }

@@ -58,7 +58,7 @@ export function matchRoute(table: readonly RouteRule[], method: string, path: st
       try {
         params[name] = decodeURIComponent(found[i + 1] ?? '');
       } catch {
-        // Malformed %-escapes: the raw segment, which the handler's own check refuses by name.
+        // Not an error here: a segment with a malformed %-escape is kept as sent, not decoded.
         params[name] = found[i + 1] ?? '';
       }
     });
