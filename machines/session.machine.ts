@@ -1,19 +1,19 @@
 import { and, assign, enqueueActions, setup } from 'xstate';
 import { DEFAULT_RETRY_POLICY } from '../src/retry/index.ts';
 import { createAttemptActors } from './attempt-actor.ts';
+import { attemptRequest, decisionFor, now, patchLastAttempt, turnDeadline } from './turn.ts';
 import {
-  attemptRequest,
-  decisionFor,
-  endTurn,
-  failureOf,
-  newTurn,
-  now,
-  patchLastAttempt,
-  timeoutText,
-  turnDeadline,
-} from './turn.ts';
+  cancelTurn,
+  completeTurn,
+  enqueuePrompt,
+  failTimedOut,
+  markCancelling,
+  markTimedOut,
+  recordFailure,
+  startAttempt,
+  startNextTurn,
+} from './turn-updates.ts';
 import type {
-  AttemptRecord,
   AttemptRequest,
   AttemptRunner,
   MessageSink,
@@ -67,51 +67,13 @@ export const sessionMachine = setup({
     retryDelay: ({ context }) => Math.max(0, (context.nextRetryAt ?? 0) - now()),
   },
   actions: {
-    enqueuePrompt: assign(({ context, event }) => {
-      if (event.type !== 'session.prompt') return {};
-      const id = event.prompt.id;
-      const known =
-        context.mailbox.some((p) => p.id === id) ||
-        context.turn?.promptId === id ||
-        context.finishedPromptIds.includes(id);
-      // The same prompt delivered twice (at-least-once delivery upstream) runs once.
-      return known ? {} : { mailbox: [...context.mailbox, event.prompt] };
-    }),
+    enqueuePrompt: assign(({ context, event }) => enqueuePrompt(context, event)),
     unqueuePrompt: assign(({ context, event }) => {
       if (event.type !== 'session.unqueue' || !context.mailbox.some((p) => p.id === event.promptId)) return {};
       return { mailbox: context.mailbox.filter((p) => p.id !== event.promptId) };
     }),
-    startNextTurn: assign(({ context }) => {
-      const next = context.mailbox[0];
-      if (next === undefined) return {};
-      return {
-        mailbox: context.mailbox.slice(1),
-        turnIndex: context.turnIndex + 1,
-        attempt: 0,
-        turn: newTurn(context.turnIndex + 1, next, context.turn),
-        nextRetryAt: null,
-        lastFailure: null,
-      };
-    }),
-    startAttempt: assign(({ context }) => {
-      if (context.turn === null) return {};
-      const attempt = context.attempt + 1;
-      const record: AttemptRecord = {
-        attempt,
-        startedAt: now(),
-        endedAt: null,
-        outcome: null,
-        category: null,
-        errorText: null,
-        delayMs: null,
-        promptRecorded: false,
-      };
-      return {
-        attempt,
-        nextRetryAt: null,
-        turn: { ...context.turn, status: 'running', attempts: [...context.turn.attempts, record] },
-      };
-    }),
+    startNextTurn: assign(({ context }) => startNextTurn(context)),
+    startAttempt: assign(({ context }) => startAttempt(context)),
     recordAgentSession: assign(({ event }) =>
       event.type === 'attempt.session' ? { agentSessionId: event.agentSessionId } : {},
     ),
@@ -119,100 +81,14 @@ export const sessionMachine = setup({
       if (event.type !== 'attempt.spawned' || context.turn === null) return {};
       return { turn: { ...context.turn, attempts: patchLastAttempt(context.turn, { sandbox: event.sandbox }) } };
     }),
-    completeTurn: assign(({ context }) => {
-      if (context.turn === null) return {};
-      const attempts = patchLastAttempt(context.turn, { endedAt: now(), outcome: 'completed', promptRecorded: true });
-      return { agentSessionResumable: true, ...endTurn(context, 'completed', { attempts }) };
-    }),
-    recordFailure: assign(({ context, event }) => {
-      const failure = failureOf(event);
-      if (context.turn === null || failure === null) return {};
-      const decision = decisionFor(context, event);
-      const outcome = event.type === 'session.restored' ? 'interrupted' : 'failed';
-      const delayMs = decision?.retry === true ? decision.delayMs : null;
-      const promptRecorded = failure.promptRecorded === true;
-      const attempts = patchLastAttempt(context.turn, {
-        endedAt: now(),
-        outcome,
-        category: failure.category,
-        errorText: failure.text,
-        delayMs,
-        promptRecorded,
-      });
-      const agentSessionResumable = context.agentSessionResumable || promptRecorded;
-      const lastFailure = {
-        category: failure.category,
-        errorText: failure.text,
-        retryAfterMs: failure.retryAfterMs ?? null,
-        at: now(),
-      };
-      if (decision?.retry === true && decision.wall !== undefined) {
-        const { free } = decision.wall;
-        const until = now() + decision.delayMs;
-        const walled = patchLastAttempt({ ...context.turn, attempts }, { quotaWall: free ? 'free' : 'counted' });
-        const quotaWall = { until, since: now(), free, category: failure.category };
-        const freeWalls = (context.turn.freeWalls ?? 0) + (free ? 1 : 0);
-        return {
-          lastFailure,
-          agentSessionResumable,
-          nextRetryAt: until,
-          turn: { ...context.turn, status: 'parked', attempts: walled, freeWalls, quotaWall },
-        };
-      }
-      if (decision?.retry === true) {
-        return {
-          lastFailure,
-          agentSessionResumable,
-          nextRetryAt: now() + decision.delayMs,
-          turn: { ...context.turn, status: 'backoff', attempts },
-        };
-      }
-      const reason = decision?.retry === false ? decision.reason : 'not_retryable';
-      return {
-        lastFailure,
-        agentSessionResumable,
-        ...endTurn({ ...context, turn: { ...context.turn, attempts } }, 'failed', { failureReason: reason }),
-      };
-    }),
-    markCancelling: assign(({ context, event }) => {
-      const reason = event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : 'cancelled';
-      if (context.turn === null) return {};
-      return {
-        turn: {
-          ...context.turn,
-          status: 'cancelling',
-          cancelReason: reason,
-          attempts: patchLastAttempt(context.turn, { endedAt: now(), outcome: 'cancelled' }),
-        },
-      };
-    }),
-    cancelTurn: assign(({ context, event }) => {
-      const reason =
-        event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : (context.turn?.cancelReason ?? 'cancelled');
-      return endTurn(context, 'cancelled', { cancelReason: reason });
-    }),
+    completeTurn: assign(({ context }) => completeTurn(context)),
+    recordFailure: assign(({ context, event }) => recordFailure(context, event)),
+    markCancelling: assign(({ context, event }) => markCancelling(context, event)),
+    cancelTurn: assign(({ context, event }) => cancelTurn(context, event)),
     /** The wall-clock limit hit while an attempt runs: stop it (three-stage stop) as for a cancel, but the turn will end `failed`. */
-    markTimedOut: assign(({ context }) => {
-      if (context.turn === null) return {};
-      const attempts = patchLastAttempt(context.turn, {
-        endedAt: now(),
-        outcome: 'failed',
-        category: 'timeout',
-        errorText: timeoutText(context),
-      });
-      return { turn: { ...context.turn, status: 'cancelling', timedOut: true, attempts } };
-    }),
+    markTimedOut: assign(({ context }) => markTimedOut(context)),
     /** Ends a turn stopped by its wall-clock limit: `failed`, category `timeout`, whatever the retry policy says. */
-    failTimedOut: assign(({ context }) => {
-      if (context.turn === null) return {};
-      const lastFailure = {
-        category: 'timeout' as const,
-        errorText: timeoutText(context),
-        retryAfterMs: null,
-        at: now(),
-      };
-      return { lastFailure, ...endTurn(context, 'failed', { failureReason: 'turn_timeout', timedOut: true }) };
-    }),
+    failTimedOut: assign(({ context }) => failTimedOut(context)),
     /** (Re)arms the turn's wall-clock limit; a turn without one gets no timer at all. */
     armDeadline: enqueueActions(({ context, enqueue }) => {
       enqueue.cancel(DEADLINE_ID);

@@ -108,6 +108,7 @@ export function readTokensFile(file: string): { ok: true; tokens: TokenEntry[] }
   try {
     raw = JSON.parse(text);
   } catch {
+    // Said to the caller as the result's message.
     return { ok: false, message: `${file} is not valid JSON` };
   }
   const parsed = TokenListSchema.safeParse(raw);

@@ -105,6 +105,7 @@ export async function storedRetryPolicy(raw: string, fallback: () => Promise<Ret
   try {
     value = JSON.parse(raw);
   } catch {
+    // As documented above: an unreadable stored policy is the one in force for sessions without one.
     return fallback();
   }
   const whole = parseRetryPolicy(value);

@@ -210,12 +210,14 @@ export class MessageHub {
   async #clusterRound(keys: string[], ids: string[]): Promise<Array<[string, Array<[string, string[]]>]> | null> {
     const replies = await Promise.all(
       keys.map((key, i) =>
-        // A stream not readable now is read again on the next round.
         (
           this.#options.redis.xread('COUNT', PAGE, 'STREAMS', key, ids[i] as string) as Promise<Array<
             [string, Array<[string, string[]]>]
           > | null>
-        ).catch(() => null),
+        ).catch(
+          // A stream not readable now is read again on the next round.
+          () => null,
+        ),
       ),
     );
     const reply = replies.flatMap((r) => r ?? []);

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
+import { metricFamilies, type MetricFamilies } from './metric-families.ts';
 import { SESSION_STATES, SETTLED_STATES } from '../../machines/states.ts';
 import { CHANGED_WINDOW_MS, lifecycleKeys } from './lifecycle/keys.ts';
 import type { Runtime, SessionView } from './runtime.ts';
@@ -80,23 +81,9 @@ export class RuntimeMetrics {
   /** The fleet totals of the attempt and retry counters as last reported by this process. */
   readonly #reported = new Map<string, number>();
 
-  readonly #sessions: Gauge<'state'>;
-  readonly #attempts: Counter<'outcome' | 'category'>;
-  readonly #retries: Counter<'category'>;
-  readonly #turnDuration: Histogram<'status'>;
-  readonly #cancelLatency: Histogram;
-  readonly #queueJobs: Gauge<'state'>;
-  readonly #workers: Gauge;
-  readonly #approvalsWaiting: Gauge;
-  readonly #refreshErrors: Counter;
-  readonly #limitInUse: Gauge<'limit'>;
-  readonly #limitWaiting: Gauge<'limit'>;
-  readonly #tokens: Counter<'agent' | 'model' | 'kind'>;
+  readonly #metrics: MetricFamilies;
   /** The agent/model pairs `sessiond_tokens_total` has label values for (at most MAX_TOKEN_LABELS). */
   readonly #tokenLabels = new Set<string>();
-  readonly #quotaWalls: Counter<'attempts'>;
-  readonly #egressRefused: Counter<'reason'>;
-  readonly #parkedNextReset: Gauge;
   /** Sessions seen parked at a quota wall, with its reset (bounded by the parked sessions; left when seen otherwise or gone). */
   readonly #parked = new Map<string, number>();
 
@@ -105,94 +92,7 @@ export class RuntimeMetrics {
     this.#cacheMs = options.cacheMs ?? 3000;
     this.#workerStaleMs = options.workerStaleMs ?? 15_000;
     this.#concurrency = options.concurrency ?? 32;
-    const registers = [this.registry];
-    this.#sessions = new Gauge({
-      name: 'sessiond_sessions',
-      help: 'Sessions by machine state (queued: first prompt not yet taken)',
-      labelNames: ['state'],
-      registers,
-    });
-    this.#attempts = new Counter({
-      name: 'sessiond_attempts_total',
-      help: 'Ended agent attempts by outcome (completed, failed, interrupted, cancelled) and failure category (none when not failed)',
-      labelNames: ['outcome', 'category'],
-      registers,
-    });
-    this.#retries = new Counter({
-      name: 'sessiond_retries_total',
-      help: 'Retries scheduled (a failed attempt followed by a backoff), by the failure category',
-      labelNames: ['category'],
-      registers,
-    });
-    this.#turnDuration = new Histogram({
-      name: 'sessiond_turn_duration_seconds',
-      help: 'Duration of ended turns, from the first attempt start to the final state, by final status',
-      labelNames: ['status'],
-      buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600],
-      registers,
-    });
-    this.#cancelLatency = new Histogram({
-      name: 'sessiond_cancel_latency_seconds',
-      help: 'From the session machine receiving a cancel to the turn being cancelled (the agent process tree gone)',
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 30],
-      registers,
-    });
-    this.#queueJobs = new Gauge({
-      name: 'sessiond_queue_jobs',
-      help: 'BullMQ activation jobs by queue state',
-      labelNames: ['state'],
-      registers,
-    });
-    this.#workers = new Gauge({
-      name: 'sessiond_workers',
-      help: 'Workers whose heartbeat was seen recently',
-      registers,
-    });
-    this.#limitInUse = new Gauge({
-      name: 'sessiond_limit_in_use',
-      help: 'Attempts holding a slot of each fleet limit (all its keys)',
-      labelNames: ['limit'],
-      registers,
-    });
-    this.#limitWaiting = new Gauge({
-      name: 'sessiond_limit_waiting',
-      help: 'Sessions waiting for each fleet limit (capacity, a cooldown or paused dispatch)',
-      labelNames: ['limit'],
-      registers,
-    });
-    this.#quotaWalls = new Counter({
-      name: 'sessiond_quota_walls_total',
-      help: 'Attempts that ended on a quota wall (a rate limit whose reset lies past maxRetryAfterMs: the session parked until it), by whether the attempt was counted against maxAttempts',
-      labelNames: ['attempts'],
-      registers,
-    });
-    this.#egressRefused = new Counter({
-      name: 'sessiond_egress_refused_total',
-      help: 'Requests of attempts their egress proxy refused (a host the policy does not list, a name resolving to a local address…), by reason; each is also an audit log line of the worker',
-      labelNames: ['reason'],
-      registers,
-    });
-    this.#parkedNextReset = new Gauge({
-      name: 'sessiond_parked_next_reset_timestamp_seconds',
-      help: 'The earliest reset among the sessions parked at a quota wall (Unix time); 0 when none is parked',
-      registers,
-    });
-    this.#approvalsWaiting = new Gauge({
-      name: 'sessiond_approvals_waiting',
-      help: 'Permission requests of agents waiting for an operator (approve / deny), fleet-wide',
-      registers,
-    });
-    this.#tokens = new Counter({
-      name: 'sessiond_tokens_total',
-      help: 'Tokens the agents reported in their terminal messages, by agent, model and kind (input, output, cacheRead, cacheWrite)',
-      labelNames: ['agent', 'model', 'kind'],
-      registers,
-    });
-    this.#refreshErrors = new Counter({
-      name: 'sessiond_metrics_refresh_errors_total',
-      help: 'Metric refreshes that failed (Redis unreachable…)',
-      registers,
-    });
+    this.#metrics = metricFamilies(this.registry);
   }
 
   /** Refreshes every `everyMs` in the background (besides scrapes) until `stop()`. */
@@ -227,7 +127,7 @@ export class RuntimeMetrics {
         })
         // Counted: sessiond_metrics_refresh_errors_total says so.
         .catch(() => {
-          this.#refreshErrors.inc();
+          this.#metrics.refreshErrors.inc();
         })
         .finally(() => {
           this.#refreshing = null;
@@ -259,23 +159,23 @@ export class RuntimeMetrics {
       runtime.limitsView(),
       internals(runtime).approvals.waitingCount(now),
     ]);
-    this.#limitInUse.reset();
-    this.#limitWaiting.reset();
+    this.#metrics.limitInUse.reset();
+    this.#metrics.limitWaiting.reset();
     for (const limit of limits.limits) {
-      this.#limitInUse.set({ limit: limit.name }, limit.inUse);
-      this.#limitWaiting.set({ limit: limit.name }, limit.waiting);
+      this.#metrics.limitInUse.set({ limit: limit.name }, limit.inUse);
+      this.#metrics.limitWaiting.set({ limit: limit.name }, limit.waiting);
     }
-    this.#approvalsWaiting.set(approvals);
+    this.#metrics.approvalsWaiting.set(approvals);
     const reply = (i: number, shard: number): unknown => {
       const [error, value] = shardReplies[shard]?.[i] ?? [null, null];
       if (error !== null) throw error;
       return value;
     };
-    for (const state of QUEUE_STATES) this.#queueJobs.set({ state }, counts[state] ?? 0);
-    this.#workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
-    this.#sessions.reset();
+    for (const state of QUEUE_STATES) this.#metrics.queueJobs.set({ state }, counts[state] ?? 0);
+    this.#metrics.workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
+    this.#metrics.sessions.reset();
     SESSION_STATES.forEach((state, i) =>
-      this.#sessions.set(
+      this.#metrics.sessions.set(
         { state },
         shardReplies.reduce((sum, _, shard) => sum + Number(reply(i, shard)), 0),
       ),
@@ -302,8 +202,8 @@ export class RuntimeMetrics {
       0,
     );
     if (parkedNow === 0) this.#parked.clear();
-    this.#parkedNextReset.reset();
-    if (this.#parked.size > 0) this.#parkedNextReset.set(Math.min(...this.#parked.values()) / 1000);
+    this.#metrics.parkedNextReset.reset();
+    if (this.#parked.size > 0) this.#metrics.parkedNextReset.set(Math.min(...this.#parked.values()) / 1000);
     // Index writes trail the sessions' own by a tick, and clocks of hosts differ: look a little back next time.
     this.#since = now - CHANGED_MARGIN_MS;
     for (const [id, seen] of this.#seen) if (seen.observedAt < now - CHANGED_WINDOW_MS) this.#seen.delete(id);
@@ -322,10 +222,10 @@ export class RuntimeMetrics {
       if (added <= 0) continue;
       const parsed = parseField(field);
       if (parsed?.kind === 'attempts')
-        this.#attempts.inc({ outcome: parsed.outcome, category: parsed.category }, added);
-      else if (parsed?.kind === 'retries') this.#retries.inc({ category: parsed.category }, added);
-      else if (parsed?.kind === 'walls') this.#quotaWalls.inc({ attempts: parsed.attempts }, added);
-      else if (parsed?.kind === 'egress') this.#egressRefused.inc({ reason: parsed.reason }, added);
+        this.#metrics.attempts.inc({ outcome: parsed.outcome, category: parsed.category }, added);
+      else if (parsed?.kind === 'retries') this.#metrics.retries.inc({ category: parsed.category }, added);
+      else if (parsed?.kind === 'walls') this.#metrics.quotaWalls.inc({ attempts: parsed.attempts }, added);
+      else if (parsed?.kind === 'egress') this.#metrics.egressRefused.inc({ reason: parsed.reason }, added);
     }
   }
 
@@ -372,7 +272,7 @@ export class RuntimeMetrics {
       const model = this.#tokenLabels.has(key) ? named : 'other';
       for (const kind of TOKEN_KINDS) {
         const n = delta(kind);
-        if (n > 0) this.#tokens.inc({ agent, model, kind }, n);
+        if (n > 0) this.#metrics.tokens.inc({ agent, model, kind }, n);
       }
     };
     if (previous !== undefined) {
@@ -409,7 +309,7 @@ export class RuntimeMetrics {
     if (turn !== null) {
       if (!seen.turnCounted && ENDED_TURN.has(turn.status) && turn.endedAt !== null) {
         seen.turnCounted = true;
-        this.#turnDuration.observe({ status: turn.status }, Math.max(0, turn.endedAt - turn.startedAt) / 1000);
+        this.#metrics.turnDuration.observe({ status: turn.status }, Math.max(0, turn.endedAt - turn.startedAt) / 1000);
       }
     }
     // Cancel latency: a `session.cancel` transition, then the next transition into `cancelled`.
@@ -418,7 +318,7 @@ export class RuntimeMetrics {
       if (t.event === 'session.cancel' && t.to !== 'cancelled') cancelAt = t.at;
       if (t.to !== 'cancelled' || t.at <= seen.historyAt) continue;
       const from = t.event === 'session.cancel' ? t.at : cancelAt;
-      if (from !== null) this.#cancelLatency.observe(Math.max(0, t.at - from) / 1000);
+      if (from !== null) this.#metrics.cancelLatency.observe(Math.max(0, t.at - from) / 1000);
       cancelAt = null;
     }
     const last = view.history.at(-1);

@@ -140,6 +140,7 @@ export class Runtime {
   async close(): Promise<void> {
     await this.#hub?.close();
     await this.#parts.queue.close();
+    // A connection already closed (or never connected) has nothing to quit.
     await this.#parts.redis.quit().catch(() => undefined);
   }
 }

@@ -1,83 +1,33 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { DelayedError, Worker, type Job } from 'bullmq';
+import { DelayedError, type Job, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { isAttemptState } from '../../machines/states.ts';
-import { LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS, SWEEP_INTERVAL_MS } from '../config/defaults.ts';
+import { LIFECYCLE_DEFAULTS, SHUTDOWN_GRACE_MS } from '../config/defaults.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
-import { detectContainment, detectSandbox, killEscapees, type AttemptLimits } from '../process/index.ts';
-import { ActiveSession, type ActiveSessionConfig } from './session-loop/active-session.ts';
+import { detectContainment, detectSandbox, killEscapees } from '../process/index.ts';
+import { ActiveSession } from './session-loop/active-session.ts';
 import { createTracing, type Tracing } from './tracing/tracing.ts';
 import { deploymentPolicy } from './deployment-policy.ts';
 import { EventBus } from './event-bus.ts';
-import type { Keys } from './keys.ts';
 import { markerScope, reapOrphans } from './orphans.ts';
 import { PolicyStore } from './policy-store.ts';
-import { ACTIVATION_JOB, parseJobData, reconcileActivations, type SessionQueue } from './queue.ts';
+import { ACTIVATION_JOB, parseJobData } from './queue.ts';
 import { SharedSessionMachine } from './shared-machine.ts';
 import { SessionStore } from './store/session-store.ts';
-import { sweep } from './lifecycle/sweeper.ts';
-import { FleetLimits, type LimitRule } from './limits/index.ts';
+import { FleetLimits } from './limits/index.ts';
 import type { AdmissionGate } from './limits/gate.ts';
 import { promoteActivations } from './limits/wake.ts';
 import type { AttemptRefusal } from '../process/egress/index.ts';
 import { egressField } from './counters.ts';
 import { lifecycleKeys } from './lifecycle/keys.ts';
+import { consumedPartitions, partitionWorkers } from './partition-workers.ts';
+import type { WorkerOptions } from './worker-options.ts';
+import { startPeriodicSteps } from './worker-periodic.ts';
+import { announceIsolation, workerRecord } from './worker-report.ts';
 
-export interface WorkerOptions {
-  /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
-  connect: (role: string) => Redis;
-  keys: Keys;
-  queue: SessionQueue;
-  concurrency: number;
-  leaseTtlMs: number;
-  /** BullMQ's stalled-job check; a dead worker's sessions are taken over within about leaseTtlMs + this. */
-  stalledIntervalMs: number;
-  holdBackoffMs: number;
-  pollMs: number;
-  heartbeatMs: number;
-  agentOptions: ActiveSessionConfig['agentOptions'];
-  /** What callers may choose; every stored request is checked against it again at each attempt. Default: the default policy, this process's cwd as the workspace. */
-  policy?: DeploymentPolicy;
-  /** Ceilings of each attempt's cgroup, where the host has cgroup containment. */
-  limits?: AttemptLimits;
-  /** Finished sessions are removed this long after they finished (0: kept forever). Default 0. */
-  retentionMs?: number;
-  /** How often the lifecycle sweeper runs (retention, removals cut short). @default SWEEP_INTERVAL_MS (10 s) */
-  sweepIntervalMs?: number;
-  /** A removal on record this long was cut short: the sweeper finishes it. Default 60 s. */
-  sweepResumeAfterMs?: number;
-  /** Messages one session's log may hold; the turn that reaches it ends failed (`quota`). 0: no limit. */
-  maxLogMessages?: number;
-  /** Bytes of message content one session's log may hold; as maxLogMessages. @default LIFECYCLE_DEFAULTS.maxLogBytes (64 MiB) */
-  maxLogBytes?: number;
-  /**
-   * The queue partitions this worker takes jobs from (SESSIOND_QUEUE_PARTITIONS_CONSUMED). Default:
-   * every partition below the highest count the deployment has used, so that a partition a smaller
-   * count no longer fills is still emptied.
-   */
-  consumePartitions?: readonly number[];
-  /** Fenced writes wait for this many replicas (Redis WAIT, SESSIOND_REDIS_WAIT_REPLICAS); 0: no wait. */
-  waitReplicas?: number;
-  waitTimeoutMs?: number;
-  /** Fleet-wide limits (SESSIOND_LIMITS): an attempt under one waits, parked, for capacity. Default none. */
-  fleetLimits?: readonly LimitRule[];
-  /** How often a session waiting for a limit looks again by itself: only a safety net, a release (or a lapsed hold, found every leaseTtlMs/3) wakes it. Default 30 s. */
-  limitPollMs?: number;
-  log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
-  /**
-   * Egress by policy (src/process/egress): each attempt's network goes through a proxy of this worker
-   * that lets it reach its model host and the policy's `network` hosts only, and its provider key stays
-   * here (brokered). Refusals are audited (`log`, `msg: "audit"`) and counted. Default true.
-   */
-  egress?: boolean;
-  /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
-  events?: ActiveSessionConfig['events'];
-  /** Traces of turns and attempts. Default: OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, none otherwise (see tracing/tracing.ts). */
-  tracing?: Tracing | null;
-}
-
-/** The defaults of the options above (one place for them and the config schema: src/config/defaults.ts). */
+export type { WorkerOptions } from './worker-options.ts';
+/** The defaults of the options (one place for them and the config schema: src/config/defaults.ts). */
 export { WORKER_DEFAULTS } from '../config/defaults.ts';
 
 /**
@@ -159,25 +109,7 @@ export class SessionWorker {
 
   async start(): Promise<void> {
     const log = this.#log;
-    // Said once: how this worker keeps the processes of an attempt from outliving it.
-    if (this.#containment.mode === 'sweep')
-      log('warn', 'attempts are not contained by cgroups on this host', { containment: this.#containment.detail });
-    else log('info', 'attempts contained by cgroups', { containment: this.#containment.detail });
-    // Said once, plainly: what this worker's sandbox cannot stop (docs/sandbox.md).
-    const sandbox = this.#sandbox;
-    if (sandbox.refused !== null)
-      log('error', 'every attempt will be refused: the sandbox asked for is unavailable', { sandbox: sandbox.refused });
-    else if (sandbox.mode === 'bwrap') log('info', 'attempts run sandboxed (bwrap)', { sandbox: sandbox.detail });
-    // A warning when auto found less than bwrap; the operator's explicit choice is only stated.
-    else
-      log(
-        sandbox.requested === 'auto' ? 'warn' : 'info',
-        `attempts run with sandbox mode ${sandbox.mode}, which does not stop everything`,
-        {
-          sandbox: sandbox.detail,
-          gaps: sandbox.gaps,
-        },
-      );
+    announceIsolation(log, this.#containment, this.#sandbox);
     this.#tracing = this.#options.tracing !== undefined ? this.#options.tracing : await createTracing();
     if (this.#tracing !== null) log('info', 'traces exported over OTLP/HTTP');
     const escaped = killEscapees();
@@ -197,80 +129,26 @@ export class SessionWorker {
     await this.#refreshPaused();
     await this.#heartbeat();
     this.#timers.push(
-      setInterval(
-        () => void this.#heartbeat().catch(this.#warn('heartbeat not written (tried again next beat)')),
-        this.#options.heartbeatMs,
-      ),
+      ...startPeriodicSteps({
+        options: this.#options,
+        store: this.#store,
+        fleetLimits: this.#fleetLimits,
+        lifecycle: {
+          redis: this.#redis,
+          keys: this.#options.keys,
+          queue: this.#options.queue,
+          publish: (event) => this.#bus.publish(event),
+        },
+        heartbeat: () => this.#heartbeat(),
+        refreshPaused: () => this.#refreshPaused(),
+        wake: (ids) => this.#wake(ids),
+        log,
+        warn: (message) => this.#warn(message),
+      }),
     );
-    // Lapsed holds (a dead worker's) come back, and the waiters there is room for are woken.
-    this.#timers.push(
-      setInterval(
-        () =>
-          void this.#refreshPaused()
-            .then(() => this.#fleetLimits.wakeable())
-            .then((ids) => this.#wake(ids))
-            .catch(this.#warn('lapsed fleet-limit holds not looked at (looked at again every leaseTtlMs/3)')),
-        Math.max(250, Math.floor(this.#options.leaseTtlMs / 3)),
-      ),
-    );
-    this.#timers.push(
-      setInterval(
-        () =>
-          void reconcileActivations(this.#store, this.#options.queue).catch(
-            this.#warn('activations not reconciled (tried again next round)'),
-          ),
-        Math.max(5_000, this.#options.leaseTtlMs),
-      ),
-    );
-    const lifecycle = {
-      redis: this.#redis,
-      keys: this.#options.keys,
-      queue: this.#options.queue,
-      publish: (event: Parameters<EventBus['publish']>[0]) => this.#bus.publish(event),
-    };
-    this.#timers.push(
-      setInterval(
-        () =>
-          void sweep(lifecycle, {
-            retentionMs: this.#options.retentionMs ?? 0,
-            ...(this.#options.sweepResumeAfterMs === undefined
-              ? {}
-              : { resumeAfterMs: this.#options.sweepResumeAfterMs }),
-          }).then((r) => {
-            if (r.expired + r.resumed > 0) log('info', 'lifecycle sweep', { expired: r.expired, resumed: r.resumed });
-          }, this.#warn('lifecycle sweep failed (tried again next round)')),
-        this.#options.sweepIntervalMs ?? SWEEP_INTERVAL_MS,
-      ),
-    );
-    const known = Math.max(this.#options.queue.partitions, await this.#options.queue.knownPartitions());
-    const consumed = [...new Set(this.#options.consumePartitions ?? Array.from({ length: known }, (_, n) => n))].sort(
-      (x, y) => x - y,
-    );
-    this.#consumed = consumed;
-    // One BullMQ worker per partition (each its own blocking connection); the concurrency is shared
-    // out among them, at least one each: a worker consuming P partitions drives up to max(concurrency, P).
-    const share = (i: number): number =>
-      Math.max(
-        1,
-        Math.floor(this.#options.concurrency / consumed.length) +
-          (i < this.#options.concurrency % consumed.length ? 1 : 0),
-      );
-    this.#workers = consumed.map(
-      (n, i) =>
-        new Worker(
-          this.#options.queue.name,
-          (job: Job, token?: string, signal?: AbortSignal) => this.#process(job, token, signal),
-          {
-            connection: this.#options.connect(consumed.length === 1 ? 'worker-bullmq' : `worker-bullmq-${n}`),
-            prefix: this.#options.keys.queuePartitionPrefix(n),
-            concurrency: share(i),
-            lockDuration: this.#options.leaseTtlMs,
-            stalledInterval: this.#options.stalledIntervalMs,
-            // The session machine is the only retry owner: a job that stalls is simply taken again.
-            maxStalledCount: Number.MAX_SAFE_INTEGER,
-            autorun: true,
-          },
-        ),
+    this.#consumed = await consumedPartitions(this.#options);
+    this.#workers = partitionWorkers(this.#options, this.#consumed, (job, token, signal) =>
+      this.#process(job, token, signal),
     );
     for (const worker of this.#workers)
       worker.on('error', (error) => log('error', 'queue error', { error: error.message }));
@@ -294,22 +172,16 @@ export class SessionWorker {
     await this.#redis.hset(
       this.#options.keys.workers,
       this.id,
-      JSON.stringify({
-        id: this.id,
-        host: hostname(),
-        pid: process.pid,
-        lastSeen: Date.now(),
-        active: this.#active.size,
-        concurrency: this.#options.concurrency,
-        partitions: this.#consumed,
-        containment: { mode: this.#containment.mode, detail: this.#containment.detail },
-        sandbox: {
-          mode: this.#sandbox.mode,
-          detail: this.#sandbox.refused ?? this.#sandbox.detail,
-          gaps: this.#sandbox.gaps,
-          refused: this.#sandbox.refused !== null,
+      workerRecord(
+        {
+          id: this.id,
+          active: this.#active.size,
+          concurrency: this.#options.concurrency,
+          partitions: this.#consumed,
         },
-      }),
+        this.#containment,
+        this.#sandbox,
+      ),
     );
   }
 

@@ -73,6 +73,7 @@ function headerSessionId(content: string): unknown {
     const header = JSON.parse(newline === -1 ? content : content.slice(0, newline)) as unknown;
     return header !== null && typeof header === 'object' ? (header as Record<string, unknown>).sessionId : null;
   } catch {
+    // A first line that is not JSON is not a chat file's header: not this session's file.
     return null;
   }
 }

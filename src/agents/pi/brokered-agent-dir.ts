@@ -33,6 +33,7 @@ export async function piModelRoute(
     const url = new URL(entry.baseUrl);
     return key === undefined || key === '' || !/^https?:$/.test(url.protocol) ? null : { baseUrl: url, key };
   } catch {
+    // A baseUrl that is no URL is one no bridge can stand in for: pi gets the entry as written.
     return null;
   }
 }
@@ -43,12 +44,14 @@ interface ModelsFile {
 }
 
 async function readModels(agentDir: string): Promise<ModelsFile | null> {
+  // No models.json (ENOENT, the common case): pi uses its built-in providers, none to broker.
   const raw = await readFile(join(agentDir, 'models.json'), 'utf8').catch(() => null);
   if (raw === null) return null;
   try {
     const parsed: unknown = JSON.parse(raw);
     return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as ModelsFile) : null;
   } catch {
+    // A models.json that is not JSON has no provider to broker: the attempt runs unbrokered, as without one.
     return null;
   }
 }
@@ -71,6 +74,7 @@ export async function brokeredAgentDir(
 ): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   await mkdir(parent, { recursive: true, mode: 0o700 });
   const dir = await mkdtemp(join(parent, 'attempt-'));
+  // Best effort: a dir left behind holds links and a placeholder key only, and lies under the attempt's parent.
   const cleanup = (): Promise<void> => rm(dir, { recursive: true, force: true }).catch(() => undefined);
   try {
     await mkdir(join(managedDir, 'sessions'), { recursive: true, mode: 0o700 });

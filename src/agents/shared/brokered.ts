@@ -66,6 +66,7 @@ export function modelRoute(
     const url = new URL(baseUrl !== undefined && baseUrl !== '' ? baseUrl : defaultBaseUrl);
     return url.protocol === 'https:' || url.protocol === 'http:' ? { baseUrl: url, key } : null;
   } catch {
+    // Not a URL: no route, as documented above (the caller then brokers nothing).
     return null;
   }
 }

@@ -13,15 +13,18 @@ export async function managedHomeFiles(
   options: { writable: boolean; skip?: readonly string[] },
 ): Promise<SandboxFiles> {
   const readOnly: string[] = [];
+  // Contract above: a home that cannot be read (or is not made yet) shows nothing.
   const entries = await readdir(home).catch(() => [] as string[]);
   for (const entry of entries) {
     if (options.skip?.includes(entry) === true) continue;
     const path = join(home, entry);
     const isLink = await lstat(path).then(
       (s) => s.isSymbolicLink(),
+      // Gone since readdir: nothing to show.
       () => false,
     );
     if (!isLink) continue;
+    // A dangling link (its target removed by the user): nothing to bind.
     const target = await realpath(path).catch(() => null);
     if (target !== null) readOnly.push(target);
   }
@@ -34,6 +37,7 @@ export async function ensureDir(dir: string): Promise<string | null> {
     await mkdir(dir, { recursive: true });
     return await realpath(dir);
   } catch {
+    // Documented above: null, and the caller then gives the sandbox no writable session dir.
     return null;
   }
 }

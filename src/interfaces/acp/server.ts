@@ -179,6 +179,7 @@ async function loadKnown(sessiond: Client, sessionId: string): Promise<Known | n
   const view = await sessiond
     .session(sessionId)
     .inspect()
+    // As the comment above says: the ACP client is told the session does not exist.
     .catch(() => null);
   return view === null ? null : { options: {}, exists: true };
 }

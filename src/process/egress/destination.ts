@@ -41,6 +41,7 @@ export async function resolveDestination(
     if (LOCAL.check(found.address, type)) return { ok: false, reason: 'local address' };
     return { ok: true, address: found.address, family: found.family === 6 ? 6 : 4 };
   } catch {
+    // Refused with reason 'unresolved', which the proxy reports (an audit line, a 403 to the agent).
     return { ok: false, reason: 'unresolved' };
   }
 }

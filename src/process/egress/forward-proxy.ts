@@ -110,6 +110,7 @@ export async function startForwardProxy(options: ForwardProxyOptions): Promise<U
     try {
       url = new URL(req.url ?? '');
     } catch {
+      // Refused just below as a bad request, and reported.
       url = null;
     }
     if (url === null || url.protocol !== 'http:') {

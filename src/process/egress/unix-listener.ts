@@ -32,6 +32,7 @@ export async function listenUnix(server: Server, socketPath: string): Promise<Un
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         for (const socket of open) socket.destroy();
         await closed;
+        // A socket file left behind is dead: nothing listens on it any more.
         await rm(socketPath, { force: true }).catch(() => undefined);
       })()),
   };

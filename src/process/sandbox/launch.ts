@@ -182,6 +182,7 @@ function protectedGitPaths(cwd: string): string[] {
     if (!lstatSync(git).isDirectory()) return [];
     mkdirSync(join(git, 'hooks'), { recursive: true });
   } catch {
+    // No .git (ENOENT): nothing to protect; hooks we cannot make (EACCES), the agent (same user) cannot either.
     return [];
   }
   return [join(git, 'config'), join(git, 'hooks')].filter((p) => existsSync(p));

@@ -57,6 +57,7 @@ function isSymlink(path: string): boolean {
   try {
     return lstatSync(path).isSymbolicLink();
   } catch {
+    // A path that does not exist is not a link.
     return false;
   }
 }
@@ -79,6 +80,7 @@ export function commandPaths(command: string): string[] {
     try {
       real = realpathSync(path);
     } catch {
+      // A path that does not exist has nothing to bind.
       continue;
     }
     for (const p of [path, real]) {

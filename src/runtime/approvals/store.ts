@@ -224,8 +224,8 @@ export class ApprovalStore {
     )) as number | string[];
     if (r === -1 || !Array.isArray(r)) throw new StaleApprovalError(`session ${sessionId}: the lease was taken over`);
     const ids = r.filter((f) => !f.includes(':'));
-    // The waiting index is a hint for the deadline sweep, which drops entries it finds answered.
     if (ids.length > 0)
+      // The waiting index is a hint for the deadline sweep, which drops entries it finds answered.
       await this.#redis.zrem(this.waitingKey, ...ids.map((id) => `${sessionId} ${id}`)).catch(() => undefined);
     return ids.length;
   }

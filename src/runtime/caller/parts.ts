@@ -74,6 +74,7 @@ export function safeJson(raw: string | undefined): unknown {
   try {
     return JSON.parse(raw) as unknown;
   } catch {
+    // Written by sessiond as JSON, so only a hand-edited value fails here: it reads as empty ({}).
     return {};
   }
 }

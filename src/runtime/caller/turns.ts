@@ -22,6 +22,7 @@ export async function cancel(
   if (code === 2) {
     // Parked in a long backoff: run its activation now, so the cancel does not wait for nextRetryAt.
     const job = await parts.queue.getJob(jobId);
+    // Not delayed any more (it started meanwhile): its holder reads the cancel request.
     if (job !== undefined && (await job.isDelayed())) await job.promote().catch(() => undefined);
   }
   if (code === 3) {
@@ -106,6 +107,7 @@ export async function resumeParked(
   const jobId = await parts.store.activeJobId(sessionId);
   const job = jobId === null ? undefined : await parts.queue.getJob(jobId);
   const delayed = job !== undefined && (await job.isDelayed());
+  // Not delayed any more (it started meanwhile): its holder reads the resume request.
   if (delayed) await job.promote().catch(() => undefined);
   return { sessionId, turn: context.turnIndex, parkedUntil: wall.until, delivered: delayed ? 'activation' : 'worker' };
 }

@@ -17,8 +17,8 @@ export function registerRetry(program: Command): void {
     .action(async (sessionId: string, flags: { json?: boolean; follow?: boolean }) => {
       const ctx = await openClient();
       try {
-        // A log not readable yet follows from its first message.
         const session = ctx.client.session(sessionId);
+        // A log not readable yet follows from its first message.
         const fromSeq = (await session.lastSeq().catch(() => 0)) + 1;
         let result;
         try {

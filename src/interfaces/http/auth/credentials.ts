@@ -155,6 +155,7 @@ export class Signer {
     try {
       claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as SignedClaims;
     } catch {
+      // A body that is not JSON is an invalid credential, said to the caller as the reason.
       return { ok: false, reason: 'invalid' };
     }
     if (claims.p !== purpose || typeof claims.exp !== 'number') return { ok: false, reason: 'invalid' };

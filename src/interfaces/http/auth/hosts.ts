@@ -71,6 +71,7 @@ export class HostPolicy {
     try {
       host = new URL(o).host;
     } catch {
+      // An Origin that is not a URL is refused, like any origin not allowed.
       return false;
     }
     return hostHeader !== undefined && host === hostHeader.trim().toLowerCase();

@@ -58,6 +58,7 @@ export function matchRoute(table: readonly RouteRule[], method: string, path: st
       try {
         params[name] = decodeURIComponent(found[i + 1] ?? '');
       } catch {
+        // Not an error here: a segment with a malformed %-escape is kept as sent, not decoded.
         params[name] = found[i + 1] ?? '';
       }
     });
