@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Git } from './git.ts';
 import { isLocalStore, storeRef } from './layout.ts';
@@ -7,8 +7,13 @@ import { isLocalStore, storeRef } from './layout.ts';
  * The snapshot store: one bare repository. Each session has one ref, `refs/sessiond/<hex of its
  * id>`, naming an index commit whose parents are all the session's snapshots (its tree is empty):
  * one ref per session keeps every snapshot reachable (none lost when two holders race), counts them
- * (`maxSnapshots`) and removes them all with one ref deletion. Updates are compare-and-swap
- * (`--force-with-lease`), retried on a lost race.
+ * (`maxSnapshots`) and removes them all with one ref deletion. Updates are compare-and-swap,
+ * retried on a lost race.
+ *
+ * A local store (a path) is used in place: each session's private repository has its `objects`
+ * directory linked to the store's, so a snapshot's objects are written once, straight into the
+ * store, and its index moves with `git update-ref <ref> <new> <old>` (no push, no fetch). A URL
+ * store is reached with `git push --force-with-lease` and `git fetch` (only new objects move).
  */
 
 /** Where a session's index is kept in sessiond's private repository (so fetches negotiate from it). */
@@ -41,8 +46,24 @@ export function forgetStores(): void {
   storeReady = new Map();
 }
 
+/** The session's index in a local store (null: none). */
+async function storeIndex(git: Git, store: string, sessionId: string): Promise<string | null> {
+  const result = await git.try(['rev-parse', '--verify', '--quiet', `${storeRef(sessionId)}^{commit}`], {
+    gitDir: store,
+  });
+  return result.exitCode === 0 ? result.stdout.trim() : null;
+}
+
+/** Links a session's private repository to a local store's objects (nothing to do for a URL store). */
+export async function linkObjects(repo: string, store: string): Promise<void> {
+  if (!isLocalStore(store)) return;
+  await rm(join(repo, 'objects'), { recursive: true, force: true });
+  await symlink(join(store, 'objects'), join(repo, 'objects'));
+}
+
 /** Fetches the session's index (and every snapshot it holds) into `repo`; null when the store has none. */
 export async function fetchIndex(git: Git, repo: string, store: string, sessionId: string): Promise<string | null> {
+  if (isLocalStore(store)) return storeIndex(git, store, sessionId);
   const result = await git.try(
     [
       'fetch',
@@ -57,18 +78,22 @@ export async function fetchIndex(git: Git, repo: string, store: string, sessionI
   );
   if (result.exitCode !== 0) {
     if (/couldn't find remote ref/i.test(result.stderr)) {
-      await git.run(['update-ref', '-d', LOCAL_INDEX_REF], { gitDir: repo });
+      await rm(join(repo, LOCAL_INDEX_REF), { force: true });
       return null;
     }
     throw new Error(
       `workspace store ${store}: fetching session ${sessionId}'s snapshots failed: ${result.stderr.trim()}`,
     );
   }
-  return localIndex(git, repo);
+  return localIndex(git, repo, store, sessionId);
 }
 
-/** The index this host last saw, or null (the ref file read directly: sessiond never packs this repository's refs). */
-export async function localIndex(_git: Git, repo: string): Promise<string | null> {
+/**
+ * The index this host last saw (a local store's current one), or null. A URL store's is read from
+ * the ref file directly: sessiond never packs its private repositories' refs.
+ */
+export async function localIndex(git: Git, repo: string, store: string, sessionId: string): Promise<string | null> {
+  if (isLocalStore(store)) return storeIndex(git, store, sessionId);
   const text = await readFile(join(repo, LOCAL_INDEX_REF), 'utf8').catch(() => null); // absent: none seen
   const oid = text?.trim() ?? '';
   return /^[0-9a-f]{40,64}$/.test(oid) ? oid : null;
@@ -132,6 +157,15 @@ export async function pushIndex(
   next: string,
 ): Promise<boolean> {
   const ref = storeRef(sessionId);
+  if (isLocalStore(store)) {
+    const old = expected ?? '0'.repeat(next.length);
+    const moved = await git.try(['update-ref', ref, next, old], { gitDir: store });
+    if (moved.exitCode === 0) return true;
+    if (/but expected|already exists|unable to resolve reference|cannot lock ref/i.test(moved.stderr)) return false;
+    throw new Error(
+      `workspace store ${store}: recording session ${sessionId}'s snapshot failed: ${moved.stderr.trim()}`,
+    );
+  }
   const result = await git.try(
     ['push', '--quiet', '--porcelain', `--force-with-lease=${ref}:${expected ?? ''}`, '--', store, `+${next}:${ref}`],
     { gitDir: repo },
@@ -149,6 +183,10 @@ export async function pushIndex(
 /** Deletes the session's index from the store (its snapshots become unreachable there). */
 export async function deleteIndex(git: Git, repo: string, store: string, sessionId: string): Promise<void> {
   const ref = storeRef(sessionId);
+  if (isLocalStore(store)) {
+    await git.run(['update-ref', '-d', ref], { gitDir: store });
+    return;
+  }
   const result = await git.try(['push', '--quiet', '--porcelain', '--', store, `:${ref}`], { gitDir: repo });
   // Deleting a ref that is not there: git warns and exits 0 or 1 depending on the transport.
   if (result.exitCode !== 0 && !/unable to delete|remote ref does not exist/i.test(result.stdout + result.stderr)) {

@@ -12,6 +12,7 @@ import {
   deleteIndex,
   fetchIndex,
   indexSnapshots,
+  linkObjects,
   localIndex,
   pushIndex,
   writeCommit,
@@ -69,6 +70,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     if (empty === null || !(await exists(join(paths.repo, 'HEAD')))) {
       await mkdir(paths.dir, { recursive: true });
       await git.run(['init', '--quiet', '--bare', '--template=', '--', paths.repo]);
+      await linkObjects(paths.repo, config.store);
       empty = await emptyTree(git, paths.repo);
       await writeFile(emptyFile, empty);
     }
@@ -85,7 +87,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
    * (snapshot, copy) or imported (unbundle).
    */
   async function snapshotsWith(paths: SessionPaths, sessionId: string, wanted: string, field: string) {
-    let list = await indexSnapshots(git, paths.repo, await localIndex(git, paths.repo));
+    let list = await indexSnapshots(git, paths.repo, await localIndex(git, paths.repo, config.store, sessionId));
     if (!list.includes(wanted)) {
       list = await indexSnapshots(git, paths.repo, await fetchIndex(git, paths.repo, config.store, sessionId));
     }
@@ -97,7 +99,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
 
   /** Adds snapshots to the session's index in the store (compare-and-swap, retried when another writer won). */
   async function append(paths: SessionPaths, sessionId: string, commits: readonly string[], empty: string) {
-    let index = await localIndex(git, paths.repo);
+    let index = await localIndex(git, paths.repo, config.store, sessionId);
     for (let round = 0; round < INDEX_ROUNDS; round++) {
       if (round > 0) index = await fetchIndex(git, paths.repo, config.store, sessionId);
       const list = await indexSnapshots(git, paths.repo, index);
