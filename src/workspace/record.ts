@@ -1,4 +1,4 @@
-import { lstat } from 'node:fs/promises';
+import { lstat, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Git } from './git.ts';
 import type { SessionPaths } from './layout.ts';
@@ -16,13 +16,14 @@ const MAX_SKIPPED_REPOS = 100;
  */
 async function recordFiles(git: Git, paths: SessionPaths, excludesFile: string): Promise<string> {
   const skipped: string[] = [];
+  const packed = await packIfFresh(paths.filesIndex);
   for (;;) {
     const result = await git.try(['add', '-A', '--', '.', ...skipped.map((dir) => `:(exclude,literal)${dir}`)], {
       gitDir: paths.repo,
       workTree: paths.workspace,
       indexFile: paths.filesIndex,
       cwd: paths.workspace,
-      config: [`core.excludesFile=${excludesFile}`],
+      config: [`core.excludesFile=${excludesFile}`, ...packed],
     });
     if (result.exitCode === 0) break;
     // An embedded repository without a commit cannot be a gitlink: leave it out, record the rest.
@@ -34,6 +35,19 @@ async function recordFiles(git: Git, paths: SessionPaths, excludesFile: string):
     skipped.push(...fresh);
   }
   return (await git.run(['write-tree'], { gitDir: paths.repo, indexFile: paths.filesIndex })).trim();
+}
+
+/**
+ * With no index yet every file is hashed: then git writes the blobs into one pack (its bulk
+ * check-in, which `core.bigFileThreshold=1` turns on for every file) instead of one loose object
+ * each, so a restore reads them from a pack. Later snapshots write their few new objects loose.
+ */
+async function packIfFresh(index: string): Promise<string[]> {
+  const fresh = await stat(index).then(
+    () => false,
+    () => true, // no index: everything is new
+  );
+  return fresh ? ['core.bigFileThreshold=1'] : [];
 }
 
 /** Is the workspace's `.git` a real directory (not a file or a symlink)? */
@@ -49,12 +63,13 @@ export async function hasAgentRepository(workspace: string): Promise<boolean> {
 async function recordAgentRepository(git: Git, paths: SessionPaths, empty: string): Promise<string> {
   if (!(await hasAgentRepository(paths.workspace))) return empty;
   const workTree = join(paths.workspace, '.git');
+  const packed = await packIfFresh(paths.gitIndex);
   await git.run(['add', '-A', '-f', '--', '.'], {
     gitDir: paths.repo,
     workTree,
     indexFile: paths.gitIndex,
     cwd: workTree,
-    config: ['core.excludesFile=/dev/null'],
+    config: ['core.excludesFile=/dev/null', ...packed],
   });
   return (await git.run(['write-tree'], { gitDir: paths.repo, indexFile: paths.gitIndex })).trim();
 }
