@@ -1,4 +1,4 @@
-import { mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Git } from './git.ts';
 import { isLocalStore, storeRef } from './layout.ts';
@@ -41,11 +41,18 @@ export function ensureStore(git: Git, store: string): Promise<void> {
   return ready;
 }
 
-/** Links a session's private repository to a local store's objects (nothing to do for a URL store). */
+/**
+ * Links a session's private repository to a local store's objects (nothing to do for a URL store,
+ * or when it is linked already). Objects of its own are dropped: every snapshot a store lists was
+ * written into or sent to the store before it was listed.
+ */
 export async function linkObjects(repo: string, store: string): Promise<void> {
   if (!isLocalStore(store)) return;
+  const target = join(store, 'objects');
+  const current = await readlink(join(repo, 'objects')).catch(() => null); // not a link (yet)
+  if (current === target) return;
   await rm(join(repo, 'objects'), { recursive: true, force: true });
-  await symlink(join(store, 'objects'), join(repo, 'objects'));
+  await symlink(target, join(repo, 'objects'));
 }
 
 /** A session's index: the commit listing its snapshots (null: none yet), and the list, oldest first. */

@@ -64,7 +64,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       await linkObjects(paths.repo, config.store);
       empty = await emptyTree(git, paths.repo);
       await writeFile(emptyFile, empty);
-    }
+    } else await linkObjects(paths.repo, config.store);
     // One session's calls never overlap (the contract): a lock file left here is a killed call's.
     for (const lock of [paths.filesIndex, paths.gitIndex, join(paths.repo, 'refs/store/index')]) {
       await rm(`${lock}.lock`, { force: true });
