@@ -46,6 +46,11 @@ export interface Snapshot {
   readonly at: number;
 }
 
+export interface SnapshotOptions {
+  /** Nothing changes the copy after this snapshot until the next `prepare` (no agent process left in it). */
+  readonly settled?: boolean;
+}
+
 /** A snapshot over the workspace's quota (`maxBytes` or `maxSnapshots`): nothing was recorded. */
 export class WorkspaceQuotaError extends Error {
   override readonly name = 'WorkspaceQuotaError';
@@ -55,6 +60,17 @@ export class WorkspaceQuotaError extends Error {
     readonly actual: number,
   ) {
     super(`workspace over its quota: ${field} is ${limit} (this snapshot: ${actual})`);
+  }
+}
+
+/** A bad argument or input (a session id, a source repository, a ref, a bundle): `field` names it. */
+export class WorkspaceInputError extends Error {
+  override readonly name = 'WorkspaceInputError';
+  constructor(
+    readonly field: string,
+    readonly problem: string,
+  ) {
+    super(`${field}: ${problem}`);
   }
 }
 
@@ -74,9 +90,19 @@ export interface Workspaces {
    * it counts as being at a snapshot again only after `snapshot` or `restore`. Returns the path.
    */
   prepare(sessionId: string, snapshot: string | null, source?: WorkspaceSource): Promise<string>;
-  /** Records the copy as it is now and sends its new objects to the store. Throws WorkspaceQuotaError over a quota. */
-  snapshot(sessionId: string, label: string, parent: string | null): Promise<Snapshot>;
-  /** Makes this host's copy hold exactly `snapshotId` (files and the agent's repository). */
+  /**
+   * Records the copy as it is now and sends its new objects to the store; resolves once the store
+   * lists it. `parent` must be one of the session's snapshots (or null). Throws WorkspaceQuotaError
+   * over a quota (nothing recorded, the copy left as it is). The copy stays "in use" unless
+   * `settled` says nothing changes it any more (the attempt's processes are gone): then the next
+   * `prepare` of this snapshot on this host has nothing to do.
+   */
+  snapshot(sessionId: string, label: string, parent: string | null, options?: SnapshotOptions): Promise<Snapshot>;
+  /**
+   * Makes this host's copy hold exactly `snapshotId` (files and the agent's repository); ignored
+   * files and excluded ones are left as they are. Only while nothing runs in the copy: until the next
+   * `prepare` the copy counts as being at `snapshotId`.
+   */
   restore(sessionId: string, snapshotId: string): Promise<void>;
   /** The change from `from` (null: empty) to `to`: a unified diff, or `git diff --stat`'s summary. */
   diff(sessionId: string, from: string | null, to: string, options?: { stat?: boolean }): Promise<string>;

@@ -1,0 +1,128 @@
+import { execa } from 'execa';
+
+/**
+ * Host-side git with nothing a workspace (or anyone but sessiond) configures.
+ * Contract: argv only (no shell); no system or global config, HOME an empty directory of sessiond's;
+ * no hooks, fsmonitor, external diff or textconv; the repository whose config git reads is always
+ * sessiond's own private one (a workspace's `.git` is only ever a work tree or a clone target whose
+ * config sessiond just wrote), so filter and diff drivers named by a workspace's `.gitattributes`
+ * have no definition and never run; transports limited to file, git, ssh and https.
+ */
+
+/** `-c` settings on every call. */
+const SAFE_CONFIG: readonly string[] = [
+  'core.hooksPath=/dev/null',
+  'core.fsmonitor=false',
+  'core.attributesFile=/dev/null',
+  'core.autocrlf=false',
+  'core.safecrlf=false',
+  'core.symlinks=true',
+  'core.quotePath=false',
+  'core.pager=cat',
+  'core.sparseCheckout=false',
+  'credential.helper=',
+  'diff.external=',
+  'gc.auto=0',
+  'maintenance.auto=false',
+  'advice.addEmbeddedRepo=false',
+  'advice.detachedHead=false',
+  'init.defaultBranch=main',
+  'user.name=sessiond',
+  'user.email=sessiond@localhost',
+  'protocol.allow=never',
+  'protocol.file.allow=always',
+  'protocol.git.allow=always',
+  'protocol.ssh.allow=always',
+  'protocol.https.allow=always',
+  'submodule.recurse=false',
+  'fetch.recurseSubmodules=false',
+  // sessiond reads only its own config: ownership checks of the work trees add nothing but refusals.
+  'safe.directory=*',
+].flatMap((setting) => ['-c', setting]);
+
+export interface GitCall {
+  /** GIT_DIR (sessiond's private repository), when the call has one. */
+  readonly gitDir?: string;
+  readonly workTree?: string;
+  readonly indexFile?: string;
+  readonly cwd?: string;
+  readonly input?: string | Buffer;
+  /** Extra `-c` settings for this call (e.g. core.excludesFile). */
+  readonly config?: readonly string[];
+}
+
+export interface GitResult {
+  readonly exitCode: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** A git command that failed: its argv (no secrets: sessiond's git argv holds none) and stderr's tail. */
+export class GitError extends Error {
+  override readonly name = 'GitError';
+  constructor(
+    readonly args: readonly string[],
+    readonly exitCode: number,
+    readonly stderr: string,
+  ) {
+    super(`git ${args.slice(0, 3).join(' ')} failed (exit ${exitCode}): ${tail(stderr)}`);
+  }
+}
+
+export function tail(text: string, max = 600): string {
+  const trimmed = text.trim();
+  return trimmed.length <= max ? trimmed : `…${trimmed.slice(-max)}`;
+}
+
+export class Git {
+  constructor(private readonly home: string) {}
+
+  env(call: GitCall): Record<string, string> {
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: this.home,
+      XDG_CONFIG_HOME: this.home,
+      LC_ALL: 'C',
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_CONFIG_GLOBAL: '/dev/null',
+      GIT_ATTR_NOSYSTEM: '1',
+      GIT_TERMINAL_PROMPT: '0',
+      GIT_NO_REPLACE_OBJECTS: '1',
+      GIT_AUTHOR_NAME: 'sessiond',
+      GIT_AUTHOR_EMAIL: 'sessiond@localhost',
+      GIT_COMMITTER_NAME: 'sessiond',
+      GIT_COMMITTER_EMAIL: 'sessiond@localhost',
+    };
+    // An ssh store authenticates with the deployment's agent, when it has one.
+    if (process.env.SSH_AUTH_SOCK !== undefined) env.SSH_AUTH_SOCK = process.env.SSH_AUTH_SOCK;
+    if (call.gitDir !== undefined) env.GIT_DIR = call.gitDir;
+    if (call.workTree !== undefined) env.GIT_WORK_TREE = call.workTree;
+    if (call.indexFile !== undefined) env.GIT_INDEX_FILE = call.indexFile;
+    return env;
+  }
+
+  /** Runs git; resolves with its result whatever the exit code. */
+  async try(args: readonly string[], call: GitCall = {}): Promise<GitResult> {
+    const extra = (call.config ?? []).flatMap((setting) => ['-c', setting]);
+    const result = await execa('git', [...SAFE_CONFIG, ...extra, ...args], {
+      env: this.env(call),
+      extendEnv: false,
+      cwd: call.cwd ?? this.home,
+      reject: false,
+      stripFinalNewline: false,
+      maxBuffer: 512 * 1024 * 1024,
+      ...(call.input === undefined ? { stdin: 'ignore' as const } : { input: call.input }),
+    });
+    if (result.exitCode === undefined) {
+      throw new Error(`git ${args.slice(0, 3).join(' ')} could not run: ${result.message}`);
+    }
+    return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr) };
+  }
+
+  /** Runs git; rejects with GitError on a non-zero exit. Resolves with stdout. */
+  async run(args: readonly string[], call: GitCall = {}): Promise<string> {
+    const result = await this.try(args, call);
+    if (result.exitCode !== 0) throw new GitError(args, result.exitCode, result.stderr);
+    return result.stdout;
+  }
+}

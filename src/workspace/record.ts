@@ -1,0 +1,88 @@
+import { lstat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Git } from './git.ts';
+import type { SessionPaths } from './layout.ts';
+
+/** Tree entry names of a snapshot's root: the working files, and the agent's repository as data. */
+export const FILES = 'files';
+export const AGENT_GIT = 'git';
+
+/** Nested repositories with no commit checked out that `git add` refuses: skipped, at most this many. */
+const MAX_SKIPPED_REPOS = 100;
+
+/**
+ * Records the working files (tracked and untracked, `.gitignore` respected, the exclude list
+ * applied) into the private files index; returns the tree. Only files whose stat changed are hashed.
+ */
+async function recordFiles(git: Git, paths: SessionPaths, excludesFile: string): Promise<string> {
+  const skipped: string[] = [];
+  for (;;) {
+    const result = await git.try(['add', '-A', '--', '.', ...skipped.map((dir) => `:(exclude,literal)${dir}`)], {
+      gitDir: paths.repo,
+      workTree: paths.workspace,
+      indexFile: paths.filesIndex,
+      cwd: paths.workspace,
+      config: [`core.excludesFile=${excludesFile}`],
+    });
+    if (result.exitCode === 0) break;
+    // An embedded repository without a commit cannot be a gitlink: leave it out, record the rest.
+    const refused = [...result.stderr.matchAll(/error: '(.+)\/' does not have a commit checked out/g)].map((m) => m[1]);
+    const fresh = refused.filter((dir): dir is string => dir !== undefined && !skipped.includes(dir));
+    if (fresh.length === 0 || skipped.length + fresh.length > MAX_SKIPPED_REPOS) {
+      throw new Error(`recording the workspace ${paths.workspace} failed: ${result.stderr.trim()}`);
+    }
+    skipped.push(...fresh);
+  }
+  return (await git.run(['write-tree'], { gitDir: paths.repo, indexFile: paths.filesIndex })).trim();
+}
+
+/** Is the workspace's `.git` a real directory (not a file or a symlink)? */
+export async function hasAgentRepository(workspace: string): Promise<boolean> {
+  const info = await lstat(join(workspace, '.git')).catch(() => null); // missing: no repository
+  return info !== null && info.isDirectory();
+}
+
+/**
+ * Records the agent's own repository (the workspace's `.git`) as plain files: every file of it,
+ * its own ignore rules not applied; nothing of it is read as a repository.
+ */
+async function recordAgentRepository(git: Git, paths: SessionPaths, empty: string): Promise<string> {
+  if (!(await hasAgentRepository(paths.workspace))) return empty;
+  const workTree = join(paths.workspace, '.git');
+  await git.run(['add', '-A', '-f', '--', '.'], {
+    gitDir: paths.repo,
+    workTree,
+    indexFile: paths.gitIndex,
+    cwd: workTree,
+    config: ['core.excludesFile=/dev/null'],
+  });
+  return (await git.run(['write-tree'], { gitDir: paths.repo, indexFile: paths.gitIndex })).trim();
+}
+
+/** Records the workspace: returns the snapshot's root tree (`files/` and `git/`). */
+export async function recordTree(git: Git, paths: SessionPaths, excludesFile: string, empty: string): Promise<string> {
+  const files = await recordFiles(git, paths, excludesFile);
+  const agentGit = await recordAgentRepository(git, paths, empty);
+  const input = `040000 tree ${files}\t${FILES}\n040000 tree ${agentGit}\t${AGENT_GIT}\n`;
+  return (await git.run(['mktree'], { gitDir: paths.repo, input })).trim();
+}
+
+/** The sum of the sizes of a tree's files (blobs; nested repositories' commits count 0). */
+export async function treeBytes(git: Git, repo: string, tree: string): Promise<number> {
+  const out = await git.run(['ls-tree', '-r', '-z', '--format=%(objectsize)', tree], { gitDir: repo });
+  let total = 0;
+  for (const size of out.split('\0')) {
+    const n = Number(size);
+    if (size !== '' && Number.isFinite(n)) total += n;
+  }
+  return total;
+}
+
+/** Checks that a commit is a snapshot: its tree holds exactly the two trees `files` and `git`. */
+export async function isSnapshotCommit(git: Git, repo: string, commit: string): Promise<boolean> {
+  const result = await git.try(['ls-tree', '-z', `${commit}^{tree}`], { gitDir: repo });
+  if (result.exitCode !== 0) return false;
+  const entries = result.stdout.split('\0').filter((e) => e !== '');
+  const names = entries.map((e) => (e.startsWith('040000 tree ') ? e.slice(e.indexOf('\t') + 1) : null));
+  return entries.length === 2 && names.includes(FILES) && names.includes(AGENT_GIT);
+}

@@ -1,0 +1,235 @@
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { unbundleInto, writeBundle } from './bundle.ts';
+import { Git } from './git.ts';
+import { checkConfig, checkSessionId, checkSnapshotId, sessionPaths, type SessionPaths } from './layout.ts';
+import { FILES, recordTree, treeBytes } from './record.ts';
+import { restoreTree } from './restore.ts';
+import { createWorkspace } from './source.ts';
+import {
+  emptyTree,
+  ensureStore,
+  deleteIndex,
+  fetchIndex,
+  indexSnapshots,
+  localIndex,
+  pushIndex,
+  writeCommit,
+} from './store.ts';
+import {
+  WorkspaceInputError,
+  WorkspaceQuotaError,
+  type Snapshot,
+  type WorkspaceConfig,
+  type Workspaces,
+  type WorkspaceSource,
+} from './types.ts';
+
+/** Compare-and-swap rounds of a session's index before giving up (each lost round means another writer). */
+const INDEX_ROUNDS = 5;
+
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    () => true,
+    () => false, // missing (or unreadable: treated as missing, the next step says why)
+  );
+
+function checkLabel(label: unknown): string {
+  if (typeof label !== 'string' || label === '' || label.length > 200 || /[\n\r\0]/.test(label)) {
+    throw new WorkspaceInputError('label', 'must be one line of 1-200 characters');
+  }
+  return label;
+}
+
+/** Creates the workspaces of one host (see types.ts for the contract, docs/workspaces.md for what is captured). */
+export function createWorkspaces(input: WorkspaceConfig): Workspaces {
+  const config = checkConfig(input);
+  const home = join(config.gitDir, 'home');
+  const excludesFile = join(config.gitDir, 'exclude');
+  const git = new Git(home);
+  let hostReady: Promise<void> | undefined;
+
+  const host = (): Promise<void> =>
+    (hostReady ??= (async () => {
+      await mkdir(home, { recursive: true });
+      await mkdir(config.root, { recursive: true });
+      await writeFile(excludesFile, config.exclude.map((p) => `${p}\n`).join(''));
+      await ensureStore(git, config.store);
+    })().catch((error: unknown) => {
+      hostReady = undefined;
+      throw error;
+    }));
+
+  /** The session's private repository, created when missing; stale locks of a killed call removed. Returns the empty tree. */
+  async function open(sessionId: string): Promise<{ paths: SessionPaths; empty: string }> {
+    await host();
+    const paths = sessionPaths(config, checkSessionId(sessionId));
+    const emptyFile = join(paths.dir, 'empty-tree');
+    let empty = await readFile(emptyFile, 'utf8').catch(() => null); // absent: a new repository
+    if (empty === null || !(await exists(join(paths.repo, 'HEAD')))) {
+      await mkdir(paths.dir, { recursive: true });
+      await git.run(['init', '--quiet', '--bare', '--template=', '--', paths.repo]);
+      empty = await emptyTree(git, paths.repo);
+      await writeFile(emptyFile, empty);
+    }
+    // One session's calls never overlap (the contract): a lock file left here is a killed call's.
+    for (const lock of [paths.filesIndex, paths.gitIndex, join(paths.repo, 'refs/store/index')]) {
+      await rm(`${lock}.lock`, { force: true });
+    }
+    return { paths, empty };
+  }
+
+  /**
+   * The session's snapshots, fetched from the store when this host's view lacks `wanted`; rejects
+   * when `wanted` is not one of them. Every snapshot of an index was checked when it was made
+   * (snapshot, copy) or imported (unbundle).
+   */
+  async function snapshotsWith(paths: SessionPaths, sessionId: string, wanted: string, field: string) {
+    let list = await indexSnapshots(git, paths.repo, await localIndex(git, paths.repo));
+    if (!list.includes(wanted)) {
+      list = await indexSnapshots(git, paths.repo, await fetchIndex(git, paths.repo, config.store, sessionId));
+    }
+    if (!list.includes(wanted)) {
+      throw new WorkspaceInputError(field, `no snapshot ${wanted} of session ${sessionId} in the store`);
+    }
+    return list;
+  }
+
+  /** Adds snapshots to the session's index in the store (compare-and-swap, retried when another writer won). */
+  async function append(paths: SessionPaths, sessionId: string, commits: readonly string[], empty: string) {
+    let index = await localIndex(git, paths.repo);
+    for (let round = 0; round < INDEX_ROUNDS; round++) {
+      if (round > 0) index = await fetchIndex(git, paths.repo, config.store, sessionId);
+      const list = await indexSnapshots(git, paths.repo, index);
+      const added = commits.filter((c) => !list.includes(c));
+      if (added.length === 0) return;
+      const count = list.length + added.length;
+      if (config.maxSnapshots > 0 && count > config.maxSnapshots) {
+        throw new WorkspaceQuotaError('maxSnapshots', config.maxSnapshots, count);
+      }
+      const next = await writeCommit(git, paths.repo, empty, [...list, ...added], Date.now(), `sessiond ${sessionId}`);
+      if (await pushIndex(git, paths.repo, config.store, sessionId, index, next)) return;
+    }
+    throw new Error(`workspace store: session ${sessionId}'s index kept changing under ${INDEX_ROUNDS} attempts`);
+  }
+
+  async function restoreAt(paths: SessionPaths, sessionId: string, id: string, empty: string, field: string) {
+    await snapshotsWith(paths, sessionId, id, field);
+    await rm(paths.marker, { force: true });
+    await restoreTree(git, paths, id, excludesFile, empty);
+    await writeFile(paths.marker, id);
+  }
+
+  return {
+    path(sessionId) {
+      return sessionPaths(config, checkSessionId(sessionId)).workspace;
+    },
+
+    async prepare(sessionId, snapshot, source?: WorkspaceSource) {
+      const { paths, empty } = await open(sessionId);
+      if (snapshot === null) {
+        await rm(paths.marker, { force: true });
+        await rm(paths.workspace, { recursive: true, force: true });
+        for (const index of [paths.filesIndex, paths.gitIndex]) await rm(index, { force: true });
+        try {
+          await createWorkspace(git, paths.workspace, source);
+        } catch (error) {
+          await rm(paths.workspace, { recursive: true, force: true });
+          throw error;
+        }
+        return paths.workspace;
+      }
+      const id = checkSnapshotId(snapshot, 'snapshot');
+      const at = await readFile(paths.marker, 'utf8').catch(() => null); // no marker: not known to be at any
+      if (at !== id || !(await exists(paths.workspace))) await restoreAt(paths, sessionId, id, empty, 'snapshot');
+      // Handed out: from now on only a snapshot with `settled` or a restore says where the copy is.
+      await rm(paths.marker, { force: true });
+      return paths.workspace;
+    },
+
+    async snapshot(sessionId, label, parent, options) {
+      checkLabel(label);
+      if (parent !== null) checkSnapshotId(parent, 'parent');
+      const { paths, empty } = await open(sessionId);
+      if (!(await exists(paths.workspace))) {
+        throw new WorkspaceInputError('sessionId', `no workspace of ${sessionId} on this host (prepare it first)`);
+      }
+      await rm(paths.marker, { force: true });
+      const tree = await recordTree(git, paths, excludesFile, empty);
+      if (config.maxBytes > 0) {
+        const bytes = await treeBytes(git, paths.repo, tree);
+        if (bytes > config.maxBytes) throw new WorkspaceQuotaError('maxBytes', config.maxBytes, bytes);
+      }
+      if (parent !== null) await snapshotsWith(paths, sessionId, parent, 'parent');
+      const at = Date.now();
+      const id = await writeCommit(git, paths.repo, tree, parent === null ? [] : [parent], at, `${label}\n\nat ${at}`);
+      await append(paths, sessionId, [id], empty);
+      if (options?.settled === true) await writeFile(paths.marker, id);
+      return { id, parent, label, at } satisfies Snapshot;
+    },
+
+    async restore(sessionId, snapshotId) {
+      const id = checkSnapshotId(snapshotId, 'snapshotId');
+      const { paths, empty } = await open(sessionId);
+      await restoreAt(paths, sessionId, id, empty, 'snapshotId');
+    },
+
+    async diff(sessionId, from, to, options) {
+      if (from !== null) checkSnapshotId(from, 'from');
+      checkSnapshotId(to, 'to');
+      const { paths, empty } = await open(sessionId);
+      if (from !== null) await snapshotsWith(paths, sessionId, from, 'from');
+      await snapshotsWith(paths, sessionId, to, 'to');
+      const base = from === null ? empty : `${from}:${FILES}`;
+      const args = [
+        'diff',
+        '--no-ext-diff',
+        '--no-textconv',
+        '--no-color',
+        ...(options?.stat === true ? ['--stat'] : []),
+      ];
+      return git.run([...args, base, `${to}:${FILES}`, '--'], { gitDir: paths.repo });
+    },
+
+    async copy(fromSessionId, snapshotId, toSessionId) {
+      const id = checkSnapshotId(snapshotId, 'snapshotId');
+      checkSessionId(toSessionId, 'toSessionId');
+      if (fromSessionId === toSessionId) throw new WorkspaceInputError('toSessionId', 'must differ from fromSessionId');
+      const from = await open(checkSessionId(fromSessionId, 'fromSessionId'));
+      await snapshotsWith(from.paths, fromSessionId, id, 'snapshotId');
+      const to = await open(toSessionId);
+      // Both private repositories are sessiond's own on this host: no store round trip for the objects.
+      await git.run(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', from.paths.repo, id], {
+        gitDir: to.paths.repo,
+      });
+      await fetchIndex(git, to.paths.repo, config.store, toSessionId);
+      const tree = (await git.run(['rev-parse', `${id}^{tree}`], { gitDir: to.paths.repo })).trim();
+      const at = Date.now();
+      const message = `copy of ${fromSessionId} ${id}\n\nat ${at}`;
+      const copied = await writeCommit(git, to.paths.repo, tree, [], at, message);
+      await append(to.paths, toSessionId, [copied], to.empty);
+      return copied;
+    },
+
+    async remove(sessionId) {
+      const { paths } = await open(sessionId);
+      await deleteIndex(git, paths.repo, config.store, sessionId);
+      await rm(paths.workspace, { recursive: true, force: true });
+      await rm(paths.dir, { recursive: true, force: true });
+    },
+
+    async bundle(sessionId, snapshotId) {
+      const id = checkSnapshotId(snapshotId, 'snapshotId');
+      const { paths } = await open(sessionId);
+      await snapshotsWith(paths, sessionId, id, 'snapshotId');
+      return writeBundle(git, paths, id);
+    },
+
+    async unbundle(sessionId, bundle) {
+      const { paths, empty } = await open(sessionId);
+      const { tip, commits } = await unbundleInto(git, paths, bundle, config.maxSnapshots);
+      await append(paths, sessionId, commits, empty);
+      return tip;
+    },
+  };
+}
