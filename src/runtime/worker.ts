@@ -23,6 +23,8 @@ import { promoteActivations } from './limits/wake.ts';
 import type { AttemptRefusal } from '../process/egress/index.ts';
 import { egressField } from './counters.ts';
 import { lifecycleKeys } from './lifecycle/keys.ts';
+import { createWorkspaces, type WorkspaceConfig, type Workspaces } from '../workspace/index.ts';
+import { sweepWorkspaces } from './lifecycle/workspace-sweep.ts';
 
 export interface WorkerOptions {
   /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
@@ -73,6 +75,11 @@ export interface WorkerOptions {
   egress?: boolean;
   /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
   events?: ActiveSessionConfig['events'];
+  /**
+   * Per-session workspaces (docs/workspaces.md): a session whose caller names no cwd gets its own
+   * files, recorded after every tool call and restored on any host. Absent: sessions run in their cwd.
+   */
+  workspaces?: WorkspaceConfig;
   /** Traces of turns and attempts. Default: OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, none otherwise (see tracing/tracing.ts). */
   tracing?: Tracing | null;
 }
@@ -108,9 +115,12 @@ export class SessionWorker {
   readonly #gate: AdmissionGate;
   #paused = false;
   #tracing: Tracing | null = null;
+  readonly #workspaces: Workspaces | null;
+  #workspaceSweep: Promise<void> | null = null;
 
   constructor(options: WorkerOptions) {
     this.#options = options;
+    this.#workspaces = options.workspaces === undefined ? null : createWorkspaces(options.workspaces);
     this.#policy = options.policy ?? deploymentPolicy();
     this.#redis = options.connect('worker');
     this.#subscriber = options.connect('worker-events');
@@ -128,6 +138,21 @@ export class SessionWorker {
       pollMs: options.limitPollMs ?? 30_000,
       wake: (ids) => void this.#wake(ids),
     };
+  }
+
+  /** Removes what deleted sessions left of their workspaces (workspace-sweep.ts); one sweep at a time. */
+  #sweepWorkspaces(): void {
+    const workspaces = this.#workspaces;
+    const config = this.#options.workspaces;
+    if (workspaces === null || config === undefined || this.#workspaceSweep !== null) return;
+    const warn = (message: string, error: unknown): void => this.#warn(message)(error);
+    this.#workspaceSweep = sweepWorkspaces(this.#redis, this.#options.keys, workspaces, config.root, warn)
+      .then((r) => {
+        if (r.removed + r.orphans > 0) this.#log('info', 'workspace sweep', { ...r });
+      }, this.#warn('workspace sweep failed (tried again next round)'))
+      .finally(() => {
+        this.#workspaceSweep = null;
+      });
   }
 
   /** Runs the parked activations of these sessions now (a release made room for them). */
@@ -238,10 +263,12 @@ export class SessionWorker {
               : { resumeAfterMs: this.#options.sweepResumeAfterMs }),
           }).then((r) => {
             if (r.expired + r.resumed > 0) log('info', 'lifecycle sweep', { expired: r.expired, resumed: r.resumed });
+            this.#sweepWorkspaces();
           }, this.#warn('lifecycle sweep failed (tried again next round)')),
         this.#options.sweepIntervalMs ?? SWEEP_INTERVAL_MS,
       ),
     );
+    this.#sweepWorkspaces();
     const known = Math.max(this.#options.queue.partitions, await this.#options.queue.knownPartitions());
     const consumed = [...new Set(this.#options.consumePartitions ?? Array.from({ length: known }, (_, n) => n))].sort(
       (x, y) => x - y,
@@ -371,6 +398,7 @@ export class SessionWorker {
           ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
           ...(this.#options.maxLogMessages === undefined ? {} : { maxLogMessages: this.#options.maxLogMessages }),
           maxLogBytes: this.#options.maxLogBytes ?? LIFECYCLE_DEFAULTS.maxLogBytes,
+          workspaces: this.#workspaces,
           ...(this.#options.events === undefined ? {} : { events: this.#options.events }),
           gate: this.#gate,
           tracing: this.#tracing,
@@ -421,6 +449,8 @@ export class SessionWorker {
       await this.#store
         .flushIndex()
         .catch(this.#warn('the fleet index was not flushed on close (the sweeper rebuilds it)'));
+      // A workspace sweep under way finishes before its connection goes.
+      await this.#workspaceSweep;
       await this.#tracing?.shutdown();
       await this.#redis
         .hdel(this.#options.keys.workers, this.id)

@@ -9,6 +9,9 @@ import { FORGET, MARK, PURGE } from './scripts.ts';
 import { script } from '../redis/scripts.ts';
 import { foldCounters } from '../counters.ts';
 
+/** Removed sessions whose workspaces wait to be removed from the store, at most (the oldest beyond are dropped). */
+export const WORKSPACES_GONE_MAX = 100_000;
+
 export interface RemoveDeps {
   redis: Redis;
   keys: Keys;
@@ -175,6 +178,13 @@ async function forget(deps: RemoveDeps, sessionId: string, markedAt: string, sha
     ];
     await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
   }
+  // Its workspace's snapshots in the store and its copies on worker hosts go next (workspace-sweep.ts), also
+  // when no worker runs workspaces now: the entry waits for one (bounded: WORKSPACES_GONE_MAX).
+  await deps.redis
+    .multi()
+    .zadd(lifecycleKeys(keys).workspacesGone, Date.now(), sessionId)
+    .zremrangebyrank(lifecycleKeys(keys).workspacesGone, 0, -WORKSPACES_GONE_MAX - 1)
+    .exec();
   // What the counters' folds remembered of it (its totals stay), then the record of this removal.
   await deps.redis.hdel(lifecycleKeys(keys).folded, sessionId);
   await deps.redis.hdel(lifecycleKeys(keys).purging, sessionId);

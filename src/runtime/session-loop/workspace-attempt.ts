@@ -87,6 +87,9 @@ export class AttemptWorkspace {
   /** The agent's state at the attempt's start, as stored (rollback). */
   #startState: string | null = null;
   #path = '';
+  /** Tool calls announced and not ended yet, and those ended since the last record. */
+  readonly #inFlight = new Set<string>();
+  readonly #ended: string[] = [];
 
   constructor(init: AttemptWorkspaceInit) {
     this.#init = init;
@@ -136,25 +139,36 @@ export class AttemptWorkspace {
     return { resumeSessionId, text };
   }
 
+  /** The agent announced a tool call (it runs once the agent's message has ended). */
+  toolCalled(toolCallId: string): void {
+    this.#inFlight.add(toolCallId);
+  }
+
   /**
-   * A tool call ended (its result reported): the files are recorded now, then the agent's state cut
-   * at that result, and both written together. An agent whose state cannot be cut (no
+   * A tool call ended (its result reported). Once no other call of the same batch still runs
+   * (pi runs a message's tool calls in parallel and writes their results together), the files are
+   * recorded, then the agent's state cut just after those results, and both written together: a
+   * snapshot never holds half of a tool that still runs. An agent whose state cannot be cut (no
    * `stateAfterTool`) records nothing here. Throws WorkspaceQuotaError over quota.
    */
-  async afterTool(toolCallId: string, agentSessionId: string | null): Promise<void> {
+  async toolEnded(toolCallId: string, agentSessionId: string | null): Promise<void> {
+    this.#inFlight.delete(toolCallId);
+    this.#ended.push(toolCallId);
+    if (this.#inFlight.size > 0) return;
+    const ids = this.#ended.splice(0);
     const { attempt, workspaces, sessionId, request } = this.#init;
     const cutter = attempt.agent.stateAfterTool;
     const exporter = attempt.agent.exportState;
     if (cutter === undefined || exporter === undefined || agentSessionId === null) return;
     const snapshot = await workspaces.snapshot(
       sessionId,
-      `turn ${request.turn} tool ${toolCallId}`,
+      `turn ${request.turn} tool ${ids.join(' ')}`.slice(0, 200),
       this.#pointer?.snapshot ?? null,
     );
     const deadline = Date.now() + RESULT_WAIT_MS;
     for (;;) {
       const state = await exporter(attempt.options, agentSessionId);
-      const cut = state === null ? null : cutter(state, toolCallId);
+      const cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id)));
       if (cut !== null) {
         this.#record(snapshot, agentSessionId, true, cut);
         return;
@@ -163,7 +177,7 @@ export class AttemptWorkspace {
       await sleep(RESULT_POLL_MS);
     }
     this.#init.warn("the agent's state did not record a tool's result in time: that tool call is not recorded", null, {
-      toolCallId,
+      toolCallIds: ids,
     });
   }
 
@@ -174,6 +188,8 @@ export class AttemptWorkspace {
       sessionId,
       `turn ${request.turn} attempt ${request.attempt} end`,
       this.#pointer?.snapshot ?? null,
+      // The agent's processes are gone: the next attempt on this host finds the copy as recorded.
+      { settled: true },
     );
     const state =
       agentSessionId === null || attempt.agent.exportState === undefined
@@ -224,6 +240,16 @@ export class AttemptWorkspace {
     writer.agentState(POINTER_FIELD, JSON.stringify(pointer));
     this.#pointer = pointer;
   }
+}
+
+/** The cut that holds every result (the results of one batch are written together, in order); null if one is missing. */
+function longestCut(cuts: ReadonlyArray<string | null>): string | null {
+  let longest: string | null = null;
+  for (const cut of cuts) {
+    if (cut === null) return null;
+    if (longest === null || cut.length > longest.length) longest = cut;
+  }
+  return longest;
 }
 
 export { WorkspaceQuotaError };

@@ -78,11 +78,12 @@ export async function recordInWorkspace(
   signal: AbortSignal,
   warn: WarnLog,
 ): Promise<Recorded> {
+  if (message.type === 'tool.call') workspace.toolCalled(message.content.toolCallId);
   const tool = message.type === 'tool.completed' || message.type === 'tool.failed';
   const completed = message.type === 'terminal.completed';
   if ((!tool && !completed) || signal.aborted) return { kind: 'none' };
   try {
-    if (tool) await workspace.afterTool(message.content.toolCallId, agentSessionId);
+    if (tool) await workspace.toolEnded(message.content.toolCallId, agentSessionId);
     else await workspace.completed(agentSessionId);
     return { kind: 'none' };
   } catch (error) {
