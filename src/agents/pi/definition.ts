@@ -73,6 +73,6 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
   },
   stateAfterTool(state, toolCallId) {
     const cut = piStateAfterTool(JSON.parse(state) as PiSessionState, toolCallId);
-    return cut === null ? null : JSON.stringify(cut);
+    return cut === null ? null : { state: JSON.stringify(cut.state), later: cut.later };
   },
 });

@@ -88,9 +88,13 @@ export async function importPiSession(
 /**
  * The session file cut just after the entry that records the result of tool call `toolCallId`
  * (pi appends a `toolResult` message entry once the tool has ended); null when the file holds no
- * such entry yet. pi's file is append-only, so a prefix of its lines is a file pi wrote.
+ * such entry yet. pi's file is append-only, so a prefix of its lines is a file pi wrote. `later`:
+ * a tool call was written after it (an assistant message asking for more tools).
  */
-export function piStateAfterTool(state: PiSessionState, toolCallId: string): PiSessionState | null {
+export function piStateAfterTool(
+  state: PiSessionState,
+  toolCallId: string,
+): { state: PiSessionState; later: boolean } | null {
   const { content } = state;
   let start = 0;
   while (start < content.length) {
@@ -98,7 +102,10 @@ export function piStateAfterTool(state: PiSessionState, toolCallId: string): PiS
     const end = newline === -1 ? content.length : newline + 1;
     const line = content.slice(start, end);
     // Cheap test first: only lines naming the call are parsed.
-    if (line.includes(toolCallId) && isToolResultOf(line, toolCallId)) return { ...state, content: content.slice(0, end) };
+    if (line.includes(toolCallId) && isToolResultOf(line, toolCallId)) {
+      const rest = content.slice(end);
+      return { state: { ...state, content: content.slice(0, end) }, later: rest.includes('"toolCall"') };
+    }
     start = end;
   }
   return null;

@@ -7,6 +7,7 @@ import type { SessionWriter } from '../session-writer.ts';
 import type { SessionStore } from '../store/session-store.ts';
 import type { AgentAttempt } from './agent-attempt.ts';
 import type { WarnLog } from './config.ts';
+import { pauseProcesses } from './pause-processes.ts';
 
 /** The field of the session's agent-state hash that holds its workspace pointer. */
 export const POINTER_FIELD = 'workspace';
@@ -160,25 +161,40 @@ export class AttemptWorkspace {
     const cutter = attempt.agent.stateAfterTool;
     const exporter = attempt.agent.exportState;
     if (cutter === undefined || exporter === undefined || agentSessionId === null) return;
-    const snapshot = await workspaces.snapshot(
-      sessionId,
-      `turn ${request.turn} tool ${ids.join(' ')}`.slice(0, 200),
-      this.#pointer?.snapshot ?? null,
-    );
-    const deadline = Date.now() + RESULT_WAIT_MS;
-    for (;;) {
-      const state = await exporter(attempt.options, agentSessionId);
-      const cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id)));
-      if (cut !== null) {
-        this.#record(snapshot, agentSessionId, true, cut);
+    // pi does not wait for sessiond: its next model request (and tools) go on. Its processes are
+    // held still while the files and its state are read, so both show the same moment.
+    let resume = await pauseProcesses(attempt.marker);
+    try {
+      const deadline = Date.now() + RESULT_WAIT_MS;
+      let cut: { state: string; later: boolean } | null = null;
+      for (;;) {
+        const state = await exporter(attempt.options, agentSessionId);
+        cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id)));
+        if (cut !== null || Date.now() >= deadline) break;
+        // The result is written just after the tool's end is printed: the agent runs on until then.
+        resume();
+        await sleep(RESULT_POLL_MS);
+        resume = await pauseProcesses(attempt.marker);
+      }
+      if (cut === null) {
+        this.#init.warn("the agent's state did not record a tool's result in time: not recorded", null, {
+          toolCallIds: ids,
+        });
         return;
       }
-      if (Date.now() >= deadline) break;
-      await sleep(RESULT_POLL_MS);
+      if (cut.later) {
+        // The agent already asked for its next tools, which may be changing the files: the next record covers both.
+        return;
+      }
+      const snapshot = await workspaces.snapshot(
+        sessionId,
+        `turn ${request.turn} tool ${ids.join(' ')}`.slice(0, 200),
+        this.#pointer?.snapshot ?? null,
+      );
+      this.#record(snapshot, agentSessionId, true, cut.state);
+    } finally {
+      resume();
     }
-    this.#init.warn("the agent's state did not record a tool's result in time: that tool call is not recorded", null, {
-      toolCallIds: ids,
-    });
   }
 
   /** The attempt completed: its end is recorded (files and the agent's whole state). Throws WorkspaceQuotaError. */
@@ -243,11 +259,11 @@ export class AttemptWorkspace {
 }
 
 /** The cut that holds every result (the results of one batch are written together, in order); null if one is missing. */
-function longestCut(cuts: ReadonlyArray<string | null>): string | null {
-  let longest: string | null = null;
+function longestCut<C extends { state: string }>(cuts: ReadonlyArray<C | null>): C | null {
+  let longest: C | null = null;
   for (const cut of cuts) {
     if (cut === null) return null;
-    if (longest === null || cut.length > longest.length) longest = cut;
+    if (longest === null || cut.state.length > longest.state.length) longest = cut;
   }
   return longest;
 }
