@@ -10,6 +10,7 @@ import * as peers from './peers.ts';
 import * as queueBench from './queue.ts';
 import * as sandboxBench from './sandbox.ts';
 import * as scaling from './scaling.ts';
+import * as workspaceBench from './workspace.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
 import { bringUpLoopback, inIsolatedNetwork, isolationProblem, rerunIsolated } from './support/isolated-network.ts';
 import { restateServerBinary } from './peers/restate/harness.ts';
@@ -38,6 +39,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   clusterBench,
   sandboxBench,
   egressBench,
+  workspaceBench,
 ];
 
 /**

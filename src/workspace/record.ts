@@ -59,12 +59,21 @@ async function recordAgentRepository(git: Git, paths: SessionPaths, empty: strin
   return (await git.run(['write-tree'], { gitDir: paths.repo, indexFile: paths.gitIndex })).trim();
 }
 
-/** Records the workspace: returns the snapshot's root tree (`files/` and `git/`). */
-export async function recordTree(git: Git, paths: SessionPaths, excludesFile: string, empty: string): Promise<string> {
-  const files = await recordFiles(git, paths, excludesFile);
-  const agentGit = await recordAgentRepository(git, paths, empty);
-  const input = `040000 tree ${files}\t${FILES}\n040000 tree ${agentGit}\t${AGENT_GIT}\n`;
-  return (await git.run(['mktree'], { gitDir: paths.repo, input })).trim();
+/**
+ * Records the workspace: the working files' tree and the agent repository's, both at once (two
+ * indexes, two work trees; git writes objects atomically).
+ */
+export async function recordTrees(
+  git: Git,
+  paths: SessionPaths,
+  excludesFile: string,
+  empty: string,
+): Promise<{ files: string; agentGit: string }> {
+  const [files, agentGit] = await Promise.all([
+    recordFiles(git, paths, excludesFile),
+    recordAgentRepository(git, paths, empty),
+  ]);
+  return { files, agentGit };
 }
 
 /** The sum of the sizes of a tree's files (blobs; nested repositories' commits count 0). */

@@ -9,12 +9,13 @@ import { WorkspaceInputError, type WorkspaceSource } from './types.ts';
  * the sandbox and to this host's paths, so the copy would break inside the sandbox and on another
  * host); `--no-local` so a local source's object files are copied through git, never hardlinked
  * (an agent could otherwise rewrite the source's objects). The clone's config is the one git just
- * wrote; the source's config, hooks and attributes-driven filters are never used.
+ * wrote; the source's config, hooks and attributes-driven filters are never used. No template: the
+ * new `.git` holds no sample hooks (they would only count against `maxBytes`).
  */
 export async function createWorkspace(git: Git, workspace: string, source?: WorkspaceSource): Promise<void> {
   if (source === undefined) {
     await mkdir(workspace, { recursive: true });
-    await git.run(['init', '--quiet', '--', workspace]);
+    await git.run(['init', '--quiet', '--template=', '--', workspace]);
     return;
   }
   const repo: unknown = source.repo;

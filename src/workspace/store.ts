@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Git } from './git.ts';
 import { isLocalStore, storeRef } from './layout.ts';
@@ -7,14 +7,19 @@ import { isLocalStore, storeRef } from './layout.ts';
  * The snapshot store: one bare repository. Each session has one ref, `refs/sessiond/<hex of its
  * id>`, naming an index commit whose parents are all the session's snapshots (its tree is empty):
  * one ref per session keeps every snapshot reachable (none lost when two holders race), counts them
- * (`maxSnapshots`) and removes them all with one ref deletion. Updates are compare-and-swap
- * (`--force-with-lease`), retried on a lost race.
+ * (`maxSnapshots`) and removes them all with one ref deletion. Updates are compare-and-swap,
+ * retried on a lost race.
+ *
+ * A local store (a path) is used in place: each session's private repository has its `objects`
+ * directory linked to the store's, so a snapshot's objects are written once, straight into the
+ * store, and its index moves with `git update-ref <ref> <new> <old>` (no push, no fetch). A URL
+ * store is reached with `git push --force-with-lease` and `git fetch` (only new objects move).
  */
 
 /** Where a session's index is kept in sessiond's private repository (so fetches negotiate from it). */
-export const LOCAL_INDEX_REF = 'refs/store/index';
+const LOCAL_INDEX_REF = 'refs/store/index';
 
-let storeReady: Map<string, Promise<void>> = new Map();
+const storeReady = new Map<string, Promise<void>>();
 
 /** Creates a local store (a bare repository) when it does not exist. Idempotent. */
 export function ensureStore(git: Git, store: string): Promise<void> {
@@ -36,42 +41,67 @@ export function ensureStore(git: Git, store: string): Promise<void> {
   return ready;
 }
 
-/** For tests that delete a local store between cases. */
-export function forgetStores(): void {
-  storeReady = new Map();
+/** Links a session's private repository to a local store's objects (nothing to do for a URL store). */
+export async function linkObjects(repo: string, store: string): Promise<void> {
+  if (!isLocalStore(store)) return;
+  await rm(join(repo, 'objects'), { recursive: true, force: true });
+  await symlink(join(store, 'objects'), join(repo, 'objects'));
 }
 
-/** Fetches the session's index (and every snapshot it holds) into `repo`; null when the store has none. */
-export async function fetchIndex(git: Git, repo: string, store: string, sessionId: string): Promise<string | null> {
-  const result = await git.try(
-    [
-      'fetch',
-      '--quiet',
-      '--no-tags',
-      '--no-write-fetch-head',
-      '--',
-      store,
-      `+${storeRef(sessionId)}:${LOCAL_INDEX_REF}`,
-    ],
-    { gitDir: repo },
-  );
-  if (result.exitCode !== 0) {
-    if (/couldn't find remote ref/i.test(result.stderr)) {
-      await git.run(['update-ref', '-d', LOCAL_INDEX_REF], { gitDir: repo });
-      return null;
-    }
-    throw new Error(
-      `workspace store ${store}: fetching session ${sessionId}'s snapshots failed: ${result.stderr.trim()}`,
+/** A session's index: the commit listing its snapshots (null: none yet), and the list, oldest first. */
+export interface IndexState {
+  readonly index: string | null;
+  readonly snapshots: readonly string[];
+}
+
+/**
+ * The session's index: a local store's current one; for a URL store the one this host last saw,
+ * or with `fetch`, the store's (fetched with every snapshot it lists: only new objects move).
+ */
+export async function readIndex(
+  git: Git,
+  repo: string,
+  store: string,
+  sessionId: string,
+  fetch: boolean,
+): Promise<IndexState> {
+  const local = isLocalStore(store);
+  if (fetch && !local) {
+    const result = await git.try(
+      [
+        'fetch',
+        '--quiet',
+        '--no-tags',
+        '--no-write-fetch-head',
+        '--',
+        store,
+        `+${storeRef(sessionId)}:${LOCAL_INDEX_REF}`,
+      ],
+      { gitDir: repo },
     );
+    if (result.exitCode !== 0) {
+      if (!/couldn't find remote ref/i.test(result.stderr)) {
+        const reason = result.stderr.trim();
+        throw new Error(`workspace store ${store}: fetching session ${sessionId}'s snapshots failed: ${reason}`);
+      }
+      await rm(join(repo, LOCAL_INDEX_REF), { force: true });
+    }
   }
-  return localIndex(git, repo);
-}
-
-/** The index this host last saw, or null (the ref file read directly: sessiond never packs this repository's refs). */
-export async function localIndex(_git: Git, repo: string): Promise<string | null> {
-  const text = await readFile(join(repo, LOCAL_INDEX_REF), 'utf8').catch(() => null); // absent: none seen
-  const oid = text?.trim() ?? '';
-  return /^[0-9a-f]{40,64}$/.test(oid) ? oid : null;
+  // One process for the ref and its commit: `<oid> commit <size>\n<body>`, or `<name> missing`.
+  const out = await git.run(['cat-file', '--batch'], {
+    gitDir: local ? store : repo,
+    input: `${local ? storeRef(sessionId) : LOCAL_INDEX_REF}\n`,
+  });
+  const newline = out.indexOf('\n');
+  const [index, type] = out.slice(0, newline).split(' ');
+  if (type !== 'commit' || index === undefined) return { index: null, snapshots: [] };
+  const body = out.slice(newline + 1);
+  const header = body.slice(0, body.indexOf('\n\n'));
+  const snapshots = header
+    .split('\n')
+    .filter((line) => line.startsWith('parent '))
+    .map((line) => line.slice('parent '.length));
+  return { index, snapshots };
 }
 
 /** Records `index` as the one this host last saw (write and rename: a crash leaves the old or the new). */
@@ -80,38 +110,6 @@ async function setLocalIndex(repo: string, index: string): Promise<void> {
   await mkdir(dirname(file), { recursive: true });
   await writeFile(`${file}.new`, `${index}\n`);
   await rename(`${file}.new`, file);
-}
-
-/** The snapshots an index lists, oldest first. */
-export async function indexSnapshots(git: Git, repo: string, index: string | null): Promise<string[]> {
-  if (index === null) return [];
-  const text = await git.run(['cat-file', 'commit', index], { gitDir: repo });
-  const header = text.slice(0, text.indexOf('\n\n'));
-  return header
-    .split('\n')
-    .filter((line) => line.startsWith('parent '))
-    .map((line) => line.slice('parent '.length));
-}
-
-/** Writes a commit object (no hooks, no config: `hash-object`), returning its id. */
-export async function writeCommit(
-  git: Git,
-  repo: string,
-  tree: string,
-  parents: readonly string[],
-  atMs: number,
-  message: string,
-): Promise<string> {
-  const when = `${Math.floor(atMs / 1000)} +0000`;
-  const body = [
-    `tree ${tree}`,
-    ...parents.map((p) => `parent ${p}`),
-    `author sessiond <sessiond@localhost> ${when}`,
-    `committer sessiond <sessiond@localhost> ${when}`,
-    '',
-    message,
-  ].join('\n');
-  return (await git.run(['hash-object', '-t', 'commit', '-w', '--stdin'], { gitDir: repo, input: `${body}\n` })).trim();
 }
 
 /** Writes the empty tree into `repo` (snapshots of a workspace with no repository of its own use it). */
@@ -132,6 +130,15 @@ export async function pushIndex(
   next: string,
 ): Promise<boolean> {
   const ref = storeRef(sessionId);
+  if (isLocalStore(store)) {
+    const old = expected ?? '0'.repeat(next.length);
+    const moved = await git.try(['update-ref', ref, next, old], { gitDir: store });
+    if (moved.exitCode === 0) return true;
+    if (/but expected|already exists|unable to resolve reference|cannot lock ref/i.test(moved.stderr)) return false;
+    throw new Error(
+      `workspace store ${store}: recording session ${sessionId}'s snapshot failed: ${moved.stderr.trim()}`,
+    );
+  }
   const result = await git.try(
     ['push', '--quiet', '--porcelain', `--force-with-lease=${ref}:${expected ?? ''}`, '--', store, `+${next}:${ref}`],
     { gitDir: repo },
@@ -149,6 +156,10 @@ export async function pushIndex(
 /** Deletes the session's index from the store (its snapshots become unreachable there). */
 export async function deleteIndex(git: Git, repo: string, store: string, sessionId: string): Promise<void> {
   const ref = storeRef(sessionId);
+  if (isLocalStore(store)) {
+    await git.run(['update-ref', '-d', ref], { gitDir: store });
+    return;
+  }
   const result = await git.try(['push', '--quiet', '--porcelain', '--', store, `:${ref}`], { gitDir: repo });
   // Deleting a ref that is not there: git warns and exits 0 or 1 depending on the transport.
   if (result.exitCode !== 0 && !/unable to delete|remote ref does not exist/i.test(result.stdout + result.stderr)) {

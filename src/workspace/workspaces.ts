@@ -3,19 +3,11 @@ import { join } from 'node:path';
 import { unbundleInto, writeBundle } from './bundle.ts';
 import { Git } from './git.ts';
 import { checkConfig, checkSessionId, checkSnapshotId, sessionPaths, type SessionPaths } from './layout.ts';
-import { FILES, recordTree, treeBytes } from './record.ts';
+import { commitObject, objectId, treeObject, writeObjects, type GitObject } from './objects.ts';
+import { AGENT_GIT, FILES, recordTrees, treeBytes } from './record.ts';
 import { restoreTree } from './restore.ts';
 import { createWorkspace } from './source.ts';
-import {
-  emptyTree,
-  ensureStore,
-  deleteIndex,
-  fetchIndex,
-  indexSnapshots,
-  localIndex,
-  pushIndex,
-  writeCommit,
-} from './store.ts';
+import { emptyTree, ensureStore, deleteIndex, linkObjects, pushIndex, readIndex, type IndexState } from './store.ts';
 import {
   WorkspaceInputError,
   WorkspaceQuotaError,
@@ -69,6 +61,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     if (empty === null || !(await exists(join(paths.repo, 'HEAD')))) {
       await mkdir(paths.dir, { recursive: true });
       await git.run(['init', '--quiet', '--bare', '--template=', '--', paths.repo]);
+      await linkObjects(paths.repo, config.store);
       empty = await emptyTree(git, paths.repo);
       await writeFile(emptyFile, empty);
     }
@@ -80,41 +73,58 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
   }
 
   /**
-   * The session's snapshots, fetched from the store when this host's view lacks `wanted`; rejects
-   * when `wanted` is not one of them. Every snapshot of an index was checked when it was made
-   * (snapshot, copy) or imported (unbundle).
+   * The session's index, fetched from the store when this host's view lacks one of `wanted`;
+   * rejects (naming `field`) when one is not the session's. Every snapshot of an index was checked
+   * when it was made (snapshot, copy) or imported (unbundle).
    */
-  async function snapshotsWith(paths: SessionPaths, sessionId: string, wanted: string, field: string) {
-    let list = await indexSnapshots(git, paths.repo, await localIndex(git, paths.repo));
-    if (!list.includes(wanted)) {
-      list = await indexSnapshots(git, paths.repo, await fetchIndex(git, paths.repo, config.store, sessionId));
+  async function indexWith(
+    paths: SessionPaths,
+    sessionId: string,
+    wanted: readonly string[],
+    field: string,
+    known?: IndexState,
+  ): Promise<IndexState> {
+    let state = known ?? (await readIndex(git, paths.repo, config.store, sessionId, false));
+    const absent = (): string | undefined => wanted.find((id) => !state.snapshots.includes(id));
+    if (absent() !== undefined) state = await readIndex(git, paths.repo, config.store, sessionId, true);
+    const missing = absent();
+    if (missing !== undefined) {
+      throw new WorkspaceInputError(field, `no snapshot ${missing} of session ${sessionId} in the store`);
     }
-    if (!list.includes(wanted)) {
-      throw new WorkspaceInputError(field, `no snapshot ${wanted} of session ${sessionId} in the store`);
-    }
-    return list;
+    return state;
   }
 
-  /** Adds snapshots to the session's index in the store (compare-and-swap, retried when another writer won). */
-  async function append(paths: SessionPaths, sessionId: string, commits: readonly string[], empty: string) {
-    let index = await localIndex(git, paths.repo);
+  /**
+   * Writes `objects` and adds `commits` to the session's index in the store: compare-and-swap,
+   * retried (with the store's index fetched) when another writer won.
+   */
+  async function append(
+    paths: SessionPaths,
+    sessionId: string,
+    objects: readonly GitObject[],
+    commits: readonly string[],
+    empty: string,
+    known: IndexState,
+  ): Promise<void> {
+    let state = known;
     for (let round = 0; round < INDEX_ROUNDS; round++) {
-      if (round > 0) index = await fetchIndex(git, paths.repo, config.store, sessionId);
-      const list = await indexSnapshots(git, paths.repo, index);
-      const added = commits.filter((c) => !list.includes(c));
+      if (round > 0) state = await readIndex(git, paths.repo, config.store, sessionId, true);
+      const added = commits.filter((c) => !state.snapshots.includes(c));
       if (added.length === 0) return;
-      const count = list.length + added.length;
+      const count = state.snapshots.length + added.length;
       if (config.maxSnapshots > 0 && count > config.maxSnapshots) {
         throw new WorkspaceQuotaError('maxSnapshots', config.maxSnapshots, count);
       }
-      const next = await writeCommit(git, paths.repo, empty, [...list, ...added], Date.now(), `sessiond ${sessionId}`);
-      if (await pushIndex(git, paths.repo, config.store, sessionId, index, next)) return;
+      const index = commitObject(empty, [...state.snapshots, ...added], Date.now(), `sessiond ${sessionId}`);
+      const ids = await writeObjects(git, paths.repo, [...(round === 0 ? objects : []), index], empty);
+      const next = ids[ids.length - 1] ?? '';
+      if (await pushIndex(git, paths.repo, config.store, sessionId, state.index, next)) return;
     }
     throw new Error(`workspace store: session ${sessionId}'s index kept changing under ${INDEX_ROUNDS} attempts`);
   }
 
   async function restoreAt(paths: SessionPaths, sessionId: string, id: string, empty: string, field: string) {
-    await snapshotsWith(paths, sessionId, id, field);
+    await indexWith(paths, sessionId, [id], field);
     await rm(paths.marker, { force: true });
     await restoreTree(git, paths, id, excludesFile, empty);
     await writeFile(paths.marker, id);
@@ -155,15 +165,24 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
         throw new WorkspaceInputError('sessionId', `no workspace of ${sessionId} on this host (prepare it first)`);
       }
       await rm(paths.marker, { force: true });
-      const tree = await recordTree(git, paths, excludesFile, empty);
+      const [trees, known] = await Promise.all([
+        recordTrees(git, paths, excludesFile, empty),
+        readIndex(git, paths.repo, config.store, sessionId, false),
+      ]);
       if (config.maxBytes > 0) {
-        const bytes = await treeBytes(git, paths.repo, tree);
+        const sizes = await Promise.all([trees.files, trees.agentGit].map((t) => treeBytes(git, paths.repo, t)));
+        const bytes = sizes.reduce((sum, n) => sum + n, 0);
         if (bytes > config.maxBytes) throw new WorkspaceQuotaError('maxBytes', config.maxBytes, bytes);
       }
-      if (parent !== null) await snapshotsWith(paths, sessionId, parent, 'parent');
+      const state = parent === null ? known : await indexWith(paths, sessionId, [parent], 'parent', known);
+      const root = treeObject([
+        [FILES, trees.files],
+        [AGENT_GIT, trees.agentGit],
+      ]);
       const at = Date.now();
-      const id = await writeCommit(git, paths.repo, tree, parent === null ? [] : [parent], at, `${label}\n\nat ${at}`);
-      await append(paths, sessionId, [id], empty);
+      const commit = commitObject(objectId(root, empty), parent === null ? [] : [parent], at, `${label}\n\nat ${at}`);
+      const id = objectId(commit, empty);
+      await append(paths, sessionId, [root, commit], [id], empty, state);
       if (options?.settled === true) await writeFile(paths.marker, id);
       return { id, parent, label, at } satisfies Snapshot;
     },
@@ -178,8 +197,8 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       if (from !== null) checkSnapshotId(from, 'from');
       checkSnapshotId(to, 'to');
       const { paths, empty } = await open(sessionId);
-      if (from !== null) await snapshotsWith(paths, sessionId, from, 'from');
-      await snapshotsWith(paths, sessionId, to, 'to');
+      if (from !== null) await indexWith(paths, sessionId, [from], 'from');
+      await indexWith(paths, sessionId, [to], 'to');
       const base = from === null ? empty : `${from}:${FILES}`;
       const args = [
         'diff',
@@ -196,18 +215,18 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       checkSessionId(toSessionId, 'toSessionId');
       if (fromSessionId === toSessionId) throw new WorkspaceInputError('toSessionId', 'must differ from fromSessionId');
       const from = await open(checkSessionId(fromSessionId, 'fromSessionId'));
-      await snapshotsWith(from.paths, fromSessionId, id, 'snapshotId');
+      await indexWith(from.paths, fromSessionId, [id], 'snapshotId');
       const to = await open(toSessionId);
       // Both private repositories are sessiond's own on this host: no store round trip for the objects.
       await git.run(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', from.paths.repo, id], {
         gitDir: to.paths.repo,
       });
-      await fetchIndex(git, to.paths.repo, config.store, toSessionId);
+      const known = await readIndex(git, to.paths.repo, config.store, toSessionId, true);
       const tree = (await git.run(['rev-parse', `${id}^{tree}`], { gitDir: to.paths.repo })).trim();
       const at = Date.now();
-      const message = `copy of ${fromSessionId} ${id}\n\nat ${at}`;
-      const copied = await writeCommit(git, to.paths.repo, tree, [], at, message);
-      await append(to.paths, toSessionId, [copied], to.empty);
+      const commit = commitObject(tree, [], at, `copy of ${fromSessionId} ${id}\n\nat ${at}`);
+      const copied = objectId(commit, to.empty);
+      await append(to.paths, toSessionId, [commit], [copied], to.empty, known);
       return copied;
     },
 
@@ -221,14 +240,15 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     async bundle(sessionId, snapshotId) {
       const id = checkSnapshotId(snapshotId, 'snapshotId');
       const { paths } = await open(sessionId);
-      await snapshotsWith(paths, sessionId, id, 'snapshotId');
+      await indexWith(paths, sessionId, [id], 'snapshotId');
       return writeBundle(git, paths, id);
     },
 
     async unbundle(sessionId, bundle) {
       const { paths, empty } = await open(sessionId);
       const { tip, commits } = await unbundleInto(git, paths, bundle, config.maxSnapshots);
-      await append(paths, sessionId, commits, empty);
+      const known = await readIndex(git, paths.repo, config.store, sessionId, true);
+      await append(paths, sessionId, [], commits, empty, known);
       return tip;
     },
   };

@@ -5,14 +5,23 @@ import { WorkspaceInputError } from '../../src/workspace/index.ts';
 import { allObjectText, git, host, refs, tempDir, write } from './support.ts';
 
 let tmp: { dir: string; cleanup: () => void };
+/** The store as the hosts name it, and its path (to look inside). */
 let store: string;
-beforeEach(() => {
-  tmp = tempDir();
-  store = join(tmp.dir, 'store.git');
-});
-afterEach(() => tmp.cleanup());
+let storePath: string;
 
-describe('workspaces across two hosts sharing a store', () => {
+// A local path is used in place (objects linked, refs updated directly); a URL through push and fetch.
+describe.each(['path', 'file:// URL'])('workspaces across two hosts sharing a store (%s)', (kind) => {
+  beforeEach(() => {
+    tmp = tempDir();
+    storePath = join(tmp.dir, 'store.git');
+    if (kind === 'path') store = storePath;
+    else {
+      git(tmp.dir, 'init', '-q', '--bare', storePath);
+      store = `file://${storePath}`;
+    }
+  });
+  afterEach(() => tmp.cleanup());
+
   it('a snapshot taken on host A is prepared on host B: its files, and the agent commits and branches', async () => {
     const a = host(tmp.dir, 'a', store);
     const b = host(tmp.dir, 'b', store);
@@ -125,7 +134,7 @@ describe('workspaces across two hosts sharing a store', () => {
     expect(readFileSync(join(wsB, 'code.ts'), 'utf8')).toBe('visible\n');
     expect(existsSync(join(wsB, '.env'))).toBe(false);
     expect(existsSync(join(wsB, 'certs/key.pem'))).toBe(false);
-    const everything = allObjectText(store);
+    const everything = allObjectText(storePath);
     expect(everything).toContain('visible');
     expect(everything).not.toMatch(/SECRET_/);
     expect(allObjectText(join(tmp.dir, 'a', 'git', 'sessions', 's1', 'repo.git'))).not.toMatch(/SECRET_/);
@@ -155,16 +164,19 @@ describe('workspaces across two hosts sharing a store', () => {
 
   it('remove deletes the copy, the git data and the session ref in the store, and no other', async () => {
     const a = host(tmp.dir, 'a', store);
+    const snaps: Record<string, string> = {};
     for (const id of ['gone', 'stays']) {
       write(await a.prepare(id, null), { 'f.txt': id });
-      await a.snapshot(id, 'start', null);
+      snaps[id] = (await a.snapshot(id, 'start', null)).id;
     }
-    expect(refs(store)).toHaveLength(2);
+    expect(refs(storePath)).toHaveLength(2);
     await a.remove('gone');
     expect(existsSync(a.path('gone'))).toBe(false);
     expect(existsSync(join(tmp.dir, 'a', 'git', 'sessions', 'gone'))).toBe(false);
-    expect(refs(store)).toEqual([`refs/sessiond/${Buffer.from('stays').toString('hex')}`]);
-    // Removing again (or on a host that never had it) is fine.
-    await host(tmp.dir, 'b', store).remove('gone');
+    expect(refs(storePath)).toEqual([`refs/sessiond/${Buffer.from('stays').toString('hex')}`]);
+    // Removing again (or on a host that never had it) is fine; the other session is whole.
+    const b = host(tmp.dir, 'b', store);
+    await b.remove('gone');
+    expect(readFileSync(join(await b.prepare('stays', snaps.stays ?? ''), 'f.txt'), 'utf8')).toBe('stays');
   });
 });
