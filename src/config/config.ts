@@ -96,9 +96,9 @@ export const ConfigSchema = z.strictObject({
   workspaces: z
     .strictObject({
       /** On: sessions without a caller-named cwd get a workspace (SESSIOND_WORKSPACES_ENABLED=1). */
-      enabled: z.preprocess(booleanText, z.boolean({ error: 'must be true or false (1 or 0)' })).default(
-        WORKSPACE_DEFAULTS.enabled,
-      ),
+      enabled: z
+        .preprocess(booleanText, z.boolean({ error: 'must be true or false (1 or 0)' }))
+        .default(WORKSPACE_DEFAULTS.enabled),
       /** The sessions' working copies on this host; default `<stateDir>/workspaces`. The same path on every host. */
       root: absolute.optional(),
       /** The snapshot store: a git URL or a local bare repository's path; default `<stateDir>/workspace-store.git` (one host). */

@@ -120,8 +120,7 @@ function workspaceIssues(policy: DeploymentPolicy, options: Readonly<Record<stri
     });
   const repo = ws !== null && typeof ws === 'object' ? (ws as { repo?: unknown }).repo : undefined;
   const repos = policy.workspaces?.repos ?? [];
-  const allowed =
-    typeof repo === 'string' && repos.some((r) => repo === r || (r.endsWith('/') && repo.startsWith(r)));
+  const allowed = typeof repo === 'string' && repos.some((r) => repo === r || (r.endsWith('/') && repo.startsWith(r)));
   if (!allowed)
     issues.push({
       field: 'options.workspace.repo',

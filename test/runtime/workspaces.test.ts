@@ -7,13 +7,7 @@ import { POINTER_FIELD, parsePointer } from '../../src/runtime/session-loop/work
 import { internals } from '../../src/runtime/internals.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { runModel } from '../support/workspace-model.ts';
-import {
-  piHostOptions,
-  turnEnded,
-  until,
-  useRuntimeSuite,
-  type Harness,
-} from '../support/runtime.ts';
+import { piHostOptions, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
 
 /**
  * A session's workspace in the runtime (docs/workspaces.md), with real pi, real git and real Redis,
@@ -46,9 +40,13 @@ async function pointerOf(sessionId: string) {
 
 /** The files of a snapshot in the store (sessiond's own git; the test reads it with plain git). */
 function storeFiles(snapshot: string): string[] {
-  const out = execFileSync('git', ['--git-dir', config.store, 'ls-tree', '-r', '--name-only', snapshot, '--', 'files/'], {
-    encoding: 'utf8',
-  });
+  const out = execFileSync(
+    'git',
+    ['--git-dir', config.store, 'ls-tree', '-r', '--name-only', snapshot, '--', 'files/'],
+    {
+      encoding: 'utf8',
+    },
+  );
   return out
     .split('\n')
     .filter((l) => l !== '')

@@ -179,7 +179,8 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         if (full || quota !== null) {
           // The agent's process tree is gone (the loop was left): the copy goes back before the terminal is told.
           const stopped = quota ?? room.fullMessage();
-          const told = workspace !== null && !settled ? await abandonWith(workspace, stopped, writer, true, init.warn) : stopped;
+          const told =
+            workspace !== null && !settled ? await abandonWith(workspace, stopped, writer, true, init.warn) : stopped;
           settled = true;
           terminal = told;
           yield told;

@@ -121,7 +121,11 @@ export class AttemptWorkspace {
     const previous = parsePointer(stored);
     if (stored !== null && previous === null)
       this.#init.warn('the workspace pointer did not parse: the workspace starts anew', null);
-    this.#path = await workspaces.prepare(sessionId, previous?.snapshot ?? null, previous === null ? source : undefined);
+    this.#path = await workspaces.prepare(
+      sessionId,
+      previous?.snapshot ?? null,
+      previous === null ? source : undefined,
+    );
     // The conversation recorded with these files: its session, and whether it holds this turn's prompt already.
     const resumeSessionId = previous?.agentSessionId ?? request.agentSessionId;
     const recorded = previous !== null && previous.turn === request.turn && previous.promptRecorded;
