@@ -53,7 +53,7 @@ export async function measureAttemptOverhead(
   const prefix = uniquePrefix('bench-ws');
   const connections: Array<ReturnType<typeof createRedis>> = [];
   const connect = (role: string) => {
-    const c = createRedis(redis.url, { role });
+    const c = createRedis(redis.url, { role, maxRetriesPerRequest: null, log: () => undefined });
     connections.push(c);
     return c;
   };

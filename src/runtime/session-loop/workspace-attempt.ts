@@ -134,12 +134,24 @@ export class AttemptWorkspace {
     const text = recorded && !request.continuation ? CONTINUATION_PROMPT : request.text;
     if (this.#init.rollback && resumeSessionId !== null)
       this.#startState = await store.agentState(sessionId, this.#field(resumeSessionId));
-    const snapshot = await workspaces.snapshot(
-      sessionId,
-      `turn ${request.turn} attempt ${request.attempt} start`,
-      previous?.snapshot ?? null,
-    );
-    this.#record(snapshot, resumeSessionId, recorded, null);
+    if (previous !== null) {
+      // The copy holds exactly the pointer's snapshot (prepare): the attempt starts on it, no new snapshot.
+      this.#pointer = {
+        ...previous,
+        turn: request.turn,
+        attempt: request.attempt,
+        agentSessionId: resumeSessionId,
+        promptRecorded: recorded,
+      };
+      this.#init.writer.agentState(POINTER_FIELD, JSON.stringify(this.#pointer));
+    } else {
+      const snapshot = await workspaces.snapshot(
+        sessionId,
+        `turn ${request.turn} attempt ${request.attempt} start`,
+        null,
+      );
+      this.#record(snapshot, resumeSessionId, recorded, null);
+    }
     this.#start = this.#pointer;
     return { resumeSessionId, text };
   }
