@@ -46,7 +46,8 @@ export async function sweepWorkspaces(
     }
   }
   let orphans = 0;
-  const names = await readdir(root).catch(() => [] as string[]); // no root yet: no copies on this host
+  // No root yet: no copies on this host.
+  const names = await readdir(root).catch(() => [] as string[]);
   const local = names.filter((n) => SESSION_ID_PATTERN.test(n)).slice(0, LOCAL_PER_SWEEP);
   if (local.length > 0) {
     const pipeline = redis.pipeline();
