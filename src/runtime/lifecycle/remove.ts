@@ -56,6 +56,8 @@ export interface PurgeRecord {
   tombstoneMs?: number;
   /** The session's fleet-index shard (read at the mark; unknown before it: every shard is cleaned). */
   shard?: number;
+  /** It had a workspace (a pointer in its agent state, read before the purge): its snapshots go after it. */
+  workspace?: boolean;
 }
 
 /**
@@ -102,7 +104,7 @@ export async function removeSession(
   if (code === 0) {
     // Nothing under this id: a removal cut short after PURGE has only the fleet entries left.
     if (previous !== null) {
-      await forget(deps, sessionId, previous.markedAt ?? '', previous.shard);
+      await forget(deps, sessionId, previous.markedAt ?? '', previous.shard, previous.workspace === true);
       return { outcome: 'removed', sessionId, cancelled: false };
     }
     await redis.hdel(lk.purging, sessionId);
@@ -141,6 +143,20 @@ export async function removeSession(
 
   // Step 4: its attempt and retry counters into the fleet totals (final now: no holder), then PURGE, every key of the session in one call.
   await foldCounters(redis, keys, sessionId);
+  // Whether it had a workspace is on record before its keys go (a removal cut short after PURGE still knows).
+  const workspace = (await redis.hexists(k('agent'), 'workspace')) === 1;
+  if (workspace)
+    await redis.hset(
+      lk.purging,
+      sessionId,
+      JSON.stringify({
+        ...record,
+        ...(jobId === '' ? {} : { jobId }),
+        markedAt,
+        shard,
+        workspace,
+      } satisfies PurgeRecord),
+    );
   const purged = Number(
     await script(redis, 'sessiondLifecyclePurge', PURGE)(
       purgeKeys(keys, sessionId).length,
@@ -157,12 +173,18 @@ export async function removeSession(
   if (options.stopAfter === 'purge') return { outcome: 'stopped', sessionId };
 
   // Step 5: the fleet-wide entries, and the record of this removal.
-  await forget(deps, sessionId, markedAt, shard);
+  await forget(deps, sessionId, markedAt, shard, workspace);
   return { outcome: 'removed', sessionId, cancelled };
 }
 
 /** The session's fleet-index entries (in its shard; every shard when it is not known), then its `purging` record. */
-async function forget(deps: RemoveDeps, sessionId: string, markedAt: string, shard: number | undefined): Promise<void> {
+async function forget(
+  deps: RemoveDeps,
+  sessionId: string,
+  markedAt: string,
+  shard: number | undefined,
+  workspace: boolean,
+): Promise<void> {
   const { keys } = deps;
   const shards = shard !== undefined ? [shard] : Array.from({ length: await deps.queue.fleetShards() }, (_, n) => n);
   for (const n of shards) {
@@ -180,11 +202,12 @@ async function forget(deps: RemoveDeps, sessionId: string, markedAt: string, sha
   }
   // Its workspace's snapshots in the store and its copies on worker hosts go next (workspace-sweep.ts), also
   // when no worker runs workspaces now: the entry waits for one (bounded: WORKSPACES_GONE_MAX).
-  await deps.redis
-    .multi()
-    .zadd(lifecycleKeys(keys).workspacesGone, Date.now(), sessionId)
-    .zremrangebyrank(lifecycleKeys(keys).workspacesGone, 0, -WORKSPACES_GONE_MAX - 1)
-    .exec();
+  if (workspace)
+    await deps.redis
+      .multi()
+      .zadd(lifecycleKeys(keys).workspacesGone, Date.now(), sessionId)
+      .zremrangebyrank(lifecycleKeys(keys).workspacesGone, 0, -WORKSPACES_GONE_MAX - 1)
+      .exec();
   // What the counters' folds remembered of it (its totals stay), then the record of this removal.
   await deps.redis.hdel(lifecycleKeys(keys).folded, sessionId);
   await deps.redis.hdel(lifecycleKeys(keys).purging, sessionId);
