@@ -58,6 +58,7 @@ const UNIT_SUITES = [
   'test/agents/gemini/mapper.property.test.ts',
   'test/agents/gemini/session-file.test.ts',
   'test/agents/pi/home.test.ts',
+  'test/agents/pi/session-file-cut.test.ts',
   'test/agents/pi/mapper.property.test.ts',
   'test/agents/shared/agent-env.test.ts',
   'test/agents/shared/reset-time.test.ts',

@@ -7,6 +7,7 @@ import { createWorkspaces, DEFAULT_WORKSPACE_EXCLUDE, type Workspaces } from '..
 import { BenchFailure } from './support/benchmark.ts';
 import { bounded, tempDir } from './support/harness.ts';
 import { median, round } from './support/timing.ts';
+import { measureAttemptOverhead } from './workspace-attempt.ts';
 
 /**
  * What a workspace snapshot and a cold restore cost (docs/workspaces.md), against plain git:
@@ -20,8 +21,8 @@ import { median, round } from './support/timing.ts';
  *   coldRestoreUrlRatio: from a `file://` URL store (a fetch of the session's snapshots, then the
  *   checkout); coldRestoreGcRatio: from the local store after `git gc` packed it.
  * The workspace is a clone of a source repository holding the files (its `.git` is part of every
- * snapshot), as a session started with `--repo` is. `attemptOverhead` (an attempt with workspaces
- * on vs off) needs the runtime's integration: the line carries it only once that is measured.
+ * snapshot), as a session started with `--repo` is.
+ * - attemptOverhead: an attempt's added latency with workspaces on vs off (workspace-attempt.ts).
  */
 export const name = 'workspace';
 
@@ -192,14 +193,17 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const base = tempDir('sessiond-bench-workspace-', cleanup);
     const bySize = [];
     for (const count of SIZES) bySize.push(await measureSize(base, count, log));
+    const attempt = await measureAttemptOverhead(cleanup, log);
     return {
       bench: name,
       snapshotRatio: Math.max(...bySize.map((s) => s.snapshotRatio)),
+      attemptOverhead: attempt.attemptOverhead,
       coldRestoreRatio: Math.max(...bySize.map((s) => s.coldRestoreRatio)),
       snapshotUrlRatio: Math.max(...bySize.map((s) => s.snapshotUrlRatio)),
       coldRestoreUrlRatio: Math.max(...bySize.map((s) => s.coldRestoreUrlRatio)),
       rounds: ROUNDS,
       bySize,
+      attempt,
     };
   });
 }

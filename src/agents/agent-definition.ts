@@ -33,7 +33,24 @@ export interface AgentDefinition {
   /** Reads the agent's raw stream (for `sessiond normalize --agent`). */
   createMapper(options: { resumeSessionId?: string }): AgentMapper;
   exportState?(options: Readonly<Record<string, unknown>>, agentSessionId: string): Promise<string | null>;
-  importState?(options: Readonly<Record<string, unknown>>, agentSessionId: string, state: string): Promise<void>;
+  /**
+   * Writes a state back on this host. `exact`: the state replaces the local copy even when that one
+   * is further along (a workspace session going back to a recorded point, docs/workspaces.md).
+   */
+  importState?(
+    options: Readonly<Record<string, unknown>>,
+    agentSessionId: string,
+    state: string,
+    how?: { exact?: boolean },
+  ): Promise<void>;
+  /**
+   * The exported state cut just after the recorded result of tool call `toolCallId`: the
+   * conversation as it stood when that tool's result was written, nothing after it; `later`: the
+   * state holds a tool call made after that result (the agent may be running it). Null when the
+   * state holds no result of that call (yet). Pure. Absent: a workspace session of this agent
+   * records its files and conversation together only at an attempt's start and completed end.
+   */
+  stateAfterTool?(state: string, toolCallId: string): { state: string; later: boolean } | null;
   /**
    * The exported state as a copy under another agent session id (`import --as` a new id: the copy
    * must not share the original's conversation file on a host). Absent: the copy starts a new

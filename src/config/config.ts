@@ -1,4 +1,5 @@
-import { join } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
+import type { WorkspaceConfig } from '../workspace/types.ts';
 import { z } from 'zod';
 import { pickEnv } from '../process/sealed-env.ts';
 import { PolicySchema } from '../policy/schema.ts';
@@ -11,6 +12,7 @@ import {
   SHUTDOWN_GRACE_MS,
   SWEEP_INTERVAL_MS,
   WORKER_DEFAULTS,
+  WORKSPACE_DEFAULTS,
 } from './defaults.ts';
 import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
 import { parseRedisTarget } from './redis-url.ts';
@@ -48,6 +50,12 @@ const integer = (min: number, max: number) =>
       .max(max, `must be an integer from ${min} to ${max}`),
   );
 
+const absolute = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((p) => isAbsolute(p), 'must be an absolute path');
+
 export const ConfigSchema = z.strictObject({
   /** Where Redis is: `redis://[user:pass@]host:port[/db]` or `rediss://`; a Redis Cluster: `redis+cluster://host:port[,host:port…]` (seed nodes) or `rediss+cluster://`. Unset: a local Redis. */
   redisUrl: z
@@ -84,6 +92,32 @@ export const ConfigSchema = z.strictObject({
   stateDir: z.string().min(1).default(defaultStateDir()),
   /** Where a session runs when its caller names no cwd, and the default allowed root of `policy.workspaceRoots`. */
   workspace: z.string().min(1).default(process.cwd()),
+  /** Per-session workspaces (docs/workspaces.md): each session without a caller-named cwd gets its own files, snapshotted. */
+  workspaces: z
+    .strictObject({
+      /** On: sessions without a caller-named cwd get a workspace (SESSIOND_WORKSPACES_ENABLED=1). */
+      enabled: z
+        .preprocess(booleanText, z.boolean({ error: 'must be true or false (1 or 0)' }))
+        .default(WORKSPACE_DEFAULTS.enabled),
+      /** The sessions' working copies on this host; default `<stateDir>/workspaces`. The same path on every host. */
+      root: absolute.optional(),
+      /** The snapshot store: a git URL or a local bare repository's path; default `<stateDir>/workspace-store.git` (one host). */
+      store: z
+        .string()
+        .min(1)
+        .max(4096)
+        .refine((s) => !s.startsWith('-'), 'must not start with -')
+        .optional(),
+      /** Untracked files matching these patterns (gitignore syntax) are never snapshotted (env: comma-separated). */
+      exclude: z
+        .preprocess(commaList, z.array(z.string().min(1).max(256)).max(100))
+        .default([...WORKSPACE_DEFAULTS.exclude]),
+      /** Most bytes of one workspace a snapshot accepts (0: no limit). */
+      maxBytes: integer(0, 1_099_511_627_776).default(WORKSPACE_DEFAULTS.maxBytes),
+      /** Most snapshots kept per session (0: no limit). */
+      maxSnapshots: integer(0, 10_000_000).default(WORKSPACE_DEFAULTS.maxSnapshots),
+    })
+    .prefault({}),
   /** What callers may choose (src/policy): agents, cwd roots, permission ceilings, limits. Env SESSIOND_POLICY, JSON. */
   policy: PolicySchema.prefault({}),
   /** Variables of the worker's environment passed to every agent by name (besides the base: PATH, HOME, LANG…). */
@@ -199,6 +233,14 @@ function commaList(value: unknown): unknown {
     : value;
 }
 
+function booleanText(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  const v = value.trim().toLowerCase();
+  if (v === '1' || v === 'true') return true;
+  if (v === '0' || v === 'false' || v === '') return false;
+  return value;
+}
+
 function jsonText(value: unknown): unknown {
   if (typeof value !== 'string') return value;
   try {
@@ -250,6 +292,15 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
       );
     config.http.tokens = merged.data;
   }
+  const ws = workspaceConfig(config);
+  if (ws !== null && isInside(ws.gitDir, ws.root))
+    throw new ConfigError(
+      `workspaces.root: ${ws.root} holds sessiond's own git data (${ws.gitDir}): choose a root outside the state dir's workspace-git (env SESSIOND_WORKSPACES)`,
+    );
+  if (ws !== null && !/^[a-z][a-z0-9+.-]*:/i.test(ws.store) && isInside(resolve(ws.store), ws.root))
+    throw new ConfigError(
+      `workspaces.store: ${ws.store} lies inside the workspaces root ${ws.root}, where agents write (env SESSIOND_WORKSPACE_STORE)`,
+    );
   if ((config.http.tlsCert === undefined) !== (config.http.tlsKey === undefined)) {
     throw new ConfigError(
       `http.${config.http.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}: --tls-cert and --tls-key go together (env SESSIOND_TLS_CERT, SESSIOND_TLS_KEY)`,
@@ -294,4 +345,27 @@ export function piHostOptions(config: Config): Record<string, unknown> {
 /** The ceilings of each attempt's cgroup that this configuration asks for. */
 export function attemptLimits(config: Config): { pidsMax: number; memoryMaxBytes: number } {
   return { pidsMax: config.worker.attemptPidsMax, memoryMaxBytes: config.worker.attemptMemoryMaxMb * 1024 * 1024 };
+}
+
+/** `inner` is `outer` or lies inside it. */
+function isInside(inner: string, outer: string): boolean {
+  const rel = relative(resolve(outer), resolve(inner));
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+}
+
+/**
+ * The workspaces of this configuration (null: off). sessiond's own git data lives under the state
+ * dir, outside the workspaces root: an agent's sandbox binds only its own workspace.
+ */
+export function workspaceConfig(config: Config): WorkspaceConfig | null {
+  const w = config.workspaces;
+  if (!w.enabled) return null;
+  return {
+    root: resolve(w.root ?? join(config.stateDir, 'workspaces')),
+    gitDir: resolve(join(config.stateDir, 'workspace-git')),
+    store: w.store ?? resolve(join(config.stateDir, 'workspace-store.git')),
+    exclude: w.exclude,
+    maxBytes: w.maxBytes,
+    maxSnapshots: w.maxSnapshots,
+  };
 }

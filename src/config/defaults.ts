@@ -131,6 +131,30 @@ export const LIFECYCLE_DEFAULTS = {
   maxLogBytes: 64 * 1024 * 1024,
 } as const;
 
+/** Per-session workspaces (config `workspaces.*`, docs/workspaces.md). */
+export const WORKSPACE_DEFAULTS = {
+  /**
+   * Sessions without a caller-named cwd get a workspace of their own (off: they run in `workspace`, as before).
+   * @default false
+   */
+  enabled: false,
+  /**
+   * Untracked files matching these (gitignore syntax) are never snapshotted or shipped.
+   * @default [".env*", "*.pem", "id_*"]
+   */
+  exclude: ['.env*', '*.pem', 'id_*'] as readonly string[],
+  /**
+   * Most bytes of one workspace's files a snapshot accepts (0: no limit): over it the turn fails, category `quota`.
+   * @default 1_073_741_824 (1 GiB)
+   */
+  maxBytes: 1024 * 1024 * 1024,
+  /**
+   * Most snapshots kept per session (0: no limit): over it the turn fails, category `quota`.
+   * @default 10_000
+   */
+  maxSnapshots: 10_000,
+};
+
 /** The activation queue (config `queue.*`). */
 export const QUEUE_DEFAULTS = {
   /**

@@ -42,7 +42,13 @@ export async function checkTurn(
     return { ok: false, issues };
   }
   const cwd = options.cwd;
+  issues.push(...workspaceIssues(policy, options));
   if (cwd === undefined) out.cwd = policy.workspace;
+  else if (policy.workspaces?.callerCwd === false)
+    issues.push({
+      field: 'options.cwd',
+      message: 'callers may not name a cwd on this deployment (policy.workspaces.callerCwd is false)',
+    });
   else {
     const problem = await outsideRoots(cwd, policy.workspaceRoots, 'policy.workspaceRoots');
     if (problem !== null) issues.push({ field: 'options.cwd', message: problem });
@@ -100,6 +106,27 @@ export async function checkTurn(
     if (!sw.enabled) out[sw.option] = false;
   }
   return issues.length === 0 ? { ok: true, options: out } : { ok: false, issues };
+}
+
+/** A caller's `options.workspace` against `policy.workspaces.repos` (exact, or a prefix ending in `/`). */
+function workspaceIssues(policy: DeploymentPolicy, options: Readonly<Record<string, unknown>>): PolicyIssue[] {
+  const ws = options.workspace;
+  if (ws === undefined) return [];
+  const issues: PolicyIssue[] = [];
+  if (options.cwd !== undefined)
+    issues.push({
+      field: 'options.workspace',
+      message: 'a session in a caller-named cwd has no workspace: name options.cwd or options.workspace, not both',
+    });
+  const repo = ws !== null && typeof ws === 'object' ? (ws as { repo?: unknown }).repo : undefined;
+  const repos = policy.workspaces?.repos ?? [];
+  const allowed = typeof repo === 'string' && repos.some((r) => repo === r || (r.endsWith('/') && repo.startsWith(r)));
+  if (!allowed)
+    issues.push({
+      field: 'options.workspace.repo',
+      message: `${JSON.stringify(repo)} is not a repository this deployment lets callers name (policy.workspaces.repos: ${repos.length === 0 ? 'none' : repos.join(', ')})`,
+    });
+  return issues;
 }
 
 /** Why `path` is not inside one of `roots` once symlinks are resolved; null when it is. */

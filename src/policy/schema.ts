@@ -78,6 +78,24 @@ export const PolicySchema = z.strictObject({
   agents: z.union([z.literal('*'), z.array(z.string().min(1)).min(1)]).default('*'),
   /** A requested cwd (symlinks resolved) must lie inside one of these; default: the workspace. */
   workspaceRoots: z.array(absolutePath).max(100).optional(),
+  /** Workspaces (docs/workspaces.md): the source repositories callers may name, and whether they may name a cwd at all. */
+  workspaces: z
+    .strictObject({
+      /** Repositories a caller may start a workspace from (`options.workspace.repo`): an exact URL or path, or a prefix ending in `/`. Default none. */
+      repos: z
+        .array(
+          z
+            .string()
+            .min(1)
+            .max(4096)
+            .refine((r) => !r.startsWith('-'), 'must not start with -'),
+        )
+        .max(200)
+        .default([]),
+      /** false: callers may not name a cwd (every session gets a workspace). Default true (within workspaceRoots). */
+      callerCwd: z.boolean().default(true),
+    })
+    .prefault({}),
   /** Where callers may point pi's `agentDir`; none by default (callers may not set it). */
   agentDirRoots: z.array(absolutePath).max(100).default([]),
   /** The longest idle timeout a caller may ask for, in ms. */
@@ -115,6 +133,8 @@ export interface DeploymentPolicy {
   /** Where a session runs when its caller names no cwd. */
   workspace: string;
   workspaceRoots: string[];
+  /** The repositories callers may start a workspace from, and whether they may name a cwd (absent: none, yes). */
+  workspaces?: { repos: string[]; callerCwd: boolean };
   agentDirRoots: string[];
   maxIdleTimeoutMs: number;
   maxPromptChars: number;
@@ -205,6 +225,7 @@ export function resolvePolicy(
     agents,
     workspace: root,
     workspaceRoots: (input.workspaceRoots ?? [root]).map((p) => resolve(p)),
+    workspaces: { repos: [...input.workspaces.repos], callerCwd: input.workspaces.callerCwd },
     agentDirRoots: input.agentDirRoots.map((p) => resolve(p)),
     maxIdleTimeoutMs: input.maxIdleTimeoutMs,
     maxPromptChars: input.maxPromptChars,

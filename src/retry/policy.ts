@@ -24,6 +24,9 @@ export const MAX_PARK_MS = 604_800_000;
 /** Whether an attempt that ended on a quota wall counts against `maxAttempts`. */
 export const RATE_LIMIT_ATTEMPTS = ['free', 'counted'] as const;
 
+/** What a failed attempt leaves in a session's workspace for the retry. */
+export const WORKSPACE_ON_FAILURE = ['keep', 'rollback'] as const;
+
 const JITTER_MODES = ['none', 'full', 'equal'] as const;
 
 // Every check of a field carries the same rule text, so errors read the same whatever check failed.
@@ -80,6 +83,16 @@ export const RetryPolicySchema = z
       .default('free'),
     /** The longest park at a quota wall; a reset further away ends the turn failed (`quota_wall_too_long`). 0: never park. The deployment's maxParkMs caps it. */
     maxParkMs: intRange(0, MAX_PARK_MS).default(86_400_000),
+    /**
+     * What a failed attempt leaves for the retry, in a session with a workspace (docs/workspaces.md):
+     * `keep` the files and conversation of its completed tool calls; `rollback` neither (the whole
+     * attempt undone, the prompt sent again).
+     */
+    workspace: z
+      .enum(WORKSPACE_ON_FAILURE, {
+        error: `must be ${WORKSPACE_ON_FAILURE.map((m) => `'${m}'`).join(' or ')}`,
+      })
+      .default('keep'),
   })
   .superRefine((policy, ctx) => {
     // Compare only two valid delays; a bad one is already reported on its own.

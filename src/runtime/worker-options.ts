@@ -6,6 +6,7 @@ import type { Tracing } from './tracing/tracing.ts';
 import type { Keys } from './keys.ts';
 import type { SessionQueue } from './queue.ts';
 import type { LimitRule } from './limits/index.ts';
+import type { WorkspaceConfig } from '../workspace/index.ts';
 
 export interface WorkerOptions {
   /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
@@ -56,6 +57,11 @@ export interface WorkerOptions {
   egress?: boolean;
   /** Told when a turn ends and when an attempt fails (src/api/worker.ts). */
   events?: ActiveSessionConfig['events'];
+  /**
+   * Per-session workspaces (docs/workspaces.md): a session whose caller names no cwd gets its own
+   * files, recorded after every tool call and restored on any host. Absent: sessions run in their cwd.
+   */
+  workspaces?: WorkspaceConfig;
   /** Traces of turns and attempts. Default: OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, none otherwise (see tracing/tracing.ts). */
   tracing?: Tracing | null;
 }

@@ -17,6 +17,8 @@ export interface PeriodicSteps {
   wake: (sessionIds: readonly string[]) => Promise<void>;
   log: NonNullable<WorkerOptions['log']>;
   warn: (message: string) => (error: unknown) => void;
+  /** After each lifecycle sweep: what deleted sessions left of their workspaces goes too. */
+  afterSweep: () => void;
 }
 
 /**
@@ -56,6 +58,7 @@ export function startPeriodicSteps(steps: PeriodicSteps): NodeJS.Timeout[] {
         }).then((r) => {
           if (r.expired + r.resumed > 0)
             steps.log('info', 'lifecycle sweep', { expired: r.expired, resumed: r.resumed });
+          steps.afterSweep();
         }, warn('lifecycle sweep failed (tried again next round)')),
       options.sweepIntervalMs ?? SWEEP_INTERVAL_MS,
     ),

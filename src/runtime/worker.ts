@@ -25,6 +25,8 @@ import { consumedPartitions, partitionWorkers } from './partition-workers.ts';
 import type { WorkerOptions } from './worker-options.ts';
 import { startPeriodicSteps } from './worker-periodic.ts';
 import { announceIsolation, workerRecord } from './worker-report.ts';
+import { createWorkspaces, type Workspaces } from '../workspace/index.ts';
+import { sweepWorkspaces } from './lifecycle/workspace-sweep.ts';
 
 export type { WorkerOptions } from './worker-options.ts';
 /** The defaults of the options (one place for them and the config schema: src/config/defaults.ts). */
@@ -58,9 +60,12 @@ export class SessionWorker {
   readonly #gate: AdmissionGate;
   #paused = false;
   #tracing: Tracing | null = null;
+  readonly #workspaces: Workspaces | null;
+  #workspaceSweep: Promise<void> | null = null;
 
   constructor(options: WorkerOptions) {
     this.#options = options;
+    this.#workspaces = options.workspaces === undefined ? null : createWorkspaces(options.workspaces);
     this.#policy = options.policy ?? deploymentPolicy();
     this.#redis = options.connect('worker');
     this.#subscriber = options.connect('worker-events');
@@ -81,6 +86,21 @@ export class SessionWorker {
   }
 
   /** Runs the parked activations of these sessions now (a release made room for them). */
+  /** Removes what deleted sessions left of their workspaces (workspace-sweep.ts); one sweep at a time. */
+  #sweepWorkspaces(): void {
+    const workspaces = this.#workspaces;
+    const config = this.#options.workspaces;
+    if (workspaces === null || config === undefined || this.#workspaceSweep !== null) return;
+    const warn = (message: string, error: unknown): void => this.#warn(message)(error);
+    this.#workspaceSweep = sweepWorkspaces(this.#redis, this.#options.keys, workspaces, config.root, warn)
+      .then((r) => {
+        if (r.removed + r.orphans > 0) this.#log('info', 'workspace sweep', { ...r });
+      }, this.#warn('workspace sweep failed (tried again next round)'))
+      .finally(() => {
+        this.#workspaceSweep = null;
+      });
+  }
+
   async #wake(sessionIds: readonly string[]): Promise<void> {
     await promoteActivations(this.#store, this.#options.queue, sessionIds);
   }
@@ -144,8 +164,10 @@ export class SessionWorker {
         wake: (ids) => this.#wake(ids),
         log,
         warn: (message) => this.#warn(message),
+        afterSweep: () => this.#sweepWorkspaces(),
       }),
     );
+    this.#sweepWorkspaces();
     this.#consumed = await consumedPartitions(this.#options);
     this.#workers = partitionWorkers(this.#options, this.#consumed, (job, token, signal) =>
       this.#process(job, token, signal),
@@ -243,6 +265,7 @@ export class SessionWorker {
           ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
           ...(this.#options.maxLogMessages === undefined ? {} : { maxLogMessages: this.#options.maxLogMessages }),
           maxLogBytes: this.#options.maxLogBytes ?? LIFECYCLE_DEFAULTS.maxLogBytes,
+          workspaces: this.#workspaces,
           ...(this.#options.events === undefined ? {} : { events: this.#options.events }),
           gate: this.#gate,
           tracing: this.#tracing,
@@ -293,6 +316,8 @@ export class SessionWorker {
       await this.#store
         .flushIndex()
         .catch(this.#warn('the fleet index was not flushed on close (the sweeper rebuilds it)'));
+      // A workspace sweep under way finishes before its connection goes.
+      await this.#workspaceSweep;
       await this.#tracing?.shutdown();
       await this.#redis
         .hdel(this.#options.keys.workers, this.id)

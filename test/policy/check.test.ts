@@ -89,3 +89,39 @@ describe('checkTurn', () => {
     expect(!result.ok && result.issues.map((i) => i.field)).toEqual(['prompt', 'options.cwd', 'options.grants.0']);
   });
 });
+
+describe('workspaces in the policy', () => {
+  it('refuses a source repository the policy does not name, and accepts an exact one or one under a prefix', async () => {
+    const none = await checkTurn(policy(), 'lister', { workspace: { repo: 'https://git.example.com/a.git' } });
+    expect(none).toEqual({
+      ok: false,
+      issues: [
+        {
+          field: 'options.workspace.repo',
+          message:
+            '"https://git.example.com/a.git" is not a repository this deployment lets callers name (policy.workspaces.repos: none)',
+        },
+      ],
+    });
+    const p = policy({ workspaces: { repos: ['https://git.example.com/team/', '/srv/repo.git'] } });
+    expect((await checkTurn(p, 'lister', { workspace: { repo: 'https://git.example.com/team/x.git' } })).ok).toBe(true);
+    expect((await checkTurn(p, 'lister', { workspace: { repo: '/srv/repo.git' } })).ok).toBe(true);
+    expect((await checkTurn(p, 'lister', { workspace: { repo: 'https://git.example.com/teams.git' } })).ok).toBe(false);
+  });
+
+  it('refuses a cwd together with a workspace, and any cwd when callerCwd is false', async () => {
+    const p = policy({ workspaces: { repos: ['/srv/repo.git'], callerCwd: false } });
+    const both = await checkTurn(p, 'lister', { cwd: join(root, 'ws', 'a'), workspace: { repo: '/srv/repo.git' } });
+    expect(both.ok === false && both.issues.map((i) => i.field)).toEqual(['options.workspace', 'options.cwd']);
+    const cwd = await checkTurn(p, 'lister', { cwd: join(root, 'ws', 'a') });
+    expect(cwd).toEqual({
+      ok: false,
+      issues: [
+        {
+          field: 'options.cwd',
+          message: 'callers may not name a cwd on this deployment (policy.workspaces.callerCwd is false)',
+        },
+      ],
+    });
+  });
+});

@@ -14,7 +14,7 @@ const CATEGORY_RULE =
   'must be one of network, timeout, rate_limited, server_error, auth, bad_request, process_crash, startup, invalid_output, quota, unknown';
 const JITTER_RULE = "must be 'none', 'full', 'equal' or a number from 0 to 1";
 const KNOWN_FIELDS =
-  'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs, rateLimitAttempts, maxParkMs';
+  'enabled, maxAttempts, initialDelayMs, multiplier, maxDelayMs, jitter, retryOn, honorRetryAfter, maxRetryAfterMs, maxTurnMs, rateLimitAttempts, maxParkMs, workspace';
 
 function errorsOf(result: RetryPolicyResult) {
   if (result.ok) throw new Error(`expected errors, got policy ${JSON.stringify(result.policy)}`);
@@ -36,6 +36,7 @@ describe('DEFAULT_RETRY_POLICY', () => {
       maxTurnMs: 0,
       rateLimitAttempts: 'free',
       maxParkMs: 86_400_000,
+      workspace: 'keep',
     });
   });
 
@@ -93,6 +94,7 @@ describe('parseRetryPolicy', () => {
     ['rateLimitAttempts', 'counted'],
     ['maxParkMs', 0],
     ['maxParkMs', 604_800_000],
+    ['workspace', 'rollback'],
   ] as const)('accepts %s = %j', (field, value) => {
     const result = parseRetryPolicy({ [field]: value });
     expect(result.ok && result.policy[field]).toEqual(value);
@@ -135,6 +137,7 @@ describe('parseRetryPolicy', () => {
     ['rateLimitAttempts', 'sometimes', `rateLimitAttempts: must be 'free' or 'counted' (got "sometimes")`],
     ['maxParkMs', 604_800_001, 'maxParkMs: must be an integer from 0 to 604800000 (got 604800001)'],
     ['maxParkMs', -1, 'maxParkMs: must be an integer from 0 to 604800000 (got -1)'],
+    ['workspace', 'undo', `workspace: must be 'keep' or 'rollback' (got "undo")`],
   ])('rejects %s = %s, naming the field and the allowed range', (field, value, message) => {
     expect(errorsOf(parseRetryPolicy({ [field]: value }))).toEqual([{ field, message }]);
   });

@@ -6,7 +6,14 @@ import { defineAgentDefinition } from '../shared/define-agent.ts';
 import { PiMapper } from './mapper.ts';
 import type { PiOptionsInput } from './options.ts';
 import { runPi } from './provider.ts';
-import { checkPiState, exportPiSession, forkPiSession, importPiSession, type PiSessionState } from './session-file.ts';
+import {
+  checkPiState,
+  exportPiSession,
+  forkPiSession,
+  importPiSession,
+  piStateAfterTool,
+  type PiSessionState,
+} from './session-file.ts';
 
 function sessionDir(options: Readonly<Record<string, unknown>>): string | null {
   return typeof options.sessionDir === 'string' ? options.sessionDir : null;
@@ -53,7 +60,7 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
   },
   forkState: (state, from, to) => JSON.stringify(forkPiSession(JSON.parse(state) as PiSessionState, from, to)),
   checkState: (state, agentSessionId) => void checkPiState(state, agentSessionId),
-  async importState(options, agentSessionId, state) {
+  async importState(options, agentSessionId, state, how) {
     const dir = sessionDir(options);
     if (dir === null) return;
     await importPiSession(
@@ -61,6 +68,11 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
       JSON.parse(state) as PiSessionState,
       typeof options.cwd === 'string' ? options.cwd : undefined,
       agentSessionId,
+      how?.exact === true,
     );
+  },
+  stateAfterTool(state, toolCallId) {
+    const cut = piStateAfterTool(JSON.parse(state) as PiSessionState, toolCallId);
+    return cut === null ? null : { state: JSON.stringify(cut.state), later: cut.later };
   },
 });

@@ -68,6 +68,7 @@ export async function importPiSession(
   state: PiSessionState,
   cwd?: string,
   sessionId?: string,
+  exact = false,
 ): Promise<void> {
   const id = FILE_NAME.exec(state.fileName)?.[1];
   if (id === undefined) throw new Error(`pi session file name "${state.fileName}" is not one pi writes`);
@@ -80,8 +81,44 @@ export async function importPiSession(
   const path = join(dir, state.fileName);
   // No local copy yet: the stored state is written in full.
   const local = await readFile(path, 'utf8').catch(() => null);
-  if (local !== null && local.length >= content.length && bodyOf(local).startsWith(bodyOf(content))) return;
+  if (!exact && local !== null && local.length >= content.length && bodyOf(local).startsWith(bodyOf(content))) return;
   await writeFileAtomic(path, content);
+}
+
+/**
+ * The session file cut just after the entry that records the result of tool call `toolCallId`
+ * (pi appends a `toolResult` message entry once the tool has ended); null when the file holds no
+ * such entry yet. pi's file is append-only, so a prefix of its lines is a file pi wrote. `later`:
+ * a tool call was written after it (an assistant message asking for more tools).
+ */
+export function piStateAfterTool(
+  state: PiSessionState,
+  toolCallId: string,
+): { state: PiSessionState; later: boolean } | null {
+  const { content } = state;
+  let start = 0;
+  while (start < content.length) {
+    const newline = content.indexOf('\n', start);
+    const end = newline === -1 ? content.length : newline + 1;
+    const line = content.slice(start, end);
+    // Cheap test first: only lines naming the call are parsed.
+    if (line.includes(toolCallId) && isToolResultOf(line, toolCallId)) {
+      const rest = content.slice(end);
+      return { state: { ...state, content: content.slice(0, end) }, later: rest.includes('"toolCall"') };
+    }
+    start = end;
+  }
+  return null;
+}
+
+function isToolResultOf(line: string, toolCallId: string): boolean {
+  try {
+    const entry = JSON.parse(line) as { type?: unknown; message?: { role?: unknown; toolCallId?: unknown } };
+    return entry.type === 'message' && entry.message?.role === 'toolResult' && entry.message.toolCallId === toolCallId;
+  } catch {
+    // A line that is not JSON (a torn last line) records nothing.
+    return false;
+  }
 }
 
 /** The same conversation under another session id: the file name and the header's `id` (the entries do not repeat it). */

@@ -16,6 +16,12 @@ export interface RetryFlags {
   retryMaxTurn?: number;
   retryRateLimitAttempts?: 'free' | 'counted';
   retryMaxPark?: number;
+  retryWorkspace?: 'keep' | 'rollback';
+}
+
+function parseWorkspaceMode(value: string): 'keep' | 'rollback' {
+  if (value === 'keep' || value === 'rollback') return value;
+  throw new InvalidArgumentError(`--retry-workspace must be keep or rollback (got "${value}")`);
 }
 
 function parseRateLimitAttempts(value: string): 'free' | 'counted' {
@@ -86,6 +92,11 @@ export function addRetryPolicyOptions(command: Command, what: string): Command {
       '--retry-max-park <duration>',
       `${what}: the longest park at a quota wall (e.g. 6h; 0: never park)`,
       parseDurationOption('--retry-max-park'),
+    )
+    .option(
+      '--retry-workspace <mode>',
+      `${what}: keep or rollback — what a failed attempt leaves in the session's workspace for the retry`,
+      parseWorkspaceMode,
     );
 }
 
@@ -103,5 +114,6 @@ export function retryPatchFromFlags(flags: RetryFlags): Record<string, unknown> 
   if (flags.retryMaxTurn !== undefined) patch.maxTurnMs = flags.retryMaxTurn;
   if (flags.retryRateLimitAttempts !== undefined) patch.rateLimitAttempts = flags.retryRateLimitAttempts;
   if (flags.retryMaxPark !== undefined) patch.maxParkMs = flags.retryMaxPark;
+  if (flags.retryWorkspace !== undefined) patch.workspace = flags.retryWorkspace;
   return Object.keys(patch).length === 0 ? undefined : patch;
 }

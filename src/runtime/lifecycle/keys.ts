@@ -52,6 +52,8 @@ export interface LifecycleKeys {
   readonly folded: string;
   /** string per session, with a TTL: it was deleted a moment ago (a second delete is not an error). */
   tombstone(sessionId: string): string;
+  /** zset: sessionId → when it was removed; a worker with workspaces removes its snapshots from the store (docs/workspaces.md). */
+  readonly workspacesGone: string;
 }
 
 export function lifecycleKeys(keys: Keys, shard = 0): LifecycleKeys {
@@ -70,6 +72,7 @@ export function lifecycleKeys(keys: Keys, shard = 0): LifecycleKeys {
     counters: `${zero}:counters`,
     folded: `${zero}:counters-folded`,
     tombstone: (sessionId) => `${keys.prefix}:{s:${sessionId}}:gone`,
+    workspacesGone: `${zero}:workspaces-gone`,
   };
 }
 

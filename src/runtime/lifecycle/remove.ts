@@ -9,6 +9,9 @@ import { FORGET, MARK, PURGE } from './scripts.ts';
 import { script } from '../redis/scripts.ts';
 import { foldCounters } from '../counters.ts';
 
+/** Removed sessions whose workspaces wait to be removed from the store, at most (the oldest beyond are dropped). */
+export const WORKSPACES_GONE_MAX = 100_000;
+
 export interface RemoveDeps {
   redis: Redis;
   keys: Keys;
@@ -53,6 +56,8 @@ export interface PurgeRecord {
   tombstoneMs?: number;
   /** The session's fleet-index shard (read at the mark; unknown before it: every shard is cleaned). */
   shard?: number;
+  /** It had a workspace (a pointer in its agent state, read before the purge): its snapshots go after it. */
+  workspace?: boolean;
 }
 
 /**
@@ -99,7 +104,7 @@ export async function removeSession(
   if (code === 0) {
     // Nothing under this id: a removal cut short after PURGE has only the fleet entries left.
     if (previous !== null) {
-      await forget(deps, sessionId, previous.markedAt ?? '', previous.shard);
+      await forget(deps, sessionId, previous.markedAt ?? '', previous.shard, previous.workspace === true);
       return { outcome: 'removed', sessionId, cancelled: false };
     }
     await redis.hdel(lk.purging, sessionId);
@@ -138,6 +143,20 @@ export async function removeSession(
 
   // Step 4: its attempt and retry counters into the fleet totals (final now: no holder), then PURGE, every key of the session in one call.
   await foldCounters(redis, keys, sessionId);
+  // Whether it had a workspace is on record before its keys go (a removal cut short after PURGE still knows).
+  const workspace = (await redis.hexists(k('agent'), 'workspace')) === 1;
+  if (workspace)
+    await redis.hset(
+      lk.purging,
+      sessionId,
+      JSON.stringify({
+        ...record,
+        ...(jobId === '' ? {} : { jobId }),
+        markedAt,
+        shard,
+        workspace,
+      } satisfies PurgeRecord),
+    );
   const purged = Number(
     await script(redis, 'sessiondLifecyclePurge', PURGE)(
       purgeKeys(keys, sessionId).length,
@@ -154,12 +173,18 @@ export async function removeSession(
   if (options.stopAfter === 'purge') return { outcome: 'stopped', sessionId };
 
   // Step 5: the fleet-wide entries, and the record of this removal.
-  await forget(deps, sessionId, markedAt, shard);
+  await forget(deps, sessionId, markedAt, shard, workspace);
   return { outcome: 'removed', sessionId, cancelled };
 }
 
 /** The session's fleet-index entries (in its shard; every shard when it is not known), then its `purging` record. */
-async function forget(deps: RemoveDeps, sessionId: string, markedAt: string, shard: number | undefined): Promise<void> {
+async function forget(
+  deps: RemoveDeps,
+  sessionId: string,
+  markedAt: string,
+  shard: number | undefined,
+  workspace: boolean,
+): Promise<void> {
   const { keys } = deps;
   const shards = shard !== undefined ? [shard] : Array.from({ length: await deps.queue.fleetShards() }, (_, n) => n);
   for (const n of shards) {
@@ -175,6 +200,14 @@ async function forget(deps: RemoveDeps, sessionId: string, markedAt: string, sha
     ];
     await script(deps.redis, 'sessiondLifecycleForget', FORGET)(fleet.length, ...fleet, sessionId, markedAt);
   }
+  // Its workspace's snapshots in the store and its copies on worker hosts go next (workspace-sweep.ts), also
+  // when no worker runs workspaces now: the entry waits for one (bounded: WORKSPACES_GONE_MAX).
+  if (workspace)
+    await deps.redis
+      .multi()
+      .zadd(lifecycleKeys(keys).workspacesGone, Date.now(), sessionId)
+      .zremrangebyrank(lifecycleKeys(keys).workspacesGone, 0, -WORKSPACES_GONE_MAX - 1)
+      .exec();
   // What the counters' folds remembered of it (its totals stay), then the record of this removal.
   await deps.redis.hdel(lifecycleKeys(keys).folded, sessionId);
   await deps.redis.hdel(lifecycleKeys(keys).purging, sessionId);

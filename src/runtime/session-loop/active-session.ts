@@ -327,6 +327,7 @@ export class ActiveSession {
       },
       onDecision: (listener) => this.#inbox.onApproval(listener),
       warn: this.#warn,
+      retryPolicy: () => this.#fenced.actor?.getSnapshot().context.policy ?? null,
     });
   }
 }

@@ -54,10 +54,11 @@ export async function importAgentState(
   store: SessionStore,
   sessionId: string,
   agentSessionId: string | null,
+  how: { exact?: boolean } = {},
 ): Promise<void> {
   if (agentSessionId === null || attempt.agent.importState === undefined) return;
   const state = await store.agentState(sessionId, stateField(attempt, agentSessionId));
-  if (state !== null) await attempt.agent.importState(attempt.options, agentSessionId, state);
+  if (state !== null) await attempt.agent.importState(attempt.options, agentSessionId, state, how);
 }
 
 /** After the attempt, whatever its end: the agent's state goes with the session's next write. Never throws. */

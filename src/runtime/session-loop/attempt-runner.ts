@@ -11,6 +11,9 @@ import { LogRoom } from '../store/log-room.ts';
 import type { SessionTracer } from '../tracing/session-tracer.ts';
 import { exportAgentState, importAgentState, prepareAgentAttempt } from './agent-attempt.ts';
 import type { ActiveSessionConfig, WarnLog } from './config.ts';
+import type { RetryPolicy } from '../../retry/index.ts';
+import { abandonWith, attemptSetup, recordInWorkspace, workspaceStartFailed } from './workspace-setup.ts';
+import { AttemptWorkspace, quotaMessage, WorkspaceQuotaError } from './workspace-attempt.ts';
 
 export interface RunnerInit {
   store: SessionStore;
@@ -30,6 +33,8 @@ export interface RunnerInit {
   /** Subscribes to "an approval decision was stored for this session"; returns the unsubscribe. */
   onDecision: (listener: () => void) => () => void;
   warn: WarnLog;
+  /** The retry policy the session's turns run under now (its `workspace` mode). */
+  retryPolicy: () => RetryPolicy | null;
 }
 
 /**
@@ -47,6 +52,9 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
     const done = new Promise<void>((resolve) => (ended = resolve));
     running.add(done);
     let terminal: CliMessage | null = null;
+    let workspace: AttemptWorkspace | null = null;
+    /** The attempt's end is recorded in its workspace (completed); any other end sends the copy back. */
+    let settled = false;
     try {
       // The turn's trace context goes with it: a worker that takes the turn over after a crash joins the same trace.
       const traced = tracer?.beginAttempt(request.turn, request.attempt) ?? null;
@@ -59,15 +67,42 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         yield refusedAttempt(admitted.issues);
         return;
       }
+      // A session whose caller named no cwd runs in its own workspace (when this worker has workspaces).
+      const setup = attemptSetup(config.workspaces ?? null, sessionId, request.options, admitted.options);
+      if (setup.refused !== null) {
+        yield setup.refused;
+        return;
+      }
       const attempt = await prepareAgentAttempt({
         agentName: admitted.agent,
         hostOptions: config.agentOptions,
-        callerOptions: admitted.options,
+        callerOptions: setup.options,
         sessionId,
         scope,
       });
-      await importAgentState(attempt, store, sessionId, request.agentSessionId);
-      let agentSessionId = request.agentSessionId;
+      let text = request.text;
+      let resumeSessionId = request.agentSessionId;
+      if (setup.workspaces !== null) {
+        workspace = new AttemptWorkspace({
+          workspaces: setup.workspaces,
+          store,
+          writer,
+          sessionId,
+          request,
+          attempt,
+          rollback: init.retryPolicy()?.workspace === 'rollback',
+          warn: init.warn,
+        });
+        try {
+          ({ text, resumeSessionId } = await workspace.begin(setup.source));
+        } catch (error) {
+          yield error instanceof WorkspaceQuotaError ? quotaMessage(error) : workspaceStartFailed(error);
+          return;
+        }
+      }
+      // In a workspace the agent's state is the one recorded with its files, even where this host's copy is further along.
+      await importAgentState(attempt, store, sessionId, resumeSessionId, { exact: workspace !== null });
+      let agentSessionId = resumeSessionId;
       // The log caps (messages, bytes: store/log-room.ts): one slot is kept for the terminal message that says the log is full.
       const room = await LogRoom.open(store, sessionId, {
         maxLogMessages: config.maxLogMessages ?? 0,
@@ -91,8 +126,9 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       });
       try {
         let full = false;
+        let quota: CliMessage | null = null;
         for await (const message of attempt.agent.run(
-          { text: request.text, resumeSessionId: request.agentSessionId, options: attempt.options },
+          { text, resumeSessionId, options: attempt.options },
           {
             signal,
             marker: attempt.marker,
@@ -123,12 +159,39 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             full = true;
             break;
           }
-          if (message.type === 'terminal.completed' || message.type === 'terminal.failed') terminal = message;
-          yield message;
+          let out: CliMessage = message;
+          if (workspace !== null) {
+            const recorded = await recordInWorkspace(workspace, message, agentSessionId, signal, init.warn);
+            if (recorded.kind === 'quota') {
+              // Leaving the loop stops the agent's process tree before going on.
+              quota = recorded.message;
+              break;
+            }
+            if (recorded.kind === 'replace') out = recorded.message;
+          }
+          if (workspace !== null && out.type === 'terminal.failed' && !settled) {
+            settled = true;
+            out = await abandonWith(workspace, out, writer, true, init.warn);
+          } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
+          if (out.type === 'terminal.completed' || out.type === 'terminal.failed') terminal = out;
+          yield out;
         }
-        if (full) yield room.fullMessage();
+        if (full || quota !== null) {
+          // The agent's process tree is gone (the loop was left): the copy goes back before the terminal is told.
+          const stopped = quota ?? room.fullMessage();
+          const told =
+            workspace !== null && !settled ? await abandonWith(workspace, stopped, writer, true, init.warn) : stopped;
+          settled = true;
+          terminal = told;
+          yield told;
+        }
       } finally {
-        await exportAgentState(attempt, writer, agentSessionId, init.warn);
+        if (workspace === null) await exportAgentState(attempt, writer, agentSessionId, init.warn);
+        else if (!settled) {
+          // Cancelled, stopped, or the provider threw: the copy goes back to the latest recorded point.
+          settled = true;
+          await abandonWith(workspace, null, writer, false, init.warn);
+        }
       }
     } finally {
       // The agent's process tree is gone: its fleet-limit slot goes back, and whoever it makes room for is woken.

@@ -3,6 +3,7 @@ import type { AttemptRefusal } from '../../process/egress/index.ts';
 import type { AttemptLimits } from '../../process/index.ts';
 import type { AdmissionGate } from '../limits/gate.ts';
 import type { Tracing } from '../tracing/tracing.ts';
+import type { Workspaces } from '../../workspace/types.ts';
 
 /** The worker's log (WorkerOptions.log): what the loop could not do, said instead of swallowed. */
 export type LoopLog = (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
@@ -24,6 +25,8 @@ export interface ActiveSessionConfig {
   maxLogMessages?: number;
   /** Bytes of message content the session's log may hold (0: no limit): as maxLogMessages. */
   maxLogBytes?: number;
+  /** Per-session workspaces (docs/workspaces.md); none: sessions run in their cwd, as before. */
+  workspaces?: Workspaces | null;
   /** Fleet limits and paused dispatch: an attempt they apply to waits (parked) until admitted. */
   gate?: AdmissionGate;
   /** Told of what an embedder may observe (src/api/worker.ts); a listener that throws changes nothing. */

@@ -26,3 +26,10 @@ describe('the quota-wall flags', () => {
     );
   });
 });
+
+describe('the workspace flag', () => {
+  it('--retry-workspace rollback becomes workspace: "rollback"; another value is refused, naming the flag', () => {
+    expect(patchOf(['--retry-workspace', 'rollback'])).toEqual({ workspace: 'rollback' });
+    expect(() => patchOf(['--retry-workspace', 'undo'])).toThrow(/--retry-workspace must be keep or rollback/);
+  });
+});

@@ -21,6 +21,8 @@ interface EnqueueFlags extends RetryFlags, AgentFlags {
   retention?: string;
   tenant?: string;
   priority?: number;
+  repo?: string;
+  ref?: string;
 }
 
 export function registerEnqueue(program: Command): void {
@@ -38,6 +40,11 @@ export function registerEnqueue(program: Command): void {
   addAgentFlagOptions(command, { onWorker: true });
   addRetryPolicyOptions(command, 'retry policy of this session (overrides the global one)');
   command
+    .option(
+      '--repo <url>',
+      "a new session's workspace starts as a clone of this repository (policy.workspaces.repos says which; docs/workspaces.md)",
+    )
+    .option('--ref <ref>', 'the branch, tag or commit of --repo (default: its HEAD)')
     .option(
       '--retention <duration>',
       'keep the session this long once finished (e.g. 7d; 0: forever), within the deployment maximum',
@@ -59,7 +66,15 @@ export function registerEnqueue(program: Command): void {
 }
 
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
-  const options = { ...(flags.agent === undefined ? {} : { agent: flags.agent }), ...agentOptionsFromFlags(flags) };
+  if (flags.ref !== undefined && flags.repo === undefined)
+    throw new CliError('--ref: goes with --repo (the repository it names a ref of)', ExitCode.usage);
+  const options = {
+    ...(flags.agent === undefined ? {} : { agent: flags.agent }),
+    ...agentOptionsFromFlags(flags),
+    ...(flags.repo === undefined
+      ? {}
+      : { workspace: { repo: flags.repo, ...(flags.ref === undefined ? {} : { ref: flags.ref }) } }),
+  };
   const retryPolicy = retryPatchFromFlags(flags);
   const ctx = await openClient();
   try {

@@ -93,6 +93,7 @@ function render(p: RetryPolicy, source: string): string {
     `  honorRetryAfter  ${p.honorRetryAfter} (cap ${formatMs(p.maxRetryAfterMs)})`,
     `  maxTurn          ${(p.maxTurnMs ?? 0) > 0 ? formatMs(p.maxTurnMs) : 'none'}`,
     `  quota walls      parked up to ${formatMs(p.maxParkMs ?? 86_400_000)}, attempts ${p.rateLimitAttempts ?? 'free'}`,
+    `  workspace        ${p.workspace ?? 'keep'} (what a failed attempt leaves for the retry)`,
     '',
   ].join('\n');
 }

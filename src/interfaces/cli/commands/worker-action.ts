@@ -1,5 +1,5 @@
 import { AGENT_NAMES } from '../../../agents/registry.ts';
-import { agentHostOptions, attemptLimits } from '../../../config/config.ts';
+import { agentHostOptions, attemptLimits, workspaceConfig } from '../../../config/config.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
 import { createKeys } from '../../../runtime/keys.ts';
@@ -13,6 +13,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
   const ctx = await openServerContext({ 'worker.concurrency': flags.concurrency });
   const { config } = ctx;
   const keys = createKeys(ctx.settings.prefix);
+  const workspaces = workspaceConfig(config);
   const worker = new SessionWorker({
     connect: ctx.connect,
     keys,
@@ -36,6 +37,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
     maxLogMessages: config.lifecycle.maxLogMessages,
     maxLogBytes: config.lifecycle.maxLogBytes,
     fleetLimits: config.limits,
+    ...(workspaces === null ? {} : { workspaces }),
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });
   await worker.start();
@@ -46,6 +48,17 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
       prefix: config.prefix,
       concurrency: config.worker.concurrency,
       partitions: worker.partitions,
+      // Where sessions' files live and where their snapshots go (a store URL's credentials are not shown).
+      workspaces:
+        workspaces === null
+          ? 'off'
+          : {
+              root: workspaces.root,
+              store: redactUrl(workspaces.store),
+              exclude: workspaces.exclude,
+              maxBytes: workspaces.maxBytes,
+              maxSnapshots: workspaces.maxSnapshots,
+            },
     },
     'worker started',
   );

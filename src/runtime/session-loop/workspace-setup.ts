@@ -1,0 +1,137 @@
+import type { CliMessage, MessageOf } from '../../protocol/index.ts';
+import type { Workspaces, WorkspaceSource } from '../../workspace/types.ts';
+import type { SessionWriter } from '../session-writer.ts';
+import type { WarnLog } from './config.ts';
+import { quotaMessage, WorkspaceQuotaError, type AttemptWorkspace } from './workspace-attempt.ts';
+
+export interface AttemptSetup {
+  /** The caller options the agent runs with (in a workspace: its path as cwd; never `workspace`). */
+  options: Record<string, unknown>;
+  /** This attempt's workspaces (null: the session runs in a cwd, as before workspaces). */
+  workspaces: Workspaces | null;
+  /** The repository a new workspace starts from. */
+  source: WorkspaceSource | undefined;
+  /** The attempt cannot run here: its terminal message. */
+  refused: MessageOf<'terminal.failed'> | null;
+}
+
+/**
+ * Where an attempt runs: a session whose caller named a cwd runs there (not portable, not
+ * transactional); any other gets its workspace when this worker has workspaces, else the
+ * deployment's `workspace` (as before workspaces).
+ */
+export function attemptSetup(
+  workspaces: Workspaces | null,
+  sessionId: string,
+  stored: Readonly<Record<string, unknown>>,
+  admitted: Readonly<Record<string, unknown>>,
+): AttemptSetup {
+  const { workspace: asked, ...options } = admitted;
+  const source = asked as WorkspaceSource | undefined;
+  if (stored.cwd !== undefined) return { options, workspaces: null, source: undefined, refused: null };
+  if (workspaces === null) {
+    if (source === undefined) return { options, workspaces: null, source: undefined, refused: null };
+    return {
+      options,
+      workspaces: null,
+      source,
+      refused: {
+        type: 'terminal.failed',
+        content: {
+          text: 'options.workspace: this worker runs no workspaces (workspaces.enabled is off, SESSIOND_WORKSPACES_ENABLED)',
+          category: 'bad_request',
+          stderr: '',
+          invalid_output_lines: [],
+        },
+      },
+    };
+  }
+  return { options: { ...options, cwd: workspaces.path(sessionId) }, workspaces, source, refused: null };
+}
+
+/** The workspace could not be prepared (the store unreachable, a clone that failed): the attempt does not start. */
+export function workspaceStartFailed(error: unknown): MessageOf<'terminal.failed'> {
+  return {
+    type: 'terminal.failed',
+    content: {
+      text: `the session's workspace could not be prepared: ${error instanceof Error ? error.message : String(error)}`,
+      category: 'startup',
+      stderr: '',
+      invalid_output_lines: [],
+    },
+  };
+}
+
+export type Recorded =
+  { kind: 'none' } | { kind: 'replace'; message: CliMessage } | { kind: 'quota'; message: CliMessage };
+
+/**
+ * What a message of the agent records in its workspace: a tool call's end records the files and
+ * the conversation up to its result; the attempt's completed end records both whole (over quota,
+ * the completed terminal becomes a `quota` failure). A snapshot that fails otherwise is logged and
+ * the attempt goes on (the next recorded point holds that tool's effects too).
+ */
+export async function recordInWorkspace(
+  workspace: AttemptWorkspace,
+  message: CliMessage,
+  agentSessionId: string | null,
+  signal: AbortSignal,
+  warn: WarnLog,
+): Promise<Recorded> {
+  if (message.type === 'tool.call') workspace.toolCalled(message.content.toolCallId);
+  const tool = message.type === 'tool.completed' || message.type === 'tool.failed';
+  const completed = message.type === 'terminal.completed';
+  if ((!tool && !completed) || signal.aborted) return { kind: 'none' };
+  try {
+    if (tool) await workspace.toolEnded(message.content.toolCallId, agentSessionId);
+    else await workspace.completed(agentSessionId);
+    return { kind: 'none' };
+  } catch (error) {
+    if (error instanceof WorkspaceQuotaError) {
+      const stopped = quotaMessage(error);
+      return completed ? { kind: 'replace', message: stopped } : { kind: 'quota', message: stopped };
+    }
+    if (completed) {
+      warn("the completed attempt's workspace was not recorded: the turn fails", error);
+      return {
+        kind: 'replace',
+        message: {
+          type: 'terminal.failed',
+          content: {
+            text: `the workspace was not recorded at the end of the attempt: ${(error as Error).message}`,
+            category: 'unknown',
+            stderr: '',
+            invalid_output_lines: [],
+          },
+        },
+      };
+    }
+    warn('a snapshot after a tool call failed (the next one records its effects)', error);
+    return { kind: 'none' };
+  }
+}
+
+/**
+ * The attempt did not complete: the host's copy goes back to the latest recorded point (failed
+ * with `rollback`: to the attempt's start), and the terminal message says whether the recorded
+ * conversation holds the prompt. Not once the lease is lost (the session is another holder's).
+ */
+export async function abandonWith<M extends CliMessage | null>(
+  workspace: AttemptWorkspace,
+  terminal: M,
+  writer: SessionWriter,
+  failed: boolean,
+  warn: WarnLog,
+): Promise<M> {
+  if (writer.failure !== null) return terminal;
+  let recorded: boolean;
+  try {
+    recorded = await workspace.abandon({ failed });
+  } catch (error) {
+    // The copy is then not known to be at a snapshot: the next attempt's prepare restores it.
+    warn("the workspace was not put back after the attempt (the next attempt's prepare restores it)", error);
+    recorded = workspace.recordedPrompt;
+  }
+  if (terminal === null || terminal.type !== 'terminal.failed') return terminal;
+  return { ...terminal, content: { ...terminal.content, promptRecorded: recorded } } as M;
+}
