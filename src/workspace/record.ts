@@ -45,14 +45,16 @@ async function recordFiles(git: Git, paths: SessionPaths, excludesFile: string):
 async function packIfFresh(index: string): Promise<string[]> {
   const fresh = await stat(index).then(
     () => false,
-    () => true, // no index: everything is new
+    // No index: everything is new.
+    () => true,
   );
   return fresh ? ['core.bigFileThreshold=1'] : [];
 }
 
 /** Is the workspace's `.git` a real directory (not a file or a symlink)? */
 export async function hasAgentRepository(workspace: string): Promise<boolean> {
-  const info = await lstat(join(workspace, '.git')).catch(() => null); // missing: no repository
+  // Missing: no repository.
+  const info = await lstat(join(workspace, '.git')).catch(() => null);
   return info !== null && info.isDirectory();
 }
 

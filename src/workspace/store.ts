@@ -29,13 +29,15 @@ export function ensureStore(git: Git, store: string): Promise<void> {
     ready = (async () => {
       const exists = await stat(store).then(
         () => true,
-        () => false, // missing: created below
+        // Missing: created below.
+        () => false,
       );
       if (exists) return;
       await mkdir(dirname(store), { recursive: true });
       await git.run(['init', '--quiet', '--bare', '--template=', '--', store]);
     })();
-    ready.catch(() => storeReady.delete(store)); // a failed creation is retried by the next call
+    // A failed creation is retried by the next call.
+    ready.catch(() => storeReady.delete(store));
     storeReady.set(store, ready);
   }
   return ready;
@@ -49,7 +51,8 @@ export function ensureStore(git: Git, store: string): Promise<void> {
 export async function linkObjects(repo: string, store: string): Promise<void> {
   if (!isLocalStore(store)) return;
   const target = join(store, 'objects');
-  const current = await readlink(join(repo, 'objects')).catch(() => null); // not a link (yet)
+  // Not a link (yet).
+  const current = await readlink(join(repo, 'objects')).catch(() => null);
   if (current === target) return;
   await rm(join(repo, 'objects'), { recursive: true, force: true });
   await symlink(target, join(repo, 'objects'));

@@ -23,7 +23,8 @@ const INDEX_ROUNDS = 5;
 const exists = (path: string): Promise<boolean> =>
   stat(path).then(
     () => true,
-    () => false, // missing (or unreadable: treated as missing, the next step says why)
+    // Missing (or unreadable: treated as missing, the next step says why).
+    () => false,
   );
 
 function checkLabel(label: unknown): string {
@@ -57,7 +58,8 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     await host();
     const paths = sessionPaths(config, checkSessionId(sessionId));
     const emptyFile = join(paths.dir, 'empty-tree');
-    let empty = await readFile(emptyFile, 'utf8').catch(() => null); // absent: a new repository
+    // Absent: a new repository.
+    let empty = await readFile(emptyFile, 'utf8').catch(() => null);
     if (empty === null || !(await exists(join(paths.repo, 'HEAD')))) {
       await mkdir(paths.dir, { recursive: true });
       await git.run(['init', '--quiet', '--bare', '--template=', '--', paths.repo]);
@@ -150,7 +152,8 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
         return paths.workspace;
       }
       const id = checkSnapshotId(snapshot, 'snapshot');
-      const at = await readFile(paths.marker, 'utf8').catch(() => null); // no marker: not known to be at any
+      // No marker: not known to be at any.
+      const at = await readFile(paths.marker, 'utf8').catch(() => null);
       if (at !== id || !(await exists(paths.workspace))) await restoreAt(paths, sessionId, id, empty, 'snapshot');
       // Handed out: from now on only a snapshot with `settled` or a restore says where the copy is.
       await rm(paths.marker, { force: true });
