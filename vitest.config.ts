@@ -3,8 +3,8 @@ import { defineConfig } from 'vitest/config';
 /**
  * The suites are split so `npm test` stays within its time budget (~15 min on a 2-core host, with
  * `npm ci` and `npm run check`):
- * - `core` (`npm test`): every suite on a single redis-server, each agent's real CLI at least once
- *   (the ACP client on the real gemini, with its approval flow); a real Redis Cluster still runs in
+ * - `core` (`npm test`): every suite on a single redis-server, with the real pi CLI (the reference
+ *   agent) and the ACP client on a fake ACP agent; a real Redis Cluster still runs in
  *   `test/runtime/redis/cluster.test.ts` (cross-slot refusal, failover of a connection).
  * - `unit` (`npm run test:unit`): the pure suites alone (also in `core`): no Redis, no agent CLI, no
  *   network, and no agent-CLI install first (no `pretest:unit`).
@@ -12,9 +12,12 @@ import { defineConfig } from 'vitest/config';
  *   real 3-master Redis Cluster, the `WAIT` failover test, and the partitioned queue on a cluster
  *   (`partitions.test.ts`, moved from `core`: it boots a cluster of its own and enqueues 1,500
  *   sessions to measure the spread over the masters; cluster behaviour belongs to this set).
- * - `agents` (`npm run test:agents`): the real-CLI suites of Qwen Code, OpenCode and the Claude Code
- *   ACP adapter (their own suites, their approval flows, their runs through the session machine) and
- *   `sessiond agents` asking each ACP agent.
+ * - `agents` (`npm run test:agents`): the real-CLI suites of Claude Code, Codex and Gemini (their
+ *   providers, Claude Code's approvals, the ACP client on the real gemini with its approval flow:
+ *   moved from `core` when the suite outgrew its budget on a slower host), of Qwen Code, OpenCode and
+ *   the Claude Code ACP adapter (their own suites, their approval flows, their runs through the
+ *   session machine), the four real CLIs through the egress proxy, and `sessiond agents` asking each
+ *   ACP agent.
  * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install),
  *   the 200 sessions under a fleet limit, and, moved from `core` for the budget: 500 concurrent SSE
  *   clients against one `serve` (`sse-load.test.ts`, a load test split out of `streams.test.ts`,
@@ -23,7 +26,9 @@ import { defineConfig } from 'vitest/config';
  *   `runtime-commands.test.ts` and friends, and the package test runs the installed bundle); the
  *   dashboard's approval and delete buttons in a real browser (`approval-buttons`,
  *   `delete-button.test.ts`: the routes they call are tested over HTTP in `core`, and the
- *   dashboard's other browser suites stay there).
+ *   dashboard's other browser suites stay there); workspaces in the runtime (`workspaces*.test.ts`:
+ *   off by default, the module's own suites under test/workspace/ stay in `core`) and retention's
+ *   expiry timelines (`lifecycle/retention.test.ts`; deletion and the HTTP lifecycle stay in `core`).
  * - `sandboxed` (`SESSIOND_TEST_SET=sandboxed npx vitest run`): the process containment suites again,
  *   their agents in a bwrap sandbox (`SESSIOND_TEST_SANDBOX=bwrap`, see test/support/processes.ts).
  * - `all` (`npm run test:all`): everything, on both backends.
@@ -42,6 +47,13 @@ const AGENT_SUITES = [
   ...['acp-clis-approvals', 'acp-clis-runtime', 'agents-command'].map((name) => `test/agents/acp/${name}.test.ts`),
   // The four real CLIs in each sandbox mode through the egress proxy.
   'test/agents/egress.test.ts',
+  // The real Claude Code, Codex and Gemini CLIs (moved from core for its budget; pi stays there).
+  'test/agents/claude-code/provider.test.ts',
+  'test/agents/claude-code/approvals-runtime.test.ts',
+  'test/agents/codex/provider.test.ts',
+  'test/agents/gemini/provider.test.ts',
+  'test/agents/acp/gemini-acp.test.ts',
+  'test/agents/acp/gemini-acp-runtime.test.ts',
 ];
 // The pure suites: no Redis, no agent CLI, no process of an agent, no network (mappers, the machine,
 // retry, policy, config, the CLI's parsing). A new suite of pure logic belongs here too.
@@ -104,6 +116,11 @@ const LONG_SUITES = [
   'test/interfaces/cli/bundle.test.ts',
   'test/interfaces/web/approval-buttons.test.ts',
   'test/interfaces/web/delete-button.test.ts',
+  // Moved from core for its budget: workspaces in the runtime (off by default; test/workspace/ stays
+  // in core) and retention's expiry timelines (deletion and the HTTP lifecycle stay in core).
+  'test/runtime/workspaces.test.ts',
+  'test/runtime/workspaces-hosts.test.ts',
+  'test/runtime/lifecycle/retention.test.ts',
 ];
 const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map(
   (name) => `test/process/${name}.test.ts`,
