@@ -130,3 +130,8 @@ export const MESSAGE_TYPES = CliMessageSchema.options.map((o) => o.shape.type.va
 export function isTerminal(message: CliMessage): message is TerminalMessage {
   return message.type === 'terminal.completed' || message.type === 'terminal.failed';
 }
+
+/** A `terminal.failed` that sessiond itself decides (no agent output behind it: no stderr, no invalid lines). */
+export function terminalFailed(text: string, category: FailureCategory): MessageOf<'terminal.failed'> {
+  return { type: 'terminal.failed', content: { text, category, stderr: '', invalid_output_lines: [] } };
+}

@@ -44,7 +44,7 @@ export async function prepareAgentAttempt(input: AgentAttemptInput): Promise<Age
 }
 
 /** The field of the session's agent-state hash that holds one agent session's state. */
-function stateField(attempt: AgentAttempt, agentSessionId: string): string {
+export function stateField(attempt: AgentAttempt, agentSessionId: string): string {
   return `${attempt.agentName}:${agentSessionId}`;
 }
 

@@ -13,7 +13,8 @@ import { exportAgentState, importAgentState, prepareAgentAttempt } from './agent
 import type { ActiveSessionConfig, WarnLog } from './config.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import { abandonWith, attemptSetup, recordInWorkspace, workspaceStartFailed } from './workspace-setup.ts';
-import { AttemptWorkspace, quotaMessage, WorkspaceQuotaError } from './workspace-attempt.ts';
+import { WorkspaceQuotaError } from '../../workspace/types.ts';
+import { AttemptWorkspace, quotaMessage } from './workspace-attempt.ts';
 
 export interface RunnerInit {
   store: SessionStore;

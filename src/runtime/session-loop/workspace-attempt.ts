@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CONTINUATION_PROMPT } from '../../../machines/retry-request.ts';
 import type { AttemptRequest } from '../../../machines/types.ts';
-import type { MessageOf } from '../../protocol/index.ts';
-import { WorkspaceQuotaError, type Snapshot, type Workspaces, type WorkspaceSource } from '../../workspace/types.ts';
+import { terminalFailed, type MessageOf } from '../../protocol/index.ts';
+import type { WorkspaceQuotaError, Snapshot, Workspaces, WorkspaceSource } from '../../workspace/types.ts';
 import type { SessionWriter } from '../session-writer.ts';
 import type { SessionStore } from '../store/session-store.ts';
-import type { AgentAttempt } from './agent-attempt.ts';
+import { stateField, type AgentAttempt } from './agent-attempt.ts';
 import type { WarnLog } from './config.ts';
 import { pauseProcesses } from './pause-processes.ts';
 
@@ -49,15 +49,10 @@ export function parsePointer(raw: string | null): WorkspacePointer | null {
 
 /** The terminal message of an attempt whose snapshot went over the workspace's quota. */
 export function quotaMessage(error: WorkspaceQuotaError): MessageOf<'terminal.failed'> {
-  return {
-    type: 'terminal.failed',
-    content: {
-      text: `${error.message} (workspaces.${error.field}): the attempt was stopped; the workspace is back at its last recorded snapshot`,
-      category: 'quota',
-      stderr: '',
-      invalid_output_lines: [],
-    },
-  };
+  return terminalFailed(
+    `${error.message} (workspaces.${error.field}): the attempt was stopped; the workspace is back at its last recorded snapshot`,
+    'quota',
+  );
 }
 
 export interface AttemptWorkspaceInit {
@@ -87,7 +82,6 @@ export class AttemptWorkspace {
   #start: WorkspacePointer | null = null;
   /** The agent's state at the attempt's start, as stored (rollback). */
   #startState: string | null = null;
-  #path = '';
   /** Tool calls announced and not ended yet, and those ended since the last record. */
   readonly #inFlight = new Set<string>();
   readonly #ended: string[] = [];
@@ -96,18 +90,9 @@ export class AttemptWorkspace {
     this.#init = init;
   }
 
-  get path(): string {
-    return this.#path;
-  }
-
   /** The latest recorded conversation holds this attempt's turn's prompt. */
   get recordedPrompt(): boolean {
     return this.#pointer !== null && this.#pointer.turn === this.#init.request.turn && this.#pointer.promptRecorded;
-  }
-
-  /** The latest recorded point: where the next attempt starts if nothing more is recorded. */
-  get pointer(): WorkspacePointer | null {
-    return this.#pointer;
   }
 
   /**
@@ -121,11 +106,7 @@ export class AttemptWorkspace {
     const previous = parsePointer(stored);
     if (stored !== null && previous === null)
       this.#init.warn('the workspace pointer did not parse: the workspace starts anew', null);
-    this.#path = await workspaces.prepare(
-      sessionId,
-      previous?.snapshot ?? null,
-      previous === null ? source : undefined,
-    );
+    await workspaces.prepare(sessionId, previous?.snapshot ?? null, previous === null ? source : undefined);
     // The conversation recorded with these files: its session, and whether it holds this turn's prompt already.
     const resumeSessionId = previous?.agentSessionId ?? request.agentSessionId;
     const recorded = previous !== null && previous.turn === request.turn && previous.promptRecorded;
@@ -133,7 +114,7 @@ export class AttemptWorkspace {
     // recorded conversation holds it with the tool results after it: that conversation goes on.
     const text = recorded && !request.continuation ? CONTINUATION_PROMPT : request.text;
     if (this.#init.rollback && resumeSessionId !== null)
-      this.#startState = await store.agentState(sessionId, this.#field(resumeSessionId));
+      this.#startState = await store.agentState(sessionId, stateField(this.#init.attempt, resumeSessionId));
     if (previous !== null) {
       // The copy holds exactly the pointer's snapshot (prepare): the attempt starts on it, no new snapshot.
       this.#pointer = {
@@ -243,16 +224,13 @@ export class AttemptWorkspace {
     if (target === null) return false;
     if (rollback) {
       const id = target.agentSessionId;
-      if (id !== null && this.#startState !== null) writer.agentState(this.#field(id), this.#startState);
+      if (id !== null && this.#startState !== null)
+        writer.agentState(stateField(this.#init.attempt, id), this.#startState);
       writer.agentState(POINTER_FIELD, JSON.stringify({ ...target, at: Date.now() }));
       this.#pointer = target;
     }
     await workspaces.restore(sessionId, target.snapshot);
     return this.recordedPrompt;
-  }
-
-  #field(agentSessionId: string): string {
-    return `${this.#init.attempt.agentName}:${agentSessionId}`;
   }
 
   /** The pointer and the matching agent state go into the session's next fenced write, together. */
@@ -268,7 +246,8 @@ export class AttemptWorkspace {
       agentSessionId,
       promptRecorded,
     };
-    if (state !== null && agentSessionId !== null) writer.agentState(this.#field(agentSessionId), state);
+    if (state !== null && agentSessionId !== null)
+      writer.agentState(stateField(this.#init.attempt, agentSessionId), state);
     writer.agentState(POINTER_FIELD, JSON.stringify(pointer));
     this.#pointer = pointer;
   }
@@ -283,5 +262,3 @@ function longestCut<C extends { state: string }>(cuts: ReadonlyArray<C | null>):
   }
   return longest;
 }
-
-export { WorkspaceQuotaError };

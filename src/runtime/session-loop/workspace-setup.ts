@@ -1,8 +1,8 @@
-import type { CliMessage, MessageOf } from '../../protocol/index.ts';
-import type { Workspaces, WorkspaceSource } from '../../workspace/types.ts';
+import { terminalFailed, type CliMessage, type MessageOf } from '../../protocol/index.ts';
+import { WorkspaceQuotaError, type Workspaces, type WorkspaceSource } from '../../workspace/types.ts';
 import type { SessionWriter } from '../session-writer.ts';
 import type { WarnLog } from './config.ts';
-import { quotaMessage, WorkspaceQuotaError, type AttemptWorkspace } from './workspace-attempt.ts';
+import { quotaMessage, type AttemptWorkspace } from './workspace-attempt.ts';
 
 export interface AttemptSetup {
   /** The caller options the agent runs with (in a workspace: its path as cwd; never `workspace`). */
@@ -35,15 +35,10 @@ export function attemptSetup(
       options,
       workspaces: null,
       source,
-      refused: {
-        type: 'terminal.failed',
-        content: {
-          text: 'options.workspace: this worker runs no workspaces (workspaces.enabled is off, SESSIOND_WORKSPACES_ENABLED)',
-          category: 'bad_request',
-          stderr: '',
-          invalid_output_lines: [],
-        },
-      },
+      refused: terminalFailed(
+        'options.workspace: this worker runs no workspaces (workspaces.enabled is off, SESSIOND_WORKSPACES_ENABLED)',
+        'bad_request',
+      ),
     };
   }
   return { options: { ...options, cwd: workspaces.path(sessionId) }, workspaces, source, refused: null };
@@ -51,15 +46,10 @@ export function attemptSetup(
 
 /** The workspace could not be prepared (the store unreachable, a clone that failed): the attempt does not start. */
 export function workspaceStartFailed(error: unknown): MessageOf<'terminal.failed'> {
-  return {
-    type: 'terminal.failed',
-    content: {
-      text: `the session's workspace could not be prepared: ${error instanceof Error ? error.message : String(error)}`,
-      category: 'startup',
-      stderr: '',
-      invalid_output_lines: [],
-    },
-  };
+  return terminalFailed(
+    `the session's workspace could not be prepared: ${error instanceof Error ? error.message : String(error)}`,
+    'startup',
+  );
 }
 
 export type Recorded =
@@ -95,15 +85,10 @@ export async function recordInWorkspace(
       warn("the completed attempt's workspace was not recorded: the turn fails", error);
       return {
         kind: 'replace',
-        message: {
-          type: 'terminal.failed',
-          content: {
-            text: `the workspace was not recorded at the end of the attempt: ${(error as Error).message}`,
-            category: 'unknown',
-            stderr: '',
-            invalid_output_lines: [],
-          },
-        },
+        message: terminalFailed(
+          `the workspace was not recorded at the end of the attempt: ${(error as Error).message}`,
+          'unknown',
+        ),
       };
     }
     warn('a snapshot after a tool call failed (the next one records its effects)', error);
