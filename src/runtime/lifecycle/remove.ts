@@ -122,11 +122,8 @@ export async function removeSession(
   const holder = String(mark[2] ?? '');
   const markedAt = String(mark[4] ?? '');
   const shard = shardOf(mark[5]);
-  await redis.hset(
-    lk.purging,
-    sessionId,
-    JSON.stringify({ ...record, ...(jobId === '' ? {} : { jobId }), markedAt, shard } satisfies PurgeRecord),
-  );
+  const marked: PurgeRecord = { ...record, ...(jobId === '' ? {} : { jobId }), markedAt, shard };
+  await redis.hset(lk.purging, sessionId, JSON.stringify(marked));
   if (options.stopAfter === 'mark') return { outcome: 'stopped', sessionId };
 
   // Step 2: a holder stops the turn (its process tree gone) and lets go; past the wait, its lease is taken away.
@@ -146,17 +143,7 @@ export async function removeSession(
   // Whether it had a workspace is on record before its keys go (a removal cut short after PURGE still knows).
   const workspace = (await redis.hexists(k('agent'), 'workspace')) === 1;
   if (workspace)
-    await redis.hset(
-      lk.purging,
-      sessionId,
-      JSON.stringify({
-        ...record,
-        ...(jobId === '' ? {} : { jobId }),
-        markedAt,
-        shard,
-        workspace,
-      } satisfies PurgeRecord),
-    );
+    await redis.hset(lk.purging, sessionId, JSON.stringify({ ...marked, workspace } satisfies PurgeRecord));
   const purged = Number(
     await script(redis, 'sessiondLifecyclePurge', PURGE)(
       purgeKeys(keys, sessionId).length,
