@@ -1,5 +1,6 @@
-import { isAbsolute, join, relative, resolve } from 'node:path';
-import type { WorkspaceConfig } from '../workspace/types.ts';
+import { isAbsolute, join, resolve } from 'node:path';
+import { checkConfig } from '../workspace/layout.ts';
+import { WorkspaceInputError, type WorkspaceConfig } from '../workspace/types.ts';
 import { z } from 'zod';
 import { pickEnv } from '../process/sealed-env.ts';
 import { PolicySchema } from '../policy/schema.ts';
@@ -293,14 +294,7 @@ export function loadConfig(flags: Record<string, unknown> = {}, env: NodeJS.Proc
     config.http.tokens = merged.data;
   }
   const ws = workspaceConfig(config);
-  if (ws !== null && isInside(ws.gitDir, ws.root))
-    throw new ConfigError(
-      `workspaces.root: ${ws.root} holds sessiond's own git data (${ws.gitDir}): choose a root outside the state dir's workspace-git (env SESSIOND_WORKSPACES)`,
-    );
-  if (ws !== null && !/^[a-z][a-z0-9+.-]*:/i.test(ws.store) && isInside(resolve(ws.store), ws.root))
-    throw new ConfigError(
-      `workspaces.store: ${ws.store} lies inside the workspaces root ${ws.root}, where agents write (env SESSIOND_WORKSPACE_STORE)`,
-    );
+  if (ws !== null) checkWorkspaces(ws);
   if ((config.http.tlsCert === undefined) !== (config.http.tlsKey === undefined)) {
     throw new ConfigError(
       `http.${config.http.tlsCert === undefined ? 'tlsCert' : 'tlsKey'}: --tls-cert and --tls-key go together (env SESSIOND_TLS_CERT, SESSIOND_TLS_KEY)`,
@@ -347,10 +341,23 @@ export function attemptLimits(config: Config): { pidsMax: number; memoryMaxBytes
   return { pidsMax: config.worker.attemptPidsMax, memoryMaxBytes: config.worker.attemptMemoryMaxMb * 1024 * 1024 };
 }
 
-/** `inner` is `outer` or lies inside it. */
-function isInside(inner: string, outer: string): boolean {
-  const rel = relative(resolve(outer), resolve(inner));
-  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+/**
+ * The workspace module's own check (src/workspace/layout.ts: the root apart from sessiond's git data
+ * and a local store, the store's form, the quotas), said as a configuration error naming the setting;
+ * sessiond's git data sits under the state dir, so a clash with it is the root's.
+ */
+function checkWorkspaces(ws: WorkspaceConfig): void {
+  try {
+    checkConfig(ws);
+  } catch (error) {
+    if (!(error instanceof WorkspaceInputError)) throw error;
+    const [field, problem] =
+      error.field === 'gitDir'
+        ? ['root', `must not hold or lie inside sessiond's own git data (${ws.gitDir}, under the state dir)`]
+        : [error.field, error.problem];
+    const env = { root: 'SESSIOND_WORKSPACES', store: 'SESSIOND_WORKSPACE_STORE' }[field as 'root' | 'store'];
+    throw new ConfigError(`workspaces.${field}: ${problem}${env === undefined ? '' : ` (env ${env})`}`);
+  }
 }
 
 /**

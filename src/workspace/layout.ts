@@ -1,8 +1,9 @@
 import { isAbsolute, join, relative, resolve } from 'node:path';
+import { WORKSPACE_DEFAULTS } from '../config/defaults.ts';
 import { WorkspaceInputError, type WorkspaceConfig } from './types.ts';
 
 /** Untracked files never snapshotted or shipped unless the deployment says otherwise. */
-export const DEFAULT_WORKSPACE_EXCLUDE: readonly string[] = ['.env*', '*.pem', 'id_*'];
+export const DEFAULT_WORKSPACE_EXCLUDE: readonly string[] = WORKSPACE_DEFAULTS.exclude;
 
 const SESSION_ID = /^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,100}$/;
 const OBJECT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
