@@ -79,6 +79,8 @@ export async function bundleCli({ root, outdir, webDir = join(root, 'dist', 'src
     target: 'node20.6',
     sourcemap: true,
     sourcesContent: false,
+    // What each chunk holds and imports (statically or not): test/interfaces/cli/bundle.test.ts reads it.
+    metafile: true,
     // Identifiers too: a smaller chunk to read and compile (it is most of a command's start). Names of
     // functions and classes are kept (BullMQ's errors name themselves by their constructor).
     minify: true,

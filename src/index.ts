@@ -47,6 +47,14 @@ export {
   type WorkerHeartbeat,
 } from './api/client.ts';
 export {
+  createReader,
+  type DeploymentReader,
+  type Reader,
+  type ReaderOptions,
+  type SessionReader,
+  type SessionsReader,
+} from './api/reader.ts';
+export {
   createWorker,
   type AttemptCeilings,
   type Worker,

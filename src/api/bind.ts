@@ -1,7 +1,6 @@
 import { Runtime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { Client, SessionHandle } from './client.ts';
-import type { StoredMessage } from './types.ts';
-import { watchSession } from './watch.ts';
+import { sessionReader, sessionsReader } from './reader.ts';
 
 const RUNTIMES = new WeakMap<Client, Runtime>();
 
@@ -16,13 +15,7 @@ export function bindClient(options: RuntimeOptions, onClose: () => void | Promis
 /** The client over a Runtime made elsewhere (the tests', which drive one of their own); `close()` closes that runtime. */
 export function clientOver(runtime: Runtime, onClose: () => void | Promise<void> = () => undefined): Client {
   const session = (sessionId: string): SessionHandle => ({
-    sessionId,
-    inspect: () => runtime.getSession(sessionId),
-    // The log holds what the agents yielded, CliMessages (typed at the agent boundary).
-    messages: async (o = {}) =>
-      (await runtime.readMessages(sessionId, o.from ?? 1, o.limit ?? 1000)) as StoredMessage[],
-    lastSeq: () => runtime.lastSeq(sessionId),
-    watch: (o) => watchSession(runtime, sessionId, o) as AsyncIterable<StoredMessage>,
+    ...sessionReader(runtime.reads, sessionId),
     prompt: async (request) => {
       const { turn } = await runtime.enqueue({ ...request, sessionId }, { mustExist: true });
       return { sessionId, turn };
@@ -35,12 +28,11 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
   });
   const client: Client = {
     sessions: {
-      list: (o = {}) => runtime.listPage(o),
+      ...sessionsReader(runtime.reads),
       enqueue: (request, o = {}) => runtime.enqueue(request, o.owner === undefined ? {} : { owner: o.owner }),
       import: (archive, o) => runtime.importSession(archive, o),
       cancelMatching: (filter) => runtime.cancelMatching(filter),
       deletions: (o = {}) => runtime.deletions(o.limit),
-      listingVersion: () => runtime.listingVersion(),
     },
     session,
     prompts: {
@@ -62,7 +54,7 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
       status: () => runtime.limitsView(),
     },
     deployment: {
-      ping: () => runtime.ping(),
+      ping: () => runtime.reads.ping(),
       policy: () => runtime.resolvedPolicy(),
       workers: () => runtime.workers(),
       bullQueue: () => runtime.bullQueue(),

@@ -1,5 +1,4 @@
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { DeploymentPolicy, PolicyInput } from '../policy/index.ts';
 import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import type { ApprovalVerdict } from '../runtime/approvals/decide.ts';
@@ -8,7 +7,8 @@ import type { EnqueueRequest } from '../runtime/enqueue-request.ts';
 import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
 import type { ImportResult } from '../runtime/lifecycle/transfer.ts';
-import { createRedis } from '../runtime/redis/connection.ts';
+import { connections, type RedisOption } from './connections.ts';
+import type { DeploymentReader, Reader, SessionReader, SessionsReader } from './reader.ts';
 import type {
   ApprovalDecided,
   DeletionRecord,
@@ -19,13 +19,8 @@ import type {
 } from '../runtime/runtime.ts';
 import { bindClient } from './bind.ts';
 import type { DefinedAgent } from './define-agent.ts';
-import type { SessionState, StoredMessage } from './types.ts';
-import type { WatchOptions } from './watch.ts';
 import { registerAgent } from '../agents/registry.ts';
 import { deploymentPolicy } from '../runtime/deployment-policy.ts';
-
-/** Where Redis is: a URL (`redis://…`, `rediss://…`), or a function making a new connection (sessiond opens several). */
-export type RedisOption = string | ((role: string) => Redis);
 
 /** A session's retention and quotas (docs/concepts.md "lifecycle"): the operator's, never a caller's. */
 export type LifecycleOptions = LifecycleLimits;
@@ -45,6 +40,7 @@ export interface ClientOptions {
 }
 
 export type {
+  RedisOption,
   ApprovalDecided,
   ApprovalVerdict,
   DeletionRecord,
@@ -67,10 +63,8 @@ export interface SessionOwner {
   maxSessions: number;
 }
 
-/** Every session: list, enqueue into (creating), import, cancel in bulk, the deletion audit. */
-export interface SessionsClient {
-  /** A page of sessions, newest first; `next` is the cursor of the next page (null on the last). InputError for a bad cursor. */
-  list(options?: { state?: SessionState; cursor?: string; limit?: number }): Promise<ListPage>;
+/** Every session: list (SessionsReader), enqueue into (creating), import, cancel in bulk, the deletion audit. */
+export interface SessionsClient extends SessionsReader {
   /**
    * Adds a prompt to a session (created unless it exists; a new id unless `sessionId`) and makes sure a worker
    * runs it. Refused with nothing written: InputError, ConflictError (being deleted), QuotaError. With `owner`,
@@ -96,25 +90,15 @@ export interface SessionsClient {
   }>;
   /** The deletion audit, newest first (at most `limit`, default 100). */
   deletions(options?: { limit?: number }): Promise<DeletionRecord[]>;
-  /** A value that changes whenever anything a listing shows changes (an ETag). */
-  listingVersion(): Promise<string>;
 }
 
 /**
- * One session, by id. Making a handle reads nothing; each method is one operation. Contract: a
- * malformed id is an InputError naming `sessionId`; an unknown one a NotFoundError (`inspect`
- * returns null instead; `lastSeq` 0).
+ * One session, by id: its reads (SessionReader: inspect, messages, lastSeq, watch) and what changes
+ * it. Making a handle reads nothing; each method is one operation. Contract: a malformed id is an
+ * InputError naming `sessionId`; an unknown one a NotFoundError (`inspect` returns null instead;
+ * `lastSeq` 0).
  */
-export interface SessionHandle {
-  readonly sessionId: string;
-  /** The session's state, latest turn, attempts, history, approvals, usage…; null for an unknown (or malformed) id. */
-  inspect(): Promise<SessionView | null>;
-  /** A page of the message log from seq `from` (default 1), at most `limit` (default 1000); no waiting. */
-  messages(options?: { from?: number; limit?: number }): Promise<StoredMessage[]>;
-  /** The seq of the last stored message: 0 before the first (or for an unknown session). */
-  lastSeq(): Promise<number>;
-  /** The stored messages from `from`, then live ones; ends with the latest turn unless `follow`. */
-  watch(options?: WatchOptions): AsyncIterable<StoredMessage>;
+export interface SessionHandle extends SessionReader {
   /** Adds a prompt to this existing session (NotFoundError otherwise): its next turn. */
   prompt(
     request: Omit<EnqueueRequest, 'sessionId' | 'retryPolicy' | 'retention'>,
@@ -184,9 +168,7 @@ export interface DispatchClient {
 }
 
 /** The deployment this client talks to: its policy, its workers, its queue. */
-export interface DeploymentClient {
-  /** Reaches Redis; rejects when it cannot. */
-  ping(): Promise<void>;
+export interface DeploymentClient extends DeploymentReader {
   /** The deployment policy: what callers may choose (resolved on first use). */
   policy(): Promise<DeploymentPolicy>;
   /** The workers' latest heartbeats. */
@@ -196,7 +178,7 @@ export interface DeploymentClient {
 }
 
 /** The sessiond client, by noun: everything a caller does, against the Redis the workers use. */
-export interface Client {
+export interface Client extends Reader {
   sessions: SessionsClient;
   /** A handle on one session (no request is made until a method is called). */
   session(sessionId: string): SessionHandle;
@@ -207,19 +189,6 @@ export interface Client {
   deployment: DeploymentClient;
   /** Closes every connection this client opened. */
   close(): Promise<void>;
-}
-
-/** A connection factory from the option; the connections it makes are closed by `closeAll`. */
-export function connections(redis: RedisOption): { connect: (role: string) => Redis; closeAll: () => void } {
-  const made = new Set<Redis>();
-  const connect = (role: string): Redis => {
-    const connection =
-      typeof redis === 'string' ? createRedis(redis, { role, maxRetriesPerRequest: null }) : redis(role);
-    made.add(connection);
-    connection.once('end', () => made.delete(connection));
-    return connection;
-  };
-  return { connect, closeAll: () => made.forEach((c) => c.disconnect()) };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { isSettled, summarize } from '../runtime/inspect.ts';
-import type { Runtime } from '../runtime/runtime.ts';
+import type { SessionReads } from '../runtime/session-reads.ts';
 import type { StoredMessage } from '../runtime/store/session-store.ts';
 
 export interface WatchOptions {
@@ -26,7 +26,7 @@ const SETTLED_POLL_MS = 200;
  * aborts. Breaking out of the loop closes its Redis connection.
  */
 export async function* watchSession(
-  runtime: Runtime,
+  reads: Pick<SessionReads, 'getSession' | 'followMessages' | 'messageHub'>,
   sessionId: string,
   options: WatchOptions = {},
 ): AsyncGenerator<StoredMessage> {
@@ -40,7 +40,7 @@ export async function* watchSession(
       ? Promise.resolve()
       : (async () => {
           while (!reader.signal.aborted) {
-            const view = await runtime.getSession(sessionId);
+            const view = await reads.getSession(sessionId);
             if (view !== null && yielded >= view.lastSeq && isSettled(summarize(view))) {
               reader.abort();
               return;
@@ -51,8 +51,8 @@ export async function* watchSession(
   try {
     const source =
       options.shared === true
-        ? runtime.messageHub.follow(sessionId, yielded + 1, reader.signal)
-        : runtime.followMessages(sessionId, yielded + 1, reader.signal);
+        ? reads.messageHub.follow(sessionId, yielded + 1, reader.signal)
+        : reads.followMessages(sessionId, yielded + 1, reader.signal);
     for await (const message of source) {
       yield message;
       yielded = message.seq;

@@ -9,7 +9,8 @@ import { deploymentPolicy } from '../runtime/deployment-policy.ts';
 import { createKeys } from '../runtime/keys.ts';
 import { createSessionQueue } from '../runtime/queue.ts';
 import { SessionWorker, WORKER_DEFAULTS } from '../runtime/worker.ts';
-import { connections, type LifecycleOptions, type RedisOption } from './client.ts';
+import type { LifecycleOptions } from './client.ts';
+import { connections, type RedisOption } from './connections.ts';
 import type { DefinedAgent } from './define-agent.ts';
 
 export interface WorkerOptions {

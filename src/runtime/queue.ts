@@ -6,6 +6,7 @@ import { SESSION_ID_PATTERN } from './keys.ts';
 import type { SessionStore } from './store/session-store.ts';
 import { activationsKey } from './lifecycle/keys.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from './priority.ts';
+import { fleetShardCounter } from './fleet-shards.ts';
 
 export { MAX_PRIORITY, MIN_PRIORITY };
 
@@ -59,9 +60,6 @@ export function partitionOf(sessionId: string, partitions: number): number {
   return hash % partitions;
 }
 
-/** How long a reader trusts the partition count it read (a count raised elsewhere is seen within this). */
-export const FLEET_SHARDS_TTL_MS = 5_000;
-
 /** KEYS: the record. ARGV: a partition count. Keeps the highest count ever used; → that count. */
 const RECORD_PARTITIONS = `
 local known = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -110,23 +108,7 @@ export function createSessionQueue(
     }
     return queue;
   };
-  let shards: { at: number; count: Promise<number> } | null = null;
-  const fleetShards = (): Promise<number> => {
-    if (shards === null || Date.now() - shards.at > FLEET_SHARDS_TTL_MS) {
-      const count = connection()
-        .get(keys.queuePartitions)
-        .then((known) => {
-          const count = Math.max(partitions, Number(known ?? 0) || 0);
-          return count > 1 ? count + 1 : 1;
-        });
-      shards = { at: Date.now(), count };
-      // The count is read again next time.
-      count.catch(() => {
-        if (shards?.count === count) shards = null;
-      });
-    }
-    return shards.count;
-  };
+  const fleetShards = fleetShardCounter(connection, keys, partitions);
   let recorded: Promise<number> | null = null;
   const knownPartitions = (): Promise<number> => {
     recorded ??= recordPartitions(connection(), keys, partitions).catch((error: unknown) => {

@@ -10,24 +10,14 @@ import { enqueue, type EnqueueHow } from './caller/enqueue.ts';
 import { callerParts, type CallerParts } from './caller/parts.ts';
 import { queuedPrompts, removeQueuedPrompt } from './caller/queued-prompts.ts';
 import { getPolicy, resetPolicy, setPolicy } from './caller/retry-policy.ts';
-import { followMessages, getSession, lastSeq, readMessages } from './caller/session-view.ts';
-import {
-  bullQueue,
-  exportSession,
-  importSession,
-  listingVersion,
-  listPage,
-  listSessions,
-  ping,
-  sessionStates,
-  workers,
-} from './caller/sessions.ts';
+import { bullQueue, exportSession, importSession, listSessions, sessionStates, workers } from './caller/sessions.ts';
 import { cancel, cancelMatching, resumeParked, retry } from './caller/turns.ts';
 import type { FleetLimitView, QueuedPrompt, RuntimeOptions, SessionView, WorkerHeartbeat } from './caller/types.ts';
 import { exposeInternals } from './internals.ts';
 import type { ImportResult } from './lifecycle/transfer.ts';
 import type { ListFilter, ListPage } from './lifecycle/listing.ts';
-import { MessageHub } from './message-hub.ts';
+import type { MessageHub } from './message-hub.ts';
+import { SessionReads } from './session-reads.ts';
 import type { StoredMessage } from './store/session-store.ts';
 
 /** Defined with every other error of sessiond in src/errors.ts. */
@@ -51,17 +41,19 @@ export type {
  */
 export class Runtime {
   readonly #parts: CallerParts;
-  #hub: MessageHub | null = null;
+  /** The reads, over the same parts (what the public client's read operations and createReader share). */
+  readonly reads: SessionReads;
 
   constructor(options: RuntimeOptions) {
     this.#parts = callerParts(options);
+    this.reads = new SessionReads(this.#parts);
     const { keys, redis, store, queue, policies, approvals, limits, fleetLimits } = this.#parts;
     // For sessiond's own workers, metrics and tests (src/runtime/internals.ts, not exported by the package).
     exposeInternals(this, { keys, redis, store, queue, policies, approvals, limits, fleetLimits });
   }
 
-  ping = (): Promise<void> => ping(this.#parts);
-  lastSeq = (sessionId: string): Promise<number> => lastSeq(this.#parts, sessionId);
+  ping = (): Promise<void> => this.reads.ping();
+  lastSeq = (sessionId: string): Promise<number> => this.reads.lastSeq(sessionId);
   bullQueue = (): Queue => bullQueue(this.#parts);
   pauseDispatch = (limit?: string): Promise<{ paused: string[] }> => pauseDispatch(this.#parts, limit);
   resumeDispatch = (limit?: string): Promise<{ paused: string[]; woken: number }> => resumeDispatch(this.#parts, limit);
@@ -91,7 +83,7 @@ export class Runtime {
   deletions = (limit = 100): Promise<DeletionRecord[]> => deletions(this.#parts, limit);
   cancel = (sessionId: string, reason?: string): Promise<{ delivered: 'worker' | 'activation' }> =>
     cancel(this.#parts, sessionId, reason);
-  getSession = (sessionId: string): Promise<SessionView | null> => getSession(this.#parts, sessionId);
+  getSession = (sessionId: string): Promise<SessionView | null> => this.reads.getSession(sessionId);
   decideApproval = (
     sessionId: string,
     requestId: string,
@@ -103,16 +95,16 @@ export class Runtime {
   listSessions = (
     filter: { state?: string; limit?: number } = {},
   ): Promise<Array<{ sessionId: string; state: string }>> => listSessions(this.#parts, filter);
-  listPage = (filter: ListFilter = {}): Promise<ListPage> => listPage(this.#parts, filter);
+  listPage = (filter: ListFilter = {}): Promise<ListPage> => this.reads.listPage(filter);
   exportSession = (sessionId: string): Promise<string> => exportSession(this.#parts, sessionId);
   importSession = (text: string, options: { as?: string } = {}): Promise<ImportResult> =>
     importSession(this.#parts, text, options);
-  listingVersion = (): Promise<string> => listingVersion(this.#parts);
+  listingVersion = (): Promise<string> => this.reads.listingVersion();
   sessionStates = (ids: readonly string[]): Promise<Record<string, string | null>> => sessionStates(this.#parts, ids);
   readMessages = (sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> =>
-    readMessages(this.#parts, sessionId, fromSeq, count);
+    this.reads.readMessages(sessionId, fromSeq, count);
   followMessages = (sessionId: string, fromSeq: number, signal: AbortSignal): AsyncGenerator<StoredMessage> =>
-    followMessages(this.#parts, sessionId, fromSeq, signal);
+    this.reads.followMessages(sessionId, fromSeq, signal);
   getPolicy = (sessionId?: string): Promise<{ policy: RetryPolicy; source: 'session' | 'global' | 'default' }> =>
     getPolicy(this.#parts, sessionId);
   setPolicy = (patch: unknown, sessionId?: string): Promise<RetryPolicyResult> =>
@@ -122,25 +114,13 @@ export class Runtime {
   /** What callers of this deployment may choose (the default policy, resolved on first use, when none was given). */
   resolvedPolicy = (): Promise<DeploymentPolicy> => this.#parts.deploymentPolicy();
 
-  /**
-   * Live message logs for many followers on one blocking connection (the HTTP
-   * event streams): see MessageHub. Made on first use, closed with the runtime.
-   */
+  /** Live message logs for many followers on one blocking connection (the HTTP event streams): see SessionReads. */
   get messageHub(): MessageHub {
-    const { connect, redis, store } = this.#parts;
-    this.#hub ??= new MessageHub({
-      connect: () => connect('stream-hub'),
-      redis,
-      logKey: (id) => store.key(id, 'log'),
-      existsKey: (id) => store.key(id, 'meta'),
-    });
-    return this.#hub;
+    return this.reads.messageHub;
   }
 
   async close(): Promise<void> {
-    await this.#hub?.close();
     await this.#parts.queue.close();
-    // A connection already closed (or never connected) has nothing to quit.
-    await this.#parts.redis.quit().catch(() => undefined);
+    await this.reads.close();
   }
 }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   createClient,
+  createReader,
   createWorker,
   defineAgent,
   hasErrorCode,
@@ -38,6 +39,7 @@ const flaky = defineAgent({
 });
 
 let redis: RedisServer;
+let prefix: string;
 let client: Client;
 let worker: Worker;
 const events: Array<{ kind: keyof WorkerEvents; payload: unknown }> = [];
@@ -46,7 +48,7 @@ const statesWhenTold = new Map<string, Promise<string | undefined>>();
 
 beforeAll(async () => {
   redis = await startRedis();
-  const prefix = uniquePrefix('api');
+  prefix = uniquePrefix('api');
   worker = createWorker({ redis: redis.url, prefix, agents: [flaky], concurrency: 2 });
   worker.on('turnEnded', (payload) => {
     events.push({ kind: 'turnEnded', payload });
@@ -201,5 +203,37 @@ describe('createClient / createWorker / defineAgent', () => {
       force: false,
     });
     expect(await session.inspect()).toBeNull();
+  });
+});
+
+describe('createReader', () => {
+  it("reads what the client reads — a session's view, its messages, live or not, the listing — and closes its connections", async () => {
+    const reader = createReader({ redis: redis.url, prefix });
+    try {
+      const { sessionId } = await client.sessions.enqueue({ prompt: 'read me', options: { agent: 'flaky' } });
+      // Live: the reader follows the turn from its first message to its end.
+      const watched = await collect(reader.session(sessionId).watch());
+      expect(watched.map((m) => m.type)).toEqual(['terminal.failed', 'assistant', 'terminal.completed']);
+      const handle = client.session(sessionId);
+      expect(await reader.session(sessionId).inspect()).toEqual(await handle.inspect());
+      expect(await reader.session(sessionId).messages({ from: 2 })).toEqual(await handle.messages({ from: 2 }));
+      expect(await reader.session(sessionId).lastSeq()).toBe(3);
+      expect((await reader.sessions.list({ state: 'completed' })).sessions).toContainEqual({
+        sessionId,
+        state: 'completed',
+      });
+      expect(await reader.sessions.listingVersion()).toBe(await client.sessions.listingVersion());
+      // The same refusals as the client's.
+      expect(await reader.session('no such id').inspect()).toBeNull();
+      const refused = await reader
+        .session('no such id')
+        .messages()
+        .catch((error: unknown) => error);
+      expect(hasErrorCode(refused, 'invalid_input') && refused.issues[0]?.field).toBe('sessionId');
+      expect(await reader.session('never-made').lastSeq()).toBe(0);
+    } finally {
+      await reader.close();
+    }
+    await expect(reader.deployment.ping()).rejects.toThrow();
   });
 });

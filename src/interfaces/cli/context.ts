@@ -1,12 +1,13 @@
-import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from '../../config/config.ts';
 import { clientSettingsOf, plainClientSettings, type ClientSettings } from '../../config/client-settings.ts';
 import { rawConfig } from '../../config/raw.ts';
-import { ensureLocalRedis, redactUrl } from '../../runtime/redis/index.ts';
+import { redactUrl } from '../../runtime/redis/index.ts';
+import { resolveRedisUrl } from './resolve-redis.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { bindClient } from '../../api/bind.ts';
-import { connections, type Client } from '../../api/client.ts';
+import type { Client } from '../../api/client.ts';
+import { connections } from '../../api/connections.ts';
 import { CliError } from './cli-error.ts';
 import { loadConfig } from '../../config/config.ts';
 import { deploymentPolicy } from '../../runtime/deployment-policy.ts';
@@ -29,18 +30,6 @@ export interface ClientContext {
 /** What the server commands (`worker`, `serve`, `demo`) work with: openServerContext, the whole configuration checked. */
 export interface ServerContext extends ClientContext {
   config: Config;
-}
-
-/**
- * Finds Redis: REDIS_URL (or the config file's redisUrl), else a server on
- * 127.0.0.1:6379, else a redis-server started here with its data under the
- * state dir; when there is none, says how to get one.
- */
-export async function resolveRedisUrl(config: { redisUrl?: string | undefined; stateDir: string }): Promise<string> {
-  if (config.redisUrl !== undefined) return config.redisUrl;
-  const local = await ensureLocalRedis({ dataDir: join(config.stateDir, 'redis') });
-  if ('error' in local) throw new CliError(local.error, 2);
-  return local.url;
 }
 
 async function loadWhole(flags: Record<string, unknown>): Promise<Config> {
@@ -66,6 +55,11 @@ export async function openClient(flags: Record<string, unknown> = {}): Promise<C
   }
   const plain = plainClientSettings(raw);
   return connectContext(plain ?? clientSettingsOf(await loadWhole(flags)), flags);
+}
+
+/** The client settings of a configuration that is more than the plain settings, checked whole (reader-context.ts). */
+export async function checkedClientSettings(flags: Record<string, unknown>): Promise<ClientSettings> {
+  return clientSettingsOf(await loadWhole(flags));
 }
 
 /** A server command's context: the whole configuration, checked. */

@@ -1,6 +1,6 @@
 import { isSettledState } from '../../../machines/states.ts';
 import { isSettled, summarize, type SessionSummary } from '../../runtime/inspect.ts';
-import type { SessionHandle } from '../../api/client.ts';
+import type { SessionReader } from '../../api/reader.ts';
 import type { StoredMessage } from '../../api/types.ts';
 import { colors, formatMs, Spinner } from './present.ts';
 
@@ -18,7 +18,7 @@ export interface FollowOptions {
  * transcript: assistant text as it streams, thoughts set apart, tool calls with
  * their status, attempt boundaries with the failure category and the backoff.
  */
-export async function followSession(session: SessionHandle, options: FollowOptions): Promise<SessionSummary | null> {
+export async function followSession(session: SessionReader, options: FollowOptions): Promise<SessionSummary | null> {
   const { sessionId } = session;
   const c = colors();
   const spinner = new Spinner();

@@ -5,11 +5,15 @@ import { sessionUsage } from '../usage/usage.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import { parseEntry, type StoredMessage } from '../store/session-store.ts';
 import type { SessionView } from './types.ts';
-import { checkSessionId, safeJson, type CallerParts } from './parts.ts';
+import { checkSessionId, safeJson, type ReaderParts } from './reader-parts.ts';
+import { hasErrorCode, InputError } from '../../errors.ts';
+import { lifecycleKeys } from '../lifecycle/keys.ts';
+import { listPage as readListPage, type ListFilter, type ListPage } from '../lifecycle/listing.ts';
 
-// Reading one session: its view (state, context, history, approvals, usage), its message log, live.
+// Reading: one session's view (state, context, history, approvals, usage), its message log, live; the
+// listing of every session. Over ReaderParts only (no queue, no BullMQ): what createReader serves.
 
-export async function getSession(parts: CallerParts, sessionId: string): Promise<SessionView | null> {
+export async function getSession(parts: ReaderParts, sessionId: string): Promise<SessionView | null> {
   if (!SESSION_ID_PATTERN.test(sessionId)) return null;
   const view = await parts.store.view(sessionId);
   if (view === null) return null;
@@ -36,13 +40,13 @@ export async function getSession(parts: CallerParts, sessionId: string): Promise
 }
 
 /** The seq of the session's last stored message: 0 before its first (or for an unknown session). */
-export async function lastSeq(parts: CallerParts, sessionId: string): Promise<number> {
+export async function lastSeq(parts: ReaderParts, sessionId: string): Promise<number> {
   checkSessionId(sessionId);
   return parts.store.lastSeq(sessionId);
 }
 
 export async function readMessages(
-  parts: CallerParts,
+  parts: ReaderParts,
   sessionId: string,
   fromSeq = 1,
   count = 1000,
@@ -56,7 +60,7 @@ export async function readMessages(
  * the signal aborts. Uses its own blocking connection.
  */
 export async function* followMessages(
-  parts: CallerParts,
+  parts: ReaderParts,
   sessionId: string,
   fromSeq: number,
   signal: AbortSignal,
@@ -87,4 +91,24 @@ export async function* followMessages(
     signal.removeEventListener('abort', stop);
     reader.disconnect();
   }
+}
+
+/** A page of sessions, newest first, from `cursor` (the `next` of the previous page); InputError for a bad cursor. */
+export async function listPage(parts: ReaderParts, filter: ListFilter = {}): Promise<ListPage> {
+  try {
+    return await readListPage(parts.redis, parts.keys, filter, await parts.fleetShards());
+  } catch (error) {
+    if (hasErrorCode(error, 'invalid_cursor')) throw new InputError([{ field: 'cursor', message: error.message }]);
+    throw error;
+  }
+}
+
+/** A number that changes whenever anything shown in the listing changes (for ETags). */
+export async function listingVersion(parts: ReaderParts): Promise<string> {
+  // One counter per index shard, each only ever going up: their sum changes whenever one does.
+  const shards = await parts.fleetShards();
+  const versions = await Promise.all(
+    Array.from({ length: shards }, (_, n) => parts.redis.get(lifecycleKeys(parts.keys, n).version)),
+  );
+  return String(versions.reduce((sum, v) => sum + Number(v ?? 0), 0));
 }

@@ -4,7 +4,7 @@ import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { colors, formatMs, printJson } from '../present.ts';
 import { formatUsage } from '../../../runtime/usage/usage.ts';
-import { openClient } from '../open-client.ts';
+import { openReader } from '../open-client.ts';
 
 export function registerInspect(program: Command): void {
   program
@@ -15,9 +15,9 @@ export function registerInspect(program: Command): void {
     .argument('<sessionId>')
     .option('--json', 'one JSON object')
     .action(async (sessionId: string, flags: { json?: boolean }) => {
-      const ctx = await openClient();
+      const ctx = await openReader();
       try {
-        const view = await ctx.client.session(sessionId).inspect();
+        const view = await ctx.reader.session(sessionId).inspect();
         if (view === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
         const summary = summarize(view);
         if (flags.json === true) printJson(summary);

@@ -7,7 +7,7 @@ import { colors, printJson } from '../present.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 import { LIST_STATES } from '../state-names.ts';
 import { hasErrorCode } from '../../../errors.ts';
-import { openClient } from '../open-client.ts';
+import { openReader } from '../open-client.ts';
 
 export function registerList(program: Command): void {
   program
@@ -23,9 +23,9 @@ export function registerList(program: Command): void {
     .option('--json', 'one JSON array (with --paged: {"sessions": [...], "next": cursor | null})')
     .option('--paged', 'with --json, print the page and the cursor of the next one')
     .action(async (flags: { state?: string; limit: number; cursor?: string; json?: boolean; paged?: boolean }) => {
-      const ctx = await openClient();
+      const ctx = await openReader();
       try {
-        const page = await ctx.client.sessions
+        const page = await ctx.reader.sessions
           .list({
             ...(flags.state === undefined ? {} : { state: flags.state as SessionState }),
             ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }),

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { parseIntegerOption } from '../parse-options.ts';
-import { openClient } from '../open-client.ts';
+import { openReader } from '../open-client.ts';
 import { followSession } from '../follow.ts';
 
 export function registerWatch(program: Command): void {
@@ -21,9 +21,9 @@ export function registerWatch(program: Command): void {
     .option('--json', 'one line per stored message: {"seq","turn","attempt","type","content"}')
     .option('--follow', 'keep waiting for later turns (until Ctrl+C)')
     .action(async (sessionId: string, flags: { from: number; json?: boolean; follow?: boolean }) => {
-      const ctx = await openClient();
+      const ctx = await openReader();
       try {
-        const session = ctx.client.session(sessionId);
+        const session = ctx.reader.session(sessionId);
         if ((await session.inspect()) === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
         const controller = new AbortController();
         const onSignal = (): void => controller.abort();
