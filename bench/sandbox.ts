@@ -144,15 +144,31 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       await fleets[mode].run(sessionIds(CONCURRENCY * 2, `warm-${mode}`), 120_000);
     }
     const perSec: Record<'bwrap' | 'none', number[]> = { bwrap: [], none: [] };
+    // CPU time per session (the worker's own, and its agents' with bubblewrap and the init): what a
+    // sandbox costs a CPU-bound host, and a figure a shared host's load does not blur as it does wall time.
+    const cpuMs: Record<'bwrap' | 'none', { worker: number[]; agents: number[] }> = {
+      bwrap: { worker: [], agents: [] },
+      none: { worker: [], agents: [] },
+    };
     for (let rep = 0; rep < REPS; rep += 1) {
       for (const mode of rep % 2 === 0 ? (['none', 'bwrap'] as const) : (['bwrap', 'none'] as const)) {
-        perSec[mode].push((await fleets[mode].run(sessionIds(SESSIONS, `r${rep}-${mode}`), 120_000)).perSec);
+        const result = await fleets[mode].run(sessionIds(SESSIONS, `r${rep}-${mode}`), 120_000);
+        perSec[mode].push(result.perSec);
+        cpuMs[mode].worker.push(result.cpuUs.workers / 1000);
+        cpuMs[mode].agents.push(result.cpuUs.agents / 1000);
       }
     }
     for (const fleet of Object.values(fleets)) await fleet.close();
     const throughputRatio = median(perSec.bwrap) / median(perSec.none);
     log(
       `e2e set-up (one worker, concurrency ${CONCURRENCY}, Node fake pi, ${SESSIONS} sessions, median of ${REPS}): ${median(perSec.none).toFixed(1)} sessions/s unsandboxed, ${median(perSec.bwrap).toFixed(1)} in bwrap: ratio ${throughputRatio.toFixed(3)}`,
+    );
+    const cpu = (mode: 'bwrap' | 'none') => ({
+      worker: round(median(cpuMs[mode].worker), 1),
+      agents: round(median(cpuMs[mode].agents), 1),
+    });
+    log(
+      `CPU per session (median of ${REPS}): unsandboxed worker ${cpu('none').worker} ms + agents ${cpu('none').agents} ms, in bwrap worker ${cpu('bwrap').worker} ms + agents ${cpu('bwrap').agents} ms`,
     );
     return {
       bench: name,
@@ -164,6 +180,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
         bwrap: orNull(round(median(perSec.bwrap), 1)),
       },
       addedMemoryKb: { pss: pssKb, rss: rssKb },
+      cpuMsPerSession: { unsandboxed: cpu('none'), bwrap: cpu('bwrap') },
     };
   });
 }
