@@ -1,10 +1,14 @@
-import { createHash } from 'node:crypto';
-import type { Git } from './git.ts';
+import { createHash, randomBytes } from 'node:crypto';
+import { link, mkdir, stat, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { deflate } from 'node:zlib';
 
 /**
  * Git objects sessiond writes itself (a snapshot's root tree, its commit, a session's index commit):
- * their bodies and ids are computed here, so the three are written at once, without `mktree` or
- * `commit-tree` (which would read more than sessiond's own settings).
+ * their bodies and ids are computed here and they are written here as loose objects, without a git
+ * process (`mktree` or `commit-tree` would read more than sessiond's own settings; `hash-object`
+ * cost a process per object, most of a snapshot's time after `git add`).
  */
 export interface GitObject {
   readonly type: 'tree' | 'commit';
@@ -43,21 +47,42 @@ export function commitObject(tree: string, parents: readonly string[], atMs: num
   return { type: 'commit', body: Buffer.from(text) };
 }
 
-/** Writes objects into `repo` (concurrently), checking that git computed the ids sessiond did. */
-export async function writeObjects(
-  git: Git,
-  repo: string,
-  objects: readonly GitObject[],
-  empty: string,
-): Promise<string[]> {
-  const ids = objects.map((object) => objectId(object, empty));
-  const written = await Promise.all(
-    objects.map((object) =>
-      git.run(['hash-object', '-t', object.type, '-w', '--stdin'], { gitDir: repo, input: object.body }),
-    ),
+const deflateAsync = promisify(deflate);
+
+/** The object's loose form: its header and body, zlib-deflated (what git writes under objects/). */
+async function looseBytes(object: GitObject): Promise<Buffer> {
+  return deflateAsync(Buffer.concat([Buffer.from(`${object.type} ${object.body.length}\0`), object.body]));
+}
+
+/**
+ * Writes objects into `repo`'s object store as loose objects (`objects/ab/cdef…`), as git does: into
+ * a temporary file of the same directory, then linked to its name, so a reader sees a whole object
+ * or none; an object already there is left as it is. Returns their ids.
+ */
+export async function writeObjects(repo: string, objects: readonly GitObject[], empty: string): Promise<string[]> {
+  return Promise.all(
+    objects.map(async (object) => {
+      const id = objectId(object, empty);
+      const dir = join(repo, 'objects', id.slice(0, 2));
+      const path = join(dir, id.slice(2));
+      const present = await stat(path).then(
+        () => true,
+        // Absent (ENOENT): written below.
+        () => false,
+      );
+      if (present) return id;
+      await mkdir(dir, { recursive: true });
+      const temp = join(dir, `tmp_obj_sessiond_${randomBytes(6).toString('hex')}`);
+      await writeFile(temp, await looseBytes(object), { mode: 0o444 });
+      try {
+        await link(temp, path);
+      } catch (error) {
+        // Another writer linked the same object first: it is the same bytes.
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      } finally {
+        await unlink(temp);
+      }
+      return id;
+    }),
   );
-  written.forEach((out, i) => {
-    if (out.trim() !== ids[i]) throw new Error(`git wrote ${out.trim()} where sessiond computed ${ids[i] ?? '?'}`);
-  });
-  return ids;
 }
