@@ -17,6 +17,9 @@ import {
   type WorkspaceSource,
 } from './types.ts';
 
+/** Tree sizes remembered by createWorkspaces (the oldest forgotten first). */
+const TREE_SIZES_KEPT = 256;
+
 /** Compare-and-swap rounds of a session's index before giving up (each lost round means another writer). */
 const INDEX_ROUNDS = 5;
 
@@ -52,6 +55,22 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       hostReady = undefined;
       throw error;
     }));
+
+  /**
+   * The bytes of a tree's files, remembered by tree id (a tree's id names its content, whichever
+   * session has it): a snapshot whose files did not change since the last one (an attempt's end after
+   * its last tool) lists none of them again. At most TREE_SIZES_KEPT are kept.
+   */
+  const treeSizes = new Map<string, number>();
+  async function sizeOf(repo: string, tree: string, empty: string): Promise<number> {
+    if (tree === empty) return 0;
+    const known = treeSizes.get(tree);
+    if (known !== undefined) return known;
+    const bytes = await treeBytes(git, repo, tree);
+    if (treeSizes.size >= TREE_SIZES_KEPT) treeSizes.delete(treeSizes.keys().next().value as string);
+    treeSizes.set(tree, bytes);
+    return bytes;
+  }
 
   /** The session's private repository, created when missing; stale locks of a killed call removed. Returns the empty tree. */
   async function open(sessionId: string): Promise<{ paths: SessionPaths; empty: string }> {
@@ -118,7 +137,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
         throw new WorkspaceQuotaError('maxSnapshots', config.maxSnapshots, count);
       }
       const index = commitObject(empty, [...state.snapshots, ...added], Date.now(), `sessiond ${sessionId}`);
-      const ids = await writeObjects(git, paths.repo, [...(round === 0 ? objects : []), index], empty);
+      const ids = await writeObjects(paths.repo, [...(round === 0 ? objects : []), index], empty);
       const next = ids[ids.length - 1] ?? '';
       if (await pushIndex(git, paths.repo, config.store, sessionId, state.index, next)) return;
     }
@@ -173,7 +192,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
         readIndex(git, paths.repo, config.store, sessionId, false),
       ]);
       if (config.maxBytes > 0) {
-        const sizes = await Promise.all([trees.files, trees.agentGit].map((t) => treeBytes(git, paths.repo, t)));
+        const sizes = await Promise.all([trees.files, trees.agentGit].map((t) => sizeOf(paths.repo, t, empty)));
         const bytes = sizes.reduce((sum, n) => sum + n, 0);
         if (bytes > config.maxBytes) throw new WorkspaceQuotaError('maxBytes', config.maxBytes, bytes);
       }
