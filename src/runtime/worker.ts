@@ -85,16 +85,15 @@ export class SessionWorker {
     };
   }
 
-  /** Runs the parked activations of these sessions now (a release made room for them). */
   /** Removes what deleted sessions left of their workspaces (workspace-sweep.ts); one sweep at a time. */
   #sweepWorkspaces(): void {
     const workspaces = this.#workspaces;
     const config = this.#options.workspaces;
     if (workspaces === null || config === undefined || this.#workspaceSweep !== null) return;
     const warn = (message: string, error: unknown): void => this.#warn(message)(error);
-    this.#workspaceSweep = sweepWorkspaces(this.#redis, this.#options.keys, workspaces, config.root, warn)
+    this.#workspaceSweep = sweepWorkspaces(this.#redis, this.#options.keys, workspaces, config, warn)
       .then((r) => {
-        if (r.removed + r.orphans > 0) this.#log('info', 'workspace sweep', { ...r });
+        if (r.removed + r.orphans > 0 || r.compacted) this.#log('info', 'workspace sweep', { ...r });
       }, this.#warn('workspace sweep failed (tried again next round)'))
       .finally(() => {
         this.#workspaceSweep = null;

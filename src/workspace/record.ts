@@ -1,6 +1,6 @@
-import { lstat, stat } from 'node:fs/promises';
+import { lstat, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Git } from './git.ts';
+import { GitError, type Git } from './git.ts';
 import type { SessionPaths } from './layout.ts';
 
 /** Tree entry names of a snapshot's root: the working files, and the agent's repository as data. */
@@ -16,25 +16,51 @@ const MAX_SKIPPED_REPOS = 100;
  */
 async function recordFiles(git: Git, paths: SessionPaths, excludesFile: string): Promise<string> {
   const skipped: string[] = [];
-  const packed = await packIfFresh(paths.filesIndex);
-  for (;;) {
-    const result = await git.try(['add', '-A', '--', '.', ...skipped.map((dir) => `:(exclude,literal)${dir}`)], {
-      gitDir: paths.repo,
-      workTree: paths.workspace,
-      indexFile: paths.filesIndex,
-      cwd: paths.workspace,
-      config: [`core.excludesFile=${excludesFile}`, ...packed],
-    });
-    if (result.exitCode === 0) break;
-    // An embedded repository without a commit cannot be a gitlink: leave it out, record the rest.
-    const refused = [...result.stderr.matchAll(/error: '(.+)\/' does not have a commit checked out/g)].map((m) => m[1]);
-    const fresh = refused.filter((dir): dir is string => dir !== undefined && !skipped.includes(dir));
-    if (fresh.length === 0 || skipped.length + fresh.length > MAX_SKIPPED_REPOS) {
-      throw new Error(`recording the workspace ${paths.workspace} failed: ${result.stderr.trim()}`);
+  return indexTree(git, paths.repo, paths.filesIndex, async (packed) => {
+    for (;;) {
+      const result = await git.try(['add', '-A', '--', '.', ...skipped.map((dir) => `:(exclude,literal)${dir}`)], {
+        gitDir: paths.repo,
+        workTree: paths.workspace,
+        indexFile: paths.filesIndex,
+        cwd: paths.workspace,
+        config: [`core.excludesFile=${excludesFile}`, ...packed],
+      });
+      if (result.exitCode === 0) return;
+      // An embedded repository without a commit cannot be a gitlink: leave it out, record the rest.
+      const refused = [...result.stderr.matchAll(/error: '(.+)\/' does not have a commit checked out/g)].map(
+        (m) => m[1],
+      );
+      const fresh = refused.filter((dir): dir is string => dir !== undefined && !skipped.includes(dir));
+      if (fresh.length === 0 || skipped.length + fresh.length > MAX_SKIPPED_REPOS) {
+        throw new Error(`recording the workspace ${paths.workspace} failed: ${result.stderr.trim()}`);
+      }
+      skipped.push(...fresh);
     }
-    skipped.push(...fresh);
+  });
+}
+
+/**
+ * Adds the files into `index` (`add`, given the settings packIfFresh chose), then writes its tree.
+ * An index can name an object the store no longer has: one `compact` pruned, unreachable, because
+ * no snapshot recorded it (one refused over a quota) and the file has not changed since, so `add`
+ * does not hash it again. `write-tree` then fails with "invalid object": the index is dropped and
+ * every file hashed again, once.
+ */
+async function indexTree(
+  git: Git,
+  repo: string,
+  index: string,
+  add: (config: readonly string[]) => Promise<void>,
+): Promise<string> {
+  for (let round = 0; ; round++) {
+    await add(await packIfFresh(index));
+    const result = await git.try(['write-tree'], { gitDir: repo, indexFile: index });
+    if (result.exitCode === 0) return result.stdout.trim();
+    if (round > 0 || !/invalid object/.test(result.stderr)) {
+      throw new GitError(['write-tree'], result.exitCode, result.stderr);
+    }
+    await rm(index, { force: true });
   }
-  return (await git.run(['write-tree'], { gitDir: paths.repo, indexFile: paths.filesIndex })).trim();
 }
 
 /**
@@ -42,7 +68,7 @@ async function recordFiles(git: Git, paths: SessionPaths, excludesFile: string):
  * check-in, which `core.bigFileThreshold=1` turns on for every file) instead of one loose object
  * each, so a restore reads them from a pack. Later snapshots write their few new objects loose.
  */
-async function packIfFresh(index: string): Promise<string[]> {
+async function packIfFresh(index: string): Promise<readonly string[]> {
   const fresh = await stat(index).then(
     () => false,
     // No index: everything is new.
@@ -65,15 +91,15 @@ export async function hasAgentRepository(workspace: string): Promise<boolean> {
 async function recordAgentRepository(git: Git, paths: SessionPaths, empty: string): Promise<string> {
   if (!(await hasAgentRepository(paths.workspace))) return empty;
   const workTree = join(paths.workspace, '.git');
-  const packed = await packIfFresh(paths.gitIndex);
-  await git.run(['add', '-A', '-f', '--', '.'], {
-    gitDir: paths.repo,
-    workTree,
-    indexFile: paths.gitIndex,
-    cwd: workTree,
-    config: ['core.excludesFile=/dev/null', ...packed],
+  return indexTree(git, paths.repo, paths.gitIndex, async (packed) => {
+    await git.run(['add', '-A', '-f', '--', '.'], {
+      gitDir: paths.repo,
+      workTree,
+      indexFile: paths.gitIndex,
+      cwd: workTree,
+      config: ['core.excludesFile=/dev/null', ...packed],
+    });
   });
-  return (await git.run(['write-tree'], { gitDir: paths.repo, indexFile: paths.gitIndex })).trim();
 }
 
 /**

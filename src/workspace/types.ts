@@ -114,4 +114,12 @@ export interface Workspaces {
   bundle(sessionId: string, snapshotId: string): Promise<Buffer>;
   /** Stores a bundle's snapshot as the session's; returns its id. Refuses a bundle that is not one `bundle` made. */
   unbundle(sessionId: string, bundle: Buffer): Promise<string>;
+  /**
+   * Packs a local store and drops the objects no session's snapshots reach (removed sessions',
+   * snapshots refused over a quota) once they are older than `graceMs`: a snapshot being written is
+   * unreachable until its index moves, so the grace must exceed the longest snapshot. Resolves false
+   * for a URL store (its server's own maintenance does this). At most one run per store at a time
+   * (git's own `gc.pid` lock); other sessions' snapshots may go on meanwhile.
+   */
+  compact(graceMs: number): Promise<boolean>;
 }

@@ -2,7 +2,14 @@ import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { unbundleInto, writeBundle } from './bundle.ts';
 import { Git } from './git.ts';
-import { checkConfig, checkSessionId, checkSnapshotId, sessionPaths, type SessionPaths } from './layout.ts';
+import {
+  checkConfig,
+  checkSessionId,
+  checkSnapshotId,
+  isLocalStore,
+  sessionPaths,
+  type SessionPaths,
+} from './layout.ts';
 import { commitObject, objectId, treeObject, writeObjects, type GitObject } from './objects.ts';
 import { AGENT_GIT, FILES, recordTrees, treeBytes } from './record.ts';
 import { restoreTree } from './restore.ts';
@@ -264,6 +271,16 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       const { paths } = await open(sessionId);
       await indexWith(paths, sessionId, [id], 'snapshotId');
       return writeBundle(git, paths, id);
+    },
+
+    async compact(graceMs) {
+      if (!Number.isInteger(graceMs) || graceMs < 0) {
+        throw new WorkspaceInputError('graceMs', `must be a whole number of ms >= 0 (got ${String(graceMs)})`);
+      }
+      if (!isLocalStore(config.store)) return false;
+      await ensureStore(git, config.store);
+      await git.run(['gc', '--quiet', `--prune=${Math.ceil(graceMs / 1000)}.seconds.ago`], { gitDir: config.store });
+      return true;
     },
 
     async unbundle(sessionId, bundle) {

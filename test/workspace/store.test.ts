@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WorkspaceInputError, WorkspaceQuotaError } from '../../src/workspace/index.ts';
 import { freePort, killWithTestProcess } from '../support/redis.ts';
-import { git, host, refs, tempDir, write } from './support.ts';
+import { allObjectText, git, host, refs, tempDir, write } from './support.ts';
 
 let tmp: { dir: string; cleanup: () => void };
 beforeEach(() => {
@@ -204,5 +204,62 @@ describe('bad inputs name the field', () => {
       /^gitDir: /,
     );
     writeFileSync(join(tmp.dir, 'unused'), '');
+  });
+});
+
+describe('compaction of a local store', () => {
+  it("drops a removed session's objects and keeps every snapshot of the others restorable", async () => {
+    const store = join(tmp.dir, 'store.git');
+    const a = host(tmp.dir, 'a', store);
+    const gone = await a.prepare('gone', null);
+    write(gone, { 'secret-of-gone.txt': 'only in the removed session\n' });
+    await a.snapshot('gone', 'start', null);
+    const kept = await a.prepare('kept', null);
+    write(kept, { 'notes.txt': 'kept session, first\n' });
+    const first = await a.snapshot('kept', 'one', null);
+    write(kept, { 'notes.txt': 'kept session, second\n' });
+    const second = await a.snapshot('kept', 'two', first.id);
+    await a.remove('gone');
+    expect(allObjectText(store)).toContain('only in the removed session');
+
+    expect(await a.compact(0)).toBe(true);
+    const text = allObjectText(store);
+    expect(text).not.toContain('only in the removed session');
+    expect(text).toContain('kept session, first');
+    const b = host(tmp.dir, 'b', store);
+    const copy = await b.prepare('kept', first.id);
+    expect(readFileSync(join(copy, 'notes.txt'), 'utf8')).toBe('kept session, first\n');
+    await b.restore('kept', second.id);
+    expect(readFileSync(join(copy, 'notes.txt'), 'utf8')).toBe('kept session, second\n');
+  });
+
+  it('a snapshot after a refused one whose objects were pruned records the unchanged file again', async () => {
+    const store = join(tmp.dir, 'store.git');
+    const small = host(tmp.dir, 'a', store, { maxBytes: 10_000 });
+    const ws = await small.prepare('s1', null);
+    write(ws, { 'small.txt': 'small\n' });
+    const first = await small.snapshot('s1', 'start', null);
+    write(ws, { 'big.bin': `${'y'.repeat(20_000)}\n` });
+    // Older than the index written next, so a later `git add` trusts the index and does not hash it again.
+    const past = new Date(Date.now() - 3_600_000);
+    utimesSync(join(ws, 'big.bin'), past, past);
+    await expect(small.snapshot('s1', 'tool', first.id)).rejects.toBeInstanceOf(WorkspaceQuotaError);
+    expect(await small.compact(0)).toBe(true);
+    expect(allObjectText(store)).not.toContain('y'.repeat(100));
+
+    // The same host with a larger quota (the deployment raised it): the file is recorded whole.
+    const large = host(tmp.dir, 'a', store);
+    const next = await large.snapshot('s1', 'tool', first.id);
+    const b = host(tmp.dir, 'b', store);
+    const copy = await b.prepare('s1', next.id);
+    expect(readFileSync(join(copy, 'big.bin'), 'utf8')).toHaveLength(20_001);
+  });
+
+  it('a URL store is left to its server; a bad grace is refused naming it', async () => {
+    const store = join(tmp.dir, 'store.git');
+    git(tmp.dir, 'init', '--quiet', '--bare', store);
+    const a = host(tmp.dir, 'a', `file://${store}`);
+    expect(await a.compact(0)).toBe(false);
+    await expect(a.compact(-1)).rejects.toMatchObject({ field: 'graceMs' });
   });
 });

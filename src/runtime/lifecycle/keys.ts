@@ -54,6 +54,8 @@ export interface LifecycleKeys {
   tombstone(sessionId: string): string;
   /** zset: sessionId → when it was removed; a worker with workspaces removes its snapshots from the store (docs/workspaces.md). */
   readonly workspacesGone: string;
+  /** string per host and local store (`<this>:<hash>`), with a TTL: that store was compacted lately (workspace-sweep.ts). */
+  readonly workspaceCompact: string;
 }
 
 export function lifecycleKeys(keys: Keys, shard = 0): LifecycleKeys {
@@ -73,6 +75,7 @@ export function lifecycleKeys(keys: Keys, shard = 0): LifecycleKeys {
     folded: `${zero}:counters-folded`,
     tombstone: (sessionId) => `${keys.prefix}:{s:${sessionId}}:gone`,
     workspacesGone: `${zero}:workspaces-gone`,
+    workspaceCompact: `${zero}:workspace-compact`,
   };
 }
 

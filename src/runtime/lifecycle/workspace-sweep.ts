@@ -1,6 +1,9 @@
+import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
-import type { Workspaces } from '../../workspace/types.ts';
+import { isLocalStore } from '../../workspace/layout.ts';
+import type { WorkspaceConfig, Workspaces } from '../../workspace/types.ts';
 import type { Keys } from '../keys.ts';
 import { SESSION_ID_PATTERN } from '../keys.ts';
 import { lifecycleKeys } from './keys.ts';
@@ -9,12 +12,21 @@ import { lifecycleKeys } from './keys.ts';
 const GONE_PER_SWEEP = 100;
 /** Local copies looked at per sweep, at most. */
 const LOCAL_PER_SWEEP = 1000;
+/** A local store is compacted (packed, unreachable objects pruned) at most this often. */
+export const STORE_COMPACT_EVERY_MS = 24 * 3_600_000;
+/**
+ * Unreachable objects younger than this stay: a snapshot's objects are unreachable until its index
+ * moves (seconds), and a removal's only matter for a day.
+ */
+export const STORE_PRUNE_GRACE_MS = 24 * 3_600_000;
 
 export interface WorkspaceSweepResult {
   /** Removed sessions whose snapshots (and this host's copy) this sweep removed. */
   removed: number;
   /** Copies on this host of sessions that no longer exist, removed. */
   orphans: number;
+  /** This sweep compacted the local store (at most once per STORE_COMPACT_EVERY_MS per host and store). */
+  compacted: boolean;
 }
 
 /**
@@ -22,13 +34,16 @@ export interface WorkspaceSweepResult {
  * `workspacesGone`, and exactly one worker takes it (ZREM decides) and removes its snapshots from
  * the store and its copy on its own host; every worker also removes, on its own host, the copies
  * of sessions that no longer exist (another host's removal, or one made while it was down).
- * Bounded per sweep; a removal that fails is queued again.
+ * Bounded per sweep; a removal that fails is queued again. A local store is then compacted at
+ * most once a day (per host and store path, a Redis key with a TTL deciding; git's `gc.pid` lock
+ * keeps two hosts sharing one store path from running at once): removed sessions' objects do not
+ * stay in it for ever.
  */
 export async function sweepWorkspaces(
   redis: Redis,
   keys: Keys,
   workspaces: Workspaces,
-  root: string,
+  config: Pick<WorkspaceConfig, 'root' | 'store'>,
   warn: (message: string, error: unknown) => void,
 ): Promise<WorkspaceSweepResult> {
   const gone = lifecycleKeys(keys).workspacesGone;
@@ -47,7 +62,7 @@ export async function sweepWorkspaces(
   }
   let orphans = 0;
   // No root yet: no copies on this host.
-  const names = await readdir(root).catch(() => [] as string[]);
+  const names = await readdir(config.root).catch(() => [] as string[]);
   const local = names.filter((n) => SESSION_ID_PATTERN.test(n)).slice(0, LOCAL_PER_SWEEP);
   if (local.length > 0) {
     const pipeline = redis.pipeline();
@@ -64,5 +79,14 @@ export async function sweepWorkspaces(
       }
     }
   }
-  return { removed, orphans };
+  return { removed, orphans, compacted: await compactStore(redis, keys, workspaces, config.store) };
+}
+
+/** Compacts a local store when no worker of this host did in the last STORE_COMPACT_EVERY_MS. */
+async function compactStore(redis: Redis, keys: Keys, workspaces: Workspaces, store: string): Promise<boolean> {
+  if (!isLocalStore(store)) return false;
+  const which = createHash('sha256').update(`${hostname()}\0${store}`).digest('hex').slice(0, 16);
+  const key = `${lifecycleKeys(keys).workspaceCompact}:${which}`;
+  if ((await redis.set(key, String(Date.now()), 'PX', STORE_COMPACT_EVERY_MS, 'NX')) !== 'OK') return false;
+  return workspaces.compact(STORE_PRUNE_GRACE_MS);
 }
