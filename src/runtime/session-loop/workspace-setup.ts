@@ -44,11 +44,20 @@ export function attemptSetup(
   return { options: { ...options, cwd: workspaces.path(sessionId) }, workspaces, source, refused: null };
 }
 
-/** The workspace could not be prepared (the store unreachable, a clone that failed): the attempt does not start. */
+/** What git prints when the store (or a source repository) could not be reached, as opposed to refused. */
+const UNREACHABLE =
+  /could not read from remote repository|unable to access|connection refused|connection timed out|could not resolve host|network is unreachable|no route to host|the remote end hung up|early eof/i;
+
+/**
+ * The workspace could not be prepared: the attempt does not start. A store or source that could not
+ * be reached is a `network` failure (the default retry policy tries again); anything else (a
+ * snapshot the store does not have, a clone refused) is `startup`.
+ */
 export function workspaceStartFailed(error: unknown): MessageOf<'terminal.failed'> {
+  const text = error instanceof Error ? error.message : String(error);
   return terminalFailed(
-    `the session's workspace could not be prepared: ${error instanceof Error ? error.message : String(error)}`,
-    'startup',
+    `the session's workspace could not be prepared: ${text}`,
+    UNREACHABLE.test(text) ? 'network' : 'startup',
   );
 }
 
