@@ -178,3 +178,48 @@ export async function deleteIndex(git: Git, repo: string, store: string, session
     );
   }
 }
+
+/** Session indexes looked at per `dropGoneIndexes`, at most (the rest at the next compaction). */
+const INDEXES_PER_DROP = 10_000;
+
+/**
+ * Deletes from a local store the index of each session `exists` says is gone, when the index did not
+ * move since `before` (epoch ms; its commit's time): a removal that raced another host's snapshot
+ * can leave one behind, and its snapshots would stay reachable for ever. An index that moves between
+ * the listing and the deletion is kept (compare-and-swap).
+ */
+export async function dropGoneIndexes(
+  git: Git,
+  store: string,
+  before: number,
+  exists: (sessionIds: readonly string[]) => Promise<readonly boolean[]>,
+): Promise<number> {
+  const out = await git.run(
+    [
+      'for-each-ref',
+      `--count=${INDEXES_PER_DROP}`,
+      '--format=%(objectname) %(committerdate:unix) %(refname)',
+      'refs/sessiond/',
+    ],
+    { gitDir: store },
+  );
+  const stale = out
+    .split('\n')
+    .map((line) => line.split(' '))
+    .filter((parts): parts is [string, string, string] => parts.length === 3 && Number(parts[1]) * 1000 < before)
+    .map(([id, , ref]) => ({
+      id,
+      ref,
+      sessionId: Buffer.from(ref.slice('refs/sessiond/'.length), 'hex').toString('utf8'),
+    }));
+  if (stale.length === 0) return 0;
+  const present = await exists(stale.map((s) => s.sessionId));
+  let dropped = 0;
+  for (const [i, index] of stale.entries()) {
+    if (present[i] !== false) continue;
+    // Moved since listed (a snapshot after all): kept.
+    const result = await git.try(['update-ref', '-d', index.ref, index.id], { gitDir: store });
+    if (result.exitCode === 0) dropped += 1;
+  }
+  return dropped;
+}

@@ -117,9 +117,11 @@ export interface Workspaces {
   /**
    * Packs a local store and drops the objects no session's snapshots reach (removed sessions',
    * snapshots refused over a quota) once they are older than `graceMs`: a snapshot being written is
-   * unreachable until its index moves, so the grace must exceed the longest snapshot. Resolves false
-   * for a URL store (its server's own maintenance does this). At most one run per store at a time
-   * (git's own `gc.pid` lock); other sessions' snapshots may go on meanwhile.
+   * unreachable until its index moves, so the grace must exceed the longest snapshot. With `exists`,
+   * the snapshot lists of sessions it says are gone and that did not change within `graceMs` are
+   * deleted first (a removal that raced a snapshot of another host can leave one). Resolves false
+   * for a URL store (its server's own maintenance does this). One run per store at a time (git's
+   * own `gc.pid` lock); snapshots of other sessions may go on meanwhile.
    */
-  compact(graceMs: number): Promise<boolean>;
+  compact(graceMs: number, exists?: (sessionIds: readonly string[]) => Promise<readonly boolean[]>): Promise<boolean>;
 }

@@ -14,7 +14,16 @@ import { commitObject, objectId, treeObject, writeObjects, type GitObject } from
 import { AGENT_GIT, FILES, recordTrees, treeBytes } from './record.ts';
 import { restoreTree } from './restore.ts';
 import { createWorkspace } from './source.ts';
-import { emptyTree, ensureStore, deleteIndex, linkObjects, pushIndex, readIndex, type IndexState } from './store.ts';
+import {
+  deleteIndex,
+  dropGoneIndexes,
+  emptyTree,
+  ensureStore,
+  linkObjects,
+  pushIndex,
+  readIndex,
+  type IndexState,
+} from './store.ts';
 import {
   WorkspaceInputError,
   WorkspaceQuotaError,
@@ -273,12 +282,13 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       return writeBundle(git, paths, id);
     },
 
-    async compact(graceMs) {
+    async compact(graceMs, exists) {
       if (!Number.isInteger(graceMs) || graceMs < 0) {
         throw new WorkspaceInputError('graceMs', `must be a whole number of ms >= 0 (got ${String(graceMs)})`);
       }
       if (!isLocalStore(config.store)) return false;
       await ensureStore(git, config.store);
+      if (exists !== undefined) await dropGoneIndexes(git, config.store, Date.now() - graceMs, exists);
       await git.run(['gc', '--quiet', `--prune=${Math.ceil(graceMs / 1000)}.seconds.ago`], { gitDir: config.store });
       return true;
     },

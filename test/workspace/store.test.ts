@@ -255,6 +255,32 @@ describe('compaction of a local store', () => {
     expect(readFileSync(join(copy, 'big.bin'), 'utf8')).toHaveLength(20_001);
   });
 
+  it('drops the snapshot list of a session that is gone (a removal that raced a snapshot), once it is older than the grace', async () => {
+    const store = join(tmp.dir, 'store.git');
+    const a = host(tmp.dir, 'a', store);
+    for (const id of ['ghost', 'alive']) {
+      write(await a.prepare(id, null), { [`${id}.txt`]: `content of ${id}\n` });
+      await a.snapshot(id, 'start', null);
+    }
+    const asked: string[] = [];
+    const exists = (ids: readonly string[]) => {
+      asked.push(...ids);
+      return Promise.resolve(ids.map((id) => id !== 'ghost'));
+    };
+    // Younger than the grace: kept, whatever `exists` says.
+    expect(await a.compact(3_600_000, exists)).toBe(true);
+    expect(refs(store)).toHaveLength(2);
+    expect(asked).toEqual([]);
+
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(await a.compact(0, exists)).toBe(true);
+    expect(asked.sort()).toEqual(['alive', 'ghost']);
+    expect(refs(store)).toHaveLength(1);
+    const text = allObjectText(store);
+    expect(text).not.toContain('content of ghost');
+    expect(text).toContain('content of alive');
+  });
+
   it('a URL store is left to its server; a bad grace is refused naming it', async () => {
     const store = join(tmp.dir, 'store.git');
     git(tmp.dir, 'init', '--quiet', '--bare', store);

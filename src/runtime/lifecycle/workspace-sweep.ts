@@ -37,7 +37,7 @@ export interface WorkspaceSweepResult {
  * Bounded per sweep; a removal that fails is queued again. A local store is then compacted at
  * most once a day (per host and store path, a Redis key with a TTL deciding; git's `gc.pid` lock
  * keeps two hosts sharing one store path from running at once): removed sessions' objects do not
- * stay in it for ever.
+ * stay in it for ever, nor do those of a removal that raced a snapshot (compact's `exists`).
  */
 export async function sweepWorkspaces(
   redis: Redis,
@@ -88,5 +88,10 @@ async function compactStore(redis: Redis, keys: Keys, workspaces: Workspaces, st
   const which = createHash('sha256').update(`${hostname()}\0${store}`).digest('hex').slice(0, 16);
   const key = `${lifecycleKeys(keys).workspaceCompact}:${which}`;
   if ((await redis.set(key, String(Date.now()), 'PX', STORE_COMPACT_EVERY_MS, 'NX')) !== 'OK') return false;
-  return workspaces.compact(STORE_PRUNE_GRACE_MS);
+  return workspaces.compact(STORE_PRUNE_GRACE_MS, async (ids) => {
+    const pipeline = redis.pipeline();
+    for (const id of ids) pipeline.exists(keys.session(id, 'meta'));
+    // A reply that failed counts as present: nothing is dropped on a doubt.
+    return ((await pipeline.exec()) ?? []).map(([error, n]) => error !== null || n !== 0);
+  });
 }
