@@ -2,13 +2,13 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../../config/config.ts';
 import { clientSettingsOf, plainClientSettings, type ClientSettings } from '../../config/client-settings.ts';
 import { rawConfig } from '../../config/raw.ts';
-import { redactUrl } from '../../runtime/redis/index.ts';
 import { resolveRedisUrl } from './resolve-redis.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { bindClient } from '../../api/bind.ts';
 import type { Client } from '../../api/client.ts';
 import { connections } from '../../api/connections.ts';
 import { CliError } from './cli-error.ts';
+import { reachRedis, trackingErrors, type ReachOptions } from './reach-redis.ts';
 import { loadConfig } from '../../config/config.ts';
 import { deploymentPolicy } from '../../runtime/deployment-policy.ts';
 
@@ -65,13 +65,16 @@ export async function checkedClientSettings(flags: Record<string, unknown>): Pro
 /** A server command's context: the whole configuration, checked. */
 export async function openServerContext(flags: Record<string, unknown> = {}): Promise<ServerContext> {
   const config = await loadWhole(flags);
-  return { ...(await connectContext(clientSettingsOf(config), flags, config)), config };
+  // A server keeps waiting for Redis (its connections retry), having said once what is wrong.
+  const reach = { keepTrying: (help: string) => void process.stderr.write(`${help}\n`) };
+  return { ...(await connectContext(clientSettingsOf(config), flags, config, reach)), config };
 }
 
 async function connectContext(
   settings: ClientSettings,
   flags: Record<string, unknown>,
   config?: Config,
+  reach?: ReachOptions,
 ): Promise<ClientContext> {
   let resolved: Promise<DeploymentPolicy> | null = null;
   const policy = (): Promise<DeploymentPolicy> =>
@@ -83,7 +86,9 @@ async function connectContext(
     ));
   const url = await resolveRedisUrl(settings);
   // Connections made here are closed with the context, as createClient's are with its client.
-  const { connect, closeAll } = connections(url);
+  const made = connections(url);
+  const { closeAll } = made;
+  const { connect, lastError } = trackingErrors(made.connect);
   const client = bindClient({
     connect,
     prefix: settings.prefix,
@@ -92,12 +97,7 @@ async function connectContext(
     queuePartitions: settings.queuePartitions,
     fleetLimits: settings.fleetLimits,
   });
-  try {
-    await client.deployment.ping();
-  } catch (error) {
-    closeAll();
-    throw new CliError(`cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`, 2);
-  }
+  await reachRedis(() => client.deployment.ping(), url, lastError, closeAll, reach);
   return {
     settings,
     policy,

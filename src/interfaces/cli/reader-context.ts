@@ -3,10 +3,10 @@ import { rawConfig } from '../../config/raw.ts';
 import { connections } from '../../api/connections.ts';
 import { readerOver, type Reader } from '../../api/reader.ts';
 import { readerParts } from '../../runtime/caller/reader-parts.ts';
-import { redactUrl } from '../../runtime/redis/index.ts';
 import { resolveRedisUrl } from './resolve-redis.ts';
 import { SessionReads } from '../../runtime/session-reads.ts';
 import { CliError } from './cli-error.ts';
+import { reachRedis, trackingErrors } from './reach-redis.ts';
 
 /** What a read-only command (`inspect`, `list`, `watch`) works with: openReader. */
 export interface ReaderContext {
@@ -34,7 +34,9 @@ export async function openReader(flags: Record<string, unknown> = {}): Promise<R
   const settings = plainClientSettings(raw) ?? (await (await import('./context.ts')).checkedClientSettings(flags));
   const url = await resolveRedisUrl(settings);
   // Connections made here are closed with the context.
-  const { connect, closeAll } = connections(url);
+  const made = connections(url);
+  const { closeAll } = made;
+  const { connect, lastError } = trackingErrors(made.connect);
   const reader = readerOver(
     new SessionReads(
       readerParts({
@@ -46,12 +48,7 @@ export async function openReader(flags: Record<string, unknown> = {}): Promise<R
     ),
     closeAll,
   );
-  try {
-    await reader.deployment.ping();
-  } catch (error) {
-    closeAll();
-    throw new CliError(`cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message}`, 2);
-  }
+  await reachRedis(() => reader.deployment.ping(), url, lastError, closeAll);
   return {
     settings,
     url,
