@@ -171,8 +171,6 @@ export interface DispatchClient {
 export interface DeploymentClient extends DeploymentReader {
   /** The deployment policy: what callers may choose (resolved on first use). */
   policy(): Promise<DeploymentPolicy>;
-  /** The workers' latest heartbeats. */
-  workers(): Promise<WorkerHeartbeat[]>;
   /** The activation queue's BullMQ queue (partition 0), for an operator's view such as Bull Board. */
   bullQueue(): Queue;
 }

@@ -1,6 +1,6 @@
 import { readerParts } from '../runtime/caller/reader-parts.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
-import type { SessionView } from '../runtime/caller/types.ts';
+import type { SessionView, WorkerHeartbeat } from '../runtime/caller/types.ts';
 import { SessionReads } from '../runtime/session-reads.ts';
 import { connections, type RedisOption } from './connections.ts';
 import type { SessionState, StoredMessage } from './types.ts';
@@ -41,6 +41,8 @@ export interface SessionReader {
 export interface DeploymentReader {
   /** Reaches Redis; rejects when it cannot. */
   ping(): Promise<void>;
+  /** The workers' latest heartbeats (`lastSeen`: epoch ms; one older than a few heartbeats is a dead worker's). */
+  workers(): Promise<WorkerHeartbeat[]>;
 }
 
 /**
@@ -79,7 +81,7 @@ export function readerOver(reads: SessionReads, onClose: () => void | Promise<vo
   return {
     sessions: sessionsReader(reads),
     session: (sessionId) => sessionReader(reads, sessionId),
-    deployment: { ping: () => reads.ping() },
+    deployment: { ping: () => reads.ping(), workers: () => reads.workers() },
     async close() {
       await reads.close();
       await onClose();

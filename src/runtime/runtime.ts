@@ -10,7 +10,7 @@ import { enqueue, type EnqueueHow } from './caller/enqueue.ts';
 import { callerParts, type CallerParts } from './caller/parts.ts';
 import { queuedPrompts, removeQueuedPrompt } from './caller/queued-prompts.ts';
 import { getPolicy, resetPolicy, setPolicy } from './caller/retry-policy.ts';
-import { bullQueue, exportSession, importSession, listSessions, sessionStates, workers } from './caller/sessions.ts';
+import { bullQueue, exportSession, importSession, listSessions, sessionStates } from './caller/sessions.ts';
 import { cancel, cancelMatching, resumeParked, retry } from './caller/turns.ts';
 import type { FleetLimitView, QueuedPrompt, RuntimeOptions, SessionView, WorkerHeartbeat } from './caller/types.ts';
 import { exposeInternals } from './internals.ts';
@@ -110,7 +110,7 @@ export class Runtime {
   setPolicy = (patch: unknown, sessionId?: string): Promise<RetryPolicyResult> =>
     setPolicy(this.#parts, patch, sessionId);
   resetPolicy = (sessionId?: string): Promise<RetryPolicy> => resetPolicy(this.#parts, sessionId);
-  workers = (): Promise<WorkerHeartbeat[]> => workers(this.#parts);
+  workers = (): Promise<WorkerHeartbeat[]> => this.reads.workers();
   /** What callers of this deployment may choose (the default policy, resolved on first use, when none was given). */
   resolvedPolicy = (): Promise<DeploymentPolicy> => this.#parts.deploymentPolicy();
 

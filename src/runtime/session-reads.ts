@@ -1,8 +1,16 @@
 import type { ListFilter, ListPage } from './lifecycle/listing.ts';
 import { MessageHub } from './message-hub.ts';
 import type { ReaderParts } from './caller/reader-parts.ts';
-import { followMessages, getSession, lastSeq, listingVersion, listPage, readMessages } from './caller/session-view.ts';
-import type { SessionView } from './caller/types.ts';
+import {
+  followMessages,
+  getSession,
+  lastSeq,
+  listingVersion,
+  listPage,
+  readMessages,
+  workers,
+} from './caller/session-view.ts';
+import type { SessionView, WorkerHeartbeat } from './caller/types.ts';
 import type { StoredMessage } from './store/session-store.ts';
 
 /**
@@ -31,6 +39,7 @@ export class SessionReads {
     followMessages(this.#parts, sessionId, fromSeq, signal);
   listPage = (filter: ListFilter = {}): Promise<ListPage> => listPage(this.#parts, filter);
   listingVersion = (): Promise<string> => listingVersion(this.#parts);
+  workers = (): Promise<WorkerHeartbeat[]> => workers(this.#parts);
 
   /**
    * Live message logs for many followers on one blocking connection (the HTTP

@@ -2,6 +2,7 @@ import { isSettledState } from '../../../machines/states.ts';
 import { isSettled, summarize, type SessionSummary } from '../../runtime/inspect.ts';
 import type { SessionReader } from '../../api/reader.ts';
 import type { StoredMessage } from '../../api/types.ts';
+import type { WorkerHeartbeat } from '../../runtime/caller/types.ts';
 import { colors, formatMs, Spinner } from './present.ts';
 
 export interface FollowOptions {
@@ -10,7 +11,17 @@ export interface FollowOptions {
   /** Stop once this turn has ended; `'latest'`: once the latest turn has ended and nothing waits; `'never'`: follow until aborted. */
   until: number | 'latest' | 'never';
   signal: AbortSignal;
+  /**
+   * The workers' heartbeats (the deployment's `workers()`): while the turn has not ended, the follow
+   * says once on stderr when no live worker can take it, and keeps waiting.
+   */
+  workers?: () => Promise<WorkerHeartbeat[]>;
 }
+
+/** A worker whose heartbeat is older than this is taken for gone (a heartbeat every 5 s by default). */
+export const WORKER_STALE_MS = 15_000;
+/** How often a follow looks at the heartbeats while its turn waits. */
+const WORKERS_CHECK_MS = 2_000;
 
 /**
  * Prints a session's messages from `fromSeq` on, live, and returns the summary
@@ -117,11 +128,37 @@ export async function followSession(session: SessionReader, options: FollowOptio
     }
   };
 
+  let workersCheckedAt = 0;
+  let saidNoWorker = false;
+  /** Says once (again after a worker was seen) that no live worker can take the turn. */
+  const checkWorkers = async (summary: SessionSummary): Promise<void> => {
+    const turn = summary.turn;
+    if (options.workers === undefined || turn === null || isSettledState(turn.status)) return;
+    if (Date.now() - workersCheckedAt < WORKERS_CHECK_MS) return;
+    workersCheckedAt = Date.now();
+    const beats = await options.workers();
+    const live = beats.some((w) => Date.now() - w.lastSeen <= WORKER_STALE_MS);
+    if (live || saidNoWorker) {
+      saidNoWorker = !live && saidNoWorker;
+      return;
+    }
+    saidNoWorker = true;
+    spinner.clear();
+    const seen =
+      beats.length === 0
+        ? 'no worker has ever sent a heartbeat'
+        : `no worker heartbeat in the last ${WORKER_STALE_MS / 1000} s`;
+    process.stderr.write(
+      `${c.yellow(`no live worker can take turn ${turn.index}: ${seen}.`)} Start one: sessiond worker (same REDIS_URL); this waits for it.\n`,
+    );
+  };
+
   const watcher = (async () => {
     while (!reader.signal.aborted) {
       const view = await session.inspect();
       if (view !== null) {
         last = summarize(view);
+        await checkWorkers(last);
         if (!options.json && last.turn !== null) {
           const t = last.turn;
           if (t.status === 'parked' && last.parkedUntil !== undefined)

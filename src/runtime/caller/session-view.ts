@@ -4,7 +4,7 @@ import { DEFAULT_AGENT } from '../../agents/default-agent.ts';
 import { sessionUsage } from '../usage/usage.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import { parseEntry, type StoredMessage } from '../store/session-store.ts';
-import type { SessionView } from './types.ts';
+import type { SessionView, WorkerHeartbeat } from './types.ts';
 import { checkSessionId, safeJson, type ReaderParts } from './reader-parts.ts';
 import { hasErrorCode, InputError } from '../../errors.ts';
 import { lifecycleKeys } from '../lifecycle/keys.ts';
@@ -111,4 +111,10 @@ export async function listingVersion(parts: ReaderParts): Promise<string> {
     Array.from({ length: shards }, (_, n) => parts.redis.get(lifecycleKeys(parts.keys, n).version)),
   );
   return String(versions.reduce((sum, v) => sum + Number(v ?? 0), 0));
+}
+
+/** The workers' latest heartbeats (a worker removes its own when it stops; a dead one's goes stale). */
+export async function workers(parts: ReaderParts): Promise<WorkerHeartbeat[]> {
+  const raw = await parts.redis.hgetall(parts.keys.workers);
+  return Object.values(raw).map((v) => JSON.parse(v) as WorkerHeartbeat);
 }

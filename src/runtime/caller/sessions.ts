@@ -2,12 +2,11 @@ import type { Queue } from 'bullmq';
 import { hgetEach } from '../redis/batch.ts';
 import type { ImportResult } from '../lifecycle/transfer.ts';
 import { NotFoundError } from '../../errors.ts';
-import type { WorkerHeartbeat } from './types.ts';
 import { checkSessionId, type CallerParts } from './parts.ts';
 import { listPage } from './session-view.ts';
 import * as transfer from '../lifecycle/transfer.ts';
 
-// Every session: export and import, states by id; and the deployment's workers, Redis, queue (the listing: session-view.ts).
+// Every session: export and import, states by id; and the deployment's queue (the listing and the workers: session-view.ts).
 
 /** The newest `limit` sessions (default 1000), optionally only those in `state` (served by the state's index). */
 export async function listSessions(
@@ -55,11 +54,6 @@ export async function sessionStates(
     'state',
   );
   return Object.fromEntries(ids.map((id, i) => [id, states[i] ?? null]));
-}
-
-export async function workers(parts: CallerParts): Promise<WorkerHeartbeat[]> {
-  const raw = await parts.redis.hgetall(parts.keys.workers);
-  return Object.values(raw).map((v) => JSON.parse(v) as WorkerHeartbeat);
 }
 
 /** The activation queue's BullMQ queue (partition 0: with one partition, the whole queue), for an operator's view such as Bull Board. */

@@ -55,6 +55,31 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
     expect(JSON.parse(list.stdout)).toContainEqual({ sessionId, state: 'completed' });
   });
 
+  it('enqueue --follow with no live worker says so once on stderr and waits; the turn completes once one starts', async () => {
+    // A prefix no worker serves yet.
+    const env = { ...deployment.cliEnv, SESSIOND_PREFIX: `${deployment.cliEnv.SESSIOND_PREFIX}-late` };
+    const follow = sessiond(['enqueue', ...model('text'), '--follow', 'Say hello'], { env });
+    let stderr = '';
+    follow.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    for (const deadline = Date.now() + 60_000; !stderr.includes('no live worker');) {
+      if (Date.now() > deadline) throw new Error(`no notice of a missing worker; stderr: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(stderr).toContain('no live worker can take turn 1: no worker has ever sent a heartbeat');
+    const worker = sessiond(['worker'], { env });
+    try {
+      const result = await follow;
+      expect(result.exitCode).toBe(0);
+      expect(String(result.stdout)).toContain('Hello from the fake LLM.');
+      expect(stderr.split('no live worker')).toHaveLength(2);
+    } finally {
+      worker.kill('SIGTERM');
+      await worker.catch(() => undefined);
+    }
+  });
+
   it('enqueue --json prints {sessionId, turn}; a retried failure shows its attempts; --follow exits 1 when the turn fails', async () => {
     deployment.server.setScript('cli-flaky', [{ status: 500 }, { text: 'second time lucky' }]);
     const queued = await cli([

@@ -127,6 +127,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
     process.on('SIGINT', onSignal);
     try {
       const summary = await followSession(ctx.client.session(result.sessionId), {
+        workers: () => ctx.client.deployment.workers(),
         fromSeq,
         json: flags.json === true,
         until: result.turn,

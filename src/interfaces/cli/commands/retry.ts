@@ -36,6 +36,7 @@ export function registerRetry(program: Command): void {
           json: flags.json === true,
           until: result.turn,
           signal: controller.signal,
+          workers: () => ctx.client.deployment.workers(),
         });
         const status = summary?.turn?.status;
         if (status === 'cancelled') process.exitCode = ExitCode.interrupted;

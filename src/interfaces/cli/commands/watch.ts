@@ -33,6 +33,7 @@ export function registerWatch(program: Command): void {
           json: flags.json === true,
           until: flags.follow === true ? 'never' : 'latest',
           signal: controller.signal,
+          workers: () => ctx.reader.deployment.workers(),
         });
         process.off('SIGINT', onSignal);
         process.exitCode = controller.signal.aborted ? ExitCode.interrupted : ExitCode.ok;
