@@ -32,6 +32,7 @@ describe('sessiond agents', { timeout: 420_000 }, () => {
       name: string;
       command: string;
       version: string | null;
+      installed: boolean;
       resume: string;
       permissions: string;
     }>;
@@ -56,6 +57,10 @@ describe('sessiond agents', { timeout: 420_000 }, () => {
     expect(byName['acp:opencode']?.version).toBe('1.18.33');
     expect(byName['acp:claude']?.version).toBe('0.101.0');
     expect(byName['acp:missing']?.version).toBeNull();
+    expect(byName['acp:missing']?.installed).toBe(false);
+    // pi prints its version on stderr.
+    expect(byName.pi).toMatchObject({ version: '0.73.1', installed: true });
+    expect(rows.filter((r) => !r.installed).map((r) => r.name)).toEqual(['acp:missing']);
     expect(byName['acp:qwen']?.permissions).toBe(
       'permissionMode: reject < ask < allow (default reject, ceiling reject unless the policy says)',
     );
@@ -73,10 +78,17 @@ describe('sessiond agents', { timeout: 420_000 }, () => {
       env: {
         PATH: process.env.PATH ?? '/usr/bin:/bin',
         HOME: home,
-        SESSIOND_AGENT_OPTIONS: JSON.stringify({ 'acp:qwen': OPERATOR['acp:qwen'] }),
+        SESSIOND_AGENT_OPTIONS: JSON.stringify({
+          'acp:qwen': OPERATOR['acp:qwen'],
+          'acp:missing': OPERATOR['acp:missing'],
+        }),
       },
     });
     expect(result.exitCode, result.stderr).toBe(0);
     expect(result.stdout).toContain('acp:qwen\n  command: qwen\n  version: 0.24.4\n');
+    expect(result.stdout).toContain('pi\n  command: pi\n  version: 0.73.1\n');
+    expect(result.stdout).toContain(
+      'acp:missing\n  command: /nonexistent/acp-agent\n  version: not installed (no /nonexistent/acp-agent here)\n',
+    );
   });
 });

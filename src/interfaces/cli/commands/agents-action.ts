@@ -13,8 +13,10 @@ export interface AgentRow {
   name: string;
   /** The executable this host runs for it (its configured `command`, else the agent's default). */
   command: string;
-  /** First line of `<command> --version`, or null when it did not answer. */
+  /** First line `<command> --version` printed (on stdout, else stderr, as pi does), or null when it did not answer. */
   version: string | null;
+  /** The command could be started on this host (false: not found, or not executable). */
+  installed: boolean;
   resume: string;
   permissions: string;
   /** The sandbox its attempts run in on this host (SESSIOND_SANDBOX and what the host can give; docs/sandbox.md). */
@@ -58,7 +60,8 @@ export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = pr
     const extra =
       options.env !== null && typeof options.env === 'object' ? (options.env as Record<string, string>) : {};
     const sealed = agentEnv(extra);
-    const version = command === '' ? null : await versionOf(command, sealed);
+    const { version, installed } =
+      command === '' ? { version: null, installed: false } : await versionOf(command, sealed);
     const args = Array.isArray(options.args) ? options.args.map(String) : [];
     const resume = !acp
       ? (RESUME[name] ?? 'unknown')
@@ -69,6 +72,7 @@ export async function describeAgents(config: Config, env: NodeJS.ProcessEnv = pr
       name,
       command: command === '' ? '(not configured)' : command,
       version,
+      installed,
       resume,
       permissions: describeKnobs(agentDefinition(name).permissions),
       sandbox,
@@ -91,13 +95,31 @@ export function describeKnobs(knobs: PermissionKnobs): string {
   return parts.length === 0 ? 'none' : parts.join('; ');
 }
 
-/** `<command> --version` in the agent's sealed environment (never a shell); null when it fails. */
-async function versionOf(command: string, env: Record<string, string>): Promise<string | null> {
+/**
+ * `<command> --version` in the agent's sealed environment (never a shell): the first line it printed
+ * on stdout, else on stderr (pi prints its version there), null when it failed or printed nothing;
+ * `installed` false when the command could not be started at all.
+ */
+async function versionOf(
+  command: string,
+  env: Record<string, string>,
+): Promise<{ version: string | null; installed: boolean }> {
   const resolved = await resolveAgentCli(command, env);
   return new Promise((resolve) => {
-    execFile(resolved, ['--version'], { env, timeout: VERSION_TIMEOUT_MS, maxBuffer: 64 * 1024 }, (error, stdout) => {
-      const line = String(stdout).trim().split('\n')[0]?.trim() ?? '';
-      resolve(error !== null || line === '' ? null : line.slice(0, 200));
-    });
+    execFile(
+      resolved,
+      ['--version'],
+      { env, timeout: VERSION_TIMEOUT_MS, maxBuffer: 64 * 1024 },
+      (error, stdout, stderr) => {
+        const code = (error as NodeJS.ErrnoException | null)?.code;
+        if (code === 'ENOENT' || code === 'EACCES') {
+          resolve({ version: null, installed: false });
+          return;
+        }
+        const first = (text: unknown) => String(text).trim().split('\n')[0]?.trim() ?? '';
+        const line = first(stdout) || first(stderr);
+        resolve({ version: error !== null || line === '' ? null : line.slice(0, 200), installed: true });
+      },
+    );
   });
 }

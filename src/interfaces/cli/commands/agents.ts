@@ -28,7 +28,7 @@ export function registerAgents(program: Command): void {
       else
         for (const row of rows)
           process.stdout.write(
-            `${row.name}\n  command: ${row.command}\n  version: ${row.version ?? 'unknown (no answer to --version)'}\n  resume: ${row.resume}\n  permissions: ${row.permissions}\n  sandbox: ${row.sandbox}\n`,
+            `${row.name}\n  command: ${row.command}\n  version: ${row.version ?? (row.installed ? 'unknown (no answer to --version)' : `not installed (no ${row.command} here)`)}\n  resume: ${row.resume}\n  permissions: ${row.permissions}\n  sandbox: ${row.sandbox}\n`,
           );
       process.exitCode = ExitCode.ok;
     });
