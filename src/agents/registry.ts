@@ -36,6 +36,11 @@ export function registerAgent(name: string, definition: AgentDefinition): void {
   ADDED.set(name, definition);
 }
 
+/** The built-in agents and those a library user added, by name (what a worker can run, acp ones aside). */
+export function registeredAgentNames(): string[] {
+  return [...AGENT_NAMES, ...ADDED.keys()];
+}
+
 /** What each agent declares about its privileges, for the deployment policy. */
 export const AGENT_PERMISSIONS: Readonly<Record<string, PermissionKnobs>> = Object.fromEntries(
   AGENT_NAMES.map((name) => [name, AGENTS[name].permissions]),

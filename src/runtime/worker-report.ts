@@ -30,7 +30,13 @@ export function announceIsolation(
 
 /** The worker's entry in the workers hash (JSON), written at each heartbeat. */
 export function workerRecord(
-  worker: { id: string; active: number; concurrency: number; partitions: readonly number[] },
+  worker: {
+    id: string;
+    active: number;
+    concurrency: number;
+    partitions: readonly number[];
+    agents: readonly string[];
+  },
   containment: ContainmentInfo,
   sandbox: SandboxInfo,
 ): string {
@@ -42,6 +48,7 @@ export function workerRecord(
     active: worker.active,
     concurrency: worker.concurrency,
     partitions: worker.partitions,
+    agents: worker.agents,
     containment: { mode: containment.mode, detail: containment.detail },
     sandbox: {
       mode: sandbox.mode,

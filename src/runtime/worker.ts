@@ -27,6 +27,7 @@ import { startPeriodicSteps } from './worker-periodic.ts';
 import { announceIsolation, workerRecord } from './worker-report.ts';
 import { createWorkspaces, type Workspaces } from '../workspace/index.ts';
 import { sweepWorkspaces } from './lifecycle/workspace-sweep.ts';
+import { registeredAgentNames } from '../agents/registry.ts';
 
 export type { WorkerOptions } from './worker-options.ts';
 /** The defaults of the options (one place for them and the config schema: src/config/defaults.ts). */
@@ -199,6 +200,10 @@ export class SessionWorker {
           active: this.#active.size,
           concurrency: this.#options.concurrency,
           partitions: this.#consumed,
+          agents: [
+            ...registeredAgentNames(),
+            ...Object.keys(this.#options.agentOptions).filter((name) => name.startsWith('acp:')),
+          ],
         },
         this.#containment,
         this.#sandbox,

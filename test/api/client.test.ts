@@ -190,6 +190,9 @@ describe('createClient / createWorker / defineAgent', () => {
     // The deployment: Redis answers, this worker's heartbeat, the policy's agents include ours.
     await client.deployment.ping();
     expect((await client.deployment.workers()).map((w) => w.id)).toContain(worker.id);
+    // What it can run: the built-in agents and the library's own.
+    const beat = (await client.deployment.workers()).find((w) => w.id === worker.id);
+    expect(beat?.agents).toEqual(expect.arrayContaining(['pi', 'flaky']));
     expect((await client.deployment.policy()).agents).toContain('flaky');
 
     // Deleted once finished (its worker has let go of it), recorded in the audit with who asked; gone afterwards.

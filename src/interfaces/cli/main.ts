@@ -18,6 +18,7 @@ import { registerDemo } from './commands/demo.ts';
 import { registerServe } from './commands/serve.ts';
 import { registerPolicy } from './commands/policy.ts';
 import { registerAgents } from './commands/agents.ts';
+import { registerDoctor } from './commands/doctor.ts';
 import { registerApprovals } from './commands/approve.ts';
 import { registerAcp } from './commands/acp.ts';
 import { baseProgram, overrideExits, runProgram } from './program-base.ts';
@@ -44,6 +45,7 @@ export function buildProgram(): Command {
   registerRetryPolicy(program);
   registerPolicy(program);
   registerAgents(program);
+  registerDoctor(program);
   registerDemo(program);
   registerServe(program);
   return overrideExits(program);

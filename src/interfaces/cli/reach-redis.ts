@@ -23,15 +23,16 @@ export function trackingErrors(connect: (role: string) => Redis): {
   };
 }
 
-/** What to do when Redis does not answer at `url` (password masked). */
+/** What to do when Redis does not answer. */
+export const REDIS_FIXES: readonly string[] = [
+  "Is it running? Start one: redis-server --port 6379 --save ''  (`sessiond demo` starts one for you)",
+  'Another server: REDIS_URL=redis://HOST:PORT (a password: redis://:PASSWORD@HOST:PORT, TLS: rediss://), or `redisUrl` in the configuration file',
+  'Check it: redis-cli -u URL ping',
+];
+
+/** Redis does not answer at `url` (password masked): why, and what to do. */
 export function redisHelp(url: string, reason: string): string {
-  return [
-    `cannot reach Redis at ${redactUrl(url)}: ${reason}`,
-    `  Is it running? Start one: redis-server --port 6379 --save ''  (\`sessiond demo\` starts one for you)`,
-    '  Another server: REDIS_URL=redis://HOST:PORT (a password: redis://:PASSWORD@HOST:PORT, TLS: rediss://),',
-    '  or `redisUrl` in the configuration file',
-    '  Check it: redis-cli -u URL ping',
-  ].join('\n');
+  return [`cannot reach Redis at ${redactUrl(url)}: ${reason}`, ...REDIS_FIXES.map((fix) => `  ${fix}`)].join('\n');
 }
 
 export interface ReachOptions {

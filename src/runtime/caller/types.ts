@@ -54,6 +54,10 @@ export interface WorkerHeartbeat {
   sandbox?: { mode: 'bwrap' | 'landlock' | 'none'; detail: string; gaps: string[]; refused: boolean };
   /** The queue partitions it consumes (absent from workers older than this field). */
   partitions?: number[];
+  /** Its slots (absent from workers older than this field). */
+  concurrency?: number;
+  /** The agents it can run: the built-in ones, its library agents and its `acp:<name>` ones (absent from workers older than this field). */
+  agents?: string[];
 }
 
 export interface RuntimeOptions {

@@ -40,6 +40,8 @@ describe("sessiond demo (the README's main command)", () => {
     expect(out.match(/^ {2}ok /gm)).toHaveLength(5);
     expect(out).toContain('npx sessiond inspect demo-');
     expect(out).toContain('http://127.0.0.1:7420/');
+    expect(out).toContain('npx sessiond doctor');
+    expect(out).toContain(`Redis: ${redis.url}/0 (REDIS_URL), left as it was.`);
     // The cancelled long tool left nothing behind.
     const inspect = await runCli(['list', '--json'], { env });
     expect(JSON.parse(inspect.stdout)).toHaveLength(5);

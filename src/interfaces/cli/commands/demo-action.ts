@@ -6,7 +6,7 @@ import { startFakeModelServer } from '../../../demo/model-server.ts';
 import { summarize } from '../../../runtime/inspect.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
 import { createKeys } from '../../../runtime/keys.ts';
-import { redactUrl } from '../../../runtime/redis/index.ts';
+import { ensureLocalRedis, redactUrl } from '../../../runtime/redis/index.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
 import { CliError, openServerContext, type ServerContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
@@ -141,10 +141,26 @@ export async function runDemo(): Promise<number> {
       `  npx sessiond watch ${results[2]?.sessionId ?? ''}      # the transcript, attempts and backoff included`,
       '  npx sessiond list',
       '  npx sessiond serve              # then open http://127.0.0.1:7420/ for the dashboard',
+      '  npx sessiond doctor             # Redis, the workers, the agents: what is there and what to fix',
+      '',
+      'Next: run a worker (npx sessiond worker) and enqueue to it; docs/getting-started.md goes from here to your own',
+      'provider key, repository and a second agent.',
+      ...(await redisNote(ctx)),
       '',
     ].join('\n'),
   );
   return ok ? ExitCode.ok : ExitCode.failed;
+}
+
+/** Which Redis the demo used and, when sessiond started it, that it keeps running and how to stop it. */
+async function redisNote(ctx: ServerContext): Promise<string[]> {
+  if (ctx.settings.redisUrl !== undefined) return [`Redis: ${redactUrl(ctx.url)} (REDIS_URL), left as it was.`];
+  const local = await ensureLocalRedis({ dataDir: join(ctx.settings.stateDir, 'redis') });
+  if ('error' in local || local.pid === undefined) return [`Redis: ${redactUrl(ctx.url)}, one already running here.`];
+  return [
+    `Redis: sessiond's own redis-server on ${redactUrl(ctx.url)} (pid ${local.pid}, data in ${join(ctx.settings.stateDir, 'redis')}),`,
+    `  still running for the next commands; stop it with: kill ${local.pid}`,
+  ];
 }
 
 async function play(
