@@ -1,5 +1,7 @@
+import { eventLabel } from '../../machines/event-labels.ts';
 import { isSettledState } from '../../machines/states.ts';
 import type { SessionView } from './runtime.ts';
+import type { TurnPrompt } from './turn-prompts.ts';
 import type { UsageTotals } from './usage/usage.ts';
 
 export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'parked' | 'completed' | 'failed' | 'cancelled';
@@ -48,7 +50,8 @@ export interface SessionSummary {
   policy: unknown;
   policySource: 'session' | 'global';
   queuedPrompts: number;
-  history: Array<{ at: number; from: string; to: string; event: string }>;
+  /** `event`: the machine's own name (`xstate.after…`, `session.cancel`); `label`: the same in words. */
+  history: Array<{ at: number; from: string; to: string; event: string; label: string; prompt?: TurnPrompt }>;
   lastSeq: number;
   heldBy: string | null;
   /** Permission requests of the running turn not yet given to the agent: the session is awaiting approval while one has no decision. */
@@ -142,7 +145,7 @@ export function summarize(view: SessionView): SessionSummary {
     policySource: view.policyOverride === null ? 'global' : 'session',
     queuedPrompts: view.queued.length + (context?.mailbox.length ?? 0),
     ...(view.usage == null ? {} : { usage: { total: view.usage.total, byModel: view.usage.byModel } }),
-    history: view.history,
+    history: view.history.map((t) => ({ ...t, label: eventLabel(t.event, t.from) })),
     lastSeq: view.lastSeq,
     heldBy: view.heldBy,
     approvals:

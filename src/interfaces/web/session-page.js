@@ -387,14 +387,15 @@ export function sessionPage(main, sessionId) {
       ...view.history
         .slice(-50)
         .reverse()
-        .map((/** @type {{ at: number, from: string, to: string, event: string }} */ t) =>
+        .map((/** @type {{ at: number, from: string, to: string, event: string, label: string }} */ t) =>
           h(
             'tr',
             {},
             h('td', {}, clock(t.at)),
             h('td', {}, t.from),
             h('td', {}, t.to),
-            h('td', { class: 'mono' }, t.event),
+            // In words; the machine's own event name on hover.
+            h('td', { title: t.event }, t.label),
           ),
         ),
     );

@@ -32,9 +32,14 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
       state: 'completed',
       turn: { index: 1, status: 'completed', attempts: [{ attempt: 1, outcome: 'completed' }] },
     });
-    expect(
-      (summary.history as Array<{ at: number; from: string; to: string; event: string }>).map((t) => t.to),
-    ).toContain('running');
+    const history = summary.history as Array<{ to: string; event: string; label: string; prompt?: { text: string } }>;
+    expect(history.map((t) => t.to)).toContain('running');
+    // Each transition in words besides the machine's own name; the turn's prompt with the one that started it.
+    expect(history.find((t) => t.event === 'attempt.ended')?.label).toBe('the attempt ended');
+    expect(history.find((t) => t.prompt !== undefined)?.prompt?.text).toBe('Say hello');
+    const text = await cli(['inspect', sessionId!]);
+    expect(text.stdout).toMatch(/running → completed {2}the attempt ended {2}attempt\.ended/);
+    expect(text.stdout).toContain('prompt of turn 1: Say hello');
 
     const watch = await cli(['watch', sessionId!, '--json']);
     expect(watch.exitCode).toBe(0);

@@ -99,6 +99,15 @@ function render(s: SessionSummary): string {
       for (const m of s.usage.byModel) lines.push(`  ${m.agent} ${m.model}: ${formatUsage(m.usage)}`);
   }
   lines.push('history:');
-  for (const t of s.history) lines.push(`  ${new Date(t.at).toISOString()}  ${t.from} → ${t.to}  ${c.dim(t.event)}`);
+  for (const t of s.history) {
+    lines.push(`  ${new Date(t.at).toISOString()}  ${t.from} → ${t.to}  ${t.label}  ${c.dim(t.event)}`);
+    // The prompt a transition started a turn with, whole (cut only past TURN_PROMPT_MAX_CHARS when stored).
+    if (t.prompt !== undefined) {
+      const text = t.prompt.text.split('\n').join('\n      ');
+      lines.push(
+        `      prompt of turn ${t.prompt.turn}: ${text}${t.prompt.truncated === true ? c.dim(' …(cut when stored)') : ''}`,
+      );
+    }
+  }
   return `${lines.join('\n')}\n`;
 }
