@@ -29,13 +29,14 @@ import { defineConfig } from 'vitest/config';
  *   dashboard's other browser suites stay there); workspaces in the runtime (`workspaces*.test.ts`:
  *   off by default, the module's own suites under test/workspace/ stay in `core`) and retention's
  *   expiry timelines (`lifecycle/retention.test.ts`; deletion and the HTTP lifecycle stay in `core`).
- * - `sandboxed` (`SESSIOND_TEST_SET=sandboxed npx vitest run`): the process containment suites again,
- *   their agents in a bwrap sandbox (`SESSIOND_TEST_SANDBOX=bwrap`, see test/support/processes.ts).
  * - `all` (`npm run test:all`): everything, on both backends.
  * The files of HOST_SANDBOX run in the host's own sandbox (`SESSIOND_SANDBOX` as set, else `auto`:
  * bwrap where it works), as a deployment does; the rest run unsandboxed (`SESSIOND_SANDBOX=none`
  * unless set) because they were not yet checked in bwrap, where their fake models are reached through
- * the egress bridges. The sandbox's own suites force each mode.
+ * the egress bridges. The sandbox's own suites force each mode, and the containment suites
+ * (test/process/{containment,spawn-agent,stop-process,process-tree}, test/runtime/{containment,
+ * turn-timeout}) run every case once per mode of SANDBOX_MODES (test/support/processes.ts: none and
+ * bwrap, bwrap required; `SESSIOND_TEST_SANDBOX=none,bwrap,landlock` names others), in every set.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map(
@@ -122,9 +123,6 @@ const LONG_SUITES = [
   'test/runtime/workspaces-hosts.test.ts',
   'test/runtime/lifecycle/retention.test.ts',
 ];
-const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map(
-  (name) => `test/process/${name}.test.ts`,
-);
 /** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */
 const HOST_SANDBOX = ['test/process/', 'test/runtime/containment.test.ts', 'test/runtime/sandbox-inspect.test.ts'];
 
@@ -138,7 +136,6 @@ const SETS = {
   cluster: { include: [...CLUSTER_VARIANTS, ...CLUSTER_ONLY], exclude: [], backends: 'cluster' },
   agents: { include: AGENT_SUITES, exclude: [], backends: 'single' },
   long: { include: LONG_SUITES, exclude: [], backends: 'single' },
-  sandboxed: { include: CONTAINMENT_SUITES, exclude: [], backends: 'single', sandbox: 'bwrap' },
   all: { include: ['test/**/*.test.ts'], exclude: [], backends: 'single,cluster' },
 } as const;
 
@@ -147,10 +144,7 @@ if (!(name in SETS))
   throw new Error(`SESSIOND_TEST_SET: unknown set '${name}' (one of ${Object.keys(SETS).join(', ')})`);
 const set = SETS[name as keyof typeof SETS];
 
-const env = {
-  SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends,
-  ...('sandbox' in set ? { SESSIOND_TEST_SANDBOX: set.sandbox } : {}),
-};
+const env = { SESSIOND_TEST_BACKENDS: process.env.SESSIOND_TEST_BACKENDS ?? set.backends };
 const exclude = ['**/node_modules/**', ...set.exclude];
 // The set's files that run in the host's sandbox: all of HOST_SANDBOX for a set of every file, else those it names.
 const wholeTree = (set.include as readonly string[]).includes('test/**/*.test.ts');

@@ -179,7 +179,7 @@ export class Cluster {
   /** Every worker process ever started (dead ones too), by pid. */
   readonly allWorkers = new Map<number, ManagedWorker>();
   readonly log: (line: string) => void;
-  /** More worker env, for the workers started from now on (a scenario sets it, restarts them, and clears it when done). */
+  /** More worker env, for the workers started from now on (a scenario's declared `workerEnv`, see run.ts). */
   readonly workerEnv: Record<string, string> = {};
   /** The `workerEnv` each worker was started with (JSON), by pid. */
   readonly #envOf = new Map<number, string>();
@@ -297,6 +297,12 @@ export class Cluster {
     this.workers[slot] = worker;
     this.allWorkers.set(worker.pid, worker);
     return worker;
+  }
+
+  /** Replaces `workerEnv` (for the workers started from now on; `applyWorkerEnv` restarts the others). */
+  setWorkerEnv(env: Readonly<Record<string, string>>): void {
+    for (const key of Object.keys(this.workerEnv)) delete this.workerEnv[key];
+    Object.assign(this.workerEnv, env);
   }
 
   /** Restarts (gracefully, all at once) the live workers started with another `workerEnv` than the one now; the number restarted. */

@@ -19,6 +19,8 @@
 //                        job, a `setsid` child and an `env -i setsid` child (no marker, no env,
 //                        its own session and group) — named `chaos-escape-<tag>` (argv[0]), waits
 //                        <ms>, then completes: the worker must kill them at the attempt's end
+//   escape-hang          starts the same three escapes, then goes silent mid-tool (the idle timeout
+//                        ends the attempt, which must take them down with it)
 //   tool:<ms>            runs a bash-like tool: a `sleep` child in its own session and process group
 //                        (detached: setsid) for <ms>, then completes; interrupted, it leaves the
 //                        sleep behind
@@ -135,6 +137,12 @@ function attemptNumber(tag) {
   } catch {
     return 1;
   }
+}
+
+/** A shell line leaving three processes named `chaos-escape-<tag>`: `cmd &`, `setsid cmd &`, `env -i setsid cmd &`. */
+function escapes(tag) {
+  const sleeper = `exec -a chaos-escape-${tag} /bin/sleep 600`;
+  return `/bin/bash -c '${sleeper}' & setsid /bin/bash -c '${sleeper}' & env -i /usr/bin/setsid /bin/bash -c '${sleeper}' &`;
 }
 
 const CATEGORY_ERRORS = {
@@ -315,12 +323,21 @@ async function main(stdinText) {
     }
     case 'escape': {
       const ms = Number(spec.arg ?? '300');
-      const sleeper = `exec -a chaos-escape-${spec.tag} /bin/sleep 600`;
-      const command = `/bin/bash -c '${sleeper}' & setsid /bin/bash -c '${sleeper}' & env -i /usr/bin/setsid /bin/bash -c '${sleeper}' & sleep ${ms / 1000}`;
+      const command = `${escapes(spec.tag)} sleep ${ms / 1000}`;
       await toolTurn(command, async () => {
         const child = spawn('/bin/bash', ['-c', command], { stdio: 'ignore' });
         await new Promise((resolve) => child.on('exit', resolve).on('error', resolve));
         return `started three escapes, waited ${ms} ms\n`;
+      });
+      break;
+    }
+    case 'escape-hang': {
+      const command = `${escapes(spec.tag)} wait`;
+      await toolTurn(command, async () => {
+        spawn('/bin/bash', ['-c', command], { stdio: 'ignore' }).on('error', () => undefined);
+        // Silence mid-tool, until the idle timeout stops the attempt.
+        setInterval(() => undefined, 1 << 30);
+        return new Promise(() => undefined);
       });
       break;
     }

@@ -11,7 +11,7 @@ import { findRedisServer } from '../src/runtime/redis/local-server.ts';
 import { Cluster } from './cluster.ts';
 import { Random, runScenario, type ScenarioDefinition, type ScenarioResult } from './scenario.ts';
 import { agents } from './scenarios/agents.ts';
-import { escape } from './scenarios/escape.ts';
+import { escape, escapeBwrap } from './scenarios/escape.ts';
 import { failover, failoverNoWait } from './scenarios/failover.ts';
 import { kill9 } from './scenarios/kill9.ts';
 import { limits } from './scenarios/limits.ts';
@@ -26,6 +26,7 @@ export const SCENARIOS: readonly ScenarioDefinition[] = [
   races,
   sigstop,
   escape,
+  escapeBwrap,
   limits,
   failover,
   failoverNoWait,
@@ -66,6 +67,11 @@ export function machineDescription(): string {
   return `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}, ${redis}, ${process.platform}`;
 }
 
+function describeEnv(env: Readonly<Record<string, string>> | undefined): string {
+  const entries = Object.entries(env ?? {});
+  return entries.length === 0 ? 'the default env' : entries.map(([k, v]) => `${k}=${v}`).join(' ');
+}
+
 function formatResult(r: ScenarioResult, index: number, total: number): string {
   const lines = [
     `== [${index}/${total}] ${r.name}: ${r.title} — ${r.ok ? 'PASS' : 'FAIL'} (${(r.durationMs / 1000).toFixed(1)} s)`,
@@ -83,10 +89,11 @@ export function summarize(report: Omit<ChaosReport, 'summary' | 'runId'>): strin
   const lines = [
     `chaos summary (${report.quick ? 'quick' : 'full'}, seed ${report.seed}, ${(report.durationMs / 1000).toFixed(0)} s; ${report.machine})`,
   ];
+  const width = Math.max(8, ...report.scenarios.map((s) => s.name.length));
   for (const s of report.scenarios) {
     const failed = s.checks.filter((c) => !c.ok);
     lines.push(
-      `  ${s.ok ? 'PASS' : 'FAIL'}  ${s.name.padEnd(8)} ${(s.durationMs / 1000).toFixed(0).padStart(4)} s  ${s.checks.length - failed.length}/${s.checks.length} checks${failed.length > 0 ? `; failed: ${failed.map((c) => c.name).join('; ')}` : ''}`,
+      `  ${s.ok ? 'PASS' : 'FAIL'}  ${s.name.padEnd(width)} ${(s.durationMs / 1000).toFixed(0).padStart(4)} s  ${s.checks.length - failed.length}/${s.checks.length} checks${failed.length > 0 ? `; failed: ${failed.map((c) => c.name).join('; ')}` : ''}`,
     );
   }
   lines.push(report.ok ? 'chaos: every check passed' : 'chaos: SOME CHECKS FAILED');
@@ -116,11 +123,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const all = (async () => {
       for (const [i, def] of chosen.entries()) {
         log(`-- ${def.name}: ${def.title}`);
-        // A scenario that changed the workers' env (limits) leaves it to be undone here.
-        const restarted = cluster === null ? 0 : await cluster.applyWorkerEnv();
-        if (restarted > 0) log(`   restarted ${restarted} worker(s) with the default env`);
+        // The shared workers run with the env the scenario declares (none: the default), restarted when theirs differs.
+        if (cluster !== null && def.world === undefined) {
+          cluster.setWorkerEnv(def.workerEnv ?? {});
+          const restarted = await cluster.applyWorkerEnv();
+          if (restarted > 0) log(`   restarted ${restarted} worker(s) with ${describeEnv(def.workerEnv)}`);
+        }
         const random = new Random(options.seed + i * 7919);
-        const world = def.world === undefined ? cluster : await Cluster.start({ ...worldOptions, ...def.world });
+        const world =
+          def.world === undefined
+            ? cluster
+            : await Cluster.start({
+                ...worldOptions,
+                ...def.world,
+                workerEnv: { ...def.world.workerEnv, ...def.workerEnv },
+              });
         if (world === null) throw new Error('no world for the scenario');
         let result: ScenarioResult;
         try {

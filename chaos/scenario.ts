@@ -42,6 +42,12 @@ export interface ScenarioDefinition {
   /** How long the sessions may take to settle once the body is done. */
   settleMs: number;
   run(ctx: ScenarioContext, ledger: Ledger, notes: ScenarioNotes): Promise<void>;
+  /**
+   * More environment for the workers while this scenario runs (SESSIOND_SANDBOX, SESSIOND_LIMITS…):
+   * the run's shared workers are restarted with it before the scenario, and without it before the
+   * next one that does not declare the same; a world of its own starts its workers with it.
+   */
+  workerEnv?: Readonly<Record<string, string>>;
   /** A world of its own (started for this scenario, stopped after it) instead of the run's shared one. */
   world?: Pick<ClusterOptions, 'backend' | 'queuePartitions' | 'workerEnv'>;
   /** false: its checks are run and reported, but a failed one does not fail the run (what is known to be lost, reported). Default true. */

@@ -10,7 +10,7 @@ import {
   type AgentProcess,
 } from '../../src/process/index.ts';
 import { liveSleeps, type Proc } from '../support/ps.ts';
-import { collect, outlivesAgent, TEST_SANDBOX } from '../support/processes.ts';
+import { collect, describeInModes, outlivesAgent, testSandbox } from '../support/processes.ts';
 
 const started: AgentProcess[] = [];
 afterEach(async () => {
@@ -23,7 +23,7 @@ async function spawnShell(script: string, limits?: { pidsMax?: number }): Promis
     args: ['-c', script],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SESSIOND_SECRET: 'never-seen' },
     ...(limits === undefined ? {} : { limits }),
-    ...TEST_SANDBOX,
+    ...testSandbox(),
   });
   if (!result.ok) throw new Error(result.error);
   started.push(result.agent);
@@ -38,50 +38,11 @@ const until = async (probe: () => boolean, ms: number): Promise<void> => {
   }
 };
 
-describe('containment of an attempt’s processes', () => {
-  it('this host contains attempts in cgroups, with a pids ceiling (the tests below rely on it)', () => {
+describe('this host', () => {
+  it('contains attempts in cgroups, with a pids ceiling (the tests below rely on it)', () => {
     const info = detectContainment();
     expect(info, info.detail).toMatchObject({ mode: 'cgroup' });
     expect(info.limits).toContain('pids');
-  });
-
-  it('after an agent that exits by itself, stop() kills its background job, a setsid child and an env -i setsid child: none is left', async () => {
-    const agent = await spawnShell('sleep 3011 & setsid sleep 3012 & env -i setsid sleep 3013 & echo started');
-    expect(await collect(agent.lines())).toEqual(['started']);
-    expect((await agent.exited).exitCode).toBe(0);
-    if (outlivesAgent(agent)) {
-      await until(() => liveSleeps([3011, 3012, 3013]).length === 3, 5000);
-      // The env -i child carries no marker: only its cgroup says whose it is.
-      expect(liveSleeps([3013]).every((p) => p.args === 'sleep 3013')).toBe(true);
-    }
-
-    await agent.stop();
-
-    expect(liveSleeps([3011, 3012, 3013])).toEqual([]);
-    expect(await findProcessesByMarker(agent.marker)).toEqual([]);
-  });
-
-  it('an agent never sees a SESSIOND_* variable of its spec, only its marker', async () => {
-    const agent = await spawnShell('env');
-    const lines = await collect(agent.lines());
-    expect(lines.filter((l) => l.startsWith('SESSIOND_')).map((l) => l.split('=')[0])).toEqual([
-      'SESSIOND_AGENT_MARKER',
-    ]);
-  });
-
-  it('a tool that forks without end is held at pids.max, the worker can still fork, and the stop leaves nothing', async () => {
-    const agent = await spawnShell('echo go; while true; do sleep 3021 & done', { pidsMax: 40 });
-    const lines = agent.lines()[Symbol.asyncIterator]();
-    expect((await lines.next()).value).toBe('go');
-    await until(() => liveSleeps([3021]).length >= 30, 10_000);
-    await new Promise((r) => setTimeout(r, 1000));
-    // bash and its sleeps together: never above the ceiling.
-    expect(liveSleeps([3021]).length).toBeLessThanOrEqual(40);
-    expect(spawnSync('true').status).toBe(0);
-
-    await agent.stop();
-
-    expect(liveSleeps([3021])).toEqual([]);
   });
 
   it('killEscapees kills a process sitting in sessiond’s own cgroup (where a tool that left its attempt’s cgroup lands), and nothing else', async () => {
@@ -109,5 +70,57 @@ describe('containment of an attempt’s processes', () => {
       escaped.kill('SIGKILL');
       bystander.kill('SIGKILL');
     }
+  });
+});
+
+// Every test once unsandboxed and once in bubblewrap; the sleeps' durations differ per mode.
+describeInModes('containment of an attempt’s processes', (mode) => {
+  const d = (n: number) => n + (mode === 'none' ? 0 : mode === 'bwrap' ? 500 : 700);
+
+  it('the agents of this block run in its sandbox mode', async () => {
+    const agent = await spawnShell('echo ok');
+    expect(await collect(agent.lines())).toEqual(['ok']);
+    expect(agent.sandbox).toBe(mode);
+  });
+
+  it('after an agent that exits by itself, stop() kills its background job, a setsid child and an env -i setsid child: none is left', async () => {
+    const agent = await spawnShell(
+      `sleep ${d(3011)} & setsid sleep ${d(3012)} & env -i setsid sleep ${d(3013)} & echo started`,
+    );
+    expect(await collect(agent.lines())).toEqual(['started']);
+    expect((await agent.exited).exitCode).toBe(0);
+    if (outlivesAgent(agent)) {
+      await until(() => liveSleeps([d(3011), d(3012), d(3013)]).length === 3, 5000);
+      // The env -i child carries no marker: only its cgroup says whose it is.
+      expect(liveSleeps([d(3013)]).every((p) => p.args === `sleep ${d(3013)}`)).toBe(true);
+    }
+
+    await agent.stop();
+
+    expect(liveSleeps([d(3011), d(3012), d(3013)])).toEqual([]);
+    expect(await findProcessesByMarker(agent.marker)).toEqual([]);
+  });
+
+  it('an agent never sees a SESSIOND_* variable of its spec, only its marker', async () => {
+    const agent = await spawnShell('env');
+    const lines = await collect(agent.lines());
+    expect(lines.filter((l) => l.startsWith('SESSIOND_')).map((l) => l.split('=')[0])).toEqual([
+      'SESSIOND_AGENT_MARKER',
+    ]);
+  });
+
+  it('a tool that forks without end is held at pids.max, the worker can still fork, and the stop leaves nothing', async () => {
+    const agent = await spawnShell(`echo go; while true; do sleep ${d(3021)} & done`, { pidsMax: 40 });
+    const lines = agent.lines()[Symbol.asyncIterator]();
+    expect((await lines.next()).value).toBe('go');
+    await until(() => liveSleeps([d(3021)]).length >= 30, 10_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    // bash and its sleeps together: never above the ceiling.
+    expect(liveSleeps([d(3021)]).length).toBeLessThanOrEqual(40);
+    expect(spawnSync('true').status).toBe(0);
+
+    await agent.stop();
+
+    expect(liveSleeps([d(3021)])).toEqual([]);
   });
 });

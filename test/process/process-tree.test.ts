@@ -9,7 +9,15 @@ import {
   killProcessTree,
   processStartTime,
 } from '../../src/process/index.ts';
-import { baseEnv, livePids, outlivesAgent, readPids, spawnFixture, stopAllAgents } from '../support/processes.ts';
+import {
+  baseEnv,
+  describeInModes,
+  livePids,
+  outlivesAgent,
+  readPids,
+  spawnFixture,
+  stopAllAgents,
+} from '../support/processes.ts';
 
 const plain: ChildProcess[] = [];
 
@@ -52,18 +60,6 @@ describe('process-tree', () => {
     expect(await processStartTime(pid)).toBeNull();
   });
 
-  it('reaps an orphaned tree by marker after its agent died (as at worker start)', async () => {
-    const agent = await spawnFixture('pi-like.mjs', ['--exit-after-ms', '0']);
-    const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
-    await agent.exited;
-    expect(await livePids(pids)).toEqual(outlivesAgent(agent) ? pids.slice(1) : []);
-
-    const result = await killProcessTree(agent.pid, agent.marker, { startTime: agent.startTime });
-
-    expect(result.remaining).toEqual([]);
-    expect(await livePids(pids)).toEqual([]);
-  });
-
   it('does not kill a process that only reuses the pid (start time differs, no marker)', async () => {
     const bystander = await startSleep();
 
@@ -79,5 +75,19 @@ describe('process-tree', () => {
     const pid = await startSleep(marker);
     expect((await killProcessTree(pid, marker)).remaining).toEqual([]);
     expect(await isAlive(pid)).toBe(false);
+  });
+});
+
+describeInModes('process-tree: an agent’s tree', () => {
+  it('reaps an orphaned tree by marker after its agent died (as at worker start)', async () => {
+    const agent = await spawnFixture('pi-like.mjs', ['--exit-after-ms', '0']);
+    const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
+    await agent.exited;
+    expect(await livePids(pids)).toEqual(outlivesAgent(agent) ? pids.slice(1) : []);
+
+    const result = await killProcessTree(agent.pid, agent.marker, { startTime: agent.startTime });
+
+    expect(result.remaining).toEqual([]);
+    expect(await livePids(pids)).toEqual([]);
   });
 });

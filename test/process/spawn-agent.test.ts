@@ -1,11 +1,12 @@
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { AGENT_MARKER_ENV, spawnAgent } from '../../src/process/index.ts';
 import {
   baseEnv,
   collect,
+  describeInModes,
   fixture,
   livePids,
   nextLine,
@@ -13,12 +14,12 @@ import {
   readPids,
   spawnFixture,
   stopAllAgents,
-  TEST_SANDBOX,
+  testSandbox,
 } from '../support/processes.ts';
 
 afterEach(stopAllAgents);
 
-describe('spawnAgent: stdout lines', () => {
+describeInModes('spawnAgent: stdout lines', () => {
   it('delivers every line and the exit code of an agent that exits by itself', async () => {
     const agent = await spawnFixture('print-lines.mjs', ['5', '3']);
     expect(await collect(agent.lines())).toEqual(['line 1', 'line 2', 'line 3', 'line 4', 'line 5']);
@@ -74,7 +75,7 @@ describe('spawnAgent: stdout lines', () => {
   });
 });
 
-describe('spawnAgent: stderr', () => {
+describeInModes('spawnAgent: stderr', () => {
   it('drains a flood of stderr without blocking the agent and keeps a bounded tail', async () => {
     const agent = await spawnFixture('flood-stderr.mjs', ['32'], { stderrTailBytes: 4096 });
     const lines = await collect(agent.lines());
@@ -94,7 +95,7 @@ describe('spawnAgent: stderr', () => {
   });
 });
 
-describe('spawnAgent: environment and stdin', () => {
+describeInModes('spawnAgent: environment and stdin', () => {
   it('passes exactly the given env plus the tree marker', async () => {
     const agent = await spawnFixture('print-env.mjs', [], { env: { ...baseEnv(), ONLY_THIS: 'yes' } });
     const [line] = await collect(agent.lines());
@@ -120,7 +121,7 @@ describe('spawnAgent: environment and stdin', () => {
       args: [],
       env: {},
       marker: 'x=y\0z',
-      ...TEST_SANDBOX,
+      ...testSandbox(),
     });
     expect(refused).toMatchObject({ ok: false, code: 'EINVAL' });
   });
@@ -149,7 +150,7 @@ describe('spawnAgent: environment and stdin', () => {
   });
 });
 
-describe('spawnAgent: startup failures', () => {
+describeInModes('spawnAgent: startup failures', () => {
   let dir: string;
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'sessiond-spawn-'));
@@ -163,7 +164,7 @@ describe('spawnAgent: startup failures', () => {
       command: 'sessiond-no-such-agent',
       args: ['-p'],
       env: baseEnv(),
-      ...TEST_SANDBOX,
+      ...testSandbox(),
     });
     expect(result).toMatchObject({ ok: false, code: 'ENOENT' });
     expect(!result.ok && result.error).toContain('"sessiond-no-such-agent"');
@@ -192,7 +193,7 @@ describe('spawnAgent: startup failures', () => {
       args: [fixture('print-lines.mjs')],
       cwd,
       env: {},
-      ...TEST_SANDBOX,
+      ...testSandbox(),
     });
     expect(result).toMatchObject({ ok: false, code: 'ENOENT' });
     expect(!result.ok && result.error).toContain(cwd);
@@ -200,7 +201,7 @@ describe('spawnAgent: startup failures', () => {
   });
 
   it('runs in the given cwd', async () => {
-    const result = await spawnAgent({ command: 'pwd', args: [], cwd: dir, env: baseEnv(), ...TEST_SANDBOX });
+    const result = await spawnAgent({ command: 'pwd', args: [], cwd: dir, env: baseEnv(), ...testSandbox() });
     if (!result.ok) throw new Error(result.error);
     expect(await collect(result.agent.lines())).toEqual([dir]);
   });
@@ -210,7 +211,7 @@ describe('spawnAgent: startup failures', () => {
       command: 'printf',
       args: ['%s\\n', '$HOME', '; echo hacked', '*'],
       env: baseEnv(),
-      ...TEST_SANDBOX,
+      ...testSandbox(),
     });
     if (!result.ok) throw new Error(result.error);
     expect(await collect(result.agent.lines())).toEqual(['$HOME', '; echo hacked', '*']);

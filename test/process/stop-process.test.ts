@@ -1,7 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
 import {
   collect,
+  describeInModes,
   livePids,
   markedPids,
   nextLine,
@@ -13,7 +14,7 @@ import {
 
 afterEach(stopAllAgents);
 
-describe('AgentProcess.stop', () => {
+describeInModes('AgentProcess.stop', () => {
   it('SIGKILLs an agent that ignores SIGINT and SIGTERM, with its child, leaving nothing with its marker', async () => {
     const agent = await spawnFixture('ignore-signals.mjs');
     const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
@@ -111,7 +112,7 @@ describe('AgentProcess.stop', () => {
   });
 });
 
-describe('idle timeout', () => {
+describeInModes('idle timeout', () => {
   it('stops an agent that prints nothing, with stopReason idle_timeout', async () => {
     const agent = await spawnFixture('silent.mjs', [], { idleTimeoutMs: 200 });
     const lines = collect(agent.lines());
@@ -143,7 +144,7 @@ describe('idle timeout', () => {
   });
 });
 
-describe('exit grace', () => {
+describeInModes('exit grace', () => {
   it('stops an agent that lingers after its final event, with stopReason exit_grace', async () => {
     const agent = await spawnFixture('ignore-signals.mjs');
     const lines = agent.lines()[Symbol.asyncIterator]();

@@ -1,9 +1,10 @@
 import { tmpdir } from 'node:os';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { findProcessesByMarker } from '../../src/process/index.ts';
 import { deploymentPolicy } from '../../src/runtime/deployment-policy.ts';
 import { InputError, Runtime } from '../../src/runtime/runtime.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
+import { SANDBOX_MODES, useWorkerSandbox } from '../support/processes.ts';
 import { liveSleeps } from '../support/ps.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import {
@@ -47,8 +48,13 @@ async function longToolRunning(sessionId: string): Promise<string> {
   return record.marker;
 }
 
-describe('maxTurnMs', () => {
+// Once unsandboxed and once in bubblewrap: the three-stage stop at the limit reaches the tool's sleeps either way.
+describe.each(SANDBOX_MODES)('maxTurnMs [sandbox %s]', (mode) => {
+  useWorkerSandbox(mode);
   let worker: SessionWorker | null = null;
+  afterAll(async () => {
+    await worker?.close(2000);
+  });
 
   it('a turn past its limit during a long bash tool ends failed (timeout) with no process of its tree left', async () => {
     worker ??= await h.startWorker();
@@ -64,7 +70,9 @@ describe('maxTurnMs', () => {
     const session = await turnEnded(h.runtime, sessionId);
     expect(session.state).toBe('failed');
     expect(session.context?.turn).toMatchObject({ status: 'failed', failureReason: 'turn_timeout' });
-    expect(session.context?.turn?.attempts.map((a) => [a.outcome, a.category])).toEqual([['failed', 'timeout']]);
+    expect(session.context?.turn?.attempts.map((a) => [a.outcome, a.category, a.sandbox])).toEqual([
+      ['failed', 'timeout', mode],
+    ]);
     expect(session.context?.lastFailure).toMatchObject({ category: 'timeout' });
     expect(await findProcessesByMarker(marker)).toEqual([]);
     expect(await agentRecords(sessionId)).toEqual([]);
@@ -111,6 +119,7 @@ describe('maxTurnMs', () => {
       const session = await turnEnded(runtime, sessionId, 1, 60_000);
       expect(session.context?.turn).toMatchObject({ status: 'failed', failureReason: 'turn_timeout' });
       expect(session.context?.policy.maxTurnMs).toBe(4000);
+      expect(session.context?.turn?.attempts.map((a) => a.sandbox)).toEqual([mode]);
       expect(await agentRecords(sessionId)).toEqual([]);
       expect(liveSleeps([1001, 1002])).toEqual([]);
     } finally {

@@ -1,14 +1,17 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe } from 'vitest';
 import {
   findProcessesByMarker,
   isAlive,
+  probeMode,
   spawnAgent,
   type AgentProcess,
   type SandboxMode,
   type SpawnSpec,
 } from '../../src/process/index.ts';
+import { resetSandboxDetection } from '../../src/process/sandbox/index.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'agents');
 
@@ -23,16 +26,76 @@ export function baseEnv(): Record<string, string> {
 }
 
 /**
- * `SESSIOND_TEST_SANDBOX=bwrap|landlock|none` runs the process tests' agents in that sandbox (the
- * `sandboxed` set of vitest.config.ts): the fixtures are shown to them read-only.
+ * The sandbox modes the containment suites run in, each suite once per mode (`describeInModes`):
+ * unsandboxed and bubblewrap, whichever host runs them (bwrap is required: .ci/run installs it).
+ * `SESSIOND_TEST_SANDBOX=bwrap,landlock` (a comma list) names others.
  */
-export const TEST_SANDBOX = testSandbox();
+export const SANDBOX_MODES: readonly SandboxMode[] = sandboxModes();
 
-function testSandbox(): Pick<SpawnSpec, 'sandbox'> {
-  const mode = process.env.SESSIOND_TEST_SANDBOX;
-  if (mode === undefined || mode === '') return {};
-  if (!['bwrap', 'landlock', 'none'].includes(mode)) throw new Error(`SESSIOND_TEST_SANDBOX: unknown mode ${mode}`);
-  return { sandbox: { mode: mode as SandboxMode, readOnly: [FIXTURES] } };
+function sandboxModes(): SandboxMode[] {
+  const raw = process.env.SESSIOND_TEST_SANDBOX;
+  if (raw === undefined || raw.trim() === '') return ['none', 'bwrap'];
+  const modes = raw.split(',').map((m) => m.trim());
+  const unknown = modes.filter((m) => !['bwrap', 'landlock', 'none'].includes(m));
+  if (unknown.length > 0 || modes.length === 0)
+    throw new Error(`SESSIOND_TEST_SANDBOX: unknown mode(s) ${unknown.join(', ')} (bwrap, landlock, none)`);
+  return modes as SandboxMode[];
+}
+
+/** The mode of the `describeInModes` block running now (null outside one: no sandbox). */
+let current: SandboxMode | null = null;
+
+/**
+ * The sandbox part of a SpawnSpec in the current mode: none for 'none' (as the suites ran before
+ * the sandbox), else that mode with the fixtures shown read-only.
+ */
+export function testSandbox(): Pick<SpawnSpec, 'sandbox'> {
+  return current === null || current === 'none' ? {} : { sandbox: { mode: current, readOnly: [FIXTURES] } };
+}
+
+/**
+ * Fails with the probe's reason when `mode` cannot make a sandbox on this host: a suite asked to
+ * run sandboxed never passes unsandboxed.
+ */
+export function requireSandbox(mode: SandboxMode): void {
+  const problem = probeMode(mode);
+  if (problem !== null) throw new Error(`sandbox mode ${mode} is required on this host for this suite, but ${problem}`);
+}
+
+/**
+ * In a describe block: the workers this test process starts in it (in-process, or as processes
+ * through worker-process.ts) run their attempts in `mode`. SESSIOND_SANDBOX is read once per
+ * process: set for the block, the decision forgotten before and after it.
+ */
+export function useWorkerSandbox(mode: SandboxMode): void {
+  const before = process.env.SESSIOND_SANDBOX;
+  beforeAll(() => {
+    requireSandbox(mode);
+    process.env.SESSIOND_SANDBOX = mode;
+    resetSandboxDetection();
+  });
+  afterAll(() => {
+    if (before === undefined) delete process.env.SESSIOND_SANDBOX;
+    else process.env.SESSIOND_SANDBOX = before;
+    resetSandboxDetection();
+  });
+}
+
+/**
+ * `describe(title)` once per mode of SANDBOX_MODES (`<title> [sandbox <mode>]`): in its body the
+ * agents `spawnFixture` starts, and the spec `testSandbox()` gives, run in that mode.
+ */
+export function describeInModes(title: string, body: (mode: SandboxMode) => void): void {
+  describe.each(SANDBOX_MODES)(`${title} [sandbox %s]`, (mode) => {
+    beforeAll(() => {
+      requireSandbox(mode);
+      current = mode;
+    });
+    afterAll(() => {
+      current = null;
+    });
+    body(mode);
+  });
 }
 
 const started = new Set<AgentProcess>();
@@ -47,7 +110,7 @@ export async function spawnFixture(
     command: process.execPath,
     args: [fixture(name), ...args],
     env: baseEnv(),
-    ...TEST_SANDBOX,
+    ...testSandbox(),
     ...spec,
   });
   if (!result.ok) throw new Error(`fixture ${name} did not start: ${result.error}`);

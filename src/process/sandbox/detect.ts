@@ -34,11 +34,16 @@ export function resetSandboxDetection(): void {
 /** Whether `mode` works on this host: null when it does, else why not. Probes each once. */
 export function probeMode(mode: SandboxMode): string | null {
   if (mode === 'none') return null;
-  probes[mode] ??= mode === 'bwrap' ? probeBwrap() : probeLandlock();
-  return probes[mode];
+  // Not `??=`: a probe that passed is null, and must not run again (a bwrap probe is a blocking spawnSync).
+  let problem = probes.get(mode);
+  if (problem === undefined) {
+    problem = mode === 'bwrap' ? probeBwrap() : probeLandlock();
+    probes.set(mode, problem);
+  }
+  return problem;
 }
 
-const probes: Partial<Record<SandboxMode, string | null>> = {};
+const probes = new Map<SandboxMode, string | null>();
 
 function decide(raw: string | undefined): SandboxInfo {
   const value = raw === undefined || raw === '' ? 'auto' : raw;

@@ -1,7 +1,10 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runPi } from '../../../src/agents/pi/provider.ts';
 import { PolicySchema } from '../../../src/policy/schema.ts';
-import { detectSandbox, spawnAgent } from '../../../src/process/index.ts';
+import { detectSandbox, probeMode, spawnAgent } from '../../../src/process/index.ts';
 import { resetSandboxDetection } from '../../../src/process/sandbox/index.ts';
 
 afterEach(() => resetSandboxDetection());
@@ -28,6 +31,20 @@ describe('sandbox modes', () => {
     expect(detectSandbox({ SESSIOND_SANDBOX: 'docker' }).refused).toBe(
       'SESSIOND_SANDBOX="docker" is not one of auto, bwrap, landlock, none',
     );
+  });
+
+  it('a probe that passed is not run again (each attempt that names its mode asks): bwrap gone from PATH later changes nothing', () => {
+    expect(probeMode('bwrap')).toBeNull();
+    const path = process.env.PATH;
+    const empty = mkdtempSync(join(tmpdir(), 'sessiond-no-bwrap-'));
+    try {
+      // Probed again, bwrap would now be "not installed".
+      process.env.PATH = empty;
+      expect(probeMode('bwrap')).toBeNull();
+    } finally {
+      process.env.PATH = path;
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 
   it('a host whose mode was refused refuses each attempt, naming why', async () => {
