@@ -1,4 +1,6 @@
 import type { DeploymentPolicy } from '../../policy/index.ts';
+import { createWorkspaces } from '../../workspace/workspaces.ts';
+import type { Workspaces } from '../../workspace/types.ts';
 import { EventBus } from '../event-bus.ts';
 import { FleetLimits } from '../limits/fleet-limits.ts';
 import { PolicyStore } from '../policy-store.ts';
@@ -19,6 +21,8 @@ export interface CallerParts extends ReaderParts {
   policies: PolicyStore;
   bus: EventBus;
   fleetLimits: FleetLimits;
+  /** The deployment's workspaces as this caller reaches them (null: none configured). */
+  workspaces: Workspaces | null;
   /** The deployment policy: the one given, else the default (this process's cwd as the workspace), resolved once. */
   deploymentPolicy(): Promise<DeploymentPolicy>;
 }
@@ -40,6 +44,7 @@ export function callerParts(options: RuntimeOptions): CallerParts {
     // Publishing only: the subscriber connection is made lazily by those who listen.
     bus: new EventBus(redis, redis, keys),
     fleetLimits: new FleetLimits(redis, keys.prefix, options.fleetLimits ?? []),
+    workspaces: options.workspaces === undefined ? null : createWorkspaces(options.workspaces),
     async deploymentPolicy() {
       policy ??= load !== undefined ? await load() : defaultDeploymentPolicy();
       return policy;
