@@ -103,6 +103,7 @@ const UNIT_SUITES = [
   'test/retry/policy.test.ts',
   'test/runtime/attempt-tally.test.ts',
   'test/runtime/deployment-policy.test.ts',
+  'test/runtime/lifecycle/archive-workspace.test.ts',
   'test/runtime/lifecycle/fork.test.ts',
   'test/runtime/limits/config.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
@@ -120,6 +121,7 @@ const LONG_SUITES = [
   // in core) and retention's expiry timelines (deletion and the HTTP lifecycle stay in core).
   'test/runtime/workspaces.test.ts',
   'test/runtime/workspaces-hosts.test.ts',
+  'test/runtime/lifecycle/workspace-transfer.test.ts',
   'test/runtime/lifecycle/retention.test.ts',
 ];
 const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map(

@@ -290,6 +290,7 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
     if (position < at)
       throw new ArchiveError(`a "${kind}" line out of order (the order is ${order.join(', ')})`, i + 1);
     at = position;
+    if (kind === 'workspace' && workspace !== null) throw new ArchiveError('a second workspace line', i + 1);
     if (workspace !== null && !workspaceDone && kind !== 'workspace.data') {
       archive.workspace = workspaceBundle(workspace, i);
       workspaceDone = true;
@@ -331,7 +332,6 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
       );
       archive.agent.push([line.field, line.value]);
     } else if (line.kind === 'workspace') {
-      if (workspace !== null) throw new ArchiveError('a second workspace line', i + 1);
       if (line.bytes > limits.maxArchiveBytes)
         throw new ArchiveError(
           `workspace: bytes: ${line.bytes} is above this deployment's limit of ${limits.maxArchiveBytes} (lifecycle.maxArchiveBytes)`,
