@@ -169,7 +169,16 @@ export async function exportSession(
     throw new ConflictError(
       `session "${sessionId}" has a workspace, and this client has none configured (workspaces.enabled, SESSIOND_WORKSPACES_ENABLED, with the workers' store): its archive would lose its files`,
     );
-  const bundle = pointer === null || workspaces === null ? null : await workspaces.bundle(sessionId, pointer.snapshot);
+  const bundle =
+    pointer === null || workspaces === null
+      ? null
+      : await workspaces.bundle(sessionId, pointer.snapshot).catch((error: unknown) => {
+          // Its store not the workers' (another SESSIOND_WORKSPACE_STORE), or the session removed since.
+          if (!(error instanceof WorkspaceInputError)) throw error;
+          throw new ConflictError(
+            `session "${sessionId}": its workspace's snapshot ${pointer.snapshot} is not in the store this client reaches (${error.message}): not exported`,
+          );
+        });
   const archive: Archive = {
     sessionId,
     exportedAt: Date.now(),

@@ -6,6 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { internals } from '../../../src/runtime/internals.ts';
 import { ArchiveError, readArchive, writeArchive } from '../../../src/runtime/lifecycle/archive.ts';
 import { ConflictError } from '../../../src/runtime/lifecycle/errors.ts';
+import { lifecycleKeys } from '../../../src/runtime/lifecycle/keys.ts';
+import { sweepWorkspaces } from '../../../src/runtime/lifecycle/workspace-sweep.ts';
+import { createWorkspaces } from '../../../src/workspace/index.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import { POINTER_FIELD, parsePointer } from '../../../src/runtime/session-loop/workspace-attempt.ts';
 import { sessionPaths } from '../../../src/workspace/layout.ts';
@@ -93,6 +96,8 @@ async function pointerOf(hh: Harness, sessionId: string) {
 
 /** The store's refs (a session's index is a ref named by its hex-encoded id). */
 function storeHas(config: WorkspaceConfig, sessionId: string): boolean {
+  // A store no snapshot was written to yet.
+  if (!existsSync(config.store)) return false;
   const refs = execFileSync('git', ['--git-dir', config.store, 'for-each-ref'], { encoding: 'utf8' });
   return refs.includes(Buffer.from(sessionId).toString('hex'));
 }
@@ -169,6 +174,24 @@ describe('export and import carry the workspace', () => {
     expect(readFileSync(join(configB.root, copy, 'c.txt'), 'utf8')).toBe('one\n');
   }, 120_000);
 
+  it('an import under the id of a deleted session whose workspace removal is still queued: the removal is done first, the sweep leaves the import alone', async () => {
+    const { sessionId, archive } = await sessionWithFiles();
+    const again = `${sessionId}-again`;
+    await clientB.importSession(archive, { as: again });
+    expect((await b.runtime.deleteSession(again)).deleted).toBe(true);
+    const r = internals(b.runtime);
+    const gone = lifecycleKeys(r.keys).workspacesGone;
+    expect(await r.redis.zscore(gone, again)).not.toBeNull();
+    await clientB.importSession(archive, { as: again });
+    expect(await r.redis.zscore(gone, again)).toBeNull();
+    const swept = await sweepWorkspaces(r.redis, r.keys, createWorkspaces(configB), configB.root, () => undefined);
+    expect(swept.removed).toBe(0);
+    expect(storeHas(configB, again)).toBe(true);
+    await b.runtime.enqueue({ sessionId: again, prompt: 'RUN: cat a.txt > d.txt' });
+    expect((await turnEnded(b.runtime, again, 2)).state).toBe('completed');
+    expect(readFileSync(join(configB.root, again, 'd.txt'), 'utf8')).toBe('one\n');
+  }, 120_000);
+
   it('a damaged archive (sha256, a truncated data line, bad base64, not a bundle) is refused naming the line; nothing is created', async () => {
     const { sessionId, archive } = await sessionWithFiles();
     const lines = archive.trimEnd().split('\n');
@@ -217,7 +240,7 @@ describe('export and import carry the workspace', () => {
     expect(execFileSync('git', ['--git-dir', configB.store, 'for-each-ref'], { encoding: 'utf8' })).toBe(before);
   }, 120_000);
 
-  it('workspaces off: the import is refused naming the workspace line, the export too (it would lose the files)', async () => {
+  it('workspaces off: the import is refused naming the workspace line, the export too (it would lose the files), and an export from another store', async () => {
     const { sessionId, archive } = await sessionWithFiles();
     const plain = new Runtime({ connect: b.connect, prefix: b.prefix, policy: TEST_POLICY });
     try {
@@ -231,12 +254,19 @@ describe('export and import carry the workspace', () => {
       await plain.close();
     }
     const reader = new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY });
+    // A client whose store is not the workers' (B's store, for A's session): refused too, naming the snapshot.
+    const elsewhere = new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, workspaces: configB });
     try {
       await expect(reader.exportSession(sessionId)).rejects.toThrow(
         /has a workspace, and this client has none configured/,
       );
+      const snapshot = (await pointerOf(h, sessionId))?.snapshot ?? '';
+      await expect(elsewhere.exportSession(sessionId)).rejects.toThrow(
+        new RegExp(`its workspace's snapshot ${snapshot} is not in the store this client reaches .*: not exported`),
+      );
     } finally {
       await reader.close();
+      await elsewhere.close();
     }
   }, 120_000);
 
