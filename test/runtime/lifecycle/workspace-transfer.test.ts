@@ -108,7 +108,11 @@ async function nothingInB(sessionId: string): Promise<void> {
   expect(await scanSessionKeys(r.redis, r.keys, sessionId)).toEqual([]);
   expect(storeHas(configB, sessionId)).toBe(false);
   expect(existsSync(sessionPaths(configB, sessionId).dir)).toBe(false);
+  expect(existsSync(sessionPaths(callers(configB), sessionId).dir)).toBe(false);
 }
+
+/** The git data of a host's callers (src/runtime/caller/parts.ts). */
+const callers = (config: WorkspaceConfig): WorkspaceConfig => ({ ...config, gitDir: join(config.gitDir, 'callers') });
 
 /** A session of A with files after one turn (and a .env that no snapshot takes), and its archive. */
 async function sessionWithFiles(): Promise<{ sessionId: string; archive: string }> {
@@ -147,6 +151,9 @@ describe('export and import carry the workspace', () => {
     const stored = await pointerOf(b, sessionId);
     expect(stored).toEqual(pointer);
     expect(storeHas(configB, sessionId)).toBe(true);
+    // The import used git data of its own on this host: the worker's are untouched.
+    expect(existsSync(sessionPaths(callers(configB), sessionId).dir)).toBe(true);
+    expect(existsSync(sessionPaths(configB, sessionId).dir)).toBe(false);
 
     await b.runtime.enqueue({ sessionId, prompt: 'RUN: cat a.txt src/x.py > b.txt; ls -a > list.txt # on-b' });
     expect((await turnEnded(b.runtime, sessionId, 2)).state).toBe('completed');
@@ -158,6 +165,22 @@ describe('export and import carry the workspace', () => {
     const onB = server.requestsFor(MODEL).filter((r) => JSON.stringify(r.body.messages ?? []).includes('# on-b'));
     expect(onB.length).toBeGreaterThan(0);
     expect(JSON.stringify(onB[0]?.body.messages)).toContain('echo one > a.txt');
+
+    // A caller started after the worker, with an exclude list of its own, leaves the worker's as it is.
+    const exclude = readFileSync(join(configB.gitDir, 'exclude'), 'utf8');
+    expect(exclude).toBe('.env*\n*.pem\nid_*\n');
+    const late = new Runtime({
+      connect: b.connect,
+      prefix: b.prefix,
+      policy: TEST_POLICY,
+      workspaces: { ...configB, exclude: ['only-the-callers.txt'] },
+    });
+    try {
+      expect(readArchive(await late.exportSession(sessionId)).workspace?.pointer.turn).toBe(2);
+    } finally {
+      await late.close();
+    }
+    expect(readFileSync(join(configB.gitDir, 'exclude'), 'utf8')).toBe(exclude);
   }, 120_000);
 
   it('import under a new id: the copy’s pointer names its own forked conversation, and its next turn extends the files', async () => {
