@@ -207,7 +207,7 @@ describe('export and import carry the workspace', () => {
     expect(await r.redis.zscore(gone, again)).not.toBeNull();
     await clientB.importSession(archive, { as: again });
     expect(await r.redis.zscore(gone, again)).toBeNull();
-    const swept = await sweepWorkspaces(r.redis, r.keys, createWorkspaces(configB), configB.root, () => undefined);
+    const swept = await sweepWorkspaces(r.redis, r.keys, createWorkspaces(configB), configB, () => undefined);
     expect(swept.removed).toBe(0);
     expect(storeHas(configB, again)).toBe(true);
     await b.runtime.enqueue({ sessionId: again, prompt: 'RUN: cat a.txt > d.txt' });
