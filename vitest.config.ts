@@ -104,6 +104,7 @@ const UNIT_SUITES = [
   'test/retry/policy.test.ts',
   'test/runtime/attempt-tally.test.ts',
   'test/runtime/deployment-policy.test.ts',
+  'test/runtime/lifecycle/archive-workspace.test.ts',
   'test/runtime/lifecycle/fork.test.ts',
   'test/runtime/limits/config.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
@@ -121,6 +122,7 @@ const LONG_SUITES = [
   // in core) and retention's expiry timelines (deletion and the HTTP lifecycle stay in core).
   'test/runtime/workspaces.test.ts',
   'test/runtime/workspaces-hosts.test.ts',
+  'test/runtime/lifecycle/workspace-transfer.test.ts',
   'test/runtime/lifecycle/retention.test.ts',
 ];
 /** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */

@@ -7,6 +7,7 @@ import type { EnqueueRequest } from '../runtime/enqueue-request.ts';
 import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
 import type { ImportResult } from '../runtime/lifecycle/transfer.ts';
+import type { WorkspaceConfig } from '../workspace/types.ts';
 import { connections, type RedisOption } from './connections.ts';
 import type { DeploymentReader, Reader, SessionReader, SessionsReader } from './reader.ts';
 import type {
@@ -37,6 +38,8 @@ export interface ClientOptions {
   workspace?: string;
   /** Retention and quotas (as `lifecycle` in the config file). */
   lifecycle?: Partial<LifecycleOptions>;
+  /** The workers' workspaces (root, store, exclude list, quotas): needed to export or import a session that has one. */
+  workspaces?: WorkspaceConfig;
 }
 
 export type {
@@ -204,6 +207,7 @@ export function createClient(options: ClientOptions): Client {
       connect,
       ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
       ...(options.lifecycle === undefined ? {} : { limits: options.lifecycle }),
+      ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
       // The agents registered and the policy resolved on first enqueue (a read loads neither).
       policy: async () => {
         for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);

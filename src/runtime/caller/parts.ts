@@ -1,4 +1,7 @@
+import { join } from 'node:path';
 import type { DeploymentPolicy } from '../../policy/index.ts';
+import { createWorkspaces } from '../../workspace/workspaces.ts';
+import type { WorkspaceConfig, Workspaces } from '../../workspace/types.ts';
 import { EventBus } from '../event-bus.ts';
 import { FleetLimits } from '../limits/fleet-limits.ts';
 import { PolicyStore } from '../policy-store.ts';
@@ -19,6 +22,8 @@ export interface CallerParts extends ReaderParts {
   policies: PolicyStore;
   bus: EventBus;
   fleetLimits: FleetLimits;
+  /** The deployment's workspaces as this caller reaches them (null: none configured). */
+  workspaces: Workspaces | null;
   /** The deployment policy: the one given, else the default (this process's cwd as the workspace), resolved once. */
   deploymentPolicy(): Promise<DeploymentPolicy>;
 }
@@ -40,9 +45,20 @@ export function callerParts(options: RuntimeOptions): CallerParts {
     // Publishing only: the subscriber connection is made lazily by those who listen.
     bus: new EventBus(redis, redis, keys),
     fleetLimits: new FleetLimits(redis, keys.prefix, options.fleetLimits ?? []),
+    workspaces: options.workspaces === undefined ? null : createWorkspaces(callerWorkspaces(options.workspaces)),
     async deploymentPolicy() {
       policy ??= load !== undefined ? await load() : defaultDeploymentPolicy();
       return policy;
     },
   };
+}
+
+/**
+ * A caller's git data apart from the workers' of the same host (`<gitDir>/callers`): a worker takes
+ * its calls on a session for the only ones on the host (a lock file it finds is a killed call's and
+ * goes) and writes the host's exclude list from its own configuration; an export or import runs at
+ * any moment, a turn of the same session running, with the caller's configuration.
+ */
+function callerWorkspaces(config: WorkspaceConfig): WorkspaceConfig {
+  return { ...config, gitDir: join(config.gitDir, 'callers') };
 }

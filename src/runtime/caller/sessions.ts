@@ -19,7 +19,7 @@ export async function listSessions(
 /** The session as a versioned JSON-lines archive (see lifecycle/archive.ts). NotFoundError for an unknown id. */
 export async function exportSession(parts: CallerParts, sessionId: string): Promise<string> {
   checkSessionId(sessionId);
-  const archive = await transfer.exportSession(parts.redis, parts.keys, sessionId);
+  const archive = await transfer.exportSession(parts.redis, parts.keys, sessionId, parts.workspaces);
   if (archive === null) throw new NotFoundError(`unknown session "${sessionId}"`);
   return archive;
 }
@@ -39,6 +39,7 @@ export async function importSession(
     ...(options.as === undefined ? {} : { as: options.as }),
     deployment: await parts.deploymentPolicy(),
     limits,
+    workspaces: parts.workspaces,
   });
 }
 

@@ -8,6 +8,7 @@ import type { LimitStatus } from '../limits/fleet-limits.ts';
 import type { LimitRule } from '../limits/match.ts';
 import type { TurnPrompt } from '../turn-prompts.ts';
 import type { SessionUsage } from '../usage/usage.ts';
+import type { WorkspaceConfig } from '../../workspace/types.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
 export interface QueuedPrompt {
@@ -74,6 +75,8 @@ export interface RuntimeOptions {
   queuePartitions?: number;
   /** The fleet-wide limits the workers enforce (SESSIOND_LIMITS), for status and pausing by name. */
   fleetLimits?: readonly LimitRule[];
+  /** The workers' workspaces (their store, exclude list, quotas): export and import carry a session's workspace. */
+  workspaces?: WorkspaceConfig;
 }
 
 /** A fleet limit as operators see it: its rule and each of its keys in use. */

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import type { WorkspacePointer } from '../session-loop/workspace-attempt.ts';
 import { SESSION_SNAPSHOT_VERSION } from '../../../machines/restore.ts';
 import { SESSION_ID_PATTERN } from '../keys.ts';
 import { ArchiveError } from '../../errors.ts';
@@ -15,8 +17,10 @@ import {
 /**
  * The session archive: JSON lines, self-describing and versioned. Line 1 is the header
  * `{"kind":"sessiond.archive","version":1,…}`, then `meta`, `snapshot`, `history`, every `message`
- * (seq, turn, attempt, type, content), `agent` (the agent's session state), `inbox` (prompts not yet
- * taken), and a last `end` line with the counts, so a truncated archive is told from a whole one.
+ * (seq, turn, attempt, type, content), `agent` (the agent's session state), for a session with a
+ * workspace one `workspace` line (its pointer, the bundle's size and sha256, the number of data lines)
+ * and the bundle of its snapshot as base64 `workspace.data` lines, `inbox` (prompts not yet taken),
+ * and a last `end` line with the counts, so a truncated archive is told from a whole one.
  */
 export const ARCHIVE_VERSION = 1;
 export const ARCHIVE_KIND = 'sessiond.archive';
@@ -100,6 +104,31 @@ const Inbox = z.strictObject({
     retryOf: z.number().int().positive().optional(),
   }),
 });
+/** Raw bundle bytes per `workspace.data` line: 1 MiB of base64. */
+export const WORKSPACE_CHUNK_BYTES = 768 * 1024;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const Pointer = z.strictObject({
+  version: z.literal(1, { error: 'the pointer must be version 1' }),
+  snapshot: z.string().regex(/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/, 'must be a snapshot id (40 or 64 hex digits)'),
+  label: z.string().max(200),
+  at: z.number().int().nonnegative(),
+  turn: z.number().int().nonnegative(),
+  attempt: z.number().int().nonnegative(),
+  agentSessionId: z.string().regex(AGENT_SESSION_ID, AGENT_SESSION_ID_RULE).nullable(),
+  promptRecorded: z.boolean(),
+});
+const Workspace = z.strictObject({
+  kind: z.literal('workspace'),
+  pointer: Pointer,
+  bytes: z.number().int().positive(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 hex digits'),
+  parts: z.number().int().positive(),
+});
+const WorkspaceData = z.strictObject({
+  kind: z.literal('workspace.data'),
+  part: z.number().int().positive(),
+  data: z.string().min(1).regex(BASE64, 'must be base64'),
+});
 const End = z.strictObject({
   kind: z.literal('end'),
   messages: z.number().int().nonnegative(),
@@ -121,6 +150,15 @@ export interface Archive {
   messages: Array<{ seq: number; turn: number; attempt: number; type: string; content: unknown }>;
   agent: Array<[string, string]>;
   inbox: Array<{ id: string; text: string; options: Record<string, unknown>; enqueuedAt: number; retryOf?: number }>;
+  /** The session's workspace (absent: it has none): its pointer and the git bundle of the pointer's snapshot. */
+  workspace?: ArchivedWorkspace;
+}
+
+export interface ArchivedWorkspace {
+  pointer: WorkspacePointer;
+  bundle: Buffer;
+  /** The `workspace` line (1-based; read archives only): import errors about the workspace name it. */
+  line?: number;
 }
 
 /** An archive that cannot be imported; `line` names where (1-based), nothing was written. */
@@ -135,6 +173,7 @@ export function writeArchive(archive: Archive): string {
     ...archive.history.map((entry) => ({ kind: 'history', entry })),
     ...archive.messages.map((m) => ({ kind: 'message', ...m })),
     ...archive.agent.map(([field, value]) => ({ kind: 'agent', field, value })),
+    ...workspaceLines(archive.workspace),
     ...archive.inbox.map((prompt) => ({ kind: 'inbox', prompt })),
     {
       kind: 'end',
@@ -145,6 +184,26 @@ export function writeArchive(archive: Archive): string {
     },
   ];
   return lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+}
+
+function workspaceLines(workspace: ArchivedWorkspace | undefined): unknown[] {
+  if (workspace === undefined) return [];
+  const { bundle } = workspace;
+  const parts = Math.ceil(bundle.length / WORKSPACE_CHUNK_BYTES);
+  return [
+    {
+      kind: 'workspace',
+      pointer: workspace.pointer,
+      bytes: bundle.length,
+      sha256: createHash('sha256').update(bundle).digest('hex'),
+      parts,
+    },
+    ...Array.from({ length: parts }, (_, i) => ({
+      kind: 'workspace.data',
+      part: i + 1,
+      data: bundle.subarray(i * WORKSPACE_CHUNK_BYTES, (i + 1) * WORKSPACE_CHUNK_BYTES).toString('base64'),
+    })),
+  ];
 }
 
 function issue(error: z.ZodError): string {
@@ -201,7 +260,7 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
     agent: [],
     inbox: [],
   };
-  const order = ['meta', 'snapshot', 'history', 'message', 'agent', 'inbox', 'end'];
+  const order = ['meta', 'snapshot', 'history', 'message', 'agent', 'workspace', 'workspace.data', 'inbox', 'end'];
   let at = 0;
   let ended = false;
   const schemas = {
@@ -210,9 +269,14 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
     history: History,
     message: Message,
     agent: Agent,
+    workspace: Workspace,
+    'workspace.data': WorkspaceData,
     inbox: Inbox,
     end: End,
   } as const;
+  // The workspace's bundle as its data lines are read: checked whole once they end.
+  let workspace: { line: number; declared: z.infer<typeof Workspace>; chunks: Buffer[]; bytes: number } | null = null;
+  let workspaceDone = false;
   for (let i = 1; i < lines.length; i += 1) {
     if (ended) throw new ArchiveError('a line after the end line', i + 1);
     const raw = parse(i) as { kind?: unknown };
@@ -226,6 +290,11 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
     if (position < at)
       throw new ArchiveError(`a "${kind}" line out of order (the order is ${order.join(', ')})`, i + 1);
     at = position;
+    if (kind === 'workspace' && workspace !== null) throw new ArchiveError('a second workspace line', i + 1);
+    if (workspace !== null && !workspaceDone && kind !== 'workspace.data') {
+      archive.workspace = workspaceBundle(workspace, i);
+      workspaceDone = true;
+    }
     const parsed = schemas[kind as keyof typeof schemas].safeParse(raw);
     if (!parsed.success) throw new ArchiveError(`${kind}: ${issue(parsed.error)}`, i + 1);
     const line = parsed.data;
@@ -262,6 +331,41 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
         i,
       );
       archive.agent.push([line.field, line.value]);
+    } else if (line.kind === 'workspace') {
+      if (line.bytes > limits.maxArchiveBytes)
+        throw new ArchiveError(
+          `workspace: bytes: ${line.bytes} is above this deployment's limit of ${limits.maxArchiveBytes} (lifecycle.maxArchiveBytes)`,
+          i + 1,
+        );
+      const agentSessionId = line.pointer.agentSessionId;
+      if (agentSessionId !== null && !agentSessions(archive).has(agentSessionId))
+        throw new ArchiveError(
+          `workspace: pointer.agentSessionId: agent session ${JSON.stringify(agentSessionId)} does not match the snapshot: it is neither the snapshot's nor one the session's log started`,
+          i + 1,
+        );
+      workspace = { line: i + 1, declared: line, chunks: [], bytes: 0 };
+    } else if (line.kind === 'workspace.data') {
+      if (workspace === null)
+        throw new ArchiveError('workspace.data: a data line without a workspace line before it', i + 1);
+      const expected = workspace.chunks.length + 1;
+      if (line.part !== expected)
+        throw new ArchiveError(
+          `workspace.data: part ${line.part} where ${expected} was expected (the data lines must be whole, in order)`,
+          i + 1,
+        );
+      if (line.part > workspace.declared.parts)
+        throw new ArchiveError(
+          `workspace.data: part ${line.part}, the workspace line (line ${workspace.line}) says ${workspace.declared.parts} parts`,
+          i + 1,
+        );
+      const chunk = Buffer.from(line.data, 'base64');
+      workspace.bytes += chunk.length;
+      if (workspace.bytes > workspace.declared.bytes)
+        throw new ArchiveError(
+          `workspace.data: the data lines hold more than the ${workspace.declared.bytes} bytes the workspace line (line ${workspace.line}) says`,
+          i + 1,
+        );
+      workspace.chunks.push(chunk);
     } else if (line.kind === 'inbox') archive.inbox.push(line.prompt);
     else {
       const counts = {
@@ -286,6 +390,40 @@ export function readArchive(text: string, limits: ArchiveLimits = ARCHIVE_LIMITS
       `the snapshot is of session "${archive.snapshot.snapshot.context.sessionId}", the header says "${archive.sessionId}"`,
     );
   return archive;
+}
+
+/**
+ * The bundle of a workspace whose data lines ended before line i (0-based): all its parts, of the
+ * size and sha256 its workspace line says, else an ArchiveError naming the line at fault.
+ */
+function workspaceBundle(
+  workspace: {
+    line: number;
+    declared: { pointer: WorkspacePointer; bytes: number; sha256: string; parts: number };
+    chunks: Buffer[];
+    bytes: number;
+  },
+  i: number,
+): ArchivedWorkspace {
+  const { declared, chunks, line } = workspace;
+  if (chunks.length !== declared.parts)
+    throw new ArchiveError(
+      `workspace.data: ${chunks.length} of the ${declared.parts} data lines the workspace line (line ${line}) says (truncated?)`,
+      i + 1,
+    );
+  const bundle = Buffer.concat(chunks);
+  if (bundle.length !== declared.bytes)
+    throw new ArchiveError(
+      `workspace: the data lines hold ${bundle.length} bytes, the workspace line says ${declared.bytes} (truncated?)`,
+      line,
+    );
+  const sha256 = createHash('sha256').update(bundle).digest('hex');
+  if (sha256 !== declared.sha256)
+    throw new ArchiveError(
+      `workspace: the data lines' sha256 is ${sha256}, the workspace line says ${declared.sha256} (a corrupted archive?)`,
+      line,
+    );
+  return { pointer: declared.pointer, bundle, line };
 }
 
 /** Runs a check of archive-checks.ts on line i (0-based): its error becomes the archive's, naming the line. */

@@ -12,6 +12,12 @@ import { QUIESCENT_STATES } from '../../../machines/states.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../retry/policy.ts';
 import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
+import { WorkspaceInputError, WorkspaceQuotaError, type Workspaces } from '../../workspace/types.ts';
+import type { POINTER_FIELD as PointerField, WorkspacePointer } from '../session-loop/workspace-attempt.ts';
+import { lifecycleKeys } from './keys.ts';
+
+/** The agent-state field of the workspace pointer (workspace-attempt.ts's, not loaded here: the client needs none of the attempt's code). */
+const POINTER_FIELD: typeof PointerField = 'workspace';
 
 /**
  * KEYS: meta, snapshot, history, log, seq, agent, inbox, active.
@@ -129,8 +135,18 @@ function policyBoundsIssue(
   return issue === null ? null : `${issue.field}: ${issue.message}`;
 }
 
-/** Reads the whole session in one MULTI (one slot: a consistent picture) as an archive; null for an unknown id. */
-export async function exportSession(redis: Redis, keys: Keys, sessionId: string): Promise<string | null> {
+/**
+ * Reads the whole session in one MULTI (one slot: a consistent picture) as an archive; null for an unknown id.
+ * A session with a workspace pointer carries the bundle of the pointer's snapshot (snapshots do not
+ * change once made), read through `workspaces`; without them such a session is not exported (ConflictError):
+ * its archive would lose its files.
+ */
+export async function exportSession(
+  redis: Redis,
+  keys: Keys,
+  sessionId: string,
+  workspaces: Workspaces | null = null,
+): Promise<string | null> {
   const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
   const replies = await redis
     .multi()
@@ -146,6 +162,23 @@ export async function exportSession(redis: Redis, keys: Keys, sessionId: string)
   if (Object.keys(meta).length === 0) return null;
   if (meta.deleting !== undefined) throw new ConflictError(`session "${sessionId}" is being deleted`);
   const snapshot = value(1) as string | null;
+  // The pointer travels in the workspace line (with its bundle), not as an agent line.
+  const { [POINTER_FIELD]: rawPointer, ...agent } = value(4) as Record<string, string>;
+  const pointer = rawPointer === undefined ? null : parseStoredPointer(rawPointer, sessionId);
+  if (pointer !== null && workspaces === null)
+    throw new ConflictError(
+      `session "${sessionId}" has a workspace, and this client has none configured (workspaces.enabled, SESSIOND_WORKSPACES_ENABLED, with the workers' store): its archive would lose its files`,
+    );
+  const bundle =
+    pointer === null || workspaces === null
+      ? null
+      : await workspaces.bundle(sessionId, pointer.snapshot).catch((error: unknown) => {
+          // Its store not the workers' (another SESSIOND_WORKSPACE_STORE), or the session removed since.
+          if (!(error instanceof WorkspaceInputError)) throw error;
+          throw new ConflictError(
+            `session "${sessionId}": its workspace's snapshot ${pointer.snapshot} is not in the store this client reaches (${error.message}): not exported`,
+          );
+        });
   const archive: Archive = {
     sessionId,
     exportedAt: Date.now(),
@@ -153,13 +186,27 @@ export async function exportSession(redis: Redis, keys: Keys, sessionId: string)
     snapshot: snapshot === null ? null : (JSON.parse(snapshot) as Archive['snapshot']),
     history: (value(2) as string[]).map((raw) => JSON.parse(raw) as unknown),
     messages: (value(3) as Array<[string, string[]]>).map(([, fields]) => parseEntry(fields)),
-    agent: Object.entries(value(4) as Record<string, string>),
+    agent: Object.entries(agent),
     // Tombstones of removed prompts are not prompts (see queued-prompts.ts).
     inbox: (value(5) as string[])
       .map((raw) => JSON.parse(raw) as Archive['inbox'][number] & { removed?: boolean })
       .filter((p) => p.removed !== true),
+    ...(pointer === null || bundle === null ? {} : { workspace: { pointer, bundle } }),
   };
   return writeArchive(archive);
+}
+
+/** The session's stored pointer; one that does not parse is refused (what the archive would carry is unknown). */
+function parseStoredPointer(raw: string, sessionId: string): WorkspacePointer {
+  let value: Partial<WorkspacePointer> | null = null;
+  try {
+    value = JSON.parse(raw) as Partial<WorkspacePointer>;
+  } catch {
+    // Said just below.
+  }
+  if (value === null || value.version !== 1 || typeof value.snapshot !== 'string')
+    throw new ConflictError(`session "${sessionId}": its workspace pointer does not parse: not exported`);
+  return value as WorkspacePointer;
 }
 
 /** What an import is checked against: the deployment's policy (its bounds on a retry policy) and its archive size limits. */
@@ -168,6 +215,8 @@ export interface ImportOptions {
   as?: string;
   deployment?: Pick<DeploymentPolicy, 'maxTurnMs' | 'maxParkMs'>;
   limits?: ArchiveLimits;
+  /** The deployment's workspaces (null or absent: none configured; an archive that carries a workspace is refused). */
+  workspaces?: Workspaces | null;
 }
 
 /**
@@ -179,6 +228,9 @@ export interface ImportOptions {
  * The imported session's agent conversation is always its own: under a new id (`as` other than the
  * archive's), or when another session of this deployment already uses one of its agent session ids,
  * it gets an agent conversation of its own (fork.ts); nothing of another session is ever reached.
+ * An archive's workspace is stored as the new session's (its pointer rewritten to the stored snapshot and
+ * to the conversation the session gets) just before the session is written; when the session is not
+ * written, what was stored goes again: no half-imported session, no snapshots of no session.
  */
 export async function importSession(
   store: SessionStore,
@@ -196,12 +248,20 @@ export async function importSession(
     const issue = policyBoundsIssue(JSON.parse(archive.meta.policy) as RetryPolicy, options.deployment);
     if (issue !== null) throw new ArchiveError(`meta: fields.policy: ${issue}`, 2);
   }
+  const workspaces = options.workspaces ?? null;
+  if (archive.workspace !== undefined && workspaces === null)
+    throw new ArchiveError(
+      'workspace: the archive carries a workspace, and workspaces are off in this deployment (workspaces.enabled, SESSIOND_WORKSPACES_ENABLED)',
+      archive.workspace.line,
+    );
   const context = archive.snapshot?.snapshot.context;
   const copy = sessionId !== archive.sessionId;
   const agentSessionId = typeof context?.agentSessionId === 'string' ? context.agentSessionId : null;
+  const pointerSessionId = archive.workspace?.pointer.agentSessionId ?? null;
   const ids = [
     ...new Set([
       ...(agentSessionId === null ? [] : [agentSessionId]),
+      ...(pointerSessionId === null ? [] : [pointerSessionId]),
       ...archive.agent.map(([field]) => agentOfField(field).id),
     ]),
   ];
@@ -211,6 +271,14 @@ export async function importSession(
       ? forkConversation(agentSessionId, archive.agent)
       : { agentSessionId, agent: archive.agent, conversation: 'kept' as const };
   const agent = fork.agent;
+  // The conversation recorded with the files: the same one, its fork, or none (the next turn starts one).
+  const pointer = archive.workspace?.pointer;
+  const pointerConversation =
+    pointer === undefined || fork.conversation === 'kept' || pointer.agentSessionId === null
+      ? (pointer?.agentSessionId ?? null)
+      : pointer.agentSessionId === agentSessionId
+        ? fork.agentSessionId
+        : null;
   const snapshot =
     archive.snapshot === null || context === undefined
       ? null
@@ -236,32 +304,66 @@ export async function importSession(
   if (shard > 0) await queue.knownPartitions();
   if (!('sessiondImport' in redis)) redis.defineCommand('sessiondImport', { numberOfKeys: 8, lua: IMPORT });
   const run = ((redis as unknown as Record<string, ScriptFn>).sessiondImport as ScriptFn).bind(redis);
-  const written = Number(
-    await run(
-      k('meta'),
-      k('snapshot'),
-      k('history'),
-      k('log'),
-      k('seq'),
-      k('agent'),
-      k('inbox'),
-      k('active'),
+  const exists = async (): Promise<boolean> => (await redis.exists(k('meta'))) === 1;
+  if (await exists())
+    throw new ConflictError(
+      `session "${sessionId}" already exists: import it under another id (--as), or delete it first; nothing was written`,
+    );
+  let stored: Array<[string, string]> = [];
+  if (archive.workspace !== undefined && pointer !== undefined && workspaces !== null) {
+    const snapshotId = await storeWorkspace(
+      workspaces,
+      store,
       sessionId,
-      // Its fleet-index shard in this deployment (see keys.ts): an archive does not carry one.
-      JSON.stringify(shard > 0 ? { ...archive.meta, shard: String(shard) } : archive.meta),
-      snapshot === null ? '' : JSON.stringify(snapshot),
-      jobId,
-      now,
-      archive.history.length,
-      archive.messages.length,
-      agent.length,
-      archive.inbox.length,
-      ...archive.history.map((e) => JSON.stringify(e)),
-      ...archive.messages.flatMap((m) => [m.seq, m.turn, m.attempt, m.type, JSON.stringify(m.content ?? null)]),
-      ...agent.flat(),
-      ...archive.inbox.map((p) => JSON.stringify(p)),
-    ),
-  );
+      archive.workspace.bundle,
+      archive.workspace.line,
+    );
+    const rewritten: WorkspacePointer = {
+      ...pointer,
+      snapshot: snapshotId,
+      agentSessionId: pointerConversation,
+      promptRecorded: pointerConversation === null ? false : pointer.promptRecorded,
+    };
+    stored = [[POINTER_FIELD, JSON.stringify(rewritten)]];
+  }
+  let written: number;
+  try {
+    written = Number(
+      await run(
+        k('meta'),
+        k('snapshot'),
+        k('history'),
+        k('log'),
+        k('seq'),
+        k('agent'),
+        k('inbox'),
+        k('active'),
+        sessionId,
+        // Its fleet-index shard in this deployment (see keys.ts): an archive does not carry one.
+        JSON.stringify(shard > 0 ? { ...archive.meta, shard: String(shard) } : archive.meta),
+        snapshot === null ? '' : JSON.stringify(snapshot),
+        jobId,
+        now,
+        archive.history.length,
+        archive.messages.length,
+        agent.length + stored.length,
+        archive.inbox.length,
+        ...archive.history.map((e) => JSON.stringify(e)),
+        ...archive.messages.flatMap((m) => [m.seq, m.turn, m.attempt, m.type, JSON.stringify(m.content ?? null)]),
+        ...agent.flat(),
+        ...stored.flat(),
+        ...archive.inbox.map((p) => JSON.stringify(p)),
+      ),
+    );
+  } catch (error) {
+    // The script writes all or nothing: unless the session is there (its reply lost), the workspace goes too.
+    // A Redis that cannot say counts as "there": the session's snapshots are never taken from under it.
+    if (stored.length > 0 && workspaces !== null && !(await exists().catch(() => true)))
+      await removeStored(workspaces, sessionId, error);
+    throw error;
+  }
+  // Created since the check above by another import or enqueue: the snapshots stored went into that
+  // session's index, which its deletion removes; removing them now could take that session's own.
   if (written === 0)
     throw new ConflictError(
       `session "${sessionId}" already exists: import it under another id (--as), or delete it first; nothing was written`,
@@ -280,6 +382,51 @@ export async function importSession(
   );
   if (needsActivation) await queue.addActivation(sessionId, jobId);
   return { sessionId, messages: archive.messages.length, state, conversation: fork.conversation };
+}
+
+/**
+ * Stores an archive's workspace bundle as session `sessionId`'s; returns the snapshot's id. A removal
+ * of an earlier session of that id still pending (workspace-sweep.ts) is done first, or the sweep
+ * would take the imported snapshots; a bundle refused, or anything failing, leaves nothing stored.
+ */
+async function storeWorkspace(
+  workspaces: Workspaces,
+  store: SessionStore,
+  sessionId: string,
+  bundle: Buffer,
+  line: number | undefined,
+): Promise<string> {
+  const gone = lifecycleKeys(store.keys).workspacesGone;
+  if ((await store.redis.zrem(gone, sessionId)) === 1) {
+    try {
+      await workspaces.remove(sessionId);
+    } catch (error) {
+      await store.redis.zadd(gone, Date.now(), sessionId);
+      throw error;
+    }
+  }
+  try {
+    return await workspaces.unbundle(sessionId, bundle);
+  } catch (error) {
+    const refused =
+      error instanceof WorkspaceInputError || error instanceof WorkspaceQuotaError
+        ? new ArchiveError(`workspace: ${error.message}`, line)
+        : error;
+    return removeStored(workspaces, sessionId, refused);
+  }
+}
+
+/** Removes what an import stored of session `sessionId`'s workspace, then throws `cause` (or, when that fails too, both). */
+async function removeStored(workspaces: Workspaces, sessionId: string, cause: unknown): Promise<never> {
+  try {
+    await workspaces.remove(sessionId);
+  } catch (failure) {
+    throw new Error(
+      `${(cause as Error).message}; and the workspace stored for "${sessionId}" could not be removed: ${(failure as Error).message}`,
+      { cause },
+    );
+  }
+  throw cause;
 }
 
 export interface ImportResult {

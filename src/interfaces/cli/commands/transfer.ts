@@ -29,6 +29,8 @@ export function registerTransfer(program: Command): void {
       } catch (error) {
         if (hasErrorCode(error, 'not_found')) throw new CliError(error.message, ExitCode.notFound);
         if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
+        // Being deleted, or a workspace this client cannot read.
+        if (hasErrorCode(error, 'conflict')) throw new CliError(error.message, ExitCode.failed);
         throw error;
       } finally {
         await ctx.close();

@@ -181,12 +181,12 @@ export const sessionRoutes = [
     operationId: 'exportSession',
     tags: ['sessions'],
     summary:
-      'The session as a versioned JSON-lines archive (header, meta, snapshot, history, every message, agent state, queued prompts, end) for `sessiond import`',
+      'The session as a versioned JSON-lines archive (header, meta, snapshot, history, every message, agent state, its workspace as a git bundle, queued prompts, end) for `sessiond import`',
     scope: 'read',
     responses: {
       '200': { description: 'the archive', content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
       '404': error('unknown session'),
-      '409': error('the session is being deleted'),
+      '409': error('the session is being deleted, or has a workspace and this server runs no workspaces'),
     },
     async handler(c, { id }, { client }) {
       const archive = await client.session(id).export();
