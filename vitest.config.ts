@@ -120,6 +120,7 @@ const LONG_SUITES = [
   // in core) and retention's expiry timelines (deletion and the HTTP lifecycle stay in core).
   'test/runtime/workspaces.test.ts',
   'test/runtime/workspaces-hosts.test.ts',
+  'test/runtime/workspaces-turns.test.ts',
   'test/runtime/lifecycle/retention.test.ts',
 ];
 const CONTAINMENT_SUITES = ['containment', 'spawn-agent', 'stop-process', 'process-tree'].map(

@@ -12,11 +12,15 @@ import type { DeploymentReader, Reader, SessionReader, SessionsReader } from './
 import type {
   ApprovalDecided,
   DeletionRecord,
+  DiffResult,
   FleetLimitView,
+  ForkResult,
   QueuedPrompt,
   SessionView,
+  UndoResult,
   WorkerHeartbeat,
 } from '../runtime/runtime.ts';
+import type { WorkspaceConfig } from '../workspace/types.ts';
 import { bindClient } from './bind.ts';
 import type { DefinedAgent } from './define-agent.ts';
 import { registerAgent } from '../agents/registry.ts';
@@ -37,6 +41,8 @@ export interface ClientOptions {
   workspace?: string;
   /** Retention and quotas (as `lifecycle` in the config file). */
   lifecycle?: Partial<LifecycleOptions>;
+  /** The deployment's workspaces (as `workspaces` in the config file): what `fork` and `diff` of a session's turns read. */
+  workspaces?: WorkspaceConfig;
 }
 
 export type {
@@ -44,8 +50,12 @@ export type {
   ApprovalDecided,
   ApprovalVerdict,
   DeletionRecord,
+  DiffResult,
   EnqueueRequest,
   FleetLimitView,
+  ForkResult,
+  UndoResult,
+  WorkspaceConfig,
   ImportResult,
   ListPage,
   QueuedPrompt,
@@ -120,6 +130,19 @@ export interface SessionHandle extends SessionReader {
   }): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }>;
   /** The session as a versioned JSON-lines archive. */
   export(): Promise<string>;
+  /**
+   * Takes back the last completed turn of a workspace session: its files and the agent's conversation are the
+   * previous turn's again (a `workspace.undone` message says so). ConflictError while a turn runs or is queued
+   * (`force`: cancel it first), for a session without a workspace, its first turn, or an agent that cannot.
+   */
+  undo(options?: { force?: boolean; waitMs?: number }): Promise<UndoResult>;
+  /**
+   * A new session `as` with the files and the conversation of this one after turn `turn` (default: the last);
+   * this one is not changed. Needs `workspaces` in the client's options. InputError for an unknown turn.
+   */
+  fork(options: { turn?: number; as: string }): Promise<ForkResult>;
+  /** What turn `turn` (default: the last) changed in the workspace's files: a unified diff, or with `stat` a summary. Needs `workspaces`. */
+  diff(options?: { turn?: number; stat?: boolean }): Promise<DiffResult>;
 }
 
 /** Prompts waiting for their turn. */
@@ -204,6 +227,7 @@ export function createClient(options: ClientOptions): Client {
       connect,
       ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
       ...(options.lifecycle === undefined ? {} : { limits: options.lifecycle }),
+      ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
       // The agents registered and the policy resolved on first enqueue (a read loads neither).
       policy: async () => {
         for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);

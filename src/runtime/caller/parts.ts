@@ -6,6 +6,8 @@ import { createSessionQueue, type SessionQueue } from '../queue.ts';
 import type { RuntimeOptions } from './types.ts';
 import { deploymentPolicy as defaultDeploymentPolicy } from '../deployment-policy.ts';
 import { readerParts, type ReaderParts } from './reader-parts.ts';
+import { createWorkspaces } from '../../workspace/workspaces.ts';
+import type { Workspaces } from '../../workspace/types.ts';
 
 export { checkSessionId, safeJson } from './reader-parts.ts';
 
@@ -19,6 +21,8 @@ export interface CallerParts extends ReaderParts {
   policies: PolicyStore;
   bus: EventBus;
   fleetLimits: FleetLimits;
+  /** The deployment's workspaces (RuntimeOptions.workspaces), built once; null: none configured. */
+  workspaces: Workspaces | null;
   /** The deployment policy: the one given, else the default (this process's cwd as the workspace), resolved once. */
   deploymentPolicy(): Promise<DeploymentPolicy>;
 }
@@ -40,6 +44,7 @@ export function callerParts(options: RuntimeOptions): CallerParts {
     // Publishing only: the subscriber connection is made lazily by those who listen.
     bus: new EventBus(redis, redis, keys),
     fleetLimits: new FleetLimits(redis, keys.prefix, options.fleetLimits ?? []),
+    workspaces: options.workspaces === undefined ? null : createWorkspaces(options.workspaces),
     async deploymentPolicy() {
       policy ??= load !== undefined ? await load() : defaultDeploymentPolicy();
       return policy;

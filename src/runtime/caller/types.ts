@@ -7,6 +7,7 @@ import type { LifecycleLimits } from '../lifecycle/limits.ts';
 import type { LimitStatus } from '../limits/fleet-limits.ts';
 import type { LimitRule } from '../limits/match.ts';
 import type { TurnPrompt } from '../turn-prompts.ts';
+import type { WorkspaceConfig } from '../../workspace/types.ts';
 import type { SessionUsage } from '../usage/usage.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
@@ -74,6 +75,8 @@ export interface RuntimeOptions {
   queuePartitions?: number;
   /** The fleet-wide limits the workers enforce (SESSIOND_LIMITS), for status and pausing by name. */
   fleetLimits?: readonly LimitRule[];
+  /** The deployment's workspaces (its root, store…), for what a caller does with a session's workspace (fork, diff). */
+  workspaces?: WorkspaceConfig;
 }
 
 /** A fleet limit as operators see it: its rule and each of its keys in use. */

@@ -131,6 +131,12 @@ function policyBoundsIssue(
 
 /** Reads the whole session in one MULTI (one slot: a consistent picture) as an archive; null for an unknown id. */
 export async function exportSession(redis: Redis, keys: Keys, sessionId: string): Promise<string | null> {
+  const archive = await readSession(redis, keys, sessionId);
+  return archive === null ? null : writeArchive(archive);
+}
+
+/** The whole session, read in one MULTI, as an archive's content (not checked: what export writes); null for an unknown id. */
+export async function readSession(redis: Redis, keys: Keys, sessionId: string): Promise<Archive | null> {
   const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
   const replies = await redis
     .multi()
@@ -159,7 +165,7 @@ export async function exportSession(redis: Redis, keys: Keys, sessionId: string)
       .map((raw) => JSON.parse(raw) as Archive['inbox'][number] & { removed?: boolean })
       .filter((p) => p.removed !== true),
   };
-  return writeArchive(archive);
+  return archive;
 }
 
 /** What an import is checked against: the deployment's policy (its bounds on a retry policy) and its archive size limits. */
@@ -168,6 +174,8 @@ export interface ImportOptions {
   as?: string;
   deployment?: Pick<DeploymentPolicy, 'maxTurnMs' | 'maxParkMs'>;
   limits?: ArchiveLimits;
+  /** More fields of the new session's agent state, given its agent session id (a fork at a turn: its workspace pointer). */
+  extraAgent?: (agentSessionId: string | null) => Array<[string, string]>;
 }
 
 /**
@@ -210,7 +218,7 @@ export async function importSession(
     copy || shared
       ? forkConversation(agentSessionId, archive.agent)
       : { agentSessionId, agent: archive.agent, conversation: 'kept' as const };
-  const agent = fork.agent;
+  const agent = [...fork.agent, ...(options.extraAgent?.(fork.agentSessionId) ?? [])];
   const snapshot =
     archive.snapshot === null || context === undefined
       ? null

@@ -1,0 +1,228 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { clientOver } from '../../src/api/bind.ts';
+import type { Client } from '../../src/api/client.ts';
+import { ConflictError, InputError, NotFoundError } from '../../src/errors.ts';
+import { Runtime } from '../../src/runtime/runtime.ts';
+import { internals } from '../../src/runtime/internals.ts';
+import type { WorkspaceConfig } from '../../src/workspace/index.ts';
+import { runModel } from '../support/workspace-model.ts';
+import { piHostOptions, TEST_POLICY, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
+
+/**
+ * Undo, fork and diff of a workspace session's turns (docs/workspaces.md), through the library
+ * client, with real pi against the fake model, real git and real Redis, one in-process worker:
+ * the files and pi's conversation go back a turn (and the next turn builds on them), a fork starts
+ * from a turn's files and conversation while its source goes on, a turn's diff shows its change.
+ */
+
+const MODEL = 'ws-turns';
+
+let suite: { server: import('../support/fake-model-server.ts').FakeModelServer };
+let h: Harness;
+let config: WorkspaceConfig;
+let client: Client;
+let cwdDir: string;
+
+const options = () => ({ provider: 'fake', model: MODEL });
+
+/** The model's requests for prompts holding `marker`. */
+function requestsMentioning(marker: string) {
+  return suite.server.requestsFor(MODEL).filter((r) => JSON.stringify(r.body.messages ?? []).includes(marker));
+}
+
+/** Once no worker holds the session and no activation waits (undo is refused before). */
+async function settled(sessionId: string): Promise<void> {
+  const keys = internals(h.runtime).keys;
+  const redis = h.connect('t');
+  await until(
+    async () =>
+      (await redis.exists(keys.session(sessionId, 'lease'), keys.session(sessionId, 'active'))) === 0 ? true : null,
+    15_000,
+    'the session to settle',
+  );
+}
+
+async function turn(sessionId: string | undefined, n: number, prompt: string): Promise<string> {
+  const { sessionId: id } = await h.runtime.enqueue({
+    ...(sessionId === undefined ? { options: options() } : { sessionId }),
+    prompt,
+  });
+  expect((await turnEnded(h.runtime, id, n)).state).toBe('completed');
+  return id;
+}
+
+const file = (sessionId: string, name: string) => join(config.root, sessionId, name);
+const read = (sessionId: string, name: string) => readFileSync(file(sessionId, name), 'utf8');
+
+describe('undo, fork and diff of a workspace session’s turns', () => {
+  useRuntimeSuite(
+    'workspace-turns',
+    {
+      scripts: { [MODEL]: runModel() },
+      cleanup: async () => {
+        await client?.close();
+      },
+    },
+    async (s) => {
+      suite = s;
+      ({ h } = s);
+      const dir = s.tempDir('ws-turns');
+      cwdDir = s.tempDir('ws-turns-cwd');
+      config = {
+        root: join(dir, 'root'),
+        gitDir: join(dir, 'git'),
+        store: join(dir, 'store.git'),
+        exclude: ['.env*'],
+        maxBytes: 0,
+        maxSnapshots: 0,
+      };
+      client = clientOver(
+        new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, workspaces: config }),
+      );
+      await h.startWorker({ workspaces: config, agentOptions: { pi: piHostOptions(s.env, h.stateDir) } });
+    },
+  );
+
+  it('undo after two turns: files and pi’s conversation are turn 1’s, and the next turn builds on them', async () => {
+    const id = await turn(undefined, 1, 'RUN: echo one > a.txt');
+    await turn(id, 2, 'RUN: echo two > b.txt; echo more >> a.txt');
+    expect(read(id, 'a.txt')).toBe('one\nmore\n');
+    await settled(id);
+    const undone = await client.session(id).undo();
+    expect(undone).toMatchObject({ sessionId: id, undone: 2, to: 1, cancelled: false });
+    const last = (await client.session(id).messages()).at(-1);
+    expect(last?.type).toBe('workspace.undone');
+    expect(last?.content).toMatchObject({ turn: 2, to: 1 });
+
+    await turn(id, 3, 'RUN: cat a.txt > c.txt # after-undo');
+    expect(read(id, 'a.txt')).toBe('one\n');
+    expect(read(id, 'c.txt')).toBe('one\n');
+    expect(existsSync(file(id, 'b.txt'))).toBe(false);
+    const next = requestsMentioning('after-undo');
+    expect(next.length).toBeGreaterThan(0);
+    for (const r of next) {
+      const json = JSON.stringify(r.body.messages);
+      expect(json).toContain('echo one > a.txt');
+      expect(json).not.toContain('echo two');
+    }
+
+    // Each turn's diff: turn 3 made c.txt; turn 1 (from the session's start) made a.txt.
+    await settled(id);
+    const third = await client.session(id).diff();
+    expect(third).toMatchObject({ turn: 3, from: 1 });
+    expect(third.diff).toContain('+++ b/c.txt');
+    expect(third.diff).not.toContain('b.txt\n');
+    const first = await client.session(id).diff({ turn: 1 });
+    expect(first.from).toBe(0);
+    expect(first.diff).toContain('+one');
+    expect((await client.session(id).diff({ turn: 1, stat: true })).diff).toMatch(/a\.txt \| 1 \+/);
+    // Turn 2 was undone: no point of it any more.
+    await expect(client.session(id).diff({ turn: 2 })).rejects.toThrow(/no recorded turn 2 \(recorded: 1, 3\)/);
+
+    // Undo again goes back to turn 1; turn 1 itself is the first: refused.
+    expect(await client.session(id).undo()).toMatchObject({ undone: 3, to: 1 });
+    const refused = await client
+      .session(id)
+      .undo()
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ConflictError);
+    expect((refused as Error).message).toMatch(/turn 1 is the first turn/);
+  }, 120_000);
+
+  it('undo is refused while a turn runs; with force the turn is cancelled first, then the last completed turn undone', async () => {
+    const id = await turn(undefined, 1, 'RUN: echo one > a.txt');
+    await turn(id, 2, 'RUN: echo two > b.txt');
+    await h.runtime.enqueue({ sessionId: id, prompt: 'RUN: echo three > c.txt; sleep 30 # long-turn' });
+    await until(async () => existsSync(file(id, 'c.txt')), 30_000, 'the long turn’s tool to start');
+    const refused = await client
+      .session(id)
+      .undo()
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ConflictError);
+    expect((refused as Error).message).toMatch(/is running a turn/);
+    expect(existsSync(file(id, 'b.txt'))).toBe(true);
+
+    const forced = await client.session(id).undo({ force: true });
+    expect(forced).toMatchObject({ undone: 2, to: 1, cancelled: true });
+    expect((await h.runtime.getSession(id))?.state).toBe('cancelled');
+    await turn(id, 4, 'RUN: ls > list.txt # after-force');
+    const list = read(id, 'list.txt').split('\n');
+    expect(list).toContain('a.txt');
+    expect(list).not.toContain('b.txt');
+    expect(list).not.toContain('c.txt');
+    expect(requestsMentioning('after-force').length).toBeGreaterThan(0);
+    for (const r of requestsMentioning('after-force')) {
+      const json = JSON.stringify(r.body.messages);
+      expect(json).not.toContain('echo two');
+      expect(json).not.toContain('long-turn');
+    }
+  }, 120_000);
+
+  it('fork at turn 1: the new session has turn 1’s files and conversation, the source is untouched, both go on', async () => {
+    const id = await turn(undefined, 1, 'RUN: echo one > a.txt');
+    await turn(id, 2, 'RUN: echo two > b.txt');
+    await settled(id);
+    const copy = `${id}-fork`;
+    const forked = await client.session(id).fork({ turn: 1, as: copy });
+    expect(forked).toMatchObject({ sessionId: copy, turn: 1, conversation: 'forked' });
+    const copied = await client.session(copy).messages();
+    expect(copied.every((m) => m.turn <= 1)).toBe(true);
+    expect(copied.some((m) => m.type === 'terminal.completed')).toBe(true);
+
+    const promptsBefore = (await h.runtime.getSession(copy))?.context?.turnIndex ?? 0;
+    await h.runtime.enqueue({ sessionId: copy, prompt: 'RUN: ls > list.txt # fork-next' });
+    expect((await turnEnded(h.runtime, copy, promptsBefore + 1)).state).toBe('completed');
+    const list = read(copy, 'list.txt').split('\n');
+    expect(list).toContain('a.txt');
+    expect(list).not.toContain('b.txt');
+    const forkRequests = requestsMentioning('fork-next');
+    expect(forkRequests.length).toBeGreaterThan(0);
+    for (const r of forkRequests) {
+      const json = JSON.stringify(r.body.messages);
+      expect(json).toContain('echo one > a.txt');
+      expect(json).not.toContain('echo two');
+    }
+
+    // The source goes on from its own turn 2, unchanged by the fork.
+    await turn(id, 3, 'RUN: ls > list.txt # source-next');
+    const sourceList = read(id, 'list.txt').split('\n');
+    expect(sourceList).toContain('b.txt');
+    expect(requestsMentioning('source-next').length).toBeGreaterThan(0);
+    for (const r of requestsMentioning('source-next')) expect(JSON.stringify(r.body.messages)).toContain('echo two');
+    // The fork's conversation is its own: the source's next turn did not reach it.
+    expect(requestsMentioning('fork-next').every((r) => !JSON.stringify(r.body.messages).includes('source-next'))).toBe(
+      true,
+    );
+  }, 120_000);
+
+  it('errors: no workspace, an unknown turn or session, a fork onto an existing id', async () => {
+    const { sessionId: plain } = await h.runtime.enqueue({ prompt: 'Hello', options: { ...options(), cwd: cwdDir } });
+    expect((await turnEnded(h.runtime, plain, 1)).state).toBe('completed');
+    await settled(plain);
+    for (const call of [
+      () => client.session(plain).undo(),
+      () => client.session(plain).diff(),
+      () => client.session(plain).fork({ as: `${plain}-x` }),
+    ]) {
+      const error = await call().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ConflictError);
+      expect((error as Error).message).toMatch(/has no workspace/);
+    }
+    await expect(client.session('no-such-session').undo()).rejects.toBeInstanceOf(NotFoundError);
+
+    const id = await turn(undefined, 1, 'RUN: echo one > a.txt');
+    await settled(id);
+    const unknown = await client
+      .session(id)
+      .diff({ turn: 7 })
+      .catch((e: unknown) => e);
+    expect(unknown).toBeInstanceOf(InputError);
+    expect((unknown as InputError).issues[0]?.field).toBe('turn');
+    await expect(client.session(id).fork({ turn: 0, as: 'x-new' })).rejects.toBeInstanceOf(InputError);
+    await expect(client.session(id).fork({ as: plain })).rejects.toThrow(/already exists/);
+    // Refused forks wrote nothing: no session, no snapshots of it.
+    expect(await h.runtime.getSession('x-new')).toBeNull();
+  }, 90_000);
+});
