@@ -7,6 +7,7 @@ import { ConflictError, InputError, NotFoundError } from '../../src/errors.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 import type { WorkspaceConfig } from '../../src/workspace/index.ts';
+import { runCli } from '../support/cli.ts';
 import { runModel } from '../support/workspace-model.ts';
 import { piHostOptions, TEST_POLICY, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
 
@@ -24,6 +25,7 @@ let h: Harness;
 let config: WorkspaceConfig;
 let client: Client;
 let cwdDir: string;
+let cliEnv: Record<string, string>;
 
 const options = () => ({ provider: 'fake', model: MODEL });
 
@@ -81,6 +83,14 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
       client = clientOver(
         new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, workspaces: config }),
       );
+      // The CLI as an operator on another host runs it: its own git data (under its state dir), the same store.
+      cliEnv = {
+        ...s.cliEnv(),
+        SESSIOND_STATE_DIR: s.tempDir('ws-turns-cli'),
+        SESSIOND_WORKSPACES_ENABLED: '1',
+        SESSIOND_WORKSPACES: config.root,
+        SESSIOND_WORKSPACE_STORE: config.store,
+      };
       await h.startWorker({ workspaces: config, agentOptions: { pi: piHostOptions(s.env, h.stateDir) } });
     },
   );
@@ -225,4 +235,34 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
     // Refused forks wrote nothing: no session, no snapshots of it.
     expect(await h.runtime.getSession('x-new')).toBeNull();
   }, 90_000);
+
+  it('the CLI: diff (and --stat), fork --turn --as, undo; exit 1 for a refusal, 2 for a bad turn', async () => {
+    const id = await turn(undefined, 1, 'RUN: echo one > a.txt');
+    await turn(id, 2, 'RUN: echo two > b.txt');
+    await settled(id);
+    const diff = await runCli(['diff', id], { env: cliEnv });
+    expect(diff.stderr).toBe('');
+    expect(diff.exitCode).toBe(0);
+    expect(diff.stdout).toContain('+++ b/b.txt');
+    expect(diff.stdout).not.toContain('a.txt');
+    const stat = await runCli(['diff', id, '--turn', '1', '--stat', '--json'], { env: cliEnv });
+    expect(JSON.parse(stat.stdout)).toMatchObject({ sessionId: id, turn: 1, from: 0 });
+    expect((JSON.parse(stat.stdout) as { diff: string }).diff).toMatch(/a\.txt \| 1 \+/);
+    expect((await runCli(['diff', id, '--turn', 'x'], { env: cliEnv })).exitCode).toBe(2);
+    const unknown = await runCli(['diff', id, '--turn', '9'], { env: cliEnv });
+    expect(unknown.exitCode).toBe(2);
+    expect(unknown.stderr).toContain('turn: ');
+
+    const copy = `${id}-cli`;
+    const fork = await runCli(['fork', id, '--turn', '1', '--as', copy, '--json'], { env: cliEnv });
+    expect(fork.stderr).toBe('');
+    expect(JSON.parse(fork.stdout)).toMatchObject({ sessionId: copy, turn: 1 });
+    expect((await client.session(copy).inspect())?.sessionId).toBe(copy);
+
+    const undo = await runCli(['undo', id], { env: cliEnv });
+    expect(undo.stdout).toBe(`turn 2 of ${id} undone: its files and conversation are turn 1's\n`);
+    const again = await runCli(['undo', id], { env: cliEnv });
+    expect(again.exitCode).toBe(1);
+    expect(again.stderr).toContain('turn 1 is the first turn');
+  }, 120_000);
 });

@@ -9,7 +9,7 @@ import type { Client } from '../../api/client.ts';
 import { connections } from '../../api/connections.ts';
 import { CliError } from './cli-error.ts';
 import { reachRedis, trackingErrors, type ReachOptions } from './reach-redis.ts';
-import { loadConfig } from '../../config/config.ts';
+import { loadConfig, workspaceConfig } from '../../config/config.ts';
 import { deploymentPolicy } from '../../runtime/deployment-policy.ts';
 
 export { CliError } from './cli-error.ts';
@@ -54,7 +54,9 @@ export async function openClient(flags: Record<string, unknown> = {}): Promise<C
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
   const plain = plainClientSettings(raw);
-  return connectContext(plain ?? clientSettingsOf(await loadWhole(flags)), flags);
+  if (plain !== null) return connectContext(plain, flags);
+  const config = await loadWhole(flags);
+  return connectContext(clientSettingsOf(config), flags, config);
 }
 
 /** The client settings of a configuration that is more than the plain settings, checked whole (reader-context.ts). */
@@ -89,6 +91,8 @@ async function connectContext(
   const made = connections(url);
   const { closeAll } = made;
   const { connect, lastError } = trackingErrors(made.connect);
+  // The deployment's workspaces (fork and diff read its store): a plain configuration has none (off by default).
+  const workspaces = config === undefined ? null : workspaceConfig(config);
   const client = bindClient({
     connect,
     prefix: settings.prefix,
@@ -96,6 +100,7 @@ async function connectContext(
     limits: settings.lifecycle,
     queuePartitions: settings.queuePartitions,
     fleetLimits: settings.fleetLimits,
+    ...(workspaces === null ? {} : { workspaces }),
   });
   await reachRedis(() => client.deployment.ping(), url, lastError, closeAll, reach);
   return {
