@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -8,6 +9,9 @@ import { Runtime } from '../../src/runtime/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 import type { WorkspaceConfig } from '../../src/workspace/index.ts';
 import { runCli } from '../support/cli.ts';
+import { loadConfig } from '../../src/config/config.ts';
+import { createApp } from '../../src/interfaces/http/app.ts';
+import { pino } from 'pino';
 import { runModel } from '../support/workspace-model.ts';
 import { piHostOptions, TEST_POLICY, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
 
@@ -264,5 +268,63 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
     const again = await runCli(['undo', id], { env: cliEnv });
     expect(again.exitCode).toBe(1);
     expect(again.stderr).toContain('turn 1 is the first turn');
+  }, 120_000);
+
+  it('HTTP: POST undo and fork need write, GET diff read; each answers as the client does', async () => {
+    const tokens = { read: 'read-token-0123456789abcdef', write: 'write-token-0123456789abcdef' };
+    const base = loadConfig({ prefix: h.prefix }, {});
+    const app = createApp({
+      client,
+      config: {
+        ...base,
+        http: {
+          ...base.http,
+          tokens: Object.entries(tokens).map(([scope, token]) => ({
+            name: `${scope}-bot`,
+            scope,
+            sha256: createHash('sha256').update(token).digest('hex'),
+          })),
+        } as typeof base.http,
+      },
+      logger: pino({ level: 'silent' }),
+      bullBoard: false,
+    });
+    const send = async (method: string, path: string, token: string, body?: unknown) => {
+      const r = await app.request(`http://127.0.0.1:7420${path}`, {
+        method,
+        headers: {
+          host: '127.0.0.1:7420',
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+    };
+    const id = await turn(undefined, 1, 'RUN: echo one > a.txt');
+    await turn(id, 2, 'RUN: echo two > b.txt');
+    await settled(id);
+
+    const diff = await send('GET', `/api/sessions/${id}/diff?turn=2&stat=1`, tokens.read);
+    expect(diff.status).toBe(200);
+    expect(diff.body).toMatchObject({ sessionId: id, turn: 2, from: 1 });
+    expect(diff.body.diff).toMatch(/b\.txt \| 1 \+/);
+    expect((await send('GET', `/api/sessions/${id}/diff?turn=0`, tokens.read)).status).toBe(400);
+    expect((await send('GET', `/api/sessions/${id}/diff?turn=5`, tokens.read)).status).toBe(400);
+
+    expect((await send('POST', `/api/sessions/${id}/fork`, tokens.read, { as: `${id}-h` })).status).toBe(403);
+    expect((await send('POST', `/api/sessions/${id}/undo`, tokens.read, {})).status).toBe(403);
+    expect((await send('POST', `/api/sessions/${id}/fork`, tokens.write, { as: 'bad id' })).status).toBe(400);
+    const fork = await send('POST', `/api/sessions/${id}/fork`, tokens.write, { as: `${id}-h`, turn: 1 });
+    expect(fork).toMatchObject({ status: 201, body: { sessionId: `${id}-h`, turn: 1 } });
+    const twice = await send('POST', `/api/sessions/${id}/fork`, tokens.write, { as: `${id}-h` });
+    expect(twice.status).toBe(409);
+
+    const undo = await send('POST', `/api/sessions/${id}/undo`, tokens.write, {});
+    expect(undo).toMatchObject({ status: 200, body: { sessionId: id, undone: 2, to: 1, cancelled: false } });
+    const first = await send('POST', `/api/sessions/${id}/undo`, tokens.write, { force: true });
+    expect(first.status).toBe(409);
+    expect(String(first.body.error)).toMatch(/first turn/);
+    expect((await send('POST', '/api/sessions/no-such/undo', tokens.write, {})).status).toBe(404);
   }, 120_000);
 });

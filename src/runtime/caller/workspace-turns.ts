@@ -240,8 +240,8 @@ export async function forkAtTurn(
   if (typeof as !== 'string' || !SESSION_ID_PATTERN.test(as))
     throw new InputError([{ field: 'as', message: 'a session id must be 1-100 letters, digits or _.-' }]);
   if (as === sessionId) throw new InputError([{ field: 'as', message: 'must differ from the session forked' }]);
-  const workspaces = needWorkspaces(parts);
   const { agent, points } = await recorded(parts, sessionId);
+  const workspaces = needWorkspaces(parts);
   const point = points[pointOf(points, sessionId, options.turn)] as TurnPoint;
   const cut = stateAtMark(agent);
   if (point.mark === null || point.agentSessionId === null)
@@ -328,8 +328,8 @@ export async function turnDiff(
   options: { turn?: number; stat?: boolean } = {},
 ): Promise<DiffResult> {
   checkSessionId(sessionId);
-  const workspaces = needWorkspaces(parts);
   const { points } = await recorded(parts, sessionId);
+  const workspaces = needWorkspaces(parts);
   const index = pointOf(points, sessionId, options.turn);
   const point = points[index] as TurnPoint;
   const previous = points[index - 1];
