@@ -138,9 +138,10 @@ export interface SessionHandle extends SessionReader {
   undo(options?: { force?: boolean; waitMs?: number }): Promise<UndoResult>;
   /**
    * A new session `as` with the files and the conversation of this one after turn `turn` (default: the last);
-   * this one is not changed. Needs `workspaces` in the client's options. InputError for an unknown turn.
+   * this one is not changed. Needs `workspaces` in the client's options. InputError for an unknown turn. With
+   * `owner`, the new session takes a slot of that owner's session cap (QuotaError `maxSessions` when none is left).
    */
-  fork(options: { turn?: number; as: string }): Promise<ForkResult>;
+  fork(options: { turn?: number; as: string; owner?: SessionOwner }): Promise<ForkResult>;
   /** What turn `turn` (default: the last) changed in the workspace's files: a unified diff, or with `stat` a summary. Needs `workspaces`. */
   diff(options?: { turn?: number; stat?: boolean }): Promise<DiffResult>;
 }

@@ -112,8 +112,10 @@ export class Runtime {
     importSession(this.#parts, text, options);
   undoTurn = (sessionId: string, options: { force?: boolean; waitMs?: number } = {}): Promise<UndoResult> =>
     undoTurn(this.#parts, sessionId, options);
-  forkAtTurn = (sessionId: string, options: { turn?: number; as: string }): Promise<ForkResult> =>
-    forkAtTurn(this.#parts, sessionId, options);
+  forkAtTurn = (
+    sessionId: string,
+    options: { turn?: number; as: string; owner?: { name: string; maxSessions: number } },
+  ): Promise<ForkResult> => forkAtTurn(this.#parts, sessionId, options);
   turnDiff = (sessionId: string, options: { turn?: number; stat?: boolean } = {}): Promise<DiffResult> =>
     turnDiff(this.#parts, sessionId, options);
   listingVersion = (): Promise<string> => this.reads.listingVersion();

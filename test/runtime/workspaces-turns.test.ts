@@ -283,6 +283,8 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
             name: `${scope}-bot`,
             scope,
             sha256: createHash('sha256').update(token).digest('hex'),
+            // The write token may hold one session of its own: a fork takes a slot of it.
+            ...(scope === 'write' ? { maxSessions: 1 } : {}),
           })),
         } as typeof base.http,
       },
@@ -301,7 +303,12 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
       });
       return { status: r.status, body: (await r.json()) as Record<string, unknown> };
     };
-    const id = await turn(undefined, 1, 'RUN: echo one > a.txt');
+    const { sessionId: id } = await h.runtime.enqueue({
+      prompt: 'RUN: echo one > a.txt',
+      options: options(),
+      tenant: 'team-a',
+    });
+    expect((await turnEnded(h.runtime, id, 1)).state).toBe('completed');
     await turn(id, 2, 'RUN: echo two > b.txt');
     await settled(id);
 
@@ -319,6 +326,13 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
     expect(fork).toMatchObject({ status: 201, body: { sessionId: `${id}-h`, turn: 1 } });
     const twice = await send('POST', `/api/sessions/${id}/fork`, tokens.write, { as: `${id}-h` });
     expect(twice.status).toBe(409);
+    // The token's one session is the fork: another is over its cap, and nothing of it is written.
+    const capped = await send('POST', `/api/sessions/${id}/fork`, tokens.write, { as: `${id}-h2` });
+    expect(capped.status).toBe(429);
+    expect(await client.session(`${id}-h2`).inspect()).toBeNull();
+    // The fork keeps its source's tenant (fleet limits may match on it).
+    const meta = internals(h.runtime).keys;
+    expect(await h.connect('t').hget(meta.session(`${id}-h`, 'meta'), 'tenant')).toBe('team-a');
 
     const undo = await send('POST', `/api/sessions/${id}/undo`, tokens.write, {});
     expect(undo).toMatchObject({ status: 200, body: { sessionId: id, undone: 2, to: 1, cancelled: false } });

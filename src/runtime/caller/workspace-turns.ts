@@ -7,6 +7,7 @@ import { POINTER_FIELD, type WorkspacePointer } from '../session-loop/workspace-
 import { readSession, importSession, type ImportResult } from '../lifecycle/transfer.ts';
 import { writeArchive } from '../lifecycle/archive.ts';
 import { parseTurns, TURNS_FIELD, type TurnPoint } from '../workspace-turns.ts';
+import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
 import { cancel } from './turns.ts';
 import { checkSessionId, type CallerParts } from './parts.ts';
 
@@ -228,12 +229,13 @@ export interface ForkResult extends ImportResult {
  * A new session (`as`) whose workspace files are those after turn `turn` of the source (default its
  * last) and whose agent conversation is the source's at that turn's mark, under an agent session of
  * its own; its messages are the source's up to that turn. The source is not changed. Refused while
- * the source runs a turn (ConflictError), for an id that exists, an unknown turn (InputError `turn`).
+ * the source runs a turn (ConflictError), for an id that exists, an unknown turn (InputError `turn`). The
+ * new session keeps the source's tenant; with `owner` it takes a slot of that token's session cap (QuotaError).
  */
 export async function forkAtTurn(
   parts: CallerParts,
   sessionId: string,
-  options: { turn?: number; as: string },
+  options: { turn?: number; as: string; owner?: SessionOwner },
 ): Promise<ForkResult> {
   checkSessionId(sessionId);
   const as = options.as;
@@ -276,30 +278,40 @@ export async function forkAtTurn(
     throw workspaceError(error);
   }
   const at = Date.now();
+  // An archive does not carry the tenant (fleet limits may match on it): the fork's is its source's.
+  const tenant = await parts.redis.hget(parts.store.key(sessionId, 'meta'), 'tenant');
   try {
-    const result = await importSession(parts.store, parts.queue, writeArchive(forked), {
-      as,
-      deployment: await parts.deploymentPolicy(),
-      limits: { maxArchiveBytes: parts.limits.maxArchiveBytes, maxArchiveLineBytes: parts.limits.maxArchiveLineBytes },
-      extraAgent: (agentSessionId) => {
-        const pointer: WorkspacePointer = {
-          version: 1,
-          snapshot: copied,
-          label: `fork of ${sessionId} turn ${point.turn}`.slice(0, 200),
-          at,
-          turn: point.turn,
-          attempt: 0,
-          agentSessionId,
-          promptRecorded: true,
-        };
-        const turns: TurnPoint[] = [{ turn: point.turn, snapshot: copied, at, agentSessionId, mark: point.mark }];
-        return [
-          [POINTER_FIELD, JSON.stringify(pointer)],
-          [TURNS_FIELD, JSON.stringify(turns)],
-        ];
-      },
-    });
-    return { ...result, turn: point.turn, snapshot: copied };
+    const created = await withOwnerSlot(parts.redis, parts.keys, options.owner, as, async () => ({
+      ok: true,
+      created: true,
+      result: await importSession(parts.store, parts.queue, writeArchive(forked), {
+        as,
+        deployment: await parts.deploymentPolicy(),
+        limits: {
+          maxArchiveBytes: parts.limits.maxArchiveBytes,
+          maxArchiveLineBytes: parts.limits.maxArchiveLineBytes,
+        },
+        ...(tenant === null ? {} : { extraMeta: { tenant } }),
+        extraAgent: (agentSessionId) => {
+          const pointer: WorkspacePointer = {
+            version: 1,
+            snapshot: copied,
+            label: `fork of ${sessionId} turn ${point.turn}`.slice(0, 200),
+            at,
+            turn: point.turn,
+            attempt: 0,
+            agentSessionId,
+            promptRecorded: true,
+          };
+          const turns: TurnPoint[] = [{ turn: point.turn, snapshot: copied, at, agentSessionId, mark: point.mark }];
+          return [
+            [POINTER_FIELD, JSON.stringify(pointer)],
+            [TURNS_FIELD, JSON.stringify(turns)],
+          ];
+        },
+      }),
+    }));
+    return { ...created.result, turn: point.turn, snapshot: copied };
   } catch (error) {
     // The new session was not written: its copied snapshot goes too (nothing else names it).
     await workspaces.remove(as).catch(() => undefined);

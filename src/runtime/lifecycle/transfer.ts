@@ -176,6 +176,8 @@ export interface ImportOptions {
   limits?: ArchiveLimits;
   /** More fields of the new session's agent state, given its agent session id (a fork at a turn: its workspace pointer). */
   extraAgent?: (agentSessionId: string | null) => Array<[string, string]>;
+  /** More meta fields of the new session, which an archive does not carry (a fork: its source's tenant). */
+  extraMeta?: Record<string, string>;
 }
 
 /**
@@ -256,7 +258,10 @@ export async function importSession(
       k('active'),
       sessionId,
       // Its fleet-index shard in this deployment (see keys.ts): an archive does not carry one.
-      JSON.stringify(shard > 0 ? { ...archive.meta, shard: String(shard) } : archive.meta),
+      JSON.stringify({
+        ...(shard > 0 ? { ...archive.meta, shard: String(shard) } : archive.meta),
+        ...options.extraMeta,
+      }),
       snapshot === null ? '' : JSON.stringify(snapshot),
       jobId,
       now,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { error, invalid, json, MUTATING_ERRORS, queryInt } from '../route.ts';
+import { callerRequest } from '../auth/caller.ts';
 import { defineRoute } from './context.ts';
 
 /** `POST /api/sessions/:id/undo` (the body may be empty). */
@@ -96,13 +97,15 @@ export const workspaceRoutes = [
       '400': invalid('a bad `as`, or a turn the session has no point of'),
       '404': error('unknown session'),
       '409': error(`${NO_WORKSPACE}; a session \`as\` exists`),
+      '429': error("the token's session cap (`maxSessions`) is reached"),
       ...MUTATING_ERRORS,
     },
-    handler: async (c, { id, body }, { client }) =>
-      c.json(
-        await client.session(id).fork({ as: body.as, ...(body.turn === undefined ? {} : { turn: body.turn }) }),
-        201,
-      ),
+    async handler(c, { id, body }, { client, auth }) {
+      // The new session takes a slot of the token's session cap, as a created one does (auth/caller.ts).
+      const { how } = callerRequest(auth, auth.principalOf(c), {});
+      const turn = body.turn === undefined ? {} : { turn: body.turn };
+      return c.json(await client.session(id).fork({ as: body.as, ...turn, ...how }), 201);
+    },
   }),
   defineRoute({
     method: 'get',
