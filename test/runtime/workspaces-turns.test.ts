@@ -238,6 +238,21 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
     await expect(client.session(id).fork({ as: plain })).rejects.toThrow(/already exists/);
     // Refused forks wrote nothing: no session, no snapshots of it.
     expect(await h.runtime.getSession('x-new')).toBeNull();
+
+    // An agent without stateMark / stateAtMark (every agent but pi): undo and fork refuse, naming it. The
+    // session is made one of codex here by its record alone (what undo reads), after a second turn of pi.
+    await turn(id, 2, 'RUN: echo two > b.txt');
+    await settled(id);
+    await h.connect('t').hset(internals(h.runtime).keys.session(id, 'meta'), 'agent', 'codex');
+    for (const call of [() => client.session(id).undo(), () => client.session(id).fork({ as: `${id}-codex` })]) {
+      const error = await call().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ConflictError);
+      expect((error as Error).message).toBe(
+        'agent "codex" cannot take its conversation back to an earlier turn (it has no stateAtMark): undo and fork need it',
+      );
+    }
+    // Diff needs no agent state.
+    expect((await client.session(id).diff()).diff).toContain('+++ b/b.txt');
   }, 90_000);
 
   it('the CLI: diff (and --stat), fork --turn --as, undo; exit 1 for a refusal, 2 for a bad turn', async () => {
