@@ -205,7 +205,11 @@ export async function undoTurn(
         now,
       ),
     );
-    if (code === 1) return { sessionId, undone: last.turn, to: target.turn, snapshot: target.snapshot, cancelled };
+    if (code === 1) {
+      // Its message count and updatedAt changed: the listing shows it (as a worker's write does).
+      await parts.store.index(sessionId, { touch: true });
+      return { sessionId, undone: last.turn, to: target.turn, snapshot: target.snapshot, cancelled };
+    }
     if (code === -1) throw new NotFoundError(`unknown session "${sessionId}"`);
     if (code === -2) throw new ConflictError(`session "${sessionId}" is being deleted`);
     if (code === -3)
