@@ -24,8 +24,8 @@ import { defineConfig } from 'vitest/config';
  *   whose limits, hub and tickets stay in `core`); the CLI bundle driven through every fast command
  *   with real pi turns (`bundle.test.ts`: the same commands run through the sources in `core`'s
  *   `runtime-commands.test.ts` and friends, and the package test runs the installed bundle); the
- *   dashboard's approval and delete buttons in a real browser (`approval-buttons`,
- *   `delete-button.test.ts`: the routes they call are tested over HTTP in `core`, and the
+ *   dashboard's approval, delete and workspace buttons in a real browser (`approval-buttons`,
+ *   `delete-button`, `workspace-buttons.test.ts`: the routes they call are tested over HTTP in `core`, and the
  *   dashboard's other browser suites stay there); workspaces in the runtime (`workspaces*.test.ts`:
  *   off by default, the module's own suites under test/workspace/ stay in `core`) and retention's
  *   expiry timelines (`lifecycle/retention.test.ts`; deletion and the HTTP lifecycle stay in `core`).
@@ -118,11 +118,13 @@ const LONG_SUITES = [
   'test/interfaces/cli/bundle.test.ts',
   'test/interfaces/web/approval-buttons.test.ts',
   'test/interfaces/web/delete-button.test.ts',
+  'test/interfaces/web/workspace-buttons.test.ts',
   // Moved from core for its budget: workspaces in the runtime (off by default; test/workspace/ stays
   // in core) and retention's expiry timelines (deletion and the HTTP lifecycle stay in core).
   'test/runtime/workspaces.test.ts',
   'test/runtime/workspaces-hosts.test.ts',
   'test/runtime/lifecycle/workspace-transfer.test.ts',
+  'test/runtime/workspaces-turns.test.ts',
   'test/runtime/lifecycle/retention.test.ts',
 ];
 /** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */

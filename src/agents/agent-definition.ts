@@ -58,6 +58,18 @@ export interface AgentDefinition {
    */
   forkState?(state: string, from: string, to: string): string;
   /**
+   * A mark of the exported state as it stands (pi: its session file's line count), recorded with a
+   * workspace session's turn so that `stateAtMark` can take the conversation back to that turn's
+   * end (undo, fork at a turn). Pure. Absent (with `stateAtMark`): this agent's sessions cannot be
+   * undone or forked at a turn.
+   */
+  stateMark?(state: string): number;
+  /**
+   * The state as it stood at `mark` (a state further along, the same conversation): pi's session
+   * file cut back to its first `mark` lines. Pure; throws for a mark the state does not reach.
+   */
+  stateAtMark?(state: string, mark: number): string;
+  /**
    * Checks a state as an archive brings it, before anything is written: `agentSessionId` has this
    * agent's id shape, and the state is that session's own (its file is the one of that id, under
    * the agent's own folder). Pure; throws an Error whose message starts with the field at fault

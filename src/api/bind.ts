@@ -25,6 +25,9 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
     resume: () => runtime.resumeParked(sessionId),
     delete: (o = {}) => runtime.deleteSession(sessionId, o),
     export: () => runtime.exportSession(sessionId),
+    undo: (o = {}) => runtime.undoTurn(sessionId, o),
+    fork: (o) => runtime.forkAtTurn(sessionId, o),
+    diff: (o = {}) => runtime.turnDiff(sessionId, o),
   });
   const client: Client = {
     sessions: {

@@ -13,9 +13,12 @@ import type { DeploymentReader, Reader, SessionReader, SessionsReader } from './
 import type {
   ApprovalDecided,
   DeletionRecord,
+  DiffResult,
   FleetLimitView,
+  ForkResult,
   QueuedPrompt,
   SessionView,
+  UndoResult,
   WorkerHeartbeat,
 } from '../runtime/runtime.ts';
 import { bindClient } from './bind.ts';
@@ -38,7 +41,7 @@ export interface ClientOptions {
   workspace?: string;
   /** Retention and quotas (as `lifecycle` in the config file). */
   lifecycle?: Partial<LifecycleOptions>;
-  /** The workers' workspaces (root, store, exclude list, quotas): needed to export or import a session that has one. */
+  /** The deployment's workspaces (as `workspaces` in the config file): what exporting, importing, forking and diffing a session's workspace read. */
   workspaces?: WorkspaceConfig;
 }
 
@@ -47,8 +50,12 @@ export type {
   ApprovalDecided,
   ApprovalVerdict,
   DeletionRecord,
+  DiffResult,
   EnqueueRequest,
   FleetLimitView,
+  ForkResult,
+  UndoResult,
+  WorkspaceConfig,
   ImportResult,
   ListPage,
   QueuedPrompt,
@@ -123,6 +130,20 @@ export interface SessionHandle extends SessionReader {
   }): Promise<{ sessionId: string; deleted: boolean; cancelled: boolean }>;
   /** The session as a versioned JSON-lines archive. */
   export(): Promise<string>;
+  /**
+   * Takes back the last completed turn of a workspace session: its files and the agent's conversation are the
+   * previous turn's again (a `workspace.undone` message says so). ConflictError while a turn runs or is queued
+   * (`force`: cancel it first), for a session without a workspace, its first turn, or an agent that cannot.
+   */
+  undo(options?: { force?: boolean; waitMs?: number }): Promise<UndoResult>;
+  /**
+   * A new session `as` with the files and the conversation of this one after turn `turn` (default: the last);
+   * this one is not changed. Needs `workspaces` in the client's options. InputError for an unknown turn. With
+   * `owner`, the new session takes a slot of that owner's session cap (QuotaError `maxSessions` when none is left).
+   */
+  fork(options: { turn?: number; as: string; owner?: SessionOwner }): Promise<ForkResult>;
+  /** What turn `turn` (default: the last) changed in the workspace's files: a unified diff, or with `stat` a summary. Needs `workspaces`. */
+  diff(options?: { turn?: number; stat?: boolean }): Promise<DiffResult>;
 }
 
 /** Prompts waiting for their turn. */

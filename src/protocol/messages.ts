@@ -118,6 +118,15 @@ export const CliMessageSchema = z.discriminatedUnion('type', [
     }),
   }),
   z.object({ type: z.literal('terminal.failed'), content: TerminalFailedContentSchema }),
+  /**
+   * sessiond, not the agent: the session's last turn was taken back (`sessiond undo`, docs/workspaces.md): its
+   * files and the agent's conversation are those after turn `to` (0: the session's start) again. The messages
+   * of the undone turn stay in the log; this one says they no longer count.
+   */
+  z.object({
+    type: z.literal('workspace.undone'),
+    content: z.object({ turn: z.number().int(), to: z.number().int(), snapshot: z.string() }),
+  }),
 ]);
 
 export type CliMessage = z.infer<typeof CliMessageSchema>;

@@ -14,6 +14,14 @@ import { bullQueue, exportSession, importSession, listSessions, sessionStates } 
 import { cancel, cancelMatching, resumeParked, retry } from './caller/turns.ts';
 import type { FleetLimitView, QueuedPrompt, RuntimeOptions, SessionView, WorkerHeartbeat } from './caller/types.ts';
 import { exposeInternals } from './internals.ts';
+import {
+  forkAtTurn,
+  turnDiff,
+  undoTurn,
+  type DiffResult,
+  type ForkResult,
+  type UndoResult,
+} from './caller/workspace-turns.ts';
 import type { ImportResult } from './lifecycle/transfer.ts';
 import type { ListFilter, ListPage } from './lifecycle/listing.ts';
 import type { MessageHub } from './message-hub.ts';
@@ -26,7 +34,10 @@ export type { EnqueueRequest } from './enqueue-request.ts';
 export type {
   ApprovalDecided,
   DeletionRecord,
+  DiffResult,
   FleetLimitView,
+  ForkResult,
+  UndoResult,
   QueuedPrompt,
   RuntimeOptions,
   SessionView,
@@ -99,6 +110,14 @@ export class Runtime {
   exportSession = (sessionId: string): Promise<string> => exportSession(this.#parts, sessionId);
   importSession = (text: string, options: { as?: string } = {}): Promise<ImportResult> =>
     importSession(this.#parts, text, options);
+  undoTurn = (sessionId: string, options: { force?: boolean; waitMs?: number } = {}): Promise<UndoResult> =>
+    undoTurn(this.#parts, sessionId, options);
+  forkAtTurn = (
+    sessionId: string,
+    options: { turn?: number; as: string; owner?: { name: string; maxSessions: number } },
+  ): Promise<ForkResult> => forkAtTurn(this.#parts, sessionId, options);
+  turnDiff = (sessionId: string, options: { turn?: number; stat?: boolean } = {}): Promise<DiffResult> =>
+    turnDiff(this.#parts, sessionId, options);
   listingVersion = (): Promise<string> => this.reads.listingVersion();
   sessionStates = (ids: readonly string[]): Promise<Record<string, string | null>> => sessionStates(this.#parts, ids);
   readMessages = (sessionId: string, fromSeq = 1, count = 1000): Promise<StoredMessage[]> =>

@@ -12,6 +12,8 @@ import {
   forkPiSession,
   importPiSession,
   piStateAfterTool,
+  piStateAtMark,
+  piStateMark,
   type PiSessionState,
 } from './session-file.ts';
 
@@ -59,6 +61,8 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
     return state === null ? null : JSON.stringify(state);
   },
   forkState: (state, from, to) => JSON.stringify(forkPiSession(JSON.parse(state) as PiSessionState, from, to)),
+  stateMark: (state) => piStateMark(JSON.parse(state) as PiSessionState),
+  stateAtMark: (state, mark) => JSON.stringify(piStateAtMark(JSON.parse(state) as PiSessionState, mark)),
   checkState: (state, agentSessionId) => void checkPiState(state, agentSessionId),
   async importState(options, agentSessionId, state, how) {
     const dir = sessionDir(options);

@@ -121,6 +121,35 @@ function isToolResultOf(line: string, toolCallId: string): boolean {
   }
 }
 
+/**
+ * The mark of a session file for `piStateAtMark`: its count of whole lines (a torn last line, being
+ * written, is not one). Lines rather than bytes: the header line is rewritten on import (its `cwd`,
+ * and its `id` in a fork), so a byte length would not survive the trip; its count of lines does.
+ */
+export function piStateMark(state: PiSessionState): number {
+  let lines = 0;
+  for (let at = state.content.indexOf('\n'); at !== -1; at = state.content.indexOf('\n', at + 1)) lines += 1;
+  return lines;
+}
+
+/**
+ * The session file as it stood at `mark` (its first `mark` lines): pi's file is append-only, so a
+ * prefix of its lines is a file pi wrote (the conversation up to that point). Throws when the file
+ * holds fewer lines than `mark`, or `mark` is not a positive integer (the header is line 1).
+ */
+export function piStateAtMark(state: PiSessionState, mark: number): PiSessionState {
+  if (!Number.isSafeInteger(mark) || mark < 1)
+    throw new Error(`mark: must be a whole number of lines ≥ 1 (got ${mark})`);
+  let end = 0;
+  for (let line = 0; line < mark; line += 1) {
+    const newline = state.content.indexOf('\n', end);
+    if (newline === -1)
+      throw new Error(`mark: the session file "${state.fileName}" holds ${line} whole lines, not ${mark}`);
+    end = newline + 1;
+  }
+  return { ...state, content: state.content.slice(0, end) };
+}
+
 /** The same conversation under another session id: the file name and the header's `id` (the entries do not repeat it). */
 export function forkPiSession(state: PiSessionState, from: string, to: string): PiSessionState {
   const match = FILE_NAME.exec(state.fileName);

@@ -99,7 +99,7 @@ async function connectContext(
     limits: settings.lifecycle,
     queuePartitions: settings.queuePartitions,
     fleetLimits: settings.fleetLimits,
-    // Export and import carry a session's workspace (a plain configuration has workspaces off).
+    // Export, import, fork and diff reach a session's workspace (a plain configuration has workspaces off).
     ...(workspaces === null ? {} : { workspaces }),
   });
   await reachRedis(() => client.deployment.ping(), url, lastError, closeAll, reach);

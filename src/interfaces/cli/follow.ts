@@ -123,6 +123,13 @@ export async function followSession(session: SessionReader, options: FollowOptio
       case 'terminal.completed':
         line(c.dim(`── attempt ${m.attempt} completed`));
         break;
+      case 'workspace.undone':
+        line(
+          c.yellow(
+            `── turn ${String(content.turn)} undone: the files and conversation are turn ${String(content.to)}'s`,
+          ),
+        );
+        break;
       default:
         break;
     }

@@ -12,6 +12,7 @@ import { registerRetry } from './commands/retry.ts';
 import { registerResume } from './commands/resume.ts';
 import { registerPrompts } from './commands/prompts.ts';
 import { registerDelete } from './commands/delete.ts';
+import { registerTurns } from './commands/turns.ts';
 import { registerTransfer } from './commands/transfer.ts';
 import { registerRetryPolicy } from './commands/retry-policy.ts';
 import { registerDemo } from './commands/demo.ts';
@@ -41,6 +42,7 @@ export function buildProgram(): Command {
   registerApprovals(program);
   registerAcp(program);
   registerDelete(program);
+  registerTurns(program);
   registerTransfer(program);
   registerRetryPolicy(program);
   registerPolicy(program);

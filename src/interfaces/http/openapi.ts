@@ -41,6 +41,7 @@ function build(): Json {
     tags: [
       { name: 'sessions' },
       { name: 'messages' },
+      { name: 'workspaces', description: "a workspace session's turns: undo, fork, diff" },
       { name: 'retry-policy' },
       { name: 'operations' },
       { name: 'auth', description: 'login cookie and stream tickets' },

@@ -5,6 +5,7 @@ import { badge, clock, field, fill, h, ms, poll, preview } from './dom.js';
 import { navigate } from './nav.js';
 import { policyEditor } from './policy-editor.js';
 import { streamTranscript } from './transcript.js';
+import { workspacePanel } from './workspace-panel.js';
 import { SETTLED } from './vocabulary.js';
 
 /**
@@ -75,6 +76,8 @@ export function sessionPage(main, sessionId) {
     showOk(promptForm, `queued as turn ${result.data.turn}`);
   });
 
+  const workspace = workspacePanel(sessionId);
+
   const policy = policyEditor({
     path: `/api/sessions/${enc}/retry-policy`,
     title: 'Retry policy of this session',
@@ -144,6 +147,7 @@ export function sessionPage(main, sessionId) {
         'div',
         {},
         h('section', { class: 'panel' }, h('h2', {}, liveDot, 'Transcript'), transcript),
+        workspace.panel,
         queuePanel,
         can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'Add a prompt'), promptForm) : null,
         policy.panel,
@@ -382,6 +386,7 @@ export function sessionPage(main, sessionId) {
     if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0)
       stream?.closeTools(turn.status);
     renderTimeline(view);
+    workspace.update(view);
     fill(
       historyBody,
       ...view.history

@@ -210,6 +210,15 @@ export function streamTranscript(sessionId, box, liveDot) {
         );
         assistantEl = null;
         break;
+      case 'workspace.undone':
+        add(
+          h(
+            'div',
+            { class: 'meta', 'data-testid': 'undone' },
+            `turn ${c.turn} undone: the files and conversation are turn ${c.to}'s again`,
+          ),
+        );
+        break;
       default:
         add(h('div', { class: 'meta' }, `${m.type}: ${preview(c, 200)}`));
     }

@@ -22,7 +22,7 @@ export interface CallerParts extends ReaderParts {
   policies: PolicyStore;
   bus: EventBus;
   fleetLimits: FleetLimits;
-  /** The deployment's workspaces as this caller reaches them (null: none configured). */
+  /** The deployment's workspaces as this caller reaches them (RuntimeOptions.workspaces, built once; null: none configured). */
   workspaces: Workspaces | null;
   /** The deployment policy: the one given, else the default (this process's cwd as the workspace), resolved once. */
   deploymentPolicy(): Promise<DeploymentPolicy>;

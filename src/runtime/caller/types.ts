@@ -75,7 +75,7 @@ export interface RuntimeOptions {
   queuePartitions?: number;
   /** The fleet-wide limits the workers enforce (SESSIOND_LIMITS), for status and pausing by name. */
   fleetLimits?: readonly LimitRule[];
-  /** The workers' workspaces (their store, exclude list, quotas): export and import carry a session's workspace. */
+  /** The deployment's workspaces (root, store, exclude list, quotas): what a caller does with a session's workspace (export, import, fork, diff). */
   workspaces?: WorkspaceConfig;
 }
 

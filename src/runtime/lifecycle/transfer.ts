@@ -15,6 +15,7 @@ import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 import { WorkspaceInputError, WorkspaceQuotaError, type Workspaces } from '../../workspace/types.ts';
 import type { POINTER_FIELD as PointerField, WorkspacePointer } from '../session-loop/workspace-attempt.ts';
 import { lifecycleKeys } from './keys.ts';
+import { TURNS_FIELD } from '../workspace-turns.ts';
 
 /** The agent-state field of the workspace pointer (workspace-attempt.ts's, not loaded here: the client needs none of the attempt's code). */
 const POINTER_FIELD: typeof PointerField = 'workspace';
@@ -139,7 +140,7 @@ function policyBoundsIssue(
  * Reads the whole session in one MULTI (one slot: a consistent picture) as an archive; null for an unknown id.
  * A session with a workspace pointer carries the bundle of the pointer's snapshot (snapshots do not
  * change once made), read through `workspaces`; without them such a session is not exported (ConflictError):
- * its archive would lose its files.
+ * its archive would lose its files. Its turn points are not carried (they name the source's snapshots).
  */
 export async function exportSession(
   redis: Redis,
@@ -147,6 +148,34 @@ export async function exportSession(
   sessionId: string,
   workspaces: Workspaces | null = null,
 ): Promise<string | null> {
+  const read = await readSession(redis, keys, sessionId);
+  if (read === null) return null;
+  const pointer = read.pointer === null ? null : parseStoredPointer(read.pointer, sessionId);
+  if (pointer === null) return writeArchive(read.archive);
+  if (workspaces === null)
+    throw new ConflictError(
+      `session "${sessionId}" has a workspace, and this client has none configured (workspaces.enabled, SESSIOND_WORKSPACES_ENABLED, with the workers' store): its archive would lose its files`,
+    );
+  const bundle = await workspaces.bundle(sessionId, pointer.snapshot).catch((error: unknown) => {
+    // Its store not the workers' (another SESSIOND_WORKSPACE_STORE), or the session removed since.
+    if (!(error instanceof WorkspaceInputError)) throw error;
+    throw new ConflictError(
+      `session "${sessionId}": its workspace's snapshot ${pointer.snapshot} is not in the store this client reaches (${error.message}): not exported`,
+    );
+  });
+  return writeArchive({ ...read.archive, workspace: { pointer, bundle } });
+}
+
+/**
+ * The whole session, read in one MULTI, as an archive's content (not checked: what export writes)
+ * without its workspace, and its workspace pointer as stored (null: none); null for an unknown id.
+ * The pointer and the turn points are not agent lines: the pointer travels in the workspace line.
+ */
+export async function readSession(
+  redis: Redis,
+  keys: Keys,
+  sessionId: string,
+): Promise<{ archive: Archive; pointer: string | null } | null> {
   const k = (part: Parameters<Keys['session']>[1]) => keys.session(sessionId, part);
   const replies = await redis
     .multi()
@@ -162,23 +191,7 @@ export async function exportSession(
   if (Object.keys(meta).length === 0) return null;
   if (meta.deleting !== undefined) throw new ConflictError(`session "${sessionId}" is being deleted`);
   const snapshot = value(1) as string | null;
-  // The pointer travels in the workspace line (with its bundle), not as an agent line.
-  const { [POINTER_FIELD]: rawPointer, ...agent } = value(4) as Record<string, string>;
-  const pointer = rawPointer === undefined ? null : parseStoredPointer(rawPointer, sessionId);
-  if (pointer !== null && workspaces === null)
-    throw new ConflictError(
-      `session "${sessionId}" has a workspace, and this client has none configured (workspaces.enabled, SESSIOND_WORKSPACES_ENABLED, with the workers' store): its archive would lose its files`,
-    );
-  const bundle =
-    pointer === null || workspaces === null
-      ? null
-      : await workspaces.bundle(sessionId, pointer.snapshot).catch((error: unknown) => {
-          // Its store not the workers' (another SESSIOND_WORKSPACE_STORE), or the session removed since.
-          if (!(error instanceof WorkspaceInputError)) throw error;
-          throw new ConflictError(
-            `session "${sessionId}": its workspace's snapshot ${pointer.snapshot} is not in the store this client reaches (${error.message}): not exported`,
-          );
-        });
+  const { [POINTER_FIELD]: pointer, [TURNS_FIELD]: _turns, ...agent } = value(4) as Record<string, string>;
   const archive: Archive = {
     sessionId,
     exportedAt: Date.now(),
@@ -191,9 +204,8 @@ export async function exportSession(
     inbox: (value(5) as string[])
       .map((raw) => JSON.parse(raw) as Archive['inbox'][number] & { removed?: boolean })
       .filter((p) => p.removed !== true),
-    ...(pointer === null || bundle === null ? {} : { workspace: { pointer, bundle } }),
   };
-  return writeArchive(archive);
+  return { archive, pointer: pointer ?? null };
 }
 
 /** The session's stored pointer; one that does not parse is refused (what the archive would carry is unknown). */
@@ -217,6 +229,10 @@ export interface ImportOptions {
   limits?: ArchiveLimits;
   /** The deployment's workspaces (null or absent: none configured; an archive that carries a workspace is refused). */
   workspaces?: Workspaces | null;
+  /** More fields of the new session's agent state, given its agent session id (a fork at a turn: its workspace pointer). */
+  extraAgent?: (agentSessionId: string | null) => Array<[string, string]>;
+  /** More meta fields of the new session, which an archive does not carry (a fork: its source's tenant). */
+  extraMeta?: Record<string, string>;
 }
 
 /**
@@ -270,7 +286,7 @@ export async function importSession(
     copy || shared
       ? forkConversation(agentSessionId, archive.agent)
       : { agentSessionId, agent: archive.agent, conversation: 'kept' as const };
-  const agent = fork.agent;
+  const agent = [...fork.agent, ...(options.extraAgent?.(fork.agentSessionId) ?? [])];
   // The conversation recorded with the files: the same one, its fork, or none (the next turn starts one).
   const pointer = archive.workspace?.pointer;
   const pointerConversation =
@@ -340,7 +356,10 @@ export async function importSession(
         k('active'),
         sessionId,
         // Its fleet-index shard in this deployment (see keys.ts): an archive does not carry one.
-        JSON.stringify(shard > 0 ? { ...archive.meta, shard: String(shard) } : archive.meta),
+        JSON.stringify({
+          ...(shard > 0 ? { ...archive.meta, shard: String(shard) } : archive.meta),
+          ...options.extraMeta,
+        }),
         snapshot === null ? '' : JSON.stringify(snapshot),
         jobId,
         now,

@@ -5,6 +5,7 @@ import { terminalFailed, type MessageOf } from '../../protocol/index.ts';
 import type { WorkspaceQuotaError, Snapshot, Workspaces, WorkspaceSource } from '../../workspace/types.ts';
 import type { SessionWriter } from '../session-writer.ts';
 import type { SessionStore } from '../store/session-store.ts';
+import { parseTurns, TURNS_FIELD, withTurn, type TurnPoint } from '../workspace-turns.ts';
 import { stateField, type AgentAttempt } from './agent-attempt.ts';
 import type { WarnLog } from './config.ts';
 import { pauseProcesses } from './pause-processes.ts';
@@ -85,6 +86,8 @@ export class AttemptWorkspace {
   /** Tool calls announced and not ended yet, and those ended since the last record. */
   readonly #inFlight = new Set<string>();
   readonly #ended: string[] = [];
+  /** The session's turn points (workspace-turns.ts), as read at the start. */
+  #turns: TurnPoint[] = [];
 
   constructor(init: AttemptWorkspaceInit) {
     this.#init = init;
@@ -106,6 +109,8 @@ export class AttemptWorkspace {
     const previous = parsePointer(stored);
     if (stored !== null && previous === null)
       this.#init.warn('the workspace pointer did not parse: the workspace starts anew', null);
+    // Only this session's holder writes them (in its fenced batches); undo writes them only while none holds it.
+    this.#turns = parseTurns(await store.agentState(sessionId, TURNS_FIELD));
     await workspaces.prepare(sessionId, previous?.snapshot ?? null, previous === null ? source : undefined);
     // The conversation recorded with these files: its session, and whether it holds this turn's prompt already.
     const resumeSessionId = previous?.agentSessionId ?? request.agentSessionId;
@@ -132,6 +137,9 @@ export class AttemptWorkspace {
         null,
       );
       this.#record(snapshot, resumeSessionId, recorded, null);
+      // The session's start: what undoing its first turn would go back to, and what that turn's diff is from.
+      this.#turns = [{ turn: 0, snapshot: snapshot.id, at: snapshot.at, agentSessionId: null, mark: null }];
+      this.#init.writer.agentState(TURNS_FIELD, JSON.stringify(this.#turns));
     }
     this.#start = this.#pointer;
     return { resumeSessionId, text };
@@ -194,7 +202,10 @@ export class AttemptWorkspace {
     }
   }
 
-  /** The attempt completed: its end is recorded (files and the agent's whole state). Throws WorkspaceQuotaError. */
+  /**
+   * The attempt completed: its end is recorded (files and the agent's whole state), and with them
+   * the turn's point (its snapshot and the agent's state mark), in the same batch. Throws WorkspaceQuotaError.
+   */
   async completed(agentSessionId: string | null): Promise<void> {
     const { attempt, workspaces, sessionId, request } = this.#init;
     const snapshot = await workspaces.snapshot(
@@ -209,6 +220,24 @@ export class AttemptWorkspace {
         ? null
         : await attempt.agent.exportState(attempt.options, agentSessionId);
     this.#record(snapshot, agentSessionId, true, state);
+    const marker = attempt.agent.stateMark;
+    let mark: number | null = null;
+    if (state !== null && marker !== undefined) {
+      try {
+        mark = marker(state);
+      } catch (error) {
+        // A state the agent cannot read: the turn is recorded without a mark (it cannot be undone to or forked at).
+        this.#init.warn("the agent's state gave no mark: this turn cannot be undone to or forked at", error);
+      }
+    }
+    this.#turns = withTurn(this.#turns, {
+      turn: request.turn,
+      snapshot: snapshot.id,
+      at: snapshot.at,
+      agentSessionId,
+      mark,
+    });
+    this.#init.writer.agentState(TURNS_FIELD, JSON.stringify(this.#turns));
   }
 
   /**

@@ -7,6 +7,7 @@ import { createApp } from '../../../src/interfaces/http/app.ts';
 import { openApiDocument, REQUEST_EXAMPLES } from '../../../src/interfaces/http/openapi.ts';
 import { ApprovalBody } from '../../../src/interfaces/http/routes/approvals.ts';
 import { CancelBody } from '../../../src/interfaces/http/routes/controls.ts';
+import { ForkBody, UndoBody } from '../../../src/interfaces/http/routes/workspace.ts';
 import { DispatchBody } from '../../../src/interfaces/http/routes/limits.ts';
 import { PromptBody } from '../../../src/interfaces/http/routes/prompts.ts';
 import { CreateSessionBody } from '../../../src/interfaces/http/routes/sessions.ts';
@@ -635,6 +636,8 @@ describe('OpenAPI', () => {
       pauseDispatch: (v) => DispatchBody.safeParse(v).success,
       resumeDispatch: (v) => DispatchBody.safeParse(v).success,
       decideApproval: (v) => ApprovalBody.safeParse(v).success,
+      undoTurn: (v) => UndoBody.safeParse(v).success,
+      forkSession: (v) => ForkBody.safeParse(v).success,
     };
     // Each approval example answers a request of its own, waiting as an attempt in ask mode stores it.
     let seeded = 0;
@@ -660,6 +663,15 @@ describe('OpenAPI', () => {
           target.includes('{requestId}') ? target.replace('{requestId}', await seedOne(id)) : target,
           example.value,
         );
+        // This session has no workspace (no worker with workspaces here): the body was accepted, the session refused.
+        // test/runtime/workspaces-turns.test.ts sends the same bodies to a workspace session.
+        if (op.operationId === 'undoTurn' || op.operationId === 'forkSession') {
+          expect({ status: r.status, error: r.body.error }, `${op.operationId}/${name}`).toEqual({
+            status: 409,
+            error: `session "${id}" has no workspace (it runs in a caller's cwd, or no worker with workspaces has run it yet)`,
+          });
+          continue;
+        }
         expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeGreaterThanOrEqual(200);
         expect(r.status, `${op.operationId}/${name}: ${JSON.stringify(r.body)}`).toBeLessThan(300);
         if (op.operationId === 'createSession') {

@@ -8,12 +8,14 @@ import { operationRoutes } from './operations.ts';
 import { promptRoutes } from './prompts.ts';
 import { retryPolicyRoutes } from './retry-policy.ts';
 import { sessionRoutes } from './sessions.ts';
+import { workspaceRoutes } from './workspace.ts';
 
 /** Every route of the API, in the order it is served and documented; a route of a new group is listed here. */
 export const API_ROUTES = [
   ...sessionRoutes,
   ...promptRoutes,
   ...controlRoutes,
+  ...workspaceRoutes,
   ...approvalRoutes,
   ...messageRoutes,
   ...retryPolicyRoutes,
