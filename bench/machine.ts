@@ -4,7 +4,7 @@ import { persistSession, startSessionActor, type PersistedSession, type SessionA
 import { CONTINUATION_PROMPT } from '../machines/retry-request.ts';
 import { createSessionMachine, type SessionMachine } from '../machines/session.machine.ts';
 import type { AttemptMeta, AttemptRequest, AttemptRunner, MessageSink, TurnStatus } from '../machines/types.ts';
-import { isTerminal, type CliMessage, type TerminalMessage } from '../src/protocol/index.ts';
+import { isAgentTerminal, isTerminal, type AgentTerminalMessage, type CliMessage } from '../src/protocol/index.ts';
 import { decideRetry, parseRetryPolicy, type RetryPolicy } from '../src/retry/index.ts';
 import { BenchFailure } from './support/benchmark.ts';
 import { collectGarbage, median, round, type Timing } from './support/timing.ts';
@@ -70,8 +70,8 @@ const BODY: readonly CliMessage[] = (() => {
   return body;
 })();
 
-const COMPLETED: TerminalMessage = { type: 'terminal.completed', content: { stopReason: 'stop' } };
-const SERVER_ERROR: TerminalMessage = {
+const COMPLETED: AgentTerminalMessage = { type: 'terminal.completed', content: { stopReason: 'stop' } };
+const SERVER_ERROR: AgentTerminalMessage = {
   type: 'terminal.failed',
   content: {
     text: '500 Internal Server Error',
@@ -239,13 +239,13 @@ async function runTurnByHand(
     };
     const meta: AttemptMeta = { sessionId: session.sessionId, turn, attempt };
     const controller = new AbortController();
-    let terminal: TerminalMessage | null = null;
+    let terminal: AgentTerminalMessage | null = null;
     try {
       for await (const message of runner(request, { signal: controller.signal })) {
         await sink(message, meta);
         if (message.type === 'session.started' || message.type === 'session.resumed')
           session.agentSessionId = message.content.sessionId;
-        else if (isTerminal(message)) terminal = message;
+        else if (isAgentTerminal(message)) terminal = message;
       }
     } catch (error) {
       terminal = crashed(`the provider threw: ${error instanceof Error ? error.message : String(error)}`);
@@ -264,7 +264,7 @@ async function runTurnByHand(
   }
 }
 
-function crashed(text: string): TerminalMessage {
+function crashed(text: string): AgentTerminalMessage {
   return {
     type: 'terminal.failed',
     content: { text, category: 'process_crash', stderr: '', invalid_output_lines: [] },

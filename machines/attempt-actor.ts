@@ -1,5 +1,5 @@
 import { fromCallback, fromPromise } from 'xstate';
-import { isTerminal, type TerminalMessage } from '../src/protocol/index.ts';
+import { isAgentTerminal, type AgentTerminalMessage } from '../src/protocol/index.ts';
 import type { SandboxMode } from '../src/process/sandbox/types.ts';
 import type { AttemptEvent, AttemptRequest, AttemptRunner, MessageSink } from './types.ts';
 
@@ -21,7 +21,7 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     // Set before the last sendBack: the machine leaves `running` (and calls the cleanup below) inside it.
     let ended = false;
     const run = async (): Promise<void> => {
-      let terminal: TerminalMessage | null = null;
+      let terminal: AgentTerminalMessage | null = null;
       try {
         // The sandbox the agent's process runs in goes on the attempt's record (inspect shows it).
         const spawned = ({ sandbox }: { sandbox: SandboxMode }): void => {
@@ -43,7 +43,7 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
           ) {
             sendBack({ type: 'attempt.session', agentSessionId: message.content.sessionId });
           }
-          if (isTerminal(message)) terminal = message;
+          if (isAgentTerminal(message)) terminal = message;
         }
       } catch (error) {
         if (controller.signal.aborted) return;
@@ -77,7 +77,7 @@ function attemptKey(meta: { sessionId: string; turn: number; attempt: number }):
   return `${meta.sessionId}\u0000${meta.turn}\u0000${meta.attempt}`;
 }
 
-function crashed(text: string): TerminalMessage {
+function crashed(text: string): AgentTerminalMessage {
   return {
     type: 'terminal.failed',
     content: { text, category: 'process_crash', stderr: '', invalid_output_lines: [] },

@@ -1,4 +1,4 @@
-import type { CliMessage, FailureCategory, TerminalMessage } from '../src/protocol/index.ts';
+import type { AgentTerminalMessage, CliMessage, FailureCategory } from '../src/protocol/index.ts';
 import type { SandboxMode } from '../src/process/sandbox/types.ts';
 import type { NoRetryReason, RetryPolicy } from '../src/retry/index.ts';
 
@@ -151,7 +151,7 @@ export interface SessionInput {
 export type AttemptEvent =
   | { type: 'attempt.session'; agentSessionId: string }
   | { type: 'attempt.spawned'; sandbox: SandboxMode }
-  | { type: 'attempt.ended'; terminal: TerminalMessage };
+  | { type: 'attempt.ended'; terminal: AgentTerminalMessage };
 
 export type SessionEvent =
   | { type: 'session.prompt'; prompt: PromptInput }

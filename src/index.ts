@@ -70,12 +70,14 @@ export {
   FAILURE_CATEGORIES,
   FailureCategorySchema,
   MESSAGE_TYPES,
+  isAgentTerminal,
   isTerminal,
   type CliMessage,
   type CliMessageType,
   type FailureCategory,
   type MessageOf,
   type TerminalMessage,
+  type AgentTerminalMessage,
 } from './protocol/index.ts';
 export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';
 export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy } from './policy/index.ts';

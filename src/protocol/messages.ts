@@ -119,6 +119,11 @@ export const CliMessageSchema = z.discriminatedUnion('type', [
   }),
   z.object({ type: z.literal('terminal.failed'), content: TerminalFailedContentSchema }),
   /**
+   * sessiond, not the agent: the attempt was cancelled (`sessiond cancel`, ACP's session/cancel) and its processes
+   * are gone. Written instead of the agent's own end, so every attempt ends once in the log.
+   */
+  z.object({ type: z.literal('terminal.cancelled'), content: z.object({ reason: z.string() }) }),
+  /**
    * sessiond, not the agent: the session's last turn was taken back (`sessiond undo`, docs/workspaces.md): its
    * files and the agent's conversation are those after turn `to` (0: the session's start) again. The messages
    * of the undone turn stay in the log; this one says they no longer count.
@@ -132,11 +137,22 @@ export const CliMessageSchema = z.discriminatedUnion('type', [
 export type CliMessage = z.infer<typeof CliMessageSchema>;
 export type CliMessageType = CliMessage['type'];
 export type MessageOf<T extends CliMessageType> = Extract<CliMessage, { type: T }>;
-export type TerminalMessage = MessageOf<'terminal.completed'> | MessageOf<'terminal.failed'>;
+export type TerminalMessage =
+  MessageOf<'terminal.completed'> | MessageOf<'terminal.failed'> | MessageOf<'terminal.cancelled'>;
+/** How an agent ends its attempt (`terminal.cancelled` is sessiond's, never an agent's). */
+export type AgentTerminalMessage = MessageOf<'terminal.completed'> | MessageOf<'terminal.failed'>;
 
 export const MESSAGE_TYPES = CliMessageSchema.options.map((o) => o.shape.type.value) as readonly CliMessageType[];
 
+/** The message that ends an attempt in the log: exactly one per attempt. */
 export function isTerminal(message: CliMessage): message is TerminalMessage {
+  return (
+    message.type === 'terminal.completed' || message.type === 'terminal.failed' || message.type === 'terminal.cancelled'
+  );
+}
+
+/** An agent's own end of its attempt (completed or failed). */
+export function isAgentTerminal(message: CliMessage): message is AgentTerminalMessage {
   return message.type === 'terminal.completed' || message.type === 'terminal.failed';
 }
 

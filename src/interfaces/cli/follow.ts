@@ -123,6 +123,9 @@ export async function followSession(session: SessionReader, options: FollowOptio
       case 'terminal.completed':
         line(c.dim(`── attempt ${m.attempt} completed`));
         break;
+      case 'terminal.cancelled':
+        line(c.yellow(`── attempt ${m.attempt} cancelled: ${String(content.reason ?? 'cancelled')}`));
+        break;
       case 'workspace.undone':
         line(
           c.yellow(

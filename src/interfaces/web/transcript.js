@@ -197,6 +197,17 @@ export function streamTranscript(sessionId, box, liveDot) {
         );
         assistantEl = null;
         break;
+      case 'terminal.cancelled':
+        closeTools('ended');
+        add(
+          h(
+            'div',
+            { class: 'end-cancelled', 'data-testid': 'terminal' },
+            `attempt ${m.attempt} cancelled · ${preview(c.reason ?? 'cancelled', 300)}`,
+          ),
+        );
+        assistantEl = null;
+        break;
       case 'terminal.failed':
         closeTools('ended');
         add(

@@ -1,6 +1,6 @@
 import { startSessionActor, stateName, type PersistedSession, type SessionActor } from '../../../machines/restore.ts';
 import { isAttemptState } from '../../../machines/states.ts';
-import { turnDeadline } from '../../../machines/turn.ts';
+import { timeoutText, turnDeadline } from '../../../machines/turn.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import { ApprovalStore } from '../approvals/store.ts';
 import type { EventBus } from '../event-bus.ts';
@@ -9,6 +9,7 @@ import type { SharedSessionMachine } from '../shared-machine.ts';
 import type { LoadedSession, SessionStore } from '../store/session-store.ts';
 import { SessionTracer } from '../tracing/session-tracer.ts';
 import { Admission } from './admission.ts';
+import type { AttemptStop } from './attempt-end.ts';
 import { attemptRunner } from './attempt-runner.ts';
 import { sessionLog, type ActiveSessionConfig, type DriveOutcome, type WarnLog } from './config.ts';
 import { HolderInbox } from './inbox.ts';
@@ -328,6 +329,20 @@ export class ActiveSession {
       onDecision: (listener) => this.#inbox.onApproval(listener),
       warn: this.#warn,
       retryPolicy: () => this.#fenced.actor?.getSnapshot().context.policy ?? null,
+      stopOf: (turn, attempt) => this.#stopOf(turn, attempt),
+      answered: () => this.#sink.answered,
     });
+  }
+
+  /** Why the machine stopped this attempt; null when it did not (the holder let go: the actor stopped in `running`). */
+  #stopOf(turn: number, attempt: number): AttemptStop | null {
+    const actor = this.#fenced.actor;
+    if (actor === null || this.#fenced.stale) return null;
+    const snapshot = actor.getSnapshot();
+    const { context } = snapshot;
+    if (stateName(snapshot.value) !== 'cancelling' || context.turnIndex !== turn || context.attempt !== attempt)
+      return null;
+    if (context.turn?.timedOut === true) return { kind: 'timeout', text: timeoutText(context) };
+    return { kind: 'cancelled', reason: context.turn?.cancelReason ?? 'cancelled' };
   }
 }

@@ -1,6 +1,6 @@
 import type { AttemptRunner } from '../../../machines/types.ts';
 import type { SandboxMode } from '../../process/index.ts';
-import type { CliMessage } from '../../protocol/index.ts';
+import { isTerminal, type CliMessage } from '../../protocol/index.ts';
 import { AttemptApprovals } from '../approvals/gate.ts';
 import type { ApprovalStore } from '../approvals/store.ts';
 import { admitTurn, refusedAttempt } from '../deployment-policy.ts';
@@ -15,6 +15,7 @@ import type { RetryPolicy } from '../../retry/index.ts';
 import { abandonWith, attemptSetup, recordInWorkspace, workspaceStartFailed } from './workspace-setup.ts';
 import { WorkspaceQuotaError } from '../../workspace/types.ts';
 import { AttemptWorkspace, quotaMessage } from './workspace-attempt.ts';
+import { closedCallError, OpenToolCalls, stoppedTerminal, type AttemptStop } from './attempt-end.ts';
 
 export interface RunnerInit {
   store: SessionStore;
@@ -36,6 +37,13 @@ export interface RunnerInit {
   warn: WarnLog;
   /** The retry policy the session's turns run under now (its `workspace` mode). */
   retryPolicy: () => RetryPolicy | null;
+  /**
+   * Why the machine stopped this attempt (its signal aborted): a cancel or the turn's wall-clock limit; null when
+   * the holder let go of the session (the next holder finds the attempt interrupted) or the attempt is not current.
+   */
+  stopOf: (turn: number, attempt: number) => AttemptStop | null;
+  /** `turn/attempt` of the last attempt whose terminal.completed reached the log (message-sink.ts). */
+  answered: () => string | null;
 }
 
 /**
@@ -43,7 +51,8 @@ export interface RunnerInit {
  * checked again against the deployment policy, the agent's own state brought in, the agent run
  * (its approvals through the session's gate, its log within maxLogMessages and maxLogBytes), its state carried out.
  * The actor aborts `signal` when the machine leaves `running` (a cancel, a timeout): the agent's
- * provider then stops its process tree, and the generator ends.
+ * provider then stops its process tree, and the generator ends with sessiond's terminal message saying
+ * why (attempt-end.ts). Every attempt ends once in the log: tool calls still open then are closed first.
  */
 export function attemptRunner(init: RunnerInit): AttemptRunner {
   const { store, writer, config, sessionId, running, tracer } = init;
@@ -53,6 +62,9 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
     const done = new Promise<void>((resolve) => (ended = resolve));
     running.add(done);
     let terminal: CliMessage | null = null;
+    /** The attempt's terminal message is in the log: nothing may end it again. */
+    let told = false;
+    const calls = new OpenToolCalls();
     let workspace: AttemptWorkspace | null = null;
     /** The attempt's end is recorded in its workspace (completed); any other end sends the copy back. */
     let settled = false;
@@ -128,63 +140,94 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       try {
         let full = false;
         let quota: CliMessage | null = null;
-        for await (const message of attempt.agent.run(
-          { text, resumeSessionId, options: attempt.options },
-          {
-            signal,
-            marker: attempt.marker,
-            approvals: gate,
-            sandbox: { required: config.policy.sandbox?.required === true },
-            ...(spawned === undefined
-              ? {}
-              : { onSpawn: (agent: { sandbox: SandboxMode }) => spawned({ sandbox: agent.sandbox }) }),
-            ...(config.limits === undefined ? {} : { limits: config.limits }),
-            ...(traced === null ? {} : { traceparent: traced.traceparent }),
-            ...(config.onEgressRefused === undefined
-              ? {}
-              : {
-                  egress: {
-                    sessionId,
-                    turn: request.turn,
-                    attempt: request.attempt,
-                    allow: config.policy.network[attempt.agentName] ?? [],
-                    onRefused: config.onEgressRefused,
-                  },
-                }),
-          },
-        )) {
-          if (message.type === 'session.started' || message.type === 'session.resumed')
-            agentSessionId = message.content.sessionId;
-          if (!room.admit(message)) {
-            // Leaving the loop stops the agent's process tree before going on.
-            full = true;
-            break;
-          }
-          let out: CliMessage = message;
-          if (workspace !== null) {
-            const recorded = await recordInWorkspace(workspace, message, agentSessionId, signal, init.warn);
-            if (recorded.kind === 'quota') {
+        try {
+          for await (const message of attempt.agent.run(
+            { text, resumeSessionId, options: attempt.options },
+            {
+              signal,
+              marker: attempt.marker,
+              approvals: gate,
+              sandbox: { required: config.policy.sandbox?.required === true },
+              ...(spawned === undefined
+                ? {}
+                : { onSpawn: (agent: { sandbox: SandboxMode }) => spawned({ sandbox: agent.sandbox }) }),
+              ...(config.limits === undefined ? {} : { limits: config.limits }),
+              ...(traced === null ? {} : { traceparent: traced.traceparent }),
+              ...(config.onEgressRefused === undefined
+                ? {}
+                : {
+                    egress: {
+                      sessionId,
+                      turn: request.turn,
+                      attempt: request.attempt,
+                      allow: config.policy.network[attempt.agentName] ?? [],
+                      onRefused: config.onEgressRefused,
+                    },
+                  }),
+            },
+          )) {
+            if (message.type === 'session.started' || message.type === 'session.resumed')
+              agentSessionId = message.content.sessionId;
+            // The machine stopped the attempt: the turn does not end as the agent says (it finished as the
+            // stop arrived, or failed on it), so its own end is not stored; sessiond's says why (below).
+            if (signal.aborted && isTerminal(message)) continue;
+            if (!room.admit(message)) {
               // Leaving the loop stops the agent's process tree before going on.
-              quota = recorded.message;
+              full = true;
               break;
             }
-            if (recorded.kind === 'replace') out = recorded.message;
+            let out: CliMessage = message;
+            if (workspace !== null) {
+              const recorded = await recordInWorkspace(workspace, message, agentSessionId, signal, init.warn);
+              if (recorded.kind === 'quota') {
+                // Leaving the loop stops the agent's process tree before going on.
+                quota = recorded.message;
+                break;
+              }
+              if (recorded.kind === 'replace') out = recorded.message;
+            }
+            if (workspace !== null && out.type === 'terminal.failed' && !settled) {
+              settled = true;
+              out = await abandonWith(workspace, out, writer, true, init.warn);
+            } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
+            if (isTerminal(out)) {
+              terminal = out;
+              yield* calls.close(closedCallError(out));
+              yield out;
+              // A terminal.completed the attempt actor received after the stop is not stored (machines/attempt-actor.ts).
+              told = out.type !== 'terminal.completed' || init.answered() === `${request.turn}/${request.attempt}`;
+              continue;
+            }
+            calls.observe(out);
+            yield out;
           }
-          if (workspace !== null && out.type === 'terminal.failed' && !settled) {
-            settled = true;
-            out = await abandonWith(workspace, out, writer, true, init.warn);
-          } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
-          if (out.type === 'terminal.completed' || out.type === 'terminal.failed') terminal = out;
-          yield out;
+        } catch (error) {
+          // The machine stopped the attempt: the provider rejects with the abort once its process tree is gone.
+          if (!signal.aborted) throw error;
         }
         if (full || quota !== null) {
           // The agent's process tree is gone (the loop was left): the copy goes back before the terminal is told.
           const stopped = quota ?? room.fullMessage();
-          const told =
+          const end =
             workspace !== null && !settled ? await abandonWith(workspace, stopped, writer, true, init.warn) : stopped;
           settled = true;
-          terminal = told;
-          yield told;
+          terminal = end;
+          yield* calls.close(closedCallError(end));
+          told = true;
+          yield end;
+        }
+        const stop = signal.aborted && !told ? init.stopOf(request.turn, request.attempt) : null;
+        if (stop !== null) {
+          // The agent's process tree is gone: the log says how the attempt ended (a timeout fails it, as a failure would).
+          let end: CliMessage = stoppedTerminal(stop);
+          if (workspace !== null && !settled) {
+            settled = true;
+            end = await abandonWith(workspace, end, writer, stop.kind === 'timeout', init.warn);
+          }
+          terminal = end;
+          yield* calls.close(closedCallError(end));
+          told = true;
+          yield end;
         }
       } finally {
         if (workspace === null) await exportAgentState(attempt, writer, agentSessionId, init.warn);

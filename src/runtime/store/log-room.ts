@@ -1,4 +1,4 @@
-import type { CliMessage } from '../../protocol/index.ts';
+import { isTerminal, type CliMessage } from '../../protocol/index.ts';
 import type { SessionStore } from './session-store.ts';
 
 /** What a session's message log may hold: messages (maxLogMessages) and bytes of content (maxLogBytes); 0: no limit. */
@@ -67,7 +67,7 @@ export class LogRoom {
   }
 
   admit(message: CliMessage): boolean {
-    const terminal = message.type === 'terminal.completed' || message.type === 'terminal.failed';
+    const terminal = isTerminal(message);
     const size = messageBytes(message);
     if (!terminal) {
       if (this.#messages <= 0) this.#reason = `maxLogMessages ${this.#caps.maxLogMessages ?? 0}`;
