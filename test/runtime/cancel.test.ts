@@ -157,7 +157,29 @@ describe.each(BACKENDS)('cancel from anywhere, on %s Redis', (backend) => {
     expectWholeLog(after);
     expect(after.slice(0, before.length)).toEqual(before);
     expect(after.map((m) => m.type)).toEqual(expect.arrayContaining(['session.started', 'tool.call']));
-    expect(after.some((m) => m.type === 'terminal.completed')).toBe(false);
+    // The attempt ends once in the log: the running bash call closed as failed, then the cancel.
+    const call = after.find((m) => m.type === 'tool.call');
+    const { toolCallId } = call?.content as { toolCallId: string };
+    expect(after.slice(-2).map((m) => [m.type, m.attempt])).toEqual([
+      ['tool.failed', 1],
+      ['terminal.cancelled', 1],
+    ]);
+    expect(after.at(-2)?.content).toMatchObject({ toolCallId, error: 'the attempt was cancelled' });
+    expect(after.at(-1)?.content).toEqual({ reason: 'operator says stop' });
+    expect(after.filter((m) => m.type.startsWith('terminal.'))).toHaveLength(1);
+    expect(after.filter((m) => m.type === 'tool.call' || m.type === 'tool.failed').length % 2).toBe(0);
+
+    // A log reader sees the same end: `watch --json` in its own process, and its text form.
+    const watched = await runCli(['watch', sessionId, '--json'], { env: cliEnv() });
+    expect(watched.exitCode).toBe(0);
+    const lines = watched.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { type: string; content: unknown });
+    expect(lines.at(-1)).toMatchObject({ type: 'terminal.cancelled', content: { reason: 'operator says stop' } });
+    const text = await runCli(['watch', sessionId], { env: cliEnv() });
+    expect(text.exitCode).toBe(0);
+    expect(text.stdout).toContain('── attempt 1 cancelled: operator says stop');
   });
 
   if (backend === 'single') {
