@@ -77,6 +77,13 @@ describe.each(SANDBOX_MODES)('maxTurnMs [sandbox %s]', (mode) => {
     expect(await findProcessesByMarker(marker)).toEqual([]);
     expect(await agentRecords(sessionId)).toEqual([]);
     expect(liveSleeps([1001, 1002])).toEqual([]);
+    // The attempt ends once in the log (issue 28): the running bash call closed, then the timeout.
+    const log = await h.runtime.readMessages(sessionId);
+    const toolCallId = (log.find((m) => m.type === 'tool.call')?.content as { toolCallId: string }).toolCallId;
+    expect(log.slice(-2).map((m) => m.type)).toEqual(['tool.failed', 'terminal.failed']);
+    expect(log.at(-2)?.content).toMatchObject({ toolCallId, error: 'the attempt failed: timeout' });
+    expect(log.at(-1)?.content).toMatchObject({ category: 'timeout' });
+    expect(log.filter((m) => m.type.startsWith('terminal.'))).toHaveLength(1);
   });
 
   it("the deployment's maxTurnMs wins: a session that asks for none is stopped at it, and a caller cannot ask for more", async () => {
