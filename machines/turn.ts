@@ -76,12 +76,15 @@ export function endTurn(
   };
 }
 
+/** Why an attempt whose worker stopped or crashed while it ran failed (its record, and the log's terminal.failed). */
+export const INTERRUPTED_TEXT = 'the attempt was interrupted (its worker stopped or crashed)';
+
 /** The failure of the attempt that just ended, from its terminal message or from an interruption. */
 export function failureOf(event: SessionEvent): Failure | null {
   if (event.type === 'attempt.ended') return event.terminal.type === 'terminal.failed' ? event.terminal.content : null;
   if (event.type === 'session.restored') {
     return {
-      text: 'the attempt was interrupted (its worker stopped or crashed)',
+      text: INTERRUPTED_TEXT,
       category: 'process_crash',
       stderr: '',
       invalid_output_lines: [],

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { StoredMessage } from '../../src/index.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import type { PiEnv } from '../../test/support/pi-env.ts';
 import { expectWholeLog, turnEnded, type Harness, useRuntimeSuite } from '../support/runtime.ts';
@@ -27,7 +26,7 @@ useRuntimeSuite(
   },
 );
 
-function types(messages: readonly StoredMessage[]): string[] {
+function types(messages: readonly { type: string }[]): string[] {
   return messages.map((m) => m.type);
 }
 

@@ -123,6 +123,12 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
     expect(assistantText(retry)).toBe(DEFAULT_TEXT);
     expect(retry.at(-1)?.type).toBe('terminal.completed');
     expect(messages.every((m) => m.turn === 1)).toBe(true);
+    // The interrupted attempt ends once in the log too (issue 28), written by the worker that restored it.
+    expect(firstAttempt.at(-1)).toMatchObject({
+      type: 'terminal.failed',
+      content: { category: 'process_crash', text: 'the attempt was interrupted (its worker stopped or crashed)' },
+    });
+    expect(firstAttempt.filter((m) => m.type.startsWith('terminal.'))).toHaveLength(1);
 
     // Nothing of this session is left running, and the second worker still stops cleanly.
     expect(await agentRecords(sessionId)).toEqual([]);
@@ -134,4 +140,43 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
     second.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });
   }, 120_000);
+
+  if (backend === 'single') {
+    it('a tool call running when its worker is killed is closed by the worker that restores the attempt, before its terminal.failed', async () => {
+      const first = await startWorkerProcess(workerOptions);
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'Sleep a long time',
+        options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd },
+        retryPolicy: { maxAttempts: 1 },
+      });
+      const call = await until(
+        async () => (await h.runtime.readMessages(sessionId)).find((m) => m.type === 'tool.call'),
+        30_000,
+        'the long tool to start',
+      );
+      first.kill('SIGKILL');
+      expect(await first.exited).toEqual({ code: null, signal: 'SIGKILL' });
+
+      const second = await startWorkerProcess(workerOptions);
+      const session = await turnEnded(h.runtime, sessionId, 1, 60_000);
+      expect(session.state).toBe('failed');
+      expect(session.context?.turn?.attempts.map((a) => [a.outcome, a.category])).toEqual([
+        ['interrupted', 'process_crash'],
+      ]);
+      const messages = await h.runtime.readMessages(sessionId);
+      expectWholeLog(messages);
+      const { toolCallId } = call.content as { toolCallId: string };
+      expect(messages.slice(-2)).toMatchObject([
+        {
+          type: 'tool.failed',
+          attempt: 1,
+          content: { toolCallId, name: 'bash', error: 'the attempt was interrupted (its worker stopped or crashed)' },
+        },
+        { type: 'terminal.failed', attempt: 1, content: { category: 'process_crash' } },
+      ]);
+      expect(messages.filter((m) => m.type.startsWith('terminal.'))).toHaveLength(1);
+      second.kill('SIGTERM');
+      expect(await second.exited).toEqual({ code: 0, signal: null });
+    }, 120_000);
+  }
 });

@@ -9,7 +9,7 @@ import type { SharedSessionMachine } from '../shared-machine.ts';
 import type { LoadedSession, SessionStore } from '../store/session-store.ts';
 import { SessionTracer } from '../tracing/session-tracer.ts';
 import { Admission } from './admission.ts';
-import type { AttemptStop } from './attempt-end.ts';
+import { interruptedEnd, type AttemptStop } from './attempt-end.ts';
 import { attemptRunner } from './attempt-runner.ts';
 import { sessionLog, type ActiveSessionConfig, type DriveOutcome, type WarnLog } from './config.ts';
 import { HolderInbox } from './inbox.ts';
@@ -171,6 +171,8 @@ export class ActiveSession {
     // Queued prompts an operator removed leave the mailbox before the actor runs (no turn can start first).
     if (persisted !== null) await dropRemoved(held, persisted);
     this.#tracer?.restore(held.meta.trace, persisted?.snapshot.context ?? null);
+    // An attempt its worker left (stopped, crashed) gets the end its log is missing, before anything else is written.
+    if (persisted !== null) await this.#endInterrupted(persisted);
     this.#detach = this.#machine.attach(this.sessionId, this.#runner(), this.#sink.sink, (options) =>
       this.#admission.required(options),
     );
@@ -214,6 +216,29 @@ export class ActiveSession {
     // A resume asked for while nobody held the session (its activation was promoted for it).
     if (held.meta[RESUME_FIELD] !== undefined) this.#inbox.ask('resume');
     else this.#inbox.skip('resume');
+  }
+
+  /**
+   * The snapshot was taken while an attempt ran (or a cancel waited for it): the restore records that attempt
+   * interrupted (or cancelled), and its log gets the same end: the tool calls it left open closed, then its
+   * terminal message (attempt-end.ts). Written with the restore's first write, so before any later attempt's.
+   */
+  async #endInterrupted(persisted: PersistedSession): Promise<void> {
+    const { value, context } = persisted.snapshot;
+    const state = stateName(value);
+    if ((state !== 'running' && state !== 'cancelling') || context.turn === null) return;
+    const stop: AttemptStop | null =
+      state === 'running'
+        ? null
+        : context.turn.timedOut === true
+          ? { kind: 'timeout', text: timeoutText(context) }
+          : { kind: 'cancelled', reason: context.turn.cancelReason ?? 'cancelled' };
+    const { turnIndex: turn, attempt } = context;
+    const stored = await this.#store.readLastAttempt(this.sessionId, turn, attempt);
+    for (const message of interruptedEnd({ turn, attempt, stop }, stored)) {
+      const flushed = this.#fenced.writer.message(turn, attempt, message.type, message.content);
+      if (flushed !== undefined) await flushed;
+    }
   }
 
   async #loop(): Promise<DriveOutcome> {

@@ -1,3 +1,4 @@
+import { INTERRUPTED_TEXT } from '../../../machines/turn.ts';
 import type { CliMessage, MessageOf } from '../../protocol/index.ts';
 
 /** Why an attempt the machine stopped (its signal aborted) ended: what its last messages say. */
@@ -43,4 +44,39 @@ export function stoppedTerminal(stop: AttemptStop): MessageOf<'terminal.cancelle
     type: 'terminal.failed',
     content: { text: stop.text, category: 'timeout', stderr: '', invalid_output_lines: [] },
   };
+}
+
+/** What a restored snapshot says of the attempt it was taken in (running, or stopping on a cancel). */
+export interface InterruptedAttempt {
+  turn: number;
+  attempt: number;
+  /** null: it ran (its worker stopped or crashed); else the machine was stopping it. */
+  stop: AttemptStop | null;
+}
+
+/**
+ * The end the log is missing for an attempt its worker left (it stopped or crashed while the attempt ran, or
+ * while a cancel waited for it): the tool calls it left open, then its terminal message. Nothing when the
+ * attempt's terminal message is already stored (its worker died after writing it).
+ */
+export function interruptedEnd(
+  interrupted: InterruptedAttempt,
+  stored: readonly { type: string; content: unknown }[],
+): CliMessage[] {
+  if (stored.some((m) => m.type.startsWith('terminal.'))) return [];
+  const calls = new OpenToolCalls();
+  for (const message of stored) {
+    if (message.type === 'tool.call' || message.type === 'tool.completed' || message.type === 'tool.failed')
+      calls.observe(message as CliMessage);
+  }
+  const end: CliMessage =
+    interrupted.stop === null
+      ? {
+          type: 'terminal.failed',
+          content: { text: INTERRUPTED_TEXT, category: 'process_crash', stderr: '', invalid_output_lines: [] },
+        }
+      : stoppedTerminal(interrupted.stop);
+  const why =
+    interrupted.stop === null ? 'the attempt was interrupted (its worker stopped or crashed)' : closedCallError(end);
+  return [...calls.close(why), end];
 }

@@ -376,6 +376,26 @@ export class SessionStore {
     return entries.map(([, fields]) => parseEntry(fields));
   }
 
+  /**
+   * The messages of one attempt, in order, read from the log's end back (the attempt must be the log's last,
+   * as an interrupted one is: nothing ran after it).
+   */
+  async readLastAttempt(sessionId: string, turn: number, attempt: number): Promise<StoredMessage[]> {
+    const key = this.key(sessionId, 'log');
+    const found: StoredMessage[] = [];
+    let end = '+';
+    for (;;) {
+      const entries = await this.redis.xrevrange(key, end, '-', 'COUNT', 256);
+      for (const [id, fields] of entries) {
+        const message = parseEntry(fields);
+        if (message.turn !== turn || message.attempt !== attempt) return found.reverse();
+        found.push(message);
+        end = `(${id}`;
+      }
+      if (entries.length < 256) return found.reverse();
+    }
+  }
+
   /** Bytes of message content the session's log holds (the meta's `logBytes`, counted by every write). */
   async logBytes(sessionId: string): Promise<number> {
     return Number((await this.redis.hget(this.key(sessionId, 'meta'), 'logBytes')) ?? 0);
