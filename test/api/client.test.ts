@@ -38,6 +38,24 @@ const flaky = defineAgent({
   },
 });
 
+// Starts a tool call and never reports its result: then fails (`fail`), or waits for the stop and answers late.
+const tooling = defineAgent({
+  name: 'tooling',
+  options: z.object({ fail: z.boolean().optional() }),
+  async *run({ options, signal }) {
+    yield { type: 'tool.call', content: { toolCallId: 't1', name: 'bash', arguments: { command: 'sleep 100' } } };
+    if (options.fail === true) {
+      yield {
+        type: 'terminal.failed',
+        content: { text: 'bad', category: 'bad_request', stderr: '', invalid_output_lines: [] },
+      };
+      return;
+    }
+    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    yield { type: 'terminal.completed', content: { stopReason: 'end' } };
+  },
+});
+
 let redis: RedisServer;
 let prefix: string;
 let client: Client;
@@ -49,7 +67,7 @@ const statesWhenTold = new Map<string, Promise<string | undefined>>();
 beforeAll(async () => {
   redis = await startRedis();
   prefix = uniquePrefix('api');
-  worker = createWorker({ redis: redis.url, prefix, agents: [flaky], concurrency: 2 });
+  worker = createWorker({ redis: redis.url, prefix, agents: [flaky, tooling], concurrency: 2 });
   worker.on('turnEnded', (payload) => {
     events.push({ kind: 'turnEnded', payload });
     statesWhenTold.set(
@@ -62,7 +80,7 @@ beforeAll(async () => {
   });
   worker.on('attemptFailed', (payload) => events.push({ kind: 'attemptFailed', payload }));
   await worker.start();
-  client = createClient({ redis: redis.url, prefix, agents: [flaky] });
+  client = createClient({ redis: redis.url, prefix, agents: [flaky, tooling] });
   await client.retryPolicy.set({ initialDelayMs: 10, maxDelayMs: 20, jitter: 'none' });
 });
 
@@ -128,6 +146,29 @@ describe('createClient / createWorker / defineAgent', () => {
     };
     expect(await told(done.sessionId)).toBe('completed');
     expect(await told(held.sessionId)).toBe('cancelled');
+  });
+
+  it('every attempt ends once in the log: a call the agent left open is closed before its failure, and a cancel is a terminal.cancelled', async () => {
+    const failed = await client.sessions.enqueue({ prompt: 'x', options: { agent: 'tooling', fail: true } });
+    const failedLog = await collect(client.session(failed.sessionId).watch());
+    expect(failedLog.map((m) => [m.type, m.content])).toEqual([
+      ['tool.call', { toolCallId: 't1', name: 'bash', arguments: { command: 'sleep 100' } }],
+      ['tool.failed', { toolCallId: 't1', name: 'bash', error: 'the attempt failed: bad_request' }],
+      ['terminal.failed', expect.objectContaining({ category: 'bad_request' })],
+    ]);
+
+    const held = await client.sessions.enqueue({ prompt: 'y', options: { agent: 'tooling' } });
+    const session = client.session(held.sessionId);
+    for await (const message of session.watch({ follow: true })) if (message.type === 'tool.call') break;
+    await session.cancel('enough');
+    // The library's watch ends with the turn: its last message says the attempt was cancelled (the agent's late answer is not stored).
+    const cancelledLog = await collect(session.watch());
+    expect(cancelledLog.map((m) => [m.type, m.content])).toEqual([
+      ['tool.call', { toolCallId: 't1', name: 'bash', arguments: { command: 'sleep 100' } }],
+      ['tool.failed', { toolCallId: 't1', name: 'bash', error: 'the attempt was cancelled' }],
+      ['terminal.cancelled', { reason: 'enough' }],
+    ]);
+    expect((await session.inspect())?.state).toBe('cancelled');
   });
 
   it("refuses a custom agent's bad option naming the field, with nothing written; errors carry their stable code", async () => {
