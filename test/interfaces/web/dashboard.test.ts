@@ -162,8 +162,11 @@ describe('dashboard', () => {
       'cancelled',
     );
     expect(await page.getByTestId('cancel').isDisabled()).toBe(true);
-    // The tool call that was stopped is no longer shown as running.
-    await eventually(() => tool.locator('.status').textContent()).toBe('cancelled');
+    // The tool call that was stopped is no longer shown as running: the log closes it (issue 28), then says the attempt was cancelled.
+    await eventually(() => tool.locator('.status').textContent()).toBe('failed');
+    expect(await tool.locator('pre').last().textContent()).toBe('the attempt was cancelled');
+    const terminal = page.getByTestId('transcript').getByTestId('terminal');
+    await eventually(() => terminal.textContent()).toBe('attempt 1 cancelled · cancelled from the dashboard');
     expect((await h.runtime.getSession(id))?.context?.turn?.cancelReason).toBe('cancelled from the dashboard');
     await page.screenshot({ path: '/tmp/sessiond-dashboard-cancelled.png', fullPage: true });
   });
