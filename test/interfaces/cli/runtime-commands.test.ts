@@ -131,6 +131,14 @@ describe('sessiond CLI against a real Redis and a worker process', () => {
     expect(result.exitCode).toBe(130);
     const inspect = JSON.parse((await cli(['inspect', id!, '--json'])).stdout) as { turn: { status: string } };
     expect(inspect.turn.status).toBe('cancelled');
+    // The log ends the attempt once (issue 28): the running bash call closed, then the cancel; `watch` says so.
+    const watched = await cli(['watch', id!, '--json']);
+    const types = watched.stdout
+      .trim()
+      .split('\n')
+      .map((line) => (JSON.parse(line) as { type: string }).type);
+    expect(types.slice(-2)).toEqual(['tool.failed', 'terminal.cancelled']);
+    expect((await cli(['watch', id!])).stdout).toMatch(/✗ bash .*\n.*── attempt 1 cancelled: /);
   });
 
   it('unknown session ids exit 3 with a clear message', async () => {
