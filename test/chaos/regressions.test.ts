@@ -124,7 +124,9 @@ describe('found by chaos: prompts arriving in bursts while a session is driven',
           .map((m) => m.type);
         if (session.state === 'completed' || session.state === 'cancelled') outcomes[session.state] += 1;
         if (JSON.stringify(terminals) !== JSON.stringify([`terminal.${session.state}`]))
-          mismatches.push(`${sessionId}: ended ${session.state}, terminal messages in the log: ${terminals.join(', ')}`);
+          mismatches.push(
+            `${sessionId}: ended ${session.state}, terminal messages in the log: ${terminals.join(', ')}`,
+          );
       }
       expect(mismatches).toEqual([]);
       // Both sides of the race were exercised.
