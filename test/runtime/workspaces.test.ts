@@ -127,6 +127,12 @@ describe('workspaces in the runtime (one worker)', () => {
     expect((await turnEnded(h.runtime, sessionId, 2)).state).toBe('cancelled');
     expect(readFileSync(join(path, 'a.txt'), 'utf8')).toBe('one\n');
     expect(existsSync(join(path, 'b.txt'))).toBe(false);
+    // Its log ends the attempt once, the copy put back first: the running call closed, then the cancel.
+    const turn2 = (await h.runtime.readMessages(sessionId)).filter((m) => m.turn === 2);
+    expect(turn2.slice(-2).map((m) => [m.type, m.content])).toEqual([
+      ['tool.failed', expect.objectContaining({ error: 'the attempt was cancelled' })],
+      ['terminal.cancelled', { reason: 'test' }],
+    ]);
     // The next turn's conversation holds turn 1, not the cancelled tool call.
     await h.runtime.enqueue({ sessionId, prompt: 'RUN: cat a.txt > c.txt # after-cancel' });
     expect((await turnEnded(h.runtime, sessionId, 3)).state).toBe('completed');
