@@ -204,6 +204,14 @@ describe('sessiond acp, driven by an ACP client', () => {
       expect((await prompt).stopReason).toBe('cancelled');
       expect((await runtime.getSession(sessionId))?.state).toBe('cancelled');
       expect(await agentRecords(sessionId)).toEqual([]);
+      // Before the answer, the client was told the running tool call failed (issue 28): none is left running.
+      const ofSession = client.updates.filter((u) => u.sessionId === sessionId).map((u) => u.update);
+      const call = ofSession.find((u) => u.sessionUpdate === 'tool_call');
+      expect(ofSession.at(-1)).toMatchObject({
+        sessionUpdate: 'tool_call_update',
+        toolCallId: call?.sessionUpdate === 'tool_call' ? call.toolCallId : '',
+        status: 'failed',
+      });
     } finally {
       client.close();
     }
