@@ -41,9 +41,13 @@ const flaky = defineAgent({
 // Starts a tool call and never reports its result: then fails (`fail`), or waits for the stop and answers late.
 const tooling = defineAgent({
   name: 'tooling',
-  options: z.object({ fail: z.boolean().optional() }),
+  options: z.object({ fail: z.boolean().optional(), lie: z.boolean().optional() }),
   async *run({ options, signal }) {
     yield { type: 'tool.call', content: { toolCallId: 't1', name: 'bash', arguments: { command: 'sleep 100' } } };
+    if (options.lie === true) {
+      yield { type: 'terminal.cancelled', content: { reason: 'not mine to say' } };
+      return;
+    }
     if (options.fail === true) {
       yield {
         type: 'terminal.failed',
@@ -169,6 +173,17 @@ describe('createClient / createWorker / defineAgent', () => {
       ['terminal.cancelled', { reason: 'enough' }],
     ]);
     expect((await session.inspect())?.state).toBe('cancelled');
+
+    // Only sessiond says an attempt was cancelled: an agent that does has failed (invalid_output), and the log says so.
+    const lied = await client.sessions.enqueue({
+      prompt: 'z',
+      options: { agent: 'tooling', lie: true },
+      retryPolicy: { maxAttempts: 1 },
+    });
+    const liedLog = await collect(client.session(lied.sessionId).watch());
+    expect(liedLog.map((m) => m.type)).toEqual(['tool.call', 'tool.failed', 'terminal.failed']);
+    expect(liedLog.at(-1)?.content).toMatchObject({ category: 'invalid_output' });
+    expect((await client.session(lied.sessionId).inspect())?.state).toBe('failed');
   });
 
   it("refuses a custom agent's bad option naming the field, with nothing written; errors carry their stable code", async () => {

@@ -1,6 +1,6 @@
 import type { AttemptRunner } from '../../../machines/types.ts';
 import type { SandboxMode } from '../../process/index.ts';
-import { isTerminal, type CliMessage } from '../../protocol/index.ts';
+import { isTerminal, terminalFailed, type CliMessage } from '../../protocol/index.ts';
 import { AttemptApprovals } from '../approvals/gate.ts';
 import type { ApprovalStore } from '../approvals/store.ts';
 import { admitTurn, refusedAttempt } from '../deployment-policy.ts';
@@ -166,6 +166,17 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
                   }),
             },
           )) {
+            // Only sessiond says an attempt was cancelled: an agent (a library's own) that says so has failed its contract.
+            if (message.type === 'terminal.cancelled' && !signal.aborted) {
+              yield* calls.close('the attempt failed: invalid_output');
+              terminal = terminalFailed(
+                'the agent sent terminal.cancelled, which only sessiond writes',
+                'invalid_output',
+              );
+              told = true;
+              yield terminal;
+              break;
+            }
             if (message.type === 'session.started' || message.type === 'session.resumed')
               agentSessionId = message.content.sessionId;
             // The machine stopped the attempt: the turn does not end as the agent says (it finished as the
