@@ -72,9 +72,16 @@ describe('ACP agents in the durable runtime', () => {
       30_000,
       'the tool call',
     );
-    await runtime.cancel(sessionId);
+    await runtime.cancel(sessionId, 'enough');
     expect((await turnEnded(runtime, sessionId)).state).toBe('cancelled');
     expect(await agentRecords(sessionId)).toEqual([]);
+    // The attempt ends once in the log (issue 28), whatever the ACP agent answered to session/cancel: the call closed, then the cancel.
+    const log = await runtime.readMessages(sessionId);
+    expect(log.slice(-2).map((m) => [m.type, m.content])).toEqual([
+      ['tool.failed', expect.objectContaining({ error: 'the attempt was cancelled' })],
+      ['terminal.cancelled', { reason: 'enough' }],
+    ]);
+    expect(log.filter((m) => m.type.startsWith('terminal.'))).toHaveLength(1);
   });
 
   it('an ACP agent the operator did not configure is refused at enqueue, naming options.agent', async () => {
