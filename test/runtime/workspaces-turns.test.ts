@@ -151,6 +151,8 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
     expect(refused).toBeInstanceOf(ConflictError);
     expect((refused as Error).message).toMatch(/is running a turn/);
     expect(existsSync(file(id, 'b.txt'))).toBe(true);
+    // A recorded turn's diff meanwhile: the caller's own git data, not the holder's.
+    expect((await client.session(id).diff()).diff).toContain('+++ b/b.txt');
 
     const forced = await client.session(id).undo({ force: true });
     expect(forced).toMatchObject({ undone: 2, to: 1, cancelled: true });
