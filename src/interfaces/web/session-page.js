@@ -2,19 +2,55 @@
 import { api, can, clearIssues, showIssues, showOk } from './api.js';
 import { renderChart } from './chart-draw.js';
 import { badge, clock, field, fill, h, ms, poll, preview } from './dom.js';
-import { navigate } from './nav.js';
+import { link, navigate } from './nav.js';
 import { policyEditor } from './policy-editor.js';
 import { streamTranscript } from './transcript.js';
 import { workspacePanel } from './workspace-panel.js';
 import { SETTLED } from './vocabulary.js';
 
 /**
- * One session: its summary, statechart, attempts, transcript, prompts and retry policy.
+ * One session. Asked for once first: an id the API does not know gets "no such session" and
+ * nothing else (no buttons, no event stream, no polling).
  * @param {HTMLElement} main
  * @param {string} sessionId
  * @returns {() => void} stops the page's polling and stream
  */
 export function sessionPage(main, sessionId) {
+  let stopped = false;
+  let stop = () => {};
+  fill(main, h('p', { class: 'muted' }, 'Loading the session…'));
+  void api('GET', `/api/sessions/${encodeURIComponent(sessionId)}`).then((result) => {
+    if (stopped) return;
+    if (result.status === 404) return noSuchSession(main, sessionId);
+    stop = sessionView(main, sessionId);
+  });
+  return () => {
+    stopped = true;
+    stop();
+  };
+}
+
+/** @param {HTMLElement} main @param {string} sessionId */
+function noSuchSession(main, sessionId) {
+  fill(
+    main,
+    h(
+      'section',
+      { class: 'panel', 'data-testid': 'no-such-session' },
+      h('h1', {}, 'No such session'),
+      h('p', {}, 'There is no session ', h('code', {}, sessionId), ' (never created, or deleted).'),
+      h('p', {}, h('a', { href: '/', onclick: link }, 'Back to the sessions')),
+    ),
+  );
+}
+
+/**
+ * One session: its summary, path taken, statechart, attempts, transcript, prompts and retry policy.
+ * @param {HTMLElement} main
+ * @param {string} sessionId
+ * @returns {() => void} stops the page's polling and stream
+ */
+function sessionView(main, sessionId) {
   const enc = encodeURIComponent(sessionId);
   const title = h('h1', { 'data-testid': 'session-id' }, sessionId);
   const facts = h('div', { class: 'facts' });
@@ -321,6 +357,11 @@ export function sessionPage(main, sessionId) {
 
   async function refresh() {
     const result = await api('GET', `/api/sessions/${enc}`);
+    // Deleted while shown: say so and stop streaming and polling.
+    if (result.status === 404) {
+      stopAll();
+      return noSuchSession(main, sessionId);
+    }
     if (!result.ok) {
       fill(
         facts,
@@ -472,9 +513,12 @@ export function sessionPage(main, sessionId) {
 
   const live = streamTranscript(sessionId, transcript, liveDot);
   stream = live;
-  const stopPoll = poll(refresh, 1000);
-  return () => {
+  /** @type {() => void} */
+  let stopPoll = () => {};
+  const stopAll = () => {
     live.stop();
     stopPoll();
   };
+  stopPoll = poll(refresh, 1000);
+  return stopAll;
 }

@@ -74,6 +74,31 @@ const eventually = <T>(probe: () => T | Promise<T>, timeout = 15_000) => expect.
 const stateOf = (p: Page) => p.getByTestId('session-state').locator('[data-state]').getAttribute('data-state');
 
 describe('dashboard', () => {
+  it('an unknown session id shows "no such session" and stops: no buttons, no event stream', async () => {
+    const requests: string[] = [];
+    const onRequest = (r: { url(): string }) => void requests.push(new URL(r.url()).pathname);
+    page.on('request', onRequest);
+    try {
+      const response = await page.request.get(`${server.url}/api/sessions/no-such-session-here`);
+      expect(response.status()).toBe(404);
+      await page.goto(`${server.url}/sessions/no-such-session-here`);
+      await eventually(() => page.getByTestId('no-such-session').textContent()).toContain('No such session');
+      expect(await page.getByTestId('no-such-session').textContent()).toContain('no-such-session-here');
+      // Watched for a while: what a page that kept trying would have asked for by now (~20 streams in 5 s before).
+      await new Promise((r) => setTimeout(r, 3000));
+      const asked = (suffix: string) => requests.filter((p) => p === `/api/sessions/no-such-session-here${suffix}`);
+      expect(asked('/events').length).toBeLessThanOrEqual(1);
+      expect(asked('').length).toBe(1);
+      expect(await page.locator('[data-testid="cancel"], [data-testid="delete"], [data-testid="retry"]').count()).toBe(
+        0,
+      );
+      expect(await page.getByTestId('transcript').count()).toBe(0);
+      await page.screenshot({ path: '/tmp/sessiond-dashboard-no-such-session.png', fullPage: true });
+    } finally {
+      page.off('request', onRequest);
+    }
+  });
+
   it('changes the global retry policy; an invalid value is shown at its field and nothing is changed', async () => {
     await page.goto(`${server.url}/`);
     const form = page.getByTestId('policy-panel').getByTestId('policy-form');
