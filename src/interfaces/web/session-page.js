@@ -84,6 +84,8 @@ function sessionView(main, sessionId) {
     { class: 'chart', 'data-testid': 'chart' },
     h('p', { class: 'muted' }, 'Loading the statechart…'),
   );
+  const pathList = h('ol', { class: 'path', 'data-testid': 'path' });
+  const pathTitle = h('span', { class: 'muted' });
   const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
   const timelineTitle = h('span', { class: 'muted' });
   const historyBody = h('tbody');
@@ -140,13 +142,23 @@ function sessionView(main, sessionId) {
     h(
       'section',
       { class: 'panel' },
+      h('h2', {}, 'Path taken ', pathTitle),
+      pathList,
       h(
-        'h2',
-        {},
-        'Statechart ',
-        h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)'),
+        'details',
+        { class: 'chart-details', 'data-testid': 'chart-details' },
+        h(
+          'summary',
+          {},
+          'Full statechart ',
+          h(
+            'span',
+            { class: 'muted' },
+            '(current state filled; dashed: reached only when a worker restores a session)',
+          ),
+        ),
+        chartBox,
       ),
-      chartBox,
     ),
     h(
       'div',
@@ -427,6 +439,7 @@ function sessionView(main, sessionId) {
     if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0)
       stream?.closeTools(turn.status);
     renderTimeline(view);
+    renderPath(view);
     workspace.update(view);
     fill(
       historyBody,
@@ -444,6 +457,53 @@ function sessionView(main, sessionId) {
             h('td', { title: t.event }, t.label),
           ),
         ),
+    );
+  }
+
+  /**
+   * The latest turn's path through the states, from the session's history: where it went, when,
+   * and why (each transition's label), e.g. queued → running → backoff → running → completed.
+   * @param {any} view
+   */
+  function renderPath(view) {
+    const turn = view.turn;
+    /** @type {Array<{ at: number, from: string, to: string, event: string, label: string, prompt?: { turn: number } }>} */
+    const history = view.history;
+    if (!turn) {
+      pathTitle.textContent = '';
+      return void fill(pathList, h('li', { class: 'muted' }, 'No turn yet.'));
+    }
+    pathTitle.textContent = `(turn #${turn.index})`;
+    const steps = turnPath(history, turn.index, turn.status, view.createdAt);
+    const key = JSON.stringify([steps, view.state]);
+    if (pathList.dataset.key === key) return;
+    pathList.dataset.key = key;
+    fill(
+      pathList,
+      ...steps.map((step, i) => {
+        const next = steps[i + 1];
+        const last = next === undefined;
+        // How long it stayed: until the next step, or until now in the state it is in (none once settled).
+        const until = next ? next.at : SETTLED.has(step.state) ? null : Date.now();
+        const stay = step.at === null || until === null ? null : until - step.at;
+        return h(
+          'li',
+          {
+            class: `step${last ? ' current' : ''}`,
+            'data-testid': 'path-step',
+            'data-state': step.state,
+            title: step.event ?? '',
+          },
+          i > 0 ? h('span', { class: 'via', 'data-testid': 'path-label' }, step.label) : null,
+          badge(step.state),
+          h(
+            'span',
+            { class: 'when' },
+            step.at === null ? '' : clock(step.at),
+            stay === null ? '' : ` · ${last ? 'for ' : ''}${ms(stay)}`,
+          ),
+        );
+      }),
     );
   }
 
@@ -522,3 +582,25 @@ function sessionView(main, sessionId) {
   stopPoll = poll(refresh, 1000);
   return stopAll;
 }
+
+/**
+ * The states the turn `index` went through: `queued` (with the session's creation time for its first
+ * turn: later turns' queueing time is not recorded), then each transition's target from the one that
+ * started the turn (the transition carrying its prompt; else the last one out of a quiescent state).
+ * @param {Array<{ at: number, from: string, to: string, event: string, label: string, prompt?: { turn: number } }>} history
+ * @param {number} index
+ * @param {string} status
+ * @param {number} createdAt
+ * @returns {Array<{ state: string, at: number | null, label: string, event: string | null }>}
+ */
+export function turnPath(history, index, status, createdAt) {
+  const queued = { state: 'queued', at: index === 1 ? createdAt : null, label: '', event: null };
+  if (status === 'queued') return [queued];
+  let start = history.findLastIndex((t) => t.prompt?.turn === index);
+  if (start === -1) start = history.findLastIndex((t) => QUIESCENT.has(t.from) && !QUIESCENT.has(t.to));
+  if (start === -1) return [queued];
+  return [queued, ...history.slice(start).map((t) => ({ state: t.to, at: t.at, label: t.label, event: t.event }))];
+}
+
+/** Nothing runs in these: a turn starts by leaving one. */
+const QUIESCENT = new Set(['none', 'idle', 'completed', 'failed', 'cancelled']);

@@ -173,7 +173,26 @@ describe('dashboard', () => {
       timeline.locator('[data-testid="attempt"][data-attempt="2"]').getByTestId('attempt-tokens').textContent(),
     ).toBe(' · 42 in / 7 out tokens');
     expect(await page.getByTestId('session-tokens').textContent()).toBe('42 in / 7 out');
+    // The path the turn took, in order, each step with why it was taken; the full chart is folded away.
+    const steps = page.getByTestId('path').getByTestId('path-step');
+    await eventually(() => steps.evaluateAll((els) => els.map((el) => el.getAttribute('data-state')))).toEqual([
+      'queued',
+      'running',
+      'backoff',
+      'running',
+      'completed',
+    ]);
+    expect(await page.getByTestId('path').getByTestId('path-label').allTextContents()).toEqual([
+      'a prompt arrived',
+      'the attempt ended',
+      'the backoff ended',
+      'the attempt ended',
+    ]);
+    expect(await page.getByTestId('chart-svg').isVisible()).toBe(false);
     await page.screenshot({ path: '/tmp/sessiond-dashboard-session.png', fullPage: true });
+    await page.getByTestId('chart-details').locator('summary').click();
+    expect(await page.getByTestId('chart-svg').isVisible()).toBe(true);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-session-chart.png', fullPage: true });
   });
 
   it('cancels a long tool call with the cancel button', async () => {
