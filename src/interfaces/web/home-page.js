@@ -2,6 +2,7 @@
 import { api, can, showIssues } from './api.js';
 import { ago, badge, field, fill, h, ms, poll } from './dom.js';
 import { link, navigate } from './nav.js';
+import { fleetBar } from './fleet-bar.js';
 import { policyEditor } from './policy-editor.js';
 import { SESSION_STATES } from './vocabulary.js';
 
@@ -75,8 +76,10 @@ export function homePage(main) {
     title: 'Global retry policy',
     allowReset: 'Reset to defaults',
   });
+  const fleet = fleetBar();
   fill(
     main,
+    fleet.bar,
     h(
       'div',
       { class: 'grid home' },
@@ -200,7 +203,10 @@ export function homePage(main) {
                     'data-testid': 'waiting-for',
                     title: `waiting (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}`,
                   },
-                  `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`,
+                  // The fleet's own key ('*') holds only paused dispatch.
+                  s.waitingFor.limit === '*'
+                    ? 'dispatch paused'
+                    : `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`,
                 )
               : s.parkedUntil
                 ? h(
@@ -223,7 +229,12 @@ export function homePage(main) {
     if (shown.length === 0)
       tbody.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No sessions yet. Start one with the form.')));
   }
-  return poll(refresh, 1000);
+  const stopList = poll(refresh, 1000);
+  const stopFleet = poll(fleet.refresh, 2000);
+  return () => {
+    stopList();
+    stopFleet();
+  };
 }
 
 /**

@@ -402,9 +402,10 @@ function sessionView(main, sessionId) {
         ? h(
             'span',
             { 'data-testid': 'session-waiting-for' },
-            'waiting for fleet limit ',
-            h('b', {}, view.waitingFor.limit),
-            ` (${view.waitingFor.reason})`,
+            // The fleet's own key ('*') holds only paused dispatch.
+            view.waitingFor.limit === '*'
+              ? ['waiting: ', h('b', {}, 'dispatch paused')]
+              : ['waiting for fleet limit ', h('b', {}, view.waitingFor.limit), ` (${view.waitingFor.reason})`],
           )
         : null,
       view.parkedUntil

@@ -238,6 +238,40 @@ describe('dashboard', () => {
   });
 });
 
+describe('dashboard: the fleet bar', () => {
+  it('shows the live worker and its agents; paused dispatch with a Resume button that resumes it', async () => {
+    const client = clientOver(h.runtime);
+    await page.goto(`${server.url}/`);
+    const bar = page.getByTestId('fleet-bar');
+    await eventually(() => bar.getByTestId('workers-live').textContent()).toBe('1 worker live');
+    expect(await bar.getByTestId('worker').count()).toBe(1);
+    expect(await bar.getByTestId('worker-agents').textContent()).toContain('pi');
+    expect(await bar.getByTestId('no-worker').count()).toBe(0);
+    expect(await bar.getByTestId('dispatch-paused').count()).toBe(0);
+
+    await client.dispatch.pause();
+    try {
+      await eventually(() => bar.getByTestId('dispatch-paused').textContent()).toContain('dispatch paused');
+      // A session started meanwhile waits, and its row says why.
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'while paused',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
+      const row = page.locator(`tr[data-session-id="${sessionId}"]`);
+      await eventually(() => row.getByTestId('waiting-for').textContent(), 30_000).toBe('dispatch paused');
+      await page.screenshot({ path: '/tmp/sessiond-dashboard-fleet-paused.png', fullPage: true });
+      await bar.getByTestId('resume-dispatch').click();
+      await eventually(async () => (await client.dispatch.status()).paused).toBe(false);
+      await eventually(() => bar.getByTestId('dispatch-paused').count()).toBe(0);
+      expect(await bar.getByTestId('fleet-note').textContent()).toMatch(/^resumed: \d+ waiting sessions? woken$/);
+      await eventually(() => row.getByTestId('state-badge').getAttribute('data-state'), 30_000).toBe('completed');
+    } finally {
+      await client.dispatch.resume();
+    }
+    expect(pageErrors).toEqual([]);
+  });
+});
+
 describe('dashboard: operator controls', () => {
   it('retries a failed turn with its button, and removes a queued prompt from the list', async () => {
     const { sessionId: failed } = await h.runtime.enqueue({
