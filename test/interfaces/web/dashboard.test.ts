@@ -231,6 +231,31 @@ describe('dashboard', () => {
     await eventually(() => page.getByTestId('sessions-body').locator('tr[data-session-id]').count()).toBe(4);
     await page.screenshot({ path: '/tmp/sessiond-dashboard-home.png', fullPage: true });
 
+    // Search by a piece of the id (any case), with the state filter on top; the address keeps the filters.
+    const rows = page.getByTestId('sessions-body').locator('tr[data-session-id]');
+    const piece = sessionId.slice(0, 8).toUpperCase();
+    await page.getByTestId('session-search').fill(piece);
+    await eventually(() => rows.evaluateAll((els) => els.map((el) => el.getAttribute('data-session-id')))).toEqual([
+      sessionId,
+    ]);
+    expect(new URL(page.url()).searchParams.get('q')).toBe(piece);
+    await page.getByTestId('state-filter').locator('button[data-state="cancelled"]').click();
+    await eventually(() => rows.count()).toBe(0);
+    expect(await page.getByTestId('no-sessions').textContent()).toBe('No session matches the filters.');
+    await page.getByTestId('state-filter').locator('button[data-state="completed"]').click();
+    await eventually(() => rows.count()).toBe(1);
+    await page.getByTestId('agent-filter').selectOption('pi');
+    await page.getByTestId('time-filter').selectOption({ label: 'in the last hour' });
+    await eventually(() => new URL(page.url()).search).toBe(`?state=completed&q=${piece}&agent=pi&within=3600000`);
+    expect(await rows.count()).toBe(1);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-home-search.png', fullPage: true });
+    // Opened from the address: the same filters, the same rows.
+    await page.goto(`${server.url}/?q=${piece}&state=completed`);
+    await eventually(() => page.getByTestId('session-search').inputValue()).toBe(piece);
+    await eventually(() => rows.count()).toBe(1);
+    await page.goto(`${server.url}/?q=no-session-has-this`);
+    await eventually(() => page.getByTestId('no-sessions').textContent()).toBe('No session matches the filters.');
+
     const queues = await page.goto(`${server.url}/queues`);
     expect(queues?.status()).toBe(200);
     await eventually(() => page.locator('body').textContent(), 15_000).toContain('sessions');
