@@ -154,7 +154,7 @@ function sessionView(main, sessionId) {
           h(
             'span',
             { class: 'muted' },
-            '(current state filled; dashed: reached only when a worker restores a session)',
+            '(current state filled; green: the path taken; blue: where it can go next; dashed: reached only when a worker restores a session)',
           ),
         ),
         chartBox,
@@ -207,6 +207,8 @@ function sessionView(main, sessionId) {
   let chart = null;
   /** @type {string | null} */
   let current = null;
+  /** The path taken's transitions (`from>to`), marked on the chart. @type {Set<string>} */
+  let takenEdges = new Set();
   /** @type {ReturnType<typeof streamTranscript> | null} */
   let stream = null;
   void api('GET', '/api/chart').then((r) => {
@@ -217,7 +219,7 @@ function sessionView(main, sessionId) {
 
   function drawChart() {
     if (chart === null) return;
-    fill(chartBox, renderChart(chart, current === 'queued' ? 'idle' : current));
+    fill(chartBox, renderChart(chart, current === 'queued' ? 'idle' : current, takenEdges));
   }
 
   async function cancel() {
@@ -479,6 +481,8 @@ function sessionView(main, sessionId) {
     const key = JSON.stringify([steps, view.state]);
     if (pathList.dataset.key === key) return;
     pathList.dataset.key = key;
+    takenEdges = new Set(steps.flatMap((step) => (step.from === null ? [] : [`${step.from}>${step.state}`])));
+    drawChart();
     fill(
       pathList,
       ...steps.map((step, i) => {
@@ -592,15 +596,19 @@ function sessionView(main, sessionId) {
  * @param {number} index
  * @param {string} status
  * @param {number} createdAt
- * @returns {Array<{ state: string, at: number | null, label: string, event: string | null }>}
+ * @returns {Array<{ state: string, from: string | null, at: number | null, label: string, event: string | null }>}
  */
 export function turnPath(history, index, status, createdAt) {
-  const queued = { state: 'queued', at: index === 1 ? createdAt : null, label: '', event: null };
+  /** @type {{ state: string, from: string | null, at: number | null, label: string, event: string | null }} */
+  const queued = { state: 'queued', from: null, at: index === 1 ? createdAt : null, label: '', event: null };
   if (status === 'queued') return [queued];
   let start = history.findLastIndex((t) => t.prompt?.turn === index);
   if (start === -1) start = history.findLastIndex((t) => QUIESCENT.has(t.from) && !QUIESCENT.has(t.to));
   if (start === -1) return [queued];
-  return [queued, ...history.slice(start).map((t) => ({ state: t.to, at: t.at, label: t.label, event: t.event }))];
+  return [
+    queued,
+    ...history.slice(start).map((t) => ({ state: t.to, from: t.from, at: t.at, label: t.label, event: t.event })),
+  ];
 }
 
 /** Nothing runs in these: a turn starts by leaving one. */

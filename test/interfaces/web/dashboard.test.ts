@@ -192,6 +192,21 @@ describe('dashboard', () => {
     await page.screenshot({ path: '/tmp/sessiond-dashboard-session.png', fullPage: true });
     await page.getByTestId('chart-details').locator('summary').click();
     expect(await page.getByTestId('chart-svg').isVisible()).toBe(true);
+    // The chart marks the same transitions as taken (a backward edge's source is on its own path).
+    const taken = await page
+      .getByTestId('chart-svg')
+      .evaluate((svg) =>
+        [...svg.querySelectorAll('g.edge.taken')]
+          .flatMap((g) =>
+            g.hasAttribute('data-from')
+              ? [`${g.getAttribute('data-from')}>${g.getAttribute('data-to')}`]
+              : [...g.querySelectorAll('path.taken[data-from]')].map(
+                  (p) => `${p.getAttribute('data-from')}>${g.getAttribute('data-to')}`,
+                ),
+          )
+          .sort(),
+      );
+    expect(taken).toEqual(['backoff>running', 'idle>running', 'running>backoff', 'running>completed']);
     await page.screenshot({ path: '/tmp/sessiond-dashboard-session-chart.png', fullPage: true });
   });
 
