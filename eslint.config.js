@@ -63,6 +63,7 @@ export default tseslint.config(
         history: 'readonly',
         EventSource: 'readonly',
         CSS: 'readonly',
+        URLSearchParams: 'readonly',
       },
     },
   },

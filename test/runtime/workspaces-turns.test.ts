@@ -14,6 +14,7 @@ import { createApp } from '../../src/interfaces/http/app.ts';
 import { pino } from 'pino';
 import { runModel } from '../support/workspace-model.ts';
 import { piHostOptions, TEST_POLICY, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
+import { workspacesIn } from '../workspace/support.ts';
 
 /**
  * Undo, fork and diff of a workspace session's turns (docs/workspaces.md), through the library
@@ -76,14 +77,7 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
       ({ h } = s);
       const dir = s.tempDir('ws-turns');
       cwdDir = s.tempDir('ws-turns-cwd');
-      config = {
-        root: join(dir, 'root'),
-        gitDir: join(dir, 'git'),
-        store: join(dir, 'store.git'),
-        exclude: ['.env*'],
-        maxBytes: 0,
-        maxSnapshots: 0,
-      };
+      config = workspacesIn(dir);
       client = clientOver(
         new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, workspaces: config }),
       );
@@ -157,6 +151,8 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
     expect(refused).toBeInstanceOf(ConflictError);
     expect((refused as Error).message).toMatch(/is running a turn/);
     expect(existsSync(file(id, 'b.txt'))).toBe(true);
+    // A recorded turn's diff meanwhile: the caller's own git data, not the holder's.
+    expect((await client.session(id).diff()).diff).toContain('+++ b/b.txt');
 
     const forced = await client.session(id).undo({ force: true });
     expect(forced).toMatchObject({ undone: 2, to: 1, cancelled: true });

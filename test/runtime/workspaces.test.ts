@@ -8,6 +8,7 @@ import { internals } from '../../src/runtime/internals.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { runModel } from '../support/workspace-model.ts';
 import { piHostOptions, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
+import { workspacesIn } from '../workspace/support.ts';
 
 /**
  * A session's workspace in the runtime (docs/workspaces.md), with real pi, real git and real Redis,
@@ -81,15 +82,8 @@ describe('workspaces in the runtime (one worker)', () => {
       suite = s;
       ({ h, env } = s);
       const dir = s.tempDir('ws');
-      config = {
-        root: join(dir, 'root'),
-        gitDir: join(dir, 'git'),
-        store: join(dir, 'store.git'),
-        exclude: ['.env*', '*.pem', 'id_*'],
-        // Only the quota test's file is larger.
-        maxBytes: 100_000,
-        maxSnapshots: 0,
-      };
+      // Only the quota test's file is larger than maxBytes.
+      config = workspacesIn(dir, { exclude: ['.env*', '*.pem', 'id_*'], maxBytes: 100_000 });
       await h.startWorker({
         workspaces: config,
         agentOptions: { pi: piHostOptions(env, h.stateDir) },

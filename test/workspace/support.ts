@@ -15,6 +15,19 @@ export function tempDir(prefix = 'sessiond-ws-'): { dir: string; cleanup: () => 
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
+/** A deployment's workspaces under `dir`: its root, git data and a local store; `.env*` excluded, no quota unless `extra` says. */
+export function workspacesIn(dir: string, extra: Partial<WorkspaceConfig> = {}): WorkspaceConfig {
+  return {
+    root: join(dir, 'root'),
+    gitDir: join(dir, 'git'),
+    store: join(dir, 'store.git'),
+    exclude: ['.env*'],
+    maxBytes: 0,
+    maxSnapshots: 0,
+    ...extra,
+  };
+}
+
 /** One "host": its own workspace root and git data, sharing `store` with the others. */
 export function host(base: string, name: string, store: string, extra: Partial<WorkspaceConfig> = {}): Workspaces {
   return createWorkspaces({

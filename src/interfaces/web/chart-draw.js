@@ -1,5 +1,6 @@
 // @ts-check
-// Draws a chart layout (chart-layout.js) as SVG, the current state and its outgoing edges live.
+// Draws a chart layout (chart-layout.js) as SVG: the current state and its outgoing edges live, the
+// edges of the path taken (`from>to`) marked taken.
 
 import { layoutChart } from './chart-layout.js';
 import { s } from './dom.js';
@@ -7,9 +8,10 @@ import { s } from './dom.js';
 /**
  * @param {import('./chart-layout.js').Chart} chart
  * @param {string | null} current
+ * @param {Set<string>} [taken] the transitions of the path taken, as `from>to`
  * @returns {SVGSVGElement}
  */
-export function renderChart(chart, current) {
+export function renderChart(chart, current, taken = new Set()) {
   const layout = layoutChart(chart);
   const { width, height } = layout;
   const { width: boxW, height: boxH } = layout.box;
@@ -38,7 +40,7 @@ export function renderChart(chart, current) {
       },
       s('path', { d: 'M0,0 L10,5 L0,10 z' }),
     );
-  root.append(s('defs', {}, marker('arrow', ''), marker('arrow-live', 'live')));
+  root.append(s('defs', {}, marker('arrow', ''), marker('arrow-live', 'live'), marker('arrow-taken', 'taken')));
   const edgeLayer = s('g', {});
   const labelLayer = s('g', {});
   root.append(edgeLayer, labelLayer);
@@ -48,10 +50,15 @@ export function renderChart(chart, current) {
    * @param {boolean} live
    * @param {boolean} restore
    */
-  const label = (l, live, restore) =>
+  const label = (l, live, restore, was = false) =>
     s(
       'text',
-      { x: l.x, y: l.y, 'text-anchor': l.anchor, class: `label${live ? ' live' : ''}${restore ? ' restore' : ''}` },
+      {
+        x: l.x,
+        y: l.y,
+        'text-anchor': l.anchor,
+        class: `label${live ? ' live' : ''}${restore ? ' restore' : ''}${was ? ' taken' : ''}`,
+      },
       s('tspan', { x: l.x, dy: 0 }, l.text),
     );
   /**
@@ -59,35 +66,43 @@ export function renderChart(chart, current) {
    * @param {boolean} live
    * @param {boolean} restore
    */
-  const path = (d, live, restore) =>
+  const path = (d, live, restore, was = false) =>
     s('path', {
       d,
-      class: `${live ? 'live' : ''}${restore ? ' restore' : ''}`,
-      'marker-end': `url(#${live ? 'arrow-live' : 'arrow'})`,
+      class: `${live ? 'live' : ''}${restore ? ' restore' : ''}${was ? ' taken' : ''}`,
+      'marker-end': `url(#${was ? 'arrow-taken' : live ? 'arrow-live' : 'arrow'})`,
     });
 
   for (const lane of layout.lanes) {
     const live = lane.sources.some((src) => src.from === current);
-    const g = s('g', { class: `edge back${live ? ' live' : ''}`, 'data-to': lane.to });
-    for (const src of lane.sources)
+    const was = lane.sources.some((src) => taken.has(`${src.from}>${lane.to}`));
+    const g = s('g', { class: `edge back${live ? ' live' : ''}${was ? ' taken' : ''}`, 'data-to': lane.to });
+    for (const src of lane.sources) {
+      const srcTaken = taken.has(`${src.from}>${lane.to}`);
       g.append(
-        s('path', { d: src.d, class: `${src.from === current ? 'live' : ''}${src.reachable ? '' : ' restore'}` }),
+        s('path', {
+          d: src.d,
+          class: `${src.from === current ? 'live' : ''}${src.reachable ? '' : ' restore'}${srcTaken ? ' taken' : ''}`,
+          'data-from': src.from,
+        }),
       );
-    g.append(path(lane.d, live, false));
+    }
+    g.append(path(lane.d, live, false, was));
     edgeLayer.append(g);
-    labelLayer.append(label(lane.label, live, false));
+    labelLayer.append(label(lane.label, live, false, was));
   }
 
   for (const e of [...layout.loops, ...layout.forward]) {
     const live = e.from === current;
+    const was = taken.has(`${e.from}>${e.to}`);
     edgeLayer.append(
       s(
         'g',
-        { class: `edge${live ? ' live' : ''}`, 'data-from': e.from, 'data-to': e.to },
-        path(e.d, live, !e.reachable),
+        { class: `edge${live ? ' live' : ''}${was ? ' taken' : ''}`, 'data-from': e.from, 'data-to': e.to },
+        path(e.d, live, !e.reachable, was),
       ),
     );
-    labelLayer.append(label(e.label, live, !e.reachable));
+    labelLayer.append(label(e.label, live, !e.reachable, was));
   }
 
   for (const st of layout.states) {

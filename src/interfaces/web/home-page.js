@@ -2,6 +2,7 @@
 import { api, can, showIssues } from './api.js';
 import { ago, badge, field, fill, h, ms, poll } from './dom.js';
 import { link, navigate } from './nav.js';
+import { fleetBar } from './fleet-bar.js';
 import { policyEditor } from './policy-editor.js';
 import { SESSION_STATES } from './vocabulary.js';
 
@@ -11,8 +12,43 @@ import { SESSION_STATES } from './vocabulary.js';
  * @returns {() => void} stops the page's polling
  */
 export function homePage(main) {
-  let filter = '';
+  // The filters, kept in the address (?state=&q=&agent=&within=) so a filtered list can be linked to.
+  const params = new URLSearchParams(location.search);
+  let filter = params.get('state') ?? '';
   const chips = h('div', { class: 'chips', 'data-testid': 'state-filter' });
+  const search = h('input', {
+    type: 'search',
+    name: 'q',
+    placeholder: 'session id contains…',
+    'data-testid': 'session-search',
+    value: params.get('q') ?? '',
+  });
+  const agentSelect = h('select', { name: 'agent', 'data-testid': 'agent-filter' });
+  const within = h(
+    'select',
+    { name: 'within', 'data-testid': 'time-filter' },
+    ...WITHIN.map(([value, label]) => h('option', { value, selected: (params.get('within') ?? '') === value }, label)),
+  );
+  const onFilter = () => {
+    const next = new URLSearchParams();
+    if (filter !== '') next.set('state', filter);
+    if (search.value.trim() !== '') next.set('q', search.value.trim());
+    if (agentSelect.value !== '') next.set('agent', agentSelect.value);
+    if (within.value !== '') next.set('within', within.value);
+    const query = next.toString();
+    history.replaceState(null, '', query === '' ? location.pathname : `${location.pathname}?${query}`);
+    void refresh();
+  };
+  search.addEventListener('input', onFilter);
+  agentSelect.addEventListener('change', onFilter);
+  within.addEventListener('change', onFilter);
+  const filters = h(
+    'div',
+    { class: 'filters' },
+    search,
+    h('label', {}, 'agent ', agentSelect),
+    h('label', {}, 'updated ', within),
+  );
   const tbody = h('tbody', { 'data-testid': 'sessions-body' });
   const table = h(
     'table',
@@ -75,8 +111,10 @@ export function homePage(main) {
     title: 'Global retry policy',
     allowReset: 'Reset to defaults',
   });
+  const fleet = fleetBar();
   fill(
     main,
+    fleet.bar,
     h(
       'div',
       { class: 'grid home' },
@@ -87,6 +125,7 @@ export function homePage(main) {
           'section',
           { class: 'panel' },
           h('h2', {}, 'Sessions ', h('span', { class: 'muted', 'data-testid': 'sessions-count' })),
+          filters,
           chips,
           h('div', { class: 'table-scroll' }, table),
         ),
@@ -102,7 +141,7 @@ export function homePage(main) {
 
   // The list is fetched with the ETag of the last answer: when nothing changed the server answers 304
   // without reading a session, and the table is drawn again from the copy (its relative times move on).
-  /** @type {{ etag: string, sessions: any[] } | null} */
+  /** @type {{ etag: string, sessions: any[], more: boolean } | null} */
   let listCopy = null;
   async function refresh() {
     const headers = { Accept: 'application/json', ...(listCopy ? { 'If-None-Match': listCopy.etag } : {}) };
@@ -112,7 +151,7 @@ export function homePage(main) {
       if (!response.ok) return;
       const data = await response.json().catch(() => null);
       if (data === null) return;
-      listCopy = { etag: response.headers.get('ETag') ?? '', sessions: data.sessions };
+      listCopy = { etag: response.headers.get('ETag') ?? '', sessions: data.sessions, more: data.next != null };
     }
     if (listCopy === null) return;
     const sessions = listCopy.sessions;
@@ -131,7 +170,7 @@ export function homePage(main) {
             type: 'button',
             class: filter === '' ? 'active' : '',
             'data-state': '',
-            onclick: () => ((filter = ''), void refresh()),
+            onclick: () => ((filter = ''), onFilter()),
           },
           `all ${sessions.length}`,
         ),
@@ -142,16 +181,38 @@ export function homePage(main) {
               type: 'button',
               class: filter === state ? 'active' : '',
               'data-state': state,
-              onclick: () => ((filter = state), void refresh()),
+              onclick: () => ((filter = state), onFilter()),
             },
             `${state} ${n}`,
           ),
         ),
       );
     }
-    const shown = filter === '' ? sessions : sessions.filter((s) => s.state === filter);
+    // The agents listed, the one chosen kept even when no session of it is on the page.
+    const wanted = agentSelect.value || (params.get('agent') ?? '');
+    const agents = [...new Set([...sessions.map((s) => String(s.agent)), ...(wanted ? [wanted] : [])])].sort();
+    const agentKey = JSON.stringify(agents);
+    if (agentSelect.dataset.key !== agentKey) {
+      agentSelect.dataset.key = agentKey;
+      fill(
+        agentSelect,
+        h('option', { value: '' }, 'any'),
+        ...agents.map((a) => h('option', { value: a, selected: a === wanted }, a)),
+      );
+    }
+    const q = search.value.trim().toLowerCase();
+    const since = within.value === '' ? 0 : Date.now() - Number(within.value);
+    const shown = sessions.filter(
+      (s) =>
+        (filter === '' || s.state === filter) &&
+        (q === '' || String(s.sessionId).toLowerCase().includes(q)) &&
+        (agentSelect.value === '' || s.agent === agentSelect.value) &&
+        s.updatedAt >= since,
+    );
     const count = main.querySelector('[data-testid="sessions-count"]');
-    if (count) count.textContent = `(${shown.length})`;
+    // The filters work on the page fetched (the newest 200): say so when there are older sessions.
+    if (count)
+      count.textContent = `(${shown.length}${listCopy.more ? ` of the newest ${sessions.length}: filters search these` : ''})`;
     fill(
       tbody,
       ...shown.map((s) =>
@@ -200,7 +261,10 @@ export function homePage(main) {
                     'data-testid': 'waiting-for',
                     title: `waiting (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}`,
                   },
-                  `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`,
+                  // The fleet's own key ('*') holds only paused dispatch.
+                  s.waitingFor.limit === '*'
+                    ? 'dispatch paused'
+                    : `limit ${s.waitingFor.limit} (${s.waitingFor.reason})`,
                 )
               : s.parkedUntil
                 ? h(
@@ -221,10 +285,33 @@ export function homePage(main) {
       ),
     );
     if (shown.length === 0)
-      tbody.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No sessions yet. Start one with the form.')));
+      tbody.append(
+        h(
+          'tr',
+          {},
+          h(
+            'td',
+            { colspan: 8, class: 'muted', 'data-testid': 'no-sessions' },
+            sessions.length === 0 ? 'No sessions yet. Start one with the form.' : 'No session matches the filters.',
+          ),
+        ),
+      );
   }
-  return poll(refresh, 1000);
+  const stopList = poll(refresh, 1000);
+  const stopFleet = poll(fleet.refresh, 2000);
+  return () => {
+    stopList();
+    stopFleet();
+  };
 }
+
+/** The "updated" filter's choices: [milliseconds, label]. */
+const WITHIN = [
+  ['', 'any time'],
+  [String(5 * 60_000), 'in the last 5 min'],
+  [String(60 * 60_000), 'in the last hour'],
+  [String(24 * 60 * 60_000), 'in the last 24 h'],
+];
 
 /**
  * The counts by state in the machine's order of states (SESSION_STATES), any other state after.

@@ -2,19 +2,55 @@
 import { api, can, clearIssues, showIssues, showOk } from './api.js';
 import { renderChart } from './chart-draw.js';
 import { badge, clock, field, fill, h, ms, poll, preview } from './dom.js';
-import { navigate } from './nav.js';
+import { link, navigate } from './nav.js';
 import { policyEditor } from './policy-editor.js';
 import { streamTranscript } from './transcript.js';
 import { workspacePanel } from './workspace-panel.js';
 import { SETTLED } from './vocabulary.js';
 
 /**
- * One session: its summary, statechart, attempts, transcript, prompts and retry policy.
+ * One session. Asked for once first: an id the API does not know gets "no such session" and
+ * nothing else (no buttons, no event stream, no polling).
  * @param {HTMLElement} main
  * @param {string} sessionId
  * @returns {() => void} stops the page's polling and stream
  */
 export function sessionPage(main, sessionId) {
+  let stopped = false;
+  let stop = () => {};
+  fill(main, h('p', { class: 'muted' }, 'Loading the session…'));
+  void api('GET', `/api/sessions/${encodeURIComponent(sessionId)}`).then((result) => {
+    if (stopped) return;
+    if (result.status === 404) return noSuchSession(main, sessionId);
+    stop = sessionView(main, sessionId);
+  });
+  return () => {
+    stopped = true;
+    stop();
+  };
+}
+
+/** @param {HTMLElement} main @param {string} sessionId */
+function noSuchSession(main, sessionId) {
+  fill(
+    main,
+    h(
+      'section',
+      { class: 'panel', 'data-testid': 'no-such-session' },
+      h('h1', {}, 'No such session'),
+      h('p', {}, 'There is no session ', h('code', {}, sessionId), ' (never created, or deleted).'),
+      h('p', {}, h('a', { href: '/', onclick: link }, 'Back to the sessions')),
+    ),
+  );
+}
+
+/**
+ * One session: its summary, path taken, statechart, attempts, transcript, prompts and retry policy.
+ * @param {HTMLElement} main
+ * @param {string} sessionId
+ * @returns {() => void} stops the page's polling and stream
+ */
+function sessionView(main, sessionId) {
   const enc = encodeURIComponent(sessionId);
   const title = h('h1', { 'data-testid': 'session-id' }, sessionId);
   const facts = h('div', { class: 'facts' });
@@ -48,6 +84,8 @@ export function sessionPage(main, sessionId) {
     { class: 'chart', 'data-testid': 'chart' },
     h('p', { class: 'muted' }, 'Loading the statechart…'),
   );
+  const pathList = h('ol', { class: 'path', 'data-testid': 'path' });
+  const pathTitle = h('span', { class: 'muted' });
   const timeline = h('ol', { class: 'timeline', 'data-testid': 'timeline' });
   const timelineTitle = h('span', { class: 'muted' });
   const historyBody = h('tbody');
@@ -104,13 +142,23 @@ export function sessionPage(main, sessionId) {
     h(
       'section',
       { class: 'panel' },
+      h('h2', {}, 'Path taken ', pathTitle),
+      pathList,
       h(
-        'h2',
-        {},
-        'Statechart ',
-        h('span', { class: 'muted' }, '(current state filled; dashed: reached only when a worker restores a session)'),
+        'details',
+        { class: 'chart-details', 'data-testid': 'chart-details' },
+        h(
+          'summary',
+          {},
+          'Full statechart ',
+          h(
+            'span',
+            { class: 'muted' },
+            '(current state filled; green: the path taken; blue: where it can go next; dashed: reached only when a worker restores a session)',
+          ),
+        ),
+        chartBox,
       ),
-      chartBox,
     ),
     h(
       'div',
@@ -159,6 +207,8 @@ export function sessionPage(main, sessionId) {
   let chart = null;
   /** @type {string | null} */
   let current = null;
+  /** The path taken's transitions (`from>to`), marked on the chart. @type {Set<string>} */
+  let takenEdges = new Set();
   /** @type {ReturnType<typeof streamTranscript> | null} */
   let stream = null;
   void api('GET', '/api/chart').then((r) => {
@@ -169,7 +219,7 @@ export function sessionPage(main, sessionId) {
 
   function drawChart() {
     if (chart === null) return;
-    fill(chartBox, renderChart(chart, current === 'queued' ? 'idle' : current));
+    fill(chartBox, renderChart(chart, current === 'queued' ? 'idle' : current, takenEdges));
   }
 
   async function cancel() {
@@ -321,6 +371,11 @@ export function sessionPage(main, sessionId) {
 
   async function refresh() {
     const result = await api('GET', `/api/sessions/${enc}`);
+    // Deleted while shown: say so and stop streaming and polling.
+    if (result.status === 404) {
+      stopAll();
+      return noSuchSession(main, sessionId);
+    }
     if (!result.ok) {
       fill(
         facts,
@@ -349,9 +404,10 @@ export function sessionPage(main, sessionId) {
         ? h(
             'span',
             { 'data-testid': 'session-waiting-for' },
-            'waiting for fleet limit ',
-            h('b', {}, view.waitingFor.limit),
-            ` (${view.waitingFor.reason})`,
+            // The fleet's own key ('*') holds only paused dispatch.
+            view.waitingFor.limit === '*'
+              ? ['waiting: ', h('b', {}, 'dispatch paused')]
+              : ['waiting for fleet limit ', h('b', {}, view.waitingFor.limit), ` (${view.waitingFor.reason})`],
           )
         : null,
       view.parkedUntil
@@ -386,6 +442,7 @@ export function sessionPage(main, sessionId) {
     if (turn && (turn.status === 'cancelled' || turn.status === 'failed') && view.queuedPrompts === 0)
       stream?.closeTools(turn.status);
     renderTimeline(view);
+    renderPath(view);
     workspace.update(view);
     fill(
       historyBody,
@@ -403,6 +460,55 @@ export function sessionPage(main, sessionId) {
             h('td', { title: t.event }, t.label),
           ),
         ),
+    );
+  }
+
+  /**
+   * The latest turn's path through the states, from the session's history: where it went, when,
+   * and why (each transition's label), e.g. queued → running → backoff → running → completed.
+   * @param {any} view
+   */
+  function renderPath(view) {
+    const turn = view.turn;
+    /** @type {Array<{ at: number, from: string, to: string, event: string, label: string, prompt?: { turn: number } }>} */
+    const history = view.history;
+    if (!turn) {
+      pathTitle.textContent = '';
+      return void fill(pathList, h('li', { class: 'muted' }, 'No turn yet.'));
+    }
+    pathTitle.textContent = `(turn #${turn.index})`;
+    const steps = turnPath(history, turn.index, turn.status, view.createdAt);
+    const key = JSON.stringify([steps, view.state]);
+    if (pathList.dataset.key === key) return;
+    pathList.dataset.key = key;
+    takenEdges = new Set(steps.flatMap((step) => (step.from === null ? [] : [`${step.from}>${step.state}`])));
+    drawChart();
+    fill(
+      pathList,
+      ...steps.map((step, i) => {
+        const next = steps[i + 1];
+        const last = next === undefined;
+        // How long it stayed: until the next step, or until now in the state it is in (none once settled).
+        const until = next ? next.at : SETTLED.has(step.state) ? null : Date.now();
+        const stay = step.at === null || until === null ? null : until - step.at;
+        return h(
+          'li',
+          {
+            class: `step${last ? ' current' : ''}`,
+            'data-testid': 'path-step',
+            'data-state': step.state,
+            title: step.event ?? '',
+          },
+          i > 0 ? h('span', { class: 'via', 'data-testid': 'path-label' }, step.label) : null,
+          badge(step.state),
+          h(
+            'span',
+            { class: 'when' },
+            step.at === null ? '' : clock(step.at),
+            stay === null ? '' : ` · ${last ? 'for ' : ''}${ms(stay)}`,
+          ),
+        );
+      }),
     );
   }
 
@@ -472,9 +578,38 @@ export function sessionPage(main, sessionId) {
 
   const live = streamTranscript(sessionId, transcript, liveDot);
   stream = live;
-  const stopPoll = poll(refresh, 1000);
-  return () => {
+  /** @type {() => void} */
+  let stopPoll = () => {};
+  const stopAll = () => {
     live.stop();
     stopPoll();
   };
+  stopPoll = poll(refresh, 1000);
+  return stopAll;
 }
+
+/**
+ * The states the turn `index` went through: `queued` (with the session's creation time for its first
+ * turn: later turns' queueing time is not recorded), then each transition's target from the one that
+ * started the turn (the transition carrying its prompt; else the last one out of a quiescent state).
+ * @param {Array<{ at: number, from: string, to: string, event: string, label: string, prompt?: { turn: number } }>} history
+ * @param {number} index
+ * @param {string} status
+ * @param {number} createdAt
+ * @returns {Array<{ state: string, from: string | null, at: number | null, label: string, event: string | null }>}
+ */
+export function turnPath(history, index, status, createdAt) {
+  /** @type {{ state: string, from: string | null, at: number | null, label: string, event: string | null }} */
+  const queued = { state: 'queued', from: null, at: index === 1 ? createdAt : null, label: '', event: null };
+  if (status === 'queued') return [queued];
+  let start = history.findLastIndex((t) => t.prompt?.turn === index);
+  if (start === -1) start = history.findLastIndex((t) => QUIESCENT.has(t.from) && !QUIESCENT.has(t.to));
+  if (start === -1) return [queued];
+  return [
+    queued,
+    ...history.slice(start).map((t) => ({ state: t.to, from: t.from, at: t.at, label: t.label, event: t.event })),
+  ];
+}
+
+/** Nothing runs in these: a turn starts by leaving one. */
+const QUIESCENT = new Set(['none', 'idle', 'completed', 'failed', 'cancelled']);

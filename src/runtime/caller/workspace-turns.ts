@@ -334,9 +334,9 @@ export interface DiffResult {
 
 /**
  * What turn `turn` (default: the last) changed in the session's workspace files: the diff from the
- * previous turn's snapshot (turn 1: the session's start) to that turn's. Refused while a worker holds
- * the session (ConflictError): the diff uses the session's own git data, which on a worker's host is
- * the holder's, used by one caller at a time.
+ * previous turn's snapshot (turn 1: the session's start) to that turn's. A turn may be running: the
+ * diff reads recorded snapshots through the caller's own git data (parts.ts callerWorkspaces), never
+ * the holder's.
  */
 export async function turnDiff(
   parts: CallerParts,
@@ -353,8 +353,6 @@ export async function turnDiff(
     throw new ConflictError(
       `turn ${point.turn} is the oldest point recorded of session "${sessionId}": there is no earlier one to diff it against`,
     );
-  if ((await parts.redis.exists(parts.store.key(sessionId, 'lease'))) === 1)
-    throw new ConflictError(`session "${sessionId}" is running a turn: diff it once the turn has ended`);
   try {
     const diff = await workspaces.diff(sessionId, previous.snapshot, point.snapshot, {
       ...(options.stat === true ? { stat: true } : {}),

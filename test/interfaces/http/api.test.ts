@@ -503,6 +503,23 @@ describe('operations', () => {
     );
   });
 
+  it('GET /api/workers: each heartbeat, live or stale, with what the worker offers', async () => {
+    const { redis: store, keys } = internals(h.runtime);
+    const stale = { id: 'gone-worker', host: 'elsewhere', pid: 4242, lastSeen: Date.now() - 60_000, active: 0 };
+    await store.hset(keys.workers, stale.id, JSON.stringify(stale));
+    try {
+      const r = await call('GET', '/api/workers');
+      expect(r.status).toBe(200);
+      expect(r.body.live).toBe(1);
+      expect(r.body.staleAfterMs).toBeGreaterThan(0);
+      expect(r.body.workers).toHaveLength(2);
+      expect(r.body.workers[0]).toMatchObject({ live: true, agents: expect.arrayContaining(['pi']) });
+      expect(r.body.workers[1]).toEqual({ ...stale, live: false });
+    } finally {
+      await store.hdel(keys.workers, stale.id);
+    }
+  });
+
   it('/readyz is 503 with the reason: no worker seen; Redis unreachable', async () => {
     const { connect, closeAll } = connector(redis.url);
     const lonely = new Runtime({ connect, prefix: uniquePrefix('no-workers') });

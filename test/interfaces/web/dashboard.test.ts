@@ -74,6 +74,31 @@ const eventually = <T>(probe: () => T | Promise<T>, timeout = 15_000) => expect.
 const stateOf = (p: Page) => p.getByTestId('session-state').locator('[data-state]').getAttribute('data-state');
 
 describe('dashboard', () => {
+  it('an unknown session id shows "no such session" and stops: no buttons, no event stream', async () => {
+    const requests: string[] = [];
+    const onRequest = (r: { url(): string }) => void requests.push(new URL(r.url()).pathname);
+    page.on('request', onRequest);
+    try {
+      const response = await page.request.get(`${server.url}/api/sessions/no-such-session-here`);
+      expect(response.status()).toBe(404);
+      await page.goto(`${server.url}/sessions/no-such-session-here`);
+      await eventually(() => page.getByTestId('no-such-session').textContent()).toContain('No such session');
+      expect(await page.getByTestId('no-such-session').textContent()).toContain('no-such-session-here');
+      // Watched for a while: what a page that kept trying would have asked for by now (~20 streams in 5 s before).
+      await new Promise((r) => setTimeout(r, 3000));
+      const asked = (suffix: string) => requests.filter((p) => p === `/api/sessions/no-such-session-here${suffix}`);
+      expect(asked('/events').length).toBeLessThanOrEqual(1);
+      expect(asked('').length).toBe(1);
+      expect(await page.locator('[data-testid="cancel"], [data-testid="delete"], [data-testid="retry"]').count()).toBe(
+        0,
+      );
+      expect(await page.getByTestId('transcript').count()).toBe(0);
+      await page.screenshot({ path: '/tmp/sessiond-dashboard-no-such-session.png', fullPage: true });
+    } finally {
+      page.off('request', onRequest);
+    }
+  });
+
   it('changes the global retry policy; an invalid value is shown at its field and nothing is changed', async () => {
     await page.goto(`${server.url}/`);
     const form = page.getByTestId('policy-panel').getByTestId('policy-form');
@@ -148,7 +173,41 @@ describe('dashboard', () => {
       timeline.locator('[data-testid="attempt"][data-attempt="2"]').getByTestId('attempt-tokens').textContent(),
     ).toBe(' · 42 in / 7 out tokens');
     expect(await page.getByTestId('session-tokens').textContent()).toBe('42 in / 7 out');
+    // The path the turn took, in order, each step with why it was taken; the full chart is folded away.
+    const steps = page.getByTestId('path').getByTestId('path-step');
+    await eventually(() => steps.evaluateAll((els) => els.map((el) => el.getAttribute('data-state')))).toEqual([
+      'queued',
+      'running',
+      'backoff',
+      'running',
+      'completed',
+    ]);
+    expect(await page.getByTestId('path').getByTestId('path-label').allTextContents()).toEqual([
+      'a prompt arrived',
+      'the attempt ended',
+      'the backoff ended',
+      'the attempt ended',
+    ]);
+    expect(await page.getByTestId('chart-svg').isVisible()).toBe(false);
     await page.screenshot({ path: '/tmp/sessiond-dashboard-session.png', fullPage: true });
+    await page.getByTestId('chart-details').locator('summary').click();
+    expect(await page.getByTestId('chart-svg').isVisible()).toBe(true);
+    // The chart marks the same transitions as taken (a backward edge's source is on its own path).
+    const taken = await page
+      .getByTestId('chart-svg')
+      .evaluate((svg) =>
+        [...svg.querySelectorAll('g.edge.taken')]
+          .flatMap((g) =>
+            g.hasAttribute('data-from')
+              ? [`${g.getAttribute('data-from')}>${g.getAttribute('data-to')}`]
+              : [...g.querySelectorAll('path.taken[data-from]')].map(
+                  (p) => `${p.getAttribute('data-from')}>${g.getAttribute('data-to')}`,
+                ),
+          )
+          .sort(),
+      );
+    expect(taken).toEqual(['backoff>running', 'idle>running', 'running>backoff', 'running>completed']);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-session-chart.png', fullPage: true });
   });
 
   it('cancels a long tool call with the cancel button', async () => {
@@ -190,9 +249,68 @@ describe('dashboard', () => {
     await eventually(() => page.getByTestId('sessions-body').locator('tr[data-session-id]').count()).toBe(4);
     await page.screenshot({ path: '/tmp/sessiond-dashboard-home.png', fullPage: true });
 
+    // Search by a piece of the id (any case), with the state filter on top; the address keeps the filters.
+    const rows = page.getByTestId('sessions-body').locator('tr[data-session-id]');
+    const piece = sessionId.slice(0, 8).toUpperCase();
+    await page.getByTestId('session-search').fill(piece);
+    await eventually(() => rows.evaluateAll((els) => els.map((el) => el.getAttribute('data-session-id')))).toEqual([
+      sessionId,
+    ]);
+    expect(new URL(page.url()).searchParams.get('q')).toBe(piece);
+    await page.getByTestId('state-filter').locator('button[data-state="cancelled"]').click();
+    await eventually(() => rows.count()).toBe(0);
+    expect(await page.getByTestId('no-sessions').textContent()).toBe('No session matches the filters.');
+    await page.getByTestId('state-filter').locator('button[data-state="completed"]').click();
+    await eventually(() => rows.count()).toBe(1);
+    await page.getByTestId('agent-filter').selectOption('pi');
+    await page.getByTestId('time-filter').selectOption({ label: 'in the last hour' });
+    await eventually(() => new URL(page.url()).search).toBe(`?state=completed&q=${piece}&agent=pi&within=3600000`);
+    expect(await rows.count()).toBe(1);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-home-search.png', fullPage: true });
+    // Opened from the address: the same filters, the same rows.
+    await page.goto(`${server.url}/?q=${piece}&state=completed`);
+    await eventually(() => page.getByTestId('session-search').inputValue()).toBe(piece);
+    await eventually(() => rows.count()).toBe(1);
+    await page.goto(`${server.url}/?q=no-session-has-this`);
+    await eventually(() => page.getByTestId('no-sessions').textContent()).toBe('No session matches the filters.');
+
     const queues = await page.goto(`${server.url}/queues`);
     expect(queues?.status()).toBe(200);
     await eventually(() => page.locator('body').textContent(), 15_000).toContain('sessions');
+    expect(pageErrors).toEqual([]);
+  });
+});
+
+describe('dashboard: the fleet bar', () => {
+  it('shows the live worker and its agents; paused dispatch with a Resume button that resumes it', async () => {
+    const client = clientOver(h.runtime);
+    await page.goto(`${server.url}/`);
+    const bar = page.getByTestId('fleet-bar');
+    await eventually(() => bar.getByTestId('workers-live').textContent()).toBe('1 worker live');
+    expect(await bar.getByTestId('worker').count()).toBe(1);
+    expect(await bar.getByTestId('worker-agents').textContent()).toContain('pi');
+    expect(await bar.getByTestId('no-worker').count()).toBe(0);
+    expect(await bar.getByTestId('dispatch-paused').count()).toBe(0);
+
+    await client.dispatch.pause();
+    try {
+      await eventually(() => bar.getByTestId('dispatch-paused').textContent()).toContain('dispatch paused');
+      // A session started meanwhile waits, and its row says why.
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'while paused',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
+      const row = page.locator(`tr[data-session-id="${sessionId}"]`);
+      await eventually(() => row.getByTestId('waiting-for').textContent(), 30_000).toBe('dispatch paused');
+      await page.screenshot({ path: '/tmp/sessiond-dashboard-fleet-paused.png', fullPage: true });
+      await bar.getByTestId('resume-dispatch').click();
+      await eventually(async () => (await client.dispatch.status()).paused).toBe(false);
+      await eventually(() => bar.getByTestId('dispatch-paused').count()).toBe(0);
+      expect(await bar.getByTestId('fleet-note').textContent()).toMatch(/^resumed: \d+ waiting sessions? woken$/);
+      await eventually(() => row.getByTestId('state-badge').getAttribute('data-state'), 30_000).toBe('completed');
+    } finally {
+      await client.dispatch.resume();
+    }
     expect(pageErrors).toEqual([]);
   });
 });

@@ -13,6 +13,7 @@ import { internals } from '../../../src/runtime/internals.ts';
 import { clientOver } from '../../../src/api/bind.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import type { WorkspaceConfig } from '../../../src/workspace/index.ts';
+import { workspacesIn } from '../../workspace/support.ts';
 
 /**
  * The dashboard's workspace panel, in Debian's chromium, on a workspace session of real pi: each turn's diff,
@@ -42,14 +43,7 @@ useRuntimeSuite(
     ({ h } = s);
     const dir = s.tempDir('ws-buttons');
     cwdDir = s.tempDir('ws-buttons-cwd');
-    config = {
-      root: join(dir, 'root'),
-      gitDir: join(dir, 'git'),
-      store: join(dir, 'store.git'),
-      exclude: ['.env*'],
-      maxBytes: 0,
-      maxSnapshots: 0,
-    };
+    config = workspacesIn(dir);
     await h.startWorker({ workspaces: config, agentOptions: { pi: piHostOptions(s.env, h.stateDir) } });
     const runtime = new Runtime({
       connect: h.connect,

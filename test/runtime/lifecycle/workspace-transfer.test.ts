@@ -28,6 +28,7 @@ import {
   type RuntimeSuite,
 } from '../../support/runtime.ts';
 import { runModel } from '../../support/workspace-model.ts';
+import { workspacesIn } from '../../workspace/support.ts';
 
 /**
  * Export and import carry the session's workspace (docs/workspaces.md): with real pi, real git and
@@ -57,14 +58,7 @@ let clientA: Runtime;
 let clientB: Runtime;
 
 function workspaceConfig(dir: string, stateDir: string): WorkspaceConfig {
-  return {
-    root: join(dir, 'root'),
-    gitDir: join(stateDir, 'workspace-git'),
-    store: join(dir, 'store.git'),
-    exclude: ['.env*', '*.pem', 'id_*'],
-    maxBytes: 0,
-    maxSnapshots: 0,
-  };
+  return workspacesIn(dir, { gitDir: join(stateDir, 'workspace-git'), exclude: ['.env*', '*.pem', 'id_*'] });
 }
 
 useRuntimeSuite(

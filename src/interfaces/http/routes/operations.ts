@@ -95,6 +95,55 @@ export const operationRoutes = [
   }),
   defineRoute({
     method: 'get',
+    path: '/api/workers',
+    operationId: 'listWorkers',
+    tags: ['operations'],
+    summary:
+      "The workers' latest heartbeats, each with `live` (seen within `staleAfterMs`, as `/readyz` counts them) and what it offers",
+    scope: 'read',
+    responses: {
+      '200': json(
+        {
+          type: 'object',
+          required: ['workers', 'live', 'staleAfterMs'],
+          properties: {
+            live: { type: 'integer', description: 'how many workers are live' },
+            staleAfterMs: { type: 'integer', description: 'a heartbeat older than this is a dead worker' },
+            workers: {
+              type: 'array',
+              description:
+                'newest heartbeat first: `id`, `host`, `pid`, `lastSeen` (epoch ms), `live`, `active` attempts, and, from workers that report them, `concurrency`, `agents`, `partitions`, `containment`, `sandbox`',
+              items: {
+                type: 'object',
+                required: ['id', 'host', 'pid', 'lastSeen', 'live', 'active'],
+                properties: {
+                  id: { type: 'string' },
+                  host: { type: 'string' },
+                  pid: { type: 'integer' },
+                  lastSeen: { type: 'integer' },
+                  live: { type: 'boolean' },
+                  active: { type: 'integer' },
+                  concurrency: { type: 'integer' },
+                  agents: { type: 'array', items: { type: 'string' } },
+                  partitions: { type: 'array', items: { type: 'integer' } },
+                },
+              },
+            },
+          },
+        },
+        'the workers',
+      ),
+    },
+    async handler(c, _input, { client, workerStaleMs }) {
+      const now = Date.now();
+      const workers = (await client.deployment.workers())
+        .map((w) => ({ ...w, live: now - w.lastSeen <= workerStaleMs }))
+        .sort((a, b) => b.lastSeen - a.lastSeen);
+      return c.json({ workers, live: workers.filter((w) => w.live).length, staleAfterMs: workerStaleMs });
+    },
+  }),
+  defineRoute({
+    method: 'get',
     path: '/metrics',
     operationId: 'metrics',
     tags: ['operations'],
