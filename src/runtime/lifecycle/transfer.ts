@@ -12,13 +12,10 @@ import { QUIESCENT_STATES } from '../../../machines/states.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../retry/policy.ts';
 import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
-import { WorkspaceInputError, WorkspaceQuotaError, type Workspaces } from '../../workspace/types.ts';
-import type { POINTER_FIELD as PointerField, WorkspacePointer } from '../session-loop/workspace-attempt.ts';
-import { lifecycleKeys } from './keys.ts';
+import type { Workspaces } from '../../workspace/types.ts';
+import type { WorkspacePointer } from '../session-loop/workspace-attempt.ts';
+import { exportedWorkspace, POINTER_FIELD, removeStored, storeWorkspace } from './transfer-workspace.ts';
 import { TURNS_FIELD } from '../workspace-turns.ts';
-
-/** The agent-state field of the workspace pointer (workspace-attempt.ts's, not loaded here: the client needs none of the attempt's code). */
-const POINTER_FIELD: typeof PointerField = 'workspace';
 
 /**
  * KEYS: meta, snapshot, history, log, seq, agent, inbox, active.
@@ -150,20 +147,8 @@ export async function exportSession(
 ): Promise<string | null> {
   const read = await readSession(redis, keys, sessionId);
   if (read === null) return null;
-  const pointer = read.pointer === null ? null : parseStoredPointer(read.pointer, sessionId);
-  if (pointer === null) return writeArchive(read.archive);
-  if (workspaces === null)
-    throw new ConflictError(
-      `session "${sessionId}" has a workspace, and this client has none configured (workspaces.enabled, SESSIOND_WORKSPACES_ENABLED, with the workers' store): its archive would lose its files`,
-    );
-  const bundle = await workspaces.bundle(sessionId, pointer.snapshot).catch((error: unknown) => {
-    // Its store not the workers' (another SESSIOND_WORKSPACE_STORE), or the session removed since.
-    if (!(error instanceof WorkspaceInputError)) throw error;
-    throw new ConflictError(
-      `session "${sessionId}": its workspace's snapshot ${pointer.snapshot} is not in the store this client reaches (${error.message}): not exported`,
-    );
-  });
-  return writeArchive({ ...read.archive, workspace: { pointer, bundle } });
+  if (read.pointer === null) return writeArchive(read.archive);
+  return writeArchive({ ...read.archive, workspace: await exportedWorkspace(read.pointer, sessionId, workspaces) });
 }
 
 /**
@@ -206,19 +191,6 @@ export async function readSession(
       .filter((p) => p.removed !== true),
   };
   return { archive, pointer: pointer ?? null };
-}
-
-/** The session's stored pointer; one that does not parse is refused (what the archive would carry is unknown). */
-function parseStoredPointer(raw: string, sessionId: string): WorkspacePointer {
-  let value: Partial<WorkspacePointer> | null = null;
-  try {
-    value = JSON.parse(raw) as Partial<WorkspacePointer>;
-  } catch {
-    // Said just below.
-  }
-  if (value === null || value.version !== 1 || typeof value.snapshot !== 'string')
-    throw new ConflictError(`session "${sessionId}": its workspace pointer does not parse: not exported`);
-  return value as WorkspacePointer;
 }
 
 /** What an import is checked against: the deployment's policy (its bounds on a retry policy) and its archive size limits. */
@@ -401,51 +373,6 @@ export async function importSession(
   );
   if (needsActivation) await queue.addActivation(sessionId, jobId);
   return { sessionId, messages: archive.messages.length, state, conversation: fork.conversation };
-}
-
-/**
- * Stores an archive's workspace bundle as session `sessionId`'s; returns the snapshot's id. A removal
- * of an earlier session of that id still pending (workspace-sweep.ts) is done first, or the sweep
- * would take the imported snapshots; a bundle refused, or anything failing, leaves nothing stored.
- */
-async function storeWorkspace(
-  workspaces: Workspaces,
-  store: SessionStore,
-  sessionId: string,
-  bundle: Buffer,
-  line: number | undefined,
-): Promise<string> {
-  const gone = lifecycleKeys(store.keys).workspacesGone;
-  if ((await store.redis.zrem(gone, sessionId)) === 1) {
-    try {
-      await workspaces.remove(sessionId);
-    } catch (error) {
-      await store.redis.zadd(gone, Date.now(), sessionId);
-      throw error;
-    }
-  }
-  try {
-    return await workspaces.unbundle(sessionId, bundle);
-  } catch (error) {
-    const refused =
-      error instanceof WorkspaceInputError || error instanceof WorkspaceQuotaError
-        ? new ArchiveError(`workspace: ${error.message}`, line)
-        : error;
-    return removeStored(workspaces, sessionId, refused);
-  }
-}
-
-/** Removes what an import stored of session `sessionId`'s workspace, then throws `cause` (or, when that fails too, both). */
-async function removeStored(workspaces: Workspaces, sessionId: string, cause: unknown): Promise<never> {
-  try {
-    await workspaces.remove(sessionId);
-  } catch (failure) {
-    throw new Error(
-      `${(cause as Error).message}; and the workspace stored for "${sessionId}" could not be removed: ${(failure as Error).message}`,
-      { cause },
-    );
-  }
-  throw cause;
 }
 
 export interface ImportResult {
