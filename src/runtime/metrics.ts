@@ -6,6 +6,7 @@ import type { Runtime, SessionView } from './runtime.ts';
 import { counterTotals, foldCounters, parseField } from './counters.ts';
 import { sessionUsage, TOKEN_KINDS, type SessionUsage, type UsageTotals } from './usage/usage.ts';
 import { internals } from './internals.ts';
+import { isLive, workerStaleMs } from './worker-liveness.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
@@ -90,7 +91,7 @@ export class RuntimeMetrics {
   constructor(runtime: Runtime, options: MetricsOptions = {}) {
     this.#runtime = runtime;
     this.#cacheMs = options.cacheMs ?? 3000;
-    this.#workerStaleMs = options.workerStaleMs ?? 15_000;
+    this.#workerStaleMs = options.workerStaleMs ?? workerStaleMs();
     this.#concurrency = options.concurrency ?? 32;
     this.#metrics = metricFamilies(this.registry);
   }
@@ -172,7 +173,7 @@ export class RuntimeMetrics {
       return value;
     };
     for (const state of QUEUE_STATES) this.#metrics.queueJobs.set({ state }, counts[state] ?? 0);
-    this.#metrics.workers.set(workers.filter((w) => now - w.lastSeen <= this.#workerStaleMs).length);
+    this.#metrics.workers.set(workers.filter((w) => isLive(w, now, this.#workerStaleMs)).length);
     this.#metrics.sessions.reset();
     SESSION_STATES.forEach((state, i) =>
       this.#metrics.sessions.set(

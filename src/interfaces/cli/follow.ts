@@ -4,6 +4,7 @@ import type { SessionReader } from '../../api/reader.ts';
 import type { StoredMessage } from '../../api/types.ts';
 import type { WorkerHeartbeat } from '../../runtime/caller/types.ts';
 import { colors, formatMs, Spinner } from './present.ts';
+import { isLive, workerStaleMs } from '../../runtime/worker-liveness.ts';
 
 export interface FollowOptions {
   fromSeq: number;
@@ -18,8 +19,8 @@ export interface FollowOptions {
   workers?: () => Promise<WorkerHeartbeat[]>;
 }
 
-/** A worker whose heartbeat is older than this is taken for gone (a heartbeat every 5 s by default). */
-export const WORKER_STALE_MS = 15_000;
+/** A worker whose heartbeat is older than this is taken for gone (the workers' default heartbeat: the client does not know theirs). */
+const WORKER_STALE_MS = workerStaleMs();
 /** How often a follow looks at the heartbeats while its turn waits. */
 const WORKERS_CHECK_MS = 2_000;
 
@@ -147,7 +148,7 @@ export async function followSession(session: SessionReader, options: FollowOptio
     if (Date.now() - workersCheckedAt < WORKERS_CHECK_MS) return;
     workersCheckedAt = Date.now();
     const beats = await options.workers();
-    const live = beats.some((w) => Date.now() - w.lastSeen <= WORKER_STALE_MS);
+    const live = beats.some((w) => isLive(w, Date.now(), WORKER_STALE_MS));
     if (live || saidNoWorker) {
       saidNoWorker = !live && saidNoWorker;
       return;

@@ -16,6 +16,7 @@ import { openApiDocument } from './openapi.ts';
 import { mountRoutes } from './route.ts';
 import type { RouteContext } from './routes/context.ts';
 import { ALL_ROUTES, API_ROUTES } from './routes/index.ts';
+import { workerStaleMs } from '../../runtime/worker-liveness.ts';
 
 export interface AppOptions {
   /** The deployment's client (createClient): every route goes through it. */
@@ -134,5 +135,5 @@ export function createApp(options: AppOptions): Hono {
 }
 
 function staleMs(options: AppOptions): number {
-  return options.workerStaleMs ?? Math.max(5000, 3 * options.config.worker.heartbeat);
+  return options.workerStaleMs ?? workerStaleMs(options.config.worker.heartbeat);
 }

@@ -5,10 +5,11 @@ import type { DeploymentPolicy } from '../../../policy/index.ts';
 import type { WorkerHeartbeat } from '../../../runtime/caller/types.ts';
 import { deploymentPolicy } from '../../../runtime/deployment-policy.ts';
 import { createRedis, redactUrl } from '../../../runtime/redis/index.ts';
-import { WORKER_STALE_MS } from '../follow.ts';
+import { isLive, workerStaleMs } from '../../../runtime/worker-liveness.ts';
 import { REDIS_FIXES, REDIS_REACH_MS } from '../reach-redis.ts';
 import { resolveRedisUrl } from '../resolve-redis.ts';
 import { describeAgents, type AgentRow } from './agents-action.ts';
+import { withTimeout } from '../../with-timeout.ts';
 
 /** Something `doctor` found wrong, and what to do about it. */
 export interface Finding {
@@ -27,28 +28,13 @@ export interface DoctorReport {
     version?: string;
     mode?: string;
   };
-  /** Every worker with a heartbeat in Redis; `live`: one in the last WORKER_STALE_MS. */
+  /** Every worker with a heartbeat in Redis; `live`: seen within workerStaleMs of the configured heartbeat (as `/readyz`). */
   workers: Array<WorkerHeartbeat & { live: boolean; lastSeenMsAgo: number }>;
   /** This host's agents: their CLIs found or not, versions. */
   agents: AgentRow[];
   /** The deployment policy in force on this host's configuration, null when it is invalid (see problems). */
   policy: DeploymentPolicy | null;
   problems: Finding[];
-}
-
-/** Waits for `promise` at most `ms`; null when it did not settle in time. */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | null> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<null>((resolve) => {
-        timer = setTimeout(() => resolve(null), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** Redis's version and mode (`INFO server`), null when it does not answer within REDIS_REACH_MS. */
@@ -59,7 +45,7 @@ async function redisFacts(url: string): Promise<{ version: string; mode: string 
     last = (error as NodeJS.ErrnoException).code ?? error.message;
   });
   try {
-    const info = await within(
+    const info = await withTimeout(
       redis.info('server').catch((error: Error) => `error:${error.message}`),
       REDIS_REACH_MS,
     );
@@ -117,11 +103,11 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
       const reader = createReader({ redis: url, prefix: settings.prefix });
       try {
         const now = Date.now();
-        const beats = (await within(reader.deployment.workers(), REDIS_REACH_MS)) ?? [];
+        const beats = (await withTimeout(reader.deployment.workers(), REDIS_REACH_MS)) ?? [];
         report.workers = beats
           .map((w) => ({
             ...w,
-            live: now - w.lastSeen <= WORKER_STALE_MS,
+            live: isLive(w, now, workerStaleMs(config.worker.heartbeat)),
             lastSeenMsAgo: Math.max(0, now - w.lastSeen),
           }))
           .sort((a, b) => a.lastSeenMsAgo - b.lastSeenMsAgo);

@@ -2,6 +2,8 @@ import { exportChart } from '../../../../machines/definition.ts';
 import { sessionMachine } from '../../../../machines/session.machine.ts';
 import { json, ref } from '../route.ts';
 import { defineRoute } from './context.ts';
+import { isLive } from '../../../runtime/worker-liveness.ts';
+import { withTimeout } from '../../with-timeout.ts';
 
 /** Health, readiness, metrics, the OpenAPI document, the statechart and the deployment policy. */
 export const operationRoutes = [
@@ -64,13 +66,13 @@ export const operationRoutes = [
       // Without a credential (when one is configured): ready or not, no details.
       if (auth.principalOf(c) === null) {
         const ready =
-          ping === null && (await client.deployment.workers()).some((w) => Date.now() - w.lastSeen <= workerStaleMs);
+          ping === null && (await client.deployment.workers()).some((w) => isLive(w, Date.now(), workerStaleMs));
         return c.json({ status: ready ? 'ready' : 'unready' }, ready ? 200 : 503);
       }
       if (ping !== null) return c.json({ status: 'unready', reason: ping }, 503);
       const now = Date.now();
       const workers = await client.deployment.workers();
-      const live = workers.filter((w) => now - w.lastSeen <= workerStaleMs);
+      const live = workers.filter((w) => isLive(w, now, workerStaleMs));
       if (live.length === 0) {
         const last = Math.max(0, ...workers.map((w) => w.lastSeen));
         const reason =
@@ -137,7 +139,7 @@ export const operationRoutes = [
     async handler(c, _input, { client, workerStaleMs }) {
       const now = Date.now();
       const workers = (await client.deployment.workers())
-        .map((w) => ({ ...w, live: now - w.lastSeen <= workerStaleMs }))
+        .map((w) => ({ ...w, live: isLive(w, now, workerStaleMs) }))
         .sort((a, b) => b.lastSeen - a.lastSeen);
       return c.json({ workers, live: workers.filter((w) => w.live).length, staleAfterMs: workerStaleMs });
     },
@@ -204,10 +206,3 @@ export const operationRoutes = [
     handler: async (c, _input, { client }) => c.json(await client.deployment.policy()),
   }),
 ];
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | null> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([promise, new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)))]).finally(
-    () => clearTimeout(timer),
-  );
-}
