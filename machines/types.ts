@@ -133,10 +133,15 @@ export interface SessionContext {
   waitingFor?: WaitingFor | null;
 }
 
-/** Why a session's next attempt is not started yet: a fleet limit's name and what holds it back. */
+/**
+ * Why a session's next attempt is not started yet: a fleet limit's name and what holds it back, or
+ * (`reason: "agent"`, `limit` `agent:<name>`) the agent no worker that took the session offers.
+ */
 export interface WaitingFor {
   limit: string;
-  reason: 'full' | 'rate' | 'tokens' | 'cooldown' | 'paused';
+  reason: 'full' | 'rate' | 'tokens' | 'cooldown' | 'paused' | 'agent';
+  /** `reason: "agent"`: the agent the session waits for a worker offering. */
+  agent?: string;
   /** When the holder looks again at the latest (ms); a release of capacity wakes it sooner. */
   until: number;
   since: number;

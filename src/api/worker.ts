@@ -9,6 +9,7 @@ import { deploymentPolicy } from '../runtime/deployment-policy.ts';
 import { createKeys } from '../runtime/keys.ts';
 import { createSessionQueue } from '../runtime/queue.ts';
 import { SessionWorker, WORKER_DEFAULTS } from '../runtime/worker.ts';
+import { offeredAgents } from '../runtime/offered-agents.ts';
 import type { WorkspaceConfig } from '../workspace/types.ts';
 import type { LifecycleOptions } from './client.ts';
 import { connections, type RedisOption } from './connections.ts';
@@ -23,6 +24,12 @@ export interface WorkerOptions {
   concurrency?: number;
   /** Agents of your own (defineAgent), besides the built-in ones. */
   agents?: readonly DefinedAgent[];
+  /**
+   * The agents this worker runs, by name: a session whose turn needs another one waits (parked, no
+   * attempt run) for a worker that offers it, and `inspect` says so. @default every built-in agent,
+   * those in `agents` and the `acp:` ones of `agentOptions`
+   */
+  offers?: readonly string[];
   /** Host options per agent (its `command`, `env`, `args`…): the operator's, never a caller's. @default {} */
   agentOptions?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** The deployment policy every stored request is checked against again at each attempt. @default every agent, `workspace` the process's cwd */
@@ -128,6 +135,7 @@ export function createWorker(options: WorkerOptions): Worker {
     pollMs: options.pollMs ?? WORKER_DEFAULTS.pollMs,
     heartbeatMs: options.heartbeatMs ?? WORKER_DEFAULTS.heartbeatMs,
     agentOptions: options.agentOptions ?? {},
+    agents: offeredAgents(options.offers, options.agentOptions ?? {}, 'offers'),
     policy: deploymentPolicy({
       ...(options.deploymentPolicy === undefined ? {} : { policy: options.deploymentPolicy }),
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),

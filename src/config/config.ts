@@ -139,6 +139,16 @@ export const ConfigSchema = z.strictObject({
       attemptPidsMax: integer(0, 4_194_304).default(ATTEMPT_DEFAULTS.pidsMax),
       /** Memory ceiling of each attempt's cgroup in MiB (0: none), where the host can apply it. */
       attemptMemoryMaxMb: integer(0, 1_048_576).default(ATTEMPT_DEFAULTS.memoryMaxMb),
+      /** The agents this worker runs (default: every built-in one and each `acp:` one in `agents`); sessions of others wait for a worker offering them. */
+      agents: z
+        .preprocess(
+          commaList,
+          z
+            .array(z.string().regex(/^(acp:)?[a-z0-9][a-z0-9._-]{0,63}$/, 'must be agent names'))
+            .min(1, 'must name at least one agent')
+            .max(100),
+        )
+        .optional(),
     })
     .prefault({}),
   pi: z

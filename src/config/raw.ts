@@ -21,6 +21,7 @@ export const ENV_MAP: Record<string, string> = {
   SESSIOND_PREFIX: 'prefix',
   SESSIOND_STATE_DIR: 'stateDir',
   SESSIOND_CONCURRENCY: 'worker.concurrency',
+  SESSIOND_WORKER_AGENTS: 'worker.agents',
   SESSIOND_LEASE_TTL: 'worker.leaseTtl',
   SESSIOND_STALLED_INTERVAL: 'worker.stalledInterval',
   SESSIOND_HOLD_BACKOFF: 'worker.holdBackoff',

@@ -1,8 +1,9 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from './keys.ts';
 
+/** `agent-wait` (session `*`): a worker handed back a session for an agent it lacks; those offering it wake it. */
 export type SessionEventKind =
-  'prompt' | 'cancel' | 'policy' | 'delete' | 'dispatch' | 'unqueue' | 'approval' | 'resume';
+  'prompt' | 'cancel' | 'policy' | 'delete' | 'dispatch' | 'unqueue' | 'approval' | 'resume' | 'agent-wait';
 
 export interface BusEvent {
   sessionId: string;

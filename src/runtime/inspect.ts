@@ -42,8 +42,12 @@ export interface SessionSummary {
   /** The tokens the session's attempts reported, summed, in all and per agent and model (absent: none reported). */
   usage?: { total: UsageTotals; byModel: Array<{ agent: string; model: string; usage: UsageTotals }> };
   nextRetryAt?: number;
-  /** In `waiting`: the fleet limit the next attempt waits for, why (full, rate, cooldown, paused), since and until when at the latest. */
-  waitingFor?: { limit: string; reason: string; since: number; until: number };
+  /**
+   * In `waiting`: the fleet limit the next attempt waits for, why (full, rate, tokens, cooldown, paused),
+   * since and until when at the latest; or (`reason: "agent"`, `limit` `agent:<name>`) the agent it
+   * waits for a worker offering.
+   */
+  waitingFor?: { limit: string; reason: string; agent?: string; since: number; until: number };
   /** In `parked`: the quota wall — the provider's reset (the next attempt starts then, or on an operator's resume), since when, and whether the attempt that hit it was free. */
   parkedUntil?: { until: number; since: number; free: boolean };
   lastFailure?: { category: string; errorText: string; at: number };

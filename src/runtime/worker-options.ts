@@ -21,6 +21,12 @@ export interface WorkerOptions {
   pollMs: number;
   heartbeatMs: number;
   agentOptions: ActiveSessionConfig['agentOptions'];
+  /**
+   * The agents this worker runs (its heartbeat's `agents`): a session whose next attempt needs another
+   * one is handed back, waiting for a worker that offers it. Default: every registered agent (built-in
+   * and library-defined) and the `acp:` ones of agentOptions.
+   */
+  agents?: readonly string[];
   /** What callers may choose; every stored request is checked against it again at each attempt. Default: the default policy, this process's cwd as the workspace. */
   policy?: DeploymentPolicy;
   /** Ceilings of each attempt's cgroup, where the host has cgroup containment. */

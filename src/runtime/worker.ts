@@ -27,7 +27,8 @@ import { startPeriodicSteps } from './worker-periodic.ts';
 import { announceIsolation, workerRecord } from './worker-report.ts';
 import { createWorkspaces, type Workspaces } from '../workspace/index.ts';
 import { sweepWorkspaces } from './lifecycle/workspace-sweep.ts';
-import { registeredAgentNames } from '../agents/registry.ts';
+import { offeredAgents } from './offered-agents.ts';
+import { addAgentWait, removeAgentWait, wakeAgentWaiters } from './agent-waits.ts';
 
 export type { WorkerOptions } from './worker-options.ts';
 /** The defaults of the options (one place for them and the config schema: src/config/defaults.ts). */
@@ -63,6 +64,11 @@ export class SessionWorker {
   #tracing: Tracing | null = null;
   readonly #workspaces: Workspaces | null;
   #workspaceSweep: Promise<void> | null = null;
+  /** The agents this worker runs: a session of another one is handed back (admission.ts), not failed. */
+  readonly #offers: ReadonlySet<string>;
+  /** Sessions handed back for an agent this worker lacks while driven here: the fleet is told once their activation is parked. */
+  readonly #handedBack = new Set<string>();
+  #agentWake: Promise<void> | null = null;
 
   constructor(options: WorkerOptions) {
     this.#options = options;
@@ -78,11 +84,18 @@ export class SessionWorker {
     this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
     this.#policies = new PolicyStore(this.#redis, options.keys);
     this.#fleetLimits = new FleetLimits(this.#redis, options.keys.prefix, options.fleetLimits ?? []);
+    this.#offers = new Set(offeredAgents(options.agents, options.agentOptions, 'worker agents'));
     this.#gate = {
       limits: this.#fleetLimits,
       pausedLocally: () => this.#paused,
       pollMs: options.limitPollMs ?? 30_000,
       wake: (ids) => void this.#wake(ids),
+      offers: (agent) => this.#offers.has(agent),
+      waitForAgent: async (sessionId, agent, since) => {
+        await addAgentWait(this.#redis, options.keys, sessionId, agent, since);
+        this.#handedBack.add(sessionId);
+      },
+      agentFound: (sessionId, agent) => removeAgentWait(this.#redis, options.keys, sessionId, agent),
     };
   }
 
@@ -103,6 +116,28 @@ export class SessionWorker {
 
   async #wake(sessionIds: readonly string[]): Promise<void> {
     await promoteActivations(this.#store, this.#options.queue, sessionIds);
+  }
+
+  /** The agents this worker runs (its heartbeat's `agents`). */
+  get agents(): readonly string[] {
+    return [...this.#offers];
+  }
+
+  /**
+   * Wakes sessions waiting for an agent this worker offers, as many as it has free slots for (one
+   * pass at a time): at start, at each heartbeat, and when a worker lacking an agent hands one back.
+   */
+  #wakeAgentWaiters(): void {
+    if (this.#agentWake !== null || this.#closing !== null) return;
+    const room = this.#options.concurrency - this.#active.size;
+    if (room <= 0) return;
+    this.#agentWake = wakeAgentWaiters(this.#store, this.#options.queue, (agent) => this.#offers.has(agent), room)
+      .then((woken) => {
+        if (woken > 0) this.#log('info', 'woke sessions waiting for an agent this worker offers', { woken });
+      }, this.#warn('sessions waiting for an agent were not woken (looked at again next heartbeat)'))
+      .finally(() => {
+        this.#agentWake = null;
+      });
   }
 
   async #refreshPaused(): Promise<void> {
@@ -142,6 +177,7 @@ export class SessionWorker {
       if (event.kind === 'delete') this.#active.get(event.sessionId)?.interrupt();
       if (event.kind === 'dispatch')
         void this.#refreshPaused().catch(this.#warn('dispatch state not read (read again every leaseTtlMs/3)'));
+      if (event.kind === 'agent-wait') this.#wakeAgentWaiters();
       if (event.kind !== 'policy') return;
       this.#policies.invalidate();
       for (const session of this.#active.values()) session.refreshPolicy();
@@ -159,7 +195,10 @@ export class SessionWorker {
           queue: this.#options.queue,
           publish: (event) => this.#bus.publish(event),
         },
-        heartbeat: () => this.#heartbeat(),
+        heartbeat: async () => {
+          await this.#heartbeat();
+          this.#wakeAgentWaiters();
+        },
         refreshPaused: () => this.#refreshPaused(),
         wake: (ids) => this.#wake(ids),
         log,
@@ -175,6 +214,8 @@ export class SessionWorker {
     for (const worker of this.#workers)
       worker.on('error', (error) => log('error', 'queue error', { error: error.message }));
     await Promise.all(this.#workers.map((w) => w.waitUntilReady()));
+    // Sessions that waited for an agent this worker offers run now, not at their next look.
+    this.#wakeAgentWaiters();
   }
 
   /** The queue partitions this worker takes jobs from. */
@@ -200,10 +241,7 @@ export class SessionWorker {
           active: this.#active.size,
           concurrency: this.#options.concurrency,
           partitions: this.#consumed,
-          agents: [
-            ...registeredAgentNames(),
-            ...Object.keys(this.#options.agentOptions).filter((name) => name.startsWith('acp:')),
-          ],
+          agents: [...this.#offers],
         },
         this.#containment,
         this.#sandbox,
@@ -288,6 +326,15 @@ export class SessionWorker {
       this.#active.set(sessionId, session);
       const outcome = await session.drive();
       log('info', 'session released', { sessionId, outcome: outcome.kind });
+      if (outcome.kind === 'parked' && this.#handedBack.has(sessionId)) {
+        // Handed back for an agent this worker lacks: parked first, then the workers offering it are
+        // told (a wake before the park would find the activation still running here).
+        await job.moveToDelayed(outcome.until, token);
+        await this.#bus
+          .publish({ sessionId: '*', kind: 'agent-wait' })
+          .catch(this.#warn('the fleet was not told of a hand-back (its workers look at each heartbeat)'));
+        throw new DelayedError();
+      }
       if (outcome.kind === 'parked') return this.#requeue(job, token, outcome.until);
       if (outcome.kind === 'interrupted') return this.#requeue(job, token, Date.now());
       return outcome.kind;
@@ -295,6 +342,7 @@ export class SessionWorker {
       clearInterval(renew);
       signal?.removeEventListener('abort', onAbort);
       this.#active.delete(sessionId);
+      this.#handedBack.delete(sessionId);
     }
   }
 

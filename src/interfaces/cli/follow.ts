@@ -141,16 +141,32 @@ export async function followSession(session: SessionReader, options: FollowOptio
 
   let workersCheckedAt = 0;
   let saidNoWorker = false;
-  /** Says once (again after a worker was seen) that no live worker can take the turn. */
+  let saidNoAgent: string | null = null;
+  /**
+   * Says once (again after a worker was seen) that no live worker can take the turn: none alive, or
+   * none of those alive offers the turn's agent (their heartbeats say which they run).
+   */
   const checkWorkers = async (summary: SessionSummary): Promise<void> => {
     const turn = summary.turn;
     if (options.workers === undefined || turn === null || isSettledState(turn.status)) return;
     if (Date.now() - workersCheckedAt < WORKERS_CHECK_MS) return;
     workersCheckedAt = Date.now();
     const beats = await options.workers();
-    const live = beats.some((w) => isLive(w, Date.now(), WORKER_STALE_MS));
-    if (live || saidNoWorker) {
-      saidNoWorker = !live && saidNoWorker;
+    const live = beats.filter((w) => isLive(w, Date.now(), WORKER_STALE_MS));
+    const agent = summary.waitingFor?.agent ?? summary.agent;
+    // A worker whose heartbeat names no agents (an older one) is taken to run them all.
+    const offered = live.some((w) => w.agents === undefined || w.agents.includes(agent));
+    if (live.length > 0 && !offered && saidNoAgent !== agent) {
+      saidNoAgent = agent;
+      spinner.clear();
+      const others = [...new Set(live.flatMap((w) => w.agents ?? []))].join(', ');
+      process.stderr.write(
+        `${c.yellow(`no live worker offers agent ${agent}: turn ${turn.index} waits for one.`)} The ${live.length} live worker${live.length === 1 ? ' runs' : 's run'} ${others}. Start a worker that has ${agent} (same REDIS_URL); this waits for it.\n`,
+      );
+    }
+    if (offered) saidNoAgent = null;
+    if (live.length > 0 || saidNoWorker) {
+      saidNoWorker = live.length === 0 && saidNoWorker;
       return;
     }
     saidNoWorker = true;
@@ -180,6 +196,8 @@ export async function followSession(session: SessionReader, options: FollowOptio
             spinner.set(
               `turn ${t.index}: waiting ${formatMs(Math.max(0, last.nextRetryAt - Date.now()))} before attempt ${t.attempts.length + 1}`,
             );
+          else if (last.waitingFor?.reason === 'agent')
+            spinner.set(`turn ${t.index}: waiting for a worker offering agent ${last.waitingFor.agent ?? '?'}`);
           else if (t.status === 'running' || t.status === 'queued') spinner.set(`turn ${t.index}: ${t.status}…`);
         }
         if (printed >= last.lastSeq && ended(last, options.until)) {

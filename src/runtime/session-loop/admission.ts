@@ -59,11 +59,15 @@ export class Admission {
     return matchValues(this.#init.agentOptions, this.#init.meta(), options);
   }
 
-  /** The machine's `admissionRequired` guard: a limit applies to the next attempt, or dispatch may be paused. */
+  /**
+   * The machine's `admissionRequired` guard: the next attempt's agent is not one this worker offers,
+   * a limit applies to it, or dispatch may be paused.
+   */
   required(options: Readonly<Record<string, unknown>>): boolean {
     const gate = this.#init.gate;
     if (gate === undefined) return false;
-    return gate.pausedLocally() || gate.limits.keysFor(this.#values(options)).length > 0;
+    const values = this.#values(options);
+    return !gate.offers(values.agent ?? 'pi') || gate.pausedLocally() || gate.limits.keysFor(values).length > 0;
   }
 
   /** The agent and model the current turn's attempts run with (the metrics' labels of its tokens). */
@@ -72,7 +76,11 @@ export class Admission {
     return { agent: values.agent ?? 'pi', model: values.model ?? 'default' };
   }
 
-  /** In `waiting`: takes the attempt's holds and lets it start (null), or says until when the session parks. */
+  /**
+   * In `waiting`: takes the attempt's holds and lets it start (null), or says until when the session
+   * parks. An attempt of an agent this worker does not offer is handed back first, before any limit is
+   * asked: the session parks waiting for a worker that offers it (no attempt run, none counted).
+   */
   async admit(actor: SessionActor): Promise<number | null> {
     const gate = this.#init.gate;
     const context = actor.getSnapshot().context;
@@ -80,7 +88,27 @@ export class Admission {
       actor.send({ type: 'session.capacity' });
       return null;
     }
-    const keys = gate.limits.keysFor(this.#values(context.turn?.options ?? {}));
+    const values = this.#values(context.turn?.options ?? {});
+    const agent = values.agent ?? 'pi';
+    const previous = context.waitingFor;
+    if (!gate.offers(agent)) {
+      const since = previous?.reason === 'agent' && previous.agent === agent ? previous.since : Date.now();
+      await this.releaseHold(null);
+      await gate.waitForAgent(this.#init.sessionId, agent, since);
+      const until = Date.now() + gate.pollMs;
+      actor.send({
+        type: 'session.waiting',
+        waitingFor: { limit: `agent:${agent}`, reason: 'agent', agent, since, until },
+      });
+      return until;
+    }
+    if (previous?.reason === 'agent' && previous.agent !== undefined) {
+      // Found: the wake passes need not look at it again (one they make anyway finds it running).
+      await gate
+        .agentFound(this.#init.sessionId, previous.agent)
+        .catch((error: unknown) => this.#init.warn('the session was not taken off its agent wait list', error));
+    }
+    const keys = gate.limits.keysFor(values);
     const priority = Number(this.#init.meta().priority ?? 0);
     await this.releaseHold(null);
     const admission = await gate.limits.acquire(this.#init.sessionId, keys, {
@@ -95,7 +123,6 @@ export class Admission {
       return null;
     }
     this.#waitKeys = keys;
-    const previous = context.waitingFor;
     actor.send({
       type: 'session.waiting',
       waitingFor: {

@@ -5,6 +5,8 @@ import type { DeploymentPolicy } from '../../../policy/index.ts';
 import type { WorkerHeartbeat } from '../../../runtime/caller/types.ts';
 import { deploymentPolicy } from '../../../runtime/deployment-policy.ts';
 import { createRedis, redactUrl } from '../../../runtime/redis/index.ts';
+import { readAgentWaits, type AgentWait } from '../../../runtime/agent-waits.ts';
+import { createKeys } from '../../../runtime/keys.ts';
 import { isLive, workerStaleMs } from '../../../runtime/worker-liveness.ts';
 import { REDIS_FIXES, REDIS_REACH_MS } from '../reach-redis.ts';
 import { resolveRedisUrl } from '../resolve-redis.ts';
@@ -30,6 +32,8 @@ export interface DoctorReport {
   };
   /** Every worker with a heartbeat in Redis; `live`: seen within workerStaleMs of the configured heartbeat (as `/readyz`). */
   workers: Array<WorkerHeartbeat & { live: boolean; lastSeenMsAgo: number }>;
+  /** Sessions handed back by the workers that took them, waiting for a worker offering their agent, by agent. */
+  agentWaits: AgentWait[];
   /** This host's agents: their CLIs found or not, versions. */
   agents: AgentRow[];
   /** The deployment policy in force on this host's configuration, null when it is invalid (see problems). */
@@ -59,12 +63,23 @@ async function redisFacts(url: string): Promise<{ version: string; mode: string 
   }
 }
 
+/** The sessions waiting for a worker offering their agent (agent-waits.ts). */
+async function agentWaitsAt(url: string, prefix: string): Promise<AgentWait[]> {
+  const redis = createRedis(url, { role: 'doctor', maxRetriesPerRequest: 1, log: () => undefined });
+  try {
+    return await readAgentWaits(redis, createKeys(prefix));
+  } finally {
+    redis.disconnect();
+  }
+}
+
 /** Looks at this host's configuration, its Redis, the fleet's workers and this host's agents. */
 export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<DoctorReport> {
   const report: DoctorReport = {
     configuration: { ok: true },
     redis: { url: null, reachable: false },
     workers: [],
+    agentWaits: [],
     agents: [],
     policy: null,
     problems: [],
@@ -114,6 +129,7 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
       } finally {
         await reader.close();
       }
+      report.agentWaits = (await withTimeout(agentWaitsAt(url, settings.prefix), REDIS_REACH_MS)) ?? [];
     }
   }
   report.agents = await describeAgents(config, env);
@@ -156,10 +172,18 @@ function findFleetProblems(report: DoctorReport, problem: (what: string, fix: st
   for (const agent of report.policy?.agents ?? []) {
     if (knownOffers && !offered.has(agent)) {
       problem(
-        `callers may choose ${agent}, but no live worker offers it: its sessions wait or fail`,
+        `callers may choose ${agent}, but no live worker offers it: its sessions wait for one`,
         `run a worker that has ${agent}, or take it out of policy.agents`,
       );
     }
+  }
+  for (const wait of report.agentWaits) {
+    if (live.some((w) => w.agents === undefined || w.agents.includes(wait.agent))) continue;
+    const oldest = wait.oldest[0];
+    problem(
+      `${wait.sessions} session${wait.sessions === 1 ? '' : 's'} wait${wait.sessions === 1 ? 's' : ''} for a worker offering agent ${wait.agent}, and no live worker offers it${oldest === undefined ? '' : ` (the oldest, ${oldest.sessionId}, since ${new Date(oldest.since).toISOString()})`}`,
+      `start a worker that has ${wait.agent} (the same REDIS_URL and SESSIOND_PREFIX): they run as soon as it starts; or cancel them (sessiond cancel ID)`,
+    );
   }
   for (const row of report.agents) {
     if (!(report.policy?.agents ?? []).includes(row.name) || row.installed) continue;
@@ -200,6 +224,10 @@ export function describeReport(report: DoctorReport): string {
     ];
     lines.push(`  ${w.live ? '●' : '○'} ${w.id}: ${parts.join('; ')}`);
   }
+  for (const wait of report.agentWaits)
+    lines.push(
+      `waiting for a worker offering agent ${wait.agent}: ${wait.sessions} session${wait.sessions === 1 ? '' : 's'} (${wait.oldest.map((o) => o.sessionId).join(', ')}${wait.sessions > wait.oldest.length ? ', …' : ''})`,
+    );
   lines.push('agents on this host:');
   for (const a of report.agents) {
     const state = a.installed ? (a.version ?? 'version unknown') : 'not installed';

@@ -54,7 +54,14 @@ function render(s: SessionSummary): string {
       );
     }
   }
-  if (s.waitingFor !== undefined)
+  if (s.waitingFor?.reason === 'agent')
+    lines.push(
+      c.yellow(
+        `waiting for a worker offering agent ${s.waitingFor.agent ?? s.waitingFor.limit} since ${new Date(s.waitingFor.since).toISOString()}: no worker that took it runs that agent; looks again by ${new Date(s.waitingFor.until).toISOString()}`,
+      ),
+      c.dim(`  start a worker that has it (sessiond doctor lists what each live worker offers)`),
+    );
+  else if (s.waitingFor !== undefined)
     lines.push(
       `waiting for limit ${s.waitingFor.limit} (${s.waitingFor.reason}) since ${new Date(s.waitingFor.since).toISOString()}; looks again by ${new Date(s.waitingFor.until).toISOString()}`,
     );

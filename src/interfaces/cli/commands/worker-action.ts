@@ -4,6 +4,7 @@ import { redactUrl } from '../../../runtime/redis/index.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
 import { createKeys } from '../../../runtime/keys.ts';
 import { SessionWorker } from '../../../runtime/worker.ts';
+import { offeredAgents } from '../../../runtime/offered-agents.ts';
 import { createLogger } from '../../log.ts';
 import { openServerContext } from '../context.ts';
 import { ExitCode } from '../exit-codes.ts';
@@ -14,6 +15,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
   const { config } = ctx;
   const keys = createKeys(ctx.settings.prefix);
   const workspaces = workspaceConfig(config);
+  const agentOptions = agentHostOptions(config, AGENT_NAMES);
   const worker = new SessionWorker({
     connect: ctx.connect,
     keys,
@@ -29,7 +31,8 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
     holdBackoffMs: config.worker.holdBackoff,
     pollMs: config.worker.poll,
     heartbeatMs: config.worker.heartbeat,
-    agentOptions: agentHostOptions(config, AGENT_NAMES),
+    agentOptions,
+    agents: offeredAgents(config.worker.agents, agentOptions, 'worker.agents (SESSIOND_WORKER_AGENTS)'),
     policy: await ctx.policy(),
     limits: attemptLimits(config),
     retentionMs: config.lifecycle.retention,
@@ -48,6 +51,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
       prefix: config.prefix,
       concurrency: config.worker.concurrency,
       partitions: worker.partitions,
+      agents: worker.agents,
       // Where sessions' files live and where their snapshots go (a store URL's credentials are not shown).
       workspaces:
         workspaces === null
