@@ -113,6 +113,8 @@ export interface Worker {
 export function createWorker(options: WorkerOptions): Worker {
   if (options.workspaces !== undefined) checkWorkspacesOption(options.workspaces);
   for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
+  // Checked before any connection is made: a bad name leaves nothing open.
+  const offers = offeredAgents(options.offers, options.agentOptions ?? {}, 'offers');
   const { connect, closeAll } = connections(options.redis);
   const keys = createKeys(options.prefix ?? 'sessiond');
   const listeners: { [E in keyof WorkerEvents]: Set<(payload: WorkerEvents[E]) => void> } = {
@@ -135,7 +137,7 @@ export function createWorker(options: WorkerOptions): Worker {
     pollMs: options.pollMs ?? WORKER_DEFAULTS.pollMs,
     heartbeatMs: options.heartbeatMs ?? WORKER_DEFAULTS.heartbeatMs,
     agentOptions: options.agentOptions ?? {},
-    agents: offeredAgents(options.offers, options.agentOptions ?? {}, 'offers'),
+    agents: offers,
     policy: deploymentPolicy({
       ...(options.deploymentPolicy === undefined ? {} : { policy: options.deploymentPolicy }),
       ...(options.workspace === undefined ? {} : { workspace: options.workspace }),

@@ -118,14 +118,17 @@ describe('workers route by the agents they have', () => {
     );
     const echoIds = [...early, ...lateEcho].map((s) => s.sessionId);
     for (const sessionId of [...echoIds, ...pi.map((s) => s.sessionId)]) {
-      const done = await waitFor(`${sessionId} settled`, async () => {
-        const s = await inspectJson(sessionId);
-        return s.state === 'completed' || s.state === 'failed' || s.state === 'cancelled' ? s : undefined;
+      const state = await waitFor(`${sessionId} settled`, async () => {
+        const view = await client.session(sessionId).inspect();
+        return view !== null && ['completed', 'failed', 'cancelled'].includes(view.state) ? view.state : undefined;
       });
-      expect(done.state, sessionId).toBe('completed');
-      // None failed: one attempt, completed.
-      expect(done.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
+      expect(state, sessionId).toBe('completed');
+      // None failed: one attempt, which completed.
+      const log = await client.session(sessionId).messages();
+      expect(new Set(log.map((m) => m.attempt)), sessionId).toEqual(new Set([1]));
+      expect(log.filter((m) => m.type.startsWith('terminal.')).map((m) => m.type)).toEqual(['terminal.completed']);
     }
+    expect((await inspectJson(early[0]!.sessionId)).turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
     for (const sessionId of echoIds) expect(endedByLibrary.has(sessionId), sessionId).toBe(true);
     for (const { sessionId } of pi) expect(endedByLibrary.has(sessionId), sessionId).toBe(false);
     expect(
@@ -136,7 +139,7 @@ describe('workers route by the agents they have', () => {
     const after = JSON.parse((await runCli(['doctor', '--json'], { env: deployment.cliEnv })).stdout) as DoctorReport;
     expect(after.agentWaits).toEqual([]);
     expect(after.problems.map((p) => p.what).join('\n')).not.toContain('offering agent');
-  });
+  }, 240_000);
 
   it('enqueue --follow says once that no live worker offers the agent, keeps waiting, and completes once one starts', async () => {
     // A prefix of its own, served by a worker that runs codex only.
@@ -168,6 +171,15 @@ describe('workers route by the agents they have', () => {
         await worker?.catch(() => undefined);
       }
     }
+  }, 240_000);
+
+  it('createWorker told to offer an agent it does not have throws, naming the option', () => {
+    expect(() =>
+      createWorker({ redis: deployment.redis.url, prefix: 'unused', agents: [echo], offers: ['echo', 'nope'] }),
+    ).toThrow('offers: unknown agent "nope"');
+    expect(() => createWorker({ redis: deployment.redis.url, prefix: 'unused', offers: [] })).toThrow(
+      'offers: must name at least one agent',
+    );
   });
 
   it('a worker told to run an agent it does not know refuses to start, naming the setting', async () => {
