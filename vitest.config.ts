@@ -55,6 +55,8 @@ const AGENT_SUITES = [
   'test/agents/gemini/provider.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
   'test/agents/acp/gemini-acp-runtime.test.ts',
+  // docs/getting-started.md run command by command: the demo, a worker, real pi and Claude Code.
+  'test/docs/getting-started.test.ts',
 ];
 // The pure suites: no Redis, no agent CLI, no process of an agent, no network (mappers, the machine,
 // retry, policy, config, the CLI's parsing). A new suite of pure logic belongs here too.
