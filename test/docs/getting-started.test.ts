@@ -318,6 +318,21 @@ describe('docs/getting-started.md, every command in order', () => {
     },
     readyz: (r) => expect(JSON.parse(r.stdout)).toMatchObject({ status: 'ready', workers: 1 }),
   };
+  /** Steps whose check is asynchronous (it asks the running processes). */
+  const ASYNC_CHECKS: Record<string, () => Promise<void>> = {
+    // The dashboard answers, and its API lists the page's sessions: pi's two (one on the repository) and Claude Code's.
+    readyz: async () => {
+      const page = await fetch(`http://127.0.0.1:${port}/`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain('<title>sessiond</title>');
+      const list = (await (await fetch(`http://127.0.0.1:${port}/api/sessions`)).json()) as {
+        sessions: Array<{ sessionId: string; state: string; agent: string }>;
+      };
+      const completed = list.sessions.filter((x) => x.state === 'completed');
+      expect(completed.find((x) => x.sessionId === sessionId)?.agent).toBe('pi');
+      expect(completed.filter((x) => x.agent === 'claude-code')).toHaveLength(1);
+    },
+  };
   const UNTIL: Record<string, RegExp> = {
     worker: /"msg":"worker started"/,
     serve: /sessiond serving http:\/\/127\.0\.0\.1:\d+/,
@@ -364,6 +379,7 @@ describe('docs/getting-started.md, every command in order', () => {
       results.set(step.name, result);
       expect(result.exitCode, `${result.stdout}\n${result.stderr}`).toBe(step.exit);
       CHECKS[step.name]?.(result);
+      await ASYNC_CHECKS[step.name]?.();
     }, 300_000);
   }
 });
