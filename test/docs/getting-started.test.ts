@@ -62,7 +62,8 @@ function steps(): Step[] {
       continue;
     }
     if (!line.startsWith('```sh')) {
-      if (line.trim() !== '') marker = marker === null ? null : marker;
+      // A marker is for the block right below it (blank lines between): any other line ends it.
+      if (line.trim() !== '') marker = null;
       continue;
     }
     const start = i + 1;
@@ -298,6 +299,7 @@ describe('docs/getting-started.md, every command in order', () => {
       sessionId = /session (\S+), turn 1/.exec(r.stderr)?.[1];
       expect(sessionId).toBeDefined();
       expect(r.stdout).toContain('Jobs wait in a line');
+      expect(r.stdout).toMatch(/── attempt 1 completed/);
       expect(r.stdout).toMatch(/turn 1: completed/);
     },
     'first-session-more': (r) => {
