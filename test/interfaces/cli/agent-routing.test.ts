@@ -44,11 +44,17 @@ async function inspectJson(sessionId: string, env = deployment.cliEnv): Promise<
   return JSON.parse(result.stdout) as SessionSummary;
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 90_000,
+  describe?: () => Promise<string>,
+): Promise<T> {
   for (const deadline = Date.now() + timeoutMs; ;) {
     const value = await probe();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${describe === undefined ? '' : `: ${await describe()}`}`);
     await new Promise((resolve) => setTimeout(resolve, 300));
   }
 }
@@ -118,10 +124,15 @@ describe('workers route by the agents they have', () => {
     );
     const echoIds = [...early, ...lateEcho].map((s) => s.sessionId);
     for (const sessionId of [...echoIds, ...pi.map((s) => s.sessionId)]) {
-      const state = await waitFor(`${sessionId} settled`, async () => {
-        const view = await client.session(sessionId).inspect();
-        return view !== null && ['completed', 'failed', 'cancelled'].includes(view.state) ? view.state : undefined;
-      });
+      const state = await waitFor(
+        `${sessionId} settled`,
+        async () => {
+          const view = await client.session(sessionId).inspect();
+          return view !== null && ['completed', 'failed', 'cancelled'].includes(view.state) ? view.state : undefined;
+        },
+        120_000,
+        async () => JSON.stringify(await inspectJson(sessionId)),
+      );
       expect(state, sessionId).toBe('completed');
       // None failed: one attempt, which completed.
       const log = await client.session(sessionId).messages();
@@ -139,7 +150,7 @@ describe('workers route by the agents they have', () => {
     const after = JSON.parse((await runCli(['doctor', '--json'], { env: deployment.cliEnv })).stdout) as DoctorReport;
     expect(after.agentWaits).toEqual([]);
     expect(after.problems.map((p) => p.what).join('\n')).not.toContain('offering agent');
-  }, 240_000);
+  }, 400_000);
 
   it('enqueue --follow says once that no live worker offers the agent, keeps waiting, and completes once one starts', async () => {
     // A prefix of its own, served by a worker that runs codex only.
@@ -171,7 +182,7 @@ describe('workers route by the agents they have', () => {
         await worker?.catch(() => undefined);
       }
     }
-  }, 240_000);
+  }, 400_000);
 
   it('createWorker told to offer an agent it does not have throws, naming the option', () => {
     expect(() =>
