@@ -8,6 +8,8 @@ import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 import { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } from '../enqueue-checks.ts';
 import { EnqueueRequestSchema, zodIssues } from '../enqueue-request.ts';
 import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
+import { whenBusyField } from '../counters.ts';
+import { lifecycleKeys } from '../lifecycle/keys.ts';
 
 // Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
 
@@ -135,6 +137,15 @@ export async function enqueue(
   // A new activation means nobody holds the session: there is no one to tell.
   if (result.jobId === null) await parts.bus.publish({ sessionId, kind: 'prompt' });
   if (result.interrupted !== null) await deliverInterrupt(parts, sessionId, result);
+  if (whenBusy !== 'enqueue')
+    await parts.redis
+      .hincrby(
+        lifecycleKeys(parts.keys).counters,
+        whenBusyField(whenBusy, result.interrupted === null ? 'queued' : 'interrupted'),
+        1,
+      )
+      // Silent: a metric only; the prompt is stored and delivered whether or not it is counted.
+      .catch(() => undefined);
   return { sessionId, turn: result.turn, created: result.created };
 }
 

@@ -611,6 +611,9 @@ describe('operations', () => {
     expect(value(/^sessiond_cancel_latency_seconds_count (\d+)/m)).toBeGreaterThanOrEqual(1);
     expect(value(/^sessiond_queue_jobs\{state="waiting"\} (\d+)/m)).toBeGreaterThanOrEqual(0);
     expect(value(/^sessiond_workers (\d+)/m)).toBe(1);
+    // The whenBusy test above: one interrupting prompt that stopped a running turn; its rejected one is not counted.
+    expect(value(/^sessiond_prompts_when_busy_total\{strategy="interrupt",effect="interrupted"\} (\d+)/m)).toBe(1);
+    expect(text).not.toContain('strategy="reject"');
   });
 });
 
