@@ -18,6 +18,7 @@ import { limits } from './scenarios/limits.ts';
 import { races } from './scenarios/races.ts';
 import { redisFaults } from './scenarios/redis.ts';
 import { sigstop } from './scenarios/sigstop.ts';
+import { partition } from './scenarios/partition.ts';
 
 export const SCENARIOS: readonly ScenarioDefinition[] = [
   kill9,
@@ -25,6 +26,7 @@ export const SCENARIOS: readonly ScenarioDefinition[] = [
   agents,
   races,
   sigstop,
+  partition,
   escape,
   escapeBwrap,
   limits,

@@ -1,5 +1,4 @@
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
@@ -7,6 +6,7 @@ import { internals } from '../../src/runtime/internals.ts';
 import { hasToolResult, type ScriptFn } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
+import { TcpProxy } from '../support/tcp-proxy.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
 
 /**
@@ -49,44 +49,6 @@ function toolLifetimes(dir: string): Array<{ file: string; first: number; last: 
       return { file, first: Math.min(...times), last: Math.max(...times) };
     })
     .sort((a, b) => a.first - b.first);
-}
-
-/** A TCP proxy on 127.0.0.1 to `port`: close() cuts every connection and refuses new ones; open() listens again on the same port. */
-class Proxy {
-  readonly #target: number;
-  #server: Server | null = null;
-  readonly #sockets = new Set<Socket>();
-  port = 0;
-
-  constructor(target: number) {
-    this.#target = target;
-  }
-
-  async open(): Promise<void> {
-    const server = createServer((client) => {
-      const upstream = createConnection(this.#target, '127.0.0.1');
-      for (const s of [client, upstream]) {
-        this.#sockets.add(s);
-        s.on('close', () => this.#sockets.delete(s));
-        // A cut connection: the other side goes too.
-        s.on('error', () => undefined);
-      }
-      client.pipe(upstream).pipe(client);
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
-    });
-    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
-    const address = server.address();
-    if (address !== null && typeof address === 'object') this.port = address.port;
-    this.#server = server;
-  }
-
-  async close(): Promise<void> {
-    const server = this.#server;
-    this.#server = null;
-    for (const s of this.#sockets) s.destroy();
-    if (server !== null) await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
 }
 
 describe('failure detection with the default lease: kill -9 and a partition', () => {
@@ -155,11 +117,9 @@ describe('failure detection with the default lease: kill -9 and a partition', ()
   }, 120_000);
 
   it('a worker cut off from Redis stops its agent before the other starts the next attempt, and writes nothing once back', async () => {
-    const proxy = new Proxy(Number(new URL(redisUrl).port));
+    const proxy = new TcpProxy(Number(new URL(redisUrl).port));
     await proxy.open();
-    const proxied = new URL(redisUrl);
-    proxied.port = String(proxy.port);
-    const cut = await startWorkerProcess({ ...workerBase, redisUrl: proxied.toString() });
+    const cut = await startWorkerProcess({ ...workerBase, redisUrl: proxy.url(redisUrl) });
     const { sessionId } = await h.runtime.enqueue({
       prompt: 'Run the tool',
       options: { provider: 'fake', model: 'fd-partition', cwd: env.cwd },
