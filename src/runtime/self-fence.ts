@@ -1,5 +1,3 @@
-import { performance } from 'node:perf_hooks';
-
 /**
  * Self-fencing of a session's holder. A lease set (or renewed) by a command this worker sent at
  * local time t lives in Redis until at least t + ttl: Redis starts its TTL when the command arrives,
