@@ -83,11 +83,13 @@ export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPo
 export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy } from './policy/index.ts';
 export {
   ArchiveError,
+  ConfigError,
   ConflictError,
   ERROR_CODES,
   hasErrorCode,
   InputError,
   NotFoundError,
+  PolicyError,
   QuotaError,
   SessiondError,
   type ErrorCode,
