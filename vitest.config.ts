@@ -51,6 +51,7 @@ const AGENT_SUITES = [
   // The real Claude Code, Codex and Gemini CLIs (moved from core for its budget; pi stays there).
   'test/agents/claude-code/provider.test.ts',
   'test/agents/claude-code/approvals-runtime.test.ts',
+  'test/agents/claude-code/cancel-runtime.test.ts',
   'test/agents/codex/provider.test.ts',
   'test/agents/gemini/provider.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
