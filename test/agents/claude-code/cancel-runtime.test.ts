@@ -5,7 +5,7 @@ import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import { claudeBin, createClaudeEnv, type ClaudeEnv } from '../../support/claude-code-env.ts';
 import { startFakeAnthropicServer, type FakeAnthropicServer } from '../../support/fake-anthropic-server.ts';
-import { agentRecords, turnEnded, until, useRuntimeSuite, type Harness } from '../../support/runtime.ts';
+import { agentRecords, turnEnded, until, useRuntimeSuite } from '../../support/runtime.ts';
 
 /**
  * Every attempt ends once (issue 28) on the real Claude Code in the durable runtime: a cancel while its Bash
@@ -15,12 +15,10 @@ import { agentRecords, turnEnded, until, useRuntimeSuite, type Harness } from '.
 let server: FakeAnthropicServer;
 let env: ClaudeEnv;
 let runtime: Runtime;
-let h: Harness;
 
 useRuntimeSuite('claude-code-cancel', {}, async (s) => {
   if (!existsSync(claudeBin))
     throw new Error(`${claudeBin} not found: run scripts/install-agent-clis.sh (npm test does)`);
-  h = s.h;
   server = await startFakeAnthropicServer();
   env = createClaudeEnv(server.url);
   const policy = deploymentPolicy({ workspace: tmpdir() });
@@ -65,6 +63,5 @@ describe('claude-code: cancel during a tool in the runtime', () => {
       error: 'the attempt was cancelled',
     });
     expect(await agentRecords(sessionId)).toEqual([]);
-    void h;
   });
 });
