@@ -55,6 +55,7 @@ const AGENT_SUITES = [
   'test/agents/codex/provider.test.ts',
   'test/agents/codex/cancel-runtime.test.ts',
   'test/agents/gemini/provider.test.ts',
+  'test/agents/gemini/cancel-runtime.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
   'test/agents/acp/gemini-acp-runtime.test.ts',
 ];
