@@ -51,8 +51,11 @@ const AGENT_SUITES = [
   // The real Claude Code, Codex and Gemini CLIs (moved from core for its budget; pi stays there).
   'test/agents/claude-code/provider.test.ts',
   'test/agents/claude-code/approvals-runtime.test.ts',
+  'test/agents/claude-code/cancel-runtime.test.ts',
   'test/agents/codex/provider.test.ts',
+  'test/agents/codex/cancel-runtime.test.ts',
   'test/agents/gemini/provider.test.ts',
+  'test/agents/gemini/cancel-runtime.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
   'test/agents/acp/gemini-acp-runtime.test.ts',
   // docs/getting-started.md run command by command: the demo, a worker, real pi and Claude Code.

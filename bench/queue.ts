@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Queue, Worker } from 'bullmq';
 import { createKeys } from '../src/runtime/keys.ts';
 import { ACTIVATION_JOB, JOB_OPTIONS, QUEUE_NAME } from '../src/runtime/queue.ts';
-import { Runtime, type SessionView } from '../src/runtime/runtime.ts';
+import { Runtime, type SessionRecord } from '../src/runtime/runtime.ts';
 import { SessionWorker, type WorkerOptions } from '../src/runtime/worker.ts';
 import { startRedis, type RedisServer } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
@@ -366,10 +366,10 @@ export interface CancelSample {
 async function pollSession(
   runtime: Runtime,
   sessionId: string,
-  until: (view: SessionView) => boolean,
+  until: (view: SessionRecord) => boolean,
   timeoutMs: number,
   what: string,
-): Promise<SessionView> {
+): Promise<SessionRecord> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const view = await runtime.getSession(sessionId);

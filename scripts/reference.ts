@@ -1,6 +1,6 @@
 /**
- * The generated reference pages: docs/reference/http.md (from the OpenAPI document) and
- * docs/reference/configuration.md (from the config schema).
+ * The generated reference pages: docs/reference/http.md (from the OpenAPI document),
+ * docs/reference/configuration.md (from the config schema) and docs/reference/messages.md (from the message contract).
  *
  *   npm run docs:reference            writes them
  *   npm run docs:reference -- --check  fails (exit 1) when a checked-in page differs from what the code says
@@ -10,6 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configurationReference } from './reference/configuration.ts';
 import { httpReference } from './reference/http.ts';
+import { messagesReference } from './reference/messages.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 process.chdir(ROOT);
@@ -17,6 +18,7 @@ process.chdir(ROOT);
 const PAGES: Record<string, () => string> = {
   'docs/reference/http.md': httpReference,
   'docs/reference/configuration.md': configurationReference,
+  'docs/reference/messages.md': messagesReference,
 };
 
 const check = process.argv.includes('--check');

@@ -43,6 +43,8 @@ export {
   type SessionOwner,
   type SessionsClient,
   type SessionView,
+  type ApprovalSummary,
+  type NoLiveWorkerNotice,
   type StoredApproval,
   type WorkerHeartbeat,
 } from './api/client.ts';
@@ -78,6 +80,22 @@ export {
   type MessageOf,
   type TerminalMessage,
   type AgentTerminalMessage,
+  type ContentOf,
+  type SessionContent,
+  type TextContent,
+  type ToolCallContent,
+  type ToolUpdateContent,
+  type ToolCompletedContent,
+  type ToolFailedContent,
+  type AgentRetryContent,
+  type ApprovalRequestedContent,
+  type ApprovalDecidedContent,
+  type ApprovalOption,
+  type TerminalCompletedContent,
+  type TerminalFailedContent,
+  type TerminalCancelledContent,
+  type WorkspaceUndoneContent,
+  type Usage,
 } from './protocol/index.ts';
 export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';
 export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy, WhenBusy } from './policy/index.ts';

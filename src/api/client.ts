@@ -18,10 +18,11 @@ import type {
   FleetLimitView,
   ForkResult,
   QueuedPrompt,
-  SessionView,
   UndoResult,
   WorkerHeartbeat,
 } from '../runtime/runtime.ts';
+import type { ApprovalSummary, SessionView } from '../runtime/inspect.ts';
+import type { NoLiveWorkerNotice } from '../runtime/live-workers.ts';
 import { bindClient } from './bind.ts';
 import type { DefinedAgent } from './define-agent.ts';
 import { registerAgent } from '../agents/registry.ts';
@@ -49,6 +50,7 @@ export interface ClientOptions {
 export type {
   RedisOption,
   ApprovalDecided,
+  ApprovalSummary,
   ApprovalVerdict,
   DeletionRecord,
   DiffResult,
@@ -59,6 +61,7 @@ export type {
   WorkspaceConfig,
   ImportResult,
   ListPage,
+  NoLiveWorkerNotice,
   QueuedPrompt,
   SessionView,
   StoredApproval,
@@ -105,9 +108,8 @@ export interface SessionsClient extends SessionsReader {
 
 /**
  * One session, by id: its reads (SessionReader: inspect, messages, lastSeq, watch) and what changes
- * it. Making a handle reads nothing; each method is one operation. Contract: a malformed id is an
- * InputError naming `sessionId`; an unknown one a NotFoundError (`inspect` returns null instead;
- * `lastSeq` 0).
+ * it. Making a handle reads nothing; each method is one operation. Contract, for every method: a
+ * malformed id is an InputError naming `sessionId`; an unknown one a NotFoundError (`code` `not_found`).
  */
 export interface SessionHandle extends SessionReader {
   /** Adds a prompt to this existing session (NotFoundError otherwise): its next turn. */
@@ -220,7 +222,7 @@ export interface Client extends Reader {
  * `client.retryPolicy`, `client.dispatch`, `client.deployment`. Connects lazily.
  *
  * Contract: input is validated first and refused with an InputError naming the field, with
- * nothing written; an unknown session is a NotFoundError (`inspect` returns null instead).
+ * nothing written; any operation on an unknown session is a NotFoundError (`code` `not_found`).
  */
 export function createClient(options: ClientOptions): Client {
   if (options.workspaces !== undefined) checkWorkspacesOption(options.workspaces);

@@ -1,6 +1,7 @@
 import { readerParts } from '../runtime/caller/reader-parts.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
-import type { SessionView, WorkerHeartbeat } from '../runtime/caller/types.ts';
+import type { WorkerHeartbeat } from '../runtime/caller/types.ts';
+import type { SessionView } from '../runtime/inspect.ts';
 import { SessionReads } from '../runtime/session-reads.ts';
 import { connections, type RedisOption } from './connections.ts';
 import type { SessionState, StoredMessage } from './types.ts';
@@ -22,16 +23,16 @@ export interface SessionsReader {
 
 /**
  * One session, by id, read only. Making a handle reads nothing; each method is one operation.
- * Contract: a malformed id is an InputError naming `sessionId` (`inspect` returns null instead;
- * `lastSeq` 0 for an unknown session).
+ * Contract, for every method: a malformed id is an InputError naming `sessionId`; an unknown session
+ * a NotFoundError (`code` `not_found`; `watch` throws it on its first step).
  */
 export interface SessionReader {
   readonly sessionId: string;
-  /** The session's state, latest turn, attempts, history, approvals, usage…; null for an unknown (or malformed) id. */
-  inspect(): Promise<SessionView | null>;
+  /** The session's state, latest turn, attempts, history, approvals, usage…: what `sessiond inspect --json` prints. */
+  inspect(): Promise<SessionView>;
   /** A page of the message log from seq `from` (default 1), at most `limit` (default 1000); no waiting. */
   messages(options?: { from?: number; limit?: number }): Promise<StoredMessage[]>;
-  /** The seq of the last stored message: 0 before the first (or for an unknown session). */
+  /** The seq of the last stored message: 0 before the first. */
   lastSeq(): Promise<number>;
   /** The stored messages from `from`, then live ones; ends with the latest turn unless `follow`. */
   watch(options?: WatchOptions): AsyncIterable<StoredMessage>;
@@ -63,10 +64,10 @@ export interface Reader {
 export function sessionReader(reads: SessionReads, sessionId: string): SessionReader {
   return {
     sessionId,
-    inspect: () => reads.getSession(sessionId),
+    inspect: () => reads.inspect(sessionId),
     // The log holds what the agents yielded, CliMessages (typed at the agent boundary).
-    messages: async (o = {}) => (await reads.readMessages(sessionId, o.from ?? 1, o.limit ?? 1000)) as StoredMessage[],
-    lastSeq: () => reads.lastSeq(sessionId),
+    messages: async (o = {}) => (await reads.messagesOf(sessionId, o.from ?? 1, o.limit ?? 1000)) as StoredMessage[],
+    lastSeq: () => reads.lastSeqOf(sessionId),
     watch: (o) => watchSession(reads, sessionId, o) as AsyncIterable<StoredMessage>,
   };
 }

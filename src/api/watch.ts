@@ -1,6 +1,9 @@
 import { isSettled, summarize } from '../runtime/inspect.ts';
+import { LiveWorkerCheck, type NoLiveWorkerNotice } from '../runtime/live-workers.ts';
 import type { SessionReads } from '../runtime/session-reads.ts';
 import type { StoredMessage } from '../runtime/store/session-store.ts';
+
+export type { NoLiveWorkerNotice };
 
 export interface WatchOptions {
   /** The first seq to yield (default 1): resume after the last one you saw with `from: seq + 1`. */
@@ -15,37 +18,65 @@ export interface WatchOptions {
    * behind is ended (resume with `from: lastSeq + 1`); it also ends once the session is gone.
    */
   shared?: boolean;
+  /**
+   * Told once while the latest turn has not ended and no worker has sent a heartbeat in the liveness window
+   * (none can take the turn); the watch keeps waiting. Told again only after a live worker was seen meanwhile.
+   * What it throws is ignored.
+   */
+  onNoLiveWorker?: (notice: NoLiveWorkerNotice) => void;
 }
 
 const SETTLED_POLL_MS = 200;
+/** How often a `follow` watch with `onNoLiveWorker` reads the session (it needs no settled check). */
+const FOLLOW_POLL_MS = 1_000;
 
 /**
- * A session's stored messages from `from` on, then live ones as they are written. Contract: no gap
- * and no duplicate (each seq once, in order); without `follow` it ends once every message of the
- * latest turn is yielded and that turn has ended with nothing waiting; it always ends when `signal`
- * aborts. Breaking out of the loop closes its Redis connection.
+ * A session's stored messages from `from` on, then live ones as they are written. Contract: NotFoundError
+ * (on the first `next()`) for an unknown session; no gap and no duplicate (each seq once, in order); without
+ * `follow` it ends once every message of the latest turn is yielded and that turn has ended with nothing
+ * waiting, or when the session is deleted (with `follow` too when `onNoLiveWorker` is given); it always ends
+ * when `signal` aborts. Breaking out of the loop
+ * closes its Redis connection.
  */
 export async function* watchSession(
-  reads: Pick<SessionReads, 'getSession' | 'followMessages' | 'messageHub'>,
+  reads: Pick<SessionReads, 'getSession' | 'followMessages' | 'messageHub' | 'mustExist' | 'workers'>,
   sessionId: string,
   options: WatchOptions = {},
 ): AsyncGenerator<StoredMessage> {
+  await reads.mustExist(sessionId);
+  const onNoLiveWorker = options.onNoLiveWorker;
+  const liveness = onNoLiveWorker === undefined ? null : new LiveWorkerCheck(() => reads.workers());
   const reader = new AbortController();
   const stop = (): void => reader.abort();
   options.signal?.addEventListener('abort', stop, { once: true });
   if (options.signal?.aborted === true) reader.abort();
   let yielded = Math.max(1, options.from ?? 1) - 1;
+  const follow = options.follow === true;
   const watcher =
-    options.follow === true
+    follow && liveness === null
       ? Promise.resolve()
       : (async () => {
           while (!reader.signal.aborted) {
-            const view = await reads.getSession(sessionId);
-            if (view !== null && yielded >= view.lastSeq && isSettled(summarize(view))) {
+            const record = await reads.getSession(sessionId);
+            // Deleted (or expired) while watched: nothing more will come.
+            if (record === null) {
               reader.abort();
               return;
             }
-            await new Promise((resolve) => setTimeout(resolve, SETTLED_POLL_MS));
+            const view = summarize(record);
+            const notice = await liveness?.check(view);
+            if (notice != null && !reader.signal.aborted) {
+              try {
+                onNoLiveWorker?.(notice);
+              } catch {
+                // The listener's own failure is not the watch's: it goes on, as documented on the option.
+              }
+            }
+            if (!follow && yielded >= view.lastSeq && isSettled(view)) {
+              reader.abort();
+              return;
+            }
+            await new Promise((resolve) => setTimeout(resolve, follow ? FOLLOW_POLL_MS : SETTLED_POLL_MS));
           }
         })();
   try {

@@ -142,6 +142,33 @@ export type TerminalMessage =
 /** How an agent ends its attempt (`terminal.cancelled` is sessiond's, never an agent's). */
 export type AgentTerminalMessage = MessageOf<'terminal.completed'> | MessageOf<'terminal.failed'>;
 
+/** The `content` of a message of type `T`. */
+export type ContentOf<T extends CliMessageType> = MessageOf<T>['content'];
+/** `session.started` and `session.resumed`: the agent's own session id (a resumed attempt keeps it). */
+export type SessionContent = ContentOf<'session.started'>;
+/** `assistant` (new text only, never the whole answer so far) and `assistant.thought`. */
+export type TextContent = ContentOf<'assistant'>;
+/** `tool.call`: the agent starts a tool; `toolCallId` pairs it with its update and its one result. */
+export type ToolCallContent = ContentOf<'tool.call'>;
+/** `tool.update`: the call's arguments completed, or a partial result. */
+export type ToolUpdateContent = ContentOf<'tool.update'>;
+/** `tool.completed`: the call's result. */
+export type ToolCompletedContent = ContentOf<'tool.completed'>;
+/** `tool.failed`: the call's error; sessiond's own when the attempt ended with the call open. */
+export type ToolFailedContent = ContentOf<'tool.failed'>;
+/** `agent.retry`: the agent retried on its own (told, not acted on). */
+export type AgentRetryContent = ContentOf<'agent.retry'>;
+/** `approval.requested`: a permission request waiting for an operator. */
+export type ApprovalRequestedContent = ContentOf<'approval.requested'>;
+/** `approval.decided`: its decision, and who made it. */
+export type ApprovalDecidedContent = ContentOf<'approval.decided'>;
+/** `terminal.completed`: the attempt answered; the turn completed. */
+export type TerminalCompletedContent = ContentOf<'terminal.completed'>;
+/** `terminal.cancelled`: sessiond's: the attempt was cancelled and its processes are gone. */
+export type TerminalCancelledContent = ContentOf<'terminal.cancelled'>;
+/** `workspace.undone`: sessiond's: a turn was taken back. */
+export type WorkspaceUndoneContent = ContentOf<'workspace.undone'>;
+
 export const MESSAGE_TYPES = CliMessageSchema.options.map((o) => o.shape.type.value) as readonly CliMessageType[];
 
 /** The message that ends an attempt in the log: exactly one per attempt. */

@@ -1,14 +1,23 @@
 import { eventLabel } from '../../machines/event-labels.ts';
 import { isSettledState } from '../../machines/states.ts';
-import type { SessionView } from './runtime.ts';
+import type { AttemptOutcome, TurnFailureReason } from '../../machines/types.ts';
+import type { FailureCategory } from '../protocol/index.ts';
+import type { RetryPolicy } from '../retry/index.ts';
+import type { SessionState } from '../api/types.ts';
+import type { SessionRecord } from './caller/types.ts';
 import type { TurnPrompt } from './turn-prompts.ts';
 import type { UsageTotals } from './usage/usage.ts';
 
 export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'parked' | 'completed' | 'failed' | 'cancelled';
 
-export interface SessionSummary {
+/**
+ * A session as `sessiond inspect --json` prints it, `GET /api/sessions/{id}` starts with and the library's
+ * `inspect()` returns: its state, the latest turn (`queued` while its prompt waits) with its attempts, the
+ * transition history, approvals, usage. One type for every surface.
+ */
+export interface SessionView {
   sessionId: string;
-  state: string;
+  state: SessionState;
   agent: string;
   createdAt: number;
   updatedAt: number;
@@ -17,12 +26,13 @@ export interface SessionSummary {
     index: number;
     status: TurnStatusView;
     prompt: string | null;
-    failureReason?: string;
+    failureReason?: TurnFailureReason;
     cancelReason?: string;
     attempts: Array<{
       attempt: number;
-      outcome: string | null;
-      category?: string;
+      /** null while it runs. */
+      outcome: AttemptOutcome | null;
+      category?: FailureCategory;
       errorText?: string;
       delayMs?: number;
       /** It ended on a quota wall; `free`: not counted against maxAttempts. */
@@ -50,8 +60,9 @@ export interface SessionSummary {
   waitingFor?: { limit: string; reason: string; agent?: string; since: number; until: number };
   /** In `parked`: the quota wall — the provider's reset (the next attempt starts then, or on an operator's resume), since when, and whether the attempt that hit it was free. */
   parkedUntil?: { until: number; since: number; free: boolean };
-  lastFailure?: { category: string; errorText: string; at: number };
-  policy: unknown;
+  lastFailure?: { category: FailureCategory; errorText: string; at: number };
+  /** The retry policy the session runs under (its own override, else the one its turn took); null before its first turn. */
+  policy: RetryPolicy | null;
   policySource: 'session' | 'global';
   queuedPrompts: number;
   /** `event`: the machine's own name (`xstate.after…`, `session.cancel`); `label`: the same in words. */
@@ -61,6 +72,9 @@ export interface SessionSummary {
   /** Permission requests of the running turn not yet given to the agent: the session is awaiting approval while one has no decision. */
   approvals: ApprovalSummary[];
 }
+
+/** The name sessiond's own code has used for SessionView. */
+export type SessionSummary = SessionView;
 
 export interface ApprovalSummary {
   requestId: string;
@@ -84,7 +98,7 @@ export function awaitingApproval(summary: SessionSummary): boolean {
  * the latest turn — `queued` when its prompt has not been taken yet — with its
  * attempts, and the transition history.
  */
-export function summarize(view: SessionView): SessionSummary {
+export function summarize(view: SessionRecord): SessionView {
   const context = view.context;
   const taken = context?.turnIndex ?? 0;
   const turn = context?.turn ?? null;
@@ -125,7 +139,7 @@ export function summarize(view: SessionView): SessionSummary {
   }
   return {
     sessionId: view.sessionId,
-    state: view.state,
+    state: view.state as SessionState,
     agent: view.agent,
     createdAt: view.createdAt,
     updatedAt: view.updatedAt,

@@ -2,7 +2,7 @@ import { Registry } from 'prom-client';
 import { metricFamilies, type MetricFamilies } from './metric-families.ts';
 import { SESSION_STATES, SETTLED_STATES } from '../../machines/states.ts';
 import { CHANGED_WINDOW_MS, lifecycleKeys } from './lifecycle/keys.ts';
-import type { Runtime, SessionView } from './runtime.ts';
+import type { Runtime, SessionRecord } from './runtime.ts';
 import { counterTotals, foldCounters, parseField } from './counters.ts';
 import { sessionUsage, TOKEN_KINDS, type SessionUsage, type UsageTotals } from './usage/usage.ts';
 import { internals } from './internals.ts';
@@ -293,7 +293,7 @@ export class RuntimeMetrics {
     return now;
   }
 
-  #count(view: SessionView, version: string, previous: Seen | undefined): Seen {
+  #count(view: SessionRecord, version: string, previous: Seen | undefined): Seen {
     const turn = view.context?.turn ?? null;
     const wall = view.state === 'parked' ? (turn?.quotaWall ?? null) : null;
     if (wall !== null) this.#parked.set(view.sessionId, wall.until);

@@ -12,7 +12,7 @@ import { queuedPrompts, removeQueuedPrompt } from './caller/queued-prompts.ts';
 import { getPolicy, resetPolicy, setPolicy } from './caller/retry-policy.ts';
 import { bullQueue, exportSession, importSession, listSessions, sessionStates } from './caller/sessions.ts';
 import { cancel, cancelMatching, resumeParked, retry } from './caller/turns.ts';
-import type { FleetLimitView, QueuedPrompt, RuntimeOptions, SessionView, WorkerHeartbeat } from './caller/types.ts';
+import type { FleetLimitView, QueuedPrompt, RuntimeOptions, SessionRecord, WorkerHeartbeat } from './caller/types.ts';
 import { exposeInternals } from './internals.ts';
 import {
   forkAtTurn,
@@ -40,7 +40,7 @@ export type {
   UndoResult,
   QueuedPrompt,
   RuntimeOptions,
-  SessionView,
+  SessionRecord,
   WorkerHeartbeat,
 };
 
@@ -94,7 +94,7 @@ export class Runtime {
   deletions = (limit = 100): Promise<DeletionRecord[]> => deletions(this.#parts, limit);
   cancel = (sessionId: string, reason?: string): Promise<{ delivered: 'worker' | 'activation' }> =>
     cancel(this.#parts, sessionId, reason);
-  getSession = (sessionId: string): Promise<SessionView | null> => this.reads.getSession(sessionId);
+  getSession = (sessionId: string): Promise<SessionRecord | null> => this.reads.getSession(sessionId);
   decideApproval = (
     sessionId: string,
     requestId: string,

@@ -192,7 +192,15 @@ describe('createClient / createWorker / defineAgent', () => {
       .catch((e: unknown) => e);
     expect(hasErrorCode(error, 'invalid_input')).toBe(true);
     expect((error as Error).message).toContain('options.hold');
-    expect(await client.session('refused').inspect()).toBeNull();
+    expect(
+      hasErrorCode(
+        await client
+          .session('refused')
+          .inspect()
+          .catch((e: unknown) => e),
+        'not_found',
+      ),
+    ).toBe(true);
     const missing = await client
       .session('refused')
       .cancel()
@@ -210,7 +218,7 @@ describe('createClient / createWorker / defineAgent', () => {
     });
     const session = client.session(sessionId);
     await collect(session.watch());
-    expect((await session.inspect())?.context?.turn?.status).toBe('failed');
+    expect((await session.inspect()).turn?.status).toBe('failed');
     expect(await session.retry()).toEqual({ sessionId, turn: 2, retryOf: 1 });
     const shared = await collect(session.watch({ shared: true }));
     expect(shared.map((m) => `${m.seq} ${m.turn}/${m.attempt} ${m.type}`)).toEqual([
@@ -236,7 +244,7 @@ describe('createClient / createWorker / defineAgent', () => {
     expect(await client.prompts.list(sessionId)).toEqual([]);
     await session.cancel('done with it');
     await collect(session.watch({ from: 4 }));
-    expect((await session.inspect())?.context?.turnIndex).toBe(waitingTurn - 1);
+    expect((await session.inspect()).turn).toMatchObject({ index: waitingTurn - 1, status: 'cancelled' });
 
     // Dispatch: paused fleet-wide, then resumed.
     expect(await client.dispatch.pause()).toEqual({ paused: ['*'] });
@@ -261,7 +269,7 @@ describe('createClient / createWorker / defineAgent', () => {
       outcome: 'deleted',
       force: false,
     });
-    expect(await session.inspect()).toBeNull();
+    await expect(session.inspect()).rejects.toMatchObject({ code: 'not_found' });
   });
 });
 
@@ -283,13 +291,13 @@ describe('createReader', () => {
       });
       expect(await reader.sessions.listingVersion()).toBe(await client.sessions.listingVersion());
       // The same refusals as the client's.
-      expect(await reader.session('no such id').inspect()).toBeNull();
+      await expect(reader.session('no such id').inspect()).rejects.toMatchObject({ code: 'invalid_input' });
       const refused = await reader
         .session('no such id')
         .messages()
         .catch((error: unknown) => error);
       expect(hasErrorCode(refused, 'invalid_input') && refused.issues[0]?.field).toBe('sessionId');
-      expect(await reader.session('never-made').lastSeq()).toBe(0);
+      await expect(reader.session('never-made').lastSeq()).rejects.toMatchObject({ code: 'not_found' });
     } finally {
       await reader.close();
     }

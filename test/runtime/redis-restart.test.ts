@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SessionView } from '../../src/index.ts';
+import type { SessionRecord } from '../../src/runtime/runtime.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import type { RedisServer } from '../support/redis.ts';
 import { assistantText, expectWholeLog, turnEnded, until, type Harness, useRuntimeSuite } from '../support/runtime.ts';
@@ -29,7 +29,7 @@ useRuntimeSuite(
 
 const options = () => ({ provider: 'fake', model: SLOW, cwd: env.cwd });
 
-async function expectFinished(sessionId: string, turns: number): Promise<SessionView> {
+async function expectFinished(sessionId: string, turns: number): Promise<SessionRecord> {
   const session = await turnEnded(h.runtime, sessionId, turns, 60_000);
   expect(session.state).toBe('completed');
   expect(session.queued).toEqual([]);

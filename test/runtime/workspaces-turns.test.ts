@@ -361,7 +361,7 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
     // The token's one session is the fork: another is over its cap, and nothing of it is written.
     const capped = await send('POST', `/api/sessions/${id}/fork`, tokens.write, { as: `${id}-h2` });
     expect(capped.status).toBe(429);
-    expect(await client.session(`${id}-h2`).inspect()).toBeNull();
+    await expect(client.session(`${id}-h2`).inspect()).rejects.toMatchObject({ code: 'not_found' });
     // The fork keeps its source's tenant (fleet limits may match on it).
     const meta = internals(h.runtime).keys;
     expect(await h.connect('t').hget(meta.session(`${id}-h`, 'meta'), 'tenant')).toBe('team-a');

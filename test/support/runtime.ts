@@ -4,12 +4,11 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import { deploymentPolicy } from '../../src/runtime/deployment-policy.ts';
-import { Runtime } from '../../src/runtime/runtime.ts';
+import { Runtime, type SessionRecord } from '../../src/runtime/runtime.ts';
 import { SessionWorker, WORKER_DEFAULTS, type WorkerOptions } from '../../src/runtime/worker.ts';
 import { createSessionQueue } from '../../src/runtime/queue.ts';
 import { createKeys, type Keys } from '../../src/runtime/keys.ts';
 import { findAgentProcesses } from '../../src/runtime/orphans.ts';
-import type { SessionView } from '../../src/index.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import { startFakeModelServer, type FakeModelServer, type Script } from './fake-model-server.ts';
 import type { PiEnv } from './pi-env.ts';
@@ -213,7 +212,7 @@ export async function until<T>(
 }
 
 /** The session once its turn `turn` has ended (completed, failed or cancelled). */
-export function turnEnded(runtime: Runtime, sessionId: string, turn = 1, timeoutMs = 60_000): Promise<SessionView> {
+export function turnEnded(runtime: Runtime, sessionId: string, turn = 1, timeoutMs = 60_000): Promise<SessionRecord> {
   return until(
     async () => {
       const s = await runtime.getSession(sessionId);

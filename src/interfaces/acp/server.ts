@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import * as acp from '@agentclientprotocol/sdk';
 import { admitTurn } from '../../runtime/deployment-policy.ts';
 import type { Client } from '../../api/client.ts';
+import { runtimeOf } from '../../api/bind.ts';
+import type { SessionRecord } from '../../runtime/runtime.ts';
 import { ConflictError, InputError, NotFoundError, QuotaError } from '../../errors.ts';
 import type { StoredMessage } from '../../runtime/store/session-store.ts';
 import { turnPromptsOf } from '../../runtime/turn-prompts.ts';
@@ -94,10 +96,7 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
     })
     .onRequest('session/load', async ({ params, client }) => {
       // An unknown or unreadable session is the error thrown just below.
-      const view = await sessiond
-        .session(params.sessionId)
-        .inspect()
-        .catch(() => null);
+      const view = await recordOf(sessiond, params.sessionId).catch(() => null);
       if (view === null) throw new acp.RequestError(-32002, `unknown session "${params.sessionId}"`);
       remember(params.sessionId, { options: {}, exists: true });
       const messages = lastAttempts(await readAll(sessiond, params.sessionId));
@@ -139,7 +138,8 @@ export function serveAcp(options: AcpServerOptions, stream: acp.Stream): acp.Age
       const session = known.get(sessionId) ?? (await loadKnown(sessiond, sessionId));
       if (session === null)
         throw new acp.RequestError(-32002, `unknown session "${sessionId}": create it with session/new or load it`);
-      const before = await sessiond.session(sessionId).lastSeq();
+      // 0 for a session session/new named that has no prompt yet (the raw read: the library's throws not_found).
+      const before = await runtimeOf(sessiond).lastSeq(sessionId);
       let turn: number;
       try {
         ({ turn } = await sessiond.sessions.enqueue({
@@ -176,12 +176,14 @@ function sessionOptions(defaults: Record<string, unknown>, meta: unknown, cwd: s
 
 // Unknown or unreadable: treated as a session that does not exist.
 async function loadKnown(sessiond: Client, sessionId: string): Promise<Known | null> {
-  const view = await sessiond
-    .session(sessionId)
-    .inspect()
-    // As the comment above says: the ACP client is told the session does not exist.
-    .catch(() => null);
+  // As the comment above says: the ACP client is told the session does not exist.
+  const view = await recordOf(sessiond, sessionId).catch(() => null);
   return view === null ? null : { options: {}, exists: true };
+}
+
+/** The session as stored, with its machine context (the turn's own state); null when it does not exist. */
+function recordOf(sessiond: Client, sessionId: string): Promise<SessionRecord | null> {
+  return runtimeOf(sessiond).getSession(sessionId);
 }
 
 async function readAll(sessiond: Client, sessionId: string): Promise<StoredMessage[]> {
@@ -226,7 +228,7 @@ async function followTurn(f: Follow): Promise<acp.PromptResponse> {
       if (update !== null) await client.notify('session/update', { sessionId, update });
     }
     if (batch.length > 0) continue;
-    const view = await session.inspect();
+    const view = await recordOf(sessiond, sessionId);
     const context = view?.context ?? null;
     const ended =
       context !== null &&

@@ -1,10 +1,11 @@
 import { isSettledState } from '../../../machines/states.ts';
-import { isSettled, summarize, type SessionSummary } from '../../runtime/inspect.ts';
+import { isSettled, type SessionSummary } from '../../runtime/inspect.ts';
 import type { SessionReader } from '../../api/reader.ts';
 import type { StoredMessage } from '../../api/types.ts';
 import type { WorkerHeartbeat } from '../../runtime/caller/types.ts';
+import { hasErrorCode } from '../../errors.ts';
 import { colors, formatMs, Spinner } from './present.ts';
-import { isLive, workerStaleMs } from '../../runtime/worker-liveness.ts';
+import { LiveWorkerCheck, noLiveWorkerReason } from '../../runtime/live-workers.ts';
 
 export interface FollowOptions {
   fromSeq: number;
@@ -18,11 +19,6 @@ export interface FollowOptions {
    */
   workers?: () => Promise<WorkerHeartbeat[]>;
 }
-
-/** A worker whose heartbeat is older than this is taken for gone (the workers' default heartbeat: the client does not know theirs). */
-const WORKER_STALE_MS = workerStaleMs();
-/** How often a follow looks at the heartbeats while its turn waits. */
-const WORKERS_CHECK_MS = 2_000;
 
 /**
  * Prints a session's messages from `fromSeq` on, live, and returns the summary
@@ -48,6 +44,13 @@ export async function followSession(session: SessionReader, options: FollowOptio
     atLineStart = text.endsWith('\n');
   };
   const line = (text: string): void => out(`${atLineStart ? '' : '\n'}${text}\n`);
+
+  // The session as the reader sees it; null once it is gone (deleted while followed).
+  const inspect = (): Promise<SessionSummary | null> =>
+    session.inspect().catch((error: unknown) => {
+      if (hasErrorCode(error, 'not_found')) return null;
+      throw error;
+    });
 
   const render = async (m: StoredMessage): Promise<void> => {
     if (options.json) {
@@ -108,8 +111,8 @@ export async function followSession(session: SessionReader, options: FollowOptio
         // The message may be read before the snapshot recording the attempt's outcome: wait for it briefly.
         let attempt: { outcome: string | null; delayMs?: number } | undefined;
         for (let i = 0; i < 20; i++) {
-          const view = await session.inspect();
-          attempt = view === null ? undefined : summarize(view).turn?.attempts.find((a) => a.attempt === m.attempt);
+          const view = await inspect();
+          attempt = view?.turn?.attempts.find((a) => a.attempt === m.attempt);
           if (attempt === undefined || attempt.outcome !== null) break;
           await new Promise((r) => setTimeout(r, 50));
         }
@@ -139,52 +142,27 @@ export async function followSession(session: SessionReader, options: FollowOptio
     }
   };
 
-  let workersCheckedAt = 0;
-  let saidNoWorker = false;
-  let saidNoAgent: string | null = null;
-  /**
-   * Says once (again after a worker was seen) that no live worker can take the turn: none alive, or
-   * none of those alive offers the turn's agent (their heartbeats say which they run).
-   */
+  const liveness = options.workers === undefined ? null : new LiveWorkerCheck(options.workers);
+  /** Says once (again after a worker was seen) that no live worker can take the turn: the rule the library's watch has. */
   const checkWorkers = async (summary: SessionSummary): Promise<void> => {
-    const turn = summary.turn;
-    if (options.workers === undefined || turn === null || isSettledState(turn.status)) return;
-    if (Date.now() - workersCheckedAt < WORKERS_CHECK_MS) return;
-    workersCheckedAt = Date.now();
-    const beats = await options.workers();
-    const live = beats.filter((w) => isLive(w, Date.now(), WORKER_STALE_MS));
-    const agent = summary.waitingFor?.agent ?? summary.agent;
-    // A worker whose heartbeat names no agents (an older one) is taken to run them all.
-    const offered = live.some((w) => w.agents === undefined || w.agents.includes(agent));
-    if (live.length > 0 && !offered && saidNoAgent !== agent) {
-      saidNoAgent = agent;
-      spinner.clear();
-      const others = [...new Set(live.flatMap((w) => w.agents ?? []))].join(', ');
-      process.stderr.write(
-        `${c.yellow(`no live worker offers agent ${agent}: turn ${turn.index} waits for one.`)} The ${live.length} live worker${live.length === 1 ? ' runs' : 's run'} ${others}. Start a worker that has ${agent} (same REDIS_URL); this waits for it.\n`,
-      );
-    }
-    if (offered) saidNoAgent = null;
-    if (live.length > 0 || saidNoWorker) {
-      saidNoWorker = live.length === 0 && saidNoWorker;
-      return;
-    }
-    saidNoWorker = true;
+    const notice = await liveness?.check(summary);
+    if (notice == null) return;
     spinner.clear();
-    const seen =
-      beats.length === 0
-        ? 'no worker has ever sent a heartbeat'
-        : `no worker heartbeat in the last ${WORKER_STALE_MS / 1000} s`;
-    process.stderr.write(
-      `${c.yellow(`no live worker can take turn ${turn.index}: ${seen}.`)} Start one: sessiond worker (same REDIS_URL); this waits for it.\n`,
-    );
+    if (notice.kind === 'no_worker_offers_agent')
+      process.stderr.write(
+        `${c.yellow(`no live worker offers agent ${notice.agent}: turn ${notice.turn} waits for one.`)} The live workers run ${notice.agentsOffered.join(', ') || 'no agent'}. Start a worker that has ${notice.agent} (same REDIS_URL; SESSIOND_WORKER_AGENTS); this waits for it.\n`,
+      );
+    else
+      process.stderr.write(
+        `${c.yellow(`no live worker can take turn ${notice.turn}: ${noLiveWorkerReason(notice)}.`)} Start one: sessiond worker (same REDIS_URL); this waits for it.\n`,
+      );
   };
 
   const watcher = (async () => {
     while (!reader.signal.aborted) {
-      const view = await session.inspect();
+      const view = await inspect();
       if (view !== null) {
-        last = summarize(view);
+        last = view;
         await checkWorkers(last);
         if (!options.json && last.turn !== null) {
           const t = last.turn;

@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { hasErrorCode } from '../../errors.ts';
 import { CliError } from './cli-error.ts';
 import { EXIT_CODES_HELP, ExitCode } from './exit-codes.ts';
 
@@ -54,6 +55,11 @@ export async function runProgram(program: Command, argv: readonly string[]): Pro
     if (error instanceof CliError) {
       process.stderr.write(`sessiond: ${error.message}\n`);
       return error.exitCode;
+    }
+    // An unknown session exits 3 from every command, whichever operation found it unknown.
+    if (hasErrorCode(error, 'not_found')) {
+      process.stderr.write(`sessiond: ${error.message}\n`);
+      return ExitCode.notFound;
     }
     process.stderr.write(`sessiond: ${(error as Error).message}\n`);
     return ExitCode.failed;

@@ -99,11 +99,13 @@ export function createApp(options: AppOptions): Hono {
         { error: error.message, ...(error.issues === undefined ? {} : { issues: error.issues }) },
         error.status,
       );
-    if (hasErrorCode(error, 'invalid_input')) return c.json({ error: 'invalid request', issues: error.issues }, 400);
-    if (hasErrorCode(error, 'not_found')) return c.json({ error: error.message }, 404);
-    if (hasErrorCode(error, 'conflict')) return c.json({ error: error.message }, 409);
+    // sessiond's errors carry their `code`: the library's (`hasErrorCode`) and the API's are the same.
+    if (hasErrorCode(error, 'invalid_input'))
+      return c.json({ error: 'invalid request', code: error.code, issues: error.issues }, 400);
+    if (hasErrorCode(error, 'not_found')) return c.json({ error: error.message, code: error.code }, 404);
+    if (hasErrorCode(error, 'conflict')) return c.json({ error: error.message, code: error.code }, 409);
     if (hasErrorCode(error, 'quota_exceeded'))
-      return c.json({ error: error.message, limit: error.limit, max: error.max }, error.status);
+      return c.json({ error: error.message, code: error.code, limit: error.limit, max: error.max }, error.status);
     logger.error({ method: c.req.method, path: c.req.path, error: error.message }, 'request failed');
     return c.json({ error: 'internal error' }, 500);
   });

@@ -1,3 +1,4 @@
+import { ERROR_CODES } from '../../errors.ts';
 import { FAILURE_CATEGORIES } from '../../protocol/messages.ts';
 import { RetryPolicySchema } from '../../retry/policy.ts';
 import { SESSION_STATES } from '../../../machines/states.ts';
@@ -35,7 +36,18 @@ export function components(): Json {
       },
     },
     schemas: {
-      Error: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
+      Error: {
+        type: 'object',
+        required: ['error'],
+        properties: {
+          error: { type: 'string' },
+          code: {
+            enum: [...ERROR_CODES],
+            description:
+              "sessiond's error code, as the library's errors carry it (`not_found`: an unknown session, from every route)",
+          },
+        },
+      },
       Principal: {
         type: 'object',
         required: ['name', 'scope', 'via', 'tenant', 'maxPriority'],
@@ -56,6 +68,7 @@ export function components(): Json {
         required: ['error', 'issues'],
         properties: {
           error: { type: 'string' },
+          code: { enum: ['invalid_input'] },
           issues: {
             type: 'array',
             items: {

@@ -3,7 +3,7 @@ import { streamSSE } from 'hono/streaming';
 import type { Client } from '../../api/client.ts';
 import type { Logger } from '../log.ts';
 import type { Principal } from './auth/credentials.ts';
-import { QuotaError } from '../../errors.ts';
+import { hasErrorCode, QuotaError } from '../../errors.ts';
 import { HttpError } from './body.ts';
 
 export interface EventStreamOptions {
@@ -120,7 +120,14 @@ export class EventStreams {
             }
             // The hub ended the stream without an abort: the session is gone (deleted, expired). Say so, so
             // that a client does not reconnect to a 404.
-            if (!controller.signal.aborted && !stream.closed && (await client.session(sessionId).inspect()) === null) {
+            const gone = await client
+              .session(sessionId)
+              .inspect()
+              .then(
+                () => false,
+                (error: unknown) => hasErrorCode(error, 'not_found'),
+              );
+            if (!controller.signal.aborted && !stream.closed && gone) {
               await stream.writeSSE({ event: 'session.deleted', data: JSON.stringify({ sessionId }) });
             }
           } finally {

@@ -1,8 +1,10 @@
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
+import type { NotFoundError } from '../../errors.ts';
 import { SESSION_ID_PATTERN } from '../../runtime/keys.ts';
+import { unknownSession as unknownSessionError } from '../../runtime/session-reads.ts';
 import { SCOPE_KEY, type RouteScope } from './auth/route-scopes.ts';
-import { HttpError, readJson, validate } from './body.ts';
+import { readJson, validate } from './body.ts';
 
 /**
  * One HTTP route, declared in one place: its path, what it takes (query, body), what it answers, the scope it
@@ -104,8 +106,8 @@ export const queryInt = (min: number, max: number) =>
         .max(max, `must be an integer from ${min} to ${max}`),
     );
 
-export function unknownSession(id: string): HttpError {
-  return new HttpError(404, `unknown session "${id}"`);
+export function unknownSession(id: string): NotFoundError {
+  return unknownSessionError(id);
 }
 
 /** Serves `routes` on `app` in their order (`{name}` → `:name`). */

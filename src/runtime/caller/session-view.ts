@@ -4,7 +4,7 @@ import { DEFAULT_AGENT } from '../../agents/default-agent.ts';
 import { sessionUsage } from '../usage/usage.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import { parseEntry, type StoredMessage } from '../store/session-store.ts';
-import type { SessionView, WorkerHeartbeat } from './types.ts';
+import type { SessionRecord, WorkerHeartbeat } from './types.ts';
 import { checkSessionId, safeJson, type ReaderParts } from './reader-parts.ts';
 import { hasErrorCode, InputError } from '../../errors.ts';
 import { lifecycleKeys } from '../lifecycle/keys.ts';
@@ -13,7 +13,7 @@ import { listPage as readListPage, type ListFilter, type ListPage } from '../lif
 // Reading: one session's view (state, context, history, approvals, usage), its message log, live; the
 // listing of every session. Over ReaderParts only (no queue, no BullMQ): what createReader serves.
 
-export async function getSession(parts: ReaderParts, sessionId: string): Promise<SessionView | null> {
+export async function getSession(parts: ReaderParts, sessionId: string): Promise<SessionRecord | null> {
   if (!SESSION_ID_PATTERN.test(sessionId)) return null;
   const view = await parts.store.view(sessionId);
   if (view === null) return null;
@@ -30,7 +30,7 @@ export async function getSession(parts: ReaderParts, sessionId: string): Promise
     policyOverride: meta.policy ? (safeJson(meta.policy) as RetryPolicy) : null,
     context: persisted?.snapshot.context ?? null,
     queued: inbox.filter((p) => p.removed !== true).map((p) => ({ id: p.id, text: p.text, enqueuedAt: p.enqueuedAt })),
-    history: history as SessionView['history'],
+    history: history as SessionRecord['history'],
     lastSeq,
     heldBy,
     cancelRequested: cancel !== null,

@@ -21,7 +21,8 @@ export interface QueuedPrompt {
   retryOf?: number;
 }
 
-export interface SessionView {
+/** A session as stored (its machine context raw): what the runtime reads; callers see `SessionView` (src/runtime/inspect.ts). */
+export interface SessionRecord {
   sessionId: string;
   state: string;
   createdAt: number;

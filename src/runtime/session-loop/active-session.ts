@@ -241,8 +241,9 @@ export class ActiveSession {
           : { kind: 'cancelled', reason: context.turn.cancelReason ?? 'cancelled' };
     const { turnIndex: turn, attempt } = context;
     const stored = await this.#store.readLastAttempt(this.sessionId, turn, attempt);
+    // Through the sink, as the attempt's own messages go: a `terminal.failed` written here is told (attemptFailed).
     for (const message of interruptedEnd({ turn, attempt, stop }, stored)) {
-      const flushed = this.#fenced.writer.message(turn, attempt, message.type, message.content);
+      const flushed = this.#sink.sink(message, { sessionId: this.sessionId, turn, attempt });
       if (flushed !== undefined) await flushed;
     }
   }

@@ -30,6 +30,18 @@ export class OpenToolCalls {
   }
 }
 
+/** Why a call is closed when its attempt's worker stopped or crashed: the longest reason a close gives. */
+export const INTERRUPTED_CALL_ERROR = 'the attempt was interrupted (its worker stopped or crashed)';
+
+/**
+ * The largest `tool.failed` sessiond may write to close `call` (the log caps hold room for it while the call
+ * is open: store/log-room.ts). Every reason of closedCallError is shorter than the interrupted one.
+ */
+export function closingOf(call: MessageOf<'tool.call'>): MessageOf<'tool.failed'> {
+  const { toolCallId, name } = call.content;
+  return { type: 'tool.failed', content: { toolCallId, name, error: INTERRUPTED_CALL_ERROR } };
+}
+
 /** The error a tool call left open by its attempt's end is closed with. */
 export function closedCallError(end: CliMessage): string {
   if (end.type === 'terminal.cancelled') return 'the attempt was cancelled';
@@ -76,7 +88,6 @@ export function interruptedEnd(
           content: { text: INTERRUPTED_TEXT, category: 'process_crash', stderr: '', invalid_output_lines: [] },
         }
       : stoppedTerminal(interrupted.stop);
-  const why =
-    interrupted.stop === null ? 'the attempt was interrupted (its worker stopped or crashed)' : closedCallError(end);
+  const why = interrupted.stop === null ? INTERRUPTED_CALL_ERROR : closedCallError(end);
   return [...calls.close(why), end];
 }

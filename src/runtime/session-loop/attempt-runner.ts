@@ -15,7 +15,7 @@ import type { RetryPolicy } from '../../retry/index.ts';
 import { abandonWith, attemptSetup, recordInWorkspace, workspaceStartFailed } from './workspace-setup.ts';
 import { WorkspaceQuotaError } from '../../workspace/types.ts';
 import { AttemptWorkspace, quotaMessage } from './workspace-attempt.ts';
-import { closedCallError, OpenToolCalls, stoppedTerminal, type AttemptStop } from './attempt-end.ts';
+import { closedCallError, closingOf, OpenToolCalls, stoppedTerminal, type AttemptStop } from './attempt-end.ts';
 
 export interface RunnerInit {
   store: SessionStore;
@@ -65,6 +65,15 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
     /** The attempt's terminal message is in the log: nothing may end it again. */
     let told = false;
     const calls = new OpenToolCalls();
+    /** The log's room for this attempt (null until it is opened: no call can be open before). */
+    let room: LogRoom | null = null;
+    /** The `tool.failed` closing each open call, counted in the log's room (held for it when the call came). */
+    function* closeCalls(why: string): Generator<CliMessage> {
+      for (const close of calls.close(why)) {
+        room?.settle(close);
+        yield close;
+      }
+    }
     let workspace: AttemptWorkspace | null = null;
     /** The attempt's end is recorded in its workspace (completed); any other end sends the copy back. */
     let settled = false;
@@ -117,7 +126,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       await importAgentState(attempt, store, sessionId, resumeSessionId, { exact: workspace !== null });
       let agentSessionId = resumeSessionId;
       // The log caps (messages, bytes: store/log-room.ts): one slot is kept for the terminal message that says the log is full.
-      const room = await LogRoom.open(store, sessionId, {
+      room = await LogRoom.open(store, sessionId, {
         maxLogMessages: config.maxLogMessages ?? 0,
         maxLogBytes: config.maxLogBytes ?? 0,
       });
@@ -140,6 +149,8 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       try {
         let full = false;
         let quota: CliMessage | null = null;
+        /** The attempt's end when its provider threw or ended without one. */
+        let crashed: CliMessage | null = null;
         try {
           for await (const message of attempt.agent.run(
             { text, resumeSessionId, options: attempt.options },
@@ -168,7 +179,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
           )) {
             // Only sessiond says an attempt was cancelled: an agent (a library's own) that says so has failed its contract.
             if (message.type === 'terminal.cancelled' && !signal.aborted) {
-              yield* calls.close('the attempt failed: invalid_output');
+              yield* closeCalls('the attempt failed: invalid_output');
               terminal = terminalFailed(
                 'the agent sent terminal.cancelled, which only sessiond writes',
                 'invalid_output',
@@ -182,7 +193,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             // The machine stopped the attempt: the turn does not end as the agent says (it finished as the
             // stop arrived, or failed on it), so its own end is not stored; sessiond's says why (below).
             if (signal.aborted && isTerminal(message)) continue;
-            if (!room.admit(message)) {
+            if (!room.admit(message, message.type === 'tool.call' ? closingOf(message) : undefined)) {
               // Leaving the loop stops the agent's process tree before going on.
               full = true;
               break;
@@ -203,7 +214,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
             if (isTerminal(out)) {
               terminal = out;
-              yield* calls.close(closedCallError(out));
+              yield* closeCalls(closedCallError(out));
               yield out;
               // A terminal.completed the attempt actor received after the stop is not stored (machines/attempt-actor.ts).
               told = out.type !== 'terminal.completed' || init.answered() === `${request.turn}/${request.attempt}`;
@@ -214,7 +225,27 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
           }
         } catch (error) {
           // The machine stopped the attempt: the provider rejects with the abort once its process tree is gone.
-          if (!signal.aborted) throw error;
+          if (signal.aborted) {
+            // The stop below says how the attempt ended.
+          } else if (terminal === null) {
+            // The provider threw: its process tree is gone (the loop was left); the log says the attempt failed.
+            crashed = terminalFailed(
+              `the provider threw: ${(error as Error).message ?? String(error)}`,
+              'process_crash',
+            );
+          } else throw error;
+        }
+        // The provider ended with no terminal message of its own (and nothing stopped it): the attempt failed.
+        if (crashed === null && terminal === null && !full && quota === null && !signal.aborted)
+          crashed = terminalFailed('the provider ended without a terminal message', 'process_crash');
+        if (crashed !== null) {
+          const end =
+            workspace !== null && !settled ? await abandonWith(workspace, crashed, writer, true, init.warn) : crashed;
+          settled = true;
+          terminal = end;
+          yield* closeCalls(closedCallError(end));
+          told = true;
+          yield end;
         }
         if (full || quota !== null) {
           // The agent's process tree is gone (the loop was left): the copy goes back before the terminal is told.
@@ -223,7 +254,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             workspace !== null && !settled ? await abandonWith(workspace, stopped, writer, true, init.warn) : stopped;
           settled = true;
           terminal = end;
-          yield* calls.close(closedCallError(end));
+          yield* closeCalls(closedCallError(end));
           told = true;
           yield end;
         }
@@ -236,7 +267,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             end = await abandonWith(workspace, end, writer, stop.kind === 'timeout', init.warn);
           }
           terminal = end;
-          yield* calls.close(closedCallError(end));
+          yield* closeCalls(closedCallError(end));
           told = true;
           yield end;
         }

@@ -36,6 +36,8 @@ export class LogRoom {
   #messages: number;
   #bytes: number;
   #reason: string | null = null;
+  /** The bytes held back for each open tool call's closing `tool.failed` (one message slot each, too). */
+  readonly #reserved = new Map<string, number>();
   readonly #caps: LogCaps;
 
   private constructor(caps: LogCaps, messages: number, bytes: number) {
@@ -66,17 +68,46 @@ export class LogRoom {
     return this.#reason !== null;
   }
 
-  admit(message: CliMessage): boolean {
+  /**
+   * Whether `message` may be stored. A `tool.call` given its `closing` (the `tool.failed` sessiond writes if
+   * the attempt ends with the call open) is admitted only with room for both: the closing message's slot and
+   * bytes are held until the call's result comes (the held room then goes to it) or `settle` stores the close.
+   */
+  admit(message: CliMessage, closing?: CliMessage): boolean {
     const terminal = isTerminal(message);
+    if (message.type === 'tool.completed' || message.type === 'tool.failed') this.#release(message.content.toolCallId);
     const size = messageBytes(message);
+    const held = closing === undefined ? 0 : messageBytes(closing);
+    const slots = closing === undefined ? 1 : 2;
     if (!terminal) {
-      if (this.#messages <= 0) this.#reason = `maxLogMessages ${this.#caps.maxLogMessages ?? 0}`;
-      else if (size > this.#bytes) this.#reason = `maxLogBytes ${this.#caps.maxLogBytes ?? 0}`;
+      if (this.#messages < slots) this.#reason = `maxLogMessages ${this.#caps.maxLogMessages ?? 0}`;
+      else if (size + held > this.#bytes) this.#reason = `maxLogBytes ${this.#caps.maxLogBytes ?? 0}`;
       if (this.#reason !== null) return false;
     }
     this.#messages -= 1;
     this.#bytes -= size;
+    if (closing !== undefined && message.type === 'tool.call') {
+      this.#release(message.content.toolCallId);
+      this.#messages -= 1;
+      this.#bytes -= held;
+      this.#reserved.set(message.content.toolCallId, held);
+    }
     return true;
+  }
+
+  /** Counts a `tool.failed` sessiond writes to close an open call: in the room held for it when the call came. */
+  settle(close: CliMessage): void {
+    if (close.type === 'tool.failed') this.#release(close.content.toolCallId);
+    this.#messages -= 1;
+    this.#bytes -= messageBytes(close);
+  }
+
+  #release(toolCallId: string): void {
+    const held = this.#reserved.get(toolCallId);
+    if (held === undefined) return;
+    this.#reserved.delete(toolCallId);
+    this.#messages += 1;
+    this.#bytes += held;
   }
 
   /** The terminal message of an attempt stopped because the log is full. */

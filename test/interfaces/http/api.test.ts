@@ -236,6 +236,8 @@ describe('sessions', () => {
       const r = await call(method, path, body);
       expect(r.status, `${method} ${path}`).toBe(404);
       expect(r.body.error, `${method} ${path}`).toMatch(/unknown session/);
+      // The library's code for the same case (hasErrorCode(error, 'not_found')).
+      expect(r.body.code, `${method} ${path}`).toBe('not_found');
     }
     // No session was created by any of these.
     expect(await h.runtime.getSession(ghost)).toBeNull();
@@ -659,7 +661,7 @@ describe('OpenAPI', () => {
       expect({ route: `${method} ${path}`, status: r.status, body: r.body }).toEqual({
         route: `${method} ${path}`,
         status: 404,
-        body: { error: 'unknown session "no such id"' },
+        body: { error: 'unknown session "no such id"', code: 'not_found' },
       });
     }
     // The dashboard's page of a session renders any id (it says when a session is unknown).

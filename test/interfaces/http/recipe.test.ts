@@ -12,6 +12,7 @@ import { Runtime } from '../../../src/runtime/runtime.ts';
 import { startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 import { connector } from '../../support/runtime.ts';
 import { HttpError } from '../../../src/interfaces/http/body.ts';
+import { hasErrorCode } from '../../../src/errors.ts';
 
 /** docs/recipes/add-a-route.md: the route file it shows, served as written there (its imports pointed at src/). */
 const RECIPE = readFileSync('docs/recipes/add-a-route.md', 'utf8');
@@ -49,7 +50,9 @@ beforeAll(async () => {
   app.onError((error, c) =>
     error instanceof HttpError
       ? c.json({ error: error.message }, error.status)
-      : c.json({ error: 'internal error' }, 500),
+      : hasErrorCode(error, 'not_found')
+        ? c.json({ error: error.message, code: error.code }, 404)
+        : c.json({ error: 'internal error' }, 500),
   );
   // The recipe's handler uses only the client.
   mountRoutes(app, routes, { client: clientOver(runtime) } as RouteContext);
@@ -83,7 +86,7 @@ describe('the add-a-route recipe', () => {
     expect(await found.json()).toEqual({ sessionId, lastSeq: await runtime.lastSeq(sessionId) });
     const unknown = await app.request('/api/sessions/no-such-session/last-seq');
     expect(unknown.status).toBe(404);
-    expect(await unknown.json()).toEqual({ error: 'unknown session "no-such-session"' });
+    expect(await unknown.json()).toEqual({ error: 'unknown session "no-such-session"', code: 'not_found' });
     const malformed = await app.request('/api/sessions/bad%20id/last-seq');
     expect(malformed.status).toBe(404);
   });

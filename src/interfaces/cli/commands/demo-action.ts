@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { loadConfig, piHostOptions } from '../../../config/config.ts';
 import { DEMO_MODELS, DEMO_PROVIDER, DEMO_SCRIPTS, writeDemoAgentDir } from '../../../demo/demo.ts';
 import { startFakeModelServer } from '../../../demo/model-server.ts';
-import { summarize } from '../../../runtime/inspect.ts';
+import { hasErrorCode } from '../../../errors.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
 import { createKeys } from '../../../runtime/keys.ts';
 import { ensureLocalRedis, redactUrl } from '../../../runtime/redis/index.ts';
@@ -194,7 +194,10 @@ async function play(
   }
   await followSession(session, { fromSeq: 1, json: false, until: 1, signal: controller.signal });
   await canceller;
-  const view = await session.inspect();
-  const status = view === null ? 'missing' : (summarize(view).turn?.status ?? 'unknown');
+  const view = await session.inspect().catch((error: unknown) => {
+    if (hasErrorCode(error, 'not_found')) return null;
+    throw error;
+  });
+  const status = view === null ? 'missing' : (view.turn?.status ?? 'unknown');
   return { scene, sessionId, status };
 }

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
-import { summarize, type SessionSummary } from '../../../runtime/inspect.ts';
-import { CliError } from '../cli-error.ts';
-import { ExitCode } from '../exit-codes.ts';
+import type { SessionSummary } from '../../../runtime/inspect.ts';
+import { sessionCommandError } from '../cli-error.ts';
 import { colors, formatMs, printJson } from '../present.ts';
 import { formatUsage } from '../../../runtime/usage/usage.ts';
 import { openReader } from '../open-client.ts';
@@ -17,9 +16,11 @@ export function registerInspect(program: Command): void {
     .action(async (sessionId: string, flags: { json?: boolean }) => {
       const ctx = await openReader();
       try {
-        const view = await ctx.reader.session(sessionId).inspect();
-        if (view === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
-        const summary = summarize(view);
+        // An unknown session exits 3, a malformed id 2 (the reader's NotFoundError and InputError).
+        const summary = await ctx.reader
+          .session(sessionId)
+          .inspect()
+          .catch((error: unknown) => Promise.reject(sessionCommandError(error)));
         if (flags.json === true) printJson(summary);
         else process.stdout.write(render(summary));
       } finally {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { CliError } from '../cli-error.ts';
+import { sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 import { openReader } from '../open-client.ts';
@@ -24,7 +24,8 @@ export function registerWatch(program: Command): void {
       const ctx = await openReader();
       try {
         const session = ctx.reader.session(sessionId);
-        if ((await session.inspect()) === null) throw new CliError(`unknown session "${sessionId}"`, ExitCode.notFound);
+        // An unknown session exits 3, a malformed id 2.
+        await session.inspect().catch((error: unknown) => Promise.reject(sessionCommandError(error)));
         const controller = new AbortController();
         const onSignal = (): void => controller.abort();
         process.once('SIGINT', onSignal);

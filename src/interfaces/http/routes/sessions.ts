@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { SESSION_STATES, type SessionState } from '../../../../machines/states.ts';
 import { EnqueueRequestSchema } from '../../../runtime/enqueue-request.ts';
 import type { SessionView } from '../../../api/client.ts';
+import { hasErrorCode } from '../../../errors.ts';
 import { HttpError } from '../body.ts';
 import { callerRequest } from '../auth/caller.ts';
 import { error, invalid, json, MUTATING_ERRORS, queryInt, ref } from '../route.ts';
@@ -65,7 +66,18 @@ export const sessionRoutes = [
         ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
         limit: query.limit ?? 100,
       });
-      const views = await Promise.all(page.sessions.map((s) => client.session(s.sessionId).inspect()));
+      // A session deleted since the page was read is left out.
+      const views = await Promise.all(
+        page.sessions.map((s) =>
+          client
+            .session(s.sessionId)
+            .inspect()
+            .catch((error: unknown) => {
+              if (hasErrorCode(error, 'not_found')) return null;
+              throw error;
+            }),
+        ),
+      );
       return c.json(
         { sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next },
         200,

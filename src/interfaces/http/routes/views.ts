@@ -1,11 +1,13 @@
-import { awaitingApproval, summarize } from '../../../runtime/inspect.ts';
-import type { Client, SessionView } from '../../../api/client.ts';
+import { awaitingApproval, summarize, type SessionView } from '../../../runtime/inspect.ts';
+import type { Client } from '../../../api/client.ts';
+import { runtimeOf } from '../../../api/bind.ts';
+import type { SessionRecord } from '../../../runtime/runtime.ts';
 import { HttpError } from '../body.ts';
 import { unknownSession } from '../route.ts';
 
-/** The session (its id already checked by the route), or a 404. */
-export async function sessionOr404(client: Client, id: string): Promise<SessionView> {
-  const view = await client.session(id).inspect();
+/** The session as stored (its id already checked by the route), or a 404 `not_found`. */
+export async function sessionOr404(client: Client, id: string): Promise<SessionRecord> {
+  const view = await runtimeOf(client).getSession(id);
   if (view === null) throw unknownSession(id);
   return view;
 }
@@ -19,7 +21,7 @@ export function policyError(errors: Array<{ field: string; message: string }>): 
 }
 
 /** `GET /api/sessions/:id`: the operator's summary plus the raw machine context. */
-export function detail(view: SessionView) {
+export function detail(view: SessionRecord) {
   return {
     ...summarize(view),
     options: view.options,
@@ -30,8 +32,7 @@ export function detail(view: SessionView) {
 }
 
 /** One row of `GET /api/sessions`. */
-export function listItem(view: SessionView) {
-  const s = summarize(view);
+export function listItem(s: SessionView) {
   return {
     sessionId: s.sessionId,
     state: s.state,
