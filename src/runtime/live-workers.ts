@@ -17,6 +17,8 @@ export interface NoLiveWorkerNotice {
   agent: string;
   /** Heartbeats on record (0: no worker has ever sent one); with `no_live_worker`, all older than `staleMs`. */
   workersSeen: number;
+  /** Live workers (0 with `no_live_worker`). */
+  workersLive: number;
   /** The live workers' agents (`no_worker_offers_agent`; empty otherwise). */
   agentsOffered: string[];
   /** The liveness window: a worker whose last heartbeat is older counts as gone. */
@@ -69,6 +71,7 @@ export class LiveWorkerCheck {
       turn: turn.index,
       agent,
       workersSeen: beats.length,
+      workersLive: live.length,
       agentsOffered: live.length === 0 ? [] : [...new Set(live.flatMap((w) => w.agents ?? []))].sort(),
       staleMs: this.staleMs,
       at: now,

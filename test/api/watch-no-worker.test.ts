@@ -56,7 +56,17 @@ describe('watch with onNoLiveWorker', () => {
         }
         expect(seen.map((m) => m.type)).toEqual(['assistant', 'terminal.completed']);
         expect(notices).toEqual([
-          { kind: 'no_live_worker', sessionId, turn: 1, workersSeen: 0, staleMs: 15_000, at: expect.any(Number) },
+          {
+            kind: 'no_live_worker',
+            sessionId,
+            turn: 1,
+            agent: 'hello',
+            workersSeen: 0,
+            workersLive: 0,
+            agentsOffered: [],
+            staleMs: 15_000,
+            at: expect.any(Number),
+          },
         ]);
       } finally {
         await client.close();

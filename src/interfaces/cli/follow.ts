@@ -150,7 +150,7 @@ export async function followSession(session: SessionReader, options: FollowOptio
     spinner.clear();
     if (notice.kind === 'no_worker_offers_agent')
       process.stderr.write(
-        `${c.yellow(`no live worker offers agent ${notice.agent}: turn ${notice.turn} waits for one.`)} The live workers run ${notice.agentsOffered.join(', ') || 'no agent'}. Start a worker that has ${notice.agent} (same REDIS_URL; SESSIOND_WORKER_AGENTS); this waits for it.\n`,
+        `${c.yellow(`no live worker offers agent ${notice.agent}: turn ${notice.turn} waits for one.`)} The ${notice.workersLive === 1 ? 'live worker runs' : `${notice.workersLive} live workers run`} ${notice.agentsOffered.join(', ') || 'no agent'}. Start a worker that has ${notice.agent} (same REDIS_URL; SESSIOND_WORKER_AGENTS); this waits for it.\n`,
       );
     else
       process.stderr.write(
