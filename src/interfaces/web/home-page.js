@@ -208,6 +208,11 @@ export function homePage(main) {
     // The chips count the states among the sessions the other filters match; the rows are of the chosen state too.
     const all = await list(query);
     if (all === null) return;
+    // The states of the newest sessions, whatever the other filters: a chip for each, so a state can be chosen
+    // (and show 0) while a search is on.
+    const filtered = query.toString() !== `limit=${limit}`;
+    const newest = filtered ? await list(new URLSearchParams({ limit: String(PAGE) })) : all;
+    if (newest === null) return;
     let rows = all;
     if (filter !== '') {
       query.set('state', filter);
@@ -219,6 +224,7 @@ export function homePage(main) {
     const sessions = all.sessions;
     /** @type {Map<string, number>} */
     const counts = new Map();
+    for (const s of newest.sessions) counts.set(s.state, 0);
     for (const s of sessions) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
     // Re-rendered only when the counts or the filter change, so a click never lands on a replaced button.
     const chipKey = JSON.stringify([filter, byState(counts), all.next !== null]);
