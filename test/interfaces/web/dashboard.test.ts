@@ -522,3 +522,36 @@ describe('dashboard: prompts, waiting sessions, limits', () => {
     expect(pageErrors).toEqual([]);
   });
 });
+
+describe('dashboard: filters past the newest page', () => {
+  it('searches by id and agent through the API: a session older than the newest 200 is found', async () => {
+    // No worker: the sessions stay queued (nothing runs them).
+    await worker.close();
+    const needle = `needle-${Date.now()}`;
+    await h.runtime.enqueue({ sessionId: needle, prompt: 'the oldest', options: { agent: 'codex' } });
+    for (let i = 0; i < 205; i++) await h.runtime.enqueue({ prompt: `newer ${i}`, options: { cwd: env.cwd } });
+    await page.goto(`${server.url}/`);
+    const rows = page.getByTestId('sessions-body').locator('tr[data-session-id]');
+    await eventually(() => rows.count()).toBe(200);
+    expect(await page.locator(`tr[data-session-id="${needle}"]`).count()).toBe(0);
+    expect(await page.getByTestId('sessions-count').textContent()).toBe('(200 shown, more further back)');
+    await page.getByTestId('session-search').fill('NEEDLE-');
+    await eventually(() => rows.evaluateAll((els) => els.map((el) => el.getAttribute('data-session-id')))).toEqual([
+      needle,
+    ]);
+    await page.getByTestId('session-search').fill('');
+    await page.getByTestId('agent-filter').selectOption('codex');
+    await eventually(() => rows.evaluateAll((els) => els.map((el) => el.getAttribute('data-session-id')))).toEqual([
+      needle,
+    ]);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-home-older.png', fullPage: true });
+    await page.getByTestId('agent-filter').selectOption('');
+    await eventually(() => rows.count()).toBe(200);
+    await page.getByTestId('show-more').click();
+    await eventually(() => page.locator(`tr[data-session-id="${needle}"]`).count()).toBe(1);
+    // A filter the API refuses is said with its field.
+    await page.getByTestId('session-search').fill('x'.repeat(101));
+    await eventually(() => page.getByTestId('filter-error').textContent()).toBe('q: must be at most 100 characters');
+    expect(pageErrors).toEqual([]);
+  }, 120_000);
+});
