@@ -148,7 +148,7 @@ export function renderChart(chart, current, taken = new Set()) {
 function labelWidth() {
   const context = document.createElement('canvas').getContext('2d');
   if (context === null) return undefined;
-  context.font = `600 11px ${getComputedStyle(document.body).fontFamily}`;
+  context.font = `600 11px ${window.getComputedStyle(document.body).fontFamily}`;
   /** @type {Map<string, number>} */
   const widths = new Map();
   return (text) => {
