@@ -80,15 +80,18 @@ export {
   type AgentTerminalMessage,
 } from './protocol/index.ts';
 export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';
-export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy } from './policy/index.ts';
+export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy, WhenBusy } from './policy/index.ts';
 export {
   ArchiveError,
+  ConfigError,
   ConflictError,
   ERROR_CODES,
   hasErrorCode,
   InputError,
   NotFoundError,
+  PolicyError,
   QuotaError,
+  SessionBusyError,
   SessiondError,
   type ErrorCode,
 } from './errors.ts';

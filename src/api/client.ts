@@ -8,6 +8,7 @@ import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
 import type { ImportResult } from '../runtime/lifecycle/transfer.ts';
 import type { WorkspaceConfig } from '../workspace/types.ts';
+import { checkWorkspacesOption } from './workspaces-option.ts';
 import { connections, type RedisOption } from './connections.ts';
 import type { DeploymentReader, Reader, SessionReader, SessionsReader } from './reader.ts';
 import type {
@@ -222,6 +223,7 @@ export interface Client extends Reader {
  * nothing written; an unknown session is a NotFoundError (`inspect` returns null instead).
  */
 export function createClient(options: ClientOptions): Client {
+  if (options.workspaces !== undefined) checkWorkspacesOption(options.workspaces);
   const { connect, closeAll } = connections(options.redis);
   return bindClient(
     {

@@ -62,12 +62,15 @@ export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(s
     callerOptions: spec.options as unknown as AgentDefinition['callerOptions'],
     permissions: spec.permissions ?? {},
     run: (request, context) =>
-      spec.run({
-        prompt: request.text,
-        options: request.options as z.infer<Schema> & { cwd?: string },
-        agentSessionId: request.resumeSessionId,
-        signal: context.signal ?? new AbortController().signal,
-      }),
+      checkedMessages(
+        spec.name,
+        spec.run({
+          prompt: request.text,
+          options: request.options as z.infer<Schema> & { cwd?: string },
+          agentSessionId: request.resumeSessionId,
+          signal: context.signal ?? new AbortController().signal,
+        }),
+      ),
     // `sessiond normalize` of a custom agent's output: one CliMessage as JSON per line.
     createMapper() {
       const invalid: string[] = [];
@@ -101,4 +104,42 @@ export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(s
     },
   };
   return Object.freeze({ name: spec.name, definition });
+}
+
+/**
+ * A custom agent's messages as the contract says, checked one by one (its code may be plain
+ * JavaScript): the first that does not parse ends the attempt `invalid_output`, naming the message
+ * and the field, and is not stored; nothing after it is read.
+ */
+async function* checkedMessages(name: string, messages: AsyncIterable<CliMessage>): AsyncIterable<CliMessage> {
+  let n = 0;
+  for await (const message of messages) {
+    n += 1;
+    const parsed = CliMessageSchema.safeParse(message);
+    if (parsed.success) {
+      yield parsed.data;
+      continue;
+    }
+    const issue = parsed.error.issues[0];
+    const where = issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.join('.')}`;
+    const type =
+      typeof (message as { type?: unknown })?.type === 'string' ? ` (${(message as { type: string }).type})` : '';
+    let shown: string;
+    try {
+      shown = JSON.stringify(message)?.slice(0, 500) ?? String(message);
+    } catch {
+      // A value JSON cannot show (a cycle, a BigInt): its string form is enough to find it.
+      shown = String(message);
+    }
+    yield {
+      type: 'terminal.failed',
+      content: {
+        text: `agent "${name}" yielded an invalid message #${n}${type}${where}: ${issue?.message ?? 'not a message'}`,
+        category: 'invalid_output',
+        stderr: '',
+        invalid_output_lines: [shown],
+      },
+    };
+    return;
+  }
 }

@@ -9,9 +9,11 @@ import { deploymentPolicy } from '../runtime/deployment-policy.ts';
 import { createKeys } from '../runtime/keys.ts';
 import { createSessionQueue } from '../runtime/queue.ts';
 import { SessionWorker, WORKER_DEFAULTS } from '../runtime/worker.ts';
+import type { WorkspaceConfig } from '../workspace/types.ts';
 import type { LifecycleOptions } from './client.ts';
 import { connections, type RedisOption } from './connections.ts';
 import type { DefinedAgent } from './define-agent.ts';
+import { checkWorkspacesOption } from './workspaces-option.ts';
 
 export interface WorkerOptions {
   redis: RedisOption;
@@ -49,6 +51,13 @@ export interface WorkerOptions {
   attemptCeilings?: AttemptCeilings;
   /** Each attempt's network through a proxy allowing its model host and `policy.network` only, its provider key brokered (docs/network.md). @default true */
   egress?: boolean;
+  /**
+   * Per-session workspaces (docs/workspaces.md; as `workspaces` in the config file): a session whose caller
+   * names no cwd gets its own files under `root`, recorded after every tool call and restored on any host.
+   * Give the clients that export, import, fork or diff the same value. Absent: sessions run in their cwd.
+   * A ConfigError naming the field when it is unusable (the root inside `gitDir`, a bad store…).
+   */
+  workspaces?: WorkspaceConfig;
 }
 
 /** What a worker tells its embedder. */
@@ -95,6 +104,7 @@ export interface Worker {
  * it gets the lease of, with the built-in agents and those in `agents`.
  */
 export function createWorker(options: WorkerOptions): Worker {
+  if (options.workspaces !== undefined) checkWorkspacesOption(options.workspaces);
   for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
   const { connect, closeAll } = connections(options.redis);
   const keys = createKeys(options.prefix ?? 'sessiond');
@@ -128,6 +138,7 @@ export function createWorker(options: WorkerOptions): Worker {
     ...(options.lifecycle?.maxLogMessages === undefined ? {} : { maxLogMessages: options.lifecycle.maxLogMessages }),
     ...(options.lifecycle?.maxLogBytes === undefined ? {} : { maxLogBytes: options.lifecycle.maxLogBytes }),
     ...(options.egress === undefined ? {} : { egress: options.egress }),
+    ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
     log: (level, message, fields) => {
       if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
       if (message === 'audit' && fields?.action === 'egress.refused') {

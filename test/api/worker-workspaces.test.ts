@@ -1,0 +1,120 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  ConfigError,
+  createClient,
+  createWorker,
+  defineAgent,
+  type CliMessage,
+  type Client,
+  type Worker,
+} from '../../src/index.ts';
+import { collect } from '../support/processes.ts';
+import { startRedis, uniquePrefix, type RedisServer } from '../support/redis.ts';
+import { tempDir, workspacesIn } from '../workspace/support.ts';
+
+/**
+ * A library worker with per-session workspaces (`createWorker({ workspaces })`), a real redis-server
+ * and real git: a session whose caller names no cwd works in a directory of its own, what its turn
+ * wrote is recorded (the client's `diff` shows it), and another session does not see it.
+ */
+
+// Writes `name` in its cwd as a tool would: the call, the file, the result.
+const writer = defineAgent({
+  name: 'writer',
+  options: z.object({}),
+  async *run({ prompt, options }) {
+    const [name = 'out.txt', text = ''] = prompt.split(' ');
+    yield { type: 'tool.call', content: { toolCallId: 'w1', name: 'write', arguments: { path: name } } };
+    writeFileSync(join(options.cwd ?? '.', name), `${text}\n`);
+    yield { type: 'tool.completed', content: { toolCallId: 'w1', name: 'write', result: 'written' } };
+    yield { type: 'terminal.completed', content: { stopReason: 'end' } };
+  },
+});
+
+// Plain JavaScript can yield anything: a message the contract does not know.
+const sloppy = defineAgent({
+  name: 'sloppy',
+  options: z.object({}),
+  async *run() {
+    yield { type: 'assistant', content: { text: 'fine' } };
+    yield { type: 'tool.result', content: { output: 'not a type sessiond has' } } as unknown as CliMessage;
+    yield { type: 'terminal.completed', content: { stopReason: 'end' } };
+  },
+});
+
+let redis: RedisServer;
+let dir: { dir: string; cleanup: () => void };
+let worker: Worker;
+let client: Client;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  dir = tempDir();
+  const prefix = uniquePrefix('ws-api');
+  const workspaces = workspacesIn(dir.dir);
+  worker = createWorker({ redis: redis.url, prefix, agents: [writer, sloppy], workspaces, egress: false });
+  await worker.start();
+  client = createClient({ redis: redis.url, prefix, agents: [writer, sloppy], workspaces });
+});
+
+afterAll(async () => {
+  await client?.close();
+  await worker?.close();
+  await redis?.stop();
+  dir?.cleanup();
+});
+
+async function completedTurn(prompt: string, sessionId?: string): Promise<string> {
+  const { sessionId: id } = await client.sessions.enqueue({
+    ...(sessionId === undefined ? { options: { agent: 'writer' } } : { sessionId }),
+    prompt,
+  });
+  for await (const message of client.session(id).watch({ follow: true })) {
+    if (message.type.startsWith('terminal.')) {
+      expect(message.type).toBe('terminal.completed');
+      break;
+    }
+  }
+  return id;
+}
+
+describe('a library worker', () => {
+  it("gives a session without a cwd files of its own, recorded each turn, apart from another session's", async () => {
+    const first = await completedTurn('notes.txt hello');
+    const second = await completedTurn('other.txt world');
+    const root = join(dir.dir, 'root');
+    expect(readFileSync(join(root, first, 'notes.txt'), 'utf8')).toBe('hello\n');
+    expect(existsSync(join(root, first, 'other.txt'))).toBe(false);
+    expect(existsSync(join(root, second, 'notes.txt'))).toBe(false);
+    const diff = await client.session(first).diff();
+    expect(JSON.stringify(diff)).toContain('notes.txt');
+    expect(JSON.stringify(diff)).toContain('+hello');
+  });
+
+  it('refuses an unusable workspaces option with a ConfigError naming the field, before connecting', () => {
+    const bad = { ...workspacesIn(dir.dir), gitDir: join(dir.dir, 'root', 'git') };
+    expect(() => createWorker({ redis: 'redis://127.0.0.1:1', workspaces: bad })).toThrow(ConfigError);
+    expect(() => createWorker({ redis: 'redis://127.0.0.1:1', workspaces: bad })).toThrow(/^workspaces\.gitDir: /);
+    expect(() => createClient({ redis: 'redis://127.0.0.1:1', workspaces: { ...bad, store: 'relative' } })).toThrow(
+      /workspaces\.(gitDir|store): /,
+    );
+  });
+
+  it('ends the attempt invalid_output at a message the contract does not know, naming it, and stores nothing of it', async () => {
+    const { sessionId } = await client.sessions.enqueue({
+      prompt: 'x',
+      options: { agent: 'sloppy' },
+      retryPolicy: { maxAttempts: 1 },
+    });
+    const log = await collect(client.session(sessionId).watch());
+    expect(log.map((m) => m.type)).toEqual(['assistant', 'terminal.failed']);
+    expect(log.at(-1)?.content).toMatchObject({
+      category: 'invalid_output',
+      text: expect.stringMatching(/^agent "sloppy" yielded an invalid message #2 \(tool\.result\) at type: /),
+    });
+    expect((await client.session(sessionId).inspect())?.state).toBe('failed');
+  });
+});
