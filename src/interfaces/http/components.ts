@@ -162,7 +162,13 @@ export function components(): Json {
         properties: {
           next: {
             type: ['string', 'null'],
-            description: 'the cursor of the next page (`?cursor=`), null on the last page',
+            description:
+              'the cursor of the next page (`?cursor=`), null on the last page; a filtered page may hold fewer than `limit` sessions and still have one',
+          },
+          scanned: {
+            type: 'integer',
+            description:
+              "how many sessions of the listing's index this page looked at (the filters match them one by one)",
           },
           sessions: {
             type: 'array',
@@ -181,7 +187,12 @@ export function components(): Json {
                     index: { type: 'integer' },
                     status: { type: 'string' },
                     attempts: { type: 'integer' },
-                    prompt: { type: ['string', 'null'] },
+                    prompt: { type: ['string', 'null'], description: "the turn's prompt, its first 200 characters" },
+                    promptLength: {
+                      type: 'integer',
+                      description:
+                        "the whole prompt's length in characters (more than 200: `GET /api/sessions/{id}` has it all)",
+                    },
                   },
                 },
                 nextRetryAt: { type: 'integer' },

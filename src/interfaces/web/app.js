@@ -5,9 +5,11 @@
 
 import { api, can, principal, setPrincipal, whenLoggedOut } from './api.js';
 import { fill, h } from './dom.js';
-import { setRouter } from './nav.js';
+import { link, setRouter } from './nav.js';
 import { homePage } from './home-page.js';
+import { limitsPage } from './limits-page.js';
 import { loginPage } from './login-page.js';
+import { policyPage } from './policy-page.js';
 import { sessionPage } from './session-page.js';
 
 /** @type {() => void} */
@@ -20,10 +22,35 @@ function route() {
   if (main === null) return;
   renderWho();
   if (principal() === null) return loginPage(main);
+  markNav();
   const match = /^\/sessions\/([^/]+)\/?$/.exec(location.pathname);
   const id = match?.[1];
-  stopPage = id !== undefined ? sessionPage(main, decodeURIComponent(id)) : homePage(main);
-  document.title = id !== undefined ? `${decodeURIComponent(id)} · sessiond` : 'sessiond';
+  const page = PAGES[location.pathname.replace(/\/$/, '')];
+  if (id !== undefined) {
+    stopPage = sessionPage(main, decodeURIComponent(id));
+    document.title = `${decodeURIComponent(id)} · sessiond`;
+  } else if (page !== undefined) {
+    stopPage = page.render(main);
+    document.title = `${page.title} · sessiond`;
+  } else {
+    stopPage = homePage(main);
+    document.title = 'sessiond';
+  }
+}
+
+/** The pages besides the home page and a session's, by path. @type {Record<string, { title: string, render: (main: HTMLElement) => () => void }>} */
+const PAGES = {
+  '/policy': { title: 'Policies', render: policyPage },
+  '/limits': { title: 'Fleet limits', render: limitsPage },
+};
+
+/** The header's link of the page shown is marked current; its links navigate in the page. */
+function markNav() {
+  for (const a of document.querySelectorAll('header nav a[data-page]')) {
+    const here = a.getAttribute('href') === (location.pathname.replace(/\/$/, '') || '/');
+    if (here) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
 }
 
 /** The header's "who am I" and logout. */
@@ -55,6 +82,8 @@ async function start() {
 }
 
 setRouter(route);
+for (const a of document.querySelectorAll('header nav a[data-page]'))
+  a.addEventListener('click', (e) => link(/** @type {MouseEvent} */ (e)));
 whenLoggedOut(route);
 window.addEventListener('popstate', route);
 void start();

@@ -12,12 +12,12 @@ import { s } from './dom.js';
  * @returns {SVGSVGElement}
  */
 export function renderChart(chart, current, taken = new Set()) {
-  const layout = layoutChart(chart);
-  const { width, height } = layout;
+  const layout = layoutChart(chart, { textWidth: labelWidth() });
+  const { width, height, viewBox } = layout;
   const { width: boxW, height: boxH } = layout.box;
   const root = /** @type {SVGSVGElement} */ (
     s('svg', {
-      viewBox: `0 0 ${width} ${height}`,
+      viewBox: `${viewBox.x} ${viewBox.y} ${viewBox.width} ${viewBox.height}`,
       width,
       height,
       role: 'img',
@@ -60,6 +60,8 @@ export function renderChart(chart, current, taken = new Set()) {
         class: `label${live ? ' live' : ''}${restore ? ' restore' : ''}${was ? ' taken' : ''}`,
       },
       s('tspan', { x: l.x, dy: 0 }, l.text),
+      // A label shortened to fit says all of it on hover.
+      l.full === undefined ? null : s('title', {}, l.full),
     );
   /**
    * @param {string} d
@@ -135,4 +137,23 @@ export function renderChart(chart, current, taken = new Set()) {
     );
   }
   return root;
+}
+
+/**
+ * The width of a label as the page draws it: its text measured in the page's font at the labels' size, bold
+ * (a label of the path taken or of the current state is bold; the layout does not change with the state), and
+ * the 2 px of white halo on each side. Without a canvas (no layout engine), the layout's estimate.
+ * @returns {import('./chart-layout.js').TextWidth | undefined}
+ */
+function labelWidth() {
+  const context = document.createElement('canvas').getContext('2d');
+  if (context === null) return undefined;
+  context.font = `600 11px ${window.getComputedStyle(document.body).fontFamily}`;
+  /** @type {Map<string, number>} */
+  const widths = new Map();
+  return (text) => {
+    let w = widths.get(text);
+    if (w === undefined) widths.set(text, (w = context.measureText(text).width + 4));
+    return w;
+  };
 }

@@ -11,21 +11,24 @@
  * @typedef {{ x: number, y: number }} Point
  * @typedef {{ x1: number, y1: number, x2: number, y2: number }} Box
  * @typedef {'start' | 'middle' | 'end'} Anchor
- * @typedef {{ text: string, x: number, y: number, anchor: Anchor }} Label
+ * @typedef {{ text: string, x: number, y: number, anchor: Anchor, full?: string }} Label (`full`: the whole text of a label shortened to fit)
  * @typedef {{ name: string, x: number, y: number, reachable: boolean, initial: boolean, invokes: string[] }} StateBox
  * @typedef {{ from: string, to: string, d: string, reachable: boolean, label: Label }} EdgeLayout
  * @typedef {{ from: string, d: string, reachable: boolean }} LaneSource
  * @typedef {{ to: string, sources: LaneSource[], d: string, label: Label }} LaneLayout
- * @typedef {{ width: number, height: number, box: { width: number, height: number }, states: StateBox[], lanes: LaneLayout[], loops: EdgeLayout[], forward: EdgeLayout[] }} ChartLayout
+ * @typedef {{ width: number, height: number, viewBox: { x: number, y: number, width: number, height: number }, box: { width: number, height: number }, states: StateBox[], lanes: LaneLayout[], loops: EdgeLayout[], forward: EdgeLayout[] }} ChartLayout
+ * @typedef {(text: string) => number} TextWidth the width a label's text takes, in px
  */
 
 export const BOX_W = 140;
 export const BOX_H = 44;
-const COL = 360;
+const COL = 400;
 const ROW = 62;
 const LANE = 18;
-/** Approximate width of one character of a label (11 px sans-serif). */
+/** Approximate width of one character of a label (11 px sans-serif), when the text cannot be measured. */
 const CHAR_W = 6.1;
+/** @type {TextWidth} */
+const estimate = (text) => text.length * CHAR_W;
 
 /**
  * The chart's transitions with a target, one edge per (from, to), its labels `event [guard]`.
@@ -83,10 +86,11 @@ export function chartDepths(chart, edges) {
  * @param {number} x
  * @param {number} y
  * @param {Anchor} anchor
+ * @param {TextWidth} [width]
  * @returns {Box}
  */
-export function labelBox(text, x, y, anchor) {
-  const w = text.length * CHAR_W;
+export function labelBox(text, x, y, anchor, width = estimate) {
+  const w = width(text);
   const x1 = anchor === 'middle' ? x - w / 2 : anchor === 'end' ? x - w : x;
   return { x1, y1: y - 11, x2: x1 + w, y2: y + 3 };
 }
@@ -101,11 +105,15 @@ export function overlaps(a, b) {
 
 /**
  * Where everything of the chart goes. Labels go where they overlap no state and no other label:
- * along their curve, middle first.
+ * along their curve, middle first. The drawing's box (`viewBox`) holds every state and every label.
  * @param {Chart} chart
+ * @param {{ textWidth?: TextWidth }} [options] `textWidth`: the labels' real widths (the browser measures them); else estimated
  * @returns {ChartLayout}
  */
-export function layoutChart(chart) {
+export function layoutChart(chart, options = {}) {
+  const textWidth = options.textWidth ?? estimate;
+  /** @param {string} text @param {number} x @param {number} y @param {Anchor} anchor */
+  const boxOf = (text, x, y, anchor) => labelBox(text, x, y, anchor, textWidth);
   const names = chart.states.map((st) => st.name);
   const edges = chartEdges(chart);
   const { depth, reachable } = chartDepths(chart, edges);
@@ -161,7 +169,7 @@ export function layoutChart(chart) {
     });
     /** @type {Label} */
     const label = { text: lane.label, x: (far + tx) / 2, y: y - 4, anchor: 'middle' };
-    placed.push(labelBox(label.text, label.x, label.y, label.anchor));
+    placed.push(boxOf(label.text, label.x, label.y, label.anchor));
     return { to: lane.to, sources, d: `M${far},${y} L${tx},${y} L${tx},${b.y}`, label };
   });
 
@@ -180,8 +188,8 @@ export function layoutChart(chart) {
         { text, x: x + 34, y: a.y + 4, anchor: 'start' },
         { text, x: x + 34, y: a.y + BOX_H / 2 + 4, anchor: 'start' },
       ];
-      const label = spots.find((l) => free(labelBox(l.text, l.x, l.y, l.anchor))) ?? /** @type {Label} */ (spots[0]);
-      placed.push(labelBox(label.text, label.x, label.y, label.anchor));
+      const label = spots.find((l) => free(boxOf(l.text, l.x, l.y, l.anchor))) ?? /** @type {Label} */ (spots[0]);
+      placed.push(boxOf(label.text, label.x, label.y, label.anchor));
       return {
         from: e.from,
         to: e.to,
@@ -226,10 +234,10 @@ export function layoutChart(chart) {
     let best = null;
     // The whole label where it fits; else, for a crowded edge, its first event and an ellipsis.
     for (const candidate of e.labels.length > 1 ? [full, `${e.labels[0]} …`] : [full]) {
-      for (const t of [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88]) {
+      for (const t of [0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8, 0.12, 0.88, 0.45, 0.55, 0.35, 0.65, 0.25, 0.75]) {
         const p = point(t);
-        for (const dy of [-4, 13, -16]) {
-          const box = labelBox(candidate, p.x, p.y + dy, 'middle');
+        for (const dy of [-4, 13, -16, 24, -27]) {
+          const box = boxOf(candidate, p.x, p.y + dy, 'middle');
           if (free(box)) {
             best = { x: p.x, y: p.y + dy, box };
             break;
@@ -244,7 +252,7 @@ export function layoutChart(chart) {
     }
     if (!best) {
       const p = point(0.5);
-      best = { x: p.x, y: p.y - 4, box: labelBox(text, p.x, p.y - 4, 'middle') };
+      best = { x: p.x, y: p.y - 4, box: boxOf(text, p.x, p.y - 4, 'middle') };
     }
     placed.push(best.box);
     return {
@@ -252,7 +260,7 @@ export function layoutChart(chart) {
       to: e.to,
       d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`,
       reachable: reachable.has(e.from),
-      label: { text, x: best.x, y: best.y, anchor: 'middle' },
+      label: { text, x: best.x, y: best.y, anchor: 'middle', ...(text === full ? {} : { full }) },
     };
   });
 
@@ -264,9 +272,18 @@ export function layoutChart(chart) {
     initial: st.name === chart.initial,
     invokes: st.invokes ?? [],
   }));
+  // Every label inside the drawing: the box grows to the furthest one (a loop's label right of the last column).
+  const labels = [...laneLayouts, ...loops, ...forwardLayouts].map((e) =>
+    boxOf(e.label.text, e.label.x, e.label.y, e.label.anchor),
+  );
+  const x0 = Math.min(0, ...labels.map((b) => b.x1 - 4));
+  const y0 = Math.min(0, ...labels.map((b) => b.y1 - 4));
+  const x1 = Math.max(width, ...labels.map((b) => b.x2 + 4));
+  const y1 = Math.max(height, ...labels.map((b) => b.y2 + 4));
   return {
-    width,
-    height,
+    width: x1 - x0,
+    height: y1 - y0,
+    viewBox: { x: x0, y: y0, width: x1 - x0, height: y1 - y0 },
     box: { width: BOX_W, height: BOX_H },
     states,
     lanes: laneLayouts,

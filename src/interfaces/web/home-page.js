@@ -3,7 +3,6 @@ import { api, can, showIssues } from './api.js';
 import { ago, badge, field, fill, h, ms, poll } from './dom.js';
 import { link, navigate } from './nav.js';
 import { fleetBar } from './fleet-bar.js';
-import { policyEditor } from './policy-editor.js';
 import { SESSION_STATES } from './vocabulary.js';
 
 /**
@@ -37,8 +36,23 @@ export function homePage(main) {
     if (within.value !== '') next.set('within', within.value);
     const query = next.toString();
     history.replaceState(null, '', query === '' ? location.pathname : `${location.pathname}?${query}`);
+    limit = PAGE;
     void refresh();
   };
+  /** How many rows to ask for: "Show more" adds a page (the API gives at most 1000 at once). */
+  let limit = PAGE;
+  const moreButton = h(
+    'button',
+    {
+      type: 'button',
+      class: 'secondary',
+      'data-testid': 'show-more',
+      hidden: true,
+      onclick: () => ((limit = Math.min(1000, limit + PAGE)), void refresh()),
+    },
+    'Show more',
+  );
+  const filterError = h('span', { class: 'form-error', 'data-testid': 'filter-error' });
   search.addEventListener('input', onFilter);
   agentSelect.addEventListener('change', onFilter);
   within.addEventListener('change', onFilter);
@@ -48,6 +62,7 @@ export function homePage(main) {
     search,
     h('label', {}, 'agent ', agentSelect),
     h('label', {}, 'updated ', within),
+    filterError,
   );
   const tbody = h('tbody', { 'data-testid': 'sessions-body' });
   const table = h(
@@ -106,11 +121,6 @@ export function homePage(main) {
     navigate(`/sessions/${encodeURIComponent(result.data.sessionId)}`);
   });
 
-  const policy = policyEditor({
-    path: '/api/retry-policy',
-    title: 'Global retry policy',
-    allowReset: 'Reset to defaults',
-  });
   const fleet = fleetBar();
   fill(
     main,
@@ -128,40 +138,99 @@ export function homePage(main) {
           filters,
           chips,
           h('div', { class: 'table-scroll' }, table),
+          h('div', { class: 'actions' }, moreButton),
         ),
       ),
       h(
         'div',
         {},
         can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'New session'), form) : null,
-        policy.panel,
+        h(
+          'section',
+          { class: 'panel' },
+          h('h2', {}, 'Policy and limits'),
+          h(
+            'p',
+            { class: 'muted' },
+            h('a', { href: '/policy', onclick: link }, 'Policies'),
+            ': what callers may choose (the deployment policy) and how failed attempts are retried (the global retry policy). ',
+            h('a', { href: '/limits', onclick: link }, 'Fleet limits'),
+            ': how many attempts run at once, per limit, and paused dispatch.',
+          ),
+        ),
       ),
     ),
   );
 
-  // The list is fetched with the ETag of the last answer: when nothing changed the server answers 304
+  // The filters are the API's (GET /api/sessions?q=&state=&agent=&updatedSince=), so they reach past the newest
+  // page. Each list is fetched with the ETag of its last answer: when nothing changed the server answers 304
   // without reading a session, and the table is drawn again from the copy (its relative times move on).
-  /** @type {{ etag: string, sessions: any[], more: boolean } | null} */
-  let listCopy = null;
-  async function refresh() {
-    const headers = { Accept: 'application/json', ...(listCopy ? { 'If-None-Match': listCopy.etag } : {}) };
-    const response = await fetch('/api/sessions?limit=200', { headers, cache: 'no-store' }).catch(() => null);
-    if (response === null) return;
-    if (response.status !== 304) {
-      if (!response.ok) return;
-      const data = await response.json().catch(() => null);
-      if (data === null) return;
-      listCopy = { etag: response.headers.get('ETag') ?? '', sessions: data.sessions, more: data.next != null };
+  /** @type {Map<string, { etag: string, sessions: any[], next: string | null }>} */
+  const copies = new Map();
+  /** @param {URLSearchParams} query @returns {Promise<{ sessions: any[], next: string | null } | null>} */
+  async function list(query) {
+    const url = `/api/sessions?${query}`;
+    const copy = copies.get(url);
+    const headers = { Accept: 'application/json', ...(copy ? { 'If-None-Match': copy.etag } : {}) };
+    const response = await fetch(url, { headers, cache: 'no-store' }).catch(() => null);
+    if (response === null) return null;
+    if (response.status === 304) return copy ?? null;
+    const data = await response.json().catch(() => null);
+    if (!response.ok || data === null) {
+      // A filter the API refuses (e.g. an id piece over 100 characters): said under the filters, with its field.
+      /** @type {Array<{ field: string, message: string }>} */
+      const issues = data?.issues ?? [];
+      filterError.textContent =
+        issues.length > 0
+          ? issues.map((i) => `${i.field}: ${i.message}`).join('; ')
+          : (data?.error ?? `cannot list the sessions (HTTP ${response.status})`);
+      return null;
     }
-    if (listCopy === null) return;
-    const sessions = listCopy.sessions;
+    const fresh = { etag: response.headers.get('ETag') ?? '', sessions: data.sessions, next: data.next };
+    // Only the copies of the current filters are worth keeping.
+    if (copies.size > 4) copies.clear();
+    copies.set(url, fresh);
+    return fresh;
+  }
+  /** The deployment policy's agents (what a caller may choose), for the agent filter. @type {string[]} */
+  let policyAgents = [];
+  void api('GET', '/api/deployment-policy').then((r) => {
+    if (r.ok && Array.isArray(r.data.agents)) policyAgents = r.data.agents;
+  });
+  async function refresh() {
+    const query = new URLSearchParams({ limit: String(limit) });
+    const q = search.value.trim();
+    if (q !== '') query.set('q', q);
+    if (agentSelect.value !== '') query.set('agent', agentSelect.value);
+    // Rounded down to 10 s, so the address (and its ETag) stays the same from one poll to the next.
+    if (within.value !== '')
+      query.set('updatedSince', String(Math.floor((Date.now() - Number(within.value)) / 10_000) * 10_000));
+    // The chips count the states among the sessions the other filters match; the rows are of the chosen state too.
+    const all = await list(query);
+    if (all === null) return;
+    // The states of the newest sessions, whatever the other filters: a chip for each, so a state can be chosen
+    // (and show 0) while a search is on.
+    const filtered = query.toString() !== `limit=${limit}`;
+    const newest = filtered ? await list(new URLSearchParams({ limit: String(PAGE) })) : all;
+    if (newest === null) return;
+    let rows = all;
+    if (filter !== '') {
+      query.set('state', filter);
+      const ofState = await list(query);
+      if (ofState === null) return;
+      rows = ofState;
+    }
+    filterError.textContent = '';
+    const sessions = all.sessions;
     /** @type {Map<string, number>} */
     const counts = new Map();
+    for (const s of newest.sessions) counts.set(s.state, 0);
     for (const s of sessions) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
     // Re-rendered only when the counts or the filter change, so a click never lands on a replaced button.
-    const chipKey = JSON.stringify([filter, byState(counts)]);
+    const chipKey = JSON.stringify([filter, byState(counts), all.next !== null]);
     if (chips.dataset.key !== chipKey) {
       chips.dataset.key = chipKey;
+      const plus = all.next !== null ? '+' : '';
       fill(
         chips,
         h(
@@ -172,7 +241,7 @@ export function homePage(main) {
             'data-state': '',
             onclick: () => ((filter = ''), onFilter()),
           },
-          `all ${sessions.length}`,
+          `all ${sessions.length}${plus}`,
         ),
         ...byState(counts).map(([state, n]) =>
           h(
@@ -183,14 +252,20 @@ export function homePage(main) {
               'data-state': state,
               onclick: () => ((filter = state), onFilter()),
             },
-            `${state} ${n}`,
+            `${state} ${n}${plus}`,
           ),
         ),
+        // A state with no session among those counted can still be chosen from the address: keep its chip.
+        filter !== '' && !counts.has(filter)
+          ? h('button', { type: 'button', class: 'active', 'data-state': filter }, `${filter}`)
+          : null,
       );
     }
-    // The agents listed, the one chosen kept even when no session of it is on the page.
+    // The agents a caller may choose and those of the sessions listed; the one chosen kept even when none is listed.
     const wanted = agentSelect.value || (params.get('agent') ?? '');
-    const agents = [...new Set([...sessions.map((s) => String(s.agent)), ...(wanted ? [wanted] : [])])].sort();
+    const agents = [
+      ...new Set([...policyAgents, ...sessions.map((s) => String(s.agent)), ...(wanted ? [wanted] : [])]),
+    ].sort();
     const agentKey = JSON.stringify(agents);
     if (agentSelect.dataset.key !== agentKey) {
       agentSelect.dataset.key = agentKey;
@@ -200,19 +275,11 @@ export function homePage(main) {
         ...agents.map((a) => h('option', { value: a, selected: a === wanted }, a)),
       );
     }
-    const q = search.value.trim().toLowerCase();
-    const since = within.value === '' ? 0 : Date.now() - Number(within.value);
-    const shown = sessions.filter(
-      (s) =>
-        (filter === '' || s.state === filter) &&
-        (q === '' || String(s.sessionId).toLowerCase().includes(q)) &&
-        (agentSelect.value === '' || s.agent === agentSelect.value) &&
-        s.updatedAt >= since,
-    );
+    const shown = rows.sessions;
     const count = main.querySelector('[data-testid="sessions-count"]');
-    // The filters work on the page fetched (the newest 200): say so when there are older sessions.
-    if (count)
-      count.textContent = `(${shown.length}${listCopy.more ? ` of the newest ${sessions.length}: filters search these` : ''})`;
+    // A `next`: more sessions may match further back than the API searched this time.
+    if (count) count.textContent = `(${shown.length}${rows.next !== null ? ' shown, more further back' : ''})`;
+    moreButton.hidden = rows.next === null || limit >= 1000;
     fill(
       tbody,
       ...shown.map((s) =>
@@ -280,7 +347,7 @@ export function homePage(main) {
                   : '–',
           ),
           h('td', { title: new Date(s.updatedAt).toISOString() }, ago(s.updatedAt)),
-          h('td', { class: 'prompt', title: s.turn?.prompt ?? '' }, s.turn?.prompt ?? ''),
+          promptCell(s),
         ),
       ),
     );
@@ -292,7 +359,9 @@ export function homePage(main) {
           h(
             'td',
             { colspan: 8, class: 'muted', 'data-testid': 'no-sessions' },
-            sessions.length === 0 ? 'No sessions yet. Start one with the form.' : 'No session matches the filters.',
+            query.toString() === `limit=${limit}`
+              ? 'No sessions yet. Start one with the form.'
+              : 'No session matches the filters.',
           ),
         ),
       );
@@ -304,6 +373,40 @@ export function homePage(main) {
     stopFleet();
   };
 }
+
+/**
+ * The latest turn's prompt: two lines of it, all of it on hover, and a click opens it whole in place (read from
+ * the session when the list's 200 characters are not all of it).
+ * @param {{ sessionId: string, turn: { prompt: string | null, promptLength?: number } | null }} s
+ */
+function promptCell(s) {
+  const prompt = s.turn?.prompt ?? '';
+  const cut = (s.turn?.promptLength ?? prompt.length) > prompt.length;
+  const text = h('span', { class: 'text' }, cut ? `${prompt}…` : prompt);
+  const cell = h(
+    'td',
+    {
+      class: 'prompt',
+      'data-testid': 'prompt',
+      title: cut ? `${prompt}… (${s.turn?.promptLength} characters: click to read it all)` : prompt,
+    },
+    text,
+  );
+  if (prompt === '') return cell;
+  cell.addEventListener('click', async () => {
+    if (cell.classList.toggle('expanded') && cut && cell.dataset.whole !== 'true') {
+      const result = await api('GET', `/api/sessions/${encodeURIComponent(s.sessionId)}`);
+      if (result.ok && typeof result.data.turn?.prompt === 'string') {
+        text.textContent = result.data.turn.prompt;
+        cell.dataset.whole = 'true';
+      }
+    }
+  });
+  return cell;
+}
+
+/** Rows asked for at first, and added by "Show more". */
+const PAGE = 200;
 
 /** The "updated" filter's choices: [milliseconds, label]. */
 const WITHIN = [

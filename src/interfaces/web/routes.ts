@@ -52,7 +52,7 @@ export function loadDashboard(options: { tokenRequired: boolean }): DashboardAss
 const defineRoute = routeFor<DashboardAssets>();
 
 /**
- * The dashboard: one HTML shell (`/` and `/sessions/:id`) and native ES modules
+ * The dashboard: one HTML shell (`/`, `/sessions/:id`, `/policy`, `/limits`) and native ES modules
  * (app.js and what it imports) that render from the HTTP API. No build step.
  */
 export const dashboardRoutes = [
@@ -62,6 +62,26 @@ export const dashboardRoutes = [
     operationId: 'dashboard',
     tags: ['dashboard'],
     summary: 'The dashboard: sessions by state',
+    scope: 'public',
+    responses: { '200': html('the page') },
+    handler: (c, _input, { html }) => c.html(html, 200, PAGE_HEADERS),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/policy',
+    operationId: 'dashboardPolicy',
+    tags: ['dashboard'],
+    summary: 'The dashboard: the deployment policy and the global retry policy',
+    scope: 'public',
+    responses: { '200': html('the page') },
+    handler: (c, _input, { html }) => c.html(html, 200, PAGE_HEADERS),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/limits',
+    operationId: 'dashboardLimits',
+    tags: ['dashboard'],
+    summary: 'The dashboard: the fleet limits and paused dispatch',
     scope: 'public',
     responses: { '200': html('the page') },
     handler: (c, _input, { html }) => c.html(html, 200, PAGE_HEADERS),

@@ -1,7 +1,7 @@
 // @ts-check
 import { api, can, clearIssues, showIssues, showOk } from './api.js';
 import { renderChart } from './chart-draw.js';
-import { badge, clock, field, fill, h, ms, poll, preview } from './dom.js';
+import { ago, badge, clock, field, fill, h, ms, poll, preview } from './dom.js';
 import { link, navigate } from './nav.js';
 import { policyEditor } from './policy-editor.js';
 import { streamTranscript } from './transcript.js';
@@ -77,6 +77,8 @@ function sessionView(main, sessionId) {
     'Resume now',
   );
   const queueList = h('ol', { class: 'queue', 'data-testid': 'queued-prompts' });
+  const noWorker = h('p', { class: 'notice', 'data-testid': 'no-worker-notice', hidden: true });
+  const promptsList = h('ol', { class: 'prompts', 'data-testid': 'prompts' });
   const approvalsPanel = h('section', { class: 'panel', 'data-testid': 'approvals', hidden: true });
   const queuePanel = h('section', { class: 'panel', hidden: true }, h('h2', {}, 'Queued prompts'), queueList);
   const chartBox = h(
@@ -127,7 +129,7 @@ function sessionView(main, sessionId) {
     h(
       'section',
       { class: 'panel summary' },
-      h('div', {}, title, facts),
+      h('div', {}, title, facts, noWorker),
       h(
         'div',
         { class: 'actions' },
@@ -167,6 +169,7 @@ function sessionView(main, sessionId) {
         'div',
         {},
         h('section', { class: 'panel' }, h('h2', {}, 'Attempts ', timelineTitle), timeline),
+        h('section', { class: 'panel' }, h('h2', {}, 'Prompts'), promptsList),
         h(
           'section',
           { class: 'panel' },
@@ -443,6 +446,8 @@ function sessionView(main, sessionId) {
       stream?.closeTools(turn.status);
     renderTimeline(view);
     renderPath(view);
+    renderPrompts(view);
+    void checkWorkers(view);
     workspace.update(view);
     fill(
       historyBody,
@@ -460,6 +465,91 @@ function sessionView(main, sessionId) {
             h('td', { title: t.event }, t.label),
           ),
         ),
+    );
+  }
+
+  /**
+   * Each turn's prompt, whole, oldest first: from the transitions that started the turns (a prompt over 64 KB is
+   * kept cut there), and the latest turn's own text (whole) when it is not among them yet (queued).
+   * @param {any} view
+   */
+  function renderPrompts(view) {
+    /** @type {Map<number, { text: string, at: number | null, truncated: boolean }>} */
+    const turns = new Map();
+    for (const t of /** @type {Array<{ at: number, prompt?: { turn: number, text: string, truncated?: true } }>} */ (
+      view.history
+    ))
+      if (t.prompt) turns.set(t.prompt.turn, { text: t.prompt.text, at: t.at, truncated: t.prompt.truncated === true });
+    const turn = view.turn;
+    if (turn && typeof turn.prompt === 'string') {
+      const known = turns.get(turn.index);
+      // The turn's own text is whole: it wins over a copy kept cut.
+      turns.set(turn.index, { text: turn.prompt, at: known?.at ?? null, truncated: false });
+    }
+    const entries = [...turns.entries()].sort(([a], [b]) => a - b);
+    const key = JSON.stringify(entries);
+    if (promptsList.dataset.key === key) return;
+    promptsList.dataset.key = key;
+    if (entries.length === 0) return void fill(promptsList, h('li', { class: 'muted' }, 'No prompt yet.'));
+    fill(
+      promptsList,
+      ...entries.map(([index, p]) =>
+        h(
+          'li',
+          { 'data-testid': 'turn-prompt', 'data-turn': index },
+          h(
+            'div',
+            { class: 'muted' },
+            `turn #${index}`,
+            p.at === null ? '' : ` · ${clock(p.at)}`,
+            ` · ${p.text.length.toLocaleString()} characters`,
+            p.truncated ? ' · kept cut at 64 KB' : '',
+          ),
+          h('pre', { class: 'prompt-text' }, p.text),
+        ),
+      ),
+    );
+  }
+
+  let workerChecks = 0;
+  /**
+   * A session no worker has taken yet: says when no live worker can take it (none is live, or none offers its
+   * agent), and stops saying so once one can. Asked again on every poll while the session waits.
+   * @param {any} view
+   */
+  async function checkWorkers(view) {
+    const asked = ++workerChecks;
+    const waiting = view.state === 'queued' || view.turn?.status === 'queued';
+    if (!waiting) return void (noWorker.hidden = true);
+    const result = await api('GET', '/api/workers');
+    // A later poll's answer is the one that counts.
+    if (!result.ok || asked !== workerChecks) return;
+    /** @type {Array<{ live: boolean, lastSeen: number, agents?: string[] }>} */
+    const workers = result.data.workers;
+    const live = workers.filter((w) => w.live);
+    // A worker that does not say which agents it has (an older one) may have any.
+    const offering = live.filter((w) => w.agents === undefined || w.agents.includes(view.agent));
+    if (offering.length > 0) return void (noWorker.hidden = true);
+    noWorker.hidden = false;
+    noWorker.dataset.reason = live.length === 0 ? 'no-worker' : 'no-agent';
+    fill(
+      noWorker,
+      live.length === 0
+        ? [
+            h('b', {}, 'No live worker'),
+            workers.length === 0
+              ? ': no worker has ever sent a heartbeat. '
+              : `: the last heartbeat was ${ago(Math.max(...workers.map((w) => w.lastSeen)))}. `,
+            'This session waits queued until one runs (',
+            h('code', {}, 'sessiond worker'),
+            ').',
+          ]
+        : [
+            h('b', {}, `No live worker offers the agent ${view.agent}`),
+            `: the ${live.length} live worker${live.length === 1 ? ' offers' : 's offer'} ${[...new Set(live.flatMap((w) => w.agents ?? []))].join(', ')}. `,
+            'This session waits queued until a worker with that agent runs.',
+          ],
+      h('span', { class: 'muted' }, ' Still watching: this goes away when a worker can take it.'),
     );
   }
 
@@ -522,7 +612,6 @@ function sessionView(main, sessionId) {
     }
     timelineTitle.textContent = `(turn #${turn.index}, ${turn.status})`;
     const items = [];
-    if (turn.prompt) items.push(h('li', { class: 'muted' }, `prompt: ${preview(turn.prompt, 200)}`));
     for (const a of turn.attempts) {
       const outcome = a.outcome ?? 'running';
       const took = a.endedAt ? ms(a.endedAt - a.startedAt) : `running for ${ms(Date.now() - a.startedAt)}`;

@@ -172,6 +172,59 @@ describe('sessions', () => {
     await turnEnded(h.runtime, id, 3);
   });
 
+  it('the list filters by a piece of the id, the agent and the update time, page by page with `next`', async () => {
+    const client = clientOver(h.runtime);
+    // Dispatch paused: the sessions stay queued (nothing runs), and are deleted before it resumes.
+    await client.dispatch.pause();
+    const made: string[] = [];
+    try {
+      const needle = `Needle-${Date.now()}`;
+      made.push((await h.runtime.enqueue({ sessionId: needle, prompt: 'old', options: { agent: 'codex' } })).sessionId);
+      // Once it waits for dispatch, nothing changes it (the update time is the last change).
+      await until(
+        async () => ((await client.session(needle).inspect())?.state === 'waiting' ? true : null),
+        30_000,
+        'waiting',
+      );
+      const between = Date.now() + 1;
+      await new Promise((r) => setTimeout(r, 5));
+      for (let i = 0; i < 5; i++)
+        made.push((await h.runtime.enqueue({ prompt: `newer ${i}`, options: opts('text') })).sessionId);
+      const ids = (r: { body: { sessions: Array<{ sessionId: string }> } }) => r.body.sessions.map((s) => s.sessionId);
+      // The newest five come first: the needle is not on a first page of five.
+      expect(ids(await call('GET', '/api/sessions?limit=5'))).not.toContain(needle);
+      for (const query of [`q=${needle.slice(0, 10).toLowerCase()}`, 'agent=codex', `agent=codex&q=needle`]) {
+        const found = await call('GET', `/api/sessions?limit=5&${query}`);
+        expect(found.status, query).toBe(200);
+        expect(ids(found), query).toEqual([needle]);
+        expect(found.body.sessions[0], query).toMatchObject({ agent: 'codex' });
+        expect(found.body.scanned, query).toBeGreaterThanOrEqual(6);
+      }
+      expect(ids(await call('GET', `/api/sessions?agent=codex&state=completed`))).toEqual([]);
+      expect(ids(await call('GET', `/api/sessions?q=${needle}&updatedSince=${between}`))).toEqual([]);
+      const iso = new Date(between - 60_000).toISOString();
+      expect(ids(await call('GET', `/api/sessions?q=${needle}&updatedSince=${iso}`))).toEqual([needle]);
+      // The five newer ones, two by two: each page's `next` goes on where it stopped, nothing twice, nothing left out.
+      const newer = made.slice(1).reverse();
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const page: Awaited<ReturnType<typeof call>> = await call(
+          'GET',
+          `/api/sessions?limit=2&agent=pi&updatedSince=${between}${cursor === null ? '' : `&cursor=${cursor}`}`,
+        );
+        expect(page.status).toBe(200);
+        expect(page.body.sessions.length).toBeLessThanOrEqual(2);
+        seen.push(...ids(page));
+        cursor = page.body.next;
+      } while (cursor !== null);
+      expect(seen.filter((id) => newer.includes(id))).toEqual(newer);
+    } finally {
+      for (const id of made) await client.session(id).delete({ force: true });
+      await client.dispatch.resume();
+    }
+  });
+
   it('cancel: POST /api/sessions/:id/cancel stops a long tool call → 202 and the turn ends cancelled', async () => {
     const id = await createSession('long-tool');
     await until(
@@ -301,6 +354,11 @@ describe('bad requests: 400 naming the field, nothing written', () => {
       ['GET', '/api/sessions?state=bogus', undefined, 'state'],
       ['GET', '/api/sessions?limit=0', undefined, 'limit'],
       ['GET', '/api/sessions?limit=abc', undefined, 'limit'],
+      ['GET', '/api/sessions?q=', undefined, 'q'],
+      ['GET', `/api/sessions?q=${'x'.repeat(101)}`, undefined, 'q'],
+      ['GET', '/api/sessions?agent=no%20such', undefined, 'agent'],
+      ['GET', '/api/sessions?updatedSince=yesterday', undefined, 'updatedSince'],
+      ['GET', '/api/sessions?updatedSince=-5', undefined, 'updatedSince'],
       ['GET', `/api/sessions/${id}/messages?from=0`, undefined, 'from'],
       ['GET', `/api/sessions/${id}/messages?limit=5000`, undefined, 'limit'],
       ['GET', `/api/sessions/${id}/events?from=-1`, undefined, 'from'],

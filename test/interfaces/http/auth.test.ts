@@ -251,6 +251,8 @@ describe('every operation declares its scope', () => {
         .sort(),
     ).toEqual([
       'dashboard',
+      'dashboardLimits',
+      'dashboardPolicy',
       'dashboardScript',
       'dashboardSession',
       'dashboardStyle',

@@ -119,6 +119,27 @@ describe('dashboard login', () => {
     await logOut();
   }, 90_000);
 
+  it('a read token reads the policies and the fleet limits, and changes neither; admin may', async () => {
+    await logIn(TOKENS.read);
+    await page.getByTestId('policy-link').click();
+    await eventually(() => page.getByTestId('policy-per-agent').locator('tr[data-agent="pi"]').count()).toBe(1);
+    const form = page.getByTestId('policy-panel').getByTestId('policy-form');
+    await eventually(() => form.locator('input[name="maxAttempts"]').inputValue()).not.toBe('');
+    expect(await form.locator('input[name="maxAttempts"]').isDisabled()).toBe(true);
+    expect(await page.getByTestId('policy-save').count()).toBe(0);
+    await page.getByTestId('limits-link').click();
+    await eventually(() => page.getByTestId('dispatch-state').getAttribute('data-paused')).toBe('false');
+    expect(await page.locator('[data-testid^="pause-"], [data-testid^="resume-"]').count()).toBe(0);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-limits-read.png', fullPage: true });
+    await logOut();
+    await logIn(TOKENS.admin);
+    await page.goto(`${server.url}/policy`);
+    await eventually(() => page.getByTestId('policy-save').count()).toBe(1);
+    await page.goto(`${server.url}/limits`);
+    await eventually(() => page.getByTestId('pause-dispatch').count()).toBe(1);
+    await logOut();
+  });
+
   it('logout: the login form again, and the API answers 401 to the page', async () => {
     await logIn(TOKENS.read);
     expect(await statusFromPage('/api/sessions')).toBe(200);

@@ -12,6 +12,9 @@ import { DEFAULT_TEXT, type FakeModelServer } from '../../support/fake-model-ser
 import { type PiEnv } from '../../support/pi-env.ts';
 import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { clientOver } from '../../../src/api/bind.ts';
+import { internals } from '../../../src/runtime/internals.ts';
+import type { SessionWorker } from '../../../src/runtime/worker.ts';
+import { rules, runtimeWith } from '../../support/limits.ts';
 
 /**
  * The dashboard end to end: a real server, Runtime, worker running real pi
@@ -24,6 +27,7 @@ let model: FakeModelServer;
 let env: PiEnv;
 let h: Harness;
 let server: RunningServer;
+let worker: SessionWorker;
 let context: BrowserContext;
 let page: Page;
 let userDataDir: string;
@@ -46,9 +50,16 @@ useRuntimeSuite(
 );
 
 async function startBrowserAndServer(): Promise<void> {
-  await h.startWorker();
+  worker = await h.startWorker();
   const config = loadConfig({ prefix: h.prefix }, {});
-  server = await startServer({ client: clientOver(h.runtime), config, logger: pino({ level: 'silent' }), port: 0 });
+  // A worker gone for 5 s is gone (the default is three of the config's 5 s heartbeats).
+  server = await startServer({
+    client: clientOver(h.runtime),
+    config,
+    logger: pino({ level: 'silent' }),
+    port: 0,
+    workerStaleMs: 5000,
+  });
   userDataDir = mkdtempSync(join(tmpdir(), 'sessiond-chromium-'));
   context = await launchChromium(userDataDir);
   page = context.pages()[0] ?? (await context.newPage());
@@ -99,8 +110,19 @@ describe('dashboard', () => {
     }
   });
 
-  it('changes the global retry policy; an invalid value is shown at its field and nothing is changed', async () => {
+  it('the policies page: the deployment policy as read, and the global retry policy changed; an invalid value is shown at its field and nothing is changed', async () => {
     await page.goto(`${server.url}/`);
+    await page.getByTestId('policy-link').click();
+    await page.waitForURL(/\/policy$/);
+    const deployment = page.getByTestId('deployment-policy');
+    await eventually(() => deployment.getByTestId('policy-per-agent').locator('tr[data-agent="pi"]').count()).toBe(1);
+    const deploymentPolicy = await clientOver(h.runtime).deployment.policy();
+    expect(await deployment.getByTestId('policy-agents').textContent()).toContain('pi');
+    expect(await deployment.getByTestId('policy-maxPromptChars').textContent()).toBe(
+      `${deploymentPolicy.maxPromptChars.toLocaleString('en-US')} characters`,
+    );
+    expect(await deployment.getByTestId('policy-workspace').textContent()).toBe(deploymentPolicy.workspace);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-policy.png', fullPage: true });
     const form = page.getByTestId('policy-panel').getByTestId('policy-form');
     await eventually(() => form.locator('input[name="maxAttempts"]').inputValue()).toBe(
       String(DEFAULT_RETRY_POLICY.maxAttempts),
@@ -114,6 +136,7 @@ describe('dashboard', () => {
     await eventually(() => form.locator('[data-error-for="initialDelayMs"]').textContent()).toMatch(/0 to 3600000/);
     expect(await form.locator('.field.invalid input[name="maxAttempts"]').count()).toBe(1);
     await page.screenshot({ path: '/tmp/sessiond-dashboard-policy-error.png', fullPage: true });
+    expect(await page.getByTestId('policy-panel').locator('.form-error').textContent()).toBe('');
     expect((await h.runtime.getPolicy()).policy).toEqual(DEFAULT_RETRY_POLICY);
 
     await form.locator('input[name="maxAttempts"]').fill('3');
@@ -207,6 +230,35 @@ describe('dashboard', () => {
           .sort(),
       );
     expect(taken).toEqual(['backoff>running', 'idle>running', 'running>backoff', 'running>completed']);
+    // Laid out as drawn: no edge label on another, on a state, or cut by the drawing's edge (boxes measured by Chromium).
+    // (No named function inside: the page gets the callback's source as it is.)
+    type Rect = { x: number; y: number; width: number; height: number };
+    const measured = await page.getByTestId('chart-svg').evaluate((svg) => {
+      const view = (svg as unknown as { viewBox: { baseVal: Rect } }).viewBox.baseVal;
+      return {
+        view: { x1: view.x, y1: view.y, x2: view.x + view.width, y2: view.y + view.height },
+        labels: [...svg.querySelectorAll('text.label')].map((t) => {
+          const b = (t as unknown as { getBBox(): Rect }).getBBox();
+          return { text: t.textContent ?? '', x1: b.x, y1: b.y, x2: b.x + b.width, y2: b.y + b.height };
+        }),
+        states: [...svg.querySelectorAll('g.state rect')].map((r) => {
+          const b = (r as unknown as { getBBox(): Rect }).getBBox();
+          const text = r.parentElement?.getAttribute('data-state') ?? '';
+          return { text, x1: b.x, y1: b.y, x2: b.x + b.width, y2: b.y + b.height };
+        }),
+      };
+    });
+    type Box = { text: string; x1: number; y1: number; x2: number; y2: number };
+    const cross = (a: Box, b: Box) => a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
+    const problems: string[] = [];
+    for (const [i, a] of measured.labels.entries()) {
+      const v = measured.view;
+      if (a.x1 < v.x1 || a.y1 < v.y1 || a.x2 > v.x2 || a.y2 > v.y2) problems.push(`"${a.text}" cut by the viewBox`);
+      for (const b of measured.labels.slice(i + 1)) if (cross(a, b)) problems.push(`"${a.text}" on "${b.text}"`);
+      for (const b of measured.states) if (cross(a, b)) problems.push(`"${a.text}" on the state ${b.text}`);
+    }
+    expect(measured.labels.length).toBeGreaterThan(20);
+    expect(problems).toEqual([]);
     await page.screenshot({ path: '/tmp/sessiond-dashboard-session-chart.png', fullPage: true });
   });
 
@@ -306,7 +358,10 @@ describe('dashboard: the fleet bar', () => {
       await bar.getByTestId('resume-dispatch').click();
       await eventually(async () => (await client.dispatch.status()).paused).toBe(false);
       await eventually(() => bar.getByTestId('dispatch-paused').count()).toBe(0);
-      expect(await bar.getByTestId('fleet-note').textContent()).toMatch(/^resumed: \d+ waiting sessions? woken$/);
+      // The note is written when the page has the answer, which may come after the poll that redrew the bar.
+      await eventually(() => bar.getByTestId('fleet-note').textContent()).toMatch(
+        /^resumed: \d+ waiting sessions? woken$/,
+      );
       await eventually(() => row.getByTestId('state-badge').getAttribute('data-state'), 30_000).toBe('completed');
     } finally {
       await client.dispatch.resume();
@@ -347,4 +402,156 @@ describe('dashboard: operator controls', () => {
     await eventually(() => stateOf(page), 60_000).toBe('cancelled');
     expect(pageErrors).toEqual([]);
   });
+});
+
+describe('dashboard: prompts, waiting sessions, limits', () => {
+  it('a long prompt: two lines of it in the list, all of it on a click, and whole on the session page', async () => {
+    const prompt = `${'Refactor the parser so that every token carries its position. '.repeat(6)}\nThen run the tests.`;
+    expect(prompt.length).toBeGreaterThan(200);
+    const { sessionId } = await h.runtime.enqueue({
+      prompt,
+      options: { provider: 'fake', model: 'text', cwd: env.cwd },
+    });
+    await page.goto(`${server.url}/?q=${encodeURIComponent(sessionId)}`);
+    const cell = page.locator(`tr[data-session-id="${sessionId}"]`).getByTestId('prompt');
+    await eventually(() => cell.count()).toBe(1);
+    // Readable in place: a column of at least ~40 characters, cut to its first 200 characters.
+    expect((await cell.boundingBox())?.width ?? 0).toBeGreaterThan(250);
+    expect(await cell.getAttribute('title')).toContain(`${prompt.length} characters`);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-home-prompt.png', fullPage: true });
+    await cell.click();
+    await eventually(() => cell.locator('.text').textContent()).toBe(prompt);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-home-prompt-open.png', fullPage: true });
+
+    await page.goto(`${server.url}/sessions/${encodeURIComponent(sessionId)}`);
+    await eventually(() => stateOf(page), 30_000).toBe('completed');
+    await h.runtime.enqueue({ sessionId, prompt: 'And a second, short one.' });
+    const turns = page.getByTestId('prompts').getByTestId('turn-prompt');
+    await eventually(() => turns.count(), 30_000).toBe(2);
+    expect(await turns.nth(0).locator('pre').textContent()).toBe(prompt);
+    expect(await turns.nth(1).locator('pre').textContent()).toBe('And a second, short one.');
+    await eventually(() => stateOf(page), 30_000).toBe('completed');
+    expect(await turns.nth(0).locator('pre').textContent()).toBe(prompt);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-session-prompts.png', fullPage: true });
+    expect(pageErrors).toEqual([]);
+  });
+
+  it('a queued session says when no live worker can take it — none live, then none with its agent — and stops once one can', async () => {
+    const { redis: store, keys } = internals(h.runtime);
+    await worker.close();
+    /** A heartbeat of a worker that offers only `agents`, kept fresh while the test needs it. */
+    let planted: string[] | null = null;
+    const plant = setInterval(() => {
+      if (planted === null) return;
+      const beat = { id: 'codex-only', host: 'elsewhere', pid: 4242, lastSeen: Date.now(), active: 0, agents: planted };
+      void store.hset(keys.workers, beat.id, JSON.stringify(beat));
+    }, 300);
+    try {
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'waits for a worker',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
+      await page.goto(`${server.url}/sessions/${encodeURIComponent(sessionId)}`);
+      const notice = page.getByTestId('no-worker-notice');
+      await eventually(() => notice.getAttribute('data-reason')).toBe('no-worker');
+      expect(await notice.isVisible()).toBe(true);
+      expect(await notice.textContent()).toMatch(/No live worker.*waits queued until one runs \(sessiond worker\)/);
+      await page.screenshot({ path: '/tmp/sessiond-dashboard-no-worker.png', fullPage: true });
+      // A worker comes that cannot run pi: the page says so, and still waits.
+      planted = ['codex'];
+      await eventually(() => notice.getAttribute('data-reason')).toBe('no-agent');
+      expect(await notice.textContent()).toContain(
+        'No live worker offers the agent pi: the 1 live worker offers codex.',
+      );
+      expect(await stateOf(page)).toBe('queued');
+      await page.screenshot({ path: '/tmp/sessiond-dashboard-no-agent.png', fullPage: true });
+      // A worker that can: the notice goes, the turn runs.
+      worker = await h.startWorker();
+      await eventually(() => stateOf(page), 30_000).toBe('completed');
+      expect(await notice.isVisible()).toBe(false);
+    } finally {
+      clearInterval(plant);
+      planted = null;
+      await store.hdel(keys.workers, 'codex-only');
+    }
+    expect(pageErrors).toEqual([]);
+  });
+
+  it('the fleet limits page: each limit with its use; admin pauses and resumes one limit and all dispatch', async () => {
+    const rt = runtimeWith(h, rules([{ name: 'slow-model', match: { model: 'slow-text' }, maxConcurrent: 2 }]));
+    const limited = clientOver(rt);
+    const other = await startServer({
+      client: limited,
+      config: loadConfig({ prefix: h.prefix }, {}),
+      logger: pino({ level: 'silent' }),
+      port: 0,
+    });
+    try {
+      await page.goto(`${other.url}/limits`);
+      const row = page.locator('tr[data-limit="slow-model"]');
+      await eventually(() => row.count()).toBe(1);
+      expect(await row.textContent()).toContain('model slow-text');
+      expect(await row.locator('td').nth(2).textContent()).toBe('2');
+      expect(await page.getByTestId('dispatch-state').getAttribute('data-paused')).toBe('false');
+      await page.screenshot({ path: '/tmp/sessiond-dashboard-limits.png', fullPage: true });
+
+      await row.getByTestId('pause-limit').click();
+      await eventually(() => row.getByTestId('limit-paused').count()).toBe(1);
+      expect((await limited.dispatch.status()).limits[0]?.paused).toBe(true);
+      expect(await page.getByTestId('limits-note').textContent()).toBe('paused: slow-model');
+      await page.screenshot({ path: '/tmp/sessiond-dashboard-limits-paused.png', fullPage: true });
+      await row.getByTestId('resume-limit').click();
+      await eventually(() => row.getByTestId('limit-paused').count()).toBe(0);
+      expect((await limited.dispatch.status()).limits[0]?.paused).toBe(false);
+
+      await page.getByTestId('pause-dispatch').click();
+      await eventually(() => page.getByTestId('dispatch-state').getAttribute('data-paused')).toBe('true');
+      expect((await limited.dispatch.status()).paused).toBe(true);
+      await page.getByTestId('resume-dispatch').click();
+      await eventually(() => page.getByTestId('dispatch-state').getAttribute('data-paused')).toBe('false');
+      expect((await limited.dispatch.status()).paused).toBe(false);
+
+      // A deployment without limits says so.
+      await page.goto(`${server.url}/limits`);
+      await eventually(() => page.getByTestId('no-limits').isVisible()).toBe(true);
+    } finally {
+      await limited.dispatch.resume();
+      await other.close(1000);
+      await rt.close();
+    }
+    expect(pageErrors).toEqual([]);
+  });
+});
+
+describe('dashboard: filters past the newest page', () => {
+  it('searches by id and agent through the API: a session older than the newest 200 is found', async () => {
+    // No worker: the sessions stay queued (nothing runs them).
+    await worker.close();
+    const needle = `needle-${Date.now()}`;
+    await h.runtime.enqueue({ sessionId: needle, prompt: 'the oldest', options: { agent: 'codex' } });
+    for (let i = 0; i < 205; i++) await h.runtime.enqueue({ prompt: `newer ${i}`, options: { cwd: env.cwd } });
+    await page.goto(`${server.url}/`);
+    const rows = page.getByTestId('sessions-body').locator('tr[data-session-id]');
+    await eventually(() => rows.count()).toBe(200);
+    expect(await page.locator(`tr[data-session-id="${needle}"]`).count()).toBe(0);
+    expect(await page.getByTestId('sessions-count').textContent()).toBe('(200 shown, more further back)');
+    await page.getByTestId('session-search').fill('NEEDLE-');
+    await eventually(() => rows.evaluateAll((els) => els.map((el) => el.getAttribute('data-session-id')))).toEqual([
+      needle,
+    ]);
+    await page.getByTestId('session-search').fill('');
+    await page.getByTestId('agent-filter').selectOption('codex');
+    await eventually(() => rows.evaluateAll((els) => els.map((el) => el.getAttribute('data-session-id')))).toEqual([
+      needle,
+    ]);
+    await page.screenshot({ path: '/tmp/sessiond-dashboard-home-older.png', fullPage: true });
+    await page.getByTestId('agent-filter').selectOption('');
+    await eventually(() => rows.count()).toBe(200);
+    await page.getByTestId('show-more').click();
+    await eventually(() => page.locator(`tr[data-session-id="${needle}"]`).count()).toBe(1);
+    // A filter the API refuses is said with its field.
+    await page.getByTestId('session-search').fill('x'.repeat(101));
+    await eventually(() => page.getByTestId('filter-error').textContent()).toBe('q: must be at most 100 characters');
+    expect(pageErrors).toEqual([]);
+  }, 120_000);
 });

@@ -1,12 +1,11 @@
 import { z } from 'zod';
 import { SESSION_STATES, type SessionState } from '../../../../machines/states.ts';
 import { EnqueueRequestSchema } from '../../../runtime/enqueue-request.ts';
-import type { SessionView } from '../../../api/client.ts';
-import { hasErrorCode } from '../../../errors.ts';
 import { HttpError } from '../body.ts';
 import { callerRequest } from '../auth/caller.ts';
 import { error, invalid, json, MUTATING_ERRORS, queryInt, ref } from '../route.ts';
 import { defineRoute } from './context.ts';
+import { filteredPage, queryTime, READ_BUDGET, SCAN_BUDGET } from './session-filter.ts';
 import { detail, listItem, sessionOr404 } from './views.ts';
 
 /** `POST /api/sessions`: the runtime's enqueue request. */
@@ -18,6 +17,12 @@ export const ListQuery = z.object({
     .optional(),
   limit: queryInt(1, 1000).optional(),
   cursor: z.string().max(1000, 'must be the `next` of an earlier page').optional(),
+  q: z.string().trim().min(1, 'must not be empty').max(100, 'must be at most 100 characters').optional(),
+  agent: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$/, 'must be an agent name (letters, digits, and : . _ -)')
+    .optional(),
+  updatedSince: queryTime.optional(),
 });
 
 /** `DELETE /api/sessions/:id?force=true`. */
@@ -35,12 +40,32 @@ export const sessionRoutes = [
     path: '/api/sessions',
     operationId: 'listSessions',
     tags: ['sessions'],
-    summary: 'List sessions, newest first, optionally of one state',
+    summary: 'List sessions, newest first, optionally filtered by id, state, agent and update time',
+    description: `Newest first by creation. \`state\` is read from the listing's index; \`q\` (a piece of the id, any case), \`agent\` and \`updatedSince\` are matched session by session: one request looks at up to ${SCAN_BUDGET} sessions of the index and reads up to ${READ_BUDGET}, so a filtered page may hold fewer than \`limit\` sessions (even none) and still have a \`next\` to go on from.`,
     scope: 'read',
     parameters: [
       { name: 'state', in: 'query', schema: { type: 'string', enum: SESSION_STATES } },
       { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
       { name: 'cursor', in: 'query', description: 'the `next` of the previous page', schema: { type: 'string' } },
+      {
+        name: 'q',
+        in: 'query',
+        description: 'a piece of the session id, any case',
+        schema: { type: 'string', minLength: 1, maxLength: 100 },
+      },
+      {
+        name: 'agent',
+        in: 'query',
+        description: "the session's agent (`pi`, `acp:qwen`…)",
+        schema: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$' },
+      },
+      {
+        name: 'updatedSince',
+        in: 'query',
+        description: 'sessions changed at or after this time: epoch milliseconds or an ISO 8601 date',
+        schema: { type: 'string' },
+        example: '2026-12-03T09:00:00Z',
+      },
       {
         name: 'If-None-Match',
         in: 'header',
@@ -61,28 +86,18 @@ export const sessionRoutes = [
       // Nothing shown in the listing changed since the caller's copy: 304, without reading a session.
       const etag = `W/"${await client.sessions.listingVersion()}.${Buffer.from(new URL(c.req.url).search, 'utf8').toString('base64url')}"`;
       if (c.req.header('if-none-match') === etag) return c.body(null, 304, { ETag: etag });
-      const page = await client.sessions.list({
-        ...(query.state === undefined ? {} : { state: query.state }),
-        ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
-        limit: query.limit ?? 100,
-      });
-      // A session deleted since the page was read is left out.
-      const views = await Promise.all(
-        page.sessions.map((s) =>
-          client
-            .session(s.sessionId)
-            .inspect()
-            .catch((error: unknown) => {
-              if (hasErrorCode(error, 'not_found')) return null;
-              throw error;
-            }),
-        ),
+      const { views, next, scanned } = await filteredPage(
+        client,
+        {
+          ...(query.state === undefined ? {} : { state: query.state }),
+          ...(query.q === undefined ? {} : { q: query.q }),
+          ...(query.agent === undefined ? {} : { agent: query.agent }),
+          ...(query.updatedSince === undefined ? {} : { updatedSince: query.updatedSince }),
+        },
+        query.limit ?? 100,
+        query.cursor,
       );
-      return c.json(
-        { sessions: views.filter((v): v is SessionView => v !== null).map(listItem), next: page.next },
-        200,
-        { ETag: etag },
-      );
+      return c.json({ sessions: views.map(listItem), next, scanned }, 200, { ETag: etag });
     },
   }),
   defineRoute({

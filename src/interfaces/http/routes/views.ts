@@ -47,6 +47,7 @@ export function listItem(s: SessionView) {
             status: s.turn.status,
             attempts: s.turn.attempts.length,
             prompt: s.turn.prompt === null ? null : s.turn.prompt.slice(0, 200),
+            ...(s.turn.prompt === null ? {} : { promptLength: s.turn.prompt.length }),
           },
     ...(s.nextRetryAt === undefined ? {} : { nextRetryAt: s.nextRetryAt }),
     ...(s.waitingFor === undefined ? {} : { waitingFor: s.waitingFor }),
