@@ -42,6 +42,8 @@ export async function stopProcessTree(target: StopTarget): Promise<void> {
     await target.cgroup?.kill();
     await killProcessTree(target.pid, target.marker, {
       startTime: target.startTime,
+      // The agent is the first process of its tree: older processes are not read.
+      notBefore: target.startTime,
       timeoutMs: KILL_WAIT_TIMEOUT_MS,
     });
     await within(target.exited, Math.max(0, deadline - Date.now()));
