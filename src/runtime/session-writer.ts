@@ -1,3 +1,4 @@
+import { cancelStage } from '../process/cancel-stages.ts';
 import { contentJson } from './store/log-room.ts';
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 import type { UsageRecord } from './usage/usage.ts';
@@ -196,6 +197,7 @@ export class SessionWriter {
         usage: batch.usage,
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
       });
+      if (batch.state === 'cancelled') cancelStage(this.#sessionId, 'written');
       callAll(landed);
       return result.released;
     } catch (error) {

@@ -1,4 +1,5 @@
 import { stateName } from '../../../machines/restore.ts';
+import { cancelStage } from '../../process/cancel-stages.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { boundedRetryPolicy, storedRetryPolicy } from '../deployment-policy.ts';
@@ -37,7 +38,10 @@ export class CancelRequests {
     const done =
       stateName(snapshot.value) === 'running' &&
       answered() === `${snapshot.context.turnIndex}/${snapshot.context.attempt}`;
-    if (!done) actor.send({ type: 'session.cancel', reason: request.reason });
+    if (!done) {
+      actor.send({ type: 'session.cancel', reason: request.reason });
+      cancelStage(held.sessionId, 'applied');
+    }
     held.fenced.writer.cancelHandled();
     held.fenced.persist();
   }
