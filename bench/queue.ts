@@ -534,7 +534,11 @@ function stageBreakdown(samples: readonly CancelSample[]): string {
     steps.push(`${previous}→${stage} ${percentile(deltas, 50).toFixed(1)}/${percentile(deltas, 90).toFixed(1)}`);
     previous = stage;
   }
-  return `stages, p50/p90 ms: ${steps.join(', ')}`;
+  const slowest = samples.reduce<CancelSample | undefined>(
+    (a, b) => (a === undefined || (b.stagesMs?.observed ?? 0) > (a.stagesMs?.observed ?? 0) ? b : a),
+    undefined,
+  );
+  return `stages, p50/p90 ms: ${steps.join(', ')}; slowest sample, ms after cancel(): ${JSON.stringify(slowest?.stagesMs ?? {})}`;
 }
 
 // ---------------------------------------------------------------- the run
