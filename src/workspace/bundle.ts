@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { tail, type Git } from './git.ts';
 import type { SessionPaths } from './layout.ts';
 import { isSnapshotCommit } from './record.ts';
@@ -10,16 +10,26 @@ import { WorkspaceInputError, WorkspaceQuotaError } from './types.ts';
 const BUNDLE_REF = 'refs/sessiond/snapshot';
 const MAX_BUNDLE_HEADER = 64 * 1024;
 
-/** The snapshot and its ancestors (so the ids of earlier snapshots stay valid after an import), as a git bundle. */
+/**
+ * The snapshot and its ancestors (so the ids of earlier snapshots stay valid after an import), as a git bundle.
+ * The bundle's one ref is set in a throwaway repository of this export's own that borrows the private
+ * repository's objects (alternates): two exports of one session at once, from one process or two, never
+ * move or delete each other's ref, and the private repository's refs are not touched.
+ */
 export async function writeBundle(git: Git, paths: SessionPaths, id: string): Promise<Buffer> {
-  const file = join(paths.dir, `out-${randomUUID()}.bundle`);
+  const scratch = join(paths.dir, `out-${randomUUID()}.git`);
+  const file = `${scratch}.bundle`;
   try {
-    await git.run(['update-ref', BUNDLE_REF, id], { gitDir: paths.repo });
-    await git.run(['bundle', 'create', '-q', file, BUNDLE_REF], { gitDir: paths.repo });
+    await mkdir(join(scratch, 'objects', 'info'), { recursive: true });
+    await mkdir(join(scratch, 'refs'), { recursive: true });
+    await writeFile(join(scratch, 'HEAD'), 'ref: refs/heads/main\n');
+    await writeFile(join(scratch, 'objects', 'info', 'alternates'), `${resolve(paths.repo, 'objects')}\n`);
+    await git.run(['update-ref', BUNDLE_REF, id], { gitDir: scratch });
+    await git.run(['bundle', 'create', '-q', file, BUNDLE_REF], { gitDir: scratch });
     return await readFile(file);
   } finally {
     await rm(file, { force: true });
-    await git.try(['update-ref', '-d', BUNDLE_REF], { gitDir: paths.repo });
+    await rm(scratch, { recursive: true, force: true });
   }
 }
 

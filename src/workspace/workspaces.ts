@@ -296,6 +296,12 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     async unbundle(sessionId, bundle) {
       const { paths, empty } = await open(sessionId);
       const { tip, commits } = await unbundleInto(git, paths, bundle, config.maxSnapshots);
+      // The files the session goes on from: over this deployment's quota, its next snapshot would fail
+      // `quota` anyway; refused here, where the caller can still do something about it.
+      if (config.maxBytes > 0) {
+        const bytes = await treeBytes(git, paths.repo, `${tip}^{tree}`);
+        if (bytes > config.maxBytes) throw new WorkspaceQuotaError('maxBytes', config.maxBytes, bytes);
+      }
       const known = await readIndex(git, paths.repo, config.store, sessionId, true);
       await append(paths, sessionId, [], commits, empty, known);
       return tip;

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { clientOver } from '../../src/api/bind.ts';
 import type { Client } from '../../src/api/client.ts';
-import { ConflictError, InputError, NotFoundError } from '../../src/errors.ts';
+import { ConflictError, InputError, NotFoundError, QuotaError } from '../../src/errors.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import { internals } from '../../src/runtime/internals.ts';
 import type { WorkspaceConfig } from '../../src/workspace/index.ts';
@@ -98,6 +98,27 @@ describe('undo, fork and diff of a workspace session’s turns', () => {
     await turn(id, 2, 'RUN: echo two > b.txt; echo more >> a.txt');
     expect(read(id, 'a.txt')).toBe('one\nmore\n');
     await settled(id);
+    // A log that is full takes no undo message: refused as a prompt is, nothing undone.
+    const stored = await client.session(id).lastSeq();
+    for (const [limits, limit] of [
+      [{ maxLogMessages: stored }, 'maxLogMessages'],
+      [{ maxLogBytes: 10 }, 'maxLogBytes'],
+    ] as const) {
+      const full = clientOver(
+        new Runtime({ connect: h.connect, prefix: h.prefix, policy: TEST_POLICY, workspaces: config, limits }),
+      );
+      const error = await full
+        .session(id)
+        .undo()
+        .catch((e: unknown) => e);
+      await full.close();
+      expect(error).toBeInstanceOf(QuotaError);
+      expect(error).toMatchObject({
+        limit,
+        message: expect.stringMatching(/message log is full .* nothing was undone$/),
+      });
+    }
+    expect(await client.session(id).lastSeq()).toBe(stored);
     const undone = await client.session(id).undo();
     expect(undone).toMatchObject({ sessionId: id, undone: 2, to: 1, cancelled: false });
     const last = (await client.session(id).messages()).at(-1);

@@ -147,6 +147,35 @@ describe('copy, bundle and unbundle', () => {
     expect(() => readFileSync(join(wsC, 'b.txt'))).toThrow();
   });
 
+  it('bundles of one session taken at once (two exports) each carry their own snapshot', async () => {
+    const a = host(tmp.dir, 'a', join(tmp.dir, 'store.git'));
+    const ws = await a.prepare('s1', null);
+    write(ws, { 'a.txt': 'one\n' });
+    const first = await a.snapshot('s1', 'one', null);
+    write(ws, { 'a.txt': 'two\n' });
+    const second = await a.snapshot('s1', 'two', first.id);
+    const ids = Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? first.id : second.id));
+    const bundles = await Promise.all(ids.map((id) => a.bundle('s1', id)));
+    for (const [i, bundle] of bundles.entries()) {
+      const c = host(tmp.dir, `c${i}`, join(tmp.dir, `other-${i}.git`));
+      expect(await c.unbundle('s1', bundle)).toBe(ids[i]);
+    }
+  });
+
+  it("a bundle whose files are over this deployment's maxBytes is refused, nothing stored", async () => {
+    const a = host(tmp.dir, 'a', join(tmp.dir, 'store.git'));
+    const ws = await a.prepare('s1', null);
+    write(ws, { 'big.txt': 'x'.repeat(5000) });
+    const bundle = await a.bundle('s1', (await a.snapshot('s1', 'one', null)).id);
+    const c = host(tmp.dir, 'c', join(tmp.dir, 'small.git'), { maxBytes: 4096 });
+    const error = await c.unbundle('s1', bundle).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WorkspaceQuotaError);
+    expect(error).toMatchObject({ field: 'maxBytes' });
+    expect(refs(join(tmp.dir, 'small.git'))).toEqual([]);
+    const d = host(tmp.dir, 'd', join(tmp.dir, 'large.git'), { maxBytes: 8192 });
+    expect(await d.unbundle('s1', bundle)).toMatch(/^[0-9a-f]{40}$/);
+  });
+
   it('a corrupt bundle, a truncated one and a non-bundle are refused, naming the bundle', async () => {
     const a = host(tmp.dir, 'a', join(tmp.dir, 'store.git'));
     const ws = await a.prepare('s1', null);

@@ -1,5 +1,5 @@
 import { agentDefinition, isAgentName } from '../../agents/registry.ts';
-import { ConflictError, InputError, NotFoundError } from '../../errors.ts';
+import { ConflictError, InputError, NotFoundError, QuotaError } from '../../errors.ts';
 import { WorkspaceInputError, type Workspaces } from '../../workspace/types.ts';
 import { SESSION_ID_PATTERN } from '../keys.ts';
 import { script } from '../redis/scripts.ts';
@@ -18,9 +18,10 @@ import { checkSessionId, type CallerParts } from './parts.ts';
 /**
  * KEYS: meta, lease, active, agent, log, seq.
  * ARGV: expected pointer, expected turns ('' for none), new turns, new pointer, state field, state value,
- *       message turn, message attempt, message type, message content, now.
+ *       message turn, message attempt, message type, message content, now, maxLogMessages, maxLogBytes (0: no limit).
  * → 1 done | -1 no such session | -2 being deleted | -3 a worker holds it or an activation waits (a turn runs
- *   or is about to) | -4 its pointer or turns changed since they were read (nothing written).
+ *   or is about to) | -4 its pointer or turns changed since they were read | {-5, max, stored} its log is full of
+ *   messages | {-6, max, bytes} of bytes (as ENQUEUE says it; nothing written).
  * The message is appended as WRITE appends one (seq, logBytes).
  */
 const UNDO = `
@@ -29,6 +30,12 @@ if redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then return -2 end
 if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return -3 end
 if (redis.call('HGET', KEYS[4], '${POINTER_FIELD}') or '') ~= ARGV[1] then return -4 end
 if (redis.call('HGET', KEYS[4], '${TURNS_FIELD}') or '') ~= ARGV[2] then return -4 end
+local maxLog = tonumber(ARGV[12]) or 0
+local stored = tonumber(redis.call('GET', KEYS[6]) or '0')
+if maxLog > 0 and stored >= maxLog then return {-5, maxLog, stored} end
+local maxLogBytes = tonumber(ARGV[13]) or 0
+local bytes = tonumber(redis.call('HGET', KEYS[1], 'logBytes') or '0')
+if maxLogBytes > 0 and bytes >= maxLogBytes then return {-6, maxLogBytes, bytes} end
 redis.call('HSET', KEYS[4], '${TURNS_FIELD}', ARGV[3], '${POINTER_FIELD}', ARGV[4], ARGV[5], ARGV[6])
 local seq = tonumber(redis.call('GET', KEYS[6]) or '0') + 1
 redis.call('XADD', KEYS[5], seq .. '-0', 'seq', seq, 'turn', ARGV[7], 'attempt', ARGV[8], 'type', ARGV[9], 'content', ARGV[10])
@@ -184,27 +191,37 @@ export async function undoTurn(
       promptRecorded: true,
     };
     const k = (part: Parameters<typeof parts.store.key>[1]) => parts.store.key(sessionId, part);
-    const code = Number(
-      await script(parts.redis, 'sessiondWorkspaceUndo', UNDO, 6)(
-        k('meta'),
-        k('lease'),
-        k('active'),
-        k('agent'),
-        k('log'),
-        k('seq'),
-        pointerRaw,
-        turnsRaw,
-        JSON.stringify(points.slice(0, index)),
-        JSON.stringify(pointer),
-        field,
-        cut(state, target.mark),
-        last.turn,
-        0,
-        'workspace.undone',
-        JSON.stringify({ turn: last.turn, to: target.turn, snapshot: target.snapshot }),
-        now,
-      ),
-    );
+    const reply = (await script(parts.redis, 'sessiondWorkspaceUndo', UNDO, 6)(
+      k('meta'),
+      k('lease'),
+      k('active'),
+      k('agent'),
+      k('log'),
+      k('seq'),
+      pointerRaw,
+      turnsRaw,
+      JSON.stringify(points.slice(0, index)),
+      JSON.stringify(pointer),
+      field,
+      cut(state, target.mark),
+      last.turn,
+      0,
+      'workspace.undone',
+      JSON.stringify({ turn: last.turn, to: target.turn, snapshot: target.snapshot }),
+      now,
+      parts.limits.maxLogMessages,
+      parts.limits.maxLogBytes,
+    )) as number | [number, number, number];
+    const [code, max, count] = Array.isArray(reply) ? reply : [reply, 0, 0];
+    if (code === -5 || code === -6) {
+      const [limit, what] =
+        code === -5 ? (['maxLogMessages', 'messages'] as const) : (['maxLogBytes', 'bytes of messages'] as const);
+      throw new QuotaError(
+        limit,
+        max,
+        `session "${sessionId}" has ${count} ${what} stored, its message log is full (${limit} ${max}): nothing was undone`,
+      );
+    }
     if (code === 1) {
       // Its message count and updatedAt changed: the listing shows it (as a worker's write does).
       await parts.store.index(sessionId, { touch: true });

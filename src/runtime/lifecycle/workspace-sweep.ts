@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
+import { readdir, rm, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { isLocalStore } from '../../workspace/layout.ts';
 import type { WorkspaceConfig, Workspaces } from '../../workspace/types.ts';
@@ -19,11 +20,16 @@ export const STORE_COMPACT_EVERY_MS = 24 * 3_600_000;
  * moves (seconds), and a removal's only matter for a day.
  */
 export const STORE_PRUNE_GRACE_MS = 24 * 3_600_000;
+/**
+ * A session's git data on this host whose session does not exist is left this long after it last
+ * changed: an import or a fork writes it (the caller's) before it writes the session.
+ */
+export const GIT_DATA_GRACE_MS = 3_600_000;
 
 export interface WorkspaceSweepResult {
   /** Removed sessions whose snapshots (and this host's copy) this sweep removed. */
   removed: number;
-  /** Copies on this host of sessions that no longer exist, removed. */
+  /** Copies on this host of sessions that no longer exist, removed (with their git data, the workers' or the callers'). */
   orphans: number;
   /** This sweep compacted the local store (at most once per STORE_COMPACT_EVERY_MS per host and store). */
   compacted: boolean;
@@ -43,7 +49,7 @@ export async function sweepWorkspaces(
   redis: Redis,
   keys: Keys,
   workspaces: Workspaces,
-  config: Pick<WorkspaceConfig, 'root' | 'store'>,
+  config: Pick<WorkspaceConfig, 'root' | 'gitDir' | 'store'>,
   warn: (message: string, error: unknown) => void,
 ): Promise<WorkspaceSweepResult> {
   const gone = lifecycleKeys(keys).workspacesGone;
@@ -61,25 +67,63 @@ export async function sweepWorkspaces(
     }
   }
   let orphans = 0;
-  // No root yet: no copies on this host.
-  const names = await readdir(config.root).catch(() => [] as string[]);
-  const local = names.filter((n) => SESSION_ID_PATTERN.test(n)).slice(0, LOCAL_PER_SWEEP);
-  if (local.length > 0) {
-    const pipeline = redis.pipeline();
-    for (const id of local) pipeline.exists(keys.session(id, 'meta'));
-    const replies = (await pipeline.exec()) ?? [];
-    for (const [i, id] of local.entries()) {
-      const [error, exists] = replies[i] ?? [null, 1];
-      if (error !== null || exists !== 0) continue;
-      try {
-        await workspaces.remove(id);
-        orphans += 1;
-      } catch (failure) {
-        warn(`the workspace copy of a removed session ${id} was not removed (tried again next sweep)`, failure);
-      }
+  for (const id of await missing(redis, keys, await sessionDirs(config.root, 0))) {
+    try {
+      await workspaces.remove(id);
+      orphans += 1;
+    } catch (failure) {
+      warn(`the workspace copy of a removed session ${id} was not removed (tried again next sweep)`, failure);
+    }
+  }
+  // Git data without a copy: the workers' (a copy removed by hand, a removal cut short), removed with
+  // the session's snapshots; the callers' (exports, imports, forks, diffs), which no removal reaches.
+  for (const id of await missing(redis, keys, await sessionDirs(join(config.gitDir, 'sessions'), GIT_DATA_GRACE_MS))) {
+    try {
+      await workspaces.remove(id);
+      orphans += 1;
+    } catch (failure) {
+      warn(`the workspace git data of a removed session ${id} was not removed (tried again next sweep)`, failure);
+    }
+  }
+  const callers = join(config.gitDir, 'callers', 'sessions');
+  for (const id of await missing(redis, keys, await sessionDirs(callers, GIT_DATA_GRACE_MS))) {
+    try {
+      await rm(join(callers, id), { recursive: true, force: true });
+      orphans += 1;
+    } catch (failure) {
+      warn(`a caller's git data of a removed session ${id} was not removed (tried again next sweep)`, failure);
     }
   }
   return { removed, orphans, compacted: await compactStore(redis, keys, workspaces, config.store) };
+}
+
+/** Session ids named by `dir`'s entries (none when it does not exist), at most LOCAL_PER_SWEEP, each unchanged for `graceMs`. */
+async function sessionDirs(dir: string, graceMs: number): Promise<string[]> {
+  // No such directory yet: nothing of any session on this host.
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const ids = names.filter((n) => SESSION_ID_PATTERN.test(n)).slice(0, LOCAL_PER_SWEEP);
+  if (graceMs === 0) return ids;
+  const now = Date.now();
+  const old = await Promise.all(
+    ids.map(async (id) => {
+      // Gone meanwhile: nothing left to remove.
+      const info = await stat(join(dir, id)).catch(() => null);
+      return info !== null && now - info.mtimeMs >= graceMs;
+    }),
+  );
+  return ids.filter((_, i) => old[i] === true);
+}
+
+/** Those of `ids` whose session does not exist; a reply that failed counts as existing (nothing removed on a doubt). */
+async function missing(redis: Redis, keys: Keys, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const pipeline = redis.pipeline();
+  for (const id of ids) pipeline.exists(keys.session(id, 'meta'));
+  const replies = (await pipeline.exec()) ?? [];
+  return ids.filter((_, i) => {
+    const [error, exists] = replies[i] ?? [null, 1];
+    return error === null && exists === 0;
+  });
 }
 
 /** Compacts a local store when no worker of this host did in the last STORE_COMPACT_EVERY_MS. */
