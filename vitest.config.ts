@@ -109,6 +109,7 @@ const UNIT_SUITES = [
   'test/runtime/lifecycle/archive-workspace.test.ts',
   'test/runtime/lifecycle/fork.test.ts',
   'test/runtime/limits/config.test.ts',
+  'test/runtime/self-fence.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
   'test/runtime/turn-prompts.test.ts',
 ];
