@@ -78,7 +78,7 @@ export class SessionStore {
     define('sessiondEnqueue', 5, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
-    define('sessiondWrite', 11, WRITE);
+    define('sessiondWrite', 13, WRITE);
     define('sessiondCancel', 4, CANCEL);
     define('sessiondIndex', indexScriptKeys(keys).keys.length, INDEX);
   }
