@@ -32,6 +32,11 @@ export function egressField(reason: string): string {
   return `egress|${reason}`;
 }
 
+/** The fleet counter field of webhook deliveries by outcome (webhooks/outbox.ts), added to the totals directly. */
+export function webhookField(outcome: 'delivered' | 'failed' | 'refused' | 'dead'): string {
+  return `webhooks|${outcome}`;
+}
+
 /** A parsed counter field (null: not one of ours). */
 export function parseField(
   field: string,
@@ -40,8 +45,10 @@ export function parseField(
   | { kind: 'retries'; category: string }
   | { kind: 'walls'; attempts: string }
   | { kind: 'egress'; reason: string }
+  | { kind: 'webhooks'; outcome: string }
   | null {
   const parts = field.split('|');
+  if (parts[0] === 'webhooks' && parts.length === 2) return { kind: 'webhooks', outcome: parts[1] ?? '' };
   if (parts[0] === 'egress' && parts.length === 2) return { kind: 'egress', reason: parts[1] ?? '' };
   if (parts[0] === 'walls' && parts.length === 2) return { kind: 'walls', attempts: parts[1] ?? '' };
   if (parts[0] === 'attempts' && parts.length === 3)

@@ -6,6 +6,8 @@ import type { Redis } from 'ioredis';
 import type { Webhook, WebhookDelivery } from '../../config/webhooks.ts';
 import type { Keys } from '../keys.ts';
 import { script } from '../redis/scripts.ts';
+import { webhookField } from '../counters.ts';
+import { lifecycleKeys } from '../lifecycle/keys.ts';
 import { allowList, webhookDestination } from './destination.ts';
 import { outboxKey, webhookFleetKeys, type OutboxHooks } from './outbox-keys.ts';
 import { signatureHeader } from './sign.ts';
@@ -283,7 +285,16 @@ export class WebhookOutbox implements OutboxHooks {
       .ltrim(this.#fleet.dead, 0, this.#settings.delivery.maxDead - 1)
       .exec();
     this.stats.events.dead += 1;
+    this.#count('dead');
     this.#log('warn', 'webhook event dead-lettered', { sessionId, id, type, attempts: state.attempts, seq });
+  }
+
+  /** Adds to the fleet totals that serve's metrics report (counters.ts). */
+  #count(outcome: 'delivered' | 'failed' | 'refused' | 'dead'): void {
+    this.#redis.hincrby(lifecycleKeys(this.#keys).counters, webhookField(outcome), 1).catch(
+      // A count lost to a Redis hiccup only under-reports a metric; delivery does not depend on it.
+      () => undefined,
+    );
   }
 
   /** One signed POST; null when the receiver answered 2xx, else why not. Never throws. */
@@ -292,6 +303,7 @@ export class WebhookOutbox implements OutboxHooks {
     const dest = await webhookDestination(url.hostname, this.#allowed);
     if (!dest.ok) {
       this.stats.requests.refused += 1;
+      this.#count('refused');
       return `refused: ${dest.reason}`;
     }
     const timestamp = Math.floor(Date.now() / 1000);
@@ -342,6 +354,7 @@ export class WebhookOutbox implements OutboxHooks {
     });
     if (result === null) this.stats.requests.delivered += 1;
     else this.stats.requests.failed += 1;
+    this.#count(result === null ? 'delivered' : 'failed');
     return result;
   }
 }
@@ -355,6 +368,21 @@ function parseBody(body: string): { type: string; at: number } {
     // Written by sessiond, so JSON; anything else goes nowhere (no endpoint subscribes to type '').
     return { type: '', at: Date.now() };
   }
+}
+
+/** The dead letters kept, and how long the most overdue session with events due has waited (s). */
+export async function webhookBacklog(
+  redis: Redis,
+  keys: Keys,
+  now: number,
+): Promise<{ dead: number; lagSeconds: number }> {
+  const fleet = webhookFleetKeys(keys);
+  const [dead, oldest] = await Promise.all([
+    redis.llen(fleet.dead),
+    redis.zrangebyscore(fleet.markers, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1),
+  ]);
+  const due = oldest.length >= 2 ? Number(oldest[1]) : now;
+  return { dead, lagSeconds: Math.max(0, now - due) / 1000 };
 }
 
 /** The events waiting, per session (at most `limit` sessions). */

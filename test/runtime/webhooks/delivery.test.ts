@@ -4,6 +4,8 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { internals } from '../../../src/runtime/internals.ts';
 import { outboxKey, webhookFleetKeys } from '../../../src/runtime/webhooks/outbox-keys.ts';
+import { deadLetters, replayDeadLetters } from '../../../src/runtime/webhooks/outbox.ts';
+import { counterTotals } from '../../../src/runtime/counters.ts';
 import { freePort } from '../../support/redis.ts';
 import { turnEnded, until, type Harness, useRuntimeSuite } from '../../support/runtime.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
@@ -196,6 +198,10 @@ describe('webhooks', () => {
     expect([...bodies.values()].every((b) => b.size === 1)).toBe(true);
     expect(receiver.requests.some((r) => r.status === 503)).toBe(true);
     expect(receiver.maxInFlight).toBe(1);
+    // Counted in the fleet totals that serve's metrics report.
+    const totals = await counterTotals(redis, internals(h.runtime).keys);
+    expect(totals.get('webhooks|delivered')).toBeGreaterThanOrEqual(expected.length);
+    expect(totals.get('webhooks|failed')).toBeGreaterThanOrEqual(1);
     for (const e of delivered.filter((d) => d.type === 'turn.ended')) {
       expect(e).toMatchObject({ status: 'completed', failureReason: null, seq: await lastSeq(e.sessionId) });
       expect(Object.keys(e)).toEqual(expect.arrayContaining(['type', 'id', 'sessionId', 'turn', 'at']));
@@ -252,7 +258,39 @@ describe('webhooks', () => {
       'the refusal recorded',
     );
     expect(receiver.requests).toEqual([]);
+    expect((await counterTotals(redis, internals(h.runtime).keys)).get('webhooks|refused')).toBeGreaterThanOrEqual(1);
     expect(await redis.zscore(webhookFleetKeys(internals(h.runtime).keys).markers, sessionId)).not.toBeNull();
+    await receiver.close();
+  }, 180_000);
+
+  it('events not delivered within maxAgeMs become dead letters; a replay from their number delivers them, same webhook-id', async () => {
+    const port = await freePort();
+    await startWorkerProcess(worker(port, { maxAgeMs: 1000 }));
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'hello',
+      options: { provider: 'fake', model: MODEL, cwd: env.cwd },
+    });
+    expect((await turnEnded(h.runtime, sessionId)).state).toBe('completed');
+    const keys = internals(h.runtime).keys;
+    const dead = await until(
+      async () => {
+        const letters = (await deadLetters(redis, keys)).filter((d) => d.sessionId === sessionId);
+        return letters.length === 2 ? letters : null;
+      },
+      30_000,
+      'two dead letters',
+    );
+    expect(dead.map((d) => d.type).sort()).toEqual(['turn.ended', 'turn.started']);
+    expect(dead.every((d) => d.lastError.includes('ECONNREFUSED'))).toBe(true);
+    const receiver = new Receiver(port);
+    await receiver.listen();
+    const from = Math.min(...dead.map((d) => d.seq));
+    expect(await replayDeadLetters(redis, keys, { seq: from })).toBe(2);
+    expect((await deadLetters(redis, keys)).filter((d) => d.sessionId === sessionId)).toEqual([]);
+    await until(async () => receiver.delivered().size === 2, 30_000, 'the replayed events delivered');
+    expect([...receiver.delivered().keys()].sort()).toEqual(dead.map((d) => d.id).sort());
+    for (const r of receiver.requests) expect(validSignatures(r)).toBe(2);
+    expect((await counterTotals(redis, keys)).get('webhooks|dead')).toBeGreaterThanOrEqual(2);
     await receiver.close();
   }, 180_000);
 });
