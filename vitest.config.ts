@@ -16,8 +16,8 @@ import { defineConfig } from 'vitest/config';
  *   providers, Claude Code's approvals, the ACP client on the real gemini with its approval flow:
  *   moved from `core` when the suite outgrew its budget on a slower host), of Qwen Code, OpenCode and
  *   the Claude Code ACP adapter (their own suites, their approval flows, their runs through the
- *   session machine), the four real CLIs through the egress proxy, and `sessiond agents` asking each
- *   ACP agent.
+ *   session machine), the four real CLIs through the egress proxy, `sessiond agents` asking each
+ *   ACP agent, and docs/getting-started.md run command by command (real pi and Claude Code).
  * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install),
  *   the 200 sessions under a fleet limit, and, moved from `core` for the budget: 500 concurrent SSE
  *   clients against one `serve` (`sse-load.test.ts`, a load test split out of `streams.test.ts`,
@@ -55,6 +55,8 @@ const AGENT_SUITES = [
   'test/agents/gemini/provider.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
   'test/agents/acp/gemini-acp-runtime.test.ts',
+  // docs/getting-started.md run command by command: the demo, a worker, real pi and Claude Code.
+  'test/docs/getting-started.test.ts',
 ];
 // The pure suites: no Redis, no agent CLI, no process of an agent, no network (mappers, the machine,
 // retry, policy, config, the CLI's parsing). A new suite of pure logic belongs here too.
@@ -107,6 +109,7 @@ const UNIT_SUITES = [
   'test/runtime/lifecycle/archive-workspace.test.ts',
   'test/runtime/lifecycle/fork.test.ts',
   'test/runtime/limits/config.test.ts',
+  'test/runtime/self-fence.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
   'test/runtime/turn-prompts.test.ts',
   'test/runtime/webhooks/destination.test.ts',

@@ -536,6 +536,9 @@ async function sessiondMemory(env: Env): Promise<Memory> {
       url: env.ctx.url,
       prefix: `bench-${env.runId}-mem`,
       concurrency: ACTIVE + CONCURRENCY,
+      // 100 attempts started at once stall this worker's event loop past the default 2 s lease on a
+      // loaded host (each holder then fences itself): a worker this wide needs a longer one (docs/operations/deployment.md).
+      env: { SESSIOND_LEASE_TTL: '30s' },
       piCommand: env.fakes.shHang,
       stateDir: env.fakes.stateDir,
       agentDir: env.fakes.agentDir,
@@ -893,6 +896,8 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       sessiondMessagesPerSec: orNull(round(median(long.sessiond), 0)),
       restateMessagesPerSec: orNull(round(median(long.restate), 0)),
       cancelP99Ms: { sessiond: percentile(coop.sessiond, 99), restate: percentile(coop.restate, 99) },
+      // kill -9 (part 4): from the kill until every session completed again, a replacement started at once.
+      recoveryMs: { sessiond: Math.round(killS.recoveryMs), restate: Math.round(killR.recoveryMs) },
       // The silent agents' processes still alive SILENT_LATER_MS after the kill, a replacement running since
       // (the writing agents of part 4 die on their next write, EPIPE, on both sides).
       orphansAfterKill: { sessiond: silentS.aliveLater, restate: silentR.aliveLater },

@@ -243,12 +243,15 @@ export class Cluster {
     return join(this.root, `host-${slot}`);
   }
 
-  /** Starts a worker process in `slot` (replacing whatever ran there) and waits until it says it started. */
-  async startWorker(slot: number): Promise<ManagedWorker> {
+  /**
+   * Starts a worker process in `slot` (replacing whatever ran there) and waits until it says it started;
+   * `redisUrl`: another way to the run's Redis (the partition scenario's proxy).
+   */
+  async startWorker(slot: number, redisUrl: string = this.redis.url): Promise<ManagedWorker> {
     const host = this.#hostDir(slot);
     const proc = await startWorkerProcess(
       {
-        redisUrl: this.redis.url,
+        redisUrl,
         prefix: this.prefix,
         env: this.pi,
         stateDir: join(host, 'state'),

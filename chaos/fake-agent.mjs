@@ -21,6 +21,9 @@
 //                        <ms>, then completes: the worker must kill them at the attempt's end
 //   escape-hang          starts the same three escapes, then goes silent mid-tool (the idle timeout
 //                        ends the attempt, which must take them down with it)
+//   stamp:<ms>           runs a tool for <ms> during which the agent appends the time (ms) to a file
+//                        of its own every 20 ms ($CHAOS_STATE_DIR/stamps/<tag>.<pid>): the tool's
+//                        lifetime as the agent saw it (the partition scenario compares them)
 //   tool:<ms>            runs a bash-like tool: a `sleep` child in its own session and process group
 //                        (detached: setsid) for <ms>, then completes; interrupted, it leaves the
 //                        sleep behind
@@ -338,6 +341,22 @@ async function main(stdinText) {
         // Silence mid-tool, until the idle timeout stops the attempt.
         setInterval(() => undefined, 1 << 30);
         return new Promise(() => undefined);
+      });
+      break;
+    }
+    case 'stamp': {
+      const ms = Number(spec.arg ?? '1000');
+      const dir = join(process.env.CHAOS_STATE_DIR || join(tmpdir(), 'chaos-fake-agent'), 'stamps');
+      mkdirSync(dir, { recursive: true });
+      const file = join(dir, `${spec.tag.replace(/[^A-Za-z0-9_.-]/g, '_')}.${process.pid}`);
+      await toolTurn(`stamp ${ms}`, async () => {
+        const end = Date.now() + ms;
+        while (Date.now() < end) {
+          appendFileSync(file, `${Date.now()}\n`);
+          await sleep(20);
+        }
+        appendFileSync(file, `${Date.now()}\n`);
+        return `stamped ${ms} ms\n`;
       });
       break;
     }

@@ -18,6 +18,7 @@ import { limits } from './scenarios/limits.ts';
 import { races } from './scenarios/races.ts';
 import { redisFaults } from './scenarios/redis.ts';
 import { sigstop } from './scenarios/sigstop.ts';
+import { partition } from './scenarios/partition.ts';
 
 export const SCENARIOS: readonly ScenarioDefinition[] = [
   kill9,
@@ -25,6 +26,7 @@ export const SCENARIOS: readonly ScenarioDefinition[] = [
   agents,
   races,
   sigstop,
+  partition,
   escape,
   escapeBwrap,
   limits,
@@ -117,7 +119,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   // The shared world (one redis-server), unless every scenario chosen brings its own.
   const cluster = chosen.some((s) => s.world === undefined) ? await Cluster.start(worldOptions) : null;
   const own = chosen.filter((s) => s.world !== undefined).length;
-  const budget = options.budgetMs ?? (options.quick ? 200_000 : 720_000 + own * 240_000);
+  const budget = options.budgetMs ?? (options.quick ? 240_000 : 720_000 + own * 240_000);
   let timer: NodeJS.Timeout | undefined;
   try {
     const all = (async () => {

@@ -56,8 +56,27 @@ export class NotFoundError extends SessiondError {
 
 /** The session cannot take this request in its current state (being deleted, or active and not forced): HTTP 409. */
 export class ConflictError extends SessiondError {
-  override readonly name = 'ConflictError';
+  override readonly name: string = 'ConflictError';
   override readonly code = 'conflict';
+}
+
+/**
+ * A prompt sent with `whenBusy: "reject"` found the session busy (a turn runs or prompts wait); nothing
+ * was written. A ConflictError (code `conflict`, HTTP 409, CLI exit 1) saying what it found.
+ */
+export class SessionBusyError extends ConflictError {
+  override readonly name: string = 'SessionBusyError';
+  /** The session's state when the prompt came (`running`, `backoff`, …, or `queued`). */
+  readonly state: string;
+  /** Prompts waiting for their turn then (the running turn not counted). */
+  readonly waiting: number;
+  constructor(sessionId: string, state: string, waiting: number) {
+    super(
+      `session "${sessionId}" is busy (${state}${waiting > 0 ? `, ${waiting} prompt${waiting === 1 ? '' : 's'} waiting` : ''}): the prompt was rejected (whenBusy "reject") and not stored`,
+    );
+    this.state = state;
+    this.waiting = waiting;
+  }
 }
 
 export type QuotaLimit = 'maxQueuedPrompts' | 'maxLogMessages' | 'maxLogBytes' | 'maxSessions' | 'maxStreams';

@@ -80,7 +80,7 @@ export {
   type AgentTerminalMessage,
 } from './protocol/index.ts';
 export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';
-export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy } from './policy/index.ts';
+export type { PolicyInput as DeploymentPolicyInput, DeploymentPolicy, WhenBusy } from './policy/index.ts';
 export {
   ArchiveError,
   ConfigError,
@@ -91,6 +91,7 @@ export {
   NotFoundError,
   PolicyError,
   QuotaError,
+  SessionBusyError,
   SessiondError,
   type ErrorCode,
 } from './errors.ts';

@@ -29,9 +29,9 @@ export interface WorkerOptions {
   deploymentPolicy?: PolicyInput;
   /** A session's cwd when its caller names none, and the default allowed root. @default process.cwd() */
   workspace?: string;
-  /** Session lease and BullMQ lock: a dead worker's sessions are taken over after about this. @default 30000 */
+  /** Session lease and BullMQ lock: a dead worker's sessions are taken over after about this (+ stalledIntervalMs); a holder that cannot renew it stops its agent before it lapses. @default 2000 */
   leaseTtlMs?: number;
-  /** BullMQ's stalled-job check. @default 15000 */
+  /** BullMQ's stalled-job check. @default 1000 */
   stalledIntervalMs?: number;
   /** A longer backoff gives the worker slot back. @default 2000 */
   holdBackoffMs?: number;

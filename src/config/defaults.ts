@@ -19,15 +19,17 @@ export const WORKER_DEFAULTS = {
    */
   concurrency: 4,
   /**
-   * A session's lease (and its BullMQ job lock), renewed every third of it.
-   * @default 30_000 (30 s)
+   * A session's lease (and its BullMQ job lock), renewed four times per TTL; a holder that cannot renew it
+   * stops its agent a tenth of it (at least 200 ms) before it may lapse (self-fencing). A dead or cut-off
+   * worker's sessions are taken over within about leaseTtlMs + stalledIntervalMs.
+   * @default 2_000 (2 s)
    */
-  leaseTtlMs: 30 * SECOND,
+  leaseTtlMs: 2 * SECOND,
   /**
-   * BullMQ's stalled-job check; a dead worker's sessions are taken over within about leaseTtlMs + this.
-   * @default 15_000 (15 s)
+   * BullMQ's stalled-job check (one check per interval fleet-wide, whichever worker comes first).
+   * @default 1_000 (1 s)
    */
-  stalledIntervalMs: 15 * SECOND,
+  stalledIntervalMs: SECOND,
   /**
    * A backoff longer than this gives the worker slot back (the job waits in BullMQ's delayed set).
    * @default 2_000 (2 s)

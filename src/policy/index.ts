@@ -3,6 +3,8 @@ export {
   PolicyError,
   PolicySchema,
   resolvePolicy,
+  WHEN_BUSY,
+  type WhenBusy,
   type AgentPermissions,
   type ApprovalPolicy,
   type DeploymentPolicy,

@@ -68,6 +68,14 @@ const NETWORK = z.strictObject({
   agents: z.record(z.string(), NETWORK_AGENT).default({}),
 });
 
+/**
+ * What a prompt does when it arrives while a turn runs or prompts wait (`whenBusy` of enqueue):
+ * `enqueue` waits its turn (the default), `steer` goes into the running turn, `interrupt` stops the
+ * running turn and runs next, `reject` is refused, `rollback` interrupts and takes the turn back.
+ */
+export const WHEN_BUSY = ['enqueue', 'steer', 'interrupt', 'reject', 'rollback'] as const;
+export type WhenBusy = (typeof WHEN_BUSY)[number];
+
 const absolutePath = z
   .string()
   .min(1)
@@ -108,6 +116,12 @@ export const PolicySchema = z.strictObject({
   maxParkMs: z.number().int().min(0).max(604_800_000).optional(),
   /** `counted`: an attempt that ends on a quota wall always counts against maxAttempts, whatever a retry policy says. */
   rateLimitAttempts: z.enum(['free', 'counted']).optional(),
+  /** The `whenBusy` strategies callers may use (default: all); `enqueue`, the default, is always among them. */
+  whenBusy: z
+    .array(z.enum(WHEN_BUSY))
+    .min(1)
+    .refine((list) => list.includes('enqueue'), 'must include "enqueue" (the default of a prompt that names none)')
+    .optional(),
   /** Per agent: the ceiling of its permission knobs. */
   permissions: z.record(z.string(), PERMISSION).default({}),
   /** Tool approvals (agents in `ask` mode): the deadline and the rules that allow without asking. */
@@ -144,6 +158,8 @@ export interface DeploymentPolicy {
   maxParkMs: number | null;
   /** `counted`: quota walls always count against maxAttempts; `free` (the default): as each retry policy says. */
   rateLimitAttempts: 'free' | 'counted';
+  /** The `whenBusy` strategies callers may use. Absent: all of them. */
+  whenBusy?: WhenBusy[];
   /** Per allowed agent: its ladder and ceiling, what its lists may hold, its switches turned on. */
   permissions: Record<string, AgentPermissions>;
   /** Tool approvals: the deadline and the auto-allow rules. */
@@ -232,6 +248,7 @@ export function resolvePolicy(
     maxTurnMs: input.maxTurnMs ?? null,
     maxParkMs: input.maxParkMs ?? null,
     rateLimitAttempts: input.rateLimitAttempts ?? 'free',
+    whenBusy: [...new Set(input.whenBusy ?? WHEN_BUSY)],
     permissions,
     approvals: { deadlineMs: input.approvals.deadlineMs, autoAllow: input.approvals.autoAllow.map((r) => ({ ...r })) },
     network,

@@ -37,6 +37,15 @@ export function webhookField(outcome: 'delivered' | 'failed' | 'refused' | 'dead
   return `webhooks|${outcome}`;
 }
 
+/**
+ * The fleet counter field of a prompt stored with a `whenBusy` other than `enqueue` (added to the totals directly,
+ * after the prompt is stored): `effect` `interrupted` when it asked the running turn to stop, `queued` when the
+ * session was not busy or nothing ran to stop. A rejected prompt writes nothing, this counter included.
+ */
+export function whenBusyField(strategy: string, effect: 'interrupted' | 'queued'): string {
+  return `whenBusy|${strategy}|${effect}`;
+}
+
 /** A parsed counter field (null: not one of ours). */
 export function parseField(
   field: string,
@@ -46,9 +55,12 @@ export function parseField(
   | { kind: 'walls'; attempts: string }
   | { kind: 'egress'; reason: string }
   | { kind: 'webhooks'; outcome: string }
+  | { kind: 'whenBusy'; strategy: string; effect: string }
   | null {
   const parts = field.split('|');
   if (parts[0] === 'webhooks' && parts.length === 2) return { kind: 'webhooks', outcome: parts[1] ?? '' };
+  if (parts[0] === 'whenBusy' && parts.length === 3)
+    return { kind: 'whenBusy', strategy: parts[1] ?? '', effect: parts[2] ?? '' };
   if (parts[0] === 'egress' && parts.length === 2) return { kind: 'egress', reason: parts[1] ?? '' };
   if (parts[0] === 'walls' && parts.length === 2) return { kind: 'walls', attempts: parts[1] ?? '' };
   if (parts[0] === 'attempts' && parts.length === 3)

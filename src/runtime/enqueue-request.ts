@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { SESSION_ID_PATTERN } from './keys.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from './queue.ts';
+import { WHEN_BUSY } from '../policy/schema.ts';
 
 /** What `enqueue` takes (validated here; the options by the agent registry, the policy by the deployment's). Loaded by the first write. */
 export const EnqueueRequestSchema = z.strictObject({
@@ -24,6 +25,13 @@ export const EnqueueRequestSchema = z.strictObject({
     .min(MIN_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
     .max(MAX_PRIORITY, `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`)
     .optional(),
+  /**
+   * What the prompt does when the session is busy (a turn runs or prompts wait): `enqueue` (the default) waits its
+   * turn; `steer` goes into the running turn; `interrupt` stops the running turn and runs next; `reject` is
+   * refused (SessionBusyError) with nothing written; `rollback` interrupts and takes the interrupted turn back.
+   * The deployment policy (`policy.whenBusy`) may allow fewer.
+   */
+  whenBusy: z.enum(WHEN_BUSY, { error: `must be one of ${WHEN_BUSY.join(', ')}` }).optional(),
 });
 export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
 

@@ -16,6 +16,7 @@ export interface MetricFamilies {
   readonly tokens: Counter<'agent' | 'model' | 'kind'>;
   readonly quotaWalls: Counter<'attempts'>;
   readonly egressRefused: Counter<'reason'>;
+  readonly whenBusy: Counter<'strategy' | 'effect'>;
   readonly parkedNextReset: Gauge;
   readonly webhookDeliveries: Counter<'outcome'>;
   readonly webhookDeadLetters: Gauge;
@@ -90,6 +91,12 @@ export function metricFamilies(registry: Registry): MetricFamilies {
       name: 'sessiond_egress_refused_total',
       help: 'Requests of attempts their egress proxy refused (a host the policy does not list, a name resolving to a local address…), by reason; each is also an audit log line of the worker',
       labelNames: ['reason'],
+      registers,
+    }),
+    whenBusy: new Counter({
+      name: 'sessiond_prompts_when_busy_total',
+      help: 'Prompts stored with a whenBusy strategy other than enqueue, by strategy and effect (interrupted: the running turn was asked to stop; queued: nothing ran to stop); a rejected prompt writes nothing and is not counted',
+      labelNames: ['strategy', 'effect'],
       registers,
     }),
     parkedNextReset: new Gauge({

@@ -232,6 +232,8 @@ export class RuntimeMetrics {
       else if (parsed?.kind === 'walls') this.#metrics.quotaWalls.inc({ attempts: parsed.attempts }, added);
       else if (parsed?.kind === 'egress') this.#metrics.egressRefused.inc({ reason: parsed.reason }, added);
       else if (parsed?.kind === 'webhooks') this.#metrics.webhookDeliveries.inc({ outcome: parsed.outcome }, added);
+      else if (parsed?.kind === 'whenBusy')
+        this.#metrics.whenBusy.inc({ strategy: parsed.strategy, effect: parsed.effect }, added);
     }
   }
 

@@ -122,3 +122,44 @@ export async function reapOrphans(scope: string): Promise<{ reaped: number; kill
   }
   return { reaped, killed };
 }
+
+/**
+ * Self-fencing (see SessionWorker): kills at once, with SIGKILL, every process of the agents this
+ * process started for `sessionId` (found by marker, so the tools they started too) and their attempt
+ * cgroups (with what left the marker). No grace: it runs when this worker can no longer prove it holds
+ * the session, and must be done before anyone else may take it. Returns how many processes it signalled.
+ */
+export async function killOwnAgents(scope: string, sessionId: string): Promise<number> {
+  const owner = await markerOwner();
+  const mine = (m: ParsedMarker): boolean =>
+    m.scope === scope &&
+    m.sessionId === sessionId &&
+    m.workerPid === owner.pid &&
+    (owner.startTime === '0' || m.workerStartTime === owner.startTime);
+  let signalled = 0;
+  const groups = (await findAgentProcesses()).filter(mine);
+  for (const group of groups)
+    for (const p of group.processes) {
+      // The start time is compared first: never a recycled pid.
+      if (!(await isAlive(p.pid, p.startTime))) continue;
+      try {
+        process.kill(p.pid, 'SIGKILL');
+        signalled += 1;
+      } catch {
+        // ESRCH: it ended meanwhile.
+      }
+    }
+  const cgroups = listAttemptCgroups().filter((name) => {
+    const parsed = parseMarker(name);
+    return parsed !== null && mine(parsed);
+  });
+  await Promise.all(cgroups.map((name) => killAttemptCgroup(name)));
+  // What started between the scan and the kills (a tool forking): the usual tree kill, marker-checked.
+  await Promise.all(
+    groups.map((g) => {
+      const root = g.agent ?? g.processes[0];
+      return root === undefined ? undefined : killProcessTree(root.pid, g.marker, { startTime: root.startTime });
+    }),
+  );
+  return signalled;
+}

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { StaleLeaseError } from '../errors.ts';
 import { contentJson } from './store/log-room.ts';
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 import type { UsageRecord } from './usage/usage.ts';
@@ -48,6 +49,11 @@ export class SessionWriter {
 
   get failure(): Error | null {
     return this.#failure;
+  }
+
+  /** The holder self-fenced (its lease may lapse before it could renew it): nothing more is written, as if stale. */
+  fence(): void {
+    this.#failure ??= new StaleLeaseError(this.#sessionId);
   }
 
   message(turn: number, attempt: number, type: string, content: unknown): Promise<void> | undefined {

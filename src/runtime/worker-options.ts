@@ -16,7 +16,7 @@ export interface WorkerOptions {
   queue: SessionQueue;
   concurrency: number;
   leaseTtlMs: number;
-  /** BullMQ's stalled-job check; a dead worker's sessions are taken over within about leaseTtlMs + this. */
+  /** BullMQ's stalled-job check; a dead worker's sessions are taken over within about leaseTtlMs + this (see self-fence.ts). */
   stalledIntervalMs: number;
   holdBackoffMs: number;
   pollMs: number;

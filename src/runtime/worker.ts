@@ -10,7 +10,8 @@ import { ActiveSession } from './session-loop/active-session.ts';
 import { createTracing, type Tracing } from './tracing/tracing.ts';
 import { deploymentPolicy } from './deployment-policy.ts';
 import { EventBus } from './event-bus.ts';
-import { markerScope, reapOrphans } from './orphans.ts';
+import { killOwnAgents, markerScope, reapOrphans } from './orphans.ts';
+import { monotonicNow, renewIntervalMs, SelfFence } from './self-fence.ts';
 import { PolicyStore } from './policy-store.ts';
 import { ACTIVATION_JOB, parseJobData } from './queue.ts';
 import { SharedSessionMachine } from './shared-machine.ts';
@@ -231,29 +232,39 @@ export class SessionWorker {
     }
     const { sessionId } = data;
     if (this.#closing !== null) return this.#requeue(job, token, Date.now() + 500);
-    const lease = await this.#store.acquire(sessionId, this.id, this.#options.leaseTtlMs);
+    const ttl = this.#options.leaseTtlMs;
+    const acquireSentAt = monotonicNow();
+    const lease = await this.#store.acquire(sessionId, this.id, ttl);
     if (!lease.ok) {
       if (lease.reason === 'unknown_session') {
         log('warn', 'job for an unknown session: nothing done', { jobId: job.id, sessionId });
         return 'ignored: unknown session';
       }
       // Another worker drives it (or its lease has not run out after a crash): look again later.
-      return this.#requeue(job, token, Date.now() + Math.min(lease.retryInMs, this.#options.leaseTtlMs) + 50);
+      return this.#requeue(job, token, Date.now() + Math.min(lease.retryInMs, ttl) + 50);
     }
     // Renewed from the moment it is held: the reap below may take seconds on a busy host.
     let session: ActiveSession | null = null;
     let lost = false;
-    const renew = setInterval(
-      () => {
-        session?.renewHold();
-        this.#store.renew(sessionId, lease.token, this.#options.leaseTtlMs).then((ok) => {
-          if (ok) return;
-          lost = true;
-          session?.markStale();
-        }, this.#warn('lease not renewed (tried again next tick; it lapses if none lands)'));
-      },
-      Math.max(100, Math.floor(this.#options.leaseTtlMs / 3)),
-    );
+    // Self-fencing (self-fence.ts): no renewal landed in time, so the lease may lapse and another
+    // worker take the session: this one stops its agent at once and writes nothing more, before that.
+    const fence = new SelfFence(ttl, acquireSentAt, () => {
+      lost = true;
+      log('warn', 'lease not renewed in time: agent stopped, nothing more written (self-fenced)', { sessionId });
+      session?.fence();
+      killOwnAgents(markerScope(this.#options.keys.prefix), sessionId).catch(
+        this.#warn('the self-fenced session’s agent was not killed at once (its stop goes on as for a lost lease)'),
+      );
+    });
+    const renew = setInterval(() => {
+      session?.renewHold();
+      const sentAt = monotonicNow();
+      this.#store.renew(sessionId, lease.token, ttl).then((ok) => {
+        if (ok) return fence.renewed(sentAt);
+        lost = true;
+        session?.markStale();
+      }, this.#warn('lease not renewed (tried again next tick; the holder fences itself if none lands in time)'));
+    }, renewIntervalMs(ttl));
     const onAbort = (): void => session?.interrupt();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -293,15 +304,20 @@ export class SessionWorker {
         loaded: lease.loaded,
         machine: this.#machine,
       });
-      if (lost) session.markStale();
+      if (fence.fired) session.fence();
+      else if (lost) session.markStale();
       if (signal?.aborted === true) session.interrupt();
       this.#active.set(sessionId, session);
       const outcome = await session.drive();
       log('info', 'session released', { sessionId, outcome: outcome.kind });
       if (outcome.kind === 'parked') return this.#requeue(job, token, outcome.until);
       if (outcome.kind === 'interrupted') return this.#requeue(job, token, Date.now());
+      // Self-fenced while still holding the job (Redis was slow, not gone): the job comes back once
+      // the lease has lapsed, here or anywhere. A job whose lock was lost meanwhile is another's now.
+      if (outcome.kind === 'stale' && fence.fired) return this.#requeue(job, token, Date.now() + ttl);
       return outcome.kind;
     } finally {
+      fence.stop();
       clearInterval(renew);
       signal?.removeEventListener('abort', onAbort);
       this.#active.delete(sessionId);

@@ -8,7 +8,7 @@ import { runChaos, SCENARIOS } from '../../chaos/run.ts';
  * worker), against real worker processes, a real redis-server and real pi. Every check must pass.
  */
 describe('chaos (quick)', () => {
-  it('every scenario passes every check, and nothing it started is left running', { timeout: 300_000 }, async () => {
+  it('every scenario passes every check, and nothing it started is left running', { timeout: 360_000 }, async () => {
     const lines: string[] = [];
     const report = await runChaos({ quick: true, seed: 20_261_129, log: (line) => lines.push(line) });
     const failed = report.scenarios.flatMap((s) =>

@@ -48,8 +48,8 @@ describe('option defaults', () => {
   it('are the values the README documents', () => {
     expect(WORKER_DEFAULTS).toEqual({
       concurrency: 4,
-      leaseTtlMs: 30_000,
-      stalledIntervalMs: 15_000,
+      leaseTtlMs: 2_000,
+      stalledIntervalMs: 1_000,
       holdBackoffMs: 2_000,
       pollMs: 1_000,
       heartbeatMs: 5_000,

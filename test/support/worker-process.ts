@@ -23,9 +23,9 @@ export interface WorkerProcessOptions {
   /** pi's local session dir on this "host" (default: env.sessionDir). */
   sessionDir?: string;
   concurrency?: number;
-  /** Durations as the config reads them ("2s", "500ms"). */
-  leaseTtl?: string;
-  stalledInterval?: string;
+  /** Durations as the config reads them ("2s", "500ms"); null: not set (the worker's default). */
+  leaseTtl?: string | null;
+  stalledInterval?: string | null;
   holdBackoff?: string;
   poll?: string;
   heartbeat?: string;
@@ -72,8 +72,8 @@ export function workerEnv(o: WorkerProcessOptions): Record<string, string> {
     SESSIOND_PREFIX: o.prefix,
     SESSIOND_STATE_DIR: o.stateDir,
     SESSIOND_CONCURRENCY: String(o.concurrency ?? 2),
-    SESSIOND_LEASE_TTL: o.leaseTtl ?? '2s',
-    SESSIOND_STALLED_INTERVAL: o.stalledInterval ?? '1s',
+    ...(o.leaseTtl === null ? {} : { SESSIOND_LEASE_TTL: o.leaseTtl ?? '2s' }),
+    ...(o.stalledInterval === null ? {} : { SESSIOND_STALLED_INTERVAL: o.stalledInterval ?? '1s' }),
     SESSIOND_HOLD_BACKOFF: o.holdBackoff ?? '1500ms',
     SESSIOND_POLL: o.poll ?? '250ms',
     SESSIOND_HEARTBEAT: o.heartbeat ?? '1s',

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
-import { resolveCommand } from '../shared/agent-env.ts';
+import { resolveAgentCli } from '../shared/agent-env.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { egressSpawn, envBrokeredEnv, envModelRoute, withEgress, type EnvModelVars } from '../shared/brokered.ts';
 import type { SpawnSpec } from '../../process/index.ts';
@@ -91,7 +91,7 @@ async function* runClaudeCodeProcess(
   mapper: ClaudeCodeMapper,
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
-  const command = await resolveCommand(options.command, env);
+  const command = await resolveAgentCli(options.command, env);
   const cwd = options.cwd === undefined ? {} : { cwd: resolve(options.cwd) };
   // Its config dir holds its settings and every session's transcript: read-write, whole (see docs/sandbox.md).
   const sandbox = { writable: [configDir] };

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
-import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
+import { agentEnv, resolveAgentCli } from '../shared/agent-env.ts';
 import { managedHomeFiles } from '../shared/sandbox-files.ts';
 import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { brokeredEnv, egressSpawn, modelRoute, withEgress } from '../shared/brokered.ts';
@@ -99,7 +99,7 @@ async function* runCodexProcess(
   try {
     yield* runAgentAttempt(
       {
-        command: await resolveCommand(options.command, env),
+        command: await resolveAgentCli(options.command, env),
         args: codexArgs(options, provider.args),
         ...(options.cwd === undefined ? {} : { cwd: resolve(options.cwd) }),
         env: { ...env, CODEX_HOME: codexHome, TMPDIR: tmp },

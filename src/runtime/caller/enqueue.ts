@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { newJobId } from '../queue.ts';
 import { parseDuration } from '../../config/duration.ts';
-import { ConflictError, InputError, NotFoundError, QuotaError } from '../../errors.ts';
+import { ConflictError, InputError, NotFoundError, QuotaError, SessionBusyError } from '../../errors.ts';
 import { type CallerParts } from './parts.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../retry/policy.ts';
 import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 import { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } from '../enqueue-checks.ts';
 import { EnqueueRequestSchema, zodIssues } from '../enqueue-request.ts';
 import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
+import { whenBusyField } from '../counters.ts';
+import { lifecycleKeys } from '../lifecycle/keys.ts';
 
 // Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
 
@@ -49,6 +51,19 @@ export async function enqueue(
       throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
     policyJson = JSON.stringify(policy.policy);
   }
+  const whenBusy = request.whenBusy ?? 'enqueue';
+  // The deployment says which strategies callers may use (policy.whenBusy); it wins over the caller.
+  if (policy.whenBusy !== undefined && !policy.whenBusy.includes(whenBusy))
+    throw new InputError([
+      {
+        field: 'whenBusy',
+        message: `"${whenBusy}" is not allowed by this deployment (policy.whenBusy: ${policy.whenBusy.join(', ')})`,
+      },
+    ]);
+  if (!WHEN_BUSY_BUILT.includes(whenBusy))
+    throw new InputError([
+      { field: 'whenBusy', message: `"${whenBusy}" is not available yet in this version of sessiond` },
+    ]);
   const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
   const options = request.options ?? {};
   // The deployment's policy before anything is written; the worker checks the stored request again.
@@ -78,10 +93,12 @@ export async function enqueue(
       maxLogBytes: parts.limits.maxLogBytes,
       ...(retentionMs === undefined ? {} : { retentionMs }),
       ...(request.priority === undefined ? {} : { priority: request.priority }),
+      ...(whenBusy === 'enqueue' ? {} : { whenBusy }),
     }),
   );
   if (!result.ok) {
     if (result.reason === 'unknown_session') throw new NotFoundError(`unknown session "${sessionId}"`);
+    if (result.reason === 'busy') throw new SessionBusyError(sessionId, result.state, result.waiting);
     if (result.reason === 'deleting')
       throw new ConflictError(`session "${sessionId}" is being deleted: the prompt was not stored`);
     if (result.reason === 'queue_full')
@@ -119,7 +136,37 @@ export async function enqueue(
   await Promise.all(writes);
   // A new activation means nobody holds the session: there is no one to tell.
   if (result.jobId === null) await parts.bus.publish({ sessionId, kind: 'prompt' });
+  if (result.interrupted !== null) await deliverInterrupt(parts, sessionId, result);
+  if (whenBusy !== 'enqueue')
+    await parts.redis
+      .hincrby(
+        lifecycleKeys(parts.keys).counters,
+        whenBusyField(whenBusy, result.interrupted === null ? 'queued' : 'interrupted'),
+        1,
+      )
+      // Silent: a metric only; the prompt is stored and delivered whether or not it is counted.
+      .catch(() => undefined);
   return { sessionId, turn: result.turn, created: result.created };
+}
+
+/** The strategies this version carries out; the others are refused with an InputError naming the field. */
+const WHEN_BUSY_BUILT: readonly string[] = ['enqueue', 'reject', 'interrupt'];
+
+/**
+ * The cancel an interrupting prompt stored (in the same script as the prompt) goes where a cancel goes: to the
+ * holder by the bus, or, when the session's activation waits delayed (a long backoff, a quota wall), that
+ * activation run now, so the interrupted turn does not wait for its retry (as caller/turns.ts `cancel` does).
+ */
+async function deliverInterrupt(
+  parts: CallerParts,
+  sessionId: string,
+  result: { jobId: string | null; activeJobId: string },
+): Promise<void> {
+  await parts.bus.publish({ sessionId, kind: 'cancel' });
+  if (result.jobId !== null) return;
+  const job = await parts.queue.getJob(result.activeJobId);
+  // Silent: not delayed any more (it started meanwhile), its holder reads the cancel request.
+  if (job !== undefined && (await job.isDelayed())) await job.promote().catch(() => undefined);
 }
 
 /** A caller's retention for a session, in ms (0: forever), within the deployment's maximum. */

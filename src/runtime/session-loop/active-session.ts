@@ -132,6 +132,12 @@ export class ActiveSession {
     this.#inbox.poke();
   }
 
+  /** Self-fenced: the lease was not renewed in time (it may lapse soon). Nothing more is written or started; the agent goes. */
+  fence(): void {
+    this.#fenced.writer.fence();
+    this.markStale();
+  }
+
   /** Renewed with the session's lease: the hold of a worker that dies lapses with it. */
   renewHold(): void {
     this.#admission.renew();

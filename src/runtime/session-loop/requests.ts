@@ -37,7 +37,10 @@ export class CancelRequests {
     const done =
       stateName(snapshot.value) === 'running' &&
       answered() === `${snapshot.context.turnIndex}/${snapshot.context.attempt}`;
-    if (!done) actor.send({ type: 'session.cancel', reason: request.reason });
+    // A cancel meant for one turn (an interrupting prompt's, caller/enqueue.ts) is dropped once
+    // another turn is in progress: the turn it was meant for has ended, and the next one is not its target.
+    const elsewhere = typeof request.turn === 'number' && request.turn !== snapshot.context.turnIndex;
+    if (!done && !elsewhere) actor.send({ type: 'session.cancel', reason: request.reason });
     held.fenced.writer.cancelHandled();
     held.fenced.persist();
   }

@@ -54,7 +54,7 @@ export interface LoadedSession {
   meta: Record<string, string>;
   snapshot: string | null;
   inbox: InboxPrompt[];
-  cancel: { reason: string; at: number } | null;
+  cancel: CancelRequest | null;
 }
 
 export type AcquireResult =
@@ -63,6 +63,18 @@ export type AcquireResult =
   | { ok: false; reason: 'unknown_session' };
 
 /** What an enqueue may refuse (nothing is written then). */
+/**
+ * A cancel asked for a session (its `cancel` key). `turn`: only that turn is meant (a prompt sent with whenBusy
+ * interrupt or rollback asked it): a holder that finds another turn in progress drops it; `rollback`: that turn
+ * is taken back once cancelled.
+ */
+export interface CancelRequest {
+  reason: string;
+  at: number;
+  turn?: number;
+  rollback?: boolean;
+}
+
 export interface EnqueueLimits {
   /** Refuse an unknown session instead of creating it. */
   mustExist?: boolean;
@@ -76,11 +88,25 @@ export interface EnqueueLimits {
   retentionMs?: number;
   /** The session's priority from this prompt on (higher starts first under a limit or a full fleet). */
   priority?: number;
+  /** What the prompt does when the session is busy (absent: `enqueue`); see EnqueueRequest.whenBusy. */
+  whenBusy?: string;
 }
 
 export type EnqueueResult =
-  | { ok: true; turn: number; created: boolean; jobId: string | null; priority: number; shard: number }
+  | {
+      ok: true;
+      turn: number;
+      created: boolean;
+      jobId: string | null;
+      priority: number;
+      shard: number;
+      /** The turn this prompt asked to be cancelled (whenBusy interrupt/rollback), null when none was. */
+      interrupted: number | null;
+      /** The session's activation job (the new one, or the one it already had). */
+      activeJobId: string;
+    }
   | { ok: false; reason: 'unknown_session' }
+  | { ok: false; reason: 'busy'; state: string; waiting: number }
   | { ok: false; reason: 'deleting' }
   | { ok: false; reason: 'queue_full'; limit: number; count: number }
   | { ok: false; reason: 'log_full'; limit: number; count: number }

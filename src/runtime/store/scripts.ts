@@ -9,15 +9,20 @@ import { OUTBOX_APPEND } from '../webhooks/outbox-script.ts';
  */
 
 /**
- * KEYS: meta, inbox, active, snapshot, seq. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
+ * KEYS: meta, inbox, active, snapshot, seq, cancel. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
  * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|'', priority|'',
- * maxLogBytes (0 or absent: no limit; the meta's `logBytes`, counted by WRITE).
- * → {turn, created, jobId|'', priority (the session's, '' when none), shard (its fleet-index shard, '' for 0)} | {-1} unknown session (mustExist) | {-2} being deleted
- *   | {-3, limit, queued} too many prompts waiting | {-4, limit, stored} message log full | {-5, limit, bytes} its bytes full.
+ * maxLogBytes (0 or absent: no limit; the meta's `logBytes`, counted by WRITE), whenBusy ('' or absent: enqueue).
+ * → {turn, created, jobId|'', priority (the session's, '' when none), shard (its fleet-index shard, '' for 0),
+ *   interrupted (the turn whose cancel this prompt asked for, '' when none), active (the session's activation job id)}
+ *   | {-1} unknown session (mustExist) | {-2} being deleted
+ *   | {-3, limit, queued} too many prompts waiting | {-4, limit, stored} message log full | {-5, limit, bytes} its bytes full
+ *   | {-6, state, waiting} busy, and whenBusy is "reject".
  *   Refused: nothing written.
  */
 export const ENQUEUE = `
 local created = 0
+local QUIESCENT = { idle = true, completed = true, failed = true, cancelled = true }
+local state, taken, inTurn = 'queued', 0, false
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if ARGV[7] == '1' then return {-1} end
   local fields = cjson.decode(ARGV[3])
@@ -27,19 +32,21 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 else
   if redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then return {-2} end
   local maxQueued = tonumber(ARGV[8])
-  if maxQueued > 0 then
-    -- Waiting = enqueued − taken into a turn (the snapshot's turnIndex; the turn running is not waiting).
-    local taken = 0
-    local raw = redis.call('GET', KEYS[4])
-    if raw then
-      local ok, decoded = pcall(cjson.decode, raw)
-      if ok and type(decoded) == 'table' and type(decoded.snapshot) == 'table' and type(decoded.snapshot.context) == 'table' then
-        taken = tonumber(decoded.snapshot.context.turnIndex) or 0
-      end
+  -- Waiting = enqueued − taken into a turn (the snapshot's turnIndex; the turn running is not waiting).
+  -- The snapshot is read only when something depends on it (a queue limit, a whenBusy other than enqueue).
+  local raw = (maxQueued > 0 or (ARGV[13] ~= '' and ARGV[13] ~= 'enqueue')) and redis.call('GET', KEYS[4])
+  if raw then
+    local ok, decoded = pcall(cjson.decode, raw)
+    if ok and type(decoded) == 'table' and type(decoded.snapshot) == 'table' and type(decoded.snapshot.context) == 'table' then
+      taken = tonumber(decoded.snapshot.context.turnIndex) or 0
+      if type(decoded.snapshot.value) == 'string' then state = decoded.snapshot.value end
     end
-    local waiting = tonumber(redis.call('HGET', KEYS[1], 'prompts') or '0') - taken
-    if waiting >= maxQueued then return {-3, maxQueued, waiting} end
   end
+  local waiting = tonumber(redis.call('HGET', KEYS[1], 'prompts') or '0') - taken
+  inTurn = state ~= 'queued' and not QUIESCENT[state]
+  -- whenBusy "reject": refused, nothing written, when a turn is in progress or prompts wait.
+  if ARGV[13] == 'reject' and (inTurn or waiting > 0) then return {-6, state, waiting} end
+  if maxQueued > 0 and waiting >= maxQueued then return {-3, maxQueued, waiting} end
   local maxLog = tonumber(ARGV[9])
   local stored = tonumber(redis.call('GET', KEYS[5]) or '0')
   if maxLog > 0 and stored >= maxLog then return {-4, maxLog, stored} end
@@ -52,12 +59,21 @@ if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'retention', ARGV[10]) end
 if ARGV[11] ~= nil and ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'priority', ARGV[11]) end
 local turn = redis.call('HINCRBY', KEYS[1], 'prompts', 1)
 redis.call('RPUSH', KEYS[2], ARGV[4])
+-- whenBusy "interrupt"/"rollback": the turn in progress is cancelled (reason "interrupted"), that turn only: the holder
+-- drops the request if another turn runs by then. A cancel already pending cancels it anyway and is kept.
+local interrupted = ''
+if (ARGV[13] == 'interrupt' or ARGV[13] == 'rollback') and inTurn and redis.call('EXISTS', KEYS[6]) == 0 then
+  redis.call('SET', KEYS[6], cjson.encode({ reason = 'interrupted', at = tonumber(ARGV[2]), turn = taken, rollback = ARGV[13] == 'rollback' }))
+  interrupted = tostring(taken)
+end
 local jobId = ''
-if redis.call('EXISTS', KEYS[3]) == 0 then
+local active = redis.call('GET', KEYS[3])
+if not active then
   redis.call('SET', KEYS[3], ARGV[6])
   jobId = ARGV[6]
+  active = ARGV[6]
 end
-return {turn, created, jobId, redis.call('HGET', KEYS[1], 'priority') or '', redis.call('HGET', KEYS[1], 'shard') or ''}
+return {turn, created, jobId, redis.call('HGET', KEYS[1], 'priority') or '', redis.call('HGET', KEYS[1], 'shard') or '', interrupted, active}
 `;
 
 /**

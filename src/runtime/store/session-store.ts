@@ -10,6 +10,7 @@ import {
   multiValues,
   parseEntry,
   type AcquireResult,
+  type CancelRequest,
   type EnqueueLimits,
   type EnqueueResult,
   type InboxPrompt,
@@ -21,6 +22,7 @@ import {
 
 export type {
   AcquireResult,
+  CancelRequest,
   EnqueueLimits,
   EnqueueResult,
   InboxPrompt,
@@ -75,7 +77,7 @@ export class SessionStore {
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('sessiondEnqueue', 5, ENQUEUE);
+    define('sessiondEnqueue', 6, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
     define('sessiondWrite', 13, WRITE);
@@ -109,6 +111,7 @@ export class SessionStore {
       k('active'),
       k('snapshot'),
       k('seq'),
+      k('cancel'),
       sessionId,
       String(prompt.enqueuedAt),
       JSON.stringify(create),
@@ -121,6 +124,7 @@ export class SessionStore {
       limits.retentionMs === undefined ? '' : limits.retentionMs,
       limits.priority === undefined ? '' : limits.priority,
       limits.maxLogBytes ?? 0,
+      limits.whenBusy ?? '',
     )) as Array<number | string>;
     const code = Number(r[0]);
     if (code === -1) return { ok: false, reason: 'unknown_session' };
@@ -128,6 +132,7 @@ export class SessionStore {
     if (code === -3) return { ok: false, reason: 'queue_full', limit: Number(r[1]), count: Number(r[2]) };
     if (code === -4) return { ok: false, reason: 'log_full', limit: Number(r[1]), count: Number(r[2]) };
     if (code === -5) return { ok: false, reason: 'log_bytes_full', limit: Number(r[1]), count: Number(r[2]) };
+    if (code === -6) return { ok: false, reason: 'busy', state: String(r[1]), waiting: Number(r[2]) };
     const jobId = String(r[2] ?? '');
     const priority = String(r[3] ?? '');
     return {
@@ -137,6 +142,8 @@ export class SessionStore {
       jobId: jobId === '' ? null : jobId,
       priority: priority === '' ? 0 : Number(priority),
       shard: shardOf(r[4]),
+      interrupted: r[5] === undefined || r[5] === '' ? null : Number(r[5]),
+      activeJobId: String(r[6] ?? jobId),
     };
   }
 
@@ -157,7 +164,7 @@ export class SessionStore {
     const flat = (r[3] ?? []) as string[];
     const meta: Record<string, string> = {};
     for (let i = 0; i + 1 < flat.length; i += 2) meta[flat[i] as string] = flat[i + 1] as string;
-    const cancel = typeof r[6] === 'string' ? (JSON.parse(r[6]) as { reason: string; at: number }) : null;
+    const cancel = typeof r[6] === 'string' ? (JSON.parse(r[6]) as CancelRequest) : null;
     const loaded: LoadedSession = {
       meta,
       snapshot: typeof r[4] === 'string' ? r[4] : null,
@@ -315,9 +322,9 @@ export class SessionStore {
     return { code: r[0], jobId: r[1] };
   }
 
-  async cancelRequest(sessionId: string): Promise<{ reason: string; at: number } | null> {
+  async cancelRequest(sessionId: string): Promise<CancelRequest | null> {
     const raw = await this.redis.get(this.key(sessionId, 'cancel'));
-    return raw === null ? null : (JSON.parse(raw) as { reason: string; at: number });
+    return raw === null ? null : (JSON.parse(raw) as CancelRequest);
   }
 
   async inbox(sessionId: string): Promise<InboxPrompt[]> {
@@ -373,7 +380,7 @@ export class SessionStore {
       history: (value(3) as string[]).map((raw) => JSON.parse(raw) as unknown),
       lastSeq: Number((value(4) as string | null) ?? 0),
       heldBy: value(5) as string | null,
-      cancel: cancel === null ? null : (JSON.parse(cancel) as { reason: string; at: number }),
+      cancel: cancel === null ? null : (JSON.parse(cancel) as CancelRequest),
     };
   }
 

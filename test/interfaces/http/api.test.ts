@@ -191,6 +191,34 @@ describe('sessions', () => {
     expect(empty.status).toBe(202);
   });
 
+  it('whenBusy: reject while a turn runs → 409 with nothing stored; interrupt → 202, the running turn ends cancelled (interrupted), the prompt runs next', async () => {
+    const id = await createSession('long-tool');
+    await until(
+      async () => (await h.runtime.readMessages(id)).some((m) => m.type === 'tool.call'),
+      60_000,
+      'the tool call',
+    );
+    const rejected = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'No', whenBusy: 'reject' });
+    expect(rejected.status).toBe(409);
+    expect(rejected.body.error).toContain('whenBusy "reject"');
+    expect(await h.runtime.queuedPrompts(id)).toEqual([]);
+    const bad = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'No', whenBusy: 'later' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.issues.map((i: { field: string }) => i.field)).toEqual(['whenBusy']);
+    const r = await call('POST', `/api/sessions/${id}/prompts`, {
+      prompt: 'Instead',
+      options: { model: 'text' },
+      whenBusy: 'interrupt',
+    });
+    expect(r.status).toBe(202);
+    expect(r.body).toEqual({ sessionId: id, turn: 2 });
+    expect((await turnEnded(h.runtime, id, 2)).state).toBe('completed');
+    const log = await h.runtime.readMessages(id);
+    expect(log.filter((m) => m.turn === 1 && m.type.startsWith('terminal.')).map((m) => m.content)).toEqual([
+      { reason: 'interrupted' },
+    ]);
+  });
+
   it('unknown ids are 404 on every session endpoint, as JSON', async () => {
     const ghost = 'no-such-session';
     const cases: Array<[string, string, unknown?]> = [
@@ -583,6 +611,9 @@ describe('operations', () => {
     expect(value(/^sessiond_cancel_latency_seconds_count (\d+)/m)).toBeGreaterThanOrEqual(1);
     expect(value(/^sessiond_queue_jobs\{state="waiting"\} (\d+)/m)).toBeGreaterThanOrEqual(0);
     expect(value(/^sessiond_workers (\d+)/m)).toBe(1);
+    // The whenBusy test above: one interrupting prompt that stopped a running turn; its rejected one is not counted.
+    expect(value(/^sessiond_prompts_when_busy_total\{strategy="interrupt",effect="interrupted"\} (\d+)/m)).toBe(1);
+    expect(text).not.toContain('strategy="reject"');
   });
 });
 

@@ -12,6 +12,10 @@ import { hasErrorCode } from '../../../errors.ts';
 import { callerIssues } from '../../../config/caller.ts';
 import { openClient } from '../open-client.ts';
 import { followSession } from '../follow.ts';
+import type { WhenBusy } from '../../../policy/index.ts';
+
+/** The strategies of `--when-busy` (the schema's WHEN_BUSY: spelled here so that `--help` loads no zod). */
+const WHEN_BUSY_CHOICES: WhenBusy[] = ['enqueue', 'steer', 'interrupt', 'reject', 'rollback'];
 
 interface EnqueueFlags extends RetryFlags, AgentFlags {
   session?: string;
@@ -23,6 +27,7 @@ interface EnqueueFlags extends RetryFlags, AgentFlags {
   priority?: number;
   repo?: string;
   ref?: string;
+  whenBusy?: WhenBusy;
 }
 
 export function registerEnqueue(program: Command): void {
@@ -57,6 +62,12 @@ export function registerEnqueue(program: Command): void {
       '--priority <n>',
       'higher starts first under a fleet limit or a full fleet (-1000…caller.maxPriority, default 0); the session keeps it for its later prompts',
       parseIntegerOption('--priority', MIN_PRIORITY, MAX_PRIORITY),
+    )
+    .addOption(
+      new Option(
+        '--when-busy <strategy>',
+        'when a turn runs or prompts wait: enqueue (wait, the default), interrupt (stop the running turn, run next), reject (refuse: exit 1, nothing stored); steer and rollback are not built yet (refused); policy.whenBusy may allow fewer',
+      ).choices(WHEN_BUSY_CHOICES),
     )
     .option('--json', 'print {"sessionId","turn"}')
     .option('--follow', 'stream the turn until it ends; exit 0 completed, 1 failed, 130 cancelled or Ctrl+C')
@@ -100,6 +111,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         ...(flags.retention === undefined ? {} : { retention: flags.retention }),
         tenant: ctx.settings.caller.tenant,
         ...(flags.priority === undefined ? {} : { priority: flags.priority }),
+        ...(flags.whenBusy === undefined ? {} : { whenBusy: flags.whenBusy }),
       });
     } catch (error) {
       if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);

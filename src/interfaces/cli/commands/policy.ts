@@ -42,6 +42,7 @@ function describePolicy(policy: DeploymentPolicy): string {
     `prompt at most: ${policy.maxPromptChars} characters`,
     `turn at most: ${policy.maxTurnMs === null ? 'no limit' : `${policy.maxTurnMs} ms`}`,
     `parked at a quota wall at most: ${policy.maxParkMs === null ? 'as each retry policy says' : `${policy.maxParkMs} ms`}; quota-wall attempts: ${policy.rateLimitAttempts === 'counted' ? 'always counted' : 'as each retry policy says'}`,
+    `a prompt arriving while a turn runs may (whenBusy): ${policy.whenBusy?.join(', ') ?? 'enqueue, steer, interrupt, reject, rollback'}`,
     `approvals (permissionMode ask): denied after ${policy.approvals.deadlineMs} ms unanswered; allowed at once: ${policy.approvals.autoAllow.length === 0 ? 'nothing' : policy.approvals.autoAllow.map((r) => JSON.stringify(r)).join(', ')}`,
   ];
   for (const [agent, p] of Object.entries(policy.permissions)) {

@@ -48,11 +48,13 @@ function parseAgent(value: string): AnyAgentName {
 
 async function run(prompt: string, flags: RunFlags): Promise<number> {
   // Split point: the configuration and the agents load when `run` runs, not for `--help`.
-  const [{ agentHostOptions, loadConfig }, { agentDefinition }, { acpAgentName }] = await Promise.all([
-    import('../../../config/config.ts'),
-    import('../../../agents/registry.ts'),
-    import('../../../agents/acp/registry-entry.ts'),
-  ]);
+  const [{ agentHostOptions, loadConfig }, { agentDefinition }, { acpAgentName }, { deploymentPolicy }] =
+    await Promise.all([
+      import('../../../config/config.ts'),
+      import('../../../agents/registry.ts'),
+      import('../../../agents/acp/registry-entry.ts'),
+      import('../../../runtime/deployment-policy.ts'),
+    ]);
   let config: Config;
   try {
     config = loadConfig();
@@ -60,6 +62,12 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
     throw new CliError(`configuration: ${(error as Error).message}`);
   }
   const host = agentHostOptions(config, AGENT_NAMES)[flags.agent];
+  let allow;
+  try {
+    allow = deploymentPolicy(config).network[flags.agent] ?? [];
+  } catch (error) {
+    throw new CliError(`configuration: ${(error as Error).message}`);
+  }
   const acp = acpAgentName(flags.agent);
   if (acp && typeof host?.command !== 'string') {
     throw new CliError(
@@ -72,6 +80,9 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
     // env as a worker would build it (sealed: the variables named in SESSIOND_AGENT_ENV, the
     // agent's configured env, the state dir for its managed home). Then the flags.
     ...(acp ? host : { env: host?.env ?? {} }),
+    // pi's executable, agent dir and session dir are this host's, as for a worker: in a sandbox the
+    // managed agent dir is read-only, so pi cannot keep its session file there.
+    ...(flags.agent === 'pi' ? pickDefined(host, ['command', 'agentDir', 'sessionDir']) : {}),
     ...agentOptionsFromFlags(flags),
     ...(flags.sessionDir === undefined ? {} : { sessionDir: flags.sessionDir }),
     ...(flags.session === false ? { session: { mode: 'none' } } : {}),
@@ -90,7 +101,17 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
   try {
     for await (const message of agentDefinition(flags.agent).run(
       { text: prompt, resumeSessionId, options },
-      { signal: controller.signal },
+      {
+        signal: controller.signal,
+        // As a worker runs it: the model through a bridge holding the key, other hosts as
+        // policy.network lists them. In a sandbox that is the attempt's only network.
+        egress: {
+          sessionId: 'run',
+          allow,
+          onRefused: (refusal) =>
+            process.stderr.write(`sessiond: egress refused ${refusal.host}:${refusal.port} (${refusal.reason})\n`),
+        },
+      },
     )) {
       if (flags.json === true) process.stdout.write(`${JSON.stringify(message)}\n`);
       else if (message.type === 'assistant') {
@@ -120,4 +141,9 @@ async function run(prompt: string, flags: RunFlags): Promise<number> {
     return ExitCode.failed;
   }
   return ExitCode.ok;
+}
+
+/** The entries of `options` named in `keys` that are set. */
+function pickDefined(options: Record<string, unknown> | undefined, keys: readonly string[]): Record<string, unknown> {
+  return Object.fromEntries(keys.filter((key) => options?.[key] !== undefined).map((key) => [key, options![key]]));
 }

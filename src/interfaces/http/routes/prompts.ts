@@ -5,7 +5,7 @@ import { callerRequest } from '../auth/caller.ts';
 import { sessionOr404 } from './views.ts';
 
 /** `POST /api/sessions/:id/prompts`. */
-export const PromptBody = EnqueueRequestSchema.pick({ prompt: true, options: true, priority: true });
+export const PromptBody = EnqueueRequestSchema.pick({ prompt: true, options: true, priority: true, whenBusy: true });
 
 /** A session's prompts: add one, list the queued ones, remove one before its turn. */
 export const promptRoutes = [
@@ -20,6 +20,10 @@ export const promptRoutes = [
       schema: PromptBody,
       examples: {
         next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } },
+        interrupt: {
+          summary: 'stop the running turn and run this one next',
+          value: { prompt: 'Stop: use the other branch', whenBusy: 'interrupt' },
+        },
       },
     },
     responses: {
@@ -29,7 +33,7 @@ export const promptRoutes = [
       ),
       '404': error('unknown session'),
       '409': error(
-        'the session is being deleted, or its message log is full (`limit`: maxLogMessages, maxLogBytes): the prompt was not stored',
+        'the session is being deleted, its message log is full (`limit`: maxLogMessages, maxLogBytes), or it is busy and `whenBusy` is `reject`: the prompt was not stored',
       ),
       '429': error('too many prompts waiting (`limit`: maxQueuedPrompts): the prompt was not stored'),
       ...MUTATING_ERRORS,

@@ -102,7 +102,7 @@ export const sessionRoutes = [
         'malformed JSON, or a field is invalid (`issues` name each one; `tenant` other than the credential’s, `priority` above its maxPriority)',
       ),
       '409': error(
-        'the session is being deleted, or its message log is full (`limit`: maxLogMessages, maxLogBytes): the prompt was not stored',
+        'the session is being deleted, its message log is full (`limit`: maxLogMessages, maxLogBytes), or it is busy and `whenBusy` is `reject`: the prompt was not stored',
       ),
       '429': error(
         'too many prompts waiting (`limit`: maxQueuedPrompts), or the token has its maxSessions sessions (`limit`: maxSessions): nothing was stored',
