@@ -103,16 +103,23 @@ describe('found by chaos: prompts arriving in bursts while a session is driven',
     async () => {
       // The agent prints its last text, ends its message ~40 ms later and exits: cancels sent 0-78 ms
       // after the last text land before, during and after the end of the attempt (with the faster sweep
-      // of an ended attempt's processes, cancels sent 30-70 ms after it all landed after the end).
+      // of an ended attempt's processes, cancels sent 30-70 ms after it all landed after the end). Every
+      // fourth turn streams for a second and is cancelled at its first text, so that the cancelled side
+      // is there on a host of any speed; the race itself is the other turns'.
       const mismatches: string[] = [];
       const outcomes = { completed: 0, cancelled: 0 };
       for (let i = 0; i < 40; i++) {
         const sessionId = `late-cancel-${i}`;
-        await h.runtime.enqueue({ sessionId, prompt: `ok:100 #late${i}`, options: { model: FAKE_MODEL } });
+        const early = i % 4 === 0;
+        await h.runtime.enqueue({
+          sessionId,
+          prompt: `ok:${early ? 1000 : 100} #late${i}`,
+          options: { model: FAKE_MODEL },
+        });
         const controller = new AbortController();
         for await (const m of h.runtime.followMessages(sessionId, 1, controller.signal)) {
-          if (m.type === 'assistant' && (m.content as { text: string }).text.includes('w2')) {
-            await new Promise((r) => setTimeout(r, 2 * i));
+          if (m.type === 'assistant' && (m.content as { text: string }).text.includes(early ? 'w0' : 'w2')) {
+            if (!early) await new Promise((r) => setTimeout(r, 2 * i));
             await h.runtime.cancel(sessionId);
             controller.abort();
             break;
