@@ -193,6 +193,8 @@ export class SessionWorker {
       for (const session of this.#active.values()) session.refreshPolicy();
     });
     await this.#refreshPaused();
+    // Known before the first heartbeat, which names them (doctor, GET /api/workers).
+    this.#consumed = await consumedPartitions(this.#options);
     await this.#heartbeat();
     this.#timers.push(
       ...startPeriodicSteps({
@@ -218,7 +220,6 @@ export class SessionWorker {
     );
     this.#sweepWorkspaces();
     this.#webhooks?.start();
-    this.#consumed = await consumedPartitions(this.#options);
     this.#workers = partitionWorkers(this.#options, this.#consumed, (job, token, signal) =>
       this.#process(job, token, signal),
     );

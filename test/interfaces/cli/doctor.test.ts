@@ -35,7 +35,12 @@ describe('sessiond doctor', () => {
       version: expect.stringMatching(/^\d+\.\d+/),
     });
     const [worker] = report?.workers ?? [];
-    expect(worker).toMatchObject({ live: true, concurrency: 2, agents: ['claude-code', 'gemini', 'codex', 'pi'] });
+    expect(worker).toMatchObject({
+      live: true,
+      concurrency: 2,
+      partitions: [0],
+      agents: ['claude-code', 'gemini', 'codex', 'pi'],
+    });
     expect(report?.agents.find((a) => a.name === 'pi')).toMatchObject({ installed: true, version: '0.73.1' });
     expect(report?.problems.map((p) => p.what).join('\n')).not.toMatch(/no live worker|no worker has ever/);
   });
