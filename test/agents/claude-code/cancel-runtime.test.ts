@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, it } from 'vitest';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import { claudeBin, createClaudeEnv, type ClaudeEnv } from '../../support/claude-code-env.ts';
 import { startFakeAnthropicServer, type FakeAnthropicServer } from '../../support/fake-anthropic-server.ts';
-import { agentRecords, turnEnded, until, useRuntimeSuite } from '../../support/runtime.ts';
+import { useRuntimeSuite } from '../../support/runtime.ts';
+import { expectCancelDuringToolEndsOnce } from '../../support/cancel-ends-once.ts';
 
 /**
  * Every attempt ends once (issue 28) on the real Claude Code in the durable runtime: a cancel while its Bash
@@ -32,36 +33,6 @@ afterAll(async () => {
 });
 
 describe('claude-code: cancel during a tool in the runtime', () => {
-  it('ends the attempt with one terminal.cancelled, the running Bash call closed first, nothing left running', async () => {
-    const { sessionId } = await runtime.enqueue({
-      prompt: 'Run the long command',
-      options: { agent: 'claude-code', model: 'long-tool-bg', cwd: env.cwd },
-    });
-    await until(
-      async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
-      60_000,
-      'the tool call',
-    );
-    await runtime.cancel(sessionId, 'stop the tool');
-    const ended = await turnEnded(runtime, sessionId, 1, 60_000);
-    expect(ended.state).toBe('cancelled');
-    const log = await runtime.readMessages(sessionId);
-    const terminals = log.filter((m) => m.type.startsWith('terminal.'));
-    expect(terminals.map((m) => [m.attempt, m.type, m.content])).toEqual([
-      [1, 'terminal.cancelled', { reason: 'stop the tool' }],
-    ]);
-    expect(log.at(-1)?.type).toBe('terminal.cancelled');
-    const calls = log
-      .filter((m) => m.type === 'tool.call')
-      .map((m) => (m.content as { toolCallId: string }).toolCallId);
-    const results = log
-      .filter((m) => m.type === 'tool.completed' || m.type === 'tool.failed')
-      .map((m) => (m.content as { toolCallId: string }).toolCallId);
-    expect(calls.length).toBeGreaterThan(0);
-    expect(results.sort()).toEqual([...calls].sort());
-    expect(log.filter((m) => m.type === 'tool.failed').at(-1)?.content).toMatchObject({
-      error: 'the attempt was cancelled',
-    });
-    expect(await agentRecords(sessionId)).toEqual([]);
-  });
+  it('ends the attempt with one terminal.cancelled, the running Bash call closed first, nothing left running', () =>
+    expectCancelDuringToolEndsOnce(runtime, { agent: 'claude-code', model: 'long-tool-bg', cwd: env.cwd }));
 });

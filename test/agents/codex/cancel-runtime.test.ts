@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, it } from 'vitest';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import {
@@ -8,7 +8,8 @@ import {
   startFakeResponsesServer,
   type FakeResponsesServer,
 } from '../../support/fake-responses-server.ts';
-import { agentRecords, turnEnded, until, useRuntimeSuite } from '../../support/runtime.ts';
+import { useRuntimeSuite } from '../../support/runtime.ts';
+import { expectCancelDuringToolEndsOnce } from '../../support/cancel-ends-once.ts';
 import { codexBin, createCodexEnv, FAKE_KEY_ENV, FAKE_MODEL, type CodexEnv } from './codex-env.ts';
 
 /**
@@ -54,33 +55,6 @@ afterAll(async () => {
 });
 
 describe('codex: cancel during a tool in the runtime', () => {
-  it('ends the attempt with one terminal.cancelled, the running call closed first, nothing left running', async () => {
-    const { sessionId } = await runtime.enqueue({
-      prompt: 'Run the long command',
-      options: { agent: 'codex', model: FAKE_MODEL, cwd: env.cwd },
-    });
-    await until(
-      async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'tool.call'),
-      60_000,
-      'the tool call',
-    );
-    await runtime.cancel(sessionId, 'stop the tool');
-    const ended = await turnEnded(runtime, sessionId, 1, 60_000);
-    expect(ended.state).toBe('cancelled');
-    const log = await runtime.readMessages(sessionId);
-    const terminals = log.filter((m) => m.type.startsWith('terminal.'));
-    expect(terminals.map((m) => [m.attempt, m.type, m.content])).toEqual([
-      [1, 'terminal.cancelled', { reason: 'stop the tool' }],
-    ]);
-    expect(log.at(-1)?.type).toBe('terminal.cancelled');
-    const ids = (type: string) =>
-      log.filter((m) => m.type === type).map((m) => (m.content as { toolCallId: string }).toolCallId);
-    const calls = ids('tool.call');
-    expect(calls.length).toBeGreaterThan(0);
-    expect([...ids('tool.completed'), ...ids('tool.failed')].sort()).toEqual([...calls].sort());
-    expect(log.filter((m) => m.type === 'tool.failed').at(-1)?.content).toMatchObject({
-      error: 'the attempt was cancelled',
-    });
-    expect(await agentRecords(sessionId)).toEqual([]);
-  });
+  it('ends the attempt with one terminal.cancelled, the running call closed first, nothing left running', () =>
+    expectCancelDuringToolEndsOnce(runtime, { agent: 'codex', model: FAKE_MODEL, cwd: env.cwd }));
 });
