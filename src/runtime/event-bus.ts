@@ -1,5 +1,4 @@
 import type { Redis } from 'ioredis';
-import { cancelStage } from '../process/cancel-stages.ts';
 import type { Keys } from './keys.ts';
 
 /** `agent-wait` (session `*`): a worker handed back a session for an agent it lacks; those offering it wake it. */
@@ -42,7 +41,6 @@ export class EventBus {
         // Not an event of ours: the bus is best effort, what matters is in Redis.
         return;
       }
-      if (event.kind === 'cancel') cancelStage(event.sessionId, 'bus');
       for (const listener of this.#all) listener(event);
       for (const listener of this.#listeners.get(event.sessionId) ?? []) listener(event);
     });

@@ -1,4 +1,3 @@
-import { cancelStage } from '../process/cancel-stages.ts';
 import { StaleLeaseError } from '../errors.ts';
 import { contentJson } from './store/log-room.ts';
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
@@ -203,7 +202,6 @@ export class SessionWriter {
         usage: batch.usage,
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
       });
-      if (batch.state === 'cancelled') cancelStage(this.#sessionId, 'written');
       callAll(landed);
       return result.released;
     } catch (error) {
