@@ -55,37 +55,23 @@ const defineRoute = routeFor<DashboardAssets>();
  * The dashboard: one HTML shell (`/`, `/sessions/:id`, `/policy`, `/limits`) and native ES modules
  * (app.js and what it imports) that render from the HTTP API. No build step.
  */
+/** A page of the dashboard: the one HTML shell, which renders the page its path names. */
+const shellRoute = (path: string, operationId: string, summary: string) =>
+  defineRoute({
+    method: 'get',
+    path,
+    operationId,
+    tags: ['dashboard'],
+    summary,
+    scope: 'public',
+    responses: { '200': html('the page') },
+    handler: (c, _input, { html }) => c.html(html, 200, PAGE_HEADERS),
+  });
+
 export const dashboardRoutes = [
-  defineRoute({
-    method: 'get',
-    path: '/',
-    operationId: 'dashboard',
-    tags: ['dashboard'],
-    summary: 'The dashboard: sessions by state',
-    scope: 'public',
-    responses: { '200': html('the page') },
-    handler: (c, _input, { html }) => c.html(html, 200, PAGE_HEADERS),
-  }),
-  defineRoute({
-    method: 'get',
-    path: '/policy',
-    operationId: 'dashboardPolicy',
-    tags: ['dashboard'],
-    summary: 'The dashboard: the deployment policy and the global retry policy',
-    scope: 'public',
-    responses: { '200': html('the page') },
-    handler: (c, _input, { html }) => c.html(html, 200, PAGE_HEADERS),
-  }),
-  defineRoute({
-    method: 'get',
-    path: '/limits',
-    operationId: 'dashboardLimits',
-    tags: ['dashboard'],
-    summary: 'The dashboard: the fleet limits and paused dispatch',
-    scope: 'public',
-    responses: { '200': html('the page') },
-    handler: (c, _input, { html }) => c.html(html, 200, PAGE_HEADERS),
-  }),
+  shellRoute('/', 'dashboard', 'The dashboard: sessions by state'),
+  shellRoute('/policy', 'dashboardPolicy', 'The dashboard: the deployment policy and the global retry policy'),
+  shellRoute('/limits', 'dashboardLimits', 'The dashboard: the fleet limits and paused dispatch'),
   defineRoute({
     method: 'get',
     path: '/sessions/{id}',
