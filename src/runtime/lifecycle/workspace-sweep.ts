@@ -67,22 +67,19 @@ export async function sweepWorkspaces(
     }
   }
   let orphans = 0;
-  for (const id of await missing(redis, keys, await sessionDirs(config.root, 0))) {
+  // Copies, and the workers' git data without a copy (a copy removed by hand, a removal cut short):
+  // removed with the session's snapshots. The callers' git data (exports, imports, forks, diffs), which
+  // no removal reaches, after them.
+  const local = new Set([
+    ...(await sessionDirs(config.root, 0)),
+    ...(await sessionDirs(join(config.gitDir, 'sessions'), GIT_DATA_GRACE_MS)),
+  ]);
+  for (const id of await missing(redis, keys, [...local])) {
     try {
       await workspaces.remove(id);
       orphans += 1;
     } catch (failure) {
-      warn(`the workspace copy of a removed session ${id} was not removed (tried again next sweep)`, failure);
-    }
-  }
-  // Git data without a copy: the workers' (a copy removed by hand, a removal cut short), removed with
-  // the session's snapshots; the callers' (exports, imports, forks, diffs), which no removal reaches.
-  for (const id of await missing(redis, keys, await sessionDirs(join(config.gitDir, 'sessions'), GIT_DATA_GRACE_MS))) {
-    try {
-      await workspaces.remove(id);
-      orphans += 1;
-    } catch (failure) {
-      warn(`the workspace git data of a removed session ${id} was not removed (tried again next sweep)`, failure);
+      warn(`the workspace of a removed session ${id} on this host was not removed (tried again next sweep)`, failure);
     }
   }
   const callers = join(config.gitDir, 'callers', 'sessions');
@@ -133,9 +130,7 @@ async function compactStore(redis: Redis, keys: Keys, workspaces: Workspaces, st
   const key = `${lifecycleKeys(keys).workspaceCompact}:${which}`;
   if ((await redis.set(key, String(Date.now()), 'PX', STORE_COMPACT_EVERY_MS, 'NX')) !== 'OK') return false;
   return workspaces.compact(STORE_PRUNE_GRACE_MS, async (ids) => {
-    const pipeline = redis.pipeline();
-    for (const id of ids) pipeline.exists(keys.session(id, 'meta'));
-    // A reply that failed counts as present: nothing is dropped on a doubt.
-    return ((await pipeline.exec()) ?? []).map(([error, n]) => error !== null || n !== 0);
+    const gone = new Set(await missing(redis, keys, ids));
+    return ids.map((id) => !gone.has(id));
   });
 }
