@@ -76,4 +76,10 @@ export interface AgentDefinition {
    * (`field: …` for the id, `value.<name>: …` for the state). `importState` runs it too.
    */
   checkState?(state: string, agentSessionId: string): void;
+  /**
+   * `native`: `run` reads `RunContext.steering` and puts steers into the running turn through the
+   * agent's own channel (shared/steering.ts). Absent: a steer stops the attempt at its next tool
+   * boundary and the turn goes on in a new attempt with the text.
+   */
+  steering?: 'native';
 }

@@ -9,6 +9,7 @@ import {
 } from '../../process/index.ts';
 import type { AgentMapper } from './agent-mapper.ts';
 import type { ApprovalGate } from './approval-gate.ts';
+import type { SteeringChannel } from './steering.ts';
 import { traceEnv } from './trace-env.ts';
 
 /** What every agent's provider accepts besides its own options. */
@@ -37,6 +38,8 @@ export interface RunContext {
    * the agent reaches the network directly, with its key in its own configuration.
    */
   egress?: EgressContext;
+  /** Steers for the running turn (./steering.ts); given only to an agent whose definition says `steering: 'native'`. */
+  steering?: SteeringChannel;
 }
 
 /** A mapper that can tell when the agent printed its final event (then it should exit soon). */
