@@ -115,6 +115,8 @@ const UNIT_SUITES = [
   'test/runtime/self-fence.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
   'test/runtime/turn-prompts.test.ts',
+  'test/runtime/webhooks/destination.test.ts',
+  'test/config/webhooks.test.ts',
 ];
 const LONG_SUITES = [
   'test/chaos/chaos.test.ts',
