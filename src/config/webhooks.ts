@@ -7,7 +7,13 @@ import { z } from 'zod';
  * during a rotation). Delivery settings: `webhookDelivery` (SESSIOND_WEBHOOK_DELIVERY, JSON).
  */
 
-export const WEBHOOK_EVENTS = ['turn.started', 'turn.ended', 'approval.requested', 'session.parked'] as const;
+export const WEBHOOK_EVENTS = [
+  'turn.started',
+  'turn.ended',
+  'approval.requested',
+  'session.parked',
+  'session.deleted',
+] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
 
 const secret = z

@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { StaleLeaseError } from '../errors.ts';
 import { contentJson } from './store/log-room.ts';
+import { eventId } from './webhooks/outbox-keys.ts';
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 import type { UsageRecord } from './usage/usage.ts';
 
@@ -114,7 +114,7 @@ export class SessionWriter {
    * the transition it reports. `seq: true`: its body gets the seq of the session's last stored message.
    */
   event(type: string, turn: number, data: Record<string, unknown> = {}, seq = false): void {
-    const id = `msg_${randomBytes(12).toString('hex')}`;
+    const id = eventId();
     const body = { type, id, sessionId: this.#sessionId, turn, at: new Date().toISOString(), ...data };
     // WRITE puts the seq in place of this -1 (see webhooks/outbox-script.ts).
     this.#pending.outbox.push({ id, body: JSON.stringify(seq ? { seq: -1, ...body } : body) });

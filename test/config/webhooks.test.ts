@@ -8,7 +8,11 @@ describe('webhooks configuration', () => {
   it('reads SESSIOND_WEBHOOKS (JSON) with one secret or several, and the delivery defaults', () => {
     const hooks = [
       { url: 'https://hooks.example.com/a', secret: SECRET, events: ['turn.ended'] },
-      { url: 'http://127.0.0.1:9/b', secret: [SECRET, SECRET], events: ['turn.started', 'session.parked'] },
+      {
+        url: 'http://127.0.0.1:9/b',
+        secret: [SECRET, SECRET],
+        events: ['turn.started', 'session.parked', 'session.deleted'],
+      },
     ];
     const config = loadConfig({}, { SESSIOND_WEBHOOKS: JSON.stringify(hooks) });
     expect(config.webhooks).toEqual(hooks);
@@ -27,8 +31,7 @@ describe('webhooks configuration', () => {
     ],
     [[{ url: 'https://x', secret: 'plain', events: ['turn.ended'] }], 'webhooks.0.secret'],
     [[{ url: 'https://x', secret: SECRET, events: ['turn.lost'] }], 'webhooks.0.events.0'],
-    // Not sent yet: refused rather than accepted and never delivered.
-    [[{ url: 'https://x', secret: SECRET, events: ['turn.ended', 'session.deleted'] }], 'webhooks.0.events.1'],
+    [[{ url: 'https://x', secret: SECRET, events: ['turn.ended', 'session.removed'] }], 'webhooks.0.events.1'],
     [[{ url: 'https://x', secret: SECRET, events: [] }], 'webhooks.0.events: must name at least one event'],
     [[{ url: 'https://x', secret: SECRET, events: ['turn.ended'], extra: 1 }], 'webhooks.0'],
   ])('refuses %j naming the field', (hooks, message) => {

@@ -147,6 +147,15 @@ export class WebhookOutbox implements OutboxHooks {
   /** Starts looking for due events every pollMs. */
   start(): void {
     if (this.#timer !== undefined || this.#closed) return;
+    // The event types this deployment's webhooks take, where a deleting caller (which reads no webhook
+    // configuration) finds whether to record session.deleted (deleted.ts).
+    const types = [...new Set(this.#settings.webhooks.flatMap((w) => w.events))];
+    if (types.length > 0)
+      this.#redis.sadd(this.#fleet.subscribed, ...types).catch((error: unknown) =>
+        this.#log('warn', 'webhook event types not recorded (session.deleted may not be sent)', {
+          error: String(error),
+        }),
+      );
     this.#timer = setInterval(() => this.poke(), this.#settings.delivery.pollMs);
     this.poke();
   }

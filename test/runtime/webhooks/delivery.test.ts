@@ -242,6 +242,37 @@ describe('webhooks', () => {
     await receiver.close();
   }, 180_000);
 
+  it("a deleted session's session.deleted is recorded with the removal and delivered once the session is gone", async () => {
+    const receiver = new Receiver(await freePort());
+    await receiver.listen();
+    await startWorkerProcess(worker(receiver.port));
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'hello',
+      options: { provider: 'fake', model: MODEL, cwd: env.cwd },
+    });
+    expect((await turnEnded(h.runtime, sessionId)).state).toBe('completed');
+    await until(async () => (await h.runtime.getSession(sessionId))?.heldBy == null, 30_000, 'the worker lets go');
+    expect(await h.runtime.deleteSession(sessionId, { actor: 'app:test' })).toMatchObject({ deleted: true });
+    const deleted = await until(
+      async () =>
+        [...receiver.delivered().values()].find((e) => e.sessionId === sessionId && e.type === 'session.deleted'),
+      30_000,
+      'session.deleted delivered',
+    );
+    expect(deleted).toMatchObject({ turn: 1, reason: 'deleted', force: false, actor: 'app:test' });
+    expect(await h.runtime.getSession(sessionId)).toBeNull();
+    // Deleting again finds nothing to remove: no second event.
+    expect(await h.runtime.deleteSession(sessionId)).toMatchObject({ deleted: false });
+    await until(
+      async () => (await redis.zcard(outboxKey(internals(h.runtime).keys, sessionId, 'due'))) === 0,
+      30_000,
+      'the outbox empty',
+    );
+    expect(receiver.requests.filter((r) => r.body.includes('"session.deleted"'))).toHaveLength(1);
+    for (const r of receiver.requests) expect(validSignatures(r)).toBe(2);
+    await receiver.close();
+  }, 180_000);
+
   it('a loopback URL the operator did not list is refused: nothing is sent, the refusal is kept as the last error', async () => {
     const receiver = new Receiver(await freePort());
     await receiver.listen();
@@ -260,6 +291,11 @@ describe('webhooks', () => {
     expect(receiver.requests).toEqual([]);
     expect((await counterTotals(redis, internals(h.runtime).keys)).get('webhooks|refused')).toBeGreaterThanOrEqual(1);
     expect(await redis.zscore(webhookFleetKeys(internals(h.runtime).keys).markers, sessionId)).not.toBeNull();
+    // Its events are dropped here: the next tests' workers, which allow loopback, would deliver or dead-letter them.
+    await killAllWorkerProcesses();
+    const keys = internals(h.runtime).keys;
+    await redis.del(...(['outbox', 'due', 'state', 'claim'] as const).map((part) => outboxKey(keys, sessionId, part)));
+    await redis.zrem(webhookFleetKeys(keys).markers, sessionId);
     await receiver.close();
   }, 180_000);
 
