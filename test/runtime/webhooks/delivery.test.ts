@@ -2,6 +2,9 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createClient } from '../../../src/index.ts';
+import { startWebhookDelivery } from '../../../src/api/webhooks.ts';
+import { loadConfig } from '../../../src/config/config.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import { outboxKey, webhookFleetKeys } from '../../../src/runtime/webhooks/outbox-keys.ts';
 import { deadLetters, replayDeadLetters } from '../../../src/runtime/webhooks/outbox.ts';
@@ -107,6 +110,8 @@ let env: PiEnv;
 let h: Harness;
 let redisUrl: string;
 let redis: Redis;
+/** Stops the in-process deliverers a test started (as serve runs them). */
+let closeServes: () => Promise<void> = async () => undefined;
 
 function worker(port: number, extra: Record<string, unknown> = {}): WorkerProcessOptions {
   return {
@@ -152,14 +157,39 @@ describe('webhooks', () => {
     },
   );
   afterEach(async () => {
+    await closeServes();
+    closeServes = async () => undefined;
     await killAllWorkerProcesses();
   });
 
-  it('every event arrives, signed, once per webhook-id, through a receiver that answers 503, then refuses, then comes back; two workers never deliver one event at once', async () => {
+  it('every event arrives, signed, once per webhook-id, through a receiver that answers 503, then refuses, then comes back; two workers and two serve deliverers never deliver one event twice', async () => {
     const receiver = new Receiver(await freePort());
     receiver.status = 503;
     await receiver.listen();
     await Promise.all([startWorkerProcess(worker(receiver.port)), startWorkerProcess(worker(receiver.port))]);
+    // Two deliverers as `sessiond serve` starts them (serve-action.ts), each over a client of its own.
+    const settings = loadConfig(
+      {},
+      {
+        SESSIOND_WEBHOOKS: worker(receiver.port).extraEnv?.SESSIOND_WEBHOOKS ?? '',
+        SESSIOND_WEBHOOK_DELIVERY: worker(receiver.port).extraEnv?.SESSIOND_WEBHOOK_DELIVERY ?? '',
+      },
+    );
+    const serves = [0, 1].map(() => {
+      const client = createClient({ redis: redisUrl, prefix: h.prefix });
+      const delivery = startWebhookDelivery(
+        client,
+        { webhooks: settings.webhooks, delivery: settings.webhookDelivery },
+        () => undefined,
+      );
+      return { client, delivery };
+    });
+    closeServes = async () => {
+      for (const s of serves) {
+        await s.delivery?.close();
+        await s.client.close();
+      }
+    };
     const ids: string[] = [];
     for (let i = 0; i < 4; i += 1)
       ids.push(
@@ -198,6 +228,10 @@ describe('webhooks', () => {
     expect([...bodies.values()].every((b) => b.size === 1)).toBe(true);
     expect(receiver.requests.some((r) => r.status === 503)).toBe(true);
     expect(receiver.maxInFlight).toBe(1);
+    // Answered 2xx once per id: no deliverer sent an event another had delivered.
+    const accepted = new Map<string, number>();
+    for (const r of receiver.requests) if (r.status === 200) accepted.set(r.id, (accepted.get(r.id) ?? 0) + 1);
+    expect([...accepted.values()].filter((n) => n > 1)).toEqual([]);
     // Counted in the fleet totals that serve's metrics report.
     const totals = await counterTotals(redis, internals(h.runtime).keys);
     expect(totals.get('webhooks|delivered')).toBeGreaterThanOrEqual(expected.length);
