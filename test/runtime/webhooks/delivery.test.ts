@@ -1,16 +1,17 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient } from '../../../src/index.ts';
 import { startWebhookDelivery } from '../../../src/api/webhooks.ts';
 import { loadConfig } from '../../../src/config/config.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { createRedis } from '../../../src/runtime/redis/connection.ts';
 import { outboxKey, webhookFleetKeys } from '../../../src/runtime/webhooks/outbox-keys.ts';
 import { deadLetters, replayDeadLetters } from '../../../src/runtime/webhooks/outbox.ts';
 import { counterTotals } from '../../../src/runtime/counters.ts';
 import { freePort } from '../../support/redis.ts';
-import { turnEnded, until, type Harness, useRuntimeSuite } from '../../support/runtime.ts';
+import { BACKENDS, turnEnded, until, type Harness, useRuntimeSuite } from '../../support/runtime.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../../support/worker-process.ts';
 
@@ -140,10 +141,11 @@ async function lastSeq(sessionId: string): Promise<number> {
   return messages.at(-1)?.seq ?? -1;
 }
 
-describe('webhooks', () => {
+describe.each(BACKENDS)('webhooks on %s Redis', (backend) => {
   useRuntimeSuite(
-    'webhooks',
+    `webhooks-${backend}`,
     {
+      backend,
       scripts: { [MODEL]: [{ text: ['Hello', ' from', ' the', ' webhooks', ' test'] }] },
       cleanup: async () => {
         await killAllWorkerProcesses();
@@ -153,7 +155,7 @@ describe('webhooks', () => {
     (s) => {
       ({ env, h } = s);
       redisUrl = s.redis.url;
-      redis = new Redis(redisUrl);
+      redis = createRedis(redisUrl, { role: 'webhooks-test' });
     },
   );
   afterEach(async () => {
