@@ -93,7 +93,7 @@ export class PiRpcTurn {
     const parsed = parseEventLine(line);
     if (parsed.ok !== true) return step;
     const event = parsed.event;
-    if (event.type === 'response') this.#onResponse(event, agentEnded, step);
+    if (event.type === 'response') this.#onResponse(event, agentEnded);
     else if (event.type === 'message_end' && obj(event.message)?.role === 'user') this.#onUserMessage(event, step);
     else if (agentEnded && !this.#probeOpen && ENDINGS.has(event.type)) {
       this.#probes += 1;
@@ -104,7 +104,7 @@ export class PiRpcTurn {
     return step;
   }
 
-  #onResponse(event: Record<string, unknown>, agentEnded: boolean, step: RpcStep): void {
+  #onResponse(event: Record<string, unknown>, agentEnded: boolean): void {
     const id = str(event.id);
     if (id === PROMPT_ID && event.success === false) {
       this.#settled = true;
