@@ -51,9 +51,9 @@ interface WrittenSteer {
  *   caller closes stdin then, and pi exits 0.
  * - A steer goes in as a `steer` command; pi delivers it after the running tool calls, before its
  *   next model request, as a user message (`message_start`/`message_end`, role user). The first
- *   user message of the turn is the prompt; a later one whose text is a written steer's (or, for a
- *   steer starting with `/`, which pi expands as a prompt template or skill, the oldest such) is
- *   that steer's delivery. A steer pi refused (its `response` has `success: false`) or never echoed
+ *   user message of the turn is the prompt; a later one whose text is a written steer's is that
+ *   steer's delivery, and so is one with another text when the oldest steer waiting starts with `/`
+ *   (pi expands it as a prompt template or skill, and delivers its steers in order). A steer pi refused (its `response` has `success: false`) or never echoed
  *   is not reported: it stays pending with the runtime.
  */
 export class PiRpcTurn {
@@ -128,7 +128,8 @@ export class PiRpcTurn {
     }
     const text = userText(obj(event.message)?.content);
     let at = this.#written.findIndex((s) => s.text === text);
-    if (at < 0) at = this.#written.findIndex((s) => s.text.startsWith('/'));
+    // pi delivers its steers in order: a text no steer has is the oldest one's, if pi may have expanded it.
+    if (at < 0 && this.#written[0]?.text.startsWith('/') === true) at = 0;
     if (at < 0) return;
     const [taken] = this.#written.splice(at, 1);
     if (taken !== undefined) step.delivered.push(taken.promptId);
