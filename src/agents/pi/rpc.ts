@@ -189,6 +189,7 @@ export async function* runPiRpc(
   for (const line of turn.start(prompt)) write(line);
 
   const steers = steering?.pending()[Symbol.asyncIterator]();
+  // Each steer goes in as it comes; the channel failing leaves its steers pending with the runtime (nothing to deliver).
   void (async () => {
     if (steers === undefined) return;
     for (;;) {
@@ -197,7 +198,7 @@ export async function* runPiRpc(
       const command = turn.steer(next.value);
       if (command !== null) write(command);
     }
-  })().catch(() => undefined); // the channel failing leaves its steers pending with the runtime: nothing to deliver
+  })().catch(() => undefined);
 
   const onAbort = (): void => {
     // No more commands; stdin stays open so that pi's SIGTERM handler (stage 1), not an EOF, ends it.
