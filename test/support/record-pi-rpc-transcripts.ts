@@ -124,8 +124,7 @@ function record(env: PiEnv, scenario: Scenario, resumeId: string | null): Promis
       for (const steer of pendingSteers.filter((s) => s.at === event.type)) {
         pendingSteers.splice(pendingSteers.indexOf(steer), 1);
         steerCount += 1;
-        const command = turn.steer({ promptId: `recorded-${steerCount}`, text: steer.text });
-        if (command !== null) write(command);
+        for (const command of turn.steer({ promptId: `recorded-${steerCount}`, text: steer.text })) write(command);
       }
       for (const command of step.write) write(command);
       for (const promptId of step.delivered)

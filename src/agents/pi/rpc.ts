@@ -54,7 +54,9 @@ interface WrittenSteer {
  *   user message of the turn is the prompt; a later one whose text is a written steer's is that
  *   steer's delivery, and so is one with another text when the oldest steer waiting starts with `/`
  *   (pi expands it as a prompt template or skill, and delivers its steers in order). A steer pi refused (its `response` has `success: false`) or never echoed
- *   is not reported: it stays pending with the runtime.
+ *   is not reported: it stays pending with the runtime. Steers are written only once pi ended its
+ *   first assistant message: pi writes a new session's file only then, and a steer it took before
+ *   would be reported delivered though an attempt cut off there leaves no trace of it (held until then).
  */
 export class PiRpcTurn {
   #settled = false;
@@ -63,6 +65,9 @@ export class PiRpcTurn {
   #promptEchoed = false;
   #steers = 0;
   readonly #written: WrittenSteer[] = [];
+  /** pi ended its first assistant message: a new session's file exists, so what it takes is on disk. */
+  #recorded = false;
+  readonly #held: Steer[] = [];
 
   get settled(): boolean {
     return this.#settled;
@@ -75,9 +80,20 @@ export class PiRpcTurn {
     ];
   }
 
-  /** The command that puts `steer` into the running turn, or null once the turn is over. */
-  steer(steer: Steer): string | null {
-    if (this.#settled) return null;
+  /**
+   * The commands to write now for `steer`: its `steer` command, or nothing once the turn is over, or
+   * nothing yet before pi's first assistant `message_end` (then `observe` gives it with that line).
+   */
+  steer(steer: Steer): string[] {
+    if (this.#settled) return [];
+    if (!this.#recorded) {
+      this.#held.push(steer);
+      return [];
+    }
+    return [this.#steerCommand(steer)];
+  }
+
+  #steerCommand(steer: Steer): string {
     this.#steers += 1;
     const commandId = `${STEER_ID}${this.#steers}`;
     this.#written.push({ promptId: steer.promptId, text: steer.text, commandId });
@@ -88,14 +104,18 @@ export class PiRpcTurn {
   observe(line: string, agentEnded: boolean): RpcStep {
     const step: RpcStep = { write: [], delivered: [], settled: false };
     if (this.#settled) return step;
-    // Only responses and user messages matter here; the mapper reads every line anyway.
+    // Only responses and the ends of messages and runs matter here; the mapper reads every line anyway.
     if (!line.includes('"response"') && !line.includes('_end"')) return step;
     const parsed = parseEventLine(line);
     if (parsed.ok !== true) return step;
     const event = parsed.event;
     if (event.type === 'response') this.#onResponse(event, agentEnded);
     else if (event.type === 'message_end' && obj(event.message)?.role === 'user') this.#onUserMessage(event, step);
-    else if (agentEnded && !this.#probeOpen && ENDINGS.has(event.type)) {
+    else if (event.type === 'message_end' && obj(event.message)?.role === 'assistant' && !this.#recorded) {
+      this.#recorded = true;
+      step.write.push(...this.#held.splice(0).map((steer) => this.#steerCommand(steer)));
+    }
+    if (agentEnded && !this.#probeOpen && ENDINGS.has(event.type)) {
       this.#probes += 1;
       this.#probeOpen = true;
       step.write.push(commandLine({ id: `${SETTLE_ID}${this.#probes}`, type: 'get_state' }));
@@ -195,8 +215,7 @@ export async function* runPiRpc(
     for (;;) {
       const next = await steers.next();
       if (next.done === true || !open) return;
-      const command = turn.steer(next.value);
-      if (command !== null) write(command);
+      for (const command of turn.steer(next.value)) write(command);
     }
   })().catch(() => undefined);
 

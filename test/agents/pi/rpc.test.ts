@@ -46,6 +46,11 @@ function replay(name: string, steers: readonly string[] = []): { steps: RpcStep[
   return { steps, settledAt, lines: lines.length };
 }
 
+const ASSISTANT_END = JSON.stringify({
+  type: 'message_end',
+  message: { role: 'assistant', content: [{ type: 'text', text: 'ok' }], stopReason: 'toolUse' },
+});
+
 function recordedSteers(name: string): string[] {
   const meta = JSON.parse(readFileSync(join(PI_FIXTURES, `${name}.meta.json`), 'utf8')) as {
     steers: { text: string }[];
@@ -176,6 +181,7 @@ describe('the turn logic on the recordings (what the provider writes and when it
     turn.start('hello');
     const user = (text: string) =>
       JSON.stringify({ type: 'message_end', message: { role: 'user', content: [{ type: 'text', text }] } });
+    turn.observe(ASSISTANT_END, false);
     turn.steer({ promptId: 'a', text: 'hello' });
     turn.steer({ promptId: 'b', text: 'refused' });
     turn.steer({ promptId: 'd', text: 'plain' });
@@ -197,6 +203,16 @@ describe('the turn logic on the recordings (what the provider writes and when it
       false,
     );
     expect(step.settled).toBe(true);
-    expect(turn.steer({ promptId: 'late', text: 'too late' })).toBeNull();
+    expect(turn.steer({ promptId: 'late', text: 'too late' })).toEqual([]);
+  });
+
+  it("a steer before pi's first assistant message ended is held, then written with that line (its session file exists then)", () => {
+    const turn = new PiRpcTurn();
+    turn.start('hello');
+    expect(turn.steer({ promptId: 'early', text: 'early steer' })).toEqual([]);
+    const step = turn.observe(ASSISTANT_END, false);
+    expect(step.write).toHaveLength(1);
+    expect(JSON.parse(step.write[0]!)).toEqual({ id: 'sessiond-steer-1', type: 'steer', message: 'early steer' });
+    expect(turn.steer({ promptId: 'next', text: 'next steer' })).toHaveLength(1);
   });
 });
