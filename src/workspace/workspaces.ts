@@ -36,6 +36,9 @@ import {
 /** Tree sizes remembered by createWorkspaces (the oldest forgotten first). */
 const TREE_SIZES_KEPT = 256;
 
+/** Sessions whose last snapshot createWorkspaces remembers for `settle` (the oldest forgotten first). */
+const LAST_TAKEN_KEPT = 1024;
+
 /** Compare-and-swap rounds of a session's index before giving up (each lost round means another writer). */
 const INDEX_ROUNDS = 5;
 
@@ -60,6 +63,8 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
   const excludesFile = join(config.gitDir, 'exclude');
   const git = new Git(home);
   let hostReady: Promise<void> | undefined;
+  /** Per session, the last snapshot this instance took of its copy, until a prepare or restore (settle). */
+  const lastTaken = new Map<string, string>();
 
   const host = (): Promise<void> =>
     (hostReady ??= (async () => {
@@ -173,6 +178,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     },
 
     async prepare(sessionId, snapshot, source?: WorkspaceSource) {
+      lastTaken.delete(sessionId);
       const { paths, empty } = await open(sessionId);
       if (snapshot === null) {
         await rm(paths.marker, { force: true });
@@ -203,6 +209,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
         throw new WorkspaceInputError('sessionId', `no workspace of ${sessionId} on this host (prepare it first)`);
       }
       await rm(paths.marker, { force: true });
+      lastTaken.delete(sessionId);
       const [trees, known] = await Promise.all([
         recordTrees(git, paths, excludesFile, empty),
         readIndex(git, paths.repo, config.store, sessionId, false),
@@ -222,10 +229,22 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       const id = objectId(commit, empty);
       await append(paths, sessionId, [root, commit], [id], empty, state);
       if (options?.settled === true) await writeFile(paths.marker, id);
+      lastTaken.delete(sessionId);
+      if (lastTaken.size >= LAST_TAKEN_KEPT) lastTaken.delete(lastTaken.keys().next().value as string);
+      lastTaken.set(sessionId, id);
       return { id, parent, label, at } satisfies Snapshot;
     },
 
+    async settle(sessionId, snapshotId) {
+      const id = checkSnapshotId(snapshotId, 'snapshotId');
+      if (lastTaken.get(sessionId) !== id) return false;
+      const { paths } = await open(sessionId);
+      await writeFile(paths.marker, id);
+      return true;
+    },
+
     async restore(sessionId, snapshotId) {
+      lastTaken.delete(sessionId);
       const id = checkSnapshotId(snapshotId, 'snapshotId');
       const { paths, empty } = await open(sessionId);
       await restoreAt(paths, sessionId, id, empty, 'snapshotId');
@@ -269,6 +288,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     },
 
     async remove(sessionId) {
+      lastTaken.delete(sessionId);
       const { paths } = await open(sessionId);
       await deleteIndex(git, paths.repo, config.store, sessionId);
       await rm(paths.workspace, { recursive: true, force: true });
