@@ -63,8 +63,16 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
   const excludesFile = join(config.gitDir, 'exclude');
   const git = new Git(home);
   let hostReady: Promise<void> | undefined;
-  /** Per session, the last snapshot this instance took of its copy, until a prepare or restore (settle). */
+  /**
+   * Per session, the snapshot this instance last saw its copy hold exactly (a snapshot it took, a
+   * prepare of one), forgotten when anything else may have changed the copy (settle).
+   */
   const lastTaken = new Map<string, string>();
+  const remember = (sessionId: string, id: string): void => {
+    lastTaken.delete(sessionId);
+    if (lastTaken.size >= LAST_TAKEN_KEPT) lastTaken.delete(lastTaken.keys().next().value as string);
+    lastTaken.set(sessionId, id);
+  };
 
   const host = (): Promise<void> =>
     (hostReady ??= (async () => {
@@ -198,6 +206,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       if (at !== id || !(await exists(paths.workspace))) await restoreAt(paths, sessionId, id, empty, 'snapshot');
       // Handed out: from now on only a snapshot with `settled` or a restore says where the copy is.
       await rm(paths.marker, { force: true });
+      remember(sessionId, id);
       return paths.workspace;
     },
 
@@ -229,9 +238,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       const id = objectId(commit, empty);
       await append(paths, sessionId, [root, commit], [id], empty, state);
       if (options?.settled === true) await writeFile(paths.marker, id);
-      lastTaken.delete(sessionId);
-      if (lastTaken.size >= LAST_TAKEN_KEPT) lastTaken.delete(lastTaken.keys().next().value as string);
-      lastTaken.set(sessionId, id);
+      remember(sessionId, id);
       return { id, parent, label, at } satisfies Snapshot;
     },
 

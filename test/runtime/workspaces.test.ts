@@ -191,7 +191,7 @@ describe('workspaces in the runtime (one worker)', () => {
     expect(json).not.toContain('kept.txt');
   }, 90_000);
 
-  it('a completed end whose files nothing changed since the last tool batch records that batch’s snapshot again', async () => {
+  it('a completed end whose files nothing changed since the last tool batch (or the start) records that snapshot again', async () => {
     const { sessionId } = await h.runtime.enqueue({ prompt: 'RUN: echo one > a.txt', options: options() });
     expect((await turnEnded(h.runtime, sessionId, 1)).state).toBe('completed');
     await h.runtime.enqueue({ sessionId, prompt: 'RUN: echo two >> a.txt' });
@@ -210,8 +210,18 @@ describe('workspaces in the runtime (one worker)', () => {
     expect(readFileSync(join(config.gitDir, 'sessions', sessionId, 'at'), 'utf8')).toBe(pointer?.snapshot);
     expect(readFileSync(join(config.root, sessionId, 'a.txt'), 'utf8')).toBe('one\ntwo\n');
     // The turn's point (undo, fork, diff) names it too.
-    const turns = await h.connect('t').hget(internals(h.runtime).keys.session(sessionId, 'agent'), 'workspace-turns');
-    expect(JSON.parse(turns ?? '[]').at(-1)).toMatchObject({ turn: 2, snapshot: pointer?.snapshot });
+    const points = async () =>
+      JSON.parse(
+        (await h.connect('t').hget(internals(h.runtime).keys.session(sessionId, 'agent'), 'workspace-turns')) ?? '[]',
+      ) as Array<{ turn: number; snapshot: string }>;
+    expect((await points()).at(-1)).toMatchObject({ turn: 2, snapshot: pointer?.snapshot });
+    // A turn with no tool call records none: it ends on the snapshot it started on.
+    await h.runtime.enqueue({ sessionId, prompt: 'Just say something' });
+    expect((await turnEnded(h.runtime, sessionId, 3)).state).toBe('completed');
+    expect(snapshotLabels(sessionId)).toHaveLength(3);
+    expect((await points()).at(-1)).toMatchObject({ turn: 3, snapshot: pointer?.snapshot });
+    expect((await pointerOf(sessionId))?.snapshot).toBe(pointer?.snapshot);
+    expect(readFileSync(join(config.gitDir, 'sessions', sessionId, 'at'), 'utf8')).toBe(pointer?.snapshot);
   }, 60_000);
 
   it('a file changed after the last tool batch by what a tool left running is recorded at the completed end', async () => {
@@ -268,11 +278,14 @@ describe('workspaces in the runtime (one worker)', () => {
     expect(existsSync(join(config.root, sessionId))).toBe(true);
     await until(async () => (await h.runtime.getSession(sessionId))?.heldBy === null, 10_000, 'the lease released');
     expect((await h.runtime.deleteSession(sessionId)).deleted).toBe(true);
+    // remove() takes the store's list, the copy, then sessiond's git data: all three gone once it is done.
     await until(
-      async () => !storeHas(sessionId) && !existsSync(join(config.root, sessionId)),
+      async () =>
+        !storeHas(sessionId) &&
+        !existsSync(join(config.root, sessionId)) &&
+        !existsSync(join(config.gitDir, 'sessions', sessionId)),
       20_000,
       'the workspace sweep',
     );
-    expect(existsSync(join(config.gitDir, 'sessions', sessionId))).toBe(false);
   }, 60_000);
 });

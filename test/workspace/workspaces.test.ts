@@ -96,11 +96,16 @@ describe.each(['path', 'file:// URL'])('workspaces across two hosts sharing a st
     write(ws, { 'f.txt': 'changed by hand\n' });
     await a.prepare('s1', second.id);
     expect(readFileSync(join(ws, 'f.txt'), 'utf8')).toBe('changed by hand\n');
-    // Prepared (in use again) and restored: no snapshot is the last one any more until the next.
-    expect(await a.settle('s1', second.id)).toBe(false);
+    // Prepared: the copy held it exactly then (an attempt that changed nothing may settle it again).
+    expect(await a.settle('s1', second.id)).toBe(true);
+    // Restored, or prepared anew: not known to hold any snapshot until the next prepare or snapshot.
     await a.restore('s1', first.id);
     expect(await a.settle('s1', second.id)).toBe(false);
     expect(await a.settle('s1', first.id)).toBe(false);
+    await a.prepare('s1', first.id);
+    expect(await a.settle('s1', first.id)).toBe(true);
+    await a.prepare('s2', null);
+    expect(await a.settle('s2', first.id)).toBe(false);
     // Another host never took it.
     expect(await host(tmp.dir, 'b', store).settle('s1', second.id)).toBe(false);
     await expect(a.settle('s1', 'nope')).rejects.toThrow(WorkspaceInputError);

@@ -91,9 +91,10 @@ export class AttemptWorkspace {
   /** The agent's process as spawned (its spawn report): tells its own processes from its tools'. */
   #agent: SpawnedAgent | null = null;
   /**
-   * The last tool batch's snapshot, while nothing can have changed the files since: it was taken
-   * with only the agent's own processes alive (its tools all gone), and no tool call started after
-   * it. A completed end then records it again rather than taking another (completed()).
+   * A snapshot the copy still holds exactly: the attempt's start (nothing runs a tool until the
+   * agent asks for one), or the last tool batch's while nothing can have changed the files since it
+   * (taken with only the agent's own processes alive, its tools all gone, and no tool call started
+   * after it). A completed end then records it again rather than taking another (completed()).
    */
   #unchanged: Snapshot | null = null;
 
@@ -138,6 +139,8 @@ export class AttemptWorkspace {
         promptRecorded: recorded,
       };
       this.#init.writer.agentState(POINTER_FIELD, JSON.stringify(this.#pointer));
+      if (this.#toolsOnly())
+        this.#unchanged = { id: previous.snapshot, parent: null, label: previous.label, at: previous.at };
     } else {
       const snapshot = await workspaces.snapshot(
         sessionId,
@@ -145,12 +148,22 @@ export class AttemptWorkspace {
         null,
       );
       this.#record(snapshot, resumeSessionId, recorded, null);
+      if (this.#toolsOnly()) this.#unchanged = snapshot;
       // The session's start: what undoing its first turn would go back to, and what that turn's diff is from.
       this.#turns = [{ turn: 0, snapshot: snapshot.id, at: snapshot.at, agentSessionId: null, mark: null }];
       this.#init.writer.agentState(TURNS_FIELD, JSON.stringify(this.#turns));
     }
     this.#start = this.#pointer;
     return { resumeSessionId, text };
+  }
+
+  /**
+   * The agent changes the workspace only through tool calls it reports (pi, whose tool batches are
+   * recorded: `stateAfterTool`). Other agents' file edits are not known to come as tool calls: their
+   * completed ends always take a snapshot.
+   */
+  #toolsOnly(): boolean {
+    return this.#init.attempt.agent.stateAfterTool !== undefined;
   }
 
   /** The agent's process started (its spawn report). */
@@ -213,7 +226,7 @@ export class AttemptWorkspace {
       );
       this.#record(snapshot, agentSessionId, true, cut.state);
       // Only the agent's own processes were held: until it starts another tool, nothing changes the files.
-      this.#unchanged = paused.agentOnly ? snapshot : null;
+      this.#unchanged = paused.agentOnly && this.#toolsOnly() ? snapshot : null;
     } finally {
       paused.resume();
     }
