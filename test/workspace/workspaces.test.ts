@@ -82,7 +82,7 @@ describe.each(['path', 'file:// URL'])('workspaces across two hosts sharing a st
     expect(readFileSync(join(ws, 'f.txt'), 'utf8')).toBe('v1\n');
   });
 
-  it('settle marks the copy at the last snapshot taken of it (as settled would), and nothing else', async () => {
+  it('settle marks the copy at the snapshot it last held exactly (its last snapshot, a prepare), as settled would, and nothing else', async () => {
     const a = host(tmp.dir, 'a', store);
     const ws = await a.prepare('s1', null);
     write(ws, { 'f.txt': 'v1\n' });
