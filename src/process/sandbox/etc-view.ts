@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+  type Stats,
+} from 'node:fs';
+import { join } from 'node:path';
+import { helperCacheDir } from './helper-binary.ts';
+
+/**
+ * The /etc a bwrap sandbox shows, as one bind instead of one per entry. bubblewrap re-reads the
+ * whole mount table (`/proc/self/mountinfo`) after every bind it makes, so each bind costs the
+ * attempt ~0.15-0.2 ms of CPU, and the curated /etc was 26 of them (~4 ms of the ~12 ms bubblewrap
+ * and sessiond's init took around `/bin/true`, measured with `perf stat`; BENCHMARKS.md).
+ *
+ * The view is a directory of this worker process (`<cache>/etc/<pid>-<random>/view`) holding a copy of each
+ * listed /etc entry that is a file, and an empty directory for each one that is a directory: the
+ * view is bound read-only at /etc, then those directories on top of it, each read-only as before.
+ *
+ * Kept current: before every attempt each listed entry is stat'ed (links followed) and a copy whose
+ * source changed since it was made (device, inode, size, mtime, ctime, mode) is made again (written
+ * aside, then renamed in: a sandbox that is running sees the new file whole, as it would not
+ * through a bind of the old file); an entry that disappeared is removed from the view. A worker
+ * process copies every entry once, at its first sandboxed attempt; views of workers that are gone
+ * are removed then. Copies are owned by the worker's user (the originals show as `nobody` in the
+ * sandbox's user namespace), with the originals' permission bits; the bind is read-only, so the
+ * agent can change neither. A file the worker cannot read is left out, as the agent could not read it.
+ */
+
+/** What was copied into the view, per entry name: the source's signature at that time ('dir' for a mount point). */
+const copied = new Map<string, string>();
+let root: string | undefined;
+
+/** The bwrap arguments that show `entries` (names under /etc) through the view: the view at /etc, then its directories. */
+export function etcViewBinds(entries: readonly string[]): string[][] {
+  const view = prepareView();
+  const binds: string[][] = [['--ro-bind', view, '/etc']];
+  for (const entry of entries) {
+    const source = `/etc/${entry}`;
+    const stats = statOrNull(source);
+    const kind = stats === null ? null : stats.isDirectory() ? 'dir' : stats.isFile() ? 'file' : null;
+    const target = join(view, entry);
+    if (kind === null) {
+      forget(entry, target);
+      continue;
+    }
+    const signature = kind === 'dir' ? 'dir' : signatureOf(stats as Stats);
+    if (copied.get(entry) !== signature && !refresh(entry, source, target, kind, stats as Stats)) continue;
+    copied.set(entry, signature);
+    if (kind === 'dir') binds.push(['--ro-bind', source, `/etc/${entry}`]);
+  }
+  return binds;
+}
+
+/** The view dir, made (and the views of gone worker processes removed) at first use; made again if removed since. */
+function prepareView(): string {
+  if (root === undefined) {
+    const parent = join(helperCacheDir(), 'etc');
+    mkdirSync(parent, { recursive: true, mode: 0o700 });
+    removeGoneViews(parent);
+    // The pid names whose view it is; the random part keeps apart processes of one pid (one that ran
+    // before with this pid, or one in another PID namespace sharing this cache).
+    root = join(parent, `${process.pid}-${randomBytes(4).toString('hex')}`);
+  }
+  const view = join(root, 'view');
+  if (statOrNull(view) === null) {
+    copied.clear();
+    mkdirSync(view, { recursive: true, mode: 0o755 });
+    mkdirSync(join(root, 'staging'), { recursive: true, mode: 0o700 });
+  }
+  return view;
+}
+
+/** Copies (file) or makes a mount point for (dir) `entry`; false when it cannot (then it is left out). */
+function refresh(entry: string, source: string, target: string, kind: 'dir' | 'file', stats: Stats): boolean {
+  try {
+    const current = statOrNull(target);
+    if (kind === 'dir') {
+      if (current?.isDirectory() !== true) {
+        rmSync(target, { recursive: true, force: true });
+        mkdirSync(target, { recursive: true });
+      }
+      return true;
+    }
+    const staged = join(root ?? '', 'staging', entry);
+    writeFileSync(staged, readFileSync(source), { mode: stats.mode & 0o7777 });
+    utimesSync(staged, stats.atime, stats.mtime);
+    if (current?.isDirectory() === true) rmSync(target, { recursive: true, force: true });
+    renameSync(staged, target);
+    return true;
+  } catch {
+    // Unreadable here (EACCES) or gone since the stat: the agent goes without it, as it would have.
+    forget(entry, target);
+    return false;
+  }
+}
+
+function forget(entry: string, target: string): void {
+  if (!copied.has(entry) && statOrNull(target) === null) return;
+  copied.delete(entry);
+  rmSync(target, { recursive: true, force: true });
+}
+
+function signatureOf(stats: Stats): string {
+  return [stats.dev, stats.ino, stats.size, stats.mtimeMs, stats.ctimeMs, stats.mode].join(':');
+}
+
+function statOrNull(path: string): Stats | null {
+  try {
+    return statSync(path);
+  } catch {
+    // Absent (or unreadable): shown as absent.
+    return null;
+  }
+}
+
+/** Views of worker processes that are no longer running (a view is a pid's). */
+function removeGoneViews(parent: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    // Nothing there yet.
+    return;
+  }
+  for (const name of names) {
+    const pid = /^(\d+)-[0-9a-f]+$/.exec(name)?.[1];
+    if (pid === undefined || Number(pid) === process.pid || isRunning(Number(pid))) continue;
+    rmSync(join(parent, name), { recursive: true, force: true });
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it runs, as another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Forgets what was copied (tests that change the view under a running process). */
+export function resetEtcView(): void {
+  copied.clear();
+  root = undefined;
+}
