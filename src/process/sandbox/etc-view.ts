@@ -37,12 +37,12 @@ import { helperCacheDir } from './helper-binary.ts';
 const copied = new Map<string, string>();
 let root: string | undefined;
 
-/** The bwrap arguments that show `entries` (names under /etc) through the view: the view at /etc, then its directories. */
-export function etcViewBinds(entries: readonly string[]): string[][] {
+/** The bwrap arguments that show `entries` (names under `from`, the host's /etc but in tests) through the view: the view at /etc, then its directories. */
+export function etcViewBinds(entries: readonly string[], from = '/etc'): string[][] {
   const view = prepareView();
   const binds: string[][] = [['--ro-bind', view, '/etc']];
   for (const entry of entries) {
-    const source = `/etc/${entry}`;
+    const source = join(from, entry);
     const stats = statOrNull(source);
     const kind = stats === null ? null : stats.isDirectory() ? 'dir' : stats.isFile() ? 'file' : null;
     const target = join(view, entry);
