@@ -62,7 +62,7 @@ export function systemBinds(options: { etcView?: boolean } = {}): string[][] {
       ? ['--symlink', readlinkSync(path), path]
       : ['--ro-bind', path, path],
   );
-  if (options.etcView !== false) return [...dirs, ...etcViewBinds(ETC_ENTRIES)];
+  if (options.etcView !== false) return [...dirs, ...etcViewBinds(ETC_ENTRIES, isSystemPath)];
   const etc = ETC_ENTRIES.map((e) => `/etc/${e}`).filter((p) => existsSync(p));
   return [...dirs, ...etc.map((path) => ['--ro-bind', path, path])];
 }

@@ -1,5 +1,7 @@
 import {
   existsSync,
+  lstatSync,
+  readlinkSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -14,7 +16,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { spawnAgent } from '../../../src/process/index.ts';
 import { etcViewBinds, resetEtcView } from '../../../src/process/sandbox/etc-view.ts';
-import { ETC_ENTRIES } from '../../../src/process/sandbox/system-paths.ts';
+import { ETC_ENTRIES, isSystemPath } from '../../../src/process/sandbox/system-paths.ts';
 import { collect } from '../../support/processes.ts';
 
 const made: string[] = [];
@@ -58,15 +60,18 @@ describe('the /etc view of bwrap sandboxes', () => {
     writeFileSync(join(elsewhere, 'stub-resolv.conf'), 'nameserver 127.0.0.53\n');
     symlinkSync(join(elsewhere, 'stub-resolv.conf'), join(etc, 'resolv.conf'));
     mkdirSync(join(etc, 'ssl', 'certs'), { recursive: true });
-    const entries = ['passwd', 'resolv.conf', 'ssl', 'hosts'];
+    // A link into the system dirs (visible inside) stays a link: /etc/localtime's text names the time zone.
+    symlinkSync('/usr/bin/env', join(etc, 'localtime'));
+    const entries = ['passwd', 'resolv.conf', 'ssl', 'hosts', 'localtime'];
 
-    const binds = etcViewBinds(entries, etc);
+    const binds = etcViewBinds(entries, isSystemPath, etc);
     const view = binds[0]?.[1] ?? '';
     expect(binds).toEqual([
       ['--ro-bind', view, '/etc'],
       ['--ro-bind', join(etc, 'ssl'), '/etc/ssl'],
     ]);
-    expect(readdirSync(view).sort()).toEqual(['passwd', 'resolv.conf', 'ssl']);
+    expect(readdirSync(view).sort()).toEqual(['localtime', 'passwd', 'resolv.conf', 'ssl']);
+    expect(readlinkSync(join(view, 'localtime'))).toBe('/usr/bin/env');
     expect(readFileSync(join(view, 'passwd'), 'utf8')).toBe('root:x:0:0::/root:/bin/sh\n');
     // A link's target, as a bind of the link showed it.
     expect(readFileSync(join(view, 'resolv.conf'), 'utf8')).toBe('nameserver 127.0.0.53\n');
@@ -78,9 +83,12 @@ describe('the /etc view of bwrap sandboxes', () => {
     writeFileSync(join(elsewhere, 'stub-resolv.conf'), 'nameserver 10.0.0.2\nsearch example.test\n');
     rmSync(join(etc, 'ssl'), { recursive: true });
     writeFileSync(join(etc, 'hosts'), '127.0.0.1 localhost\n');
+    rmSync(join(etc, 'localtime'));
+    symlinkSync('/usr/bin/true', join(etc, 'localtime'));
 
-    expect(etcViewBinds(entries, etc)).toEqual([['--ro-bind', view, '/etc']]);
-    expect(readdirSync(view).sort()).toEqual(['hosts', 'passwd', 'resolv.conf']);
+    expect(etcViewBinds(entries, isSystemPath, etc)).toEqual([['--ro-bind', view, '/etc']]);
+    expect(readdirSync(view).sort()).toEqual(['hosts', 'localtime', 'passwd', 'resolv.conf']);
+    expect(readlinkSync(join(view, 'localtime'))).toBe('/usr/bin/true');
     expect(readFileSync(join(view, 'passwd'), 'utf8')).toContain('agent:x:1000');
     expect(readFileSync(join(view, 'resolv.conf'), 'utf8')).toBe('nameserver 10.0.0.2\nsearch example.test\n');
     expect(readFileSync(join(view, 'hosts'), 'utf8')).toBe('127.0.0.1 localhost\n');
@@ -88,7 +96,7 @@ describe('the /etc view of bwrap sandboxes', () => {
     // A file turned into a directory (and back) changes kind in the view too.
     rmSync(join(etc, 'hosts'));
     mkdirSync(join(etc, 'hosts'));
-    expect(etcViewBinds(entries, etc)).toEqual([
+    expect(etcViewBinds(entries, isSystemPath, etc)).toEqual([
       ['--ro-bind', view, '/etc'],
       ['--ro-bind', join(etc, 'hosts'), '/etc/hosts'],
     ]);
@@ -100,21 +108,24 @@ describe('the /etc view of bwrap sandboxes', () => {
     resetEtcView();
     const etc = temp('etc-view-source-');
     writeFileSync(join(etc, 'group'), 'root:x:0:\n');
-    const view = etcViewBinds(['group'], etc)[0]?.[1] ?? '';
+    const view = etcViewBinds(['group'], isSystemPath, etc)[0]?.[1] ?? '';
     rmSync(view, { recursive: true });
-    expect(etcViewBinds(['group'], etc)[0]?.[1]).toBe(view);
+    expect(etcViewBinds(['group'], isSystemPath, etc)[0]?.[1]).toBe(view);
     expect(readFileSync(join(view, 'group'), 'utf8')).toBe('root:x:0:\n');
   });
 
   it('inside, /etc shows the listed entries with the host’s content, nothing else, and none can be written', async () => {
     const listed = ETC_ENTRIES.filter((e) => existsSync(`/etc/${e}`));
     const out = await inSandbox(
-      'ls -A /etc; echo ---; cat /etc/passwd; echo ---; ' +
+      'ls -A /etc; echo ---; cat /etc/passwd; echo ---; readlink /etc/localtime; echo ---; ' +
         '{ echo x >> /etc/passwd; } 2>&1; touch /etc/new 2>&1; chmod 666 /etc/passwd 2>&1; true',
     );
-    const [names = '', passwd = '', writes = ''] = out.split('\n---\n');
+    const [names = '', passwd = '', localtime = '', writes = ''] = out.split('\n---\n');
     expect(names.split('\n').sort()).toEqual([...listed].sort());
     expect(passwd).toBe(readFileSync('/etc/passwd', 'utf8').trimEnd());
+    // This host's /etc/localtime is a link into /usr/share/zoneinfo: the same link inside.
+    expect(lstatSync('/etc/localtime').isSymbolicLink()).toBe(true);
+    expect(localtime).toBe(readlinkSync('/etc/localtime'));
     expect(writes.match(/Read-only file system/g)).toHaveLength(3);
   });
 
