@@ -1,7 +1,7 @@
 import { isSettledState } from '../../machines/states.ts';
 import type { WorkerHeartbeat } from './caller/types.ts';
 import type { SessionView } from './inspect.ts';
-import { isLive, workerStaleMs } from './worker-liveness.ts';
+import { isLive, offersAgent, workerStaleMs } from './worker-liveness.ts';
 
 /**
  * No worker can take a session's turn that waits for one: none has sent a heartbeat in the liveness
@@ -57,8 +57,7 @@ export class LiveWorkerCheck {
     const beats = await this.#workers();
     const live = beats.filter((w) => isLive(w, Date.now(), this.staleMs));
     const agent = view.waitingFor?.agent ?? view.agent;
-    // A worker whose heartbeat names no agents (one older than that field) is taken to run them all.
-    const offered = live.some((w) => w.agents === undefined || w.agents.includes(agent));
+    const offered = live.some((w) => offersAgent(w, agent));
     const condition = live.length === 0 ? 'none' : offered ? null : `agent:${agent}`;
     if (condition === null || condition === this.#said) {
       this.#said = condition;

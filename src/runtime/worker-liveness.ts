@@ -13,3 +13,11 @@ export function workerStaleMs(heartbeatMs: number = WORKER_DEFAULTS.heartbeatMs)
 export function isLive(worker: Pick<WorkerHeartbeat, 'lastSeen'>, now: number, staleMs: number): boolean {
   return now - worker.lastSeen <= staleMs;
 }
+
+/**
+ * The worker takes sessions of `agent`. A heartbeat naming no agents (a worker older than that
+ * field) is taken to offer them all. The dashboard's session page applies the same rule in the browser.
+ */
+export function offersAgent(worker: Pick<WorkerHeartbeat, 'agents'>, agent: string): boolean {
+  return worker.agents === undefined || worker.agents.includes(agent);
+}

@@ -527,7 +527,7 @@ function sessionView(main, sessionId) {
     /** @type {Array<{ live: boolean, lastSeen: number, agents?: string[] }>} */
     const workers = result.data.workers;
     const live = workers.filter((w) => w.live);
-    // A worker that does not say which agents it has (an older one) may have any.
+    // A worker that does not say which agents it has (an older one) may have any (offersAgent() in worker-liveness.ts).
     const offering = live.filter((w) => w.agents === undefined || w.agents.includes(view.agent));
     if (offering.length > 0) return void (noWorker.hidden = true);
     noWorker.hidden = false;

@@ -7,7 +7,7 @@ import { deploymentPolicy } from '../../../runtime/deployment-policy.ts';
 import { createRedis, redactUrl } from '../../../runtime/redis/index.ts';
 import { readAgentWaits, type AgentWait } from '../../../runtime/agent-waits.ts';
 import { createKeys } from '../../../runtime/keys.ts';
-import { isLive, workerStaleMs } from '../../../runtime/worker-liveness.ts';
+import { isLive, offersAgent, workerStaleMs } from '../../../runtime/worker-liveness.ts';
 import { REDIS_FIXES, REDIS_REACH_MS } from '../reach-redis.ts';
 import { resolveRedisUrl } from '../resolve-redis.ts';
 import { describeAgents, type AgentRow } from './agents-action.ts';
@@ -178,7 +178,7 @@ function findFleetProblems(report: DoctorReport, problem: (what: string, fix: st
     }
   }
   for (const wait of report.agentWaits) {
-    if (live.some((w) => w.agents === undefined || w.agents.includes(wait.agent))) continue;
+    if (live.some((w) => offersAgent(w, wait.agent))) continue;
     const oldest = wait.oldest[0];
     problem(
       `${wait.sessions} session${wait.sessions === 1 ? '' : 's'} wait${wait.sessions === 1 ? 's' : ''} for a worker offering agent ${wait.agent}, and no live worker offers it${oldest === undefined ? '' : ` (the oldest, ${oldest.sessionId}, since ${new Date(oldest.since).toISOString()})`}`,
