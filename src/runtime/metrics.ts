@@ -229,6 +229,7 @@ export class RuntimeMetrics {
       else if (parsed?.kind === 'egress') this.#metrics.egressRefused.inc({ reason: parsed.reason }, added);
       else if (parsed?.kind === 'whenBusy')
         this.#metrics.whenBusy.inc({ strategy: parsed.strategy, effect: parsed.effect }, added);
+      else if (parsed?.kind === 'schedule') this.#metrics.scheduleFirings.inc({ outcome: parsed.outcome }, added);
     }
   }
 
