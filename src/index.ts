@@ -41,6 +41,7 @@ export {
   type RetryPolicyClient,
   type ScheduleLimits,
   type ScheduleRequest,
+  type ScheduleRun,
   type SchedulesClient,
   type ScheduleView,
   type SessionHandle,

@@ -69,6 +69,7 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
       remove: (id) => runtime.removeSchedule(id),
       pause: (id) => runtime.pauseSchedule(id),
       resume: (id) => runtime.resumeSchedule(id),
+      runs: (id) => runtime.scheduleRuns(id),
     },
     async close() {
       await runtime.close();

@@ -27,7 +27,7 @@ import { bindClient } from './bind.ts';
 import type { DefinedAgent } from './define-agent.ts';
 import { registerAgent } from '../agents/registry.ts';
 import { deploymentPolicy } from '../runtime/deployment-policy.ts';
-import type { ScheduleLimits, ScheduleRequest, ScheduleView } from '../runtime/schedules/spec.ts';
+import type { ScheduleLimits, ScheduleRequest, ScheduleRun, ScheduleView } from '../runtime/schedules/spec.ts';
 
 /** A session's retention and quotas (docs/concepts.md "lifecycle"): the operator's, never a caller's. */
 export type LifecycleOptions = LifecycleLimits;
@@ -71,6 +71,7 @@ export type {
   WorkerHeartbeat,
   ScheduleLimits,
   ScheduleRequest,
+  ScheduleRun,
   ScheduleView,
 };
 
@@ -211,6 +212,8 @@ export interface SchedulesClient {
   pause(id: string): Promise<ScheduleView>;
   /** Fires again from its timing's next tick (the ticks missed while paused are not made up). */
   resume(id: string): Promise<ScheduleView>;
+  /** Its last firings (at most 100), newest first: when, the tick, the outcome, the session and turn it made. */
+  runs(id: string): Promise<ScheduleRun[]>;
 }
 
 /** Dispatch: whether workers start attempts, fleet-wide or under one fleet limit. */

@@ -35,10 +35,11 @@ import {
   removeSchedule,
   resumeSchedule,
   scheduleParts,
+  scheduleRuns,
   type ScheduleHow,
   type ScheduleParts,
 } from './schedules/caller.ts';
-import type { ScheduleView } from './schedules/spec.ts';
+import type { ScheduleRun, ScheduleView } from './schedules/spec.ts';
 
 /** Defined with every other error of sessiond in src/errors.ts. */
 export { InputError, NotFoundError };
@@ -154,6 +155,7 @@ export class Runtime {
   removeSchedule = (id: string): Promise<{ id: string; removed: true }> => removeSchedule(this.#schedules, id);
   pauseSchedule = (id: string): Promise<ScheduleView> => pauseSchedule(this.#schedules, id);
   resumeSchedule = (id: string): Promise<ScheduleView> => resumeSchedule(this.#schedules, id);
+  scheduleRuns = (id: string): Promise<ScheduleRun[]> => scheduleRuns(this.#schedules, id);
 
   /** Live message logs for many followers on one blocking connection (the HTTP event streams): see SessionReads. */
   get messageHub(): MessageHub {

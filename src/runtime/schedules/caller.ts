@@ -140,3 +140,12 @@ export async function resumeSchedule(sp: ScheduleParts, id: string): Promise<Sch
   if (found !== null) await sp.store.schedule(found.def);
   return getSchedule(sp, id);
 }
+
+/** A schedule's last firings (at most 100), newest first: when, the tick, the outcome, the session and turn. */
+export async function scheduleRuns(
+  sp: ScheduleParts,
+  id: string,
+): Promise<Array<NonNullable<ScheduleView['lastRun']>>> {
+  if ((await sp.store.get(id)) === null) throw new NotFoundError(`unknown schedule "${id}"`);
+  return sp.store.recent(id);
+}

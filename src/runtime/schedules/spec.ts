@@ -95,6 +95,9 @@ export interface ScheduleView {
   firings: Partial<Record<FiringOutcome, number>>;
 }
 
+/** One firing of a schedule, as recorded. */
+export type ScheduleRun = NonNullable<ScheduleView['lastRun']>;
+
 /**
  * The request checked for its own fields (the enqueue fields are checked by the enqueue path: checkEnqueue), with
  * the deployment's bounds: the timing (a valid cron expression in a valid zone, or a duration), at least

@@ -10,7 +10,7 @@ import { FIRING_OUTCOMES } from './spec.ts';
  * (`{<prefix>:sch}:schedules:…`), so on a Redis Cluster they are one slot and BullMQ's scripts and ours each touch
  * keys of that slot only. The definitions (`defs`: id → JSON, written once), the state of each (`state`: id →
  * `paused` or `ended:<reason>:<at>`; none: active), the count per owner (`owners`), the runs of each
- * (`runs:<id>`: `last` → JSON, `n|<outcome>` → count) and one claim per tick fired (`tick:<id>:<millis>`).
+ * (`runs:<id>`: `last` → JSON, `n|<outcome>` → count; `recent:<id>`: the last RECENT_RUNS firings) and one claim per tick fired (`tick:<id>:<millis>`).
  */
 export const SCHEDULE_QUEUE = 'schedules';
 export const FIRE_JOB = 'fire';
@@ -21,6 +21,7 @@ export interface ScheduleKeys {
   state: string;
   owners: string;
   runs(id: string): string;
+  recent(id: string): string;
   tick(id: string, tick: number): string;
 }
 
@@ -32,6 +33,7 @@ export function scheduleKeys(keys: Keys): ScheduleKeys {
     state: `${tag}:state`,
     owners: `${tag}:owners`,
     runs: (id) => `${tag}:runs:${id}`,
+    recent: (id) => `${tag}:recent:${id}`,
     tick: (id, tick) => `${tag}:tick:${id}:${tick}`,
   };
 }
@@ -59,14 +61,17 @@ redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
 return {1}
 `;
 
-/** KEYS: defs, owners, state, runs. ARGV: id, owner. → 1 removed | 0 none. */
+/** KEYS: defs, owners, state, runs, recent runs. ARGV: id, owner. → 1 removed | 0 none. */
 const REMOVE = `
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 if tonumber(redis.call('HINCRBY', KEYS[2], ARGV[2], -1)) <= 0 then redis.call('HDEL', KEYS[2], ARGV[2]) end
 redis.call('HDEL', KEYS[3], ARGV[1])
-redis.call('DEL', KEYS[4])
+redis.call('DEL', KEYS[4], KEYS[5])
 return 1
 `;
+
+/** The firings of a schedule kept for `runs` (newest first). */
+export const RECENT_RUNS = 100;
 
 /** KEYS: defs, state. ARGV: id, state ('' clears it). Only a schedule that exists and has not ended. → 1 | 0 none | -1 ended. */
 const SET_STATE = `
@@ -125,11 +130,12 @@ export class ScheduleStore {
     return (
       Number(
         await script(this.#redis, 'sessiondScheduleRemove', REMOVE)(
-          4,
+          5,
           this.keys.defs,
           this.keys.owners,
           this.keys.state,
           this.keys.runs(def.id),
+          this.keys.recent(def.id),
           def.id,
           def.owner,
         ),
@@ -180,7 +186,15 @@ export class ScheduleStore {
       .multi()
       .hset(this.keys.runs(id), 'last', JSON.stringify(run))
       .hincrby(this.keys.runs(id), `n|${run.outcome}`, 1)
+      .lpush(this.keys.recent(id), JSON.stringify(run))
+      .ltrim(this.keys.recent(id), 0, RECENT_RUNS - 1)
       .exec();
+  }
+
+  /** Its last firings (at most RECENT_RUNS), newest first. */
+  async recent(id: string): Promise<Array<NonNullable<ScheduleView['lastRun']>>> {
+    const raw = await this.#redis.lrange(this.keys.recent(id), 0, RECENT_RUNS - 1);
+    return raw.map((r) => JSON.parse(r) as NonNullable<ScheduleView['lastRun']>);
   }
 
   async runs(id: string): Promise<{ lastRun: ScheduleView['lastRun']; firings: ScheduleView['firings'] }> {
