@@ -22,6 +22,7 @@ import { registerAgents } from './commands/agents.ts';
 import { registerDoctor } from './commands/doctor.ts';
 import { registerApprovals } from './commands/approve.ts';
 import { registerAcp } from './commands/acp.ts';
+import { registerSchedule } from './commands/schedule.ts';
 import { baseProgram, overrideExits, runProgram } from './program-base.ts';
 
 /** The whole program, every command registered (`sessiond --help`, and any command fast.ts does not list). */
@@ -45,6 +46,7 @@ export function buildProgram(): Command {
   registerTurns(program);
   registerTransfer(program);
   registerRetryPolicy(program);
+  registerSchedule(program);
   registerPolicy(program);
   registerAgents(program);
   registerDoctor(program);

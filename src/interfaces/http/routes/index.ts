@@ -7,6 +7,7 @@ import { messageRoutes } from './messages.ts';
 import { operationRoutes } from './operations.ts';
 import { promptRoutes } from './prompts.ts';
 import { retryPolicyRoutes } from './retry-policy.ts';
+import { scheduleRoutes } from './schedules.ts';
 import { sessionRoutes } from './sessions.ts';
 import { workspaceRoutes } from './workspace.ts';
 
@@ -20,6 +21,7 @@ export const API_ROUTES = [
   ...messageRoutes,
   ...retryPolicyRoutes,
   ...limitRoutes,
+  ...scheduleRoutes,
   ...authRoutes,
   ...operationRoutes,
 ];
