@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hasErrorCode, InputError, NotFoundError, QuotaError } from '../../src/errors.ts';
+import { counterTotals } from '../../src/runtime/counters.ts';
 import { createKeys } from '../../src/runtime/keys.ts';
 import { Runtime, type SessionRecord } from '../../src/runtime/runtime.ts';
 import { scheduleQueue } from '../../src/runtime/schedules/store.ts';
@@ -190,6 +191,10 @@ describe.each(BACKENDS)('schedules, on %s Redis', { timeout: 300_000 }, (backend
       expect(view.firings.enqueued).toBeUndefined();
       expect(view.lastRun).toMatchObject({ outcome: 'rejected_busy', sessionId });
       expect(view.lastRun?.error).toContain('busy');
+      // The fleet counter behind sessiond_schedule_firings_total{outcome}.
+      const totals = await counterTotals(raw, createKeys(h.prefix));
+      expect(totals.get('schedule|rejected_busy')).toBeGreaterThanOrEqual(2);
+      expect(totals.get('schedule|enqueued')).toBeGreaterThanOrEqual(5);
       const session = await runtime.getSession(sessionId);
       expect(session?.state).toBe('running');
       expect(session?.queued).toEqual([]);
