@@ -52,7 +52,7 @@ export function loadDashboard(options: { tokenRequired: boolean }): DashboardAss
 const defineRoute = routeFor<DashboardAssets>();
 
 /**
- * The dashboard: one HTML shell (`/`, `/sessions/:id`, `/policy`, `/limits`) and native ES modules
+ * The dashboard: one HTML shell (`/`, `/sessions/:id`, `/policy`, `/limits`, `/schedules`) and native ES modules
  * (app.js and what it imports) that render from the HTTP API. No build step.
  */
 /** A page of the dashboard: the one HTML shell, which renders the page its path names. */
@@ -72,6 +72,7 @@ export const dashboardRoutes = [
   shellRoute('/', 'dashboard', 'The dashboard: sessions by state'),
   shellRoute('/policy', 'dashboardPolicy', 'The dashboard: the deployment policy and the global retry policy'),
   shellRoute('/limits', 'dashboardLimits', 'The dashboard: the fleet limits and paused dispatch'),
+  shellRoute('/schedules', 'dashboardSchedules', 'The dashboard: the schedules with their next and last runs'),
   defineRoute({
     method: 'get',
     path: '/sessions/{id}',
