@@ -92,12 +92,12 @@ export const scheduleRoutes = [
       schema: ScheduleRequestSchema,
       examples: {
         cron: {
-          summary: 'weekdays at 9:00 in Paris, into one session',
-          value: { cron: '0 9 * * 1-5', tz: 'Europe/Paris', sessionId: 'build-42', prompt: 'Run the test suite' },
+          summary: 'weekdays at 9:00 in Paris, a new session each time',
+          value: { cron: '0 9 * * 1-5', tz: 'Europe/Paris', new: true, prompt: 'Run the test suite' },
         },
         every: {
-          summary: 'every hour, a new session each time, refused while busy',
-          value: { id: 'hourly', every: '1h', new: true, prompt: 'Check the logs', whenBusy: 'reject' },
+          summary: 'every hour into one session (it must exist), refused while its turn runs',
+          value: { id: 'hourly', every: '1h', sessionId: 'build-42', prompt: 'Check the logs', whenBusy: 'reject' },
         },
       },
     },
