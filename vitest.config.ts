@@ -116,6 +116,7 @@ const UNIT_SUITES = [
   'test/runtime/session-loop/agent-only.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
   'test/runtime/turn-prompts.test.ts',
+  'test/runtime/schedules/spec.test.ts',
 ];
 const LONG_SUITES = [
   'test/chaos/chaos.test.ts',

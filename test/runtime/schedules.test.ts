@@ -268,7 +268,7 @@ describe.each(BACKENDS)('schedules, on %s Redis', { timeout: 300_000 }, (backend
       expect(await field({ every: '3s', sessionId, prompt: '  ' })).toEqual(['prompt']);
       expect(await field({ every: '3s', prompt: 'x' })).toEqual(['sessionId']);
       expect(await field({ every: '3s', cron: '0 9 * * *', sessionId, prompt: 'x' })).toEqual(['every']);
-      expect(await field({ every: '3s', sessionId, prompt: 'x', whenBusy: 'steer' })).toEqual(['whenBusy']);
+      expect(await field({ every: '3s', sessionId, prompt: 'x', whenBusy: 'sometimes' })).toEqual(['whenBusy']);
       expect(await field({ every: '3s', new: true, prompt: 'x', options: { agent: 'nope' } })).toContain(
         'options.agent',
       );
