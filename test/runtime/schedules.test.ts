@@ -8,7 +8,16 @@ import { scheduleQueue } from '../../src/runtime/schedules/store.ts';
 import type { ScheduleView } from '../../src/runtime/schedules/spec.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
 import type { PiEnv } from '../support/pi-env.ts';
-import { agentRecords, BACKENDS, TEST_POLICY, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
+import { runCli } from '../support/cli.ts';
+import {
+  agentRecords,
+  BACKENDS,
+  TEST_POLICY,
+  until,
+  useRuntimeSuite,
+  type Harness,
+  type RuntimeSuite,
+} from '../support/runtime.ts';
 
 /**
  * Schedules through real workers: real redis-server (and a real 3-master cluster), real BullMQ job schedulers, real
@@ -23,6 +32,7 @@ let env: PiEnv;
 let h: Harness;
 let runtime: Runtime;
 let raw: Redis;
+let cliEnv: RuntimeSuite['cliEnv'];
 
 /** The ticks of the turns schedule `id` started in the session, in turn order. */
 function scheduledTicks(session: SessionRecord | null, id: string): number[] {
@@ -70,7 +80,7 @@ async function scheduleKeysDump(): Promise<Record<string, string>> {
 describe.each(BACKENDS)('schedules, on %s Redis', { timeout: 300_000 }, (backend) => {
   let workers: SessionWorker[] = [];
   useRuntimeSuite(`schedules-${backend}`, { backend }, async (s) => {
-    ({ env, h } = s);
+    ({ env, h, cliEnv } = s);
     runtime = new Runtime({
       connect: h.connect,
       prefix: h.prefix,
@@ -247,6 +257,50 @@ describe.each(BACKENDS)('schedules, on %s Redis', { timeout: 300_000 }, (backend
       expect(session.context?.turnIndex).toBe(1);
       expect(scheduledTicks(session, 'fresh')).toEqual([view.lastRun?.tick]);
       expect(fired.length).toBeGreaterThanOrEqual(2);
+    });
+
+    it('the CLI: add, list, pause, resume, remove; a bad field exits 2 naming it, an unknown id 3', async () => {
+      const { sessionId } = await runtime.enqueue({
+        prompt: 'Say hello',
+        options: { provider: 'fake', model: 'text', cwd: env.cwd },
+      });
+      const cli = (args: string[]) => runCli(['schedule', ...args], { env: cliEnv() });
+      const bad = await cli(['add', '--every', 'soon', '--session', sessionId, 'Again']);
+      expect(bad.exitCode).toBe(2);
+      expect(bad.stderr).toContain('every: invalid duration "soon"');
+      const often = await cli(['add', '--every', '10s', '--session', sessionId, 'Again']);
+      expect(often.exitCode).toBe(2);
+      expect(often.stderr).toContain("every: must be at least 60000 ms (the deployment's schedules.minInterval)");
+      const added = await cli([
+        'add',
+        '--cron',
+        '0 9 * * 1-5',
+        '--tz',
+        'Europe/Paris',
+        '--session',
+        sessionId,
+        '--id',
+        'cli',
+        '--json',
+        'Again',
+      ]);
+      expect(added.exitCode).toBe(0);
+      expect(JSON.parse(added.stdout)).toMatchObject({
+        id: 'cli',
+        cron: '0 9 * * 1-5',
+        tz: 'Europe/Paris',
+        sessionId,
+        status: 'active',
+      });
+      const listed = await cli(['list']);
+      expect(listed.stdout).toContain(`cli  cron "0 9 * * 1-5" Europe/Paris  session ${sessionId}  active  next 20`);
+      expect((await cli(['pause', 'cli'])).stdout).toContain('paused  next -');
+      expect((await cli(['resume', 'cli'])).stdout).toContain('active  next 20');
+      expect((await cli(['remove', 'cli'])).stdout).toBe('removed schedule cli\n');
+      const unknown = await cli(['remove', 'cli']);
+      expect(unknown.exitCode).toBe(3);
+      expect(unknown.stderr).toContain('unknown schedule "cli"');
+      await settled(sessionId);
     });
 
     it('bad inputs and limits: an error naming the field, nothing written', async () => {
