@@ -62,6 +62,15 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
       workers: () => runtime.workers(),
       bullQueue: () => runtime.bullQueue(),
     },
+    schedules: {
+      add: (request, o = {}) => runtime.addSchedule(request, o),
+      list: () => runtime.listSchedules(),
+      get: (id) => runtime.getSchedule(id),
+      remove: (id) => runtime.removeSchedule(id),
+      pause: (id) => runtime.pauseSchedule(id),
+      resume: (id) => runtime.resumeSchedule(id),
+      runs: (id) => runtime.scheduleRuns(id),
+    },
     async close() {
       await runtime.close();
       await onClose();

@@ -46,6 +46,11 @@ export function whenBusyField(strategy: string, effect: 'interrupted' | 'queued'
   return `whenBusy|${strategy}|${effect}`;
 }
 
+/** The fleet counter field of a schedule's firing, by its outcome (schedules/fire.ts; added to the totals directly). */
+export function scheduleFiringField(outcome: string): string {
+  return `schedule|${outcome}`;
+}
+
 /** A parsed counter field (null: not one of ours). */
 export function parseField(
   field: string,
@@ -56,9 +61,11 @@ export function parseField(
   | { kind: 'egress'; reason: string }
   | { kind: 'webhooks'; outcome: string }
   | { kind: 'whenBusy'; strategy: string; effect: string }
+  | { kind: 'schedule'; outcome: string }
   | null {
   const parts = field.split('|');
   if (parts[0] === 'webhooks' && parts.length === 2) return { kind: 'webhooks', outcome: parts[1] ?? '' };
+  if (parts[0] === 'schedule' && parts.length === 2) return { kind: 'schedule', outcome: parts[1] ?? '' };
   if (parts[0] === 'whenBusy' && parts.length === 3)
     return { kind: 'whenBusy', strategy: parts[1] ?? '', effect: parts[2] ?? '' };
   if (parts[0] === 'egress' && parts.length === 2) return { kind: 'egress', reason: parts[1] ?? '' };

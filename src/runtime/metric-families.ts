@@ -17,6 +17,7 @@ export interface MetricFamilies {
   readonly quotaWalls: Counter<'attempts'>;
   readonly egressRefused: Counter<'reason'>;
   readonly whenBusy: Counter<'strategy' | 'effect'>;
+  readonly scheduleFirings: Counter<'outcome'>;
   readonly parkedNextReset: Gauge;
   readonly webhookDeliveries: Counter<'outcome'>;
   readonly webhookDeadLetters: Gauge;
@@ -97,6 +98,12 @@ export function metricFamilies(registry: Registry): MetricFamilies {
       name: 'sessiond_prompts_when_busy_total',
       help: 'Prompts stored with a whenBusy strategy other than enqueue, by strategy and effect (interrupted: the running turn was asked to stop; queued: nothing ran to stop); a rejected prompt writes nothing and is not counted',
       labelNames: ['strategy', 'effect'],
+      registers,
+    }),
+    scheduleFirings: new Counter({
+      name: 'sessiond_schedule_firings_total',
+      help: "Schedules' firings, by outcome (enqueued, rejected_busy: whenBusy reject found the session busy, refused: the enqueue was refused, session_deleted: the schedule ended, failed)",
+      labelNames: ['outcome'],
       registers,
     }),
     parkedNextReset: new Gauge({

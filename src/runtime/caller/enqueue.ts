@@ -6,7 +6,7 @@ import { type CallerParts } from './parts.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../retry/policy.ts';
 import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 import { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } from '../enqueue-checks.ts';
-import { EnqueueRequestSchema, zodIssues } from '../enqueue-request.ts';
+import { EnqueueRequestSchema, zodIssues, type EnqueueRequestOutput } from '../enqueue-request.ts';
 import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
 import { whenBusyField } from '../counters.ts';
 import { lifecycleKeys } from '../lifecycle/keys.ts';
@@ -17,6 +17,8 @@ import { lifecycleKeys } from '../lifecycle/keys.ts';
 export interface EnqueueHow {
   mustExist?: boolean;
   owner?: SessionOwner;
+  /** The stored prompt's id (default: a random UUID): a schedule's firing names its schedule and tick (schedules/fire.ts). */
+  promptId?: string;
 }
 
 /**
@@ -28,47 +30,7 @@ export async function enqueue(
   input: unknown,
   how: EnqueueHow = {},
 ): Promise<{ sessionId: string; turn: number; created: boolean }> {
-  // The policy first: resolving it registers a library caller's own agents.
-  const policy = await parts.deploymentPolicy();
-  const parsed = EnqueueRequestSchema.safeParse(input);
-  const rawOptions = (input as { options?: unknown } | null)?.options;
-  const optionIssues =
-    rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions)
-      ? []
-      : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
-  if (!parsed.success || optionIssues.length > 0)
-    throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
-  const request = parsed.data;
-  let policyJson: string | null = null;
-  if (request.retryPolicy !== undefined) {
-    const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
-    if (!policy.ok)
-      throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
-    const deployment = await parts.deploymentPolicy();
-    const overLimit = turnLimitIssue(request.retryPolicy, deployment);
-    const overPark = parkLimitIssues(request.retryPolicy, deployment);
-    if (overLimit !== null || overPark.length > 0)
-      throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
-    policyJson = JSON.stringify(policy.policy);
-  }
-  const whenBusy = request.whenBusy ?? 'enqueue';
-  // The deployment says which strategies callers may use (policy.whenBusy); it wins over the caller.
-  if (policy.whenBusy !== undefined && !policy.whenBusy.includes(whenBusy))
-    throw new InputError([
-      {
-        field: 'whenBusy',
-        message: `"${whenBusy}" is not allowed by this deployment (policy.whenBusy: ${policy.whenBusy.join(', ')})`,
-      },
-    ]);
-  if (!WHEN_BUSY_BUILT.includes(whenBusy))
-    throw new InputError([
-      { field: 'whenBusy', message: `"${whenBusy}" is not available yet in this version of sessiond` },
-    ]);
-  const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
-  const options = request.options ?? {};
-  // The deployment's policy before anything is written; the worker checks the stored request again.
-  const admitted = await admitTurn(policy, options, request.prompt);
-  if (!admitted.ok) throw new InputError(admitted.issues);
+  const { request, policyJson, whenBusy, retentionMs, options } = await checkEnqueue(parts, input);
   const sessionId = request.sessionId ?? randomUUID();
   const create: Record<string, string> = {
     agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT,
@@ -82,7 +44,7 @@ export async function enqueue(
     await parts.queue.knownPartitions();
   }
   const jobId = newJobId(sessionId);
-  const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
+  const prompt = { id: how.promptId ?? randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
   // Issue 25 (auth lane): a new session takes a slot of its owner token's maxSessions (limits/owner-sessions.ts).
   const owner = how.mustExist === true ? undefined : how.owner;
   const result = await withOwnerSlot(parts.redis, parts.keys, owner, sessionId, () =>
@@ -147,6 +109,65 @@ export async function enqueue(
       // Silent: a metric only; the prompt is stored and delivered whether or not it is counted.
       .catch(() => undefined);
   return { sessionId, turn: result.turn, created: result.created };
+}
+
+/** What checkEnqueue gives: the request as parsed, with what enqueue stores of it. */
+export interface CheckedEnqueue {
+  request: EnqueueRequestOutput;
+  policyJson: string | null;
+  whenBusy: string;
+  retentionMs: number | undefined;
+  options: Record<string, unknown>;
+}
+
+/**
+ * Every check of an enqueue that needs no session (its fields, the retry policy, whenBusy, the retention, the
+ * deployment policy's admission of its options and prompt), writing nothing: an InputError naming each bad field.
+ * A schedule is checked with it when it is added, and each of its firings is an enqueue that checks it again.
+ */
+export async function checkEnqueue(parts: CallerParts, input: unknown): Promise<CheckedEnqueue> {
+  // The policy first: resolving it registers a library caller's own agents.
+  const policy = await parts.deploymentPolicy();
+  const parsed = EnqueueRequestSchema.safeParse(input);
+  const rawOptions = (input as { options?: unknown } | null)?.options;
+  const optionIssues =
+    rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions)
+      ? []
+      : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
+  if (!parsed.success || optionIssues.length > 0)
+    throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
+  const request = parsed.data;
+  let policyJson: string | null = null;
+  if (request.retryPolicy !== undefined) {
+    const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
+    if (!policy.ok)
+      throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
+    const deployment = await parts.deploymentPolicy();
+    const overLimit = turnLimitIssue(request.retryPolicy, deployment);
+    const overPark = parkLimitIssues(request.retryPolicy, deployment);
+    if (overLimit !== null || overPark.length > 0)
+      throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
+    policyJson = JSON.stringify(policy.policy);
+  }
+  const whenBusy = request.whenBusy ?? 'enqueue';
+  // The deployment says which strategies callers may use (policy.whenBusy); it wins over the caller.
+  if (policy.whenBusy !== undefined && !policy.whenBusy.includes(whenBusy))
+    throw new InputError([
+      {
+        field: 'whenBusy',
+        message: `"${whenBusy}" is not allowed by this deployment (policy.whenBusy: ${policy.whenBusy.join(', ')})`,
+      },
+    ]);
+  if (!WHEN_BUSY_BUILT.includes(whenBusy))
+    throw new InputError([
+      { field: 'whenBusy', message: `"${whenBusy}" is not available yet in this version of sessiond` },
+    ]);
+  const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
+  const options = request.options ?? {};
+  // The deployment's policy before anything is written; the worker checks the stored request again.
+  const admitted = await admitTurn(policy, options, request.prompt);
+  if (!admitted.ok) throw new InputError(admitted.issues);
+  return { request, policyJson, whenBusy, retentionMs, options };
 }
 
 /** The strategies this version carries out; the others are refused with an InputError naming the field. */

@@ -9,6 +9,7 @@ import type { LimitRule } from '../limits/match.ts';
 import type { TurnPrompt } from '../turn-prompts.ts';
 import type { SessionUsage } from '../usage/usage.ts';
 import type { WorkspaceConfig } from '../../workspace/types.ts';
+import type { ScheduleLimits } from '../../config/defaults.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
 export interface QueuedPrompt {
@@ -76,6 +77,8 @@ export interface RuntimeOptions {
   queuePartitions?: number;
   /** The fleet-wide limits the workers enforce (SESSIOND_LIMITS), for status and pausing by name. */
   fleetLimits?: readonly LimitRule[];
+  /** Bounds on schedules (config `schedules`; defaults: SCHEDULE_DEFAULTS). */
+  schedules?: Partial<ScheduleLimits>;
   /** The deployment's workspaces (root, store, exclude list, quotas): what a caller does with a session's workspace (export, import, fork, diff). */
   workspaces?: WorkspaceConfig;
 }

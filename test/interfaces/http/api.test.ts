@@ -12,6 +12,7 @@ import { DispatchBody } from '../../../src/interfaces/http/routes/limits.ts';
 import { ReplayBody } from '../../../src/interfaces/http/routes/webhooks.ts';
 import { PromptBody } from '../../../src/interfaces/http/routes/prompts.ts';
 import { CreateSessionBody } from '../../../src/interfaces/http/routes/sessions.ts';
+import { ScheduleRequestSchema } from '../../../src/runtime/schedules/spec.ts';
 import { LoginBody } from '../../../src/interfaces/http/auth/routes.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../../src/retry/index.ts';
@@ -748,6 +749,8 @@ describe('OpenAPI', () => {
       decideApproval: (v) => ApprovalBody.safeParse(v).success,
       undoTurn: (v) => UndoBody.safeParse(v).success,
       forkSession: (v) => ForkBody.safeParse(v).success,
+      // The `hourly` example prompts `build-42`, the session createSession's `full` example made just before.
+      createSchedule: (v) => ScheduleRequestSchema.safeParse(v).success,
     };
     // Each approval example answers a request of its own, waiting as an attempt in ask mode stores it.
     let seeded = 0;
