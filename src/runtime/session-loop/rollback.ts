@@ -30,13 +30,13 @@ export async function takeBackInterrupted(init: {
   if (intent === null || intent.turn >= request.turn) return;
   const outcome = init.workspace ? await plan(init, intent.turn) : { refused: 'the session runs without a workspace' };
   if ('refused' in outcome) {
-    writer.message(intent.turn, 0, 'workspace.not_undone', {
+    await writer.message(intent.turn, 0, 'workspace.not_undone', {
       turn: intent.turn,
       reason: `interrupted by a whenBusy "rollback" prompt but not taken back: ${outcome.refused}`,
     });
   } else {
     for (const [field, value] of outcome.writes) writer.agentState(field, value);
-    writer.message(intent.turn, 0, 'workspace.undone', {
+    await writer.message(intent.turn, 0, 'workspace.undone', {
       turn: intent.turn,
       to: outcome.to.turn,
       snapshot: outcome.to.snapshot,
