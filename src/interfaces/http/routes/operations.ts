@@ -185,7 +185,7 @@ export const operationRoutes = [
     operationId: 'getDeploymentPolicy',
     tags: ['sessions'],
     summary:
-      "What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent's permission ceiling, allowed lists and switches",
+      "What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, each agent's permission ceiling, allowed lists and switches, and the `whenBusy` strategies offered (`whenBusyOffered`: built and allowed)",
     scope: 'read',
     responses: {
       '200': json(
