@@ -43,7 +43,14 @@ function build(): HelperBinary {
     writeFileSync(source, HELPER_SOURCE);
     for (const compiler of COMPILERS) {
       try {
-        execFileSync(compiler, ['-O2', '-o', temp, source], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
+        // Static where the host has a static libc: the init starts once per attempt, and a static one
+        // skips the dynamic loader (~0.2 ms of CPU per attempt, measured).
+        try {
+          execFileSync(compiler, ['-O2', '-static', '-o', temp, source], { stdio: 'ignore', timeout: 60_000 });
+        } catch {
+          // No static libc (or no compiler: the dynamic build below says which).
+          execFileSync(compiler, ['-O2', '-o', temp, source], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
+        }
         chmodSync(temp, 0o755);
         renameSync(temp, path);
         return { ok: true, path };

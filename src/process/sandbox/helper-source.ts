@@ -4,7 +4,8 @@ export const HELPER_SOURCE = String.raw`
  * sessiond's sandbox helper. Two modes:
  *   init [--status-fd N] [--bridge PORT SOCKET]... -- CMD ARGS...
  *     pid 1 of a bubblewrap sandbox: listens on 127.0.0.1:PORT for each bridge and relays every
- *     connection to the Unix socket SOCKET; starts CMD; forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/
+ *     connection to the Unix socket SOCKET (a child per connection: the init itself stays one
+ *     process, no server process of its own); starts CMD; forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/
  *     SIGUSR2 to it; reaps every orphan; writes "exit N" or "signal N" to the status fd and exits
  *     when CMD exits (the kernel then kills what is left of the PID namespace).
  *   landlock [--ro PATH]... [--rw PATH]... [--dev PATH] [--proc-self] [--port N]... -- CMD ARGS...
@@ -75,31 +76,55 @@ static void relay(int a, int b) {
   }
 }
 
-static void serve_bridges(int count, int *listeners, char **sockets) {
-  struct pollfd fds[MAX_BRIDGES];
-  for (int i = 0; i < count; i++) fds[i] = (struct pollfd){listeners[i], POLLIN, 0};
-  signal(SIGCHLD, SIG_IGN);
-  for (;;) {
-    if (poll(fds, count, -1) < 0) {
-      if (errno == EINTR) continue;
-      _exit(1);
-    }
-    for (int i = 0; i < count; i++) {
-      if (!(fds[i].revents & POLLIN)) continue;
-      int conn = accept4(listeners[i], NULL, NULL, SOCK_CLOEXEC);
-      if (conn < 0) continue;
-      pid_t child = fork();
-      if (child == 0) {
-        int up = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un addr = {.sun_family = AF_UNIX};
-        strncpy(addr.sun_path, sockets[i], sizeof addr.sun_path - 1);
-        if (up < 0 || connect(up, (struct sockaddr *)&addr, sizeof addr) < 0) _exit(1);
-        relay(conn, up);
-        _exit(0);
-      }
-      close(conn);
-    }
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define FORWARDED_COUNT (sizeof forwarded / sizeof forwarded[0])
+
+/* Written to by the SIGCHLD handler: the init's loop polls it with the bridges' listeners. */
+static int wake[2] = {-1, -1};
+
+static void on_child(int sig) {
+  (void)sig;
+  int saved = errno;
+  if (write(wake[1], "c", 1) < 0) { /* the pipe is full: a wake-up is pending anyway */ }
+  errno = saved;
+}
+
+/* Accepts one connection on bridge listener fd and relays it to socket in a child of the init (reaped by its loop). */
+static void accept_bridge(int listener, const char *socket_path, int count, const int *listeners) {
+  int conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+  if (conn < 0) return; /* gone before it was accepted (EAGAIN), or EINTR: poll says again if need be */
+  pid_t child = fork();
+  if (child == 0) {
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, NULL);
+    for (size_t s = 0; s < FORWARDED_COUNT; s++) sigaction(forwarded[s], &dfl, NULL);
+    close(wake[0]);
+    close(wake[1]);
+    for (int b = 0; b < count; b++) close(listeners[b]);
+    int up = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    strncpy(addr.sun_path, socket_path, sizeof addr.sun_path - 1);
+    if (up < 0 || connect(up, (struct sockaddr *)&addr, sizeof addr) < 0) _exit(1);
+    relay(conn, up);
+    _exit(0);
   }
+  close(conn);
+}
+
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+/* Closes every fd from 3 up but keep: close_range (Linux 5.9) in at most two calls instead of a close() per fd. */
+static void close_fds_but(int keep) {
+  if (keep < 3) {
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0) return;
+  } else if ((keep == 3 || syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) == 0) &&
+             syscall(SYS_close_range, (unsigned)keep + 1, ~0U, 0U) == 0)
+    return;
+  for (int fd = 3; fd < 1024; fd++)
+    if (fd != keep) close(fd);
 }
 
 static int run_init(int argc, char **argv) {
@@ -122,11 +147,11 @@ static int run_init(int argc, char **argv) {
   }
   char **command = argv + i + 1;
   /* Nothing of bubblewrap's or the worker's reaches the agent but stdio (the status fd is close-on-exec). */
-  for (int fd = 3; fd < 1024; fd++)
-    if (fd != status_fd) close(fd);
+  close_fds_but(status_fd);
   if (status_fd >= 0) fcntl(status_fd, F_SETFD, FD_CLOEXEC);
   for (int b = 0; b < count; b++) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: a connection that poll saw may be gone by the time it is accepted. */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(ports[b])};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -134,18 +159,10 @@ static int run_init(int argc, char **argv) {
     if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(fd, 128) < 0) die("cannot listen for bridge", sockets[b]);
     listeners[b] = fd;
   }
+  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) < 0) die("pipe", NULL);
   sigset_t all, old;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, &old);
-  if (count > 0) {
-    pid_t bridges = fork();
-    if (bridges < 0) die("fork", NULL);
-    if (bridges == 0) {
-      sigprocmask(SIG_SETMASK, &old, NULL);
-      serve_bridges(count, listeners, sockets);
-    }
-    for (int b = 0; b < count; b++) close(listeners[b]);
-  }
   pid_t child = fork();
   if (child < 0) die("fork", NULL);
   if (child == 0) {
@@ -155,24 +172,40 @@ static int run_init(int argc, char **argv) {
     _exit(127);
   }
   agent = child;
-  int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   struct sigaction sa = {.sa_handler = forward};
   sigemptyset(&sa.sa_mask);
-  for (size_t s = 0; s < sizeof forwarded / sizeof forwarded[0]; s++) sigaction(forwarded[s], &sa, NULL);
+  for (size_t s = 0; s < FORWARDED_COUNT; s++) sigaction(forwarded[s], &sa, NULL);
+  struct sigaction chld = {.sa_handler = on_child, .sa_flags = SA_NOCLDSTOP};
+  sigemptyset(&chld.sa_mask);
+  sigaction(SIGCHLD, &chld, NULL);
   sigprocmask(SIG_SETMASK, &old, NULL);
+  /* One loop serves the bridges (a relaying child per connection) and reaps every child, the
+     agent's orphans included, until the agent itself has exited. */
+  struct pollfd fds[MAX_BRIDGES + 1];
+  for (int b = 0; b < count; b++) fds[b] = (struct pollfd){listeners[b], POLLIN, 0};
+  fds[count] = (struct pollfd){wake[0], POLLIN, 0};
   for (;;) {
     int status;
-    pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) {
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (pid != child) continue;
+      char line[32];
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      int len = WIFEXITED(status) ? snprintf(line, sizeof line, "exit %d\n", code) : snprintf(line, sizeof line, "signal %d\n", WTERMSIG(status));
+      if (status_fd >= 0 && write(status_fd, line, len) < 0) { /* the host reads the exit code instead */ }
+      return code;
+    }
+    if (pid < 0 && errno != EINTR) return 126; /* ECHILD: no child at all, cannot happen while the agent runs */
+    if (poll(fds, count + 1, -1) < 0) {
       if (errno == EINTR) continue;
       return 126;
     }
-    if (pid != child) continue;
-    char line[32];
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    int len = WIFEXITED(status) ? snprintf(line, sizeof line, "exit %d\n", code) : snprintf(line, sizeof line, "signal %d\n", WTERMSIG(status));
-    if (status_fd >= 0 && write(status_fd, line, len) < 0) { /* the host reads the exit code instead */ }
-    return code;
+    if (fds[count].revents & POLLIN) {
+      char drain[64];
+      while (read(wake[0], drain, sizeof drain) > 0) {}
+    }
+    for (int b = 0; b < count; b++)
+      if (fds[b].revents & POLLIN) accept_bridge(listeners[b], sockets[b], count, listeners);
   }
 }
 

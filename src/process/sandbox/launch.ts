@@ -133,13 +133,16 @@ function bwrapLaunch(input: LaunchInput, files: SandboxFiles, bridges: ReadonlyA
   // Parents before children: a bind inside another must come after it.
   const ordered = [...binds.values()].sort((a, b) => a.path.split('/').length - b.path.split('/').length);
   const protectedPaths = cwd === undefined ? [] : protectedGitPaths(cwd);
+  const underEtc = [...ordered.map((b) => b.path), ...protectedPaths].some(
+    (p) => p === '/etc' || p.startsWith('/etc/'),
+  );
   const args = [
     ...BWRAP_ISOLATION,
     '--hostname',
     'sandbox',
     '--info-fd',
     '3',
-    ...systemBinds().flat(),
+    ...systemBinds({ etcView: !underEtc }).flat(),
     '--proc',
     '/proc',
     '--dev',

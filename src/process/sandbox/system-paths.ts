@@ -1,5 +1,6 @@
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, sep } from 'node:path';
+import { etcViewBinds } from './etc-view.ts';
 
 /** The system dirs an agent sees read-only (a merged-/usr symlink such as /bin -> usr/bin stays a symlink). */
 export const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/opt'];
@@ -44,13 +45,26 @@ export function systemPaths(): string[] {
   return [...SYSTEM_DIRS, ...ETC_ENTRIES.map((e) => `/etc/${e}`)].filter((p) => existsSync(p) || isSymlink(p));
 }
 
-/** bwrap arguments that show the system read-only (symlinks as symlinks). */
-export function systemBinds(): string[][] {
-  return systemPaths().map((path) =>
+/** SYSTEM_DIRS that exist here. */
+function systemDirs(): string[] {
+  return SYSTEM_DIRS.filter((p) => existsSync(p) || isSymlink(p));
+}
+
+/**
+ * bwrap arguments that show the system read-only: SYSTEM_DIRS (a top-level symlink as a symlink), and
+ * ETC_ENTRIES through the /etc view (one bind of copies of its files, see etc-view.ts) — or, with
+ * `etcView: false` (a sandbox that binds something else under /etc, which needs a mount point the
+ * read-only view cannot get), one read-only bind per entry.
+ */
+export function systemBinds(options: { etcView?: boolean } = {}): string[][] {
+  const dirs = systemDirs().map((path) =>
     isSymlink(path) && path.split(sep).length === 2
       ? ['--symlink', readlinkSync(path), path]
       : ['--ro-bind', path, path],
   );
+  if (options.etcView !== false) return [...dirs, ...etcViewBinds(ETC_ENTRIES, isSystemPath)];
+  const etc = ETC_ENTRIES.map((e) => `/etc/${e}`).filter((p) => existsSync(p));
+  return [...dirs, ...etc.map((path) => ['--ro-bind', path, path])];
 }
 
 function isSymlink(path: string): boolean {
