@@ -100,6 +100,7 @@ export {
   type TerminalFailedContent,
   type TerminalCancelledContent,
   type WorkspaceUndoneContent,
+  type WorkspaceNotUndoneContent,
   type Usage,
 } from './protocol/index.ts';
 export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';

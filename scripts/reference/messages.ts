@@ -54,7 +54,11 @@ const MEANING: Record<CliMessageType, { type: string; text: string }> = {
   },
   'workspace.undone': {
     type: 'WorkspaceUndoneContent',
-    text: "sessiond's, outside any attempt: turn `turn` was undone; the files and conversation are turn `to`'s again.",
+    text: 'sessiond\'s, outside any attempt: turn `turn` was undone; the files and conversation are turn `to`\'s again (`rollback`: taken back by a prompt sent with `whenBusy: "rollback"`).',
+  },
+  'workspace.not_undone': {
+    type: 'WorkspaceNotUndoneContent',
+    text: 'sessiond\'s, outside any attempt: turn `turn` was interrupted by a prompt sent with `whenBusy: "rollback"` but not taken back (`reason`: why, e.g. no workspace); its files and conversation stay.',
   },
 };
 

@@ -130,7 +130,21 @@ export const CliMessageSchema = z.discriminatedUnion('type', [
    */
   z.object({
     type: z.literal('workspace.undone'),
-    content: z.object({ turn: z.number().int(), to: z.number().int(), snapshot: z.string() }),
+    content: z.object({
+      turn: z.number().int(),
+      to: z.number().int(),
+      snapshot: z.string(),
+      /** Taken back by a prompt sent with `whenBusy: "rollback"` (the turn was interrupted), not by `sessiond undo`. */
+      rollback: z.boolean().optional(),
+    }),
+  }),
+  /**
+   * sessiond, not the agent: turn `turn` was interrupted by a prompt sent with `whenBusy: "rollback"` but could not
+   * be taken back (`reason`: why, e.g. the session runs without a workspace); its files and conversation stay.
+   */
+  z.object({
+    type: z.literal('workspace.not_undone'),
+    content: z.object({ turn: z.number().int(), reason: z.string() }),
   }),
 ]);
 
@@ -168,6 +182,8 @@ export type TerminalCompletedContent = ContentOf<'terminal.completed'>;
 export type TerminalCancelledContent = ContentOf<'terminal.cancelled'>;
 /** `workspace.undone`: sessiond's: a turn was taken back. */
 export type WorkspaceUndoneContent = ContentOf<'workspace.undone'>;
+/** `workspace.not_undone`: sessiond's: a turn a rollback interrupted was not taken back. */
+export type WorkspaceNotUndoneContent = ContentOf<'workspace.not_undone'>;
 
 export const MESSAGE_TYPES = CliMessageSchema.options.map((o) => o.shape.type.value) as readonly CliMessageType[];
 

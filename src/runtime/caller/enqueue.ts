@@ -9,6 +9,7 @@ import { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } from '../enqueue-checks.t
 import { EnqueueRequestSchema, zodIssues, type EnqueueRequestOutput } from '../enqueue-request.ts';
 import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
 import { whenBusyField } from '../counters.ts';
+import { WHEN_BUSY, type DeploymentPolicy, type WhenBusy } from '../../policy/index.ts';
 import { lifecycleKeys } from '../lifecycle/keys.ts';
 
 // Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
@@ -164,6 +165,7 @@ export async function checkEnqueue(parts: CallerParts, input: unknown): Promise<
     ]);
   const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
   const options = request.options ?? {};
+  if (whenBusy === 'rollback') await rollbackPossible(parts, request.sessionId, options);
   // The deployment's policy before anything is written; the worker checks the stored request again.
   const admitted = await admitTurn(policy, options, request.prompt);
   if (!admitted.ok) throw new InputError(admitted.issues);
@@ -171,7 +173,41 @@ export async function checkEnqueue(parts: CallerParts, input: unknown): Promise<
 }
 
 /** The strategies this version carries out; the others are refused with an InputError naming the field. */
-const WHEN_BUSY_BUILT: readonly string[] = ['enqueue', 'reject', 'interrupt'];
+export const WHEN_BUSY_BUILT: readonly string[] = ['enqueue', 'reject', 'interrupt', 'rollback'];
+
+/** The strategies a caller of this deployment can use: built in this version and allowed by its policy, in WHEN_BUSY's order. */
+export function whenBusyOffered(policy: Pick<DeploymentPolicy, 'whenBusy'>): WhenBusy[] {
+  return WHEN_BUSY.filter(
+    (s) => WHEN_BUSY_BUILT.includes(s) && (policy.whenBusy === undefined || policy.whenBusy.includes(s)),
+  );
+}
+
+/**
+ * A rollback takes the interrupted turn back in the session's workspace: a session whose turns run in a caller-named
+ * cwd (this prompt's options or the session's) has none, and is refused naming the field before anything is written.
+ * Whether the worker that runs it has workspaces is not known here: there the log says the turn was not taken back.
+ */
+async function rollbackPossible(
+  parts: CallerParts,
+  sessionId: string | undefined,
+  options: Readonly<Record<string, unknown>>,
+): Promise<void> {
+  const stored = sessionId === undefined ? null : await parts.redis.hget(parts.store.key(sessionId, 'meta'), 'options');
+  let sessionCwd = false;
+  try {
+    sessionCwd = stored !== null && (JSON.parse(stored) as Record<string, unknown> | null)?.cwd !== undefined;
+  } catch {
+    // Stored options that do not parse name no cwd (the worker checks them again before the turn runs).
+  }
+  if (options.cwd !== undefined || sessionCwd)
+    throw new InputError([
+      {
+        field: 'whenBusy',
+        message:
+          '"rollback" needs a workspace session: this session runs in a caller-named cwd (options.cwd), whose files cannot be taken back (use "interrupt")',
+      },
+    ]);
+}
 
 /**
  * The cancel an interrupting prompt stored (in the same script as the prompt) goes where a cancel goes: to the

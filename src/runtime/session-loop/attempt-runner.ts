@@ -15,6 +15,7 @@ import type { RetryPolicy } from '../../retry/index.ts';
 import { abandonWith, attemptSetup, recordInWorkspace, workspaceStartFailed } from './workspace-setup.ts';
 import { WorkspaceQuotaError } from '../../workspace/types.ts';
 import { AttemptWorkspace, quotaMessage } from './workspace-attempt.ts';
+import { takeBackInterrupted } from './rollback.ts';
 import { closedCallError, closingOf, OpenToolCalls, stoppedTerminal, type AttemptStop } from './attempt-end.ts';
 
 export interface RunnerInit {
@@ -102,6 +103,8 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         sessionId,
         scope,
       });
+      // A turn interrupted by a whenBusy "rollback" prompt is taken back before this one's workspace is prepared.
+      await takeBackInterrupted({ store, writer, sessionId, request, attempt, workspace: setup.workspaces !== null });
       let text = request.text;
       let resumeSessionId = request.agentSessionId;
       if (setup.workspaces !== null) {

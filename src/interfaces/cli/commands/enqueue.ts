@@ -66,7 +66,7 @@ export function registerEnqueue(program: Command): void {
     .addOption(
       new Option(
         '--when-busy <strategy>',
-        'when a turn runs or prompts wait: enqueue (wait, the default), interrupt (stop the running turn, run next), reject (refuse: exit 1, nothing stored); steer and rollback are not built yet (refused); policy.whenBusy may allow fewer',
+        'when a turn runs or prompts wait: enqueue (wait, the default), interrupt (stop the running turn, run next), reject (refuse: exit 1, nothing stored), rollback (interrupt, then take the turn back: files and conversation; a workspace session only); steer is not built yet (refused); policy.whenBusy may allow fewer',
       ).choices(WHEN_BUSY_CHOICES),
     )
     .option('--json', 'print {"sessionId","turn"}')
