@@ -1,3 +1,4 @@
+import { cancelStage } from '../process/cancel-stages.ts';
 import { StaleLeaseError } from '../errors.ts';
 import { contentJson } from './store/log-room.ts';
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
@@ -202,6 +203,7 @@ export class SessionWriter {
         usage: batch.usage,
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
       });
+      if (batch.state === 'cancelled') cancelStage(this.#sessionId, 'written');
       callAll(landed);
       return result.released;
     } catch (error) {
