@@ -46,7 +46,9 @@ export class EventBus {
       for (const listener of this.#all) listener(event);
       for (const listener of this.#listeners.get(event.sessionId) ?? []) listener(event);
     });
-    this.#started = this.#subscriber.subscribe(this.#channel).then(() => undefined);
+    this.#started = ready(this.#subscriber).then(async () => {
+      await this.#subscriber.subscribe(this.#channel);
+    });
     return this.#started;
   }
 
@@ -67,4 +69,34 @@ export class EventBus {
   async publish(event: BusEvent): Promise<void> {
     await this.#publisher.publish(this.#channel, JSON.stringify(event));
   }
+}
+
+/**
+ * Resolves once `redis` is ready (connecting a lazy one). A SUBSCRIBE sent before then is lost without an error
+ * (ioredis 5): sent while the connection still makes its handshake, it puts the connection in subscriber mode, the
+ * ready check's INFO that follows is refused, the connection is dropped and made again, and a connection that was
+ * never ready is not subscribed again. Its promise had resolved, so nothing of this bus would ever arrive.
+ */
+async function ready(redis: Redis): Promise<void> {
+  if (redis.status === 'ready') return;
+  if (redis.status === 'wait') {
+    await redis.connect();
+    return;
+  }
+  await new Promise<void>((resolve, reject) => {
+    const done = (): void => {
+      redis.off('ready', onReady);
+      redis.off('end', onEnd);
+    };
+    const onReady = (): void => {
+      done();
+      resolve();
+    };
+    const onEnd = (): void => {
+      done();
+      reject(new Error('the Redis connection of the event bus closed before it was ready'));
+    };
+    redis.on('ready', onReady);
+    redis.on('end', onEnd);
+  });
 }
