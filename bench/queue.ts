@@ -89,7 +89,17 @@ const STUBBORN_STAGGER_MS = 250;
 const POLL_MS = 5;
 /** BENCH_CANCEL_STAGES=1: part 3 also says where each cancel's time went, stage by stage (src/process/cancel-stages.ts). */
 const CANCEL_STAGES = process.env.BENCH_CANCEL_STAGES === '1';
-const STAGE_ORDER = ['bus', 'applied', 'signalled', 'exited', 'swept', 'written', 'observed'] as const;
+const STAGE_ORDER = [
+  'bus',
+  'applied',
+  'signalled',
+  'exited',
+  'swept',
+  'ended',
+  'machine',
+  'written',
+  'observed',
+] as const;
 const TARGET_RATIO = 0.4;
 /** Everything, setup and teardown included, must end within this. */
 const TIME_LIMIT_MS = 10 * 60_000;

@@ -8,9 +8,12 @@ import { channel } from 'node:diagnostics_channel';
  * - `applied`: the holder read the cancel request and the machine left `running` (the attempt's signal aborted);
  * - `signalled`: the agent got the stop's first signal; `exited`: it exited (or the grace ran out);
  * - `swept`: the stop's last stage (the cgroup, the tree by marker, group and parents) is done;
+ * - `ended`: the attempt fully ended (its provider's teardown: the egress's listeners and temp dirs; the agent's
+ *   state carried out; the fleet-limit hold given back): the machine may leave `cancelling` only then;
+ * - `machine`: the session's machine reached `cancelled` (its snapshot is staged for the next write);
  * - `written`: the fenced write that records the `cancelled` state landed.
  */
-export type CancelStage = 'bus' | 'applied' | 'signalled' | 'exited' | 'swept' | 'written';
+export type CancelStage = 'bus' | 'applied' | 'signalled' | 'exited' | 'swept' | 'ended' | 'machine' | 'written';
 
 export interface CancelStageEvent {
   /** The session id, or the agent's marker (which ends with `.<session id>`) for the stages of its process. */
