@@ -46,9 +46,9 @@ export class EventBus {
       for (const listener of this.#all) listener(event);
       for (const listener of this.#listeners.get(event.sessionId) ?? []) listener(event);
     });
-    this.#started = ready(this.#subscriber).then(async () => {
-      await this.#subscriber.subscribe(this.#channel);
-    });
+    this.#started = whenReady(this.#subscriber)
+      .then(() => this.#subscriber.subscribe(this.#channel))
+      .then(() => undefined);
     return this.#started;
   }
 
@@ -72,31 +72,22 @@ export class EventBus {
 }
 
 /**
- * Resolves once `redis` is ready (connecting a lazy one). A SUBSCRIBE sent before then is lost without an error
- * (ioredis 5): sent while the connection still makes its handshake, it puts the connection in subscriber mode, the
- * ready check's INFO that follows is refused, the connection is dropped and made again, and a connection that was
- * never ready is not subscribed again. Its promise had resolved, so nothing of this bus would ever arrive.
+ * Resolves once `connection` may take a SUBSCRIBE. Between its TCP connect and its ready check (status
+ * `connect`), ioredis sends a SUBSCRIBE at once (Redis allows it while loading); when its reply comes before the
+ * ready check's INFO is sent, ioredis refuses that INFO ("Connection in subscriber mode"), drops the connection
+ * and makes it again, and events published meanwhile are lost. In any other status the command either goes to a
+ * ready connection or waits in the offline queue until the check passed.
  */
-async function ready(redis: Redis): Promise<void> {
-  if (redis.status === 'ready') return;
-  if (redis.status === 'wait') {
-    await redis.connect();
-    return;
-  }
-  await new Promise<void>((resolve, reject) => {
-    const done = (): void => {
-      redis.off('ready', onReady);
-      redis.off('end', onEnd);
-    };
-    const onReady = (): void => {
-      done();
+function whenReady(connection: Redis): Promise<void> {
+  if (connection.status !== 'connect') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      connection.off('ready', done);
+      connection.off('end', done);
       resolve();
     };
-    const onEnd = (): void => {
-      done();
-      reject(new Error('the Redis connection of the event bus closed before it was ready'));
-    };
-    redis.on('ready', onReady);
-    redis.on('end', onEnd);
+    // 'end': the SUBSCRIBE then fails as on any closed connection, rather than waiting forever.
+    connection.on('ready', done);
+    connection.on('end', done);
   });
 }
