@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -21,6 +22,8 @@ import { median, round } from './support/timing.ts';
  * session's directory holds FILES files (made by its first turn, not measured). Each measured
  * turn is one attempt of one tool call (`echo r >> log.txt`); the figure is the median turn time
  * (enqueue → turn ended) with workspaces on ÷ off, minus 1, the two sessions' turns alternating.
+ * `snapshotsPerTurn`: the snapshots the measured turns added to the store, per turn (1: the tool
+ * batch's, reused at the completed end), a figure the host's load does not blur.
  */
 const FILES = Number(process.env.BENCH_WORKSPACE_ATTEMPT_FILES ?? 10_000);
 const TURNS = Number(process.env.BENCH_WORKSPACE_ATTEMPT_TURNS ?? 8);
@@ -42,7 +45,14 @@ const toolModel: ScriptFn = ({ body }) => {
 export async function measureAttemptOverhead(
   cleanup: Cleanup,
   log: (line: string) => void,
-): Promise<{ attemptOverhead: number; turnOnMs: number; turnOffMs: number; files: number; turns: number }> {
+): Promise<{
+  attemptOverhead: number;
+  turnOnMs: number;
+  turnOffMs: number;
+  snapshotsPerTurn: number;
+  files: number;
+  turns: number;
+}> {
   const dir = tempDir('sessiond-bench-ws-attempt-', cleanup);
   const redis = await startRedis();
   cleanup.add('redis', () => redis.stop());
@@ -66,6 +76,7 @@ export async function measureAttemptOverhead(
   const runtime = new Runtime({ connect, prefix, policy });
   cleanup.add('runtime', () => runtime.close());
   const stateDir = join(dir, 'state');
+  const store = join(stateDir, 'workspace-store.git');
   const keys = createKeys(prefix);
   const worker = new SessionWorker({
     connect,
@@ -87,7 +98,7 @@ export async function measureAttemptOverhead(
     workspaces: {
       root: join(dir, 'workspaces'),
       gitDir: join(stateDir, 'workspace-git'),
-      store: join(stateDir, 'workspace-store.git'),
+      store,
       exclude: DEFAULT_WORKSPACE_EXCLUDE,
       maxBytes: 0,
       maxSnapshots: 0,
@@ -118,6 +129,18 @@ export async function measureAttemptOverhead(
   await until(on.sessionId, 1);
   await until(off.sessionId, 1);
   log(`  workspace attempt: ${FILES} files made in both sessions; ${TURNS} turns each, alternating`);
+  // The session's snapshots: the parents of its index commit in the store (docs/workspaces.md).
+  const snapshots = (): number =>
+    execFileSync(
+      'git',
+      ['--git-dir', store, 'rev-parse', `refs/sessiond/${Buffer.from(on.sessionId).toString('hex')}^@`],
+      {
+        encoding: 'utf8',
+      },
+    )
+      .split('\n')
+      .filter((line) => line !== '').length;
+  const before = snapshots();
   const times: Record<'on' | 'off', number[]> = { on: [], off: [] };
   for (let t = 2; t < TURNS + 2; t++) {
     const order = t % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const);
@@ -129,11 +152,13 @@ export async function measureAttemptOverhead(
       times[side].push(performance.now() - start);
     }
   }
+  const snapshotsPerTurn = round((snapshots() - before) / TURNS, 2);
   const turnOnMs = round(median(times.on), 1);
   const turnOffMs = round(median(times.off), 1);
   const attemptOverhead = round(turnOnMs / turnOffMs - 1, 3);
   log(
-    `  attempt with workspaces on ${turnOnMs} ms, off ${turnOffMs} ms: overhead ${(attemptOverhead * 100).toFixed(1)} %`,
+    `  attempt with workspaces on ${turnOnMs} ms, off ${turnOffMs} ms: overhead ${(attemptOverhead * 100).toFixed(1)} %; ` +
+      `${snapshotsPerTurn} snapshots per turn`,
   );
-  return { attemptOverhead, turnOnMs, turnOffMs, files: FILES, turns: TURNS };
+  return { attemptOverhead, turnOnMs, turnOffMs, snapshotsPerTurn, files: FILES, turns: TURNS };
 }

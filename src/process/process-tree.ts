@@ -155,12 +155,12 @@ async function scanProcesses(marker: string | null, notBefore: string | null = n
 }
 
 /**
- * Live processes whose environment carries `SESSIOND_AGENT_MARKER=<marker>` (Linux; [] elsewhere).
- * Finds descendants whatever their parent, process group or session.
+ * Live processes whose environment carries `SESSIOND_AGENT_MARKER=<marker>` (Linux; [] elsewhere),
+ * with their parents. Finds descendants whatever their parent, process group or session.
  */
-export async function findProcessesByMarker(marker: string): Promise<TrackedProcess[]> {
+export async function findProcessesByMarker(marker: string): Promise<Array<TrackedProcess & { ppid: number }>> {
   const scanned = await scanProcesses(marker);
-  return scanned.filter((p) => p.marked).map(({ pid, startTime }) => ({ pid, startTime }));
+  return scanned.filter((p) => p.marked).map(({ pid, ppid, startTime }) => ({ pid, ppid, startTime }));
 }
 
 /** A live process carrying an agent marker. */

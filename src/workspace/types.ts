@@ -99,6 +99,14 @@ export interface Workspaces {
    */
   snapshot(sessionId: string, label: string, parent: string | null, options?: SnapshotOptions): Promise<Snapshot>;
   /**
+   * Says that nothing changed the copy since it last held `snapshotId` exactly here (this instance's
+   * last `snapshot` of the session, or the `prepare` of that snapshot), and nothing will any more
+   * (the attempt's processes are gone): as `settled` would have, so the next `prepare` of it on this
+   * host has nothing to do. Resolves false, doing nothing, when that is not `snapshotId` (or the copy
+   * was restored or prepared anew since): the caller then takes a snapshot.
+   */
+  settle(sessionId: string, snapshotId: string): Promise<boolean>;
+  /**
    * Makes this host's copy hold exactly `snapshotId` (files and the agent's repository); ignored
    * files and excluded ones are left as they are. Only while nothing runs in the copy: until the next
    * `prepare` the copy counts as being at `snapshotId`.

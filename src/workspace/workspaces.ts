@@ -36,6 +36,9 @@ import {
 /** Tree sizes remembered by createWorkspaces (the oldest forgotten first). */
 const TREE_SIZES_KEPT = 256;
 
+/** Sessions whose last snapshot createWorkspaces remembers for `settle` (the oldest forgotten first). */
+const LAST_TAKEN_KEPT = 1024;
+
 /** Compare-and-swap rounds of a session's index before giving up (each lost round means another writer). */
 const INDEX_ROUNDS = 5;
 
@@ -60,6 +63,16 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
   const excludesFile = join(config.gitDir, 'exclude');
   const git = new Git(home);
   let hostReady: Promise<void> | undefined;
+  /**
+   * Per session, the snapshot this instance last saw its copy hold exactly (a snapshot it took, a
+   * prepare of one), forgotten when anything else may have changed the copy (settle).
+   */
+  const lastTaken = new Map<string, string>();
+  const remember = (sessionId: string, id: string): void => {
+    lastTaken.delete(sessionId);
+    if (lastTaken.size >= LAST_TAKEN_KEPT) lastTaken.delete(lastTaken.keys().next().value as string);
+    lastTaken.set(sessionId, id);
+  };
 
   const host = (): Promise<void> =>
     (hostReady ??= (async () => {
@@ -173,6 +186,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     },
 
     async prepare(sessionId, snapshot, source?: WorkspaceSource) {
+      lastTaken.delete(sessionId);
       const { paths, empty } = await open(sessionId);
       if (snapshot === null) {
         await rm(paths.marker, { force: true });
@@ -192,6 +206,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       if (at !== id || !(await exists(paths.workspace))) await restoreAt(paths, sessionId, id, empty, 'snapshot');
       // Handed out: from now on only a snapshot with `settled` or a restore says where the copy is.
       await rm(paths.marker, { force: true });
+      remember(sessionId, id);
       return paths.workspace;
     },
 
@@ -203,6 +218,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
         throw new WorkspaceInputError('sessionId', `no workspace of ${sessionId} on this host (prepare it first)`);
       }
       await rm(paths.marker, { force: true });
+      lastTaken.delete(sessionId);
       const [trees, known] = await Promise.all([
         recordTrees(git, paths, excludesFile, empty),
         readIndex(git, paths.repo, config.store, sessionId, false),
@@ -222,10 +238,20 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       const id = objectId(commit, empty);
       await append(paths, sessionId, [root, commit], [id], empty, state);
       if (options?.settled === true) await writeFile(paths.marker, id);
+      remember(sessionId, id);
       return { id, parent, label, at } satisfies Snapshot;
     },
 
+    async settle(sessionId, snapshotId) {
+      const id = checkSnapshotId(snapshotId, 'snapshotId');
+      if (lastTaken.get(sessionId) !== id) return false;
+      const { paths } = await open(sessionId);
+      await writeFile(paths.marker, id);
+      return true;
+    },
+
     async restore(sessionId, snapshotId) {
+      lastTaken.delete(sessionId);
       const id = checkSnapshotId(snapshotId, 'snapshotId');
       const { paths, empty } = await open(sessionId);
       await restoreAt(paths, sessionId, id, empty, 'snapshotId');
@@ -269,6 +295,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     },
 
     async remove(sessionId) {
+      lastTaken.delete(sessionId);
       const { paths } = await open(sessionId);
       await deleteIndex(git, paths.repo, config.store, sessionId);
       await rm(paths.workspace, { recursive: true, force: true });

@@ -24,6 +24,8 @@ function requestsMentioning(marker: string) {
   return suite.server.requestsFor(MODEL).filter((r) => JSON.stringify(r.body.messages ?? []).includes(marker));
 }
 const FAILING = 'ws-then-500';
+/** One tool call that leaves a process running in the background, then a text answer two seconds later. */
+const LEFT_RUNNING = 'ws-left-running';
 
 let suite: { server: import('../support/fake-model-server.ts').FakeModelServer };
 let h: Harness;
@@ -63,6 +65,18 @@ function storeRefs(): string {
   return execFileSync('git', ['--git-dir', config.store, 'for-each-ref'], { encoding: 'utf8' });
 }
 
+/** The labels of a session's snapshots in the store (its index commit's parents), oldest first. */
+function snapshotLabels(sessionId: string): string[] {
+  const ref = `refs/sessiond/${Buffer.from(sessionId).toString('hex')}`;
+  const parents = execFileSync('git', ['--git-dir', config.store, 'rev-parse', `${ref}^@`], { encoding: 'utf8' });
+  return parents
+    .split('\n')
+    .filter((id) => id !== '')
+    .map((id) =>
+      execFileSync('git', ['--git-dir', config.store, 'log', '-1', '--format=%s', id], { encoding: 'utf8' }).trim(),
+    );
+}
+
 describe('workspaces in the runtime (one worker)', () => {
   useRuntimeSuite(
     'workspaces',
@@ -75,6 +89,21 @@ describe('workspaces in the runtime (one worker)', () => {
           { status: 400 },
           { toolCalls: [{ id: 'call_fail_2', name: 'bash', arguments: { command: 'echo again >> again.txt' } }] },
           { text: 'Done.' },
+        ],
+        [LEFT_RUNNING]: [
+          {
+            toolCalls: [
+              {
+                id: 'call_left_1',
+                name: 'bash',
+                // The tool ends at once; what it left running writes a file a second later and lives on.
+                arguments: {
+                  command: '(sleep 1; echo late > late.txt; sleep 60) > /dev/null 2>&1 & echo early > early.txt',
+                },
+              },
+            ],
+          },
+          { text: 'Done.', headersDelayMs: 2500 },
         ],
       },
     },
@@ -162,6 +191,55 @@ describe('workspaces in the runtime (one worker)', () => {
     expect(json).not.toContain('kept.txt');
   }, 90_000);
 
+  it('a completed end whose files nothing changed since the last tool batch (or the start) records that snapshot again', async () => {
+    const { sessionId } = await h.runtime.enqueue({ prompt: 'RUN: echo one > a.txt', options: options() });
+    expect((await turnEnded(h.runtime, sessionId, 1)).state).toBe('completed');
+    await h.runtime.enqueue({ sessionId, prompt: 'RUN: echo two >> a.txt' });
+    expect((await turnEnded(h.runtime, sessionId, 2)).state).toBe('completed');
+    // One snapshot per one-tool turn (and the session's start): no end snapshots.
+    const labels = snapshotLabels(sessionId);
+    expect(labels).toEqual([
+      'turn 1 attempt 1 start',
+      expect.stringMatching(/^turn 1 tool call_/),
+      expect.stringMatching(/^turn 2 tool call_/),
+    ]);
+    const pointer = await pointerOf(sessionId);
+    expect(pointer?.label).toMatch(/^turn 2 tool call_/);
+    expect(storeFiles(pointer?.snapshot ?? '')).toEqual(['a.txt']);
+    // The copy is marked at it (the next turn on this host restores nothing), and holds exactly it.
+    expect(readFileSync(join(config.gitDir, 'sessions', sessionId, 'at'), 'utf8')).toBe(pointer?.snapshot);
+    expect(readFileSync(join(config.root, sessionId, 'a.txt'), 'utf8')).toBe('one\ntwo\n');
+    // The turn's point (undo, fork, diff) names it too.
+    const points = async () =>
+      JSON.parse(
+        (await h.connect('t').hget(internals(h.runtime).keys.session(sessionId, 'agent'), 'workspace-turns')) ?? '[]',
+      ) as Array<{ turn: number; snapshot: string }>;
+    expect((await points()).at(-1)).toMatchObject({ turn: 2, snapshot: pointer?.snapshot });
+    // A turn with no tool call records none: it ends on the snapshot it started on.
+    await h.runtime.enqueue({ sessionId, prompt: 'Just say something' });
+    expect((await turnEnded(h.runtime, sessionId, 3)).state).toBe('completed');
+    expect(snapshotLabels(sessionId)).toHaveLength(3);
+    expect((await points()).at(-1)).toMatchObject({ turn: 3, snapshot: pointer?.snapshot });
+    expect((await pointerOf(sessionId))?.snapshot).toBe(pointer?.snapshot);
+    expect(readFileSync(join(config.gitDir, 'sessions', sessionId, 'at'), 'utf8')).toBe(pointer?.snapshot);
+  }, 60_000);
+
+  it('a file changed after the last tool batch by what a tool left running is recorded at the completed end', async () => {
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Leave something running',
+      options: { provider: 'fake', model: LEFT_RUNNING },
+    });
+    expect((await turnEnded(h.runtime, sessionId, 1)).state).toBe('completed');
+    const pointer = await pointerOf(sessionId);
+    expect(pointer?.label).toBe('turn 1 attempt 1 end');
+    expect(storeFiles(pointer?.snapshot ?? '').sort()).toEqual(['early.txt', 'late.txt']);
+    expect(snapshotLabels(sessionId)).toEqual([
+      'turn 1 attempt 1 start',
+      'turn 1 tool call_left_1',
+      'turn 1 attempt 1 end',
+    ]);
+  }, 60_000);
+
   it('an excluded file (.env*, id_*) is in no snapshot; the others are', async () => {
     const { sessionId } = await h.runtime.enqueue({
       prompt: 'RUN: echo secret > .env.local; echo key > id_rsa; echo ok > ok.txt',
@@ -200,11 +278,14 @@ describe('workspaces in the runtime (one worker)', () => {
     expect(existsSync(join(config.root, sessionId))).toBe(true);
     await until(async () => (await h.runtime.getSession(sessionId))?.heldBy === null, 10_000, 'the lease released');
     expect((await h.runtime.deleteSession(sessionId)).deleted).toBe(true);
+    // remove() takes the store's list, the copy, then sessiond's git data: all three gone once it is done.
     await until(
-      async () => !storeHas(sessionId) && !existsSync(join(config.root, sessionId)),
+      async () =>
+        !storeHas(sessionId) &&
+        !existsSync(join(config.root, sessionId)) &&
+        !existsSync(join(config.gitDir, 'sessions', sessionId)),
       20_000,
       'the workspace sweep',
     );
-    expect(existsSync(join(config.gitDir, 'sessions', sessionId))).toBe(false);
   }, 60_000);
 });

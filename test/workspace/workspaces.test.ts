@@ -82,6 +82,35 @@ describe.each(['path', 'file:// URL'])('workspaces across two hosts sharing a st
     expect(readFileSync(join(ws, 'f.txt'), 'utf8')).toBe('v1\n');
   });
 
+  it('settle marks the copy at the snapshot it last held exactly (its last snapshot, a prepare), as settled would, and nothing else', async () => {
+    const a = host(tmp.dir, 'a', store);
+    const ws = await a.prepare('s1', null);
+    write(ws, { 'f.txt': 'v1\n' });
+    const first = await a.snapshot('s1', 'turn 1 tool call_1', null);
+    write(ws, { 'f.txt': 'v2\n' });
+    const second = await a.snapshot('s1', 'turn 1 tool call_2', first.id);
+    // Not the last one taken: nothing marked (the caller snapshots instead).
+    expect(await a.settle('s1', first.id)).toBe(false);
+    expect(await a.settle('s1', second.id)).toBe(true);
+    // Marked: the next prepare of it hands the copy out as it is (a change made meanwhile shows it).
+    write(ws, { 'f.txt': 'changed by hand\n' });
+    await a.prepare('s1', second.id);
+    expect(readFileSync(join(ws, 'f.txt'), 'utf8')).toBe('changed by hand\n');
+    // Prepared: the copy held it exactly then (an attempt that changed nothing may settle it again).
+    expect(await a.settle('s1', second.id)).toBe(true);
+    // Restored, or prepared anew: not known to hold any snapshot until the next prepare or snapshot.
+    await a.restore('s1', first.id);
+    expect(await a.settle('s1', second.id)).toBe(false);
+    expect(await a.settle('s1', first.id)).toBe(false);
+    await a.prepare('s1', first.id);
+    expect(await a.settle('s1', first.id)).toBe(true);
+    await a.prepare('s2', null);
+    expect(await a.settle('s2', first.id)).toBe(false);
+    // Another host never took it.
+    expect(await host(tmp.dir, 'b', store).settle('s1', second.id)).toBe(false);
+    await expect(a.settle('s1', 'nope')).rejects.toThrow(WorkspaceInputError);
+  });
+
   it('restore removes a half-written file, brings back a deleted one, leaves ignored and excluded files alone', async () => {
     const a = host(tmp.dir, 'a', store);
     const ws = await a.prepare('s1', null);

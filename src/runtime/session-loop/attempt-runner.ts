@@ -160,9 +160,11 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
               marker: attempt.marker,
               approvals: gate,
               sandbox: { required: config.policy.sandbox?.required === true },
-              ...(spawned === undefined
-                ? {}
-                : { onSpawn: (agent: { sandbox: SandboxMode }) => spawned({ sandbox: agent.sandbox }) }),
+              onSpawn: (agent: { pid: number; startTime: string | null; sandbox: SandboxMode }) => {
+                // Its own processes told from its tools' (pause-processes.ts): whether a completed end can reuse a snapshot.
+                workspace?.agentStarted({ pid: agent.pid, startTime: agent.startTime, sandbox: agent.sandbox });
+                spawned?.({ sandbox: agent.sandbox });
+              },
               ...(config.limits === undefined ? {} : { limits: config.limits }),
               ...(traced === null ? {} : { traceparent: traced.traceparent }),
               ...(config.onEgressRefused === undefined

@@ -8,7 +8,7 @@ import type { SessionStore } from '../store/session-store.ts';
 import { parseTurns, TURNS_FIELD, withTurn, type TurnPoint } from '../workspace-turns.ts';
 import { stateField, type AgentAttempt } from './agent-attempt.ts';
 import type { WarnLog } from './config.ts';
-import { pauseProcesses } from './pause-processes.ts';
+import { pauseProcesses, type SpawnedAgent } from './pause-processes.ts';
 
 /** The field of the session's agent-state hash that holds its workspace pointer. */
 export const POINTER_FIELD = 'workspace';
@@ -88,6 +88,15 @@ export class AttemptWorkspace {
   readonly #ended: string[] = [];
   /** The session's turn points (workspace-turns.ts), as read at the start. */
   #turns: TurnPoint[] = [];
+  /** The agent's process as spawned (its spawn report): tells its own processes from its tools'. */
+  #agent: SpawnedAgent | null = null;
+  /**
+   * A snapshot the copy still holds exactly: the attempt's start (nothing runs a tool until the
+   * agent asks for one), or the last tool batch's while nothing can have changed the files since it
+   * (taken with only the agent's own processes alive, its tools all gone, and no tool call started
+   * after it). A completed end then records it again rather than taking another (completed()).
+   */
+  #unchanged: Snapshot | null = null;
 
   constructor(init: AttemptWorkspaceInit) {
     this.#init = init;
@@ -130,6 +139,8 @@ export class AttemptWorkspace {
         promptRecorded: recorded,
       };
       this.#init.writer.agentState(POINTER_FIELD, JSON.stringify(this.#pointer));
+      if (this.#toolsOnly())
+        this.#unchanged = { id: previous.snapshot, parent: null, label: previous.label, at: previous.at };
     } else {
       const snapshot = await workspaces.snapshot(
         sessionId,
@@ -137,6 +148,7 @@ export class AttemptWorkspace {
         null,
       );
       this.#record(snapshot, resumeSessionId, recorded, null);
+      if (this.#toolsOnly()) this.#unchanged = snapshot;
       // The session's start: what undoing its first turn would go back to, and what that turn's diff is from.
       this.#turns = [{ turn: 0, snapshot: snapshot.id, at: snapshot.at, agentSessionId: null, mark: null }];
       this.#init.writer.agentState(TURNS_FIELD, JSON.stringify(this.#turns));
@@ -145,9 +157,24 @@ export class AttemptWorkspace {
     return { resumeSessionId, text };
   }
 
+  /**
+   * The agent changes the workspace only through tool calls it reports (pi, whose tool batches are
+   * recorded: `stateAfterTool`). Other agents' file edits are not known to come as tool calls: their
+   * completed ends always take a snapshot.
+   */
+  #toolsOnly(): boolean {
+    return this.#init.attempt.agent.stateAfterTool !== undefined;
+  }
+
+  /** The agent's process started (its spawn report). */
+  agentStarted(agent: SpawnedAgent): void {
+    this.#agent = agent;
+  }
+
   /** The agent announced a tool call (it runs once the agent's message has ended). */
   toolCalled(toolCallId: string): void {
     this.#inFlight.add(toolCallId);
+    this.#unchanged = null;
   }
 
   /**
@@ -160,6 +187,7 @@ export class AttemptWorkspace {
   async toolEnded(toolCallId: string, agentSessionId: string | null): Promise<void> {
     this.#inFlight.delete(toolCallId);
     this.#ended.push(toolCallId);
+    this.#unchanged = null;
     if (this.#inFlight.size > 0) return;
     const ids = this.#ended.splice(0);
     const { attempt, workspaces, sessionId, request } = this.#init;
@@ -168,7 +196,7 @@ export class AttemptWorkspace {
     if (cutter === undefined || exporter === undefined || agentSessionId === null) return;
     // pi does not wait for sessiond: its next model request (and tools) go on. Its processes are
     // held still while the files and its state are read, so both show the same moment.
-    let resume = await pauseProcesses(attempt.marker);
+    let paused = await pauseProcesses(attempt.marker, this.#agent);
     try {
       const deadline = Date.now() + RESULT_WAIT_MS;
       let cut: { state: string; later: boolean } | null = null;
@@ -177,9 +205,9 @@ export class AttemptWorkspace {
         cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id)));
         if (cut !== null || Date.now() >= deadline) break;
         // The result is written just after the tool's end is printed: the agent runs on until then.
-        resume();
+        paused.resume();
         await sleep(RESULT_POLL_MS);
-        resume = await pauseProcesses(attempt.marker);
+        paused = await pauseProcesses(attempt.marker, this.#agent);
       }
       if (cut === null) {
         this.#init.warn("the agent's state did not record a tool's result in time: not recorded", null, {
@@ -197,24 +225,38 @@ export class AttemptWorkspace {
         this.#pointer?.snapshot ?? null,
       );
       this.#record(snapshot, agentSessionId, true, cut.state);
+      // Only the agent's own processes were held: until it starts another tool, nothing changes the files.
+      this.#unchanged = paused.agentOnly && this.#toolsOnly() ? snapshot : null;
     } finally {
-      resume();
+      paused.resume();
     }
   }
 
   /**
    * The attempt completed: its end is recorded (files and the agent's whole state), and with them
-   * the turn's point (its snapshot and the agent's state mark), in the same batch. Throws WorkspaceQuotaError.
+   * the turn's point (its snapshot and the agent's state mark), in the same batch. The files are the
+   * last tool batch's snapshot when nothing can have changed them since (the agent writes files
+   * only through its tools; see #unchanged), else a new snapshot. Throws WorkspaceQuotaError.
    */
   async completed(agentSessionId: string | null): Promise<void> {
     const { attempt, workspaces, sessionId, request } = this.#init;
-    const snapshot = await workspaces.snapshot(
-      sessionId,
-      `turn ${request.turn} attempt ${request.attempt} end`,
-      this.#pointer?.snapshot ?? null,
-      // The agent's processes are gone: the next attempt on this host finds the copy as recorded.
-      { settled: true },
-    );
+    const unchanged = this.#unchanged;
+    this.#unchanged = null;
+    // Either way the agent's processes are gone: the next attempt on this host finds the copy as recorded.
+    const reuse =
+      unchanged !== null &&
+      unchanged.id === this.#pointer?.snapshot &&
+      (await workspaces.settle(sessionId, unchanged.id));
+    let snapshot: Snapshot;
+    if (reuse) snapshot = unchanged;
+    else {
+      snapshot = await workspaces.snapshot(
+        sessionId,
+        `turn ${request.turn} attempt ${request.attempt} end`,
+        this.#pointer?.snapshot ?? null,
+        { settled: true },
+      );
+    }
     const state =
       agentSessionId === null || attempt.agent.exportState === undefined
         ? null
