@@ -39,9 +39,10 @@ import { defineConfig } from 'vitest/config';
  * bwrap, bwrap required; `SESSIOND_TEST_SANDBOX=none,bwrap,landlock` names others), in every set.
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
-const CLUSTER_VARIANTS = ['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map(
-  (name) => `test/runtime/${name}.test.ts`,
-);
+const CLUSTER_VARIANTS = [
+  ...['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`),
+  'test/runtime/webhooks/delivery.test.ts',
+];
 const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts', 'test/runtime/partitions.test.ts'];
 const AGENT_SUITES = [
   ...['qwen', 'opencode', 'claude'].map((name) => `test/agents/acp/${name}-acp.test.ts`),
@@ -116,6 +117,8 @@ const UNIT_SUITES = [
   'test/runtime/session-loop/agent-only.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
   'test/runtime/turn-prompts.test.ts',
+  'test/runtime/webhooks/destination.test.ts',
+  'test/config/webhooks.test.ts',
 ];
 const LONG_SUITES = [
   'test/chaos/chaos.test.ts',

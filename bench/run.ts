@@ -11,6 +11,7 @@ import * as queueBench from './queue.ts';
 import * as sandboxBench from './sandbox.ts';
 import * as scaling from './scaling.ts';
 import * as workspaceBench from './workspace.ts';
+import * as webhooksBench from './webhooks.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
 import { bringUpLoopback, inIsolatedNetwork, isolationProblem, rerunIsolated } from './support/isolated-network.ts';
 import { restateServerBinary } from './peers/restate/harness.ts';
@@ -40,6 +41,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   sandboxBench,
   egressBench,
   workspaceBench,
+  webhooksBench,
 ];
 
 /**

@@ -21,6 +21,7 @@ import { parseDuration } from './duration.ts';
 import { CallerSchema, readTokensFile, SCOPES, TokenListSchema } from './tokens.ts';
 import { ConfigError } from '../errors.ts';
 import { LimitsSchema } from './limits.ts';
+import { WebhookDeliverySchema, WebhookListSchema } from './webhooks.ts';
 
 /**
  * sessiond's configuration: one schema, read from defaults ← file
@@ -171,6 +172,10 @@ export const ConfigSchema = z.strictObject({
   agents: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
   /** Fleet-wide limits by key (src/runtime/limits/): `[{"match":{"provider":"anthropic"},"maxConcurrent":20}]`. Env SESSIOND_LIMITS, JSON. */
   limits: z.preprocess(jsonText, LimitsSchema).default([]),
+  /** Operator webhooks (src/runtime/webhooks/): `[{"url":"https://…","secret":"whsec_…","events":["turn.ended"]}]`. Env SESSIOND_WEBHOOKS, JSON. */
+  webhooks: z.preprocess(jsonText, WebhookListSchema).default([]),
+  /** How webhooks are delivered: retries, limits, the private addresses allowed. Env SESSIOND_WEBHOOK_DELIVERY, JSON. */
+  webhookDelivery: z.preprocess(jsonText, WebhookDeliverySchema).prefault({}),
   /** Retention and quotas (src/runtime/lifecycle/limits.ts). Durations accept `d` (days); retention `0` keeps sessions forever. */
   lifecycle: z
     .strictObject({

@@ -65,6 +65,8 @@ export const ENV_MAP: Record<string, string> = {
   SESSIOND_TLS_CERT: 'http.tlsCert',
   SESSIOND_TLS_KEY: 'http.tlsKey',
   SESSIOND_LIMITS: 'limits',
+  SESSIOND_WEBHOOKS: 'webhooks',
+  SESSIOND_WEBHOOK_DELIVERY: 'webhookDelivery',
   SESSIOND_TENANT: 'caller.tenant',
   SESSIOND_MAX_PRIORITY: 'caller.maxPriority',
 };

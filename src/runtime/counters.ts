@@ -32,6 +32,11 @@ export function egressField(reason: string): string {
   return `egress|${reason}`;
 }
 
+/** The fleet counter field of webhook deliveries by outcome (webhooks/outbox.ts), added to the totals directly. */
+export function webhookField(outcome: 'delivered' | 'failed' | 'refused' | 'dead'): string {
+  return `webhooks|${outcome}`;
+}
+
 /**
  * The fleet counter field of a prompt stored with a `whenBusy` other than `enqueue` (added to the totals directly,
  * after the prompt is stored): `effect` `interrupted` when it asked the running turn to stop, `queued` when the
@@ -49,9 +54,11 @@ export function parseField(
   | { kind: 'retries'; category: string }
   | { kind: 'walls'; attempts: string }
   | { kind: 'egress'; reason: string }
+  | { kind: 'webhooks'; outcome: string }
   | { kind: 'whenBusy'; strategy: string; effect: string }
   | null {
   const parts = field.split('|');
+  if (parts[0] === 'webhooks' && parts.length === 2) return { kind: 'webhooks', outcome: parts[1] ?? '' };
   if (parts[0] === 'whenBusy' && parts.length === 3)
     return { kind: 'whenBusy', strategy: parts[1] ?? '', effect: parts[2] ?? '' };
   if (parts[0] === 'egress' && parts.length === 2) return { kind: 'egress', reason: parts[1] ?? '' };

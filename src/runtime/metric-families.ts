@@ -18,6 +18,9 @@ export interface MetricFamilies {
   readonly egressRefused: Counter<'reason'>;
   readonly whenBusy: Counter<'strategy' | 'effect'>;
   readonly parkedNextReset: Gauge;
+  readonly webhookDeliveries: Counter<'outcome'>;
+  readonly webhookDeadLetters: Gauge;
+  readonly webhookOldestDue: Gauge;
 }
 
 /** Creates sessiond's metric families in `registry`. */
@@ -110,6 +113,22 @@ export function metricFamilies(registry: Registry): MetricFamilies {
       name: 'sessiond_tokens_total',
       help: 'Tokens the agents reported in their terminal messages, by agent, model and kind (input, output, cacheRead, cacheWrite)',
       labelNames: ['agent', 'model', 'kind'],
+      registers,
+    }),
+    webhookDeliveries: new Counter({
+      name: 'sessiond_webhook_deliveries_total',
+      help: 'Webhook delivery attempts (one request to one endpoint) by outcome (delivered: 2xx, failed: retried, refused: a destination not allowed), and events by how they left (dead: dead-lettered, dropped: over maxPerSession), fleet-wide',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    webhookDeadLetters: new Gauge({
+      name: 'sessiond_webhook_dead_letters',
+      help: 'Webhook dead letters kept (sessiond webhooks dead)',
+      registers,
+    }),
+    webhookOldestDue: new Gauge({
+      name: 'sessiond_webhook_lag_seconds',
+      help: 'How long the longest-waiting session with webhook events due has waited past its due time (0: none overdue), fleet-wide',
       registers,
     }),
     refreshErrors: new Counter({

@@ -7,6 +7,7 @@ import { counterTotals, foldCounters, parseField } from './counters.ts';
 import { sessionUsage, TOKEN_KINDS, type SessionUsage, type UsageTotals } from './usage/usage.ts';
 import { internals } from './internals.ts';
 import { isLive, workerStaleMs } from './worker-liveness.ts';
+import { webhookBacklog } from './webhooks/outbox.ts';
 
 /**
  * Prometheus metrics of a sessiond deployment, derived from what the runtime
@@ -153,13 +154,16 @@ export class RuntimeMetrics {
       pipeline.zrangebyscore(lk.changed, since, '+inf');
       return pipeline.exec();
     });
-    const [shardReplies, counts, workers, limits, approvals] = await Promise.all([
+    const [shardReplies, counts, workers, limits, approvals, webhooks] = await Promise.all([
       Promise.all(perShard),
       internals(runtime).queue.jobCounts(...QUEUE_STATES),
       runtime.workers(),
       runtime.limitsView(),
       internals(runtime).approvals.waitingCount(now),
+      webhookBacklog(internals(runtime).redis, internals(runtime).keys, now),
     ]);
+    this.#metrics.webhookDeadLetters.set(webhooks.dead);
+    this.#metrics.webhookOldestDue.set(webhooks.lagSeconds);
     this.#metrics.limitInUse.reset();
     this.#metrics.limitWaiting.reset();
     for (const limit of limits.limits) {
@@ -227,6 +231,7 @@ export class RuntimeMetrics {
       else if (parsed?.kind === 'retries') this.#metrics.retries.inc({ category: parsed.category }, added);
       else if (parsed?.kind === 'walls') this.#metrics.quotaWalls.inc({ attempts: parsed.attempts }, added);
       else if (parsed?.kind === 'egress') this.#metrics.egressRefused.inc({ reason: parsed.reason }, added);
+      else if (parsed?.kind === 'webhooks') this.#metrics.webhookDeliveries.inc({ outcome: parsed.outcome }, added);
       else if (parsed?.kind === 'whenBusy')
         this.#metrics.whenBusy.inc({ strategy: parsed.strategy, effect: parsed.effect }, added);
     }

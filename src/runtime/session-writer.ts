@@ -1,6 +1,7 @@
 import { cancelStage } from '../process/cancel-stages.ts';
 import { StaleLeaseError } from '../errors.ts';
 import { contentJson } from './store/log-room.ts';
+import { eventId } from './webhooks/outbox-keys.ts';
 import type { SessionStore, WriteBatch } from './store/session-store.ts';
 import type { UsageRecord } from './usage/usage.ts';
 
@@ -58,6 +59,7 @@ export class SessionWriter {
 
   message(turn: number, attempt: number, type: string, content: unknown): Promise<void> | undefined {
     this.#pending.messages.push({ turn, attempt, type, content: contentJson(content) });
+    if (type === 'approval.requested') this.event(type, turn, approvalEvent(attempt, content));
     if (this.#pending.messages.length >= FLUSH_AT_MESSAGES) return this.flush();
     this.soon();
     return undefined;
@@ -106,6 +108,17 @@ export class SessionWriter {
 
   agentState(field: string, value: string): void {
     this.#pending.agentState.push([field, value]);
+  }
+
+  /**
+   * A webhook event (webhooks/outbox.ts), recorded in the session's outbox by the next write, with
+   * the transition it reports. `seq: true`: its body gets the seq of the session's last stored message.
+   */
+  event(type: string, turn: number, data: Record<string, unknown> = {}, seq = false): void {
+    const id = eventId();
+    const body = { type, id, sessionId: this.#sessionId, turn, at: new Date().toISOString(), ...data };
+    // WRITE puts the seq in place of this -1 (see webhooks/outbox-script.ts).
+    this.#pending.outbox.push({ id, body: JSON.stringify(seq ? { seq: -1, ...body } : body) });
   }
 
   /** Adds to one of the session's counters with the next write (in the same call as the snapshot that records why). */
@@ -202,6 +215,7 @@ export class SessionWriter {
         counters: batch.counters,
         usage: batch.usage,
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
+        ...(batch.outbox.length === 0 ? {} : { outbox: batch.outbox }),
       });
       if (batch.state === 'cancelled') cancelStage(this.#sessionId, 'written');
       callAll(landed);
@@ -217,6 +231,12 @@ export class SessionWriter {
       throw error;
     }
   }
+}
+
+/** What a webhook tells of an approval request: who asks for what (not the tool's arguments, which may be large). */
+function approvalEvent(attempt: number, content: unknown): Record<string, unknown> {
+  const c = (content ?? {}) as Record<string, unknown>;
+  return { attempt, requestId: c.requestId, toolCallId: c.toolCallId, tool: c.tool, deadlineAt: c.deadlineAt };
 }
 
 function callAll(calls: ReadonlyArray<() => void>): void {
@@ -241,6 +261,7 @@ function emptyBatch(): Batch {
     counters: [],
     usage: [],
     trace: '',
+    outbox: [],
   };
 }
 
@@ -254,6 +275,7 @@ function isEmpty(b: Batch): boolean {
     b.messages.length === 0 &&
     b.counters.length === 0 &&
     b.usage.length === 0 &&
-    b.trace === ''
+    b.trace === '' &&
+    b.outbox.length === 0
   );
 }

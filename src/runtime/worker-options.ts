@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import type { WebhookSettings } from './webhooks/outbox.ts';
 import type { DeploymentPolicy } from '../policy/index.ts';
 import type { AttemptLimits } from '../process/index.ts';
 import type { ActiveSessionConfig } from './session-loop/active-session.ts';
@@ -52,6 +53,8 @@ export interface WorkerOptions {
   waitTimeoutMs?: number;
   /** Fleet-wide limits (SESSIOND_LIMITS): an attempt under one waits, parked, for capacity. Default none. */
   fleetLimits?: readonly LimitRule[];
+  /** Operator webhooks (SESSIOND_WEBHOOKS): events recorded in the outbox with their transitions; this worker delivers too (webhooks/outbox.ts). */
+  webhooks?: WebhookSettings;
   /** How often a session waiting for a limit looks again by itself: only a safety net, a release (or a lapsed hold, found every leaseTtlMs/3) wakes it. Default 30 s. */
   limitPollMs?: number;
   log?: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;

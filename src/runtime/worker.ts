@@ -16,6 +16,7 @@ import { PolicyStore } from './policy-store.ts';
 import { ACTIVATION_JOB, parseJobData } from './queue.ts';
 import { SharedSessionMachine } from './shared-machine.ts';
 import { SessionStore } from './store/session-store.ts';
+import { WebhookOutbox } from './webhooks/outbox.ts';
 import { FleetLimits } from './limits/index.ts';
 import type { AdmissionGate } from './limits/gate.ts';
 import { promoteActivations } from './limits/wake.ts';
@@ -70,6 +71,8 @@ export class SessionWorker {
   /** Sessions handed back for an agent this worker lacks while driven here: the fleet is told once their activation is parked. */
   readonly #handedBack = new Set<string>();
   #agentWake: Promise<void> | null = null;
+  /** Records webhook events with the sessions' writes, and delivers them (null: no webhooks configured). */
+  readonly #webhooks: WebhookOutbox | null = null;
 
   constructor(options: WorkerOptions) {
     this.#options = options;
@@ -82,6 +85,12 @@ export class SessionWorker {
       waitReplicas: options.waitReplicas ?? 0,
       ...(options.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: options.waitTimeoutMs }),
     });
+    if (options.webhooks !== undefined && options.webhooks.webhooks.length > 0) {
+      this.#webhooks = new WebhookOutbox(this.#redis, options.keys, options.webhooks, (level, message, fields) =>
+        this.#log(level, message, fields),
+      );
+      this.#store.webhooks = this.#webhooks;
+    }
     this.#bus = new EventBus(this.#subscriber, this.#redis, options.keys);
     this.#policies = new PolicyStore(this.#redis, options.keys);
     this.#fleetLimits = new FleetLimits(this.#redis, options.keys.prefix, options.fleetLimits ?? []);
@@ -210,6 +219,7 @@ export class SessionWorker {
       }),
     );
     this.#sweepWorkspaces();
+    this.#webhooks?.start();
     this.#workers = partitionWorkers(this.#options, this.#consumed, (job, token, signal) =>
       this.#process(job, token, signal),
     );
@@ -387,6 +397,7 @@ export class SessionWorker {
         .catch(this.#warn('the fleet index was not flushed on close (the sweeper rebuilds it)'));
       // A workspace sweep under way finishes before its connection goes.
       await this.#workspaceSweep;
+      await this.#webhooks?.close();
       await this.#tracing?.shutdown();
       await this.#redis
         .hdel(this.#options.keys.workers, this.id)

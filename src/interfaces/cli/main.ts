@@ -22,6 +22,7 @@ import { registerAgents } from './commands/agents.ts';
 import { registerDoctor } from './commands/doctor.ts';
 import { registerApprovals } from './commands/approve.ts';
 import { registerAcp } from './commands/acp.ts';
+import { registerWebhooks } from './commands/webhooks.ts';
 import { baseProgram, overrideExits, runProgram } from './program-base.ts';
 
 /** The whole program, every command registered (`sessiond --help`, and any command fast.ts does not list). */
@@ -36,6 +37,7 @@ export function buildProgram(): Command {
   registerList(program);
   registerCancel(program);
   registerDispatch(program);
+  registerWebhooks(program);
   registerRetry(program);
   registerResume(program);
   registerPrompts(program);

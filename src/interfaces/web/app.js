@@ -11,6 +11,7 @@ import { limitsPage } from './limits-page.js';
 import { loginPage } from './login-page.js';
 import { policyPage } from './policy-page.js';
 import { sessionPage } from './session-page.js';
+import { webhooksPage } from './webhooks-page.js';
 
 /** @type {() => void} */
 let stopPage = () => {};
@@ -42,6 +43,7 @@ function route() {
 const PAGES = {
   '/policy': { title: 'Policies', render: policyPage },
   '/limits': { title: 'Fleet limits', render: limitsPage },
+  '/webhooks': { title: 'Webhooks', render: webhooksPage },
 };
 
 /** The header's link of the page shown is marked current; its links navigate in the page. */

@@ -72,6 +72,11 @@ export const dashboardRoutes = [
   shellRoute('/', 'dashboard', 'The dashboard: sessions by state'),
   shellRoute('/policy', 'dashboardPolicy', 'The dashboard: the deployment policy and the global retry policy'),
   shellRoute('/limits', 'dashboardLimits', 'The dashboard: the fleet limits and paused dispatch'),
+  shellRoute(
+    '/webhooks',
+    'dashboardWebhooks',
+    'The dashboard: webhook events waiting for delivery, and the dead letters',
+  ),
   defineRoute({
     method: 'get',
     path: '/sessions/{id}',

@@ -34,6 +34,7 @@ export async function deleteSession(
     {
       mode: options.force === true ? 'force' : 'finished',
       tombstoneMs: 3_600_000,
+      ...(options.actor === undefined ? {} : { actor: options.actor }),
       ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
     },
   );

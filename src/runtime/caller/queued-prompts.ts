@@ -9,6 +9,10 @@ import { getSession } from './session-view.ts';
 /** The prompts of the session waiting for their turn, in order. NotFoundError for an unknown session. */
 export async function queuedPrompts(parts: CallerParts, sessionId: string): Promise<QueuedPrompt[]> {
   checkSessionId(sessionId);
+  // The inbox is read before the snapshot: a holder moves a prompt from the inbox to the snapshot's mailbox (or
+  // into a turn) in one write, so a prompt moved between the two reads is in the snapshot read second. Read the
+  // other way round, a prompt moved between them was in neither, and the list missed it.
+  const inbox = await parts.store.inbox(sessionId);
   const [view, meta] = await Promise.all([getSession(parts, sessionId), parts.store.meta(sessionId)]);
   if (view === null) throw new NotFoundError(`unknown session "${sessionId}"`);
   const removing = unqueueRequests(meta ?? {});
@@ -36,7 +40,7 @@ export async function queuedPrompts(parts: CallerParts, sessionId: string): Prom
     });
   };
   for (const p of context?.mailbox ?? []) add(p, 'mailbox');
-  for (const p of await parts.store.inbox(sessionId)) if (p.removed !== true) add(p, 'inbox');
+  for (const p of inbox) if (p.removed !== true) add(p, 'inbox');
   return out;
 }
 

@@ -8,6 +8,7 @@ import { shardOf } from '../keys.ts';
 import { FORGET, MARK, PURGE } from './scripts.ts';
 import { script } from '../redis/scripts.ts';
 import { foldCounters } from '../counters.ts';
+import { deletedEvent } from '../webhooks/deleted.ts';
 
 /** Removed sessions whose workspaces wait to be removed from the store, at most (the oldest beyond are dropped). */
 export const WORKSPACES_GONE_MAX = 100_000;
@@ -34,6 +35,8 @@ export interface RemoveOptions {
   waitMs?: number;
   /** Keep a tombstone this long, so that deleting again says `already_removed`. Default 0 (none). */
   tombstoneMs?: number;
+  /** Who asked (the deletion audit's actor), told in the `session.deleted` webhook event. */
+  actor?: string;
   /** For crash tests: stop after this step, as a process killed there would. */
   stopAfter?: 'mark' | 'purge';
 }
@@ -58,6 +61,8 @@ export interface PurgeRecord {
   shard?: number;
   /** It had a workspace (a pointer in its agent state, read before the purge): its snapshots go after it. */
   workspace?: boolean;
+  /** Who asked (RemoveOptions.actor), for the `session.deleted` event of a removal the sweeper finishes. */
+  actor?: string;
 }
 
 /**
@@ -82,7 +87,11 @@ export async function removeSession(
   // A removal cut short goes on in its own mode (an expiry still checks that the session expired), unless this one forces.
   const mode: RemoveMode = options.mode === 'force' || previous === null ? options.mode : previous.mode;
   const record: PurgeRecord = {
-    ...(previous ?? { at: started, ...(options.tombstoneMs ? { tombstoneMs: options.tombstoneMs } : {}) }),
+    ...(previous ?? {
+      at: started,
+      ...(options.tombstoneMs ? { tombstoneMs: options.tombstoneMs } : {}),
+      ...(options.actor === undefined ? {} : { actor: options.actor }),
+    }),
     mode,
   };
   if (previous === null || previous.mode !== mode) await redis.hset(lk.purging, sessionId, JSON.stringify(record));
@@ -144,15 +153,23 @@ export async function removeSession(
   const workspace = (await redis.hexists(k('agent'), 'workspace')) === 1;
   if (workspace)
     await redis.hset(lk.purging, sessionId, JSON.stringify({ ...marked, workspace } satisfies PurgeRecord));
+  // The session.deleted webhook event, recorded by PURGE with the removal itself (webhooks/deleted.ts).
+  const event = await deletedEvent(redis, keys, sessionId, {
+    mode,
+    ...(record.actor === undefined ? {} : { actor: record.actor }),
+  });
+  const purgeArgs = [...purgeKeys(keys, sessionId), ...(event === null ? [] : event.keys)];
   const purged = Number(
     await script(redis, 'sessiondLifecyclePurge', PURGE)(
-      purgeKeys(keys, sessionId).length,
-      ...purgeKeys(keys, sessionId),
+      purgeArgs.length,
+      ...purgeArgs,
       '1',
       record.tombstoneMs ?? 0,
       Date.now(),
+      ...(event === null ? [] : [event.id, event.body]),
     ),
   );
+  if (event !== null && purged === 1) event.wrote();
   if (purged === -1) {
     await redis.hdel(lk.purging, sessionId);
     return { outcome: 'already_removed', sessionId };

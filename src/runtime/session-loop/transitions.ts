@@ -23,6 +23,7 @@ export function transitionRecorder(
     const prompt = prompts.next(transition.event, snapshot.context);
     writer.history(prompt === null ? transition : { ...transition, prompt });
     for (const field of tally.ended(snapshot.context)) writer.count(field);
+    recordEvents(writer, transition, snapshot.context, prompt !== null);
     if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
       const { turnIndex, turn } = snapshot.context;
       const ended = {
@@ -36,4 +37,18 @@ export function transitionRecorder(
       writer.landed(() => tell(warn, () => events.turnEnded?.(ended)));
     }
   };
+}
+
+/** The webhook events a transition reports, recorded in the same write (webhooks/outbox.ts). */
+function recordEvents(writer: SessionWriter, transition: Transition, context: SessionContext, started: boolean): void {
+  if (transition.event === 'session.restored') return;
+  if (started) writer.event('turn.started', context.turnIndex);
+  if (TURN_ENDS.has(transition.to))
+    writer.event(
+      'turn.ended',
+      context.turnIndex,
+      { status: transition.to, failureReason: context.turn?.failureReason ?? null },
+      true,
+    );
+  if (transition.to === 'parked' && transition.from !== 'parked') writer.event('session.parked', context.turnIndex);
 }

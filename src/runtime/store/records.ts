@@ -37,6 +37,8 @@ export interface WriteBatch {
   usage?: UsageRecord[];
   /** The current turn's trace context (JSON, tracing/trace-context.ts), stored in the meta's `trace`. */
   trace?: string;
+  /** Webhook events this batch reports (webhooks/outbox.ts), recorded with it in the session's outbox. */
+  outbox?: Array<{ id: string; body: string }>;
   /** Give the lease back once the batch is written (see WRITE in scripts.ts). */
   release?: 'idle' | 'keep';
 }

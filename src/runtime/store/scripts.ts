@@ -1,4 +1,5 @@
 import { COUNT_USAGE } from './usage-script.ts';
+import { OUTBOX_APPEND } from '../webhooks/outbox-script.ts';
 
 /**
  * The Lua scripts behind every write to a session. Each touches only one
@@ -98,14 +99,15 @@ return 1
 `;
 
 /**
- * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent, active, counters.
+ * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent, active, counters, outbox, outbox due.
  * ARGV: token, snapshotJson|'', inboxTrim, clearCancel '0'|'1', state|'', now,
  *       historyCount, agentCount, messageCount, writeId|'' (the holder's number for this batch),
  *       release ''|'idle'|'keep', counterCount, then history JSONs, then agent (field, value) pairs,
  *       then messages as (turn, attempt, type, contentJson) quadruples, then counter (field, increment) pairs
  *       (attempts and retries counted where they happen: in the write that records them, so exactly once),
  *       then the usage records' JSON array or '' (counted in the meta, see usage-script.ts), then the turn's
- *       trace context or ''.
+ *       trace context or '', then the webhook events (see webhooks/outbox-script.ts: their count, the
+ *       session's cap, then (id, body) pairs; KEYS 12-13 the session's outbox and its due set).
  * → {1, lastSeq, released, retention, shard} | {-1} (stale token: nothing written); retention: the session's own
  *   retention (ms, '' for the deployment's), when it was released idle (it finished); shard: its fleet-index shard ('' for 0)
  *
@@ -156,6 +158,7 @@ if not (writeId and redis.call('HGET', KEYS[7], 'write') == writeId) then
   end
   if m > 0 then redis.call('SET', KEYS[4], lastSeq) end
 ${COUNT_USAGE}
+${OUTBOX_APPEND}
   if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end
   local trim = tonumber(ARGV[3])
   if trim > 0 then redis.call('LTRIM', KEYS[6], trim, -1) end

@@ -4,6 +4,7 @@ import { indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
 import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
 import { hasErrorCode, StaleLeaseError } from '../../errors.ts';
+import { outboxKey, type OutboxHooks } from '../webhooks/outbox-keys.ts';
 
 import {
   multiValues,
@@ -59,6 +60,8 @@ export class SessionStore {
   /** Fenced writes wait for this many replicas (WAIT) before they count as written; 0: no wait. */
   readonly waitReplicas: number;
   readonly waitTimeoutMs: number;
+  /** Set where webhooks are configured: events of a write go to the session's outbox (webhooks/outbox.ts). */
+  webhooks: OutboxHooks | null = null;
 
   constructor(
     redis: Redis,
@@ -77,7 +80,7 @@ export class SessionStore {
     define('sessiondEnqueue', 6, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
-    define('sessiondWrite', 11, WRITE);
+    define('sessiondWrite', 13, WRITE);
     define('sessiondCancel', 4, CANCEL);
     define('sessiondIndex', indexScriptKeys(keys).keys.length, INDEX);
   }
@@ -185,6 +188,10 @@ export class SessionStore {
     const agent = batch.agentState ?? [];
     const messages = batch.messages ?? [];
     const counters = batch.counters ?? [];
+    // Webhook events go only where the deployment has webhooks; the marker (webhooks/outbox.ts) first, so a crash
+    // after the write still leaves the session where the deliverers look.
+    const outbox = this.webhooks === null ? [] : (batch.outbox ?? []);
+    if (outbox.length > 0) await this.webhooks?.mark(sessionId);
     const args: Array<string | number> = [
       k('lease'),
       k('snapshot'),
@@ -197,6 +204,8 @@ export class SessionStore {
       k('agent'),
       k('active'),
       k('counters'),
+      outboxKey(this.keys, sessionId, 'outbox'),
+      outboxKey(this.keys, sessionId, 'due'),
       token,
       batch.snapshot ?? '',
       batch.inboxTrim ?? 0,
@@ -215,11 +224,15 @@ export class SessionStore {
       ...counters.flat(),
       batch.usage === undefined || batch.usage.length === 0 ? '' : JSON.stringify(batch.usage),
       batch.trace ?? '',
+      outbox.length,
+      this.webhooks?.maxPerSession ?? 0,
+      ...outbox.flatMap((e) => [e.id, e.body]),
     ];
     const r = (
       this.waitReplicas > 0 ? await this.#writeAndWait(sessionId, args) : await this.#script('sessiondWrite')(...args)
     ) as Array<number | string>;
     if (r[0] === -1) throw new StaleLeaseError(sessionId);
+    if (outbox.length > 0) this.webhooks?.wrote(sessionId);
     const released = r[2] === 1 ? 1 : r[2] === 0 ? 0 : null;
     const at = Date.now();
     const shard = shardOf(r[4]);

@@ -9,6 +9,7 @@ import { ApprovalBody } from '../../../src/interfaces/http/routes/approvals.ts';
 import { CancelBody } from '../../../src/interfaces/http/routes/controls.ts';
 import { ForkBody, UndoBody } from '../../../src/interfaces/http/routes/workspace.ts';
 import { DispatchBody } from '../../../src/interfaces/http/routes/limits.ts';
+import { ReplayBody } from '../../../src/interfaces/http/routes/webhooks.ts';
 import { PromptBody } from '../../../src/interfaces/http/routes/prompts.ts';
 import { CreateSessionBody } from '../../../src/interfaces/http/routes/sessions.ts';
 import { LoginBody } from '../../../src/interfaces/http/auth/routes.ts';
@@ -743,6 +744,7 @@ describe('OpenAPI', () => {
       login: (v) => LoginBody.safeParse(v).success,
       pauseDispatch: (v) => DispatchBody.safeParse(v).success,
       resumeDispatch: (v) => DispatchBody.safeParse(v).success,
+      replayWebhooks: (v) => ReplayBody.safeParse(v).success,
       decideApproval: (v) => ApprovalBody.safeParse(v).success,
       undoTurn: (v) => UndoBody.safeParse(v).success,
       forkSession: (v) => ForkBody.safeParse(v).success,

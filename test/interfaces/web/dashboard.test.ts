@@ -13,6 +13,7 @@ import { type PiEnv } from '../../support/pi-env.ts';
 import { useRuntimeSuite, type Harness } from '../../support/runtime.ts';
 import { clientOver } from '../../../src/api/bind.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import { outboxKey, webhookFleetKeys } from '../../../src/runtime/webhooks/outbox-keys.ts';
 import type { SessionWorker } from '../../../src/runtime/worker.ts';
 import { rules, runtimeWith } from '../../support/limits.ts';
 
@@ -554,4 +555,33 @@ describe('dashboard: filters past the newest page', () => {
     await eventually(() => page.getByTestId('filter-error').textContent()).toBe('q: must be at most 100 characters');
     expect(pageErrors).toEqual([]);
   }, 120_000);
+});
+
+describe('dashboard: webhooks', () => {
+  it('the webhooks page lists the dead letters and the events waiting; Replay from here puts one back', async () => {
+    const { redis, keys } = internals(h.runtime);
+    const fleet = webhookFleetKeys(keys);
+    const body = JSON.stringify({ type: 'turn.ended', id: 'msg_dash1', sessionId: 'dash-dead', turn: 1, at: '' });
+    const letter = { seq: 41, deadAt: '2026-12-01T10:00:00.000Z', sessionId: 'dash-dead', id: 'msg_dash1' };
+    await redis.lpush(
+      fleet.dead,
+      JSON.stringify({ ...letter, type: 'turn.ended', attempts: 12, lastError: 'HTTP 503', body }),
+    );
+    await page.goto(`${server.url}/webhooks`);
+    const row = page.getByTestId('dead-letter');
+    await eventually(() => row.count()).toBe(1);
+    expect(await row.getAttribute('data-seq')).toBe('41');
+    expect(await row.textContent()).toContain('HTTP 503');
+    expect(await page.getByTestId('webhooks-pending').textContent()).toBe('No events waiting for delivery.');
+    await row.getByTestId('replay-from').click();
+    await eventually(() => page.getByTestId('webhooks-note').textContent()).toBe(
+      '1 dead letter(s) queued for delivery again',
+    );
+    await eventually(() => page.getByTestId('no-dead-letters').isVisible()).toBe(true);
+    await eventually(() => page.getByTestId('webhooks-pending').textContent()).toBe(
+      '1 event(s) of 1 session(s) waiting for delivery.',
+    );
+    expect(await redis.hget(outboxKey(keys, 'dash-dead', 'outbox'), 'msg_dash1')).toBe(body);
+    expect(pageErrors).toEqual([]);
+  });
 });

@@ -1,4 +1,5 @@
 import { createMetrics } from '../../../api/metrics.ts';
+import { startWebhookDelivery } from '../../../api/webhooks.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { startServer } from '../../http/server.ts';
 import { createLogger } from '../../log.ts';
@@ -35,6 +36,12 @@ export async function runServe(flags: ServeFlags): Promise<number> {
     throw new CliError((error as Error).message, ExitCode.usage);
   }
   metrics.start(5000);
+  // serve delivers webhook events too (one deliverer per session at a time, fleet-wide: see the outbox).
+  const webhooks = startWebhookDelivery(
+    ctx.client,
+    { webhooks: config.webhooks, delivery: config.webhookDelivery },
+    (level, message, fields) => log[level](fields ?? {}, message),
+  );
   log.info(
     {
       listen: server.url,
@@ -60,6 +67,7 @@ export async function runServe(flags: ServeFlags): Promise<number> {
     process.once('SIGINT', () => stop('SIGINT'));
   });
   metrics.stop();
+  await webhooks?.close();
   await server.close(5000);
   await ctx.close();
   log.info({}, 'stopped');

@@ -40,6 +40,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
     maxLogMessages: config.lifecycle.maxLogMessages,
     maxLogBytes: config.lifecycle.maxLogBytes,
     fleetLimits: config.limits,
+    webhooks: { webhooks: config.webhooks, delivery: config.webhookDelivery },
     ...(workspaces === null ? {} : { workspaces }),
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });

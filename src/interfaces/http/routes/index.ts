@@ -8,6 +8,7 @@ import { operationRoutes } from './operations.ts';
 import { promptRoutes } from './prompts.ts';
 import { retryPolicyRoutes } from './retry-policy.ts';
 import { sessionRoutes } from './sessions.ts';
+import { webhookRoutes } from './webhooks.ts';
 import { workspaceRoutes } from './workspace.ts';
 
 /** Every route of the API, in the order it is served and documented; a route of a new group is listed here. */
@@ -20,6 +21,7 @@ export const API_ROUTES = [
   ...messageRoutes,
   ...retryPolicyRoutes,
   ...limitRoutes,
+  ...webhookRoutes,
   ...authRoutes,
   ...operationRoutes,
 ];

@@ -1,0 +1,55 @@
+import type { Redis } from 'ioredis';
+import type { Keys } from '../keys.ts';
+import type { RemoveMode } from '../lifecycle/remove.ts';
+import { eventId, outboxKey, webhookFleetKeys } from './outbox-keys.ts';
+
+/** What PURGE (lifecycle/scripts.ts) needs to record a `session.deleted` event with the removal. */
+export interface DeletedEvent {
+  /** The session's outbox and due set: PURGE's last two keys. */
+  keys: [string, string];
+  id: string;
+  /** Starts `{"turn":-1,`: PURGE puts the session's last turn there. */
+  body: string;
+  /** After the PURGE: deliverers look at the session now rather than at their next look at the markers. */
+  wrote(): void;
+}
+
+/**
+ * The `session.deleted` event of a removal, or null when no deliverer's webhooks take it (the fleet's
+ * `subscribed` set: a deletion is made by any caller, which does not read the webhooks' configuration).
+ * `reason`: `deleted` (a caller asked; `force` when a running turn was cancelled for it) or `expired`
+ * (retention). The session is marked for the deliverers before the PURGE, as a fenced write is: a
+ * process that dies right after the removal still leaves its event where they look.
+ */
+export async function deletedEvent(
+  redis: Redis,
+  keys: Keys,
+  sessionId: string,
+  about: { mode: RemoveMode; actor?: string },
+): Promise<DeletedEvent | null> {
+  const fleet = webhookFleetKeys(keys);
+  if ((await redis.sismember(fleet.subscribed, 'session.deleted')) !== 1) return null;
+  await redis.zadd(fleet.markers, Date.now(), sessionId);
+  const id = eventId();
+  const body = JSON.stringify({
+    turn: -1,
+    type: 'session.deleted',
+    id,
+    sessionId,
+    at: new Date().toISOString(),
+    reason: about.mode === 'expire' ? 'expired' : 'deleted',
+    force: about.mode === 'force',
+    ...(about.actor === undefined ? {} : { actor: about.actor }),
+  });
+  return {
+    keys: [outboxKey(keys, sessionId, 'outbox'), outboxKey(keys, sessionId, 'due')],
+    id,
+    body,
+    wrote: () => {
+      redis.zadd(fleet.markers, Date.now(), sessionId).catch(
+        // The marker set before the PURGE already has it looked at; this one only makes it sooner.
+        () => undefined,
+      );
+    },
+  };
+}
