@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { cancelStage } from '../process/cancel-stages.ts';
 import type { Keys } from './keys.ts';
 
 /** `agent-wait` (session `*`): a worker handed back a session for an agent it lacks; those offering it wake it. */
@@ -41,6 +42,7 @@ export class EventBus {
         // Not an event of ours: the bus is best effort, what matters is in Redis.
         return;
       }
+      if (event.kind === 'cancel') cancelStage(event.sessionId, 'bus');
       for (const listener of this.#all) listener(event);
       for (const listener of this.#listeners.get(event.sessionId) ?? []) listener(event);
     });

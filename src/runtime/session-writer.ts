@@ -1,3 +1,4 @@
+import { cancelStage } from '../process/cancel-stages.ts';
 import { StaleLeaseError } from '../errors.ts';
 import { contentJson } from './store/log-room.ts';
 import { eventId } from './webhooks/outbox-keys.ts';
@@ -216,6 +217,7 @@ export class SessionWriter {
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
         ...(batch.outbox.length === 0 ? {} : { outbox: batch.outbox }),
       });
+      if (batch.state === 'cancelled') cancelStage(this.#sessionId, 'written');
       callAll(landed);
       return result.released;
     } catch (error) {

@@ -1,3 +1,4 @@
+import { cancelStage } from '../../process/cancel-stages.ts';
 import type { AttemptRunner } from '../../../machines/types.ts';
 import type { SandboxMode } from '../../process/index.ts';
 import { isTerminal, terminalFailed, type CliMessage } from '../../protocol/index.ts';
@@ -289,6 +290,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       await init
         .releaseHold(terminal)
         .catch((error: unknown) => init.warn('a fleet-limit hold was not given back', error));
+      if (signal.aborted) cancelStage(sessionId, 'ended');
       running.delete(done);
       ended();
     }
