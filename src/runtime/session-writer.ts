@@ -103,6 +103,16 @@ export class SessionWriter {
     this.#pending.clearCancel = true;
   }
 
+  /**
+   * A pending steer was delivered: the message that says so and the steer's removal (its stored JSON) go in the
+   * same batch, so in the same fenced call (exactly once: a stale holder writes neither).
+   */
+  steerDelivered(turn: number, attempt: number, content: unknown, raw: string): void {
+    this.#pending.messages.push({ turn, attempt, type: 'prompt.steered', content: contentJson(content) });
+    this.#pending.steersDelivered.push(raw);
+    this.soon();
+  }
+
   agentState(field: string, value: string): void {
     this.#pending.agentState.push([field, value]);
   }
@@ -201,6 +211,7 @@ export class SessionWriter {
         counters: batch.counters,
         usage: batch.usage,
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
+        ...(batch.steersDelivered.length === 0 ? {} : { steersDelivered: batch.steersDelivered }),
       });
       callAll(landed);
       return result.released;
@@ -239,6 +250,7 @@ function emptyBatch(): Batch {
     counters: [],
     usage: [],
     trace: '',
+    steersDelivered: [],
   };
 }
 
@@ -252,6 +264,7 @@ function isEmpty(b: Batch): boolean {
     b.messages.length === 0 &&
     b.counters.length === 0 &&
     b.usage.length === 0 &&
-    b.trace === ''
+    b.trace === '' &&
+    b.steersDelivered.length === 0
   );
 }

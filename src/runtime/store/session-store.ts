@@ -2,18 +2,20 @@ import type { Redis } from 'ioredis';
 import { shardOf, type Keys } from '../keys.ts';
 import { indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
-import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
+import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, STEERS_TO_TURNS, WRITE } from './scripts.ts';
 import { hasErrorCode, StaleLeaseError } from '../../errors.ts';
 
 import {
   multiValues,
   parseEntry,
+  parseSteers,
   type AcquireResult,
   type CancelRequest,
   type EnqueueLimits,
   type EnqueueResult,
   type InboxPrompt,
   type LoadedSession,
+  type PendingSteer,
   type StoredMessage,
   type WriteBatch,
   type WriteResult,
@@ -26,6 +28,7 @@ export type {
   EnqueueResult,
   InboxPrompt,
   LoadedSession,
+  PendingSteer,
   StoredMessage,
   WriteBatch,
   WriteResult,
@@ -74,10 +77,11 @@ export class SessionStore {
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('sessiondEnqueue', 6, ENQUEUE);
+    define('sessiondEnqueue', 7, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
-    define('sessiondWrite', 11, WRITE);
+    define('sessiondWrite', 12, WRITE);
+    define('sessiondSteersToTurns', 6, STEERS_TO_TURNS);
     define('sessiondCancel', 4, CANCEL);
     define('sessiondIndex', indexScriptKeys(keys).keys.length, INDEX);
   }
@@ -109,6 +113,7 @@ export class SessionStore {
       k('snapshot'),
       k('seq'),
       k('cancel'),
+      k('steers'),
       sessionId,
       String(prompt.enqueuedAt),
       JSON.stringify(create),
@@ -141,6 +146,7 @@ export class SessionStore {
       shard: shardOf(r[4]),
       interrupted: r[5] === undefined || r[5] === '' ? null : Number(r[5]),
       activeJobId: String(r[6] ?? jobId),
+      steered: Number(r[7]) === 1,
     };
   }
 
@@ -197,6 +203,7 @@ export class SessionStore {
       k('agent'),
       k('active'),
       k('counters'),
+      k('steers'),
       token,
       batch.snapshot ?? '',
       batch.inboxTrim ?? 0,
@@ -215,6 +222,7 @@ export class SessionStore {
       ...counters.flat(),
       batch.usage === undefined || batch.usage.length === 0 ? '' : JSON.stringify(batch.usage),
       batch.trace ?? '',
+      ...(batch.steersDelivered ?? []),
     ];
     const r = (
       this.waitReplicas > 0 ? await this.#writeAndWait(sessionId, args) : await this.#script('sessiondWrite')(...args)
@@ -355,6 +363,7 @@ export class SessionStore {
       .get(k('seq'))
       .get(k('lease'))
       .get(k('cancel'))
+      .lrange(k('steers'), 0, -1)
       .exec();
     const value = multiValues(replies, sessionId);
     const meta = value(0) as Record<string, string>;
@@ -368,7 +377,35 @@ export class SessionStore {
       lastSeq: Number((value(4) as string | null) ?? 0),
       heldBy: value(5) as string | null,
       cancel: cancel === null ? null : (JSON.parse(cancel) as CancelRequest),
+      steers: parseSteers(value(7) as string[]),
     };
+  }
+
+  /** The session's pending steers (whenBusy "steer"), oldest first. */
+  async steers(sessionId: string): Promise<PendingSteer[]> {
+    return parseSteers(await this.redis.lrange(this.key(sessionId, 'steers'), 0, -1));
+  }
+
+  /**
+   * The turn is over: the steers still pending become the next turns (STEERS_TO_TURNS), fenced by the holder's
+   * token; how many did. StaleLeaseError (nothing moved) when the lease is not the token's.
+   */
+  async steersToTurns(sessionId: string, token: string): Promise<number> {
+    const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
+    const r = Number(
+      await this.#script('sessiondSteersToTurns')(
+        k('lease'),
+        k('steers'),
+        k('inbox'),
+        k('meta'),
+        k('log'),
+        k('seq'),
+        token,
+        Date.now(),
+      ),
+    );
+    if (r === -1) throw new StaleLeaseError(sessionId);
+    return r;
   }
 
   /** Messages with seq ≥ fromSeq, in order. */
