@@ -6,6 +6,7 @@ import { InputError } from '../../src/errors.ts';
 import { deploymentPolicy } from '../../src/runtime/deployment-policy.ts';
 import { internals } from '../../src/runtime/internals.ts';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
+import { RuntimeMetrics } from '../../src/runtime/metrics.ts';
 import { Runtime } from '../../src/runtime/runtime.ts';
 import type { StoredMessage } from '../../src/runtime/store/session-store.ts';
 import type { SessionWorker } from '../../src/runtime/worker.ts';
@@ -143,6 +144,11 @@ describe('whenBusy "steer" (the fallback: restart at a tool boundary)', () => {
     expect(asked).toContain('opened');
     expect(asked).toContain('STEER-1: use the blue one');
     expect(hasToolResult(last!.body)).toBe(true);
+
+    // Counted: the strategy (it went into the running turn) and its latency, once.
+    const metrics = await new RuntimeMetrics(h.runtime, { cacheMs: 0 }).render();
+    expect(metrics).toMatch(/^sessiond_prompts_when_busy_total\{strategy="steer",effect="steered"\} 1$/m);
+    expect(metrics).toMatch(/^sessiond_steer_latency_seconds_count 1$/m);
   });
 
   it('50 concurrent steers to one session: each delivered once, in the order they were accepted', async () => {
@@ -202,8 +208,13 @@ describe('whenBusy "steer" (the fallback: restart at a tool boundary)', () => {
       retryPolicy: { initialDelayMs: 200, jitter: 'none' },
     });
     await toolRunning(sessionId);
-    const steer = await h.runtime.enqueue({ sessionId, prompt: 'STEER-4', whenBusy: 'steer' }, { mustExist: true });
-    expect(steer.steered).toBe(true);
+    // From the CLI: its JSON says the prompt went into the running turn, with the id the log will name.
+    const cli = await runCli(['enqueue', 'STEER-4', '--session', sessionId, '--when-busy', 'steer', '--json'], {
+      env: cliEnv(),
+    });
+    expect(cli.exitCode).toBe(0);
+    const steer = JSON.parse(cli.stdout) as { promptId: string };
+    expect(steer).toEqual({ sessionId, turn: 1, promptId: expect.any(String), steered: true });
     first.kill('SIGKILL');
     expect(await first.exited).toEqual({ code: null, signal: 'SIGKILL' });
     // Still pending: accepted (in Redis), not delivered.
