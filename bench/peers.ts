@@ -290,6 +290,8 @@ async function restateCancelRun(env: Env, mode: 'cooperative' | 'stubborn'): Pro
 
 interface KillResult {
   recoveryMs: number;
+  /** From the kill until every session's log held a message of its next attempt (the takeover, before the re-run). */
+  resumedMs: number;
   lost: number;
   duplicated: number;
   /** Messages in the logs beyond one clean turn each: the interrupted attempts' partial output and their failure records, kept. */
@@ -353,6 +355,9 @@ async function sessiondKill(env: Env): Promise<KillResult> {
   const killed = childrenOf(worker.pid);
   const killedAt = performance.now();
   process.kill(worker.pid, 'SIGKILL');
+  const resumed = untilResumed(ids, killedAt, env.deadline.cap(120_000), async (id) =>
+    (await fleet.runtime.readMessages(id, 1, 1000)).some((m) => m.attempt > 1),
+  );
   await WorkerProcess.start({ ...workerOptions, startTimeoutMs: env.deadline.cap(60_000) }, env.cleanup);
   await sleep(ORPHAN_CHECK_MS - (performance.now() - killedAt));
   const orphansAtCheck = alive(killed);
@@ -371,11 +376,13 @@ async function sessiondKill(env: Env): Promise<KillResult> {
   );
   const recoveryMs = performance.now() - killedAt;
   const orphansAtEnd = alive(killed);
+  const resumedMs = await resumed;
   const after = new Map<string, Entry[]>();
   for (const id of ids) after.set(id, (await fleet.runtime.readMessages(id, 1, 1000)).map(entry));
   await fleet.close();
   return {
     recoveryMs,
+    resumedMs,
     ...compareLogs(before, after, KILL_MESSAGES, FAKE_DELTAS),
     orphansAtCheck,
     orphansAtEnd,
@@ -397,6 +404,9 @@ async function restateKill(env: Env): Promise<KillResult> {
   const killed = childrenOf(env.restate.service.pid);
   const killedAt = performance.now();
   await env.restate.service.kill9();
+  const resumed = untilResumed(ids, killedAt, env.deadline.cap(120_000), async (id) =>
+    (await client.messages(id)).some((m) => m.attempt > 1),
+  );
   env.restate.service = await RestateService.start(env.restate.port, env.restate.profiles, env.cleanup);
   await sleep(ORPHAN_CHECK_MS - (performance.now() - killedAt));
   const orphansAtCheck = alive(killed);
@@ -407,6 +417,7 @@ async function restateKill(env: Env): Promise<KillResult> {
   );
   const recoveryMs = performance.now() - killedAt;
   const orphansAtEnd = alive(killed);
+  const resumedMs = await resumed;
   const failed = ends.filter((e) => e.status !== 200 || !e.body.includes('"completed"'));
   if (failed.length > 0)
     throw new BenchFailure(
@@ -416,11 +427,34 @@ async function restateKill(env: Env): Promise<KillResult> {
   for (const id of ids) after.set(id, (await client.messages(id)).map(entry));
   return {
     recoveryMs,
+    resumedMs,
     ...compareLogs(before, after, KILL_MESSAGES, FAKE_DELTAS),
     orphansAtCheck,
     orphansAtEnd,
     killedAgents: killed.length,
   };
+}
+
+/** How often untilResumed looks at each session's log. */
+const RESUME_POLL_MS = 50;
+
+/**
+ * Looks at each session's log every RESUME_POLL_MS from the kill until `resumed` says it holds a
+ * message of a later attempt; → ms from `killedAt` until the last session did (the re-run's own
+ * length, the same on both sides, is the rest of the recovery).
+ */
+async function untilResumed(
+  ids: readonly string[],
+  killedAt: number,
+  timeoutMs: number,
+  resumed: (id: string) => Promise<boolean>,
+): Promise<number> {
+  const waiting = new Set(ids);
+  for (const deadline = performance.now() + timeoutMs; waiting.size > 0; await sleep(RESUME_POLL_MS)) {
+    if (performance.now() > deadline) throw new BenchFailure(`${waiting.size} sessions never resumed after the kill`);
+    for (const id of [...waiting]) if (await resumed(id)) waiting.delete(id);
+  }
+  return performance.now() - killedAt;
 }
 
 interface SilentKill {
@@ -804,7 +838,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     const killR = await restateKill(env);
     const killS = await sessiondKill(env);
     const killLine = (k: KillResult): string =>
-      `recovered in ${(k.recoveryMs / 1000).toFixed(1)} s; lost ${k.lost}, duplicated ${k.duplicated}, kept from the interrupted attempts ${k.extra}; attempts ${k.attempts.join(',')}; ` +
+      `recovered in ${(k.recoveryMs / 1000).toFixed(1)} s (every session's next attempt writing after ${(k.resumedMs / 1000).toFixed(1)} s); lost ${k.lost}, duplicated ${k.duplicated}, kept from the interrupted attempts ${k.extra}; attempts ${k.attempts.join(',')}; ` +
       `of the ${k.killedAgents} agents of the killed process, ${k.orphansAtCheck} alive ${ORPHAN_CHECK_MS / 1000} s after the kill, ${k.orphansAtEnd} when all had recovered`;
     log(`  sessiond: ${killLine(killS)}`);
     log(`  Restate:  ${killLine(killR)}`);
@@ -867,6 +901,7 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       cancelSamplesMs: { cooperative: coop[who], stubborn: stub[who] },
       kill: {
         recoveryMs: Math.round(k.recoveryMs),
+        resumedMs: Math.round(k.resumedMs),
         lost: k.lost,
         duplicated: k.duplicated,
         keptFromInterrupted: k.extra,

@@ -12,7 +12,7 @@ import type { SessionStore } from './store/session-store.ts';
  * Keys, all under the fleet tag `{<prefix>}` (one slot): a set of the agents with waiters, and per
  * agent a zset sessionId → since when it waits (first come first woken). An entry is removed when a
  * worker offering the agent admits the session, or by a wake pass that finds the session no longer
- * activated (cancelled, deleted, done).
+ * activated (cancelled, deleted, done): any worker's pass looks at the oldest entries of every agent.
  */
 export interface AgentWaitKeys {
   agents: string;
@@ -63,8 +63,8 @@ const CHECKED = 1000;
 
 /**
  * Every agent sessions wait for, with how many and the `first` oldest of them (doctor, readers). An
- * entry whose session is no longer in `waiting` (cancelled or deleted meanwhile: only a worker
- * offering the agent forgets those) is not counted among the first CHECKED.
+ * entry whose session is no longer in `waiting` (cancelled or deleted since the last wake pass) is not
+ * counted among the first CHECKED.
  */
 export async function readAgentWaits(redis: Redis, keys: Keys, first = 5): Promise<AgentWait[]> {
   const k = agentWaitKeys(keys);
@@ -101,7 +101,11 @@ export async function wakeAgentWaiters(
   if (room <= 0) return 0;
   const redis = store.redis;
   const k = agentWaitKeys(store.keys);
-  const agents = (await redis.smembers(k.agents)).filter(offers);
+  const all = await redis.smembers(k.agents);
+  // The other agents' oldest entries of sessions gone meanwhile (cancelled, deleted, done) are forgotten
+  // here too: with no worker offering an agent, nothing else would remove them.
+  for (const agent of all.filter((a) => !offers(a))) await forgetGone(store, agent, PRUNED);
+  const agents = all.filter(offers);
   let woken = 0;
   for (const agent of agents) {
     // A few more than there is room for: some may be running or gone already.
@@ -125,4 +129,16 @@ export async function wakeAgentWaiters(
     if (ids.length === 0) await redis.eval(FORGET_IDLE_AGENT, 2, k.agents, k.agent(agent), agent);
   }
   return woken;
+}
+
+/** Entries of an agent no worker here offers looked at per wake pass (the oldest). */
+const PRUNED = 8;
+
+/** Forgets the `count` oldest waiters of `agent` whose session has no activation left. */
+async function forgetGone(store: SessionStore, agent: string, count: number): Promise<void> {
+  const k = agentWaitKeys(store.keys);
+  const ids = await store.redis.zrange(k.agent(agent), 0, count - 1);
+  for (const sessionId of ids)
+    if ((await store.activeJobId(sessionId)) === null) await removeAgentWait(store.redis, store.keys, sessionId, agent);
+  if (ids.length === 0) await store.redis.eval(FORGET_IDLE_AGENT, 2, k.agents, k.agent(agent), agent);
 }

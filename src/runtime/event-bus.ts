@@ -54,7 +54,9 @@ export class EventBus {
       for (const listener of this.#all) listener(event);
       for (const listener of this.#listeners.get(event.sessionId) ?? []) listener(event);
     });
-    this.#started = this.#subscriber.subscribe(this.#channel).then(() => undefined);
+    this.#started = whenReady(this.#subscriber)
+      .then(() => this.#subscriber.subscribe(this.#channel))
+      .then(() => undefined);
     return this.#started;
   }
 
@@ -75,4 +77,25 @@ export class EventBus {
   async publish(event: BusEvent): Promise<void> {
     await this.#publisher.publish(this.#channel, JSON.stringify(event));
   }
+}
+
+/**
+ * Resolves once `connection` may take a SUBSCRIBE. Between its TCP connect and its ready check (status
+ * `connect`), ioredis sends a SUBSCRIBE at once (Redis allows it while loading); when its reply comes before the
+ * ready check's INFO is sent, ioredis refuses that INFO ("Connection in subscriber mode"), drops the connection
+ * and makes it again, and events published meanwhile are lost. In any other status the command either goes to a
+ * ready connection or waits in the offline queue until the check passed.
+ */
+function whenReady(connection: Redis): Promise<void> {
+  if (connection.status !== 'connect') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      connection.off('ready', done);
+      connection.off('end', done);
+      resolve();
+    };
+    // 'end': the SUBSCRIBE then fails as on any closed connection, rather than waiting forever.
+    connection.on('ready', done);
+    connection.on('end', done);
+  });
 }

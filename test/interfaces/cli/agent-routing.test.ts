@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
 import { z } from 'zod';
 import { createClient, createWorker, defineAgent, type Client, type Worker } from '../../../src/index.ts';
 import type { DoctorReport } from '../../../src/interfaces/cli/commands/doctor-action.ts';
+import { agentWaitKeys } from '../../../src/runtime/agent-waits.ts';
+import { createKeys } from '../../../src/runtime/keys.ts';
 import type { SessionSummary } from '../../../src/runtime/inspect.ts';
 import { runCli, sessiond } from '../../support/cli.ts';
 import { startCliDeployment, type CliDeployment } from '../../support/cli-deployment.ts';
@@ -183,6 +186,40 @@ describe('workers route by the agents they have', () => {
       }
     }
   }, 400_000);
+
+  it('a waiter of an agent no worker offers is forgotten once its session is deleted: the fleet keeps no entry of it', async () => {
+    const ghost = defineAgent({
+      name: 'ghost',
+      options: z.object({}),
+      async *run() {
+        yield { type: 'terminal.completed', content: { stopReason: 'end' } };
+      },
+    });
+    const asker = createClient({
+      redis: deployment.redis.url,
+      prefix: deployment.cliEnv.SESSIOND_PREFIX!,
+      agents: [echo, ghost],
+    });
+    const redis = new Redis(deployment.redis.url);
+    try {
+      const keys = agentWaitKeys(createKeys(deployment.cliEnv.SESSIOND_PREFIX!));
+      const { sessionId } = await asker.sessions.enqueue({ prompt: 'anyone?', options: { agent: 'ghost' } });
+      await waitFor(`${sessionId} listed as waiting for ghost`, async () =>
+        (await redis.zscore(keys.agent('ghost'), sessionId)) === null ? undefined : true,
+      );
+      expect(await redis.sismember(keys.agents, 'ghost')).toBe(1);
+      expect((await asker.session(sessionId).delete({ force: true })).deleted).toBe(true);
+      // No worker offers ghost; the workers' wake passes (each heartbeat) forget the entry all the same.
+      await waitFor('the ghost waiter forgotten', async () =>
+        (await redis.exists(keys.agent('ghost'))) === 0 && (await redis.sismember(keys.agents, 'ghost')) === 0
+          ? true
+          : undefined,
+      );
+    } finally {
+      redis.disconnect();
+      await asker.close();
+    }
+  }, 120_000);
 
   it('createWorker told to offer an agent it does not have throws, naming the option', () => {
     expect(() =>
