@@ -23,6 +23,8 @@ const running = new Set<string>();
 /** Opened by the test: the `deaf` agent's attempts end then. */
 let openGate: () => void = () => undefined;
 const gate = new Promise<void>((resolve) => (openGate = resolve));
+let openToolGate: () => void = () => undefined;
+const toolGate = new Promise<void>((resolve) => (openToolGate = resolve));
 
 // Takes every steer into its turn: says so, tells sessiond, and ends after the one that says "last".
 const steerable = defineAgent({
@@ -57,6 +59,28 @@ const deaf = defineAgent({
   },
 });
 
+// No native channel: the fallback. Its tool waits for the gate; a run whose prompt is a steer says what it got.
+const tooly = defineAgent({
+  name: 'tooly',
+  options: z.object({}),
+  async *run({ prompt, agentSessionId }) {
+    yield agentSessionId === null
+      ? { type: 'session.started', content: { sessionId: 'tooly-1' } }
+      : { type: 'session.resumed', content: { sessionId: agentSessionId } };
+    if (prompt.startsWith('steer:')) {
+      yield { type: 'assistant', content: { text: `got ${prompt}` } };
+      yield { type: 'terminal.completed', content: { stopReason: 'end' } };
+      return;
+    }
+    yield { type: 'tool.call', content: { toolCallId: 'w1', name: 'bash', arguments: { command: 'wait' } } };
+    running.add(prompt);
+    await toolGate;
+    yield { type: 'tool.completed', content: { toolCallId: 'w1', name: 'bash', result: 'opened' } };
+    yield { type: 'assistant', content: { text: 'not steered' } };
+    yield { type: 'terminal.completed', content: { stopReason: 'end' } };
+  },
+});
+
 let redis: RedisServer;
 let client: Client;
 let worker: Worker;
@@ -64,9 +88,9 @@ let worker: Worker;
 beforeAll(async () => {
   redis = await startRedis();
   const prefix = uniquePrefix('steer-native');
-  worker = createWorker({ redis: redis.url, prefix, agents: [steerable, deaf] });
+  worker = createWorker({ redis: redis.url, prefix, agents: [steerable, deaf, tooly] });
   await worker.start();
-  client = createClient({ redis: redis.url, prefix, agents: [steerable, deaf] });
+  client = createClient({ redis: redis.url, prefix, agents: [steerable, deaf, tooly] });
 });
 
 afterAll(async () => {
@@ -108,6 +132,32 @@ describe('whenBusy "steer" through a native channel', () => {
         .join(''),
     ).toBe('asked: native-1\nsteered: go left\nsteered: the last: go right\n');
     expect(log.filter((m) => m.type.startsWith('terminal.')).map((m) => m.type)).toEqual(['terminal.completed']);
+  });
+
+  it('without a native channel (the fallback): the attempt stops at the tool boundary and the agent goes on with the steer, same turn and attempt', async () => {
+    const { sessionId } = await client.sessions.enqueue({ prompt: 'tooly-1', options: { agent: 'tooly' } });
+    await until(async () => running.has('tooly-1'));
+    const steer = await client.session(sessionId).prompt({ prompt: 'steer: the red one', whenBusy: 'steer' });
+    expect(steer).toMatchObject({ turn: 1, steered: true });
+    openToolGate();
+
+    const view = await turnDone(sessionId, 1);
+    expect(view.steers).toEqual([]);
+    expect(view.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
+    const log = await client.session(sessionId).messages();
+    expect(log.map((m) => `${m.attempt} ${m.type}`)).toEqual([
+      '1 session.started',
+      '1 tool.call',
+      '1 tool.completed',
+      '1 prompt.steered',
+      '1 session.resumed',
+      '1 assistant',
+      '1 terminal.completed',
+    ]);
+    expect(steeredIn(log)).toEqual([
+      { turn: 1, attempt: 1, content: { promptId: steer.promptId, via: 'restart', at: expect.any(Number) } },
+    ]);
+    expect(log.find((m) => m.type === 'assistant')?.content).toEqual({ text: 'got steer: the red one' });
   });
 
   it('a steer the turn ends without taking becomes the next turn, and the log says so: never lost', async () => {

@@ -41,6 +41,8 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
       },
     ],
   },
+  // pi in rpc mode takes a `steer` command into its running turn (rpc.ts).
+  steering: 'native',
   run: (request, context) =>
     runPi(
       {

@@ -27,7 +27,9 @@ type PiEvent = Record<string, unknown> & { type: string };
 const FAILED_STOPS = new Set(['error', 'aborted']);
 
 /**
- * Maps pi 0.73's `--mode json` events to CliMessages.
+ * Maps pi 0.73's events to CliMessages: `--mode json`'s, and `--mode rpc`'s (the same events, plus
+ * the `response` lines to sessiond's commands: `get_state`'s gives the session id that json mode
+ * prints as its `session` header line, and a refused `prompt` ends the attempt; see rpc.ts).
  * Contract: see AgentMapper. The terminal message is decided at `complete()`,
  * because pi may print `agent_end` more than once when it retries on its own.
  */
@@ -43,6 +45,9 @@ export class PiMapper implements AgentMapper {
   #completed = false;
   #userMessageEnded = false;
   #assistantMessageEnded = false;
+  #sessionSeen = false;
+  /** Why pi refused the prompt command (rpc mode): the turn never started. */
+  #promptRefused: string | null = null;
 
   constructor(options: PiMapperOptions = {}) {
     this.#options = options;
@@ -74,7 +79,9 @@ export class PiMapper implements AgentMapper {
   #onEvent(event: PiEvent): CliMessage[] {
     switch (event.type) {
       case 'session':
-        return this.#onSession(event);
+        return this.#onSession(str(event.id));
+      case 'response':
+        return this.#onResponse(event);
       case 'message_start':
         return this.#onMessageStart(event);
       case 'message_update':
@@ -101,9 +108,18 @@ export class PiMapper implements AgentMapper {
     }
   }
 
-  #onSession(event: PiEvent): CliMessage[] {
-    const sessionId = str(event.id);
-    if (sessionId === '') return [];
+  #onResponse(event: PiEvent): CliMessage[] {
+    if (event.command === 'get_state' && event.success === true)
+      return this.#onSession(str(obj(event.data)?.sessionId));
+    if (event.command === 'prompt' && event.success === false)
+      this.#promptRefused = str(event.error) || 'pi refused the prompt';
+    return [];
+  }
+
+  #onSession(sessionId: string): CliMessage[] {
+    // One session per attempt: a later header or state answer repeats it.
+    if (sessionId === '' || this.#sessionSeen) return [];
+    this.#sessionSeen = true;
     const resume = this.#options.resumeSessionId;
     const resumed = resume !== undefined && resume !== '' && sessionId.startsWith(resume);
     return [{ type: resumed ? 'session.resumed' : 'session.started', content: { sessionId } }];
@@ -249,6 +265,8 @@ export class PiMapper implements AgentMapper {
     if (byExit !== null && (exit.spawnError !== undefined || exit.stopReason !== null))
       return failedMessage(byExit, exit, this.#lines.invalid);
     if (agentFailed && this.#agentEnded) return failedMessage(this.#agentFailure(last), exit, this.#lines.invalid);
+    if (this.#promptRefused !== null && last === null)
+      return failedMessage(this.#refusal(this.#promptRefused), exit, this.#lines.invalid);
     if (byExit !== null) return failedMessage(byExit, exit, this.#lines.invalid);
     if (this.#lines.validEvents === 0) {
       return failedMessage(
@@ -278,6 +296,16 @@ export class PiMapper implements AgentMapper {
         ...(last.usage === undefined ? {} : { usage: last.usage }),
         ...(invalid.length === 0 ? {} : { invalid_output_lines: invalid }),
       },
+    };
+  }
+
+  #refusal(error: string): FailureFacts {
+    const classified = classifyErrorText(error);
+    return {
+      text: `pi refused the prompt: ${error}`,
+      category: classified.category,
+      agentError: error,
+      ...(classified.retryAfterMs === undefined ? {} : { retryAfterMs: classified.retryAfterMs }),
     };
   }
 

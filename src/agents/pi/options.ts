@@ -44,9 +44,9 @@ export const PiOptionsSchema = z.strictObject({
 export type PiOptionsInput = z.input<typeof PiOptionsSchema>;
 export type PiOptions = z.output<typeof PiOptionsSchema>;
 
-/** pi's argv for one attempt. The prompt is not here: it goes on stdin (see provider.ts). */
+/** pi's argv for one attempt (rpc mode). The prompt is not here: it goes on stdin as a command (see rpc.ts). */
 export function piArgs(options: PiOptions): string[] {
-  const args = ['--mode', 'json', '--print'];
+  const args = ['--mode', 'rpc'];
   if (options.provider !== undefined) args.push('--provider', options.provider);
   if (options.model !== undefined) args.push('--model', options.model);
   if (options.thinking !== undefined) args.push('--thinking', options.thinking);

@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import type { CliMessage } from '../../protocol/index.ts';
 import type { SandboxFiles } from '../../process/index.ts';
-import { runAgentAttempt, startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { agentEnv, resolveCommand } from '../shared/agent-env.ts';
 import { brokeredEnv, egressSpawn, openEgress } from '../shared/brokered.ts';
 import type { SpawnSpec } from '../../process/index.ts';
@@ -10,6 +10,7 @@ import { brokeredAgentDir, piModelRoute, writeModels } from './brokered-agent-di
 import { ensureDir, managedHomeFiles } from '../shared/sandbox-files.ts';
 import { prepareManagedAgentDir, userAgentDir } from './home.ts';
 import { PiMapper } from './mapper.ts';
+import { runPiRpc } from './rpc.ts';
 import { formatOptionErrors, piArgs, PiOptionsSchema, type PiOptions, type PiOptionsInput } from './options.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
@@ -88,7 +89,7 @@ async function* runPiProcess(
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
   const cwd = options.cwd === undefined ? undefined : resolve(options.cwd);
-  yield* runAgentAttempt(
+  yield* runPiRpc(
     {
       command: await resolveCommand(options.command, env),
       args: piArgs(options),
@@ -96,12 +97,12 @@ async function* runPiProcess(
       env: { ...env, PI_CODING_AGENT_DIR: agentDir },
       sandbox: await piSandboxFiles(agentDir, options.session.mode === 'none' ? undefined : options.sessionDir, cwd),
       ...spawnEgress,
-      // The prompt travels on stdin, then stdin is closed: pi starts at EOF, and no
-      // prompt text can be taken for one of pi's flags or `@file` arguments.
-      input: options.prompt,
       interruptSignal: PI_INTERRUPT_SIGNAL,
       idleTimeoutMs: options.idleTimeoutMs,
     },
+    // The prompt travels on stdin as an rpc command: no prompt text can be taken for one of pi's
+    // flags or `@file` arguments.
+    options.prompt,
     mapper,
     context,
   );

@@ -15,7 +15,16 @@ import { arbitraryGarbageLine, interleave } from '../garbage.ts';
 const garbageLine = arbitraryGarbageLine();
 
 describe('pi mapper properties', () => {
-  for (const name of ['text', 'text-burst', 'thinking', 'tool', 'two-tools', 'midclose']) {
+  for (const name of [
+    'text',
+    'text-burst',
+    'thinking',
+    'tool',
+    'two-tools',
+    'midclose',
+    'rpc-text',
+    'rpc-steer-tool',
+  ]) {
     it(`${name}: garbage lines interleaved anywhere never throw and never change the assistant text or thinking`, () => {
       const lines = readTranscript(name);
       const text = expectedAssistantText(lines);

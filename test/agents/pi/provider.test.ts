@@ -139,6 +139,22 @@ describe('runPi with the real pi CLI against the fake model server', () => {
     expect(await findProcessesByMarker(marker)).toEqual([]);
   });
 
+  it("a prompt pi refuses (no model with a key: rpc mode's prompt answer says so) is terminal.failed naming pi's reason", async () => {
+    const agentDir = mkdtempSync(join(env.root, 'empty-agent-'));
+    const before = server.requests.length;
+    let marker = '';
+    const out: CliMessage[] = [];
+    const input = { ...options('text'), agentDir };
+    delete input.provider;
+    delete input.model;
+    for await (const m of runPi(input, { onSpawn: (a) => (marker = a.marker) })) out.push(m);
+    const content = failure(out);
+    expect(content.category).toBe('auth');
+    expect(content.text).toContain('pi refused the prompt: No API key found');
+    expect(server.requests.length).toBe(before);
+    expect(await findProcessesByMarker(marker)).toEqual([]);
+  });
+
   it('a command that cannot start is terminal.failed of category startup, not a throw', async () => {
     const content = failure(await attempt('text', { command: '/nonexistent/pi-binary' }));
     expect(content.category).toBe('startup');
