@@ -261,14 +261,12 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
               }
               calls.observe(out);
               yield out;
-              // The fallback's safe point: a tool's result is recorded (in the workspace too) and no call is open.
-              if (
-                !native &&
-                (out.type === 'tool.completed' || out.type === 'tool.failed') &&
-                calls.size === 0 &&
-                steering.hasPending &&
-                !signal.aborted
-              ) {
+              // The fallback's safe point: a tool's result is recorded (in the workspace too) and no call is open. Read
+              // again there, so that every steer stored before it is delivered at it (not one boundary later).
+              const boundary =
+                !native && (out.type === 'tool.completed' || out.type === 'tool.failed') && calls.size === 0;
+              if (boundary && !steering.hasPending && !signal.aborted) await steering.refresh();
+              if (boundary && steering.hasPending && !signal.aborted) {
                 restart = steering.takeAll();
                 // Leaving the loop stops the agent's process tree before going on.
                 break;
