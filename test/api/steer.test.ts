@@ -23,8 +23,9 @@ const running = new Set<string>();
 /** Opened by the test: the `deaf` agent's attempts end then. */
 let openGate: () => void = () => undefined;
 const gate = new Promise<void>((resolve) => (openGate = resolve));
-let openToolGate: () => void = () => undefined;
-const toolGate = new Promise<void>((resolve) => (openToolGate = resolve));
+/** Per prompt: the `tooly` agent's tool ends when the test calls it. */
+const toolGates = new Map<string, () => void>();
+const openToolGate = (prompt: string): void => toolGates.get(prompt)?.();
 
 // Takes every steer into its turn: says so, tells sessiond, and ends after the one that says "last".
 const steerable = defineAgent({
@@ -73,8 +74,9 @@ const tooly = defineAgent({
       return;
     }
     yield { type: 'tool.call', content: { toolCallId: 'w1', name: 'bash', arguments: { command: 'wait' } } };
+    const opened = new Promise<void>((resolve) => toolGates.set(prompt, resolve));
     running.add(prompt);
-    await toolGate;
+    await opened;
     yield { type: 'tool.completed', content: { toolCallId: 'w1', name: 'bash', result: 'opened' } };
     yield { type: 'assistant', content: { text: 'not steered' } };
     yield { type: 'terminal.completed', content: { stopReason: 'end' } };
@@ -139,7 +141,7 @@ describe('whenBusy "steer" through a native channel', () => {
     await until(async () => running.has('tooly-1'));
     const steer = await client.session(sessionId).prompt({ prompt: 'steer: the red one', whenBusy: 'steer' });
     expect(steer).toMatchObject({ turn: 1, steered: true });
-    openToolGate();
+    openToolGate('tooly-1');
 
     const view = await turnDone(sessionId, 1);
     expect(view.steers).toEqual([]);
@@ -158,6 +160,28 @@ describe('whenBusy "steer" through a native channel', () => {
       { turn: 1, attempt: 1, content: { promptId: steer.promptId, via: 'restart', at: expect.any(Number) } },
     ]);
     expect(log.find((m) => m.type === 'assistant')?.content).toEqual({ text: 'got steer: the red one' });
+  });
+
+  it('50 concurrent steers (the fallback): each delivered once, in the order they were accepted, in one restart', async () => {
+    const { sessionId } = await client.sessions.enqueue({ prompt: 'tooly-50', options: { agent: 'tooly' } });
+    await until(async () => running.has('tooly-50'));
+    const accepted = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        client.session(sessionId).prompt({ prompt: `steer: ${i}`, whenBusy: 'steer' }),
+      ),
+    );
+    expect(accepted.every((a) => a.steered && a.turn === 1)).toBe(true);
+    const pending = (await client.session(sessionId).inspect()).steers;
+    expect(pending.map((p) => p.id).sort()).toEqual(accepted.map((a) => a.promptId).sort());
+    openToolGate('tooly-50');
+
+    const view = await turnDone(sessionId, 1);
+    expect(view.steers).toEqual([]);
+    const log = await client.session(sessionId).messages();
+    expect(steeredIn(log).map((m) => (m.content as { promptId: string }).promptId)).toEqual(pending.map((p) => p.id));
+    expect(log.find((m) => m.type === 'assistant')?.content).toEqual({
+      text: `got ${pending.map((p) => p.text).join('\n\n')}`,
+    });
   });
 
   it('a steer the turn ends without taking becomes the next turn, and the log says so: never lost', async () => {

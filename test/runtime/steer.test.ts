@@ -25,8 +25,7 @@ import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions }
 
 /**
  * whenBusy "steer" with pi, whose channel is native (its RPC mode's `steer`): a steer accepted while a tool runs
- * reaches the model in the same turn once the tool is done, durably (a worker killed between accepting and delivering: the next one delivers it once), in
- * order and once each under 50 concurrent steers; refused when the deployment policy does not allow it. Real
+ * reaches the model in the same turn once the tool is done, durably (a worker killed between accepting and delivering: the next one delivers it once); refused when the deployment policy does not allow it. Real
  * redis-server, BullMQ, pi against the fake model. The tool waits for a gate file the test creates: no timing.
  */
 
@@ -150,39 +149,6 @@ describe('whenBusy "steer" with pi (native)', () => {
     expect(metrics).toMatch(/^sessiond_steer_latency_seconds_count 1$/m);
   });
 
-  it('50 concurrent steers to one session: each delivered once, in the order they were accepted', async () => {
-    worker ??= await h.startWorker();
-    const { sessionId } = await h.runtime.enqueue({
-      prompt: 'Wait for gate-2',
-      options: { provider: 'fake', model: WAIT, cwd: env.cwd },
-    });
-    await toolRunning(sessionId);
-    const accepted = await Promise.all(
-      Array.from({ length: 50 }, (_, i) =>
-        h.runtime.enqueue({ sessionId, prompt: `STEER-${100 + i}`, whenBusy: 'steer' }, { mustExist: true }),
-      ),
-    );
-    expect(accepted.every((a) => a.steered && a.turn === 1)).toBe(true);
-    // The order they were accepted in: the session's pending steers, oldest first.
-    const pending = (await h.runtime.getSession(sessionId))?.steers ?? [];
-    expect(new Set(pending.map((p) => p.id))).toEqual(new Set(accepted.map((a) => a.promptId)));
-    expect(pending).toHaveLength(50);
-
-    open('gate-2');
-    const session = await turnEnded(h.runtime, sessionId, 1);
-    expect(session.state).toBe('completed');
-    expect(session.steers).toEqual([]);
-    const log = await h.runtime.readMessages(sessionId);
-    expectWholeLog(log);
-    const delivered = steered(log).map((m) => m.content as { promptId: string; via: string });
-    expect(delivered.map((d) => d.promptId)).toEqual(pending.map((p) => p.id));
-    expect(delivered.every((d) => d.via === 'native')).toBe(true);
-    // The agent got them in that order, each once.
-    const texts = pending.map((p) => p.text);
-    const answer = log.filter((m) => m.type === 'assistant').map((m) => (m.content as { text: string }).text);
-    expect(answer.join('')).toBe(`Steered: ${texts.join(' ')}.`);
-  });
-
   it('a steer on an idle session is the next turn (nothing to steer)', async () => {
     worker ??= await h.startWorker();
     const { sessionId } = await h.runtime.enqueue({
@@ -232,7 +198,14 @@ describe('whenBusy "steer" with pi (native)', () => {
     expect(delivered.map((m) => [m.turn, (m.content as { promptId: string }).promptId])).toEqual([[1, steer.promptId]]);
     // Delivered by the attempt the next worker ran (the first one's ended interrupted).
     expect(delivered[0]?.attempt).toBe(2);
-    expect(JSON.stringify(server.requestsFor(WAIT).at(-1)?.body.messages)).toContain('STEER-4');
+    expect(
+      JSON.stringify(
+        server
+          .requestsFor(WAIT)
+          .filter((r) => JSON.stringify(r.body).includes('gate-4'))
+          .at(-1)?.body.messages,
+      ),
+    ).toContain('STEER-4');
     second.kill('SIGTERM');
     await second.exited;
   });
