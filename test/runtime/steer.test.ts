@@ -25,7 +25,8 @@ import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions }
 
 /**
  * whenBusy "steer" with pi, whose channel is native (its RPC mode's `steer`): a steer accepted while a tool runs
- * reaches the model in the same turn once the tool is done, durably (a worker killed between accepting and delivering: the next one delivers it once); refused when the deployment policy does not allow it. Real
+ * reaches the model in the same turn once the tool is done, durably (a worker killed between accepting and
+ * delivering: the next one delivers it once); refused when the deployment policy does not allow it. Real
  * redis-server, BullMQ, pi against the fake model. The tool waits for a gate file the test creates: no timing.
  */
 
