@@ -69,6 +69,7 @@ export {
   type WorkerOptions,
 } from './api/worker.ts';
 export { defineAgent, type AgentAttempt, type AgentSpec, type DefinedAgent } from './api/define-agent.ts';
+export type { Steer, SteeringChannel } from './agents/shared/steering.ts';
 export type { WatchOptions } from './api/watch.ts';
 export type { MachineState, SessionState, StoredMessage } from './api/types.ts';
 export { SESSION_STATES } from './api/states.ts';
@@ -95,6 +96,7 @@ export {
   type AgentRetryContent,
   type ApprovalRequestedContent,
   type ApprovalDecidedContent,
+  type PromptSteeredContent,
   type ApprovalOption,
   type TerminalCompletedContent,
   type TerminalFailedContent,

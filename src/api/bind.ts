@@ -17,8 +17,8 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
   const session = (sessionId: string): SessionHandle => ({
     ...sessionReader(runtime.reads, sessionId),
     prompt: async (request) => {
-      const { turn } = await runtime.enqueue({ ...request, sessionId }, { mustExist: true });
-      return { sessionId, turn };
+      const { turn, promptId, steered } = await runtime.enqueue({ ...request, sessionId }, { mustExist: true });
+      return { sessionId, turn, promptId, steered };
     },
     cancel: (reason) => runtime.cancel(sessionId, reason),
     retry: () => runtime.retry(sessionId),

@@ -4,6 +4,7 @@ import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import type { ApprovalVerdict } from '../runtime/approvals/decide.ts';
 import type { StoredApproval } from '../runtime/approvals/store.ts';
 import type { EnqueueRequest } from '../runtime/enqueue-request.ts';
+import type { Enqueued } from '../runtime/caller/enqueue.ts';
 import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
 import type { ImportResult } from '../runtime/lifecycle/transfer.ts';
@@ -91,10 +92,7 @@ export interface SessionsClient extends SessionsReader {
    * runs it. Refused with nothing written: InputError, ConflictError (being deleted), QuotaError. With `owner`,
    * a new session takes a slot of that owner's session cap (QuotaError `maxSessions` when it has none left).
    */
-  enqueue(
-    request: EnqueueRequest,
-    options?: { owner?: SessionOwner },
-  ): Promise<{ sessionId: string; turn: number; created: boolean }>;
+  enqueue(request: EnqueueRequest, options?: { owner?: SessionOwner }): Promise<Enqueued>;
   /** Restores an archive (as `as`, default its own id). Under a new id the copy's agent conversation is `forked` (continues the original's) or `new`. */
   import(archive: string, options?: { as?: string }): Promise<ImportResult>;
   /** Cancels every session in `state` (queued, running, backoff, parked), optionally of one agent; `dryRun` only lists them. */
@@ -122,7 +120,7 @@ export interface SessionHandle extends SessionReader {
   /** Adds a prompt to this existing session (NotFoundError otherwise): its next turn. */
   prompt(
     request: Omit<EnqueueRequest, 'sessionId' | 'retryPolicy' | 'retention'>,
-  ): Promise<{ sessionId: string; turn: number }>;
+  ): Promise<{ sessionId: string; turn: number; promptId: string; steered: boolean }>;
   /** Cancels the current turn wherever it runs. */
   cancel(reason?: string): Promise<{ delivered: 'worker' | 'activation' }>;
   /**

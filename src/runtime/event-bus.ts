@@ -4,7 +4,17 @@ import type { Keys } from './keys.ts';
 
 /** `agent-wait` (session `*`): a worker handed back a session for an agent it lacks; those offering it wake it. */
 export type SessionEventKind =
-  'prompt' | 'cancel' | 'policy' | 'delete' | 'dispatch' | 'unqueue' | 'approval' | 'resume' | 'agent-wait';
+  | 'prompt'
+  | 'cancel'
+  | 'policy'
+  | 'delete'
+  | 'dispatch'
+  | 'unqueue'
+  | 'approval'
+  | 'resume'
+  | 'agent-wait'
+  /** A steer was accepted for the session's running turn (its attempt's steering reads the pending steers). */
+  | 'steer';
 
 export interface BusEvent {
   sessionId: string;

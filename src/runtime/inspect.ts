@@ -68,6 +68,8 @@ export interface SessionView {
   policy: RetryPolicy | null;
   policySource: 'session' | 'global';
   queuedPrompts: number;
+  /** Steers (whenBusy "steer") accepted for the running turn and not delivered yet, oldest first (`id`: the promptId). */
+  steers: Array<{ id: string; text: string; acceptedAt: number }>;
   /** `event`: the machine's own name (`xstate.after…`, `session.cancel`); `label`: the same in words. */
   history: Array<{ at: number; from: string; to: string; event: string; label: string; prompt?: TurnPrompt }>;
   lastSeq: number;
@@ -167,6 +169,7 @@ export function summarize(view: SessionRecord): SessionView {
     policy: view.policyOverride ?? context?.policy ?? null,
     policySource: view.policyOverride === null ? 'global' : 'session',
     queuedPrompts: view.queued.length + (context?.mailbox.length ?? 0),
+    steers: view.steers,
     ...(view.usage == null ? {} : { usage: { total: view.usage.total, byModel: view.usage.byModel } }),
     history: view.history.map((t) => ({ ...t, label: eventLabel(t.event, t.from) })),
     lastSeq: view.lastSeq,

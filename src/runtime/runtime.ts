@@ -6,7 +6,7 @@ import type { ApprovalVerdict } from './approvals/decide.ts';
 import { decideApproval, type ApprovalDecided } from './caller/approvals.ts';
 import { deleteSession, deletions, type DeletionRecord } from './caller/delete.ts';
 import { limitsView, pauseDispatch, resumeDispatch } from './caller/dispatch.ts';
-import { enqueue, type EnqueueHow } from './caller/enqueue.ts';
+import { enqueue, type Enqueued, type EnqueueHow } from './caller/enqueue.ts';
 import { callerParts, type CallerParts } from './caller/parts.ts';
 import { queuedPrompts, removeQueuedPrompt } from './caller/queued-prompts.ts';
 import { getPolicy, resetPolicy, setPolicy } from './caller/retry-policy.ts';
@@ -84,8 +84,7 @@ export class Runtime {
   pauseDispatch = (limit?: string): Promise<{ paused: string[] }> => pauseDispatch(this.#parts, limit);
   resumeDispatch = (limit?: string): Promise<{ paused: string[]; woken: number }> => resumeDispatch(this.#parts, limit);
   limitsView = (): Promise<{ paused: boolean; limits: FleetLimitView[] }> => limitsView(this.#parts);
-  enqueue = (input: unknown, how: EnqueueHow = {}): Promise<{ sessionId: string; turn: number; created: boolean }> =>
-    enqueue(this.#parts, input, how);
+  enqueue = (input: unknown, how: EnqueueHow = {}): Promise<Enqueued> => enqueue(this.#parts, input, how);
   retry = (sessionId: string): Promise<{ sessionId: string; turn: number; retryOf: number }> =>
     retry(this.#parts, sessionId);
   resumeParked = (

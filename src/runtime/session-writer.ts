@@ -106,6 +106,16 @@ export class SessionWriter {
     this.#pending.clearCancel = true;
   }
 
+  /**
+   * A pending steer was delivered: the message that says so and the steer's removal (its stored JSON) go in the
+   * same batch, so in the same fenced call (exactly once: a stale holder writes neither).
+   */
+  steerDelivered(turn: number, attempt: number, content: unknown, raw: string): void {
+    this.#pending.messages.push({ turn, attempt, type: 'prompt.steered', content: contentJson(content) });
+    this.#pending.steersDelivered.push(raw);
+    this.soon();
+  }
+
   agentState(field: string, value: string): void {
     this.#pending.agentState.push([field, value]);
   }
@@ -216,6 +226,7 @@ export class SessionWriter {
         usage: batch.usage,
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
         ...(batch.outbox.length === 0 ? {} : { outbox: batch.outbox }),
+        ...(batch.steersDelivered.length === 0 ? {} : { steersDelivered: batch.steersDelivered }),
       });
       if (batch.state === 'cancelled') cancelStage(this.#sessionId, 'written');
       callAll(landed);
@@ -262,6 +273,7 @@ function emptyBatch(): Batch {
     usage: [],
     trace: '',
     outbox: [],
+    steersDelivered: [],
   };
 }
 
@@ -276,6 +288,7 @@ function isEmpty(b: Batch): boolean {
     b.counters.length === 0 &&
     b.usage.length === 0 &&
     b.trace === '' &&
-    b.outbox.length === 0
+    b.outbox.length === 0 &&
+    b.steersDelivered.length === 0
   );
 }

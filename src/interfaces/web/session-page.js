@@ -158,7 +158,13 @@ function sessionView(main, sessionId) {
     if (!result.ok) return showIssues(promptForm, result);
     clearIssues(promptForm);
     promptInput.value = '';
-    showOk(promptForm, `queued as turn ${result.data.turn}`);
+    // A steer that went into the running turn has no turn of its own: its promptId is what inspect lists.
+    showOk(
+      promptForm,
+      result.data.steered === true
+        ? `steered into turn ${result.data.turn} (${result.data.promptId})`
+        : `queued as turn ${result.data.turn}`,
+    );
   });
 
   const workspace = workspacePanel(sessionId);

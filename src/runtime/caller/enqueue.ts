@@ -14,6 +14,18 @@ import { lifecycleKeys } from '../lifecycle/keys.ts';
 
 // Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
 
+/**
+ * A stored prompt: `promptId` names it (the log's `prompt.steered`, the queue's listing). `steered`: it was sent
+ * with whenBusy "steer" while a turn ran, so it went into that turn (`turn`) as a pending steer, not a new turn.
+ */
+export interface Enqueued {
+  sessionId: string;
+  turn: number;
+  created: boolean;
+  promptId: string;
+  steered: boolean;
+}
+
 /** How a prompt is added: `mustExist` refuses an unknown session; `owner` (a token and its maxSessions) holds a slot of its session cap for a new session. */
 export interface EnqueueHow {
   mustExist?: boolean;
@@ -26,11 +38,7 @@ export interface EnqueueHow {
  * Adds a prompt (creating the session unless `mustExist`). Refused with nothing written: InputError
  * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
  */
-export async function enqueue(
-  parts: CallerParts,
-  input: unknown,
-  how: EnqueueHow = {},
-): Promise<{ sessionId: string; turn: number; created: boolean }> {
+export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHow = {}): Promise<Enqueued> {
   const { request, policyJson, whenBusy, retentionMs, options } = await checkEnqueue(parts, input);
   const sessionId = request.sessionId ?? randomUUID();
   const create: Record<string, string> = {
@@ -98,18 +106,18 @@ export async function enqueue(
   if (result.jobId !== null) writes.push(parts.queue.addActivation(sessionId, result.jobId, result.priority));
   await Promise.all(writes);
   // A new activation means nobody holds the session: there is no one to tell.
-  if (result.jobId === null) await parts.bus.publish({ sessionId, kind: 'prompt' });
+  if (result.jobId === null) await parts.bus.publish({ sessionId, kind: result.steered ? 'steer' : 'prompt' });
   if (result.interrupted !== null) await deliverInterrupt(parts, sessionId, result);
   if (whenBusy !== 'enqueue')
     await parts.redis
       .hincrby(
         lifecycleKeys(parts.keys).counters,
-        whenBusyField(whenBusy, result.interrupted === null ? 'queued' : 'interrupted'),
+        whenBusyField(whenBusy, result.steered ? 'steered' : result.interrupted === null ? 'queued' : 'interrupted'),
         1,
       )
       // Silent: a metric only; the prompt is stored and delivered whether or not it is counted.
       .catch(() => undefined);
-  return { sessionId, turn: result.turn, created: result.created };
+  return { sessionId, turn: result.turn, created: result.created, promptId: prompt.id, steered: result.steered };
 }
 
 /** What checkEnqueue gives: the request as parsed, with what enqueue stores of it. */
@@ -173,7 +181,7 @@ export async function checkEnqueue(parts: CallerParts, input: unknown): Promise<
 }
 
 /** The strategies this version carries out; the others are refused with an InputError naming the field. */
-export const WHEN_BUSY_BUILT: readonly string[] = ['enqueue', 'reject', 'interrupt', 'rollback'];
+export const WHEN_BUSY_BUILT: readonly string[] = ['enqueue', 'steer', 'reject', 'interrupt', 'rollback'];
 
 /** The strategies a caller of this deployment can use: built in this version and allowed by its policy, in WHEN_BUSY's order. */
 export function whenBusyOffered(policy: Pick<DeploymentPolicy, 'whenBusy'>): WhenBusy[] {

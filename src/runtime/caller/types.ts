@@ -34,6 +34,8 @@ export interface SessionRecord {
   context: SessionContext | null;
   /** Prompts enqueued but not yet taken by the session's actor. */
   queued: Array<{ id: string; text: string; enqueuedAt: number }>;
+  /** Steers (whenBusy "steer") accepted for the running turn and not delivered yet, oldest first. */
+  steers: Array<{ id: string; text: string; acceptedAt: number }>;
   /** A transition that started a turn carries its prompt (see turn-prompts.ts). */
   history: Array<{ at: number; from: string; to: string; event: string; prompt?: TurnPrompt }>;
   lastSeq: number;

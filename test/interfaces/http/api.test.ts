@@ -163,7 +163,7 @@ describe('sessions', () => {
 
     const again = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'And again' });
     expect(again.status).toBe(202);
-    expect(again.body).toEqual({ sessionId: id, turn: 2 });
+    expect(again.body).toEqual({ sessionId: id, turn: 2, promptId: expect.any(String) });
     await turnEnded(h.runtime, id, 2);
     expect((await call('GET', `/api/sessions/${id}`)).body.turn).toMatchObject({ index: 2, status: 'completed' });
 
@@ -260,14 +260,24 @@ describe('sessions', () => {
     const bad = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'No', whenBusy: 'later' });
     expect(bad.status).toBe(400);
     expect(bad.body.issues.map((i: { field: string }) => i.field)).toEqual(['whenBusy']);
+    // A steer: 202 with its promptId, pending in the session view (the interrupt's turn takes it at its start).
+    const steer = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'Mind the tests', whenBusy: 'steer' });
+    expect(steer.status).toBe(202);
+    expect(steer.body).toEqual({ sessionId: id, turn: 1, promptId: expect.any(String), steered: true });
+    expect((await call('GET', `/api/sessions/${id}`)).body.steers).toEqual([
+      { id: steer.body.promptId, text: 'Mind the tests', acceptedAt: expect.any(Number) },
+    ]);
     const r = await call('POST', `/api/sessions/${id}/prompts`, {
       prompt: 'Instead',
       options: { model: 'text' },
       whenBusy: 'interrupt',
     });
     expect(r.status).toBe(202);
-    expect(r.body).toEqual({ sessionId: id, turn: 2 });
+    expect(r.body).toEqual({ sessionId: id, turn: 2, promptId: expect.any(String) });
     expect((await turnEnded(h.runtime, id, 2)).state).toBe('completed');
+    expect((await h.runtime.readMessages(id)).filter((m) => m.type === 'prompt.steered')).toMatchObject([
+      { turn: 2, attempt: 1, content: { promptId: steer.body.promptId, via: 'restart' } },
+    ]);
     const log = await h.runtime.readMessages(id);
     expect(log.filter((m) => m.turn === 1 && m.type.startsWith('terminal.')).map((m) => m.content)).toEqual([
       { reason: 'interrupted' },

@@ -80,9 +80,9 @@ describe('dashboard: the prompt form’s strategy menu', () => {
     await page.goto(`${strict.url}/sessions/${encodeURIComponent(sessionId)}`);
     await expect.poll(optionsOf, { timeout: 15_000 }).toEqual(['enqueue', 'interrupt']);
 
-    // This one allows all: the menu lists every strategy this version carries out (steer is not built yet).
+    // This one allows all: the menu lists every strategy this version carries out.
     await page.goto(`${server.url}/sessions/${encodeURIComponent(sessionId)}`);
-    await expect.poll(optionsOf, { timeout: 15_000 }).toEqual(['enqueue', 'interrupt', 'reject', 'rollback']);
+    await expect.poll(optionsOf, { timeout: 15_000 }).toEqual(['enqueue', 'steer', 'interrupt', 'reject', 'rollback']);
     await page.getByTestId('prompt-when-busy').selectOption('rollback');
     // Nothing runs: the form reads as a plain prompt.
     await expect.poll(() => page.getByTestId('prompt-title').textContent()).toBe('Add a prompt');
