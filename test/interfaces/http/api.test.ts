@@ -274,14 +274,27 @@ describe('sessions', () => {
     });
     expect(r.status).toBe(202);
     expect(r.body).toEqual({ sessionId: id, turn: 2, promptId: expect.any(String) });
-    expect((await turnEnded(h.runtime, id, 2)).state).toBe('completed');
-    expect((await h.runtime.readMessages(id)).filter((m) => m.type === 'prompt.steered')).toMatchObject([
-      { turn: 2, attempt: 1, content: { promptId: steer.body.promptId, via: 'restart' } },
-    ]);
+    // pi steers natively, once its turn has a first answer: turn 2 (one text answer) ends before it takes the
+    // steer, so the steer becomes the next turn (`via: "turn"`), not lost.
+    const steered = await until(
+      async () => {
+        const found = (await h.runtime.readMessages(id)).filter((m) => m.type === 'prompt.steered');
+        return found.length > 0 ? found : null;
+      },
+      60_000,
+      'the steer in the log',
+    );
+    expect(steered).toMatchObject([{ turn: 3, attempt: 0, content: { promptId: steer.body.promptId, via: 'turn' } }]);
     const log = await h.runtime.readMessages(id);
     expect(log.filter((m) => m.turn === 1 && m.type.startsWith('terminal.')).map((m) => m.content)).toEqual([
       { reason: 'interrupted' },
     ]);
+    expect(log.filter((m) => m.turn === 2 && m.type.startsWith('terminal.')).map((m) => m.type)).toEqual([
+      'terminal.completed',
+    ]);
+    // Turn 3 runs the session's long tool: cancelled, so the test leaves nothing running.
+    expect((await call('POST', `/api/sessions/${id}/cancel`, {})).status).toBe(202);
+    expect((await turnEnded(h.runtime, id, 3)).state).toBe('cancelled');
   });
 
   it('unknown ids are 404 on every session endpoint, as JSON', async () => {
