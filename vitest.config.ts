@@ -24,8 +24,8 @@ import { defineConfig } from 'vitest/config';
  *   whose limits, hub and tickets stay in `core`); the CLI bundle driven through every fast command
  *   with real pi turns (`bundle.test.ts`: the same commands run through the sources in `core`'s
  *   `runtime-commands.test.ts` and friends, and the package test runs the installed bundle); the
- *   dashboard's approval, delete and workspace buttons in a real browser (`approval-buttons`,
- *   `delete-button`, `workspace-buttons.test.ts`: the routes they call are tested over HTTP in `core`, and the
+ *   dashboard's approval, delete and workspace buttons and its Schedules page in a real browser (`approval-buttons`,
+ *   `delete-button`, `workspace-buttons`, `schedules-page.test.ts`: the routes they call are tested over HTTP in `core`, and the
  *   dashboard's other browser suites stay there); workspaces in the runtime (`workspaces*.test.ts`:
  *   off by default, the module's own suites under test/workspace/ stay in `core`) and retention's
  *   expiry timelines (`lifecycle/retention.test.ts`; deletion and the HTTP lifecycle stay in `core`).
@@ -40,7 +40,7 @@ import { defineConfig } from 'vitest/config';
  * `SESSIOND_TEST_SET` picks the set; `SESSIOND_TEST_BACKENDS` (read by test/support/runtime.ts) the backends.
  */
 const CLUSTER_VARIANTS = [
-  ...['crash', 'lease', 'backoff', 'cancel', 'enqueue'].map((name) => `test/runtime/${name}.test.ts`),
+  ...['crash', 'lease', 'backoff', 'cancel', 'enqueue', 'schedules'].map((name) => `test/runtime/${name}.test.ts`),
   'test/runtime/webhooks/delivery.test.ts',
 ];
 const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts', 'test/runtime/partitions.test.ts'];
@@ -119,6 +119,7 @@ const UNIT_SUITES = [
   'test/runtime/turn-prompts.test.ts',
   'test/runtime/webhooks/destination.test.ts',
   'test/config/webhooks.test.ts',
+  'test/runtime/schedules/spec.test.ts',
 ];
 const LONG_SUITES = [
   'test/chaos/chaos.test.ts',
@@ -129,6 +130,7 @@ const LONG_SUITES = [
   'test/interfaces/web/approval-buttons.test.ts',
   'test/interfaces/web/delete-button.test.ts',
   'test/interfaces/web/workspace-buttons.test.ts',
+  'test/interfaces/web/schedules-page.test.ts',
   // Moved from core for its budget: workspaces in the runtime (off by default; test/workspace/ stays
   // in core) and retention's expiry timelines (deletion and the HTTP lifecycle stay in core).
   'test/runtime/workspaces.test.ts',

@@ -1,10 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Queue, Worker } from 'bullmq';
+import { CANCEL_STAGES_CHANNEL, type CancelStageEvent } from '../src/process/cancel-stages.ts';
 import { createKeys } from '../src/runtime/keys.ts';
 import { ACTIVATION_JOB, JOB_OPTIONS, QUEUE_NAME } from '../src/runtime/queue.ts';
 import { Runtime, type SessionRecord } from '../src/runtime/runtime.ts';
@@ -85,6 +87,19 @@ const STUBBORN_SAMPLES = 30;
 const STUBBORN_BATCH = 4;
 const STUBBORN_STAGGER_MS = 250;
 const POLL_MS = 5;
+/** BENCH_CANCEL_STAGES=1: part 3 also says where each cancel's time went, stage by stage (src/process/cancel-stages.ts). */
+const CANCEL_STAGES = process.env.BENCH_CANCEL_STAGES === '1';
+const STAGE_ORDER = [
+  'bus',
+  'applied',
+  'signalled',
+  'exited',
+  'swept',
+  'ended',
+  'machine',
+  'written',
+  'observed',
+] as const;
 const TARGET_RATIO = 0.4;
 /** Everything, setup and teardown included, must end within this. */
 const TIME_LIMIT_MS = 10 * 60_000;
@@ -361,6 +376,8 @@ export interface CancelSample {
   observedMs: number;
   /** cancel() called → cancel() returned, in the client. */
   callMs: number;
+  /** With BENCH_CANCEL_STAGES=1: cancel() called → each stage, first seen after the call (ms). */
+  stagesMs?: Partial<Record<(typeof STAGE_ORDER)[number], number>>;
 }
 
 async function pollSession(
@@ -407,6 +424,17 @@ export async function cancelRun(
   const total = mode === 'cooperative' ? COOPERATIVE_SAMPLES : STUBBORN_SAMPLES;
   const batch = mode === 'cooperative' ? COOPERATIVE_BATCH : STUBBORN_BATCH;
   const samples: CancelSample[] = [];
+  const seen: CancelStageEvent[] = [];
+  const onStage = (event: unknown): void => void seen.push(event as CancelStageEvent);
+  if (CANCEL_STAGES) subscribe(CANCEL_STAGES_CHANNEL, onStage);
+  const stagesOf = (sessionId: string, calledAt: number, observedAt: number): CancelSample['stagesMs'] => {
+    const stages: NonNullable<CancelSample['stagesMs']> = { observed: observedAt - calledAt };
+    for (const { key, stage, at } of seen) {
+      if ((key === sessionId || key.endsWith(`.${sessionId}`)) && at >= calledAt && stages[stage] === undefined)
+        stages[stage] = Math.round((at - calledAt) * 10) / 10;
+    }
+    return stages;
+  };
 
   const measure = async (sessionId: string): Promise<CancelSample> => {
     const reply = client.request(side.prefix, sessionId);
@@ -437,6 +465,7 @@ export async function cancelRun(
       transitionMs: transition.at - calledAt,
       observedMs: observedAt - calledAt,
       callMs: Number(r.returnedAt) - calledAt,
+      ...(CANCEL_STAGES ? { stagesMs: stagesOf(sessionId, calledAt, observedAt) } : {}),
     };
   };
 
@@ -482,6 +511,7 @@ export async function cancelRun(
       );
     }
   }
+  if (CANCEL_STAGES) unsubscribe(CANCEL_STAGES_CHANNEL, onStage);
   // The worker gave every session back (nothing left running) and no fake agent survived.
   await withTimeout(
     (async () => {
@@ -499,6 +529,26 @@ export async function cancelRun(
     throw new BenchFailure(`${mode} worker reported problems:\n  ${side.problems.slice(0, 5).join('\n  ')}`);
   await side.close();
   return samples;
+}
+
+/** Each step from one stage of a cancel to the next (cancel() called first): p50 / p90 over the samples, ms. */
+function stageBreakdown(samples: readonly CancelSample[]): string {
+  let previous = 'called';
+  const steps: string[] = [];
+  for (const stage of STAGE_ORDER) {
+    const deltas = samples.flatMap((s) => {
+      const at = s.stagesMs?.[stage];
+      const from = previous === 'called' ? 0 : s.stagesMs?.[previous as (typeof STAGE_ORDER)[number]];
+      return at === undefined || from === undefined ? [] : [at - from];
+    });
+    steps.push(`${previous}→${stage} ${percentile(deltas, 50).toFixed(1)}/${percentile(deltas, 90).toFixed(1)}`);
+    previous = stage;
+  }
+  const slowest = samples.reduce<CancelSample | undefined>(
+    (a, b) => (a === undefined || (b.stagesMs?.observed ?? 0) > (a.stagesMs?.observed ?? 0) ? b : a),
+    undefined,
+  );
+  return `stages, p50/p90 ms: ${steps.join(', ')}; slowest sample, ms after cancel(): ${JSON.stringify(slowest?.stagesMs ?? {})}`;
 }
 
 // ---------------------------------------------------------------- the run
@@ -614,6 +664,7 @@ async function measureAll(
           `p50 ${percentile(t, 50)} ms, p99 ${percentile(t, 99)} ms, max ${Math.max(...t)} ms; ` +
           `seen by getSession p50 ${percentile(o, 50)} ms, p99 ${percentile(o, 99)} ms; cancel() call p50 ${percentile(c, 50)} ms`,
       );
+      if (CANCEL_STAGES) log(`    ${stageBreakdown(samples)}`);
     }
     log(
       `  checked: every cancel delivered to the holding worker, the partial output kept in the log, no fake agent process left`,

@@ -79,7 +79,14 @@ export class SessionBusyError extends ConflictError {
   }
 }
 
-export type QuotaLimit = 'maxQueuedPrompts' | 'maxLogMessages' | 'maxLogBytes' | 'maxSessions' | 'maxStreams';
+export type QuotaLimit =
+  | 'maxQueuedPrompts'
+  | 'maxLogMessages'
+  | 'maxLogBytes'
+  | 'maxSessions'
+  | 'maxStreams'
+  | 'maxSchedules'
+  | 'maxSchedulesPerCaller';
 
 /** A limit would be exceeded; nothing was written. `limit` names it. HTTP 429 (queued prompts, sessions or streams of a token) or 409 (message log). */
 export class QuotaError extends SessiondError {

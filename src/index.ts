@@ -39,6 +39,11 @@ export {
   type QueuedPrompt,
   type RedisOption,
   type RetryPolicyClient,
+  type ScheduleLimits,
+  type ScheduleRequest,
+  type ScheduleRun,
+  type SchedulesClient,
+  type ScheduleView,
   type SessionHandle,
   type SessionOwner,
   type SessionsClient,
@@ -64,6 +69,7 @@ export {
   type WorkerOptions,
 } from './api/worker.ts';
 export { defineAgent, type AgentAttempt, type AgentSpec, type DefinedAgent } from './api/define-agent.ts';
+export type { Steer, SteeringChannel } from './agents/shared/steering.ts';
 export type { WatchOptions } from './api/watch.ts';
 export type { MachineState, SessionState, StoredMessage } from './api/types.ts';
 export { SESSION_STATES } from './api/states.ts';
@@ -90,11 +96,13 @@ export {
   type AgentRetryContent,
   type ApprovalRequestedContent,
   type ApprovalDecidedContent,
+  type PromptSteeredContent,
   type ApprovalOption,
   type TerminalCompletedContent,
   type TerminalFailedContent,
   type TerminalCancelledContent,
   type WorkspaceUndoneContent,
+  type WorkspaceNotUndoneContent,
   type Usage,
 } from './protocol/index.ts';
 export { DEFAULT_RETRY_POLICY, RetryPolicySchema, type RetryPolicy, type RetryPolicyResult } from './retry/index.ts';

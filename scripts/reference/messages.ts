@@ -52,9 +52,17 @@ const MEANING: Record<CliMessageType, { type: string; text: string }> = {
     type: 'TerminalCancelledContent',
     text: "Terminal, sessiond's alone: the attempt was cancelled and its processes are gone.",
   },
+  'prompt.steered': {
+    type: 'PromptSteeredContent',
+    text: "sessiond's: a steer reached the running turn (`via` `native`: the agent's own channel; `restart`: the attempt stopped at a tool boundary and the turn went on with its text), or (`turn`, attempt 0) the turn ended first and it became turn `turn`.",
+  },
   'workspace.undone': {
     type: 'WorkspaceUndoneContent',
-    text: "sessiond's, outside any attempt: turn `turn` was undone; the files and conversation are turn `to`'s again.",
+    text: 'sessiond\'s, outside any attempt: turn `turn` was undone; the files and conversation are turn `to`\'s again (`rollback`: taken back by a prompt sent with `whenBusy: "rollback"`).',
+  },
+  'workspace.not_undone': {
+    type: 'WorkspaceNotUndoneContent',
+    text: 'sessiond\'s, outside any attempt: turn `turn` was interrupted by a prompt sent with `whenBusy: "rollback"` but not taken back (`reason`: why, e.g. no workspace); its files and conversation stay.',
   },
 };
 

@@ -17,8 +17,8 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
   const session = (sessionId: string): SessionHandle => ({
     ...sessionReader(runtime.reads, sessionId),
     prompt: async (request) => {
-      const { turn } = await runtime.enqueue({ ...request, sessionId }, { mustExist: true });
-      return { sessionId, turn };
+      const { turn, promptId, steered } = await runtime.enqueue({ ...request, sessionId }, { mustExist: true });
+      return { sessionId, turn, promptId, steered };
     },
     cancel: (reason) => runtime.cancel(sessionId, reason),
     retry: () => runtime.retry(sessionId),
@@ -61,6 +61,15 @@ export function clientOver(runtime: Runtime, onClose: () => void | Promise<void>
       policy: () => runtime.resolvedPolicy(),
       workers: () => runtime.workers(),
       bullQueue: () => runtime.bullQueue(),
+    },
+    schedules: {
+      add: (request, o = {}) => runtime.addSchedule(request, o),
+      list: () => runtime.listSchedules(),
+      get: (id) => runtime.getSchedule(id),
+      remove: (id) => runtime.removeSchedule(id),
+      pause: (id) => runtime.pauseSchedule(id),
+      resume: (id) => runtime.resumeSchedule(id),
+      runs: (id) => runtime.scheduleRuns(id),
     },
     async close() {
       await runtime.close();

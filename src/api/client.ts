@@ -4,6 +4,7 @@ import type { RetryPolicy, RetryPolicyResult } from '../retry/index.ts';
 import type { ApprovalVerdict } from '../runtime/approvals/decide.ts';
 import type { StoredApproval } from '../runtime/approvals/store.ts';
 import type { EnqueueRequest } from '../runtime/enqueue-request.ts';
+import type { Enqueued } from '../runtime/caller/enqueue.ts';
 import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
 import type { ImportResult } from '../runtime/lifecycle/transfer.ts';
@@ -27,6 +28,7 @@ import { bindClient } from './bind.ts';
 import type { DefinedAgent } from './define-agent.ts';
 import { registerAgent } from '../agents/registry.ts';
 import { deploymentPolicy } from '../runtime/deployment-policy.ts';
+import type { ScheduleLimits, ScheduleRequest, ScheduleRun, ScheduleView } from '../runtime/schedules/spec.ts';
 
 /** A session's retention and quotas (docs/concepts.md "lifecycle"): the operator's, never a caller's. */
 export type LifecycleOptions = LifecycleLimits;
@@ -43,6 +45,8 @@ export interface ClientOptions {
   workspace?: string;
   /** Retention and quotas (as `lifecycle` in the config file). */
   lifecycle?: Partial<LifecycleOptions>;
+  /** Bounds on schedules (as `schedules` in the config file): `maxSchedules`, `maxPerCaller`, `minIntervalMs`. */
+  schedules?: Partial<ScheduleLimits>;
   /** The deployment's workspaces (as `workspaces` in the config file): what exporting, importing, forking and diffing a session's workspace read. */
   workspaces?: WorkspaceConfig;
 }
@@ -66,6 +70,10 @@ export type {
   SessionView,
   StoredApproval,
   WorkerHeartbeat,
+  ScheduleLimits,
+  ScheduleRequest,
+  ScheduleRun,
+  ScheduleView,
 };
 
 /**
@@ -84,10 +92,7 @@ export interface SessionsClient extends SessionsReader {
    * runs it. Refused with nothing written: InputError, ConflictError (being deleted), QuotaError. With `owner`,
    * a new session takes a slot of that owner's session cap (QuotaError `maxSessions` when it has none left).
    */
-  enqueue(
-    request: EnqueueRequest,
-    options?: { owner?: SessionOwner },
-  ): Promise<{ sessionId: string; turn: number; created: boolean }>;
+  enqueue(request: EnqueueRequest, options?: { owner?: SessionOwner }): Promise<Enqueued>;
   /** Restores an archive (as `as`, default its own id). Under a new id the copy's agent conversation is `forked` (continues the original's) or `new`. */
   import(archive: string, options?: { as?: string }): Promise<ImportResult>;
   /** Cancels every session in `state` (queued, running, backoff, parked), optionally of one agent; `dryRun` only lists them. */
@@ -115,7 +120,7 @@ export interface SessionHandle extends SessionReader {
   /** Adds a prompt to this existing session (NotFoundError otherwise): its next turn. */
   prompt(
     request: Omit<EnqueueRequest, 'sessionId' | 'retryPolicy' | 'retention'>,
-  ): Promise<{ sessionId: string; turn: number }>;
+  ): Promise<{ sessionId: string; turn: number; promptId: string; steered: boolean }>;
   /** Cancels the current turn wherever it runs. */
   cancel(reason?: string): Promise<{ delivered: 'worker' | 'activation' }>;
   /**
@@ -184,6 +189,31 @@ export interface RetryPolicyClient {
   reset(options?: { sessionId?: string }): Promise<RetryPolicy>;
 }
 
+/**
+ * Schedules (docs/schedules.md): a prompt enqueued on a timing (`cron` with `tz`, or `every`) into one session or a
+ * new session per firing, fired by the workers (one firing per tick fleet-wide). Contract: input is validated first
+ * and refused with an InputError naming the field, nothing written; an unknown id is a NotFoundError.
+ */
+export interface SchedulesClient {
+  /**
+   * Adds a schedule; each firing is the enqueue `request` describes, checked now as that enqueue would be. `caller`
+   * (default `local`) counts against the deployment's per-caller limit; `owner`'s session cap holds each new session.
+   * QuotaError `maxSchedules` / `maxSchedulesPerCaller` at a limit, ConflictError for an id taken.
+   */
+  add(request: ScheduleRequest, options?: { caller?: string; owner?: SessionOwner }): Promise<ScheduleView>;
+  /** Every schedule, oldest first, with its next run, its last run and outcome, and its firings by outcome. */
+  list(): Promise<ScheduleView[]>;
+  get(id: string): Promise<ScheduleView>;
+  /** It fires no more (a firing under way finishes). */
+  remove(id: string): Promise<{ id: string; removed: true }>;
+  /** No firing until resumed (ConflictError for an ended schedule). */
+  pause(id: string): Promise<ScheduleView>;
+  /** Fires again from its timing's next tick (the ticks missed while paused are not made up). */
+  resume(id: string): Promise<ScheduleView>;
+  /** Its last firings (at most 100), newest first: when, the tick, the outcome, the session and turn it made. */
+  runs(id: string): Promise<ScheduleRun[]>;
+}
+
 /** Dispatch: whether workers start attempts, fleet-wide or under one fleet limit. */
 export interface DispatchClient {
   /** Stops starting attempts (fleet-wide, or under the fleet limit named `limit`): running turns finish, cancels still work. */
@@ -212,6 +242,7 @@ export interface Client extends Reader {
   retryPolicy: RetryPolicyClient;
   dispatch: DispatchClient;
   deployment: DeploymentClient;
+  schedules: SchedulesClient;
   /** Closes every connection this client opened. */
   close(): Promise<void>;
 }
@@ -233,6 +264,7 @@ export function createClient(options: ClientOptions): Client {
       ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
       ...(options.lifecycle === undefined ? {} : { limits: options.lifecycle }),
       ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
+      ...(options.schedules === undefined ? {} : { schedules: options.schedules }),
       // The agents registered and the policy resolved on first enqueue (a read loads neither).
       policy: async () => {
         for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);

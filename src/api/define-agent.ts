@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { AgentDefinition } from '../agents/agent-definition.ts';
 import type { PermissionKnobs } from '../policy/knobs.ts';
 import { CliMessageSchema, type CliMessage } from '../protocol/index.ts';
+import type { SteeringChannel } from '../agents/shared/steering.ts';
 
 /** What one attempt of a custom agent gets. */
 export interface AgentAttempt<Options> {
@@ -13,6 +14,11 @@ export interface AgentAttempt<Options> {
   agentSessionId: string | null;
   /** Aborted when the attempt must stop (cancel, idle timeout, worker shutdown): stop, then return. */
   signal: AbortSignal;
+  /**
+   * With `steering: 'native'`: the steers sent to the running turn (whenBusy "steer"), oldest first, then new
+   * ones; call `delivered(promptId)` once the agent has taken one into its turn. Absent otherwise.
+   */
+  steering?: SteeringChannel;
 }
 
 export interface AgentSpec<Schema extends z.ZodType<Record<string, unknown>>> {
@@ -29,6 +35,12 @@ export interface AgentSpec<Schema extends z.ZodType<Record<string, unknown>>> {
   run(attempt: AgentAttempt<z.infer<Schema>>): AsyncIterable<CliMessage>;
   /** Its privileges, for the deployment policy (default: none to bound). */
   permissions?: PermissionKnobs;
+  /**
+   * `native`: `run` takes steers into its running turn itself (`attempt.steering`). Absent: a steer stops the
+   * attempt at its next tool boundary (a `tool.completed` or `tool.failed` with no call open) and the agent runs
+   * again, resuming its session, with the steer's text as the prompt.
+   */
+  steering?: 'native';
 }
 
 /** An agent made by defineAgent: give it to `createWorker({ agents })` (and `createClient({ agents })`). */
@@ -61,6 +73,7 @@ export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(s
   const definition: AgentDefinition = {
     callerOptions: spec.options as unknown as AgentDefinition['callerOptions'],
     permissions: spec.permissions ?? {},
+    ...(spec.steering === 'native' ? { steering: 'native' as const } : {}),
     run: (request, context) =>
       checkedMessages(
         spec.name,
@@ -69,6 +82,7 @@ export function defineAgent<Schema extends z.ZodType<Record<string, unknown>>>(s
           options: request.options as z.infer<Schema> & { cwd?: string },
           agentSessionId: request.resumeSessionId,
           signal: context.signal ?? new AbortController().signal,
+          ...(context.steering === undefined ? {} : { steering: context.steering }),
         }),
       ),
     // `sessiond normalize` of a custom agent's output: one CliMessage as JSON per line.

@@ -147,6 +147,8 @@ export function createWorker(options: WorkerOptions): Worker {
     ...(options.lifecycle?.retentionMs === undefined ? {} : { retentionMs: options.lifecycle.retentionMs }),
     ...(options.lifecycle?.maxLogMessages === undefined ? {} : { maxLogMessages: options.lifecycle.maxLogMessages }),
     ...(options.lifecycle?.maxLogBytes === undefined ? {} : { maxLogBytes: options.lifecycle.maxLogBytes }),
+    // A schedule's firing is an enqueue under the same lifecycle limits.
+    ...(options.lifecycle === undefined ? {} : { callerLimits: options.lifecycle }),
     ...(options.egress === undefined ? {} : { egress: options.egress }),
     ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
     log: (level, message, fields) => {

@@ -1,4 +1,11 @@
-import { LIFECYCLE_DEFAULTS, QUEUE_DEFAULTS, defaultStateDir, type LifecycleLimits } from './defaults.ts';
+import {
+  LIFECYCLE_DEFAULTS,
+  QUEUE_DEFAULTS,
+  SCHEDULE_DEFAULTS,
+  defaultStateDir,
+  type LifecycleLimits,
+  type ScheduleLimits,
+} from './defaults.ts';
 import { PREFIX_PATTERN } from './raw.ts';
 import { parseRedisTarget } from './redis-url.ts';
 import type { Config } from './config.ts';
@@ -12,6 +19,8 @@ export interface ClientSettings {
   stateDir: string;
   queuePartitions: number;
   lifecycle: LifecycleLimits;
+  /** Bounds on schedules (config `schedules`). */
+  schedules: ScheduleLimits;
   fleetLimits: readonly LimitRule[];
   /** The local caller's tenant and highest priority (config `caller`). */
   caller: CallerIdentity;
@@ -40,6 +49,7 @@ export function plainClientSettings(raw: Record<string, unknown>): ClientSetting
     stateDir: stateDir ?? defaultStateDir(),
     queuePartitions: QUEUE_DEFAULTS.partitions,
     lifecycle: { ...LIFECYCLE_DEFAULTS },
+    schedules: { ...SCHEDULE_DEFAULTS },
     fleetLimits: [],
     caller: DEFAULT_CALLER,
   };
@@ -61,6 +71,11 @@ export function clientSettingsOf(config: Config): ClientSettings {
       maxArchiveBytes: l.maxArchiveBytes,
       maxArchiveLineBytes: l.maxArchiveLineBytes,
       maxLogBytes: l.maxLogBytes,
+    },
+    schedules: {
+      maxSchedules: config.schedules.max,
+      maxPerCaller: config.schedules.maxPerCaller,
+      minIntervalMs: config.schedules.minInterval,
     },
     fleetLimits: config.limits,
     caller: config.caller,

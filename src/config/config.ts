@@ -9,6 +9,7 @@ import {
   defaultStateDir,
   HTTP_DEFAULTS,
   LIFECYCLE_DEFAULTS,
+  SCHEDULE_DEFAULTS,
   QUEUE_DEFAULTS,
   SHUTDOWN_GRACE_MS,
   SWEEP_INTERVAL_MS,
@@ -187,6 +188,14 @@ export const ConfigSchema = z.strictObject({
       maxArchiveLineBytes: integer(1024, 1024 * 1024 * 1024).default(LIFECYCLE_DEFAULTS.maxArchiveLineBytes),
       maxLogBytes: integer(4096, 1_099_511_627_776).default(LIFECYCLE_DEFAULTS.maxLogBytes),
       sweepInterval: duration(100, 3_600_000).default(SWEEP_INTERVAL_MS),
+    })
+    .prefault({}),
+  /** Bounds on schedules (src/runtime/schedules/): how many the deployment and each caller hold, the shortest interval. */
+  schedules: z
+    .strictObject({
+      max: integer(1, 1_000_000).default(SCHEDULE_DEFAULTS.maxSchedules),
+      maxPerCaller: integer(1, 1_000_000).default(SCHEDULE_DEFAULTS.maxPerCaller),
+      minInterval: duration(1000, 86_400_000).default(SCHEDULE_DEFAULTS.minIntervalMs),
     })
     .prefault({}),
   /**

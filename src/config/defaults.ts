@@ -157,6 +157,34 @@ export const WORKSPACE_DEFAULTS = {
   maxSnapshots: 10_000,
 };
 
+/** Bounds on schedules (config `schedules.*`, src/runtime/schedules/). */
+export interface ScheduleLimits {
+  /** Schedules the deployment holds at most. */
+  maxSchedules: number;
+  /** Schedules one caller (a token, or `local`) holds at most. */
+  maxPerCaller: number;
+  /** The shortest time between two firings of a schedule. */
+  minIntervalMs: number;
+}
+
+export const SCHEDULE_DEFAULTS: ScheduleLimits = {
+  /**
+   * Schedules the deployment holds at most.
+   * @default 1000
+   */
+  maxSchedules: 1000,
+  /**
+   * Schedules one caller (a token, or `local`) holds at most.
+   * @default 100
+   */
+  maxPerCaller: 100,
+  /**
+   * The shortest time between two firings of a schedule.
+   * @default 60_000 (1 min)
+   */
+  minIntervalMs: MINUTE,
+};
+
 /** The activation queue (config `queue.*`). */
 export const QUEUE_DEFAULTS = {
   /**

@@ -143,6 +143,10 @@ function createAgentProcess(
   subprocess.stderr.on('data', (chunk: Buffer) => tail.push(chunk));
 
   let exitInfo: ExitInfo | null = null;
+  /** How the spawned process itself (bwrap, in a bubblewrap sandbox) ended: null until it was reaped. */
+  let ownExit: { signal: NodeJS.Signals | null } | null = null;
+  /** The sandbox's init reported the agent's exit (on its way out itself). */
+  let reported = false;
   let stopReason: StopReason | null = null;
   let stopRun: Promise<void> | null = null;
   let linesTaken = false;
@@ -157,9 +161,11 @@ function createAgentProcess(
 
   const exited = new Promise<ExitInfo>((resolve) => {
     subprocess.once('exit', (exitCode: number | null, signal: NodeJS.Signals | null) => {
+      ownExit = { signal };
       void (async () => {
         // In a sandbox, the agent's own exit (code or signal) is what its init reported.
         const status = pipes === null ? null : await pipes.status;
+        reported = status !== null;
         exitInfo = status === null ? { exitCode, signal, stopReason } : { ...status, stopReason };
         idle?.cancel();
         void launch.close();
@@ -206,6 +212,11 @@ function createAgentProcess(
         hasExited: () => exitInfo !== null,
         exited,
         cgroup,
+        // The init reported the agent's exit and left; bwrap exits by itself only after it reaped that init (pid 1
+        // of the agent's PID namespace, which every process of the tree is in: launch.ts), and the kernel completes
+        // the exit of a namespace's init only once every other process of it is gone. Killed by a signal, bwrap
+        // may have gone first (its init dies of --die-with-parent afterwards): swept then.
+        treeGone: () => launch.mode === 'bwrap' && reported && ownExit !== null && ownExit.signal === null,
       });
       return stopRun;
     },

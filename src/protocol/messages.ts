@@ -81,6 +81,16 @@ export const ApprovalDecidedContentSchema = z.object({
   reason: z.string().optional(),
 });
 
+export const PromptSteeredContentSchema = z.object({
+  /** The id the caller got when the steer was accepted. */
+  promptId: z.string(),
+  via: z.enum(['native', 'restart', 'turn']),
+  /** When it was delivered (native, restart) or made a turn of its own (turn). */
+  at: z.number(),
+  /** `via: "turn"`: the turn it became. */
+  turn: z.number().int().optional(),
+});
+
 export const CliMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('session.started'), content: SessionContent }),
   z.object({ type: z.literal('session.resumed'), content: SessionContent }),
@@ -109,6 +119,12 @@ export const CliMessageSchema = z.discriminatedUnion('type', [
   }),
   z.object({ type: z.literal('approval.requested'), content: ApprovalRequestedContentSchema }),
   z.object({ type: z.literal('approval.decided'), content: ApprovalDecidedContentSchema }),
+  /**
+   * sessiond, not the agent: a steer (a prompt sent with whenBusy "steer") reached the turn: `native` through the
+   * agent's own channel, `restart` by stopping the attempt at a tool boundary and going on with its text in the
+   * same turn; `turn` (attempt 0 of turn `turn`): the turn it was sent to ended first, so it became that turn.
+   */
+  z.object({ type: z.literal('prompt.steered'), content: PromptSteeredContentSchema }),
   z.object({
     type: z.literal('terminal.completed'),
     content: z.object({
@@ -130,7 +146,21 @@ export const CliMessageSchema = z.discriminatedUnion('type', [
    */
   z.object({
     type: z.literal('workspace.undone'),
-    content: z.object({ turn: z.number().int(), to: z.number().int(), snapshot: z.string() }),
+    content: z.object({
+      turn: z.number().int(),
+      to: z.number().int(),
+      snapshot: z.string(),
+      /** Taken back by a prompt sent with `whenBusy: "rollback"` (the turn was interrupted), not by `sessiond undo`. */
+      rollback: z.boolean().optional(),
+    }),
+  }),
+  /**
+   * sessiond, not the agent: turn `turn` was interrupted by a prompt sent with `whenBusy: "rollback"` but could not
+   * be taken back (`reason`: why, e.g. the session runs without a workspace); its files and conversation stay.
+   */
+  z.object({
+    type: z.literal('workspace.not_undone'),
+    content: z.object({ turn: z.number().int(), reason: z.string() }),
   }),
 ]);
 
@@ -162,12 +192,16 @@ export type AgentRetryContent = ContentOf<'agent.retry'>;
 export type ApprovalRequestedContent = ContentOf<'approval.requested'>;
 /** `approval.decided`: its decision, and who made it. */
 export type ApprovalDecidedContent = ContentOf<'approval.decided'>;
+/** `prompt.steered`: sessiond's: a steer reached the turn (or became the next one). */
+export type PromptSteeredContent = ContentOf<'prompt.steered'>;
 /** `terminal.completed`: the attempt answered; the turn completed. */
 export type TerminalCompletedContent = ContentOf<'terminal.completed'>;
 /** `terminal.cancelled`: sessiond's: the attempt was cancelled and its processes are gone. */
 export type TerminalCancelledContent = ContentOf<'terminal.cancelled'>;
 /** `workspace.undone`: sessiond's: a turn was taken back. */
 export type WorkspaceUndoneContent = ContentOf<'workspace.undone'>;
+/** `workspace.not_undone`: sessiond's: a turn a rollback interrupted was not taken back. */
+export type WorkspaceNotUndoneContent = ContentOf<'workspace.not_undone'>;
 
 export const MESSAGE_TYPES = CliMessageSchema.options.map((o) => o.shape.type.value) as readonly CliMessageType[];
 

@@ -39,11 +39,31 @@ export function webhookField(outcome: 'delivered' | 'failed' | 'refused' | 'dead
 
 /**
  * The fleet counter field of a prompt stored with a `whenBusy` other than `enqueue` (added to the totals directly,
- * after the prompt is stored): `effect` `interrupted` when it asked the running turn to stop, `queued` when the
- * session was not busy or nothing ran to stop. A rejected prompt writes nothing, this counter included.
+ * after the prompt is stored): `effect` `interrupted` when it asked the running turn to stop, `steered` when it
+ * went into the running turn as a pending steer, `queued` when the session was not busy or nothing ran to stop.
+ * A rejected prompt writes nothing, this counter included.
  */
-export function whenBusyField(strategy: string, effect: 'interrupted' | 'queued'): string {
+export function whenBusyField(strategy: string, effect: 'interrupted' | 'steered' | 'queued'): string {
   return `whenBusy|${strategy}|${effect}`;
+}
+
+/** The fleet counter field of a schedule's firing, by its outcome (schedules/fire.ts; added to the totals directly). */
+export function scheduleFiringField(outcome: string): string {
+  return `schedule|${outcome}`;
+}
+
+/** The buckets (seconds) of the steer latency histogram (sessiond_steer_latency_seconds). */
+export const STEER_LATENCY_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300] as const;
+
+/**
+ * The session counter field of one delivered steer's latency (accepted → delivered): `steerLatency|<le>`, the
+ * smallest bucket bound it fits (`+Inf` past the last). Counted in the same fenced write as the delivery, so once;
+ * the metrics observe each at its bucket's bound (a histogram's buckets exact, its sum approximate).
+ */
+export function steerLatencyField(ms: number): string {
+  const seconds = Math.max(0, ms) / 1000;
+  const le = STEER_LATENCY_BUCKETS.find((bound) => seconds <= bound);
+  return `steerLatency|${le === undefined ? '+Inf' : String(le)}`;
 }
 
 /** A parsed counter field (null: not one of ours). */
@@ -56,9 +76,17 @@ export function parseField(
   | { kind: 'egress'; reason: string }
   | { kind: 'webhooks'; outcome: string }
   | { kind: 'whenBusy'; strategy: string; effect: string }
+  | { kind: 'schedule'; outcome: string }
+  | { kind: 'steerLatency'; seconds: number }
   | null {
   const parts = field.split('|');
   if (parts[0] === 'webhooks' && parts.length === 2) return { kind: 'webhooks', outcome: parts[1] ?? '' };
+  if (parts[0] === 'schedule' && parts.length === 2) return { kind: 'schedule', outcome: parts[1] ?? '' };
+  if (parts[0] === 'steerLatency' && parts.length === 2) {
+    const last = STEER_LATENCY_BUCKETS[STEER_LATENCY_BUCKETS.length - 1] ?? 300;
+    const seconds = parts[1] === '+Inf' ? last * 2 : Number(parts[1]);
+    return Number.isFinite(seconds) ? { kind: 'steerLatency', seconds } : null;
+  }
   if (parts[0] === 'whenBusy' && parts.length === 3)
     return { kind: 'whenBusy', strategy: parts[1] ?? '', effect: parts[2] ?? '' };
   if (parts[0] === 'egress' && parts.length === 2) return { kind: 'egress', reason: parts[1] ?? '' };

@@ -34,6 +34,7 @@ export const EnqueueRequestSchema = z.strictObject({
   whenBusy: z.enum(WHEN_BUSY, { error: `must be one of ${WHEN_BUSY.join(', ')}` }).optional(),
 });
 export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
+export type EnqueueRequestOutput = z.output<typeof EnqueueRequestSchema>;
 
 /** A ZodError's issues as InputError fields (`options.cwd`, `(body)` for the whole). */
 export function zodIssues(

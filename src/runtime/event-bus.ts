@@ -1,9 +1,20 @@
 import type { Redis } from 'ioredis';
+import { cancelStage } from '../process/cancel-stages.ts';
 import type { Keys } from './keys.ts';
 
 /** `agent-wait` (session `*`): a worker handed back a session for an agent it lacks; those offering it wake it. */
 export type SessionEventKind =
-  'prompt' | 'cancel' | 'policy' | 'delete' | 'dispatch' | 'unqueue' | 'approval' | 'resume' | 'agent-wait';
+  | 'prompt'
+  | 'cancel'
+  | 'policy'
+  | 'delete'
+  | 'dispatch'
+  | 'unqueue'
+  | 'approval'
+  | 'resume'
+  | 'agent-wait'
+  /** A steer was accepted for the session's running turn (its attempt's steering reads the pending steers). */
+  | 'steer';
 
 export interface BusEvent {
   sessionId: string;
@@ -41,6 +52,7 @@ export class EventBus {
         // Not an event of ours: the bus is best effort, what matters is in Redis.
         return;
       }
+      if (event.kind === 'cancel') cancelStage(event.sessionId, 'bus');
       for (const listener of this.#all) listener(event);
       for (const listener of this.#listeners.get(event.sessionId) ?? []) listener(event);
     });

@@ -7,6 +7,7 @@ import type { SessionState } from '../api/types.ts';
 import type { SessionRecord } from './caller/types.ts';
 import type { TurnPrompt } from './turn-prompts.ts';
 import type { UsageTotals } from './usage/usage.ts';
+import { scheduleOfPrompt } from './schedules/prompt-id.ts';
 
 export type TurnStatusView = 'queued' | 'running' | 'backoff' | 'parked' | 'completed' | 'failed' | 'cancelled';
 
@@ -26,6 +27,8 @@ export interface SessionView {
     index: number;
     status: TurnStatusView;
     prompt: string | null;
+    /** The schedule whose firing (for the tick `tick`, epoch ms) enqueued this turn's prompt (docs/schedules.md). */
+    schedule?: { id: string; tick: number };
     failureReason?: TurnFailureReason;
     cancelReason?: string;
     attempts: Array<{
@@ -65,6 +68,8 @@ export interface SessionView {
   policy: RetryPolicy | null;
   policySource: 'session' | 'global';
   queuedPrompts: number;
+  /** Steers (whenBusy "steer") accepted for the running turn and not delivered yet, oldest first (`id`: the promptId). */
+  steers: Array<{ id: string; text: string; acceptedAt: number }>;
   /** `event`: the machine's own name (`xstate.after…`, `session.cancel`); `label`: the same in words. */
   history: Array<{ at: number; from: string; to: string; event: string; label: string; prompt?: TurnPrompt }>;
   lastSeq: number;
@@ -109,6 +114,7 @@ export function summarize(view: SessionRecord): SessionView {
       index: taken + (context?.mailbox.length ?? 0) + view.queued.length,
       status: 'queued',
       prompt: next?.text ?? null,
+      ...scheduleField(next?.id),
       attempts: [],
       attemptsCounted: 0,
     };
@@ -119,6 +125,7 @@ export function summarize(view: SessionRecord): SessionView {
       index: turn.index,
       status,
       prompt: turn.text,
+      ...scheduleField(turn.promptId),
       ...(turn.failureReason === null ? {} : { failureReason: turn.failureReason }),
       ...(turn.cancelReason === null || status !== 'cancelled' ? {} : { cancelReason: turn.cancelReason }),
       attempts: turn.attempts.map((a) => ({
@@ -162,6 +169,7 @@ export function summarize(view: SessionRecord): SessionView {
     policy: view.policyOverride ?? context?.policy ?? null,
     policySource: view.policyOverride === null ? 'global' : 'session',
     queuedPrompts: view.queued.length + (context?.mailbox.length ?? 0),
+    steers: view.steers,
     ...(view.usage == null ? {} : { usage: { total: view.usage.total, byModel: view.usage.byModel } }),
     history: view.history.map((t) => ({ ...t, label: eventLabel(t.event, t.from) })),
     lastSeq: view.lastSeq,
@@ -200,4 +208,9 @@ function usageOf(usage: UsageTotals | undefined): { usage?: UsageTotals } {
 /** The latest turn has reached its final state and no prompt waits: nothing more will be written until a new prompt. */
 export function isSettled(summary: SessionSummary): boolean {
   return summary.queuedPrompts === 0 && summary.turn !== null && isSettledState(summary.turn.status);
+}
+
+function scheduleField(promptId: string | undefined): { schedule?: { id: string; tick: number } } {
+  const schedule = scheduleOfPrompt(promptId);
+  return schedule === null ? {} : { schedule };
 }

@@ -30,7 +30,8 @@ export type SessionPart =
   | 'agent'
   | 'active'
   | 'approvals'
-  | 'counters';
+  | 'counters'
+  | 'steers';
 
 export interface Keys {
   readonly prefix: string;

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { STEER_LATENCY_BUCKETS } from './counters.ts';
 
 /** The metric families of sessiond's Prometheus metrics (names, help, labels, buckets), one registry's. */
 export interface MetricFamilies {
@@ -7,6 +8,7 @@ export interface MetricFamilies {
   readonly retries: Counter<'category'>;
   readonly turnDuration: Histogram<'status'>;
   readonly cancelLatency: Histogram;
+  readonly steerLatency: Histogram;
   readonly queueJobs: Gauge<'state'>;
   readonly workers: Gauge;
   readonly approvalsWaiting: Gauge;
@@ -17,6 +19,7 @@ export interface MetricFamilies {
   readonly quotaWalls: Counter<'attempts'>;
   readonly egressRefused: Counter<'reason'>;
   readonly whenBusy: Counter<'strategy' | 'effect'>;
+  readonly scheduleFirings: Counter<'outcome'>;
   readonly parkedNextReset: Gauge;
   readonly webhookDeliveries: Counter<'outcome'>;
   readonly webhookDeadLetters: Gauge;
@@ -58,6 +61,12 @@ export function metricFamilies(registry: Registry): MetricFamilies {
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 30],
       registers,
     }),
+    steerLatency: new Histogram({
+      name: 'sessiond_steer_latency_seconds',
+      help: 'From a steer (whenBusy "steer") being accepted to the running turn having it (prompt.steered, native or restart); each counted at its bucket bound',
+      buckets: [...STEER_LATENCY_BUCKETS],
+      registers,
+    }),
     queueJobs: new Gauge({
       name: 'sessiond_queue_jobs',
       help: 'BullMQ activation jobs by queue state',
@@ -95,8 +104,14 @@ export function metricFamilies(registry: Registry): MetricFamilies {
     }),
     whenBusy: new Counter({
       name: 'sessiond_prompts_when_busy_total',
-      help: 'Prompts stored with a whenBusy strategy other than enqueue, by strategy and effect (interrupted: the running turn was asked to stop; queued: nothing ran to stop); a rejected prompt writes nothing and is not counted',
+      help: 'Prompts stored with a whenBusy strategy other than enqueue, by strategy and effect (interrupted: the running turn was asked to stop; steered: a pending steer of the running turn; queued: nothing ran to stop or steer); a rejected prompt writes nothing and is not counted',
       labelNames: ['strategy', 'effect'],
+      registers,
+    }),
+    scheduleFirings: new Counter({
+      name: 'sessiond_schedule_firings_total',
+      help: "Schedules' firings, by outcome (enqueued, rejected_busy: whenBusy reject found the session busy, refused: the enqueue was refused, session_deleted: the schedule ended, failed)",
+      labelNames: ['outcome'],
       registers,
     }),
     parkedNextReset: new Gauge({

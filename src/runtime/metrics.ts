@@ -234,6 +234,9 @@ export class RuntimeMetrics {
       else if (parsed?.kind === 'webhooks') this.#metrics.webhookDeliveries.inc({ outcome: parsed.outcome }, added);
       else if (parsed?.kind === 'whenBusy')
         this.#metrics.whenBusy.inc({ strategy: parsed.strategy, effect: parsed.effect }, added);
+      else if (parsed?.kind === 'schedule') this.#metrics.scheduleFirings.inc({ outcome: parsed.outcome }, added);
+      else if (parsed?.kind === 'steerLatency')
+        for (let n = 0; n < added; n++) this.#metrics.steerLatency.observe(parsed.seconds);
     }
   }
 

@@ -6,7 +6,7 @@ import type { ApprovalVerdict } from './approvals/decide.ts';
 import { decideApproval, type ApprovalDecided } from './caller/approvals.ts';
 import { deleteSession, deletions, type DeletionRecord } from './caller/delete.ts';
 import { limitsView, pauseDispatch, resumeDispatch } from './caller/dispatch.ts';
-import { enqueue, type EnqueueHow } from './caller/enqueue.ts';
+import { enqueue, type Enqueued, type EnqueueHow } from './caller/enqueue.ts';
 import { callerParts, type CallerParts } from './caller/parts.ts';
 import { queuedPrompts, removeQueuedPrompt } from './caller/queued-prompts.ts';
 import { getPolicy, resetPolicy, setPolicy } from './caller/retry-policy.ts';
@@ -27,6 +27,19 @@ import type { ListFilter, ListPage } from './lifecycle/listing.ts';
 import type { MessageHub } from './message-hub.ts';
 import { SessionReads } from './session-reads.ts';
 import type { StoredMessage } from './store/session-store.ts';
+import {
+  addSchedule,
+  getSchedule,
+  listSchedules,
+  pauseSchedule,
+  removeSchedule,
+  resumeSchedule,
+  scheduleParts,
+  scheduleRuns,
+  type ScheduleHow,
+  type ScheduleParts,
+} from './schedules/caller.ts';
+import type { ScheduleRun, ScheduleView } from './schedules/spec.ts';
 
 /** Defined with every other error of sessiond in src/errors.ts. */
 export { InputError, NotFoundError };
@@ -52,12 +65,14 @@ export type {
  */
 export class Runtime {
   readonly #parts: CallerParts;
+  readonly #schedules: ScheduleParts;
   /** The reads, over the same parts (what the public client's read operations and createReader share). */
   readonly reads: SessionReads;
 
   constructor(options: RuntimeOptions) {
     this.#parts = callerParts(options);
     this.reads = new SessionReads(this.#parts);
+    this.#schedules = scheduleParts(this.#parts, options.schedules);
     const { keys, redis, store, queue, policies, approvals, limits, fleetLimits } = this.#parts;
     // For sessiond's own workers, metrics and tests (src/runtime/internals.ts, not exported by the package).
     exposeInternals(this, { keys, redis, store, queue, policies, approvals, limits, fleetLimits });
@@ -69,8 +84,7 @@ export class Runtime {
   pauseDispatch = (limit?: string): Promise<{ paused: string[] }> => pauseDispatch(this.#parts, limit);
   resumeDispatch = (limit?: string): Promise<{ paused: string[]; woken: number }> => resumeDispatch(this.#parts, limit);
   limitsView = (): Promise<{ paused: boolean; limits: FleetLimitView[] }> => limitsView(this.#parts);
-  enqueue = (input: unknown, how: EnqueueHow = {}): Promise<{ sessionId: string; turn: number; created: boolean }> =>
-    enqueue(this.#parts, input, how);
+  enqueue = (input: unknown, how: EnqueueHow = {}): Promise<Enqueued> => enqueue(this.#parts, input, how);
   retry = (sessionId: string): Promise<{ sessionId: string; turn: number; retryOf: number }> =>
     retry(this.#parts, sessionId);
   resumeParked = (
@@ -133,12 +147,22 @@ export class Runtime {
   /** What callers of this deployment may choose (the default policy, resolved on first use, when none was given). */
   resolvedPolicy = (): Promise<DeploymentPolicy> => this.#parts.deploymentPolicy();
 
+  addSchedule = (input: unknown, how: ScheduleHow = {}): Promise<ScheduleView> =>
+    addSchedule(this.#schedules, input, how);
+  listSchedules = (): Promise<ScheduleView[]> => listSchedules(this.#schedules);
+  getSchedule = (id: string): Promise<ScheduleView> => getSchedule(this.#schedules, id);
+  removeSchedule = (id: string): Promise<{ id: string; removed: true }> => removeSchedule(this.#schedules, id);
+  pauseSchedule = (id: string): Promise<ScheduleView> => pauseSchedule(this.#schedules, id);
+  resumeSchedule = (id: string): Promise<ScheduleView> => resumeSchedule(this.#schedules, id);
+  scheduleRuns = (id: string): Promise<ScheduleRun[]> => scheduleRuns(this.#schedules, id);
+
   /** Live message logs for many followers on one blocking connection (the HTTP event streams): see SessionReads. */
   get messageHub(): MessageHub {
     return this.reads.messageHub;
   }
 
   async close(): Promise<void> {
+    await this.#schedules.close();
     await this.#parts.queue.close();
     await this.reads.close();
   }

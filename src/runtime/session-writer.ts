@@ -1,3 +1,4 @@
+import { cancelStage } from '../process/cancel-stages.ts';
 import { StaleLeaseError } from '../errors.ts';
 import { contentJson } from './store/log-room.ts';
 import { eventId } from './webhooks/outbox-keys.ts';
@@ -103,6 +104,16 @@ export class SessionWriter {
 
   cancelHandled(): void {
     this.#pending.clearCancel = true;
+  }
+
+  /**
+   * A pending steer was delivered: the message that says so and the steer's removal (its stored JSON) go in the
+   * same batch, so in the same fenced call (exactly once: a stale holder writes neither).
+   */
+  steerDelivered(turn: number, attempt: number, content: unknown, raw: string): void {
+    this.#pending.messages.push({ turn, attempt, type: 'prompt.steered', content: contentJson(content) });
+    this.#pending.steersDelivered.push(raw);
+    this.soon();
   }
 
   agentState(field: string, value: string): void {
@@ -215,7 +226,9 @@ export class SessionWriter {
         usage: batch.usage,
         ...(batch.trace === '' ? {} : { trace: batch.trace }),
         ...(batch.outbox.length === 0 ? {} : { outbox: batch.outbox }),
+        ...(batch.steersDelivered.length === 0 ? {} : { steersDelivered: batch.steersDelivered }),
       });
+      if (batch.state === 'cancelled') cancelStage(this.#sessionId, 'written');
       callAll(landed);
       return result.released;
     } catch (error) {
@@ -260,6 +273,7 @@ function emptyBatch(): Batch {
     usage: [],
     trace: '',
     outbox: [],
+    steersDelivered: [],
   };
 }
 
@@ -274,6 +288,7 @@ function isEmpty(b: Batch): boolean {
     b.counters.length === 0 &&
     b.usage.length === 0 &&
     b.trace === '' &&
-    b.outbox.length === 0
+    b.outbox.length === 0 &&
+    b.steersDelivered.length === 0
   );
 }

@@ -1,4 +1,5 @@
 import type { SessionContext } from '../../machines/types.ts';
+import { scheduleOfPrompt } from './schedules/prompt-id.ts';
 
 /**
  * The prompt of each turn, kept with the transition that started it: the message log holds only
@@ -13,6 +14,8 @@ export interface TurnPrompt {
   turn: number;
   text: string;
   truncated?: true;
+  /** The schedule whose firing enqueued the prompt, and the tick it fired for (schedules/prompt-id.ts). */
+  schedule?: { id: string; tick: number };
 }
 
 /** Tracks the turns seen by one activation: `next` gives the prompt of a turn that has just started, once. */
@@ -32,9 +35,14 @@ export class TurnPrompts {
     }
     if (turn === null || turn.index <= this.#recorded) return null;
     this.#recorded = turn.index;
-    return turn.text.length > TURN_PROMPT_MAX_CHARS
-      ? { turn: turn.index, text: turn.text.slice(0, TURN_PROMPT_MAX_CHARS), truncated: true }
-      : { turn: turn.index, text: turn.text };
+    const schedule = scheduleOfPrompt(turn.promptId);
+    return {
+      turn: turn.index,
+      ...(turn.text.length > TURN_PROMPT_MAX_CHARS
+        ? { text: turn.text.slice(0, TURN_PROMPT_MAX_CHARS), truncated: true as const }
+        : { text: turn.text }),
+      ...(schedule === null ? {} : { schedule }),
+    };
   }
 }
 

@@ -8,6 +8,7 @@ import type { Keys } from './keys.ts';
 import type { SessionQueue } from './queue.ts';
 import type { LimitRule } from './limits/index.ts';
 import type { WorkspaceConfig } from '../workspace/index.ts';
+import type { LifecycleLimits } from './lifecycle/limits.ts';
 
 export interface WorkerOptions {
   /** Creates a new Redis connection (the worker needs several: commands, pub/sub, BullMQ's blocking one). */
@@ -71,6 +72,10 @@ export interface WorkerOptions {
    * files, recorded after every tool call and restored on any host. Absent: sessions run in their cwd.
    */
   workspaces?: WorkspaceConfig;
+  /** Fire the deployment's schedules (src/runtime/schedules/): any worker takes a given firing. Default true. */
+  schedules?: boolean;
+  /** The caller's limits a schedule's firing obeys as an enqueue (maxQueuedPrompts, maxRetentionMs…). Default LIFECYCLE_DEFAULTS. */
+  callerLimits?: Partial<LifecycleLimits>;
   /** Traces of turns and attempts. Default: OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, none otherwise (see tracing/tracing.ts). */
   tracing?: Tracing | null;
 }

@@ -31,6 +31,7 @@ import { createWorkspaces, type Workspaces } from '../workspace/index.ts';
 import { sweepWorkspaces } from './lifecycle/workspace-sweep.ts';
 import { offeredAgents } from './offered-agents.ts';
 import { addAgentWait, removeAgentWait, wakeAgentWaiters } from './agent-waits.ts';
+import { ScheduleRunner } from './schedules/fire.ts';
 
 export type { WorkerOptions } from './worker-options.ts';
 /** The defaults of the options (one place for them and the config schema: src/config/defaults.ts). */
@@ -73,6 +74,8 @@ export class SessionWorker {
   #agentWake: Promise<void> | null = null;
   /** Records webhook events with the sessions' writes, and delivers them (null: no webhooks configured). */
   readonly #webhooks: WebhookOutbox | null = null;
+  /** Fires the schedules (any worker may take a firing): schedules/fire.ts. */
+  #schedules: ScheduleRunner | null = null;
 
   constructor(options: WorkerOptions) {
     this.#options = options;
@@ -226,6 +229,21 @@ export class SessionWorker {
     for (const worker of this.#workers)
       worker.on('error', (error) => log('error', 'queue error', { error: error.message }));
     await Promise.all(this.#workers.map((w) => w.waitUntilReady()));
+    if (this.#options.schedules !== false) {
+      this.#schedules = new ScheduleRunner({
+        connect: this.#options.connect,
+        keys: this.#options.keys,
+        policy: this.#policy,
+        queuePartitions: this.#options.queue.partitions,
+        ...(this.#options.callerLimits === undefined ? {} : { callerLimits: this.#options.callerLimits }),
+        ...(this.#options.fleetLimits === undefined ? {} : { fleetLimits: this.#options.fleetLimits }),
+        workerId: this.id,
+        lockMs: this.#options.leaseTtlMs,
+        stalledIntervalMs: this.#options.stalledIntervalMs,
+        log,
+      });
+      await this.#schedules.start();
+    }
     // Sessions that waited for an agent this worker offers run now, not at their next look.
     this.#wakeAgentWaiters();
   }
@@ -384,6 +402,8 @@ export class SessionWorker {
     this.#closing = (async () => {
       for (const timer of this.#timers) clearInterval(timer);
       for (const session of this.#active.values()) session.drain();
+      // No firing starts once closing; one under way finishes (an enqueue: short).
+      await this.#schedules?.close();
       const deadline = setTimeout(() => {
         for (const session of this.#active.values()) session.interrupt();
       }, graceMs);

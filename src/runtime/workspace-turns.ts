@@ -52,3 +52,31 @@ export function parseTurns(raw: string | null): TurnPoint[] {
 export function withTurn(points: readonly TurnPoint[], point: TurnPoint): TurnPoint[] {
   return [...points.filter((p) => p.turn < point.turn), point].slice(-TURNS_KEPT);
 }
+
+/**
+ * The field of the session's agent-state hash that holds a pending rollback (`whenBusy: "rollback"`): the holder that
+ * handled the interrupting prompt's cancel writes `{turn}` there in the same fenced write that clears the cancel, and
+ * the holder that starts the next turn takes that turn back in the fenced write that clears it (session-loop/rollback.ts).
+ * '' or absent: none.
+ */
+export const ROLLBACK_FIELD = 'workspace-rollback';
+
+/** A pending rollback: the turn to take back. */
+export interface RollbackIntent {
+  turn: number;
+  at: number;
+}
+
+/** The stored intent; '' (handled), absent or a value that does not parse: none. */
+export function parseRollback(raw: string | null): RollbackIntent | null {
+  if (raw === null || raw === '') return null;
+  try {
+    const value = JSON.parse(raw) as Partial<RollbackIntent>;
+    return Number.isSafeInteger(value.turn) && typeof value.at === 'number'
+      ? { turn: value.turn as number, at: value.at }
+      : null;
+  } catch {
+    // Not JSON: no intent (only the holder writes it, always as JSON).
+    return null;
+  }
+}

@@ -70,6 +70,19 @@ describe('process-tree', () => {
     expect(await isAlive(bystander)).toBe(true);
   });
 
+  it('with notBefore, reads no process started earlier: a marked one of those is left alone', async () => {
+    const marker = randomUUID();
+    const older = await startSleep(marker);
+    const startTime = await processStartTime(older);
+    if (startTime === null) throw new Error('no start time');
+    const later = String(BigInt(startTime) + 1n);
+
+    expect((await killProcessTree(2 ** 22 + 1, marker, { notBefore: later })).remaining).toEqual([]);
+    expect(await isAlive(older)).toBe(true);
+    await killProcessTree(2 ** 22 + 1, marker, { notBefore: startTime });
+    expect(await isAlive(older)).toBe(false);
+  });
+
   it('kills a root given only its pid and marker', async () => {
     const marker = randomUUID();
     const pid = await startSleep(marker);
@@ -86,6 +99,21 @@ describeInModes('process-tree: an agent’s tree', () => {
     expect(await livePids(pids)).toEqual(outlivesAgent(agent) ? pids.slice(1) : []);
 
     const result = await killProcessTree(agent.pid, agent.marker, { startTime: agent.startTime });
+
+    expect(result.remaining).toEqual([]);
+    expect(await livePids(pids)).toEqual([]);
+  });
+
+  it('finds the same tree with notBefore, the agent’s start time (as its stop passes it)', async () => {
+    const agent = await spawnFixture('pi-like.mjs', ['--exit-after-ms', '0']);
+    const pids = await readPids(agent.lines()[Symbol.asyncIterator](), agent);
+    await agent.exited;
+    expect(await livePids(pids)).toEqual(outlivesAgent(agent) ? pids.slice(1) : []);
+
+    const result = await killProcessTree(agent.pid, agent.marker, {
+      startTime: agent.startTime,
+      notBefore: agent.startTime,
+    });
 
     expect(result.remaining).toEqual([]);
     expect(await livePids(pids)).toEqual([]);

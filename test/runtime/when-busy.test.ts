@@ -172,6 +172,52 @@ describe('whenBusy', () => {
     expect(asked.at(-1)).toContain('Forget it, say something else');
   });
 
+  it('rollback on a worker without workspaces: the turn is interrupted, the log says it was not taken back', async () => {
+    worker ??= await h.startWorker();
+    // No cwd: the session could have a workspace, but this worker runs none (it runs in the deployment's workspace).
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Remember the word hazelnut',
+      options: { provider: 'fake', model: NEXT },
+    });
+    expect((await turnEnded(h.runtime, sessionId)).state).toBe('completed');
+    await h.runtime.enqueue(
+      { sessionId, prompt: 'Sleep a long time', options: { model: 'long-tool-grandchild' } },
+      { mustExist: true },
+    );
+    const [record] = await until(async () => {
+      const records = await agentRecords(sessionId);
+      return records[0]?.pid != null ? records : null;
+    });
+    if (record === undefined) throw new Error('no agent process recorded');
+    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+    await h.runtime.enqueue(
+      { sessionId, prompt: 'Take that back', options: { model: NEXT }, whenBusy: 'rollback' },
+      { mustExist: true },
+    );
+    expect((await turnEnded(h.runtime, sessionId, 3)).state).toBe('completed');
+    expect(await findProcessesByMarker(record.marker)).toEqual([]);
+    const log = await h.runtime.readMessages(sessionId);
+    expectWholeLog(log);
+    expect(log.filter((m) => m.turn === 2 && m.type.startsWith('terminal.')).map((m) => m.content)).toEqual([
+      { reason: 'interrupted' },
+    ]);
+    expect(log.some((m) => m.type === 'workspace.undone')).toBe(false);
+    expect(log.filter((m) => m.type === 'workspace.not_undone').map((m) => [m.turn, m.content])).toEqual([
+      [
+        2,
+        {
+          turn: 2,
+          reason:
+            'interrupted by a whenBusy "rollback" prompt but not taken back: the session runs without a workspace',
+        },
+      ],
+    ]);
+    // Not taken back: turn 3 goes on in the same conversation, turn 2 included.
+    const asked = server.requestsFor(NEXT).map((r) => JSON.stringify(r.body.messages));
+    expect(asked.at(-1)).toContain('hazelnut');
+    expect(asked.at(-1)).toContain('Sleep a long time');
+  });
+
   it('interrupt on an idle session is a plain enqueue: nothing is cancelled', async () => {
     worker ??= await h.startWorker();
     const { sessionId } = await h.runtime.enqueue({

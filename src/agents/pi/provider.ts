@@ -75,8 +75,8 @@ export async function* runPi(
   try {
     yield* runPiProcess(options, ownEnv, dir, spawnEgress, mapper, context);
   } finally {
-    await egress?.close();
-    await attemptDir?.cleanup();
+    // Side by side: on the path of every attempt's end (a cancel's final state waits for it).
+    await Promise.all([egress?.close(), attemptDir?.cleanup()]);
   }
 }
 

@@ -97,6 +97,7 @@ async function connectContext(
     prefix: settings.prefix,
     policy,
     limits: settings.lifecycle,
+    schedules: settings.schedules,
     queuePartitions: settings.queuePartitions,
     fleetLimits: settings.fleetLimits,
     // Export, import, fork and diff reach a session's workspace (a plain configuration has workspaces off).

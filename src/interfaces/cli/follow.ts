@@ -133,9 +133,12 @@ export async function followSession(session: SessionReader, options: FollowOptio
       case 'workspace.undone':
         line(
           c.yellow(
-            `── turn ${String(content.turn)} undone: the files and conversation are turn ${String(content.to)}'s`,
+            `── turn ${String(content.turn)} ${content.rollback === true ? 'rolled back' : 'undone'}: the files and conversation are turn ${String(content.to)}'s`,
           ),
         );
+        break;
+      case 'workspace.not_undone':
+        line(c.yellow(`── turn ${String(content.turn)} not taken back: ${String(content.reason)}`));
         break;
       default:
         break;

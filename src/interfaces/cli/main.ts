@@ -23,6 +23,7 @@ import { registerDoctor } from './commands/doctor.ts';
 import { registerApprovals } from './commands/approve.ts';
 import { registerAcp } from './commands/acp.ts';
 import { registerWebhooks } from './commands/webhooks.ts';
+import { registerSchedule } from './commands/schedule.ts';
 import { baseProgram, overrideExits, runProgram } from './program-base.ts';
 
 /** The whole program, every command registered (`sessiond --help`, and any command fast.ts does not list). */
@@ -47,6 +48,7 @@ export function buildProgram(): Command {
   registerTurns(program);
   registerTransfer(program);
   registerRetryPolicy(program);
+  registerSchedule(program);
   registerPolicy(program);
   registerAgents(program);
   registerDoctor(program);

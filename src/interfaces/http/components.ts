@@ -90,8 +90,16 @@ export function components(): Json {
         required: ['sessionId', 'turn'],
         properties: {
           sessionId: { type: 'string' },
-          turn: { type: 'integer', description: 'the turn this prompt will run as' },
+          turn: {
+            type: 'integer',
+            description: 'the turn this prompt will run as (a steer: the running turn it went into)',
+          },
           created: { type: 'boolean' },
+          promptId: { type: 'string', description: "the prompt's id (a steer's, in the log's `prompt.steered`)" },
+          steered: {
+            const: true,
+            description: 'whenBusy "steer" found a turn in progress: the prompt is a pending steer of that turn',
+          },
         },
       },
       Attempt: {
@@ -239,6 +247,16 @@ export function components(): Json {
           policy: {},
           policySource: { enum: ['session', 'global'] },
           queuedPrompts: { type: 'integer' },
+          steers: {
+            type: 'array',
+            description:
+              'steers (whenBusy "steer") accepted for the running turn and not delivered yet, oldest first; one left when the turn ends becomes the next turn',
+            items: {
+              type: 'object',
+              required: ['id', 'text', 'acceptedAt'],
+              properties: { id: { type: 'string' }, text: { type: 'string' }, acceptedAt: { type: 'integer' } },
+            },
+          },
           history: { type: 'array', items: ref('Transition') },
           lastSeq: { type: 'integer' },
           heldBy: { type: ['string', 'null'], description: 'the worker holding the session, if any' },

@@ -8,6 +8,7 @@ import { fill, h } from './dom.js';
 import { link, setRouter } from './nav.js';
 import { homePage } from './home-page.js';
 import { limitsPage } from './limits-page.js';
+import { schedulesPage } from './schedules-page.js';
 import { loginPage } from './login-page.js';
 import { policyPage } from './policy-page.js';
 import { sessionPage } from './session-page.js';
@@ -44,6 +45,7 @@ const PAGES = {
   '/policy': { title: 'Policies', render: policyPage },
   '/limits': { title: 'Fleet limits', render: limitsPage },
   '/webhooks': { title: 'Webhooks', render: webhooksPage },
+  '/schedules': { title: 'Schedules', render: schedulesPage },
 };
 
 /** The header's link of the page shown is marked current; its links navigate in the page. */

@@ -52,7 +52,7 @@ export function loadDashboard(options: { tokenRequired: boolean }): DashboardAss
 const defineRoute = routeFor<DashboardAssets>();
 
 /**
- * The dashboard: one HTML shell (`/`, `/sessions/:id`, `/policy`, `/limits`) and native ES modules
+ * The dashboard: one HTML shell (`/`, `/sessions/:id`, `/policy`, `/limits`, `/schedules`) and native ES modules
  * (app.js and what it imports) that render from the HTTP API. No build step.
  */
 /** A page of the dashboard: the one HTML shell, which renders the page its path names. */
@@ -77,6 +77,7 @@ export const dashboardRoutes = [
     'dashboardWebhooks',
     'The dashboard: webhook events waiting for delivery, and the dead letters',
   ),
+  shellRoute('/schedules', 'dashboardSchedules', 'The dashboard: the schedules with their next and last runs'),
   defineRoute({
     method: 'get',
     path: '/sessions/{id}',

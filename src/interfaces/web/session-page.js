@@ -30,6 +30,27 @@ export function sessionPage(main, sessionId) {
   };
 }
 
+/** What each whenBusy strategy does, as the prompt form's menu says it. @type {Record<string, string>} */
+const STRATEGY_LABELS = {
+  enqueue: 'wait in the queue',
+  steer: 'steer the running turn',
+  interrupt: 'interrupt the running turn',
+  reject: 'refuse the prompt',
+  rollback: 'roll back the running turn',
+};
+
+/** How the form reads while a turn runs and a strategy acting on it is chosen. @type {Record<string, string>} */
+const RUNNING_LABELS = {
+  steer: 'Steer the running turn',
+  interrupt: 'Interrupt the running turn',
+  rollback: 'Roll back the running turn',
+};
+
+/** @param {string} strategy */
+function strategyOption(strategy) {
+  return h('option', { value: strategy }, STRATEGY_LABELS[strategy] ?? strategy);
+}
+
 /** @param {HTMLElement} main @param {string} sessionId */
 function noSuchSession(main, sessionId) {
   fill(
@@ -95,25 +116,55 @@ function sessionView(main, sessionId) {
   const transcript = h('div', { class: 'transcript', 'data-testid': 'transcript' });
 
   const promptInput = h('textarea', { name: 'prompt', placeholder: 'Next prompt (waits for the current turn)' });
+  // What the prompt does if a turn runs (whenBusy): only the strategies this deployment offers (GET /api/deployment-policy).
+  const strategySelect = h(
+    'select',
+    { name: 'whenBusy', 'data-testid': 'prompt-when-busy' },
+    strategyOption('enqueue'),
+  );
+  const strategyField = field('if a turn runs', 'whenBusy', strategySelect);
+  strategyField.hidden = true;
+  const promptTitle = h('h2', { 'data-testid': 'prompt-title' }, 'Add a prompt');
+  const promptSubmit = h('button', { type: 'submit', class: 'primary', 'data-testid': 'prompt-send' }, 'Send prompt');
+  /** A turn is in progress (the state a whenBusy strategy acts on), as of the last refresh. */
+  let turnRuns = false;
+  const relabelPrompt = () => {
+    const label = turnRuns ? RUNNING_LABELS[strategySelect.value] : undefined;
+    promptTitle.textContent = label ?? 'Add a prompt';
+    promptSubmit.textContent = label === undefined ? 'Send prompt' : `${label}: send`;
+  };
+  strategySelect.addEventListener('change', relabelPrompt);
+  void api('GET', '/api/deployment-policy').then((result) => {
+    /** @type {string[]} */
+    const offered = result.ok && Array.isArray(result.data?.whenBusyOffered) ? result.data.whenBusyOffered : [];
+    if (offered.length < 2) return;
+    fill(strategySelect, ...offered.map(strategyOption));
+    strategyField.hidden = false;
+  });
   const promptForm = h(
     'form',
     { class: 'stack', novalidate: true, 'data-testid': 'prompt-form' },
     field('prompt', 'prompt', promptInput),
-    h(
-      'div',
-      { class: 'actions' },
-      h('button', { type: 'submit', class: 'primary' }, 'Send prompt'),
-      h('span', { class: 'form-error' }),
-      h('span', { class: 'form-ok' }),
-    ),
+    strategyField,
+    h('div', { class: 'actions' }, promptSubmit, h('span', { class: 'form-error' }), h('span', { class: 'form-ok' })),
   );
   promptForm.addEventListener('submit', async (event) => {
     event.preventDefault();
-    const result = await api('POST', `/api/sessions/${enc}/prompts`, { prompt: promptInput.value });
+    const whenBusy = strategySelect.value;
+    const result = await api('POST', `/api/sessions/${enc}/prompts`, {
+      prompt: promptInput.value,
+      ...(whenBusy === 'enqueue' || whenBusy === '' ? {} : { whenBusy }),
+    });
     if (!result.ok) return showIssues(promptForm, result);
     clearIssues(promptForm);
     promptInput.value = '';
-    showOk(promptForm, `queued as turn ${result.data.turn}`);
+    // A steer that went into the running turn has no turn of its own: its promptId is what inspect lists.
+    showOk(
+      promptForm,
+      result.data.steered === true
+        ? `steered into turn ${result.data.turn} (${result.data.promptId})`
+        : `queued as turn ${result.data.turn}`,
+    );
   });
 
   const workspace = workspacePanel(sessionId);
@@ -200,7 +251,7 @@ function sessionView(main, sessionId) {
         h('section', { class: 'panel' }, h('h2', {}, liveDot, 'Transcript'), transcript),
         workspace.panel,
         queuePanel,
-        can('write') ? h('section', { class: 'panel' }, h('h2', {}, 'Add a prompt'), promptForm) : null,
+        can('write') ? h('section', { class: 'panel' }, promptTitle, promptForm) : null,
         policy.panel,
       ),
     ),
@@ -396,6 +447,8 @@ function sessionView(main, sessionId) {
       drawChart();
     }
     fill(stateEl, badge(view.state));
+    turnRuns = view.state !== 'queued' && view.state !== 'idle' && !SETTLED.has(view.state);
+    relabelPrompt();
     const turn = view.turn;
     fill(
       facts,

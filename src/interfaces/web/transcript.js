@@ -226,9 +226,12 @@ export function streamTranscript(sessionId, box, liveDot) {
           h(
             'div',
             { class: 'meta', 'data-testid': 'undone' },
-            `turn ${c.turn} undone: the files and conversation are turn ${c.to}'s again`,
+            `turn ${c.turn} ${c.rollback === true ? 'rolled back' : 'undone'}: the files and conversation are turn ${c.to}'s again`,
           ),
         );
+        break;
+      case 'workspace.not_undone':
+        add(h('div', { class: 'meta', 'data-testid': 'undone' }, `turn ${c.turn} not taken back: ${c.reason}`));
         break;
       default:
         add(h('div', { class: 'meta' }, `${m.type}: ${preview(c, 200)}`));

@@ -66,8 +66,9 @@ export async function openAttemptEgress(context: EgressContext, route: ModelRout
   const dir = await mkdtemp(join(tmpdir(), 'sessiond-egress-'));
   const opened: UnixListener[] = [];
   const closeAll = async (): Promise<void> => {
-    // Best effort at teardown: a listener already closed, a socket dir already gone.
-    for (const item of opened.reverse()) await item.close().catch(() => undefined);
+    // Best effort at teardown: a listener already closed, a socket dir already gone. Side by side: the
+    // teardown is on the path of every attempt's end (a cancel's final state waits for it).
+    await Promise.all(opened.map((item) => item.close().catch(() => undefined)));
     // A dir left in tmpdir holds only dead socket files.
     await rm(dir, { recursive: true, force: true }).catch(() => undefined);
   };

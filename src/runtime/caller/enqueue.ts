@@ -6,69 +6,40 @@ import { type CallerParts } from './parts.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../retry/policy.ts';
 import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 import { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } from '../enqueue-checks.ts';
-import { EnqueueRequestSchema, zodIssues } from '../enqueue-request.ts';
+import { EnqueueRequestSchema, zodIssues, type EnqueueRequestOutput } from '../enqueue-request.ts';
 import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
 import { whenBusyField } from '../counters.ts';
+import { WHEN_BUSY, type DeploymentPolicy, type WhenBusy } from '../../policy/index.ts';
 import { lifecycleKeys } from '../lifecycle/keys.ts';
 
 // Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
+
+/**
+ * A stored prompt: `promptId` names it (the log's `prompt.steered`, the queue's listing). `steered`: it was sent
+ * with whenBusy "steer" while a turn ran, so it went into that turn (`turn`) as a pending steer, not a new turn.
+ */
+export interface Enqueued {
+  sessionId: string;
+  turn: number;
+  created: boolean;
+  promptId: string;
+  steered: boolean;
+}
 
 /** How a prompt is added: `mustExist` refuses an unknown session; `owner` (a token and its maxSessions) holds a slot of its session cap for a new session. */
 export interface EnqueueHow {
   mustExist?: boolean;
   owner?: SessionOwner;
+  /** The stored prompt's id (default: a random UUID): a schedule's firing names its schedule and tick (schedules/fire.ts). */
+  promptId?: string;
 }
 
 /**
  * Adds a prompt (creating the session unless `mustExist`). Refused with nothing written: InputError
  * (a bad field), NotFoundError (mustExist, unknown), ConflictError (being deleted), QuotaError (a limit).
  */
-export async function enqueue(
-  parts: CallerParts,
-  input: unknown,
-  how: EnqueueHow = {},
-): Promise<{ sessionId: string; turn: number; created: boolean }> {
-  // The policy first: resolving it registers a library caller's own agents.
-  const policy = await parts.deploymentPolicy();
-  const parsed = EnqueueRequestSchema.safeParse(input);
-  const rawOptions = (input as { options?: unknown } | null)?.options;
-  const optionIssues =
-    rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions)
-      ? []
-      : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
-  if (!parsed.success || optionIssues.length > 0)
-    throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
-  const request = parsed.data;
-  let policyJson: string | null = null;
-  if (request.retryPolicy !== undefined) {
-    const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
-    if (!policy.ok)
-      throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
-    const deployment = await parts.deploymentPolicy();
-    const overLimit = turnLimitIssue(request.retryPolicy, deployment);
-    const overPark = parkLimitIssues(request.retryPolicy, deployment);
-    if (overLimit !== null || overPark.length > 0)
-      throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
-    policyJson = JSON.stringify(policy.policy);
-  }
-  const whenBusy = request.whenBusy ?? 'enqueue';
-  // The deployment says which strategies callers may use (policy.whenBusy); it wins over the caller.
-  if (policy.whenBusy !== undefined && !policy.whenBusy.includes(whenBusy))
-    throw new InputError([
-      {
-        field: 'whenBusy',
-        message: `"${whenBusy}" is not allowed by this deployment (policy.whenBusy: ${policy.whenBusy.join(', ')})`,
-      },
-    ]);
-  if (!WHEN_BUSY_BUILT.includes(whenBusy))
-    throw new InputError([
-      { field: 'whenBusy', message: `"${whenBusy}" is not available yet in this version of sessiond` },
-    ]);
-  const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
-  const options = request.options ?? {};
-  // The deployment's policy before anything is written; the worker checks the stored request again.
-  const admitted = await admitTurn(policy, options, request.prompt);
-  if (!admitted.ok) throw new InputError(admitted.issues);
+export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHow = {}): Promise<Enqueued> {
+  const { request, policyJson, whenBusy, retentionMs, options } = await checkEnqueue(parts, input);
   const sessionId = request.sessionId ?? randomUUID();
   const create: Record<string, string> = {
     agent: typeof options.agent === 'string' ? options.agent : DEFAULT_AGENT,
@@ -82,7 +53,7 @@ export async function enqueue(
     await parts.queue.knownPartitions();
   }
   const jobId = newJobId(sessionId);
-  const prompt = { id: randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
+  const prompt = { id: how.promptId ?? randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
   // Issue 25 (auth lane): a new session takes a slot of its owner token's maxSessions (limits/owner-sessions.ts).
   const owner = how.mustExist === true ? undefined : how.owner;
   const result = await withOwnerSlot(parts.redis, parts.keys, owner, sessionId, () =>
@@ -135,22 +106,116 @@ export async function enqueue(
   if (result.jobId !== null) writes.push(parts.queue.addActivation(sessionId, result.jobId, result.priority));
   await Promise.all(writes);
   // A new activation means nobody holds the session: there is no one to tell.
-  if (result.jobId === null) await parts.bus.publish({ sessionId, kind: 'prompt' });
+  if (result.jobId === null) await parts.bus.publish({ sessionId, kind: result.steered ? 'steer' : 'prompt' });
   if (result.interrupted !== null) await deliverInterrupt(parts, sessionId, result);
   if (whenBusy !== 'enqueue')
     await parts.redis
       .hincrby(
         lifecycleKeys(parts.keys).counters,
-        whenBusyField(whenBusy, result.interrupted === null ? 'queued' : 'interrupted'),
+        whenBusyField(whenBusy, result.steered ? 'steered' : result.interrupted === null ? 'queued' : 'interrupted'),
         1,
       )
       // Silent: a metric only; the prompt is stored and delivered whether or not it is counted.
       .catch(() => undefined);
-  return { sessionId, turn: result.turn, created: result.created };
+  return { sessionId, turn: result.turn, created: result.created, promptId: prompt.id, steered: result.steered };
+}
+
+/** What checkEnqueue gives: the request as parsed, with what enqueue stores of it. */
+export interface CheckedEnqueue {
+  request: EnqueueRequestOutput;
+  policyJson: string | null;
+  whenBusy: string;
+  retentionMs: number | undefined;
+  options: Record<string, unknown>;
+}
+
+/**
+ * Every check of an enqueue that needs no session (its fields, the retry policy, whenBusy, the retention, the
+ * deployment policy's admission of its options and prompt), writing nothing: an InputError naming each bad field.
+ * A schedule is checked with it when it is added, and each of its firings is an enqueue that checks it again.
+ */
+export async function checkEnqueue(parts: CallerParts, input: unknown): Promise<CheckedEnqueue> {
+  // The policy first: resolving it registers a library caller's own agents.
+  const policy = await parts.deploymentPolicy();
+  const parsed = EnqueueRequestSchema.safeParse(input);
+  const rawOptions = (input as { options?: unknown } | null)?.options;
+  const optionIssues =
+    rawOptions === null || typeof rawOptions !== 'object' || Array.isArray(rawOptions)
+      ? []
+      : zodIssues(TurnOptionsSchema.safeParse(rawOptions).error, ['options']);
+  if (!parsed.success || optionIssues.length > 0)
+    throw new InputError([...(parsed.success ? [] : zodIssues(parsed.error)), ...optionIssues]);
+  const request = parsed.data;
+  let policyJson: string | null = null;
+  if (request.retryPolicy !== undefined) {
+    const policy = mergeRetryPolicy(DEFAULT_RETRY_POLICY, request.retryPolicy);
+    if (!policy.ok)
+      throw new InputError(policy.errors.map((e) => ({ field: `retryPolicy.${e.field}`, message: e.message })));
+    const deployment = await parts.deploymentPolicy();
+    const overLimit = turnLimitIssue(request.retryPolicy, deployment);
+    const overPark = parkLimitIssues(request.retryPolicy, deployment);
+    if (overLimit !== null || overPark.length > 0)
+      throw new InputError([...(overLimit === null ? [] : [overLimit]), ...overPark]);
+    policyJson = JSON.stringify(policy.policy);
+  }
+  const whenBusy = request.whenBusy ?? 'enqueue';
+  // The deployment says which strategies callers may use (policy.whenBusy); it wins over the caller.
+  if (policy.whenBusy !== undefined && !policy.whenBusy.includes(whenBusy))
+    throw new InputError([
+      {
+        field: 'whenBusy',
+        message: `"${whenBusy}" is not allowed by this deployment (policy.whenBusy: ${policy.whenBusy.join(', ')})`,
+      },
+    ]);
+  if (!WHEN_BUSY_BUILT.includes(whenBusy))
+    throw new InputError([
+      { field: 'whenBusy', message: `"${whenBusy}" is not available yet in this version of sessiond` },
+    ]);
+  const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
+  const options = request.options ?? {};
+  if (whenBusy === 'rollback') await rollbackPossible(parts, request.sessionId, options);
+  // The deployment's policy before anything is written; the worker checks the stored request again.
+  const admitted = await admitTurn(policy, options, request.prompt);
+  if (!admitted.ok) throw new InputError(admitted.issues);
+  return { request, policyJson, whenBusy, retentionMs, options };
 }
 
 /** The strategies this version carries out; the others are refused with an InputError naming the field. */
-const WHEN_BUSY_BUILT: readonly string[] = ['enqueue', 'reject', 'interrupt'];
+export const WHEN_BUSY_BUILT: readonly string[] = ['enqueue', 'steer', 'reject', 'interrupt', 'rollback'];
+
+/** The strategies a caller of this deployment can use: built in this version and allowed by its policy, in WHEN_BUSY's order. */
+export function whenBusyOffered(policy: Pick<DeploymentPolicy, 'whenBusy'>): WhenBusy[] {
+  return WHEN_BUSY.filter(
+    (s) => WHEN_BUSY_BUILT.includes(s) && (policy.whenBusy === undefined || policy.whenBusy.includes(s)),
+  );
+}
+
+/**
+ * A rollback takes the interrupted turn back in the session's workspace: a session whose turns run in a caller-named
+ * cwd (this prompt's options or the session's) has none, and is refused naming the field before anything is written.
+ * Whether the worker that runs it has workspaces is not known here: there the log says the turn was not taken back.
+ */
+async function rollbackPossible(
+  parts: CallerParts,
+  sessionId: string | undefined,
+  options: Readonly<Record<string, unknown>>,
+): Promise<void> {
+  const stored = sessionId === undefined ? null : await parts.redis.hget(parts.store.key(sessionId, 'meta'), 'options');
+  let sessionCwd = false;
+  try {
+    sessionCwd = stored !== null && (JSON.parse(stored) as Record<string, unknown> | null)?.cwd !== undefined;
+  } catch {
+    // Stored options that do not parse name no cwd (the worker checks them again before the turn runs).
+  }
+  if (options.cwd !== undefined || sessionCwd)
+    throw new InputError([
+      {
+        field: 'whenBusy',
+        message:
+          '"rollback" needs a workspace session: this session runs in a caller-named cwd (options.cwd), whose files cannot be taken back (use "interrupt")',
+      },
+    ]);
+}
 
 /**
  * The cancel an interrupting prompt stored (in the same script as the prompt) goes where a cancel goes: to the

@@ -17,7 +17,7 @@ export async function getSession(parts: ReaderParts, sessionId: string): Promise
   if (!SESSION_ID_PATTERN.test(sessionId)) return null;
   const view = await parts.store.view(sessionId);
   if (view === null) return null;
-  const { meta, snapshot: snapshotRaw, inbox, history, lastSeq, heldBy, cancel } = view;
+  const { meta, snapshot: snapshotRaw, inbox, history, lastSeq, heldBy, cancel, steers } = view;
   const approvals = await parts.approvals.list(sessionId);
   const persisted = snapshotRaw === null ? null : (JSON.parse(snapshotRaw) as PersistedSession);
   return {
@@ -30,6 +30,7 @@ export async function getSession(parts: ReaderParts, sessionId: string): Promise
     policyOverride: meta.policy ? (safeJson(meta.policy) as RetryPolicy) : null,
     context: persisted?.snapshot.context ?? null,
     queued: inbox.filter((p) => p.removed !== true).map((p) => ({ id: p.id, text: p.text, enqueuedAt: p.enqueuedAt })),
+    steers: steers.map(({ prompt }) => ({ id: prompt.id, text: prompt.text, acceptedAt: prompt.enqueuedAt })),
     history: history as SessionRecord['history'],
     lastSeq,
     heldBy,

@@ -9,6 +9,7 @@ import type { LimitRule } from '../limits/match.ts';
 import type { TurnPrompt } from '../turn-prompts.ts';
 import type { SessionUsage } from '../usage/usage.ts';
 import type { WorkspaceConfig } from '../../workspace/types.ts';
+import type { ScheduleLimits } from '../../config/defaults.ts';
 
 /** A prompt waiting for its turn, in the order the turns will run. */
 export interface QueuedPrompt {
@@ -33,6 +34,8 @@ export interface SessionRecord {
   context: SessionContext | null;
   /** Prompts enqueued but not yet taken by the session's actor. */
   queued: Array<{ id: string; text: string; enqueuedAt: number }>;
+  /** Steers (whenBusy "steer") accepted for the running turn and not delivered yet, oldest first. */
+  steers: Array<{ id: string; text: string; acceptedAt: number }>;
   /** A transition that started a turn carries its prompt (see turn-prompts.ts). */
   history: Array<{ at: number; from: string; to: string; event: string; prompt?: TurnPrompt }>;
   lastSeq: number;
@@ -76,6 +79,8 @@ export interface RuntimeOptions {
   queuePartitions?: number;
   /** The fleet-wide limits the workers enforce (SESSIOND_LIMITS), for status and pausing by name. */
   fleetLimits?: readonly LimitRule[];
+  /** Bounds on schedules (config `schedules`; defaults: SCHEDULE_DEFAULTS). */
+  schedules?: Partial<ScheduleLimits>;
   /** The deployment's workspaces (root, store, exclude list, quotas): what a caller does with a session's workspace (export, import, fork, diff). */
   workspaces?: WorkspaceConfig;
 }

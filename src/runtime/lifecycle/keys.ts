@@ -20,6 +20,7 @@ export const SESSION_PARTS = [
   'active',
   'approvals',
   'counters',
+  'steers',
 ] as const satisfies readonly SessionPart[];
 
 /**

@@ -15,7 +15,7 @@ import { parkLimitIssues, turnLimitIssue } from '../deployment-policy.ts';
 import type { Workspaces } from '../../workspace/types.ts';
 import type { WorkspacePointer } from '../session-loop/workspace-attempt.ts';
 import { exportedWorkspace, POINTER_FIELD, removeStored, storeWorkspace } from './transfer-workspace.ts';
-import { TURNS_FIELD } from '../workspace-turns.ts';
+import { ROLLBACK_FIELD, TURNS_FIELD } from '../workspace-turns.ts';
 
 /**
  * KEYS: meta, snapshot, history, log, seq, agent, inbox, active.
@@ -176,7 +176,12 @@ export async function readSession(
   if (Object.keys(meta).length === 0) return null;
   if (meta.deleting !== undefined) throw new ConflictError(`session "${sessionId}" is being deleted`);
   const snapshot = value(1) as string | null;
-  const { [POINTER_FIELD]: pointer, [TURNS_FIELD]: _turns, ...agent } = value(4) as Record<string, string>;
+  const {
+    [POINTER_FIELD]: pointer,
+    [TURNS_FIELD]: _turns,
+    [ROLLBACK_FIELD]: _rollback,
+    ...agent
+  } = value(4) as Record<string, string>;
   const archive: Archive = {
     sessionId,
     exportedAt: Date.now(),

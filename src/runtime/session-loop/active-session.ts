@@ -277,6 +277,8 @@ export class ActiveSession {
         }
         const released = await this.#release('idle');
         if (released !== null) return released;
+        // Steers the ended turn did not take (accepted as it ended) are the next turns, never lost.
+        if (await this.#steersToTurns()) inbox.ask('prompt');
         // Prompts or a cancel arrived meanwhile: take them in before trying again (not while draining).
         if (!this.#draining) {
           inbox.ask('prompt');
@@ -305,7 +307,19 @@ export class ActiveSession {
     await Promise.all([...this.#running]);
   }
 
-  /** Gives the lease back; `null` when prompts or a cancel arrived meanwhile (still held). */
+  /** Moves the steers still pending into the inbox as the next turns (fenced); true when there were any. */
+  async #steersToTurns(): Promise<boolean> {
+    try {
+      return (await this.#store.steersToTurns(this.sessionId, this.#token)) > 0;
+    } catch (error) {
+      // Stale (the loop stops at its next pass) or Redis unreachable: they stay pending, moved on the next try.
+      if ((error as Error).name === 'StaleLeaseError') this.markStale();
+      else this.#warn('the pending steers of an ended turn were not made its next turns yet', error);
+      return false;
+    }
+  }
+
+  /** Gives the lease back; `null` when prompts, a cancel or steers arrived meanwhile (still held). */
   async #release(mode: 'idle' | 'keep'): Promise<DriveOutcome | null> {
     let result: 1 | 0;
     try {
@@ -359,6 +373,7 @@ export class ActiveSession {
         this.#approvalsUsed = true;
       },
       onDecision: (listener) => this.#inbox.onApproval(listener),
+      onSteer: (listener) => this.#inbox.onSteer(listener),
       warn: this.#warn,
       retryPolicy: () => this.#fenced.actor?.getSnapshot().context.policy ?? null,
       stopOf: (turn, attempt) => this.#stopOf(turn, attempt),

@@ -13,6 +13,11 @@ export type AttemptStop = { kind: 'cancelled'; reason: string } | { kind: 'timeo
 export class OpenToolCalls {
   readonly #open = new Map<string, string>();
 
+  /** Calls started and not ended yet. */
+  get size(): number {
+    return this.#open.size;
+  }
+
   observe(message: CliMessage): void {
     if (message.type === 'tool.call') this.#open.set(message.content.toolCallId, message.content.name);
     else if (message.type === 'tool.completed' || message.type === 'tool.failed')

@@ -1,3 +1,4 @@
+import { cancelStage } from '../../process/cancel-stages.ts';
 import type { AttemptRunner } from '../../../machines/types.ts';
 import type { SandboxMode } from '../../process/index.ts';
 import { isTerminal, terminalFailed, type CliMessage } from '../../protocol/index.ts';
@@ -15,7 +16,10 @@ import type { RetryPolicy } from '../../retry/index.ts';
 import { abandonWith, attemptSetup, recordInWorkspace, workspaceStartFailed } from './workspace-setup.ts';
 import { WorkspaceQuotaError } from '../../workspace/types.ts';
 import { AttemptWorkspace, quotaMessage } from './workspace-attempt.ts';
+import { takeBackInterrupted } from './rollback.ts';
 import { closedCallError, closingOf, OpenToolCalls, stoppedTerminal, type AttemptStop } from './attempt-end.ts';
+import { AttemptSteering, steeringText } from './steering.ts';
+import type { PendingSteer } from '../store/session-store.ts';
 
 export interface RunnerInit {
   store: SessionStore;
@@ -34,6 +38,8 @@ export interface RunnerInit {
   approvalStored: () => void;
   /** Subscribes to "an approval decision was stored for this session"; returns the unsubscribe. */
   onDecision: (listener: () => void) => () => void;
+  /** Subscribes to "look at the pending steers again" (a steer accepted, the poll); returns the unsubscribe. */
+  onSteer: (listener: () => void) => () => void;
   warn: WarnLog;
   /** The retry policy the session's turns run under now (its `workspace` mode). */
   retryPolicy: () => RetryPolicy | null;
@@ -102,6 +108,8 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         sessionId,
         scope,
       });
+      // A turn interrupted by a whenBusy "rollback" prompt is taken back before this one's workspace is prepared.
+      await takeBackInterrupted({ store, writer, sessionId, request, attempt, workspace: setup.workspaces !== null });
       let text = request.text;
       let resumeSessionId = request.agentSessionId;
       if (setup.workspaces !== null) {
@@ -146,84 +154,136 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         onStore: init.approvalStored,
         onDecision: init.onDecision,
       });
+      // Steers for the running turn (issue 29): the agent's own channel when its definition has one, else the
+      // fallback — the attempt's agent stopped at its next tool boundary and run again, in the same attempt, with the
+      // steers' text in its resumed conversation (no new turn, no failure counted).
+      const native = attempt.agent.steering === 'native';
+      const steering = new AttemptSteering({
+        store,
+        writer,
+        sessionId,
+        turn: request.turn,
+        attempt: request.attempt,
+        onSteer: init.onSteer,
+        warn: init.warn,
+      });
+      await steering.start();
+      /** Steers the next run of the agent starts with: delivered once it shows it runs (its first message). */
+      let steered: PendingSteer[] = [];
+      // Steers accepted while no attempt ran (a backoff, a worker that died before delivering them) go with this
+      // attempt's prompt: nothing has run since they were accepted.
+      if (!native && steering.hasPending) {
+        steered = steering.takeAll();
+        text = `${text}\n\n${steeringText(steered)}`;
+      }
       try {
         let full = false;
         let quota: CliMessage | null = null;
         /** The attempt's end when its provider threw or ended without one. */
         let crashed: CliMessage | null = null;
+        let runText = text;
+        let runSession = resumeSessionId;
         try {
-          for await (const message of attempt.agent.run(
-            { text, resumeSessionId, options: attempt.options },
-            {
-              signal,
-              marker: attempt.marker,
-              approvals: gate,
-              sandbox: { required: config.policy.sandbox?.required === true },
-              onSpawn: (agent: { pid: number; startTime: string | null; sandbox: SandboxMode }) => {
-                // Its own processes told from its tools' (pause-processes.ts): whether a completed end can reuse a snapshot.
-                workspace?.agentStarted({ pid: agent.pid, startTime: agent.startTime, sandbox: agent.sandbox });
-                spawned?.({ sandbox: agent.sandbox });
+          for (;;) {
+            /** The fallback's steers taken at a tool boundary: the agent runs again with them. */
+            let restart: PendingSteer[] | null = null;
+            for await (const message of attempt.agent.run(
+              { text: runText, resumeSessionId: runSession, options: attempt.options },
+              {
+                ...(native ? { steering: steering.channel(signal) } : {}),
+                signal,
+                marker: attempt.marker,
+                approvals: gate,
+                sandbox: { required: config.policy.sandbox?.required === true },
+                onSpawn: (agent: { pid: number; startTime: string | null; sandbox: SandboxMode }) => {
+                  // Its own processes told from its tools' (pause-processes.ts): whether a completed end can reuse a snapshot.
+                  workspace?.agentStarted({ pid: agent.pid, startTime: agent.startTime, sandbox: agent.sandbox });
+                  spawned?.({ sandbox: agent.sandbox });
+                },
+                ...(config.limits === undefined ? {} : { limits: config.limits }),
+                ...(traced === null ? {} : { traceparent: traced.traceparent }),
+                ...(config.onEgressRefused === undefined
+                  ? {}
+                  : {
+                      egress: {
+                        sessionId,
+                        turn: request.turn,
+                        attempt: request.attempt,
+                        allow: config.policy.network[attempt.agentName] ?? [],
+                        onRefused: config.onEgressRefused,
+                      },
+                    }),
               },
-              ...(config.limits === undefined ? {} : { limits: config.limits }),
-              ...(traced === null ? {} : { traceparent: traced.traceparent }),
-              ...(config.onEgressRefused === undefined
-                ? {}
-                : {
-                    egress: {
-                      sessionId,
-                      turn: request.turn,
-                      attempt: request.attempt,
-                      allow: config.policy.network[attempt.agentName] ?? [],
-                      onRefused: config.onEgressRefused,
-                    },
-                  }),
-            },
-          )) {
-            // Only sessiond says an attempt was cancelled: an agent (a library's own) that says so has failed its contract.
-            if (message.type === 'terminal.cancelled' && !signal.aborted) {
-              yield* closeCalls('the attempt failed: invalid_output');
-              terminal = terminalFailed(
-                'the agent sent terminal.cancelled, which only sessiond writes',
-                'invalid_output',
-              );
-              told = true;
-              yield terminal;
-              break;
-            }
-            if (message.type === 'session.started' || message.type === 'session.resumed')
-              agentSessionId = message.content.sessionId;
-            // The machine stopped the attempt: the turn does not end as the agent says (it finished as the
-            // stop arrived, or failed on it), so its own end is not stored; sessiond's says why (below).
-            if (signal.aborted && isTerminal(message)) continue;
-            if (!room.admit(message, message.type === 'tool.call' ? closingOf(message) : undefined)) {
-              // Leaving the loop stops the agent's process tree before going on.
-              full = true;
-              break;
-            }
-            let out: CliMessage = message;
-            if (workspace !== null) {
-              const recorded = await recordInWorkspace(workspace, message, agentSessionId, signal, init.warn);
-              if (recorded.kind === 'quota') {
-                // Leaving the loop stops the agent's process tree before going on.
-                quota = recorded.message;
+            )) {
+              if (steered.length > 0) {
+                // The agent runs with the steers' text: delivered (their message before the run's own).
+                for (const steer of steered) steering.deliver(steer, 'restart');
+                steered = [];
+              }
+              // Only sessiond says a steer reached the turn (below): an agent's own claim is not stored.
+              if (message.type === 'prompt.steered') continue;
+              // Only sessiond says an attempt was cancelled: an agent (a library's own) that says so has failed its contract.
+              if (message.type === 'terminal.cancelled' && !signal.aborted) {
+                yield* closeCalls('the attempt failed: invalid_output');
+                terminal = terminalFailed(
+                  'the agent sent terminal.cancelled, which only sessiond writes',
+                  'invalid_output',
+                );
+                told = true;
+                yield terminal;
                 break;
               }
-              if (recorded.kind === 'replace') out = recorded.message;
-            }
-            if (workspace !== null && out.type === 'terminal.failed' && !settled) {
-              settled = true;
-              out = await abandonWith(workspace, out, writer, true, init.warn);
-            } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
-            if (isTerminal(out)) {
-              terminal = out;
-              yield* closeCalls(closedCallError(out));
+              if (message.type === 'session.started' || message.type === 'session.resumed')
+                agentSessionId = message.content.sessionId;
+              // The machine stopped the attempt: the turn does not end as the agent says (it finished as the
+              // stop arrived, or failed on it), so its own end is not stored; sessiond's says why (below).
+              if (signal.aborted && isTerminal(message)) continue;
+              if (!room.admit(message, message.type === 'tool.call' ? closingOf(message) : undefined)) {
+                // Leaving the loop stops the agent's process tree before going on.
+                full = true;
+                break;
+              }
+              let out: CliMessage = message;
+              if (workspace !== null) {
+                const recorded = await recordInWorkspace(workspace, message, agentSessionId, signal, init.warn);
+                if (recorded.kind === 'quota') {
+                  // Leaving the loop stops the agent's process tree before going on.
+                  quota = recorded.message;
+                  break;
+                }
+                if (recorded.kind === 'replace') out = recorded.message;
+              }
+              if (workspace !== null && out.type === 'terminal.failed' && !settled) {
+                settled = true;
+                out = await abandonWith(workspace, out, writer, true, init.warn);
+              } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
+              if (isTerminal(out)) {
+                terminal = out;
+                yield* closeCalls(closedCallError(out));
+                yield out;
+                // A terminal.completed the attempt actor received after the stop is not stored (machines/attempt-actor.ts).
+                told = out.type !== 'terminal.completed' || init.answered() === `${request.turn}/${request.attempt}`;
+                continue;
+              }
+              calls.observe(out);
               yield out;
-              // A terminal.completed the attempt actor received after the stop is not stored (machines/attempt-actor.ts).
-              told = out.type !== 'terminal.completed' || init.answered() === `${request.turn}/${request.attempt}`;
-              continue;
+              // The fallback's safe point: a tool's result is recorded (in the workspace too) and no call is open. Read
+              // again there, so that every steer stored before it is delivered at it (not one boundary later).
+              const boundary =
+                !native && (out.type === 'tool.completed' || out.type === 'tool.failed') && calls.size === 0;
+              if (boundary && !steering.hasPending && !signal.aborted) await steering.refresh();
+              if (boundary && steering.hasPending && !signal.aborted) {
+                restart = steering.takeAll();
+                // Leaving the loop stops the agent's process tree before going on.
+                break;
+              }
             }
-            calls.observe(out);
-            yield out;
+            if (restart === null || signal.aborted) break;
+            // The agent is gone at a tool boundary: its conversation so far goes to Redis, and it goes on with the steers.
+            if (workspace === null) await exportAgentState(attempt, writer, agentSessionId, init.warn);
+            steered = restart;
+            runText = steeringText(restart);
+            runSession = agentSessionId;
           }
         } catch (error) {
           // The machine stopped the attempt: the provider rejects with the abort once its process tree is gone.
@@ -274,6 +334,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
           yield end;
         }
       } finally {
+        steering.close();
         if (workspace === null) await exportAgentState(attempt, writer, agentSessionId, init.warn);
         else if (!settled) {
           // Cancelled, stopped, or the provider threw: the copy goes back to the latest recorded point.
@@ -286,6 +347,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       await init
         .releaseHold(terminal)
         .catch((error: unknown) => init.warn('a fleet-limit hold was not given back', error));
+      if (signal.aborted) cancelStage(sessionId, 'ended');
       running.delete(done);
       ended();
     }

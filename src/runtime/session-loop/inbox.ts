@@ -68,6 +68,18 @@ export class HolderInbox {
     return () => subscription.unsubscribe();
   }
 
+  /** Subscribes to "look at the pending steers again": a steer accepted (the bus) or the poll's tick; returns the unsubscribe. */
+  onSteer(listener: () => void): () => void {
+    const actor = this.#actor;
+    if (actor === null) return () => undefined;
+    const steer = actor.on('steer', listener);
+    const poll = actor.on('poll', listener);
+    return () => {
+      steer.unsubscribe();
+      poll.unsubscribe();
+    };
+  }
+
   /** Asks the loop to look at `request` (again). */
   ask(request: InboxRequest): void {
     this.#pending.add(request);

@@ -1,3 +1,4 @@
+import { cancelStage } from '../../process/cancel-stages.ts';
 import { persistSession, stateName, type SessionActor } from '../../../machines/restore.ts';
 import { QUIESCENT_MACHINE_STATES } from '../../../machines/states.ts';
 import { SessionWriter, type SnapshotValue } from '../session-writer.ts';
@@ -28,9 +29,11 @@ export class FencedSession {
   /** The state name of the last snapshot handed to the writer. */
   #lastState: string | null = null;
   readonly #onStale: () => void;
+  readonly #sessionId: string;
 
   constructor(store: SessionStore, sessionId: string, token: string, onStale: () => void) {
     this.writer = new SessionWriter(store, sessionId, token);
+    this.#sessionId = sessionId;
     this.#onStale = onStale;
   }
 
@@ -74,6 +77,7 @@ export class FencedSession {
     const previous = this.#lastState;
     const state = this.stage();
     if (state === null) return;
+    if (state === 'cancelled' && previous !== 'cancelled') cancelStage(this.#sessionId, 'machine');
     if (state === previous || QUIESCENT.has(state)) {
       this.writer.soon();
       return;

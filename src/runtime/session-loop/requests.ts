@@ -1,4 +1,5 @@
 import { stateName } from '../../../machines/restore.ts';
+import { cancelStage } from '../../process/cancel-stages.ts';
 import type { RetryPolicy } from '../../retry/index.ts';
 import type { DeploymentPolicy } from '../../policy/index.ts';
 import { boundedRetryPolicy, storedRetryPolicy } from '../deployment-policy.ts';
@@ -6,6 +7,7 @@ import { consumeResume, RESUME_FIELD, wallToken } from '../resume-parked.ts';
 import type { LoadedSession } from '../store/session-store.ts';
 import type { WarnLog } from './config.ts';
 import type { HeldSession } from './lease.ts';
+import { ROLLBACK_FIELD } from '../workspace-turns.ts';
 
 /**
  * A cancel, as the holder receives it: the persisted request (read with the lease, or from Redis)
@@ -40,7 +42,13 @@ export class CancelRequests {
     // A cancel meant for one turn (an interrupting prompt's, caller/enqueue.ts) is dropped once
     // another turn is in progress: the turn it was meant for has ended, and the next one is not its target.
     const elsewhere = typeof request.turn === 'number' && request.turn !== snapshot.context.turnIndex;
-    if (!done && !elsewhere) actor.send({ type: 'session.cancel', reason: request.reason });
+    if (!done && !elsewhere) {
+      actor.send({ type: 'session.cancel', reason: request.reason });
+      cancelStage(held.sessionId, 'applied');
+    }
+    // whenBusy "rollback": the turn is taken back when the next one starts (rollback.ts), told in this same write.
+    if (!done && !elsewhere && request.rollback === true && typeof request.turn === 'number')
+      held.fenced.writer.agentState(ROLLBACK_FIELD, JSON.stringify({ turn: request.turn, at: Date.now() }));
     held.fenced.writer.cancelHandled();
     held.fenced.persist();
   }

@@ -34,6 +34,8 @@ export interface WorkspacePointer {
   agentSessionId: string | null;
   /** That state holds the prompt of turn `turn` (an attempt that resumes it continues the turn). */
   promptRecorded: boolean;
+  /** The next attempt starts a new agent conversation (a rollback of the first turn, rollback.ts); absent: false. */
+  fresh?: boolean;
 }
 
 export function parsePointer(raw: string | null): WorkspacePointer | null {
@@ -122,7 +124,8 @@ export class AttemptWorkspace {
     this.#turns = parseTurns(await store.agentState(sessionId, TURNS_FIELD));
     await workspaces.prepare(sessionId, previous?.snapshot ?? null, previous === null ? source : undefined);
     // The conversation recorded with these files: its session, and whether it holds this turn's prompt already.
-    const resumeSessionId = previous?.agentSessionId ?? request.agentSessionId;
+    const resumeSessionId =
+      previous?.fresh === true ? previous.agentSessionId : (previous?.agentSessionId ?? request.agentSessionId);
     const recorded = previous !== null && previous.turn === request.turn && previous.promptRecorded;
     // A retry after a crash: the machine sends the prompt again (it saw no terminal message), but the
     // recorded conversation holds it with the tool results after it: that conversation goes on.

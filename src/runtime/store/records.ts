@@ -13,6 +13,21 @@ export interface InboxPrompt {
   removed?: boolean;
 }
 
+/**
+ * A steer accepted for a running turn and not delivered yet (whenBusy "steer"): the prompt as it was accepted
+ * (its `id` is the caller's promptId, `enqueuedAt` when it was accepted), and `raw`, its stored JSON (what a
+ * write names to remove it).
+ */
+export interface PendingSteer {
+  prompt: InboxPrompt;
+  raw: string;
+}
+
+/** The pending steers as stored (JSON each), oldest first. */
+export function parseSteers(raws: readonly string[]): PendingSteer[] {
+  return raws.map((raw) => ({ prompt: JSON.parse(raw) as InboxPrompt, raw }));
+}
+
 export interface StoredMessage {
   seq: number;
   turn: number;
@@ -41,6 +56,8 @@ export interface WriteBatch {
   outbox?: Array<{ id: string; body: string }>;
   /** Give the lease back once the batch is written (see WRITE in scripts.ts). */
   release?: 'idle' | 'keep';
+  /** Pending steers this batch delivers (their stored JSON): removed in the same call as its messages. */
+  steersDelivered?: string[];
 }
 
 /** released: 1 the lease was given back, 0 not (idle: prompts or a cancel are waiting), null: not asked. */
@@ -104,6 +121,8 @@ export type EnqueueResult =
       interrupted: number | null;
       /** The session's activation job (the new one, or the one it already had). */
       activeJobId: string;
+      /** whenBusy "steer" found a turn in progress: the prompt is a pending steer of `turn` (not a new turn). */
+      steered: boolean;
     }
   | { ok: false; reason: 'unknown_session' }
   | { ok: false; reason: 'busy'; state: string; waiting: number }

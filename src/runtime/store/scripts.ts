@@ -9,11 +9,13 @@ import { OUTBOX_APPEND } from '../webhooks/outbox-script.ts';
  */
 
 /**
- * KEYS: meta, inbox, active, snapshot, seq, cancel. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
+ * KEYS: meta, inbox, active, snapshot, seq, cancel, steers. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
  * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|'', priority|'',
  * maxLogBytes (0 or absent: no limit; the meta's `logBytes`, counted by WRITE), whenBusy ('' or absent: enqueue).
  * → {turn, created, jobId|'', priority (the session's, '' when none), shard (its fleet-index shard, '' for 0),
- *   interrupted (the turn whose cancel this prompt asked for, '' when none), active (the session's activation job id)}
+ *   interrupted (the turn whose cancel this prompt asked for, '' when none), active (the session's activation job id),
+ *   steered (1: whenBusy "steer" found a turn in progress: the prompt went to the session's pending steers, not its
+ *   inbox, and `turn` is the turn it steers)}
  *   | {-1} unknown session (mustExist) | {-2} being deleted
  *   | {-3, limit, queued} too many prompts waiting | {-4, limit, stored} message log full | {-5, limit, bytes} its bytes full
  *   | {-6, state, waiting} busy, and whenBusy is "reject".
@@ -54,6 +56,22 @@ else
   local bytes = tonumber(redis.call('HGET', KEYS[1], 'logBytes') or '0')
   if maxLogBytes > 0 and bytes >= maxLogBytes then return {-5, maxLogBytes, bytes} end
 end
+-- whenBusy "steer" with a turn in progress: the prompt joins the pending steers, in order, for that turn (no new
+-- turn). The holder hands them to the running attempt; what is left when the turn ends becomes the next turns.
+if ARGV[13] == 'steer' and inTurn then
+  local maxQueued = tonumber(ARGV[8])
+  local pending = redis.call('LLEN', KEYS[7])
+  if maxQueued > 0 and pending >= maxQueued then return {-3, maxQueued, pending} end
+  redis.call('RPUSH', KEYS[7], ARGV[4])
+  local active = redis.call('GET', KEYS[3])
+  local jobId = ''
+  if not active then
+    redis.call('SET', KEYS[3], ARGV[6])
+    jobId = ARGV[6]
+    active = ARGV[6]
+  end
+  return {taken, 0, jobId, redis.call('HGET', KEYS[1], 'priority') or '', redis.call('HGET', KEYS[1], 'shard') or '', '', active, 1}
+end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'policy', ARGV[5]) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'retention', ARGV[10]) end
 if ARGV[11] ~= nil and ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'priority', ARGV[11]) end
@@ -73,7 +91,7 @@ if not active then
   jobId = ARGV[6]
   active = ARGV[6]
 end
-return {turn, created, jobId, redis.call('HGET', KEYS[1], 'priority') or '', redis.call('HGET', KEYS[1], 'shard') or '', interrupted, active}
+return {turn, created, jobId, redis.call('HGET', KEYS[1], 'priority') or '', redis.call('HGET', KEYS[1], 'shard') or '', interrupted, active, 0}
 `;
 
 /**
@@ -99,7 +117,7 @@ return 1
 `;
 
 /**
- * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent, active, counters, outbox, outbox due.
+ * KEYS: lease, snapshot, log, seq, history, inbox, meta, cancel, agent, active, counters, outbox, outbox due, steers.
  * ARGV: token, snapshotJson|'', inboxTrim, clearCancel '0'|'1', state|'', now,
  *       historyCount, agentCount, messageCount, writeId|'' (the holder's number for this batch),
  *       release ''|'idle'|'keep', counterCount, then history JSONs, then agent (field, value) pairs,
@@ -107,7 +125,9 @@ return 1
  *       (attempts and retries counted where they happen: in the write that records them, so exactly once),
  *       then the usage records' JSON array or '' (counted in the meta, see usage-script.ts), then the turn's
  *       trace context or '', then the webhook events (see webhooks/outbox-script.ts: their count, the
- *       session's cap, then (id, body) pairs; KEYS 12-13 the session's outbox and its due set).
+ *       session's cap, then (id, body) pairs; KEYS 12-13 the session's outbox and its due set), then the
+ *       pending steers this batch delivered (their stored JSON, each removed from `steers`, KEYS 14, in the
+ *       same call as the `prompt.steered` message that says so: exactly once).
  * → {1, lastSeq, released, retention, shard} | {-1} (stale token: nothing written); retention: the session's own
  *   retention (ms, '' for the deployment's), when it was released idle (it finished); shard: its fleet-index shard ('' for 0)
  *
@@ -118,7 +138,8 @@ return 1
  * With a release mode the lease is given back in the same call, after the batch is written:
  * 'idle' (the session is done: end its activation too, unless prompts or a cancel arrived
  * meanwhile) or 'keep' (give the lease up but keep the activation, e.g. a long backoff).
- * released: 1 released | 0 prompts or a cancel are waiting (batch written, still held) | -1 not asked.
+ * released: 1 released | 0 prompts, a cancel or steers are waiting (batch written, still held) | -1 not asked.
+ * Steers still pending when the turn is over are the holder's to make the next turns (STEERS_TO_TURNS).
  * A cancel that arrived while the lease was held was told to the holder only (CANCEL made no
  * activation for it): the holder must handle it before letting go, or it would stay behind and
  * cancel whatever prompt comes next.
@@ -160,6 +181,7 @@ if not (writeId and redis.call('HGET', KEYS[7], 'write') == writeId) then
 ${COUNT_USAGE}
 ${OUTBOX_APPEND}
   if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end
+  for j = i + 4 + 2 * outboxCount, #ARGV do redis.call('LREM', KEYS[14], 1, ARGV[j]) end
   local trim = tonumber(ARGV[3])
   if trim > 0 then redis.call('LTRIM', KEYS[6], trim, -1) end
   if ARGV[4] == '1' then redis.call('DEL', KEYS[8]) end
@@ -169,7 +191,7 @@ local released = -1
 if ARGV[11] ~= '' then
   released = 1
   if ARGV[11] == 'idle' then
-    if redis.call('LLEN', KEYS[6]) > 0 or redis.call('EXISTS', KEYS[8]) == 1 then
+    if redis.call('LLEN', KEYS[6]) > 0 or redis.call('EXISTS', KEYS[8]) == 1 or redis.call('EXISTS', KEYS[14]) == 1 then
       released = 0
     else
       redis.call('DEL', KEYS[10])
@@ -261,4 +283,33 @@ if changed then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', latest - 3600000)
 end
 return 1
+`;
+
+/**
+ * The turn is over with steers still pending (accepted as it ended, or never reached a safe point): each becomes
+ * the next turn, in order, as a prompt of the inbox would (it takes a turn number), and the log says so with a
+ * `prompt.steered { via: "turn" }` message of that turn (attempt 0: before any of its attempts). Fenced.
+ * KEYS: lease, steers, inbox, meta, log, seq. ARGV: token, now. → -1 stale | the steers moved.
+ */
+export const STEERS_TO_TURNS = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local steers = redis.call('LRANGE', KEYS[2], 0, -1)
+if #steers == 0 then return 0 end
+redis.call('DEL', KEYS[2])
+local lastSeq = tonumber(redis.call('GET', KEYS[6]) or '0')
+local bytes = 0
+for _, raw in ipairs(steers) do
+  local turn = redis.call('HINCRBY', KEYS[4], 'prompts', 1)
+  redis.call('RPUSH', KEYS[3], raw)
+  local ok, steer = pcall(cjson.decode, raw)
+  local id = (ok and type(steer) == 'table' and steer.id) or ''
+  local content = cjson.encode({ promptId = id, via = 'turn', at = tonumber(ARGV[2]), turn = turn })
+  lastSeq = lastSeq + 1
+  redis.call('XADD', KEYS[5], lastSeq .. '-0', 'seq', lastSeq, 'turn', turn, 'attempt', 0, 'type', 'prompt.steered', 'content', content)
+  bytes = bytes + #content
+end
+redis.call('SET', KEYS[6], lastSeq)
+redis.call('HINCRBY', KEYS[4], 'logBytes', bytes)
+redis.call('HSET', KEYS[4], 'updatedAt', ARGV[2])
+return #steers
 `;

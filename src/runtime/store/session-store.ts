@@ -2,19 +2,21 @@ import type { Redis } from 'ioredis';
 import { shardOf, type Keys } from '../keys.ts';
 import { indexScriptKeys } from '../lifecycle/keys.ts';
 import { IndexBatcher, indexArgs, type IndexUpdate } from './fleet-index.ts';
-import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, WRITE } from './scripts.ts';
+import { ACQUIRE, CANCEL, ENQUEUE, INDEX, RENEW, STEERS_TO_TURNS, WRITE } from './scripts.ts';
 import { hasErrorCode, StaleLeaseError } from '../../errors.ts';
 import { outboxKey, type OutboxHooks } from '../webhooks/outbox-keys.ts';
 
 import {
   multiValues,
   parseEntry,
+  parseSteers,
   type AcquireResult,
   type CancelRequest,
   type EnqueueLimits,
   type EnqueueResult,
   type InboxPrompt,
   type LoadedSession,
+  type PendingSteer,
   type StoredMessage,
   type WriteBatch,
   type WriteResult,
@@ -27,6 +29,7 @@ export type {
   EnqueueResult,
   InboxPrompt,
   LoadedSession,
+  PendingSteer,
   StoredMessage,
   WriteBatch,
   WriteResult,
@@ -77,10 +80,11 @@ export class SessionStore {
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('sessiondEnqueue', 6, ENQUEUE);
+    define('sessiondEnqueue', 7, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
-    define('sessiondWrite', 13, WRITE);
+    define('sessiondWrite', 14, WRITE);
+    define('sessiondSteersToTurns', 6, STEERS_TO_TURNS);
     define('sessiondCancel', 4, CANCEL);
     define('sessiondIndex', indexScriptKeys(keys).keys.length, INDEX);
   }
@@ -112,6 +116,7 @@ export class SessionStore {
       k('snapshot'),
       k('seq'),
       k('cancel'),
+      k('steers'),
       sessionId,
       String(prompt.enqueuedAt),
       JSON.stringify(create),
@@ -144,6 +149,7 @@ export class SessionStore {
       shard: shardOf(r[4]),
       interrupted: r[5] === undefined || r[5] === '' ? null : Number(r[5]),
       activeJobId: String(r[6] ?? jobId),
+      steered: Number(r[7]) === 1,
     };
   }
 
@@ -206,6 +212,7 @@ export class SessionStore {
       k('counters'),
       outboxKey(this.keys, sessionId, 'outbox'),
       outboxKey(this.keys, sessionId, 'due'),
+      k('steers'),
       token,
       batch.snapshot ?? '',
       batch.inboxTrim ?? 0,
@@ -227,6 +234,7 @@ export class SessionStore {
       outbox.length,
       this.webhooks?.maxPerSession ?? 0,
       ...outbox.flatMap((e) => [e.id, e.body]),
+      ...(batch.steersDelivered ?? []),
     ];
     const r = (
       this.waitReplicas > 0 ? await this.#writeAndWait(sessionId, args) : await this.#script('sessiondWrite')(...args)
@@ -368,6 +376,7 @@ export class SessionStore {
       .get(k('seq'))
       .get(k('lease'))
       .get(k('cancel'))
+      .lrange(k('steers'), 0, -1)
       .exec();
     const value = multiValues(replies, sessionId);
     const meta = value(0) as Record<string, string>;
@@ -381,7 +390,35 @@ export class SessionStore {
       lastSeq: Number((value(4) as string | null) ?? 0),
       heldBy: value(5) as string | null,
       cancel: cancel === null ? null : (JSON.parse(cancel) as CancelRequest),
+      steers: parseSteers(value(7) as string[]),
     };
+  }
+
+  /** The session's pending steers (whenBusy "steer"), oldest first. */
+  async steers(sessionId: string): Promise<PendingSteer[]> {
+    return parseSteers(await this.redis.lrange(this.key(sessionId, 'steers'), 0, -1));
+  }
+
+  /**
+   * The turn is over: the steers still pending become the next turns (STEERS_TO_TURNS), fenced by the holder's
+   * token; how many did. StaleLeaseError (nothing moved) when the lease is not the token's.
+   */
+  async steersToTurns(sessionId: string, token: string): Promise<number> {
+    const k = (p: Parameters<Keys['session']>[1]) => this.key(sessionId, p);
+    const r = Number(
+      await this.#script('sessiondSteersToTurns')(
+        k('lease'),
+        k('steers'),
+        k('inbox'),
+        k('meta'),
+        k('log'),
+        k('seq'),
+        token,
+        Date.now(),
+      ),
+    );
+    if (r === -1) throw new StaleLeaseError(sessionId);
+    return r;
   }
 
   /** Messages with seq ≥ fromSeq, in order. */

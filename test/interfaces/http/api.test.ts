@@ -12,6 +12,7 @@ import { DispatchBody } from '../../../src/interfaces/http/routes/limits.ts';
 import { ReplayBody } from '../../../src/interfaces/http/routes/webhooks.ts';
 import { PromptBody } from '../../../src/interfaces/http/routes/prompts.ts';
 import { CreateSessionBody } from '../../../src/interfaces/http/routes/sessions.ts';
+import { ScheduleRequestSchema } from '../../../src/runtime/schedules/spec.ts';
 import { LoginBody } from '../../../src/interfaces/http/auth/routes.ts';
 import { startServer, type RunningServer } from '../../../src/interfaces/http/server.ts';
 import { DEFAULT_RETRY_POLICY, mergeRetryPolicy } from '../../../src/retry/index.ts';
@@ -162,7 +163,7 @@ describe('sessions', () => {
 
     const again = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'And again' });
     expect(again.status).toBe(202);
-    expect(again.body).toEqual({ sessionId: id, turn: 2 });
+    expect(again.body).toEqual({ sessionId: id, turn: 2, promptId: expect.any(String) });
     await turnEnded(h.runtime, id, 2);
     expect((await call('GET', `/api/sessions/${id}`)).body.turn).toMatchObject({ index: 2, status: 'completed' });
 
@@ -259,18 +260,41 @@ describe('sessions', () => {
     const bad = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'No', whenBusy: 'later' });
     expect(bad.status).toBe(400);
     expect(bad.body.issues.map((i: { field: string }) => i.field)).toEqual(['whenBusy']);
+    // A steer: 202 with its promptId, pending in the session view (the interrupt's turn takes it at its start).
+    const steer = await call('POST', `/api/sessions/${id}/prompts`, { prompt: 'Mind the tests', whenBusy: 'steer' });
+    expect(steer.status).toBe(202);
+    expect(steer.body).toEqual({ sessionId: id, turn: 1, promptId: expect.any(String), steered: true });
+    expect((await call('GET', `/api/sessions/${id}`)).body.steers).toEqual([
+      { id: steer.body.promptId, text: 'Mind the tests', acceptedAt: expect.any(Number) },
+    ]);
     const r = await call('POST', `/api/sessions/${id}/prompts`, {
       prompt: 'Instead',
       options: { model: 'text' },
       whenBusy: 'interrupt',
     });
     expect(r.status).toBe(202);
-    expect(r.body).toEqual({ sessionId: id, turn: 2 });
-    expect((await turnEnded(h.runtime, id, 2)).state).toBe('completed');
+    expect(r.body).toEqual({ sessionId: id, turn: 2, promptId: expect.any(String) });
+    // pi steers natively, once its turn has a first answer: turn 2 (one text answer) ends before it takes the
+    // steer, so the steer becomes the next turn (`via: "turn"`), not lost.
+    const steered = await until(
+      async () => {
+        const found = (await h.runtime.readMessages(id)).filter((m) => m.type === 'prompt.steered');
+        return found.length > 0 ? found : null;
+      },
+      60_000,
+      'the steer in the log',
+    );
+    expect(steered).toMatchObject([{ turn: 3, attempt: 0, content: { promptId: steer.body.promptId, via: 'turn' } }]);
     const log = await h.runtime.readMessages(id);
     expect(log.filter((m) => m.turn === 1 && m.type.startsWith('terminal.')).map((m) => m.content)).toEqual([
       { reason: 'interrupted' },
     ]);
+    expect(log.filter((m) => m.turn === 2 && m.type.startsWith('terminal.')).map((m) => m.type)).toEqual([
+      'terminal.completed',
+    ]);
+    // Turn 3 runs the session's long tool: cancelled, so the test leaves nothing running.
+    expect((await call('POST', `/api/sessions/${id}/cancel`, {})).status).toBe(202);
+    expect((await turnEnded(h.runtime, id, 3)).state).toBe('cancelled');
   });
 
   it('unknown ids are 404 on every session endpoint, as JSON', async () => {
@@ -748,6 +772,8 @@ describe('OpenAPI', () => {
       decideApproval: (v) => ApprovalBody.safeParse(v).success,
       undoTurn: (v) => UndoBody.safeParse(v).success,
       forkSession: (v) => ForkBody.safeParse(v).success,
+      // The `hourly` example prompts `build-42`, the session createSession's `full` example made just before.
+      createSchedule: (v) => ScheduleRequestSchema.safeParse(v).success,
     };
     // Each approval example answers a request of its own, waiting as an attempt in ask mode stores it.
     let seeded = 0;

@@ -253,6 +253,7 @@ describe('every operation declares its scope', () => {
       'dashboard',
       'dashboardLimits',
       'dashboardPolicy',
+      'dashboardSchedules',
       'dashboardScript',
       'dashboardSession',
       'dashboardStyle',
@@ -316,6 +317,12 @@ async function runMatrix(app: App, binding: 'open' | 'tokens'): Promise<string[]
       if (op.operationId === 'resumeParked') await parkTheTurn(sessionId);
       // A bulk cancel needs its filter; a dry run, so that it leaves the other cells' sessions alone.
       if (op.operationId === 'cancelMatching') path += '?state=queued&dryRun=true';
+      // A schedule of its own per cell (a caller of its own: the per-caller limit stays far).
+      if (op.path.includes('{schedule}'))
+        path = path.replace(
+          '{schedule}',
+          (await h.runtime.addSchedule({ every: '1h', new: true, prompt: 'cell' }, { caller: `cell-${sessionId}` })).id,
+        );
       // The cell's session has one queued prompt: its id goes in the path.
       if (op.operationId === 'removeQueuedPrompt')
         path = path.replace('{promptId}', (await h.runtime.queuedPrompts(sessionId))[0]?.id ?? 'none');

@@ -211,6 +211,8 @@ describe('escalation through the HTTP API', () => {
       agentDirRoots: [],
       maxIdleTimeoutMs: 600_000,
       maxPromptChars: 1000,
+      // Every strategy the policy allows (all) that this version carries out.
+      whenBusyOffered: ['enqueue', 'steer', 'interrupt', 'reject', 'rollback'],
     });
     expect(policy.permissions).toMatchObject({
       codex: { ladder: { option: 'sandbox', ceiling: 'workspace-write' } },

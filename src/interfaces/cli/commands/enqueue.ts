@@ -66,7 +66,7 @@ export function registerEnqueue(program: Command): void {
     .addOption(
       new Option(
         '--when-busy <strategy>',
-        'when a turn runs or prompts wait: enqueue (wait, the default), interrupt (stop the running turn, run next), reject (refuse: exit 1, nothing stored); steer and rollback are not built yet (refused); policy.whenBusy may allow fewer',
+        'when a turn runs or prompts wait: enqueue (wait, the default), steer (into the running turn at its next safe point; a new turn if none runs), interrupt (stop the running turn, run next), reject (refuse: exit 1, nothing stored), rollback (interrupt, then take the turn back: files and conversation; a workspace session only); policy.whenBusy may allow fewer',
       ).choices(WHEN_BUSY_CHOICES),
     )
     .option('--json', 'print {"sessionId","turn"}')
@@ -119,7 +119,13 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         throw new CliError(error.message, ExitCode.failed);
       throw error;
     }
-    if (flags.json === true && flags.follow !== true) printJson({ sessionId: result.sessionId, turn: result.turn });
+    if (flags.json === true && flags.follow !== true)
+      printJson({
+        sessionId: result.sessionId,
+        turn: result.turn,
+        promptId: result.promptId,
+        ...(result.steered ? { steered: true } : {}),
+      });
     else if (flags.follow !== true) process.stdout.write(`${result.sessionId}\n`);
     if (flags.follow !== true) return ExitCode.ok;
 

@@ -101,6 +101,10 @@ function render(s: SessionSummary): string {
   if (s.lastFailure !== undefined)
     lines.push(`last failure: ${s.lastFailure.category} — ${s.lastFailure.errorText.split('\n')[0]}`);
   if (s.queuedPrompts > 0) lines.push(`${s.queuedPrompts} prompt(s) waiting`);
+  if (s.steers.length > 0) {
+    lines.push(`${s.steers.length} steer(s) pending for the running turn:`);
+    for (const steer of s.steers) lines.push(`  ${steer.id}: ${steer.text.split('\n')[0]?.slice(0, 100) ?? ''}`);
+  }
   if (s.usage !== undefined) {
     lines.push(`tokens (session): ${formatUsage(s.usage.total)}`);
     if (s.usage.byModel.length > 1)

@@ -1,5 +1,6 @@
 import { AGENT_NAMES } from '../../../agents/registry.ts';
 import { agentHostOptions, attemptLimits, workspaceConfig } from '../../../config/config.ts';
+import { clientSettingsOf } from '../../../config/client-settings.ts';
 import { redactUrl } from '../../../runtime/redis/index.ts';
 import { createSessionQueue } from '../../../runtime/queue.ts';
 import { createKeys } from '../../../runtime/keys.ts';
@@ -41,6 +42,8 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
     maxLogBytes: config.lifecycle.maxLogBytes,
     fleetLimits: config.limits,
     webhooks: { webhooks: config.webhooks, delivery: config.webhookDelivery },
+    // A schedule's firing is an enqueue: under the callers' lifecycle limits.
+    callerLimits: clientSettingsOf(config).lifecycle,
     ...(workspaces === null ? {} : { workspaces }),
     log: (level, message, fields) => log[level](fields ?? {}, message),
   });

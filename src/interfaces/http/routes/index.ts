@@ -7,6 +7,7 @@ import { messageRoutes } from './messages.ts';
 import { operationRoutes } from './operations.ts';
 import { promptRoutes } from './prompts.ts';
 import { retryPolicyRoutes } from './retry-policy.ts';
+import { scheduleRoutes } from './schedules.ts';
 import { sessionRoutes } from './sessions.ts';
 import { webhookRoutes } from './webhooks.ts';
 import { workspaceRoutes } from './workspace.ts';
@@ -22,6 +23,7 @@ export const API_ROUTES = [
   ...retryPolicyRoutes,
   ...limitRoutes,
   ...webhookRoutes,
+  ...scheduleRoutes,
   ...authRoutes,
   ...operationRoutes,
 ];

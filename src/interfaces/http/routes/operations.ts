@@ -3,6 +3,8 @@ import { sessionMachine } from '../../../../machines/session.machine.ts';
 import { json, ref } from '../route.ts';
 import { defineRoute } from './context.ts';
 import { isLive } from '../../../runtime/worker-liveness.ts';
+import { whenBusyOffered } from '../../../runtime/caller/enqueue.ts';
+import { WHEN_BUSY } from '../../../policy/index.ts';
 import { withTimeout } from '../../with-timeout.ts';
 
 /** Health, readiness, metrics, the OpenAPI document, the statechart and the deployment policy. */
@@ -183,7 +185,7 @@ export const operationRoutes = [
     operationId: 'getDeploymentPolicy',
     tags: ['sessions'],
     summary:
-      "What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, and each agent's permission ceiling, allowed lists and switches",
+      "What callers of this deployment may choose: agents, cwd and agentDir roots, maximum idle timeout and prompt size, each agent's permission ceiling, allowed lists and switches, and the `whenBusy` strategies offered (`whenBusyOffered`: built and allowed)",
     scope: 'read',
     responses: {
       '200': json(
@@ -198,11 +200,23 @@ export const operationRoutes = [
             'maxPromptChars',
             'permissions',
             'approvals',
+            'whenBusyOffered',
           ],
+          properties: {
+            whenBusyOffered: {
+              type: 'array',
+              items: { type: 'string', enum: [...WHEN_BUSY] },
+              description:
+                'The `whenBusy` strategies a prompt may use here: those this version of sessiond carries out and the policy allows (`whenBusy`), in order',
+            },
+          },
         },
         'the deployment policy',
       ),
     },
-    handler: async (c, _input, { client }) => c.json(await client.deployment.policy()),
+    handler: async (c, _input, { client }) => {
+      const policy = await client.deployment.policy();
+      return c.json({ ...policy, whenBusyOffered: whenBusyOffered(policy) });
+    },
   }),
 ];

@@ -20,6 +20,10 @@ export const promptRoutes = [
       schema: PromptBody,
       examples: {
         next: { summary: 'the next prompt of the conversation', value: { prompt: 'Now explain the change' } },
+        steer: {
+          summary: 'put this text into the running turn at its next safe point (a new turn if none runs)',
+          value: { prompt: 'Use the v2 API instead', whenBusy: 'steer' },
+        },
         interrupt: {
           summary: 'stop the running turn and run this one next',
           value: { prompt: 'Stop: use the other branch', whenBusy: 'interrupt' },
@@ -42,8 +46,8 @@ export const promptRoutes = [
       await sessionOr404(client, id);
       // Issue 25: the priority at most the credential's maxPriority, its tenant the credential's (auth/caller.ts).
       const { request } = callerRequest(auth, auth.principalOf(c), body);
-      const { sessionId, turn } = await client.session(id).prompt(request);
-      return c.json({ sessionId, turn }, 202);
+      const { sessionId, turn, promptId, steered } = await client.session(id).prompt(request);
+      return c.json({ sessionId, turn, promptId, ...(steered ? { steered } : {}) }, 202);
     },
   }),
   defineRoute({
