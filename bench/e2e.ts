@@ -21,15 +21,15 @@ import { median, round } from './support/timing.ts';
  * End to end, with a fake agent PROCESS: one real worker process
  * (`node bin/sessiond.mjs worker`, concurrency CONCURRENCY, configured by
  * environment variables) whose pi `command` is a fake pi
- * (support/fake-pi.mjs: a Node process that reads the prompt, prints one
- * whole pi turn as JSON lines and exits), so sessiond's process manager
+ * (support/fake-pi.mjs: a Node process that takes the prompt, prints one
+ * whole pi turn as JSON lines and exits; sessiond runs it in `--mode rpc`), so sessiond's process manager
  * (spawn, own process group, stdout lines, exit), the pi mapper, the session
  * machine, the lease and every message persisted in Redis all run; sessions
  * are enqueued from this process (Runtime.enqueue, PRODUCER_IN_FLIGHT calls in
  * flight) and timed from the first enqueue to the last "session released".
  *
  * Baseline: spawning the same executable directly from this process
- * (child_process.spawn, same argv and prompt on stdin, stdout read to its end,
+ * (child_process.spawn, `--mode json --print`: the prompt on stdin to its end, stdout read to its end,
  * exit awaited), SESSIONS times, CONCURRENCY at a time. On this 2-core machine
  * both sides are bound by the OS starting Node processes, which is the point:
  * ratio = sessionsPerSec / baselineSpawnsPerSec shows what is left of the
@@ -141,7 +141,7 @@ async function measureAgent(
   n: number,
 ): Promise<AgentResult> {
   const piArgs = ['--messages', String(MESSAGES)];
-  // What sessiond passes to pi before the extra arguments (src/agents/pi/options.ts: piArgs), minus --session-dir.
+  // pi's json mode (the prompt on stdin to its end; sessiond runs --mode rpc, src/agents/pi/options.ts: piArgs) and the extra arguments.
   const directArgs = ['--mode', 'json', '--print', ...piArgs];
   // session, agent_start, turn_start, the user's message_start/end, the assistant's message_start; the deltas; message_end, turn_end, agent_end.
   const lines = 6 + (MESSAGES - 2) + 3;

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// A pi-like agent for `npm run chaos`: speaks pi 0.73's `--mode json --print` event format (so the
-// pi mapper understands it), reads the prompt from stdin like pi, keeps a pi-like session file in
+// A pi-like agent for `npm run chaos`: speaks pi 0.73's event format (so the pi mapper understands
+// it), takes the prompt like pi (`--mode rpc`, as sessiond runs pi: a `prompt` command on stdin, each
+// `get_state` answered with the session id and whether the turn runs, other commands refused, exit 0
+// when stdin ends once the turn is over; else `--mode json`: stdin to its end), keeps a pi-like session file in
 // `--session-dir` (so `--session <id>` resumes work, across "hosts" too), and behaves as the
 // prompt says. The prompt is `<behaviour>[@N] #<tag>`; `@N` means "misbehave on the first N attempts
 // of this prompt, then answer normally" (attempts are counted per tag in $CHAOS_STATE_DIR).
@@ -51,6 +53,7 @@ const argOf = (name) => {
   const i = argv.indexOf(name);
   return i >= 0 ? argv[i + 1] : undefined;
 };
+const rpc = argOf('--mode') === 'rpc';
 const sessionDir = argOf('--session-dir');
 const resumeId = argOf('--session');
 
@@ -157,36 +160,46 @@ const CATEGORY_ERRORS = {
   bad_request: '400 Bad Request (chaos fake agent)',
 };
 
-async function main(stdinText) {
+/** The attempt's session: `--session`'s, or a new one (its file written at once): known before the prompt, for get_state. */
+function openSession() {
   const now = Date.now();
-  let id = randomUUID();
-  let file = null;
+  if (resumeId !== undefined) return { id: resumeId, file: sessionFile(resumeId) };
+  const id = randomUUID();
+  if (sessionDir === undefined) return { id, file: null };
+  try {
+    mkdirSync(sessionDir, { recursive: true });
+    const file = join(sessionDir, `${new Date(now).toISOString().replace(/[:.]/g, '-')}_${id}.jsonl`);
+    writeFileSync(
+      file,
+      `${JSON.stringify({ type: 'session', version: 3, id, timestamp: new Date(now).toISOString(), cwd: process.cwd() })}\n`,
+    );
+    return { id, file };
+  } catch {
+    return { id, file: null };
+  }
+}
+
+const { id, file } = openSession();
+/** The turn was prompted and has not ended yet (rpc mode's get_state answers with it). */
+let running = false;
+/** stdin ended (rpc mode): exit once the turn is over. */
+let stdinOver = false;
+
+async function main(stdinText) {
+  running = true;
+  const now = Date.now();
   let text = stdinText;
-  if (resumeId !== undefined) {
-    file = sessionFile(resumeId);
-    id = resumeId;
-    // A retry that resumes the session gets a continuation, not the prompt: the prompt is in the file.
-    if (CONTINUATION.test(text) || !parse(text).known) {
-      const earlier = userTexts(file).filter((t) => parse(t).known);
-      if (earlier.length > 0) text = earlier.at(-1);
-    }
-  } else if (sessionDir !== undefined) {
-    try {
-      mkdirSync(sessionDir, { recursive: true });
-      file = join(sessionDir, `${new Date(now).toISOString().replace(/[:.]/g, '-')}_${id}.jsonl`);
-      writeFileSync(
-        file,
-        `${JSON.stringify({ type: 'session', version: 3, id, timestamp: new Date(now).toISOString(), cwd: process.cwd() })}\n`,
-      );
-    } catch {
-      file = null;
-    }
+  // A retry that resumes the session gets a continuation, not the prompt: the prompt is in the file.
+  if (resumeId !== undefined && (CONTINUATION.test(text) || !parse(text).known)) {
+    const earlier = userTexts(file).filter((t) => parse(t).known);
+    if (earlier.length > 0) text = earlier.at(-1);
   }
   let spec = parse(text);
   const attempt = attemptNumber(spec.tag);
   if (attempt > spec.times) spec = { kind: 'ok', arg: '200', times: Infinity, tag: spec.tag, known: true };
 
-  emit({ type: 'session', version: 3, id, timestamp: new Date(now).toISOString(), cwd: process.cwd() });
+  // rpc mode has no header line: the session id is in get_state's answer.
+  if (!rpc) emit({ type: 'session', version: 3, id, timestamp: new Date(now).toISOString(), cwd: process.cwd() });
   emit({ type: 'agent_start' });
   emit({ type: 'turn_start' });
   const user = { role: 'user', content: [{ type: 'text', text: stdinText }], timestamp: now };
@@ -236,7 +249,9 @@ async function main(stdinText) {
 
   function finish(code = 0) {
     emit({ type: 'agent_end', messages });
-    setTimeout(() => process.exit(code), 10);
+    running = false;
+    // In rpc mode pi stays until sessiond, having seen the turn over, closes stdin.
+    if (!rpc || stdinOver) setTimeout(() => process.exit(code), 10);
   }
 
   /** A bash tool call: `command` announced, `work` run as the tool, its result `text`, then an answer. */
@@ -388,15 +403,52 @@ async function main(stdinText) {
   }
 }
 
+const failed = (error) => {
+  process.stderr.write(`chaos fake agent: ${error?.stack ?? error}\n`);
+  process.exit(2);
+};
+const answer = (response) => emit({ type: 'response', ...response });
+
+/** One rpc command: a line of stdin. */
+function command(line) {
+  let cmd;
+  try {
+    cmd = JSON.parse(line);
+  } catch {
+    return; // not a command: pi answers nothing either
+  }
+  if (cmd.type === 'get_state') {
+    const data = { sessionId: id, isStreaming: running, isCompacting: false };
+    answer({ id: cmd.id, command: 'get_state', success: true, data });
+  } else if (cmd.type === 'prompt' && !running) {
+    answer({ id: cmd.id, command: 'prompt', success: true });
+    main(String(cmd.message ?? '')).catch(failed);
+  } else answer({ id: cmd.id, command: cmd.type, success: false, error: 'chaos fake agent: not supported' });
+}
+
 let input = '';
 process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => {
-  input += chunk;
-});
-process.stdin.on('end', () => {
-  main(input).catch((error) => {
-    process.stderr.write(`chaos fake agent: ${error?.stack ?? error}\n`);
-    process.exit(2);
+if (rpc) {
+  process.stdin.on('data', (chunk) => {
+    input += chunk;
+    for (let end = input.indexOf('\n'); end >= 0; end = input.indexOf('\n')) {
+      const line = input.slice(0, end);
+      input = input.slice(end + 1);
+      command(line);
+    }
   });
-});
-process.stdin.on('error', () => main(input).catch(() => process.exit(2)));
+  const over = () => {
+    stdinOver = true;
+    if (!running) process.exit(0);
+  };
+  process.stdin.on('end', over);
+  process.stdin.on('error', over);
+} else {
+  process.stdin.on('data', (chunk) => {
+    input += chunk;
+  });
+  process.stdin.on('end', () => {
+    main(input).catch(failed);
+  });
+  process.stdin.on('error', () => main(input).catch(() => process.exit(2)));
+}

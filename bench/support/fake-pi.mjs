@@ -1,6 +1,11 @@
 #!/usr/bin/env node
-// A stand-in for `pi --mode json --print` in the benchmarks: reads the prompt
-// from stdin to its end, then prints pi 0.73-like JSON lines (session header,
+// A stand-in for pi in the benchmarks. With `--mode rpc` (what sessiond runs)
+// it speaks pi's rpc protocol (src/agents/pi/rpc.ts): answers each `get_state`
+// command (the session id; streaming until the turn's last line), runs the turn
+// on the `prompt` command, refuses other commands, and exits 0 when stdin ends
+// and the turn is over. Otherwise (`--mode json --print`: the direct runs of
+// e2e and peers) it reads the prompt from stdin to its end, prints the turn,
+// and exits. The turn: pi 0.73-like JSON lines (json mode's session header,
 // agent_start, the user message, an assistant message streamed as text deltas).
 //   default (e2e, scaling): the whole turn in `--messages N` − 2 deltas (20 by
 //     default), then message_end, turn_end, agent_end, and exit 0; sessiond's
@@ -13,10 +18,11 @@
 //   --every MS (peers benchmark's kill -9 runs): the default turn, one line
 //     every MS milliseconds instead of all at once: an attempt that is still
 //     running when its worker dies.
-// Other arguments (pi's --mode json --print …) are ignored.
+// Other arguments (pi's --print, --session-dir …) are ignored.
 import { randomUUID } from 'node:crypto';
 
 const hang = process.argv.includes('--hang');
+const rpc = process.argv[process.argv.indexOf('--mode') + 1] === 'rpc';
 const at = process.argv.indexOf('--messages');
 const messages = at >= 0 ? Number(process.argv[at + 1]) : 20;
 const everyAt = process.argv.indexOf('--every');
@@ -44,15 +50,16 @@ const deltas = hang
   ? ['Reading the session ', 'store first, ', 'then the writer…']
   : Array.from({ length: messages - 2 }, (_, i) => TURN_DELTAS[i % TURN_DELTAS.length]);
 
+const sessionId = randomUUID();
 const lines = [];
 const emit = (event) => lines.push(JSON.stringify(event));
+/** The turn was prompted and its last line is not written yet (with --hang: forever). */
+let running = false;
+/** stdin ended (rpc mode): exit once the turn is over. */
+let over = false;
 
-let prompt = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => {
-  prompt += chunk;
-});
-process.stdin.on('end', () => {
+function turn(prompt) {
+  running = true;
   const now = Date.now();
   const output = hang ? 0 : 20 * deltas.length;
   const usage = {
@@ -63,7 +70,9 @@ process.stdin.on('end', () => {
     totalTokens: (hang ? 0 : 1200) + output,
     cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
   };
-  emit({ type: 'session', version: 3, id: randomUUID(), timestamp: new Date(now).toISOString(), cwd: process.cwd() });
+  // rpc mode has no header line: the session id is in get_state's answer.
+  if (!rpc)
+    emit({ type: 'session', version: 3, id: sessionId, timestamp: new Date(now).toISOString(), cwd: process.cwd() });
   emit({ type: 'agent_start' });
   emit({ type: 'turn_start' });
   const user = { role: 'user', content: [{ type: 'text', text: prompt }], timestamp: now };
@@ -101,7 +110,60 @@ process.stdin.on('end', () => {
     const timer = setInterval(() => {
       process.stdout.write(`${lines[i]}\n`);
       i += 1;
-      if (i === lines.length) clearInterval(timer);
+      if (i === lines.length) {
+        clearInterval(timer);
+        turnWritten();
+      }
     }, every);
-  } else process.stdout.write(`${lines.join('\n')}\n`);
-});
+  } else {
+    process.stdout.write(`${lines.join('\n')}\n`);
+    turnWritten();
+  }
+}
+
+function turnWritten() {
+  if (hang) return;
+  running = false;
+  if (over) process.exit(0);
+}
+
+const answer = (response) => process.stdout.write(`${JSON.stringify({ type: 'response', ...response })}\n`);
+
+/** One rpc command: a line of stdin. */
+function command(line) {
+  let cmd;
+  try {
+    cmd = JSON.parse(line);
+  } catch {
+    return; // not a command: pi answers nothing either
+  }
+  if (cmd.type === 'get_state') {
+    const data = { sessionId, isStreaming: running, isCompacting: false };
+    answer({ id: cmd.id, command: 'get_state', success: true, data });
+  } else if (cmd.type === 'prompt' && !running) {
+    answer({ id: cmd.id, command: 'prompt', success: true });
+    turn(String(cmd.message ?? ''));
+  } else answer({ id: cmd.id, command: cmd.type, success: false, error: 'fake-pi: not supported' });
+}
+
+let input = '';
+process.stdin.setEncoding('utf8');
+if (rpc) {
+  process.stdin.on('data', (chunk) => {
+    input += chunk;
+    for (let end = input.indexOf('\n'); end >= 0; end = input.indexOf('\n')) {
+      const line = input.slice(0, end);
+      input = input.slice(end + 1);
+      command(line);
+    }
+  });
+  process.stdin.on('end', () => {
+    over = true;
+    if (!running) process.exit(0);
+  });
+} else {
+  process.stdin.on('data', (chunk) => {
+    input += chunk;
+  });
+  process.stdin.on('end', () => turn(input));
+}
