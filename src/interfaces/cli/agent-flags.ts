@@ -1,5 +1,7 @@
 import { Option, type Command } from 'commander';
 import { THINKING_LEVELS } from '../../agents/pi/thinking-levels.ts';
+import { CliError } from './cli-error.ts';
+import { ExitCode } from './exit-codes.ts';
 import { collectAgentOption, parseDurationOption } from './parse-options.ts';
 
 /** The agent flags `run` and `enqueue` share. */
@@ -23,6 +25,24 @@ export function agentOptionsFromFlags(flags: AgentFlags): Record<string, unknown
     ...(flags.thinking === undefined ? {} : { thinking: flags.thinking }),
     ...(flags.agentDir === undefined ? {} : { agentDir: flags.agentDir }),
     ...(flags.idleTimeout === undefined ? {} : { idleTimeoutMs: flags.idleTimeout }),
+  };
+}
+
+/**
+ * A worker turn's options from `enqueue`'s flags (`schedule add` takes the same): the agent, its options and the
+ * workspace's repository. `--ref` without `--repo` is a usage error.
+ */
+export function turnOptionsFromFlags(
+  flags: AgentFlags & { agent?: string; repo?: string; ref?: string },
+): Record<string, unknown> {
+  if (flags.ref !== undefined && flags.repo === undefined)
+    throw new CliError('--ref: goes with --repo (the repository it names a ref of)', ExitCode.usage);
+  return {
+    ...(flags.agent === undefined ? {} : { agent: flags.agent }),
+    ...agentOptionsFromFlags(flags),
+    ...(flags.repo === undefined
+      ? {}
+      : { workspace: { repo: flags.repo, ...(flags.ref === undefined ? {} : { ref: flags.ref }) } }),
   };
 }
 

@@ -57,10 +57,20 @@ describe('sessiond enqueue: tenant and priority from the configuration', () => {
     const high = await runCli(['enqueue', '--session', 'cli-high', '--priority', '1000', 'hi'], { env: acme });
     expect(high.exitCode).toBe(2);
     expect(high.stderr).toMatch(/--priority: must be at most 5/);
+    // enqueue and schedule add read their turn options from the same flags: --ref without --repo is refused by both.
+    for (const args of [
+      ['enqueue', '--session', 'cli-ref', '--ref', 'main', 'hi'],
+      ['schedule', 'add', '--every', '1h', '--session', 'cli-ref', '--ref', 'main', 'hi'],
+    ]) {
+      const refOnly = await runCli(args, { env: acme });
+      expect(refOnly.exitCode, args.join(' ')).toBe(2);
+      expect(refOnly.stderr).toContain('--ref: goes with --repo');
+    }
     expect(
       await client.exists(
         createKeys(prefix).session('cli-other', 'meta'),
         createKeys(prefix).session('cli-high', 'meta'),
+        createKeys(prefix).session('cli-ref', 'meta'),
       ),
     ).toBe(0);
   });

@@ -4,7 +4,7 @@ import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
-import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
+import { addAgentFlagOptions, turnOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/priority.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
@@ -77,15 +77,7 @@ export function registerEnqueue(program: Command): void {
 }
 
 async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
-  if (flags.ref !== undefined && flags.repo === undefined)
-    throw new CliError('--ref: goes with --repo (the repository it names a ref of)', ExitCode.usage);
-  const options = {
-    ...(flags.agent === undefined ? {} : { agent: flags.agent }),
-    ...agentOptionsFromFlags(flags),
-    ...(flags.repo === undefined
-      ? {}
-      : { workspace: { repo: flags.repo, ...(flags.ref === undefined ? {} : { ref: flags.ref }) } }),
-  };
+  const options = turnOptionsFromFlags(flags);
   const retryPolicy = retryPatchFromFlags(flags);
   const ctx = await openClient();
   try {

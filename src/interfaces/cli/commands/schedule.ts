@@ -4,7 +4,7 @@ import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
 import { CliError, sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
-import { addAgentFlagOptions, agentOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
+import { addAgentFlagOptions, turnOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/priority.ts';
 import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
@@ -156,19 +156,11 @@ function scheduleError(error: unknown): unknown {
 }
 
 async function addSchedule(prompt: string, flags: AddFlags): Promise<void> {
-  if (flags.ref !== undefined && flags.repo === undefined)
-    throw new CliError('--ref: goes with --repo (the repository it names a ref of)', ExitCode.usage);
   if ((flags.cron === undefined) === (flags.every === undefined))
     throw new CliError('give either --cron EXPR (with an optional --tz) or --every DURATION', ExitCode.usage);
   if ((flags.session === undefined) === (flags.new !== true))
     throw new CliError('give either --session ID or --new', ExitCode.usage);
-  const options = {
-    ...(flags.agent === undefined ? {} : { agent: flags.agent }),
-    ...agentOptionsFromFlags(flags),
-    ...(flags.repo === undefined
-      ? {}
-      : { workspace: { repo: flags.repo, ...(flags.ref === undefined ? {} : { ref: flags.ref }) } }),
-  };
+  const options = turnOptionsFromFlags(flags);
   const retryPolicy = retryPatchFromFlags(flags);
   await withClient(async (client, ctx) => {
     // Issue 25: the tenant and the highest priority are the local caller's (config `caller`), not what a flag claims.
