@@ -257,6 +257,7 @@ describe('every operation declares its scope', () => {
       'dashboardScript',
       'dashboardSession',
       'dashboardStyle',
+      'dashboardWebhooks',
       'health',
       'login',
       'logout',

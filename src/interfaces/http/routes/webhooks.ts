@@ -66,7 +66,8 @@ export const webhookRoutes = [
         schema: { type: 'string' },
       },
     ],
-    query: z.strictObject({ since: since.optional() }),
+    // Unknown parameters are ignored, as on every other route (a stream ticket, `?ticket=`, is the auth layer's).
+    query: z.object({ since: since.optional() }),
     responses: {
       '200': json({ type: 'array', items: DEAD_LETTER }, 'the dead letters'),
       '400': invalid('`since` is neither a dead-letter number nor a time'),
