@@ -147,7 +147,39 @@ export function createRedis(url: string, options: CreateRedisOptions): Redis {
   attachLogging(client, name, parsed.display, secrets, log);
   // Each connection (a reconnect makes a new socket) sends the commands of one tick in one syscall.
   client.on('connect', () => coalesceWrites(client.stream));
+  endsWhileReconnecting(client);
   return client;
+}
+
+/**
+ * ioredis 5 (redis/ioredis#1247): `disconnect()` while a client waits to reconnect cancels the retry
+ * but, with no socket left to close, never sets `end`; its queued commands wait forever and so does
+ * anyone waiting for `end`. BullMQ's `Worker.close()` does (it disconnects its blocking connection
+ * and awaits `end`), so a worker told to stop just after Redis came back could hang on SIGTERM. This
+ * finishes such a close as ioredis's own close handler would: queued commands fail, the status is
+ * `end`. The blocking connections BullMQ makes with `duplicate()` get the same mend.
+ */
+function endsWhileReconnecting(client: Redis): void {
+  const inner = client as unknown as {
+    disconnect: (reconnect?: boolean) => void;
+    duplicate: (override?: Partial<RedisOptions>) => Redis;
+    setStatus: (status: string) => void;
+    flushQueue: (error: Error) => void;
+  };
+  const disconnect = inner.disconnect.bind(client);
+  inner.disconnect = (reconnect = false) => {
+    const waiting = !reconnect && client.status === 'reconnecting';
+    disconnect(reconnect);
+    if (!waiting || client.status !== 'reconnecting') return;
+    inner.setStatus('end');
+    inner.flushQueue(new Error('Connection is closed.'));
+  };
+  const duplicate = inner.duplicate.bind(client);
+  inner.duplicate = (override) => {
+    const copy = duplicate(override);
+    endsWhileReconnecting(copy);
+    return copy;
+  };
 }
 
 /** True for a client made from a cluster URL (an ioredis Cluster). */

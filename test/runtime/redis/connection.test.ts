@@ -295,4 +295,36 @@ describe('createRedis against a real server', () => {
       await queue.close();
     }
   });
+
+  it('a client told to stop while it waits to reconnect ends: its queued command fails, and a BullMQ worker closes', async () => {
+    const prefix = uniquePrefix('closing');
+    const plain = track(createRedis(server.url, { role: 'plain', log: () => undefined }));
+    const workerConnection = track(forBullMQ(server.url, { role: 'worker', log: () => undefined }));
+    const worker = new Worker('q', async () => 'done', { connection: workerConnection, prefix });
+    await worker.waitUntilReady();
+    await plain.ping();
+    await server.kill();
+    try {
+      // Every connection, the worker's blocking one too, waits to reconnect.
+      const reconnecting = (client: Redis): Promise<void> =>
+        client.status === 'reconnecting' ? Promise.resolve() : new Promise((r) => client.once('reconnecting', r));
+      const blocking = await (worker as unknown as { blockingConnection: { client: Promise<Redis> } })
+        .blockingConnection.client;
+      await Promise.all([plain, blocking].map(reconnecting));
+      const queued = plain.get('k');
+      const ended = new Promise<void>((r) => plain.once('end', () => r()));
+      plain.disconnect();
+      await expect(queued).rejects.toThrow('Connection is closed.');
+      await ended;
+      expect(plain.status).toBe('end');
+      // BullMQ disconnects its blocking connection and waits for its end: without the mend, forever.
+      const closed = await Promise.race([
+        worker.close().then(() => 'closed'),
+        new Promise((r) => setTimeout(r, 20_000, 'still closing after 20 s')),
+      ]);
+      expect(closed).toBe('closed');
+    } finally {
+      await server.restart();
+    }
+  });
 });
