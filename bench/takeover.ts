@@ -87,7 +87,8 @@ function formatRound(r: RoundResult): string {
     `${Math.round(median(values))}/${Math.round(Math.max(...values))}`.padStart(11);
   const up = r.workerUpMs === null ? '' : ` worker up ${Math.round(r.workerUpMs)} ms;`;
   return (
-    `  ${r.variant.padEnd(11)} (load ${r.load1.toFixed(2)};${up} ${r.delayed} requeued as delayed) median/max ms from the kill: ` +
+    `  ${r.variant.padEnd(11)} (load ${r.load1.toFixed(2)};${up} ${r.delayed} requeued as delayed) ` +
+    'median/max ms from the kill: ' +
     PHASES.map((p) => `${p} ${cell(r.phases[p])}`).join(' ')
   );
 }
