@@ -47,8 +47,8 @@ import { benchWorker, connector } from './support/worker.ts';
 
 export const name = 'steer';
 
-/** Samples per path (native, fallback); the cancel figure is over both. */
-const SAMPLES = Number(process.env.BENCH_STEER_SAMPLES ?? 40);
+/** Samples per path (native, fallback) unless BENCH_STEER_SAMPLES says; the cancel figure is over both. */
+const SAMPLES = 40;
 /** Sessions in flight at once (the worker's concurrency too). */
 const CONCURRENCY = 4;
 const TIME_LIMIT_MS = 6 * 60_000;
@@ -90,6 +90,9 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
 }
 
 async function measure(log: (line: string) => void, cleanup: Cleanup, deadline: Deadline) {
+  const samplesPerPath = Number(process.env.BENCH_STEER_SAMPLES ?? SAMPLES);
+  if (!Number.isInteger(samplesPerPath) || samplesPerPath < 1)
+    throw new BenchFailure(`BENCH_STEER_SAMPLES must be a whole number ≥ 1 (got "${process.env.BENCH_STEER_SAMPLES}")`);
   const redis = await startRedis();
   cleanup.add('redis-server', () => redis.stop());
   const fakes = writeFakeAgents(tempDir('sessiond-bench-steer-', cleanup), 20);
@@ -219,7 +222,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup, deadline: 
   const samples: Sample[] = [];
   const loads: number[] = [];
   for (const path of ['native', 'fallback'] as const) {
-    const ns = Array.from({ length: SAMPLES }, (_, i) => 2 + i + (path === 'native' ? 0 : SAMPLES));
+    const ns = Array.from({ length: samplesPerPath }, (_, i) => 2 + i + (path === 'native' ? 0 : samplesPerPath));
     loads.push(loadavg()[0] ?? 0);
     await pool(ns, CONCURRENCY, async (n) => void samples.push(await sample(path, n)));
     loads.push(loadavg()[0] ?? 0);
@@ -249,7 +252,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup, deadline: 
     cancelP99Ms: percentile(cancels, 99),
   };
   log(
-    `${SAMPLES} sessions per path, ${CONCURRENCY} at once, each steered once at a tool call and then cancelled (one worker, in this process)`,
+    `${samplesPerPath} sessions per path, ${CONCURRENCY} at once, each steered once at a tool call and then cancelled (one worker, in this process)`,
   );
   log(
     `  enqueue(steer) called → the agent has it: native (fake pi, rpc \`steer\`) p50 ${figures.nativeP50Ms} ms, p99 ${figures.nativeP99Ms} ms`,
@@ -272,7 +275,7 @@ async function measure(log: (line: string) => void, cleanup: Cleanup, deadline: 
     nativeP50Ms: figures.nativeP50Ms,
     fallbackP50Ms: figures.fallbackP50Ms,
     cancelP50Ms: figures.cancelP50Ms,
-    samples: SAMPLES,
+    samples: samplesPerPath,
     load1: loads.map((l) => Number(l.toFixed(1))),
   };
 }
