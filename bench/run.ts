@@ -11,6 +11,7 @@ import * as queueBench from './queue.ts';
 import * as sandboxBench from './sandbox.ts';
 import * as takeover from './takeover.ts';
 import * as scaling from './scaling.ts';
+import * as steerBench from './steer.ts';
 import * as workspaceBench from './workspace.ts';
 import * as webhooksBench from './webhooks.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
@@ -44,6 +45,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   egressBench,
   workspaceBench,
   webhooksBench,
+  steerBench,
 ];
 
 /**
