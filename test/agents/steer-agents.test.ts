@@ -16,7 +16,7 @@ import {
 } from '../support/fake-responses-server.ts';
 import { agentRecords, expectWholeLog, turnEnded, until, useRuntimeSuite } from '../support/runtime.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
-import { qwenBin, qwenEnv, type AcpCliEnv } from './acp/acp-clis.ts';
+import { geminiAcpEnv, qwenBin, qwenEnv, type AcpCliEnv } from './acp/acp-clis.ts';
 import { codexBin, createCodexEnv, FAKE_KEY_ENV, FAKE_MODEL, type CodexEnv } from './codex/codex-env.ts';
 import { createGeminiEnv, geminiBin, type GeminiEnv } from './gemini/gemini-env.ts';
 
@@ -73,6 +73,10 @@ let claude: ClaudeEnv;
 let codex: CodexEnv;
 let gemini: GeminiEnv;
 let acp: AcpCliEnv;
+let acpGemini: AcpCliEnv;
+/** gemini --acp: it offers session/load, which 0.61 breaks within the minute a session's chat file was created. */
+const ACP_GEMINI = 'acp:gemini';
+const ACP_GEMINI_MODEL = 'steer-agents-acp';
 const MODEL = 'steer-agents';
 const ACP_AGENT = 'acp:qwen';
 
@@ -138,6 +142,7 @@ useRuntimeSuite(
           };
     };
     google.setScript(MODEL, geminiScript);
+    google.setScript(ACP_GEMINI_MODEL, geminiScript);
     openai.setScript(MODEL, ({ body }) => {
       const messages = body.messages ?? [];
       const step = decide(
@@ -152,6 +157,7 @@ useRuntimeSuite(
     codex = createCodexEnv();
     gemini = createGeminiEnv({ serverUrl: google.url });
     acp = qwenEnv(`${openai.url}/v1`);
+    acpGemini = geminiAcpEnv(google.url);
     const operator = {
       'claude-code': { ...claude.options, allowedTools: ['Bash'] },
       codex: {
@@ -163,11 +169,12 @@ useRuntimeSuite(
       },
       gemini: { configDir: gemini.configDir, command: geminiBin, env: gemini.env, approvalMode: 'yolo' },
       [ACP_AGENT]: acp.agent(MODEL),
+      [ACP_GEMINI]: acpGemini.agent(ACP_GEMINI_MODEL),
     };
     const policy = deploymentPolicy({
       workspace: tmpdir(),
-      agents: { [ACP_AGENT]: operator[ACP_AGENT] },
-      policy: { permissions: { [ACP_AGENT]: { ceiling: 'allow' } } },
+      agents: { [ACP_AGENT]: operator[ACP_AGENT], [ACP_GEMINI]: operator[ACP_GEMINI] },
+      policy: { permissions: { [ACP_AGENT]: { ceiling: 'allow' }, [ACP_GEMINI]: { ceiling: 'allow' } } },
     });
     runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
     await s.h.startWorker({ agentOptions: operator, policy });
@@ -176,7 +183,7 @@ useRuntimeSuite(
 afterAll(async () => {
   await runtime?.close();
   await Promise.all([anthropic?.close(), responses?.close(), google?.close()]);
-  for (const env of [claude, codex, gemini, acp]) env?.cleanup();
+  for (const env of [claude, codex, gemini, acp, acpGemini]) env?.cleanup();
 });
 
 /** A process's command line ('' once it is gone). */
@@ -295,5 +302,35 @@ describe.each(CASES)('$agent: whenBusy with the fallback', ({ options, requests 
     const asked = requests().filter((r) => r.includes('NEXT-TURN'));
     expect(asked.length).toBeGreaterThan(0);
     expect(asked.at(-1)).toContain(`Remember ${word}`);
+  });
+});
+
+describe('acp:gemini: the fallback without a resume', () => {
+  it('gemini 0.61 cannot load its session yet: the steer goes on in a new session (session.started), its text alone', async () => {
+    const gate = newGate();
+    const { sessionId } = await runtime.enqueue({
+      prompt: `Wait for ${gate}`,
+      options: { agent: ACP_GEMINI, permissionMode: 'allow', cwd: acpGemini.cwd },
+    });
+    await toolRunning(sessionId, gate);
+    const steerText = `STEER-${gateCount}: use the blue one`;
+    const steer = await runtime.enqueue({ sessionId, prompt: steerText, whenBusy: 'steer' }, { mustExist: true });
+    openGate(gate);
+    const session = await turnEnded(runtime, sessionId, 1, 180_000);
+    expect(session.state).toBe('completed');
+    expect(session.context?.turnIndex).toBe(1);
+    const log = await runtime.readMessages(sessionId);
+    expect(ofType(log, 'prompt.steered').map((m) => m.content)).toEqual([
+      { promptId: steer.promptId, via: 'restart', at: expect.any(Number) },
+    ]);
+    const types = log.map((m) => m.type);
+    expect(types.filter((t) => t.startsWith('session.'))).toEqual(['session.started', 'session.started']);
+    const first = (ofType(log, 'session.started')[0]?.content as { sessionId: string }).sessionId;
+    expect((ofType(log, 'session.started')[1]?.content as { sessionId: string }).sessionId).not.toBe(first);
+    // The model gets the steer without the conversation before it.
+    const steered = google.requestsFor(ACP_GEMINI_MODEL).map((r) => JSON.stringify(r.body.contents));
+    const withSteer = steered.filter((r) => r.includes(steerText));
+    expect(withSteer.length).toBeGreaterThan(0);
+    expect(withSteer[0]).not.toContain(`Wait for ${gate}`);
   });
 });
