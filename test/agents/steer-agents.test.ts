@@ -196,6 +196,9 @@ function cmdline(pid: number): string {
   }
 }
 
+/** A test's bound: qwen takes ~30-60 s for the two turns of the interrupt test on a loaded 2-core host. */
+const TIMEOUT = 240_000;
+
 const ofType = (log: StoredMessage[], type: string) => log.filter((m) => m.type === type);
 
 /** Until the running attempt's tool waits at its gate: its tool.call is logged and the tool's process runs. */
@@ -219,118 +222,130 @@ async function toolRunning(sessionId: string, gate: string): Promise<string> {
 }
 
 describe.each(CASES)('$agent: whenBusy with the fallback', ({ options, requests }) => {
-  it('a steer during a long tool reaches the model in the same turn once the tool is done: one prompt.steered via restart, no new turn', async () => {
-    const gate = newGate();
-    const { sessionId } = await runtime.enqueue({ prompt: `Wait for ${gate}`, options: options() });
-    await toolRunning(sessionId, gate);
-    const steerText = `STEER-${gateCount}: use the blue one`;
-    const steer = await runtime.enqueue({ sessionId, prompt: steerText, whenBusy: 'steer' }, { mustExist: true });
-    expect(steer).toMatchObject({ sessionId, turn: 1, created: false, steered: true });
-    const before = requests().length;
-    openGate(gate);
+  it(
+    'a steer during a long tool reaches the model in the same turn once the tool is done: one prompt.steered via restart, no new turn',
+    async () => {
+      const gate = newGate();
+      const { sessionId } = await runtime.enqueue({ prompt: `Wait for ${gate}`, options: options() });
+      await toolRunning(sessionId, gate);
+      const steerText = `STEER-${gateCount}: use the blue one`;
+      const steer = await runtime.enqueue({ sessionId, prompt: steerText, whenBusy: 'steer' }, { mustExist: true });
+      expect(steer).toMatchObject({ sessionId, turn: 1, created: false, steered: true });
+      const before = requests().length;
+      openGate(gate);
 
-    const session = await turnEnded(runtime, sessionId, 1, 180_000);
-    expect(session.state).toBe('completed');
-    expect(session.context?.turnIndex).toBe(1);
-    expect(session.steers).toEqual([]);
-    expect(session.context?.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
+      const session = await turnEnded(runtime, sessionId, 1, 180_000);
+      expect(session.state).toBe('completed');
+      expect(session.context?.turnIndex).toBe(1);
+      expect(session.steers).toEqual([]);
+      expect(session.context?.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
 
-    const log = await runtime.readMessages(sessionId);
-    expectWholeLog(log);
-    expect(log.every((m) => m.turn === 1 && m.attempt === 1)).toBe(true);
-    expect(ofType(log, 'prompt.steered').map((m) => m.content)).toEqual([
-      { promptId: steer.promptId, via: 'restart', at: expect.any(Number) },
-    ]);
-    const types = log.map((m) => m.type);
-    // The tool ran once: the resumed agent had its result and did not call it again.
-    expect(types.filter((t) => t === 'tool.call')).toHaveLength(1);
-    expect(types.indexOf('prompt.steered')).toBeGreaterThan(types.indexOf('tool.completed'));
-    expect(types.filter((t) => t.startsWith('terminal.'))).toEqual(['terminal.completed']);
-    // The resumed agent said so, in its own session.
-    expect(types.slice(types.indexOf('prompt.steered') + 1)).toContain('session.resumed');
-    expect(
-      ofType(log, 'assistant')
-        .map((m) => (m.content as { text: string }).text)
-        .join(''),
-    ).toContain(`Steered: STEER-${gateCount}.`);
+      const log = await runtime.readMessages(sessionId);
+      expectWholeLog(log);
+      expect(log.every((m) => m.turn === 1 && m.attempt === 1)).toBe(true);
+      expect(ofType(log, 'prompt.steered').map((m) => m.content)).toEqual([
+        { promptId: steer.promptId, via: 'restart', at: expect.any(Number) },
+      ]);
+      const types = log.map((m) => m.type);
+      // The tool ran once: the resumed agent had its result and did not call it again.
+      expect(types.filter((t) => t === 'tool.call')).toHaveLength(1);
+      expect(types.indexOf('prompt.steered')).toBeGreaterThan(types.indexOf('tool.completed'));
+      expect(types.filter((t) => t.startsWith('terminal.'))).toEqual(['terminal.completed']);
+      // The resumed agent said so, in its own session.
+      expect(types.slice(types.indexOf('prompt.steered') + 1)).toContain('session.resumed');
+      expect(
+        ofType(log, 'assistant')
+          .map((m) => (m.content as { text: string }).text)
+          .join(''),
+      ).toContain(`Steered: STEER-${gateCount}.`);
 
-    // A later request of the turn carries the steer, in the same conversation: the first prompt and the tool's result.
-    const steered = requests()
-      .slice(before)
-      .filter((r) => r.includes(steerText));
-    expect(steered.length).toBeGreaterThan(0);
-    expect(steered[0]).toContain(`Wait for ${gate}`);
-    expect(steered[0]).toContain('GATE-OPENED');
-    expect(await agentRecords(sessionId)).toEqual([]);
-  });
+      // A later request of the turn carries the steer, in the same conversation: the first prompt and the tool's result.
+      const steered = requests()
+        .slice(before)
+        .filter((r) => r.includes(steerText));
+      expect(steered.length).toBeGreaterThan(0);
+      expect(steered[0]).toContain(`Wait for ${gate}`);
+      expect(steered[0]).toContain('GATE-OPENED');
+      expect(await agentRecords(sessionId)).toEqual([]);
+    },
+    TIMEOUT,
+  );
 
-  it('interrupt during a long tool: the new prompt runs before the tool would have ended, in the same conversation; no process left', async () => {
-    // A first turn that completes: the agent's session the interrupting prompt resumes (an interrupted first turn
-    // leaves none: the machine resumes an agent's session once a turn of it completed or recorded its prompt).
-    const word = `WORD-${++gateCount}`;
-    const { sessionId } = await runtime.enqueue({ prompt: `Remember ${word}`, options: options() });
-    expect((await turnEnded(runtime, sessionId, 1, 180_000)).state).toBe('completed');
-    const gate = newGate();
-    await runtime.enqueue({ sessionId, prompt: `Wait for ${gate}` }, { mustExist: true });
-    const marker = await toolRunning(sessionId, gate);
-    const { turn } = await runtime.enqueue(
-      { sessionId, prompt: 'NEXT-TURN: forget it, say something else', whenBusy: 'interrupt' },
-      { mustExist: true },
-    );
-    expect(turn).toBe(3);
+  it(
+    'interrupt during a long tool: the new prompt runs before the tool would have ended, in the same conversation; no process left',
+    async () => {
+      // A first turn that completes: the agent's session the interrupting prompt resumes (an interrupted first turn
+      // leaves none: the machine resumes an agent's session once a turn of it completed or recorded its prompt).
+      const word = `WORD-${++gateCount}`;
+      const { sessionId } = await runtime.enqueue({ prompt: `Remember ${word}`, options: options() });
+      expect((await turnEnded(runtime, sessionId, 1, 180_000)).state).toBe('completed');
+      const gate = newGate();
+      await runtime.enqueue({ sessionId, prompt: `Wait for ${gate}` }, { mustExist: true });
+      const marker = await toolRunning(sessionId, gate);
+      const { turn } = await runtime.enqueue(
+        { sessionId, prompt: 'NEXT-TURN: forget it, say something else', whenBusy: 'interrupt' },
+        { mustExist: true },
+      );
+      expect(turn).toBe(3);
 
-    // The gate is never opened: the tool would never end on its own.
-    const third = await turnEnded(runtime, sessionId, 3, 180_000);
-    expect(third.state).toBe('completed');
-    expect(await findProcessesByMarker(marker)).toEqual([]);
-    expect(await agentRecords(sessionId)).toEqual([]);
+      // The gate is never opened: the tool would never end on its own.
+      const third = await turnEnded(runtime, sessionId, 3, 180_000);
+      expect(third.state).toBe('completed');
+      expect(await findProcessesByMarker(marker)).toEqual([]);
+      expect(await agentRecords(sessionId)).toEqual([]);
 
-    const log = await runtime.readMessages(sessionId);
-    expectWholeLog(log);
-    expect(log.filter((m) => m.turn === 2 && m.type.startsWith('terminal.')).map((m) => [m.type, m.content])).toEqual([
-      ['terminal.cancelled', { reason: 'interrupted' }],
-    ]);
-    expect(log.filter((m) => m.turn === 2 && m.type === 'tool.failed').map((m) => m.content)).toMatchObject([
-      { error: 'the attempt was cancelled' },
-    ]);
-    expect(log.filter((m) => m.turn === 3).at(-1)?.type).toBe('terminal.completed');
-    expect(log.filter((m) => m.turn === 3 && m.type.startsWith('session.')).map((m) => m.type)).toEqual([
-      'session.resumed',
-    ]);
-    expect(ofType(log, 'prompt.steered')).toEqual([]);
-    // The same conversation: the interrupting prompt's request carries the first turn's prompt.
-    const asked = requests().filter((r) => r.includes('NEXT-TURN'));
-    expect(asked.length).toBeGreaterThan(0);
-    expect(asked.at(-1)).toContain(`Remember ${word}`);
-  });
+      const log = await runtime.readMessages(sessionId);
+      expectWholeLog(log);
+      expect(log.filter((m) => m.turn === 2 && m.type.startsWith('terminal.')).map((m) => [m.type, m.content])).toEqual(
+        [['terminal.cancelled', { reason: 'interrupted' }]],
+      );
+      expect(log.filter((m) => m.turn === 2 && m.type === 'tool.failed').map((m) => m.content)).toMatchObject([
+        { error: 'the attempt was cancelled' },
+      ]);
+      expect(log.filter((m) => m.turn === 3).at(-1)?.type).toBe('terminal.completed');
+      expect(log.filter((m) => m.turn === 3 && m.type.startsWith('session.')).map((m) => m.type)).toEqual([
+        'session.resumed',
+      ]);
+      expect(ofType(log, 'prompt.steered')).toEqual([]);
+      // The same conversation: the interrupting prompt's request carries the first turn's prompt.
+      const asked = requests().filter((r) => r.includes('NEXT-TURN'));
+      expect(asked.length).toBeGreaterThan(0);
+      expect(asked.at(-1)).toContain(`Remember ${word}`);
+    },
+    TIMEOUT,
+  );
 });
 
 describe('acp:gemini: the fallback without a resume', () => {
-  it('gemini 0.61 cannot load its session yet: the steer goes on in a new session (session.started), its text alone', async () => {
-    const gate = newGate();
-    const { sessionId } = await runtime.enqueue({
-      prompt: `Wait for ${gate}`,
-      options: { agent: ACP_GEMINI, permissionMode: 'allow', cwd: acpGemini.cwd },
-    });
-    await toolRunning(sessionId, gate);
-    const steerText = `STEER-${gateCount}: use the blue one`;
-    const steer = await runtime.enqueue({ sessionId, prompt: steerText, whenBusy: 'steer' }, { mustExist: true });
-    openGate(gate);
-    const session = await turnEnded(runtime, sessionId, 1, 180_000);
-    expect(session.state).toBe('completed');
-    expect(session.context?.turnIndex).toBe(1);
-    const log = await runtime.readMessages(sessionId);
-    expect(ofType(log, 'prompt.steered').map((m) => m.content)).toEqual([
-      { promptId: steer.promptId, via: 'restart', at: expect.any(Number) },
-    ]);
-    const types = log.map((m) => m.type);
-    expect(types.filter((t) => t.startsWith('session.'))).toEqual(['session.started', 'session.started']);
-    const first = (ofType(log, 'session.started')[0]?.content as { sessionId: string }).sessionId;
-    expect((ofType(log, 'session.started')[1]?.content as { sessionId: string }).sessionId).not.toBe(first);
-    // The model gets the steer without the conversation before it.
-    const steered = google.requestsFor(ACP_GEMINI_MODEL).map((r) => JSON.stringify(r.body.contents));
-    const withSteer = steered.filter((r) => r.includes(steerText));
-    expect(withSteer.length).toBeGreaterThan(0);
-    expect(withSteer[0]).not.toContain(`Wait for ${gate}`);
-  });
+  it(
+    'gemini 0.61 cannot load its session yet: the steer goes on in a new session (session.started), its text alone',
+    async () => {
+      const gate = newGate();
+      const { sessionId } = await runtime.enqueue({
+        prompt: `Wait for ${gate}`,
+        options: { agent: ACP_GEMINI, permissionMode: 'allow', cwd: acpGemini.cwd },
+      });
+      await toolRunning(sessionId, gate);
+      const steerText = `STEER-${gateCount}: use the blue one`;
+      const steer = await runtime.enqueue({ sessionId, prompt: steerText, whenBusy: 'steer' }, { mustExist: true });
+      openGate(gate);
+      const session = await turnEnded(runtime, sessionId, 1, 180_000);
+      expect(session.state).toBe('completed');
+      expect(session.context?.turnIndex).toBe(1);
+      const log = await runtime.readMessages(sessionId);
+      expect(ofType(log, 'prompt.steered').map((m) => m.content)).toEqual([
+        { promptId: steer.promptId, via: 'restart', at: expect.any(Number) },
+      ]);
+      const types = log.map((m) => m.type);
+      expect(types.filter((t) => t.startsWith('session.'))).toEqual(['session.started', 'session.started']);
+      const first = (ofType(log, 'session.started')[0]?.content as { sessionId: string }).sessionId;
+      expect((ofType(log, 'session.started')[1]?.content as { sessionId: string }).sessionId).not.toBe(first);
+      // The model gets the steer without the conversation before it.
+      const steered = google.requestsFor(ACP_GEMINI_MODEL).map((r) => JSON.stringify(r.body.contents));
+      const withSteer = steered.filter((r) => r.includes(steerText));
+      expect(withSteer.length).toBeGreaterThan(0);
+      expect(withSteer[0]).not.toContain(`Wait for ${gate}`);
+    },
+    TIMEOUT,
+  );
 });
