@@ -46,8 +46,9 @@ export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptio
     return state === null ? null : JSON.stringify(state);
   },
   checkState: (state, agentSessionId) => void checkClaudeState(state, agentSessionId),
-  async importState(options, agentSessionId, state) {
+  async importState(options, agentSessionId, state, how) {
     const cwd = typeof options.cwd === 'string' ? options.cwd : undefined;
-    await importClaudeSession(claudeConfigDir(options), agentSessionId, parseClaudeSessionState(state), cwd);
+    const parsed = parseClaudeSessionState(state);
+    await importClaudeSession(claudeConfigDir(options), agentSessionId, parsed, cwd, how?.exact === true);
   },
 });

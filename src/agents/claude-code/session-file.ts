@@ -98,14 +98,17 @@ export function checkClaudeState(raw: string, sessionId: string): ClaudeSessionS
 
 /**
  * Puts a session file back under `configDir`, unless a local copy is already the same or
- * further along (a same-host run): next to a local copy if there is one, else under the
- * project dir of `cwd` (or the one it came from).
+ * further along (a same-host run) and not `exact`: next to a local copy if there is one, else
+ * under the project dir of `cwd` (or the one it came from). `exact`: the stored state replaces a
+ * local copy that is further along (a workspace session going back to its recorded point after a
+ * cancelled or failed attempt: the local copy holds tool calls whose effects the files no longer have).
  */
 export async function importClaudeSession(
   configDir: string,
   sessionId: string,
   state: ClaudeSessionState,
   cwd?: string,
+  exact = false,
 ): Promise<void> {
   if (!SESSION_ID.test(sessionId)) throw new Error(`"${sessionId}" is not a Claude Code session id`);
   if (!PROJECT_DIR.test(state.projectDir) || state.projectDir === '.' || state.projectDir === '..') {
@@ -117,7 +120,7 @@ export async function importClaudeSession(
   const path = join(dir, `${sessionId}.jsonl`);
   // No local copy yet: the stored state is written in full.
   const existing = local === null ? null : await readFile(path, 'utf8').catch(() => null);
-  if (existing !== null && existing.startsWith(state.content)) return;
+  if (!exact && existing !== null && existing.startsWith(state.content)) return;
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await writeFileAtomic(path, state.content);
 }

@@ -9,6 +9,7 @@ import {
   parseClaudeSessionState,
   projectDirName,
 } from '../../../src/agents/claude-code/session-file.ts';
+import { claudeCode } from '../../../src/agents/claude-code/definition.ts';
 
 const ID = '0e753451-2f7e-4269-b6f0-68fac1eae933';
 const dirs: string[] = [];
@@ -57,6 +58,15 @@ describe('Claude Code session files', () => {
     expect(readdirSync(join(host, 'projects'))).toEqual(['-w1']);
     await importClaudeSession(host, ID, { version: 1, projectDir: '-w1', content: 'line1\nline2\nline3\nline4\n' });
     expect(readFileSync(join(host, 'projects', '-w1', `${ID}.jsonl`), 'utf8')).toBe('line1\nline2\nline3\nline4\n');
+  });
+
+  it('exact (a workspace going back to its recorded point): the stored state replaces a local copy further along', async () => {
+    const host = tempDir();
+    writeSession(host, '-w1', 'line1\nline2\ncancelled tool call\n');
+    const stored = JSON.stringify({ version: 1, projectDir: '-w1', content: 'line1\nline2\n' });
+    await claudeCode.importState?.({ configDir: host, cwd: '/elsewhere' }, ID, stored, { exact: true });
+    expect(readFileSync(join(host, 'projects', '-w1', `${ID}.jsonl`), 'utf8')).toBe('line1\nline2\n');
+    expect(readdirSync(join(host, 'projects'))).toEqual(['-w1']);
   });
 
   it('exports nothing for an unknown session or a malformed id, and refuses states it does not know', async () => {
