@@ -59,6 +59,8 @@ const AGENT_SUITES = [
   'test/agents/gemini/cancel-runtime.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
   'test/agents/acp/gemini-acp-runtime.test.ts',
+  // Workspaces with the real Claude Code, Codex, Gemini and acp:gemini across two worker processes.
+  'test/agents/workspaces-agents.test.ts',
   // docs/getting-started.md run command by command: the demo, a worker, real pi and Claude Code.
   'test/docs/getting-started.test.ts',
 ];
