@@ -17,7 +17,8 @@ import { defineConfig } from 'vitest/config';
  *   moved from `core` when the suite outgrew its budget on a slower host), of Qwen Code, OpenCode and
  *   the Claude Code ACP adapter (their own suites, their approval flows, their runs through the
  *   session machine), the four real CLIs through the egress proxy, `sessiond agents` asking each
- *   ACP agent, and docs/getting-started.md run command by command (real pi and Claude Code).
+ *   ACP agent, workspaces with Claude Code, Codex, Gemini and `acp:gemini` across two worker
+ *   processes, and docs/getting-started.md run command by command (real pi and Claude Code).
  * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install),
  *   the 200 sessions under a fleet limit, and, moved from `core` for the budget: 500 concurrent SSE
  *   clients against one `serve` (`sse-load.test.ts`, a load test split out of `streams.test.ts`,
