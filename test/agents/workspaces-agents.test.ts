@@ -101,6 +101,8 @@ function agentOptions(dir: string): Record<string, Record<string, unknown>> {
       codexHome: join(home, '.codex'),
       baseUrl: responses.urlFor(CODEX_SCRIPT),
       envKey: FAKE_KEY_ENV,
+      // Codex's own sandbox lets its tools write the workspace; in sessiond's bwrap sandbox it cannot nest.
+      sandbox: process.env.SESSIOND_SANDBOX === 'bwrap' ? 'danger-full-access' : 'workspace-write',
       env: { ...base, SESSIOND_STATE_DIR: dir, [FAKE_KEY_ENV]: FAKE_KEY },
     },
     gemini: {
@@ -162,7 +164,7 @@ const callerOptions = (agent: AgentCase): Record<string, unknown> => {
     case 'claude-code':
       return { agent, model: CLAUDE_MODEL };
     case 'codex':
-      return { agent, model: FAKE_MODEL, sandbox: 'workspace-write' };
+      return { agent, model: FAKE_MODEL };
     case 'gemini':
       return { agent, model: GEMINI_MODEL };
     case 'acp:gemini':
