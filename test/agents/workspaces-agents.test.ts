@@ -28,9 +28,10 @@ import type { PiEnv } from '../support/pi-env.ts';
  * (a) turn 1 on host A writes a file through the agent's shell tool; turn 2 on host B sees it and extends
  * it, in the conversation of turn 1 (acp:gemini: in a new conversation, gemini --acp cannot load one);
  * (b) turn 3 runs a tool that completes, then one that appends to a file and sleeps, and is cancelled:
- * the copy holds turns 1 and 2's files and nothing of turn 3 (these agents record nothing between an
- * attempt's start and its completed end), and turn 4's conversation, on the same host, holds turn 2's
- * tool call and nothing of turn 3, though the agent's own files on that host had all of it.
+ * the copy holds turns 1 and 2's files, the completed tool's file only where the agent's tool calls are
+ * recorded as they complete (Claude Code's `stateAfterTool`; the others record nothing between an
+ * attempt's start and its completed end), never the append; turn 4's conversation, on the same host,
+ * holds what the files hold and never the cut-short call, though the agent's own files on that host had it.
  */
 
 type AgentCase = 'claude-code' | 'codex' | 'gemini' | 'acp:gemini';
@@ -221,7 +222,7 @@ afterAll(async () => {
 });
 
 describe.each(AGENTS)('workspaces with %s across two hosts', (agent) => {
-  it('turn 1 on host A, turn 2 on host B extends its file; a cancelled turn leaves nothing, files or conversation', async () => {
+  it('turn 1 on host A, turn 2 on host B extends its file; a cancel mid-tool leaves nothing of that tool, files or conversation', async () => {
     const copy = (name: 'a' | 'b', sessionId: string) => join(hosts[name], 'workspaces', sessionId);
     let a: WorkerProcess | null = await startWorkerProcess(host('a'));
     const { sessionId } = await runtime.enqueue({ prompt: prompt(1), options: callerOptions(agent) });
@@ -247,30 +248,38 @@ describe.each(AGENTS)('workspaces with %s across two hosts', (agent) => {
     const resumed = (await runtime.readMessages(sessionId)).filter((m) => m.type === 'session.resumed');
     expect(resumed.length).toBe(agent === 'acp:gemini' ? 0 : 1);
 
-    // (b) Turn 3: a first tool completes, the second appends and sleeps; the turn is cancelled. These agents record
-    // nothing between an attempt's start and its completed end: the copy goes back to turn 2's end, so the
-    // append is gone and so is the completed first tool's file; turns 1 and 2's files stay.
+    // (b) Turn 3: a first tool completes, the second appends and sleeps; the turn is cancelled. The append is gone;
+    // turns 1 and 2's files stay. Claude Code's tool calls are recorded as they complete (stateAfterTool): the first
+    // tool's file stays too. The others record nothing between an attempt's start and its completed end: it goes.
+    const keeps = agent === 'claude-code';
     await runtime.enqueue({ sessionId, prompt: prompt(3) });
     await until(async () => existsSync(join(copy('b', sessionId), 'c.txt')), 120_000, 'the tool to append on host B');
     expect(readFileSync(join(copy('b', sessionId), 'd.txt'), 'utf8')).toBe('three\n');
     await runtime.cancel(sessionId, 'stop the tool');
     expect((await turnEnded(runtime, sessionId, 3, 120_000)).state).toBe('cancelled');
-    expect(readdirSync(copy('b', sessionId)).sort()).toEqual(['.git', 'a.txt', 'b.txt']);
+    const kept = keeps ? ['d.txt'] : [];
+    expect(readdirSync(copy('b', sessionId)).sort()).toEqual(['.git', 'a.txt', 'b.txt', ...kept]);
     expect(readFileSync(join(copy('b', sessionId), 'b.txt'), 'utf8')).toBe('one\ntwo\n');
 
-    // The next turn, on the same host: the files as turn 2 left them, and a conversation that holds turn 2's tool
-    // call and none of turn 3 (its prompt, its completed call, its cut-short one), as the files hold none of it.
+    // The next turn, on the same host: the files as turn 3 left them, and a conversation that holds turn 2's tool
+    // call, turn 3's first one where its file was kept, and never the cut-short one.
     await runtime.enqueue({ sessionId, prompt: prompt(4) });
     expect((await turnEnded(runtime, sessionId, 4, 120_000)).state).toBe('completed');
-    expect(readFileSync(join(copy('b', sessionId), 'list.txt'), 'utf8')).toBe('a.txt\nb.txt\nlist.txt\n');
+    const listed = ['a.txt', 'b.txt', ...kept, 'list.txt'];
+    expect(readFileSync(join(copy('b', sessionId), 'list.txt'), 'utf8')).toBe(`${listed.join('\n')}\n`);
     // Nothing of the agent's own is left in the workspace (Codex's sandbox mounts empty read-only .agents, .aws and
     // .codex over it while it runs: they are gone once it has ended).
-    expect(readdirSync(copy('b', sessionId)).sort()).toEqual(['.git', 'a.txt', 'b.txt', 'list.txt']);
+    expect(readdirSync(copy('b', sessionId)).sort()).toEqual(['.git', ...listed].sort());
     const turn4 = requestsOf(agent, 4);
     expect(turn4.length).toBeGreaterThan(0);
     // (Whole request bodies are too long for a failure message: what each holds is said instead.)
-    const holds = (json: string) => ({ turn2: json.includes('ok2-0.'), turn3: /STEP 3|ok3-0\./.test(json) });
-    expect(turn4.map(holds)).toEqual(turn4.map(() => ({ turn2: agent !== 'acp:gemini', turn3: false })));
+    const holds = (json: string) => ({
+      turn2: json.includes('ok2-0.'),
+      turn3First: json.includes('ok3-0.'),
+      cutShort: json.includes("%s.' 3-1"),
+    });
+    const expected = { turn2: agent !== 'acp:gemini', turn3First: keeps, cutShort: false };
+    expect(turn4.map(holds)).toEqual(turn4.map(() => expected));
     await stop(b);
   }, 600_000);
 });

@@ -9,6 +9,7 @@ import { runClaudeCode } from './provider.ts';
 import {
   checkClaudeState,
   claudeConfigDir,
+  claudeStateAfterTool,
   exportClaudeSession,
   importClaudeSession,
   parseClaudeSessionState,
@@ -50,5 +51,9 @@ export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptio
     const cwd = typeof options.cwd === 'string' ? options.cwd : undefined;
     const parsed = parseClaudeSessionState(state);
     await importClaudeSession(claudeConfigDir(options), agentSessionId, parsed, cwd, how?.exact === true);
+  },
+  stateAfterTool(state, toolCallId) {
+    const cut = claudeStateAfterTool(parseClaudeSessionState(state), toolCallId);
+    return cut === null ? null : { state: JSON.stringify(cut.state), later: cut.later };
   },
 });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   claudeConfigDir,
+  claudeStateAfterTool,
   exportClaudeSession,
   importClaudeSession,
   parseClaudeSessionState,
@@ -67,6 +68,39 @@ describe('Claude Code session files', () => {
     await claudeCode.importState?.({ configDir: host, cwd: '/elsewhere' }, ID, stored, { exact: true });
     expect(readFileSync(join(host, 'projects', '-w1', `${ID}.jsonl`), 'utf8')).toBe('line1\nline2\n');
     expect(readdirSync(join(host, 'projects'))).toEqual(['-w1']);
+  });
+
+  it("cuts the session file just after the line holding a tool call's result; later: a tool call follows", () => {
+    const line = (entry: unknown): string => `${JSON.stringify(entry)}\n`;
+    const toolUse = (id: string) =>
+      line({ type: 'assistant', message: { role: 'assistant', content: [{ type: 'tool_use', id, name: 'Bash' }] } });
+    const result = (id: string) =>
+      line({
+        type: 'user',
+        message: { role: 'user', content: [{ tool_use_id: id, type: 'tool_result', content: 'ok' }] },
+      });
+    const head = line({ type: 'user', message: { role: 'user', content: 'run two commands' } }) + toolUse('toolu_1');
+    const content = `${head}${result('toolu_1')}${toolUse('toolu_2')}`;
+    const state = { version: 1 as const, projectDir: '-w1', content };
+    expect(claudeStateAfterTool(state, 'toolu_1')).toEqual({
+      state: { ...state, content: `${head}${result('toolu_1')}` },
+      later: true,
+    });
+    // No result yet; a result on a torn last line (being written) is none either.
+    expect(claudeStateAfterTool(state, 'toolu_2')).toBeNull();
+    expect(
+      claudeStateAfterTool({ ...state, content: `${content}${result('toolu_2').trimEnd()}` }, 'toolu_2'),
+    ).toBeNull();
+    // The call's id in an assistant line or a text is not its result.
+    expect(
+      claudeStateAfterTool(
+        { ...state, content: `${head}${line({ type: 'user', message: { content: 'toolu_1' } })}` },
+        'toolu_1',
+      ),
+    ).toBeNull();
+    const whole = `${content}${result('toolu_2')}`;
+    const cut = claudeCode.stateAfterTool?.(JSON.stringify({ ...state, content: whole }), 'toolu_2');
+    expect(cut).toEqual({ state: JSON.stringify({ ...state, content: whole }), later: false });
   });
 
   it('exports nothing for an unknown session or a malformed id, and refuses states it does not know', async () => {
