@@ -18,7 +18,8 @@ import { defineConfig } from 'vitest/config';
  *   the Claude Code ACP adapter (their own suites, their approval flows, their runs through the
  *   session machine), whenBusy steer and interrupt on the real Claude Code, Codex, Gemini, Qwen Code and
  *   gemini --acp, the four real CLIs through the egress proxy, `sessiond agents` asking each
- *   ACP agent, and docs/getting-started.md run command by command (real pi and Claude Code).
+ *   ACP agent, workspaces with Claude Code, Codex, Gemini and `acp:gemini` across two worker
+ *   processes, and docs/getting-started.md run command by command (real pi and Claude Code).
  * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install),
  *   the 200 sessions under a fleet limit, and, moved from `core` for the budget: 500 concurrent SSE
  *   clients against one `serve` (`sse-load.test.ts`, a load test split out of `streams.test.ts`,
@@ -62,6 +63,8 @@ const AGENT_SUITES = [
   'test/agents/acp/gemini-acp-runtime.test.ts',
   // whenBusy steer (the fallback) and interrupt on the real Claude Code, Codex, Gemini and acp:gemini.
   'test/agents/steer-agents.test.ts',
+  // Workspaces with the real Claude Code, Codex, Gemini and acp:gemini across two worker processes.
+  'test/agents/workspaces-agents.test.ts',
   // docs/getting-started.md run command by command: the demo, a worker, real pi and Claude Code.
   'test/docs/getting-started.test.ts',
 ];

@@ -52,6 +52,13 @@ export interface AgentDefinition {
    */
   stateAfterTool?(state: string, toolCallId: string): { state: string; later: boolean } | null;
   /**
+   * The agent changes its workspace only through the tool calls it reports, whose results
+   * `stateAfterTool` finds (pi): a workspace attempt's completed end then records the last tool
+   * batch's snapshot again when nothing can have changed the files since. Absent: every completed
+   * end takes a snapshot (an agent whose hooks or own code may write files after its last tool).
+   */
+  filesOnlyThroughTools?: true;
+  /**
    * The exported state as a copy under another agent session id (`import --as` a new id: the copy
    * must not share the original's conversation file on a host). Absent: the copy starts a new
    * conversation. Pure; throws for a state it cannot read.

@@ -9,6 +9,7 @@ import { runClaudeCode } from './provider.ts';
 import {
   checkClaudeState,
   claudeConfigDir,
+  claudeStateAfterTool,
   exportClaudeSession,
   importClaudeSession,
   parseClaudeSessionState,
@@ -46,8 +47,13 @@ export const claudeCode: AgentDefinition = defineAgentDefinition<ClaudeCodeOptio
     return state === null ? null : JSON.stringify(state);
   },
   checkState: (state, agentSessionId) => void checkClaudeState(state, agentSessionId),
-  async importState(options, agentSessionId, state) {
+  async importState(options, agentSessionId, state, how) {
     const cwd = typeof options.cwd === 'string' ? options.cwd : undefined;
-    await importClaudeSession(claudeConfigDir(options), agentSessionId, parseClaudeSessionState(state), cwd);
+    const parsed = parseClaudeSessionState(state);
+    await importClaudeSession(claudeConfigDir(options), agentSessionId, parsed, cwd, how?.exact === true);
+  },
+  stateAfterTool(state, toolCallId) {
+    const cut = claudeStateAfterTool(parseClaudeSessionState(state), toolCallId);
+    return cut === null ? null : { state: JSON.stringify(cut.state), later: cut.later };
   },
 });

@@ -98,14 +98,17 @@ export function checkClaudeState(raw: string, sessionId: string): ClaudeSessionS
 
 /**
  * Puts a session file back under `configDir`, unless a local copy is already the same or
- * further along (a same-host run): next to a local copy if there is one, else under the
- * project dir of `cwd` (or the one it came from).
+ * further along (a same-host run) and not `exact`: next to a local copy if there is one, else
+ * under the project dir of `cwd` (or the one it came from). `exact`: the stored state replaces a
+ * local copy that is further along (a workspace session going back to its recorded point after a
+ * cancelled or failed attempt: the local copy holds tool calls whose effects the files no longer have).
  */
 export async function importClaudeSession(
   configDir: string,
   sessionId: string,
   state: ClaudeSessionState,
   cwd?: string,
+  exact = false,
 ): Promise<void> {
   if (!SESSION_ID.test(sessionId)) throw new Error(`"${sessionId}" is not a Claude Code session id`);
   if (!PROJECT_DIR.test(state.projectDir) || state.projectDir === '.' || state.projectDir === '..') {
@@ -117,7 +120,54 @@ export async function importClaudeSession(
   const path = join(dir, `${sessionId}.jsonl`);
   // No local copy yet: the stored state is written in full.
   const existing = local === null ? null : await readFile(path, 'utf8').catch(() => null);
-  if (existing !== null && existing.startsWith(state.content)) return;
+  if (!exact && existing !== null && existing.startsWith(state.content)) return;
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await writeFileAtomic(path, state.content);
+}
+
+/**
+ * The session file cut just after the line that records the result of tool call `toolCallId` (Claude
+ * Code appends a `user` entry holding the `tool_result` block once the tool has ended); null when the
+ * file holds no such line yet. The file is append-only JSONL, so a prefix of its lines is a file Claude
+ * Code wrote: `--resume` goes on from that result. `later`: a tool call was written after it (the
+ * model asked for more tools, which may be running).
+ */
+export function claudeStateAfterTool(
+  state: ClaudeSessionState,
+  toolCallId: string,
+): { state: ClaudeSessionState; later: boolean } | null {
+  const { content } = state;
+  let start = 0;
+  while (start < content.length) {
+    const newline = content.indexOf('\n', start);
+    // A last line without its newline is still being written: it records nothing yet.
+    if (newline === -1) return null;
+    const end = newline + 1;
+    const line = content.slice(start, end);
+    // Cheap test first: only lines naming the call are parsed.
+    if (line.includes(toolCallId) && isToolResultOf(line, toolCallId)) {
+      const rest = content.slice(end);
+      return { state: { ...state, content: content.slice(0, end) }, later: rest.includes('"type":"tool_use"') };
+    }
+    start = end;
+  }
+  return null;
+}
+
+function isToolResultOf(line: string, toolCallId: string): boolean {
+  try {
+    const entry = JSON.parse(line) as { type?: unknown; message?: { content?: unknown } };
+    const blocks = entry.message?.content;
+    return (
+      entry.type === 'user' &&
+      Array.isArray(blocks) &&
+      blocks.some(
+        (block: { type?: unknown; tool_use_id?: unknown }) =>
+          block.type === 'tool_result' && block.tool_use_id === toolCallId,
+      )
+    );
+  } catch {
+    // A line that is not JSON (torn) records nothing.
+    return false;
+  }
 }

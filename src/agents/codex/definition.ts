@@ -57,7 +57,8 @@ export const codex: AgentDefinition = defineAgentDefinition<CodexOptionsInput>({
     return state === null ? null : JSON.stringify(state);
   },
   checkState: (state, agentSessionId) => void checkCodexState(state, agentSessionId),
-  async importState(options, agentSessionId, state) {
-    await importCodexRollout(managedHome(options), agentSessionId, JSON.parse(state) as CodexRolloutState);
+  async importState(options, agentSessionId, state, how) {
+    const rollout = JSON.parse(state) as CodexRolloutState;
+    await importCodexRollout(managedHome(options), agentSessionId, rollout, how?.exact === true);
   },
 });

@@ -64,10 +64,16 @@ export function checkCodexState(raw: string, threadId: string): CodexRolloutStat
 
 /**
  * Puts a thread's rollout back under `<codexHome>/sessions`, unless the local copy already is the same
- * or further along (a same-host run). A local copy in another date folder is replaced in place, so
- * Codex never sees two files for one thread.
+ * or further along (a same-host run) and not `exact`. A local copy in another date folder is replaced
+ * in place, so Codex never sees two files for one thread. `exact`: the stored state replaces a local
+ * copy that is further along (a workspace session going back to its recorded point).
  */
-export async function importCodexRollout(codexHome: string, threadId: string, state: CodexRolloutState): Promise<void> {
+export async function importCodexRollout(
+  codexHome: string,
+  threadId: string,
+  state: CodexRolloutState,
+  exact = false,
+): Promise<void> {
   const id = ROLLOUT_PATH.exec(state.path)?.[1];
   if (state.version !== 1 || id === undefined || id.toLowerCase() !== threadId.toLowerCase()) {
     throw new Error(`"${state.path}" is not a Codex rollout of thread ${threadId}`);
@@ -78,7 +84,12 @@ export async function importCodexRollout(codexHome: string, threadId: string, st
   if (relative(sessionsDir, path).startsWith('..')) throw new Error(`"${state.path}" leaves the sessions folder`);
   // No local copy yet: the stored state is written in full.
   const localContent = await readFile(path, 'utf8').catch(() => null);
-  if (localContent !== null && localContent.length >= state.content.length && localContent.startsWith(state.content))
+  if (
+    !exact &&
+    localContent !== null &&
+    localContent.length >= state.content.length &&
+    localContent.startsWith(state.content)
+  )
     return;
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   await writeFileAtomic(path, state.content);

@@ -47,12 +47,13 @@ export const gemini: AgentDefinition = defineAgentDefinition<GeminiOptionsInput>
     return state === null ? null : JSON.stringify(state);
   },
   checkState: (state, agentSessionId) => void checkGeminiState(state, agentSessionId),
-  async importState(options, agentSessionId, state) {
+  async importState(options, agentSessionId, state, how) {
     const cwd = typeof options.cwd === 'string' ? options.cwd : process.cwd();
     await importGeminiSession(
       managedHomeForOptions(options, envOf(options)),
       checkGeminiState(state, agentSessionId),
       cwd,
+      how?.exact === true,
     );
   },
 });

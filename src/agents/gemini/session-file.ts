@@ -102,9 +102,16 @@ export function checkGeminiState(raw: string, sessionId: string): GeminiSessionS
 
 /**
  * Puts a chat file back among the chats of `cwd`'s project in the managed gemini dir, unless
- * the local copy already is the same or further along (a same-host run).
+ * the local copy already is the same or further along (a same-host run) and not `exact`. `exact`:
+ * the stored state replaces a local copy that is further along (a workspace session going back to
+ * its recorded point).
  */
-export async function importGeminiSession(geminiHome: string, state: GeminiSessionState, cwd: string): Promise<void> {
+export async function importGeminiSession(
+  geminiHome: string,
+  state: GeminiSessionState,
+  cwd: string,
+  exact = false,
+): Promise<void> {
   if (state.version !== 1) throw new Error(`gemini session state version ${String(state.version)} is not supported`);
   if (!FILE_NAME.test(state.fileName))
     throw new Error(`gemini chat file name "${state.fileName}" is not one gemini writes`);
@@ -117,7 +124,7 @@ export async function importGeminiSession(geminiHome: string, state: GeminiSessi
   const path = join(chats, state.fileName);
   // No local copy yet: the stored state is written in full.
   const local = await readFile(path, 'utf8').catch(() => null);
-  if (local !== null && local.length >= state.content.length && local.startsWith(state.content)) return;
+  if (!exact && local !== null && local.length >= state.content.length && local.startsWith(state.content)) return;
   // A file of that name holding another session's chat is never replaced (a hostile state naming it).
   if (local !== null && headerSessionId(local) !== headerSessionId(state.content))
     throw new Error(`gemini chat file "${state.fileName}" holds another session's chat`);

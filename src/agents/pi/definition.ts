@@ -77,6 +77,8 @@ export const pi: AgentDefinition = defineAgentDefinition<PiOptionsInput>({
       how?.exact === true,
     );
   },
+  // pi writes files only through its tools (no hooks of its own run after them): see filesOnlyThroughTools.
+  filesOnlyThroughTools: true,
   stateAfterTool(state, toolCallId) {
     const cut = piStateAfterTool(JSON.parse(state) as PiSessionState, toolCallId);
     return cut === null ? null : { state: JSON.stringify(cut.state), later: cut.later };

@@ -161,12 +161,14 @@ export class AttemptWorkspace {
   }
 
   /**
-   * The agent changes the workspace only through tool calls it reports (pi, whose tool batches are
-   * recorded: `stateAfterTool`). Other agents' file edits are not known to come as tool calls: their
-   * completed ends always take a snapshot.
+   * The agent changes the workspace only through tool calls it reports, whose batches are recorded
+   * (pi: `filesOnlyThroughTools` with `stateAfterTool`). Other agents' file edits are not known to
+   * come only as tool calls (Claude Code's hooks may run after its last tool): their completed ends
+   * always take a snapshot.
    */
   #toolsOnly(): boolean {
-    return this.#init.attempt.agent.stateAfterTool !== undefined;
+    const { agent } = this.#init.attempt;
+    return agent.filesOnlyThroughTools === true && agent.stateAfterTool !== undefined;
   }
 
   /** The agent's process started (its spawn report). */

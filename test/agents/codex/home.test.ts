@@ -12,7 +12,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { prepareManagedCodexHome, userCodexHome } from '../../../src/agents/codex/home.ts';
+import { codex } from '../../../src/agents/codex/definition.ts';
+import { managedCodexHomePath, prepareManagedCodexHome, userCodexHome } from '../../../src/agents/codex/home.ts';
 import { exportCodexRollout, importCodexRollout } from '../../../src/agents/codex/session-file.ts';
 
 const THREAD = '01a22958-c3ff-74e2-a8e3-aae33327962b';
@@ -80,6 +81,18 @@ describe('the rollout file that travels with a session', () => {
     const b = join(root, 'b');
     await importCodexRollout(b, THREAD, state!);
     expect(readFileSync(join(b, 'sessions', ROLLOUT), 'utf8')).toBe(state!.content);
+  });
+
+  it('exact (a workspace going back to its recorded point): the stored rollout replaces a local copy further along', async () => {
+    const user = join(root, 'user-codex');
+    const state = join(root, 'state');
+    const home = managedCodexHomePath(user, state);
+    mkdirSync(join(home, 'sessions', '2026', '11', '29'), { recursive: true });
+    writeFileSync(join(home, 'sessions', ROLLOUT), 'line1\nline2\ncancelled tool call\n');
+    const stored = JSON.stringify({ version: 1, path: ROLLOUT, content: 'line1\nline2\n' });
+    const options = { codexHome: user, env: { SESSIOND_STATE_DIR: state } };
+    await codex.importState?.(options, THREAD, stored, { exact: true });
+    expect(readFileSync(join(home, 'sessions', ROLLOUT), 'utf8')).toBe('line1\nline2\n');
   });
 
   it('does not overwrite a local copy that is further along; replaces an older one in place, even in another date folder', async () => {

@@ -7,6 +7,8 @@ import {
   importGeminiSession,
   type GeminiSessionState,
 } from '../../../src/agents/gemini/session-file.ts';
+import { gemini } from '../../../src/agents/gemini/definition.ts';
+import { managedHomeForOptions } from '../../../src/agents/gemini/home.ts';
 
 const ID = '9c79b212-49e7-48db-ad15-9ada8ce1be06';
 const FILE = 'session-2026-11-29T22-03-9c79b212.jsonl';
@@ -76,6 +78,18 @@ describe('gemini chat files travelling with the session', () => {
     expect(readFileSync(path, 'utf8')).toBe(longer);
     await importGeminiSession(home, { ...state, content: `${longer}{"id":"3"}\n` }, cwd);
     expect(readFileSync(path, 'utf8')).toBe(`${longer}{"id":"3"}\n`);
+  });
+
+  it('exact (a workspace going back to its recorded point): the stored chat replaces a local copy further along', async () => {
+    const options = { configDir: join(root, 'user-gemini'), cwd, env: { SESSIOND_STATE_DIR: join(root, 'state') } };
+    const managed = managedHomeForOptions(options, options.env);
+    const state: GeminiSessionState = { version: 1, fileName: FILE, content: CONTENT };
+    await importGeminiSession(managed, state, cwd);
+    const [slug] = readdirSync(join(managed, '.gemini', 'tmp'));
+    const path = join(managed, '.gemini', 'tmp', slug!, 'chats', FILE);
+    writeFileSync(path, `${CONTENT}{"id":"2","type":"gemini","content":"a cancelled tool call"}\n`);
+    await gemini.importState?.(options, ID, JSON.stringify(state), { exact: true });
+    expect(readFileSync(path, 'utf8')).toBe(CONTENT);
   });
 
   it('refuses a file name gemini would not write and an unknown state version', async () => {
