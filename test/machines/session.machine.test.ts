@@ -317,4 +317,21 @@ describe('session machine: observability', () => {
     expect(transitions[1]).toMatchObject({ event: 'session.prompt', at: expect.any(Number) });
     expect(transitions[2]!.event).toBe('attempt.ended');
   });
+
+  it('a turn run straight from the mailbox after another is reported: the first turn ends, the next one starts', async () => {
+    const { actor, transitions } = start([{ kind: 'complete' }]);
+    prompt(actor, 'p1');
+    prompt(actor, 'p2');
+    await settle();
+    expect(ctx(actor).turnIndex).toBe(2);
+    expect(state(actor)).toBe('completed');
+    // The session never rests between the turns (running → completed → running in one step of the machine).
+    expect(transitions.map((t) => [t.from, t.to, t.event])).toEqual([
+      ['none', 'idle', 'xstate.init'],
+      ['idle', 'running', 'session.prompt'],
+      ['running', 'completed', 'attempt.ended'],
+      ['completed', 'running', 'attempt.ended'],
+      ['running', 'completed', 'attempt.ended'],
+    ]);
+  });
 });
