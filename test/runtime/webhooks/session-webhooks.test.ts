@@ -26,6 +26,8 @@ import {
  */
 
 const MODEL = 'session-webhooks-text';
+/** A turn that takes a while: the next prompt arrives while it runs. */
+const SLOW = 'session-webhooks-slow';
 
 interface Received {
   id: string;
@@ -137,7 +139,10 @@ describe.each(BACKENDS)('per-session webhooks on %s Redis', (backend) => {
     `session-webhooks-${backend}`,
     {
       backend,
-      scripts: { [MODEL]: [{ text: ['Hello', ' from', ' a', ' session', ' webhook'] }] },
+      scripts: {
+        [MODEL]: [{ text: ['Hello', ' from', ' a', ' session', ' webhook'] }],
+        [SLOW]: [{ delayMs: 1500, text: ['Slowly', ' said'] }],
+      },
       cleanup: () => killAllWorkerProcesses(),
     },
     (s) => {
@@ -210,6 +215,42 @@ describe.each(BACKENDS)('per-session webhooks on %s Redis', (backend) => {
     } finally {
       await runtime.close();
       await Promise.all([a.close(), b.close()]);
+    }
+  }, 180_000);
+
+  it("a turn run straight from the mailbox after another: both turns' events reach the webhook, and inspect's history has both prompts", async () => {
+    const receiver = new Receiver(await freePort());
+    await receiver.listen();
+    const hosts = [`127.0.0.1:${receiver.port}`];
+    await startWorkerProcess(worker(hosts));
+    const runtime = runtimeAllowing(hosts);
+    try {
+      const options = { provider: 'fake', model: SLOW, cwd: env.cwd };
+      const { sessionId } = await runtime.enqueue({ prompt: 'first prompt', options, webhook: receiver.url });
+      await until(async () => (await runtime.getSession(sessionId))?.state === 'running', 30_000, 'turn 1 running');
+      await runtime.enqueue({ sessionId, prompt: 'second prompt', options });
+      expect((await turnEnded(runtime, sessionId, 2)).state).toBe('completed');
+      const session = await runtime.getSession(sessionId);
+      // The holder took the second prompt while the first turn ran: the session went on running.
+      expect(session?.history.filter((t) => t.from === 'completed' && t.to === 'running')).toHaveLength(1);
+      expect(summarize(session!).history.flatMap((t) => (t.prompt === undefined ? [] : [t.prompt]))).toEqual([
+        { turn: 1, text: 'first prompt' },
+        { turn: 2, text: 'second prompt' },
+      ]);
+      await until(
+        async () => receiver.events().filter((e) => e.type === 'turn.ended').length === 2,
+        30_000,
+        'both turn.ended delivered',
+      );
+      expect(receiver.events().map((e) => [e.type, e.turn])).toEqual([
+        ['turn.started', 1],
+        ['turn.ended', 1],
+        ['turn.started', 2],
+        ['turn.ended', 2],
+      ]);
+    } finally {
+      await runtime.close();
+      await receiver.close();
     }
   }, 180_000);
 
