@@ -254,6 +254,37 @@ describe.each(BACKENDS)('per-session webhooks on %s Redis', (backend) => {
     }
   }, 180_000);
 
+  it('a worker kill -9ed while the turn ran, no retry left: the worker that restores it fails the turn, and its turn.ended arrives', async () => {
+    const receiver = new Receiver(await freePort());
+    await receiver.listen();
+    const hosts = [`127.0.0.1:${receiver.port}`];
+    const first = await startWorkerProcess(worker(hosts));
+    const runtime = runtimeAllowing(hosts);
+    try {
+      const { sessionId } = await runtime.enqueue({
+        prompt: 'slow prompt',
+        options: { provider: 'fake', model: SLOW, cwd: env.cwd },
+        retryPolicy: { maxAttempts: 1 },
+        webhook: receiver.url,
+      });
+      await until(async () => (await runtime.getSession(sessionId))?.state === 'running', 30_000, 'turn 1 running');
+      first.kill('SIGKILL');
+      await first.exited;
+      await startWorkerProcess(worker(hosts));
+      const ended = await turnEnded(runtime, sessionId);
+      expect(ended.state).toBe('failed');
+      await until(async () => receiver.events().find((e) => e.type === 'turn.ended'), 30_000, 'turn.ended delivered');
+      expect(receiver.events().map((e) => [e.type, e.turn])).toEqual([
+        ['turn.started', 1],
+        ['turn.ended', 1],
+      ]);
+      expect(receiver.events().find((e) => e.type === 'turn.ended')).toMatchObject({ status: 'failed' });
+    } finally {
+      await runtime.close();
+      await receiver.close();
+    }
+  }, 180_000);
+
   it('a host the deployment policy does not list is refused naming webhook, with nothing written; the default policy lists none', async () => {
     const port = await freePort();
     const runtime = runtimeAllowing([`127.0.0.1:${port}`]);
