@@ -2,7 +2,11 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { clientOver } from '../../../src/api/bind.ts';
+import { loadConfig } from '../../../src/config/config.ts';
 import { InputError } from '../../../src/errors.ts';
+import { startServer } from '../../../src/interfaces/http/server.ts';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { internals } from '../../../src/runtime/internals.ts';
 import { summarize } from '../../../src/runtime/inspect.ts';
@@ -324,6 +328,55 @@ describe.each(BACKENDS)('per-session webhooks on %s Redis', (backend) => {
       await runtime.close();
     }
   });
+
+  it('the HTTP API: POST /api/sessions with webhook answers its secret once; GET shows the URL only; a host not allowed is a 400 naming webhook', async () => {
+    const receiver = new Receiver(await freePort());
+    await receiver.listen();
+    const hosts = [`127.0.0.1:${receiver.port}`];
+    await startWorkerProcess(worker(hosts));
+    const runtime = runtimeAllowing(hosts);
+    const server = await startServer({
+      client: clientOver(runtime),
+      config: loadConfig({ prefix: h.prefix }, {}),
+      logger: pino({ level: 'silent' }),
+      port: 0,
+    });
+    try {
+      const post = (body: unknown) =>
+        fetch(`${server.url}/api/sessions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      const options = { provider: 'fake', model: MODEL, cwd: env.cwd };
+      const created = await post({ prompt: 'hello http', options, webhook: receiver.url });
+      expect(created.status).toBe(201);
+      const { sessionId, webhookSecret } = (await created.json()) as { sessionId: string; webhookSecret: string };
+      expect(webhookSecret).toMatch(/^whsec_/);
+      await until(async () => receiver.events().some((e) => e.type === 'turn.ended'), 60_000, 'turn.ended delivered');
+      for (const r of receiver.requests) expect(signedWith(r, webhookSecret)).toBe(true);
+      const detail = await fetch(`${server.url}/api/sessions/${sessionId}`);
+      const text = await detail.text();
+      expect(JSON.parse(text)).toMatchObject({ sessionId, webhook: receiver.url });
+      expect(text).not.toContain(webhookSecret);
+
+      const refused = await post({
+        sessionId: 'wh-http-refused',
+        prompt: 'hello',
+        options,
+        webhook: 'http://10.0.0.1/x',
+      });
+      expect(refused.status).toBe(400);
+      expect(await refused.json()).toMatchObject({
+        issues: [{ field: 'webhook', message: expect.stringContaining('10.0.0.1:80 is not a host') }],
+      });
+      expect((await fetch(`${server.url}/api/sessions/wh-http-refused`)).status).toBe(404);
+    } finally {
+      await server.close(1000);
+      await runtime.close();
+      await receiver.close();
+    }
+  }, 180_000);
 
   it('the CLI: enqueue --webhook prints the secret once, inspect shows the URL only; a host not allowed exits 2 naming webhook', async () => {
     const receiver = new Receiver(await freePort());
