@@ -259,31 +259,52 @@ describe.each(BACKENDS)('per-session webhooks on %s Redis', (backend) => {
     }
   }, 180_000);
 
-  it('a worker kill -9ed while the turn ran, no retry left: the worker that restores it fails the turn, and its turn.ended arrives', async () => {
+  it('a worker kill -9ed while the turn ran, the next prompt waiting, no retry left: the restoring worker fails the turn and starts the next; every event arrives, every prompt is in the history', async () => {
     const receiver = new Receiver(await freePort());
     await receiver.listen();
     const hosts = [`127.0.0.1:${receiver.port}`];
     const first = await startWorkerProcess(worker(hosts));
     const runtime = runtimeAllowing(hosts);
     try {
+      const options = { provider: 'fake', model: SLOW, cwd: env.cwd };
       const { sessionId } = await runtime.enqueue({
         prompt: 'slow prompt',
-        options: { provider: 'fake', model: SLOW, cwd: env.cwd },
+        options,
         retryPolicy: { maxAttempts: 1 },
         webhook: receiver.url,
       });
       await until(async () => (await runtime.getSession(sessionId))?.state === 'running', 30_000, 'turn 1 running');
+      await runtime.enqueue({ sessionId, prompt: 'next prompt', options });
+      // The holder has put it in the machine's mailbox, and that is stored: the restore finds it there.
+      await until(
+        async () => (await runtime.getSession(sessionId))?.context?.mailbox.length === 1,
+        30_000,
+        'the second prompt in the stored mailbox',
+      );
       first.kill('SIGKILL');
       await first.exited;
       await startWorkerProcess(worker(hosts));
-      const ended = await turnEnded(runtime, sessionId);
-      expect(ended.state).toBe('failed');
-      await until(async () => receiver.events().find((e) => e.type === 'turn.ended'), 30_000, 'turn.ended delivered');
-      expect(receiver.events().map((e) => [e.type, e.turn])).toEqual([
-        ['turn.started', 1],
-        ['turn.ended', 1],
+      expect((await turnEnded(runtime, sessionId, 2)).state).toBe('completed');
+      const session = await runtime.getSession(sessionId);
+      expect(session?.history.some((t) => t.from === 'interrupted' && t.to === 'failed')).toBe(true);
+      expect(summarize(session!).history.flatMap((t) => (t.prompt === undefined ? [] : [t.prompt]))).toEqual([
+        { turn: 1, text: 'slow prompt' },
+        { turn: 2, text: 'next prompt' },
       ]);
-      expect(receiver.events().find((e) => e.type === 'turn.ended')).toMatchObject({ status: 'failed' });
+      await until(
+        async () => receiver.events().filter((e) => e.type === 'turn.ended').length === 2,
+        30_000,
+        'both turn.ended delivered',
+      );
+      expect(
+        receiver
+          .events()
+          .map((e) => `${e.type} ${e.turn}`)
+          .sort(),
+      ).toEqual(['turn.ended 1', 'turn.ended 2', 'turn.started 1', 'turn.started 2']);
+      expect(receiver.events().find((e) => e.type === 'turn.ended' && e.turn === 1)).toMatchObject({
+        status: 'failed',
+      });
     } finally {
       await runtime.close();
       await receiver.close();
