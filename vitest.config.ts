@@ -44,6 +44,7 @@ import { defineConfig } from 'vitest/config';
 const CLUSTER_VARIANTS = [
   ...['crash', 'lease', 'backoff', 'cancel', 'enqueue', 'schedules'].map((name) => `test/runtime/${name}.test.ts`),
   'test/runtime/webhooks/delivery.test.ts',
+  'test/runtime/webhooks/session-webhooks.test.ts',
 ];
 const CLUSTER_ONLY = ['test/runtime/wait-replicas.test.ts', 'test/runtime/partitions.test.ts'];
 const AGENT_SUITES = [

@@ -104,10 +104,14 @@ export function startSessionActor(
       onTransition(transition, snapshot);
     };
     const wrapped = Object.create(machine) as SessionMachine;
+    // Each microstep is recorded: a turn that ends while the mailbox holds the next prompt goes running → completed →
+    // running in one macrostep, and its end and the next turn's start are transitions of their own. `microstep` runs
+    // the same macrostep as `transition` (XState 5: its last microstep is the snapshot `transition` returns; none: the
+    // snapshot stays as it was).
     wrapped.transition = (snapshot, event, scope) => {
-      const next = machine.transition(snapshot, event, scope);
-      record(next as MachineSnapshotOf, event.type);
-      return next;
+      const steps = machine.microstep(snapshot, event, scope);
+      for (const step of steps) record(step as MachineSnapshotOf, event.type);
+      return steps.at(-1) ?? snapshot;
     };
     if (!('persisted' in from)) {
       wrapped.getInitialSnapshot = (scope, input) => {

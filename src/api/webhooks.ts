@@ -2,6 +2,7 @@ import { InputError } from '../errors.ts';
 import { internals } from '../runtime/internals.ts';
 import {
   deadLetters,
+  deliversWebhooks,
   parseSince,
   pendingWebhooks,
   replayDeadLetters,
@@ -15,14 +16,15 @@ import type { Client } from './client.ts';
 
 /**
  * Delivers the deployment's webhook events from this process too (`sessiond serve` runs one beside
- * the workers'; see docs/operations/webhooks.md). null when no webhook is configured.
+ * the workers'; see docs/operations/webhooks.md). null when no webhook is configured and the policy lets sessions
+ * have none of their own (`settings.sessionHosts`: the policy's `webhooks.hosts`).
  */
 export function startWebhookDelivery(
   client: Client,
   settings: WebhookSettings,
   log: (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void,
 ): { close(): Promise<void> } | null {
-  if (settings.webhooks.length === 0) return null;
+  if (!deliversWebhooks(settings)) return null;
   const parts = internals(runtimeOf(client));
   const outbox = new WebhookOutbox(parts.redis, parts.keys, settings, log);
   outbox.start();

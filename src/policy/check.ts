@@ -1,6 +1,7 @@
 import { realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import type { DeploymentPolicy } from './schema.ts';
+import { formatHostPattern, matchesHost, urlHostPort } from '../process/egress/host-pattern.ts';
 
 export interface PolicyIssue {
   field: string;
@@ -150,4 +151,34 @@ async function realPathOf(path: string): Promise<string> {
     if (parent === absolute) return absolute;
     return join(await realPathOf(parent), basename(absolute));
   }
+}
+
+/**
+ * A caller's per-session webhook URL against `policy.webhooks.hosts` (deny by default: the operator's list is the
+ * only way in). Pure; never throws. Where the URL's address lies (loopback, private ranges) is checked again at each
+ * delivery, as for the operator's webhooks (`webhookDelivery.allowAddresses`).
+ */
+export function webhookIssue(policy: Pick<DeploymentPolicy, 'webhookHosts'>, url: string): PolicyIssue | null {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // Not a URL: refused with this field's message.
+    return { field: 'webhook', message: 'must be an http:// or https:// URL' };
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    return { field: 'webhook', message: 'must be an http:// or https:// URL' };
+  if (parsed.username !== '' || parsed.password !== '')
+    return { field: 'webhook', message: 'must not carry a user name or password' };
+  const hosts = policy.webhookHosts ?? [];
+  const { host, port } = urlHostPort(parsed);
+  if (hosts.some((p) => matchesHost(p, host, port))) return null;
+  return {
+    field: 'webhook',
+    message: `${formatHost(host, port)} is not a host this deployment lets callers send webhooks to (policy.webhooks.hosts: ${hosts.length === 0 ? 'none' : hosts.map(formatHostPattern).join(', ')})`,
+  };
+}
+
+function formatHost(host: string, port: number): string {
+  return `${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

@@ -10,4 +10,4 @@ export {
   type DeploymentPolicy,
   type PolicyInput,
 } from './schema.ts';
-export { checkTurn, type PolicyCheck, type PolicyIssue } from './check.ts';
+export { checkTurn, webhookIssue, type PolicyCheck, type PolicyIssue } from './check.ts';

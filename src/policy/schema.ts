@@ -128,6 +128,17 @@ export const PolicySchema = z.strictObject({
   approvals: APPROVALS.prefault({}),
   /** Egress of attempts: the hosts they may reach through the worker's proxy besides their model host. */
   network: NETWORK.prefault({}),
+  /**
+   * Per-session webhooks (`webhook` of enqueue, docs/operations/webhooks.md): the hosts a caller may name, as
+   * `policy.network`'s patterns (`hooks.example.com`, `*.example.com`, `host:port`; no port: 443 and 80). Default
+   * none: callers may name no webhook.
+   */
+  webhooks: z
+    .strictObject({
+      /** Hosts a session's `webhook` may name: `host`, `*.domain`, `host:port`, `[v6]:port` (no port: 443 and 80). */
+      hosts: z.array(HOST_PATTERN).max(200).default([]),
+    })
+    .prefault({}),
   /** `required: true`: an attempt on a worker without a sandbox (mode `none`, see docs/sandbox.md) fails, category `startup`, instead of running unconfined. */
   sandbox: z
     .strictObject({
@@ -168,6 +179,8 @@ export interface DeploymentPolicy {
   network: Record<string, HostPattern[]>;
   /** Attempts need a sandbox (bwrap or landlock): on a worker without one they fail. Absent: not required. */
   sandbox?: { required: boolean };
+  /** The hosts a caller's per-session webhook may name (policy.webhooks.hosts); absent or empty: none. */
+  webhookHosts?: HostPattern[];
 }
 
 export interface AgentPermissions {
@@ -253,6 +266,7 @@ export function resolvePolicy(
     approvals: { deadlineMs: input.approvals.deadlineMs, autoAllow: input.approvals.autoAllow.map((r) => ({ ...r })) },
     network,
     sandbox: { required: input.sandbox.required },
+    webhookHosts: input.webhooks.hosts.map(hostPattern),
   };
 }
 

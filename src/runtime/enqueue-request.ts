@@ -32,6 +32,12 @@ export const EnqueueRequestSchema = z.strictObject({
    * The deployment policy (`policy.whenBusy`) may allow fewer.
    */
   whenBusy: z.enum(WHEN_BUSY, { error: `must be one of ${WHEN_BUSY.join(', ')}` }).optional(),
+  /**
+   * The session's own webhook (docs/operations/webhooks.md): every event of this session is POSTed there, signed with
+   * a `whsec_` secret generated now and returned once (`webhookSecret`). Its host must be in the deployment policy's
+   * `webhooks.hosts`. Replaces the session's webhook (and secret) if it had one.
+   */
+  webhook: z.string().max(2048, 'must be at most 2048 characters').optional(),
 });
 export type EnqueueRequest = z.input<typeof EnqueueRequestSchema>;
 export type EnqueueRequestOutput = z.output<typeof EnqueueRequestSchema>;

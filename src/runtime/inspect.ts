@@ -76,6 +76,8 @@ export interface SessionView {
   heldBy: string | null;
   /** Permission requests of the running turn not yet given to the agent: the session is awaiting approval while one has no decision. */
   approvals: ApprovalSummary[];
+  /** The session's own webhook URL (`webhook` of enqueue); never its secret. Absent: none. */
+  webhook?: string;
 }
 
 /** The name sessiond's own code has used for SessionView. */
@@ -174,6 +176,7 @@ export function summarize(view: SessionRecord): SessionView {
     history: view.history.map((t) => ({ ...t, label: eventLabel(t.event, t.from) })),
     lastSeq: view.lastSeq,
     heldBy: view.heldBy,
+    ...(view.webhook === null ? {} : { webhook: view.webhook }),
     approvals:
       turnView?.status === 'running'
         ? view.approvals

@@ -29,10 +29,8 @@ export class TurnPrompts {
 
   next(event: string, context: SessionContext): TurnPrompt | null {
     const turn = context.turn;
-    if (event === 'session.restored') {
-      this.#recorded = Math.max(this.#recorded, context.turnIndex);
-      return null;
-    }
+    // A restore starts from the restored turn (the constructor's: recorded by an earlier activation); a turn started
+    // in the restore's own step (the restored one ended, the next came from the mailbox) is a new turn like any other.
     if (turn === null || turn.index <= this.#recorded) return null;
     this.#recorded = turn.index;
     const schedule = scheduleOfPrompt(turn.promptId);

@@ -16,7 +16,8 @@ import { PolicyStore } from './policy-store.ts';
 import { ACTIVATION_JOB, parseJobData } from './queue.ts';
 import { SharedSessionMachine } from './shared-machine.ts';
 import { SessionStore } from './store/session-store.ts';
-import { WebhookOutbox } from './webhooks/outbox.ts';
+import { deliversWebhooks, WebhookOutbox } from './webhooks/outbox.ts';
+import { WebhookDeliverySchema } from '../config/webhooks.ts';
 import { FleetLimits } from './limits/index.ts';
 import type { AdmissionGate } from './limits/gate.ts';
 import { promoteActivations } from './limits/wake.ts';
@@ -72,7 +73,7 @@ export class SessionWorker {
   /** Sessions handed back for an agent this worker lacks while driven here: the fleet is told once their activation is parked. */
   readonly #handedBack = new Set<string>();
   #agentWake: Promise<void> | null = null;
-  /** Records webhook events with the sessions' writes, and delivers them (null: no webhooks configured). */
+  /** Records webhook events with the sessions' writes, and delivers them (null: no webhooks, none allowed to sessions). */
   readonly #webhooks: WebhookOutbox | null = null;
   /** Fires the schedules (any worker may take a firing): schedules/fire.ts. */
   #schedules: ScheduleRunner | null = null;
@@ -94,8 +95,14 @@ export class SessionWorker {
       waitReplicas: options.waitReplicas ?? 0,
       ...(options.waitTimeoutMs === undefined ? {} : { waitTimeoutMs: options.waitTimeoutMs }),
     });
-    if (options.webhooks !== undefined && options.webhooks.webhooks.length > 0) {
-      this.#webhooks = new WebhookOutbox(this.#redis, options.keys, options.webhooks, (level, message, fields) =>
+    // Sessions' own webhooks (policy.webhooks.hosts) need a deliverer here even without the operator's.
+    const webhooks = {
+      webhooks: options.webhooks?.webhooks ?? [],
+      delivery: options.webhooks?.delivery ?? WebhookDeliverySchema.parse({}),
+      sessionHosts: this.#policy.webhookHosts ?? [],
+    };
+    if (deliversWebhooks(webhooks)) {
+      this.#webhooks = new WebhookOutbox(this.#redis, options.keys, webhooks, (level, message, fields) =>
         this.#log(level, message, fields),
       );
       this.#store.webhooks = this.#webhooks;

@@ -331,6 +331,29 @@ describe('session machine: restore', () => {
     expect(ctx(actor).turn!.failureReason).toBe('retry_disabled');
   });
 
+  it("restored with the next prompt in the mailbox and no retry left: the restore's step ends the turn, then starts the next", async () => {
+    const first = start([{ kind: 'hang' }], policy({ enabled: false }));
+    prompt(first.actor, 'p1');
+    prompt(first.actor, 'p2');
+    await settle();
+    const persisted = JSON.parse(JSON.stringify(persistSession(first.actor)));
+    first.actor.stop();
+    const runner = new FakeRunner([{ kind: 'hang' }]);
+    const transitions: Transition[] = [];
+    const actor = startSessionActor(
+      createSessionMachine(runner.run, runner.sink),
+      { persisted },
+      { onTransition: (t) => transitions.push(t) },
+    );
+    expect(state(actor)).toBe('running');
+    expect(ctx(actor).turnIndex).toBe(2);
+    expect(transitions.map((t) => [t.from, t.to, t.event])).toEqual([
+      ['interrupted', 'failed', 'session.restored'],
+      ['failed', 'running', 'session.restored'],
+    ]);
+    actor.stop();
+  });
+
   it('a snapshot of an unknown version is refused with a clear error', () => {
     const runner = new FakeRunner([]);
     expect(() =>
@@ -357,5 +380,22 @@ describe('session machine: observability', () => {
     ]);
     expect(transitions[1]).toMatchObject({ event: 'session.prompt', at: expect.any(Number) });
     expect(transitions[2]!.event).toBe('attempt.ended');
+  });
+
+  it('a turn run straight from the mailbox after another is reported: the first turn ends, the next one starts', async () => {
+    const { actor, transitions } = start([{ kind: 'complete' }]);
+    prompt(actor, 'p1');
+    prompt(actor, 'p2');
+    await settle();
+    expect(ctx(actor).turnIndex).toBe(2);
+    expect(state(actor)).toBe('completed');
+    // The session never rests between the turns (running → completed → running in one step of the machine).
+    expect(transitions.map((t) => [t.from, t.to, t.event])).toEqual([
+      ['none', 'idle', 'xstate.init'],
+      ['idle', 'running', 'session.prompt'],
+      ['running', 'completed', 'attempt.ended'],
+      ['completed', 'running', 'attempt.ended'],
+      ['running', 'completed', 'attempt.ended'],
+    ]);
   });
 });

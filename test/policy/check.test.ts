@@ -2,7 +2,14 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkTurn, PolicyError, PolicySchema, resolvePolicy, type PermissionKnobs } from '../../src/policy/index.ts';
+import {
+  checkTurn,
+  PolicyError,
+  PolicySchema,
+  resolvePolicy,
+  webhookIssue,
+  type PermissionKnobs,
+} from '../../src/policy/index.ts';
 
 const KNOBS: Record<string, PermissionKnobs> = {
   ladderly: { ladder: { option: 'mode', steps: ['low', 'mid', 'high'], defaultStep: 'mid', defaultCeiling: 'mid' } },
@@ -123,5 +130,52 @@ describe('workspaces in the policy', () => {
         },
       ],
     });
+  });
+});
+
+describe('per-session webhooks in the policy', () => {
+  const policy = (hosts: string[]) =>
+    resolvePolicy(PolicySchema.parse({ webhooks: { hosts } }), KNOBS, '/srv/sessions');
+
+  it('refuses every webhook by default, naming the field', () => {
+    expect(webhookIssue(policy([]), 'https://hooks.example.com/x')).toEqual({
+      field: 'webhook',
+      message:
+        'hooks.example.com:443 is not a host this deployment lets callers send webhooks to (policy.webhooks.hosts: none)',
+    });
+  });
+
+  it('takes a listed host on 443 and 80, a subdomain of a wildcard, a host:port only on that port', () => {
+    const p = policy(['hooks.example.com', '*.example.net', '127.0.0.1:8080']);
+    for (const ok of [
+      'https://hooks.example.com/a',
+      'http://HOOKS.example.com/a?b=c',
+      'https://a.b.example.net/',
+      'http://127.0.0.1:8080/hook',
+    ])
+      expect(webhookIssue(p, ok)).toBeNull();
+    for (const refused of [
+      'https://hooks.example.com:8443/a',
+      'https://example.net/',
+      'https://hooks.example.com.evil.io/',
+      'http://127.0.0.1/hook',
+      'http://127.0.0.1:8081/hook',
+    ])
+      expect(webhookIssue(p, refused)?.field).toBe('webhook');
+  });
+
+  it('refuses what is not an http(s) URL, and credentials in it', () => {
+    const p = policy(['hooks.example.com']);
+    expect(webhookIssue(p, 'hooks.example.com/x')?.message).toBe('must be an http:// or https:// URL');
+    expect(webhookIssue(p, 'ftp://hooks.example.com/x')?.message).toBe('must be an http:// or https:// URL');
+    expect(webhookIssue(p, 'https://user:pw@hooks.example.com/x')?.message).toBe(
+      'must not carry a user name or password',
+    );
+  });
+
+  it('refuses a malformed host pattern in the policy, naming the field', () => {
+    const parsed = PolicySchema.safeParse({ webhooks: { hosts: ['https://hooks.example.com/'] } });
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues[0]?.path).toEqual(['webhooks', 'hosts', 0]);
   });
 });

@@ -21,6 +21,12 @@ describe('turn prompts in the transition history', () => {
     expect(prompts.next('session.prompt', at(4))).toEqual({ turn: 4, text: 'prompt 4' });
   });
 
+  it("a turn a restore's own step starts (the restored turn ended, the next came from the mailbox) is recorded", () => {
+    const prompts = new TurnPrompts(3);
+    expect(prompts.next('session.restored', at(3))).toBeNull();
+    expect(prompts.next('session.restored', at(4))).toEqual({ turn: 4, text: 'prompt 4' });
+  });
+
   it('a prompt above the cap is kept cut and says so; the history gives each turn its prompt', () => {
     const long = 'x'.repeat(TURN_PROMPT_MAX_CHARS + 10);
     const cut = new TurnPrompts(0).next('session.prompt', at(1, long));

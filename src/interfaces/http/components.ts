@@ -100,6 +100,11 @@ export function components(): Json {
             const: true,
             description: 'whenBusy "steer" found a turn in progress: the prompt is a pending steer of that turn',
           },
+          webhookSecret: {
+            type: 'string',
+            description:
+              "with `webhook`: the `whsec_` secret the session's webhook deliveries are signed with, returned only here",
+          },
         },
       },
       Attempt: {
@@ -222,6 +227,10 @@ export function components(): Json {
           createdAt: { type: 'integer' },
           updatedAt: { type: 'integer' },
           agentSessionId: { type: ['string', 'null'] },
+          webhook: {
+            type: 'string',
+            description: "the session's own webhook URL (`webhook` of the enqueue); its secret is never shown",
+          },
           turn: ref('TurnSummary'),
           nextRetryAt: { type: 'integer' },
           parkedUntil: PARKED_UNTIL,

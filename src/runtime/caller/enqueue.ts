@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { newJobId } from '../queue.ts';
 import { parseDuration } from '../../config/duration.ts';
 import { ConflictError, InputError, NotFoundError, QuotaError, SessionBusyError } from '../../errors.ts';
@@ -9,7 +9,7 @@ import { admitTurn, DEFAULT_AGENT, TurnOptionsSchema } from '../enqueue-checks.t
 import { EnqueueRequestSchema, zodIssues, type EnqueueRequestOutput } from '../enqueue-request.ts';
 import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
 import { whenBusyField } from '../counters.ts';
-import { WHEN_BUSY, type DeploymentPolicy, type WhenBusy } from '../../policy/index.ts';
+import { WHEN_BUSY, webhookIssue, type DeploymentPolicy, type WhenBusy } from '../../policy/index.ts';
 import { lifecycleKeys } from '../lifecycle/keys.ts';
 
 // Enqueue: a caller's prompt checked (its fields, the deployment policy, the quotas), stored, and its activation added.
@@ -24,6 +24,8 @@ export interface Enqueued {
   created: boolean;
   promptId: string;
   steered: boolean;
+  /** With `webhook`: the secret its deliveries are signed with (`whsec_…`), generated for it and returned only here. */
+  webhookSecret?: string;
 }
 
 /** How a prompt is added: `mustExist` refuses an unknown session; `owner` (a token and its maxSessions) holds a slot of its session cap for a new session. */
@@ -54,6 +56,11 @@ export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHo
   }
   const jobId = newJobId(sessionId);
   const prompt = { id: how.promptId ?? randomUUID(), text: request.prompt, options, enqueuedAt: Date.now() };
+  // A secret of its own per endpoint, generated (not derived): no worker needs an operator secret to sign with it.
+  const webhook =
+    request.webhook === undefined
+      ? undefined
+      : { url: request.webhook, secret: `whsec_${randomBytes(24).toString('base64')}` };
   // Issue 25 (auth lane): a new session takes a slot of its owner token's maxSessions (limits/owner-sessions.ts).
   const owner = how.mustExist === true ? undefined : how.owner;
   const result = await withOwnerSlot(parts.redis, parts.keys, owner, sessionId, () =>
@@ -65,6 +72,7 @@ export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHo
       ...(retentionMs === undefined ? {} : { retentionMs }),
       ...(request.priority === undefined ? {} : { priority: request.priority }),
       ...(whenBusy === 'enqueue' ? {} : { whenBusy }),
+      ...(webhook === undefined ? {} : { webhook }),
     }),
   );
   if (!result.ok) {
@@ -117,7 +125,14 @@ export async function enqueue(parts: CallerParts, input: unknown, how: EnqueueHo
       )
       // Silent: a metric only; the prompt is stored and delivered whether or not it is counted.
       .catch(() => undefined);
-  return { sessionId, turn: result.turn, created: result.created, promptId: prompt.id, steered: result.steered };
+  return {
+    sessionId,
+    turn: result.turn,
+    created: result.created,
+    promptId: prompt.id,
+    steered: result.steered,
+    ...(webhook === undefined ? {} : { webhookSecret: webhook.secret }),
+  };
 }
 
 /** What checkEnqueue gives: the request as parsed, with what enqueue stores of it. */
@@ -172,6 +187,9 @@ export async function checkEnqueue(parts: CallerParts, input: unknown): Promise<
       { field: 'whenBusy', message: `"${whenBusy}" is not available yet in this version of sessiond` },
     ]);
   const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
+  // The deployment lists the hosts callers may send webhooks to (deny by default); it wins over the caller.
+  const hook = request.webhook === undefined ? null : webhookIssue(policy, request.webhook);
+  if (hook !== null) throw new InputError([hook]);
   const options = request.options ?? {};
   if (whenBusy === 'rollback') await rollbackPossible(parts, request.sessionId, options);
   // The deployment's policy before anything is written; the worker checks the stored request again.

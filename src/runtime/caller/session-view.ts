@@ -37,6 +37,7 @@ export async function getSession(parts: ReaderParts, sessionId: string): Promise
     cancelRequested: cancel !== null,
     approvals,
     usage: sessionUsage(meta),
+    webhook: meta.webhook ?? null,
   };
 }
 

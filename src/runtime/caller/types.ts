@@ -45,6 +45,8 @@ export interface SessionRecord {
   approvals: StoredApproval[];
   /** Token usage summed per session, latest turn and attempt (null: none reported yet). */
   usage: SessionUsage | null;
+  /** The session's own webhook URL (`webhook` of enqueue; its secret is not kept here); null: none. */
+  webhook: string | null;
 }
 
 export interface WorkerHeartbeat {

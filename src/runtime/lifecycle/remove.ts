@@ -166,7 +166,7 @@ export async function removeSession(
       '1',
       record.tombstoneMs ?? 0,
       Date.now(),
-      ...(event === null ? [] : [event.id, event.body]),
+      ...(event === null ? [] : [event.id, event.body, event.keepTargetMs]),
     ),
   );
   if (event !== null && purged === 1) event.wrote();

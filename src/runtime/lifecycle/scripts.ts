@@ -37,9 +37,10 @@ return {1, redis.call('GET', KEYS[5]) or '', redis.call('GET', KEYS[3]) or '', r
 
 /**
  * KEYS: every key of the session, meta first and lease second, then the tombstone; then, with a
- * `session.deleted` webhook event, the session's outbox and its due set (webhooks/outbox-keys.ts).
+ * `session.deleted` webhook event, the session's outbox, its due set and its webhook target (webhooks/outbox-keys.ts).
  * ARGV: takeLease ('1': remove it even if held: its holder is fenced out), tombstoneMs (0: none), now,
- * then the event's id ('' none) and body, which starts `{"turn":-1,`: the session's last turn goes there.
+ * then the event's id ('' none) and body, which starts `{"turn":-1,`: the session's last turn goes there, and how
+ * long the session's own webhook target is kept (ms: its `session.deleted` is sent there).
  * The event is recorded in the call that removes the session (and only by the call that finds it):
  * a deletion that happened is reported, exactly once; the outbox is not a session key, so it stays.
  * → 1 removed | 0 still held | -1 the session is not being deleted (a new one under this id): left alone
@@ -47,7 +48,7 @@ return {1, redis.call('GET', KEYS[5]) or '', redis.call('GET', KEYS[3]) or '', r
 export const PURGE = `
 local event = ARGV[4] ~= nil and ARGV[4] ~= ''
 local n = #KEYS
-if event then n = n - 2 end
+if event then n = n - 3 end
 if redis.call('EXISTS', KEYS[1]) == 1 and not redis.call('HGET', KEYS[1], 'deleting') then return -1 end
 if ARGV[1] ~= '1' and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 if event and redis.call('EXISTS', KEYS[1]) == 1 then
@@ -55,6 +56,7 @@ if event and redis.call('EXISTS', KEYS[1]) == 1 then
   local body = '{"turn":' .. turn .. ',' .. string.sub(ARGV[5], 12)
   redis.call('HSET', KEYS[n + 1], ARGV[4], body)
   redis.call('ZADD', KEYS[n + 2], ARGV[3], ARGV[4])
+  if redis.call('EXISTS', KEYS[n + 3]) == 1 then redis.call('PEXPIRE', KEYS[n + 3], ARGV[6]) end
 end
 for i = 1, n - 1 do redis.call('UNLINK', KEYS[i]) end
 if tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[n], ARGV[3], 'PX', ARGV[2]) end

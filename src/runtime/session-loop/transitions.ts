@@ -41,7 +41,9 @@ export function transitionRecorder(
 
 /** The webhook events a transition reports, recorded in the same write (webhooks/outbox.ts). */
 function recordEvents(writer: SessionWriter, transition: Transition, context: SessionContext, started: boolean): void {
-  if (transition.event === 'session.restored') return;
+  // A restore re-reports the state the session was left in (from = to): reported already by the holder that wrote it.
+  // A restored attempt that ends its turn (interrupted → failed, no retry left) is an end like any other.
+  if (transition.event === 'session.restored' && transition.from === transition.to) return;
   if (started) writer.event('turn.started', context.turnIndex);
   if (TURN_ENDS.has(transition.to))
     writer.event(

@@ -107,6 +107,8 @@ export interface EnqueueLimits {
   priority?: number;
   /** What the prompt does when the session is busy (absent: `enqueue`); see EnqueueRequest.whenBusy. */
   whenBusy?: string;
+  /** The session's own webhook from this prompt on, and the secret its deliveries are signed with. */
+  webhook?: { url: string; secret: string };
 }
 
 export type EnqueueResult =

@@ -9,9 +9,12 @@ import { OUTBOX_APPEND } from '../webhooks/outbox-script.ts';
  */
 
 /**
- * KEYS: meta, inbox, active, snapshot, seq, cancel, steers. ARGV: sessionId, now, createJson, promptJson, policyJson|'', newJobId,
- * mustExist ('1': refuse an unknown session), maxQueued (0: no limit), maxLog (0: no limit), retentionMs|'', priority|'',
- * maxLogBytes (0 or absent: no limit; the meta's `logBytes`, counted by WRITE), whenBusy ('' or absent: enqueue).
+ * KEYS: meta, inbox, active, snapshot, seq, cancel, steers, webhook target (webhooks/outbox-keys.ts). ARGV: sessionId,
+ * now, createJson, promptJson, policyJson|'', newJobId, mustExist ('1': refuse an unknown session), maxQueued (0: no
+ * limit), maxLog (0: no limit), retentionMs|'', priority|'', maxLogBytes (0 or absent: no limit; the meta's `logBytes`,
+ * counted by WRITE), whenBusy ('' or absent: enqueue), the session's webhook URL ('' none) and its secret. A stored
+ * prompt with a webhook sets it (replacing the session's); a new session without one drops a target left by a
+ * deleted session of the same id (the target outlives its session for its `session.deleted`).
  * → {turn, created, jobId|'', priority (the session's, '' when none), shard (its fleet-index shard, '' for 0),
  *   interrupted (the turn whose cancel this prompt asked for, '' when none), active (the session's activation job id),
  *   steered (1: whenBusy "steer" found a turn in progress: the prompt went to the session's pending steers, not its
@@ -23,6 +26,15 @@ import { OUTBOX_APPEND } from '../webhooks/outbox-script.ts';
  */
 export const ENQUEUE = `
 local created = 0
+-- Called once nothing can refuse the prompt any more.
+local function setWebhook()
+  local hook = ARGV[14] or ''
+  if created == 1 or hook ~= '' then redis.call('DEL', KEYS[8]) end
+  if hook ~= '' then
+    redis.call('HSET', KEYS[8], 'url', hook, 'secret', ARGV[15])
+    redis.call('HSET', KEYS[1], 'webhook', hook)
+  end
+end
 local QUIESCENT = { idle = true, completed = true, failed = true, cancelled = true }
 local state, taken, inTurn = 'queued', 0, false
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -62,6 +74,7 @@ if ARGV[13] == 'steer' and inTurn then
   local maxQueued = tonumber(ARGV[8])
   local pending = redis.call('LLEN', KEYS[7])
   if maxQueued > 0 and pending >= maxQueued then return {-3, maxQueued, pending} end
+  setWebhook()
   redis.call('RPUSH', KEYS[7], ARGV[4])
   local active = redis.call('GET', KEYS[3])
   local jobId = ''
@@ -72,6 +85,7 @@ if ARGV[13] == 'steer' and inTurn then
   end
   return {taken, 0, jobId, redis.call('HGET', KEYS[1], 'priority') or '', redis.call('HGET', KEYS[1], 'shard') or '', '', active, 1}
 end
+setWebhook()
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'policy', ARGV[5]) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'retention', ARGV[10]) end
 if ARGV[11] ~= nil and ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'priority', ARGV[11]) end

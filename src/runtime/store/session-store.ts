@@ -63,7 +63,7 @@ export class SessionStore {
   /** Fenced writes wait for this many replicas (WAIT) before they count as written; 0: no wait. */
   readonly waitReplicas: number;
   readonly waitTimeoutMs: number;
-  /** Set where webhooks are configured: events of a write go to the session's outbox (webhooks/outbox.ts). */
+  /** Set where webhooks may be (the operator's, or sessions' own): events of a write go to the session's outbox (webhooks/outbox.ts). */
   webhooks: OutboxHooks | null = null;
 
   constructor(
@@ -80,7 +80,7 @@ export class SessionStore {
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('sessiondEnqueue', 7, ENQUEUE);
+    define('sessiondEnqueue', 8, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
     define('sessiondWrite', 14, WRITE);
@@ -117,6 +117,7 @@ export class SessionStore {
       k('seq'),
       k('cancel'),
       k('steers'),
+      outboxKey(this.keys, sessionId, 'target'),
       sessionId,
       String(prompt.enqueuedAt),
       JSON.stringify(create),
@@ -130,6 +131,8 @@ export class SessionStore {
       limits.priority === undefined ? '' : limits.priority,
       limits.maxLogBytes ?? 0,
       limits.whenBusy ?? '',
+      limits.webhook?.url ?? '',
+      limits.webhook?.secret ?? '',
     )) as Array<number | string>;
     const code = Number(r[0]);
     if (code === -1) return { ok: false, reason: 'unknown_session' };
@@ -194,9 +197,16 @@ export class SessionStore {
     const agent = batch.agentState ?? [];
     const messages = batch.messages ?? [];
     const counters = batch.counters ?? [];
-    // Webhook events go only where the deployment has webhooks; the marker (webhooks/outbox.ts) first, so a crash
-    // after the write still leaves the session where the deliverers look.
-    const outbox = this.webhooks === null ? [] : (batch.outbox ?? []);
+    // Webhook events go only where the deployment has webhooks, or (policy.webhooks) where the session has its own;
+    // the marker (webhooks/outbox.ts) first, so a crash after the write still leaves the session where the deliverers
+    // look.
+    let outbox = this.webhooks === null ? [] : (batch.outbox ?? []);
+    if (
+      outbox.length > 0 &&
+      this.webhooks?.operator !== true &&
+      (await this.redis.exists(outboxKey(this.keys, sessionId, 'target'))) === 0
+    )
+      outbox = [];
     if (outbox.length > 0) await this.webhooks?.mark(sessionId);
     const args: Array<string | number> = [
       k('lease'),

@@ -1,12 +1,14 @@
 import type { Redis } from 'ioredis';
 import type { Keys } from '../keys.ts';
 import type { RemoveMode } from '../lifecycle/remove.ts';
-import { eventId, outboxKey, webhookFleetKeys } from './outbox-keys.ts';
+import { eventId, outboxKey, TARGET_KEEP_MS, webhookFleetKeys } from './outbox-keys.ts';
 
 /** What PURGE (lifecycle/scripts.ts) needs to record a `session.deleted` event with the removal. */
 export interface DeletedEvent {
-  /** The session's outbox and due set: PURGE's last two keys. */
-  keys: [string, string];
+  /** The session's outbox, due set and webhook target: PURGE's last three keys. */
+  keys: [string, string, string];
+  /** How long PURGE keeps the session's own webhook target (for this event). */
+  keepTargetMs: number;
   id: string;
   /** Starts `{"turn":-1,`: PURGE puts the session's last turn there. */
   body: string;
@@ -16,7 +18,8 @@ export interface DeletedEvent {
 
 /**
  * The `session.deleted` event of a removal, or null when no deliverer's webhooks take it (the fleet's
- * `subscribed` set: a deletion is made by any caller, which does not read the webhooks' configuration).
+ * `subscribed` set: a deletion is made by any caller, which does not read the webhooks' configuration) and the
+ * session has no webhook of its own (its target, kept by PURGE for this event: TARGET_KEEP_MS).
  * `reason`: `deleted` (a caller asked; `force` when a running turn was cancelled for it) or `expired`
  * (retention). The session is marked for the deliverers before the PURGE, as a fenced write is: a
  * process that dies right after the removal still leaves its event where they look.
@@ -28,7 +31,12 @@ export async function deletedEvent(
   about: { mode: RemoveMode; actor?: string },
 ): Promise<DeletedEvent | null> {
   const fleet = webhookFleetKeys(keys);
-  if ((await redis.sismember(fleet.subscribed, 'session.deleted')) !== 1) return null;
+  const target = outboxKey(keys, sessionId, 'target');
+  const [subscribed, own] = await Promise.all([
+    redis.sismember(fleet.subscribed, 'session.deleted'),
+    redis.exists(target),
+  ]);
+  if (subscribed !== 1 && own !== 1) return null;
   await redis.zadd(fleet.markers, Date.now(), sessionId);
   const id = eventId();
   const body = JSON.stringify({
@@ -42,7 +50,8 @@ export async function deletedEvent(
     ...(about.actor === undefined ? {} : { actor: about.actor }),
   });
   return {
-    keys: [outboxKey(keys, sessionId, 'outbox'), outboxKey(keys, sessionId, 'due')],
+    keys: [outboxKey(keys, sessionId, 'outbox'), outboxKey(keys, sessionId, 'due'), target],
+    keepTargetMs: TARGET_KEEP_MS,
     id,
     body,
     wrote: () => {

@@ -3,7 +3,8 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { BlockList, LookupFunction } from 'node:net';
 import type { Redis } from 'ioredis';
-import type { Webhook, WebhookDelivery } from '../../config/webhooks.ts';
+import { WEBHOOK_EVENTS, type Webhook, type WebhookDelivery } from '../../config/webhooks.ts';
+import { matchesHost, urlHostPort, type HostPattern } from '../../process/egress/host-pattern.ts';
 import type { Keys } from '../keys.ts';
 import { script } from '../redis/scripts.ts';
 import { webhookField } from '../counters.ts';
@@ -40,6 +41,24 @@ const RESPONSE_BYTES = 64 * 1024;
 export interface WebhookSettings {
   webhooks: readonly Webhook[];
   delivery: WebhookDelivery;
+  /**
+   * The hosts a session's own webhook may name (the deployment policy's `webhooks.hosts`), checked again at each
+   * delivery: a host the operator removed gets nothing more. Absent or empty: sessions' webhooks get nothing.
+   */
+  sessionHosts?: readonly HostPattern[];
+}
+
+/** Whether a process needs a deliverer: the operator's webhooks, or a policy that lets sessions have their own. */
+export function deliversWebhooks(settings: WebhookSettings): boolean {
+  return settings.webhooks.length > 0 || (settings.sessionHosts ?? []).length > 0;
+}
+
+/** A session's own webhook (its target key, set at enqueue): every event type, under its own secret. */
+interface SessionTarget {
+  webhook: Webhook;
+  /** Its entry in an event's `done` list (apart from an operator endpoint of the same URL). */
+  doneKey: string;
+  allowed: boolean;
 }
 
 type Log = (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
@@ -132,6 +151,10 @@ export class WebhookOutbox implements OutboxHooks {
     return this.#settings.delivery.maxPerSession;
   }
 
+  get operator(): boolean {
+    return this.#settings.webhooks.length > 0;
+  }
+
   async mark(sessionId: string): Promise<void> {
     await this.#redis.zadd(this.#fleet.markers, Date.now(), sessionId);
   }
@@ -148,7 +171,7 @@ export class WebhookOutbox implements OutboxHooks {
   start(): void {
     if (this.#timer !== undefined || this.#closed) return;
     // The event types this deployment's webhooks take, where a deleting caller (which reads no webhook
-    // configuration) finds whether to record session.deleted (deleted.ts).
+    // configuration) finds whether to record session.deleted (deleted.ts; a session's own webhook always takes it).
     const types = [...new Set(this.#settings.webhooks.flatMap((w) => w.events))];
     if (types.length > 0)
       this.#redis.sadd(this.#fleet.subscribed, ...types).catch((error: unknown) =>
@@ -206,9 +229,10 @@ export class WebhookOutbox implements OutboxHooks {
     const lastStart = Date.now() + claimMs - timeoutMs - 2_000;
     try {
       const ids = await this.#redis.zrangebyscore(k('due'), '-inf', Date.now(), 'LIMIT', 0, BATCH);
+      const target = ids.length === 0 ? null : await this.#target(sessionId);
       for (const id of ids) {
         if (this.#closed || Date.now() > lastStart) break;
-        if (!(await this.#event(sessionId, id, token))) return;
+        if (!(await this.#event(sessionId, id, token, target))) return;
       }
       const next = await this.#redis.zrange(k('due'), 0, 0, 'WITHSCORES');
       const now = Date.now();
@@ -224,8 +248,26 @@ export class WebhookOutbox implements OutboxHooks {
     }
   }
 
+  /** The session's own webhook, if it has one (its secret is read here only, never logged). */
+  async #target(sessionId: string): Promise<SessionTarget | null> {
+    const raw = await this.#redis.hgetall(outboxKey(this.#keys, sessionId, 'target'));
+    if (raw.url === undefined || raw.secret === undefined) return null;
+    let allowed = false;
+    try {
+      const { host, port } = urlHostPort(new URL(raw.url));
+      allowed = (this.#settings.sessionHosts ?? []).some((p) => matchesHost(p, host, port));
+    } catch {
+      // Checked at enqueue, so a URL; anything else is not allowed (refused like a host the policy dropped).
+    }
+    return {
+      webhook: { url: raw.url, secret: raw.secret, events: [...WEBHOOK_EVENTS] },
+      doneKey: `session:${raw.url}`,
+      allowed,
+    };
+  }
+
   /** Delivers one event to the endpoints still owed it; false: the claim was lost (stop). */
-  async #event(sessionId: string, id: string, token: string): Promise<boolean> {
+  async #event(sessionId: string, id: string, token: string, target: SessionTarget | null): Promise<boolean> {
     const k = (part: Parameters<typeof outboxKey>[2]) => outboxKey(this.#keys, sessionId, part);
     const [body, stateRaw] = await Promise.all([this.#redis.hget(k('outbox'), id), this.#redis.hget(k('state'), id)]);
     const settle = (mode: 'done' | 'retry', state = '', nextAt = 0) =>
@@ -248,14 +290,23 @@ export class WebhookOutbox implements OutboxHooks {
       (w) => (w.events as readonly string[]).includes(event.type) && !state.done.includes(w.url),
     );
     const errors: string[] = [];
+    const own = target !== null && event.type !== '' && !state.done.includes(target.doneKey) ? target : null;
     if (Buffer.byteLength(body) > this.#settings.delivery.maxBytes)
       errors.push(`body of ${Buffer.byteLength(body)} bytes is over webhookDelivery.maxBytes`);
-    else
+    else {
       for (const webhook of owed) {
         const result = await this.#post(webhook, id, body);
         if (result === null) state.done.push(webhook.url);
         else errors.push(`${new URL(webhook.url).host}: ${result}`);
       }
+      if (own !== null) {
+        const result = own.allowed
+          ? await this.#post(own.webhook, id, body)
+          : this.#refused('its host is not in policy.webhooks.hosts any more');
+        if (result === null) state.done.push(own.doneKey);
+        else errors.push(`session webhook ${new URL(own.webhook.url).host}: ${result}`);
+      }
+    }
     state.attempts += 1;
     const ageMs = Date.now() - event.at;
     if (errors.length === 0) {
@@ -306,15 +357,17 @@ export class WebhookOutbox implements OutboxHooks {
     );
   }
 
+  #refused(reason: string): string {
+    this.stats.requests.refused += 1;
+    this.#count('refused');
+    return `refused: ${reason}`;
+  }
+
   /** One signed POST; null when the receiver answered 2xx, else why not. Never throws. */
   async #post(webhook: Webhook, id: string, body: string): Promise<string | null> {
     const url = new URL(webhook.url);
     const dest = await webhookDestination(url.hostname, this.#allowed);
-    if (!dest.ok) {
-      this.stats.requests.refused += 1;
-      this.#count('refused');
-      return `refused: ${dest.reason}`;
-    }
+    if (!dest.ok) return this.#refused(dest.reason);
     const timestamp = Math.floor(Date.now() / 1000);
     const secrets = typeof webhook.secret === 'string' ? [webhook.secret] : webhook.secret;
     // The connection goes to the address checked above, whatever a second lookup would say.

@@ -28,6 +28,7 @@ interface EnqueueFlags extends RetryFlags, AgentFlags {
   repo?: string;
   ref?: string;
   whenBusy?: WhenBusy;
+  webhook?: string;
 }
 
 export function registerEnqueue(program: Command): void {
@@ -69,6 +70,10 @@ export function registerEnqueue(program: Command): void {
         'when a turn runs or prompts wait: enqueue (wait, the default), steer (into the running turn at its next safe point; a new turn if none runs), interrupt (stop the running turn, run next), reject (refuse: exit 1, nothing stored), rollback (interrupt, then take the turn back: files and conversation; a workspace session only); policy.whenBusy may allow fewer',
       ).choices(WHEN_BUSY_CHOICES),
     )
+    .option(
+      '--webhook <url>',
+      "POST this session's events to URL (its host must be in policy.webhooks.hosts); prints the signing secret (whsec_…) once, on stderr (in --json: webhookSecret)",
+    )
     .option('--json', 'print {"sessionId","turn"}')
     .option('--follow', 'stream the turn until it ends; exit 0 completed, 1 failed, 130 cancelled or Ctrl+C')
     .action(async (prompt: string, flags: EnqueueFlags) => {
@@ -104,6 +109,7 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         tenant: ctx.settings.caller.tenant,
         ...(flags.priority === undefined ? {} : { priority: flags.priority }),
         ...(flags.whenBusy === undefined ? {} : { whenBusy: flags.whenBusy }),
+        ...(flags.webhook === undefined ? {} : { webhook: flags.webhook }),
       });
     } catch (error) {
       if (hasErrorCode(error, 'invalid_input')) throw new CliError(error.message, ExitCode.usage);
@@ -117,8 +123,14 @@ async function enqueue(prompt: string, flags: EnqueueFlags): Promise<number> {
         turn: result.turn,
         promptId: result.promptId,
         ...(result.steered ? { steered: true } : {}),
+        ...(result.webhookSecret === undefined ? {} : { webhookSecret: result.webhookSecret }),
       });
-    else if (flags.follow !== true) process.stdout.write(`${result.sessionId}\n`);
+    else {
+      // Shown once: sessiond keeps it only to sign with, and no command prints it again.
+      if (result.webhookSecret !== undefined)
+        process.stderr.write(`webhook secret (shown once): ${result.webhookSecret}\n`);
+      if (flags.follow !== true) process.stdout.write(`${result.sessionId}\n`);
+    }
     if (flags.follow !== true) return ExitCode.ok;
 
     process.stderr.write(`session ${result.sessionId}, turn ${result.turn}\n`);

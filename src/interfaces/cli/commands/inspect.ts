@@ -34,6 +34,7 @@ function render(s: SessionSummary): string {
   const lines = [
     `${c.bold(s.sessionId)}  state ${c.bold(s.state)}  agent ${s.agent}${s.agentSessionId ? ` (session ${s.agentSessionId})` : ''}`,
   ];
+  if (s.webhook !== undefined) lines.push(`webhook ${s.webhook}`);
   if (s.turn !== null) {
     const reason = s.turn.failureReason
       ? ` (${s.turn.failureReason})`

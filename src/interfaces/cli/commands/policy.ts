@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import type { DeploymentPolicy } from '../../../policy/index.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
+import { formatHostPattern } from '../../../process/egress/host-pattern.ts';
 
 export function registerPolicy(program: Command): void {
   const policy = program
@@ -44,6 +45,7 @@ function describePolicy(policy: DeploymentPolicy): string {
     `parked at a quota wall at most: ${policy.maxParkMs === null ? 'as each retry policy says' : `${policy.maxParkMs} ms`}; quota-wall attempts: ${policy.rateLimitAttempts === 'counted' ? 'always counted' : 'as each retry policy says'}`,
     `a prompt arriving while a turn runs may (whenBusy): ${policy.whenBusy?.join(', ') ?? 'enqueue, steer, interrupt, reject, rollback'}`,
     `approvals (permissionMode ask): denied after ${policy.approvals.deadlineMs} ms unanswered; allowed at once: ${policy.approvals.autoAllow.length === 0 ? 'nothing' : policy.approvals.autoAllow.map((r) => JSON.stringify(r)).join(', ')}`,
+    `per-session webhooks may name: ${(policy.webhookHosts ?? []).length === 0 ? 'no host (callers may not name a webhook)' : (policy.webhookHosts ?? []).map(formatHostPattern).join(', ')}`,
   ];
   for (const [agent, p] of Object.entries(policy.permissions)) {
     const parts: string[] = [];

@@ -39,7 +39,11 @@ export async function runServe(flags: ServeFlags): Promise<number> {
   // serve delivers webhook events too (one deliverer per session at a time, fleet-wide: see the outbox).
   const webhooks = startWebhookDelivery(
     ctx.client,
-    { webhooks: config.webhooks, delivery: config.webhookDelivery },
+    {
+      webhooks: config.webhooks,
+      delivery: config.webhookDelivery,
+      sessionHosts: (await ctx.policy()).webhookHosts ?? [],
+    },
     (level, message, fields) => log[level](fields ?? {}, message),
   );
   log.info(

@@ -145,8 +145,21 @@ export const sessionRoutes = [
       }
       // Issue 25: the tenant and the highest priority are the credential's, the session cap its token's (auth/caller.ts).
       const { request, how } = callerRequest(auth, auth.principalOf(c), body);
-      const { sessionId, turn, created, promptId, steered } = await client.sessions.enqueue(request, how);
-      return c.json({ sessionId, turn, created, promptId, ...(steered ? { steered } : {}) }, created ? 201 : 202);
+      const { sessionId, turn, created, promptId, steered, webhookSecret } = await client.sessions.enqueue(
+        request,
+        how,
+      );
+      return c.json(
+        {
+          sessionId,
+          turn,
+          created,
+          promptId,
+          ...(steered ? { steered } : {}),
+          ...(webhookSecret === undefined ? {} : { webhookSecret }),
+        },
+        created ? 201 : 202,
+      );
     },
   }),
   defineRoute({
