@@ -98,7 +98,7 @@ export const ConfigSchema = z.strictObject({
   /** Per-session workspaces (docs/workspaces.md): each session without a caller-named cwd gets its own files, snapshotted. */
   workspaces: z
     .strictObject({
-      /** On: sessions without a caller-named cwd get a workspace (SESSIOND_WORKSPACES_ENABLED=1). */
+      /** On (the default): sessions without a caller-named cwd get a workspace; needs git (SESSIOND_WORKSPACES_ENABLED=false: off). */
       enabled: z
         .preprocess(booleanText, z.boolean({ error: 'must be true or false (1 or 0)' }))
         .default(WORKSPACE_DEFAULTS.enabled),

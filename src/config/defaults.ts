@@ -137,9 +137,10 @@ export const LIFECYCLE_DEFAULTS = {
 export const WORKSPACE_DEFAULTS = {
   /**
    * Sessions without a caller-named cwd get a workspace of their own (off: they run in `workspace`, as before).
-   * @default false
+   * On, a worker needs a usable `git` on its host: it refuses to start without one.
+   * @default true
    */
-  enabled: false,
+  enabled: true,
   /**
    * Untracked files matching these (gitignore syntax) are never snapshotted or shipped.
    * @default [".env*", "*.pem", "id_*"]
