@@ -15,6 +15,7 @@ import {
   SWEEP_INTERVAL_MS,
   WORKER_DEFAULTS,
   WORKSPACE_DEFAULTS,
+  workspacePaths,
 } from './defaults.ts';
 import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
 import { parseRedisTarget } from './redis-url.ts';
@@ -391,10 +392,11 @@ function checkWorkspaces(ws: WorkspaceConfig): void {
 export function workspaceConfig(config: Config): WorkspaceConfig | null {
   const w = config.workspaces;
   if (!w.enabled) return null;
+  const paths = workspacePaths(config.stateDir);
   return {
-    root: resolve(w.root ?? join(config.stateDir, 'workspaces')),
-    gitDir: resolve(join(config.stateDir, 'workspace-git')),
-    store: w.store ?? resolve(join(config.stateDir, 'workspace-store.git')),
+    root: w.root === undefined ? paths.root : resolve(w.root),
+    gitDir: paths.gitDir,
+    store: w.store ?? paths.store,
     exclude: w.exclude,
     maxBytes: w.maxBytes,
     maxSnapshots: w.maxSnapshots,

@@ -4,7 +4,7 @@
  * Durations are in milliseconds.
  */
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -157,6 +157,19 @@ export const WORKSPACE_DEFAULTS = {
    */
   maxSnapshots: 10_000,
 };
+
+/**
+ * Where a host's workspaces live by default, under sessiond's state dir (the CLI's `stateDir`, a
+ * library worker's $SESSIOND_STATE_DIR): the working copies, sessiond's own git data (never inside
+ * the root), and the snapshot store, a local bare repository (one host).
+ */
+export function workspacePaths(stateDir: string): { root: string; gitDir: string; store: string } {
+  return {
+    root: resolve(join(stateDir, 'workspaces')),
+    gitDir: resolve(join(stateDir, 'workspace-git')),
+    store: resolve(join(stateDir, 'workspace-store.git')),
+  };
+}
 
 /** Bounds on schedules (config `schedules.*`, src/runtime/schedules/). */
 export interface ScheduleLimits {

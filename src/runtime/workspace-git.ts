@@ -3,7 +3,7 @@ import { probeGit } from '../workspace/index.ts';
 
 /** How workspaces are turned off, said in the error of a host without git. */
 export const WORKSPACES_OFF_HINT =
-  'SESSIOND_WORKSPACES_ENABLED=false (config workspaces.enabled: false; a library worker: no `workspaces` option)';
+  'SESSIOND_WORKSPACES_ENABLED=false (config workspaces.enabled: false; a library worker: `workspaces: false`)';
 
 /**
  * A worker with workspaces needs the host's git for every session without a caller-named cwd: one
