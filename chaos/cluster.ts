@@ -281,6 +281,9 @@ export class Cluster {
           SESSIOND_LOG_LEVEL: 'info',
           // Unsandboxed unless asked: the fake agent counts attempts in CHAOS_STATE_DIR and real pi asks a 127.0.0.1 fake model.
           SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none',
+          // Workspaces are on (the default): the hosts share one store, as a deployment's must, so a
+          // session taken over by another host finds its snapshots (each host's own would not have them).
+          SESSIOND_WORKSPACE_STORE: join(this.root, 'workspace-store.git'),
           ...(this.options.queuePartitions === undefined
             ? {}
             : { SESSIOND_QUEUE_PARTITIONS: String(this.options.queuePartitions) }),
