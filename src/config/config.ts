@@ -94,7 +94,7 @@ export const ConfigSchema = z.strictObject({
   prefix: z.string().regex(PREFIX_PATTERN, 'must be 1-64 letters, digits or _.-').default('sessiond'),
   /** Local state: a redis-server sessiond started, pi's session files. */
   stateDir: z.string().min(1).default(defaultStateDir()),
-  /** Where a session runs when its caller names no cwd, and the default allowed root of `policy.workspaceRoots`. */
+  /** Where a session runs when its caller names no cwd and workspaces are off, and the default allowed root of `policy.workspaceRoots`. */
   workspace: z.string().min(1).default(process.cwd()),
   /** Per-session workspaces (docs/workspaces.md): each session without a caller-named cwd gets its own files, snapshotted. */
   workspaces: z
@@ -105,7 +105,7 @@ export const ConfigSchema = z.strictObject({
         .default(WORKSPACE_DEFAULTS.enabled),
       /** The sessions' working copies on this host; default `<stateDir>/workspaces`. The same path on every host. */
       root: absolute.optional(),
-      /** The snapshot store: a git URL or a local bare repository's path; default `<stateDir>/workspace-store.git` (one host). */
+      /** The snapshot store: a git URL or a local bare repository's path; default `<stateDir>/workspace-store.git` (one host: several share one). */
       store: z
         .string()
         .min(1)
