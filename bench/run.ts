@@ -10,6 +10,7 @@ import * as peers from './peers.ts';
 import * as queueBench from './queue.ts';
 import * as sandboxBench from './sandbox.ts';
 import * as scaling from './scaling.ts';
+import * as steerBench from './steer.ts';
 import * as workspaceBench from './workspace.ts';
 import * as webhooksBench from './webhooks.ts';
 import { BenchFailure, type Benchmark } from './support/benchmark.ts';
@@ -42,6 +43,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   egressBench,
   workspaceBench,
   webhooksBench,
+  steerBench,
 ];
 
 /**

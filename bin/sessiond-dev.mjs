@@ -40,9 +40,11 @@ if (!existsSync(join(outdir, 'main.js'))) {
   }
   // Builds of earlier sources go once nobody can be starting from them (10 minutes): the cache holds
   // the builds of the last few minutes, not one per edit ever made.
+  // Another run may be removing the same old build: one gone meanwhile is skipped.
   for (const entry of readdirSync(cache)) {
     const path = join(cache, entry);
-    if (path !== outdir && Date.now() - statSync(path).mtimeMs > 600_000)
+    const built = statSync(path, { throwIfNoEntry: false });
+    if (path !== outdir && built !== undefined && Date.now() - built.mtimeMs > 600_000)
       rmSync(path, { recursive: true, force: true });
   }
 }

@@ -22,6 +22,8 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     let ended = false;
     const run = async (): Promise<void> => {
       let terminal: AgentTerminalMessage | null = null;
+      /** The runner's throw, as the attempt's end, when it had stored none. */
+      let lost: AgentTerminalMessage | null = null;
       try {
         // The sandbox the agent's process runs in goes on the attempt's record (inspect shows it).
         const spawned = ({ sandbox }: { sandbox: SandboxMode }): void => {
@@ -47,14 +49,22 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
         }
       } catch (error) {
         if (controller.signal.aborted) return;
-        terminal = crashed(`the provider threw: ${(error as Error).message ?? String(error)}`);
+        // A terminal already stored stays the attempt's end: the log says each attempt ended once.
+        if (terminal === null) lost = crashed(`the provider threw: ${(error as Error).message ?? String(error)}`);
       }
       if (controller.signal.aborted) return;
+      if (terminal === null) {
+        // The runner threw before its own end (while preparing the attempt, say) or ended without one: the log
+        // says the attempt failed, as the machine is told, so that every attempt ends once in the log too.
+        terminal = lost ?? crashed('the provider ended without a terminal message');
+        try {
+          await sink(terminal, meta);
+        } catch {
+          // The store refused it (the lease is gone): the next holder finds the attempt interrupted and says so.
+        }
+      }
       ended = true;
-      sendBack({
-        type: 'attempt.ended',
-        terminal: terminal ?? crashed('the provider ended without a terminal message'),
-      });
+      sendBack({ type: 'attempt.ended', terminal });
     };
     const done = run().finally(() => {
       if (inFlight.get(key) === done) inFlight.delete(key);

@@ -18,10 +18,20 @@
 //   --every MS (peers benchmark's kill -9 runs): the default turn, one line
 //     every MS milliseconds instead of all at once: an attempt that is still
 //     running when its worker dies.
+//   --steer (steer benchmark, rpc mode only): the assistant message ends with
+//     a bash tool call whose command says when the prompt was read (`# prompt
+//     read at <Date.now()>`: the benchmark reads it in the log), and the tool
+//     runs until a `steer` command comes: then (as pi, at the tool's end) the
+//     tool's result, `steer arrived at <ms>`, the steer echoed as a user
+//     message, and the next tool call, which runs until the next steer; forever,
+//     until the process is stopped (SIGTERM ends it at once). SIGUSR1 ends the
+//     running tool with no steer (the next tool call follows): the tool
+//     boundary at which sessiond restarts an agent without a native channel.
 // Other arguments (pi's --print, --session-dir …) are ignored.
 import { randomUUID } from 'node:crypto';
 
-const hang = process.argv.includes('--hang');
+const steer = process.argv.includes('--steer');
+const hang = process.argv.includes('--hang') || steer;
 const rpc = process.argv[process.argv.indexOf('--mode') + 1] === 'rpc';
 const at = process.argv.indexOf('--messages');
 const messages = at >= 0 ? Number(process.argv[at + 1]) : 20;
@@ -61,6 +71,7 @@ let over = false;
 function turn(prompt) {
   running = true;
   const now = Date.now();
+  promptReadAt = now;
   const output = hang ? 0 : 20 * deltas.length;
   const usage = {
     input: hang ? 0 : 1200,
@@ -88,6 +99,11 @@ function turn(prompt) {
     stopReason: 'stop',
     timestamp: now,
   };
+  if (steer) {
+    toolCall(assistant);
+    process.stdout.write(`${lines.join('\n')}\n`);
+    return;
+  }
   emit({ type: 'message_start', message: assistant });
   const block = { type: 'text', text: '' };
   assistant.content.push(block);
@@ -127,6 +143,46 @@ function turnWritten() {
   if (over) process.exit(0);
 }
 
+/** --steer: the tool call running now (its id), and how many there were; when the prompt was read. */
+let tools = 0;
+let runningTool = '';
+let promptReadAt = 0;
+if (steer) process.on('SIGUSR1', () => running && steered(null, 0));
+
+/** --steer: `assistant` ends with a bash tool call, and the tool starts (it runs until the next steer). */
+function toolCall(assistant) {
+  tools += 1;
+  runningTool = `call_fake_${tools}`;
+  const args = { command: `sleep infinity # prompt read at ${promptReadAt}` };
+  const message = { ...assistant, content: [{ type: 'toolCall', id: runningTool, name: 'bash', arguments: args }] };
+  emit({ type: 'message_start', message: { ...assistant, content: [] } });
+  emit({ type: 'message_end', message: { ...message, stopReason: 'toolUse' } });
+  emit({ type: 'tool_execution_start', toolCallId: runningTool, toolName: 'bash', args });
+}
+
+/** --steer: pi's safe point after the running tool: its result, the steer (if any) as a user message, the next tool call. */
+function steered(text, arrivedAt) {
+  lines.length = 0;
+  const now = Date.now();
+  const result = { content: [{ type: 'text', text: text === null ? 'done\n' : `steer arrived at ${arrivedAt}\n` }] };
+  emit({ type: 'tool_execution_end', toolCallId: runningTool, toolName: 'bash', result, isError: false });
+  const toolResult = { role: 'toolResult', toolCallId: runningTool, toolName: 'bash', ...result, isError: false };
+  emit({ type: 'message_start', message: { ...toolResult, timestamp: now } });
+  emit({ type: 'message_end', message: { ...toolResult, timestamp: now } });
+  emit({ type: 'turn_end', message: { role: 'assistant', content: [] }, toolResults: [toolResult] });
+  emit({ type: 'turn_start' });
+  if (text !== null) {
+    const user = { role: 'user', content: [{ type: 'text', text }], timestamp: now };
+    emit({ type: 'message_start', message: user });
+    emit({ type: 'message_end', message: user });
+  }
+  const usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, totalTokens: 0 };
+  const cost = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 };
+  const assistant = { role: 'assistant', content: [], api: 'openai-completions', provider: 'fake', model: 'bench' };
+  toolCall({ ...assistant, usage: { ...usage, cost }, stopReason: 'stop', timestamp: now });
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
 const answer = (response) => process.stdout.write(`${JSON.stringify({ type: 'response', ...response })}\n`);
 
 /** One rpc command: a line of stdin. */
@@ -143,6 +199,10 @@ function command(line) {
   } else if (cmd.type === 'prompt' && !running) {
     answer({ id: cmd.id, command: 'prompt', success: true });
     turn(String(cmd.message ?? ''));
+  } else if (cmd.type === 'steer' && steer && running) {
+    const arrivedAt = Date.now();
+    answer({ id: cmd.id, command: 'steer', success: true });
+    steered(String(cmd.message ?? ''), arrivedAt);
   } else answer({ id: cmd.id, command: cmd.type, success: false, error: 'fake-pi: not supported' });
 }
 

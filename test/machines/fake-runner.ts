@@ -4,6 +4,8 @@ import type { AttemptMeta, AttemptRequest, AttemptRunner } from '../../machines/
 export type Step =
   | { kind: 'complete'; text?: string }
   | { kind: 'fail'; category: FailureCategory; retryAfterMs?: number; afterText?: string; promptRecorded?: boolean }
+  /** Throws `message` before anything (`after: 'terminal'`: once its terminal.failed is out, as a failing cleanup). */
+  | { kind: 'throw'; message: string; after?: 'terminal' }
   /** Runs until aborted; then takes `stopMs` (timer time) to stop, like a process tree going down. */
   | { kind: 'hang'; stopMs?: number };
 
@@ -40,12 +42,20 @@ export class FakeRunner {
     this.running += 1;
     this.maxConcurrent = Math.max(this.maxConcurrent, this.running);
     try {
+      if (step.kind === 'throw' && step.after === undefined) throw new Error(step.message);
       const sessionId = request.agentSessionId ?? `agent-${request.sessionId}`;
       yield { type: request.agentSessionId ? 'session.resumed' : 'session.started', content: { sessionId } };
       if (step.kind === 'complete') {
         yield { type: 'assistant', content: { text: step.text ?? `answer to ${request.text}` } };
         yield { type: 'terminal.completed', content: { stopReason: 'stop' } };
         return;
+      }
+      if (step.kind === 'throw') {
+        yield {
+          type: 'terminal.failed',
+          content: { text: 'fake failure', category: 'server_error', stderr: '', invalid_output_lines: [] },
+        };
+        throw new Error(step.message);
       }
       if (step.kind === 'fail') {
         if (step.afterText !== undefined) yield { type: 'assistant', content: { text: step.afterText } };

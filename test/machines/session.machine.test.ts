@@ -101,6 +101,31 @@ describe('session machine: one turn', () => {
     await settle();
     expect(state(actor)).toBe('completed');
   });
+  it('a runner that throws before its own end: the log and the machine both say the attempt failed, once', async () => {
+    const { actor, runner } = start([{ kind: 'throw', message: 'agent state unreadable' }], policy({ enabled: false }));
+    prompt(actor, 'p1');
+    await settle();
+    expect(state(actor)).toBe('failed');
+    expect(ctx(actor).turn!.attempts).toEqual([
+      expect.objectContaining({ outcome: 'failed', category: 'process_crash' }),
+    ]);
+    expect(runner.messages.map((m) => [m.message.type, m.meta.attempt])).toEqual([['terminal.failed', 1]]);
+    expect(runner.messages[0]!.message.content).toMatchObject({ text: 'the provider threw: agent state unreadable' });
+  });
+
+  it('a runner that throws after its terminal: that terminal stays the only end of the attempt', async () => {
+    const { actor, runner } = start(
+      [{ kind: 'throw', message: 'cleanup failed', after: 'terminal' }],
+      policy({ enabled: false }),
+    );
+    prompt(actor, 'p1');
+    await settle();
+    expect(state(actor)).toBe('failed');
+    expect(ctx(actor).turn!.attempts).toEqual([
+      expect.objectContaining({ outcome: 'failed', category: 'server_error' }),
+    ]);
+    expect(runner.messages.filter((m) => m.message.type.startsWith('terminal.'))).toHaveLength(1);
+  });
 });
 
 describe('session machine: cancel', () => {

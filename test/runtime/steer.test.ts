@@ -31,6 +31,8 @@ import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions }
  */
 
 const WAIT = 'steer-wait';
+const MANY = 'steer-many';
+const MANY_COUNT = 50;
 const gates = mkdtempSync(join(tmpdir(), 'sessiond-steer-gates-'));
 
 /** The gate a prompt names (`gate-<n>`), or null. */
@@ -47,6 +49,18 @@ function waitScript(ctx: ScriptContext) {
   return {
     toolCalls: [{ name: 'bash', arguments: { command: `while [ ! -e ${gate} ]; do sleep 0.1; done; echo opened` } }],
   };
+}
+
+/**
+ * Many steers: the tool waits for its gate; then, until a request carries all MANY_COUNT steers (`MANY-…`), a quick
+ * tool call (pi takes the steers that reached it since at that tool boundary); then the steers it saw, in order.
+ * So the turn ends only once pi took every steer, however they reached it: no race with the turn's end.
+ */
+function manyScript(ctx: ScriptContext) {
+  const seen = JSON.stringify(ctx.body.messages ?? []).match(/MANY-\d+/g) ?? [];
+  if (seen.length >= MANY_COUNT) return { text: `Steered: ${seen.join(' ')}.` };
+  if (hasToolResult(ctx.body)) return { toolCalls: [{ name: 'bash', arguments: { command: 'echo more' } }] };
+  return waitScript(ctx);
 }
 
 let server: FakeModelServer;
@@ -72,7 +86,7 @@ describe('whenBusy "steer" with pi (native)', () => {
   useRuntimeSuite(
     'steer',
     {
-      scripts: { [WAIT]: waitScript },
+      scripts: { [WAIT]: waitScript, [MANY]: manyScript },
       cleanup: async () => {
         await killAllWorkerProcesses();
         if (h !== undefined) await reapOrphans(markerScope(internals(h.runtime).keys.prefix));
@@ -148,6 +162,43 @@ describe('whenBusy "steer" with pi (native)', () => {
     const metrics = await new RuntimeMetrics(h.runtime, { cacheMs: 0 }).render();
     expect(metrics).toMatch(/^sessiond_prompts_when_busy_total\{strategy="steer",effect="steered"\} 1$/m);
     expect(metrics).toMatch(/^sessiond_steer_latency_seconds_count 1$/m);
+  });
+
+  it('50 concurrent steers to one session: each delivered once, in the order accepted, in the same turn, batched by pi', async () => {
+    worker ??= await h.startWorker();
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Wait for gate-5',
+      options: { provider: 'fake', model: MANY, cwd: env.cwd },
+    });
+    await toolRunning(sessionId);
+    const accepted = await Promise.all(
+      Array.from({ length: MANY_COUNT }, (_, i) =>
+        h.runtime.enqueue({ sessionId, prompt: `MANY-${i}`, whenBusy: 'steer' }, { mustExist: true }),
+      ),
+    );
+    expect(accepted.every((a) => a.steered === true && a.turn === 1)).toBe(true);
+    // The order they were accepted in: the session's pending steers, oldest first.
+    const pending = (await h.runtime.getSession(sessionId))?.steers ?? [];
+    expect(pending.map((p) => p.id).sort()).toEqual(accepted.map((a) => a.promptId).sort());
+    open('gate-5');
+
+    const session = await turnEnded(h.runtime, sessionId, 1, 240_000);
+    expect(session.state).toBe('completed');
+    expect(session.context?.turnIndex).toBe(1);
+    expect(session.steers).toEqual([]);
+    expect(session.context?.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
+    const log = await h.runtime.readMessages(sessionId);
+    expectWholeLog(log);
+    expect(log.every((m) => m.turn === 1)).toBe(true);
+    // Each once, in the order accepted, through pi's channel.
+    expect(steered(log).map((m) => [m.attempt, m.content])).toEqual(
+      pending.map((p) => [1, { promptId: p.id, via: 'native', at: expect.any(Number) }]),
+    );
+    // The model got every steering text once, in that order, in the same conversation.
+    const requests = server.requestsFor(MANY).filter((r) => JSON.stringify(r.body).includes('gate-5'));
+    expect(JSON.stringify(requests.at(-1)?.body.messages).match(/MANY-\d+/g)).toEqual(pending.map((p) => p.text));
+    // pi took them in batches at its tool boundaries (its steeringMode "all"): one at a time would be a request each.
+    expect(requests.length).toBeLessThan(MANY_COUNT);
   });
 
   it('a steer on an idle session is the next turn (nothing to steer)', async () => {

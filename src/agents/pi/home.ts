@@ -7,7 +7,10 @@ import { linkEntry, managedDirFor, writeFileIfChanged } from '../shared/managed-
  * pi reads its retry behaviour from `<agentDir>/settings.json`. sessiond never
  * edits the user's own agent dir: each run gets a managed agent dir that links
  * every entry of the user's (models, auth, sessions, themes…) except
- * settings.json, which is the user's settings with pi's own retries switched off.
+ * settings.json, which is the user's settings with pi's own retries switched off
+ * and its steering mode `all`: at its next safe point pi takes every steer queued
+ * by then (each its own user message, in order), not one per model request, so
+ * that many steers to one turn do not cost a model request each (rpc.ts).
  */
 export const NO_RETRY_SETTINGS = { retry: { enabled: false, provider: { maxRetries: 0 } } } as const;
 
@@ -58,6 +61,8 @@ async function writeSettings(userSettingsPath: string, path: string): Promise<vo
   const settings = {
     ...userSettings,
     retry: { ...userRetry, enabled: false, provider: { ...userProvider, maxRetries: 0 } },
+    // Not rpc's `set_steering_mode`: pi would save it into this file itself, racing other attempts' writes.
+    steeringMode: 'all',
   };
   await writeFileIfChanged(path, `${JSON.stringify(settings, null, 2)}\n`);
 }

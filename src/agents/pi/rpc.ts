@@ -50,7 +50,9 @@ interface WrittenSteer {
  *   asks again). A refused `prompt` is over at once. pi does not exit by itself in rpc mode: the
  *   caller closes stdin then, and pi exits 0.
  * - A steer goes in as a `steer` command; pi delivers it after the running tool calls, before its
- *   next model request, as a user message (`message_start`/`message_end`, role user). The first
+ *   next model request, as a user message (`message_start`/`message_end`, role user), together with
+ *   every other steer queued by then, each its own message in order (its steering mode `all`, which
+ *   the managed settings set: home.ts); so each echo is matched to its own steer below. The first
  *   user message of the turn is the prompt; a later one whose text is a written steer's is that
  *   steer's delivery, and so is one with another text when the oldest steer waiting starts with `/`
  *   (pi expands it as a prompt template or skill, and delivers its steers in order). A steer pi refused (its `response` has `success: false`) or never echoed

@@ -21,16 +21,18 @@ function userDirWith(settings: Record<string, unknown>): { userDir: string; stat
 }
 
 describe("pi's managed agent dir", () => {
-  it('links the user’s files, keeps their settings and switches pi’s own retries off', async () => {
+  it('links the user’s files, keeps their settings, switches pi’s own retries off and takes all queued steers at once', async () => {
     const { userDir, stateDir } = userDirWith({
       theme: 'dark',
       retry: { enabled: true, provider: { maxRetries: 5, timeoutMs: 9 } },
+      steeringMode: 'one-at-a-time',
     });
     const managed = await prepareManagedAgentDir(userDir, stateDir);
     expect(readlinkSync(join(managed, 'models.json'))).toBe(join(userDir, 'models.json'));
     expect(JSON.parse(readFileSync(join(managed, 'settings.json'), 'utf8'))).toEqual({
       theme: 'dark',
       retry: { enabled: false, provider: { maxRetries: 0, timeoutMs: 9 } },
+      steeringMode: 'all',
     });
   });
 
@@ -40,6 +42,7 @@ describe("pi's managed agent dir", () => {
     expect(new Set(managed).size).toBe(1);
     expect(JSON.parse(readFileSync(join(managed[0] ?? '', 'settings.json'), 'utf8'))).toEqual({
       retry: { enabled: false, provider: { maxRetries: 0 } },
+      steeringMode: 'all',
     });
   });
 });
