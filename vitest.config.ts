@@ -16,7 +16,8 @@ import { defineConfig } from 'vitest/config';
  *   providers, Claude Code's approvals, the ACP client on the real gemini with its approval flow:
  *   moved from `core` when the suite outgrew its budget on a slower host), of Qwen Code, OpenCode and
  *   the Claude Code ACP adapter (their own suites, their approval flows, their runs through the
- *   session machine), the four real CLIs through the egress proxy, `sessiond agents` asking each
+ *   session machine), whenBusy steer and interrupt on the real Claude Code, Codex, Gemini, Qwen Code and
+ *   gemini --acp, the four real CLIs through the egress proxy, `sessiond agents` asking each
  *   ACP agent, and docs/getting-started.md run command by command (real pi and Claude Code).
  * - `long` (`npm run test:long`): the quick chaos run, the package test (npm pack, a fresh install),
  *   the 200 sessions under a fleet limit, and, moved from `core` for the budget: 500 concurrent SSE
@@ -59,6 +60,8 @@ const AGENT_SUITES = [
   'test/agents/gemini/cancel-runtime.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
   'test/agents/acp/gemini-acp-runtime.test.ts',
+  // whenBusy steer (the fallback) and interrupt on the real Claude Code, Codex, Gemini and acp:gemini.
+  'test/agents/steer-agents.test.ts',
   // docs/getting-started.md run command by command: the demo, a worker, real pi and Claude Code.
   'test/docs/getting-started.test.ts',
 ];

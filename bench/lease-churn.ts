@@ -17,8 +17,9 @@ import { sleep } from './support/harness.ts';
 /**
  * Does self-fencing churn on a loaded host? SESSIONS sessions held at once by one in-process worker with the
  * default lease (WORKER_DEFAULTS: 2 s, renewed every 500 ms, the holder fences itself 1.8 s after the last
- * renewal it saw land) and stalled check (1 s). Each turn's agent (in-process) streams one message every
- * MESSAGE_EVERY_MS for TURN_MS, so the worker also makes the turns' fenced writes meanwhile. Counted: the
+ * renewal it saw land) and stalled check (500 ms; 1 s when the runs in BENCHMARKS.md were made). Each turn's
+ * agent (in-process) streams one message every MESSAGE_EVERY_MS for TURN_MS, so the worker also makes the turns'
+ * fenced writes meanwhile. Counted: the
  * worker's self-fences, how its activations ended (a lost lease: `stale`), its other warnings, attempts beyond the
  * first, and the event loop's delay (what delays a renewal in this process). Not part of `npm run bench`:
  * `node --import tsx bench/lease-churn.ts` (LEASE_CHURN_SESSIONS, LEASE_CHURN_TURN_MS, LEASE_CHURN_LEASE_MS).

@@ -9,6 +9,7 @@ import * as mapper from './mapper.ts';
 import * as peers from './peers.ts';
 import * as queueBench from './queue.ts';
 import * as sandboxBench from './sandbox.ts';
+import * as takeover from './takeover.ts';
 import * as scaling from './scaling.ts';
 import * as steerBench from './steer.ts';
 import * as workspaceBench from './workspace.ts';
@@ -38,6 +39,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   history,
   cli,
   peers,
+  takeover,
   clusterBench,
   sandboxBench,
   egressBench,

@@ -109,7 +109,11 @@ export function decisionFor(context: SessionContext, event: SessionEvent): Retry
   if (failure === null) return null;
   // Attempts that ended on a free quota wall do not count against maxAttempts.
   const free = context.turn?.freeWalls ?? 0;
-  return decideRetry(context.policy, failure, Math.max(1, context.attempt - free), Math.random, free);
+  const decision = decideRetry(context.policy, failure, Math.max(1, context.attempt - free), Math.random, free);
+  // An attempt interrupted by its worker (dead, cut off, shut down) says nothing about the agent or its
+  // provider, so no backoff: the takeover already waited for the lease to lapse. It still counts against
+  // maxAttempts, so a session whose attempts keep killing their workers ends failed.
+  return event.type === 'session.restored' && decision.retry ? { ...decision, delayMs: 0 } : decision;
 }
 
 /** What the attempt about to run is asked to do. */

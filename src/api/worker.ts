@@ -38,7 +38,7 @@ export interface WorkerOptions {
   workspace?: string;
   /** Session lease and BullMQ lock: a dead worker's sessions are taken over after about this (+ stalledIntervalMs); a holder that cannot renew it stops its agent before it lapses. @default 2000 */
   leaseTtlMs?: number;
-  /** BullMQ's stalled-job check. @default 1000 */
+  /** BullMQ's stalled-job check. @default 500 */
   stalledIntervalMs?: number;
   /** A longer backoff gives the worker slot back. @default 2000 */
   holdBackoffMs?: number;

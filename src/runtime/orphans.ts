@@ -124,6 +124,33 @@ export async function reapOrphans(scope: string): Promise<{ reaped: number; kill
 }
 
 /**
+ * Runs `task` for callers that each need a run that *started after their call* (one under way may have
+ * looked before what its caller knows happened): with none under way it starts one; a caller that comes
+ * while one runs shares the next, started once that one ends. A burst of N callers costs at most two runs.
+ */
+export function freshRuns<T>(task: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | null = null;
+  let next: Promise<T> | null = null;
+  const start = (): Promise<T> => {
+    const run: Promise<T> = task().finally(() => {
+      if (running === run) running = null;
+    });
+    running = run;
+    return run;
+  };
+  const ended = (): void => undefined;
+  return () => {
+    if (running === null) return start();
+    // Its outcome is its own callers'; this one only waits for it to end.
+    next ??= running.then(ended, ended).then(() => {
+      next = null;
+      return start();
+    });
+    return next;
+  };
+}
+
+/**
  * Self-fencing (see SessionWorker): kills at once, with SIGKILL, every process of the agents this
  * process started for `sessionId` (found by marker, so the tools they started too) and their attempt
  * cgroups (with what left the marker). No grace: it runs when this worker can no longer prove it holds

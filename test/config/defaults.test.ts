@@ -49,7 +49,7 @@ describe('option defaults', () => {
     expect(WORKER_DEFAULTS).toEqual({
       concurrency: 4,
       leaseTtlMs: 2_000,
-      stalledIntervalMs: 1_000,
+      stalledIntervalMs: 500,
       holdBackoffMs: 2_000,
       pollMs: 1_000,
       heartbeatMs: 5_000,

@@ -281,26 +281,42 @@ describe('session machine: restore', () => {
     expect(state(actor)).toBe('completed');
   });
 
-  it('restored while an attempt ran, the attempt is recorded as interrupted and goes through the retry decision (no blind re-invoke)', async () => {
+  it('restored while an attempt ran, the attempt is recorded as interrupted and retried without backoff (no blind re-invoke)', async () => {
     const first = start([{ kind: 'hang' }]);
     prompt(first.actor, 'p1');
     await settle();
     const persisted = JSON.parse(JSON.stringify(persistSession(first.actor)));
     const runner = new FakeRunner([{ kind: 'complete' }]);
-    const actor = startSessionActor(createSessionMachine(runner.run, runner.sink), { persisted });
+    const restored: Transition[] = [];
+    const actor = startSessionActor(
+      createSessionMachine(runner.run, runner.sink),
+      { persisted },
+      { onTransition: (t) => restored.push(t) },
+    );
+    // Through the retry decision (backoff), then the next attempt with no timer advanced.
     await settle();
-    expect(runner.requests).toHaveLength(0);
-    expect(state(actor)).toBe('backoff');
+    expect(restored.map((t) => t.to)).toEqual(['backoff', 'running', 'completed']);
     expect(ctx(actor).turn!.attempts[0]).toMatchObject({
       outcome: 'interrupted',
       category: 'process_crash',
-      delayMs: 1000,
+      delayMs: 0,
     });
-    await vi.advanceTimersByTimeAsync(1000);
-    await settle();
-    expect(state(actor)).toBe('completed');
     expect(runner.requests.map((r) => r.attempt)).toEqual([2]);
     first.actor.stop();
+  });
+
+  it('interrupted attempts still count against maxAttempts: the last one ends the turn failed', async () => {
+    const first = start([{ kind: 'hang' }], policy({ maxAttempts: 1 }));
+    prompt(first.actor, 'p1');
+    await settle();
+    const persisted = JSON.parse(JSON.stringify(persistSession(first.actor)));
+    first.actor.stop();
+    const runner = new FakeRunner([{ kind: 'complete' }]);
+    const actor = startSessionActor(createSessionMachine(runner.run, runner.sink), { persisted });
+    await settle();
+    expect(state(actor)).toBe('failed');
+    expect(ctx(actor).turn!.failureReason).toBe('attempts_exhausted');
+    expect(runner.requests).toHaveLength(0);
   });
 
   it('an interrupted attempt with retry disabled fails the turn', async () => {

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AGENT_MARKER_ENV, findProcessesByMarker, processStartTime } from '../../src/process/index.ts';
 import {
   findAgentProcesses,
+  freshRuns,
   markerOwner,
   markerScope,
   newMarker,
@@ -84,5 +85,64 @@ describe('agent markers: who started an agent, found in /proc (no registry in Re
 
     expect(await reapOrphans(scope)).toEqual({ reaped: 1, killed: 3 });
     expect(await counts()).toEqual([0, 3, 3]);
+  });
+});
+
+describe('freshRuns: the reap before a takeover, shared by takeovers that come together', () => {
+  /** A task whose runs the test ends one by one: `starts` counts them, `end(i)` resolves run i with i. */
+  function controlled(): { task: () => Promise<number>; starts: () => number; end: (i: number) => void } {
+    const ends: Array<(v: number) => void> = [];
+    return {
+      task: () => new Promise<number>((resolve) => ends.push(resolve)),
+      starts: () => ends.length,
+      end: (i) => ends[i]?.(i),
+    };
+  }
+
+  it('a caller never gets a run that started before its call; a burst of callers shares one more run', async () => {
+    const c = controlled();
+    const reap = freshRuns(c.task);
+    const first = reap();
+    expect(c.starts()).toBe(1);
+    // These come while run 0 is under way: it may have looked too early for them, so they wait for run 1.
+    const later = [reap(), reap(), reap()];
+    expect(c.starts()).toBe(1);
+    c.end(0);
+    expect(await first).toBe(0);
+    await Promise.resolve();
+    expect(c.starts()).toBe(2);
+    // One that comes while run 1 is under way gets run 2, not run 1.
+    const last = reap();
+    c.end(1);
+    expect(await Promise.all(later)).toEqual([1, 1, 1]);
+    await Promise.resolve();
+    expect(c.starts()).toBe(3);
+    c.end(2);
+    expect(await last).toBe(2);
+    // None under way: a new call starts its own run at once.
+    const alone = reap();
+    expect(c.starts()).toBe(4);
+    c.end(3);
+    expect(await alone).toBe(3);
+  });
+
+  it("a failed run fails its own callers only; the next callers' run starts after it", async () => {
+    let n = 0;
+    const ends: Array<{ resolve: (v: number) => void; reject: (e: Error) => void }> = [];
+    const reap = freshRuns(
+      () =>
+        new Promise<number>((resolve, reject) => {
+          ends.push({ resolve, reject });
+          n += 1;
+        }),
+    );
+    const first = reap();
+    const second = reap();
+    ends[0]?.reject(new Error('scan failed'));
+    await expect(first).rejects.toThrow('scan failed');
+    await Promise.resolve();
+    expect(n).toBe(2);
+    ends[1]?.resolve(7);
+    expect(await second).toBe(7);
   });
 });

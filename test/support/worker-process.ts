@@ -73,7 +73,7 @@ export function workerEnv(o: WorkerProcessOptions): Record<string, string> {
     SESSIOND_STATE_DIR: o.stateDir,
     SESSIOND_CONCURRENCY: String(o.concurrency ?? 2),
     ...(o.leaseTtl === null ? {} : { SESSIOND_LEASE_TTL: o.leaseTtl ?? '2s' }),
-    ...(o.stalledInterval === null ? {} : { SESSIOND_STALLED_INTERVAL: o.stalledInterval ?? '1s' }),
+    ...(o.stalledInterval === null ? {} : { SESSIOND_STALLED_INTERVAL: o.stalledInterval ?? '500ms' }),
     SESSIOND_HOLD_BACKOFF: o.holdBackoff ?? '1500ms',
     SESSIOND_POLL: o.poll ?? '250ms',
     SESSIOND_HEARTBEAT: o.heartbeat ?? '1s',

@@ -3,7 +3,7 @@ import type { CliMessage } from '../../protocol/index.ts';
 import { spawnAgent } from '../../process/index.ts';
 import { traceEnv } from '../shared/trace-env.ts';
 import { agentEnv } from '../shared/agent-env.ts';
-import { startupFailure, type RunContext } from '../shared/run-attempt.ts';
+import { EXIT_GRACE_MS, startupFailure, type RunContext } from '../shared/run-attempt.ts';
 import { resolveAgentCli } from '../shared/agent-env.ts';
 import { brokeredEnv, egressSpawn, withEgress } from '../shared/brokered.ts';
 import type { AttemptEgress } from '../../process/egress/index.ts';
@@ -30,7 +30,8 @@ export const ACP_STDERR_TAIL_BYTES = 16 * 1024;
  * sealed env, marker, cgroup, the three-stage stop): yields the attempt's messages and ends with
  * exactly one terminal message; never throws for anything the agent does. When the caller's
  * signal aborts: `session/cancel` first, up to `cancelGraceMs` for the prompt to end, then the
- * three-stage stop of the tree; then the iterator rejects with the abort reason. The attempt
+ * three-stage stop of the tree; then the iterator rejects with the abort reason. A consumer that stops
+ * reading before the end (`return()`) gets the same stop, the cancel first. The attempt
  * cannot use runAgentAttempt's loop itself: ACP is request/response on a process that stays up
  * (it never exits after its last event), so this loop drives the process's stdin as well.
  */
@@ -83,6 +84,7 @@ async function* runAcpProcess(
     yield* turn.run(context.signal);
     finished = true;
   } finally {
-    if (!finished) await turn.shutdown(0);
+    // Left before the turn ended (aborted, or the consumer stopped reading): cancelled first, then stopped.
+    if (!finished) await turn.leave(EXIT_GRACE_MS);
   }
 }

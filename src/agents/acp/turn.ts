@@ -44,6 +44,9 @@ export class AcpTurn {
   readonly #gate: ApprovalGate | null;
   /** Aborted when the attempt is being stopped: a permission request still waiting is answered `cancelled`. */
   readonly #stopping = new AbortController();
+  /** The connection and the prompt's outcome, once `run` started them. */
+  #connection: acp.ClientConnection | null = null;
+  #settled: Promise<unknown> | null = null;
 
   /** The agent's whole (sealed) environment: where it keeps its files. */
   readonly #env: Record<string, string>;
@@ -57,8 +60,10 @@ export class AcpTurn {
 
   async *run(signal: AbortSignal | undefined): AsyncGenerator<CliMessage, void, undefined> {
     const connection = this.#connect();
+    this.#connection = connection;
     let outcome: Outcome | null = null;
     const settled = this.#converse(connection.agent).then((o) => (outcome = o));
+    this.#settled = settled;
     let aborted = false;
     let onAbort: () => void = () => undefined;
     const abortedPromise = new Promise<void>((resolveAbort) => {
@@ -80,15 +85,7 @@ export class AcpTurn {
       signal?.removeEventListener('abort', onAbort);
     }
     if (aborted) {
-      this.#stopping.abort();
-      // ACP's cancel first: the agent ends its prompt (stop reason `cancelled`) and its tools.
-      if (this.#sessionId !== null && this.#promptSent && !this.#agentExited()) {
-        // Best effort: the stop below kills the process tree if the agent ignores or cannot take the notification.
-        void connection.agent.notify('session/cancel', { sessionId: this.#sessionId }).catch(() => undefined);
-        await Promise.race([settled, delay(this.#options.cancelGraceMs)]);
-      }
-      await this.shutdown(0);
-      connection.close();
+      await this.leave();
       throw signal?.reason;
     }
     this.#stopping.abort();
@@ -128,6 +125,34 @@ export class AcpTurn {
       return qwenRetries({ env, cwd: resolve(this.#options.cwd ?? process.cwd()), sessionId, since: this.#startedAt });
     if (this.#agentName === OPENCODE_AGENT_NAME) return opencodeRetries({ env, sessionId, since: this.#startedAt });
     return [];
+  }
+
+  /**
+   * The attempt stops before its prompt answered: cancelled, or its consumer left the loop (sessiond's steer
+   * fallback at a tool boundary, a full log, a quota). ACP's cancel first, for either: the agent ends its prompt
+   * (stop reason `cancelled`) and its tools, and records its turn so far, which a resumed session goes on from
+   * (qwen 0.24 writes a finished tool's result to its chat file only as its turn goes on: stopped at once, its
+   * resumed session had "Tool execution result was not recorded"); up to `cancelGraceMs`, then the stop of the
+   * tree. `exitGraceMs`: how long an agent that ended its prompt is given to exit by itself once its stdin is
+   * closed (to finish writing its files), as after a prompt it answered. Idempotent; nothing to cancel once the
+   * process is being stopped.
+   */
+  async leave(exitGraceMs = 0): Promise<void> {
+    let ended = false;
+    if (this.#stopped === null) {
+      this.#stopping.abort();
+      const connection = this.#connection;
+      if (connection !== null && this.#sessionId !== null && this.#promptSent && !this.#agentExited()) {
+        // Best effort: the stop below kills the process tree if the agent ignores or cannot take the notification.
+        void connection.agent.notify('session/cancel', { sessionId: this.#sessionId }).catch(() => undefined);
+        ended = await Promise.race([
+          (this.#settled ?? Promise.resolve()).then(() => true),
+          delay(this.#options.cancelGraceMs).then(() => false),
+        ]);
+      }
+    }
+    await this.shutdown(ended ? exitGraceMs : 0);
+    this.#connection?.close();
   }
 
   /** stdin closed, up to `graceMs` to exit by itself, then the tree stopped. Idempotent. */

@@ -313,6 +313,22 @@ describe('ACP agent (on a fake ACP agent built on the SDK agent side)', () => {
     },
   );
 
+  it('a consumer that stops reading at a tool boundary (the steer fallback): session/cancel first, the agent records its turn, no process left', async () => {
+    let marker = '';
+    const seen: CliMessage[] = [];
+    for await (const m of runAcp(options('tool then wait', { cancelGraceMs: 10_000 }), {
+      onSpawn: (a) => (marker = a.marker),
+    })) {
+      seen.push(m);
+      if (m.type === 'tool.completed') break;
+    }
+    const sessionId = sessionIdOf(seen);
+    expect(readFileSync(join(state, 'cancels'), 'utf8').trim()).toBe(sessionId);
+    // Stopped only once it had recorded its turn, which a resumed session goes on from.
+    expect(readFileSync(join(state, 'recorded'), 'utf8').trim()).toBe(sessionId);
+    expect(await findProcessesByMarker(marker)).toEqual([]);
+  });
+
   it('an already-aborted signal rejects at once and starts nothing', async () => {
     const controller = new AbortController();
     controller.abort();
