@@ -82,6 +82,9 @@ export class WorkerProcess {
       SESSIOND_SHUTDOWN_GRACE: '2s',
       SESSIOND_LOG_LEVEL: 'info',
       SESSIOND_CONFIG: '',
+      // Workspaces off (on by default): these measure the queue and the agent's path against baselines
+      // without one; bench/workspace*.ts measures workspaces.
+      SESSIOND_WORKSPACES_ENABLED: 'false',
       ...options.env,
     };
     const child = spawn(process.execPath, ['--import', PROBE, BIN, 'worker'], {

@@ -9,7 +9,7 @@ import type { LifecycleLimits } from '../runtime/lifecycle/limits.ts';
 import type { ListPage } from '../runtime/lifecycle/listing.ts';
 import type { ImportResult } from '../runtime/lifecycle/transfer.ts';
 import type { WorkspaceConfig } from '../workspace/types.ts';
-import { checkWorkspacesOption } from './workspaces-option.ts';
+import { resolveWorkspacesOption } from './workspaces-option.ts';
 import { connections, type RedisOption } from './connections.ts';
 import type { DeploymentReader, Reader, SessionReader, SessionsReader } from './reader.ts';
 import type {
@@ -47,8 +47,13 @@ export interface ClientOptions {
   lifecycle?: Partial<LifecycleOptions>;
   /** Bounds on schedules (as `schedules` in the config file): `maxSchedules`, `maxPerCaller`, `minIntervalMs`. */
   schedules?: Partial<ScheduleLimits>;
-  /** The deployment's workspaces (as `workspaces` in the config file): what exporting, importing, forking and diffing a session's workspace read. */
-  workspaces?: WorkspaceConfig;
+  /**
+   * The deployment's workspaces (as `workspaces` in the config file): what exporting, importing, forking and
+   * diffing a session's workspace read. The workers' value; by default theirs by default (under sessiond's
+   * state dir, as `createWorker`'s). `false`: none (those operations refuse a session with a workspace).
+   * @default on, under the state dir
+   */
+  workspaces?: WorkspaceConfig | false;
 }
 
 export type {
@@ -256,14 +261,14 @@ export interface Client extends Reader {
  * nothing written; any operation on an unknown session is a NotFoundError (`code` `not_found`).
  */
 export function createClient(options: ClientOptions): Client {
-  if (options.workspaces !== undefined) checkWorkspacesOption(options.workspaces);
+  const workspaces = resolveWorkspacesOption(options.workspaces);
   const { connect, closeAll } = connections(options.redis);
   return bindClient(
     {
       connect,
       ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
       ...(options.lifecycle === undefined ? {} : { limits: options.lifecycle }),
-      ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
+      ...(workspaces === null ? {} : { workspaces }),
       ...(options.schedules === undefined ? {} : { schedules: options.schedules }),
       // The agents registered and the policy resolved on first enqueue (a read loads neither).
       policy: async () => {

@@ -14,7 +14,7 @@ import type { WorkspaceConfig } from '../workspace/types.ts';
 import type { LifecycleOptions } from './client.ts';
 import { connections, type RedisOption } from './connections.ts';
 import type { DefinedAgent } from './define-agent.ts';
-import { checkWorkspacesOption } from './workspaces-option.ts';
+import { resolveWorkspacesOption } from './workspaces-option.ts';
 
 export interface WorkerOptions {
   redis: RedisOption;
@@ -61,10 +61,14 @@ export interface WorkerOptions {
   /**
    * Per-session workspaces (docs/workspaces.md; as `workspaces` in the config file): a session whose caller
    * names no cwd gets its own files under `root`, recorded after every tool call and restored on any host.
-   * Give the clients that export, import, fork or diff the same value. Absent: sessions run in their cwd.
-   * A ConfigError naming the field when it is unusable (the root inside `gitDir`, a bad store…).
+   * Give the clients that export, import, fork or diff the same value. On by default, as the CLI's worker:
+   * under sessiond's state dir ($SESSIOND_STATE_DIR, else $XDG_STATE_HOME/sessiond, else
+   * ~/.local/state/sessiond), a local store (one host), needing git on the host (`start()` rejects
+   * without it). `false`: none, sessions run in their cwd. A ConfigError naming the field when it is
+   * unusable (the root inside `gitDir`, a bad store…).
+   * @default on, under the state dir
    */
-  workspaces?: WorkspaceConfig;
+  workspaces?: WorkspaceConfig | false;
 }
 
 /** What a worker tells its embedder. */
@@ -111,7 +115,7 @@ export interface Worker {
  * it gets the lease of, with the built-in agents and those in `agents`.
  */
 export function createWorker(options: WorkerOptions): Worker {
-  if (options.workspaces !== undefined) checkWorkspacesOption(options.workspaces);
+  const workspaces = resolveWorkspacesOption(options.workspaces);
   for (const agent of options.agents ?? []) registerAgent(agent.name, agent.definition);
   // Checked before any connection is made: a bad name leaves nothing open.
   const offers = offeredAgents(options.offers, options.agentOptions ?? {}, 'offers');
@@ -150,7 +154,7 @@ export function createWorker(options: WorkerOptions): Worker {
     // A schedule's firing is an enqueue under the same lifecycle limits.
     ...(options.lifecycle === undefined ? {} : { callerLimits: options.lifecycle }),
     ...(options.egress === undefined ? {} : { egress: options.egress }),
-    ...(options.workspaces === undefined ? {} : { workspaces: options.workspaces }),
+    ...(workspaces === null ? {} : { workspaces }),
     log: (level, message, fields) => {
       if (level === 'error') emit('error', { message, ...(fields === undefined ? {} : { fields }) });
       if (message === 'audit' && fields?.action === 'egress.refused') {

@@ -1,3 +1,5 @@
+import { sessiondStateDir } from '../agents/shared/managed-files.ts';
+import { WORKSPACE_DEFAULTS, workspacePaths } from '../config/defaults.ts';
 import { ConfigError } from '../errors.ts';
 import { checkConfig } from '../workspace/layout.ts';
 import { WorkspaceInputError, type WorkspaceConfig } from '../workspace/types.ts';
@@ -14,4 +16,22 @@ export function checkWorkspacesOption(workspaces: WorkspaceConfig): void {
     if (!(error instanceof WorkspaceInputError)) throw error;
     throw new ConfigError(`workspaces.${error.field}: ${error.problem}`);
   }
+}
+
+/**
+ * The workspaces of a library worker or client, as the CLI's: absent, on, under sessiond's state dir
+ * ($SESSIOND_STATE_DIR, else $XDG_STATE_HOME/sessiond, else ~/.local/state/sessiond: where its agents'
+ * managed homes already are) with the default exclude list and quotas; `false`, none; a value, that
+ * value, checked (null: none).
+ */
+export function resolveWorkspacesOption(workspaces: WorkspaceConfig | false | undefined): WorkspaceConfig | null {
+  if (workspaces === false) return null;
+  const resolved = workspaces ?? {
+    ...workspacePaths(sessiondStateDir(process.env)),
+    exclude: WORKSPACE_DEFAULTS.exclude,
+    maxBytes: WORKSPACE_DEFAULTS.maxBytes,
+    maxSnapshots: WORKSPACE_DEFAULTS.maxSnapshots,
+  };
+  checkWorkspacesOption(resolved);
+  return resolved;
 }

@@ -15,6 +15,7 @@ import {
   SWEEP_INTERVAL_MS,
   WORKER_DEFAULTS,
   WORKSPACE_DEFAULTS,
+  workspacePaths,
 } from './defaults.ts';
 import { ENV_MAP, PREFIX_PATTERN, rawConfig } from './raw.ts';
 import { parseRedisTarget } from './redis-url.ts';
@@ -93,18 +94,18 @@ export const ConfigSchema = z.strictObject({
   prefix: z.string().regex(PREFIX_PATTERN, 'must be 1-64 letters, digits or _.-').default('sessiond'),
   /** Local state: a redis-server sessiond started, pi's session files. */
   stateDir: z.string().min(1).default(defaultStateDir()),
-  /** Where a session runs when its caller names no cwd, and the default allowed root of `policy.workspaceRoots`. */
+  /** Where a session runs when its caller names no cwd and workspaces are off, and the default allowed root of `policy.workspaceRoots`. */
   workspace: z.string().min(1).default(process.cwd()),
   /** Per-session workspaces (docs/workspaces.md): each session without a caller-named cwd gets its own files, snapshotted. */
   workspaces: z
     .strictObject({
-      /** On: sessions without a caller-named cwd get a workspace (SESSIOND_WORKSPACES_ENABLED=1). */
+      /** On (the default): sessions without a caller-named cwd get a workspace; needs git (SESSIOND_WORKSPACES_ENABLED=false: off). */
       enabled: z
         .preprocess(booleanText, z.boolean({ error: 'must be true or false (1 or 0)' }))
         .default(WORKSPACE_DEFAULTS.enabled),
       /** The sessions' working copies on this host; default `<stateDir>/workspaces`. The same path on every host. */
       root: absolute.optional(),
-      /** The snapshot store: a git URL or a local bare repository's path; default `<stateDir>/workspace-store.git` (one host). */
+      /** The snapshot store: a git URL or a local bare repository's path; default `<stateDir>/workspace-store.git` (one host: several share one). */
       store: z
         .string()
         .min(1)
@@ -391,10 +392,11 @@ function checkWorkspaces(ws: WorkspaceConfig): void {
 export function workspaceConfig(config: Config): WorkspaceConfig | null {
   const w = config.workspaces;
   if (!w.enabled) return null;
+  const paths = workspacePaths(config.stateDir);
   return {
-    root: resolve(w.root ?? join(config.stateDir, 'workspaces')),
-    gitDir: resolve(join(config.stateDir, 'workspace-git')),
-    store: w.store ?? resolve(join(config.stateDir, 'workspace-store.git')),
+    root: w.root === undefined ? paths.root : resolve(w.root),
+    gitDir: paths.gitDir,
+    store: w.store ?? paths.store,
     exclude: w.exclude,
     maxBytes: w.maxBytes,
     maxSnapshots: w.maxSnapshots,

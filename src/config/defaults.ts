@@ -4,7 +4,7 @@
  * Durations are in milliseconds.
  */
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -138,9 +138,10 @@ export const LIFECYCLE_DEFAULTS = {
 export const WORKSPACE_DEFAULTS = {
   /**
    * Sessions without a caller-named cwd get a workspace of their own (off: they run in `workspace`, as before).
-   * @default false
+   * On, a worker needs a usable `git` on its host: it refuses to start without one.
+   * @default true
    */
-  enabled: false,
+  enabled: true,
   /**
    * Untracked files matching these (gitignore syntax) are never snapshotted or shipped.
    * @default [".env*", "*.pem", "id_*"]
@@ -157,6 +158,19 @@ export const WORKSPACE_DEFAULTS = {
    */
   maxSnapshots: 10_000,
 };
+
+/**
+ * Where a host's workspaces live by default, under sessiond's state dir (the CLI's `stateDir`, a
+ * library worker's $SESSIOND_STATE_DIR): the working copies, sessiond's own git data (never inside
+ * the root), and the snapshot store, a local bare repository (one host).
+ */
+export function workspacePaths(stateDir: string): { root: string; gitDir: string; store: string } {
+  return {
+    root: resolve(join(stateDir, 'workspaces')),
+    gitDir: resolve(join(stateDir, 'workspace-git')),
+    store: resolve(join(stateDir, 'workspace-store.git')),
+  };
+}
 
 /** Bounds on schedules (config `schedules.*`, src/runtime/schedules/). */
 export interface ScheduleLimits {

@@ -30,6 +30,7 @@ import { startPeriodicSteps } from './worker-periodic.ts';
 import { announceIsolation, workerRecord } from './worker-report.ts';
 import { createWorkspaces, type Workspaces } from '../workspace/index.ts';
 import { sweepWorkspaces } from './lifecycle/workspace-sweep.ts';
+import { requireWorkspaceGit } from './workspace-git.ts';
 import { offeredAgents } from './offered-agents.ts';
 import { addAgentWait, removeAgentWait, wakeAgentWaiters } from './agent-waits.ts';
 import { ScheduleRunner } from './schedules/fire.ts';
@@ -68,6 +69,8 @@ export class SessionWorker {
   #tracing: Tracing | null = null;
   readonly #workspaces: Workspaces | null;
   #workspaceSweep: Promise<void> | null = null;
+  /** `git --version` of this host, read at start when this worker has workspaces. */
+  #git: string | null = null;
   /** The agents this worker runs: a session of another one is handed back (admission.ts), not failed. */
   readonly #offers: ReadonlySet<string>;
   /** Sessions handed back for an agent this worker lacks while driven here: the fleet is told once their activation is parked. */
@@ -149,6 +152,11 @@ export class SessionWorker {
     return [...this.#offers];
   }
 
+  /** The host's `git --version` its workspaces run (null: no workspaces, or not started yet). */
+  get git(): string | null {
+    return this.#git;
+  }
+
   /**
    * Wakes sessions waiting for an agent this worker offers, as many as it has free slots for (one
    * pass at a time): at start, at each heartbeat, and when a worker lacking an agent hands one back.
@@ -190,6 +198,8 @@ export class SessionWorker {
 
   async start(): Promise<void> {
     const log = this.#log;
+    // Before anything runs: a host without git says so now, not at each session's first attempt.
+    if (this.#workspaces !== null) this.#git = await requireWorkspaceGit();
     announceIsolation(log, this.#containment, this.#sandbox);
     this.#tracing = this.#options.tracing !== undefined ? this.#options.tracing : await createTracing();
     if (this.#tracing !== null) log('info', 'traces exported over OTLP/HTTP');

@@ -126,3 +126,26 @@ export class Git {
     return result.stdout;
   }
 }
+
+/** This host's git as sessiond's workspaces run it (PATH only, nothing configured): its version, or why it cannot run. */
+export async function probeGit(): Promise<{ ok: true; version: string } | { ok: false; reason: string }> {
+  const result = await execa('git', ['--version'], {
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      LC_ALL: 'C',
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_CONFIG_GLOBAL: '/dev/null',
+    },
+    extendEnv: false,
+    reject: false,
+    stdin: 'ignore',
+  });
+  if (result.exitCode === 0) return { ok: true, version: String(result.stdout).trim() };
+  const missing = (result as { code?: string }).code === 'ENOENT';
+  return {
+    ok: false,
+    reason: missing
+      ? `git was not found on PATH (${process.env.PATH ?? ''})`
+      : `git --version failed${result.exitCode === undefined ? '' : ` (exit ${result.exitCode})`}: ${tail(String(result.stderr) || (result.message ?? ''))}`,
+  };
+}

@@ -1,4 +1,5 @@
 export { createWorkspaces } from './workspaces.ts';
+export { probeGit } from './git.ts';
 export { DEFAULT_WORKSPACE_EXCLUDE } from './layout.ts';
 export {
   WorkspaceInputError,

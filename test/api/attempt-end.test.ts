@@ -50,7 +50,14 @@ const failures: Array<WorkerEvents['attemptFailed']> = [];
 beforeAll(async () => {
   redis = await startRedis();
   prefix = uniquePrefix('attempt-end');
-  worker = createWorker({ redis: redis.url, prefix, agents: [broken], lifecycle: { maxLogMessages: LOG_CAP } });
+  // Workspaces off: not what this suite tests, and the default would write under the host's state dir.
+  worker = createWorker({
+    redis: redis.url,
+    prefix,
+    agents: [broken],
+    lifecycle: { maxLogMessages: LOG_CAP },
+    workspaces: false,
+  });
   worker.on('attemptFailed', (failure) => failures.push(failure));
   await worker.start();
   client = createClient({ redis: redis.url, prefix, agents: [broken] });
@@ -105,7 +112,13 @@ describe('an attempt whose agent does not end it', () => {
 
 describe('an attempt its worker left', () => {
   it('the next worker writes its end (the call closed, terminal.failed process_crash) and tells it as a failed attempt', async () => {
-    const gone = createWorker({ redis: redis.url, prefix: `${prefix}-left`, agents: [broken], shutdownGraceMs: 100 });
+    const gone = createWorker({
+      redis: redis.url,
+      prefix: `${prefix}-left`,
+      agents: [broken],
+      shutdownGraceMs: 100,
+      workspaces: false,
+    });
     await gone.start();
     const left = createClient({ redis: redis.url, prefix: `${prefix}-left`, agents: [broken] });
     try {
@@ -115,7 +128,7 @@ describe('an attempt its worker left', () => {
       // Graceful: the attempt is stopped and left recorded as running, for the next holder to find interrupted.
       await gone.close();
       const told: Array<WorkerEvents['attemptFailed']> = [];
-      const next = createWorker({ redis: redis.url, prefix: `${prefix}-left`, agents: [broken] });
+      const next = createWorker({ redis: redis.url, prefix: `${prefix}-left`, agents: [broken], workspaces: false });
       next.on('attemptFailed', (failure) => told.push(failure));
       await next.start();
       try {

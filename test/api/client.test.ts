@@ -71,7 +71,8 @@ const statesWhenTold = new Map<string, Promise<string | undefined>>();
 beforeAll(async () => {
   redis = await startRedis();
   prefix = uniquePrefix('api');
-  worker = createWorker({ redis: redis.url, prefix, agents: [flaky, tooling], concurrency: 2 });
+  // Workspaces off: not what this suite tests, and the default would write under the host's state dir.
+  worker = createWorker({ redis: redis.url, prefix, agents: [flaky, tooling], concurrency: 2, workspaces: false });
   worker.on('turnEnded', (payload) => {
     events.push({ kind: 'turnEnded', payload });
     statesWhenTold.set(

@@ -90,7 +90,8 @@ let worker: Worker;
 beforeAll(async () => {
   redis = await startRedis();
   const prefix = uniquePrefix('steer-native');
-  worker = createWorker({ redis: redis.url, prefix, agents: [steerable, deaf, tooly] });
+  // Workspaces off: not what this suite tests, and the default would write under the host's state dir.
+  worker = createWorker({ redis: redis.url, prefix, agents: [steerable, deaf, tooly], workspaces: false });
   await worker.start();
   client = createClient({ redis: redis.url, prefix, agents: [steerable, deaf, tooly] });
 });

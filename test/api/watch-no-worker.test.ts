@@ -36,7 +36,9 @@ describe('watch with onNoLiveWorker', () => {
     async (follow) => {
       const prefix = uniquePrefix('no-worker');
       const client = createClient({ redis: redis.url, prefix, agents: [hello] });
-      const worker = createWorker({ redis: redis.url, prefix, agents: [hello] });
+      // Workspaces off: not what this tests, and the default would write under the host's state dir.
+      // Workspaces off, as above.
+      const worker = createWorker({ redis: redis.url, prefix, agents: [hello], workspaces: false });
       const controller = new AbortController();
       try {
         const { sessionId } = await client.sessions.enqueue({ prompt: 'you', options: { agent: 'hello' } });
@@ -78,7 +80,8 @@ describe('watch with onNoLiveWorker', () => {
   it('says nothing while a live worker is there', async () => {
     const prefix = uniquePrefix('live-worker');
     const client = createClient({ redis: redis.url, prefix, agents: [hello] });
-    const worker = createWorker({ redis: redis.url, prefix, agents: [hello] });
+    // Workspaces off, as above.
+    const worker = createWorker({ redis: redis.url, prefix, agents: [hello], workspaces: false });
     await worker.start();
     try {
       const { sessionId } = await client.sessions.enqueue({ prompt: 'there', options: { agent: 'hello' } });

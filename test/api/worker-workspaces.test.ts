@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -116,5 +116,81 @@ describe('a library worker', () => {
       text: expect.stringMatching(/^agent "sloppy" yielded an invalid message #2 \(tool\.result\) at type: /),
     });
     expect((await client.session(sessionId).inspect())?.state).toBe('failed');
+  });
+});
+
+describe('a library worker by default (no workspaces option), as the CLI worker', () => {
+  // The default lives under $SESSIOND_STATE_DIR, read when the worker and the client are created.
+  let state: { dir: string; cleanup: () => void };
+  let saved: { state: string | undefined; path: string | undefined };
+  beforeAll(() => {
+    state = tempDir('sessiond-ws-default-');
+    saved = { state: process.env.SESSIOND_STATE_DIR, path: process.env.PATH };
+    process.env.SESSIOND_STATE_DIR = state.dir;
+  });
+  afterAll(() => {
+    if (saved.state === undefined) delete process.env.SESSIOND_STATE_DIR;
+    else process.env.SESSIOND_STATE_DIR = saved.state;
+    process.env.PATH = saved.path;
+    state.cleanup();
+  });
+
+  async function run(prefix: string, workspaces: false | undefined, cwd: string): Promise<string> {
+    const opts = { redis: redis.url, prefix, agents: [writer], ...(workspaces === false ? { workspaces } : {}) };
+    const own = createWorker({ ...opts, egress: false, workspace: cwd });
+    await own.start();
+    const caller = createClient({ ...opts, workspace: cwd });
+    try {
+      const { sessionId } = await caller.sessions.enqueue({ prompt: 'default.txt on', options: { agent: 'writer' } });
+      for await (const message of caller.session(sessionId).watch({ follow: true })) {
+        if (!message.type.startsWith('terminal.')) continue;
+        expect(message.type).toBe('terminal.completed');
+        break;
+      }
+      if (workspaces === undefined) expect(JSON.stringify(await caller.session(sessionId).diff())).toContain('+on');
+      return sessionId;
+    } finally {
+      await caller.close();
+      await own.close();
+    }
+  }
+
+  it('gives a session without a cwd its own workspace under the state dir; `workspaces: false` runs it in `workspace`', async () => {
+    const cwd = join(state.dir, 'cwd');
+    mkdirSync(cwd);
+    const on = await run(uniquePrefix('ws-default'), undefined, cwd);
+    expect(readFileSync(join(state.dir, 'workspaces', on, 'default.txt'), 'utf8')).toBe('on\n');
+    expect(existsSync(join(state.dir, 'workspace-store.git', 'HEAD'))).toBe(true);
+    expect(existsSync(join(cwd, 'default.txt'))).toBe(false);
+    const off = await run(uniquePrefix('ws-off'), false, cwd);
+    expect(readFileSync(join(cwd, 'default.txt'), 'utf8')).toBe('on\n');
+    expect(existsSync(join(state.dir, 'workspaces', off))).toBe(false);
+  });
+
+  it('without git on PATH: start() rejects with a ConfigError naming both fixes; `workspaces: false` starts', async () => {
+    const empty = join(state.dir, 'no-git');
+    mkdirSync(empty);
+    process.env.PATH = empty;
+    const prefix = uniquePrefix('ws-nogit');
+    const refused = createWorker({ redis: redis.url, prefix, agents: [writer], egress: false });
+    try {
+      const error = await refused.start().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toBe(
+        `workspaces.enabled: per-session workspaces are on (the default) and need git on this host, which cannot run: git was not found on PATH (${empty}). Install git, or turn workspaces off: SESSIOND_WORKSPACES_ENABLED=false (config workspaces.enabled: false; a library worker: \`workspaces: false\`)`,
+      );
+    } finally {
+      await refused.close();
+    }
+    const off = createWorker({ redis: redis.url, prefix, agents: [writer], egress: false, workspaces: false });
+    try {
+      await off.start();
+    } finally {
+      await off.close();
+      process.env.PATH = saved.path;
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/config.ts';
+import { loadConfig, workspaceConfig } from '../../src/config/config.ts';
 import {
   ATTEMPT_DEFAULTS,
   HTTP_DEFAULTS,
@@ -57,6 +57,20 @@ describe('option defaults', () => {
     expect(SHUTDOWN_GRACE_MS).toBe(10_000);
     expect(ATTEMPT_DEFAULTS.idleTimeoutMs).toBe(600_000);
     expect(HTTP_DEFAULTS.host).toBe('127.0.0.1');
+  });
+
+  it('workspaces are on by default, under the state dir; SESSIOND_WORKSPACES_ENABLED=false turns them off', () => {
+    expect(workspaceConfig(loadConfig({}, { SESSIOND_STATE_DIR: '/var/lib/sessiond' }))).toEqual({
+      root: '/var/lib/sessiond/workspaces',
+      gitDir: '/var/lib/sessiond/workspace-git',
+      store: '/var/lib/sessiond/workspace-store.git',
+      exclude: ['.env*', '*.pem', 'id_*'],
+      maxBytes: 1024 * 1024 * 1024,
+      maxSnapshots: 10_000,
+    });
+    for (const off of ['false', '0'])
+      expect(workspaceConfig(loadConfig({}, { SESSIOND_WORKSPACES_ENABLED: off }))).toBeNull();
+    expect(workspaceConfig(loadConfig({ workspaces: { enabled: false } }, {}))).toBeNull();
   });
 
   it('an agent run without an idle timeout gets the default one', () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { loadConfig } from '../../src/config/config.ts';
+import { loadConfig, workspaceConfig } from '../../src/config/config.ts';
 import { deploymentPolicy } from '../../src/runtime/deployment-policy.ts';
 import { REPO_ROOT } from '../support/pi-env.ts';
 
@@ -97,4 +97,21 @@ describe('docker-compose.yml', () => {
       expect(envOf(service, shell).REDIS_URL).toBe(envOf(worker, shell).REDIS_URL);
     },
   );
+
+  it.each([
+    ['worker', 'api'],
+    ['worker-cluster', 'api-cluster'],
+  ])('%s and %s: workspaces on, one store on a shared named volume (sessions move between workers)', (...names) => {
+    const stores = names.map((name) => {
+      const service = compose.services[name]!;
+      const ws = workspaceConfig(loadConfig({}, envOf(service, shell)));
+      expect(ws).not.toBeNull();
+      // The store lies on a named volume (shared by every replica), not in the container's own state dir.
+      const volume = (service.volumes ?? []).find((v) => ws !== null && under(ws.store, v.split(':')[1] ?? '/'));
+      expect(volume?.split(':')[0]).toBe('workspace-store');
+      expect(under(ws?.store ?? '', '/var/lib/sessiond')).toBe(false);
+      return ws?.store;
+    });
+    expect(new Set(stores).size).toBe(1);
+  });
 });

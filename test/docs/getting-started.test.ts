@@ -293,6 +293,7 @@ describe('docs/getting-started.md, every command in order', () => {
       expect(r.stdout).toMatch(/^workers: 1 live$/m);
       expect(r.stdout).toMatch(/^ {2}● .*; agents .*\bclaude-code\b/m);
       expect(r.stdout).toMatch(/^ {2}● .*; agents .*\bpi\b/m);
+      expect(r.stdout).toMatch(/^workspaces: on, root .*\/workspaces, store .*\/workspace-store\.git; git version \d/m);
       expect(r.stdout).toMatch(/^callers may choose: pi, claude-code$/m);
     },
     'first-session': (r) => {

@@ -110,6 +110,8 @@ describe('workers route by the agents they have', () => {
       leaseTtlMs: 3000,
       stalledIntervalMs: 1000,
       pollMs: 250,
+      // Workspaces off: routing is what this tests; the default would write under the host's state dir.
+      workspaces: false,
     });
     library.on('turnEnded', (turn) => endedByLibrary.add(turn.sessionId));
     await library.start();

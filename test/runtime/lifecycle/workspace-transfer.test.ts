@@ -302,7 +302,9 @@ describe('export and import carry the workspace', () => {
     });
     expect(exported.stderr).toBe('');
     expect(exported.exitCode).toBe(0);
-    const off = await runCli(['import', file, '--as', `${sessionId}-cli-off`], { env: cliEnv(b.prefix) });
+    const off = await runCli(['import', file, '--as', `${sessionId}-cli-off`], {
+      env: { ...cliEnv(b.prefix), SESSIOND_WORKSPACES_ENABLED: 'false' },
+    });
     expect(off.exitCode).toBe(2);
     expect(off.stderr).toMatch(/workspaces are off in this deployment .*; nothing was written/);
     await nothingInB(`${sessionId}-cli-off`);

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig, piHostOptions } from '../../../config/config.ts';
+import { loadConfig, piHostOptions, workspaceConfig } from '../../../config/config.ts';
 import { DEMO_MODELS, DEMO_PROVIDER, DEMO_SCRIPTS, writeDemoAgentDir } from '../../../demo/demo.ts';
 import { startFakeModelServer } from '../../../demo/model-server.ts';
 import { hasErrorCode } from '../../../errors.ts';
@@ -96,6 +96,8 @@ export async function runDemo(): Promise<number> {
   const server = await startFakeModelServer({ scripts: DEMO_SCRIPTS });
   const agentDir = join(demoDir, 'agent');
   mkdirSync(cwd, { recursive: true });
+  // As `sessiond worker`: each session its own workspace unless SESSIOND_WORKSPACES_ENABLED=false (then the work dir).
+  const workspaces = workspaceConfig(ctx.config);
   writeDemoAgentDir(agentDir, server.url);
   const worker = new SessionWorker({
     connect: ctx.connect,
@@ -111,16 +113,29 @@ export async function runDemo(): Promise<number> {
       pi: { ...piHostOptions(ctx.config), agentDir, sessionDir: join(demoDir, 'sessions'), extraArgs: NO_DISCOVERY },
     },
     policy: await ctx.policy(),
+    ...(workspaces === null ? {} : { workspaces }),
   });
-  await worker.start();
+  try {
+    await worker.start();
+  } catch (error) {
+    // A host without git: said as the worker says it, nothing left running.
+    await worker.close(0);
+    await server.close();
+    await ctx.close();
+    throw error;
+  }
   process.stdout.write(
-    `${c.bold('sessiond demo')}: Redis ${redactUrl(ctx.url)}, a worker in this process, real pi (${DEMO_PROVIDER} scripted model on ${server.url})\n`,
+    `${c.bold('sessiond demo')}: Redis ${redactUrl(ctx.url)}, a worker in this process, real pi (${DEMO_PROVIDER} scripted model on ${server.url})\n` +
+      (workspaces === null
+        ? `sessions run in ${cwd} (workspaces off)\n`
+        : `each session works in a workspace of its own under ${workspaces.root}, snapshotted after each batch of tool calls\n`),
   );
   const results: Array<{ scene: Scene; sessionId: string; status: string }> = [];
   try {
     for (const [i, scene] of SCENES.entries()) {
       process.stdout.write(`\n${c.bold(`${i + 1}. ${scene.title}`)}\n`);
-      results.push(await play(ctx, scene, cwd));
+      // With workspaces the sessions name no cwd: each gets its own.
+      results.push(await play(ctx, scene, workspaces === null ? cwd : undefined));
     }
   } finally {
     await worker.close(3000);
@@ -166,13 +181,13 @@ async function redisNote(ctx: ServerContext): Promise<string[]> {
 async function play(
   ctx: ServerContext,
   scene: Scene,
-  cwd: string,
+  cwd: string | undefined,
 ): Promise<{ scene: Scene; sessionId: string; status: string }> {
   const sessionId = `demo-${scene.model.replace('demo-', '')}-${Date.now().toString(36)}`;
   await ctx.client.sessions.enqueue({
     sessionId,
     prompt: scene.prompt,
-    options: { provider: DEMO_PROVIDER, model: scene.model, cwd },
+    options: { provider: DEMO_PROVIDER, model: scene.model, ...(cwd === undefined ? {} : { cwd }) },
     retryPolicy: { initialDelayMs: 1000, jitter: 'none', maxAttempts: 3 },
   });
   const session = ctx.client.session(sessionId);

@@ -1,5 +1,5 @@
 import { clientSettingsOf } from '../../../config/client-settings.ts';
-import { loadConfig, type Config } from '../../../config/config.ts';
+import { loadConfig, workspaceConfig, type Config } from '../../../config/config.ts';
 import { createReader } from '../../../api/reader.ts';
 import type { DeploymentPolicy } from '../../../policy/index.ts';
 import type { WorkerHeartbeat } from '../../../runtime/caller/types.ts';
@@ -8,6 +8,8 @@ import { createRedis, redactUrl } from '../../../runtime/redis/index.ts';
 import { readAgentWaits, type AgentWait } from '../../../runtime/agent-waits.ts';
 import { createKeys } from '../../../runtime/keys.ts';
 import { isLive, offersAgent, workerStaleMs } from '../../../runtime/worker-liveness.ts';
+import { WORKSPACES_OFF_HINT } from '../../../runtime/workspace-git.ts';
+import { probeGit } from '../../../workspace/index.ts';
 import { REDIS_FIXES, REDIS_REACH_MS } from '../reach-redis.ts';
 import { resolveRedisUrl } from '../resolve-redis.ts';
 import { describeAgents, type AgentRow } from './agents-action.ts';
@@ -36,6 +38,16 @@ export interface DoctorReport {
   agentWaits: AgentWait[];
   /** This host's agents: their CLIs found or not, versions. */
   agents: AgentRow[];
+  /**
+   * Per-session workspaces in this host's configuration, and this host's git (`git --version`, or why
+   * it cannot run): a worker here with workspaces on refuses to start without it.
+   */
+  workspaces: {
+    enabled: boolean;
+    root?: string;
+    store?: string;
+    git: { ok: true; version: string } | { ok: false; reason: string };
+  };
   /** The deployment policy in force on this host's configuration, null when it is invalid (see problems). */
   policy: DeploymentPolicy | null;
   problems: Finding[];
@@ -81,6 +93,7 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
     workers: [],
     agentWaits: [],
     agents: [],
+    workspaces: { enabled: false, git: { ok: false, reason: 'not looked at' } },
     policy: null,
     problems: [],
   };
@@ -133,6 +146,17 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
     }
   }
   report.agents = await describeAgents(config, env);
+  const workspaces = workspaceConfig(config);
+  const git = await probeGit();
+  report.workspaces =
+    workspaces === null
+      ? { enabled: false, git }
+      : { enabled: true, root: workspaces.root, store: redactUrl(workspaces.store), git };
+  if (workspaces !== null && !git.ok)
+    problem(
+      `workspaces are on and git cannot run on this host (${git.reason}): a worker here refuses to start`,
+      `install git (apt-get install git), or turn workspaces off: ${WORKSPACES_OFF_HINT}`,
+    );
   findFleetProblems(report, problem);
   return report;
 }
@@ -233,6 +257,11 @@ export function describeReport(report: DoctorReport): string {
     const state = a.installed ? (a.version ?? 'version unknown') : 'not installed';
     lines.push(`  ${a.name}: ${a.command} ${state}`);
   }
+  const ws = report.workspaces;
+  const git = ws.git.ok ? ws.git.version : `git cannot run: ${ws.git.reason}`;
+  lines.push(
+    ws.enabled ? `workspaces: on, root ${ws.root ?? '?'}, store ${ws.store ?? '?'}; ${git}` : `workspaces: off; ${git}`,
+  );
   if (report.policy !== null) lines.push(`callers may choose: ${report.policy.agents.join(', ')}`);
   if (report.problems.length === 0) lines.push('', 'no problem found');
   else {

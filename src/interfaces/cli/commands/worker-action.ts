@@ -66,6 +66,7 @@ export async function runWorker(flags: { concurrency?: number }): Promise<number
               exclude: workspaces.exclude,
               maxBytes: workspaces.maxBytes,
               maxSnapshots: workspaces.maxSnapshots,
+              git: worker.git,
             },
     },
     'worker started',
