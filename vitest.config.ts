@@ -28,9 +28,9 @@ import { defineConfig } from 'vitest/config';
  *   `runtime-commands.test.ts` and friends, and the package test runs the installed bundle); the
  *   dashboard's approval, delete and workspace buttons and its Schedules page in a real browser (`approval-buttons`,
  *   `delete-button`, `workspace-buttons`, `schedules-page.test.ts`: the routes they call are tested over HTTP in `core`, and the
- *   dashboard's other browser suites stay there); workspaces in the runtime (`workspaces*.test.ts`:
- *   off by default, the module's own suites under test/workspace/ stay in `core`) and retention's
- *   expiry timelines (`lifecycle/retention.test.ts`; deletion and the HTTP lifecycle stay in `core`).
+ *   dashboard's other browser suites stay there); schedules through worker processes (`schedules.test.ts`:
+ *   their spec's unit suite stays in `core`); workspaces in the runtime (`workspaces*.test.ts`: the module's
+ *   own suites under test/workspace/ stay in `core`) and retention's expiry timelines (`lifecycle/retention.test.ts`; deletion and the HTTP lifecycle stay in `core`).
  * - `all` (`npm run test:all`): everything, on both backends.
  * The files of HOST_SANDBOX run in the host's own sandbox (`SESSIOND_SANDBOX` as set, else `auto`:
  * bwrap where it works), as a deployment does; the rest run unsandboxed (`SESSIOND_SANDBOX=none`
@@ -138,8 +138,10 @@ const LONG_SUITES = [
   'test/interfaces/web/delete-button.test.ts',
   'test/interfaces/web/workspace-buttons.test.ts',
   'test/interfaces/web/schedules-page.test.ts',
-  // Moved from core for its budget: workspaces in the runtime (off by default; test/workspace/ stays
-  // in core) and retention's expiry timelines (deletion and the HTTP lifecycle stay in core).
+  // Moved from core for its budget: schedules through worker processes (~75 s; their spec's unit suite stays in
+  // core, and the cluster set runs them too), workspaces in the runtime (test/workspace/ and the workspace cases of
+  // other core suites stay there) and retention's expiry timelines (deletion and the HTTP lifecycle stay in core).
+  'test/runtime/schedules.test.ts',
   'test/runtime/workspaces.test.ts',
   'test/runtime/workspaces-hosts.test.ts',
   'test/runtime/lifecycle/workspace-transfer.test.ts',
