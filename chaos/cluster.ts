@@ -281,10 +281,10 @@ export class Cluster {
           SESSIOND_LOG_LEVEL: 'info',
           // Unsandboxed unless asked: the fake agent counts attempts in CHAOS_STATE_DIR and real pi asks a 127.0.0.1 fake model.
           SESSIOND_SANDBOX: process.env.SESSIOND_SANDBOX ?? 'none',
-          // Workspaces off: chaos checks the runtime with a pi-like fake agent; workspaces across hosts are
-          // workspaces-hosts.test.ts's. On (with one store, as hosts need), the quick run went from ~250 s to
-          // ~300 s and a races turn did not settle in 60 s (load 19): a follow-up, not this run's subject.
-          SESSIOND_WORKSPACES_ENABLED: 'false',
+          // Workspaces on (the default; named so that an outer env cannot turn them off), every "host" sharing one
+          // store: a session that moves host restores its files from there, as a fleet must (a store per host fails
+          // such attempts `startup`).
+          SESSIOND_WORKSPACES_ENABLED: 'true',
           SESSIOND_WORKSPACE_STORE: join(this.root, 'workspace-store.git'),
           ...(this.options.queuePartitions === undefined
             ? {}

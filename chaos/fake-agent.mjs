@@ -277,6 +277,9 @@ async function main(stdinText) {
     };
     emit({ type: 'message_start', message: toolResult });
     emit({ type: 'message_end', message: toolResult });
+    // pi records the result in its session file as the message ends: a workspace attempt waits for it there.
+    messages.push(toolResult);
+    appendToSession(file, toolResult);
     emit({ type: 'turn_start' });
     const message = await streamText(200);
     endMessage(message);

@@ -109,6 +109,10 @@ export class Git {
       extendEnv: false,
       cwd: call.cwd ?? this.home,
       reject: false,
+      // No exit cleanup: its signal-exit re-raises a SIGTERM or SIGINT once it sees no other listener, and the
+      // worker's own (process.once) has just gone as it ran: the worker then died in the middle of its graceful
+      // shutdown. A git call left running when the worker exits ends by itself (as after a kill -9).
+      cleanup: false,
       stripFinalNewline: false,
       maxBuffer: 512 * 1024 * 1024,
       ...(call.input === undefined ? { stdin: 'ignore' as const } : { input: call.input }),

@@ -314,7 +314,8 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
         throw new WorkspaceInputError('graceMs', `must be a whole number of ms >= 0 (got ${String(graceMs)})`);
       }
       if (!isLocalStore(config.store)) return false;
-      await ensureStore(git, config.store);
+      // This host's git home first: a worker's first sweep compacts before any attempt opened a session here.
+      await host();
       if (exists !== undefined) await dropGoneIndexes(git, config.store, Date.now() - graceMs, exists);
       await git.run(['gc', '--quiet', `--prune=${Math.ceil(graceMs / 1000)}.seconds.ago`], { gitDir: config.store });
       return true;

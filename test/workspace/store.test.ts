@@ -310,6 +310,18 @@ describe('compaction of a local store', () => {
     expect(text).toContain('content of alive');
   });
 
+  it("can be a host's first call (a worker's first sweep runs before any attempt), the store not made yet", async () => {
+    const store = join(tmp.dir, 'store.git');
+    expect(await host(tmp.dir, 'a', store).compact(0)).toBe(true);
+    // Another host of the same store, its first call too: the store exists now.
+    const b = host(tmp.dir, 'b', store);
+    expect(await b.compact(0, (ids) => Promise.resolve(ids.map(() => true)))).toBe(true);
+    write(await b.prepare('s1', null), { 'notes.txt': 'after the compaction\n' });
+    const first = await b.snapshot('s1', 'start', null);
+    const copy = await host(tmp.dir, 'a', store).prepare('s1', first.id);
+    expect(readFileSync(join(copy, 'notes.txt'), 'utf8')).toBe('after the compaction\n');
+  });
+
   it('a URL store is left to its server; a bad grace is refused naming it', async () => {
     const store = join(tmp.dir, 'store.git');
     git(tmp.dir, 'init', '--quiet', '--bare', store);

@@ -187,9 +187,11 @@ export class AttemptWorkspace {
    * (pi runs a message's tool calls in parallel and writes their results together), the files are
    * recorded, then the agent's state cut just after those results, and both written together: a
    * snapshot never holds half of a tool that still runs. An agent whose state cannot be cut (no
-   * `stateAfterTool`) records nothing here. Throws WorkspaceQuotaError over quota.
+   * `stateAfterTool`) records nothing here. Stops waiting for the agent's state once `signal` aborts
+   * (a cancel, a timeout: the agent is being stopped and may never write the result; the attempt's end
+   * puts the copy back). Throws WorkspaceQuotaError over quota.
    */
-  async toolEnded(toolCallId: string, agentSessionId: string | null): Promise<void> {
+  async toolEnded(toolCallId: string, agentSessionId: string | null, signal?: AbortSignal): Promise<void> {
     this.#inFlight.delete(toolCallId);
     this.#ended.push(toolCallId);
     this.#unchanged = null;
@@ -208,13 +210,15 @@ export class AttemptWorkspace {
       for (;;) {
         const state = await exporter(attempt.options, agentSessionId);
         cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id)));
-        if (cut !== null || Date.now() >= deadline) break;
+        if (cut !== null || Date.now() >= deadline || signal?.aborted === true) break;
         // The result is written just after the tool's end is printed: the agent runs on until then.
         paused.resume();
         await sleep(RESULT_POLL_MS);
         paused = await pauseProcesses(attempt.marker, this.#agent);
       }
       if (cut === null) {
+        // Stopped meanwhile: nothing to record (the stop's end restores the latest recorded point).
+        if (signal?.aborted === true) return;
         this.#init.warn("the agent's state did not record a tool's result in time: not recorded", null, {
           toolCallIds: ids,
         });

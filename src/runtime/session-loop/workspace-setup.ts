@@ -82,7 +82,7 @@ export async function recordInWorkspace(
   const completed = message.type === 'terminal.completed';
   if ((!tool && !completed) || signal.aborted) return { kind: 'none' };
   try {
-    if (tool) await workspace.toolEnded(message.content.toolCallId, agentSessionId);
+    if (tool) await workspace.toolEnded(message.content.toolCallId, agentSessionId, signal);
     else await workspace.completed(agentSessionId);
     return { kind: 'none' };
   } catch (error) {
