@@ -1,6 +1,7 @@
 import { homedir } from 'node:os';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { cutAfterToolResult } from '../shared/jsonl-cut.ts';
 import { writeFileAtomic } from '../shared/managed-files.ts';
 import { shown, stateObject, stringField } from '../shared/state-check.ts';
 
@@ -136,22 +137,12 @@ export function claudeStateAfterTool(
   state: ClaudeSessionState,
   toolCallId: string,
 ): { state: ClaudeSessionState; later: boolean } | null {
-  const { content } = state;
-  let start = 0;
-  while (start < content.length) {
-    const newline = content.indexOf('\n', start);
-    // A last line without its newline is still being written: it records nothing yet.
-    if (newline === -1) return null;
-    const end = newline + 1;
-    const line = content.slice(start, end);
-    // Cheap test first: only lines naming the call are parsed.
-    if (line.includes(toolCallId) && isToolResultOf(line, toolCallId)) {
-      const rest = content.slice(end);
-      return { state: { ...state, content: content.slice(0, end) }, later: rest.includes('"type":"tool_use"') };
-    }
-    start = end;
-  }
-  return null;
+  const cut = cutAfterToolResult(state.content, toolCallId, {
+    isResult: isToolResultOf,
+    laterCall: '"type":"tool_use"',
+    wholeLines: true,
+  });
+  return cut === null ? null : { state: { ...state, content: cut.content }, later: cut.later };
 }
 
 function isToolResultOf(line: string, toolCallId: string): boolean {

@@ -1,5 +1,6 @@
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { cutAfterToolResult } from '../shared/jsonl-cut.ts';
 import { writeFileAtomic } from '../shared/managed-files.ts';
 import { shown, stateObject, stringField } from '../shared/state-check.ts';
 
@@ -95,20 +96,12 @@ export function piStateAfterTool(
   state: PiSessionState,
   toolCallId: string,
 ): { state: PiSessionState; later: boolean } | null {
-  const { content } = state;
-  let start = 0;
-  while (start < content.length) {
-    const newline = content.indexOf('\n', start);
-    const end = newline === -1 ? content.length : newline + 1;
-    const line = content.slice(start, end);
-    // Cheap test first: only lines naming the call are parsed.
-    if (line.includes(toolCallId) && isToolResultOf(line, toolCallId)) {
-      const rest = content.slice(end);
-      return { state: { ...state, content: content.slice(0, end) }, later: rest.includes('"toolCall"') };
-    }
-    start = end;
-  }
-  return null;
+  const cut = cutAfterToolResult(state.content, toolCallId, {
+    isResult: isToolResultOf,
+    laterCall: '"toolCall"',
+    wholeLines: false,
+  });
+  return cut === null ? null : { state: { ...state, content: cut.content }, later: cut.later };
 }
 
 function isToolResultOf(line: string, toolCallId: string): boolean {
