@@ -9,6 +9,7 @@ import { InputError } from '../../../src/errors.ts';
 import { startServer } from '../../../src/interfaces/http/server.ts';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { internals } from '../../../src/runtime/internals.ts';
+import type { SessionRecord } from '../../../src/runtime/caller/types.ts';
 import { summarize } from '../../../src/runtime/inspect.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import { outboxKey } from '../../../src/runtime/webhooks/outbox-keys.ts';
@@ -237,22 +238,7 @@ describe.each(BACKENDS)('per-session webhooks on %s Redis', (backend) => {
       const session = await runtime.getSession(sessionId);
       // The holder took the second prompt while the first turn ran: the session went on running.
       expect(session?.history.filter((t) => t.from === 'completed' && t.to === 'running')).toHaveLength(1);
-      expect(summarize(session!).history.flatMap((t) => (t.prompt === undefined ? [] : [t.prompt]))).toEqual([
-        { turn: 1, text: 'first prompt' },
-        { turn: 2, text: 'second prompt' },
-      ]);
-      await until(
-        async () => receiver.events().filter((e) => e.type === 'turn.ended').length === 2,
-        30_000,
-        'both turn.ended delivered',
-      );
-      // Turn 1's end and turn 2's start are recorded by one write: their delivery order is not defined.
-      expect(
-        receiver
-          .events()
-          .map((e) => `${e.type} ${e.turn}`)
-          .sort(),
-      ).toEqual(['turn.ended 1', 'turn.ended 2', 'turn.started 1', 'turn.started 2']);
+      await expectTwoTurns(receiver, session!, ['first prompt', 'second prompt']);
     } finally {
       await runtime.close();
       await receiver.close();
@@ -287,21 +273,7 @@ describe.each(BACKENDS)('per-session webhooks on %s Redis', (backend) => {
       expect((await turnEnded(runtime, sessionId, 2)).state).toBe('completed');
       const session = await runtime.getSession(sessionId);
       expect(session?.history.some((t) => t.from === 'interrupted' && t.to === 'failed')).toBe(true);
-      expect(summarize(session!).history.flatMap((t) => (t.prompt === undefined ? [] : [t.prompt]))).toEqual([
-        { turn: 1, text: 'slow prompt' },
-        { turn: 2, text: 'next prompt' },
-      ]);
-      await until(
-        async () => receiver.events().filter((e) => e.type === 'turn.ended').length === 2,
-        30_000,
-        'both turn.ended delivered',
-      );
-      expect(
-        receiver
-          .events()
-          .map((e) => `${e.type} ${e.turn}`)
-          .sort(),
-      ).toEqual(['turn.ended 1', 'turn.ended 2', 'turn.started 1', 'turn.started 2']);
+      await expectTwoTurns(receiver, session!, ['slow prompt', 'next prompt']);
       expect(receiver.events().find((e) => e.type === 'turn.ended' && e.turn === 1)).toMatchObject({
         status: 'failed',
       });
@@ -446,3 +418,25 @@ describe.each(BACKENDS)('per-session webhooks on %s Redis', (backend) => {
     }
   }, 180_000);
 });
+
+/**
+ * Both turns' prompts are in inspect's history, and both turns' start and end reached the webhook (turn 1's end and
+ * turn 2's start are recorded by one write: their delivery order is not defined).
+ */
+async function expectTwoTurns(receiver: Receiver, session: SessionRecord, prompts: [string, string]): Promise<void> {
+  expect(summarize(session).history.flatMap((t) => (t.prompt === undefined ? [] : [t.prompt]))).toEqual([
+    { turn: 1, text: prompts[0] },
+    { turn: 2, text: prompts[1] },
+  ]);
+  await until(
+    async () => receiver.events().filter((e) => e.type === 'turn.ended').length === 2,
+    30_000,
+    'both turn.ended delivered',
+  );
+  expect(
+    receiver
+      .events()
+      .map((e) => `${e.type} ${e.turn}`)
+      .sort(),
+  ).toEqual(['turn.ended 1', 'turn.ended 2', 'turn.started 1', 'turn.started 2']);
+}
