@@ -2,6 +2,8 @@ import { Option, type Command } from 'commander';
 import { THINKING_LEVELS } from '../../agents/pi/thinking-levels.ts';
 import { CliError } from './cli-error.ts';
 import { ExitCode } from './exit-codes.ts';
+import type { RetryFlags } from './retry-flags.ts';
+import type { WhenBusy } from '../../policy/index.ts';
 import { collectAgentOption, parseDurationOption } from './parse-options.ts';
 
 /** The agent flags `run` and `enqueue` share. */
@@ -26,6 +28,18 @@ export function agentOptionsFromFlags(flags: AgentFlags): Record<string, unknown
     ...(flags.agentDir === undefined ? {} : { agentDir: flags.agentDir }),
     ...(flags.idleTimeout === undefined ? {} : { idleTimeoutMs: flags.idleTimeout }),
   };
+}
+
+/** The flags of a prompt for a worker's turn, shared by `enqueue` and `schedule add`. */
+export interface TurnFlags extends RetryFlags, AgentFlags {
+  agent?: string;
+  retention?: string;
+  tenant?: string;
+  priority?: number;
+  repo?: string;
+  ref?: string;
+  whenBusy?: WhenBusy;
+  json?: boolean;
 }
 
 /**

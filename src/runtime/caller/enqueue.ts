@@ -182,10 +182,6 @@ export async function checkEnqueue(parts: CallerParts, input: unknown): Promise<
         message: `"${whenBusy}" is not allowed by this deployment (policy.whenBusy: ${policy.whenBusy.join(', ')})`,
       },
     ]);
-  if (!WHEN_BUSY_BUILT.includes(whenBusy))
-    throw new InputError([
-      { field: 'whenBusy', message: `"${whenBusy}" is not available yet in this version of sessiond` },
-    ]);
   const retentionMs = request.retention === undefined ? undefined : retention(parts, request.retention);
   // The deployment lists the hosts callers may send webhooks to (deny by default); it wins over the caller.
   const hook = request.webhook === undefined ? null : webhookIssue(policy, request.webhook);
@@ -198,14 +194,9 @@ export async function checkEnqueue(parts: CallerParts, input: unknown): Promise<
   return { request, policyJson, whenBusy, retentionMs, options };
 }
 
-/** The strategies this version carries out; the others are refused with an InputError naming the field. */
-export const WHEN_BUSY_BUILT: readonly string[] = ['enqueue', 'steer', 'reject', 'interrupt', 'rollback'];
-
-/** The strategies a caller of this deployment can use: built in this version and allowed by its policy, in WHEN_BUSY's order. */
+/** The strategies a caller of this deployment can use: those its policy allows, in WHEN_BUSY's order. */
 export function whenBusyOffered(policy: Pick<DeploymentPolicy, 'whenBusy'>): WhenBusy[] {
-  return WHEN_BUSY.filter(
-    (s) => WHEN_BUSY_BUILT.includes(s) && (policy.whenBusy === undefined || policy.whenBusy.includes(s)),
-  );
+  return WHEN_BUSY.filter((s) => policy.whenBusy === undefined || policy.whenBusy.includes(s));
 }
 
 /**

@@ -4,30 +4,20 @@ import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
 import { CliError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
-import { addAgentFlagOptions, turnOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
+import { addAgentFlagOptions, turnOptionsFromFlags, type TurnFlags } from '../agent-flags.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/priority.ts';
-import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
+import { addRetryPolicyOptions, retryPatchFromFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
 import { callerIssues } from '../../../config/caller.ts';
 import { openClient } from '../open-client.ts';
 import { followSession } from '../follow.ts';
-import type { WhenBusy } from '../../../policy/index.ts';
+import { WHEN_BUSY } from '../../../policy/index.ts';
 
 /** The strategies of `--when-busy` (the schema's WHEN_BUSY: spelled here so that `--help` loads no zod). */
-const WHEN_BUSY_CHOICES: WhenBusy[] = ['enqueue', 'steer', 'interrupt', 'reject', 'rollback'];
-
-interface EnqueueFlags extends RetryFlags, AgentFlags {
+interface EnqueueFlags extends TurnFlags {
   session?: string;
-  agent?: string;
-  json?: boolean;
   follow?: boolean;
-  retention?: string;
-  tenant?: string;
-  priority?: number;
-  repo?: string;
-  ref?: string;
-  whenBusy?: WhenBusy;
   webhook?: string;
 }
 
@@ -68,7 +58,7 @@ export function registerEnqueue(program: Command): void {
       new Option(
         '--when-busy <strategy>',
         'when a turn runs or prompts wait: enqueue (wait, the default), steer (into the running turn at its next safe point; a new turn if none runs), interrupt (stop the running turn, run next), reject (refuse: exit 1, nothing stored), rollback (interrupt, then take the turn back: files and conversation; a workspace session only); policy.whenBusy may allow fewer',
-      ).choices(WHEN_BUSY_CHOICES),
+      ).choices(WHEN_BUSY),
     )
     .option(
       '--webhook <url>',

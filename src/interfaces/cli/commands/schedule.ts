@@ -4,34 +4,24 @@ import { BUILTIN_AGENT_NAMES as AGENT_NAMES } from '../agent-names.ts';
 import { CliError, sessionCommandError } from '../cli-error.ts';
 import { ExitCode } from '../exit-codes.ts';
 import { printJson } from '../present.ts';
-import { addAgentFlagOptions, turnOptionsFromFlags, type AgentFlags } from '../agent-flags.ts';
+import { addAgentFlagOptions, turnOptionsFromFlags, type TurnFlags } from '../agent-flags.ts';
 import { parseIntegerOption } from '../parse-options.ts';
 import { MAX_PRIORITY, MIN_PRIORITY } from '../../../runtime/priority.ts';
-import { addRetryPolicyOptions, retryPatchFromFlags, type RetryFlags } from '../retry-flags.ts';
+import { addRetryPolicyOptions, retryPatchFromFlags } from '../retry-flags.ts';
 import { hasErrorCode } from '../../../errors.ts';
 import { callerIssues } from '../../../config/caller.ts';
 import { openClient } from '../open-client.ts';
-import type { WhenBusy } from '../../../policy/index.ts';
+import { WHEN_BUSY } from '../../../policy/index.ts';
 import type { ScheduleView } from '../../../runtime/schedules/spec.ts';
 
 /** The strategies of `--when-busy` (as `enqueue`'s). */
-const WHEN_BUSY_CHOICES: WhenBusy[] = ['enqueue', 'steer', 'interrupt', 'reject', 'rollback'];
-
-interface AddFlags extends RetryFlags, AgentFlags {
+interface AddFlags extends TurnFlags {
   cron?: string;
   tz?: string;
   every?: string;
   session?: string;
   new?: boolean;
   id?: string;
-  agent?: string;
-  retention?: string;
-  tenant?: string;
-  priority?: number;
-  repo?: string;
-  ref?: string;
-  whenBusy?: WhenBusy;
-  json?: boolean;
 }
 
 /** `sessiond schedule add | list | remove | pause | resume | runs` (docs/schedules.md). */
@@ -75,7 +65,7 @@ export function registerSchedule(program: Command): void {
       new Option(
         '--when-busy <strategy>',
         "a firing while the session's previous turn still runs: enqueue (wait, the default), interrupt, reject (the firing is recorded rejected_busy); as enqueue --when-busy",
-      ).choices(WHEN_BUSY_CHOICES),
+      ).choices(WHEN_BUSY),
     )
     .option('--json', 'print the schedule as JSON')
     .action(async (prompt: string, flags: AddFlags) => {
