@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { lstatSync, readdirSync } from 'node:fs';
 import { lstat, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GitError, type Git } from './git.ts';
@@ -84,14 +86,70 @@ export async function hasAgentRepository(workspace: string): Promise<boolean> {
   return info !== null && info.isDirectory();
 }
 
+/** Entries of an agent repository `listing` reads at most (past it: no memo, `git add` looks at it). */
+const MAX_LISTED_ENTRIES = 5_000;
+
+/**
+ * A file changed this close before its listing (ms) may change again with the same lstat (the clock
+ * of file times is coarse): such a listing is not kept. Far above any file system's time granularity.
+ */
+const RACY_MS = 1_000;
+
+/**
+ * The lstat of every entry of a directory tree (path, type and mode, size, inode, mtime and ctime),
+ * as one digest; null when one entry changed too recently to trust (RACY_MS), when there are more
+ * than MAX_LISTED_ENTRIES or when the tree cannot be read. Equal digests: no file was written,
+ * added, removed, renamed or replaced in between (a write sets mtime and ctime, which no one can set
+ * back: ctime is always the time of the change).
+ */
+export function listing(root: string): string | null {
+  const since = Date.now() - RACY_MS;
+  const hash = createHash('sha256');
+  const dirs = [''];
+  let entries = 0;
+  try {
+    for (let dir = dirs.pop(); dir !== undefined; dir = dirs.pop()) {
+      // Sorted: the digest does not depend on the order the file system lists them in.
+      for (const name of readdirSync(join(root, dir)).sort()) {
+        if (++entries > MAX_LISTED_ENTRIES) return null;
+        const rel = dir === '' ? name : `${dir}/${name}`;
+        const info = lstatSync(join(root, rel), { bigint: true });
+        if (Number(info.mtimeMs) >= since || Number(info.ctimeMs) >= since) return null;
+        hash.update(`${rel}\0${info.mode}\0${info.size}\0${info.ino}\0${info.mtimeNs}\0${info.ctimeNs}\n`);
+        if (info.isDirectory()) dirs.push(rel);
+      }
+    }
+  } catch {
+    // Changed while listed, or unreadable: no listing (git add then records it, or says why not).
+    return null;
+  }
+  return hash.digest('hex');
+}
+
+/** The agent repository's recorded tree and the listing of its files (`listing`) just before it was recorded. */
+export interface AgentGitMemo {
+  readonly listing: string;
+  readonly tree: string;
+}
+
 /**
  * Records the agent's own repository (the workspace's `.git`) as plain files: every file of it,
- * its own ignore rules not applied; nothing of it is read as a repository.
+ * its own ignore rules not applied; nothing of it is read as a repository. When its files list as
+ * they did before `memo`'s recording (nothing written since), that tree is the answer and no git
+ * runs. Returns the tree and the listing taken before this recording (null: none to keep).
  */
-async function recordAgentRepository(git: Git, paths: SessionPaths, empty: string): Promise<string> {
-  if (!(await hasAgentRepository(paths.workspace))) return empty;
+async function recordAgentRepository(
+  git: Git,
+  paths: SessionPaths,
+  empty: string,
+  memo: AgentGitMemo | undefined,
+): Promise<{ tree: string; listing: string | null }> {
+  if (!(await hasAgentRepository(paths.workspace))) return { tree: empty, listing: null };
   const workTree = join(paths.workspace, '.git');
-  return indexTree(git, paths.repo, paths.gitIndex, async (packed) => {
+  // Listed before `git add` reads the files: a change made while it runs shows in the next listing.
+  const before = listing(workTree);
+  if (memo !== undefined && before === memo.listing) return { tree: memo.tree, listing: before };
+  const tree = await indexTree(git, paths.repo, paths.gitIndex, async (packed) => {
     await git.run(['add', '-A', '-f', '--', '.'], {
       gitDir: paths.repo,
       workTree,
@@ -100,23 +158,27 @@ async function recordAgentRepository(git: Git, paths: SessionPaths, empty: strin
       config: ['core.excludesFile=/dev/null', ...packed],
     });
   });
+  return { tree, listing: before };
 }
 
 /**
  * Records the workspace: the working files' tree and the agent repository's, both at once (two
- * indexes, two work trees; git writes objects atomically).
+ * indexes, two work trees; git writes objects atomically). `memo`: the agent repository's last
+ * recording, when its tree is in the store (see recordAgentRepository); `agentGitListing` is the one
+ * to remember with `agentGit` once this snapshot is.
  */
 export async function recordTrees(
   git: Git,
   paths: SessionPaths,
   excludesFile: string,
   empty: string,
-): Promise<{ files: string; agentGit: string }> {
+  memo?: AgentGitMemo,
+): Promise<{ files: string; agentGit: string; agentGitListing: string | null }> {
   const [files, agentGit] = await Promise.all([
     recordFiles(git, paths, excludesFile),
-    recordAgentRepository(git, paths, empty),
+    recordAgentRepository(git, paths, empty, memo),
   ]);
-  return { files, agentGit };
+  return { files, agentGit: agentGit.tree, agentGitListing: agentGit.listing };
 }
 
 /** The sum of the sizes of a tree's files (blobs; nested repositories' commits count 0). */

@@ -11,7 +11,7 @@ import {
   type SessionPaths,
 } from './layout.ts';
 import { commitObject, objectId, treeObject, writeObjects, type GitObject } from './objects.ts';
-import { AGENT_GIT, FILES, recordTrees, treeBytes } from './record.ts';
+import { AGENT_GIT, FILES, recordTrees, treeBytes, type AgentGitMemo } from './record.ts';
 import { restoreTree } from './restore.ts';
 import { createWorkspace } from './source.ts';
 import {
@@ -42,6 +42,13 @@ const LAST_TAKEN_KEPT = 1024;
 /** Compare-and-swap rounds of a session's index before giving up (each lost round means another writer). */
 const INDEX_ROUNDS = 5;
 
+/** Sets `key` in a map holding at most LAST_TAKEN_KEPT entries (the oldest set forgotten first). */
+function keep<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  if (map.size >= LAST_TAKEN_KEPT) map.delete(map.keys().next().value as string);
+  map.set(key, value);
+}
+
 const exists = (path: string): Promise<boolean> =>
   stat(path).then(
     () => true,
@@ -68,11 +75,14 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
    * prepare of one), forgotten when anything else may have changed the copy (settle).
    */
   const lastTaken = new Map<string, string>();
-  const remember = (sessionId: string, id: string): void => {
-    lastTaken.delete(sessionId);
-    if (lastTaken.size >= LAST_TAKEN_KEPT) lastTaken.delete(lastTaken.keys().next().value as string);
-    lastTaken.set(sessionId, id);
-  };
+  const remember = (sessionId: string, id: string): void => keep(lastTaken, sessionId, id);
+  /**
+   * Per session, its index in the store as this instance last wrote or read it: a snapshot's
+   * compare-and-swap starts from it (no read of the store), and a stale one only costs a retry.
+   */
+  const indexes = new Map<string, IndexState>();
+  /** Per session, its agent repository's last recording whose tree a snapshot in the store holds. */
+  const agentGitMemos = new Map<string, AgentGitMemo>();
 
   const host = (): Promise<void> =>
     (hostReady ??= (async () => {
@@ -146,7 +156,8 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
 
   /**
    * Writes `objects` and adds `commits` to the session's index in the store: compare-and-swap,
-   * retried (with the store's index fetched) when another writer won.
+   * retried (with the store's index fetched) when another writer won. `known` from this instance's
+   * memory (`indexes`) may be stale: a quota is only refused on a count read from the store.
    */
   async function append(
     paths: SessionPaths,
@@ -155,21 +166,33 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
     commits: readonly string[],
     empty: string,
     known: IndexState,
+    remembered = false,
   ): Promise<void> {
     let state = known;
+    let pending = objects;
     for (let round = 0; round < INDEX_ROUNDS; round++) {
       if (round > 0) state = await readIndex(git, paths.repo, config.store, sessionId, true);
       const added = commits.filter((c) => !state.snapshots.includes(c));
-      if (added.length === 0) return;
+      if (added.length === 0) {
+        keep(indexes, sessionId, state);
+        return;
+      }
       const count = state.snapshots.length + added.length;
       if (config.maxSnapshots > 0 && count > config.maxSnapshots) {
+        if (round === 0 && remembered) continue;
         throw new WorkspaceQuotaError('maxSnapshots', config.maxSnapshots, count);
       }
-      const index = commitObject(empty, [...state.snapshots, ...added], Date.now(), `sessiond ${sessionId}`);
-      const ids = await writeObjects(paths.repo, [...(round === 0 ? objects : []), index], empty);
+      const snapshots = [...state.snapshots, ...added];
+      const index = commitObject(empty, snapshots, Date.now(), `sessiond ${sessionId}`);
+      const ids = await writeObjects(paths.repo, [...pending, index], empty);
+      pending = [];
       const next = ids[ids.length - 1] ?? '';
-      if (await pushIndex(git, paths.repo, config.store, sessionId, state.index, next)) return;
+      if (await pushIndex(git, paths.repo, config.store, sessionId, state.index, next)) {
+        keep(indexes, sessionId, { index: next, snapshots });
+        return;
+      }
     }
+    indexes.delete(sessionId);
     throw new Error(`workspace store: session ${sessionId}'s index kept changing under ${INDEX_ROUNDS} attempts`);
   }
 
@@ -189,6 +212,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       lastTaken.delete(sessionId);
       const { paths, empty } = await open(sessionId);
       if (snapshot === null) {
+        agentGitMemos.delete(sessionId);
         await rm(paths.marker, { force: true });
         await rm(paths.workspace, { recursive: true, force: true });
         for (const index of [paths.filesIndex, paths.gitIndex]) await rm(index, { force: true });
@@ -219,9 +243,10 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       }
       await rm(paths.marker, { force: true });
       lastTaken.delete(sessionId);
+      const remembered = indexes.get(sessionId);
       const [trees, known] = await Promise.all([
-        recordTrees(git, paths, excludesFile, empty),
-        readIndex(git, paths.repo, config.store, sessionId, false),
+        recordTrees(git, paths, excludesFile, empty, agentGitMemos.get(sessionId)),
+        remembered ?? readIndex(git, paths.repo, config.store, sessionId, false),
       ]);
       if (config.maxBytes > 0) {
         const sizes = await Promise.all([trees.files, trees.agentGit].map((t) => sizeOf(paths.repo, t, empty)));
@@ -236,7 +261,10 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       const at = Date.now();
       const commit = commitObject(objectId(root, empty), parent === null ? [] : [parent], at, `${label}\n\nat ${at}`);
       const id = objectId(commit, empty);
-      await append(paths, sessionId, [root, commit], [id], empty, state);
+      await append(paths, sessionId, [root, commit], [id], empty, state, state === remembered);
+      // Its tree is in the store now (compact keeps it): the next snapshot may reuse it.
+      if (trees.agentGitListing === null) agentGitMemos.delete(sessionId);
+      else keep(agentGitMemos, sessionId, { listing: trees.agentGitListing, tree: trees.agentGit });
       if (options?.settled === true) await writeFile(paths.marker, id);
       remember(sessionId, id);
       return { id, parent, label, at } satisfies Snapshot;
@@ -296,6 +324,8 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
 
     async remove(sessionId) {
       lastTaken.delete(sessionId);
+      indexes.delete(sessionId);
+      agentGitMemos.delete(sessionId);
       const { paths } = await open(sessionId);
       await deleteIndex(git, paths.repo, config.store, sessionId);
       await rm(paths.workspace, { recursive: true, force: true });
