@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { execa } from 'execa';
 
 /**
@@ -39,6 +40,9 @@ const SAFE_CONFIG: readonly string[] = [
   // sessiond reads only its own config: ownership checks of the work trees add nothing but refusals.
   'safe.directory=*',
 ].flatMap((setting) => ['-c', setting]);
+
+/** Most bytes of output (stdout and stderr) a git call may print. */
+const MAX_OUTPUT = 512 * 1024 * 1024;
 
 export interface GitCall {
   /** GIT_DIR (sessiond's private repository), when the call has one. */
@@ -101,26 +105,60 @@ export class Git {
     return env;
   }
 
-  /** Runs git; resolves with its result whatever the exit code. */
-  async try(args: readonly string[], call: GitCall = {}): Promise<GitResult> {
+  /**
+   * Runs git; resolves with its result whatever the exit code. A bare `spawn` rather than execa: a
+   * snapshot is a few short git processes, and execa's own work cost about as much CPU as starting
+   * one. No exit cleanup either (as execa's was turned off: its signal-exit re-raised a SIGTERM or
+   * SIGINT once it saw no other listener, and the worker's own, `process.once`, had just gone as it
+   * ran: the worker died in the middle of its graceful shutdown). A git call left running when the
+   * worker exits ends by itself (as after a kill -9).
+   */
+  try(args: readonly string[], call: GitCall = {}): Promise<GitResult> {
     const extra = (call.config ?? []).flatMap((setting) => ['-c', setting]);
-    const result = await execa('git', [...SAFE_CONFIG, ...extra, ...args], {
-      env: this.env(call),
-      extendEnv: false,
-      cwd: call.cwd ?? this.home,
-      reject: false,
-      // No exit cleanup: its signal-exit re-raises a SIGTERM or SIGINT once it sees no other listener, and the
-      // worker's own (process.once) has just gone as it ran: the worker then died in the middle of its graceful
-      // shutdown. A git call left running when the worker exits ends by itself (as after a kill -9).
-      cleanup: false,
-      stripFinalNewline: false,
-      maxBuffer: 512 * 1024 * 1024,
-      ...(call.input === undefined ? { stdin: 'ignore' as const } : { input: call.input }),
+    const argv = [...SAFE_CONFIG, ...extra, ...args];
+    return new Promise((resolve, reject) => {
+      const child = spawn('git', argv, {
+        env: this.env(call),
+        cwd: call.cwd ?? this.home,
+        stdio: [call.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      let bytes = 0;
+      const collect = (into: Buffer[]) => (chunk: Buffer) => {
+        bytes += chunk.length;
+        if (bytes > MAX_OUTPUT) {
+          child.kill('SIGKILL');
+          return;
+        }
+        into.push(chunk);
+      };
+      child.stdout?.on('data', collect(out));
+      child.stderr?.on('data', collect(err));
+      child.once('error', (error) => {
+        reject(new Error(`git ${args.slice(0, 3).join(' ')} could not run: ${error.message}`));
+      });
+      child.once('close', (code, signal) => {
+        if (bytes > MAX_OUTPUT) {
+          reject(new Error(`git ${args.slice(0, 3).join(' ')}: output over ${MAX_OUTPUT} bytes`));
+          return;
+        }
+        if (code === null) {
+          reject(new Error(`git ${args.slice(0, 3).join(' ')} could not run: killed by ${signal ?? 'a signal'}`));
+          return;
+        }
+        resolve({
+          exitCode: code,
+          stdout: Buffer.concat(out).toString('utf8'),
+          stderr: Buffer.concat(err).toString('utf8'),
+        });
+      });
+      if (call.input !== undefined && child.stdin !== null) {
+        // git may exit before it read all of its input (its error then says why): EPIPE is not the failure.
+        child.stdin.on('error', () => undefined);
+        child.stdin.end(call.input);
+      }
     });
-    if (result.exitCode === undefined) {
-      throw new Error(`git ${args.slice(0, 3).join(' ')} could not run: ${result.message}`);
-    }
-    return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr) };
   }
 
   /** Runs git; rejects with GitError on a non-zero exit. Resolves with stdout. */
