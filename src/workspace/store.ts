@@ -2,6 +2,7 @@ import { mkdir, readlink, rename, rm, stat, symlink, writeFile } from 'node:fs/p
 import { dirname, join } from 'node:path';
 import type { Git } from './git.ts';
 import { isLocalStore, storeRef } from './layout.ts';
+import { writeObjects } from './objects.ts';
 
 /**
  * The snapshot store: one bare repository. Each session has one ref, `refs/sessiond/<hex of its
@@ -20,6 +21,13 @@ import { isLocalStore, storeRef } from './layout.ts';
 const LOCAL_INDEX_REF = 'refs/store/index';
 
 const storeReady = new Map<string, Promise<void>>();
+
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    () => true,
+    // Missing.
+    () => false,
+  );
 
 /** Creates a local store (a bare repository) when it does not exist. Idempotent. */
 export function ensureStore(git: Git, store: string): Promise<void> {
@@ -97,6 +105,8 @@ export async function readIndex(
       await rm(join(repo, LOCAL_INDEX_REF), { force: true });
     }
   }
+  // This host never saw an index of the session (a cold host): nothing to read.
+  if (!local && !(await exists(join(repo, LOCAL_INDEX_REF)))) return { index: null, snapshots: [] };
   // One process for the ref and its commit: `<oid> commit <size>\n<body>`, or `<name> missing`.
   const out = await git.run(['cat-file', '--batch'], {
     gitDir: local ? store : repo,
@@ -122,9 +132,13 @@ async function setLocalIndex(repo: string, index: string): Promise<void> {
   await rename(`${file}.new`, file);
 }
 
+/** The empty tree's id in a sha1 repository (sessiond's are: `git init`, no object format set). */
+const SHA1_EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+
 /** Writes the empty tree into `repo` (snapshots of a workspace with no repository of its own use it). */
-export async function emptyTree(git: Git, repo: string): Promise<string> {
-  return (await git.run(['hash-object', '-t', 'tree', '-w', '--stdin'], { gitDir: repo, input: '' })).trim();
+export async function emptyTree(repo: string): Promise<string> {
+  const [id] = await writeObjects(repo, [{ type: 'tree', body: Buffer.alloc(0) }], SHA1_EMPTY_TREE);
+  return id ?? SHA1_EMPTY_TREE;
 }
 
 /**

@@ -122,7 +122,7 @@ export function createWorkspaces(input: WorkspaceConfig): Workspaces {
       await mkdir(paths.dir, { recursive: true });
       await git.run(['init', '--quiet', '--bare', '--template=', '--', paths.repo]);
       await linkObjects(paths.repo, config.store);
-      empty = await emptyTree(git, paths.repo);
+      empty = await emptyTree(paths.repo);
       await writeFile(emptyFile, empty);
     } else await linkObjects(paths.repo, config.store);
     // One session's calls never overlap (the contract): a lock file left here is a killed call's.
