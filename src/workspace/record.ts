@@ -90,20 +90,30 @@ export async function hasAgentRepository(workspace: string): Promise<boolean> {
 const MAX_LISTED_ENTRIES = 5_000;
 
 /**
- * A file changed this close before its listing (ms) may change again with the same lstat (the clock
- * of file times is coarse): such a listing is not kept. Far above any file system's time granularity.
+ * A file changed this close before its listing (ms) may change again with the same lstat, so such a
+ * listing is not kept. File times come from the kernel's coarse clock (up to a tick, ≤ 10 ms, behind)
+ * cut to the file system's granularity (1 ns on ext4, xfs, btrfs, tmpfs; 10 ms on exFAT): 100 ms is
+ * ten times that. Times in whole seconds may be a file system's of 1 or 2 s (ext3, FAT): 3 s.
  */
-const RACY_MS = 1_000;
+const RACY_MS = 100;
+const RACY_WHOLE_SECONDS_MS = 3_000;
+
+/** Is an entry's mtime or ctime within the window before `now` (ms) in which it is not trusted? */
+function racy(mtimeNs: bigint, ctimeNs: bigint, now: number): boolean {
+  const coarse = mtimeNs % 1_000_000_000n === 0n && ctimeNs % 1_000_000_000n === 0n;
+  const since = BigInt(now - (coarse ? RACY_WHOLE_SECONDS_MS : RACY_MS)) * 1_000_000n;
+  return mtimeNs >= since || ctimeNs >= since;
+}
 
 /**
  * The lstat of every entry of a directory tree (path, type and mode, size, inode, mtime and ctime),
- * as one digest; null when one entry changed too recently to trust (RACY_MS), when there are more
+ * as one digest; null when one entry changed too recently to trust (`racy`), when there are more
  * than MAX_LISTED_ENTRIES or when the tree cannot be read. Equal digests: no file was written,
  * added, removed, renamed or replaced in between (a write sets mtime and ctime, which no one can set
  * back: ctime is always the time of the change).
  */
 export function listing(root: string): string | null {
-  const since = Date.now() - RACY_MS;
+  const now = Date.now();
   const hash = createHash('sha256');
   const dirs = [''];
   let entries = 0;
@@ -114,7 +124,7 @@ export function listing(root: string): string | null {
         if (++entries > MAX_LISTED_ENTRIES) return null;
         const rel = dir === '' ? name : `${dir}/${name}`;
         const info = lstatSync(join(root, rel), { bigint: true });
-        if (Number(info.mtimeMs) >= since || Number(info.ctimeMs) >= since) return null;
+        if (racy(info.mtimeNs, info.ctimeNs, now)) return null;
         hash.update(`${rel}\0${info.mode}\0${info.size}\0${info.ino}\0${info.mtimeNs}\0${info.ctimeNs}\n`);
         if (info.isDirectory()) dirs.push(rel);
       }

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WorkspaceQuotaError } from '../../src/workspace/index.ts';
@@ -28,9 +28,15 @@ function listed(sessionId: string): string[] {
 
 /**
  * Waits until every file written so far is older than the window in which a file's lstat is not
- * trusted (1 s: a write within it may leave the same times): a listing then may be remembered.
+ * trusted (a write within it may leave the same times): 100 ms, 3 s where file times are in whole
+ * seconds (record.ts). A listing then may be remembered.
  */
-const pastRacyWindow = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 1_200));
+async function pastRacyWindow(): Promise<void> {
+  const probe = join(tmp.dir, 'probe');
+  writeFileSync(probe, '');
+  const coarse = lstatSync(probe, { bigint: true }).mtimeNs % 1_000_000_000n === 0n;
+  await new Promise((resolve) => setTimeout(resolve, coarse ? 3_200 : 300));
+}
 
 describe('work a snapshot skips (docs/workspaces.md)', () => {
   it("the agent repository's recording is reused while its files list as they did, and only then", async () => {
@@ -81,6 +87,14 @@ describe('work a snapshot skips (docs/workspaces.md)', () => {
     await b.prepare('s1', fourth.id);
     expect(git(wsB, 'rev-parse', 'HEAD').trim()).toBe(one);
     expect(listed('s1')).toEqual([first.id, second.id, scratch.id, third.id, fourth.id]);
+
+    // A listing with an entry changed within the window is not kept: the snapshot after it records again.
+    git(ws, 'commit', '-q', '--allow-empty', '-m', 'three');
+    const fifth = await a.snapshot('s1', 'fifth', fourth.id);
+    await pastRacyWindow();
+    rmSync(gitIndex);
+    await a.snapshot('s1', 'sixth', fifth.id);
+    expect(existsSync(gitIndex)).toBe(true);
   });
 
   it('an index remembered by one instance and moved by another: the snapshot goes on top, none lost', async () => {
