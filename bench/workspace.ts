@@ -63,10 +63,37 @@ function change(root: string, count: number, r: number): void {
   for (let k = 0; k < ADDED; k++) writeFileSync(join(root, 'added', `r${r}-${k}.txt`), `added ${r} ${k}\n`);
 }
 
-async function timed(fn: () => Promise<unknown>): Promise<number> {
+/**
+ * CPU time (ms) of this process and of every process it waited for (theirs include their own
+ * children's: the store's receive-pack, a clone's index-pack), from Linux's /proc; null elsewhere.
+ * The children's part counts in whole clock ticks (10 ms), so only sums over rounds are compared.
+ */
+function cpuMs(): number | null {
+  let fields: string[];
+  try {
+    fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]?.split(' ') ?? [];
+  } catch {
+    // No /proc (not Linux): wall time only.
+    return null;
+  }
+  const ticks = Number(fields[13]) + Number(fields[14]); // cutime + cstime
+  const own = process.cpuUsage();
+  return Number.isFinite(ticks) ? ticks * 10 + (own.user + own.system) / 1000 : null;
+}
+
+/** Each step's CPU time, summed over its rounds (see cpuMs). */
+const cpuSums = new Map<string, number>();
+
+async function timed(fn: () => Promise<unknown>, cpuKey?: string): Promise<number> {
+  const cpu = cpuMs();
   const start = performance.now();
   await fn();
-  return performance.now() - start;
+  const wall = performance.now() - start;
+  const after = cpuMs();
+  if (cpuKey !== undefined && cpu !== null && after !== null) {
+    cpuSums.set(cpuKey, (cpuSums.get(cpuKey) ?? 0) + after - cpu);
+  }
+  return wall;
 }
 
 async function measureSize(base: string, count: number, log: (line: string) => void) {
@@ -127,7 +154,7 @@ async function measureSize(base: string, count: number, log: (line: string) => v
     // Each round in another order, so none always runs on a warmer cache.
     for (let k = 0; k < order.length; k++) {
       const step = order[(k + r) % order.length] ?? 'commit';
-      times[step].push(await timed(steps[step]));
+      times[step].push(await timed(steps[step], `${count} ${step}`));
     }
   }
   const history = join(dir, 'history.git');
@@ -138,10 +165,17 @@ async function measureSize(base: string, count: number, log: (line: string) => v
   const clones: number[] = [];
   const expected = readFileSync(join(plain, fileName(count - 1)), 'utf8');
   for (let r = 0; r < Math.max(1, Math.min(ROUNDS, 3)); r++) {
-    clones.push(await timed(() => git(dir, 'clone', '-q', '--template=', `file://${history}`, join(dir, `clone${r}`))));
+    clones.push(
+      await timed(
+        () => git(dir, 'clone', '-q', '--template=', `file://${history}`, join(dir, `clone${r}`)),
+        `${count} clone`,
+      ),
+    );
     for (const kind of kinds) {
       const cold = createWorkspaces(config(`cold-${kind}-${r}`, kind));
-      restores[kind].push(await timed(() => cold.prepare('bench', hosts.get(kind)?.last ?? '')));
+      restores[kind].push(
+        await timed(() => cold.prepare('bench', hosts.get(kind)?.last ?? ''), `${count} cold ${kind}`),
+      );
       if (readFileSync(join(cold.path('bench'), fileName(count - 1)), 'utf8') !== expected) {
         throw new BenchFailure(
           `the cold restore (${kind} store) of ${count} files does not match the plain repository`,
@@ -158,6 +192,11 @@ async function measureSize(base: string, count: number, log: (line: string) => v
     packed.push(await timed(() => cold.prepare('bench', hosts.get('path')?.last ?? '')));
   }
   const ratio = (a: number[], b: number[]): number => round(median(a) / median(b), 2);
+  const cpuRatio = (a: string, b: string): number | null => {
+    const x = cpuSums.get(`${count} ${a}`);
+    const y = cpuSums.get(`${count} ${b}`);
+    return x === undefined || y === undefined || y <= 0 ? null : round(x / y, 2);
+  };
   const figures = {
     files: count,
     commitMs: round(median(times.commit), 1),
@@ -172,15 +211,29 @@ async function measureSize(base: string, count: number, log: (line: string) => v
     coldRestoreGcRatio: ratio(packed, clones),
     coldRestoreUrlMs: round(median(restores.url), 1),
     coldRestoreUrlRatio: ratio(restores.url, clones),
+    // The same, in CPU time summed over the rounds: what the host's load blurs less than wall time.
+    cpu: {
+      snapshotRatio: cpuRatio('path', 'commit'),
+      snapshotUrlRatio: cpuRatio('url', 'commit'),
+      coldRestoreRatio: cpuRatio('cold path', 'clone'),
+      coldRestoreUrlRatio: cpuRatio('cold url', 'clone'),
+    },
   };
   log(
     `${count} files: add+commit ${figures.commitMs} ms; snapshot ${figures.snapshotMs} ms (${figures.snapshotRatio}×), ` +
       `to a file:// store ${figures.snapshotUrlMs} ms (${figures.snapshotUrlRatio}×); clone ${figures.cloneMs} ms; ` +
       `cold restore ${figures.coldRestoreMs} ms (${figures.coldRestoreRatio}×), ` +
       `after git gc ${figures.coldRestoreGcMs} ms (${figures.coldRestoreGcRatio}×), ` +
-      `from a file:// store ${figures.coldRestoreUrlMs} ms (${figures.coldRestoreUrlRatio}×)`,
+      `from a file:// store ${figures.coldRestoreUrlMs} ms (${figures.coldRestoreUrlRatio}×); in CPU time: ` +
+      `snapshot ${figures.cpu.snapshotRatio}×, to a file:// store ${figures.cpu.snapshotUrlRatio}×, ` +
+      `cold restore ${figures.cpu.coldRestoreRatio}×, from a file:// store ${figures.cpu.coldRestoreUrlRatio}×`,
   );
   return figures;
+}
+
+/** The largest figure, null when a size has none (no /proc). */
+function worst(figures: readonly (number | null)[]): number | null {
+  return figures.some((f) => f === null) ? null : Math.max(...(figures as number[]));
 }
 
 export async function run(log: (line: string) => void = console.log): Promise<Record<string, unknown>> {
@@ -201,6 +254,8 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
       coldRestoreRatio: Math.max(...bySize.map((s) => s.coldRestoreRatio)),
       snapshotUrlRatio: Math.max(...bySize.map((s) => s.snapshotUrlRatio)),
       coldRestoreUrlRatio: Math.max(...bySize.map((s) => s.coldRestoreUrlRatio)),
+      cpuSnapshotRatio: worst(bySize.map((s) => s.cpu.snapshotRatio)),
+      cpuColdRestoreRatio: worst(bySize.map((s) => s.cpu.coldRestoreRatio)),
       rounds: ROUNDS,
       bySize,
       attempt,
