@@ -68,6 +68,11 @@ export interface AttemptWorkspaceInit {
   /** The retry policy says `workspace: "rollback"`: a failed attempt is undone whole. */
   rollback: boolean;
   warn: WarnLog;
+  /**
+   * A point of the agent's run was recorded that this attempt's own end cannot undo (a tool's, without `rollback`;
+   * its completed end), in the writer's pending batch: called at once, so that what it adds goes in the same write.
+   */
+  onRecorded?: () => void;
 }
 
 /**
@@ -234,6 +239,8 @@ export class AttemptWorkspace {
         this.#pointer?.snapshot ?? null,
       );
       this.#record(snapshot, agentSessionId, true, cut.state);
+      // With `rollback` a failure puts the agent's state back to the attempt's start: this point is not for keeps.
+      if (!this.#init.rollback) this.#init.onRecorded?.();
       // Only the agent's own processes were held: until it starts another tool, nothing changes the files.
       this.#unchanged = paused.agentOnly && this.#toolsOnly() ? snapshot : null;
     } finally {
@@ -271,6 +278,7 @@ export class AttemptWorkspace {
         ? null
         : await attempt.agent.exportState(attempt.options, agentSessionId);
     this.#record(snapshot, agentSessionId, true, state);
+    this.#init.onRecorded?.();
     const marker = attempt.agent.stateMark;
     let mark: number | null = null;
     if (state !== null && marker !== undefined) {
