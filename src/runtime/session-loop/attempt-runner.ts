@@ -178,11 +178,15 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
        * pending in Redis until one does: a worker that dies meanwhile leaves them to the next attempt, which starts
        * with them (below). Their `prompt.steered` goes in the same writer batch, so the same fenced write, as that
        * record: a workspace's recorded point after one of the run's tool results or at its completed end
-       * (workspace-attempt.ts), else the agent's state carried out to Redis once the run is known to have recorded
-       * its prompt (a tool's result, its end). Never both delivered and missing from the state a retry resumes.
+       * (workspace-attempt.ts); in a caller's cwd, the agent's state carried out to Redis once its agent is known to
+       * have recorded the run's prompt (`runRecorded`). Never both delivered and missing from the state a retry
+       * resumes; never pending and held by it (but in a cwd, where the host's own copy may be further along).
        */
       let unsaved: PendingSteer[] = [];
-      /** The current run reached a point its agent records after its prompt (a tool's result, its end). */
+      /**
+       * The agent has recorded the current run's prompt: the model answered it (a resumed session records its prompt
+       * before the request; the agents' own measures: their mappers' `promptRecorded`), or its end says so.
+       */
       let runRecorded = false;
       steersRecorded = () => {
         for (const steer of unsaved) steering.deliver(steer, 'restart');
@@ -274,7 +278,9 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
                 out = await abandonWith(workspace, out, writer, true, init.warn);
               } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
               if (isTerminal(out)) {
-                if (workspace === null && unsaved.length > 0 && holdsPrompt(out, runRecorded)) {
+                // The agent's own end says whether it kept the prompt (a failed first request may take it back).
+                runRecorded = holdsPrompt(out);
+                if (workspace === null && unsaved.length > 0 && runRecorded) {
                   // Its state holds the steers: carried out with their delivery, before the attempt's end is told.
                   await exportAgentState(attempt, writer, agentSessionId, init.warn);
                   steersRecorded();
@@ -287,7 +293,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
                 continue;
               }
               calls.observe(out);
-              if (out.type === 'tool.completed' || out.type === 'tool.failed') runRecorded = true;
+              if (ANSWERED.has(out.type)) runRecorded = true;
               yield out;
               // The fallback's safe point: a tool's result is recorded (in the workspace too) and no call is open. Read
               // again there, so that every steer stored before it is delivered at it (not one boundary later).
@@ -363,7 +369,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         steering.close();
         if (workspace === null) {
           await exportAgentState(attempt, writer, agentSessionId, init.warn);
-          // Stopped or crashed after a tool's result of the run: the state carried out holds its steers.
+          // Stopped or crashed once the model had answered the run: the state carried out holds its steers.
           if (runRecorded) steersRecorded();
         } else if (!settled) {
           // Cancelled, stopped, or the provider threw: the copy goes back to the latest recorded point.
@@ -383,11 +389,18 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
   };
 }
 
-/**
- * The agent's own state holds the prompt of the run that ended with `terminal`: it completed, it failed saying so,
- * or it had reported a tool's result (`runRecorded`).
- */
-function holdsPrompt(terminal: CliMessage, runRecorded: boolean): boolean {
-  if (terminal.type === 'terminal.completed' || runRecorded) return true;
+/** The agent's messages that answer a run's prompt: once one came, the agent has recorded that prompt. */
+const ANSWERED = new Set<string>([
+  'assistant',
+  'assistant.thought',
+  'tool.call',
+  'tool.update',
+  'tool.completed',
+  'tool.failed',
+]);
+
+/** The agent's own state holds the prompt of the run that ended with `terminal`: it completed, or failed saying so. */
+function holdsPrompt(terminal: CliMessage): boolean {
+  if (terminal.type === 'terminal.completed') return true;
   return terminal.type === 'terminal.failed' && terminal.content.promptRecorded === true;
 }
