@@ -146,6 +146,7 @@ const LONG_SUITES = [
   'test/runtime/workspaces-hosts.test.ts',
   'test/runtime/lifecycle/workspace-transfer.test.ts',
   'test/runtime/workspaces-turns.test.ts',
+  'test/runtime/workspaces-cancel-race.test.ts',
   'test/runtime/lifecycle/retention.test.ts',
 ];
 /** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */
