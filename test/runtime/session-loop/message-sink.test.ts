@@ -29,8 +29,8 @@ function sinkWithLog(): { sink: SessionSink; queued: string[] } {
   return { sink, queued };
 }
 
-const completed: CliMessage = { type: 'terminal.completed', content: {} } as CliMessage;
-const text: CliMessage = { type: 'assistant.text', content: { text: 'hi' } } as CliMessage;
+const completed: CliMessage = { type: 'terminal.completed', content: { stopReason: 'end_turn' } };
+const text: CliMessage = { type: 'assistant', content: { text: 'hi' } };
 const meta = (turn: number, attempt: number) => ({ sessionId: 's', turn, attempt });
 
 describe('SessionSink: what an attempt records with its completed end', () => {
@@ -40,7 +40,7 @@ describe('SessionSink: what an attempt records with its completed end', () => {
     void sink.sink(text, meta(2, 1));
     void sink.sink(completed, meta(2, 1));
     void sink.sink(completed, meta(2, 1));
-    expect(queued).toEqual(['2/1 assistant.text', 'record', '2/1 terminal.completed', '2/1 terminal.completed']);
+    expect(queued).toEqual(['2/1 assistant', 'record', '2/1 terminal.completed', '2/1 terminal.completed']);
     expect(sink.answered).toBe('2/1');
   });
 
