@@ -131,7 +131,14 @@ useRuntimeSuite(
         : { toolUses: [{ name: 'Bash', input: { command: step.command, description: 'Wait for the gate' } }] };
     };
     anthropic.setScript(MODEL, anthropicScript);
-    anthropic.setScript(ACP_CLAUDE_MODEL, anthropicScript);
+    anthropic.setScript(ACP_CLAUDE_MODEL, (ctx) => {
+      const messages = JSON.stringify(ctx.body.messages);
+      // A turn's last model request that never ends by itself (the agent's loop sends tools; its title request
+      // does not): only a steer, which makes the adapter abort it and ask again, moves the turn on.
+      if (messages.includes('SLOW-') && !/STEER-\d+/.test(messages) && (ctx.body.tools?.length ?? 0) > 0)
+        return { text: ['Thinking', ' it', ' over'], then: 'hang', afterEvents: 3 };
+      return anthropicScript(ctx);
+    });
     responses.setScript(MODEL, ({ body }) => {
       const step = decide(JSON.stringify(body.input), hasFunctionCallOutput(body));
       return 'text' in step
@@ -419,6 +426,50 @@ describe("acp:claude: whenBusy steer through the adapter's steering extension", 
       expect(steered.length).toBeGreaterThan(0);
       expect(steered[0]).toContain(`Wait for ${gate}`);
       expect(steered[0]).toContain('GATE-OPENED');
+      expect(await agentRecords(sessionId)).toEqual([]);
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "a steer during the turn's last model request goes into that turn: the prompt answers only after the steered reply",
+    async () => {
+      const word = `SLOW-${++gateCount}`;
+      const { sessionId } = await runtime.enqueue({
+        prompt: `Think about ${word}`,
+        options: { agent: ACP_CLAUDE, permissionMode: 'allow', cwd: acpClaude.cwd },
+      });
+      await until(
+        async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'assistant'),
+        120_000,
+        'the first text',
+      );
+      const steerText = `STEER-${gateCount}: and the red one`;
+      const steer = await runtime.enqueue({ sessionId, prompt: steerText, whenBusy: 'steer' }, { mustExist: true });
+      expect(steer).toMatchObject({ sessionId, turn: 1, steered: true });
+
+      // The model request never ends by itself: the turn ends only if the steer went in (claude-agent-acp#934: a
+      // prompt that answered before its injected steer ran would leave the steer to a process sessiond stops).
+      const session = await turnEnded(runtime, sessionId, 1, 180_000);
+      expect(session.state).toBe('completed');
+      expect(session.context?.turnIndex).toBe(1);
+      expect(session.steers).toEqual([]);
+      expect(session.context?.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
+      const log = await runtime.readMessages(sessionId);
+      expectWholeLog(log);
+      expect(log.every((m) => m.turn === 1 && m.attempt === 1)).toBe(true);
+      expect(ofType(log, 'prompt.steered').map((m) => m.content)).toEqual([
+        { promptId: steer.promptId, via: 'native', at: expect.any(Number) },
+      ]);
+      const types = log.map((m) => m.type);
+      expect(types.filter((t) => t.startsWith('session.'))).toEqual(['session.started']);
+      expect(types.at(-1)).toBe('terminal.completed');
+      const text = ofType(log.slice(types.indexOf('prompt.steered')), 'assistant')
+        .map((m) => (m.content as { text: string }).text)
+        .join('');
+      expect(text).toContain(`Steered: STEER-${gateCount}.`);
+      const asked = anthropic.requestsFor(ACP_CLAUDE_MODEL).map((r) => JSON.stringify(r.body.messages));
+      expect(asked.filter((r) => r.includes(steerText) && r.includes(word)).length).toBeGreaterThan(0);
       expect(await agentRecords(sessionId)).toEqual([]);
     },
     TIMEOUT,
