@@ -464,7 +464,7 @@ describe("acp:claude: whenBusy steer through the adapter's steering extension", 
       const types = log.map((m) => m.type);
       expect(types.filter((t) => t.startsWith('session.'))).toEqual(['session.started']);
       expect(types.at(-1)).toBe('terminal.completed');
-      const text = ofType(log.slice(types.indexOf('prompt.steered')), 'assistant')
+      const text = ofType(log, 'assistant')
         .map((m) => (m.content as { text: string }).text)
         .join('');
       expect(text).toContain(`Steered: STEER-${gateCount}.`);

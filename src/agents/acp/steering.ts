@@ -70,13 +70,21 @@ export class AcpSteering {
     this.#pump();
   }
 
-  /** Every message of the prompt, in order: which tool calls are open. */
-  observe(messages: readonly CliMessage[]): void {
-    for (const message of messages) {
-      if (message.type === 'tool.call') this.#open.add(message.content.toolCallId);
-      else if (message.type === 'tool.completed' || message.type === 'tool.failed')
-        this.#open.delete(message.content.toolCallId);
-    }
+  /**
+   * Messages of the prompt as the agent sends them: a tool call is open from then on (the sooner a steer is held,
+   * the fewer reach a running tool).
+   */
+  arrived(messages: readonly CliMessage[]): void {
+    for (const message of messages) if (message.type === 'tool.call') this.#open.add(message.content.toolCallId);
+  }
+
+  /**
+   * Each message of the prompt, in order, once the runtime took it: a call is closed only then, so that a steer
+   * sent at its end is logged after its result.
+   */
+  taken(message: CliMessage): void {
+    if (message.type !== 'tool.completed' && message.type !== 'tool.failed') return;
+    this.#open.delete(message.content.toolCallId);
     this.#pump();
   }
 

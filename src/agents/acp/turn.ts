@@ -70,9 +70,9 @@ export class AcpTurn {
     this.#steerable = steerable;
   }
 
-  /** Messages of this session's prompt, in order: the steering sees its tool calls. */
+  /** Messages of this session's prompt, in arrival order: the steering holds steers from a tool call's start. */
   #push(messages: CliMessage[]): void {
-    this.#steering?.observe(messages);
+    this.#steering?.arrived(messages);
     this.#queue.push(messages);
   }
 
@@ -94,7 +94,11 @@ export class AcpTurn {
     if (signal?.aborted === true) onAbort();
     try {
       for (;;) {
-        for (const message of this.#queue.take()) yield message;
+        // The steering sees each message once the runtime took it: a steer it then sends is logged after it.
+        for (const message of this.#queue.take()) {
+          yield message;
+          this.#steering?.taken(message);
+        }
         if (aborted) break;
         if (outcome !== null) break;
         await Promise.race([this.#queue.next(), settled, abortedPromise]);

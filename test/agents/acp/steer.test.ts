@@ -94,15 +94,45 @@ describe('whenBusy steer on ACP agents: native when the agent advertises the ext
       { promptId: steer.promptId, via: 'native', at: expect.any(Number) },
     ]);
     const types = log.map((m) => m.type);
-    // After the tool's result, before the agent's answer to it; the agent ran once (no restart, no resume).
+    // After the tool's result (its answer to the agent and the agent's reply race: no order between them); the agent
+    // ran once (no restart, no resume).
     expect(types.indexOf('prompt.steered')).toBeGreaterThan(types.indexOf('tool.completed'));
-    expect(types.indexOf('prompt.steered')).toBeLessThan(types.indexOf('assistant'));
     expect(types.filter((t) => t.startsWith('session.'))).toEqual(['session.started']);
     expect(types.filter((t) => t.startsWith('terminal.'))).toEqual(['terminal.completed']);
     expect(assistantText(log)).toBe(`Steered: ${text}`);
     // The agent got it once, through the extension, and not while its tool ran.
     expect(received(steeringState).filter(([t]) => t === text)).toEqual([[text, 'idle']]);
     expect(await agentRecords(sessionId)).toEqual([]);
+  });
+
+  it('three concurrent steers during the tool: each delivered once through the extension, in the order accepted', async () => {
+    const gate = newGate();
+    const { sessionId } = await runtime.enqueue({
+      prompt: `steerable ${gate} 3`,
+      options: { agent: 'acp:steering' },
+    });
+    await toolRunning(sessionId);
+    const texts = [1, 2, 3].map((i) => `STEER-${gate}-${i}`);
+    await Promise.all(
+      texts.map((prompt) => runtime.enqueue({ sessionId, prompt, whenBusy: 'steer' }, { mustExist: true })),
+    );
+    // The order they were accepted in: the session's pending steers, oldest first.
+    const pending = (await runtime.getSession(sessionId))?.steers ?? [];
+    expect(pending.map((p) => p.text).sort()).toEqual([...texts].sort());
+    writeFileSync(join(steeringState, gate), '');
+
+    const session = await turnEnded(runtime, sessionId, 1);
+    expect(session.state).toBe('completed');
+    expect(session.context?.turnIndex).toBe(1);
+    expect(session.steers).toEqual([]);
+    const log = await runtime.readMessages(sessionId);
+    expectWholeLog(log);
+    expect(steered(log).map((m) => [m.turn, m.attempt, m.content])).toEqual(
+      pending.map((p) => [1, 1, { promptId: p.id, via: 'native', at: expect.any(Number) }]),
+    );
+    expect(assistantText(log)).toBe(`Steered: ${pending.map((p) => p.text).join(' | ')}`);
+    const got = received(steeringState).filter(([t]) => texts.includes(t ?? ''));
+    expect(got).toEqual(pending.map((p) => [p.text, 'idle']));
   });
 
   it('not advertised: the same program gets the fallback (stopped at the tool boundary, resumed with the text), via restart', async () => {
