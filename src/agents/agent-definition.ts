@@ -85,8 +85,11 @@ export interface AgentDefinition {
   checkState?(state: string, agentSessionId: string): void;
   /**
    * `native`: `run` reads `RunContext.steering` and puts steers into the running turn through the
-   * agent's own channel (shared/steering.ts). Absent: a steer stops the attempt at its next tool
-   * boundary and the turn goes on in a new attempt with the text.
+   * agent's own channel (shared/steering.ts). `advertised`: the agent has that channel only when it
+   * says so as it starts (an ACP agent's `initialize`): `run` gets `RunContext.steering` and calls
+   * `RunContext.steeringNative` once it knows, before any tool call; until it does, and for the
+   * steers the attempt starts with, the fallback applies. Absent: a steer stops the attempt at its
+   * next tool boundary and the turn goes on in a new attempt with the text (the fallback).
    */
-  steering?: 'native';
+  steering?: 'native' | 'advertised';
 }
