@@ -95,8 +95,12 @@ export async function importCodexRollout(
   await writeFileAtomic(path, state.content);
 }
 
-/** The rollout's record of a tool call that `codex exec --json` reports as an item (its id is the call's `call_id`). */
-const TOOL_ITEMS = new Set(['CommandExecution', 'FileChange', 'McpToolCall', 'WebSearch', 'CollabAgentToolCall']);
+/**
+ * The rollout's records of the tool items sessiond's mapper reports as tool calls (tool-items.ts: command_execution,
+ * file_change, mcp_tool_call, web_search), each with the call's `call_id` as its id. Only `CommandExecution` was
+ * seen in the recordings; the others are named as Codex names its items.
+ */
+const TOOL_ITEMS = new Set(['CommandExecution', 'FileChange', 'McpToolCall', 'WebSearch']);
 /** Response items asking for a tool, which an output item with the same `call_id` answers. */
 const CALLS = new Set(['function_call', 'custom_tool_call', 'local_shell_call']);
 
