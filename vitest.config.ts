@@ -62,7 +62,7 @@ const AGENT_SUITES = [
   'test/agents/gemini/cancel-runtime.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
   'test/agents/acp/gemini-acp-runtime.test.ts',
-  // whenBusy steer (the fallback) and interrupt on the real Claude Code, Codex, Gemini and acp:gemini.
+  // whenBusy steer (the fallback; native on acp:claude) and interrupt on the real Claude Code, Codex, Gemini and ACP agents.
   'test/agents/steer-agents.test.ts',
   // A fallback steer and a kill -9 of its worker before and after its record: delivered once (the real Claude Code).
   'test/agents/steer-crash.test.ts',
@@ -124,6 +124,7 @@ const UNIT_SUITES = [
   'test/runtime/limits/config.test.ts',
   'test/runtime/self-fence.test.ts',
   'test/runtime/session-loop/agent-only.test.ts',
+  'test/runtime/session-loop/message-sink.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
   'test/runtime/turn-prompts.test.ts',
   'test/runtime/webhooks/destination.test.ts',
@@ -148,6 +149,7 @@ const LONG_SUITES = [
   'test/runtime/workspaces-hosts.test.ts',
   'test/runtime/lifecycle/workspace-transfer.test.ts',
   'test/runtime/workspaces-turns.test.ts',
+  'test/runtime/workspaces-cancel-race.test.ts',
   'test/runtime/lifecycle/retention.test.ts',
 ];
 /** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */

@@ -93,6 +93,8 @@ export class AttemptWorkspace {
   /** Tool calls announced and not ended yet, and those ended since the last record. */
   readonly #inFlight = new Set<string>();
   readonly #ended: string[] = [];
+  /** The tool calls the agent's current process reported ended (a steer's restart starts another process). */
+  #runToolCallsEnded = 0;
   /** The session's turn points (workspace-turns.ts), as read at the start. */
   #turns: TurnPoint[] = [];
   /** The agent's process as spawned (its spawn report): tells its own processes from its tools'. */
@@ -181,6 +183,7 @@ export class AttemptWorkspace {
   /** The agent's process started (its spawn report). */
   agentStarted(agent: SpawnedAgent): void {
     this.#agent = agent;
+    this.#runToolCallsEnded = 0;
   }
 
   /** The agent announced a tool call (it runs once the agent's message has ended). */
@@ -201,9 +204,11 @@ export class AttemptWorkspace {
   async toolEnded(toolCallId: string, agentSessionId: string | null, signal?: AbortSignal): Promise<void> {
     this.#inFlight.delete(toolCallId);
     this.#ended.push(toolCallId);
+    this.#runToolCallsEnded += 1;
     this.#unchanged = null;
     if (this.#inFlight.size > 0) return;
     const ids = this.#ended.splice(0);
+    const run = { toolCallsEnded: this.#runToolCallsEnded };
     const { attempt, workspaces, sessionId, request } = this.#init;
     const cutter = attempt.agent.stateAfterTool;
     const exporter = attempt.agent.exportState;
@@ -216,7 +221,7 @@ export class AttemptWorkspace {
       let cut: { state: string; later: boolean } | null = null;
       for (;;) {
         const state = await exporter(attempt.options, agentSessionId);
-        cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id)));
+        cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id, run)));
         if (cut !== null || Date.now() >= deadline || signal?.aborted === true) break;
         // The result is written just after the tool's end is printed: the agent runs on until then.
         paused.resume();
@@ -252,12 +257,16 @@ export class AttemptWorkspace {
   }
 
   /**
-   * The attempt completed: its end is recorded (files and the agent's whole state), and with them
-   * the turn's point (its snapshot and the agent's state mark), in the same batch. The files are the
-   * last tool batch's snapshot when nothing can have changed them since (the agent writes files
-   * only through its tools; see #unchanged), else a new snapshot. Throws WorkspaceQuotaError.
+   * The attempt completed: its end is taken (files and the agent's whole state), and with them the
+   * turn's point (its snapshot and the agent's state mark). The files are the last tool batch's
+   * snapshot when nothing can have changed them since (the agent writes files only through its tools;
+   * see #unchanged), else a new snapshot. Nothing is recorded yet: the returned function queues it all
+   * for the session's next fenced write, and the runner has it called with the attempt's
+   * terminal.completed, in the same write (message-sink.ts setAnswerRecord). Not called (the machine
+   * stopped the attempt first), the latest recorded point stays, and abandon() puts the copy back
+   * there. Throws WorkspaceQuotaError.
    */
-  async completed(agentSessionId: string | null): Promise<void> {
+  async completed(agentSessionId: string | null): Promise<() => void> {
     const { attempt, workspaces, sessionId, request } = this.#init;
     const unchanged = this.#unchanged;
     this.#unchanged = null;
@@ -280,8 +289,6 @@ export class AttemptWorkspace {
       agentSessionId === null || attempt.agent.exportState === undefined
         ? null
         : await attempt.agent.exportState(attempt.options, agentSessionId);
-    this.#record(snapshot, agentSessionId, true, state);
-    this.#init.onRecorded?.();
     const marker = attempt.agent.stateMark;
     let mark: number | null = null;
     if (state !== null && marker !== undefined) {
@@ -292,14 +299,19 @@ export class AttemptWorkspace {
         this.#init.warn("the agent's state gave no mark: this turn cannot be undone to or forked at", error);
       }
     }
-    this.#turns = withTurn(this.#turns, {
-      turn: request.turn,
-      snapshot: snapshot.id,
-      at: snapshot.at,
-      agentSessionId,
-      mark,
-    });
-    this.#init.writer.agentState(TURNS_FIELD, JSON.stringify(this.#turns));
+    return () => {
+      this.#record(snapshot, agentSessionId, true, state);
+      // What the recorded state holds (the fallback's steers delivered) goes in the same write.
+      this.#init.onRecorded?.();
+      this.#turns = withTurn(this.#turns, {
+        turn: request.turn,
+        snapshot: snapshot.id,
+        at: snapshot.at,
+        agentSessionId,
+        mark,
+      });
+      this.#init.writer.agentState(TURNS_FIELD, JSON.stringify(this.#turns));
+    };
   }
 
   /**
