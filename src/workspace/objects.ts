@@ -49,6 +49,9 @@ export function commitObject(tree: string, parents: readonly string[], atMs: num
 
 const deflateAsync = promisify(deflate);
 
+/** Writes of one object retried after its directory vanished (a concurrent `git gc` of the store). */
+const WRITE_ROUNDS = 5;
+
 /** The object's loose form: its header and body, zlib-deflated (what git writes under objects/). */
 async function looseBytes(object: GitObject): Promise<Buffer> {
   return deflateAsync(Buffer.concat([Buffer.from(`${object.type} ${object.body.length}\0`), object.body]));
@@ -71,18 +74,27 @@ export async function writeObjects(repo: string, objects: readonly GitObject[], 
         () => false,
       );
       if (present) return id;
-      await mkdir(dir, { recursive: true });
-      const temp = join(dir, `tmp_obj_sessiond_${randomBytes(6).toString('hex')}`);
-      await writeFile(temp, await looseBytes(object), { mode: 0o444 });
-      try {
-        await link(temp, path);
-      } catch (error) {
-        // Another writer linked the same object first: it is the same bytes.
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      } finally {
-        await unlink(temp);
+      const bytes = await looseBytes(object);
+      for (let round = 0; ; round++) {
+        await mkdir(dir, { recursive: true });
+        const temp = join(dir, `tmp_obj_sessiond_${randomBytes(6).toString('hex')}`);
+        try {
+          await writeFile(temp, bytes, { mode: 0o444 });
+        } catch (error) {
+          // A store's `git gc` (compact) removes fan-out directories it emptied: made again, as git's own writes do.
+          if ((error as NodeJS.ErrnoException).code === 'ENOENT' && round < WRITE_ROUNDS) continue;
+          throw error;
+        }
+        try {
+          await link(temp, path);
+        } catch (error) {
+          // Another writer linked the same object first: it is the same bytes.
+          if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        } finally {
+          await unlink(temp);
+        }
+        return id;
       }
-      return id;
     }),
   );
 }
