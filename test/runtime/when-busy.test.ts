@@ -172,6 +172,39 @@ describe('whenBusy', () => {
     expect(asked.at(-1)).toContain('Forget it, say something else');
   });
 
+  it('interrupt during the first turn, once its tool ran: the next turn resumes the conversation the first one started', async () => {
+    worker ??= await h.startWorker();
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Sleep a long time first',
+      options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd },
+    });
+    const [record] = await until(async () => {
+      const records = await agentRecords(sessionId);
+      return records[0]?.pid != null ? records : null;
+    });
+    if (record === undefined) throw new Error('no agent process recorded');
+    // pi, bash and its two background sleeps: the tool runs, so pi has written its conversation (with the prompt).
+    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+    await h.runtime.enqueue(
+      { sessionId, prompt: 'Never mind that, answer now', options: { model: NEXT }, whenBusy: 'interrupt' },
+      { mustExist: true },
+    );
+    expect((await turnEnded(h.runtime, sessionId, 2)).state).toBe('completed');
+
+    const log = await h.runtime.readMessages(sessionId);
+    expectWholeLog(log);
+    expect(log.filter((m) => m.turn === 1 && m.type.startsWith('terminal.')).map((m) => m.type)).toEqual([
+      'terminal.cancelled',
+    ]);
+    const first = log.find((m) => m.turn === 1 && m.type === 'session.started');
+    const second = log.filter((m) => m.turn === 2 && m.type.startsWith('session.'));
+    expect(second.map((m) => m.type)).toEqual(['session.resumed']);
+    expect(second[0]?.content).toMatchObject({ sessionId: (first?.content as { sessionId: string }).sessionId });
+    const asked = JSON.stringify(server.requestsFor(NEXT).at(-1)?.body.messages);
+    expect(asked).toContain('Sleep a long time first');
+    expect(asked).toContain('Never mind that, answer now');
+  });
+
   it('rollback on a worker without workspaces: the turn is interrupted, the log says it was not taken back', async () => {
     worker ??= await h.startWorker();
     // No cwd: the session could have a workspace, but this worker runs none (it runs in the deployment's workspace).

@@ -63,7 +63,7 @@ export interface RunnerInit {
 export function attemptRunner(init: RunnerInit): AttemptRunner {
   const { store, writer, config, sessionId, running, tracer } = init;
   const scope = markerScope(store.keys.prefix);
-  return async function* runAttempt(request, { signal, spawned }) {
+  return async function* runAttempt(request, { signal, spawned, promptRecorded }) {
     let ended: () => void = () => undefined;
     const done = new Promise<void>((resolve) => (ended = resolve));
     running.add(done);
@@ -335,8 +335,12 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         }
       } finally {
         steering.close();
-        if (workspace === null) await exportAgentState(attempt, writer, agentSessionId, init.warn);
-        else if (!settled) {
+        // A stopped attempt whose agent saved its conversation (pi writes it with the prompt) leaves it for the next
+        // turn to resume, as a failed one with its prompt recorded does. In a workspace the stop takes it back instead.
+        if (workspace === null) {
+          if ((await exportAgentState(attempt, writer, agentSessionId, init.warn)) && signal.aborted)
+            promptRecorded?.();
+        } else if (!settled) {
           // Cancelled, stopped, or the provider threw: the copy goes back to the latest recorded point.
           settled = true;
           await abandonWith(workspace, null, writer, false, init.warn);
