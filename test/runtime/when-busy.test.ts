@@ -14,6 +14,7 @@ import {
   turnEnded,
   until,
   useRuntimeSuite,
+  type AgentRecord,
   type Harness,
   type RuntimeSuite,
 } from '../support/runtime.ts';
@@ -49,6 +50,17 @@ async function keyDump(): Promise<Record<string, string>> {
     }
   } while (cursor !== '0');
   return out;
+}
+
+/** The session's agent once its long tool runs: pi, bash and its two background sleeps (it would sleep 1000 s). */
+async function toolRunning(sessionId: string): Promise<AgentRecord> {
+  const [record] = await until(async () => {
+    const records = await agentRecords(sessionId);
+    return records[0]?.pid != null ? records : null;
+  });
+  if (record === undefined) throw new Error('no agent process recorded');
+  await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+  return record;
 }
 
 describe('whenBusy', () => {
@@ -129,13 +141,7 @@ describe('whenBusy', () => {
       { sessionId, prompt: 'Sleep a long time', options: { model: 'long-tool-grandchild' } },
       { mustExist: true },
     );
-    const [record] = await until(async () => {
-      const records = await agentRecords(sessionId);
-      return records[0]?.pid != null ? records : null;
-    });
-    if (record === undefined) throw new Error('no agent process recorded');
-    // pi, bash and its two background sleeps: the tool runs (it would sleep 1000 s).
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+    const record = await toolRunning(sessionId);
 
     // A rejecting prompt is refused while the turn runs.
     await expect(
@@ -178,13 +184,8 @@ describe('whenBusy', () => {
       prompt: 'Sleep a long time first',
       options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd },
     });
-    const [record] = await until(async () => {
-      const records = await agentRecords(sessionId);
-      return records[0]?.pid != null ? records : null;
-    });
-    if (record === undefined) throw new Error('no agent process recorded');
-    // pi, bash and its two background sleeps: the tool runs, so pi has written its conversation (with the prompt).
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+    // The tool runs, so pi has written its conversation (with the prompt).
+    await toolRunning(sessionId);
     await h.runtime.enqueue(
       { sessionId, prompt: 'Never mind that, answer now', options: { model: NEXT }, whenBusy: 'interrupt' },
       { mustExist: true },
@@ -217,12 +218,7 @@ describe('whenBusy', () => {
       { sessionId, prompt: 'Sleep a long time', options: { model: 'long-tool-grandchild' } },
       { mustExist: true },
     );
-    const [record] = await until(async () => {
-      const records = await agentRecords(sessionId);
-      return records[0]?.pid != null ? records : null;
-    });
-    if (record === undefined) throw new Error('no agent process recorded');
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+    const record = await toolRunning(sessionId);
     await h.runtime.enqueue(
       { sessionId, prompt: 'Take that back', options: { model: NEXT }, whenBusy: 'rollback' },
       { mustExist: true },
