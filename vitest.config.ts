@@ -64,6 +64,8 @@ const AGENT_SUITES = [
   'test/agents/acp/gemini-acp-runtime.test.ts',
   // whenBusy steer (the fallback) and interrupt on the real Claude Code, Codex, Gemini and acp:gemini.
   'test/agents/steer-agents.test.ts',
+  // A fallback steer and a kill -9 of its worker before and after its record: delivered once (the real Claude Code).
+  'test/agents/steer-crash.test.ts',
   // Workspaces with the real Claude Code, Codex, Gemini and acp:gemini across two worker processes.
   'test/agents/workspaces-agents.test.ts',
   // docs/getting-started.md run command by command: the demo, a worker, real pi and Claude Code.

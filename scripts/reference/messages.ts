@@ -54,7 +54,7 @@ const MEANING: Record<CliMessageType, { type: string; text: string }> = {
   },
   'prompt.steered': {
     type: 'PromptSteeredContent',
-    text: "sessiond's: a steer reached the running turn (`via` `native`: the agent's own channel; `restart`: the attempt stopped at a tool boundary and the turn went on with its text), or (`turn`, attempt 0) the turn ended first and it became turn `turn`.",
+    text: "sessiond's: a steer reached the running turn (`via` `native`: the agent's own channel; `restart`: the attempt stopped at a tool boundary and the turn went on with its text, written once a record of the agent's state holds it, in the same fenced write, so after the resumed run's first messages), or (`turn`, attempt 0) the turn ended first and it became turn `turn`.",
   },
   'workspace.undone': {
     type: 'WorkspaceUndoneContent',

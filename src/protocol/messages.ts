@@ -85,7 +85,10 @@ export const PromptSteeredContentSchema = z.object({
   /** The id the caller got when the steer was accepted. */
   promptId: z.string(),
   via: z.enum(['native', 'restart', 'turn']),
-  /** When it was delivered (native, restart) or made a turn of its own (turn). */
+  /**
+   * When it was delivered (native: the agent took it; restart: a record of the agent's state holding it was made,
+   * written with it) or made a turn of its own (turn).
+   */
   at: z.number(),
   /** `via: "turn"`: the turn it became. */
   turn: z.number().int().optional(),
@@ -122,7 +125,9 @@ export const CliMessageSchema = z.discriminatedUnion('type', [
   /**
    * sessiond, not the agent: a steer (a prompt sent with whenBusy "steer") reached the turn: `native` through the
    * agent's own channel, `restart` by stopping the attempt at a tool boundary and going on with its text in the
-   * same turn; `turn` (attempt 0 of turn `turn`): the turn it was sent to ended first, so it became that turn.
+   * same turn (written once a record of the agent's state holds it, in the same fenced write: after the resumed
+   * run's first messages); `turn` (attempt 0 of turn `turn`): the turn it was sent to ended first, so it became
+   * that turn.
    */
   z.object({ type: z.literal('prompt.steered'), content: PromptSteeredContentSchema }),
   z.object({

@@ -251,8 +251,10 @@ describe.each(CASES)('$agent: whenBusy with the fallback', ({ options, requests 
       expect(types.filter((t) => t === 'tool.call')).toHaveLength(1);
       expect(types.indexOf('prompt.steered')).toBeGreaterThan(types.indexOf('tool.completed'));
       expect(types.filter((t) => t.startsWith('terminal.'))).toEqual(['terminal.completed']);
-      // The resumed agent said so, in its own session.
-      expect(types.slice(types.indexOf('prompt.steered') + 1)).toContain('session.resumed');
+      // The resumed agent said so, in its own session. The steer is recorded delivered with the agent's state that
+      // holds it (in a caller's cwd: carried out at the resumed run's completed end, just before the attempt's end).
+      expect(types.slice(types.indexOf('tool.completed') + 1)).toContain('session.resumed');
+      expect(types.slice(-2)).toEqual(['prompt.steered', 'terminal.completed']);
       expect(
         ofType(log, 'assistant')
           .map((m) => (m.content as { text: string }).text)

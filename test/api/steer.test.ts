@@ -148,13 +148,14 @@ describe('whenBusy "steer" through a native channel', () => {
     expect(view.steers).toEqual([]);
     expect(view.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
     const log = await client.session(sessionId).messages();
+    // Recorded delivered once the agent's state holds it: with the run's completed end, before the attempt's end.
     expect(log.map((m) => `${m.attempt} ${m.type}`)).toEqual([
       '1 session.started',
       '1 tool.call',
       '1 tool.completed',
-      '1 prompt.steered',
       '1 session.resumed',
       '1 assistant',
+      '1 prompt.steered',
       '1 terminal.completed',
     ]);
     expect(steeredIn(log)).toEqual([

@@ -63,6 +63,18 @@ async function toolRunning(sessionId: string): Promise<AgentRecord> {
   return record;
 }
 
+/** The dump once two taken 100 ms apart agree: a job or session of an earlier step may still be finishing its writes. */
+async function quietDump(): Promise<Record<string, string>> {
+  let last = await keyDump();
+  for (let i = 0; i < 50; i += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const next = await keyDump();
+    if (JSON.stringify(next) === JSON.stringify(last)) return next;
+    last = next;
+  }
+  throw new Error('the server never went quiet: something keeps writing');
+}
+
 describe('whenBusy', () => {
   useRuntimeSuite(
     'when-busy',
@@ -79,7 +91,7 @@ describe('whenBusy', () => {
       prompt: 'First',
       options: { provider: 'fake', model: NEXT, cwd: env.cwd },
     });
-    const before = await keyDump();
+    const before = await quietDump();
 
     const error = await h.runtime
       .enqueue({ sessionId, prompt: 'Second', whenBusy: 'reject' }, { mustExist: true })
@@ -95,6 +107,14 @@ describe('whenBusy', () => {
     expect(cli.exitCode).toBe(1);
     expect(cli.stderr).toContain(`session "${sessionId}" is busy (queued, 1 prompt waiting)`);
     expect(await keyDump()).toEqual(before);
+
+    // Once a worker runs, the waiting prompt is the only turn: nothing of the refused ones ran. (It also leaves the
+    // server quiet for the next test's key dump, which a session still running would change.)
+    worker ??= await h.startWorker();
+    const ended = await turnEnded(h.runtime, sessionId);
+    expect(ended.state).toBe('completed');
+    expect(await h.runtime.queuedPrompts(sessionId)).toEqual([]);
+    expect(new Set((await h.runtime.readMessages(sessionId)).map((m) => m.turn))).toEqual(new Set([1]));
   });
 
   it('reject while a turn is parked in backoff: refused, nothing written; once the session is idle it is accepted', async () => {
@@ -112,7 +132,7 @@ describe('whenBusy', () => {
       30_000,
       'the session to park in backoff',
     );
-    const before = await keyDump();
+    const before = await quietDump();
     const error = await h.runtime
       .enqueue({ sessionId, prompt: 'Again', whenBusy: 'reject' }, { mustExist: true })
       .catch((e: unknown) => e);

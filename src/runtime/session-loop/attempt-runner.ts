@@ -112,6 +112,8 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       await takeBackInterrupted({ store, writer, sessionId, request, attempt, workspace: setup.workspaces !== null });
       let text = request.text;
       let resumeSessionId = request.agentSessionId;
+      /** A record of the agent's state that holds the steers a run started with is in the writer's batch (below). */
+      let steersRecorded: () => void = () => undefined;
       if (setup.workspaces !== null) {
         workspace = new AttemptWorkspace({
           workspaces: setup.workspaces,
@@ -122,6 +124,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
           attempt,
           rollback: init.retryPolicy()?.workspace === 'rollback',
           warn: init.warn,
+          onRecorded: () => steersRecorded(),
         });
         try {
           ({ text, resumeSessionId } = await workspace.begin(setup.source));
@@ -168,8 +171,27 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         warn: init.warn,
       });
       await steering.start();
-      /** Steers the next run of the agent starts with: delivered once it shows it runs (its first message). */
+      /** Steers the next run of the agent starts with (its prompt, or after the attempt's own). */
       let steered: PendingSteer[] = [];
+      /**
+       * Steers a run of this attempt started with that no durable record of the agent's state holds yet. They stay
+       * pending in Redis until one does: a worker that dies meanwhile leaves them to the next attempt, which starts
+       * with them (below). Their `prompt.steered` goes in the same writer batch, so the same fenced write, as that
+       * record: a workspace's recorded point after one of the run's tool results or at its completed end
+       * (workspace-attempt.ts); in a caller's cwd, the agent's state carried out to Redis once its agent is known to
+       * have recorded the run's prompt (`runRecorded`). Never both delivered and missing from the state a retry
+       * resumes; never pending and held by it (but in a cwd, where the host's own copy may be further along).
+       */
+      let unsaved: PendingSteer[] = [];
+      /**
+       * The agent has recorded the current run's prompt: the model answered it (a resumed session records its prompt
+       * before the request; the agents' own measures: their mappers' `promptRecorded`), or its end says so.
+       */
+      let runRecorded = false;
+      steersRecorded = () => {
+        for (const steer of unsaved) steering.deliver(steer, 'restart');
+        unsaved = [];
+      };
       // Steers accepted while no attempt ran (a backoff, a worker that died before delivering them) go with this
       // attempt's prompt: nothing has run since they were accepted.
       if (!native && steering.hasPending) {
@@ -187,6 +209,9 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
           for (;;) {
             /** The fallback's steers taken at a tool boundary: the agent runs again with them. */
             let restart: PendingSteer[] | null = null;
+            unsaved = [...unsaved, ...steered];
+            steered = [];
+            runRecorded = false;
             for await (const message of attempt.agent.run(
               { text: runText, resumeSessionId: runSession, options: attempt.options },
               {
@@ -215,11 +240,6 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
                     }),
               },
             )) {
-              if (steered.length > 0) {
-                // The agent runs with the steers' text: delivered (their message before the run's own).
-                for (const steer of steered) steering.deliver(steer, 'restart');
-                steered = [];
-              }
               // Only sessiond says a steer reached the turn (below): an agent's own claim is not stored.
               if (message.type === 'prompt.steered') continue;
               // Only sessiond says an attempt was cancelled: an agent (a library's own) that says so has failed its contract.
@@ -258,6 +278,13 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
                 out = await abandonWith(workspace, out, writer, true, init.warn);
               } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
               if (isTerminal(out)) {
+                // The agent's own end says whether it kept the prompt (a failed first request may take it back).
+                runRecorded = holdsPrompt(out);
+                if (workspace === null && unsaved.length > 0 && runRecorded) {
+                  // Its state holds the steers: carried out with their delivery, before the attempt's end is told.
+                  await exportAgentState(attempt, writer, agentSessionId, init.warn);
+                  steersRecorded();
+                }
                 terminal = out;
                 yield* closeCalls(closedCallError(out));
                 yield out;
@@ -266,6 +293,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
                 continue;
               }
               calls.observe(out);
+              if (ANSWERED.has(out.type)) runRecorded = true;
               yield out;
               // The fallback's safe point: a tool's result is recorded (in the workspace too) and no call is open. Read
               // again there, so that every steer stored before it is delivered at it (not one boundary later).
@@ -279,8 +307,12 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
               }
             }
             if (restart === null || signal.aborted) break;
-            // The agent is gone at a tool boundary: its conversation so far goes to Redis, and it goes on with the steers.
-            if (workspace === null) await exportAgentState(attempt, writer, agentSessionId, init.warn);
+            // The agent is gone at a tool boundary: its conversation so far (the steers it ran with included) goes to
+            // Redis, and it goes on with the new steers.
+            if (workspace === null) {
+              await exportAgentState(attempt, writer, agentSessionId, init.warn);
+              steersRecorded();
+            }
             steered = restart;
             runText = steeringText(restart);
             runSession = agentSessionId;
@@ -335,11 +367,13 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         }
       } finally {
         steering.close();
-        // A stopped attempt whose agent saved its conversation (pi writes it with the prompt) leaves it for the next
-        // turn to resume, as a failed one with its prompt recorded does. In a workspace the stop takes it back instead.
         if (workspace === null) {
-          if ((await exportAgentState(attempt, writer, agentSessionId, init.warn)) && signal.aborted)
-            promptRecorded?.();
+          const saved = await exportAgentState(attempt, writer, agentSessionId, init.warn);
+          // Stopped or crashed once the model had answered the run: the state carried out holds its steers.
+          if (runRecorded) steersRecorded();
+          // A stopped attempt whose agent saved its conversation (pi writes it with the prompt) leaves it for the next
+          // turn to resume, as a failed one with its prompt recorded does. In a workspace the stop takes it back instead.
+          if (saved && signal.aborted) promptRecorded?.();
         } else if (!settled) {
           // Cancelled, stopped, or the provider threw: the copy goes back to the latest recorded point.
           settled = true;
@@ -356,4 +390,20 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       ended();
     }
   };
+}
+
+/** The agent's messages that answer a run's prompt: once one came, the agent has recorded that prompt. */
+const ANSWERED = new Set<string>([
+  'assistant',
+  'assistant.thought',
+  'tool.call',
+  'tool.update',
+  'tool.completed',
+  'tool.failed',
+]);
+
+/** The agent's own state holds the prompt of the run that ended with `terminal`: it completed, or failed saying so. */
+function holdsPrompt(terminal: CliMessage): boolean {
+  if (terminal.type === 'terminal.completed') return true;
+  return terminal.type === 'terminal.failed' && terminal.content.promptRecorded === true;
 }

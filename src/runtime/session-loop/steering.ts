@@ -23,7 +23,8 @@ export type SteeredVia = 'native' | 'restart';
  * session's, in Redis (`steers`, written by ENQUEUE): this keeps a copy, read again whenever a steer is
  * accepted (the bus) or the holder polls, so that the attempt's runner can look at it at every tool boundary
  * without a read. A steer is delivered once: `deliver` puts the `prompt.steered` message and the steer's
- * removal in the same fenced write (session-writer.ts), and this attempt never offers it again. One it took
+ * removal in the same fenced write (session-writer.ts), and this attempt never offers it again (the fallback's
+ * runner calls it with the write that records the agent's state holding it: attempt-runner.ts). One it took
  * and did not deliver (the attempt ended first) stays pending in Redis: the next attempt, or the next turn
  * (STEERS_TO_TURNS), has it.
  */

@@ -68,6 +68,11 @@ export interface AttemptWorkspaceInit {
   /** The retry policy says `workspace: "rollback"`: a failed attempt is undone whole. */
   rollback: boolean;
   warn: WarnLog;
+  /**
+   * A point of the agent's run was recorded that this attempt's own end cannot undo (a tool's, without `rollback`;
+   * its completed end), in the writer's pending batch: called at once, so that what it adds goes in the same write.
+   */
+  onRecorded?: () => void;
 }
 
 /**
@@ -99,6 +104,8 @@ export class AttemptWorkspace {
    * after it). A completed end then records it again rather than taking another (completed()).
    */
   #unchanged: Snapshot | null = null;
+  /** A tool batch was recorded that a failure with `rollback` would undo: `onRecorded` waits for the attempt's end. */
+  #undoable = false;
 
   constructor(init: AttemptWorkspaceInit) {
     this.#init = init;
@@ -234,6 +241,9 @@ export class AttemptWorkspace {
         this.#pointer?.snapshot ?? null,
       );
       this.#record(snapshot, agentSessionId, true, cut.state);
+      // With `rollback` a failure puts the agent's state back to the attempt's start: this point is not for keeps yet.
+      if (this.#init.rollback) this.#undoable = true;
+      else this.#init.onRecorded?.();
       // Only the agent's own processes were held: until it starts another tool, nothing changes the files.
       this.#unchanged = paused.agentOnly && this.#toolsOnly() ? snapshot : null;
     } finally {
@@ -271,6 +281,7 @@ export class AttemptWorkspace {
         ? null
         : await attempt.agent.exportState(attempt.options, agentSessionId);
     this.#record(snapshot, agentSessionId, true, state);
+    this.#init.onRecorded?.();
     const marker = attempt.agent.stateMark;
     let mark: number | null = null;
     if (state !== null && marker !== undefined) {
@@ -308,6 +319,9 @@ export class AttemptWorkspace {
         writer.agentState(stateField(this.#init.attempt, id), this.#startState);
       writer.agentState(POINTER_FIELD, JSON.stringify({ ...target, at: Date.now() }));
       this.#pointer = target;
+    } else if (this.#undoable) {
+      // Not undone (a cancel, a stop): the tool batch recorded last is the point the session goes on from.
+      this.#init.onRecorded?.();
     }
     await workspaces.restore(sessionId, target.snapshot);
     return this.recordedPrompt;
