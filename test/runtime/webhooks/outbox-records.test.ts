@@ -1,15 +1,15 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
-import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebhookDeliverySchema } from '../../../src/config/webhooks.ts';
 import { deploymentPolicy } from '../../../src/runtime/deployment-policy.ts';
 import { createKeys } from '../../../src/runtime/keys.ts';
 import { Runtime } from '../../../src/runtime/runtime.ts';
 import { deletedEvent } from '../../../src/runtime/webhooks/deleted.ts';
-import { eventId, outboxKey, webhookFleetKeys } from '../../../src/runtime/webhooks/outbox-keys.ts';
+import { outboxKey } from '../../../src/runtime/webhooks/outbox-keys.ts';
 import { WebhookOutbox } from '../../../src/runtime/webhooks/outbox.ts';
+import { recordOutboxEvent } from '../../support/outbox-event.ts';
 import { freePort, startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 import { connector } from '../../support/runtime.ts';
 
@@ -75,21 +75,6 @@ afterAll(async () => {
 
 const delivery = WebhookDeliverySchema.parse({ allowAddresses: ['127.0.0.1'], pollMs: 50 });
 
-/** An event put in the session's outbox as the fenced write puts it. */
-async function record(conn: Redis, prefix: string, sessionId: string, type: string): Promise<string> {
-  const keys = createKeys(prefix);
-  const id = eventId();
-  const at = Date.now();
-  const body = JSON.stringify({ type, id, sessionId, turn: 1, at: new Date(at).toISOString() });
-  await conn.zadd(webhookFleetKeys(keys).markers, at, sessionId);
-  await conn
-    .multi()
-    .hset(outboxKey(keys, sessionId, 'outbox'), id, body)
-    .zadd(outboxKey(keys, sessionId, 'due'), at, id)
-    .exec();
-  return id;
-}
-
 describe('webhook deliverer records', () => {
   it("events waiting when a session's webhook is replaced go to the one they were recorded for, signed with its secret; the new one gets only later events", async () => {
     const [a, b] = [await receiver(), await receiver()];
@@ -101,9 +86,9 @@ describe('webhook deliverer records', () => {
     const conn = connect('test');
     const first = await runtime.enqueue({ prompt: 'one', options: { model: 'm' }, webhook: a.url });
     const { sessionId } = first;
-    const before = await record(conn, prefix, sessionId, 'turn.started');
+    const before = await recordOutboxEvent(conn, createKeys(prefix), sessionId, { type: 'turn.started', turn: 1 });
     const second = await runtime.enqueue({ sessionId, prompt: 'two', webhook: b.url });
-    const after = await record(conn, prefix, sessionId, 'turn.ended');
+    const after = await recordOutboxEvent(conn, createKeys(prefix), sessionId, { type: 'turn.ended', turn: 1 });
 
     const outbox = new WebhookOutbox(
       conn,
