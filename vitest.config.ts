@@ -62,7 +62,7 @@ const AGENT_SUITES = [
   'test/agents/gemini/cancel-runtime.test.ts',
   'test/agents/acp/gemini-acp.test.ts',
   'test/agents/acp/gemini-acp-runtime.test.ts',
-  // whenBusy steer (the fallback) and interrupt on the real Claude Code, Codex, Gemini and acp:gemini.
+  // whenBusy steer (the fallback; native on acp:claude) and interrupt on the real Claude Code, Codex, Gemini and ACP agents.
   'test/agents/steer-agents.test.ts',
   // A fallback steer and a kill -9 of its worker before and after its record: delivered once (the real Claude Code).
   'test/agents/steer-crash.test.ts',

@@ -47,10 +47,17 @@ export interface AgentDefinition {
    * The exported state cut just after the recorded result of tool call `toolCallId`: the
    * conversation as it stood when that tool's result was written, nothing after it; `later`: the
    * state holds a tool call made after that result (the agent may be running it). Null when the
-   * state holds no result of that call (yet). Pure. Absent: a workspace session of this agent
-   * records its files and conversation together only at an attempt's start and completed end.
+   * state holds no result of that call (yet). `run.toolCallsEnded`: how many tool calls the agent's
+   * current process has reported ended, this one included (Codex: its printed item ids are not the
+   * call ids its rollout holds, but the k-th tool item it reports is the k-th its rollout's turn
+   * records). Pure. Absent: a workspace session of this agent records its files and conversation
+   * together only at an attempt's start and completed end.
    */
-  stateAfterTool?(state: string, toolCallId: string): { state: string; later: boolean } | null;
+  stateAfterTool?(
+    state: string,
+    toolCallId: string,
+    run: { toolCallsEnded: number },
+  ): { state: string; later: boolean } | null;
   /**
    * The agent changes its workspace only through the tool calls it reports, whose results
    * `stateAfterTool` finds (pi): a workspace attempt's completed end then records the last tool
@@ -85,8 +92,11 @@ export interface AgentDefinition {
   checkState?(state: string, agentSessionId: string): void;
   /**
    * `native`: `run` reads `RunContext.steering` and puts steers into the running turn through the
-   * agent's own channel (shared/steering.ts). Absent: a steer stops the attempt at its next tool
-   * boundary and the turn goes on in a new attempt with the text.
+   * agent's own channel (shared/steering.ts). `advertised`: the agent has that channel only when it
+   * says so as it starts (an ACP agent's `initialize`): `run` gets `RunContext.steering` and calls
+   * `RunContext.steeringNative` once it knows, before any tool call; until it does, and for the
+   * steers the attempt starts with, the fallback applies. Absent: a steer stops the attempt at its
+   * next tool boundary and the turn goes on in a new attempt with the text (the fallback).
    */
-  steering?: 'native';
+  steering?: 'native' | 'advertised';
 }

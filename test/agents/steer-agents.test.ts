@@ -16,7 +16,7 @@ import {
 } from '../support/fake-responses-server.ts';
 import { agentRecords, expectWholeLog, turnEnded, until, useRuntimeSuite } from '../support/runtime.ts';
 import type { FakeModelServer } from '../support/fake-model-server.ts';
-import { geminiAcpEnv, qwenBin, qwenEnv, type AcpCliEnv } from './acp/acp-clis.ts';
+import { claudeAcpBin, claudeAcpEnv, geminiAcpEnv, qwenBin, qwenEnv, type AcpCliEnv } from './acp/acp-clis.ts';
 import { codexBin, createCodexEnv, FAKE_KEY_ENV, FAKE_MODEL, type CodexEnv } from './codex/codex-env.ts';
 import { createGeminiEnv, geminiBin, type GeminiEnv } from './gemini/gemini-env.ts';
 
@@ -24,7 +24,8 @@ import { createGeminiEnv, geminiBin, type GeminiEnv } from './gemini/gemini-env.
  * whenBusy "steer" and "interrupt" (issue 29) with the real Claude Code, Codex and Gemini CLIs and one ACP
  * agent (`acp:qwen`, qwen --acp: it resumes with `session/resume`), each against its fake model API on 127.0.0.1, through the durable
  * runtime. None of them has a native channel sessiond uses: a steer takes the fallback (the attempt's agent
- * stopped at the tool boundary, then resumed in the same attempt with the steer's text). The tool waits for a
+ * stopped at the tool boundary, then resumed in the same attempt with the steer's text). The Claude Code ACP
+ * adapter (`acp:claude`) advertises the steering extension: a steer goes in natively. The tool waits for a
  * gate file the test creates: no timing.
  *
  * The fake model of each agent decides from what it is sent: a request carrying a steer (`STEER-<n>`) is
@@ -74,6 +75,10 @@ let codex: CodexEnv;
 let gemini: GeminiEnv;
 let acp: AcpCliEnv;
 let acpGemini: AcpCliEnv;
+let acpClaude: AcpCliEnv;
+/** claude-agent-acp 0.101: it advertises `_session/steering` at initialize (`_meta.steering.supported`). */
+const ACP_CLAUDE = 'acp:claude';
+const ACP_CLAUDE_MODEL = 'steer-agents-acp-claude';
 /** gemini --acp: it offers session/load, which 0.61 breaks within the minute a session's chat file was created. */
 const ACP_GEMINI = 'acp:gemini';
 const ACP_GEMINI_MODEL = 'steer-agents-acp';
@@ -112,18 +117,27 @@ useRuntimeSuite(
   },
   async (s) => {
     openai = s.server;
-    for (const bin of [claudeBin, codexBin, geminiBin, qwenBin])
+    for (const bin of [claudeBin, codexBin, geminiBin, qwenBin, claudeAcpBin])
       if (!existsSync(bin)) throw new Error(`${bin} not found: run scripts/install-agent-clis.sh`);
     [anthropic, responses, google] = await Promise.all([
       startFakeAnthropicServer(),
       startFakeResponsesServer(),
       startFakeGeminiServer(),
     ]);
-    anthropic.setScript(MODEL, ({ body }) => {
+    const anthropicScript = ({ body }: { body: Parameters<typeof hasToolResult>[0] }) => {
       const step = decide(JSON.stringify(body.messages), hasToolResult(body));
       return 'text' in step
         ? { text: step.text }
         : { toolUses: [{ name: 'Bash', input: { command: step.command, description: 'Wait for the gate' } }] };
+    };
+    anthropic.setScript(MODEL, anthropicScript);
+    anthropic.setScript(ACP_CLAUDE_MODEL, (ctx) => {
+      const messages = JSON.stringify(ctx.body.messages);
+      // A turn's last model request that never ends by itself (the agent's loop sends tools; its title request
+      // does not): only a steer, which makes the adapter abort it and ask again, moves the turn on.
+      if (messages.includes('SLOW-') && !/STEER-\d+/.test(messages) && (ctx.body.tools?.length ?? 0) > 0)
+        return { text: ['Thinking', ' it', ' over'], then: 'hang', afterEvents: 3 };
+      return anthropicScript(ctx);
     });
     responses.setScript(MODEL, ({ body }) => {
       const step = decide(JSON.stringify(body.input), hasFunctionCallOutput(body));
@@ -158,6 +172,7 @@ useRuntimeSuite(
     gemini = createGeminiEnv({ serverUrl: google.url });
     acp = qwenEnv(`${openai.url}/v1`);
     acpGemini = geminiAcpEnv(google.url);
+    acpClaude = claudeAcpEnv(anthropic.url);
     const operator = {
       'claude-code': { ...claude.options, allowedTools: ['Bash'] },
       codex: {
@@ -170,11 +185,22 @@ useRuntimeSuite(
       gemini: { configDir: gemini.configDir, command: geminiBin, env: gemini.env, approvalMode: 'yolo' },
       [ACP_AGENT]: acp.agent(MODEL),
       [ACP_GEMINI]: acpGemini.agent(ACP_GEMINI_MODEL),
+      [ACP_CLAUDE]: acpClaude.agent(ACP_CLAUDE_MODEL),
     };
     const policy = deploymentPolicy({
       workspace: tmpdir(),
-      agents: { [ACP_AGENT]: operator[ACP_AGENT], [ACP_GEMINI]: operator[ACP_GEMINI] },
-      policy: { permissions: { [ACP_AGENT]: { ceiling: 'allow' }, [ACP_GEMINI]: { ceiling: 'allow' } } },
+      agents: {
+        [ACP_AGENT]: operator[ACP_AGENT],
+        [ACP_GEMINI]: operator[ACP_GEMINI],
+        [ACP_CLAUDE]: operator[ACP_CLAUDE],
+      },
+      policy: {
+        permissions: {
+          [ACP_AGENT]: { ceiling: 'allow' },
+          [ACP_GEMINI]: { ceiling: 'allow' },
+          [ACP_CLAUDE]: { ceiling: 'allow' },
+        },
+      },
     });
     runtime = new Runtime({ connect: s.h.connect, prefix: s.h.prefix, policy });
     await s.h.startWorker({ agentOptions: operator, policy });
@@ -183,7 +209,7 @@ useRuntimeSuite(
 afterAll(async () => {
   await runtime?.close();
   await Promise.all([anthropic?.close(), responses?.close(), google?.close()]);
-  for (const env of [claude, codex, gemini, acp, acpGemini]) env?.cleanup();
+  for (const env of [claude, codex, gemini, acp, acpGemini, acpClaude]) env?.cleanup();
 });
 
 /** A process's command line ('' once it is gone). */
@@ -347,6 +373,106 @@ describe('acp:gemini: the fallback without a resume', () => {
       const withSteer = steered.filter((r) => r.includes(steerText));
       expect(withSteer.length).toBeGreaterThan(0);
       expect(withSteer[0]).not.toContain(`Wait for ${gate}`);
+    },
+    TIMEOUT,
+  );
+});
+
+describe("acp:claude: whenBusy steer through the adapter's steering extension", () => {
+  it(
+    'a steer during a long tool goes in natively once the tool is done: one prompt.steered via native, the same attempt, the tool not moved to the background',
+    async () => {
+      const gate = newGate();
+      const { sessionId } = await runtime.enqueue({
+        prompt: `Wait for ${gate}`,
+        options: { agent: ACP_CLAUDE, permissionMode: 'allow', cwd: acpClaude.cwd },
+      });
+      await toolRunning(sessionId, gate);
+      const steerText = `STEER-${gateCount}: use the blue one`;
+      const steer = await runtime.enqueue({ sessionId, prompt: steerText, whenBusy: 'steer' }, { mustExist: true });
+      expect(steer).toMatchObject({ sessionId, turn: 1, created: false, steered: true });
+      const requests = () => anthropic.requestsFor(ACP_CLAUDE_MODEL).map((r) => JSON.stringify(r.body.messages));
+      const before = requests().length;
+      openGate(gate);
+
+      const session = await turnEnded(runtime, sessionId, 1, 180_000);
+      expect(session.state).toBe('completed');
+      expect(session.context?.turnIndex).toBe(1);
+      expect(session.steers).toEqual([]);
+      expect(session.context?.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
+
+      const log = await runtime.readMessages(sessionId);
+      expectWholeLog(log);
+      expect(log.every((m) => m.turn === 1 && m.attempt === 1)).toBe(true);
+      expect(ofType(log, 'prompt.steered').map((m) => m.content)).toEqual([
+        { promptId: steer.promptId, via: 'native', at: expect.any(Number) },
+      ]);
+      const types = log.map((m) => m.type);
+      // The tool ran once, to its end: held while it ran, the steer did not move it to the background (taken during
+      // the tool, the adapter does: its result then comes before the tool's output, and the steer before it here).
+      expect(types.filter((t) => t === 'tool.call')).toHaveLength(1);
+      expect(types.indexOf('prompt.steered')).toBeGreaterThan(types.indexOf('tool.completed'));
+      // No restart: the agent's one session, never resumed.
+      expect(types.filter((t) => t.startsWith('session.'))).toEqual(['session.started']);
+      expect(types.filter((t) => t.startsWith('terminal.'))).toEqual(['terminal.completed']);
+      expect(
+        ofType(log, 'assistant')
+          .map((m) => (m.content as { text: string }).text)
+          .join(''),
+      ).toContain(`Steered: STEER-${gateCount}.`);
+
+      // The first request of the turn with the steer has the tool's own result, in the same conversation.
+      const steered = requests()
+        .slice(before)
+        .filter((r) => r.includes(steerText));
+      expect(steered.length).toBeGreaterThan(0);
+      expect(steered[0]).toContain(`Wait for ${gate}`);
+      expect(steered[0]).toContain('GATE-OPENED');
+      expect(await agentRecords(sessionId)).toEqual([]);
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "a steer during the turn's last model request goes into that turn: the prompt answers only after the steered reply",
+    async () => {
+      const word = `SLOW-${++gateCount}`;
+      const { sessionId } = await runtime.enqueue({
+        prompt: `Think about ${word}`,
+        options: { agent: ACP_CLAUDE, permissionMode: 'allow', cwd: acpClaude.cwd },
+      });
+      await until(
+        async () => (await runtime.readMessages(sessionId)).some((m) => m.type === 'assistant'),
+        120_000,
+        'the first text',
+      );
+      const steerText = `STEER-${gateCount}: and the red one`;
+      const steer = await runtime.enqueue({ sessionId, prompt: steerText, whenBusy: 'steer' }, { mustExist: true });
+      expect(steer).toMatchObject({ sessionId, turn: 1, steered: true });
+
+      // The model request never ends by itself: the turn ends only if the steer went in (claude-agent-acp#934: a
+      // prompt that answered before its injected steer ran would leave the steer to a process sessiond stops).
+      const session = await turnEnded(runtime, sessionId, 1, 180_000);
+      expect(session.state).toBe('completed');
+      expect(session.context?.turnIndex).toBe(1);
+      expect(session.steers).toEqual([]);
+      expect(session.context?.turn?.attempts.map((a) => a.outcome)).toEqual(['completed']);
+      const log = await runtime.readMessages(sessionId);
+      expectWholeLog(log);
+      expect(log.every((m) => m.turn === 1 && m.attempt === 1)).toBe(true);
+      expect(ofType(log, 'prompt.steered').map((m) => m.content)).toEqual([
+        { promptId: steer.promptId, via: 'native', at: expect.any(Number) },
+      ]);
+      const types = log.map((m) => m.type);
+      expect(types.filter((t) => t.startsWith('session.'))).toEqual(['session.started']);
+      expect(types.at(-1)).toBe('terminal.completed');
+      const text = ofType(log, 'assistant')
+        .map((m) => (m.content as { text: string }).text)
+        .join('');
+      expect(text).toContain(`Steered: STEER-${gateCount}.`);
+      const asked = anthropic.requestsFor(ACP_CLAUDE_MODEL).map((r) => JSON.stringify(r.body.messages));
+      expect(asked.filter((r) => r.includes(steerText) && r.includes(word)).length).toBeGreaterThan(0);
+      expect(await agentRecords(sessionId)).toEqual([]);
     },
     TIMEOUT,
   );

@@ -28,10 +28,10 @@ import type { PiEnv } from '../support/pi-env.ts';
  * (a) turn 1 on host A writes a file through the agent's shell tool; turn 2 on host B sees it and extends
  * it, in the conversation of turn 1 (acp:gemini: in a new conversation, gemini --acp cannot load one);
  * (b) turn 3 runs a tool that completes, then one that appends to a file and sleeps, and is cancelled:
- * the copy holds turns 1 and 2's files, the completed tool's file only where the agent's tool calls are
- * recorded as they complete (Claude Code's `stateAfterTool`; the others record nothing between an
- * attempt's start and its completed end), never the append; turn 4's conversation, on the same host,
- * holds what the files hold and never the cut-short call, though the agent's own files on that host had it.
+ * the copy holds turns 1 and 2's files and the completed tool's file where the agent's tool calls are
+ * recorded as they complete (`stateAfterTool`: Claude Code, Codex, Gemini; acp:gemini records nothing
+ * between an attempt's start and its completed end), never the append; turn 4's conversation, on the same
+ * host, holds what the files hold and never the cut-short call, though the agent's own files on that host had it.
  */
 
 type AgentCase = 'claude-code' | 'codex' | 'gemini' | 'acp:gemini';
@@ -55,9 +55,11 @@ const prompt = (k: number): string => `STEP ${k}: ${COMMANDS[k]?.join(' THEN ')}
  * What the fake model answers, whatever the agent: the request's latest step (its highest `STEP k`)
  * gets its next command, run through the agent's shell tool and followed by `printf 'ok<k>-<i>.'`;
  * once the request holds the output of every command of the step (their results), a text. Null:
- * not a request of a turn.
+ * not a request of a turn. `paceMs`: a step's later command comes slowly (the delay between the
+ * response's events), as from a real model: a tool batch is recorded only if the agent has not asked
+ * for its next tools by the time sessiond holds it still, which an instant fake model could race.
  */
-function nextStep(body: unknown): { command: string } | { text: string } | null {
+function nextStep(body: unknown): { command: string; paceMs?: number } | { text: string } | null {
   const json = JSON.stringify(body);
   const steps = [...json.matchAll(/STEP (\d+):/g)].map((m) => Number(m[1]));
   if (steps.length === 0) return null;
@@ -65,7 +67,7 @@ function nextStep(body: unknown): { command: string } | { text: string } | null 
   const commands = COMMANDS[k] ?? [];
   const next = commands.findIndex((_, i) => !json.includes(`ok${k}-${i}.`));
   if (next === -1) return { text: `Step ${k} done.` };
-  return { command: `${commands[next]}; printf 'ok%s.' ${k}-${next}` };
+  return { command: `${commands[next]}; printf 'ok%s.' ${k}-${next}`, ...(next > 0 ? { paceMs: 400 } : {}) };
 }
 
 let h: Harness;
@@ -194,18 +196,27 @@ useRuntimeSuite(
     anthropic.setScript(CLAUDE_MODEL, ({ body }) => {
       const step = nextStep(body);
       if (step === null || 'text' in step) return { text: step?.text ?? 'Hello.' };
-      return { toolUses: [{ name: 'Bash', input: { command: step.command, description: 'Run a command' } }] };
+      return {
+        toolUses: [{ name: 'Bash', input: { command: step.command, description: 'Run a command' } }],
+        ...(step.paceMs === undefined ? {} : { chunkDelayMs: step.paceMs }),
+      };
     });
     responses.setScript(CODEX_SCRIPT, ({ body }) => {
       const step = nextStep(body);
       if (step === null || 'text' in step) return { text: step?.text ?? 'Hello.' };
-      return { functionCalls: [{ name: 'exec_command', arguments: { cmd: step.command } }] };
+      return {
+        functionCalls: [{ name: 'exec_command', arguments: { cmd: step.command } }],
+        ...(step.paceMs === undefined ? {} : { eventDelayMs: step.paceMs }),
+      };
     });
     for (const model of [GEMINI_MODEL, ACP_MODEL])
       geminiApi.setScript(model, ({ body }) => {
         const step = nextStep(body);
         if (step === null || 'text' in step) return { text: step?.text ?? 'Hello.' };
-        return { functionCalls: [{ name: 'run_shell_command', args: { command: step.command, description: 'Run' } }] };
+        return {
+          functionCalls: [{ name: 'run_shell_command', args: { command: step.command, description: 'Run' } }],
+          ...(step.paceMs === undefined ? {} : { chunkDelayMs: step.paceMs }),
+        };
       });
     store = join(s.tempDir('store'), 'store.git');
     hosts.a = s.tempDir('host-a');
@@ -222,7 +233,7 @@ afterAll(async () => {
 });
 
 describe.each(AGENTS)('workspaces with %s across two hosts', (agent) => {
-  it('turn 1 on host A, turn 2 on host B extends its file; a cancel mid-tool leaves nothing of that tool, files or conversation', async () => {
+  it('turn 1 on host A, turn 2 on host B extends its file; a cancel mid-tool leaves nothing of that tool and keeps the completed one', async () => {
     const copy = (name: 'a' | 'b', sessionId: string) => join(hosts[name], 'workspaces', sessionId);
     let a: WorkerProcess | null = await startWorkerProcess(host('a'));
     const { sessionId } = await runtime.enqueue({ prompt: prompt(1), options: callerOptions(agent) });
@@ -249,9 +260,10 @@ describe.each(AGENTS)('workspaces with %s across two hosts', (agent) => {
     expect(resumed.length).toBe(agent === 'acp:gemini' ? 0 : 1);
 
     // (b) Turn 3: a first tool completes, the second appends and sleeps; the turn is cancelled. The append is gone;
-    // turns 1 and 2's files stay. Claude Code's tool calls are recorded as they complete (stateAfterTool): the first
-    // tool's file stays too. The others record nothing between an attempt's start and its completed end: it goes.
-    const keeps = agent === 'claude-code';
+    // turns 1 and 2's files stay. Claude Code's, Codex's and Gemini's tool calls are recorded as they complete
+    // (stateAfterTool): the first tool's file stays too. acp:gemini records nothing between an attempt's start and
+    // its completed end: it goes.
+    const keeps = agent !== 'acp:gemini';
     await runtime.enqueue({ sessionId, prompt: prompt(3) });
     await until(async () => existsSync(join(copy('b', sessionId), 'c.txt')), 120_000, 'the tool to append on host B');
     expect(readFileSync(join(copy('b', sessionId), 'd.txt'), 'utf8')).toBe('three\n');

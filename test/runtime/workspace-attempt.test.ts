@@ -15,7 +15,8 @@ import { tempDir, workspacesIn } from '../workspace/support.ts';
 /**
  * After a tool call ends, a workspace attempt waits (a few seconds at most) for the agent's state
  * to hold the tool's result before it records the files with it. A stop (cancel, timeout) during
- * that wait ends it: the agent is being stopped and may never write the result.
+ * that wait ends it: the agent is being stopped and may never write the result. The agent's cut
+ * (`stateAfterTool`) is told how many tool calls its current process has reported ended.
  */
 
 let server: RedisServer;
@@ -97,4 +98,73 @@ it("a stop while it waits for the agent's state to record a tool's result ends t
   expect(stop.signal.aborted).toBe(true);
   // Not "the agent's state did not record a tool's result in time": the wait ended with the stop.
   expect(warnings).toEqual([]);
+});
+
+it("the agent's stateAfterTool gets how many tool calls its current process reported ended, from 1 again after a restart", async () => {
+  const sessionId = 'counted-calls';
+  const workspaces = createWorkspaces(workspacesIn(tmp.dir));
+  const prepared = await prepareAgentAttempt({
+    agentName: 'pi',
+    hostOptions: { pi: { sessionDir: join(tmp.dir, 'pi-sessions') } },
+    callerOptions: { cwd: workspaces.path(sessionId) },
+    sessionId,
+    scope: 'wsattempt',
+  });
+  // Codex's cut needs the count (its printed item ids are not its rollout's call ids): what each call got.
+  const seen: { id: string; toolCallsEnded: number }[] = [];
+  const attempt = {
+    ...prepared,
+    agent: {
+      ...prepared.agent,
+      exportState: () => Promise.resolve('state'),
+      // `later`: nothing is snapshotted, the count is what this test is about.
+      stateAfterTool: (state: string, id: string, run: { toolCallsEnded: number }) => {
+        seen.push({ id, toolCallsEnded: run.toolCallsEnded });
+        return { state, later: true };
+      },
+    },
+  };
+  const workspace = new AttemptWorkspace({
+    workspaces,
+    store,
+    writer: new SessionWriter(store, sessionId, 'no-lease-needed: nothing is flushed'),
+    sessionId,
+    request: {
+      sessionId,
+      turn: 1,
+      attempt: 1,
+      promptId: 'p1',
+      text: 'run it',
+      continuation: false,
+      agentSessionId: null,
+      options: {},
+    },
+    attempt,
+    rollback: false,
+    warn: () => undefined,
+  });
+  await workspace.begin(undefined);
+  // No such process: nothing carries the attempt's marker, so nothing is held still.
+  const spawned = { pid: 2 ** 22 + 1, startTime: null, sandbox: 'none' as const };
+  workspace.agentStarted(spawned);
+  for (const id of ['a', 'b']) {
+    workspace.toolCalled(id);
+    await workspace.toolEnded(id, 'agent-session');
+  }
+  // A steer's restart: the agent runs again in the same attempt, a new process.
+  workspace.agentStarted(spawned);
+  workspace.toolCalled('c');
+  await workspace.toolEnded('c', 'agent-session');
+  // A batch of two: recorded once both have ended, each cut with the count of the whole batch.
+  workspace.toolCalled('d');
+  workspace.toolCalled('e');
+  await workspace.toolEnded('d', 'agent-session');
+  await workspace.toolEnded('e', 'agent-session');
+  expect(seen).toEqual([
+    { id: 'a', toolCallsEnded: 1 },
+    { id: 'b', toolCallsEnded: 2 },
+    { id: 'c', toolCallsEnded: 1 },
+    { id: 'd', toolCallsEnded: 3 },
+    { id: 'e', toolCallsEnded: 3 },
+  ]);
 });

@@ -29,4 +29,6 @@ export const acpAgent: AgentDefinition = defineAgentDefinition<AcpOptionsInput>(
       context,
     ),
   createMapper: (options) => new AcpLineMapper(options),
+  // Native when the agent advertises the steering extension at initialize (steering.ts), else the fallback.
+  steering: 'advertised',
 });

@@ -23,7 +23,8 @@ export const ACP_STDERR_TAIL_BYTES = 16 * 1024;
  * attempt's output and is dropped, up to a round trip after the answer: REPLAY_FENCE_METHOD), else — no such capability, or the load answered an error —
  * a new session (`session.started` with the new id says so); then one `session/prompt` with the text. Its updates are mapped by AcpUpdates; its stop
  * reason ends the attempt as `terminal.completed`, an error answer as `terminal.failed` (category
- * decided once in failure.ts). After the answer stdin is closed and the process gets
+ * decided once in failure.ts). An agent that advertises the steering extension gets the running turn's steers
+ * through it (steering.ts; the runtime's fallback otherwise). After the answer stdin is closed and the process gets
  * EXIT_GRACE_MS to exit, then its tree is stopped (what its tools left running included).
  *
  * Contract: as runAgentAttempt (shared/run-attempt.ts), whose process layer it uses (spawn,
@@ -78,7 +79,10 @@ async function* runAcpProcess(
   }
   const agent = spawned.agent;
   context.onSpawn?.({ pid: agent.pid, marker: agent.marker, startTime: agent.startTime, sandbox: agent.sandbox });
-  const turn = new AcpTurn(agent, options, env, context.approvals ?? null);
+  const { steering, steeringNative } = context;
+  const steerable =
+    steering !== undefined && steeringNative !== undefined ? { channel: steering, native: steeringNative } : null;
+  const turn = new AcpTurn(agent, options, env, context.approvals ?? null, steerable);
   let finished = false;
   try {
     yield* turn.run(context.signal);

@@ -15,6 +15,8 @@ import { MessageQueue } from './message-queue.ts';
 import type { AcpOptions } from './options.ts';
 import { answerPermission } from './permissions.ts';
 import { rpcStreams } from './rpc-streams.ts';
+import { AcpSteering, advertisesSteering, STEER_METHOD } from './steering.ts';
+import type { SteeringChannel } from '../shared/steering.ts';
 
 /** The request sent after a `session/load` to learn that the agent's replay is over (ACP's `_` prefix: an extension method). */
 export const REPLAY_FENCE_METHOD = '_sessiond/replay_fence';
@@ -50,12 +52,28 @@ export class AcpTurn {
 
   /** The agent's whole (sealed) environment: where it keeps its files. */
   readonly #env: Record<string, string>;
+  /** The runtime's steers, when it gives them (see steering.ts); used only if the agent advertises the extension. */
+  readonly #steerable: { channel: SteeringChannel; native: () => void } | null;
+  #steering: AcpSteering | null = null;
 
-  constructor(agent: AgentProcess, options: AcpOptions, env: Record<string, string>, gate: ApprovalGate | null) {
+  constructor(
+    agent: AgentProcess,
+    options: AcpOptions,
+    env: Record<string, string>,
+    gate: ApprovalGate | null,
+    steerable: { channel: SteeringChannel; native: () => void } | null = null,
+  ) {
     this.#agent = agent;
     this.#options = options;
     this.#env = env;
     this.#gate = gate;
+    this.#steerable = steerable;
+  }
+
+  /** Messages of this session's prompt, in arrival order: the steering holds steers from a tool call's start. */
+  #push(messages: CliMessage[]): void {
+    this.#steering?.arrived(messages);
+    this.#queue.push(messages);
   }
 
   async *run(signal: AbortSignal | undefined): AsyncGenerator<CliMessage, void, undefined> {
@@ -76,7 +94,11 @@ export class AcpTurn {
     if (signal?.aborted === true) onAbort();
     try {
       for (;;) {
-        for (const message of this.#queue.take()) yield message;
+        // The steering sees each message once the runtime took it: a steer it then sends is logged after it.
+        for (const message of this.#queue.take()) {
+          yield message;
+          this.#steering?.taken(message);
+        }
         if (aborted) break;
         if (outcome !== null) break;
         await Promise.race([this.#queue.next(), settled, abortedPromise]);
@@ -89,6 +111,8 @@ export class AcpTurn {
       throw signal?.reason;
     }
     this.#stopping.abort();
+    // A steer the agent is answering now is told to the runtime (delivered or not) before the attempt's end.
+    await this.#steering?.stop(this.#agent.exited);
     for (const message of this.#queue.take()) yield message;
     const ended = outcome as unknown as Outcome;
     const exit = await this.shutdown(EXIT_GRACE_MS);
@@ -141,6 +165,8 @@ export class AcpTurn {
     let ended = false;
     if (this.#stopped === null) {
       this.#stopping.abort();
+      // A steer being answered is recorded as the agent answers it: one it took is not offered again.
+      await this.#steering?.stop(Promise.race([this.#agent.exited, delay(this.#options.cancelGraceMs)]));
       const connection = this.#connection;
       if (connection !== null && this.#sessionId !== null && this.#promptSent && !this.#agentExited()) {
         // Best effort: the stop below kills the process tree if the agent ignores or cannot take the notification.
@@ -181,7 +207,8 @@ export class AcpTurn {
       .client({ name: 'sessiond' })
       .onNotification('session/update', ({ params }) => {
         if (this.#replaying || params.sessionId !== this.#sessionId) return;
-        this.#queue.push(this.#updates.update(params.update));
+        this.#push(this.#updates.update(params.update));
+        if (this.#promptSent) this.#steering?.live();
       })
       .onRequest('session/request_permission', async ({ params }) => {
         if (permissionMode === 'ask') return this.#ask(params);
@@ -192,7 +219,7 @@ export class AcpTurn {
             : undefined;
         const allowed = chosen?.kind === 'allow_once' || chosen?.kind === 'allow_always';
         if (params.sessionId === this.#sessionId)
-          this.#queue.push(
+          this.#push(
             this.#updates.permission(
               params.toolCall,
               allowed ? null : `rejected by sessiond (permissionMode ${permissionMode})`,
@@ -211,11 +238,11 @@ export class AcpTurn {
     const own = params.sessionId === this.#sessionId;
     const described = this.#updates.describe(params.toolCall);
     const announced = this.#updates.permission(params.toolCall, null);
-    if (own) this.#queue.push(announced);
+    if (own) this.#push(announced);
     if (this.#gate === null) {
       const answer = answerPermission(params, 'reject');
       if (own)
-        this.#queue.push(
+        this.#push(
           this.#updates.permission(
             params.toolCall,
             'rejected by sessiond: permissionMode ask, and nobody to ask outside the durable runtime',
@@ -238,12 +265,11 @@ export class AcpTurn {
         this.#stopping.signal,
       );
       if (decision === null || decision.optionId === null) {
-        if (decision !== null && own)
-          this.#queue.push(this.#updates.permission(toolCall, 'denied by the approval decision'));
+        if (decision !== null && own) this.#push(this.#updates.permission(toolCall, 'denied by the approval decision'));
         return { outcome: { outcome: 'cancelled' } };
       }
       if (decision.outcome === 'denied' && own)
-        this.#queue.push(this.#updates.permission(toolCall, 'denied by the approval decision'));
+        this.#push(this.#updates.permission(toolCall, 'denied by the approval decision'));
       return { outcome: { outcome: 'selected', optionId: decision.optionId } };
     } finally {
       release();
@@ -266,6 +292,19 @@ export class AcpTurn {
         clientInfo: { name: 'sessiond', version: '0' },
       });
       this.#agentName = init.agentInfo?.name ?? null;
+      // The agent takes steers into its running prompt itself: the runtime leaves them to it (no fallback).
+      if (this.#steerable !== null && advertisesSteering(init)) {
+        const { channel, native } = this.#steerable;
+        this.#steering = new AcpSteering(channel, (steer, meta) =>
+          agent.request(STEER_METHOD, {
+            sessionId: this.#sessionId ?? '',
+            prompt: [{ type: 'text', text: steer.text }],
+            _meta: meta,
+          }),
+        );
+        native();
+        this.#steering.start();
+      }
       const session = this.#options.session;
       if (session.mode === 'resume') {
         const caps = init.agentCapabilities;

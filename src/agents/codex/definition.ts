@@ -8,7 +8,13 @@ import { managedCodexHomePath, userCodexHome } from './home.ts';
 import { CodexMapper } from './mapper.ts';
 import type { CodexOptionsInput } from './options.ts';
 import { runCodex } from './provider.ts';
-import { checkCodexState, exportCodexRollout, importCodexRollout, type CodexRolloutState } from './session-file.ts';
+import {
+  checkCodexState,
+  codexStateAfterTool,
+  exportCodexRollout,
+  importCodexRollout,
+  type CodexRolloutState,
+} from './session-file.ts';
 import { sessiondStateDir } from '../shared/managed-files.ts';
 
 /** The managed CODEX_HOME these options run in (where the thread rollouts are). */
@@ -60,5 +66,10 @@ export const codex: AgentDefinition = defineAgentDefinition<CodexOptionsInput>({
   async importState(options, agentSessionId, state, how) {
     const rollout = JSON.parse(state) as CodexRolloutState;
     await importCodexRollout(managedHome(options), agentSessionId, rollout, how?.exact === true);
+  },
+  // `codex exec --json` item ids are not the rollout's call ids: the cut finds the run's k-th tool item instead.
+  stateAfterTool(state, _toolCallId, run) {
+    const cut = codexStateAfterTool(JSON.parse(state) as CodexRolloutState, run.toolCallsEnded);
+    return cut === null ? null : { state: JSON.stringify(cut.state), later: cut.later };
   },
 });

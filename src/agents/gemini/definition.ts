@@ -8,7 +8,13 @@ import { managedHomeForOptions } from './home.ts';
 import { GeminiMapper } from './mapper.ts';
 import type { GeminiOptionsInput } from './options.ts';
 import { runGemini } from './provider.ts';
-import { checkGeminiState, exportGeminiSession, importGeminiSession } from './session-file.ts';
+import {
+  checkGeminiState,
+  exportGeminiSession,
+  geminiStateAfterTool,
+  importGeminiSession,
+  type GeminiSessionState,
+} from './session-file.ts';
 
 function envOf(options: Readonly<Record<string, unknown>>): Record<string, string> {
   const raw = options.env;
@@ -55,5 +61,9 @@ export const gemini: AgentDefinition = defineAgentDefinition<GeminiOptionsInput>
       cwd,
       how?.exact === true,
     );
+  },
+  stateAfterTool(state, toolCallId) {
+    const cut = geminiStateAfterTool(JSON.parse(state) as GeminiSessionState, toolCallId);
+    return cut === null ? null : { state: JSON.stringify(cut.state), later: cut.later };
   },
 });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { cutAfterToolResult } from '../shared/jsonl-cut.ts';
 import { writeFileAtomic } from '../shared/managed-files.ts';
 import { shown, stateObject, stringField } from '../shared/state-check.ts';
 
@@ -164,5 +165,69 @@ async function projectSlug(geminiDir: string, root: string): Promise<string> {
     const owner = await readFile(join(dir, '.project_root'), 'utf8').catch(() => null);
     if (owner === null) return 'none';
     return owner.trim() === root ? 'self' : 'other';
+  }
+}
+
+/**
+ * The chat file cut just after the line that records the result of tool call `toolCallId`; null when the file
+ * holds no such line yet. gemini (0.61) appends a message record per line and appends a record again, whole,
+ * when it changes (a reader keeps the last record of each id): the model's message is written once its
+ * response has streamed, and again with its `toolCalls` (each with its `result` and `status`) once the calls
+ * have run; then a `user` record with the same function responses, and the model's next message. So a prefix
+ * of its lines is a chat file gemini wrote, and the cut keeps the model's calls with their results but not the
+ * separate `user` record: `--resume` rebuilds the function responses from `toolCalls` and would send them
+ * twice with it (measured with 0.61: cut there, the next request holds the call, one function response, the
+ * placeholder gemini puts after a turn that ended without a model answer, then the new prompt).
+ *
+ * `later`: the model has answered again after the results (a record of another model message follows):
+ * gemini records a tool call only once it has run, so a call in that answer may be running, unseen in the file.
+ * A last line without its newline is still being written.
+ */
+export function geminiStateAfterTool(
+  state: GeminiSessionState,
+  toolCallId: string,
+): { state: GeminiSessionState; later: boolean } | null {
+  const cut = cutAfterToolResult(state.content, toolCallId, {
+    isResult: isToolResultOf,
+    laterCall: (rest, line) => {
+      const id = recordOf(line)?.id;
+      return rest.split('\n').some((next) => {
+        if (!next.includes('"gemini"')) return false;
+        const record = recordOf(next);
+        return isModelRecord(record) && record.id !== id;
+      });
+    },
+    wholeLines: true,
+  });
+  return cut === null ? null : { state: { ...state, content: cut.content }, later: cut.later };
+}
+
+const DONE = new Set(['success', 'error', 'cancelled']);
+
+/** A model message record whose `toolCalls` hold the call with its result. */
+function isToolResultOf(line: string, toolCallId: string): boolean {
+  const record = recordOf(line);
+  if (!isModelRecord(record) || !Array.isArray(record.toolCalls)) return false;
+  return record.toolCalls.some((call: unknown) => {
+    const { id, result, status } = (call ?? {}) as { id?: unknown; result?: unknown; status?: unknown };
+    return (
+      id === toolCallId && result !== undefined && result !== null && typeof status === 'string' && DONE.has(status)
+    );
+  });
+}
+
+function isModelRecord(record: Record<string, unknown> | null): record is Record<string, unknown> {
+  return record !== null && record.type === 'gemini' && typeof record.id === 'string';
+}
+
+function recordOf(line: string): Record<string, unknown> | null {
+  try {
+    const record: unknown = JSON.parse(line);
+    return record !== null && typeof record === 'object' && !Array.isArray(record)
+      ? (record as Record<string, unknown>)
+      : null;
+  } catch {
+    // A line that is not JSON (torn) records nothing.
+    return null;
   }
 }

@@ -38,8 +38,16 @@ export interface RunContext {
    * the agent reaches the network directly, with its key in its own configuration.
    */
   egress?: EgressContext;
-  /** Steers for the running turn (./steering.ts); given only to an agent whose definition says `steering: 'native'`. */
+  /**
+   * Steers for the running turn (./steering.ts); given only to an agent whose definition says `steering: 'native'`
+   * or `'advertised'`.
+   */
   steering?: SteeringChannel;
+  /**
+   * An agent whose definition says `steering: 'advertised'` calls this once it knows that its agent takes steers
+   * (before any tool call): from then on the runtime leaves the running turn's steers to `steering` (no fallback).
+   */
+  steeringNative?: () => void;
 }
 
 /** A mapper that can tell when the agent printed its final event (then it should exit soon). */

@@ -3,7 +3,9 @@
  * accepted durably by the runtime and handed to the running attempt here. An agent whose provider
  * can put a text into its running turn through its own channel (pi's RPC `steer`, Claude Code's
  * stream-json input) declares `steering: 'native'` in its definition and reads `RunContext.steering`;
- * for any other agent the runtime stops the attempt at its next tool boundary and continues the
+ * one that has such a channel only when its agent says so as it starts (an ACP agent's steering
+ * extension) declares `steering: 'advertised'` and tells `RunContext.steeringNative` when it does.
+ * For any other agent the runtime stops the attempt at its next tool boundary and continues the
  * same turn in a new attempt with the text (the fallback), and never passes a channel.
  */
 

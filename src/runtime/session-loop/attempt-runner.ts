@@ -159,8 +159,10 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       });
       // Steers for the running turn (issue 29): the agent's own channel when its definition has one, else the
       // fallback — the attempt's agent stopped at its next tool boundary and run again, in the same attempt, with the
-      // steers' text in its resumed conversation (no new turn, no failure counted).
-      const native = attempt.agent.steering === 'native';
+      // steers' text in its resumed conversation (no new turn, no failure counted). An agent whose channel is
+      // `advertised` (ACP) says as it starts whether it has one (steeringNative): the fallback until it does.
+      const mode = attempt.agent.steering;
+      let native = mode === 'native';
       const steering = new AttemptSteering({
         store,
         writer,
@@ -215,7 +217,8 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
             for await (const message of attempt.agent.run(
               { text: runText, resumeSessionId: runSession, options: attempt.options },
               {
-                ...(native ? { steering: steering.channel(signal) } : {}),
+                ...(mode === undefined ? {} : { steering: steering.channel(signal) }),
+                ...(mode === 'advertised' ? { steeringNative: () => (native = true) } : {}),
                 signal,
                 marker: attempt.marker,
                 approvals: gate,

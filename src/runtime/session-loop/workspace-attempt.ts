@@ -93,6 +93,8 @@ export class AttemptWorkspace {
   /** Tool calls announced and not ended yet, and those ended since the last record. */
   readonly #inFlight = new Set<string>();
   readonly #ended: string[] = [];
+  /** The tool calls the agent's current process reported ended (a steer's restart starts another process). */
+  #runToolCallsEnded = 0;
   /** The session's turn points (workspace-turns.ts), as read at the start. */
   #turns: TurnPoint[] = [];
   /** The agent's process as spawned (its spawn report): tells its own processes from its tools'. */
@@ -181,6 +183,7 @@ export class AttemptWorkspace {
   /** The agent's process started (its spawn report). */
   agentStarted(agent: SpawnedAgent): void {
     this.#agent = agent;
+    this.#runToolCallsEnded = 0;
   }
 
   /** The agent announced a tool call (it runs once the agent's message has ended). */
@@ -201,9 +204,11 @@ export class AttemptWorkspace {
   async toolEnded(toolCallId: string, agentSessionId: string | null, signal?: AbortSignal): Promise<void> {
     this.#inFlight.delete(toolCallId);
     this.#ended.push(toolCallId);
+    this.#runToolCallsEnded += 1;
     this.#unchanged = null;
     if (this.#inFlight.size > 0) return;
     const ids = this.#ended.splice(0);
+    const run = { toolCallsEnded: this.#runToolCallsEnded };
     const { attempt, workspaces, sessionId, request } = this.#init;
     const cutter = attempt.agent.stateAfterTool;
     const exporter = attempt.agent.exportState;
@@ -216,7 +221,7 @@ export class AttemptWorkspace {
       let cut: { state: string; later: boolean } | null = null;
       for (;;) {
         const state = await exporter(attempt.options, agentSessionId);
-        cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id)));
+        cut = state === null ? null : longestCut(ids.map((id) => cutter(state, id, run)));
         if (cut !== null || Date.now() >= deadline || signal?.aborted === true) break;
         // The result is written just after the tool's end is printed: the agent runs on until then.
         paused.resume();

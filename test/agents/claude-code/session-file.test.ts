@@ -99,7 +99,9 @@ describe('Claude Code session files', () => {
       ),
     ).toBeNull();
     const whole = `${content}${result('toolu_2')}`;
-    const cut = claudeCode.stateAfterTool?.(JSON.stringify({ ...state, content: whole }), 'toolu_2');
+    const cut = claudeCode.stateAfterTool?.(JSON.stringify({ ...state, content: whole }), 'toolu_2', {
+      toolCallsEnded: 2,
+    });
     expect(cut).toEqual({ state: JSON.stringify({ ...state, content: whole }), later: false });
   });
 
