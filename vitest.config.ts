@@ -126,6 +126,7 @@ const UNIT_SUITES = [
   'test/runtime/session-loop/agent-only.test.ts',
   'test/runtime/session-loop/session-log.test.ts',
   'test/runtime/take-back.test.ts',
+  'test/runtime/session-loop/message-sink.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
   'test/runtime/turn-prompts.test.ts',
   'test/runtime/webhooks/destination.test.ts',
@@ -150,6 +151,7 @@ const LONG_SUITES = [
   'test/runtime/workspaces-hosts.test.ts',
   'test/runtime/lifecycle/workspace-transfer.test.ts',
   'test/runtime/workspaces-turns.test.ts',
+  'test/runtime/workspaces-cancel-race.test.ts',
   'test/runtime/lifecycle/retention.test.ts',
 ];
 /** Checked to pass in bwrap (see above): a folder (ending in /) or a file. */

@@ -11,6 +11,7 @@ import type { Cluster, ScannedProcess } from './cluster.ts';
 import type { Ledger, LedgerSession } from './ledger.ts';
 import type { WitnessReport } from './witness.ts';
 import { internals } from '../src/runtime/internals.ts';
+import { parseTurns, TURNS_FIELD } from '../src/runtime/workspace-turns.ts';
 
 export interface CheckResult {
   name: string;
@@ -120,8 +121,9 @@ function isTerminal(m: StoredMessage): boolean {
 /**
  * Every turn ended in exactly one of completed / failed / cancelled: every enqueued prompt became
  * a turn (the turn counter equals the prompts enqueued, each prompt ended once), the last turn's
- * record is consistent with its final state (and with what the scenario expected), and the log
- * never shows a turn going on after it completed.
+ * record is consistent with its final state (and with what the scenario expected), the log
+ * never shows a turn going on after it completed, and a workspace session's recorded turn ends
+ * are those its log says completed.
  */
 export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<CheckResult> {
   const violations: string[] = [];
@@ -199,6 +201,19 @@ export async function checkTurns(runtime: Runtime, ledger: Ledger): Promise<Chec
     // The log and the state agree: a turn that did not complete has no completed answer in its log.
     if (status !== 'completed' && log.some((m) => m.turn === turn.index && m.type === 'terminal.completed'))
       violations.push(`${id}: turn ${turn.index} ended ${status}, but its log holds a terminal.completed`);
+    // The workspace and the log agree: a turn's end is recorded (its point: files and conversation at its end) exactly
+    // when its log says it completed (a cancel racing a completing turn must not keep one without the other).
+    const points = parseTurns(await internals(runtime).store.agentState(id, TURNS_FIELD));
+    const recorded = new Set(points.filter((p) => p.turn > 0).map((p) => p.turn));
+    const completed = new Set(log.filter((m) => m.type === 'terminal.completed').map((m) => m.turn));
+    for (const t of recorded)
+      if (!completed.has(t))
+        violations.push(`${id}: turn ${t}'s end is recorded in its workspace, but its log holds no terminal.completed`);
+    // The newest points are kept (TURNS_KEPT): completed turns older than the oldest kept have none.
+    const oldest = points[0]?.turn ?? Number.POSITIVE_INFINITY;
+    for (const t of completed)
+      if (t >= oldest && !recorded.has(t))
+        violations.push(`${id}: turn ${t} completed, but its end is not recorded in its workspace`);
     // Earlier turns: the log is their only record. One that must have completed has a terminal.completed.
     for (const p of session.prompts) {
       if (p.turn === turn.index || p.expect !== 'completed') continue;

@@ -378,6 +378,7 @@ export class ActiveSession {
       retryPolicy: () => this.#fenced.actor?.getSnapshot().context.policy ?? null,
       stopOf: (turn, attempt) => this.#stopOf(turn, attempt),
       answered: () => this.#sink.answered,
+      setAnswerRecord: (turn, attempt, record) => this.#sink.setAnswerRecord(turn, attempt, record),
     });
   }
 

@@ -50,6 +50,8 @@ export interface RunnerInit {
   stopOf: (turn: number, attempt: number) => AttemptStop | null;
   /** `turn/attempt` of the last attempt whose terminal.completed reached the log (message-sink.ts). */
   answered: () => string | null;
+  /** What the attempt records with its completed end, queued with its terminal.completed only (message-sink.ts). */
+  setAnswerRecord: (turn: number, attempt: number, record: (() => void) | null) => void;
 }
 
 /**
@@ -81,7 +83,10 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
       }
     }
     let workspace: AttemptWorkspace | null = null;
-    /** The attempt's end is recorded in its workspace (completed); any other end sends the copy back. */
+    /**
+     * The attempt's end is settled in its workspace: its completed end stored with its terminal.completed, or the
+     * copy sent back. Until then any end sends the copy back to the latest recorded point.
+     */
     let settled = false;
     try {
       // The turn's trace context goes with it: a worker that takes the turn over after a crash joins the same trace.
@@ -275,11 +280,14 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
                   break;
                 }
                 if (recorded.kind === 'replace') out = recorded.message;
+                // The completed end goes in the write that stores the terminal.completed, and only if it is stored:
+                // the attempt actor drops it once the machine has stopped the attempt (a cancel won the race).
+                if (recorded.kind === 'answer') init.setAnswerRecord(request.turn, request.attempt, recorded.record);
               }
               if (workspace !== null && out.type === 'terminal.failed' && !settled) {
                 settled = true;
                 out = await abandonWith(workspace, out, writer, true, init.warn);
-              } else if (out.type === 'terminal.completed' && workspace !== null) settled = true;
+              }
               if (isTerminal(out)) {
                 // The agent's own end says whether it kept the prompt (a failed first request may take it back).
                 runRecorded = holdsPrompt(out);
@@ -291,8 +299,10 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
                 terminal = out;
                 yield* closeCalls(closedCallError(out));
                 yield out;
-                // A terminal.completed the attempt actor received after the stop is not stored (machines/attempt-actor.ts).
+                // A terminal.completed the attempt actor received after the stop is not stored (machines/attempt-actor.ts),
+                // nor is what its workspace took with it: the stop's end below sends the copy back.
                 told = out.type !== 'terminal.completed' || init.answered() === `${request.turn}/${request.attempt}`;
+                if (out.type === 'terminal.completed' && told) settled = true;
                 continue;
               }
               calls.observe(out);
@@ -370,6 +380,7 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         }
       } finally {
         steering.close();
+        init.setAnswerRecord(request.turn, request.attempt, null);
         if (workspace === null) {
           const saved = await exportAgentState(attempt, writer, agentSessionId, init.warn);
           // Stopped or crashed once the model had answered the run: the state carried out holds its steers.

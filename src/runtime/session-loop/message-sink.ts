@@ -19,6 +19,11 @@ export class SessionSink {
   /** `turn/attempt` of the last attempt whose agent reported its turn completed (its terminal.completed went to the log). */
   answered: string | null = null;
   readonly #init: SinkInit;
+  /**
+   * What an attempt records with its completed end (its workspace's pointer, the agent's state, the turn's point),
+   * by `turn/attempt`: queued in the same write as its terminal.completed, and only if that is stored (setAnswerRecord).
+   */
+  readonly #answerRecords = new Map<string, () => void>();
 
   constructor(init: SinkInit) {
     this.#init = init;
@@ -27,7 +32,12 @@ export class SessionSink {
   readonly sink: MessageSink = (message, meta) => {
     const { writer, events, sessionId, warn } = this.#init;
     if (message.type === 'terminal.completed') {
-      this.answered = `${meta.turn}/${meta.attempt}`;
+      const key = `${meta.turn}/${meta.attempt}`;
+      this.answered = key;
+      // Queued now, with the message below: the batch that stores the answer stores what goes with it, and no other.
+      const record = this.#answerRecords.get(key);
+      this.#answerRecords.delete(key);
+      record?.();
       countUsage(message, meta, this.#init.usageLabels(), writer, this.#init.tracer);
     }
     if (message.type === 'terminal.failed' && events?.attemptFailed !== undefined) {
@@ -36,4 +46,16 @@ export class SessionSink {
     }
     return writer.message(meta.turn, meta.attempt, message.type, message.content);
   };
+
+  /**
+   * `record` queues what attempt `turn/attempt` records with its completed end; it runs when (and only if) that
+   * attempt's terminal.completed reaches this sink, in the same synchronous step that marks it `answered`. The
+   * attempt actor drops a terminal.completed once the machine has stopped the attempt (a cancel, the turn's limit),
+   * so a completed end the log does not store is never recorded either. null: forget it (the attempt has ended).
+   */
+  setAnswerRecord(turn: number, attempt: number, record: (() => void) | null): void {
+    const key = `${turn}/${attempt}`;
+    if (record === null) this.#answerRecords.delete(key);
+    else this.#answerRecords.set(key, record);
+  }
 }

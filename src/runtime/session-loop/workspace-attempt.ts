@@ -257,12 +257,16 @@ export class AttemptWorkspace {
   }
 
   /**
-   * The attempt completed: its end is recorded (files and the agent's whole state), and with them
-   * the turn's point (its snapshot and the agent's state mark), in the same batch. The files are the
-   * last tool batch's snapshot when nothing can have changed them since (the agent writes files
-   * only through its tools; see #unchanged), else a new snapshot. Throws WorkspaceQuotaError.
+   * The attempt completed: its end is taken (files and the agent's whole state), and with them the
+   * turn's point (its snapshot and the agent's state mark). The files are the last tool batch's
+   * snapshot when nothing can have changed them since (the agent writes files only through its tools;
+   * see #unchanged), else a new snapshot. Nothing is recorded yet: the returned function queues it all
+   * for the session's next fenced write, and the runner has it called with the attempt's
+   * terminal.completed, in the same write (message-sink.ts setAnswerRecord). Not called (the machine
+   * stopped the attempt first), the latest recorded point stays, and abandon() puts the copy back
+   * there. Throws WorkspaceQuotaError.
    */
-  async completed(agentSessionId: string | null): Promise<void> {
+  async completed(agentSessionId: string | null): Promise<() => void> {
     const { attempt, workspaces, sessionId, request } = this.#init;
     const unchanged = this.#unchanged;
     this.#unchanged = null;
@@ -285,8 +289,6 @@ export class AttemptWorkspace {
       agentSessionId === null || attempt.agent.exportState === undefined
         ? null
         : await attempt.agent.exportState(attempt.options, agentSessionId);
-    this.#record(snapshot, agentSessionId, true, state);
-    this.#init.onRecorded?.();
     const marker = attempt.agent.stateMark;
     let mark: number | null = null;
     if (state !== null && marker !== undefined) {
@@ -297,14 +299,19 @@ export class AttemptWorkspace {
         this.#init.warn("the agent's state gave no mark: this turn cannot be undone to or forked at", error);
       }
     }
-    this.#turns = withTurn(this.#turns, {
-      turn: request.turn,
-      snapshot: snapshot.id,
-      at: snapshot.at,
-      agentSessionId,
-      mark,
-    });
-    this.#init.writer.agentState(TURNS_FIELD, JSON.stringify(this.#turns));
+    return () => {
+      this.#record(snapshot, agentSessionId, true, state);
+      // What the recorded state holds (the fallback's steers delivered) goes in the same write.
+      this.#init.onRecorded?.();
+      this.#turns = withTurn(this.#turns, {
+        turn: request.turn,
+        snapshot: snapshot.id,
+        at: snapshot.at,
+        agentSessionId,
+        mark,
+      });
+      this.#init.writer.agentState(TURNS_FIELD, JSON.stringify(this.#turns));
+    };
   }
 
   /**

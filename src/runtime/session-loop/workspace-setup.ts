@@ -62,13 +62,18 @@ export function workspaceStartFailed(error: unknown): MessageOf<'terminal.failed
 }
 
 export type Recorded =
-  { kind: 'none' } | { kind: 'replace'; message: CliMessage } | { kind: 'quota'; message: CliMessage };
+  | { kind: 'none' }
+  | { kind: 'replace'; message: CliMessage }
+  | { kind: 'quota'; message: CliMessage }
+  /** The completed end, taken: `record` queues it, to be called with the terminal.completed's write only. */
+  | { kind: 'answer'; record: () => void };
 
 /**
  * What a message of the agent records in its workspace: a tool call's end records the files and
- * the conversation up to its result; the attempt's completed end records both whole (over quota,
- * the completed terminal becomes a `quota` failure). A snapshot that fails otherwise is logged and
- * the attempt goes on (the next recorded point holds that tool's effects too).
+ * the conversation up to its result; the attempt's completed end takes both whole, to be recorded
+ * with its terminal message (over quota, the completed terminal becomes a `quota` failure). A
+ * snapshot that fails otherwise is logged and the attempt goes on (the next recorded point holds
+ * that tool's effects too).
  */
 export async function recordInWorkspace(
   workspace: AttemptWorkspace,
@@ -82,8 +87,8 @@ export async function recordInWorkspace(
   const completed = message.type === 'terminal.completed';
   if ((!tool && !completed) || signal.aborted) return { kind: 'none' };
   try {
-    if (tool) await workspace.toolEnded(message.content.toolCallId, agentSessionId, signal);
-    else await workspace.completed(agentSessionId);
+    if (!tool) return { kind: 'answer', record: await workspace.completed(agentSessionId) };
+    await workspace.toolEnded(message.content.toolCallId, agentSessionId, signal);
     return { kind: 'none' };
   } catch (error) {
     if (error instanceof WorkspaceQuotaError) {
