@@ -124,6 +124,8 @@ const UNIT_SUITES = [
   'test/runtime/limits/config.test.ts',
   'test/runtime/self-fence.test.ts',
   'test/runtime/session-loop/agent-only.test.ts',
+  'test/runtime/session-loop/session-log.test.ts',
+  'test/runtime/take-back.test.ts',
   'test/runtime/session-loop/message-sink.test.ts',
   'test/runtime/tracing/trace-context.test.ts',
   'test/runtime/turn-prompts.test.ts',

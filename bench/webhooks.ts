@@ -4,8 +4,8 @@ import { loadavg } from 'node:os';
 import { Redis } from 'ioredis';
 import { WebhookDeliverySchema } from '../src/config/webhooks.ts';
 import { createKeys } from '../src/runtime/keys.ts';
-import { outboxKey, webhookFleetKeys } from '../src/runtime/webhooks/outbox-keys.ts';
 import { WebhookOutbox } from '../src/runtime/webhooks/outbox.ts';
+import { recordOutboxEvent } from '../test/support/outbox-event.ts';
 import { freePort, startRedis } from '../test/support/redis.ts';
 import { BenchFailure } from './support/benchmark.ts';
 
@@ -53,18 +53,8 @@ export async function run(log: (line: string) => void = console.log): Promise<Re
     { webhooks: [{ url: `http://127.0.0.1:${port}/`, secret: SECRET, events: ['turn.ended'] }], delivery },
     () => undefined,
   );
-  const record = async (sessionId: string, n: number): Promise<string> => {
-    const id = `msg_${randomBytes(12).toString('hex')}`;
-    const at = Date.now();
-    const body = JSON.stringify({ type: 'turn.ended', id, sessionId, turn: n, at: new Date(at).toISOString() });
-    await redis.zadd(webhookFleetKeys(keys).markers, at, sessionId);
-    await redis
-      .multi()
-      .hset(outboxKey(keys, sessionId, 'outbox'), id, body)
-      .zadd(outboxKey(keys, sessionId, 'due'), at, id)
-      .exec();
-    return id;
-  };
+  const record = (sessionId: string, n: number): Promise<string> =>
+    recordOutboxEvent(redis, keys, sessionId, { type: 'turn.ended', turn: n });
 
   // (1) backlog
   const backlog: string[] = [];

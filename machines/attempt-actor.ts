@@ -9,10 +9,11 @@ import type { AttemptEvent, AttemptRequest, AttemptRunner, MessageSink } from '.
  * terminal message); every message goes to the
  * sink, never into the machine's context. Leaving the invoking state aborts the
  * attempt's signal; `attemptStopped` resolves once that attempt has fully ended
- * (its process tree gone), so a cancel can wait for it.
+ * (its process tree gone), so a cancel can wait for it, with whether the stopped attempt had
+ * recorded its prompt in the agent's conversation.
  */
 export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
-  const inFlight = new Map<string, Promise<void>>();
+  const inFlight = new Map<string, Promise<StoppedAttempt>>();
 
   const attempt = fromCallback<{ type: 'noop' }, AttemptRequest, AttemptEvent>(({ input, sendBack }) => {
     const controller = new AbortController();
@@ -20,6 +21,7 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     const meta = { sessionId: input.sessionId, turn: input.turn, attempt: input.attempt };
     // Set before the last sendBack: the machine leaves `running` (and calls the cleanup below) inside it.
     let ended = false;
+    let promptRecorded = false;
     const run = async (): Promise<void> => {
       let terminal: AgentTerminalMessage | null = null;
       /** The runner's throw, as the attempt's end, when it had stored none. */
@@ -29,7 +31,10 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
         const spawned = ({ sandbox }: { sandbox: SandboxMode }): void => {
           if (!controller.signal.aborted) sendBack({ type: 'attempt.spawned', sandbox });
         };
-        for await (const message of runner(input, { signal: controller.signal, spawned })) {
+        const recorded = (): void => {
+          promptRecorded = true;
+        };
+        for await (const message of runner(input, { signal: controller.signal, spawned, promptRecorded: recorded })) {
           // Once the machine has left `running` (a cancel, the turn's deadline) the turn does not end
           // completed, so an agent's terminal.completed then (it finished as the stop arrived, or ended
           // on the abort) is not stored: a session's log never says completed for a turn that was not.
@@ -66,9 +71,11 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
       ended = true;
       sendBack({ type: 'attempt.ended', terminal });
     };
-    const done = run().finally(() => {
-      if (inFlight.get(key) === done) inFlight.delete(key);
-    });
+    const done = run()
+      .then(() => ({ promptRecorded }))
+      .finally(() => {
+        if (inFlight.get(key) === done) inFlight.delete(key);
+      });
     inFlight.set(key, done);
     // Aborting an attempt that has ended would only build an AbortError per attempt.
     return () => {
@@ -76,11 +83,16 @@ export function createAttemptActors(runner: AttemptRunner, sink: MessageSink) {
     };
   });
 
-  const attemptStopped = fromPromise<void, { sessionId: string; turn: number; attempt: number }>(async ({ input }) => {
-    await inFlight.get(attemptKey(input));
-  });
+  const attemptStopped = fromPromise<StoppedAttempt, { sessionId: string; turn: number; attempt: number }>(
+    async ({ input }) => (await inFlight.get(attemptKey(input))) ?? { promptRecorded: false },
+  );
 
   return { attempt, attemptStopped };
+}
+
+/** What a stopped attempt left: whether the agent's conversation holds its prompt. */
+export interface StoppedAttempt {
+  promptRecorded: boolean;
 }
 
 function attemptKey(meta: { sessionId: string; turn: number; attempt: number }): string {

@@ -10,6 +10,7 @@ import {
   markCancelling,
   markTimedOut,
   recordFailure,
+  recordStopped,
   startAttempt,
   startNextTurn,
 } from './turn-updates.ts';
@@ -85,6 +86,8 @@ export const sessionMachine = setup({
     recordFailure: assign(({ context, event }) => recordFailure(context, event)),
     markCancelling: assign(({ context, event }) => markCancelling(context, event)),
     cancelTurn: assign(({ context, event }) => cancelTurn(context, event)),
+    /** The stopped attempt's output (attemptStopped): its prompt recorded in the agent's conversation, that is resumable. */
+    recordStopped: assign(({ context, event }) => recordStopped(context, (event as { output?: unknown }).output)),
     /** The wall-clock limit hit while an attempt runs: stop it (three-stage stop) as for a cancel, but the turn will end `failed`. */
     markTimedOut: assign(({ context }) => markTimedOut(context)),
     /** Ends a turn stopped by its wall-clock limit: `failed`, category `timeout`, whatever the retry policy says. */
@@ -221,8 +224,8 @@ export const sessionMachine = setup({
         src: 'attemptStopped',
         input: ({ context }) => ({ sessionId: context.sessionId, turn: context.turnIndex, attempt: context.attempt }),
         onDone: [
-          { guard: 'timedOut', target: 'failed', actions: 'failTimedOut' },
-          { target: 'cancelled', actions: 'cancelTurn' },
+          { guard: 'timedOut', target: 'failed', actions: ['recordStopped', 'failTimedOut'] },
+          { target: 'cancelled', actions: ['recordStopped', 'cancelTurn'] },
         ],
         onError: [
           { guard: 'timedOut', target: 'failed', actions: 'failTimedOut' },

@@ -119,6 +119,15 @@ export function markCancelling(context: SessionContext, event: SessionEvent): Pa
   };
 }
 
+/**
+ * An attempt the machine stopped (the output of `attemptStopped`) that had recorded its prompt in the agent's
+ * conversation leaves it resumable, as a failure with its prompt recorded does: the next turn goes on in it.
+ */
+export function recordStopped(context: SessionContext, output: unknown): Partial<SessionContext> {
+  const recorded = (output as { promptRecorded?: unknown } | undefined)?.promptRecorded === true;
+  return recorded && !context.agentSessionResumable ? { agentSessionResumable: true } : {};
+}
+
 export function cancelTurn(context: SessionContext, event: SessionEvent): Partial<SessionContext> {
   const reason =
     event.type === 'session.cancel' ? (event.reason ?? 'cancelled') : (context.turn?.cancelReason ?? 'cancelled');

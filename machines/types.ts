@@ -44,6 +44,11 @@ export interface AttemptRunContext {
   signal: AbortSignal;
   /** Called once the agent's process runs, with how it is confined (an agent that spawns no process of sessiond's never calls it). */
   spawned?: (info: { sandbox: SandboxMode }) => void;
+  /**
+   * Called when an attempt the machine stopped (a cancel, an interrupt, a timeout) leaves the agent's conversation
+   * saved (its state exported, holding the prompt): the next turn resumes it, as after a failure with its prompt recorded.
+   */
+  promptRecorded?: () => void;
 }
 
 /** Where every streamed message goes (the message log); the machine's context never holds them. */

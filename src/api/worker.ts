@@ -73,7 +73,7 @@ export interface WorkerOptions {
 
 /** What a worker tells its embedder. */
 export interface WorkerEvents {
-  /** A turn ended, told once its end is stored (`inspect` from the listener shows it): `failureReason` is `not_retryable`, `attempts_exhausted` or `retry_disabled` for a failed one. */
+  /** A turn ended, told once its end is stored (`inspect` from the listener shows it), by the worker that ended it (one that took the session over included): `failureReason` is `not_retryable`, `attempts_exhausted` or `retry_disabled` for a failed one. */
   turnEnded: {
     sessionId: string;
     turn: number;

@@ -80,3 +80,50 @@ export function parseRollback(raw: string | null): RollbackIntent | null {
     return null;
   }
 }
+
+/** The workspace pointer going back to a recorded point (session-loop/workspace-attempt.ts `WorkspacePointer`). */
+export interface TakenBackPointer {
+  version: 1;
+  snapshot: string;
+  label: string;
+  at: number;
+  turn: number;
+  attempt: 0;
+  agentSessionId: string | null;
+  promptRecorded: true;
+  /** Back to the session's start: the next attempt starts a new agent conversation. */
+  fresh?: true;
+}
+
+/**
+ * Going back to the recorded point at `index` of `points` (undo, caller/workspace-turns.ts; a whenBusy "rollback",
+ * session-loop/rollback.ts): the points kept (up to it), the workspace pointer to write, and the agent's state to cut
+ * at the point's mark (`field` of the agent-state hash: `<agent>:<agent session>`; null at the session's start, which
+ * gets a new conversation), or why it cannot be done. Pure: the callers read the state and make the writes.
+ */
+export function takeBackTo(
+  points: readonly TurnPoint[],
+  index: number,
+  how: { agent: string; label: string; now: number },
+):
+  | { refused: string }
+  | { to: TurnPoint; turns: TurnPoint[]; pointer: TakenBackPointer; state: { field: string; mark: number } | null } {
+  const to = points[index];
+  if (to === undefined) return { refused: 'no earlier point is recorded' };
+  const turns = points.slice(0, index + 1);
+  const pointer: TakenBackPointer = {
+    version: 1,
+    snapshot: to.snapshot,
+    label: how.label,
+    at: how.now,
+    turn: to.turn,
+    attempt: 0,
+    agentSessionId: to.agentSessionId,
+    promptRecorded: true,
+  };
+  // The session's start: its files, and a conversation of its own (the agent's state of the old one is left unused).
+  if (to.turn === 0) return { to, turns, pointer: { ...pointer, agentSessionId: null, fresh: true }, state: null };
+  if (to.mark === null || to.agentSessionId === null)
+    return { refused: `turn ${to.turn} was recorded without the agent's state mark` };
+  return { to, turns, pointer, state: { field: `${how.agent}:${to.agentSessionId}`, mark: to.mark } };
+}

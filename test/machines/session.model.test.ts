@@ -32,7 +32,7 @@ const EVENTS = [
 const machine = sessionMachine.provide({
   actors: {
     attempt: fromCallback(() => () => undefined),
-    attemptStopped: fromPromise(() => new Promise<void>(() => undefined)),
+    attemptStopped: fromPromise(() => new Promise<{ promptRecorded: boolean }>(() => undefined)),
   },
 });
 

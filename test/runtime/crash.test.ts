@@ -178,5 +178,30 @@ describe.each(BACKENDS)('crash recovery: kill -9 of a worker process mid-attempt
       second.kill('SIGTERM');
       expect(await second.exited).toEqual({ code: 0, signal: null });
     }, 120_000);
+
+    it('a turn ended by the takeover (interrupted, no retry left) is told to the embedder of the worker that took it over', async () => {
+      const first = await startWorkerProcess(workerOptions);
+      const { sessionId } = await h.runtime.enqueue({
+        prompt: 'Sleep a long time',
+        options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd },
+        retryPolicy: { maxAttempts: 1 },
+      });
+      await until(
+        async () => (await h.runtime.readMessages(sessionId)).find((m) => m.type === 'tool.call'),
+        30_000,
+        'the long tool to start',
+      );
+      first.kill('SIGKILL');
+      expect(await first.exited).toEqual({ code: null, signal: 'SIGKILL' });
+
+      const ended: unknown[] = [];
+      await h.startWorker({ events: { turnEnded: (event) => ended.push(event) } });
+      expect((await turnEnded(h.runtime, sessionId, 1, 60_000)).state).toBe('failed');
+      // Told once the end is stored: at most a moment after the session reads ended.
+      await until(async () => ended.length > 0 || null, 10_000, 'the embedder to be told the turn ended');
+      expect(ended).toEqual([
+        { sessionId, turn: 1, status: 'failed', failureReason: 'attempts_exhausted', cancelReason: null },
+      ]);
+    }, 120_000);
   }
 });

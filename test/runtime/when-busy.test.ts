@@ -14,6 +14,7 @@ import {
   turnEnded,
   until,
   useRuntimeSuite,
+  type AgentRecord,
   type Harness,
   type RuntimeSuite,
 } from '../support/runtime.ts';
@@ -49,6 +50,17 @@ async function keyDump(): Promise<Record<string, string>> {
     }
   } while (cursor !== '0');
   return out;
+}
+
+/** The session's agent once its long tool runs: pi, bash and its two background sleeps (it would sleep 1000 s). */
+async function toolRunning(sessionId: string): Promise<AgentRecord> {
+  const [record] = await until(async () => {
+    const records = await agentRecords(sessionId);
+    return records[0]?.pid != null ? records : null;
+  });
+  if (record === undefined) throw new Error('no agent process recorded');
+  await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+  return record;
 }
 
 /** The dump once two taken 100 ms apart agree: a job or session of an earlier step may still be finishing its writes. */
@@ -149,13 +161,7 @@ describe('whenBusy', () => {
       { sessionId, prompt: 'Sleep a long time', options: { model: 'long-tool-grandchild' } },
       { mustExist: true },
     );
-    const [record] = await until(async () => {
-      const records = await agentRecords(sessionId);
-      return records[0]?.pid != null ? records : null;
-    });
-    if (record === undefined) throw new Error('no agent process recorded');
-    // pi, bash and its two background sleeps: the tool runs (it would sleep 1000 s).
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+    const record = await toolRunning(sessionId);
 
     // A rejecting prompt is refused while the turn runs.
     await expect(
@@ -192,6 +198,34 @@ describe('whenBusy', () => {
     expect(asked.at(-1)).toContain('Forget it, say something else');
   });
 
+  it('interrupt during the first turn, once its tool ran: the next turn resumes the conversation the first one started', async () => {
+    worker ??= await h.startWorker();
+    const { sessionId } = await h.runtime.enqueue({
+      prompt: 'Sleep a long time first',
+      options: { provider: 'fake', model: 'long-tool-grandchild', cwd: env.cwd },
+    });
+    // The tool runs, so pi has written its conversation (with the prompt).
+    await toolRunning(sessionId);
+    await h.runtime.enqueue(
+      { sessionId, prompt: 'Never mind that, answer now', options: { model: NEXT }, whenBusy: 'interrupt' },
+      { mustExist: true },
+    );
+    expect((await turnEnded(h.runtime, sessionId, 2)).state).toBe('completed');
+
+    const log = await h.runtime.readMessages(sessionId);
+    expectWholeLog(log);
+    expect(log.filter((m) => m.turn === 1 && m.type.startsWith('terminal.')).map((m) => m.type)).toEqual([
+      'terminal.cancelled',
+    ]);
+    const first = log.find((m) => m.turn === 1 && m.type === 'session.started');
+    const second = log.filter((m) => m.turn === 2 && m.type.startsWith('session.'));
+    expect(second.map((m) => m.type)).toEqual(['session.resumed']);
+    expect(second[0]?.content).toMatchObject({ sessionId: (first?.content as { sessionId: string }).sessionId });
+    const asked = JSON.stringify(server.requestsFor(NEXT).at(-1)?.body.messages);
+    expect(asked).toContain('Sleep a long time first');
+    expect(asked).toContain('Never mind that, answer now');
+  });
+
   it('rollback on a worker without workspaces: the turn is interrupted, the log says it was not taken back', async () => {
     worker ??= await h.startWorker();
     // No cwd: the session could have a workspace, but this worker runs none (it runs in the deployment's workspace).
@@ -204,12 +238,7 @@ describe('whenBusy', () => {
       { sessionId, prompt: 'Sleep a long time', options: { model: 'long-tool-grandchild' } },
       { mustExist: true },
     );
-    const [record] = await until(async () => {
-      const records = await agentRecords(sessionId);
-      return records[0]?.pid != null ? records : null;
-    });
-    if (record === undefined) throw new Error('no agent process recorded');
-    await until(async () => (await findProcessesByMarker(record.marker)).length >= 4, 30_000, 'the tool to run');
+    const record = await toolRunning(sessionId);
     await h.runtime.enqueue(
       { sessionId, prompt: 'Take that back', options: { model: NEXT }, whenBusy: 'rollback' },
       { mustExist: true },

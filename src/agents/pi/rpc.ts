@@ -3,10 +3,11 @@ import type { CliMessage } from '../../protocol/index.ts';
 import { obj, str } from '../shared/event-fields.ts';
 import { parseEventLine } from '../shared/invalid-lines.ts';
 import {
-  EXIT_GRACE_MS,
+  followAgent,
   spawnForAttempt,
   startupFailure,
   type FinishingMapper,
+  type FollowHooks,
   type RunContext,
 } from '../shared/run-attempt.ts';
 import type { Steer } from '../shared/steering.ts';
@@ -221,42 +222,25 @@ export async function* runPiRpc(
     }
   })().catch(() => undefined);
 
-  const onAbort = (): void => {
-    // No more commands; stdin stays open so that pi's SIGTERM handler (stage 1), not an EOF, ends it.
-    open = false;
-    void agent.stop('requested');
-  };
-  signal?.addEventListener('abort', onAbort, { once: true });
-  if (signal?.aborted === true) onAbort();
-  let graceTimer: NodeJS.Timeout | undefined;
-  try {
-    for await (const line of agent.lines()) {
-      const messages = mapper.push(line);
+  const hooks: FollowHooks = {
+    line: (line) => {
       const step = turn.observe(line, mapper.agentEnded);
       for (const command of step.write) write(command);
       for (const promptId of step.delivered) steering?.delivered(promptId);
       if (step.settled) closeStdin();
-      clearTimeout(graceTimer);
-      if (mapper.agentEnded || turn.settled)
-        graceTimer = setTimeout(() => void agent.stop('exit_grace'), EXIT_GRACE_MS);
-      if (signal?.aborted) break;
-      yield* messages;
-    }
-    closeStdin();
-    const exit = await agent.exited;
-    clearTimeout(graceTimer);
-    if (signal?.aborted) {
-      await agent.stop('requested');
-      throw signal.reason;
-    }
-    yield* mapper.complete({ ...exit, stderrTail: agent.stderrTail() });
+      return turn.settled;
+    },
+    // No more commands; stdin stays open so that pi's SIGTERM handler (stage 1), not an EOF, ends it.
+    aborted: () => {
+      open = false;
+    },
+    ended: closeStdin,
+  };
+  try {
+    yield* followAgent(agent, mapper, signal, hooks);
   } finally {
-    clearTimeout(graceTimer);
-    signal?.removeEventListener('abort', onAbort);
-    closeStdin();
     // The channel may be waiting for the next steer: not awaited (the runtime ends it with the attempt),
     // and a failure to end it changes nothing here.
     void steers?.return?.(undefined).catch(() => undefined);
-    await agent.stop('requested');
   }
 }

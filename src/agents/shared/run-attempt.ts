@@ -112,25 +112,52 @@ export async function* runAgentAttempt(
   mapper: FinishingMapper,
   context: RunContext,
 ): AsyncGenerator<CliMessage, void, undefined> {
-  const { signal } = context;
   const spawned = await spawnForAttempt(spec, context);
   if (!spawned.ok) {
     yield* startupFailure(mapper, spawned.error);
     return;
   }
-  const agent = spawned.agent;
-  const onAbort = (): void => void agent.stop('requested');
+  yield* followAgent(spawned.agent, mapper, context.signal);
+}
+
+/** What a provider adds to followAgent's loop (pi's RPC mode: its commands on stdin). */
+export interface FollowHooks {
+  /** Each stdout line, after the mapper read it: true when the turn is over by the provider's account (the exit grace starts). */
+  line?: (line: string) => boolean;
+  /** The caller's signal aborted: called before the tree is stopped. */
+  aborted?: () => void;
+  /** The agent's stdout ended (before its exit is awaited), and again however the attempt ends. */
+  ended?: () => void;
+}
+
+/**
+ * The rest of an attempt once its process runs (runAgentAttempt's contract): each stdout line to the mapper, the
+ * exit grace once the agent printed its final event, the mapper's terminal at the exit; on the caller's abort the
+ * tree is stopped and the iterator rejects with the abort reason. However it ends, the tree is stopped.
+ */
+export async function* followAgent(
+  agent: AgentProcess,
+  mapper: FinishingMapper,
+  signal: AbortSignal | undefined,
+  hooks: FollowHooks = {},
+): AsyncGenerator<CliMessage, void, undefined> {
+  const onAbort = (): void => {
+    hooks.aborted?.();
+    void agent.stop('requested');
+  };
   signal?.addEventListener('abort', onAbort, { once: true });
   if (signal?.aborted === true) onAbort();
   let graceTimer: NodeJS.Timeout | undefined;
   try {
     for await (const line of agent.lines()) {
       const messages = mapper.push(line);
+      const over = hooks.line?.(line) === true;
       clearTimeout(graceTimer);
-      if (mapper.agentEnded) graceTimer = setTimeout(() => void agent.stop('exit_grace'), EXIT_GRACE_MS);
+      if (mapper.agentEnded || over) graceTimer = setTimeout(() => void agent.stop('exit_grace'), EXIT_GRACE_MS);
       if (signal?.aborted) break;
       yield* messages;
     }
+    hooks.ended?.();
     const exit = await agent.exited;
     clearTimeout(graceTimer);
     if (signal?.aborted) {
@@ -141,6 +168,7 @@ export async function* runAgentAttempt(
   } finally {
     clearTimeout(graceTimer);
     signal?.removeEventListener('abort', onAbort);
+    hooks.ended?.();
     // However the attempt ended, what its tools left running goes before the attempt is over (the
     // machine records the attempt's end only once this generator has finished).
     await agent.stop('requested');

@@ -6,7 +6,7 @@ import { script } from '../redis/scripts.ts';
 import { POINTER_FIELD, type WorkspacePointer } from '../session-loop/workspace-attempt.ts';
 import { readSession, importSession, type ImportResult } from '../lifecycle/transfer.ts';
 import { writeArchive } from '../lifecycle/archive.ts';
-import { parseTurns, TURNS_FIELD, type TurnPoint } from '../workspace-turns.ts';
+import { parseTurns, takeBackTo, TURNS_FIELD, type TurnPoint } from '../workspace-turns.ts';
 import { withOwnerSlot, type SessionOwner } from '../limits/owner-sessions.ts';
 import { cancel } from './turns.ts';
 import { checkSessionId, type CallerParts } from './parts.ts';
@@ -172,24 +172,14 @@ export async function undoTurn(
         `turn ${last.turn} is the first turn of session "${sessionId}": undo goes back to a completed turn, and there is none before it (start a new session instead)`,
       );
     const cut = stateAtMark(agent);
-    if (target.mark === null || target.agentSessionId === null)
-      throw new ConflictError(
-        `turn ${target.turn} was recorded without the agent's state mark: it cannot be gone back to`,
-      );
-    const field = `${agent}:${target.agentSessionId}`;
+    const now = Date.now();
+    const back = takeBackTo(points, index - 1, { agent, label: `undo of turn ${last.turn}`, now });
+    if ('refused' in back || back.state === null)
+      throw new ConflictError(`${'refused' in back ? back.refused : 'the session start'}: it cannot be gone back to`);
+    const { field } = back.state;
     const state = await parts.redis.hget(parts.store.key(sessionId, 'agent'), field);
     if (state === null) throw new ConflictError(`the agent's state of turn ${target.turn} (${field}) is not stored`);
-    const now = Date.now();
-    const pointer: WorkspacePointer = {
-      version: 1,
-      snapshot: target.snapshot,
-      label: `undo of turn ${last.turn}`,
-      at: now,
-      turn: target.turn,
-      attempt: 0,
-      agentSessionId: target.agentSessionId,
-      promptRecorded: true,
-    };
+    const pointer: WorkspacePointer = back.pointer;
     const k = (part: Parameters<typeof parts.store.key>[1]) => parts.store.key(sessionId, part);
     const reply = (await script(parts.redis, 'sessiondWorkspaceUndo', UNDO, 6)(
       k('meta'),
@@ -200,10 +190,10 @@ export async function undoTurn(
       k('seq'),
       pointerRaw,
       turnsRaw,
-      JSON.stringify(points.slice(0, index)),
+      JSON.stringify(back.turns),
       JSON.stringify(pointer),
       field,
-      cut(state, target.mark),
+      cut(state, back.state.mark),
       last.turn,
       0,
       'workspace.undone',

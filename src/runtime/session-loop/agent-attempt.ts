@@ -61,14 +61,17 @@ export async function importAgentState(
   if (state !== null) await attempt.agent.importState(attempt.options, agentSessionId, state, how);
 }
 
-/** After the attempt, whatever its end: the agent's state goes with the session's next write. Never throws. */
+/**
+ * After the attempt, whatever its end: the agent's state goes with the session's next write. Never throws.
+ * → whether there was a state to save (the agent's conversation exists).
+ */
 export async function exportAgentState(
   attempt: AgentAttempt,
   writer: SessionWriter,
   agentSessionId: string | null,
   warn: WarnLog,
-): Promise<void> {
-  if (agentSessionId === null || attempt.agent.exportState === undefined) return;
+): Promise<boolean> {
+  if (agentSessionId === null || attempt.agent.exportState === undefined) return false;
   const state = await attempt.agent.exportState(attempt.options, agentSessionId).catch((error: unknown) => {
     warn("the agent's state was not carried out (its next attempt starts without it)", error, {
       agent: attempt.agentName,
@@ -76,4 +79,5 @@ export async function exportAgentState(
     return null;
   });
   if (state !== null) writer.agentState(stateField(attempt, agentSessionId), state);
+  return state !== null;
 }

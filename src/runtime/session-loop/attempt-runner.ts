@@ -65,7 +65,7 @@ export interface RunnerInit {
 export function attemptRunner(init: RunnerInit): AttemptRunner {
   const { store, writer, config, sessionId, running, tracer } = init;
   const scope = markerScope(store.keys.prefix);
-  return async function* runAttempt(request, { signal, spawned }) {
+  return async function* runAttempt(request, { signal, spawned, promptRecorded }) {
     let ended: () => void = () => undefined;
     const done = new Promise<void>((resolve) => (ended = resolve));
     running.add(done);
@@ -382,9 +382,12 @@ export function attemptRunner(init: RunnerInit): AttemptRunner {
         steering.close();
         init.setAnswerRecord(request.turn, request.attempt, null);
         if (workspace === null) {
-          await exportAgentState(attempt, writer, agentSessionId, init.warn);
+          const saved = await exportAgentState(attempt, writer, agentSessionId, init.warn);
           // Stopped or crashed once the model had answered the run: the state carried out holds its steers.
           if (runRecorded) steersRecorded();
+          // A stopped attempt whose agent saved its conversation (pi writes it with the prompt) leaves it for the next
+          // turn to resume, as a failed one with its prompt recorded does. In a workspace the stop takes it back instead.
+          if (saved && signal.aborted) promptRecorded?.();
         } else if (!settled) {
           // Cancelled, stopped, or the provider threw: the copy goes back to the latest recorded point.
           settled = true;

@@ -60,13 +60,19 @@ export interface SessionEvents {
 export type DriveOutcome =
   { kind: 'released' } | { kind: 'parked'; until: number } | { kind: 'stale' } | { kind: 'interrupted' };
 
-/** The loop's log bound to one session: every line names it. */
+/** The loop's log bound to one session: every line names it, and the error when there is one (null: none). */
 export function sessionLog(
   log: LoopLog | undefined,
   sessionId: string,
 ): (message: string, error: unknown, fields?: Record<string, unknown>) => void {
   return (message, error, fields) =>
-    log?.('warn', message, { sessionId, error: error instanceof Error ? error.message : String(error), ...fields });
+    log?.('warn', message, {
+      sessionId,
+      ...(error === null || error === undefined
+        ? {}
+        : { error: error instanceof Error ? error.message : String(error) }),
+      ...fields,
+    });
 }
 
 export type WarnLog = ReturnType<typeof sessionLog>;

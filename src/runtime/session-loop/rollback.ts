@@ -1,9 +1,16 @@
 import type { AttemptRequest } from '../../../machines/types.ts';
 import type { SessionWriter } from '../session-writer.ts';
 import type { SessionStore } from '../store/session-store.ts';
-import { parseRollback, parseTurns, ROLLBACK_FIELD, TURNS_FIELD, type TurnPoint } from '../workspace-turns.ts';
-import { stateField, type AgentAttempt } from './agent-attempt.ts';
-import { parsePointer, POINTER_FIELD, type WorkspacePointer } from './workspace-attempt.ts';
+import {
+  parseRollback,
+  parseTurns,
+  ROLLBACK_FIELD,
+  takeBackTo,
+  TURNS_FIELD,
+  type TurnPoint,
+} from '../workspace-turns.ts';
+import type { AgentAttempt } from './agent-attempt.ts';
+import { parsePointer, POINTER_FIELD } from './workspace-attempt.ts';
 
 /**
  * `whenBusy: "rollback"` (docs/workspaces.md "Rollback"): the holder that handled the interrupting prompt's cancel
@@ -60,31 +67,22 @@ async function plan(
   const index = points.findLastIndex((p) => p.turn < turn);
   const target = points[index];
   if (target === undefined) return { refused: `no point before turn ${turn} is recorded` };
-  const now = Date.now();
-  const to: WorkspacePointer = {
-    version: 1,
-    snapshot: target.snapshot,
-    label: `rollback of turn ${turn}`,
-    at: now,
-    turn: target.turn,
-    attempt: 0,
-    agentSessionId: target.agentSessionId,
-    promptRecorded: true,
-  };
-  const writes: Array<[string, string]> = [[TURNS_FIELD, JSON.stringify(points.slice(0, index + 1))]];
-  if (target.turn === 0) {
-    // The session's start: its files, and a conversation of its own (the agent's state of the old one is left unused).
-    writes.push([POINTER_FIELD, JSON.stringify({ ...to, agentSessionId: null, fresh: true })]);
-    return { writes, to: target };
-  }
   const cut = attempt.agent.stateAtMark;
-  if (cut === undefined)
+  if (target.turn !== 0 && cut === undefined)
     return { refused: `agent "${attempt.agentName}" cannot take its conversation back (no stateAtMark)` };
-  if (target.mark === null || target.agentSessionId === null)
-    return { refused: `turn ${target.turn} was recorded without the agent's state mark` };
-  const field = stateField(attempt, target.agentSessionId);
-  const state = await store.agentState(sessionId, field);
-  if (state === null) return { refused: `the agent's state of turn ${target.turn} (${field}) is not stored` };
-  writes.push([field, cut(state, target.mark)], [POINTER_FIELD, JSON.stringify(to)]);
+  const back = takeBackTo(points, index, {
+    agent: attempt.agentName,
+    label: `rollback of turn ${turn}`,
+    now: Date.now(),
+  });
+  if ('refused' in back) return back;
+  const writes: Array<[string, string]> = [[TURNS_FIELD, JSON.stringify(back.turns)]];
+  if (back.state !== null && cut !== undefined) {
+    const state = await store.agentState(sessionId, back.state.field);
+    if (state === null)
+      return { refused: `the agent's state of turn ${target.turn} (${back.state.field}) is not stored` };
+    writes.push([back.state.field, cut(state, back.state.mark)]);
+  }
+  writes.push([POINTER_FIELD, JSON.stringify(back.pointer)]);
   return { writes, to: target };
 }

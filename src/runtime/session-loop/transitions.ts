@@ -24,7 +24,9 @@ export function transitionRecorder(
     writer.history(prompt === null ? transition : { ...transition, prompt });
     for (const field of tally.ended(snapshot.context)) writer.count(field);
     recordEvents(writer, transition, snapshot.context, prompt !== null);
-    if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && transition.event !== 'session.restored') {
+    // A takeover ends turns too (interrupted → failed, cancelInterrupted → cancelled): only a restore that re-reports
+    // the state it was left in (from = to) was told already, by the holder that wrote it.
+    if (events?.turnEnded !== undefined && TURN_ENDS.has(transition.to) && !rereported(transition)) {
       const { turnIndex, turn } = snapshot.context;
       const ended = {
         sessionId,
@@ -39,11 +41,15 @@ export function transitionRecorder(
   };
 }
 
+/** A restore re-reporting the state the session was left in (from = to): reported already by the holder that wrote it. */
+function rereported(transition: Transition): boolean {
+  return transition.event === 'session.restored' && transition.from === transition.to;
+}
+
 /** The webhook events a transition reports, recorded in the same write (webhooks/outbox.ts). */
 function recordEvents(writer: SessionWriter, transition: Transition, context: SessionContext, started: boolean): void {
-  // A restore re-reports the state the session was left in (from = to): reported already by the holder that wrote it.
   // A restored attempt that ends its turn (interrupted → failed, no retry left) is an end like any other.
-  if (transition.event === 'session.restored' && transition.from === transition.to) return;
+  if (rereported(transition)) return;
   if (started) writer.event('turn.started', context.turnIndex);
   if (TURN_ENDS.has(transition.to))
     writer.event(

@@ -9,12 +9,13 @@ import { OUTBOX_APPEND } from '../webhooks/outbox-script.ts';
  */
 
 /**
- * KEYS: meta, inbox, active, snapshot, seq, cancel, steers, webhook target (webhooks/outbox-keys.ts). ARGV: sessionId,
+ * KEYS: meta, inbox, active, snapshot, seq, cancel, steers, webhook target, outbox, owed (webhooks/outbox-keys.ts). ARGV: sessionId,
  * now, createJson, promptJson, policyJson|'', newJobId, mustExist ('1': refuse an unknown session), maxQueued (0: no
  * limit), maxLog (0: no limit), retentionMs|'', priority|'', maxLogBytes (0 or absent: no limit; the meta's `logBytes`,
  * counted by WRITE), whenBusy ('' or absent: enqueue), the session's webhook URL ('' none) and its secret. A stored
  * prompt with a webhook sets it (replacing the session's); a new session without one drops a target left by a
- * deleted session of the same id (the target outlives its session for its `session.deleted`).
+ * deleted session of the same id (the target outlives its session for its `session.deleted`). Either way the
+ * events waiting keep the webhook they were recorded for (or none): their `owed` entry, unless they have one.
  * → {turn, created, jobId|'', priority (the session's, '' when none), shard (its fleet-index shard, '' for 0),
  *   interrupted (the turn whose cancel this prompt asked for, '' when none), active (the session's activation job id),
  *   steered (1: whenBusy "steer" found a turn in progress: the prompt went to the session's pending steers, not its
@@ -29,7 +30,13 @@ local created = 0
 -- Called once nothing can refuse the prompt any more.
 local function setWebhook()
   local hook = ARGV[14] or ''
-  if created == 1 or hook ~= '' then redis.call('DEL', KEYS[8]) end
+  if created == 1 or hook ~= '' then
+    local old = redis.call('HMGET', KEYS[8], 'url', 'secret')
+    local owed = 'none'
+    if old[1] and old[2] then owed = cjson.encode({ url = old[1], secret = old[2] }) end
+    for _, id in ipairs(redis.call('HKEYS', KEYS[9])) do redis.call('HSETNX', KEYS[10], id, owed) end
+    redis.call('DEL', KEYS[8])
+  end
   if hook ~= '' then
     redis.call('HSET', KEYS[8], 'url', hook, 'secret', ARGV[15])
     redis.call('HSET', KEYS[1], 'webhook', hook)

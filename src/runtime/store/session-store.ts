@@ -80,7 +80,7 @@ export class SessionStore {
     const define = (name: string, numberOfKeys: number, lua: string): void => {
       if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
     };
-    define('sessiondEnqueue', 8, ENQUEUE);
+    define('sessiondEnqueue', 10, ENQUEUE);
     define('sessiondAcquire', 6, ACQUIRE);
     define('sessiondRenew', 1, RENEW);
     define('sessiondWrite', 14, WRITE);
@@ -118,6 +118,8 @@ export class SessionStore {
       k('cancel'),
       k('steers'),
       outboxKey(this.keys, sessionId, 'target'),
+      outboxKey(this.keys, sessionId, 'outbox'),
+      outboxKey(this.keys, sessionId, 'owed'),
       sessionId,
       String(prompt.enqueuedAt),
       JSON.stringify(create),

@@ -18,7 +18,7 @@ export interface DeletedEvent {
 
 /**
  * The `session.deleted` event of a removal, or null when no deliverer's webhooks take it (the fleet's
- * `subscribed` set: a deletion is made by any caller, which does not read the webhooks' configuration) and the
+ * `subscriptions`, renewed by running deliverers: a deletion is made by any caller, which does not read the webhooks' configuration) and the
  * session has no webhook of its own (its target, kept by PURGE for this event: TARGET_KEEP_MS).
  * `reason`: `deleted` (a caller asked; `force` when a running turn was cancelled for it) or `expired`
  * (retention). The session is marked for the deliverers before the PURGE, as a fenced write is: a
@@ -32,11 +32,8 @@ export async function deletedEvent(
 ): Promise<DeletedEvent | null> {
   const fleet = webhookFleetKeys(keys);
   const target = outboxKey(keys, sessionId, 'target');
-  const [subscribed, own] = await Promise.all([
-    redis.sismember(fleet.subscribed, 'session.deleted'),
-    redis.exists(target),
-  ]);
-  if (subscribed !== 1 && own !== 1) return null;
+  const [until, own] = await Promise.all([redis.zscore(fleet.subscriptions, 'session.deleted'), redis.exists(target)]);
+  if ((until === null || Number(until) <= Date.now()) && own !== 1) return null;
   await redis.zadd(fleet.markers, Date.now(), sessionId);
   const id = eventId();
   const body = JSON.stringify({

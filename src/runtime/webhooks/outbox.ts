@@ -27,6 +27,12 @@ import { signatureHeader } from './sign.ts';
  * landed after its session's outbox was seen empty (its marker came before it) is thus delivered
  * at most RECHECK_MS late.
  *
+ * An event goes to the session's own webhook it was recorded for: one waiting when that webhook was replaced (or
+ * dropped) has it in its `owed` entry (outbox-keys.ts) and is sent there, signed with that webhook's secret; the
+ * new one gets only what is recorded after it. The operator's webhooks are this process's configuration: an event
+ * goes to those configured when it is delivered (their secrets are kept nowhere else; a rotation lists both).
+ * What a deliverer's webhooks take is renewed in `subscriptions` while it runs, each entry for `maxAgeMs`.
+ *
  * Bounds: an event stays in the outbox until delivered or dead (`maxAgeMs`); a session holds at most
  * `maxPerSession` waiting events (more are dropped and counted); dead letters are capped at `maxDead`
  * (the oldest go). A dead letter may be recorded twice if its deliverer loses its claim in between.
@@ -96,7 +102,7 @@ export interface DeadLetter {
   body: string;
 }
 
-/** KEYS: claim, outbox, due, state. ARGV: token, id, 'done' | 'retry', state JSON, next due. → 1 | 0 claim lost. */
+/** KEYS: claim, outbox, due, state, owed. ARGV: token, id, 'done' | 'retry', state JSON, next due. → 1 | 0 claim lost. */
 const SETTLE = `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[3] == 'retry' then
@@ -105,6 +111,7 @@ if ARGV[3] == 'retry' then
 else
   redis.call('HDEL', KEYS[2], ARGV[2])
   redis.call('HDEL', KEYS[4], ARGV[2])
+  redis.call('HDEL', KEYS[5], ARGV[2])
   redis.call('ZREM', KEYS[3], ARGV[2])
 end
 return 1
@@ -137,6 +144,8 @@ export class WebhookOutbox implements OutboxHooks {
   #running: Promise<void> | null = null;
   #again = false;
   #closed = false;
+  /** When this deliverer last renewed its event types in `subscriptions`. */
+  #renewedAt = 0;
 
   constructor(redis: Redis, keys: Keys, settings: WebhookSettings, log: Log) {
     this.#redis = redis;
@@ -170,15 +179,12 @@ export class WebhookOutbox implements OutboxHooks {
   /** Starts looking for due events every pollMs. */
   start(): void {
     if (this.#timer !== undefined || this.#closed) return;
-    // The event types this deployment's webhooks take, where a deleting caller (which reads no webhook
-    // configuration) finds whether to record session.deleted (deleted.ts; a session's own webhook always takes it).
-    const types = [...new Set(this.#settings.webhooks.flatMap((w) => w.events))];
-    if (types.length > 0)
-      this.#redis.sadd(this.#fleet.subscribed, ...types).catch((error: unknown) =>
-        this.#log('warn', 'webhook event types not recorded (session.deleted may not be sent)', {
-          error: String(error),
-        }),
-      );
+    // The set that recorded the types for good, before `subscriptions`: what it says may be long out of date.
+    this.#redis.del(this.#fleet.subscribed).catch(
+      // Left for the next deliverer's start to remove; deletedEvent no longer reads it.
+      () => undefined,
+    );
+    this.#renew();
     this.#timer = setInterval(() => this.poke(), this.#settings.delivery.pollMs);
     this.poke();
   }
@@ -209,8 +215,31 @@ export class WebhookOutbox implements OutboxHooks {
     await this.#running;
   }
 
+  /**
+   * Records until when this deployment's webhooks take each of their event types, where a deleting caller (which
+   * reads no webhook configuration) finds whether to record session.deleted (deleted.ts; a session's own webhook
+   * always takes it). Renewed while this deliverer runs, each for `maxAgeMs` (the longest an event waits for a
+   * deliverer's first attempt before it is dead anyway): once no deliverer takes a type, it lapses and deletions
+   * record no more events that no deliverer would send.
+   */
+  #renew(): void {
+    const now = Date.now();
+    if (now - this.#renewedAt < RECHECK_MS) return;
+    this.#renewedAt = now;
+    const types = [...new Set(this.#settings.webhooks.flatMap((w) => w.events))];
+    const until = now + Math.max(this.#settings.delivery.maxAgeMs, 3 * RECHECK_MS);
+    const tx = this.#redis.multi().zremrangebyscore(this.#fleet.subscriptions, '-inf', now);
+    // GT: a deliverer with a longer maxAgeMs is not cut short by this one.
+    for (const type of types) tx.zadd(this.#fleet.subscriptions, 'GT', until, type);
+    tx.exec().catch((error: unknown) => {
+      this.#renewedAt = 0;
+      this.#log('warn', 'webhook event types not recorded (session.deleted may not be sent)', { error: String(error) });
+    });
+  }
+
   /** One pass over the sessions due (exported for tests and the CLI's replay). */
   async pass(): Promise<void> {
+    this.#renew();
     const raw = await this.#redis.zrangebyscore(this.#fleet.markers, '-inf', Date.now(), 'WITHSCORES', 'LIMIT', 0, 64);
     const due: Array<[string, string]> = [];
     for (let i = 0; i + 1 < raw.length; i += 2) due.push([raw[i] as string, raw[i + 1] as string]);
@@ -229,10 +258,9 @@ export class WebhookOutbox implements OutboxHooks {
     const lastStart = Date.now() + claimMs - timeoutMs - 2_000;
     try {
       const ids = await this.#redis.zrangebyscore(k('due'), '-inf', Date.now(), 'LIMIT', 0, BATCH);
-      const target = ids.length === 0 ? null : await this.#target(sessionId);
       for (const id of ids) {
         if (this.#closed || Date.now() > lastStart) break;
-        if (!(await this.#event(sessionId, id, token, target))) return;
+        if (!(await this.#event(sessionId, id, token))) return;
       }
       const next = await this.#redis.zrange(k('due'), 0, 0, 'WITHSCORES');
       const now = Date.now();
@@ -248,10 +276,22 @@ export class WebhookOutbox implements OutboxHooks {
     }
   }
 
-  /** The session's own webhook, if it has one (its secret is read here only, never logged). */
-  async #target(sessionId: string): Promise<SessionTarget | null> {
-    const raw = await this.#redis.hgetall(outboxKey(this.#keys, sessionId, 'target'));
-    if (raw.url === undefined || raw.secret === undefined) return null;
+  /**
+   * The session's own webhook an event is owed: the one recorded for it when the target was replaced or dropped
+   * (`owed`), else the session's (its secret is read here only, never logged).
+   */
+  #target(owed: string | null, current: Record<string, string>): SessionTarget | null {
+    let raw: { url?: unknown; secret?: unknown } = current;
+    if (owed === 'none') return null;
+    if (owed !== null) {
+      try {
+        raw = JSON.parse(owed) as typeof raw;
+      } catch {
+        // Written by ENQUEUE with cjson, so JSON; anything else is owed to no webhook.
+        return null;
+      }
+    }
+    if (typeof raw.url !== 'string' || typeof raw.secret !== 'string') return null;
     let allowed = false;
     try {
       const { host, port } = urlHostPort(new URL(raw.url));
@@ -267,15 +307,31 @@ export class WebhookOutbox implements OutboxHooks {
   }
 
   /** Delivers one event to the endpoints still owed it; false: the claim was lost (stop). */
-  async #event(sessionId: string, id: string, token: string, target: SessionTarget | null): Promise<boolean> {
+  async #event(sessionId: string, id: string, token: string): Promise<boolean> {
     const k = (part: Parameters<typeof outboxKey>[2]) => outboxKey(this.#keys, sessionId, part);
-    const [body, stateRaw] = await Promise.all([this.#redis.hget(k('outbox'), id), this.#redis.hget(k('state'), id)]);
+    // Read together: the event's owed entry and the session's webhook as one moment has them (ENQUEUE sets both).
+    const read = await this.#redis
+      .multi()
+      .hget(k('outbox'), id)
+      .hget(k('state'), id)
+      .hget(k('owed'), id)
+      .hgetall(k('target'))
+      .exec();
+    if (read === null) throw new Error(`webhook event ${id} of ${sessionId} not read (the transaction was aborted)`);
+    for (const [error] of read) if (error !== null) throw error;
+    const [body, stateRaw, owedTo] = read.slice(0, 3).map(([, value]) => (value ?? null) as string | null) as [
+      string | null,
+      string | null,
+      string | null,
+    ];
+    const target = this.#target(owedTo, read[3]?.[1] as Record<string, string>);
     const settle = (mode: 'done' | 'retry', state = '', nextAt = 0) =>
-      script(this.#redis, 'sessiondWebhookSettle', SETTLE, 4)(
+      script(this.#redis, 'sessiondWebhookSettle', SETTLE, 5)(
         k('claim'),
         k('outbox'),
         k('due'),
         k('state'),
+        k('owed'),
         token,
         id,
         mode,
@@ -494,6 +550,8 @@ export async function replayDeadLetters(redis: Redis, keys: Keys, since: Since):
       .multi()
       .hset(outboxKey(keys, d.sessionId, 'outbox'), d.id, d.body)
       .hdel(outboxKey(keys, d.sessionId, 'state'), d.id)
+      // Replayed to the session's webhook of now, as to the operator's of now.
+      .hdel(outboxKey(keys, d.sessionId, 'owed'), d.id)
       .zadd(outboxKey(keys, d.sessionId, 'due'), now, d.id)
       .exec();
     await redis.lrem(fleet.dead, 1, entry);
