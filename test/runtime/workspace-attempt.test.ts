@@ -38,6 +38,34 @@ beforeEach(() => {
 });
 afterEach(() => tmp.cleanup());
 
+/** The first attempt of turn 1 of the session, in its workspace, with no rollback. */
+function attemptWorkspace(
+  workspaces: ReturnType<typeof createWorkspaces>,
+  sessionId: string,
+  attempt: ConstructorParameters<typeof AttemptWorkspace>[0]['attempt'],
+  warn: (message: string) => void,
+): AttemptWorkspace {
+  return new AttemptWorkspace({
+    workspaces,
+    store,
+    writer: new SessionWriter(store, sessionId, 'no-lease-needed: nothing is flushed'),
+    sessionId,
+    request: {
+      sessionId,
+      turn: 1,
+      attempt: 1,
+      promptId: 'p1',
+      text: 'run it',
+      continuation: false,
+      agentSessionId: null,
+      options: {},
+    },
+    attempt,
+    rollback: false,
+    warn,
+  });
+}
+
 it("a stop while it waits for the agent's state to record a tool's result ends the wait, with nothing recorded", async () => {
   const sessionId = 'stopped-mid-wait';
   const agentSessionId = '0123abcd-0000-4000-8000-000000000001';
@@ -66,25 +94,7 @@ it("a stop while it waits for the agent's state to record a tool's result ends t
     scope: 'wsattempt',
   });
   const warnings: string[] = [];
-  const workspace = new AttemptWorkspace({
-    workspaces,
-    store,
-    writer: new SessionWriter(store, sessionId, 'no-lease-needed: nothing is flushed'),
-    sessionId,
-    request: {
-      sessionId,
-      turn: 1,
-      attempt: 1,
-      promptId: 'p1',
-      text: 'run it',
-      continuation: false,
-      agentSessionId: null,
-      options: {},
-    },
-    attempt,
-    rollback: false,
-    warn: (message) => warnings.push(message),
-  });
+  const workspace = attemptWorkspace(workspaces, sessionId, attempt, (message) => warnings.push(message));
   await workspace.begin(undefined);
   workspace.toolCalled('call_1');
   const stop = new AbortController();
@@ -124,25 +134,7 @@ it("the agent's stateAfterTool gets how many tool calls its current process repo
       },
     },
   };
-  const workspace = new AttemptWorkspace({
-    workspaces,
-    store,
-    writer: new SessionWriter(store, sessionId, 'no-lease-needed: nothing is flushed'),
-    sessionId,
-    request: {
-      sessionId,
-      turn: 1,
-      attempt: 1,
-      promptId: 'p1',
-      text: 'run it',
-      continuation: false,
-      agentSessionId: null,
-      options: {},
-    },
-    attempt,
-    rollback: false,
-    warn: () => undefined,
-  });
+  const workspace = attemptWorkspace(workspaces, sessionId, attempt, () => undefined);
   await workspace.begin(undefined);
   // No such process: nothing carries the attempt's marker, so nothing is held still.
   const spawned = { pid: 2 ** 22 + 1, startTime: null, sandbox: 'none' as const };
