@@ -1,5 +1,3 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
 import type { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient } from '../../../src/index.ts';
@@ -13,6 +11,7 @@ import { counterTotals } from '../../../src/runtime/counters.ts';
 import { freePort } from '../../support/redis.ts';
 import { BACKENDS, turnEnded, until, type Harness, useRuntimeSuite } from '../../support/runtime.ts';
 import type { PiEnv } from '../../support/pi-env.ts';
+import { validSignatures, WebhookReceiver } from '../../support/webhook-receiver.ts';
 import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../../support/worker-process.ts';
 
 /**
@@ -24,88 +23,6 @@ import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions }
 const MODEL = 'webhooks-text';
 const SECRETS = ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'whsec_c2VjcmV0c2VjcmV0c2VjcmV0'];
 const EVENTS = ['turn.started', 'turn.ended', 'approval.requested', 'session.parked', 'session.deleted'];
-
-interface Received {
-  id: string;
-  timestamp: string;
-  signature: string;
-  body: string;
-  status: number;
-}
-
-/** A receiver that answers `status` (after a short pause, so overlapping deliveries of one id would show). */
-class Receiver {
-  readonly requests: Received[] = [];
-  status = 200;
-  /** Requests of one webhook-id in flight at once, at most (1: never two deliverers at a time). */
-  maxInFlight = 0;
-  readonly #inFlight = new Map<string, number>();
-  #server: Server | null = null;
-  constructor(readonly port: number) {}
-
-  async listen(): Promise<void> {
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      const id = String(req.headers['webhook-id']);
-      const n = (this.#inFlight.get(id) ?? 0) + 1;
-      this.#inFlight.set(id, n);
-      this.maxInFlight = Math.max(this.maxInFlight, n);
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const status = this.status;
-        this.requests.push({
-          id,
-          timestamp: String(req.headers['webhook-timestamp']),
-          signature: String(req.headers['webhook-signature']),
-          body: Buffer.concat(chunks).toString('utf8'),
-          status,
-        });
-        setTimeout(() => {
-          this.#inFlight.set(id, (this.#inFlight.get(id) ?? 1) - 1);
-          res.writeHead(status).end();
-        }, 30);
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
-    this.#server = server;
-  }
-
-  async close(): Promise<void> {
-    const server = this.#server;
-    this.#server = null;
-    if (server === null) return;
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
-
-  /** Deliveries answered 2xx, deduplicated by webhook-id (what a receiver keeps). */
-  delivered(): Map<string, { type: string; sessionId: string; turn: number; [k: string]: unknown }> {
-    const out = new Map<string, { type: string; sessionId: string; turn: number }>();
-    for (const r of this.requests)
-      if (r.status === 200 && !out.has(r.id))
-        out.set(r.id, JSON.parse(r.body) as { type: string; sessionId: string; turn: number });
-    return out;
-  }
-}
-
-/** The specification's check: every `v1,` signature of the header against HMAC-SHA256(key, id.timestamp.body). */
-function validSignatures(r: Received): number {
-  let valid = 0;
-  for (const part of r.signature.split(' ')) {
-    const [version, sig] = part.split(',');
-    if (version !== 'v1' || sig === undefined) return 0;
-    const ok = SECRETS.some((secret) => {
-      const expected = createHmac('sha256', Buffer.from(secret.split('_')[1] ?? '', 'base64'))
-        .update(`${r.id}.${r.timestamp}.${r.body}`)
-        .digest();
-      const given = Buffer.from(sig, 'base64');
-      return given.length === expected.length && timingSafeEqual(given, expected);
-    });
-    if (!ok) return 0;
-    valid += 1;
-  }
-  return valid;
-}
 
 let env: PiEnv;
 let h: Harness;
@@ -165,7 +82,7 @@ describe.each(BACKENDS)('webhooks on %s Redis', (backend) => {
   });
 
   it('every event arrives, signed, once per webhook-id, through a receiver that answers 503, then refuses, then comes back; two workers and two serve deliverers never deliver one event twice', async () => {
-    const receiver = new Receiver(await freePort());
+    const receiver = new WebhookReceiver(await freePort(), 30);
     receiver.status = 503;
     await receiver.listen();
     await Promise.all([startWorkerProcess(worker(receiver.port)), startWorkerProcess(worker(receiver.port))]);
@@ -223,7 +140,7 @@ describe.each(BACKENDS)('webhooks on %s Redis', (backend) => {
     );
     const delivered = [...receiver.delivered().values()];
     expect(delivered.map((e) => `${e.sessionId}/${e.turn}/${e.type}`).sort()).toEqual(expected);
-    for (const r of receiver.requests) expect(validSignatures(r)).toBe(2);
+    for (const r of receiver.requests) expect(validSignatures(r, SECRETS)).toBe(2);
     // webhook-id is stable across retries: every request of one id carried the same body.
     const bodies = new Map<string, Set<string>>();
     for (const r of receiver.requests) bodies.set(r.id, (bodies.get(r.id) ?? new Set()).add(r.body));
@@ -272,7 +189,7 @@ describe.each(BACKENDS)('webhooks on %s Redis', (backend) => {
     expect((await turnEnded(h.runtime, sessionId)).state).toBe('completed');
     first.kill('SIGKILL');
     await first.exited;
-    const receiver = new Receiver(port);
+    const receiver = new WebhookReceiver(port, 30);
     await receiver.listen();
     await startWorkerProcess(worker(port));
     await until(
@@ -286,7 +203,7 @@ describe.each(BACKENDS)('webhooks on %s Redis', (backend) => {
   }, 180_000);
 
   it("a deleted session's session.deleted is recorded with the removal and delivered once the session is gone", async () => {
-    const receiver = new Receiver(await freePort());
+    const receiver = new WebhookReceiver(await freePort(), 30);
     await receiver.listen();
     await startWorkerProcess(worker(receiver.port));
     const { sessionId } = await h.runtime.enqueue({
@@ -312,12 +229,12 @@ describe.each(BACKENDS)('webhooks on %s Redis', (backend) => {
       'the outbox empty',
     );
     expect(receiver.requests.filter((r) => r.body.includes('"session.deleted"'))).toHaveLength(1);
-    for (const r of receiver.requests) expect(validSignatures(r)).toBe(2);
+    for (const r of receiver.requests) expect(validSignatures(r, SECRETS)).toBe(2);
     await receiver.close();
   }, 180_000);
 
   it('a loopback URL the operator did not list is refused: nothing is sent, the refusal is kept as the last error', async () => {
-    const receiver = new Receiver(await freePort());
+    const receiver = new WebhookReceiver(await freePort(), 30);
     await receiver.listen();
     await startWorkerProcess(worker(receiver.port, { allowAddresses: [] }));
     const { sessionId } = await h.runtime.enqueue({
@@ -361,14 +278,14 @@ describe.each(BACKENDS)('webhooks on %s Redis', (backend) => {
     );
     expect(dead.map((d) => d.type).sort()).toEqual(['turn.ended', 'turn.started']);
     expect(dead.every((d) => d.lastError.includes('ECONNREFUSED'))).toBe(true);
-    const receiver = new Receiver(port);
+    const receiver = new WebhookReceiver(port, 30);
     await receiver.listen();
     const from = Math.min(...dead.map((d) => d.seq));
     expect(await replayDeadLetters(redis, keys, { seq: from })).toBe(2);
     expect((await deadLetters(redis, keys)).filter((d) => d.sessionId === sessionId)).toEqual([]);
     await until(async () => receiver.delivered().size === 2, 30_000, 'the replayed events delivered');
     expect([...receiver.delivered().keys()].sort()).toEqual(dead.map((d) => d.id).sort());
-    for (const r of receiver.requests) expect(validSignatures(r)).toBe(2);
+    for (const r of receiver.requests) expect(validSignatures(r, SECRETS)).toBe(2);
     expect((await counterTotals(redis, keys)).get('webhooks|dead')).toBeGreaterThanOrEqual(2);
     await receiver.close();
   }, 180_000);

@@ -1,5 +1,3 @@
-import { createHmac } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebhookDeliverySchema } from '../../../src/config/webhooks.ts';
@@ -12,6 +10,7 @@ import { WebhookOutbox } from '../../../src/runtime/webhooks/outbox.ts';
 import { recordOutboxEvent } from '../../support/outbox-event.ts';
 import { freePort, startRedis, uniquePrefix, type RedisServer } from '../../support/redis.ts';
 import { connector } from '../../support/runtime.ts';
+import { validSignatures, WebhookReceiver, type ReceivedWebhook } from '../../support/webhook-receiver.ts';
 
 /**
  * What the webhook deliverer records and whom it sends to, on a real redis-server with receivers on 127.0.0.1:
@@ -19,45 +18,10 @@ import { connector } from '../../support/runtime.ts';
  * secret; the record of the event types the deliverers take lapses once no deliverer renews it.
  */
 
-interface Received {
-  id: string;
-  timestamp: string;
-  signature: string;
-  body: string;
-}
-
-async function receiver(): Promise<{ url: string; port: number; got: Received[]; server: Server }> {
-  const port = await freePort();
-  const got: Received[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      got.push({
-        id: String(req.headers['webhook-id']),
-        timestamp: String(req.headers['webhook-timestamp']),
-        signature: String(req.headers['webhook-signature']),
-        body: Buffer.concat(chunks).toString('utf8'),
-      });
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${port}/hook`, port, got, server };
-}
-
-/** Standard Webhooks: `v1,` base64 HMAC-SHA256 of "id.timestamp.body" under the secret's bytes. */
-function signedWith(r: Received, secret: string): boolean {
-  const expected = createHmac('sha256', Buffer.from(secret.slice('whsec_'.length), 'base64'))
-    .update(`${r.id}.${r.timestamp}.${r.body}`)
-    .digest('base64');
-  return r.signature === `v1,${expected}`;
-}
-
 let redis: RedisServer;
 let connect: ReturnType<typeof connector>['connect'];
 let closeAll: () => void;
-const servers: Server[] = [];
+const receivers: WebhookReceiver[] = [];
 
 beforeAll(async () => {
   redis = await startRedis();
@@ -67,8 +31,7 @@ afterEach(() => {
   vi.useRealTimers();
 });
 afterAll(async () => {
-  for (const s of servers) s.closeAllConnections();
-  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+  await Promise.all(receivers.map((r) => r.close()));
   closeAll();
   await redis.stop();
 });
@@ -77,8 +40,9 @@ const delivery = WebhookDeliverySchema.parse({ allowAddresses: ['127.0.0.1'], po
 
 describe('webhook deliverer records', () => {
   it("events waiting when a session's webhook is replaced go to the one they were recorded for, signed with its secret; the new one gets only later events", async () => {
-    const [a, b] = [await receiver(), await receiver()];
-    servers.push(a.server, b.server);
+    const [a, b] = [new WebhookReceiver(await freePort()), new WebhookReceiver(await freePort())];
+    receivers.push(a, b);
+    await Promise.all([a.listen(), b.listen()]);
     const prefix = uniquePrefix('wh-replace');
     const hosts = [`127.0.0.1:${a.port}`, `127.0.0.1:${b.port}`];
     const policy = deploymentPolicy({ workspace: tmpdir(), policy: { webhooks: { hosts } } });
@@ -101,10 +65,10 @@ describe('webhook deliverer records', () => {
     await outbox.pass();
     await outbox.close();
 
-    expect(a.got.map((r) => r.id)).toEqual([before]);
-    expect(signedWith(a.got[0] as Received, first.webhookSecret as string)).toBe(true);
-    expect(b.got.map((r) => r.id)).toEqual([after]);
-    expect(signedWith(b.got[0] as Received, second.webhookSecret as string)).toBe(true);
+    expect(a.requests.map((r) => r.id)).toEqual([before]);
+    expect(validSignatures(a.requests[0] as ReceivedWebhook, [first.webhookSecret as string])).toBe(1);
+    expect(b.requests.map((r) => r.id)).toEqual([after]);
+    expect(validSignatures(b.requests[0] as ReceivedWebhook, [second.webhookSecret as string])).toBe(1);
     // Delivered: nothing of either event is left (its owed entry included).
     const keys = createKeys(prefix);
     expect(await conn.exists(outboxKey(keys, sessionId, 'outbox'), outboxKey(keys, sessionId, 'owed'))).toBe(0);
