@@ -11,7 +11,12 @@ import { claudeBin, FAKE_ANTHROPIC_KEY } from '../support/claude-code-env.ts';
 import { hasToolResult, startFakeAnthropicServer, type FakeAnthropicServer } from '../support/fake-anthropic-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { assistantText, expectWholeLog, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
-import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
+import {
+  killAllWorkerProcesses,
+  startWorkerProcess,
+  type WorkerProcessOptions,
+  workspaceHost,
+} from '../support/worker-process.ts';
 
 /**
  * A steer through the fallback (issue 29) is delivered exactly once whatever the point where its worker is
@@ -96,21 +101,14 @@ useRuntimeSuite(
         env: { ...base, ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: FAKE_ANTHROPIC_KEY },
       },
     };
-    host = {
+    host = workspaceHost({
       redisUrl: s.redis.url,
       prefix: h.prefix,
       env,
-      stateDir: dir,
-      sessionDir: join(dir, 'pi'),
-      leaseTtl: '2s',
-      stalledInterval: '1s',
-      extraEnv: {
-        SESSIOND_WORKSPACES_ENABLED: 'true',
-        SESSIOND_WORKSPACES: join(dir, 'workspaces'),
-        SESSIOND_WORKSPACE_STORE: join(s.tempDir('store'), 'store.git'),
-        SESSIOND_AGENT_OPTIONS: JSON.stringify(agents),
-      },
-    };
+      dir,
+      store: join(s.tempDir('store'), 'store.git'),
+      agents,
+    });
     runtime = new Runtime({
       connect: s.h.connect,
       prefix: s.h.prefix,

@@ -16,6 +16,7 @@ import {
   startWorkerProcess,
   type WorkerProcess,
   type WorkerProcessOptions,
+  workspaceHost,
 } from '../support/worker-process.ts';
 import { codexBin, FAKE_KEY, FAKE_KEY_ENV, FAKE_MODEL } from './codex/codex-env.ts';
 import { FAKE_API_KEY, geminiBin, RECORDING_SETTINGS } from './gemini/gemini-env.ts';
@@ -124,21 +125,7 @@ function agentOptions(dir: string): Record<string, Record<string, unknown>> {
 
 function host(name: 'a' | 'b'): WorkerProcessOptions {
   const dir = hosts[name];
-  mkdirSync(join(dir, 'pi'), { recursive: true });
-  const agents = agentOptions(dir);
-  return {
-    redisUrl,
-    prefix: h.prefix,
-    env,
-    stateDir: dir,
-    sessionDir: join(dir, 'pi'),
-    extraEnv: {
-      SESSIOND_WORKSPACES_ENABLED: 'true',
-      SESSIOND_WORKSPACES: join(dir, 'workspaces'),
-      SESSIOND_WORKSPACE_STORE: store,
-      SESSIOND_AGENT_OPTIONS: JSON.stringify(agents),
-    },
-  };
+  return workspaceHost({ redisUrl, prefix: h.prefix, env, dir, store, agents: agentOptions(dir), fastTakeover: false });
 }
 
 async function stop(worker: WorkerProcess): Promise<void> {

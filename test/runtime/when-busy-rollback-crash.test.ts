@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { internals } from '../../src/runtime/internals.ts';
@@ -7,7 +7,12 @@ import type { FakeModelServer } from '../support/fake-model-server.ts';
 import type { PiEnv } from '../support/pi-env.ts';
 import { agentRecords, expectWholeLog, turnEnded, until, useRuntimeSuite, type Harness } from '../support/runtime.ts';
 import { runModel } from '../support/workspace-model.ts';
-import { killAllWorkerProcesses, startWorkerProcess, type WorkerProcessOptions } from '../support/worker-process.ts';
+import {
+  killAllWorkerProcesses,
+  startWorkerProcess,
+  type WorkerProcessOptions,
+  workspaceHost,
+} from '../support/worker-process.ts';
 
 /**
  * `whenBusy: "rollback"` across worker kills (`sessiond worker` processes, each a host with its own workspace root,
@@ -41,22 +46,8 @@ describe('whenBusy "rollback" and worker kills', () => {
       roots.length = 0;
       for (const name of ['host-a', 'host-b', 'host-c']) {
         const dir = s.tempDir(name);
-        mkdirSync(join(dir, 'pi'), { recursive: true });
         roots.push(join(dir, 'workspaces'));
-        hosts.push({
-          redisUrl: s.redis.url,
-          prefix: h.prefix,
-          env,
-          stateDir: dir,
-          sessionDir: join(dir, 'pi'),
-          leaseTtl: '2s',
-          stalledInterval: '1s',
-          extraEnv: {
-            SESSIOND_WORKSPACES_ENABLED: '1',
-            SESSIOND_WORKSPACES: join(dir, 'workspaces'),
-            SESSIOND_WORKSPACE_STORE: store,
-          },
-        });
+        hosts.push(workspaceHost({ redisUrl: s.redis.url, prefix: h.prefix, env, dir, store }));
       }
     },
   );

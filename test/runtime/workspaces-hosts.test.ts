@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { markerScope, reapOrphans } from '../../src/runtime/orphans.ts';
@@ -12,6 +12,7 @@ import {
   startWorkerProcess,
   type WorkerProcess,
   type WorkerProcessOptions,
+  workspaceHost,
 } from '../support/worker-process.ts';
 
 /**
@@ -33,21 +34,7 @@ let rootA: string;
 let rootB: string;
 
 function host(redisUrl: string, dir: string, store: string): WorkerProcessOptions {
-  mkdirSync(join(dir, 'pi'), { recursive: true });
-  return {
-    redisUrl,
-    prefix: h.prefix,
-    env,
-    stateDir: dir,
-    sessionDir: join(dir, 'pi'),
-    leaseTtl: '2s',
-    stalledInterval: '1s',
-    extraEnv: {
-      SESSIOND_WORKSPACES_ENABLED: '1',
-      SESSIOND_WORKSPACES: join(dir, 'workspaces'),
-      SESSIOND_WORKSPACE_STORE: store,
-    },
-  };
+  return workspaceHost({ redisUrl, prefix: h.prefix, env, dir, store });
 }
 
 async function stop(worker: WorkerProcess): Promise<void> {

@@ -6,7 +6,9 @@
  * (`reapOrphans` does it once the workers are dead).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SESSIOND_BIN } from './cli.ts';
 import type { PiEnv } from './pi-env.ts';
 import { NO_DISCOVERY, piBin, REPO_ROOT } from './pi-env.ts';
@@ -65,6 +67,37 @@ function installExitHook(): void {
 }
 
 /** The env a worker process is configured with (also usable for other `sessiond` commands). */
+/**
+ * A worker "host" of its own under `dir` (its state dir, pi's sessions in `pi/`, its workspaces in `workspaces/`),
+ * with workspaces on and the fleet's shared `store`; a dead worker's sessions taken over fast (lease 2 s, stalled
+ * check 1 s) unless `fastTakeover` is false. `agents`: SESSIOND_AGENT_OPTIONS.
+ */
+export function workspaceHost(o: {
+  redisUrl: string;
+  prefix: string;
+  env: PiEnv;
+  dir: string;
+  store: string;
+  agents?: unknown;
+  fastTakeover?: boolean;
+}): WorkerProcessOptions {
+  mkdirSync(join(o.dir, 'pi'), { recursive: true });
+  return {
+    redisUrl: o.redisUrl,
+    prefix: o.prefix,
+    env: o.env,
+    stateDir: o.dir,
+    sessionDir: join(o.dir, 'pi'),
+    ...(o.fastTakeover === false ? {} : { leaseTtl: '2s', stalledInterval: '1s' }),
+    extraEnv: {
+      SESSIOND_WORKSPACES_ENABLED: 'true',
+      SESSIOND_WORKSPACES: join(o.dir, 'workspaces'),
+      SESSIOND_WORKSPACE_STORE: o.store,
+      ...(o.agents === undefined ? {} : { SESSIOND_AGENT_OPTIONS: JSON.stringify(o.agents) }),
+    },
+  };
+}
+
 export function workerEnv(o: WorkerProcessOptions): Record<string, string> {
   return {
     ...o.env.env,
